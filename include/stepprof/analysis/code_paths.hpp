@@ -1,0 +1,63 @@
+// Section 4 of the report: alternative code paths for the same work (such as
+// `vggt_batched` vs the per-sample fallback `vggt_single`): what each costs per unit of
+// work, how often each ran, and what in the data goes with the slow one.
+// Needs the nesting (alternatives are marked there); without it the result says so.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepprof/analysis/input.hpp"
+
+namespace stepprof {
+
+struct PathCost {
+  std::string region;
+  bool device = true;          ///< costs use device time (else host time)
+  std::size_t updates = 0;     ///< updates in which the path ran
+  double total_ms = 0;         ///< summed over the window [ms]
+  double calls = 0;            ///< summed calls [count]
+  std::optional<double> samples, frames, microbatches;  ///< summed work counters [count]; absent if the log lacks them
+  std::string samples_counter, frames_counter, microbatches_counter;  ///< counter names used
+  std::optional<double> ms_per_sample, ms_per_frame, ms_per_microbatch;  ///< total_ms / work [ms per unit]
+};
+
+/// How often one frame count occurs in updates that ran the slow path and in the others.
+struct FrameCountEvidence {
+  std::int64_t frames = 0;             ///< frames per sample
+  std::size_t updates_with = 0;        ///< updates with at least one sample of this frame count
+  std::size_t updates_with_slow = 0;   ///< ... of which ran the slow path
+  std::int64_t samples = 0;            ///< samples with this frame count over the window
+};
+
+struct PathGroup {
+  std::string group;   ///< the alternatives' group name (alt=...)
+  std::string parent;  ///< common parent region, if any
+  std::vector<PathCost> paths;
+  /// Fastest and slowest path by ms per frame (else per sample); empty if not comparable.
+  std::string fast, slow;
+  std::optional<double> slow_over_fast;  ///< ratio of the per-frame (else per-sample) costs
+  std::string unit = "frame";            ///< "frame" or "sample": what the ratio is per
+  std::size_t updates = 0, updates_with_slow = 0, updates_fast_only = 0;
+  /// Updates whose samples have more than one distinct frame count, among the updates
+  /// that ran the slow path / that ran only the fast path.
+  std::size_t slow_updates_mixed_frames = 0, fast_only_updates_mixed_frames = 0;
+  std::vector<FrameCountEvidence> frame_counts;  ///< by frame count, ascending
+  /// Frame counts present only in updates that ran the slow path.
+  std::vector<std::int64_t> frame_counts_only_with_slow;
+  /// Mean over updates of the slow path's time minus the same work at the fast path's
+  /// unit cost [ms per update]: what moving all its work to the fast path would save on
+  /// this rank's compute (before any waiting for other ranks absorbs it).
+  std::optional<double> saving_ms_per_update;
+};
+
+struct CodePathResult {
+  bool nesting_known = false;    ///< false: no nesting given, so no alternatives known
+  std::vector<PathGroup> groups;
+};
+
+CodePathResult analyze_code_paths(const AnalysisInput& in);
+
+}  // namespace stepprof

@@ -1,0 +1,42 @@
+// Section 7 of the report: a short ranked list of what to look at, each with its
+// measured evidence and the time at stake per update. Built only from the other
+// analyses' results (it reads no records itself).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepprof/analysis/code_paths.hpp"
+#include "stepprof/analysis/padding.hpp"
+#include "stepprof/analysis/regions.hpp"
+#include "stepprof/analysis/update_time.hpp"
+#include "stepprof/analysis/waiting.hpp"
+
+namespace stepprof {
+
+struct Finding {
+  std::string kind;      ///< stable id: slow-path, waiting, padding, data-loading, exclusive-time,
+                         ///< untracked-time, variability, time-gap, nesting
+  std::string subject;   ///< the region (or group) concerned, if any
+  double ms_per_update = 0;  ///< time at stake per update [ms] (the ranking key)
+  double share = 0;          ///< ms_per_update / median update time [fraction]
+  std::string title;     ///< one line: what is happening
+  std::string evidence;  ///< the measurements behind it, with units
+  std::string action;    ///< what to change or look at next
+};
+
+/// Everything findings are derived from.
+struct FindingInputs {
+  const UpdateTimeResult& time;
+  const RegionTable& regions;
+  const CodePathResult& paths;
+  const PaddingResult& padding;
+  const std::vector<WaitingResult>& waiting;
+  const Hierarchy* hierarchy;
+};
+
+/// Findings sorted by time at stake, largest first; at most `max_findings`.
+std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_findings = 8);
+
+}  // namespace stepprof

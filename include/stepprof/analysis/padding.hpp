@@ -1,0 +1,38 @@
+// Section 5 of the report: how much of the token tensor is padding, and what it costs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepprof/analysis/input.hpp"
+#include "stepprof/analysis/stats.hpp"
+
+namespace stepprof {
+
+/// A region whose time grows with the token slots of the update.
+struct TokenBoundRegion {
+  std::string region;
+  double correlation = 0;      ///< Pearson r of its time with token_slots over updates
+  double median_ms = 0;        ///< its median time per update [ms]
+};
+
+struct PaddingResult {
+  bool available = false;  ///< false when the log has no token_slots/valid_tokens counters
+  double token_slots = 0, valid_tokens = 0;  ///< summed over the window [count]
+  /// Token-weighted padding fraction: 1 - sum(valid_tokens) / sum(token_slots) [fraction].
+  double fraction = 0;
+  std::optional<Summary> per_update_fraction;  ///< per update, from the counters [fraction]
+  double padding_slots_per_s = 0;  ///< (token_slots - valid_tokens) / sum(wall_ms) x 1000, per rank [slots/s]
+  double padding_slots_per_update = 0;  ///< mean per update per rank [slots]
+  std::optional<double> max_padded_length;  ///< longest padded length in input_shapes [tokens]
+  /// Leaf regions whose time correlates with token slots (r >= 0.4), and the time that
+  /// padding costs in them if their time is proportional to token slots:
+  /// fraction x sum of their median times [ms per update].
+  std::vector<TokenBoundRegion> token_bound;
+  std::optional<double> cost_ms_per_update;
+};
+
+PaddingResult analyze_padding(const AnalysisInput& in);
+
+}  // namespace stepprof

@@ -1,0 +1,68 @@
+// Section 3 of the report: where an update's time goes, per region.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepprof/analysis/input.hpp"
+#include "stepprof/analysis/stats.hpp"
+
+namespace stepprof {
+
+/// How a region's device-stream and host times relate.
+enum class TimeGap : std::uint8_t {
+  kNone,             ///< within max(1 ms, 20 %) of each other
+  kDeviceLonger,     ///< the host returns long before the device finishes (asynchronous launches, stalls)
+  kHostLonger,       ///< the host spends much longer than the device (host-bound: the GPU idles)
+};
+
+struct RegionRow {
+  std::string name;
+  std::string parent;  ///< "" at the top level or when the nesting is unknown
+  int depth = 0;       ///< 0 at the top level
+  bool in_hierarchy = false;  ///< false: present in the log but not in the given nesting
+  std::size_t updates_present = 0;  ///< updates in which the region occurs
+  std::optional<Summary> device_ms;  ///< cuda_stream_ms per update where present [ms]
+  std::optional<Summary> host_ms;    ///< cpu_call_ms per update where present [ms]
+  std::optional<Summary> calls;      ///< calls per update where present [count]
+  /// Exclusive (self) time: the region minus its children, per update [ms];
+  /// only when the nesting is known and the region has children in the log.
+  std::optional<Summary> device_self_ms, host_self_ms;
+  /// Share of the total update time over the window: sum(region) / sum(wall_ms),
+  /// device time when present, else host time [fraction].
+  double share = 0;
+  double self_share = 0;            ///< the same for the exclusive time [fraction]
+  std::optional<double> gap_ms;     ///< median over updates of device_ms - host_ms [ms]
+  TimeGap gap = TimeGap::kNone;
+};
+
+/// A parent whose children's times add up to more than the parent in some update.
+struct NestingViolation {
+  std::string parent;
+  std::int64_t step = 0;
+  std::int64_t rank = -1;
+  double parent_ms = 0, children_ms = 0;
+  bool device = true;
+};
+
+struct RegionTable {
+  std::vector<RegionRow> rows;  ///< nesting order (depth-first) when known, else by share
+  bool nesting_known = false;
+  std::string nesting_source;
+  std::size_t updates = 0;      ///< updates analyzed
+  /// Host time per update outside every top-level region: wall_ms - sum(top-level host ms) [ms].
+  std::optional<Summary> outside_regions_ms;
+  std::size_t violation_count = 0;  ///< (update, parent) pairs whose children exceed the parent
+  std::vector<NestingViolation> violations;  ///< the first few
+  std::vector<std::string> not_in_log;  ///< regions of the nesting that never occur in the log
+};
+
+/// Tolerance for nesting checks: children may exceed their parent by this much
+/// (clock granularity and event-recording latency): max(0.5 ms, 1 % of the parent).
+double nesting_tolerance_ms(double parent_ms);
+
+RegionTable analyze_regions(const AnalysisInput& in);
+
+}  // namespace stepprof

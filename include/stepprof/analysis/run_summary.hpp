@@ -1,0 +1,33 @@
+// Section 1 of the report: which run, which ranks, which window, which settings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepprof/analysis/input.hpp"
+
+namespace stepprof {
+
+struct RunSummary {
+  std::vector<std::int64_t> ranks;               ///< ranks with records, ascending
+  std::vector<std::int64_t> missing_ranks;       ///< 0..world_size-1 without records (world size known)
+  std::optional<std::int64_t> world_size;        ///< number of ranks in the job
+  std::optional<std::int64_t> micro_batch;       ///< samples per micro-batch per rank
+  std::optional<std::int64_t> accumulation;      ///< micro-batches per update (gradient accumulation)
+  std::optional<std::int64_t> global_batch;      ///< samples per update over all ranks
+  bool global_batch_derived = false;             ///< true: micro_batch x accumulation x world_size
+  std::optional<std::string> global_batch_mismatch;  ///< config's global_batch disagrees with the product
+  std::size_t updates = 0;                       ///< update records analyzed, all ranks
+  std::vector<std::pair<std::int64_t, std::size_t>> updates_per_rank;
+  std::optional<std::int64_t> first_step, last_step;  ///< the analyzed window (inclusive)
+  std::uint64_t updates_outside_window = 0;     ///< dropped by --steps
+  std::vector<RawField> config;                 ///< config fields of the lowest rank, verbatim
+  std::vector<std::string> files;
+  std::string nesting_source;                   ///< empty when the nesting is unknown
+};
+
+RunSummary summarize_run(const AnalysisInput& in);
+
+}  // namespace stepprof

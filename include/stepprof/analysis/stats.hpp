@@ -1,0 +1,34 @@
+// Descriptive statistics used by every analysis.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace stepprof {
+
+/// Distribution of one quantity over updates. Units are those of the input values.
+/// Percentiles interpolate linearly between order statistics (NumPy's default,
+/// Hyndman & Fan 1996 type 7). cv = stdev / mean with the sample standard deviation
+/// (n - 1 denominator); stdev and cv are 0 for n = 1.
+struct Summary {
+  std::size_t n = 0;
+  double mean = 0, stdev = 0, cv = 0;
+  double min = 0, p10 = 0, median = 0, p90 = 0, max = 0;
+  double sum = 0;
+};
+
+/// Summary of `values` (any order); nullopt when empty.
+std::optional<Summary> summarize(std::vector<double> values);
+
+/// The q-quantile (0 <= q <= 1) of sorted values, type 7; `sorted` must be non-empty.
+double quantile_sorted(std::span<const double> sorted, double q);
+
+/// Pearson correlation of two equally long series; nullopt when n < 3 or either is constant.
+std::optional<double> pearson(std::span<const double> a, std::span<const double> b);
+
+/// Sample standard deviation (n - 1); 0 for n < 2.
+double stdev(std::span<const double> v);
+
+}  // namespace stepprof

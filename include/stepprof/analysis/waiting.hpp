@@ -1,0 +1,43 @@
+// Section 6 of the report: is this rank waiting for the others? From one rank's log.
+//
+// In data-parallel training every rank leaves the gradient all-reduce together, so a
+// rank that finishes its compute early waits inside its communication region. The sign
+// in one rank's log: time saved in a compute region reappears in the communication
+// region, so the two are strongly anti-correlated over updates and their sum varies
+// much less than either. The wait per update is then estimated as the communication
+// time above its lowest value in the window (the update where this rank waited least
+// is taken as "no wait"): a lower bound, since the rank may have waited even then.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepprof/analysis/input.hpp"
+#include "stepprof/analysis/stats.hpp"
+
+namespace stepprof {
+
+struct WaitingResult {
+  /// The communication region: role=communication in the nesting, else the first region
+  /// whose name contains "comm", "allreduce", "all_reduce", "nccl" or "reduce_scatter".
+  std::optional<std::int64_t> rank;  ///< the rank analyzed
+  std::string comm_region;
+  std::string comm_found_by;  ///< "role in the nesting" or "region name"; empty: none found
+  std::string compute_region;  ///< the region whose time the communication region absorbs
+  std::optional<double> correlation;  ///< Pearson r(compute, comm) over updates
+  double compute_sd_ms = 0, comm_sd_ms = 0, sum_sd_ms = 0;  ///< sample standard deviations [ms]
+  /// True when r <= -0.5 and the sum varies less than 0.6 x the smaller of the two:
+  /// this rank's update time is set by another rank.
+  bool waiting = false;
+  double comm_floor_ms = 0;  ///< lowest comm time in the window, taken as "no wait" [ms]
+  std::optional<Summary> wait_ms;  ///< comm - floor per update [ms]
+  std::size_t updates = 0;
+  bool single_rank = true;  ///< false when several ranks' logs were given (see the cross-rank section)
+};
+
+/// The analysis for one rank's updates.
+WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank);
+
+}  // namespace stepprof

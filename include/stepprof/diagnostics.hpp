@@ -1,0 +1,82 @@
+// Problems found in the input, with where they are and what was expected.
+// Readers report into a Diagnostics sink and keep going (or stop, in strict mode);
+// nothing they reject is dropped without a diagnostic.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stepprof {
+
+enum class Severity : std::uint8_t {
+  kNote,     ///< information (e.g. a file skipped because of its name)
+  kWarning,  ///< analyzed anyway; exit status stays 0 (e.g. a truncated final line)
+  kError,    ///< some input was rejected; exit status 1 at the end
+};
+
+/// What kind of problem; each has its own message text and stable name (code_name()).
+enum class Problem : std::uint8_t {
+  kMalformedJson,    ///< the line is not valid JSON
+  kTruncatedLine,    ///< the final line ends mid-record (a job killed mid-write)
+  kBadField,         ///< a field has the wrong type or shape
+  kMissingField,     ///< a required field (type, step, wall_ms) is missing
+  kNonFinite,        ///< NaN or Infinity where a number is required
+  kNegativeTime,     ///< a time or count below zero
+  kDuplicateStep,    ///< a second update record for the same rank and step
+  kMissingConfig,    ///< a rank's records come without a config record
+  kMixedRuns,        ///< records of different runs or ranks in one file or input set
+  kUnknownRecord,    ///< a record whose `type` is unknown
+  kEmptyInput,       ///< no update records at all
+  kUnreadable,       ///< a file could not be opened or decompressed
+  kHierarchy,        ///< a problem in a --hierarchy file or the nesting it describes
+  kRecorderErrors,   ///< the recorder itself counted errors while writing the log
+  kCount_,
+};
+
+/// Stable lowercase name of a problem kind, e.g. "malformed-json" (used in JSON output).
+std::string_view code_name(Problem p);
+std::string_view severity_name(Severity s);
+
+/// One problem. line and column are 1-based; 0 means "whole file" / "whole line".
+struct Diagnostic {
+  Severity severity = Severity::kError;
+  Problem problem = Problem::kMalformedJson;
+  std::string file;
+  std::uint64_t line = 0;
+  std::uint64_t column = 0;
+  std::string message;
+};
+
+/// `file:line:column: severity: message [code]`, the form compilers use.
+std::string format_diagnostic(const Diagnostic& d);
+
+/// Collects diagnostics. Keeps at most `max_kept` of them (all are counted);
+/// in strict mode the first warning or error asks the reader to stop.
+class Diagnostics {
+ public:
+  explicit Diagnostics(bool strict = false, std::size_t max_kept = 10000)
+      : strict_(strict), max_kept_(max_kept) {}
+
+  void report(Diagnostic d);
+  /// True once strict mode has seen a warning or an error: readers stop reading.
+  [[nodiscard]] bool should_stop() const { return stopped_; }
+  [[nodiscard]] bool strict() const { return strict_; }
+
+  [[nodiscard]] const std::vector<Diagnostic>& kept() const { return kept_; }
+  [[nodiscard]] std::uint64_t count(Severity s) const { return by_severity_[static_cast<int>(s)]; }
+  [[nodiscard]] std::uint64_t count(Problem p) const { return by_problem_[static_cast<int>(p)]; }
+  [[nodiscard]] std::uint64_t total() const;
+
+ private:
+  bool strict_;
+  bool stopped_ = false;
+  std::size_t max_kept_;
+  std::vector<Diagnostic> kept_;
+  std::array<std::uint64_t, 3> by_severity_{};
+  std::array<std::uint64_t, static_cast<int>(Problem::kCount_)> by_problem_{};
+};
+
+}  // namespace stepprof

@@ -1,0 +1,79 @@
+// Region nesting and region roles. Logs such as the bundled real one store flat region
+// names; the nesting comes from a small text file (`--hierarchy FILE`, format in
+// docs/hierarchy-format.md) or from the `parents` that stepprof's recorder writes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stepprof/dataset.hpp"
+#include "stepprof/diagnostics.hpp"
+
+namespace stepprof {
+
+/// What a region does, for the analyses that look for it.
+enum class RegionRole : std::uint8_t {
+  kNone,
+  kCommunication,  ///< holds collective communication (waits for other ranks)
+  kData,           ///< fetches input data
+  kOptimizer,      ///< the optimizer step at the accumulation boundary
+};
+
+std::string_view role_name(RegionRole r);
+
+struct HierarchyNode {
+  std::string name;
+  std::string parent;     ///< "" for a top-level region (child of the whole update)
+  std::string alt_group;  ///< regions with the same group are alternative code paths for the same work
+  RegionRole role = RegionRole::kNone;
+  /// Counters that measure this region's work; empty means the default
+  /// `<name>_samples`, `<name>_frames`, `<name>_microbatches`.
+  std::string samples_counter, frames_counter, microbatches_counter;
+  std::uint64_t line = 0;  ///< line in the hierarchy file (0 when taken from the log)
+
+  [[nodiscard]] std::string samples() const { return samples_counter.empty() ? name + "_samples" : samples_counter; }
+  [[nodiscard]] std::string frames() const { return frames_counter.empty() ? name + "_frames" : frames_counter; }
+  [[nodiscard]] std::string microbatches() const {
+    return microbatches_counter.empty() ? name + "_microbatches" : microbatches_counter;
+  }
+};
+
+/// A forest of regions under the update. Nodes are kept in definition order.
+class Hierarchy {
+ public:
+  std::string source;  ///< where the nesting came from, for reports
+
+  /// Adds a node; its parent must have been added before (or be "").
+  void add(HierarchyNode node);
+  [[nodiscard]] const std::vector<HierarchyNode>& nodes() const { return nodes_; }
+  [[nodiscard]] const HierarchyNode* find(std::string_view name) const;
+  /// Direct children of `parent` ("" for the top level), in definition order.
+  [[nodiscard]] std::vector<const HierarchyNode*> children(std::string_view parent) const;
+  /// True when `ancestor` is a (possibly indirect) parent of `name`.
+  [[nodiscard]] bool is_ancestor(std::string_view ancestor, std::string_view name) const;
+  /// 0 for top-level regions; -1 for a region not in the hierarchy.
+  [[nodiscard]] int depth(std::string_view name) const;
+  /// Alternative-path groups in definition order, each with its member regions.
+  [[nodiscard]] std::vector<std::pair<std::string, std::vector<const HierarchyNode*>>> alternatives() const;
+
+ private:
+  std::vector<HierarchyNode> nodes_;
+};
+
+/// Parses the hierarchy format. Every problem is reported as a Problem::kHierarchy
+/// error with `file_name:line:column`; returns nullopt when there was any.
+std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::string& file_name, Diagnostics& diag);
+
+/// Reads and parses a hierarchy file; an unreadable file is a kUnreadable error.
+std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& diag);
+
+/// The nesting the log itself records: the `parents` of update records, plus the
+/// config fields `region_alternatives` ({region: group}) and `region_roles`
+/// ({region: "communication"|"data"|"optimizer"}). Returns nullopt when the log records
+/// no parents. Conflicting parents for one region are reported as kHierarchy warnings.
+std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& diag);
+
+}  // namespace stepprof

@@ -1,0 +1,48 @@
+// Reads step logs into a Dataset: newline-delimited JSON (the real log's format), the
+// same pasted as a markdown table (`| {json} |` rows), gzip-compressed files, whole
+// directories and stdin (`-`). Every problem is reported to a Diagnostics sink with
+// file, line and column (docs/reading-logs.md lists them); rejected records are never
+// dropped silently.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stepprof/dataset.hpp"
+#include "stepprof/diagnostics.hpp"
+
+namespace stepprof {
+
+/// An inclusive window of optimizer updates (`--steps A:B`).
+struct StepRange {
+  std::int64_t first = std::numeric_limits<std::int64_t>::min();
+  std::int64_t last = std::numeric_limits<std::int64_t>::max();
+  [[nodiscard]] bool contains(std::int64_t step) const { return step >= first && step <= last; }
+};
+
+/// Parses "A:B" (inclusive), "A:", ":B" or "A" (one update). On bad text returns
+/// nullopt and sets `error` to what was wrong.
+std::optional<StepRange> parse_step_range(std::string_view text, std::string& error);
+
+struct ReadOptions {
+  std::optional<StepRange> steps;  ///< keep only updates in this window
+};
+
+/// The files `inputs` names: files as given, directories expanded to the log files in
+/// them (sorted; names ending .jsonl, .ndjson, .json, .log, .md or .txt, optionally
+/// followed by .gz; other names are reported as notes), "-" for stdin.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, Diagnostics& diag);
+
+/// Reads and validates every record of `inputs` (after expand_inputs).
+/// Per-line problems are reported and the line skipped; a last line without a newline
+/// that does not parse is reported as truncated (a warning). Then, across files:
+/// duplicate steps, mixed runs, ranks without a config and empty input. In strict mode
+/// reading stops at the first warning or error (diag.should_stop()).
+Dataset read_logs(const std::vector<std::string>& inputs, const ReadOptions& options,
+                  Diagnostics& diag);
+
+}  // namespace stepprof

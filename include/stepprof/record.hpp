@@ -1,0 +1,107 @@
+// The log model: what one config record and one update record hold, in memory.
+// Field meanings and units follow docs/log-schema.md (the real log's schema).
+// "Absent" is represented explicitly (std::optional or a missing element), never as 0:
+// a region or counter that did not occur in an update is not in that update's vectors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stepprof/names.hpp"
+
+namespace stepprof {
+
+/// Where a record came from: index into the input file list and 1-based line number.
+struct SourceLocation {
+  std::uint32_t file = 0;
+  std::uint64_t line = 0;
+};
+
+/// A JSON field kept verbatim: key and its raw JSON text (e.g. `"0"`, `42`, `{"a":1}`).
+struct RawField {
+  std::string key;
+  std::string json;
+};
+
+/// The config record: run-level settings. Every field of the record is kept in
+/// `fields`, in file order, including ones stepprof does not know; the typed members
+/// are the ones the analyses use, parsed from those fields when present.
+struct RunConfig {
+  std::vector<RawField> fields;           ///< all fields except `type`, verbatim
+  std::optional<std::int64_t> rank;        ///< data-parallel rank of the process
+  std::optional<std::int64_t> world_size;  ///< number of ranks
+  std::optional<std::int64_t> micro_batch;   ///< samples per micro-batch on one rank
+  std::optional<std::int64_t> accumulation;  ///< micro-batches per optimizer update
+  std::optional<std::int64_t> global_batch;  ///< samples per update over all ranks
+  std::optional<std::int64_t> seed;
+  std::optional<std::int64_t> first_step;  ///< first recorded update
+  std::optional<std::int64_t> last_step;   ///< last recorded update
+  std::optional<std::int64_t> schema;      ///< schema version (absent: 1)
+  std::optional<std::string> model;
+  std::optional<std::string> run_id;       ///< written by stepprof's recorder
+  std::optional<std::string> clock;        ///< host clock the recorder used
+  std::optional<std::string> device_timing;  ///< device-timing status from the recorder
+  SourceLocation source;
+
+  /// The raw JSON of field `key`, or nullptr.
+  [[nodiscard]] const RawField* find(std::string_view key) const;
+};
+
+/// Builds a RunConfig from its fields (raw JSON values), filling the typed members.
+/// A known field of the wrong type (e.g. `"world_size": "4"`) is left unset in the
+/// typed members, kept in `fields`, and described in `problems` (one message each).
+RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* problems = nullptr);
+
+/// Sentinel parent id: the region is top-level (its parent is the update itself).
+inline constexpr NameTable::Id kTopLevel = 0xFFFFFFFFu;
+
+/// One region in one update. Times are summed over the region's calls in the update.
+struct RegionSample {
+  NameTable::Id region = 0;             ///< id in the dataset's region NameTable
+  std::optional<double> device_ms;      ///< `cuda_stream_ms`: device-stream time [ms]
+  std::optional<double> host_ms;        ///< `cpu_call_ms`: host time between entry and exit [ms]
+  std::optional<std::int64_t> calls;    ///< `calls`: entries in this update [count]
+  std::optional<NameTable::Id> parent;  ///< `parents`: parent region id or kTopLevel; absent if the log does not say
+};
+
+/// One per-update counter (`counts`): a count of work items, e.g. samples or frames.
+struct Counter {
+  NameTable::Id name = 0;  ///< id in the dataset's counter NameTable
+  double value = 0;        ///< [count]; integral for every counter the analyses use
+};
+
+/// One entry of `input_shapes`: the shape of a micro-batch's token tensor and how
+/// many micro-batches of the update had it.
+struct InputShape {
+  std::vector<std::int64_t> dims;  ///< e.g. {batch, padded_length}
+  std::int64_t microbatches = 0;   ///< [count]
+};
+
+/// One update record (one optimizer update of one rank).
+struct UpdateRecord {
+  std::optional<std::int64_t> rank;  ///< from the record, else from its file's config
+  std::int64_t step = 0;             ///< optimizer update index
+  double wall_ms = 0;                ///< host wall-clock time of the whole update [ms]
+  std::vector<RegionSample> regions;  ///< in file order; absent regions are not listed
+  std::vector<Counter> counters;      ///< in file order; absent counters are not listed
+  /// `frame_histogram`: (frames per sample, samples with that many frames), file order.
+  std::vector<std::pair<std::int64_t, std::int64_t>> frame_histogram;
+  std::vector<InputShape> input_shapes;
+  std::vector<std::int64_t> sample_indices;  ///< dataset indices of the update's samples, in order
+  std::optional<double> padding_fraction;    ///< 1 - valid_tokens / token_slots [fraction]
+  /// `recorder_errors`: errors the recorder counted since its previous record, by kind
+  /// (e.g. {"write_failed", 3}) [count]. Empty when the log has none.
+  std::vector<std::pair<std::string, std::int64_t>> recorder_errors;
+  std::vector<RawField> extra;  ///< fields stepprof does not know, verbatim
+  SourceLocation source;
+
+  /// The region sample for `id`, or nullptr when the region is absent in this update.
+  [[nodiscard]] const RegionSample* region(NameTable::Id id) const;
+  /// The value of counter `id`, or nullopt when absent in this update.
+  [[nodiscard]] std::optional<double> counter(NameTable::Id id) const;
+};
+
+}  // namespace stepprof

@@ -1,0 +1,27 @@
+// Serializes records to the step-log's JSON-lines form (docs/log-schema.md).
+// Used by the recorder, the Kineto importer and the log generator, so every
+// stepprof log has the same shape as the real log the reader is tested on.
+#pragma once
+
+#include <string>
+
+#include "stepprof/names.hpp"
+#include "stepprof/record.hpp"
+
+namespace stepprof {
+
+/// The config record as one JSON object on one line (no trailing newline):
+/// `{"type": "config", <fields in order>}`. Raw field values must be valid JSON;
+/// an invalid one is written as a JSON string holding its text.
+std::string config_to_json(const RunConfig& config);
+
+/// The update record as one JSON object on one line (no trailing newline), with the
+/// real log's field names and order: type, rank, step, wall_ms, cuda_stream_ms,
+/// cpu_call_ms, calls, parents, counts, frame_histogram, input_shapes,
+/// sample_indices, padding_fraction, recorder_errors, then `extra`. Absent values are
+/// omitted, never written as 0. Input shapes are written as Python tuple text,
+/// e.g. "(8, 3154)", as in the real log.
+std::string update_to_json(const UpdateRecord& update, const NameTable& regions,
+                           const NameTable& counters);
+
+}  // namespace stepprof

@@ -1,0 +1,22 @@
+// Renderers: format a Report (and the input diagnostics) for people or machines.
+// They compute nothing; every figure comes from the analyses.
+#pragma once
+
+#include <string>
+
+#include "stepprof/analysis/report.hpp"
+#include "stepprof/diagnostics.hpp"
+
+namespace stepprof {
+
+/// Plain-text report for a terminal (docs/report.md shows an example).
+std::string render_text(const Report& report, const Diagnostics& diag);
+
+/// The same content as GitHub-flavoured markdown tables.
+std::string render_markdown(const Report& report, const Diagnostics& diag);
+
+/// Every figure of the report as one JSON document, schema "stepprof.report/1"
+/// (docs/report-json.md). Keys carry their unit as a suffix (_ms, _per_s, _fraction).
+std::string render_json(const Report& report, const Diagnostics& diag);
+
+}  // namespace stepprof

@@ -1,0 +1,61 @@
+// The step-log schema: record types and field names, shared by the recorder that
+// writes logs and the reader that parses them (one definition, not two).
+// docs/log-schema.md describes every field with its unit.
+#pragma once
+
+#include <string_view>
+
+namespace stepprof::schema {
+
+/// Version written by stepprof's own recorder in the config record's `schema` field.
+/// Logs without the field (such as the bundled real log) are read as version 1.
+inline constexpr int kVersion = 1;
+
+// Record types (the `type` field).
+inline constexpr std::string_view kTypeConfig = "config";
+inline constexpr std::string_view kTypeUpdate = "update";
+
+// Fields of every record.
+inline constexpr std::string_view kType = "type";
+inline constexpr std::string_view kRank = "rank";
+
+// Config record fields with a meaning to stepprof (all others are kept verbatim).
+inline constexpr std::string_view kWorldSize = "world_size";
+inline constexpr std::string_view kMicroBatch = "micro_batch";
+inline constexpr std::string_view kAccumulation = "accumulation";
+inline constexpr std::string_view kGlobalBatch = "global_batch";
+inline constexpr std::string_view kSeed = "seed";
+inline constexpr std::string_view kFirstStep = "first_step";
+inline constexpr std::string_view kLastStep = "last_step";
+inline constexpr std::string_view kModel = "model";
+inline constexpr std::string_view kRunId = "run_id";
+inline constexpr std::string_view kSchema = "schema";
+inline constexpr std::string_view kClock = "clock";
+inline constexpr std::string_view kDeviceTiming = "device_timing";
+inline constexpr std::string_view kNote = "note";
+
+// Update record fields.
+inline constexpr std::string_view kStep = "step";
+inline constexpr std::string_view kWallMs = "wall_ms";
+inline constexpr std::string_view kCudaStreamMs = "cuda_stream_ms";
+inline constexpr std::string_view kCpuCallMs = "cpu_call_ms";
+inline constexpr std::string_view kCalls = "calls";
+inline constexpr std::string_view kParents = "parents";
+inline constexpr std::string_view kCounts = "counts";
+inline constexpr std::string_view kFrameHistogram = "frame_histogram";
+inline constexpr std::string_view kInputShapes = "input_shapes";
+inline constexpr std::string_view kSampleIndices = "sample_indices";
+inline constexpr std::string_view kPaddingFraction = "padding_fraction";
+inline constexpr std::string_view kRecorderErrors = "recorder_errors";
+
+// Counters with a meaning to the analyses (docs/log-schema.md).
+namespace counter {
+inline constexpr std::string_view kMicroSteps = "micro_steps";
+inline constexpr std::string_view kSamples = "samples";
+inline constexpr std::string_view kTokenSlots = "token_slots";
+inline constexpr std::string_view kValidTokens = "valid_tokens";
+inline constexpr std::string_view kSupervisedTokens = "supervised_tokens";
+inline constexpr std::string_view kFrames = "frames";
+}  // namespace counter
+
+}  // namespace stepprof::schema

@@ -1,0 +1,130 @@
+#include "stepprof/analysis/code_paths.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace stepprof {
+namespace {
+
+std::optional<double> sum_counter(const std::vector<const UpdateRecord*>& updates, std::optional<NameTable::Id> id) {
+  if (!id) return std::nullopt;
+  double s = 0;
+  for (const auto* u : updates) s += counter_or_zero(*u, id);
+  return s;
+}
+
+std::optional<double> per(double total, const std::optional<double>& work) {
+  if (!work || *work <= 0) return std::nullopt;
+  return total / *work;
+}
+
+bool ran(const UpdateRecord& u, NameTable::Id id) {
+  const RegionSample* r = u.region(id);
+  return r && (r->calls.value_or(0) > 0 || r->device_ms.value_or(0) > 0 || r->host_ms.value_or(0) > 0);
+}
+
+}  // namespace
+
+CodePathResult analyze_code_paths(const AnalysisInput& in) {
+  CodePathResult out;
+  out.nesting_known = in.hierarchy != nullptr;
+  if (!in.hierarchy) return out;
+  const auto updates = in.updates();
+
+  for (const auto& [group_name, nodes] : in.hierarchy->alternatives()) {
+    PathGroup g;
+    g.group = group_name;
+    g.updates = updates.size();
+    g.parent = nodes.front()->parent;
+    std::vector<std::optional<NameTable::Id>> ids;
+    for (const auto* node : nodes) {
+      PathCost p;
+      p.region = node->name;
+      p.samples_counter = node->samples();
+      p.frames_counter = node->frames();
+      p.microbatches_counter = node->microbatches();
+      const auto id = in.region(node->name);
+      ids.push_back(id);
+      if (id) {
+        p.device = in.has_device_time(*id);
+        for (const auto* u : updates) {
+          const RegionSample* r = u->region(*id);
+          if (!r) continue;
+          if (ran(*u, *id)) ++p.updates;
+          p.total_ms += (p.device ? r->device_ms : r->host_ms).value_or(0);
+          p.calls += static_cast<double>(r->calls.value_or(0));
+        }
+      }
+      p.samples = sum_counter(updates, in.counter(p.samples_counter));
+      p.frames = sum_counter(updates, in.counter(p.frames_counter));
+      p.microbatches = sum_counter(updates, in.counter(p.microbatches_counter));
+      p.ms_per_sample = per(p.total_ms, p.samples);
+      p.ms_per_frame = per(p.total_ms, p.frames);
+      p.ms_per_microbatch = per(p.total_ms, p.microbatches);
+      g.paths.push_back(std::move(p));
+    }
+
+    // Fast and slow path by unit cost: per frame when every path that ran has frames.
+    const bool by_frame = std::all_of(g.paths.begin(), g.paths.end(), [](const PathCost& p) {
+      return p.updates == 0 || p.ms_per_frame.has_value();
+    });
+    g.unit = by_frame ? "frame" : "sample";
+    auto unit_cost = [&](const PathCost& p) { return by_frame ? p.ms_per_frame : p.ms_per_sample; };
+    const PathCost* fast = nullptr;
+    const PathCost* slow = nullptr;
+    for (const auto& p : g.paths) {
+      const auto c = unit_cost(p);
+      if (!c || p.updates == 0) continue;
+      if (!fast || *c < *unit_cost(*fast)) fast = &p;
+      if (!slow || *c > *unit_cost(*slow)) slow = &p;
+    }
+    if (fast && slow && fast != slow) {
+      g.fast = fast->region;
+      g.slow = slow->region;
+      g.slow_over_fast = *unit_cost(*slow) / *unit_cost(*fast);
+      const auto slow_id = ids[static_cast<std::size_t>(slow - g.paths.data())];
+      const auto slow_work =
+          in.counter(by_frame ? slow->frames_counter : slow->samples_counter);
+      std::vector<std::optional<NameTable::Id>> fast_ids;
+      for (std::size_t i = 0; i < g.paths.size(); ++i)
+        if (&g.paths[i] != slow) fast_ids.push_back(ids[i]);
+
+      std::map<std::int64_t, FrameCountEvidence> evidence;
+      double saving = 0;
+      for (const auto* u : updates) {
+        const bool slow_ran = slow_id && ran(*u, *slow_id);
+        const bool fast_ran = std::any_of(fast_ids.begin(), fast_ids.end(),
+                                          [&](const auto& id) { return id && ran(*u, *id); });
+        if (slow_ran) ++g.updates_with_slow;
+        else if (fast_ran) ++g.updates_fast_only;
+        std::size_t distinct = 0;
+        for (const auto& [frames, samples] : u->frame_histogram) {
+          if (samples <= 0) continue;
+          ++distinct;
+          auto& e = evidence[frames];
+          e.frames = frames;
+          ++e.updates_with;
+          if (slow_ran) ++e.updates_with_slow;
+          e.samples += samples;
+        }
+        if (distinct > 1) {
+          if (slow_ran) ++g.slow_updates_mixed_frames;
+          else if (fast_ran) ++g.fast_only_updates_mixed_frames;
+        }
+        if (slow_ran && slow_work) {
+          const auto t = region_ms(*u, *slow_id, slow->device);
+          saving += t.value_or(0) - counter_or_zero(*u, slow_work) * *unit_cost(*fast);
+        }
+      }
+      for (auto& [frames, e] : evidence) {
+        g.frame_counts.push_back(e);
+        if (e.updates_with > 0 && e.updates_with == e.updates_with_slow) g.frame_counts_only_with_slow.push_back(frames);
+      }
+      if (slow_work && !updates.empty()) g.saving_ms_per_update = saving / static_cast<double>(updates.size());
+    }
+    out.groups.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace stepprof

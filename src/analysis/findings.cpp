@@ -1,0 +1,203 @@
+#include "stepprof/analysis/findings.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace stepprof {
+namespace {
+
+std::string join_ints(const std::vector<std::int64_t>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) s += i + 1 == v.size() ? " or " : ", ";
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+
+const WaitingResult* first_waiting(const std::vector<WaitingResult>& w) {
+  for (const auto& x : w)
+    if (x.waiting) return &x;
+  return nullptr;
+}
+
+void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
+  const WaitingResult* wait = first_waiting(in.waiting);
+  for (const auto& g : in.paths.groups) {
+    if (!g.saving_ms_per_update || *g.saving_ms_per_update <= 0 || g.slow.empty()) continue;
+    const PathCost* slow = nullptr;
+    const PathCost* fast = nullptr;
+    for (const auto& p : g.paths) {
+      if (p.region == g.slow) slow = &p;
+      if (p.region == g.fast) fast = &p;
+    }
+    const bool per_frame = g.unit == "frame";
+    const double sc = *(per_frame ? slow->ms_per_frame : slow->ms_per_sample);
+    const double fc = *(per_frame ? fast->ms_per_frame : fast->ms_per_sample);
+    Finding f;
+    f.kind = "slow-path";
+    f.subject = g.group;
+    f.ms_per_update = *g.saving_ms_per_update;
+    f.title = fmt::format("{} of {} updates ran the slow path {} ({:.2f}x the cost per {} of {})",
+                          g.updates_with_slow, g.updates, g.slow, *g.slow_over_fast, g.unit, g.fast);
+    f.evidence = fmt::format("{}: {:.1f} ms per {}, {}: {:.1f} ms per {}", g.slow, sc, g.unit, g.fast, fc, g.unit);
+    if (!g.frame_counts_only_with_slow.empty())
+      f.evidence += fmt::format("; every update with a sample of {} frames ran {}", join_ints(g.frame_counts_only_with_slow),
+                                g.slow);
+    if (g.updates_with_slow > 0)
+      f.evidence += fmt::format("; {} of {} such updates mixed frame counts, {} of {} fast-only updates did",
+                                g.slow_updates_mixed_frames, g.updates_with_slow, g.fast_only_updates_mixed_frames,
+                                g.updates_fast_only);
+    f.action = fmt::format(
+        "send every micro-batch down {}: group samples by frame count in the sampler, or pad frames up to the "
+        "micro-batch maximum",
+        g.fast);
+    if (wait)
+      f.action += fmt::format(
+          "; this rank already waits about {:.0f} ms per update for other ranks, so the update time falls only if "
+          "the slowest ranks gain as well",
+          wait->wait_ms->median);
+    out.push_back(std::move(f));
+  }
+}
+
+void waiting(const FindingInputs& in, std::vector<Finding>& out) {
+  for (const auto& w : in.waiting) {
+    if (!w.waiting || !w.wait_ms) continue;
+    Finding f;
+    f.kind = "waiting";
+    f.subject = w.comm_region;
+    f.ms_per_update = w.wait_ms->median;
+    f.title = fmt::format("{} waits for a slower rank in {}: its update time is set by another rank",
+                          w.rank ? fmt::format("rank {}", *w.rank) : std::string("this rank"), w.comm_region);
+    f.evidence = fmt::format(
+        "time saved in {} reappears in {} (r = {:.2f}); their sum varies by {:.0f} ms (sd) against {:.0f} and "
+        "{:.0f} ms alone; estimated wait {:.0f} ms per update (median; {} above its lowest value {:.0f} ms)",
+        w.compute_region, w.comm_region, *w.correlation, w.sum_sd_ms, w.compute_sd_ms, w.comm_sd_ms,
+        w.wait_ms->median, w.comm_region, w.comm_floor_ms);
+    f.action =
+        "find the slowest rank (run `stepprof report` on every rank's log) and balance its work; speeding up this "
+        "rank alone will not shorten the update";
+    out.push_back(std::move(f));
+  }
+}
+
+void padding(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& p = in.padding;
+  if (!p.available || !p.cost_ms_per_update || p.fraction <= 0.01) return;
+  std::string regions;
+  for (const auto& r : p.token_bound)
+    regions += fmt::format("{}{} (r = {:.2f})", regions.empty() ? "" : ", ", r.region, r.correlation);
+  Finding f;
+  f.kind = "padding";
+  f.ms_per_update = *p.cost_ms_per_update;
+  f.title = fmt::format("{:.1f} % of token slots are padding ({:.0f} slots per update)", p.fraction * 100,
+                        p.padding_slots_per_update);
+  f.evidence = fmt::format(
+      "token-weighted over the window; if the time of {} is proportional to token slots, padding costs {:.0f} ms "
+      "per update in the forward pass alone",
+      regions, *p.cost_ms_per_update);
+  f.action = "bucket samples by length or pack sequences so token slots approach valid tokens";
+  out.push_back(std::move(f));
+}
+
+void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
+  for (const auto& row : in.regions.rows) {
+    const HierarchyNode* node = in.hierarchy ? in.hierarchy->find(row.name) : nullptr;
+    const auto& basis = row.device_ms ? row.device_ms : row.host_ms;
+    if (node && node->role == RegionRole::kData && basis) {
+      Finding f;
+      f.kind = "data-loading";
+      f.subject = row.name;
+      f.ms_per_update = basis->median;
+      f.title = fmt::format("data loading ({}) takes {:.1f} ms per update ({:.1f} % of the update)", row.name,
+                            basis->median, row.share * 100);
+      f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms per update", basis->median, basis->p90,
+                               basis->max);
+      f.action = "if this grows, add data-loader workers or prefetch; the training loop waits for it";
+      out.push_back(std::move(f));
+    }
+    const auto& self = row.device_self_ms ? row.device_self_ms : row.host_self_ms;
+    if (self && row.self_share >= 0.004 && self->median > 1.0) {
+      Finding f;
+      f.kind = "exclusive-time";
+      f.subject = row.name;
+      f.ms_per_update = self->median;
+      f.title = fmt::format("{} spends {:.1f} ms per update outside its child regions", row.name, self->median);
+      f.evidence = fmt::format("exclusive time median {:.1f} ms, max {:.1f} ms ({:.1f} % of the update)",
+                               self->median, self->max, row.self_share * 100);
+      f.action = "add regions inside it to see where that time goes";
+      out.push_back(std::move(f));
+    }
+    if (row.gap != TimeGap::kNone && row.gap_ms) {
+      Finding f;
+      f.kind = "time-gap";
+      f.subject = row.name;
+      f.ms_per_update = std::fabs(*row.gap_ms);
+      f.title = row.gap == TimeGap::kDeviceLonger
+                    ? fmt::format("{}: the host returns {:.1f} ms before the device finishes", row.name, *row.gap_ms)
+                    : fmt::format("{}: the host works {:.1f} ms longer than the device (host-bound)", row.name,
+                                  -*row.gap_ms);
+      f.evidence = fmt::format("median device {:.1f} ms vs host {:.1f} ms per update",
+                               row.device_ms ? row.device_ms->median : 0.0, row.host_ms ? row.host_ms->median : 0.0);
+      f.action = row.gap == TimeGap::kDeviceLonger
+                     ? "the device is the bottleneck here (or it waits on a stream dependency)"
+                     : "the GPU idles while the host prepares work: move host work off the critical path";
+      out.push_back(std::move(f));
+    }
+  }
+  if (const auto& o = in.regions.outside_regions_ms; o && o->median > 1.0) {
+    Finding f;
+    f.kind = "untracked-time";
+    f.ms_per_update = o->median;
+    f.title = fmt::format("{:.1f} ms per update fall outside every region", o->median);
+    f.evidence = fmt::format("wall_ms minus the top-level regions' host time: median {:.1f} ms, max {:.1f} ms",
+                             o->median, o->max);
+    f.action = "wrap the rest of the training loop in regions if this matters";
+    out.push_back(std::move(f));
+  }
+  if (in.regions.violation_count > 0) {
+    const auto& v = in.regions.violations.front();
+    Finding f;
+    f.kind = "nesting";
+    f.subject = v.parent;
+    f.title = fmt::format("the nesting does not fit the data in {} place(s)", in.regions.violation_count);
+    f.evidence = fmt::format("e.g. step {}: children of {} sum to {:.1f} ms, more than its {:.1f} ms", v.step,
+                             v.parent, v.children_ms, v.parent_ms);
+    f.action = "check the --hierarchy file: a region may sit under the wrong parent";
+    out.push_back(std::move(f));
+  }
+}
+
+void variability(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& t = in.time.update_ms;
+  if (!t || t->n < 3 || t->cv < 0.05) return;
+  Finding f;
+  f.kind = "variability";
+  f.ms_per_update = t->p90 - t->median;
+  f.title = fmt::format("update time varies: coefficient of variation {:.1f} %", t->cv * 100);
+  f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms", t->median, t->p90, t->max);
+  f.action = "compare the slow updates' regions and counters with the median ones";
+  out.push_back(std::move(f));
+}
+
+}  // namespace
+
+std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_findings) {
+  std::vector<Finding> out;
+  slow_paths(in, out);
+  waiting(in, out);
+  padding(in, out);
+  region_findings(in, out);
+  variability(in, out);
+  const double median = in.time.update_ms ? in.time.update_ms->median : 0;
+  for (auto& f : out) f.share = median > 0 ? f.ms_per_update / median : 0;
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Finding& a, const Finding& b) { return a.ms_per_update > b.ms_per_update; });
+  if (out.size() > max_findings) out.resize(max_findings);
+  return out;
+}
+
+}  // namespace stepprof

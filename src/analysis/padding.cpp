@@ -1,0 +1,61 @@
+#include "stepprof/analysis/padding.hpp"
+
+#include <algorithm>
+
+#include "stepprof/schema.hpp"
+
+namespace stepprof {
+
+PaddingResult analyze_padding(const AnalysisInput& in) {
+  PaddingResult p;
+  const auto slots_id = in.counter(schema::counter::kTokenSlots);
+  const auto valid_id = in.counter(schema::counter::kValidTokens);
+  if (!slots_id || !valid_id) return p;
+  const auto updates = in.updates();
+  std::vector<double> per_update, slots_series;
+  double wall = 0;
+  for (const auto* u : updates) {
+    const double s = counter_or_zero(*u, slots_id), v = counter_or_zero(*u, valid_id);
+    p.token_slots += s;
+    p.valid_tokens += v;
+    wall += u->wall_ms;
+    slots_series.push_back(s);
+    if (s > 0) per_update.push_back(1.0 - v / s);
+    for (const auto& shape : u->input_shapes)
+      if (shape.dims.size() >= 2)
+        p.max_padded_length = std::max(p.max_padded_length.value_or(0), static_cast<double>(shape.dims.back()));
+  }
+  if (p.token_slots <= 0) return p;
+  p.available = true;
+  p.fraction = 1.0 - p.valid_tokens / p.token_slots;
+  p.per_update_fraction = summarize(per_update);
+  const double padding = p.token_slots - p.valid_tokens;
+  if (wall > 0) p.padding_slots_per_s = padding / wall * 1000.0;
+  p.padding_slots_per_update = padding / static_cast<double>(updates.size());
+
+  // Token-bound regions: leaves (or every region without nesting) whose time follows token slots.
+  for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
+    const std::string_view name = in.data.regions.name(id);
+    if (in.hierarchy && !in.hierarchy->children(name).empty()) continue;
+    const bool device = in.has_device_time(id);
+    std::vector<double> t, s;
+    for (std::size_t i = 0; i < updates.size(); ++i) {
+      if (auto ms = region_ms(*updates[i], id, device)) {
+        t.push_back(*ms);
+        s.push_back(slots_series[i]);
+      }
+    }
+    if (t.size() < updates.size() || t.empty()) continue;  // must run in every update
+    const auto r = pearson(t, s);
+    if (!r || *r < 0.4) continue;
+    p.token_bound.push_back({std::string(name), *r, summarize(t)->median});
+  }
+  if (!p.token_bound.empty()) {
+    double sum = 0;
+    for (const auto& r : p.token_bound) sum += r.median_ms;
+    p.cost_ms_per_update = p.fraction * sum;
+  }
+  return p;
+}
+
+}  // namespace stepprof

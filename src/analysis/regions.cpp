@@ -1,0 +1,173 @@
+#include "stepprof/analysis/regions.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+namespace stepprof {
+
+double nesting_tolerance_ms(double parent_ms) { return std::max(0.5, 0.01 * parent_ms); }
+
+namespace {
+
+constexpr std::size_t kMaxViolationsKept = 10;
+
+struct Series {
+  std::vector<double> device, host, calls, device_self, host_self, gap;
+  double basis_total = 0, self_total = 0;
+  std::size_t present = 0;
+};
+
+// Sum of the children's times in one update; nullopt when no child has that clock.
+std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& kids, bool device) {
+  std::optional<double> sum;
+  for (auto k : kids)
+    if (auto t = region_ms(u, k, device)) sum = sum.value_or(0) + *t;
+  return sum;
+}
+
+}  // namespace
+
+RegionTable analyze_regions(const AnalysisInput& in) {
+  RegionTable t;
+  const auto updates = in.updates();
+  t.updates = updates.size();
+  t.nesting_known = in.hierarchy != nullptr;
+  if (in.hierarchy) t.nesting_source = in.hierarchy->source;
+
+  const std::size_t n_names = in.data.regions.size();
+  std::vector<bool> present(n_names, false), device(n_names, false);
+  double total_wall = 0;
+  for (const auto* u : updates) {
+    total_wall += u->wall_ms;
+    for (const auto& r : u->regions) {
+      if (r.device_ms || r.host_ms || r.calls) present[r.region] = true;
+      if (r.device_ms) device[r.region] = true;
+    }
+  }
+
+  // Row order and parent links.
+  struct Planned {
+    NameTable::Id id;
+    std::string parent;
+    int depth;
+    bool in_hierarchy;
+    std::vector<NameTable::Id> kids;
+  };
+  std::vector<Planned> plan;
+  auto is_present = [&](std::string_view name) {
+    auto id = in.region(name);
+    return id && present[*id];
+  };
+  if (in.hierarchy) {
+    const Hierarchy& h = *in.hierarchy;
+    // A node is shown when it or a descendant occurs in the log.
+    std::function<bool(const std::string&)> shown = [&](const std::string& name) {
+      if (is_present(name)) return true;
+      for (const auto* c : h.children(name))
+        if (shown(c->name)) return true;
+      return false;
+    };
+    std::function<void(const std::string&, int)> visit = [&](const std::string& parent, int depth) {
+      for (const auto* node : h.children(parent)) {
+        if (!is_present(node->name)) {
+          t.not_in_log.push_back(node->name);
+          if (!shown(node->name)) continue;
+        }
+        Planned p{in.data.regions.find(node->name).value_or(NameTable::Id(-1)), node->parent, depth, true, {}};
+        for (const auto* c : h.children(node->name))
+          if (auto id = in.region(c->name); id && present[*id]) p.kids.push_back(*id);
+        if (p.id != NameTable::Id(-1)) plan.push_back(std::move(p));
+        visit(node->name, depth + 1);
+      }
+    };
+    visit("", 0);
+    for (NameTable::Id id = 0; id < n_names; ++id)
+      if (present[id] && !h.find(in.data.regions.name(id))) plan.push_back({id, "", 0, false, {}});
+  } else {
+    for (NameTable::Id id = 0; id < n_names; ++id)
+      if (present[id]) plan.push_back({id, "", 0, false, {}});
+  }
+
+  for (const auto& p : plan) {
+    Series s;
+    const bool dev = device[p.id];
+    for (const auto* u : updates) {
+      const RegionSample* r = u->region(p.id);
+      if (!r) continue;
+      ++s.present;
+      if (r->device_ms) s.device.push_back(*r->device_ms);
+      if (r->host_ms) s.host.push_back(*r->host_ms);
+      if (r->calls) s.calls.push_back(static_cast<double>(*r->calls));
+      if (r->device_ms && r->host_ms) s.gap.push_back(*r->device_ms - *r->host_ms);
+      const auto basis = dev ? r->device_ms : r->host_ms;
+      if (basis) s.basis_total += *basis;
+      if (p.kids.empty()) {
+        if (basis) s.self_total += *basis;
+        continue;
+      }
+      for (const bool d : {true, false}) {
+        const auto own = d ? r->device_ms : r->host_ms;
+        const auto kids = children_ms(*u, p.kids, d);
+        if (!own) continue;
+        const double self = *own - kids.value_or(0);
+        (d ? s.device_self : s.host_self).push_back(self);
+        if (d == dev) s.self_total += self;
+        if (kids && self < -nesting_tolerance_ms(*own)) {
+          ++t.violation_count;
+          if (t.violations.size() < kMaxViolationsKept)
+            t.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), *own,
+                                    *kids, d});
+        }
+      }
+    }
+    RegionRow row;
+    row.name = std::string(in.data.regions.name(p.id));
+    row.parent = p.parent;
+    row.depth = p.depth;
+    row.in_hierarchy = p.in_hierarchy;
+    row.updates_present = s.present;
+    row.device_ms = summarize(s.device);
+    row.host_ms = summarize(s.host);
+    row.calls = summarize(s.calls);
+    if (!p.kids.empty()) {
+      row.device_self_ms = summarize(s.device_self);
+      row.host_self_ms = summarize(s.host_self);
+    }
+    if (total_wall > 0) {
+      row.share = s.basis_total / total_wall;
+      row.self_share = s.self_total / total_wall;
+    }
+    if (auto g = summarize(s.gap)) {
+      row.gap_ms = g->median;
+      const double larger = std::max(row.device_ms ? row.device_ms->median : 0.0, row.host_ms ? row.host_ms->median : 0.0);
+      if (std::fabs(g->median) > std::max(1.0, 0.2 * larger))
+        row.gap = g->median > 0 ? TimeGap::kDeviceLonger : TimeGap::kHostLonger;
+    }
+    t.rows.push_back(std::move(row));
+  }
+  if (!in.hierarchy)
+    std::stable_sort(t.rows.begin(), t.rows.end(), [](const RegionRow& a, const RegionRow& b) { return a.share > b.share; });
+
+  if (in.hierarchy) {
+    std::vector<NameTable::Id> top;
+    for (const auto* node : in.hierarchy->children(""))
+      if (auto id = in.region(node->name); id && present[*id]) top.push_back(*id);
+    std::vector<double> outside;
+    if (!top.empty()) {
+      for (const auto* u : updates) {
+        double inside = 0;
+        for (auto id : top) {
+          const RegionSample* r = u->region(id);
+          if (!r) continue;
+          inside += r->host_ms ? *r->host_ms : r->device_ms.value_or(0);
+        }
+        outside.push_back(u->wall_ms - inside);
+      }
+    }
+    t.outside_regions_ms = summarize(outside);
+  }
+  return t;
+}
+
+}  // namespace stepprof

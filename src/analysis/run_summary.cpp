@@ -1,0 +1,50 @@
+#include "stepprof/analysis/run_summary.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace stepprof {
+
+RunSummary summarize_run(const AnalysisInput& in) {
+  RunSummary s;
+  s.files = in.data.files;
+  s.updates_outside_window = in.data.updates_outside_window;
+  if (in.hierarchy) s.nesting_source = in.hierarchy->source;
+  const RunConfig* cfg = nullptr;
+  for (const auto& r : in.data.ranks) {
+    if (r.rank) s.ranks.push_back(*r.rank);
+    s.updates += r.updates.size();
+    s.updates_per_rank.emplace_back(r.rank.value_or(-1), r.updates.size());
+    for (const auto& u : r.updates) {
+      s.first_step = std::min(s.first_step.value_or(u.step), u.step);
+      s.last_step = std::max(s.last_step.value_or(u.step), u.step);
+    }
+    if (!cfg && r.config) cfg = &*r.config;
+  }
+  if (cfg) {
+    s.config = cfg->fields;
+    s.world_size = cfg->world_size;
+    s.micro_batch = cfg->micro_batch;
+    s.accumulation = cfg->accumulation;
+    s.global_batch = cfg->global_batch;
+  }
+  if (s.micro_batch && s.accumulation && s.world_size) {
+    const std::int64_t product = *s.micro_batch * *s.accumulation * *s.world_size;
+    if (!s.global_batch) {
+      s.global_batch = product;
+      s.global_batch_derived = true;
+    } else if (*s.global_batch != product) {
+      s.global_batch_mismatch = fmt::format(
+          "config says global_batch {} but micro_batch x accumulation x world_size = {} x {} x {} = {}",
+          *s.global_batch, *s.micro_batch, *s.accumulation, *s.world_size, product);
+    }
+  }
+  if (s.world_size) {
+    for (std::int64_t r = 0; r < *s.world_size; ++r)
+      if (std::find(s.ranks.begin(), s.ranks.end(), r) == s.ranks.end()) s.missing_ranks.push_back(r);
+  }
+  return s;
+}
+
+}  // namespace stepprof

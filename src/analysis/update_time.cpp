@@ -1,0 +1,86 @@
+#include "stepprof/analysis/update_time.hpp"
+
+#include <map>
+
+#include "stepprof/schema.hpp"
+
+namespace stepprof {
+namespace {
+
+// Rate of one counter: per rank sum(count)/sum(wall s), averaged over ranks; job =
+// sum over ranks when all ranks are present, else the per-rank rate x world size.
+Rate rate(const AnalysisInput& in, const RunSummary& run, std::optional<NameTable::Id> counter,
+          std::optional<double> fallback_per_update) {
+  Rate r;
+  double sum_rates = 0;
+  std::size_t ranks = 0;
+  for (const auto& log : in.data.ranks) {
+    double count = 0, wall_ms = 0;
+    bool any = false;
+    for (const auto& u : log.updates) {
+      wall_ms += u.wall_ms;
+      // An absent counter means no such work in that update (0), unless the config
+      // gives the amount per update (samples = micro_batch x accumulation).
+      std::optional<double> v;
+      if (counter) v = u.counter(*counter);
+      if (!v) v = fallback_per_update;
+      if (v) {
+        count += *v;
+        any = true;
+      }
+    }
+    if (!any || wall_ms <= 0) continue;
+    sum_rates += count / wall_ms * 1000.0;
+    ++ranks;
+  }
+  if (ranks == 0) return r;
+  r.per_rank_per_s = sum_rates / static_cast<double>(ranks);
+  if (run.world_size && run.missing_ranks.empty() && static_cast<std::int64_t>(ranks) == *run.world_size) {
+    r.job_per_s = sum_rates;
+  } else if (run.world_size) {
+    r.job_per_s = *r.per_rank_per_s * static_cast<double>(*run.world_size);
+    r.job_estimated = true;
+  } else if (ranks == in.data.ranks.size() && ranks > 1) {
+    r.job_per_s = sum_rates;  // world size unknown: the ranks given are the job
+    r.job_estimated = true;
+  }
+  return r;
+}
+
+}  // namespace
+
+UpdateTimeResult analyze_update_time(const AnalysisInput& in, const RunSummary& run) {
+  UpdateTimeResult out;
+  std::map<std::int64_t, double> job_ms;  // step -> max wall over ranks
+  for (const auto& log : in.data.ranks) {
+    std::vector<double> walls;
+    for (const auto& u : log.updates) {
+      walls.push_back(u.wall_ms);
+      auto [it, inserted] = job_ms.try_emplace(u.step, u.wall_ms);
+      if (!inserted) it->second = std::max(it->second, u.wall_ms);
+    }
+    if (in.data.ranks.size() > 1)
+      if (auto s = summarize(walls)) out.per_rank_ms.emplace_back(log.rank.value_or(-1), *s);
+  }
+  std::vector<double> job;
+  double job_total_ms = 0;
+  for (const auto& [step, ms] : job_ms) {
+    job.push_back(ms);
+    job_total_ms += ms;
+  }
+  out.update_ms = summarize(job);
+
+  std::optional<double> samples_per_update;
+  if (run.micro_batch && run.accumulation) samples_per_update = static_cast<double>(*run.micro_batch * *run.accumulation);
+  namespace c = schema::counter;
+  out.samples = rate(in, run, in.counter(c::kSamples), samples_per_update);
+  out.token_slots = rate(in, run, in.counter(c::kTokenSlots), std::nullopt);
+  out.valid_tokens = rate(in, run, in.counter(c::kValidTokens), std::nullopt);
+  out.frames = rate(in, run, in.counter(c::kFrames), std::nullopt);
+  if (run.global_batch && job_total_ms > 0)
+    out.global_samples_per_s = static_cast<double>(*run.global_batch) * static_cast<double>(job.size()) /
+                               job_total_ms * 1000.0;
+  return out;
+}
+
+}  // namespace stepprof

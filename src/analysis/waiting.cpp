@@ -1,0 +1,108 @@
+#include "stepprof/analysis/waiting.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace stepprof {
+namespace {
+
+bool looks_like_comm(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  constexpr std::array<std::string_view, 6> keys = {"comm", "allreduce", "all_reduce", "nccl", "reduce_scatter",
+                                                    "all_gather"};
+  return std::any_of(keys.begin(), keys.end(), [&](std::string_view k) { return lower.find(k) != std::string::npos; });
+}
+
+}  // namespace
+
+WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
+  WaitingResult w;
+  w.rank = rank.rank;
+  w.single_rank = in.data.ranks.size() == 1;
+  w.updates = rank.updates.size();
+
+  std::optional<NameTable::Id> comm;
+  if (in.hierarchy) {
+    for (const auto& n : in.hierarchy->nodes())
+      if (n.role == RegionRole::kCommunication) {
+        if (auto id = in.region(n.name)) {
+          comm = id;
+          w.comm_found_by = "role in the nesting";
+          break;
+        }
+      }
+  }
+  if (!comm) {
+    for (NameTable::Id id = 0; id < in.data.regions.size(); ++id)
+      if (looks_like_comm(in.data.regions.name(id)) && !(in.hierarchy && in.hierarchy->find(in.data.regions.name(id)) &&
+                                                         in.hierarchy->find(in.data.regions.name(id))->role != RegionRole::kNone)) {
+        comm = id;
+        w.comm_found_by = "region name";
+        break;
+      }
+  }
+  if (!comm) return w;
+  w.comm_region = std::string(in.data.regions.name(*comm));
+  const bool comm_dev = in.has_device_time(*comm);
+
+  std::vector<const UpdateRecord*> ups;
+  std::vector<double> c;
+  for (const auto& u : rank.updates)
+    if (auto t = region_ms(u, *comm, comm_dev)) {
+      ups.push_back(&u);
+      c.push_back(*t);
+    }
+  if (c.size() < 3) return w;
+
+  // The compute region most anti-correlated with comm (present in every such update),
+  // preferring the shallowest of near-equals: the whole forward pass over one of its parts.
+  struct Cand {
+    NameTable::Id id;
+    double r;
+    int depth;
+    std::vector<double> t;
+  };
+  std::optional<Cand> best;
+  std::vector<Cand> cands;
+  for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
+    if (id == *comm) continue;
+    const auto name = in.data.regions.name(id);
+    if (in.hierarchy && (in.hierarchy->is_ancestor(name, w.comm_region) || in.hierarchy->is_ancestor(w.comm_region, name)))
+      continue;
+    const bool dev = in.has_device_time(id);
+    std::vector<double> t;
+    for (const auto* u : ups) {
+      auto v = region_ms(*u, id, dev);
+      if (!v) break;
+      t.push_back(*v);
+    }
+    if (t.size() != ups.size()) continue;
+    auto r = pearson(t, c);
+    if (!r) continue;
+    cands.push_back({id, *r, in.hierarchy ? std::max(0, in.hierarchy->depth(name)) : 0, std::move(t)});
+  }
+  if (cands.empty()) return w;
+  double best_r = 1;
+  for (const auto& k : cands) best_r = std::min(best_r, k.r);
+  for (auto& k : cands)
+    if (k.r <= best_r + 0.02 && (!best || k.depth < best->depth || (k.depth == best->depth && k.r < best->r)))
+      best = k;
+
+  w.compute_region = std::string(in.data.regions.name(best->id));
+  w.correlation = best->r;
+  std::vector<double> sum(c.size());
+  for (std::size_t i = 0; i < c.size(); ++i) sum[i] = c[i] + best->t[i];
+  w.compute_sd_ms = stdev(best->t);
+  w.comm_sd_ms = stdev(c);
+  w.sum_sd_ms = stdev(sum);
+  w.waiting = best->r <= -0.5 && w.sum_sd_ms < 0.6 * std::min(w.compute_sd_ms, w.comm_sd_ms);
+  w.comm_floor_ms = *std::min_element(c.begin(), c.end());
+  std::vector<double> wait;
+  for (double x : c) wait.push_back(x - w.comm_floor_ms);
+  w.wait_ms = summarize(wait);
+  return w;
+}
+
+}  // namespace stepprof

@@ -1,0 +1,91 @@
+#include "common.hpp"
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "stepprof/reader.hpp"
+
+namespace stepprof::cli {
+
+void add_input_options(CLI::App& cmd, InputOptions& opt) {
+  cmd.add_option("LOG", opt.logs,
+                 "step logs: .jsonl files (optionally .gz), markdown tables, directories, or - for stdin")
+      ->required();
+  cmd.add_option("--steps", opt.steps, "analyze only updates A..B (inclusive): A:B, A:, :B or A");
+  cmd.add_option("--hierarchy", opt.hierarchy,
+                 "region nesting file (docs/hierarchy-format.md); default: the parents recorded in the log");
+  cmd.add_flag("--strict", opt.strict, "stop at the first problem in the input (exit status 1)");
+}
+
+std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out) {
+  ReadOptions ro;
+  if (!opt.steps.empty()) {
+    std::string err;
+    ro.steps = parse_step_range(opt.steps, err);
+    if (!ro.steps) {
+      fmt::print(stderr, "stepprof: --steps: {}\n", err);
+      return kUsage;
+    }
+  }
+  if (!opt.hierarchy.empty()) {
+    Diagnostics hdiag;
+    out.hierarchy = load_hierarchy(opt.hierarchy, hdiag);
+    if (!out.hierarchy) {
+      finish(hdiag);
+      return kUsage;
+    }
+  }
+  const auto files = expand_inputs(opt.logs, diag);
+  out.data = read_logs(files, ro, diag);
+  if (diag.should_stop()) {
+    finish(diag);
+    fmt::print(stderr, "stepprof: stopped at the first problem (--strict)\n");
+    return kInputErrors;
+  }
+  if (out.data.update_count() == 0) {
+    finish(diag);
+    return kNoData;
+  }
+  if (!out.hierarchy) out.hierarchy = hierarchy_from_log(out.data, diag);
+  return std::nullopt;
+}
+
+int finish(const Diagnostics& diag) {
+  constexpr std::size_t kPerKind = 20;
+  std::array<std::size_t, static_cast<int>(Problem::kCount_)> shown{};
+  for (const auto& d : diag.kept()) {
+    auto& n = shown[static_cast<int>(d.problem)];
+    if (n++ < kPerKind) fmt::print(stderr, "{}\n", format_diagnostic(d));
+  }
+  for (int p = 0; p < static_cast<int>(Problem::kCount_); ++p) {
+    const auto total = diag.count(static_cast<Problem>(p));
+    if (total > kPerKind)
+      fmt::print(stderr, "stepprof: ... {} more {} problem(s) not shown\n", total - kPerKind,
+                 code_name(static_cast<Problem>(p)));
+  }
+  const auto errors = diag.count(Severity::kError), warnings = diag.count(Severity::kWarning);
+  if (errors || warnings)
+    fmt::print(stderr, "stepprof: {} error(s), {} warning(s) in the input{}\n", errors, warnings,
+               errors ? "; the records above were skipped (exit status 1)" : "");
+  return errors ? kInputErrors : kOk;
+}
+
+bool write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return std::fflush(stdout) == 0;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) {
+    fmt::print(stderr, "stepprof: cannot write {}\n", path);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace stepprof::cli

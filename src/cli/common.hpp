@@ -1,0 +1,51 @@
+// What every `stepprof` subcommand that reads logs shares: input options, reading,
+// diagnostics on stderr and the exit status (README "Exit status").
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "stepprof/dataset.hpp"
+#include "stepprof/diagnostics.hpp"
+#include "stepprof/hierarchy.hpp"
+
+namespace stepprof::cli {
+
+/// Exit statuses of the stepprof command.
+enum Exit : int {
+  kOk = 0,          ///< analyzed; warnings (e.g. a truncated last line) may have been printed
+  kInputErrors = 1, ///< some input was rejected (or --strict stopped at the first problem)
+  kUsage = 2,       ///< bad command line, bad --hierarchy file, output not writable
+  kNoData = 3,      ///< nothing to analyze: no update records could be read
+};
+
+struct InputOptions {
+  std::vector<std::string> logs;
+  std::string steps;      ///< --steps A:B
+  std::string hierarchy;  ///< --hierarchy FILE
+  bool strict = false;
+};
+
+/// Adds LOG..., --steps, --hierarchy and --strict to a subcommand.
+void add_input_options(CLI::App& cmd, InputOptions& opt);
+
+struct LoadedInput {
+  Dataset data;
+  std::optional<Hierarchy> hierarchy;  ///< from --hierarchy, else from the log's parents
+};
+
+/// Reads the logs (and the nesting). Returns the exit status to stop with, or nullopt
+/// to go on and analyze `out`. Diagnostics are printed to stderr by finish().
+std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out);
+
+/// Prints the diagnostics to stderr (at most 20 per kind, then a count) and returns the
+/// exit status they call for.
+int finish(const Diagnostics& diag);
+
+/// Writes `text` to `path` ("-" or empty: stdout). Returns false and prints why on failure.
+bool write_output(const std::string& path, const std::string& text);
+
+}  // namespace stepprof::cli

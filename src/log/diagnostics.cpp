@@ -1,0 +1,58 @@
+#include "stepprof/diagnostics.hpp"
+
+#include <fmt/format.h>
+
+namespace stepprof {
+
+std::string_view code_name(Problem p) {
+  switch (p) {
+    case Problem::kMalformedJson: return "malformed-json";
+    case Problem::kTruncatedLine: return "truncated-line";
+    case Problem::kBadField: return "bad-field";
+    case Problem::kMissingField: return "missing-field";
+    case Problem::kNonFinite: return "non-finite";
+    case Problem::kNegativeTime: return "negative-value";
+    case Problem::kDuplicateStep: return "duplicate-step";
+    case Problem::kMissingConfig: return "missing-config";
+    case Problem::kMixedRuns: return "mixed-runs";
+    case Problem::kUnknownRecord: return "unknown-record";
+    case Problem::kEmptyInput: return "empty-input";
+    case Problem::kUnreadable: return "unreadable";
+    case Problem::kHierarchy: return "hierarchy";
+    case Problem::kRecorderErrors: return "recorder-errors";
+    case Problem::kCount_: break;
+  }
+  return "unknown";
+}
+
+std::string_view severity_name(Severity s) {
+  switch (s) {
+    case Severity::kNote: return "note";
+    case Severity::kWarning: return "warning";
+    case Severity::kError: return "error";
+  }
+  return "error";
+}
+
+std::string format_diagnostic(const Diagnostic& d) {
+  std::string where = d.file;
+  if (d.line > 0) {
+    where += fmt::format(":{}", d.line);
+    if (d.column > 0) where += fmt::format(":{}", d.column);
+  }
+  return fmt::format("{}: {}: {} [{}]", where, severity_name(d.severity), d.message,
+                     code_name(d.problem));
+}
+
+void Diagnostics::report(Diagnostic d) {
+  ++by_severity_[static_cast<int>(d.severity)];
+  ++by_problem_[static_cast<int>(d.problem)];
+  if (strict_ && d.severity != Severity::kNote) stopped_ = true;
+  if (kept_.size() < max_kept_) kept_.push_back(std::move(d));
+}
+
+std::uint64_t Diagnostics::total() const {
+  return by_severity_[0] + by_severity_[1] + by_severity_[2];
+}
+
+}  // namespace stepprof

@@ -1,0 +1,88 @@
+#include "stepprof/record.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "stepprof/dataset.hpp"
+#include "stepprof/schema.hpp"
+
+namespace stepprof {
+
+const RawField* RunConfig::find(std::string_view key) const {
+  for (const auto& f : fields)
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+namespace {
+
+void note(std::vector<std::string>* problems, std::string msg) {
+  if (problems) problems->push_back(std::move(msg));
+}
+
+void take_int(const RawField& f, std::optional<std::int64_t>& out,
+              std::vector<std::string>* problems) {
+  auto v = nlohmann::json::parse(f.json, nullptr, /*allow_exceptions=*/false);
+  if (v.is_number_integer()) {
+    out = v.get<std::int64_t>();
+  } else if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))) {
+    out = static_cast<std::int64_t>(v.get<double>());
+  } else {
+    note(problems, fmt::format("config field \"{}\" should be an integer, found {}", f.key, f.json));
+  }
+}
+
+void take_string(const RawField& f, std::optional<std::string>& out,
+                 std::vector<std::string>* problems) {
+  auto v = nlohmann::json::parse(f.json, nullptr, false);
+  if (v.is_string()) {
+    out = v.get<std::string>();
+  } else {
+    note(problems, fmt::format("config field \"{}\" should be a string, found {}", f.key, f.json));
+  }
+}
+
+}  // namespace
+
+RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* problems) {
+  namespace s = schema;
+  RunConfig c;
+  c.fields = std::move(fields);
+  for (const auto& f : c.fields) {
+    if (f.key == s::kRank) take_int(f, c.rank, problems);
+    else if (f.key == s::kWorldSize) take_int(f, c.world_size, problems);
+    else if (f.key == s::kMicroBatch) take_int(f, c.micro_batch, problems);
+    else if (f.key == s::kAccumulation) take_int(f, c.accumulation, problems);
+    else if (f.key == s::kGlobalBatch) take_int(f, c.global_batch, problems);
+    else if (f.key == s::kSeed) take_int(f, c.seed, problems);
+    else if (f.key == s::kFirstStep) take_int(f, c.first_step, problems);
+    else if (f.key == s::kLastStep) take_int(f, c.last_step, problems);
+    else if (f.key == s::kSchema) take_int(f, c.schema, problems);
+    else if (f.key == s::kModel) take_string(f, c.model, problems);
+    else if (f.key == s::kRunId) take_string(f, c.run_id, problems);
+    else if (f.key == s::kClock) take_string(f, c.clock, problems);
+    else if (f.key == s::kDeviceTiming) take_string(f, c.device_timing, problems);
+  }
+  return c;
+}
+
+const RegionSample* UpdateRecord::region(NameTable::Id id) const {
+  for (const auto& r : regions)
+    if (r.region == id) return &r;
+  return nullptr;
+}
+
+std::optional<double> UpdateRecord::counter(NameTable::Id id) const {
+  for (const auto& c : counters)
+    if (c.name == id) return c.value;
+  return std::nullopt;
+}
+
+std::size_t Dataset::update_count() const {
+  std::size_t n = 0;
+  for (const auto& r : ranks) n += r.updates.size();
+  return n;
+}
+
+}  // namespace stepprof

@@ -1,0 +1,101 @@
+#include "stepprof/record_writer.hpp"
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "stepprof/schema.hpp"
+
+namespace stepprof {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json raw_value(const std::string& text) {
+  auto v = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return v.is_discarded() ? Json(text) : v;
+}
+
+// Counters are counts: write integral values as JSON integers, as the real log does.
+Json number(double v) {
+  if (std::isfinite(v) && v == std::nearbyint(v) && std::fabs(v) < 9.0e15)
+    return Json(static_cast<std::int64_t>(v));
+  return Json(v);
+}
+
+std::string tuple_text(const std::vector<std::int64_t>& dims) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  if (dims.size() == 1) s += ",";
+  return s + ")";
+}
+
+std::string key(std::string_view k) { return std::string(k); }
+
+}  // namespace
+
+std::string config_to_json(const RunConfig& config) {
+  Json j = Json::object();
+  j[key(schema::kType)] = schema::kTypeConfig;
+  for (const auto& f : config.fields) {
+    if (f.key == schema::kType) continue;
+    j[f.key] = raw_value(f.json);
+  }
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string update_to_json(const UpdateRecord& u, const NameTable& regions,
+                           const NameTable& counters) {
+  namespace s = schema;
+  Json j = Json::object();
+  j[key(s::kType)] = s::kTypeUpdate;
+  if (u.rank) j[key(s::kRank)] = *u.rank;
+  j[key(s::kStep)] = u.step;
+  j[key(s::kWallMs)] = u.wall_ms;
+
+  Json device = Json::object(), host = Json::object(), calls = Json::object(),
+       parents = Json::object();
+  for (const auto& r : u.regions) {
+    const std::string name(regions.name(r.region));
+    if (r.device_ms) device[name] = *r.device_ms;
+    if (r.host_ms) host[name] = *r.host_ms;
+    if (r.calls) calls[name] = *r.calls;
+    if (r.parent)
+      parents[name] = *r.parent == kTopLevel ? Json(nullptr) : Json(std::string(regions.name(*r.parent)));
+  }
+  if (!device.empty()) j[key(s::kCudaStreamMs)] = std::move(device);
+  if (!host.empty()) j[key(s::kCpuCallMs)] = std::move(host);
+  if (!calls.empty()) j[key(s::kCalls)] = std::move(calls);
+  if (!parents.empty()) j[key(s::kParents)] = std::move(parents);
+
+  if (!u.counters.empty()) {
+    Json c = Json::object();
+    for (const auto& ctr : u.counters) c[std::string(counters.name(ctr.name))] = number(ctr.value);
+    j[key(s::kCounts)] = std::move(c);
+  }
+  if (!u.frame_histogram.empty()) {
+    Json h = Json::object();
+    for (const auto& [frames, samples] : u.frame_histogram) h[std::to_string(frames)] = samples;
+    j[key(s::kFrameHistogram)] = std::move(h);
+  }
+  if (!u.input_shapes.empty()) {
+    Json h = Json::object();
+    for (const auto& shape : u.input_shapes) h[tuple_text(shape.dims)] = shape.microbatches;
+    j[key(s::kInputShapes)] = std::move(h);
+  }
+  if (!u.sample_indices.empty()) j[key(s::kSampleIndices)] = u.sample_indices;
+  if (u.padding_fraction) j[key(s::kPaddingFraction)] = *u.padding_fraction;
+  if (!u.recorder_errors.empty()) {
+    Json e = Json::object();
+    for (const auto& [kind, n] : u.recorder_errors) e[kind] = n;
+    j[key(s::kRecorderErrors)] = std::move(e);
+  }
+  for (const auto& f : u.extra) j[f.key] = raw_value(f.json);
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace stepprof

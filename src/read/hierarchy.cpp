@@ -1,0 +1,267 @@
+#include "stepprof/hierarchy.hpp"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace stepprof {
+
+std::string_view role_name(RegionRole r) {
+  switch (r) {
+    case RegionRole::kNone: return "";
+    case RegionRole::kCommunication: return "communication";
+    case RegionRole::kData: return "data";
+    case RegionRole::kOptimizer: return "optimizer";
+  }
+  return "";
+}
+
+namespace {
+std::optional<RegionRole> parse_role(std::string_view s) {
+  if (s == "communication" || s == "comm") return RegionRole::kCommunication;
+  if (s == "data") return RegionRole::kData;
+  if (s == "optimizer") return RegionRole::kOptimizer;
+  return std::nullopt;
+}
+}  // namespace
+
+void Hierarchy::add(HierarchyNode node) { nodes_.push_back(std::move(node)); }
+
+const HierarchyNode* Hierarchy::find(std::string_view name) const {
+  for (const auto& n : nodes_)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+std::vector<const HierarchyNode*> Hierarchy::children(std::string_view parent) const {
+  std::vector<const HierarchyNode*> out;
+  for (const auto& n : nodes_)
+    if (n.parent == parent) out.push_back(&n);
+  return out;
+}
+
+bool Hierarchy::is_ancestor(std::string_view ancestor, std::string_view name) const {
+  const HierarchyNode* n = find(name);
+  for (int guard = 0; n && !n->parent.empty() && guard < 1000; ++guard) {
+    if (n->parent == ancestor) return true;
+    n = find(n->parent);
+  }
+  return false;
+}
+
+int Hierarchy::depth(std::string_view name) const {
+  const HierarchyNode* n = find(name);
+  if (!n) return -1;
+  int d = 0;
+  while (!n->parent.empty() && d < 1000) {
+    n = find(n->parent);
+    if (!n) break;
+    ++d;
+  }
+  return d;
+}
+
+std::vector<std::pair<std::string, std::vector<const HierarchyNode*>>> Hierarchy::alternatives() const {
+  std::vector<std::pair<std::string, std::vector<const HierarchyNode*>>> out;
+  for (const auto& n : nodes_) {
+    if (n.alt_group.empty()) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == n.alt_group; });
+    if (it == out.end()) {
+      out.emplace_back(n.alt_group, std::vector<const HierarchyNode*>{});
+      it = std::prev(out.end());
+    }
+    it->second.push_back(&n);
+  }
+  return out;
+}
+
+std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::string& file_name, Diagnostics& diag) {
+  Hierarchy h;
+  h.source = file_name;
+  bool ok = true;
+  auto error = [&](std::uint64_t line, std::uint64_t col, std::string msg) {
+    diag.report({Severity::kError, Problem::kHierarchy, file_name, line, col, std::move(msg)});
+    ok = false;
+  };
+  // Open ancestors: (indent, name).
+  std::vector<std::pair<std::size_t, std::string>> stack;
+  std::uint64_t line_no = 0;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) line.remove_suffix(1);
+    if (line.empty()) continue;
+    std::size_t indent = 0;
+    while (indent < line.size() && line[indent] == ' ') ++indent;
+    if (indent < line.size() && line[indent] == '\t') {
+      error(line_no, indent + 1, "indent with spaces, not tabs");
+      continue;
+    }
+    if (indent == line.size()) continue;
+
+    // Tokens: name, then attributes key=value or flags.
+    std::vector<std::pair<std::size_t, std::string_view>> tokens;  // (column, token)
+    for (std::size_t i = indent; i < line.size();) {
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+      if (i >= line.size()) break;
+      std::size_t j = i;
+      while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
+      tokens.emplace_back(i + 1, line.substr(i, j - i));
+      i = j;
+    }
+    HierarchyNode node;
+    node.name = std::string(tokens.front().second);
+    node.line = line_no;
+    if (node.name.find('=') != std::string::npos) {
+      error(line_no, tokens.front().first, fmt::format("expected a region name, found \"{}\"", node.name));
+      continue;
+    }
+    for (std::size_t t = 1; t < tokens.size(); ++t) {
+      const auto [col, tok] = tokens[t];
+      const auto eq = tok.find('=');
+      if (eq == std::string_view::npos || eq == 0 || eq + 1 == tok.size()) {
+        error(line_no, col,
+              fmt::format("expected an attribute key=value (alt, role, samples, frames, microbatches), found \"{}\"",
+                          tok));
+        continue;
+      }
+      const auto key = tok.substr(0, eq);
+      const auto value = tok.substr(eq + 1);
+      if (key == "alt") node.alt_group = std::string(value);
+      else if (key == "samples") node.samples_counter = std::string(value);
+      else if (key == "frames") node.frames_counter = std::string(value);
+      else if (key == "microbatches") node.microbatches_counter = std::string(value);
+      else if (key == "role") {
+        if (auto r = parse_role(value)) node.role = *r;
+        else error(line_no, col + eq + 1,
+                   fmt::format("unknown role \"{}\" (expected communication, data or optimizer)", value));
+      } else {
+        error(line_no, col,
+              fmt::format("unknown attribute \"{}\" (expected alt, role, samples, frames or microbatches)", key));
+      }
+    }
+    while (!stack.empty() && stack.back().first >= indent) {
+      if (stack.back().first > indent && (stack.size() < 2 || stack[stack.size() - 2].first < indent)) {
+        error(line_no, indent + 1, "indentation does not match any enclosing level");
+        break;
+      }
+      stack.pop_back();
+    }
+    if (stack.empty() && indent > 0 && h.nodes().empty()) {
+      error(line_no, 1, "the first region must not be indented");
+    }
+    node.parent = stack.empty() ? std::string() : stack.back().second;
+    if (const auto* prev = h.find(node.name)) {
+      error(line_no, indent + 1,
+            fmt::format("region \"{}\" appears twice (first at line {}); each region has one parent", node.name,
+                        prev->line));
+      continue;
+    }
+    stack.emplace_back(indent, node.name);
+    h.add(std::move(node));
+  }
+  if (ok && h.nodes().empty()) error(0, 0, "the hierarchy file names no regions");
+  if (!ok) return std::nullopt;
+  return h;
+}
+
+std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& diag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    diag.report({Severity::kError, Problem::kUnreadable, path, 0, 0, "cannot read the hierarchy file"});
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_hierarchy(ss.str(), path, diag);
+}
+
+std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& diag) {
+  // region id -> parent id (first seen), plus where it was first seen.
+  std::map<NameTable::Id, std::pair<NameTable::Id, SourceLocation>> parent_of;
+  std::vector<NameTable::Id> order;
+  for (const auto& rank : data.ranks)
+    for (const auto& u : rank.updates)
+      for (const auto& r : u.regions) {
+        if (!r.parent) continue;
+        auto [it, inserted] = parent_of.try_emplace(r.region, *r.parent, u.source);
+        if (inserted) {
+          order.push_back(r.region);
+        } else if (it->second.first != *r.parent) {
+          auto name = [&](NameTable::Id id) {
+            return id == kTopLevel ? std::string("(top level)") : std::string(data.regions.name(id));
+          };
+          diag.report({Severity::kWarning, Problem::kHierarchy, data.files[u.source.file], u.source.line, 0,
+                       fmt::format("region \"{}\" has parent \"{}\" here but \"{}\" at {}:{}; the first is used",
+                                   data.regions.name(r.region), name(*r.parent), name(it->second.first),
+                                   data.files[it->second.second.file], it->second.second.line)});
+          it->second.first = *r.parent;  // report each conflict once per pair change
+        }
+      }
+  if (order.empty()) return std::nullopt;
+
+  // Config-level annotations: alternatives and roles.
+  std::map<std::string, std::string> alt, role;
+  for (const auto& rank : data.ranks) {
+    if (!rank.config) continue;
+    auto read_map = [&](std::string_view key, std::map<std::string, std::string>& out) {
+      const RawField* f = rank.config->find(key);
+      if (!f) return;
+      auto j = nlohmann::json::parse(f->json, nullptr, false);
+      if (!j.is_object()) return;
+      for (auto& [k, v] : j.items())
+        if (v.is_string()) out.emplace(k, v.get<std::string>());
+    };
+    read_map("region_alternatives", alt);
+    read_map("region_roles", role);
+  }
+
+  Hierarchy h;
+  h.source = "parents recorded in the log";
+  // Add parents before children: repeat passes until all are placed.
+  std::vector<bool> placed(order.size(), false);
+  std::size_t remaining = order.size();
+  for (int pass = 0; remaining > 0 && pass < 1000; ++pass) {
+    bool progress = false;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      if (placed[i]) continue;
+      const auto parent = parent_of[order[i]].first;
+      std::string pname = parent == kTopLevel ? std::string() : std::string(data.regions.name(parent));
+      if (!pname.empty() && !h.find(pname)) {
+        if (parent_of.find(parent) == parent_of.end()) {
+          // The parent itself has no recorded parent: place it at the top level.
+          h.add(HierarchyNode{pname, "", "", RegionRole::kNone, "", "", "", 0});
+        } else {
+          continue;
+        }
+      }
+      HierarchyNode node;
+      node.name = std::string(data.regions.name(order[i]));
+      node.parent = pname;
+      if (auto it = alt.find(node.name); it != alt.end()) node.alt_group = it->second;
+      if (auto it = role.find(node.name); it != role.end())
+        if (auto r = parse_role(it->second)) node.role = *r;
+      if (!h.find(node.name)) h.add(std::move(node));
+      placed[i] = true;
+      --remaining;
+      progress = true;
+    }
+    if (!progress) break;  // a cycle: leave the rest out
+  }
+  if (remaining > 0)
+    diag.report({Severity::kWarning, Problem::kHierarchy, data.files.empty() ? "" : data.files.front(), 0, 0,
+                 fmt::format("{} region(s) have circular parents in the log and are left out of the nesting",
+                             remaining)});
+  return h;
+}
+
+}  // namespace stepprof

@@ -1,0 +1,54 @@
+// Reads a file (plain or gzip, or stdin) in large chunks and hands out its lines,
+// each followed by enough readable bytes for the JSON parser. Memory stays bounded
+// by the chunk size plus the longest line. Internal to the reader.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <zlib.h>
+
+namespace stepprof::detail {
+
+class LineSource {
+ public:
+  /// Opens `path` ("-" is stdin). gzip input is detected from its content (zlib's
+  /// transparent mode reads plain files as they are). On failure returns nullptr and
+  /// sets `error` to the reason (e.g. "No such file or directory").
+  static std::unique_ptr<LineSource> open(const std::string& path, std::string& error,
+                                          std::size_t chunk_bytes = 1 << 20);
+  ~LineSource();
+  LineSource(const LineSource&) = delete;
+  LineSource& operator=(const LineSource&) = delete;
+
+  /// The next line without its '\n' (and without a trailing '\r'). Returns false at
+  /// the end of input. `terminated` is false only for a last line with no '\n'.
+  /// The returned view stays valid until the next call and is followed by
+  /// `padding` readable bytes.
+  bool next(std::string_view& line, bool& terminated);
+  /// 1-based number of the line last returned.
+  [[nodiscard]] std::uint64_t line_number() const { return line_no_; }
+  /// Non-empty when reading stopped on an error (e.g. a truncated gzip stream).
+  [[nodiscard]] const std::string& error() const { return error_; }
+  /// Bytes consumed from the (decompressed) input so far.
+  [[nodiscard]] std::uint64_t bytes_read() const { return bytes_; }
+
+  static constexpr std::size_t padding = 64;
+
+ private:
+  LineSource(gzFile f, std::size_t chunk_bytes);
+  bool fill();  // reads more input; false at end or on error
+
+  gzFile file_;
+  std::vector<char> buf_;
+  std::size_t begin_ = 0, end_ = 0;
+  bool eof_ = false;
+  std::uint64_t line_no_ = 0;
+  std::uint64_t bytes_ = 0;
+  std::string error_;
+};
+
+}  // namespace stepprof::detail

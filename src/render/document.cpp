@@ -1,0 +1,359 @@
+#include "document.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "format.hpp"
+
+namespace stepprof::detail {
+namespace {
+
+std::string join(const std::vector<std::int64_t>& v, std::string_view sep = ", ") {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? std::string(sep) : "") + std::to_string(v[i]);
+  return s;
+}
+
+std::string med_p90_max(const std::optional<Summary>& s) {
+  if (!s) return "-";
+  return fmt::format("{} / {} / {}", num(s->median), num(s->p90), num(s->max));
+}
+
+std::string rank_list(const RunSummary& r) {
+  if (r.ranks.empty()) return "unknown (no rank in the log)";
+  std::string s = r.ranks.size() == 1 ? fmt::format("rank {}", r.ranks.front())
+                                      : fmt::format("{} ranks ({})", r.ranks.size(), join(r.ranks));
+  if (r.world_size) s += fmt::format(" of world size {}", *r.world_size);
+  if (!r.missing_ranks.empty() && r.missing_ranks.size() <= 16)
+    s += fmt::format("; no log for rank{} {}", r.missing_ranks.size() > 1 ? "s" : "", join(r.missing_ranks));
+  else if (!r.missing_ranks.empty())
+    s += fmt::format("; no log for {} ranks", r.missing_ranks.size());
+  return s;
+}
+
+Section run_section(const Report& rep) {
+  const RunSummary& r = rep.run;
+  Section s{"run", "1. Run", {}};
+  Fields f;
+  f.items.emplace_back("ranks", rank_list(r));
+  std::string batch;
+  if (r.micro_batch && r.accumulation)
+    batch = fmt::format("micro-batch {} x accumulation {} = {} samples per update per rank", *r.micro_batch,
+                        *r.accumulation, *r.micro_batch * *r.accumulation);
+  if (r.global_batch)
+    batch += fmt::format("{}global batch {}{}", batch.empty() ? "" : "; ", *r.global_batch,
+                         r.global_batch_derived ? " (micro-batch x accumulation x world size)" : "");
+  f.items.emplace_back("batch", batch.empty() ? "unknown (no config record)" : batch);
+  if (r.global_batch_mismatch) f.items.emplace_back("warning", *r.global_batch_mismatch);
+  std::string window = r.first_step ? fmt::format("steps {}..{}, {} update record(s)", *r.first_step, *r.last_step, r.updates)
+                                    : std::string("no updates");
+  if (r.updates_outside_window) window += fmt::format(" ({} outside --steps not analyzed)", r.updates_outside_window);
+  f.items.emplace_back("window", window);
+  if (r.updates_per_rank.size() > 1) {
+    std::string per;
+    for (const auto& [rank, n] : r.updates_per_rank) per += fmt::format("{}{}: {}", per.empty() ? "" : ", ", rank, n);
+    f.items.emplace_back("updates per rank", per);
+  }
+  f.items.emplace_back("nesting", r.nesting_source.empty() ? "unknown (give --hierarchy FILE for exclusive times and code paths)"
+                                                          : r.nesting_source);
+  for (const auto& field : r.config) f.items.emplace_back("config " + field.key, field.json);
+  std::string files;
+  for (const auto& file : r.files) files += (files.empty() ? "" : ", ") + file;
+  f.items.emplace_back("input", files);
+  s.blocks.emplace_back(std::move(f));
+  return s;
+}
+
+std::string rate_cell(const std::optional<double>& v) { return v ? sig3(*v) : "-"; }
+
+Section time_section(const Report& rep) {
+  const auto& t = rep.time;
+  Section s{"update-time", "2. Update time and throughput", {}};
+  if (!t.update_ms) {
+    s.blocks.emplace_back(Paragraph{"No updates to analyze."});
+    return s;
+  }
+  const Summary& u = *t.update_ms;
+  Fields f;
+  f.items.emplace_back(rep.run.ranks.size() > 1 ? "update time (slowest rank per step)" : "update time (wall_ms)",
+                       fmt::format("median {}, p10 {}, p90 {}, min {}, max {}; CV {} over {} updates", ms(u.median),
+                                   ms(u.p10), ms(u.p90), ms(u.min), ms(u.max), pct(u.cv), u.n));
+  s.blocks.emplace_back(std::move(f));
+  if (!t.per_rank_ms.empty()) {
+    Table pr{{"rank", "median ms", "p90 ms", "max ms", "CV"}, {}, {}};
+    for (const auto& [rank, sum] : t.per_rank_ms)
+      pr.rows.push_back({std::to_string(rank), num(sum.median), num(sum.p90), num(sum.max), pct(sum.cv)});
+    s.blocks.emplace_back(std::move(pr));
+  }
+  Table tab{{"throughput", "per rank /s", "whole job /s", "how"}, {}, {}};
+  auto row = [&](const std::string& name, const Rate& r, std::string how) {
+    if (!r.per_rank_per_s) return;
+    if (r.job_estimated) how = fmt::format("job = per rank x {} ranks (estimated)", rep.run.world_size.value_or(0));
+    tab.rows.push_back({name, rate_cell(r.per_rank_per_s), rate_cell(r.job_per_s), how});
+  };
+  std::string samples_how = "sum over the ranks' logs";
+  Rate samples = t.samples;
+  if (t.global_samples_per_s) {
+    samples.job_per_s = t.global_samples_per_s;
+    samples.job_estimated = false;
+    samples_how = fmt::format("job = global batch {} per update", *rep.run.global_batch);
+  }
+  row("samples", samples, samples_how);
+  row("token slots", t.token_slots, "sum over the ranks' logs");
+  row("valid tokens", t.valid_tokens, "sum over the ranks' logs");
+  row("frames", t.frames, "sum over the ranks' logs");
+  if (!tab.rows.empty()) s.blocks.emplace_back(std::move(tab));
+  return s;
+}
+
+std::string gap_cell(const RegionRow& r) {
+  if (!r.gap_ms) return "-";
+  std::string g = num(*r.gap_ms);
+  if (r.gap == TimeGap::kDeviceLonger) g += " device>>host";
+  if (r.gap == TimeGap::kHostLonger) g += " host>>device";
+  return g;
+}
+
+Section regions_section(const Report& rep) {
+  const auto& t = rep.regions;
+  Section s{"regions", "3. Regions (ms per update: median / p90 / max)", {}};
+  Table tab{{"region", "device ms", "host ms", "calls", "share", "self ms (median)", "self share", "device-host ms"},
+            {},
+            {}};
+  const bool nesting = t.nesting_known;
+  for (const auto& r : t.rows) {
+    std::string name = r.name;
+    if (nesting && !r.in_hierarchy) name += " (not in nesting)";
+    if (r.updates_present < t.updates) name += fmt::format(" [{}/{} updates]", r.updates_present, t.updates);
+    const auto& self = r.device_self_ms ? r.device_self_ms : r.host_self_ms;
+    std::string calls = "-";
+    if (r.calls)
+      calls = r.calls->min == r.calls->max ? integer(r.calls->median)
+                                           : fmt::format("{}..{}", integer(r.calls->min), integer(r.calls->max));
+    tab.rows.push_back({name, med_p90_max(r.device_ms), r.host_ms ? num(r.host_ms->median) : "-", calls, pct(r.share),
+                        self ? num(self->median) : (nesting ? "(leaf)" : "n/a"),
+                        self ? pct(r.self_share) : (nesting ? pct(r.self_share) : "n/a"), gap_cell(r)});
+    tab.depth.push_back(r.depth);
+  }
+  if (t.outside_regions_ms) {
+    tab.rows.push_back({"(outside every region)", "-", num(t.outside_regions_ms->median), "-", "-",
+                        num(t.outside_regions_ms->median), "-", "-"});
+    tab.depth.push_back(0);
+  }
+  s.blocks.emplace_back(std::move(tab));
+  std::vector<std::string> notes;
+  notes.push_back(
+      "share: the region's total time over the window / the total update time (device time where recorded); "
+      "nested regions overlap, so shares of a parent and its children add up to more than the parent");
+  if (!nesting)
+    notes.push_back("exclusive (self) times need the nesting: the log does not record it; give --hierarchy FILE");
+  bool any_gap = std::any_of(t.rows.begin(), t.rows.end(), [](const RegionRow& r) { return r.gap != TimeGap::kNone; });
+  notes.push_back(any_gap ? "device-host: regions flagged where the median device-minus-host time exceeds max(1 ms, 20 %)"
+                          : "device-host: no region's device and host times differ by more than max(1 ms, 20 %)");
+  if (t.violation_count)
+    notes.push_back(fmt::format("the nesting does not fit the data in {} (update, parent) pair(s), e.g. step {}: "
+                                "children of {} sum to {} against {}",
+                                t.violation_count, t.violations.front().step, t.violations.front().parent,
+                                ms(t.violations.front().children_ms), ms(t.violations.front().parent_ms)));
+  if (!t.not_in_log.empty()) {
+    std::string names;
+    for (const auto& n : t.not_in_log) names += (names.empty() ? "" : ", ") + n;
+    notes.push_back("in the nesting but never in the log: " + names);
+  }
+  for (auto& n : notes) s.blocks.emplace_back(Paragraph{std::move(n)});
+  return s;
+}
+
+Section paths_section(const Report& rep) {
+  Section s{"code-paths", "4. Code paths", {}};
+  if (!rep.paths.nesting_known) {
+    s.blocks.emplace_back(Paragraph{"unknown: alternative code paths are marked in the nesting (alt=GROUP); "
+                                    "give --hierarchy FILE"});
+    return s;
+  }
+  if (rep.paths.groups.empty()) {
+    s.blocks.emplace_back(Paragraph{"the nesting marks no alternative code paths"});
+    return s;
+  }
+  for (const auto& g : rep.paths.groups) {
+    std::string members;
+    for (const auto& p : g.paths) members += (members.empty() ? "" : " | ") + p.region;
+    s.blocks.emplace_back(Paragraph{fmt::format("group {}{}: {}", g.group,
+                                                g.parent.empty() ? "" : fmt::format(" (in {})", g.parent), members)});
+    Table tab{{"path", "updates", "micro-batches", "samples", "frames", "total ms", "ms/sample", "ms/frame",
+               "ms/micro-batch"},
+              {},
+              {}};
+    auto opt = [](const std::optional<double>& v) { return v ? integer(*v) : std::string("-"); };
+    for (const auto& p : g.paths)
+      tab.rows.push_back({p.region + (p.device ? "" : " (host)"), std::to_string(p.updates), opt(p.microbatches),
+                          opt(p.samples), opt(p.frames), num(p.total_ms), p.ms_per_sample ? num(*p.ms_per_sample) : "-",
+                          p.ms_per_frame ? num(*p.ms_per_frame) : "-",
+                          p.ms_per_microbatch ? num(*p.ms_per_microbatch) : "-"});
+    s.blocks.emplace_back(std::move(tab));
+    if (!g.slow_over_fast) continue;
+    std::vector<std::string> lines;
+    lines.push_back(fmt::format("{} costs {:.2f}x {} per {}.", g.slow, *g.slow_over_fast, g.fast, g.unit));
+    lines.push_back(fmt::format("{} ran in {} of {} updates; {} updates ran only the fast path.", g.slow,
+                                g.updates_with_slow, g.updates, g.updates_fast_only));
+    if (!g.frame_counts.empty()) {
+      std::string only = g.frame_counts_only_with_slow.empty()
+                             ? std::string("no frame count occurs only in updates that ran it")
+                             : fmt::format("every update with a sample of {} frames ran it",
+                                           join(g.frame_counts_only_with_slow));
+      lines.push_back(fmt::format(
+          "Cause in the data: {}; {} of {} updates that ran {} mixed several frame counts, against {} of {} updates "
+          "that ran only the fast path.",
+          only, g.slow_updates_mixed_frames, g.updates_with_slow, g.slow, g.fast_only_updates_mixed_frames,
+          g.updates_fast_only));
+    }
+    if (g.saving_ms_per_update)
+      lines.push_back(fmt::format(
+          "Doing all of {}'s work at {}'s cost per {} would save {} per update of this rank's compute.", g.slow,
+          g.fast, g.unit, ms(*g.saving_ms_per_update)));
+    for (auto& l : lines) s.blocks.emplace_back(Paragraph{std::move(l)});
+    if (!g.frame_counts.empty()) {
+      Table fc{{"frames per sample", "samples", "updates with it", fmt::format("... that ran {}", g.slow)}, {}, {}};
+      for (const auto& e : g.frame_counts)
+        fc.rows.push_back({std::to_string(e.frames), std::to_string(e.samples), std::to_string(e.updates_with),
+                           std::to_string(e.updates_with_slow)});
+      s.blocks.emplace_back(std::move(fc));
+    }
+  }
+  return s;
+}
+
+Section padding_section(const Report& rep) {
+  const auto& p = rep.padding;
+  Section s{"padding", "5. Padding", {}};
+  if (!p.available) {
+    s.blocks.emplace_back(Paragraph{"unknown: the log has no token_slots and valid_tokens counters"});
+    return s;
+  }
+  Fields f;
+  f.items.emplace_back("padding (token-weighted)",
+                       fmt::format("{} of {} token slots ({} per update per rank)", pct(p.fraction),
+                                   integer(p.token_slots), integer(p.padding_slots_per_update)));
+  if (p.per_update_fraction)
+    f.items.emplace_back("per update", fmt::format("median {}, p90 {}, max {}", pct(p.per_update_fraction->median),
+                                                   pct(p.per_update_fraction->p90), pct(p.per_update_fraction->max)));
+  f.items.emplace_back("padding token slots/s", fmt::format("{} per rank", sig3(p.padding_slots_per_s)));
+  if (p.max_padded_length) f.items.emplace_back("longest padded length", integer(*p.max_padded_length) + " tokens");
+  if (p.cost_ms_per_update) {
+    std::string regs;
+    for (const auto& r : p.token_bound)
+      regs += fmt::format("{}{} (r = {:.2f} with token slots, median {})", regs.empty() ? "" : ", ", r.region,
+                          r.correlation, ms(r.median_ms));
+    f.items.emplace_back("cost estimate", fmt::format("{} per update: padding fraction x time of {}, assuming that "
+                                                      "time is proportional to token slots",
+                                                      ms(*p.cost_ms_per_update), regs));
+  } else {
+    f.items.emplace_back("cost estimate", "no region's time follows token slots (r >= 0.4) in this window");
+  }
+  s.blocks.emplace_back(std::move(f));
+  return s;
+}
+
+Section waiting_section(const Report& rep) {
+  Section s{"waiting", "6. Waiting (from each rank's own log)", {}};
+  for (const auto& w : rep.waiting) {
+    const std::string who = w.rank ? fmt::format("rank {}", *w.rank) : std::string("this rank");
+    if (w.comm_region.empty()) {
+      s.blocks.emplace_back(Paragraph{fmt::format(
+          "{}: no communication region found (mark one with role=communication in the nesting, or name it "
+          "with \"comm\")",
+          who)});
+      continue;
+    }
+    Fields f;
+    f.items.emplace_back("rank", who);
+    f.items.emplace_back("communication region", fmt::format("{} (found by {})", w.comm_region, w.comm_found_by));
+    if (!w.correlation) {
+      f.items.emplace_back("result", "too few updates or no varying compute region to compare with");
+      s.blocks.emplace_back(std::move(f));
+      continue;
+    }
+    f.items.emplace_back("most anti-correlated compute",
+                         fmt::format("{}: r = {:.2f} over {} updates", w.compute_region, *w.correlation, w.updates));
+    f.items.emplace_back("spread (sd)", fmt::format("{} {}, {} {}, their sum {}", w.compute_region, ms(w.compute_sd_ms),
+                                                    w.comm_region, ms(w.comm_sd_ms), ms(w.sum_sd_ms)));
+    if (w.waiting) {
+      f.items.emplace_back(
+          "meaning",
+          fmt::format("time saved in {} reappears in {}, so the update time hardly moves: {}'s update time is set by "
+                      "another rank, and {} waits in {} for it",
+                      w.compute_region, w.comm_region, who, who, w.comm_region));
+      f.items.emplace_back(
+          "estimated wait",
+          fmt::format("median {}, max {} per update: {} above its lowest value in the window ({}), taken as no wait; "
+                      "a lower bound",
+                      ms(w.wait_ms->median), ms(w.wait_ms->max), w.comm_region, ms(w.comm_floor_ms)));
+    } else {
+      f.items.emplace_back("meaning", "no sign of waiting: the two do not offset each other (needs r <= -0.5 and "
+                                      "sd(sum) < 0.6 x the smaller sd)");
+    }
+    s.blocks.emplace_back(std::move(f));
+  }
+  return s;
+}
+
+Section findings_section(const Report& rep) {
+  Section s{"findings", "7. Findings (ranked by time at stake per update)", {}};
+  if (rep.findings.empty()) {
+    s.blocks.emplace_back(Paragraph{"nothing stands out"});
+    return s;
+  }
+  NumberedList list;
+  for (const auto& f : rep.findings) {
+    ListItem item;
+    item.title = f.ms_per_update > 0
+                     ? fmt::format("[{} per update, {} of the update] {}", ms(f.ms_per_update), pct(f.share), f.title)
+                     : f.title;
+    item.details.emplace_back("evidence", f.evidence);
+    item.details.emplace_back("action", f.action);
+    list.items.push_back(std::move(item));
+  }
+  s.blocks.emplace_back(std::move(list));
+  return s;
+}
+
+Section input_section(const Diagnostics& diag) {
+  Section s{"input", "Input problems", {}};
+  if (diag.total() == 0) {
+    s.blocks.emplace_back(Paragraph{"none: every line was read"});
+    return s;
+  }
+  Fields f;
+  f.items.emplace_back("errors", std::to_string(diag.count(Severity::kError)));
+  f.items.emplace_back("warnings", std::to_string(diag.count(Severity::kWarning)));
+  f.items.emplace_back("notes", std::to_string(diag.count(Severity::kNote)));
+  s.blocks.emplace_back(std::move(f));
+  std::size_t shown = 0;
+  for (const auto& d : diag.kept()) {
+    if (shown++ == 20) {
+      s.blocks.emplace_back(Paragraph{fmt::format("... and {} more (all are printed on stderr)", diag.total() - 20)});
+      break;
+    }
+    s.blocks.emplace_back(Paragraph{format_diagnostic(d)});
+  }
+  return s;
+}
+
+}  // namespace
+
+Document build_document(const Report& report, const Diagnostics& diag) {
+  Document d;
+  d.title = "stepprof report";
+  d.sections.push_back(run_section(report));
+  d.sections.push_back(time_section(report));
+  d.sections.push_back(regions_section(report));
+  d.sections.push_back(paths_section(report));
+  d.sections.push_back(padding_section(report));
+  d.sections.push_back(waiting_section(report));
+  d.sections.push_back(findings_section(report));
+  d.sections.push_back(input_section(diag));
+  return d;
+}
+
+}  // namespace stepprof::detail

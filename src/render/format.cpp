@@ -1,0 +1,85 @@
+#include "format.hpp"
+
+#include <cmath>
+#include <locale>
+
+#include <fmt/format.h>
+
+namespace stepprof::detail {
+namespace {
+
+struct Grouping : std::numpunct<char> {
+  char do_thousands_sep() const override { return ','; }
+  std::string do_grouping() const override { return "\3"; }
+  char do_decimal_point() const override { return '.'; }
+};
+
+const std::locale& grouped() {
+  static const std::locale loc(std::locale::classic(), new Grouping);
+  return loc;
+}
+
+}  // namespace
+
+std::string num(double v) {
+  const double a = std::fabs(v);
+  if (a >= 10 || a == 0) return fmt::format(grouped(), "{:.1Lf}", v);
+  if (a >= 0.1) return fmt::format(grouped(), "{:.2Lf}", v);
+  return fmt::format(grouped(), "{:.3Lf}", v);
+}
+
+std::string ms(std::optional<double> v) { return v ? num(*v) + " ms" : std::string("-"); }
+
+std::string pct(double fraction) { return fmt::format("{:.1f} %", fraction * 100); }
+
+std::string sig3(double v) {
+  const double a = std::fabs(v);
+  if (a >= 100) return fmt::format(grouped(), "{:.0Lf}", v);
+  if (a >= 10) return fmt::format("{:.1f}", v);
+  if (a >= 1) return fmt::format("{:.2f}", v);
+  return fmt::format("{:.3g}", v);
+}
+
+std::string integer(double v) { return fmt::format(grouped(), "{:.0Lf}", v); }
+
+}  // namespace stepprof::detail
+
+namespace stepprof::detail {
+
+namespace {
+// Display width of UTF-8 text: counts code points, not bytes.
+std::size_t width(const std::string& s) {
+  std::size_t w = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++w;
+  return w;
+}
+}  // namespace
+
+std::string TextTable::str(const std::string& indent) const {
+  std::vector<std::size_t> w;
+  for (const auto& r : rows_) {
+    if (w.size() < r.size()) w.resize(r.size(), 0);
+    for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], width(r[i]));
+  }
+  std::string out;
+  for (std::size_t ri = 0; ri < rows_.size(); ++ri) {
+    std::string line = indent;
+    for (std::size_t i = 0; i < rows_[ri].size(); ++i) {
+      const auto& cell = rows_[ri][i];
+      const std::string pad(w[i] - width(cell), ' ');
+      if (i) line += "  ";
+      line += i == 0 ? cell + pad : pad + cell;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+    if (ri == 0) {
+      std::size_t total = 0;
+      for (std::size_t i = 0; i < w.size(); ++i) total += w[i] + (i ? 2 : 0);
+      out += indent + std::string(total, '-') + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace stepprof::detail

@@ -1,0 +1,38 @@
+// Number formatting shared by the human-readable renderers. Internal.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace stepprof::detail {
+
+/// "15,528.0" (1 decimal at or above 10, 2 below, 3 below 0.1), thousands grouped.
+std::string num(double v);
+/// num(v) + " ms"; "-" for nullopt.
+std::string ms(std::optional<double> v);
+/// "8.7 %" from a fraction.
+std::string pct(double fraction);
+/// Three significant digits with thousands grouping: "1.03", "45,800".
+std::string sig3(double v);
+/// Integer with thousands grouping.
+std::string integer(double v);
+
+}  // namespace stepprof::detail
+
+#include <vector>
+
+namespace stepprof::detail {
+
+/// Column-aligned plain-text table: first column left-aligned, the rest right-aligned.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) : rows_{std::move(header)} {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  /// The table, each line prefixed with `indent`, header underlined with dashes.
+  [[nodiscard]] std::string str(const std::string& indent = "  ") const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace stepprof::detail

@@ -1,0 +1,230 @@
+#include <nlohmann/json.hpp>
+
+#include "stepprof/render/render.hpp"
+
+namespace stepprof {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+template <typename T>
+Json opt(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+Json summary(const std::optional<Summary>& s) {
+  if (!s) return nullptr;
+  return Json{{"n", s->n},           {"mean", s->mean},     {"stdev", s->stdev},   {"cv_fraction", s->cv},
+              {"min", s->min},       {"p10", s->p10},       {"median", s->median}, {"p90", s->p90},
+              {"max", s->max},       {"sum", s->sum}};
+}
+
+Json rate(const Rate& r) {
+  return Json{{"per_rank_per_s", opt(r.per_rank_per_s)}, {"job_per_s", opt(r.job_per_s)},
+              {"job_estimated", r.job_estimated}};
+}
+
+Json run(const RunSummary& r) {
+  Json config = Json::object();
+  for (const auto& f : r.config) {
+    auto v = Json::parse(f.json, nullptr, false);
+    config[f.key] = v.is_discarded() ? Json(f.json) : v;
+  }
+  Json per_rank = Json::array();
+  for (const auto& [rank, n] : r.updates_per_rank) per_rank.push_back({{"rank", rank}, {"updates", n}});
+  return Json{{"ranks", r.ranks},
+              {"missing_ranks", r.missing_ranks},
+              {"world_size", opt(r.world_size)},
+              {"micro_batch", opt(r.micro_batch)},
+              {"accumulation", opt(r.accumulation)},
+              {"global_batch", opt(r.global_batch)},
+              {"global_batch_derived", r.global_batch_derived},
+              {"global_batch_mismatch", opt(r.global_batch_mismatch)},
+              {"updates", r.updates},
+              {"updates_per_rank", per_rank},
+              {"first_step", opt(r.first_step)},
+              {"last_step", opt(r.last_step)},
+              {"updates_outside_window", r.updates_outside_window},
+              {"nesting_source", r.nesting_source.empty() ? Json(nullptr) : Json(r.nesting_source)},
+              {"config", config},
+              {"files", r.files}};
+}
+
+Json update_time(const UpdateTimeResult& t) {
+  Json per_rank = Json::array();
+  for (const auto& [rank, s] : t.per_rank_ms) per_rank.push_back({{"rank", rank}, {"wall_ms", summary(s)}});
+  return Json{{"update_ms", summary(t.update_ms)},
+              {"per_rank", per_rank},
+              {"throughput",
+               {{"samples", rate(t.samples)},
+                {"token_slots", rate(t.token_slots)},
+                {"valid_tokens", rate(t.valid_tokens)},
+                {"frames", rate(t.frames)},
+                {"global_samples_per_s", opt(t.global_samples_per_s)}}}};
+}
+
+const char* gap_name(TimeGap g) {
+  switch (g) {
+    case TimeGap::kNone: return "none";
+    case TimeGap::kDeviceLonger: return "device_longer";
+    case TimeGap::kHostLonger: return "host_longer";
+  }
+  return "none";
+}
+
+Json regions(const RegionTable& t) {
+  Json rows = Json::array();
+  for (const auto& r : t.rows)
+    rows.push_back({{"name", r.name},
+                    {"parent", r.parent.empty() ? Json(nullptr) : Json(r.parent)},
+                    {"depth", r.depth},
+                    {"in_hierarchy", r.in_hierarchy},
+                    {"updates_present", r.updates_present},
+                    {"device_ms", summary(r.device_ms)},
+                    {"host_ms", summary(r.host_ms)},
+                    {"calls", summary(r.calls)},
+                    {"device_self_ms", summary(r.device_self_ms)},
+                    {"host_self_ms", summary(r.host_self_ms)},
+                    {"share_fraction", r.share},
+                    {"self_share_fraction", r.self_share},
+                    {"gap_ms", opt(r.gap_ms)},
+                    {"gap", gap_name(r.gap)}});
+  Json violations = Json::array();
+  for (const auto& v : t.violations)
+    violations.push_back({{"parent", v.parent},
+                          {"step", v.step},
+                          {"rank", v.rank},
+                          {"parent_ms", v.parent_ms},
+                          {"children_ms", v.children_ms},
+                          {"clock", v.device ? "device" : "host"}});
+  return Json{{"nesting_known", t.nesting_known},
+              {"nesting_source", t.nesting_source.empty() ? Json(nullptr) : Json(t.nesting_source)},
+              {"updates", t.updates},
+              {"rows", rows},
+              {"outside_regions_ms", summary(t.outside_regions_ms)},
+              {"nesting_violation_count", t.violation_count},
+              {"nesting_violations", violations},
+              {"not_in_log", t.not_in_log}};
+}
+
+Json code_paths(const CodePathResult& c) {
+  Json groups = Json::array();
+  for (const auto& g : c.groups) {
+    Json paths = Json::array();
+    for (const auto& p : g.paths)
+      paths.push_back({{"region", p.region},
+                       {"clock", p.device ? "device" : "host"},
+                       {"updates", p.updates},
+                       {"total_ms", p.total_ms},
+                       {"calls", p.calls},
+                       {"samples", opt(p.samples)},
+                       {"frames", opt(p.frames)},
+                       {"microbatches", opt(p.microbatches)},
+                       {"counters", {{"samples", p.samples_counter}, {"frames", p.frames_counter},
+                                     {"microbatches", p.microbatches_counter}}},
+                       {"ms_per_sample", opt(p.ms_per_sample)},
+                       {"ms_per_frame", opt(p.ms_per_frame)},
+                       {"ms_per_microbatch", opt(p.ms_per_microbatch)}});
+    Json frames = Json::array();
+    for (const auto& e : g.frame_counts)
+      frames.push_back({{"frames", e.frames},
+                        {"samples", e.samples},
+                        {"updates_with", e.updates_with},
+                        {"updates_with_slow", e.updates_with_slow}});
+    groups.push_back({{"group", g.group},
+                      {"parent", g.parent.empty() ? Json(nullptr) : Json(g.parent)},
+                      {"paths", paths},
+                      {"fast", g.fast.empty() ? Json(nullptr) : Json(g.fast)},
+                      {"slow", g.slow.empty() ? Json(nullptr) : Json(g.slow)},
+                      {"unit", g.unit},
+                      {"slow_over_fast", opt(g.slow_over_fast)},
+                      {"updates", g.updates},
+                      {"updates_with_slow", g.updates_with_slow},
+                      {"updates_fast_only", g.updates_fast_only},
+                      {"slow_updates_mixed_frames", g.slow_updates_mixed_frames},
+                      {"fast_only_updates_mixed_frames", g.fast_only_updates_mixed_frames},
+                      {"frame_counts", frames},
+                      {"frame_counts_only_with_slow", g.frame_counts_only_with_slow},
+                      {"saving_ms_per_update", opt(g.saving_ms_per_update)}});
+  }
+  return Json{{"nesting_known", c.nesting_known}, {"groups", groups}};
+}
+
+Json padding(const PaddingResult& p) {
+  Json bound = Json::array();
+  for (const auto& r : p.token_bound)
+    bound.push_back({{"region", r.region}, {"correlation", r.correlation}, {"median_ms", r.median_ms}});
+  return Json{{"available", p.available},
+              {"token_slots", p.token_slots},
+              {"valid_tokens", p.valid_tokens},
+              {"padding_fraction", p.fraction},
+              {"per_update_fraction", summary(p.per_update_fraction)},
+              {"padding_slots_per_s", p.padding_slots_per_s},
+              {"padding_slots_per_update", p.padding_slots_per_update},
+              {"max_padded_length", opt(p.max_padded_length)},
+              {"token_bound_regions", bound},
+              {"cost_ms_per_update", opt(p.cost_ms_per_update)}};
+}
+
+Json waiting(const std::vector<WaitingResult>& ws) {
+  Json out = Json::array();
+  for (const auto& w : ws)
+    out.push_back({{"rank", opt(w.rank)},
+                   {"comm_region", w.comm_region.empty() ? Json(nullptr) : Json(w.comm_region)},
+                   {"comm_found_by", w.comm_found_by.empty() ? Json(nullptr) : Json(w.comm_found_by)},
+                   {"compute_region", w.compute_region.empty() ? Json(nullptr) : Json(w.compute_region)},
+                   {"correlation", opt(w.correlation)},
+                   {"compute_sd_ms", w.compute_sd_ms},
+                   {"comm_sd_ms", w.comm_sd_ms},
+                   {"sum_sd_ms", w.sum_sd_ms},
+                   {"waiting", w.waiting},
+                   {"comm_floor_ms", w.comm_floor_ms},
+                   {"wait_ms", summary(w.wait_ms)},
+                   {"updates", w.updates}});
+  return out;
+}
+
+Json findings(const std::vector<Finding>& fs) {
+  Json out = Json::array();
+  for (const auto& f : fs)
+    out.push_back({{"kind", f.kind},
+                   {"subject", f.subject.empty() ? Json(nullptr) : Json(f.subject)},
+                   {"ms_per_update", f.ms_per_update},
+                   {"share_fraction", f.share},
+                   {"title", f.title},
+                   {"evidence", f.evidence},
+                   {"action", f.action}});
+  return out;
+}
+
+Json diagnostics(const Diagnostics& d) {
+  Json items = Json::array();
+  for (const auto& x : d.kept())
+    items.push_back({{"severity", severity_name(x.severity)},
+                     {"code", code_name(x.problem)},
+                     {"file", x.file},
+                     {"line", x.line},
+                     {"column", x.column},
+                     {"message", x.message}});
+  return Json{{"errors", d.count(Severity::kError)},
+              {"warnings", d.count(Severity::kWarning)},
+              {"notes", d.count(Severity::kNote)},
+              {"items", items}};
+}
+
+}  // namespace
+
+std::string render_json(const Report& r, const Diagnostics& diag) {
+  Json j{{"schema", "stepprof.report/1"},
+         {"run", run(r.run)},
+         {"update_time", update_time(r.time)},
+         {"regions", regions(r.regions)},
+         {"code_paths", code_paths(r.paths)},
+         {"padding", padding(r.padding)},
+         {"waiting", waiting(r.waiting)},
+         {"findings", findings(r.findings)},
+         {"diagnostics", diagnostics(diag)}};
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace stepprof

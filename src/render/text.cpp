@@ -1,0 +1,80 @@
+#include <fmt/format.h>
+
+#include "document.hpp"
+#include "format.hpp"
+#include "stepprof/render/render.hpp"
+
+namespace stepprof {
+namespace {
+
+constexpr std::size_t kWidth = 110;
+
+// Word-wraps `text` to kWidth columns; continuation lines start with `hang` spaces.
+std::string wrap(const std::string& text, std::size_t first_col, std::size_t hang) {
+  std::string out;
+  std::size_t col = first_col;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t j = text.find(' ', i);
+    if (j == std::string::npos) j = text.size();
+    const std::string word = text.substr(i, j - i);
+    if (col > hang && col + 1 + word.size() > kWidth) {
+      out += "\n" + std::string(hang, ' ');
+      col = hang;
+    } else if (i > 0) {
+      out += ' ';
+      ++col;
+    }
+    out += word;
+    col += word.size();
+    i = j + 1;
+  }
+  return out;
+}
+
+void block(const detail::Block& b, std::string& out) {
+  if (const auto* f = std::get_if<detail::Fields>(&b)) {
+    std::size_t w = 0;
+    for (const auto& [k, v] : f->items) w = std::max(w, k.size());
+    w = std::min<std::size_t>(w, 30);
+    for (const auto& [k, v] : f->items) {
+      const std::string label = fmt::format("  {:<{}}  ", k, w);
+      out += label + wrap(v, label.size(), label.size()) + "\n";
+    }
+  } else if (const auto* t = std::get_if<detail::Table>(&b)) {
+    detail::TextTable tt(t->header);
+    for (std::size_t i = 0; i < t->rows.size(); ++i) {
+      auto row = t->rows[i];
+      const int depth = i < t->depth.size() ? t->depth[i] : 0;
+      if (!row.empty()) row[0] = std::string(static_cast<std::size_t>(depth) * 2, ' ') + row[0];
+      tt.add(std::move(row));
+    }
+    out += tt.str();
+  } else if (const auto* p = std::get_if<detail::Paragraph>(&b)) {
+    out += "  " + wrap(p->text, 2, 2) + "\n";
+  } else if (const auto* l = std::get_if<detail::NumberedList>(&b)) {
+    for (std::size_t i = 0; i < l->items.size(); ++i) {
+      const auto& item = l->items[i];
+      const std::string head = fmt::format("  {}. ", i + 1);
+      out += head + wrap(item.title, head.size(), head.size()) + "\n";
+      for (const auto& [k, v] : item.details) {
+        const std::string label = fmt::format("{}{}: ", std::string(head.size(), ' '), k);
+        out += label + wrap(v, label.size(), head.size() + 2) + "\n";
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string render_text(const Report& report, const Diagnostics& diag) {
+  const detail::Document doc = detail::build_document(report, diag);
+  std::string out = doc.title + "\n" + std::string(doc.title.size(), '=') + "\n";
+  for (const auto& s : doc.sections) {
+    out += "\n" + s.title + "\n";
+    for (const auto& b : s.blocks) block(b, out);
+  }
+  return out;
+}
+
+}  // namespace stepprof

@@ -1,0 +1,212 @@
+"""End-to-end tests of the `stepprof` command on the bundled real log.
+
+Expected figures are computed here, independently of stepprof, with Python's standard
+library (json, statistics, math) straight from the raw log lines.
+"""
+import gzip
+import json
+import math
+import os
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+BIN = os.environ["STEPPROF_BIN"]
+SRC = Path(os.environ["STEPPROF_SOURCE_DIR"])
+LOG = SRC / "examples/qwen-vggt/rank1.jsonl"
+TABLE = SRC / "examples/qwen-vggt/rank1.table.md"
+HIER = SRC / "examples/qwen-vggt/hierarchy.txt"
+
+
+def run(*args, stdin=None):
+    return subprocess.run([BIN, *map(str, args)], input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def records():
+    lines = [json.loads(l) for l in LOG.read_text().splitlines() if l.strip()]
+    return lines[0], lines[1:]
+
+
+def quantile(values, q):
+    """Type-7 quantile (linear interpolation), written out independently."""
+    v = sorted(values)
+    h = (len(v) - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (h - lo) * (v[hi] - v[lo])
+
+
+@pytest.fixture(scope="module")
+def report():
+    r = run("report", "--format", "json", "--hierarchy", HIER, LOG)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_run_summary(report):
+    config, updates = records()
+    run_ = report["run"]
+    assert run_["ranks"] == [config["rank"]]
+    assert run_["world_size"] == config["world_size"]
+    assert run_["micro_batch"] == config["micro_batch"]
+    assert run_["accumulation"] == config["accumulation"]
+    assert run_["global_batch"] == config["global_batch"]
+    assert run_["updates"] == len(updates)
+    assert run_["first_step"] == min(u["step"] for u in updates)
+    assert run_["last_step"] == max(u["step"] for u in updates)
+    for key, value in config.items():
+        if key != "type":
+            assert run_["config"][key] == value
+
+
+def test_update_time_and_throughput(report):
+    _, updates = records()
+    wall = [u["wall_ms"] for u in updates]
+    t = report["update_time"]["update_ms"]
+    assert t["median"] == pytest.approx(statistics.median(wall), rel=1e-12)
+    assert t["p10"] == pytest.approx(quantile(wall, 0.1), rel=1e-12)
+    assert t["p90"] == pytest.approx(quantile(wall, 0.9), rel=1e-12)
+    assert t["min"] == min(wall) and t["max"] == max(wall)
+    assert t["cv_fraction"] == pytest.approx(statistics.stdev(wall) / statistics.mean(wall), rel=1e-9)
+    total_s = sum(wall) / 1000
+    tp = report["update_time"]["throughput"]
+    assert tp["samples"]["per_rank_per_s"] == pytest.approx(sum(u["counts"]["samples"] for u in updates) / total_s)
+    assert tp["valid_tokens"]["per_rank_per_s"] == pytest.approx(sum(u["counts"]["valid_tokens"] for u in updates) / total_s)
+    assert tp["token_slots"]["job_per_s"] == pytest.approx(4 * sum(u["counts"]["token_slots"] for u in updates) / total_s)
+    assert tp["token_slots"]["job_estimated"] is True
+    assert tp["global_samples_per_s"] == pytest.approx(64 * len(updates) / total_s)
+
+
+def test_region_table(report):
+    _, updates = records()
+    rows = {r["name"]: r for r in report["regions"]["rows"]}
+    assert set(rows) == {k for u in updates for k in u["cuda_stream_ms"]}
+    lf = [u["cuda_stream_ms"]["language_forward"] for u in updates]
+    assert rows["language_forward"]["device_ms"]["median"] == pytest.approx(statistics.median(lf))
+    assert rows["language_forward"]["device_ms"]["p90"] == pytest.approx(quantile(lf, 0.9))
+    # Exclusive time of deepspeed_step: itself minus gradient_clipping and optimizer.
+    self_ds = [u["cuda_stream_ms"]["deepspeed_step"] - u["cuda_stream_ms"]["gradient_clipping"]
+               - u["cuda_stream_ms"]["optimizer"] for u in updates]
+    assert rows["deepspeed_step"]["device_self_ms"]["median"] == pytest.approx(statistics.median(self_ds))
+    # vggt_single is absent from 3 updates: statistics are over the 17 where it ran.
+    single = [u["cuda_stream_ms"]["vggt_single"] for u in updates if "vggt_single" in u["cuda_stream_ms"]]
+    assert rows["vggt_single"]["updates_present"] == len(single) == 17
+    assert rows["vggt_single"]["device_ms"]["median"] == pytest.approx(statistics.median(single))
+    share = sum(single) / sum(u["wall_ms"] for u in updates)
+    assert rows["vggt_single"]["share_fraction"] == pytest.approx(share)
+    assert rows["vggt_single"]["parent"] == "geometry_total"
+    assert report["regions"]["nesting_violation_count"] == 0
+    outside = [u["wall_ms"] - u["cpu_call_ms"]["batch_fetch_and_count"] - u["cpu_call_ms"]["micro_step_total"]
+               for u in updates]
+    assert report["regions"]["outside_regions_ms"]["median"] == pytest.approx(statistics.median(outside))
+
+
+def test_code_paths(report):
+    _, updates = records()
+    g = report["code_paths"]["groups"][0]
+    paths = {p["region"]: p for p in g["paths"]}
+    cost = {}
+    for name in ("vggt_batched", "vggt_single"):
+        ms = sum(u["cuda_stream_ms"].get(name, 0) for u in updates)
+        frames = sum(u["counts"].get(name + "_frames", 0) for u in updates)
+        samples = sum(u["counts"].get(name + "_samples", 0) for u in updates)
+        cost[name] = ms / frames
+        assert paths[name]["ms_per_frame"] == pytest.approx(ms / frames)
+        assert paths[name]["ms_per_sample"] == pytest.approx(ms / samples)
+    assert paths["vggt_single"]["microbatches"] == sum(u["counts"].get("vggt_fallback_microbatches", 0) for u in updates)
+    assert g["slow"] == "vggt_single" and g["fast"] == "vggt_batched"
+    assert g["slow_over_fast"] == pytest.approx(cost["vggt_single"] / cost["vggt_batched"])
+    slow_updates = [u for u in updates if "vggt_single" in u["cuda_stream_ms"]]
+    assert g["updates_with_slow"] == len(slow_updates)
+    # Frame counts that occur only in updates that fell back: everything but 9 in this log.
+    only = sorted({int(f) for u in updates for f in u["frame_histogram"]}
+                  - {int(f) for u in updates if u not in slow_updates for f in u["frame_histogram"]})
+    assert g["frame_counts_only_with_slow"] == only
+    saving = sum(u["cuda_stream_ms"]["vggt_single"] - u["counts"]["vggt_single_frames"] * cost["vggt_batched"]
+                 for u in slow_updates) / len(updates)
+    assert g["saving_ms_per_update"] == pytest.approx(saving)
+
+
+def test_padding(report):
+    _, updates = records()
+    slots = sum(u["counts"]["token_slots"] for u in updates)
+    valid = sum(u["counts"]["valid_tokens"] for u in updates)
+    p = report["padding"]
+    assert p["padding_fraction"] == pytest.approx(1 - valid / slots)
+    assert p["padding_slots_per_s"] == pytest.approx((slots - valid) / (sum(u["wall_ms"] for u in updates) / 1000))
+
+
+def test_waiting(report):
+    _, updates = records()
+    w = report["waiting"][0]
+    f = [u["cuda_stream_ms"]["forward_and_loss"] for u in updates]
+    c = [u["cuda_stream_ms"]["backward_and_communication"] for u in updates]
+    assert w["comm_region"] == "backward_and_communication"
+    assert w["compute_region"] == "forward_and_loss"
+    assert w["correlation"] == pytest.approx(statistics.correlation(f, c))
+    assert w["sum_sd_ms"] == pytest.approx(statistics.stdev([a + b for a, b in zip(f, c)]))
+    assert w["waiting"] is True
+    assert w["wait_ms"]["median"] == pytest.approx(statistics.median([x - min(c) for x in c]))
+
+
+def test_findings_ranked_with_units(report):
+    f = report["findings"]
+    assert [x["kind"] for x in f[:3]] == ["slow-path", "waiting", "padding"]
+    assert all(f[i]["ms_per_update"] >= f[i + 1]["ms_per_update"] for i in range(len(f) - 1))
+
+
+def test_text_and_markdown_render_the_same_figures():
+    text = run("report", "--hierarchy", HIER, LOG)
+    assert text.returncode == 0, text.stderr
+    for needle in ("1. Run", "7. Findings", "vggt_single costs 1.87x vggt_batched per frame", "ms"):
+        assert needle in text.stdout
+    md = run("report", "--format", "markdown", "--hierarchy", HIER, LOG)
+    assert md.returncode == 0
+    assert "| region |" in md.stdout and "## 7. Findings" in md.stdout
+
+
+def test_table_gzip_and_stdin_read_alike(tmp_path, report):
+    gz = tmp_path / "rank1.jsonl.gz"
+    gz.write_bytes(gzip.compress(LOG.read_bytes()))
+    for args, stdin in (([TABLE], None), ([gz], None), (["-"], LOG.read_text())):
+        r = run("report", "--format", "json", "--hierarchy", HIER, *args, stdin=stdin)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["update_time"] == report["update_time"]
+
+
+def test_without_nesting_says_so():
+    r = run("report", LOG)
+    assert r.returncode == 0
+    assert "exclusive (self) times need the nesting" in r.stdout
+    assert "unknown: alternative code paths are marked in the nesting" in r.stdout
+
+
+def test_exit_status_for_bad_input(tmp_path):
+    lines = LOG.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines[:3] + ['{"type": "update", "step": 99, "wall_ms": }'] + lines[3:]) + "\n")
+    r = run("report", bad)
+    assert r.returncode == 1
+    assert f"{bad}:4:" in r.stderr and "malformed JSON" in r.stderr
+    assert "20 update record(s)" in r.stdout  # the rest was analyzed
+
+    strict = run("report", "--strict", bad)
+    assert strict.returncode == 1 and strict.stdout == ""
+
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:5]) + "\n" + lines[5][: len(lines[5]) // 2])
+    r = run("report", cut)
+    assert r.returncode == 0
+    assert "truncated-line" in r.stderr and "4 update record(s)" in r.stdout
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    r = run("report", empty)
+    assert r.returncode == 3 and "nothing to analyze" in r.stderr
+
+    assert run("report", "--steps", "x:y", LOG).returncode == 2
+    assert run("report", "--format", "pdf", LOG).returncode == 2
+    assert run("report", "--hierarchy", tmp_path / "none.txt", LOG).returncode == 2
+    assert run("report", tmp_path / "missing.jsonl").returncode == 3

@@ -1,0 +1,233 @@
+// Analyses on small hand-built datasets whose answers are worked out in the comments.
+#include <gtest/gtest.h>
+
+#include "stepprof/analysis/report.hpp"
+
+using namespace stepprof;
+
+namespace {
+
+// Builds a one-rank dataset update by update.
+struct Builder {
+  Dataset d;
+  Builder() {
+    d.files = {"mem"};
+    d.ranks.emplace_back();
+    d.ranks[0].rank = 0;
+  }
+  UpdateRecord& add(std::int64_t step, double wall) {
+    auto& u = d.ranks[0].updates.emplace_back();
+    u.rank = 0;
+    u.step = step;
+    u.wall_ms = wall;
+    return u;
+  }
+  void region(UpdateRecord& u, std::string_view name, std::optional<double> device, std::optional<double> host,
+              std::int64_t calls = 1) {
+    u.regions.push_back({d.regions.intern(name), device, host, calls, std::nullopt});
+  }
+  void counter(UpdateRecord& u, std::string_view name, double v) { u.counters.push_back({d.counters.intern(name), v}); }
+  void config(std::int64_t world, std::int64_t micro, std::int64_t acc) {
+    RunConfig c;
+    c.rank = 0;
+    c.world_size = world;
+    c.micro_batch = micro;
+    c.accumulation = acc;
+    d.ranks[0].config = c;
+  }
+};
+
+Hierarchy parse(const std::string& text) {
+  Diagnostics diag;
+  auto h = parse_hierarchy(text, "test", diag);
+  EXPECT_TRUE(h);
+  return *h;
+}
+
+const RegionRow& row(const RegionTable& t, std::string_view name) {
+  for (const auto& r : t.rows)
+    if (r.name == name) return r;
+  ADD_FAILURE() << "no row " << name;
+  return t.rows.front();
+}
+
+}  // namespace
+
+TEST(Regions, ExclusiveTimeShareAndOutside) {
+  Builder b;
+  // step: wall 100 and 120; "outer" 90 and 110 with children a (30, 40) and b (50, 50).
+  for (auto [step, wall, outer, a, bb] : {std::tuple{1, 100.0, 90.0, 30.0, 50.0}, std::tuple{2, 120.0, 110.0, 40.0, 50.0}}) {
+    auto& u = b.add(step, wall);
+    b.region(u, "outer", outer, outer + 1);
+    b.region(u, "a", a, a);
+    b.region(u, "b", bb, bb);
+  }
+  const Hierarchy h = parse("outer\n  a\n  b\n");
+  const RegionTable t = analyze_regions({b.d, &h});
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.rows[0].name, "outer");
+  EXPECT_EQ(t.rows[1].depth, 1);
+  const auto& outer = row(t, "outer");
+  // Self: 90 - 80 = 10 and 110 - 90 = 20 -> median 15.
+  EXPECT_DOUBLE_EQ(outer.device_self_ms->median, 15);
+  // Share: (90 + 110) / (100 + 120).
+  EXPECT_DOUBLE_EQ(outer.share, 200.0 / 220.0);
+  EXPECT_DOUBLE_EQ(outer.self_share, 30.0 / 220.0);
+  // Outside: wall - outer host = 100 - 91 = 9 and 120 - 111 = 9.
+  EXPECT_DOUBLE_EQ(t.outside_regions_ms->median, 9);
+  EXPECT_EQ(t.violation_count, 0u);
+  EXPECT_FALSE(row(t, "a").device_self_ms.has_value());  // a leaf
+}
+
+TEST(Regions, ChildrenExceedingTheParentAreFlagged) {
+  Builder b;
+  auto& u = b.add(1, 100);
+  b.region(u, "outer", 50.0, 50.0);
+  b.region(u, "a", 40.0, 40.0);
+  b.region(u, "b", 20.0, 20.0);  // 60 > 50 + max(0.5, 0.5)
+  const Hierarchy h = parse("outer\n  a\n  b\n");
+  const RegionTable t = analyze_regions({b.d, &h});
+  EXPECT_EQ(t.violation_count, 2u);  // device and host
+  EXPECT_EQ(t.violations[0].parent, "outer");
+  EXPECT_DOUBLE_EQ(t.violations[0].children_ms, 60);
+}
+
+TEST(Regions, WithoutNestingNoSelfTimeAndSortedByShare) {
+  Builder b;
+  auto& u = b.add(1, 100);
+  b.region(u, "small", 10.0, 10.0);
+  b.region(u, "big", 60.0, 60.0);
+  const RegionTable t = analyze_regions({b.d, nullptr});
+  EXPECT_FALSE(t.nesting_known);
+  EXPECT_EQ(t.rows[0].name, "big");
+  EXPECT_FALSE(t.rows[0].device_self_ms.has_value());
+  EXPECT_FALSE(t.outside_regions_ms.has_value());
+}
+
+TEST(Regions, DeviceHostGap) {
+  Builder b;
+  auto& u = b.add(1, 100);
+  b.region(u, "async", 50.0, 5.0);   // gap 45 > max(1, 10): device longer
+  b.region(u, "hostly", 2.0, 30.0);  // gap -28 > max(1, 6): host longer
+  b.region(u, "even", 20.0, 19.5);   // gap 0.5: fine
+  const RegionTable t = analyze_regions({b.d, nullptr});
+  EXPECT_EQ(row(t, "async").gap, TimeGap::kDeviceLonger);
+  EXPECT_EQ(row(t, "hostly").gap, TimeGap::kHostLonger);
+  EXPECT_EQ(row(t, "even").gap, TimeGap::kNone);
+}
+
+TEST(CodePaths, CostPerFrameCauseAndSaving) {
+  Builder b;
+  // Update 1: fast path only, 8 samples x 9 frames = 72 frames, 720 ms -> 10 ms/frame.
+  auto& u1 = b.add(1, 1000);
+  b.region(u1, "fast", 720.0, 720.0);
+  b.counter(u1, "fast_frames", 72);
+  b.counter(u1, "fast_samples", 8);
+  u1.frame_histogram = {{9, 8}};
+  // Update 2: slow path only, 8 samples, 60 frames, 1800 ms -> 30 ms/frame.
+  auto& u2 = b.add(2, 2000);
+  b.region(u2, "slow", 1800.0, 1800.0, 8);
+  b.counter(u2, "slow_frames", 60);
+  b.counter(u2, "slow_samples", 8);
+  u2.frame_histogram = {{9, 4}, {6, 4}};
+  const Hierarchy h = parse("geo\n  fast alt=g\n  slow alt=g\n");
+  const CodePathResult r = analyze_code_paths({b.d, &h});
+  ASSERT_EQ(r.groups.size(), 1u);
+  const PathGroup& g = r.groups[0];
+  EXPECT_EQ(g.fast, "fast");
+  EXPECT_EQ(g.slow, "slow");
+  EXPECT_EQ(g.unit, "frame");
+  EXPECT_DOUBLE_EQ(*g.paths[0].ms_per_frame, 10);
+  EXPECT_DOUBLE_EQ(*g.paths[1].ms_per_frame, 30);
+  EXPECT_DOUBLE_EQ(*g.paths[1].ms_per_sample, 225);
+  EXPECT_DOUBLE_EQ(*g.slow_over_fast, 3);
+  EXPECT_EQ(g.updates_with_slow, 1u);
+  EXPECT_EQ(g.updates_fast_only, 1u);
+  EXPECT_EQ(g.slow_updates_mixed_frames, 1u);
+  EXPECT_EQ(g.fast_only_updates_mixed_frames, 0u);
+  EXPECT_EQ(g.frame_counts_only_with_slow, (std::vector<std::int64_t>{6}));
+  // Saving: (1800 - 60 x 10) / 2 updates = 600 ms per update.
+  EXPECT_DOUBLE_EQ(*g.saving_ms_per_update, 600);
+}
+
+TEST(CodePaths, WithoutNestingSaysSo) {
+  Builder b;
+  b.add(1, 10);
+  EXPECT_FALSE(analyze_code_paths({b.d, nullptr}).nesting_known);
+}
+
+TEST(Padding, TokenWeightedNotMeanOfFractions) {
+  Builder b;
+  // 1000 slots with 900 valid, 3000 slots with 1500 valid: 1 - 2400/4000 = 0.4
+  // (the mean of the per-update fractions would be 0.3).
+  auto& u1 = b.add(1, 1000);
+  b.counter(u1, "token_slots", 1000);
+  b.counter(u1, "valid_tokens", 900);
+  auto& u2 = b.add(2, 1000);
+  b.counter(u2, "token_slots", 3000);
+  b.counter(u2, "valid_tokens", 1500);
+  const PaddingResult p = analyze_padding({b.d, nullptr});
+  ASSERT_TRUE(p.available);
+  EXPECT_DOUBLE_EQ(p.fraction, 0.4);
+  // 1600 padding slots over 2 s.
+  EXPECT_DOUBLE_EQ(p.padding_slots_per_s, 800);
+  EXPECT_DOUBLE_EQ(p.padding_slots_per_update, 800);
+}
+
+TEST(Waiting, CompensationIsDetected) {
+  Builder b;
+  // Compute varies 100..400; comm = 600 - compute + small noise: the sum stays ~600.
+  const double compute[] = {100, 400, 250, 300, 150, 350};
+  const double noise[] = {2, -1, 0, 1, -2, 1};
+  for (int i = 0; i < 6; ++i) {
+    auto& u = b.add(i, 700);
+    b.region(u, "forward", compute[i], compute[i]);
+    b.region(u, "grad_comm", 600 - compute[i] + noise[i], 600 - compute[i] + noise[i]);
+  }
+  const WaitingResult w = analyze_waiting({b.d, nullptr}, b.d.ranks[0]);
+  EXPECT_EQ(w.comm_region, "grad_comm");
+  EXPECT_EQ(w.comm_found_by, "region name");
+  EXPECT_EQ(w.compute_region, "forward");
+  EXPECT_LT(*w.correlation, -0.99);
+  EXPECT_TRUE(w.waiting);
+  // comm = {502, 199, 350, 301, 448, 251}; floor = 199; wait = comm - 199 =
+  // {303, 0, 151, 102, 249, 52}, median (102 + 151) / 2 = 126.5.
+  EXPECT_DOUBLE_EQ(w.comm_floor_ms, 199);
+  EXPECT_DOUBLE_EQ(w.wait_ms->median, 126.5);
+}
+
+TEST(Waiting, IndependentRegionsAreNotWaiting) {
+  Builder b;
+  const double compute[] = {100, 400, 250, 300, 150, 350};
+  const double comm[] = {200, 260, 190, 240, 210, 230};  // rises with compute: r > 0
+  for (int i = 0; i < 6; ++i) {
+    auto& u = b.add(i, 700);
+    b.region(u, "forward", compute[i], compute[i]);
+    b.region(u, "allreduce", comm[i], comm[i]);
+  }
+  EXPECT_FALSE(analyze_waiting({b.d, nullptr}, b.d.ranks[0]).waiting);
+}
+
+TEST(UpdateTime, RatesPerRankAndJob) {
+  Builder b;
+  b.config(4, 8, 2);
+  // Two updates of 2 s and 4 s, 16 samples and 32 frames each: 32 samples / 6 s.
+  for (auto [step, wall] : {std::pair{1, 2000.0}, std::pair{2, 4000.0}}) {
+    auto& u = b.add(step, wall);
+    b.counter(u, "samples", 16);
+    b.counter(u, "frames", 32);
+  }
+  const AnalysisInput in{b.d, nullptr};
+  const RunSummary run = summarize_run(in);
+  EXPECT_EQ(run.global_batch, 64);  // 8 x 2 x 4
+  EXPECT_TRUE(run.global_batch_derived);
+  EXPECT_EQ(run.missing_ranks, (std::vector<std::int64_t>{1, 2, 3}));
+  const UpdateTimeResult t = analyze_update_time(in, run);
+  EXPECT_DOUBLE_EQ(t.update_ms->median, 3000);
+  EXPECT_DOUBLE_EQ(*t.samples.per_rank_per_s, 32.0 / 6.0);
+  EXPECT_DOUBLE_EQ(*t.frames.per_rank_per_s, 64.0 / 6.0);
+  EXPECT_TRUE(t.frames.job_estimated);
+  EXPECT_DOUBLE_EQ(*t.frames.job_per_s, 4 * 64.0 / 6.0);
+  EXPECT_DOUBLE_EQ(*t.global_samples_per_s, 64.0 * 2 / 6.0);
+  EXPECT_FALSE(t.token_slots.per_rank_per_s.has_value());  // no such counter: unknown, not 0
+}

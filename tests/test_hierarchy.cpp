@@ -1,0 +1,92 @@
+// The hierarchy format (docs/hierarchy-format.md) and nesting recorded in logs.
+#include <gtest/gtest.h>
+
+#include "stepprof/hierarchy.hpp"
+#include "stepprof/reader.hpp"
+
+using namespace stepprof;
+
+namespace {
+const std::string kSource = STEPPROF_SOURCE_DIR;
+}
+
+TEST(Hierarchy, BundledFileGivesTheDocumentedTree) {
+  Diagnostics diag;
+  auto h = load_hierarchy(kSource + "/examples/qwen-vggt/hierarchy.txt", diag);
+  ASSERT_TRUE(h) << (diag.kept().empty() ? "" : format_diagnostic(diag.kept()[0]));
+  EXPECT_EQ(h->nodes().size(), 14u);
+  EXPECT_EQ(h->find("vggt_single")->parent, "geometry_total");
+  EXPECT_EQ(h->find("micro_step_total")->parent, "");
+  EXPECT_EQ(h->find("optimizer")->parent, "deepspeed_step");
+  EXPECT_EQ(h->depth("optimizer"), 3);
+  EXPECT_TRUE(h->is_ancestor("micro_step_total", "vggt_batched"));
+  EXPECT_FALSE(h->is_ancestor("backward_and_engine_step", "vggt_batched"));
+  EXPECT_EQ(h->find("backward_and_communication")->role, RegionRole::kCommunication);
+  EXPECT_EQ(h->find("batch_fetch_and_count")->role, RegionRole::kData);
+  const auto alts = h->alternatives();
+  ASSERT_EQ(alts.size(), 1u);
+  EXPECT_EQ(alts[0].first, "geometry");
+  ASSERT_EQ(alts[0].second.size(), 2u);
+  EXPECT_EQ(alts[0].second[1]->microbatches(), "vggt_fallback_microbatches");
+  EXPECT_EQ(alts[0].second[1]->frames(), "vggt_single_frames");  // the default name
+  std::vector<std::string> kids;
+  for (const auto* n : h->children("forward_and_loss")) kids.push_back(n->name);
+  EXPECT_EQ(kids, (std::vector<std::string>{"prepare_inputs", "vision_forward", "geometry_total", "language_forward"}));
+}
+
+TEST(Hierarchy, ErrorsNameLineAndColumn) {
+  struct Case {
+    std::string text;
+    std::uint64_t line, column;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"a\n\tb\n", 2, 1, "tabs"},
+      {"a\n  b  colour=red\n", 2, 6, "unknown attribute"},
+      {"a\n  b role=gpu\n", 2, 10, "unknown role"},
+      {"a\n    b\n  c\n", 3, 3, "indentation"},
+      {"a\n  b\n  a\n", 3, 3, "appears twice"},
+      {"a\n  b junk\n", 2, 5, "key=value"},
+      {"# only a comment\n", 0, 0, "names no regions"},
+  };
+  for (const auto& c : cases) {
+    Diagnostics diag;
+    EXPECT_FALSE(parse_hierarchy(c.text, "h.txt", diag)) << c.text;
+    ASSERT_FALSE(diag.kept().empty()) << c.text;
+    const auto& d = diag.kept().front();
+    EXPECT_EQ(d.problem, Problem::kHierarchy);
+    EXPECT_EQ(d.line, c.line) << c.text;
+    EXPECT_EQ(d.column, c.column) << c.text;
+    EXPECT_NE(d.message.find(c.says), std::string::npos) << d.message;
+  }
+}
+
+TEST(Hierarchy, CommentsBlankLinesAndDedent) {
+  Diagnostics diag;
+  auto h = parse_hierarchy("# top\na   # first\n  b\n\n    c\n  d\ne\n", "h.txt", diag);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->find("c")->parent, "b");
+  EXPECT_EQ(h->find("d")->parent, "a");
+  EXPECT_EQ(h->find("e")->parent, "");
+}
+
+TEST(Hierarchy, FromParentsInTheLog) {
+  const std::string log =
+      R"({"type": "config", "rank": 0, "world_size": 1, "region_alternatives": {"fast": "path"}, "region_roles": {"sync": "communication"}})"
+      "\n"
+      R"({"type": "update", "rank": 0, "step": 1, "wall_ms": 10, "cpu_call_ms": {"step": 9, "fast": 2, "sync": 3}, "parents": {"step": null, "fast": "step", "sync": "step"}})"
+      "\n";
+  const std::string path = testing::TempDir() + "/parents.jsonl";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(log.data(), 1, log.size(), f);
+  std::fclose(f);
+  Diagnostics diag;
+  const Dataset d = read_logs({path}, {}, diag);
+  EXPECT_EQ(diag.total(), 0u);
+  auto h = hierarchy_from_log(d, diag);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->find("fast")->parent, "step");
+  EXPECT_EQ(h->find("step")->parent, "");
+  EXPECT_EQ(h->find("fast")->alt_group, "path");
+  EXPECT_EQ(h->find("sync")->role, RegionRole::kCommunication);
+}

@@ -1,0 +1,423 @@
+// The log reader on the real log, its other encodings, and every kind of bad input.
+// Expected values are read off the real log by hand (see the line quoted in each test)
+// or follow from the small inputs written in the test.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "stepprof/reader.hpp"
+
+namespace fs = std::filesystem;
+using namespace stepprof;
+
+namespace {
+
+const std::string kSource = STEPPROF_SOURCE_DIR;
+const std::string kRealLog = kSource + "/examples/qwen-vggt/rank1.jsonl";
+const std::string kRealTable = kSource + "/examples/qwen-vggt/rank1.table.md";
+
+const std::string kConfig =
+    R"({"type": "config", "rank": 1, "world_size": 4, "micro_batch": 8, "accumulation": 2, "global_batch": 64})";
+
+std::string update(int step, double wall = 100.0, const std::string& extra = "") {
+  return R"({"type": "update", "rank": 1, "step": )" + std::to_string(step) + R"(, "wall_ms": )" +
+         std::to_string(wall) + R"(, "cuda_stream_ms": {"fwd": 40.0, "bwd": 50.0}, "cpu_call_ms": {"fwd": 39.0}, )" +
+         R"("calls": {"fwd": 2, "bwd": 2}, "counts": {"samples": 16})" + extra + "}";
+}
+
+class ReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("stepprof_reader_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& content) {
+    const auto p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+  Dataset read(const std::vector<std::string>& files, bool strict = false, std::optional<StepRange> steps = {}) {
+    diag_ = Diagnostics(strict);
+    ReadOptions opt;
+    opt.steps = steps;
+    return read_logs(expand_inputs(files, diag_), opt, diag_);
+  }
+
+  const Diagnostic* first(Problem p) const {
+    for (const auto& d : diag_.kept())
+      if (d.problem == p) return &d;
+    return nullptr;
+  }
+
+  fs::path dir_;
+  Diagnostics diag_;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_F(ReaderTest, RealLogAllRecordsAndFields) {
+  const Dataset d = read({kRealLog});
+  EXPECT_EQ(diag_.total(), 0u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  const RankLog& r = d.ranks[0];
+  EXPECT_EQ(r.rank, 1);
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->world_size, 4);
+  EXPECT_EQ(r.config->micro_batch, 8);
+  EXPECT_EQ(r.config->accumulation, 2);
+  EXPECT_EQ(r.config->global_batch, 64);
+  EXPECT_EQ(r.config->model, "/models/Qwen3.5-4B");
+  // Fields stepprof has no typed member for are kept verbatim.
+  ASSERT_NE(r.config->find("NCCL_NVLS_ENABLE"), nullptr);
+  EXPECT_EQ(r.config->find("NCCL_NVLS_ENABLE")->json, "\"0\"");
+  EXPECT_EQ(r.config->find("supervised_token_loss")->json, "true");
+  EXPECT_EQ(r.config->fields.size(), 15u);  // 16 keys in the record, minus "type"
+
+  ASSERT_EQ(r.updates.size(), 20u);
+  EXPECT_EQ(r.updates.front().step, 11);
+  EXPECT_EQ(r.updates.back().step, 30);
+  // Line 2 of the real log (step 11).
+  const UpdateRecord& u = r.updates.front();
+  EXPECT_DOUBLE_EQ(u.wall_ms, 15479.411385953426);
+  const auto single = d.regions.find("vggt_single");
+  ASSERT_TRUE(single);
+  const RegionSample* s = u.region(*single);
+  ASSERT_NE(s, nullptr);
+  EXPECT_DOUBLE_EQ(*s->device_ms, 6007.375244140625);
+  EXPECT_DOUBLE_EQ(*s->host_ms, 6007.80863314867);
+  EXPECT_EQ(*s->calls, 16);
+  EXPECT_FALSE(s->parent.has_value());  // this log records no parents
+  EXPECT_EQ(u.counter(*d.counters.find("token_slots")), 49672);
+  EXPECT_EQ(u.counter(*d.counters.find("supervised_tokens")), 64);
+  ASSERT_EQ(u.frame_histogram.size(), 4u);
+  EXPECT_EQ(u.frame_histogram[0], (std::pair<std::int64_t, std::int64_t>{9, 13}));
+  ASSERT_EQ(u.input_shapes.size(), 2u);
+  EXPECT_EQ(u.input_shapes[0].dims, (std::vector<std::int64_t>{8, 3154}));
+  EXPECT_EQ(u.input_shapes[0].microbatches, 1);
+  ASSERT_EQ(u.sample_indices.size(), 16u);
+  EXPECT_EQ(u.sample_indices.front(), 1365027);
+  EXPECT_EQ(u.sample_indices.back(), 2236997);
+  EXPECT_DOUBLE_EQ(*u.padding_fraction, 0.12349009502335317);
+}
+
+TEST_F(ReaderTest, AbsentRegionAndCounterStayAbsent) {
+  const Dataset d = read({kRealLog});
+  // Step 11 ran only the fallback: vggt_batched and its counters are absent, not 0.
+  const auto batched = d.regions.find("vggt_batched");
+  ASSERT_TRUE(batched);
+  const UpdateRecord& u11 = d.ranks[0].updates.front();
+  EXPECT_EQ(u11.region(*batched), nullptr);
+  EXPECT_FALSE(u11.counter(*d.counters.find("vggt_batched_frames")).has_value());
+  // Step 22 (line 13) ran only the batched path.
+  const UpdateRecord& u22 = d.ranks[0].updates[11];
+  ASSERT_EQ(u22.step, 22);
+  EXPECT_EQ(u22.region(*d.regions.find("vggt_single")), nullptr);
+  EXPECT_EQ(u22.counter(*d.counters.find("vggt_batched_frames")), 144);
+}
+
+TEST_F(ReaderTest, MarkdownTableReadsLikeTheJsonLines) {
+  const Dataset a = read({kRealLog});
+  const Dataset b = read({kRealTable});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  EXPECT_EQ(diag_.count(Severity::kWarning), 0u);
+  ASSERT_EQ(b.ranks.size(), 1u);
+  ASSERT_EQ(b.ranks[0].updates.size(), a.ranks[0].updates.size());
+  for (std::size_t i = 0; i < a.ranks[0].updates.size(); ++i) {
+    const auto& x = a.ranks[0].updates[i];
+    const auto& y = b.ranks[0].updates[i];
+    EXPECT_EQ(x.step, y.step);
+    EXPECT_EQ(x.wall_ms, y.wall_ms);
+    EXPECT_EQ(x.regions.size(), y.regions.size());
+    EXPECT_EQ(x.sample_indices, y.sample_indices);
+  }
+}
+
+TEST_F(ReaderTest, MarkdownCellWithEscapedPipe) {
+  const auto p = write("t.md", "| record |\n|---|\n| " + kConfig.substr(0, kConfig.size() - 1) +
+                                   R"(, "tag": "a\|b"} |)" + "\n| " + update(1) + " |\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_EQ(d.ranks[0].config->find("tag")->json, "\"a|b\"");
+  EXPECT_EQ(diag_.count(Severity::kNote), 1u);  // the header row
+}
+
+TEST_F(ReaderTest, GzipInputIsDetectedFromContent) {
+  const std::string text = slurp(kRealLog);
+  const auto p = (dir_ / "log.data").string();  // no .gz in the name on purpose
+  gzFile f = gzopen(p.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
+  gzclose(f);
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.total(), 0u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_EQ(d.ranks[0].updates.size(), 20u);
+}
+
+TEST_F(ReaderTest, TruncatedGzipKeepsCompleteRecords) {
+  const std::string text = slurp(kRealLog);
+  const auto full = (dir_ / "full.gz").string();
+  gzFile f = gzopen(full.c_str(), "wb");
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  const std::string gz = slurp(full);
+  const auto cut = write("cut.jsonl.gz", gz.substr(0, gz.size() / 2));
+  const Dataset d = read({cut});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  EXPECT_GE(diag_.count(Problem::kTruncatedLine), 1u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_GT(d.ranks[0].updates.size(), 0u);
+  EXPECT_LT(d.ranks[0].updates.size(), 20u);
+}
+
+TEST_F(ReaderTest, DirectoryReadsLogFilesAndNotesOthers) {
+  write("a.jsonl", kConfig + "\n" + update(1) + "\n");
+  write("b.jsonl", update(2) + "\n");
+  write("notes.csv", "x,y\n");
+  const Dataset d = read({dir_.string()});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  EXPECT_EQ(diag_.count(Severity::kNote), 1u);
+  ASSERT_EQ(d.files.size(), 2u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+}
+
+TEST_F(ReaderTest, MalformedLineNamesFileLineColumnAndContinues) {
+  // Line 3: the value of wall_ms is missing; the parser stops at the '}' (column 44).
+  const std::string bad = R"({"type": "update", "step": 12, "wall_ms": })";
+  const auto p = write("m.jsonl", kConfig + "\n" + update(11) + "\n" + bad + "\n" + update(13) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Severity::kError), 1u);
+  const Diagnostic* e = first(Problem::kMalformedJson);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->file, p);
+  EXPECT_EQ(e->line, 3u);
+  EXPECT_GE(e->column, 43u);
+  EXPECT_LE(e->column, 44u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_EQ(d.ranks[0].updates.size(), 2u);  // steps 11 and 13
+}
+
+TEST_F(ReaderTest, WrongTypeNamesTheFieldAndColumn) {
+  const std::string bad = R"({"type": "update", "step": 12, "wall_ms": "fast"})";
+  const auto p = write("w.jsonl", kConfig + "\n" + bad + "\n");
+  read({p});
+  const Diagnostic* e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 2u);
+  EXPECT_EQ(e->column, 43u);  // where "fast" starts
+  EXPECT_NE(e->message.find("wall_ms"), std::string::npos);
+  EXPECT_NE(e->message.find("expected a number"), std::string::npos);
+}
+
+TEST_F(ReaderTest, TruncatedFinalLineIsAWarningAndEarlierRecordsCount) {
+  const std::string full = update(12);
+  const auto p = write("t.jsonl", kConfig + "\n" + update(11) + "\n" + full.substr(0, full.size() / 2));
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  const Diagnostic* w = first(Problem::kTruncatedLine);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->severity, Severity::kWarning);
+  EXPECT_EQ(w->line, 3u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_EQ(d.ranks[0].updates.size(), 1u);
+}
+
+TEST_F(ReaderTest, CompleteFinalLineWithoutNewlineIsFine) {
+  const auto p = write("n.jsonl", kConfig + "\n" + update(11));
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.total(), 0u);
+  EXPECT_EQ(d.ranks[0].updates.size(), 1u);
+}
+
+TEST_F(ReaderTest, CrlfLineEndings) {
+  const auto p = write("crlf.jsonl", kConfig + "\r\n" + update(11) + "\r\n" + update(12) + "\r\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.total(), 0u);
+  EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+}
+
+TEST_F(ReaderTest, EmptyInputIsItsOwnError) {
+  const auto p = write("empty.jsonl", "");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 0u);
+  EXPECT_EQ(diag_.count(Problem::kEmptyInput), 2u);  // the file (warning) and the whole input (error)
+  EXPECT_EQ(diag_.count(Severity::kError), 1u);
+}
+
+TEST_F(ReaderTest, ConfigOnlyIsNothingToAnalyze) {
+  const auto p = write("c.jsonl", kConfig + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 0u);
+  const Diagnostic* e = first(Problem::kEmptyInput);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->message.find("no update records"), std::string::npos);
+}
+
+TEST_F(ReaderTest, MissingConfigIsReported) {
+  const auto p = write("nc.jsonl", update(11) + "\n" + update(12) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Problem::kMissingConfig), 1u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_FALSE(d.ranks[0].config.has_value());
+  EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+}
+
+TEST_F(ReaderTest, DuplicateStepKeepsTheFirstAndSaysWhere) {
+  const auto p = write("d.jsonl", kConfig + "\n" + update(11, 100) + "\n" + update(11, 200) + "\n");
+  const Dataset d = read({p});
+  const Diagnostic* e = first(Problem::kDuplicateStep);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 3u);
+  EXPECT_NE(e->message.find(":2"), std::string::npos);  // the first one's line
+  ASSERT_EQ(d.ranks[0].updates.size(), 1u);
+  EXPECT_DOUBLE_EQ(d.ranks[0].updates[0].wall_ms, 100);
+}
+
+TEST_F(ReaderTest, NegativeTimeIsRejected) {
+  const std::string bad = R"({"type": "update", "step": 12, "wall_ms": 10, "cuda_stream_ms": {"fwd": -3.5}})";
+  const auto p = write("neg.jsonl", kConfig + "\n" + bad + "\n");
+  const Dataset d = read({p});
+  const Diagnostic* e = first(Problem::kNegativeTime);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->message.find("cuda_stream_ms.fwd"), std::string::npos);
+  EXPECT_EQ(e->column, bad.find("-3.5") + 1);
+  EXPECT_EQ(d.update_count(), 0u);
+}
+
+TEST_F(ReaderTest, NonFiniteTimesAreRejected) {
+  // Python's json module writes NaN and Infinity; 1e999 overflows a double.
+  for (const std::string v : {"NaN", "Infinity", "-Infinity", "1e999"}) {
+    const std::string bad = R"({"type": "update", "step": 12, "wall_ms": )" + v + "}";
+    const auto p = write("nf.jsonl", kConfig + "\n" + bad + "\n");
+    const Dataset d = read({p});
+    const Diagnostic* e = first(Problem::kNonFinite);
+    ASSERT_NE(e, nullptr) << v;
+    EXPECT_EQ(e->line, 2u);
+    EXPECT_EQ(e->column, bad.find(v) + 1) << v;
+    EXPECT_EQ(d.update_count(), 0u);
+  }
+}
+
+TEST_F(ReaderTest, MixedRunsInOneFile) {
+  const std::string other = R"({"type": "config", "rank": 1, "world_size": 8, "micro_batch": 8, "accumulation": 2})";
+  const auto p = write("mix.jsonl", kConfig + "\n" + update(11) + "\n" + other + "\n" + update(1) + "\n" + update(2) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Problem::kMixedRuns), 2u);  // the config line and the skipped records
+  const Diagnostic* e = first(Problem::kMixedRuns);
+  EXPECT_EQ(e->line, 3u);
+  EXPECT_NE(e->message.find("world_size=8"), std::string::npos);
+  EXPECT_EQ(d.update_count(), 1u);
+}
+
+TEST_F(ReaderTest, UpdateOfAnotherRankInAFile) {
+  const std::string other = R"({"type": "update", "rank": 2, "step": 12, "wall_ms": 10})";
+  const auto p = write("r.jsonl", kConfig + "\n" + update(11) + "\n" + other + "\n");
+  const Dataset d = read({p});
+  const Diagnostic* e = first(Problem::kMixedRuns);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 3u);
+  EXPECT_EQ(d.update_count(), 1u);
+}
+
+TEST_F(ReaderTest, FilesOfDifferentRuns) {
+  const auto a = write("a.jsonl", kConfig + "\n" + update(11) + "\n");
+  const std::string cfg2 = R"({"type": "config", "rank": 2, "world_size": 8, "micro_batch": 8, "accumulation": 2})";
+  const auto b = write("b.jsonl", cfg2 + "\n" + R"({"type": "update", "rank": 2, "step": 11, "wall_ms": 5})" + "\n");
+  const Dataset d = read({a, b});
+  const Diagnostic* e = first(Problem::kMixedRuns);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->file, b);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_EQ(d.ranks[0].rank, 1);
+}
+
+TEST_F(ReaderTest, UnknownRecordTypeIsAWarning) {
+  const auto p = write("u.jsonl", kConfig + "\n" + R"({"type": "event", "x": 1})" + "\n" + update(11) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Problem::kUnknownRecord), 1u);
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  EXPECT_EQ(d.update_count(), 1u);
+}
+
+TEST_F(ReaderTest, RecordsThatAreNotObjectsOrLackFields) {
+  const auto p = write("x.jsonl", kConfig + "\n[1, 2]\n" + R"({"step": 3, "wall_ms": 1})" + "\n" +
+                                      R"({"type": "update", "wall_ms": 1})" + "\n" + update(11) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Severity::kError), 3u);
+  EXPECT_EQ(diag_.count(Problem::kMissingField), 2u);
+  EXPECT_EQ(d.update_count(), 1u);
+}
+
+TEST_F(ReaderTest, TrailingTextAfterRecord) {
+  const auto p = write("tt.jsonl", kConfig + "\n" + update(11) + " {}\n");
+  read({p});
+  const Diagnostic* e = first(Problem::kMalformedJson);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 2u);
+}
+
+TEST_F(ReaderTest, UnknownUpdateFieldsAreKept) {
+  const auto p = write("k.jsonl", kConfig + "\n" + update(11, 100, R"(, "loss": 2.5, "lr": {"g0": 0.001})") + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.total(), 0u);
+  const auto& extra = d.ranks[0].updates[0].extra;
+  ASSERT_EQ(extra.size(), 2u);
+  EXPECT_EQ(extra[0].key, "loss");
+  EXPECT_EQ(extra[0].json, "2.5");
+  EXPECT_EQ(extra[1].json, R"({"g0": 0.001})");
+}
+
+TEST_F(ReaderTest, StrictStopsAtTheFirstProblem) {
+  const std::string bad = R"({"type": "update", "step": 12, "wall_ms": })";
+  const auto p = write("s.jsonl", kConfig + "\n" + bad + "\n" + update(13) + "\n" + bad + "\n");
+  read({p}, /*strict=*/true);
+  EXPECT_TRUE(diag_.should_stop());
+  EXPECT_EQ(diag_.count(Severity::kError), 1u);
+}
+
+TEST_F(ReaderTest, StepWindow) {
+  const Dataset d = read({kRealLog}, false, StepRange{15, 19});
+  EXPECT_EQ(d.update_count(), 5u);
+  EXPECT_EQ(d.updates_outside_window, 15u);
+  EXPECT_EQ(d.ranks[0].updates.front().step, 15);
+}
+
+TEST(StepRange, Parse) {
+  std::string err;
+  auto r = parse_step_range("11:20", err);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->first, 11);
+  EXPECT_EQ(r->last, 20);
+  r = parse_step_range("15", err);
+  EXPECT_EQ(r->first, 15);
+  EXPECT_EQ(r->last, 15);
+  r = parse_step_range(":20", err);
+  EXPECT_TRUE(r && r->last == 20 && !r->contains(21) && r->contains(-5));
+  EXPECT_FALSE(parse_step_range("a:b", err));
+  EXPECT_FALSE(parse_step_range("20:10", err));
+  EXPECT_NE(err.find("after"), std::string::npos);
+}
+
+TEST_F(ReaderTest, UnreadableFile) {
+  const Dataset d = read({(dir_ / "does-not-exist.jsonl").string()});
+  EXPECT_EQ(diag_.count(Problem::kUnreadable), 1u);
+  EXPECT_EQ(d.update_count(), 0u);
+}
