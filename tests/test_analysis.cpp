@@ -231,3 +231,75 @@ TEST(UpdateTime, RatesPerRankAndJob) {
   EXPECT_DOUBLE_EQ(*t.global_samples_per_s, 64.0 * 2 / 6.0);
   EXPECT_FALSE(t.token_slots.per_rank_per_s.has_value());  // no such counter: unknown, not 0
 }
+
+namespace {
+// Three ranks, four updates; rank 2 does more own work in updates 1-3.
+// own work = wall - comm.
+Dataset three_ranks() {
+  Dataset d;
+  d.files = {"mem"};
+  const double wall = 1000;
+  // own work per (rank, step):
+  const double work[3][4] = {{600, 610, 620, 700}, {580, 600, 640, 690}, {900, 950, 800, 650}};
+  for (int r = 0; r < 3; ++r) {
+    auto& log = d.ranks.emplace_back();
+    log.rank = r;
+    for (int s = 0; s < 4; ++s) {
+      auto& u = log.updates.emplace_back();
+      u.rank = r;
+      u.step = s + 1;
+      u.wall_ms = wall;
+      u.regions.push_back({d.regions.intern("allreduce"), wall - work[r][s], wall - work[r][s], 1, std::nullopt});
+    }
+  }
+  return d;
+}
+}  // namespace
+
+TEST(CrossRank, SlowestRankWaitsAndScores) {
+  const Dataset d = three_ranks();
+  const CrossRankResult x = analyze_cross_rank({d, nullptr}, {}, 4);
+  ASSERT_TRUE(x.available);
+  EXPECT_EQ(x.comm_region, "allreduce");
+  EXPECT_EQ(x.steps_aligned, 4u);
+  EXPECT_EQ(x.ranks_missing, (std::vector<std::int64_t>{3}));
+  ASSERT_EQ(x.per_update.size(), 4u);
+  // Step 1: works 600, 580, 900 -> slowest rank 2, median 600, margin 300.
+  EXPECT_EQ(x.per_update[0].slowest_rank, 2);
+  EXPECT_DOUBLE_EQ(x.per_update[0].margin_ms, 300);
+  // Step 4: 700, 690, 650 -> slowest rank 0, margin 10.
+  EXPECT_EQ(x.per_update[3].slowest_rank, 0);
+  EXPECT_DOUBLE_EQ(x.per_update[3].margin_ms, 10);
+  const auto& r0 = x.per_rank[0];
+  const auto& r2 = x.per_rank[2];
+  EXPECT_EQ(r2.times_slowest, 3u);
+  EXPECT_EQ(r0.times_slowest, 1u);
+  // Rank 0 waits 900-600, 950-610, 800-620, 0 -> {300, 340, 180, 0}: median 240.
+  EXPECT_DOUBLE_EQ(r0.wait_ms.median, 240);
+  // Medians of own work: rank 0 615, rank 1 620, rank 2 850. Fastest = 615.
+  EXPECT_DOUBLE_EQ(r2.compute_ms.median, 850);
+  EXPECT_NEAR(r2.relative_score, 615.0 / 850.0, 1e-12);  // 0.72 < 0.75
+  EXPECT_TRUE(r2.straggler);
+  EXPECT_FALSE(r0.straggler);
+  EXPECT_NEAR(r2.individual_score, 650.0 / 850.0, 1e-12);
+  EXPECT_EQ(x.stragglers, (std::vector<std::int64_t>{2}));
+}
+
+TEST(CrossRank, IncompleteStepsAreReportedAndSkipped) {
+  Dataset d = three_ranks();
+  d.ranks[1].updates.pop_back();  // rank 1 lacks step 4
+  const CrossRankResult x = analyze_cross_rank({d, nullptr}, {}, std::nullopt);
+  EXPECT_EQ(x.steps_aligned, 3u);
+  EXPECT_EQ(x.steps_incomplete, 1u);
+  ASSERT_EQ(x.incomplete_examples.size(), 1u);
+  EXPECT_EQ(x.incomplete_examples[0].first, 4);
+  EXPECT_EQ(x.incomplete_examples[0].second, (std::vector<std::int64_t>{1}));
+}
+
+TEST(CrossRank, OneRankIsNotEnough) {
+  Builder b;
+  b.add(1, 10);
+  const CrossRankResult x = analyze_cross_rank({b.d, nullptr}, {}, std::nullopt);
+  EXPECT_FALSE(x.available);
+  EXPECT_NE(x.why_not.find("one rank"), std::string::npos);
+}

@@ -63,7 +63,47 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
   }
 }
 
+void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& x = in.cross_rank;
+  if (!x.available || !x.margin_ms) return;
+  const std::size_t n = x.steps_aligned;
+  for (const auto& r : x.per_rank) {
+    // Flagged by score, or the slowest rank in most updates.
+    if (!r.straggler && r.times_slowest * 2 <= n) continue;
+    double others_wait = 0;
+    std::size_t others = 0;
+    for (const auto& o : x.per_rank)
+      if (o.rank != r.rank) {
+        others_wait += o.wait_ms.median;
+        ++others;
+      }
+    std::vector<double> margins;
+    for (const auto& u : x.per_update)
+      if (u.slowest_rank == r.rank) margins.push_back(u.margin_ms);
+    const auto margin = summarize(margins);
+    Finding f;
+    f.kind = "straggler";
+    f.subject = fmt::format("rank {}", r.rank);
+    f.ms_per_update = margin ? margin->median * static_cast<double>(margins.size()) / static_cast<double>(n) : 0;
+    f.title = fmt::format("rank {} is {}the slowest rank in {} of {} updates (relative score {:.2f})", r.rank,
+                          r.straggler ? "a straggler: " : "", r.times_slowest, n, r.relative_score);
+    f.evidence = fmt::format(
+        "its own work (wall_ms minus {}) takes {:.0f} ms per update (median) against {:.0f} ms on the fastest rank; "
+        "when it is the slowest it is {:.0f} ms behind the median rank; the other ranks wait {:.0f} ms per update "
+        "on average (median per rank)",
+        x.comm_region.empty() ? std::string("nothing: no communication region") : x.comm_region, r.compute_ms.median,
+        r.compute_ms.median * r.relative_score, margin ? margin->median : 0.0,
+        others ? others_wait / static_cast<double>(others) : 0.0);
+    f.action = fmt::format(
+        "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
+        "balancing the work across ranks saves the time at stake on every rank",
+        r.rank);
+    out.push_back(std::move(f));
+  }
+}
+
 void waiting(const FindingInputs& in, std::vector<Finding>& out) {
+  if (in.cross_rank.available) return;  // every rank's log: the straggler finding says it better
   for (const auto& w : in.waiting) {
     if (!w.waiting || !w.wait_ms) continue;
     Finding f;
@@ -188,6 +228,7 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
 std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_findings) {
   std::vector<Finding> out;
   slow_paths(in, out);
+  stragglers(in, out);
   waiting(in, out);
   padding(in, out);
   region_findings(in, out);

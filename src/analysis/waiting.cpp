@@ -17,32 +17,29 @@ bool looks_like_comm(std::string_view name) {
 
 }  // namespace
 
+std::optional<CommRegion> find_comm_region(const AnalysisInput& in) {
+  if (in.hierarchy)
+    for (const auto& n : in.hierarchy->nodes())
+      if (n.role == RegionRole::kCommunication)
+        if (auto id = in.region(n.name)) return CommRegion{*id, "role in the nesting"};
+  for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
+    const auto name = in.data.regions.name(id);
+    const HierarchyNode* node = in.hierarchy ? in.hierarchy->find(name) : nullptr;
+    if (looks_like_comm(name) && !(node && node->role != RegionRole::kNone)) return CommRegion{id, "region name"};
+  }
+  return std::nullopt;
+}
+
 WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
   WaitingResult w;
   w.rank = rank.rank;
   w.single_rank = in.data.ranks.size() == 1;
   w.updates = rank.updates.size();
 
-  std::optional<NameTable::Id> comm;
-  if (in.hierarchy) {
-    for (const auto& n : in.hierarchy->nodes())
-      if (n.role == RegionRole::kCommunication) {
-        if (auto id = in.region(n.name)) {
-          comm = id;
-          w.comm_found_by = "role in the nesting";
-          break;
-        }
-      }
-  }
-  if (!comm) {
-    for (NameTable::Id id = 0; id < in.data.regions.size(); ++id)
-      if (looks_like_comm(in.data.regions.name(id)) && !(in.hierarchy && in.hierarchy->find(in.data.regions.name(id)) &&
-                                                         in.hierarchy->find(in.data.regions.name(id))->role != RegionRole::kNone)) {
-        comm = id;
-        w.comm_found_by = "region name";
-        break;
-      }
-  }
+  const auto found = find_comm_region(in);
+  if (!found) return w;
+  const std::optional<NameTable::Id> comm = found->id;
+  w.comm_found_by = found->found_by;
   if (!comm) return w;
   w.comm_region = std::string(in.data.regions.name(*comm));
   const bool comm_dev = in.has_device_time(*comm);

@@ -255,8 +255,74 @@ Section padding_section(const Report& rep) {
   return s;
 }
 
+void cross_rank_blocks(const CrossRankResult& x, Section& s) {
+  if (!x.available) {
+    if (!x.why_not.empty())
+      s.blocks.emplace_back(Paragraph{fmt::format("Cross-rank: not available ({}).", x.why_not)});
+    return;
+  }
+  Fields f;
+  f.items.emplace_back("cross-rank", fmt::format("{} ranks, {} updates present in every rank's log", x.ranks,
+                                                 x.steps_aligned));
+  if (x.steps_incomplete) {
+    std::string ex;
+    for (const auto& [step, lacking] : x.incomplete_examples)
+      ex += fmt::format("{}step {} (no rank {})", ex.empty() ? "" : "; ", step, join(lacking));
+    f.items.emplace_back("steps not in every log", fmt::format("{} not analyzed across ranks: {}", x.steps_incomplete, ex));
+  }
+  if (!x.ranks_missing.empty())
+    f.items.emplace_back("ranks without a log", join(x.ranks_missing));
+  f.items.emplace_back(
+      "method",
+      x.comm_region.empty()
+          ? std::string("no communication region: each rank's own work is its whole wall_ms, so ranks that wait look as "
+                        "slow as the straggler")
+          : fmt::format("own work = wall_ms - {} (found by {}); the slowest rank has the most own work; another rank's "
+                        "wait = slowest rank's own work - its own (a lower bound if {} also holds compute)",
+                        x.comm_region, x.comm_found_by, x.comm_region));
+  f.items.emplace_back("scores", fmt::format("NVIDIA straggler-detection scores: relative = fastest rank's median own "
+                                             "work / this rank's, individual = its best / its median; straggler if "
+                                             "relative < {:.2f}",
+                                             x.threshold));
+  if (x.margin_ms)
+    f.items.emplace_back("slowest vs median rank", fmt::format("median {}, max {} per update", ms(x.margin_ms->median),
+                                                              ms(x.margin_ms->max)));
+  f.items.emplace_back("stragglers", x.stragglers.empty() ? std::string("none flagged") : "rank " + join(x.stragglers, ", rank "));
+  s.blocks.emplace_back(std::move(f));
+
+  Table t{{"rank", "own work ms (median)", "slowest in", "wait ms (median / max)", "relative score", "individual score",
+           "single-rank wait ms", "straggler"},
+          {},
+          {}};
+  for (const auto& r : x.per_rank)
+    t.rows.push_back({std::to_string(r.rank), num(r.compute_ms.median),
+                      fmt::format("{} of {}", r.times_slowest, x.steps_aligned),
+                      fmt::format("{} / {}", num(r.wait_ms.median), num(r.wait_ms.max)),
+                      fmt::format("{:.2f}", r.relative_score), fmt::format("{:.2f}", r.individual_score),
+                      r.single_rank_wait_median_ms
+                          ? num(*r.single_rank_wait_median_ms) + (r.single_rank_waiting ? " (waiting)" : "")
+                          : "-",
+                      r.straggler ? "yes" : ""});
+  s.blocks.emplace_back(std::move(t));
+
+  constexpr std::size_t kShown = 12;
+  Table u{{"step", "slowest rank", "its own work ms", "median rank ms", "margin ms"}, {}, {}};
+  for (std::size_t i = 0; i < x.per_update.size() && i < kShown; ++i) {
+    const auto& p = x.per_update[i];
+    u.rows.push_back({std::to_string(p.step), std::to_string(p.slowest_rank), num(p.slowest_compute_ms),
+                      num(p.median_compute_ms), num(p.margin_ms)});
+  }
+  s.blocks.emplace_back(std::move(u));
+  if (x.per_update.size() > kShown)
+    s.blocks.emplace_back(Paragraph{fmt::format("... {} more updates (all are in --format json)",
+                                                x.per_update.size() - kShown)});
+}
+
 Section waiting_section(const Report& rep) {
-  Section s{"waiting", "6. Waiting (from each rank's own log)", {}};
+  Section s{"waiting", "6. Waiting and stragglers", {}};
+  cross_rank_blocks(rep.cross_rank, s);
+  // With every rank's log the table above carries each rank's single-rank estimate.
+  if (rep.cross_rank.available) return s;
   for (const auto& w : rep.waiting) {
     const std::string who = w.rank ? fmt::format("rank {}", *w.rank) : std::string("this rank");
     if (w.comm_region.empty()) {

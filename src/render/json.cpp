@@ -19,6 +19,8 @@ Json summary(const std::optional<Summary>& s) {
               {"max", s->max},       {"sum", s->sum}};
 }
 
+Json summary(const Summary& s) { return summary(std::optional<Summary>(s)); }
+
 Json rate(const Rate& r) {
   return Json{{"per_rank_per_s", opt(r.per_rank_per_s)}, {"job_per_s", opt(r.job_per_s)},
               {"job_estimated", r.job_estimated}};
@@ -184,6 +186,45 @@ Json waiting(const std::vector<WaitingResult>& ws) {
   return out;
 }
 
+Json cross_rank(const CrossRankResult& x) {
+  Json per_update = Json::array();
+  for (const auto& u : x.per_update)
+    per_update.push_back({{"step", u.step},
+                          {"slowest_rank", u.slowest_rank},
+                          {"slowest_compute_ms", u.slowest_compute_ms},
+                          {"median_compute_ms", u.median_compute_ms},
+                          {"margin_ms", u.margin_ms}});
+  Json per_rank = Json::array();
+  for (const auto& r : x.per_rank)
+    per_rank.push_back({{"rank", r.rank},
+                        {"compute_ms", summary(r.compute_ms)},
+                        {"wait_ms", summary(r.wait_ms)},
+                        {"comm_ms", summary(r.comm_ms)},
+                        {"relative_score", r.relative_score},
+                        {"individual_score", r.individual_score},
+                        {"times_slowest", r.times_slowest},
+                        {"straggler", r.straggler},
+                        {"single_rank_wait_median_ms", opt(r.single_rank_wait_median_ms)},
+                        {"single_rank_waiting", r.single_rank_waiting}});
+  Json incomplete = Json::array();
+  for (const auto& [step, lacking] : x.incomplete_examples)
+    incomplete.push_back({{"step", step}, {"ranks_missing", lacking}});
+  return Json{{"available", x.available},
+              {"why_not", x.why_not.empty() ? Json(nullptr) : Json(x.why_not)},
+              {"comm_region", x.comm_region.empty() ? Json(nullptr) : Json(x.comm_region)},
+              {"comm_found_by", x.comm_found_by.empty() ? Json(nullptr) : Json(x.comm_found_by)},
+              {"threshold", x.threshold},
+              {"ranks", x.ranks},
+              {"steps_aligned", x.steps_aligned},
+              {"steps_incomplete", x.steps_incomplete},
+              {"incomplete_examples", incomplete},
+              {"ranks_missing", x.ranks_missing},
+              {"stragglers", x.stragglers},
+              {"margin_ms", summary(x.margin_ms)},
+              {"per_rank", per_rank},
+              {"per_update", per_update}};
+}
+
 Json findings(const std::vector<Finding>& fs) {
   Json out = Json::array();
   for (const auto& f : fs)
@@ -222,6 +263,7 @@ std::string render_json(const Report& r, const Diagnostics& diag) {
          {"code_paths", code_paths(r.paths)},
          {"padding", padding(r.padding)},
          {"waiting", waiting(r.waiting)},
+         {"cross_rank", cross_rank(r.cross_rank)},
          {"findings", findings(r.findings)},
          {"diagnostics", diagnostics(diag)}};
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";

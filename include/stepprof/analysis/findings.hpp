@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stepprof/analysis/code_paths.hpp"
+#include "stepprof/analysis/cross_rank.hpp"
 #include "stepprof/analysis/padding.hpp"
 #include "stepprof/analysis/regions.hpp"
 #include "stepprof/analysis/update_time.hpp"
@@ -33,6 +34,7 @@ struct FindingInputs {
   const CodePathResult& paths;
   const PaddingResult& padding;
   const std::vector<WaitingResult>& waiting;
+  const CrossRankResult& cross_rank;
   const Hierarchy* hierarchy;
 };
 

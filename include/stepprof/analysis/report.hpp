@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "stepprof/analysis/code_paths.hpp"
+#include "stepprof/analysis/cross_rank.hpp"
 #include "stepprof/analysis/findings.hpp"
 #include "stepprof/analysis/padding.hpp"
 #include "stepprof/analysis/regions.hpp"
@@ -21,6 +22,7 @@ struct Report {
   CodePathResult paths;
   PaddingResult padding;
   std::vector<WaitingResult> waiting;  ///< one per rank
+  CrossRankResult cross_rank;          ///< needs several ranks' logs
   std::vector<Finding> findings;
 };
 

@@ -37,6 +37,15 @@ struct WaitingResult {
   bool single_rank = true;  ///< false when several ranks' logs were given (see the cross-rank section)
 };
 
+/// The region that holds collective communication: role=communication in the nesting,
+/// else the first region whose name contains "comm", "allreduce", "all_reduce", "nccl",
+/// "reduce_scatter" or "all_gather".
+struct CommRegion {
+  NameTable::Id id;
+  std::string found_by;  ///< "role in the nesting" or "region name"
+};
+std::optional<CommRegion> find_comm_region(const AnalysisInput& in);
+
 /// The analysis for one rank's updates.
 WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank);
 

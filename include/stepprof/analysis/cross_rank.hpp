@@ -1,0 +1,80 @@
+// Cross-rank analysis (several ranks' logs of one run): who is the slowest rank in each
+// update, by how much, and how long every other rank waits for it.
+//
+// Method. In synchronous data-parallel training every rank leaves the gradient
+// collective together, so a rank that reaches it early waits inside its communication
+// region. Per rank and update, compute_ms = wall_ms - (communication region time): the
+// time the rank spends on its own work. The slowest rank of an update is the one with
+// the largest compute_ms; every other rank's wait is estimated as
+//   wait_ms = max over ranks of compute_ms - its own compute_ms,
+// i.e. how much sooner it finished its own work than the slowest rank. If the
+// communication region also holds compute (e.g. a backward pass that overlaps the
+// all-reduce), differences in that compute are not seen, so the estimate is a lower bound.
+//
+// Straggler scores follow NVIDIA's straggler detection (nvidia-resiliency-ext, "Usage
+// guide"): a score is reference time / measured time, in (0, 1], 1 = best.
+//   relative score   = fastest rank's median compute_ms / this rank's median compute_ms
+//   individual score = this rank's best (minimum) compute_ms / its median compute_ms
+// A rank is flagged a straggler when its relative score is below the threshold (0.75 by
+// default, the threshold NVIDIA's examples use).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepprof/analysis/input.hpp"
+#include "stepprof/analysis/stats.hpp"
+#include "stepprof/analysis/waiting.hpp"
+
+namespace stepprof {
+
+/// The slowest rank of one update.
+struct UpdateSlowest {
+  std::int64_t step = 0;
+  std::int64_t slowest_rank = -1;
+  double slowest_compute_ms = 0;  ///< its compute_ms [ms]
+  double median_compute_ms = 0;   ///< median over ranks [ms]
+  double margin_ms = 0;           ///< slowest - median [ms]
+};
+
+/// One rank over the aligned updates.
+struct RankStraggler {
+  std::int64_t rank = -1;
+  Summary compute_ms;              ///< wall_ms - communication time, per update [ms]
+  Summary wait_ms;                 ///< estimated wait per update [ms] (0 when it is the slowest)
+  std::optional<Summary> comm_ms;  ///< its communication region per update [ms]
+  double relative_score = 1;       ///< (0, 1]; see the file comment
+  double individual_score = 1;     ///< (0, 1]
+  std::size_t times_slowest = 0;   ///< updates in which it was the slowest rank
+  bool straggler = false;
+  /// The single-rank estimate (waiting.hpp) for the same rank, for comparison.
+  std::optional<double> single_rank_wait_median_ms;
+  bool single_rank_waiting = false;
+};
+
+struct CrossRankResult {
+  bool available = false;
+  std::string why_not;             ///< when not available, e.g. "one rank only"
+  std::string comm_region;         ///< empty: no communication region, compute_ms = wall_ms
+  std::string comm_found_by;
+  double threshold = 0.75;         ///< relative score below which a rank is a straggler
+  std::size_t ranks = 0;
+  std::size_t steps_aligned = 0;   ///< steps present in every rank's log
+  std::size_t steps_incomplete = 0;  ///< steps missing from at least one rank (not analyzed)
+  /// The first few incomplete steps with the ranks that lack them.
+  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> incomplete_examples;
+  std::vector<std::int64_t> ranks_missing;  ///< 0..world_size-1 without a log
+  std::vector<UpdateSlowest> per_update;    ///< one per aligned step
+  std::vector<RankStraggler> per_rank;      ///< ascending rank
+  std::vector<std::int64_t> stragglers;     ///< ranks flagged
+  std::optional<Summary> margin_ms;         ///< slowest - median, over updates [ms]
+};
+
+/// `waiting` are the single-rank results of the same ranks (for the comparison columns);
+/// `world_size` from the config when known.
+CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
+                                   std::optional<std::int64_t> world_size, double threshold = 0.75);
+
+}  // namespace stepprof

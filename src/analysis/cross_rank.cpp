@@ -1,0 +1,109 @@
+#include "stepprof/analysis/cross_rank.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace stepprof {
+
+CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
+                                   std::optional<std::int64_t> world_size, double threshold) {
+  CrossRankResult out;
+  out.threshold = threshold;
+  std::vector<const RankLog*> ranks;
+  for (const auto& r : in.data.ranks)
+    if (r.rank && !r.updates.empty()) ranks.push_back(&r);
+  out.ranks = ranks.size();
+  if (world_size)
+    for (std::int64_t r = 0; r < *world_size; ++r)
+      if (std::none_of(ranks.begin(), ranks.end(), [&](const RankLog* l) { return *l->rank == r; }))
+        out.ranks_missing.push_back(r);
+  if (ranks.size() < 2) {
+    out.why_not = ranks.size() == 1 ? "one rank only: give every rank's log" : "no rank numbers in the logs";
+    return out;
+  }
+
+  std::optional<NameTable::Id> comm;
+  if (auto found = find_comm_region(in)) {
+    comm = found->id;
+    out.comm_region = std::string(in.data.regions.name(found->id));
+    out.comm_found_by = found->found_by;
+  }
+  const bool comm_dev = comm && in.has_device_time(*comm);
+
+  // step -> compute_ms per rank index (NaN-free: only present entries).
+  std::map<std::int64_t, std::vector<std::optional<double>>> by_step;
+  std::vector<std::vector<double>> comm_series(ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    for (const auto& u : ranks[i]->updates) {
+      double c = 0;
+      if (comm) {
+        if (auto t = region_ms(u, *comm, comm_dev)) {
+          c = *t;
+          comm_series[i].push_back(*t);
+        }
+      }
+      auto& row = by_step[u.step];
+      row.resize(ranks.size());
+      row[i] = std::max(0.0, u.wall_ms - c);
+    }
+
+  std::vector<std::vector<double>> compute(ranks.size()), wait(ranks.size());
+  std::vector<std::size_t> slowest_count(ranks.size(), 0);
+  std::vector<double> margins;
+  for (const auto& [step, row] : by_step) {
+    std::vector<std::int64_t> lacking;
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      if (i >= row.size() || !row[i]) lacking.push_back(*ranks[i]->rank);
+    if (!lacking.empty()) {
+      ++out.steps_incomplete;
+      if (out.incomplete_examples.size() < 10) out.incomplete_examples.emplace_back(step, std::move(lacking));
+      continue;
+    }
+    ++out.steps_aligned;
+    std::vector<double> v;
+    for (const auto& x : row) v.push_back(*x);
+    const auto slow = static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+    const double median = summarize(v)->median;
+    out.per_update.push_back({step, *ranks[slow]->rank, v[slow], median, v[slow] - median});
+    margins.push_back(v[slow] - median);
+    ++slowest_count[slow];
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      compute[i].push_back(v[i]);
+      wait[i].push_back(v[slow] - v[i]);
+    }
+  }
+  if (out.steps_aligned == 0) {
+    out.why_not = "no step is present in every rank's log";
+    return out;
+  }
+  out.available = true;
+  out.margin_ms = summarize(margins);
+
+  double fastest_median = 0;
+  bool first = true;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    RankStraggler r;
+    r.rank = *ranks[i]->rank;
+    r.compute_ms = *summarize(compute[i]);
+    r.wait_ms = *summarize(wait[i]);
+    r.comm_ms = summarize(comm_series[i]);
+    r.times_slowest = slowest_count[i];
+    if (first || r.compute_ms.median < fastest_median) fastest_median = r.compute_ms.median;
+    first = false;
+    for (const auto& w : waiting)
+      if (w.rank == r.rank && w.wait_ms) {
+        r.single_rank_wait_median_ms = w.wait_ms->median;
+        r.single_rank_waiting = w.waiting;
+      }
+    out.per_rank.push_back(r);
+  }
+  for (auto& r : out.per_rank) {
+    r.relative_score = r.compute_ms.median > 0 ? fastest_median / r.compute_ms.median : 1;
+    r.individual_score = r.compute_ms.median > 0 ? r.compute_ms.min / r.compute_ms.median : 1;
+    r.straggler = r.relative_score < threshold;
+    if (r.straggler) out.stragglers.push_back(r.rank);
+  }
+  return out;
+}
+
+}  // namespace stepprof
