@@ -148,8 +148,12 @@ Section regions_section(const Report& rep) {
       "nested regions overlap, so shares of a parent and its children add up to more than the parent");
   if (!nesting)
     notes.push_back("exclusive (self) times need the nesting: the log does not record it; give --hierarchy FILE");
-  bool any_gap = std::any_of(t.rows.begin(), t.rows.end(), [](const RegionRow& r) { return r.gap != TimeGap::kNone; });
-  notes.push_back(any_gap ? "device-host: regions flagged where the median device-minus-host time exceeds max(1 ms, 20 %)"
+  const bool any_gap = std::any_of(t.rows.begin(), t.rows.end(), [](const RegionRow& r) { return r.gap != TimeGap::kNone; });
+  const bool any_device = std::any_of(t.rows.begin(), t.rows.end(), [](const RegionRow& r) { return r.device_ms.has_value(); });
+  if (!any_device)
+    notes.push_back("device-host: the log has host times only (no cuda_stream_ms), so shares use host time");
+  else
+    notes.push_back(any_gap ? "device-host: regions flagged where the median device-minus-host time exceeds max(1 ms, 20 %)"
                           : "device-host: no region's device and host times differ by more than max(1 ms, 20 %)");
   if (t.violation_count)
     notes.push_back(fmt::format("the nesting does not fit the data in {} (update, parent) pair(s), e.g. step {}: "
