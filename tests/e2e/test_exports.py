@@ -238,6 +238,22 @@ def test_trace_shrinks_children_that_exceed_their_parent(tmp_path):
     assert t["otherData"]["shrunk_slices"] == 2
 
 
+def test_trace_keeps_hostile_names_intact(tmp_path):
+    log = fx.write_hostile(tmp_path)
+    t = load_trace(tmp_path, log)
+    names = {e["name"] for e in t["traceEvents"] if e["ph"] == "X" and e["cat"] == "region"}
+    _, updates = fx.hostile_records()
+    assert names == {k for u in updates for k in u["cuda_stream_ms"]}
+    by, _ = tracks(t)
+    for events in by.values():
+        parent = enclosing(events)
+        for e in events:
+            if e["name"] == fx.CSVISH:
+                assert parent[id(e)]["name"] == fx.SCRIPT  # nested by the log's parents
+    counters = {k for e in t["traceEvents"] if e["ph"] == "C" for k in e["args"]}
+    assert {fx.SCRIPT, fx.CSVISH} <= counters
+
+
 # ---------------------------------------------------------------------------------------
 # CSV
 
