@@ -26,6 +26,14 @@ done
 # npm comes with NodeSource's nodejs; Debian splits it into its own package.
 if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 
+# The HTML report's browser test drives Chromium with playwright-core, which needs Node.js 20.
+if [ "$profile" = test ] && command -v node >/dev/null 2>&1; then
+  node_major=$(node -p 'process.versions.node.split(".")[0]')
+  if [ "$node_major" -lt 20 ]; then
+    echo "install-deps: Node.js $(node --version) found; the browser test needs Node.js 20 (e.g. NodeSource's nodejs)" >&2
+  fi
+fi
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#want[@]} packages present"
   exit 0

@@ -349,6 +349,22 @@ TEST_F(ReaderTest, FilesOfDifferentRuns) {
   EXPECT_EQ(d.ranks[0].rank, 1);
 }
 
+TEST_F(ReaderTest, FilesOfTheSameRunWithAStringSetting) {
+  // Regression: the first rank's config was moved into the dataset before the later ranks
+  // were compared with it, so a string setting (model) looked different.
+  auto cfg = [](int rank) {
+    return R"({"type": "config", "rank": )" + std::to_string(rank) + R"(, "world_size": 2, "model": "/m"})";
+  };
+  auto upd = [](int rank) { return R"({"type": "update", "rank": )" + std::to_string(rank) + R"(, "step": 1, "wall_ms": 5})"; };
+  const auto a = write("a.jsonl", cfg(0) + "\n" + upd(0) + "\n");
+  const auto b = write("b.jsonl", cfg(1) + "\n" + upd(1) + "\n");
+  const auto c = write("c.jsonl", cfg(2).replace(cfg(2).find("/m"), 2, "/x") + "\n" + upd(2) + "\n");
+  const Dataset d = read({a, b, c});
+  ASSERT_EQ(d.ranks.size(), 2u);  // rank 2 names another model
+  EXPECT_EQ(diag_.count(Problem::kMixedRuns), 1u);
+  EXPECT_NE(first(Problem::kMixedRuns)->message.find("than rank 0 (world_size=2, model=/m)"), std::string::npos);
+}
+
 TEST_F(ReaderTest, UnknownRecordTypeIsAWarning) {
   const auto p = write("u.jsonl", kConfig + "\n" + R"({"type": "event", "x": 1})" + "\n" + update(11) + "\n");
   const Dataset d = read({p});

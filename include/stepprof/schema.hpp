@@ -47,6 +47,9 @@ inline constexpr std::string_view kInputShapes = "input_shapes";
 inline constexpr std::string_view kSampleIndices = "sample_indices";
 inline constexpr std::string_view kPaddingFraction = "padding_fraction";
 inline constexpr std::string_view kRecorderErrors = "recorder_errors";
+/// Optional: host time at the update's entry [ms since the Unix epoch]. No current
+/// recorder writes it; where every update has it, `stepprof trace` places updates at it.
+inline constexpr std::string_view kStartUnixMs = "start_unix_ms";
 
 // Counters with a meaning to the analyses (docs/log-schema.md).
 namespace counter {

@@ -8,6 +8,15 @@ namespace stepprof {
 
 double nesting_tolerance_ms(double parent_ms) { return std::max(0.5, 0.01 * parent_ms); }
 
+std::string_view gap_name(TimeGap gap) {
+  switch (gap) {
+    case TimeGap::kNone: return "none";
+    case TimeGap::kDeviceLonger: return "device_longer";
+    case TimeGap::kHostLonger: return "host_longer";
+  }
+  return "none";
+}
+
 namespace {
 
 constexpr std::size_t kMaxViolationsKept = 10;
@@ -18,15 +27,24 @@ struct Series {
   std::size_t present = 0;
 };
 
-// Sum of the children's times in one update; nullopt when no child has that clock.
-std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& kids, bool device) {
+}  // namespace
+
+std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device) {
   std::optional<double> sum;
-  for (auto k : kids)
+  for (auto k : regions)
     if (auto t = region_ms(u, k, device)) sum = sum.value_or(0) + *t;
   return sum;
 }
 
-}  // namespace
+double outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level) {
+  double inside = 0;
+  for (auto id : top_level) {
+    const RegionSample* r = u.region(id);
+    if (!r) continue;
+    inside += r->host_ms ? *r->host_ms : r->device_ms.value_or(0);
+  }
+  return u.wall_ms - inside;
+}
 
 RegionTable analyze_regions(const AnalysisInput& in) {
   RegionTable t;
@@ -155,15 +173,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (auto id = in.region(node->name); id && present[*id]) top.push_back(*id);
     std::vector<double> outside;
     if (!top.empty()) {
-      for (const auto* u : updates) {
-        double inside = 0;
-        for (auto id : top) {
-          const RegionSample* r = u->region(id);
-          if (!r) continue;
-          inside += r->host_ms ? *r->host_ms : r->device_ms.value_or(0);
-        }
-        outside.push_back(u->wall_ms - inside);
-      }
+      for (const auto* u : updates) outside.push_back(outside_regions_ms(*u, top));
     }
     t.outside_regions_ms = summarize(outside);
   }

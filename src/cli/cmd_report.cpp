@@ -1,4 +1,5 @@
 // `stepprof report`: where an update's time goes and what to change.
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -6,6 +7,8 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "stepprof/analysis/report.hpp"
+#include "stepprof/analysis/series.hpp"
+#include "stepprof/render/exports.hpp"
 #include "stepprof/render/render.hpp"
 
 namespace stepprof::cli {
@@ -15,14 +18,41 @@ struct ReportOptions {
   InputOptions input;
   std::string format = "text";
   std::string output;
+  std::string out_dir;  ///< --out DIR, for --format csv
 };
 
+// --format csv: several tables, written as DIR/<name>.csv.
+bool write_csv(const std::string& dir, const Report& report, const AnalysisInput& in) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    fmt::print(stderr, "stepprof: cannot create directory {}: {}\n", dir, ec.message());
+    return false;
+  }
+  for (const auto& file : render_csv(report, build_series(in, report)))
+    if (!write_output((std::filesystem::path(dir) / file.name).string(), file.text)) return false;
+  return true;
+}
+
 int run_report(const ReportOptions& opt) {
+  if ((opt.format == "csv") != !opt.out_dir.empty()) {
+    fmt::print(stderr, "stepprof: {}\n", opt.format == "csv" ? "--format csv writes several files: give --out DIR"
+                                                             : "--out DIR goes with --format csv; use -o FILE");
+    return kUsage;
+  }
+  if (opt.format == "csv" && !opt.output.empty()) {
+    fmt::print(stderr, "stepprof: --format csv writes to --out DIR, not -o FILE\n");
+    return kUsage;
+  }
   Diagnostics diag(opt.input.strict);
   LoadedInput in;
   if (auto stop = load_input(opt.input, diag, in)) return *stop;
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const Report report = build_report(ain);
+  if (opt.format == "csv") {
+    const int status = finish(diag);
+    return write_csv(opt.out_dir, report, ain) ? status : kUsage;
+  }
   std::string text;
   if (opt.format == "json") text = render_json(report, diag);
   else if (opt.format == "markdown") text = render_markdown(report, diag);
@@ -38,9 +68,11 @@ void add_report_command(CLI::App& app, std::function<void(std::function<int()>)>
   auto opt = std::make_shared<ReportOptions>();
   CLI::App* cmd = app.add_subcommand("report", "explain where each optimizer update's time goes and what to change");
   add_input_options(*cmd, opt->input);
-  cmd->add_option("--format", opt->format, "text (default), json or markdown")
-      ->check(CLI::IsMember({"text", "json", "markdown"}));
+  cmd->add_option("--format", opt->format, "text (default), json, markdown, or csv (tables in --out DIR)")
+      ->check(CLI::IsMember({"text", "json", "markdown", "csv"}));
   cmd->add_option("-o,--output", opt->output, "write the report to FILE instead of stdout");
+  cmd->add_option("--out", opt->out_dir,
+                  "with --format csv: directory for updates.csv, regions.csv and summary.csv (created if missing)");
   cmd->callback([opt, set_action] { set_action([opt] { return run_report(*opt); }); });
 }
 

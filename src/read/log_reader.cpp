@@ -258,25 +258,22 @@ class Reader {
     });
 
     // Mixed runs across ranks: all configs must share the run identity of the first.
-    // (Identity and rank copied now: configs are moved out of the buckets below.)
-    std::optional<std::string> ref_identity;
-    std::optional<std::int64_t> ref_rank;
     const RankBucket* ref = nullptr;
     for (const auto& b : buckets_)
       if (b.config) {
         ref = &b;
-        ref_identity = run_identity(*b.config);
-        ref_rank = b.rank;
         break;
       }
 
+    // Taken before the loop: the loop moves each bucket's config (the reference's too) into the dataset.
+    const std::string ref_identity = ref ? run_identity(*ref->config) : std::string();
+    const std::string ref_rank = ref ? rank_text(ref->rank) : std::string();
     for (auto& b : buckets_) {
       if (b.updates.empty() && !b.config) continue;
-      if (ref && b.config && &b != ref && run_identity(*b.config) != *ref_identity) {
+      if (ref && b.config && &b != ref && run_identity(*b.config) != ref_identity) {
         report(Severity::kError, Problem::kMixedRuns, b.config->source.file, b.config->source.line, 0,
                fmt::format("{} comes from a different run ({}) than {} ({}); its {} update record(s) are skipped",
-                           rank_text(b.rank), run_identity(*b.config), rank_text(ref_rank), *ref_identity,
-                           b.updates.size()));
+                           rank_text(b.rank), run_identity(*b.config), ref_rank, ref_identity, b.updates.size()));
         continue;
       }
       if (!b.config && !b.updates.empty()) {

@@ -65,15 +65,6 @@ Json update_time(const UpdateTimeResult& t) {
                 {"global_samples_per_s", opt(t.global_samples_per_s)}}}};
 }
 
-const char* gap_name(TimeGap g) {
-  switch (g) {
-    case TimeGap::kNone: return "none";
-    case TimeGap::kDeviceLonger: return "device_longer";
-    case TimeGap::kHostLonger: return "host_longer";
-  }
-  return "none";
-}
-
 Json regions(const RegionTable& t) {
   Json rows = Json::array();
   for (const auto& r : t.rows)

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stepprof/analysis/input.hpp"
@@ -17,6 +18,9 @@ enum class TimeGap : std::uint8_t {
   kDeviceLonger,     ///< the host returns long before the device finishes (asynchronous launches, stalls)
   kHostLonger,       ///< the host spends much longer than the device (host-bound: the GPU idles)
 };
+
+/// Stable lowercase name: "none", "device_longer", "host_longer" (JSON and CSV output).
+std::string_view gap_name(TimeGap gap);
 
 struct RegionRow {
   std::string name;
@@ -62,6 +66,15 @@ struct RegionTable {
 /// Tolerance for nesting checks: children may exceed their parent by this much
 /// (clock granularity and event-recording latency): max(0.5 ms, 1 % of the parent).
 double nesting_tolerance_ms(double parent_ms);
+
+/// Sum of the times of `regions` in update `u` on one clock (device or host) [ms];
+/// nullopt when none of them has a time on that clock in the update. Exclusive (self)
+/// time of a region = its own time minus this sum over its children.
+std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device);
+
+/// Host time of update `u` outside every top-level region: wall_ms minus the sum of the
+/// `top_level` regions' host times (device time where a region has no host time) [ms].
+double outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level);
 
 RegionTable analyze_regions(const AnalysisInput& in);
 

@@ -1,0 +1,43 @@
+// Exports for viewers and tools: a Chrome trace (Perfetto UI, chrome://tracing), a
+// self-contained HTML report with charts, and CSV tables. Like the other renderers they
+// compute nothing: they format a Timeline, a Report and per-update series
+// (docs/exports.md describes every output).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "stepprof/analysis/report.hpp"
+#include "stepprof/analysis/series.hpp"
+#include "stepprof/analysis/timeline.hpp"
+#include "stepprof/diagnostics.hpp"
+
+namespace stepprof {
+
+/// Chrome Trace Event Format, JSON object form: {"traceEvents": [...],
+/// "displayTimeUnit": "ms", "otherData": {...}}. One process per rank (pid = rank, with
+/// process_name metadata), one thread per track, regions as complete ("X") events with
+/// ts and dur in microseconds, counters as counter ("C") events. Every laid-out slice
+/// carries args.layout saying how it was placed (timeline.hpp).
+std::string render_trace(const Timeline& timeline);
+
+/// One HTML file that needs nothing else, online or offline: every section of the text
+/// report (the same layout), plus charts drawn by the Apache ECharts bundle compiled
+/// into stepprof. Text from the logs is HTML-escaped; the chart data sits in a
+/// <script type="application/json"> element with <, >, &, U+2028 and U+2029 escaped;
+/// a Content-Security-Policy lets only the bundled script run.
+std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag);
+
+/// One CSV file: its name (no directory) and its RFC 4180 text (CRLF line ends, fields
+/// with a comma, quote or line break quoted, quotes doubled). An absent value is an empty
+/// field, never 0.
+struct CsvFile {
+  std::string name;
+  std::string text;
+};
+
+/// updates.csv (one row per rank and update), regions.csv (one row per rank, update and
+/// region present) and summary.csv (the region table); columns in docs/exports.md.
+std::vector<CsvFile> render_csv(const Report& report, const UpdateSeries& series);
+
+}  // namespace stepprof

@@ -1,0 +1,175 @@
+// stepprof._core: the Python binding of the recorder, a thin pybind11 layer over the C
+// ABI (include/stepprof/stepprof.h). The pure-Python package `stepprof` (python/stepprof)
+// adds the Recorder class, the decorator and the torch integration.
+//
+// The region context manager is the hot path (entered and left millions of times), so
+// its type is defined with CPython's own type API inside this module: `with region:`
+// then costs two direct C calls (tp_methods with METH_NOARGS / METH_FASTCALL) instead
+// of two pybind11 dispatches (bench/python_overhead.py measures the difference).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "stepprof/stepprof.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// ---- the Region type (CPython API) --------------------------------------------------
+
+struct RegionObject {
+  PyObject_HEAD
+  stepprof_region_id id;
+  PyObject* name;  // str, for repr
+};
+
+PyObject* region_enter(PyObject* self, PyObject* /*unused*/) {
+  stepprof_region_enter(reinterpret_cast<RegionObject*>(self)->id);
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* region_exit(PyObject* self, PyObject* const* /*args*/, Py_ssize_t /*nargs*/) {
+  // Unmatched exits are counted by the recorder (mismatched_exit); never raise here.
+  stepprof_region_exit(reinterpret_cast<RegionObject*>(self)->id);
+  Py_RETURN_FALSE;  // do not swallow the exception of the with-block
+}
+
+PyObject* region_repr(PyObject* self) {
+  auto* r = reinterpret_cast<RegionObject*>(self);
+  return PyUnicode_FromFormat("<stepprof region %R (id %u)>", r->name, static_cast<unsigned>(r->id));
+}
+
+void region_dealloc(PyObject* self) {
+  auto* r = reinterpret_cast<RegionObject*>(self);
+  Py_XDECREF(r->name);
+  PyTypeObject* tp = Py_TYPE(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+PyMethodDef region_methods[] = {
+    {"__enter__", region_enter, METH_NOARGS, "Enter the region on this thread."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(region_exit)), METH_FASTCALL,
+     "Leave the region; never suppresses an exception."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyType_Slot region_slots[] = {
+    {Py_tp_methods, region_methods},
+    {Py_tp_repr, reinterpret_cast<void*>(region_repr)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(region_dealloc)},
+    {Py_tp_doc, const_cast<char*>("A named region: `with region:` times the block (see Recorder.region).")},
+    {0, nullptr},
+};
+
+PyType_Spec region_spec = {"stepprof._core.Region", sizeof(RegionObject), 0, Py_TPFLAGS_DEFAULT, region_slots};
+
+PyTypeObject* region_type = nullptr;
+
+// ---- helpers --------------------------------------------------------------------------
+
+// Raises for errors (status < 0); warnings (> 0) are returned for the caller to report.
+int check(int status) {
+  if (status < 0)
+    throw std::runtime_error(std::string(stepprof_status_name(status)) + ": " + stepprof_last_error());
+  return status;
+}
+
+stepprof_recorder* handle(std::uintptr_t h) {
+  if (h == 0) throw std::invalid_argument("the recorder is closed");
+  return reinterpret_cast<stepprof_recorder*>(h);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "stepprof's recorder, C ABI binding (use the `stepprof` package instead)";
+
+  region_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&region_spec));
+  if (!region_type) throw py::error_already_set();
+  m.attr("Region") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(region_type));
+
+  m.def(
+      "open",
+      [](const std::string& path, std::int64_t rank, std::int64_t world_size, const std::string& config_json,
+         const std::string& options_json) {
+        stepprof_recorder* rec = nullptr;
+        const int status = stepprof_open(path.c_str(), rank, world_size, config_json.c_str(), options_json.c_str(), &rec);
+        check(status);
+        return py::make_tuple(reinterpret_cast<std::uintptr_t>(rec), status, std::string(stepprof_last_error()));
+      },
+      py::arg("path"), py::arg("rank"), py::arg("world_size"), py::arg("config_json"), py::arg("options_json"),
+      "Opens the recorder; returns (handle, status, message). Raises on an argument or state error.");
+  m.def(
+      "end_update",
+      [](std::uintptr_t h, std::int64_t step) { return stepprof_end_update(handle(h), step); }, py::arg("handle"),
+      py::arg("step"), "Writes the update record; returns the status (1: not written, counted).");
+  m.def("begin_update", [](std::uintptr_t h) { return check(stepprof_begin_update(handle(h))); });
+  m.def("flush", [](std::uintptr_t h) { return stepprof_flush(handle(h)); });
+  m.def(
+      "close",
+      [](std::uintptr_t h) {
+        const int status = stepprof_close(handle(h));
+        return py::make_tuple(status, std::string(stepprof_last_error()));
+      },
+      "Closes the recorder; returns (status, message); status 2: errors were counted.");
+  m.def(
+      "error_count",
+      [](std::uintptr_t h, py::object kind) {
+        const std::string k = kind.is_none() ? std::string() : kind.cast<std::string>();
+        const std::int64_t n = stepprof_error_count(handle(h), kind.is_none() ? nullptr : k.c_str());
+        if (n < 0) check(static_cast<int>(n));
+        return n;
+      },
+      py::arg("handle"), py::arg("kind") = py::none());
+  m.def("info_json", [](std::uintptr_t h) {
+    std::size_t needed = 0;
+    stepprof_info_json(handle(h), nullptr, 0, &needed);
+    std::string buf(needed + 1, '\0');
+    check(stepprof_info_json(handle(h), buf.data(), buf.size(), &needed));
+    buf.resize(needed);
+    return buf;
+  });
+
+  m.def(
+      "region",
+      [](const std::string& name) {
+        stepprof_region_id id = 0;
+        check(stepprof_region_register(name.c_str(), &id));
+        auto* obj = PyObject_New(RegionObject, region_type);
+        if (!obj) throw py::error_already_set();
+        obj->id = id;
+        obj->name = PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size()));
+        return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(obj));
+      },
+      py::arg("name"), "Registers region `name` (once per name) and returns its context manager.");
+  m.def(
+      "counter",
+      [](const std::string& name) {
+        stepprof_counter_id id = 0;
+        check(stepprof_counter_register(name.c_str(), &id));
+        return id;
+      },
+      py::arg("name"), "Registers counter `name`; returns its id.");
+  m.def("counter_add", [](stepprof_counter_id id, std::int64_t n) { return check(stepprof_counter_add(id, n)); });
+  m.def("frame_histogram_add",
+        [](std::int64_t frames, std::int64_t samples) { return check(stepprof_frame_histogram_add(frames, samples)); });
+  m.def("input_shape", [](const std::vector<std::int64_t>& dims) {
+    return check(stepprof_input_shape(dims.data(), dims.size()));
+  });
+  m.def("sample_indices", [](const std::vector<std::int64_t>& indices) {
+    return check(stepprof_sample_indices(indices.data(), indices.size()));
+  });
+  m.def("set_padding_fraction", [](double f) { return check(stepprof_set_padding_fraction(f)); });
+  m.def(
+      "set_device_stream",
+      [](std::uintptr_t stream) { return check(stepprof_set_device_stream(reinterpret_cast<void*>(stream))); },
+      "Times this thread's regions on CUstream `stream` (an integer address, e.g. "
+      "torch.cuda.current_stream().cuda_stream; 0: the legacy default stream).");
+  m.def("clock_name", [] { return std::string(stepprof_clock_name()); });
+  m.def("last_error", [] { return std::string(stepprof_last_error()); });
+}

@@ -1,0 +1,265 @@
+"""stepprof: always-on per-update performance telemetry for distributed training.
+
+The recorder writes one JSON line per optimizer update per rank (docs/log-schema.md):
+regions timed on the host clock (and on the CUDA stream when torch has a GPU), counters,
+the frame histogram, input shapes and sample indices. `stepprof report` reads them.
+
+    import stepprof
+    rec = stepprof.Recorder("logs/rank{rank}.jsonl", rank=rank, world_size=world,
+                            config={"micro_batch": 8, "accumulation": 2})
+    for step in range(steps):
+        with rec.region("forward_and_loss"):
+            loss = model(batch)
+        rec.count("samples", 8)
+        rec.end_update(step)
+    rec.close()
+
+This package is a thin layer over the C++ recorder (the compiled module stepprof._core,
+which binds the C ABI of include/stepprof/stepprof.h); nothing is timed in Python.
+The recorder never raises into the training loop for what it cannot do (a file it
+cannot write, a full disk): it counts those errors, reports them in the next record's
+`recorder_errors` and at close(), and warns once. Programming errors (a wrong type for
+an argument, using a closed recorder) raise TypeError / ValueError / RuntimeError.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import warnings
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
+
+from . import _core
+
+__all__ = ["Recorder", "Region", "RecorderWarning", "clock_name"]
+
+Region = _core.Region
+F = TypeVar("F", bound=Callable[..., Any])
+
+_STATUS_WARN_IO = 1
+_STATUS_WARN_ERRORS = 2
+
+
+class RecorderWarning(UserWarning):
+    """The recorder could not do something (e.g. write its log); it keeps running."""
+
+
+def clock_name() -> str:
+    """The host clock regions are timed with: "tsc" or "steady_clock"."""
+    return _core.clock_name()
+
+
+def _torch_cuda_stream() -> Optional[tuple[int, int]]:
+    """(current CUDA stream address, device index) when torch is importable and has a
+    GPU, else None. Never raises."""
+    try:
+        import torch  # noqa: PLC0415 (optional dependency)
+
+        if torch.cuda.is_available():
+            return int(torch.cuda.current_stream().cuda_stream), int(torch.cuda.current_device())
+    except Exception:  # noqa: BLE001 - torch is optional; any failure means host-only timing
+        return None
+    return None
+
+
+def _default_rank_world() -> tuple[int, int]:
+    """Rank and world size from torch.distributed when initialized, else from the
+    RANK / WORLD_SIZE environment (torchrun's), else 0 and 1."""
+    try:
+        import torch.distributed as dist  # noqa: PLC0415
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:  # noqa: BLE001
+        pass
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+class Recorder:
+    """The process's step-log recorder (one open at a time per process).
+
+    Args:
+        path: output file; "{rank}" is replaced by the rank. Truncated unless append=True.
+        rank, world_size: data-parallel rank and number of ranks (default: from
+            torch.distributed if initialized, else $RANK / $WORLD_SIZE, else 0 and 1).
+        config: the run's settings, written in the config record in this order (e.g.
+            micro_batch, accumulation, global_batch, seed, ...). Values must be
+            JSON-serializable; others are written as their str().
+        alternatives: {region: group}: regions that are alternative code paths for the
+            same work (e.g. {"vggt_batched": "geometry", "vggt_single": "geometry"}).
+        roles: {region: "communication" | "data" | "optimizer"}.
+        run_id: identifies the run on every rank (default: $STEPPROF_RUN_ID,
+            $TORCHELASTIC_RUN_ID or $SLURM_JOB_ID, else generated).
+        device_timing: "auto" (time regions on torch's current CUDA stream when torch has
+            a GPU; otherwise host time only and the config record says why) or "off".
+        sync_at_update: synchronize the stream at each end_update() so device and host
+            time agree per update (default True, as the real log's note says).
+        append: append to the file instead of truncating it.
+
+    Units: region times are written in milliseconds (cuda_stream_ms, cpu_call_ms), wall
+    time of the update in milliseconds (wall_ms), counters as counts.
+    """
+
+    def __init__(
+        self,
+        path: str = "stepprof-rank{rank}.jsonl",
+        *,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        config: Optional[Mapping[str, Any]] = None,
+        alternatives: Optional[Mapping[str, str]] = None,
+        roles: Optional[Mapping[str, str]] = None,
+        run_id: Optional[str] = None,
+        device_timing: str = "auto",
+        sync_at_update: bool = True,
+        append: bool = False,
+    ) -> None:
+        if device_timing not in ("auto", "off"):
+            raise ValueError(f"device_timing must be 'auto' or 'off', not {device_timing!r}")
+        default_rank, default_world = _default_rank_world()
+        rank = default_rank if rank is None else int(rank)
+        world_size = default_world if world_size is None else int(world_size)
+        cfg = dict(config or {})
+        if alternatives:
+            cfg["region_alternatives"] = dict(alternatives)
+        if roles:
+            cfg["region_roles"] = dict(roles)
+        options: dict[str, Any] = {"sync_at_update": bool(sync_at_update), "append": bool(append)}
+        if run_id is not None:
+            options["run_id"] = str(run_id)
+        options["device_timing"] = device_timing
+        # With torch and a GPU, time regions on torch's current stream and device;
+        # otherwise "auto" lets the recorder probe libcuda, so the config says why not.
+        stream = _torch_cuda_stream() if device_timing == "auto" else None
+        if stream is not None:
+            options["cuda_stream"], options["cuda_device"] = stream
+        self._handle, status, message = _core.open(
+            str(path), rank, world_size, json.dumps(cfg, default=str), json.dumps(options)
+        )
+        if status == _STATUS_WARN_IO:
+            warnings.warn(f"stepprof: {message}; the run goes on and write errors are counted", RecorderWarning,
+                          stacklevel=2)
+        self.rank = rank
+        self.world_size = world_size
+        self._regions: dict[str, Region] = {}
+        self._counters: dict[str, int] = {}
+        self._warned_write = False
+
+    # ---- regions ----------------------------------------------------------------------
+
+    def region(self, name: str) -> Region:
+        """The context manager of region `name`: `with rec.region("forward"): ...` adds
+        the block's host time (and device-stream time) and one call to the region in
+        the current update, with the enclosing region as its parent. Regions nest per
+        thread. The object is cached per name and may be kept and reused."""
+        r = self._regions.get(name)
+        if r is None:
+            r = self._regions[name] = _core.region(name)
+        return r
+
+    def timed(self, name: Optional[str] = None) -> Callable[[F], F]:
+        """Decorator: every call of the function is region `name` (default: the
+        function's qualified name)."""
+
+        def decorate(fn: F) -> F:
+            region = self.region(name or fn.__qualname__)
+
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                with region:
+                    return fn(*args, **kwargs)
+
+            return wrapper  # type: ignore[return-value]
+
+        return decorate
+
+    # ---- per-update data --------------------------------------------------------------
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Adds n [count] to counter `name` in the current update (thread-safe)."""
+        c = self._counters.get(name)
+        if c is None:
+            c = self._counters[name] = _core.counter(name)
+        _core.counter_add(c, int(n))
+
+    def frame(self, frames: int, samples: int = 1) -> None:
+        """Adds `samples` samples with `frames` frames each to the update's frame_histogram."""
+        _core.frame_histogram_add(int(frames), int(samples))
+
+    def input_shape(self, shape: Sequence[int]) -> None:
+        """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length)."""
+        _core.input_shape([int(d) for d in shape])
+
+    def sample_indices(self, indices: Iterable[int]) -> None:
+        """Appends dataset indices to the update's sample_indices."""
+        _core.sample_indices([int(i) for i in indices])
+
+    def padding_fraction(self, fraction: float) -> None:
+        """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
+        it from the token_slots and valid_tokens counters."""
+        if not 0.0 <= float(fraction) <= 1.0:
+            raise ValueError(f"padding fraction {fraction} is outside [0, 1]")
+        _core.set_padding_fraction(float(fraction))
+
+    def set_cuda_stream(self, stream: Any) -> None:
+        """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
+        cuda_stream address)."""
+        _core.set_device_stream(int(getattr(stream, "cuda_stream", stream)))
+
+    def begin_update(self) -> None:
+        """Restarts the current update's wall clock (e.g. after evaluation)."""
+        _core.begin_update(self._live())
+
+    def end_update(self, step: int) -> None:
+        """Writes the record of optimizer update `step` and starts the next update.
+        A record that cannot be written is counted (reported in the next record and at
+        close()) and warned about once."""
+        status = _core.end_update(self._live(), int(step))
+        if status == _STATUS_WARN_IO and not self._warned_write:
+            self._warned_write = True
+            warnings.warn(f"stepprof: a record could not be written ({_core.last_error()}); "
+                          "further failures are counted", RecorderWarning, stacklevel=2)
+
+    # ---- lifetime -----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Asks the OS to persist what was written (records are written whole per update)."""
+        _core.flush(self._live())
+
+    @property
+    def errors(self) -> dict[str, int]:
+        """Errors counted since open, by kind (e.g. {"write_failed": 3})."""
+        return dict(self.info.get("errors", {}))
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """path, run_id, clock, device_timing, records_written and errors."""
+        return json.loads(_core.info_json(self._live()))
+
+    @property
+    def closed(self) -> bool:
+        return self._handle == 0
+
+    def close(self) -> dict[str, int]:
+        """Closes the recorder and returns the errors counted during the run (empty when
+        none); warns when there were any. Closing twice is a no-op."""
+        if self._handle == 0:
+            return {}
+        errors = self.errors
+        status, message = _core.close(self._handle)
+        self._handle = 0
+        if status == _STATUS_WARN_ERRORS:
+            warnings.warn(f"stepprof: {message}", RecorderWarning, stacklevel=2)
+        return errors
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        self.close()
+        return False
+
+    def _live(self) -> int:
+        if self._handle == 0:
+            raise RuntimeError("the stepprof recorder is closed")
+        return self._handle

@@ -1,0 +1,199 @@
+#include "stepprof/analysis/series.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "stepprof/schema.hpp"
+
+namespace stepprof {
+
+std::optional<double> update_padding_fraction(const UpdateRecord& u, std::optional<NameTable::Id> token_slots,
+                                              std::optional<NameTable::Id> valid_tokens) {
+  if (token_slots && valid_tokens) {
+    const auto slots = u.counter(*token_slots), valid = u.counter(*valid_tokens);
+    if (slots && valid && *slots > 0) return 1.0 - *valid / *slots;
+  }
+  return u.padding_fraction;
+}
+
+namespace {
+
+// A region row with what the series need to compute its values.
+struct Plan {
+  std::optional<NameTable::Id> id;
+  std::vector<NameTable::Id> kids;  // children in the nesting that occur in the log
+};
+
+std::optional<double> self_ms(const UpdateRecord& u, const Plan& p, bool device) {
+  const auto own = region_ms(u, *p.id, device);
+  if (!own) return std::nullopt;
+  return *own - children_ms(u, p.kids, device).value_or(0);
+}
+
+std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>& plans, const RankLog& rank) {
+  std::vector<Breakdown> out;
+  const auto& regions = s.regions;
+  auto values = [&](StackPart::Kind kind, std::size_t i) {
+    std::vector<std::optional<double>> v;
+    v.reserve(rank.updates.size());
+    for (const auto& u : rank.updates) {
+      if (!plans[i].id) v.emplace_back();
+      else if (kind == StackPart::Kind::kSelf) v.push_back(self_ms(u, plans[i], regions[i].device));
+      else v.push_back(region_ms(u, *plans[i].id, regions[i].device));
+    }
+    return v;
+  };
+  if (!s.nesting_known) {
+    Breakdown b{-1, false, {}};
+    for (std::size_t i = 0; i < regions.size(); ++i)
+      b.parts.push_back({StackPart::Kind::kRegion, regions[i].name, values(StackPart::Kind::kRegion, i)});
+    out.push_back(std::move(b));
+    return out;
+  }
+  int max_depth = -1;
+  std::vector<NameTable::Id> top;
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    if (!regions[i].in_nesting) continue;
+    max_depth = std::max(max_depth, regions[i].depth);
+    if (regions[i].depth == 0 && plans[i].id) top.push_back(*plans[i].id);
+  }
+  std::vector<std::optional<double>> outside;
+  for (const auto& u : rank.updates) outside.emplace_back(outside_regions_ms(u, top));
+  for (int level = 0; level <= max_depth; ++level) {
+    Breakdown b{level, true, {}};
+    for (std::size_t i = 0; i < regions.size(); ++i) {
+      const auto& r = regions[i];
+      if (!r.in_nesting || r.depth > level) continue;
+      const bool parent_above_cut = r.depth < level && !plans[i].kids.empty();
+      const auto kind = parent_above_cut ? StackPart::Kind::kSelf : StackPart::Kind::kRegion;
+      b.parts.push_back({kind, r.name, values(kind, i)});
+    }
+    b.parts.push_back({StackPart::Kind::kOutside, "", outside});
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::vector<PathGroupSeries> path_series(const AnalysisInput& in, const CodePathResult& paths, const RankLog& rank) {
+  std::vector<PathGroupSeries> out;
+  for (const auto& g : paths.groups) {
+    PathGroupSeries gs{g.group, g.unit, {}};
+    for (const auto& p : g.paths) {
+      PathSeries ps{p.region, p.device, {}};
+      const auto id = in.region(p.region);
+      const auto work = in.counter(g.unit == "frame" ? p.frames_counter : p.samples_counter);
+      for (const auto& u : rank.updates) {
+        const auto t = id ? region_ms(u, *id, p.device) : std::nullopt;
+        const auto w = work ? u.counter(*work) : std::nullopt;
+        ps.ms_per_unit.push_back(t && w && *w > 0 ? std::optional<double>(*t / *w) : std::nullopt);
+      }
+      gs.paths.push_back(std::move(ps));
+    }
+    out.push_back(std::move(gs));
+  }
+  return out;
+}
+
+RankSeries rank_series(const AnalysisInput& in, const Report& report, const UpdateSeries& s,
+                       const std::vector<Plan>& plans, const RankLog& rank) {
+  RankSeries rs;
+  rs.rank = rank.rank;
+  const auto slots = in.counter(schema::counter::kTokenSlots);
+  const auto valid = in.counter(schema::counter::kValidTokens);
+  rs.counters.resize(s.counters.size());
+  std::vector<NameTable::Id> top;
+  for (std::size_t i = 0; i < s.regions.size(); ++i)
+    if (s.regions[i].in_nesting && s.regions[i].depth == 0 && plans[i].id) top.push_back(*plans[i].id);
+
+  for (std::size_t k = 0; k < rank.updates.size(); ++k) {
+    const UpdateRecord& u = rank.updates[k];
+    rs.steps.push_back(u.step);
+    rs.wall_ms.push_back(u.wall_ms);
+    rs.padding_fraction.push_back(update_padding_fraction(u, slots, valid));
+    rs.outside_ms.push_back(s.nesting_known ? std::optional<double>(outside_regions_ms(u, top)) : std::nullopt);
+    for (NameTable::Id c = 0; c < s.counters.size(); ++c) rs.counters[c].push_back(u.counter(c));
+    for (std::size_t i = 0; i < s.regions.size(); ++i) {
+      if (!plans[i].id) continue;
+      const RegionSample* r = u.region(*plans[i].id);
+      if (!r) continue;
+      RegionPoint p;
+      p.update = static_cast<std::uint32_t>(k);
+      p.region = static_cast<std::uint32_t>(i);
+      p.device_ms = r->device_ms;
+      p.host_ms = r->host_ms;
+      p.calls = r->calls;
+      if (s.regions[i].in_nesting) {
+        p.device_self_ms = self_ms(u, plans[i], true);
+        p.host_self_ms = self_ms(u, plans[i], false);
+      }
+      rs.regions.push_back(p);
+    }
+  }
+  rs.breakdowns = breakdowns(s, plans, rank);
+  rs.paths = path_series(in, report.paths, rank);
+  return rs;
+}
+
+void add_matrices(UpdateSeries& s, const AnalysisInput& in, const Report& report) {
+  std::set<std::int64_t> steps;
+  for (const auto& r : s.ranks) steps.insert(r.steps.begin(), r.steps.end());
+  s.steps.assign(steps.begin(), steps.end());
+  if (s.ranks.size() < 2) return;
+  auto column = [&](std::int64_t step) {
+    return static_cast<std::size_t>(std::lower_bound(s.steps.begin(), s.steps.end(), step) - s.steps.begin());
+  };
+  RankStepMatrix wall{"update_ms", "update time (wall_ms) per rank and step [ms]", {}};
+  for (const auto& r : s.ranks) {
+    auto& row = wall.values.emplace_back(s.steps.size());
+    for (std::size_t k = 0; k < r.steps.size(); ++k) row[column(r.steps[k])] = r.wall_ms[k];
+  }
+  s.matrices.push_back(std::move(wall));
+
+  const bool every_rank_has_comm =
+      report.waiting.size() == in.data.ranks.size() &&
+      std::all_of(report.waiting.begin(), report.waiting.end(), [&](const WaitingResult& w) {
+        return !w.comm_region.empty() && in.region(w.comm_region).has_value();
+      });
+  if (!every_rank_has_comm) return;
+  RankStepMatrix outside{"outside_comm_ms",
+                         "time outside the communication region (wall_ms minus its host time) per rank and step [ms]",
+                         {}};
+  for (std::size_t i = 0; i < in.data.ranks.size(); ++i) {
+    auto& row = outside.values.emplace_back(s.steps.size());
+    const NameTable::Id comm = *in.region(report.waiting[i].comm_region);
+    for (const auto& u : in.data.ranks[i].updates) {
+      const RegionSample* r = u.region(comm);
+      if (!r || !(r->host_ms || r->device_ms)) continue;
+      row[column(u.step)] = u.wall_ms - (r->host_ms ? *r->host_ms : *r->device_ms);
+    }
+  }
+  s.matrices.push_back(std::move(outside));
+}
+
+}  // namespace
+
+UpdateSeries build_series(const AnalysisInput& in, const Report& report) {
+  UpdateSeries s;
+  s.nesting_known = report.regions.nesting_known;
+  for (NameTable::Id c = 0; c < in.data.counters.size(); ++c) s.counters.emplace_back(in.data.counters.name(c));
+
+  std::vector<Plan> plans;
+  for (const auto& row : report.regions.rows) {
+    const auto id = in.region(row.name);
+    s.regions.push_back({row.name, row.parent, row.depth, s.nesting_known && row.in_hierarchy,
+                         id && in.has_device_time(*id)});
+    plans.push_back({id, {}});
+  }
+  // Children: rows in the nesting whose parent is the row (the regions analysis's rule).
+  for (std::size_t i = 0; i < s.regions.size(); ++i) {
+    if (!s.regions[i].in_nesting || s.regions[i].parent.empty()) continue;
+    for (std::size_t j = 0; j < s.regions.size(); ++j)
+      if (s.regions[j].in_nesting && s.regions[j].name == s.regions[i].parent && plans[i].id)
+        plans[j].kids.push_back(*plans[i].id);
+  }
+  for (const auto& rank : in.data.ranks) s.ranks.push_back(rank_series(in, report, s, plans, rank));
+  add_matrices(s, in, report);
+  return s;
+}
+
+}  // namespace stepprof

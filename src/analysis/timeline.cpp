@@ -1,0 +1,312 @@
+#include "stepprof/analysis/timeline.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "stepprof/analysis/series.hpp"
+#include "stepprof/schema.hpp"
+
+namespace stepprof {
+namespace {
+
+std::int64_t to_us(double ms) { return std::llround(ms * 1e3); }
+
+std::optional<double> start_unix_ms(const UpdateRecord& u) {
+  for (const auto& f : u.extra) {
+    if (f.key != schema::kStartUnixMs) continue;
+    double v = 0;
+    const auto* end = f.json.data() + f.json.size();
+    const auto [ptr, ec] = std::from_chars(f.json.data(), end, v);
+    if (ec != std::errc() || ptr != end || !std::isfinite(v)) return std::nullopt;
+    return v;
+  }
+  return std::nullopt;
+}
+
+// Where each update starts on the time axis [us], per rank (same order as data.ranks).
+struct Starts {
+  std::vector<std::vector<std::int64_t>> us;
+  bool real = false;
+  std::string note;
+};
+
+Starts synthetic_starts(const Dataset& data) {
+  std::map<std::int64_t, double> slowest;  // step -> largest wall_ms over ranks
+  for (const auto& r : data.ranks)
+    for (const auto& u : r.updates) slowest[u.step] = std::max(slowest[u.step], u.wall_ms);
+  std::map<std::int64_t, std::int64_t> at;
+  std::int64_t t = 0;
+  for (const auto& [step, wall] : slowest) {
+    at[step] = t;
+    t += to_us(wall);
+  }
+  Starts s;
+  for (const auto& r : data.ranks) {
+    auto& v = s.us.emplace_back();
+    for (const auto& u : r.updates) v.push_back(at[u.step]);
+  }
+  return s;
+}
+
+std::optional<Starts> real_starts(const Dataset& data, std::string& why_not) {
+  std::optional<double> first;
+  for (const auto& r : data.ranks)
+    for (const auto& u : r.updates) {
+      const auto t = start_unix_ms(u);
+      if (!t) return std::nullopt;
+      first = std::min(first.value_or(*t), *t);
+    }
+  Starts s;
+  s.real = true;
+  for (const auto& r : data.ranks) {
+    auto& v = s.us.emplace_back();
+    for (std::size_t k = 0; k < r.updates.size(); ++k) {
+      const auto& u = r.updates[k];
+      v.push_back(to_us(*start_unix_ms(u) - *first));
+      if (k > 0 && v[k] < v[k - 1] + to_us(r.updates[k - 1].wall_ms)) {
+        why_not = fmt::format("the logged start_unix_ms of step {} falls inside step {}", u.step, r.updates[k - 1].step);
+        return std::nullopt;
+      }
+    }
+  }
+  return s;
+}
+
+// Lays out one update on one clock's track with the nesting.
+class NestedLayout {
+ public:
+  NestedLayout(const AnalysisInput& in, Clock clock, std::size_t& shrunk)
+      : in_(in), device_(clock == Clock::kDevice), shrunk_(shrunk) {}
+
+  void update(const UpdateRecord& u, std::int64_t start, std::vector<TimelineSlice>& out) {
+    TimelineSlice root{{}, start, to_us(u.wall_ms), u.step, true, u.wall_ms, {}, {}};
+    out.push_back(root);
+    place(u, "", start, root.dur_us, out);
+  }
+
+ private:
+  struct Item {
+    const RegionSample* sample;
+    std::string_view name;  // owned by the hierarchy
+    double ms;
+  };
+
+  // The regions laid out directly under `parent`: its children that have a time on this
+  // clock, with the children of an absent child in its place.
+  void items(const UpdateRecord& u, std::string_view parent, std::vector<Item>& out) const {
+    for (const auto* node : in_.hierarchy->children(parent)) {
+      const auto id = in_.region(node->name);
+      const RegionSample* s = id ? u.region(*id) : nullptr;
+      const auto t = s ? (device_ ? s->device_ms : s->host_ms) : std::nullopt;
+      if (t) out.push_back({s, node->name, *t});
+      else items(u, node->name, out);
+    }
+  }
+
+  void place(const UpdateRecord& u, std::string_view parent, std::int64_t start, std::int64_t avail,
+             std::vector<TimelineSlice>& out) {
+    std::vector<Item> kids;
+    items(u, parent, kids);
+    std::int64_t total = 0;
+    for (const auto& k : kids) total += to_us(k.ms);
+    const double factor = total > avail ? static_cast<double>(avail) / static_cast<double>(total) : 1.0;
+    std::int64_t cursor = start;
+    for (const auto& k : kids) {
+      const std::int64_t recorded = to_us(k.ms);
+      const auto dur = factor < 1 ? static_cast<std::int64_t>(std::floor(static_cast<double>(recorded) * factor))
+                                  : recorded;
+      TimelineSlice s{in_.data.regions.name(k.sample->region), cursor, dur, u.step, false, k.ms, k.sample->calls, {}};
+      if (dur < recorded) {
+        s.scale = static_cast<double>(dur) / static_cast<double>(recorded);
+        ++shrunk_;
+      }
+      out.push_back(std::move(s));
+      place(u, k.name, cursor, dur, out);
+      cursor += dur;
+    }
+  }
+
+  const AnalysisInput& in_;
+  bool device_;
+  std::size_t& shrunk_;
+};
+
+std::string clock_label(Clock c) { return c == Clock::kDevice ? "device stream (cuda_stream_ms)" : "host (cpu_call_ms)"; }
+
+std::vector<TimelineCounter> counters(const AnalysisInput& in, const RankLog& rank, const std::vector<std::int64_t>& starts) {
+  namespace c = schema::counter;
+  struct Group {
+    std::string name;
+    std::vector<std::string> series;
+    std::vector<std::optional<NameTable::Id>> ids;
+    std::vector<std::optional<NameTable::Id>> path_region;  // code-path groups: the path's region
+  };
+  std::vector<Group> groups;
+  std::set<std::string, std::less<>> grouped;
+  auto add_group = [&](std::string name, const std::vector<std::string_view>& names) {
+    Group g{std::move(name), {}, {}, {}};
+    for (auto n : names)
+      if (auto id = in.counter(n)) {
+        g.series.emplace_back(n);
+        g.ids.push_back(id);
+        g.path_region.emplace_back();
+        grouped.emplace(n);
+      }
+    if (!g.series.empty()) groups.push_back(std::move(g));
+  };
+  add_group("tokens", {c::kTokenSlots, c::kValidTokens, c::kSupervisedTokens});
+  add_group("work", {c::kSamples, c::kFrames, c::kMicroSteps});
+  if (in.hierarchy) {
+    for (const auto& [group, nodes] : in.hierarchy->alternatives()) {
+      Group g{fmt::format("samples per code path ({})", group), {}, {}, {}};
+      for (const auto* node : nodes) {
+        const auto id = in.counter(node->samples());
+        const auto region = in.region(node->name);
+        if (!id && !region) continue;
+        g.series.push_back(node->name);
+        g.ids.push_back(id);
+        g.path_region.push_back(region);
+        grouped.insert(node->samples());
+      }
+      if (!g.series.empty()) groups.push_back(std::move(g));
+    }
+  }
+  for (NameTable::Id id = 0; id < in.data.counters.size(); ++id) {
+    const auto name = in.data.counters.name(id);
+    if (!grouped.contains(name)) groups.push_back({fmt::format("counter {}", name), {std::string(name)}, {id}, {{}}});
+  }
+  const auto slots = in.counter(c::kTokenSlots), valid = in.counter(c::kValidTokens);
+
+  std::vector<TimelineCounter> out;
+  TimelineCounter padding{"padding fraction", {"padding_fraction"}, {}};
+  for (std::size_t k = 0; k < rank.updates.size(); ++k)
+    if (auto f = update_padding_fraction(rank.updates[k], slots, valid))
+      padding.samples.push_back({starts[k], rank.updates[k].step, {f}});
+  for (const Group& g : groups) {
+    TimelineCounter tc{g.name, g.series, {}};
+    for (std::size_t k = 0; k < rank.updates.size(); ++k) {
+      const UpdateRecord& u = rank.updates[k];
+      TimelineCounter::Sample s{starts[k], u.step, {}};
+      bool any = false;
+      for (std::size_t i = 0; i < g.ids.size(); ++i) {
+        std::optional<double> v = g.ids[i] ? u.counter(*g.ids[i]) : std::nullopt;
+        if (!v && g.path_region[i] && !u.region(*g.path_region[i])) v = 0.0;  // the path did not run
+        any = any || v.has_value();
+        s.values.push_back(v);
+      }
+      if (any) tc.samples.push_back(std::move(s));
+    }
+    if (!tc.samples.empty()) out.push_back(std::move(tc));
+  }
+  if (!padding.samples.empty()) {  // right after "tokens" and "work"
+    std::size_t at = 0;
+    while (at < out.size() && (out[at].name == "tokens" || out[at].name == "work")) ++at;
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), std::move(padding));
+  }
+  return out;
+}
+
+}  // namespace
+
+Timeline build_timeline(const AnalysisInput& in) {
+  Timeline t;
+  const Dataset& data = in.data;
+  t.nesting_known = in.hierarchy != nullptr;
+
+  std::string why_not;
+  auto real = real_starts(data, why_not);
+  const Starts starts = real ? std::move(*real) : synthetic_starts(data);
+  t.real_timestamps = starts.real;
+  if (starts.real)
+    t.notes.push_back("updates start at their logged start_unix_ms, relative to the earliest");
+  else
+    t.notes.push_back(
+        "updates laid out one after another: update k starts on every rank when the slowest rank's update k-1 "
+        "ended (the logs hold per-update sums, not timestamps)");
+  if (!why_not.empty()) t.notes.push_back("start_unix_ms not used: " + why_not);
+
+  // Clocks present, and the regions the nesting does not place.
+  bool host = false, device = false;
+  std::vector<NameTable::Id> unplaced;
+  std::vector<bool> seen(data.regions.size(), false);
+  for (const auto& r : data.ranks)
+    for (const auto& u : r.updates)
+      for (const auto& s : u.regions) {
+        host = host || s.host_ms.has_value();
+        device = device || s.device_ms.has_value();
+        seen[s.region] = true;
+      }
+  for (NameTable::Id id = 0; id < data.regions.size(); ++id)
+    if (seen[id] && (!in.hierarchy || !in.hierarchy->find(data.regions.name(id)))) unplaced.push_back(id);
+  std::vector<Clock> clocks;
+  if (host) clocks.push_back(Clock::kHost);
+  if (device) clocks.push_back(Clock::kDevice);
+
+  if (in.hierarchy)
+    t.notes.push_back(fmt::format(
+        "regions nested by {}: children laid out one after another from their parent's start, in nesting order; "
+        "one slice per region and update with its summed time (args.calls entries)",
+        in.hierarchy->source.empty() ? std::string("the nesting") : in.hierarchy->source));
+  else
+    t.notes.push_back(
+        "nesting unknown (give --hierarchy FILE): each region on its own track, one slice per update starting at "
+        "the update's start");
+  if (in.hierarchy && !unplaced.empty())
+    t.notes.push_back(fmt::format("{} region(s) not in the nesting, each on its own track", unplaced.size()));
+
+  for (std::size_t ri = 0; ri < data.ranks.size(); ++ri) {
+    const RankLog& rank = data.ranks[ri];
+    TimelineProcess p;
+    p.rank = rank.rank;
+    p.pid = rank.rank ? *rank.rank : 1000000 + static_cast<std::int64_t>(ri);
+    p.name = rank.rank ? fmt::format("rank {}", *rank.rank) : fmt::format("rank unknown ({})", data.files[rank.files.at(0)]);
+    const auto& st = starts.us[ri];
+    if (!in.hierarchy || clocks.empty()) {
+      TimelineTrack track{"updates (wall_ms)", Clock::kHost, std::nullopt, {}};
+      for (std::size_t k = 0; k < rank.updates.size(); ++k) {
+        const UpdateRecord& u = rank.updates[k];
+        track.slices.push_back({{}, st[k], to_us(u.wall_ms), u.step, true, u.wall_ms, {}, {}});
+      }
+      p.tracks.push_back(std::move(track));
+    } else {
+      for (Clock c : clocks) {
+        TimelineTrack track{clock_label(c), c, std::nullopt, {}};
+        NestedLayout layout(in, c, t.shrunk_slices);
+        for (std::size_t k = 0; k < rank.updates.size(); ++k) layout.update(rank.updates[k], st[k], track.slices);
+        p.tracks.push_back(std::move(track));
+      }
+    }
+    for (NameTable::Id id : unplaced) {
+      for (Clock c : clocks) {
+        TimelineTrack track{fmt::format("{} [{}]", data.regions.name(id), c == Clock::kDevice ? "device" : "host"), c,
+                            std::string(data.regions.name(id)), {}};
+        for (std::size_t k = 0; k < rank.updates.size(); ++k) {
+          const UpdateRecord& u = rank.updates[k];
+          const RegionSample* s = u.region(id);
+          const auto ms = s ? (c == Clock::kDevice ? s->device_ms : s->host_ms) : std::nullopt;
+          if (!ms) continue;
+          const std::int64_t recorded = to_us(*ms), wall = to_us(u.wall_ms);
+          TimelineSlice slice{data.regions.name(id), st[k], std::min(recorded, wall), u.step, false, *ms, s->calls, {}};
+          if (recorded > wall) {
+            slice.scale = static_cast<double>(wall) / static_cast<double>(recorded);
+            ++t.shrunk_slices;
+          }
+          track.slices.push_back(std::move(slice));
+        }
+        if (!track.slices.empty()) p.tracks.push_back(std::move(track));
+      }
+    }
+    p.counters = counters(in, rank, st);
+    t.processes.push_back(std::move(p));
+  }
+  if (t.shrunk_slices)
+    t.notes.push_back(fmt::format("{} slice(s) shrunk to fit their parent or update (args.scale)", t.shrunk_slices));
+  return t;
+}
+
+}  // namespace stepprof

@@ -1,0 +1,41 @@
+// `stepprof html`: the report with charts, as one self-contained HTML file.
+#include <memory>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "stepprof/analysis/report.hpp"
+#include "stepprof/analysis/series.hpp"
+#include "stepprof/render/exports.hpp"
+
+namespace stepprof::cli {
+namespace {
+
+struct HtmlOptions {
+  InputOptions input;
+  std::string output;
+};
+
+int run_html(const HtmlOptions& opt) {
+  Diagnostics diag(opt.input.strict);
+  LoadedInput in;
+  if (auto stop = load_input(opt.input, diag, in)) return *stop;
+  const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
+  const Report report = build_report(ain);
+  const std::string text = render_html(report, build_series(ain, report), diag);
+  const int status = finish(diag);
+  if (!write_output(opt.output, text)) return kUsage;
+  return status;
+}
+
+}  // namespace
+
+void add_html_command(CLI::App& app, std::function<void(std::function<int()>)> set_action) {
+  auto opt = std::make_shared<HtmlOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "html", "write the report with charts as one self-contained HTML file that opens offline in any browser");
+  add_input_options(*cmd, opt->input);
+  cmd->add_option("-o,--output", opt->output, "write the page to FILE (e.g. report.html) instead of stdout");
+  cmd->callback([opt, set_action] { set_action([opt] { return run_html(*opt); }); });
+}
+
+}  // namespace stepprof::cli

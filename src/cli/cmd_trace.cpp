@@ -1,0 +1,39 @@
+// `stepprof trace`: the logs as a Chrome trace for the Perfetto UI and chrome://tracing.
+#include <memory>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "stepprof/analysis/timeline.hpp"
+#include "stepprof/render/exports.hpp"
+
+namespace stepprof::cli {
+namespace {
+
+struct TraceOptions {
+  InputOptions input;
+  std::string output;
+};
+
+int run_trace(const TraceOptions& opt) {
+  Diagnostics diag(opt.input.strict);
+  LoadedInput in;
+  if (auto stop = load_input(opt.input, diag, in)) return *stop;
+  const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
+  const std::string text = render_trace(build_timeline(ain));
+  const int status = finish(diag);
+  if (!write_output(opt.output, text)) return kUsage;
+  return status;
+}
+
+}  // namespace
+
+void add_trace_command(CLI::App& app, std::function<void(std::function<int()>)> set_action) {
+  auto opt = std::make_shared<TraceOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "trace", "write the updates and regions as a Chrome trace (JSON) for the Perfetto UI or chrome://tracing");
+  add_input_options(*cmd, opt->input);
+  cmd->add_option("-o,--output", opt->output, "write the trace to FILE (e.g. trace.json) instead of stdout");
+  cmd->callback([opt, set_action] { set_action([opt] { return run_trace(*opt); }); });
+}
+
+}  // namespace stepprof::cli

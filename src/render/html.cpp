@@ -1,0 +1,260 @@
+// The HTML report: the text report's layout (document.hpp) as HTML, plus charts.
+// Everything from the logs is escaped (html_escape.hpp); the charts' data goes into the
+// page as JSON and is drawn by the script bundled at build time (web_assets.hpp).
+#include <fmt/format.h>
+
+#include "document.hpp"
+#include "html_escape.hpp"
+#include "stepprof/render/exports.hpp"
+#include "web_assets.hpp"
+
+namespace stepprof {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using detail::html_escape;
+
+constexpr std::string_view kStyle = R"css(
+:root { --fg: #1d2330; --muted: #5b6475; --line: #d9dee7; --bg: #ffffff; --band: #f5f7fa; --accent: #2f5fb3; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       color: var(--fg); background: var(--bg); }
+header { padding: 18px 28px 10px; border-bottom: 1px solid var(--line); background: var(--band); }
+h1 { margin: 0 0 4px; font-size: 22px; }
+header .sub { margin: 0 0 8px; color: var(--muted); overflow-wrap: anywhere; }
+nav a { color: var(--accent); text-decoration: none; margin-right: 14px; white-space: nowrap; }
+nav a:hover { text-decoration: underline; }
+main { padding: 8px 28px 40px; max-width: 1400px; }
+section { margin-top: 22px; }
+h2 { font-size: 18px; margin: 0 0 10px; padding-bottom: 4px; border-bottom: 2px solid var(--line); }
+h3 { font-size: 14px; margin: 0 0 4px; }
+p { margin: 6px 0; max-width: 110ch; overflow-wrap: anywhere; }
+table { border-collapse: collapse; margin: 8px 0 12px; }
+th, td { padding: 3px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
+table.data th { background: var(--band); text-align: right; font-weight: 600; white-space: nowrap; }
+table.data td { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+table.data th:first-child, table.data td:first-child { text-align: left; }
+table.data td:first-child { white-space: normal; overflow-wrap: anywhere; }
+table.fields th { text-align: left; font-weight: 600; color: var(--muted); white-space: nowrap; padding-left: 0; }
+table.fields td { overflow-wrap: anywhere; }
+ol.findings { padding-left: 22px; }
+ol.findings li { margin-bottom: 10px; }
+ol.findings .title { font-weight: 600; margin: 0 0 2px; }
+ol.findings dl { margin: 0; display: grid; grid-template-columns: max-content 1fr; gap: 2px 10px; }
+ol.findings dt { color: var(--muted); }
+ol.findings dd { margin: 0; overflow-wrap: anywhere; }
+figure { margin: 10px 0 16px; padding: 10px 12px; border: 1px solid var(--line); border-radius: 6px; }
+figure .controls { float: right; color: var(--muted); }
+figure .controls label { margin-left: 12px; }
+figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; max-width: 130ch; }
+.chart { width: 100%; height: 340px; }
+.chart.tall { height: 420px; }
+footer { padding: 12px 28px 24px; color: var(--muted); font-size: 12px; border-top: 1px solid var(--line); }
+@media print { figure { break-inside: avoid; } }
+)css";
+
+std::string rank_label(const RankSeries& r) { return r.rank ? fmt::format("rank {}", *r.rank) : "rank unknown"; }
+
+Json optional_array(const std::vector<std::optional<double>>& v) {
+  Json a = Json::array();
+  for (const auto& x : v) a.push_back(x ? Json(*x) : Json(nullptr));
+  return a;
+}
+
+std::string level_label(const Breakdown& b, std::size_t levels) {
+  if (!b.stacked) return "every region (not stacked)";
+  if (b.level == 0) return "top-level regions";
+  std::string s = fmt::format("nesting depth {}", b.level);
+  if (static_cast<std::size_t>(b.level) + 1 == levels) s += " (every leaf)";
+  return s;
+}
+
+std::string part_label(const StackPart& p) {
+  switch (p.kind) {
+    case StackPart::Kind::kRegion: return p.region;
+    case StackPart::Kind::kSelf: return p.region + " (self)";
+    case StackPart::Kind::kOutside: return "(outside every region)";
+  }
+  return p.region;
+}
+
+Json chart_data(const UpdateSeries& s) {
+  Json ranks = Json::array();
+  for (const auto& r : s.ranks) {
+    Json cuts = Json::array();
+    for (const auto& b : r.breakdowns) {
+      Json parts = Json::array();
+      for (const auto& p : b.parts) parts.push_back({{"label", part_label(p)}, {"ms", optional_array(p.ms)}});
+      cuts.push_back({{"label", level_label(b, r.breakdowns.size())}, {"stacked", b.stacked}, {"parts", parts}});
+    }
+    Json groups = Json::array();
+    for (const auto& g : r.paths) {
+      Json paths = Json::array();
+      for (const auto& p : g.paths)
+        paths.push_back({{"label", p.device ? p.region : p.region + " (host time)"},
+                         {"ms_per_unit", optional_array(p.ms_per_unit)}});
+      groups.push_back({{"group", g.group}, {"unit", g.unit}, {"paths", paths}});
+    }
+    ranks.push_back({{"label", rank_label(r)},
+                     {"steps", r.steps},
+                     {"wall_ms", r.wall_ms},
+                     {"padding_fraction", optional_array(r.padding_fraction)},
+                     {"breakdowns", cuts},
+                     {"paths", groups}});
+  }
+  Json matrices = Json::array();
+  for (const auto& m : s.matrices) {
+    Json rows = Json::array();
+    for (const auto& row : m.values) rows.push_back(optional_array(row));
+    matrices.push_back({{"id", m.id}, {"title", m.title}, {"values", rows}});
+  }
+  return Json{{"nesting_known", s.nesting_known}, {"steps", s.steps}, {"ranks", ranks}, {"matrices", matrices}};
+}
+
+// A chart: a figure with a heading, optional selectors, the chart element and a caption.
+struct Figure {
+  std::string chart;  // data-chart value
+  std::string title;
+  std::string caption;
+  bool rank_select = false, level_select = false, tall = false;
+};
+
+void figure(const Figure& f, std::string& out) {
+  out += "<figure>";
+  if (f.rank_select || f.level_select) {
+    out += "<div class=\"controls\">";
+    if (f.rank_select) out += "<label>rank <select data-control=\"rank\"></select></label>";
+    if (f.level_select) out += "<label>level <select data-control=\"level\"></select></label>";
+    out += "</div>";
+  }
+  out += "<h3>" + html_escape(f.title) + "</h3>";
+  out += fmt::format("<div class=\"chart{}\" data-chart=\"{}\" role=\"img\" aria-label=\"{}\"></div>", f.tall ? " tall" : "",
+                     html_escape(f.chart), html_escape(f.title));
+  if (!f.caption.empty()) out += "<figcaption>" + html_escape(f.caption) + "</figcaption>";
+  out += "</figure>\n";
+}
+
+std::vector<Figure> figures_for(std::string_view section, const Report& report, const UpdateSeries& s) {
+  std::vector<Figure> out;
+  const bool several = s.ranks.size() > 1;
+  const bool any_updates = !s.steps.empty();
+  if (section == "update-time" && any_updates) {
+    out.push_back({"update-time", several ? "Update time per update, per rank" : "Update time per update",
+                   "wall_ms of each optimizer update.", false, false, false});
+    for (const auto& m : s.matrices)
+      out.push_back({"heatmap-" + m.id, "Rank x update: " + m.title,
+                     m.id == "outside_comm_ms"
+                         ? "A rank that is slow outside communication makes the others wait inside it: the "
+                           "straggler is the dark row."
+                         : "",
+                     false, false, false});
+  } else if (section == "regions" && any_updates && !s.regions.empty()) {
+    std::string caption;
+    if (s.nesting_known) {
+      caption =
+          "Stacked per update at the chosen level of the nesting: the regions at that depth, the exclusive time of "
+          "their parents (\"(self)\") and the time outside every top-level region; the dashed line is the update's "
+          "wall_ms. Regions timed on the device stream are stacked with their device time.";
+      std::string left_out;
+      for (const auto& r : s.regions)
+        if (!r.in_nesting) left_out += (left_out.empty() ? "" : ", ") + r.name;
+      if (!left_out.empty()) caption += " Not in the nesting, so not stacked: " + left_out + ".";
+    } else {
+      caption =
+          "Nesting unknown (give --hierarchy FILE): each region's time per update, not stacked, since regions may "
+          "contain each other.";
+    }
+    const std::size_t levels = s.ranks.empty() ? 0 : s.ranks.front().breakdowns.size();
+    out.push_back({"regions", "Where each update's time goes", caption, several, levels > 1, true});
+  } else if (section == "code-paths") {
+    for (std::size_t g = 0; g < report.paths.groups.size() && !s.ranks.empty(); ++g) {
+      const auto& group = report.paths.groups[g];
+      out.push_back({fmt::format("paths-{}", g),
+                     fmt::format("Cost per {} by code path, per update: {}", group.unit, group.group),
+                     fmt::format("Each path's time in the update / the {}s it processed; no point where the path did "
+                                 "not run.",
+                                 group.unit),
+                     several, false, false});
+    }
+  } else if (section == "padding") {
+    bool any = false;
+    for (const auto& r : s.ranks)
+      for (const auto& v : r.padding_fraction) any = any || v.has_value();
+    if (any)
+      out.push_back({"padding", several ? "Padding per update, per rank" : "Padding per update",
+                     "1 - valid_tokens / token_slots of each update.", false, false, false});
+  }
+  return out;
+}
+
+void block(const detail::Block& b, std::string& out) {
+  if (const auto* f = std::get_if<detail::Fields>(&b)) {
+    out += "<table class=\"fields\"><tbody>\n";
+    for (const auto& [k, v] : f->items) out += "<tr><th>" + html_escape(k) + "</th><td>" + html_escape(v) + "</td></tr>\n";
+    out += "</tbody></table>\n";
+  } else if (const auto* t = std::get_if<detail::Table>(&b)) {
+    out += "<table class=\"data\"><thead><tr>";
+    for (const auto& h : t->header) out += "<th>" + html_escape(h) + "</th>";
+    out += "</tr></thead><tbody>\n";
+    for (std::size_t r = 0; r < t->rows.size(); ++r) {
+      out += "<tr>";
+      for (std::size_t i = 0; i < t->rows[r].size(); ++i) {
+        const int depth = i == 0 && r < t->depth.size() ? t->depth[r] : 0;
+        out += depth > 0 ? fmt::format("<td style=\"padding-left:{:.1f}em\">", 0.7 + 1.2 * depth) : std::string("<td>");
+        out += html_escape(t->rows[r][i]) + "</td>";
+      }
+      out += "</tr>\n";
+    }
+    out += "</tbody></table>\n";
+  } else if (const auto* p = std::get_if<detail::Paragraph>(&b)) {
+    out += "<p>" + html_escape(p->text) + "</p>\n";
+  } else if (const auto* l = std::get_if<detail::NumberedList>(&b)) {
+    out += "<ol class=\"findings\">\n";
+    for (const auto& item : l->items) {
+      out += "<li><p class=\"title\">" + html_escape(item.title) + "</p><dl>";
+      for (const auto& [k, v] : item.details) out += "<dt>" + html_escape(k) + "</dt><dd>" + html_escape(v) + "</dd>";
+      out += "</dl></li>\n";
+    }
+    out += "</ol>\n";
+  }
+}
+
+}  // namespace
+
+std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag) {
+  const detail::Document doc = detail::build_document(report, diag);
+  std::string files;
+  for (const auto& f : report.run.files) files += (files.empty() ? "" : ", ") + f;
+
+  std::string out;
+  out.reserve(detail::report_script().size() + 200000);
+  out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  out += fmt::format(
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'sha256-{}'; "
+      "style-src 'unsafe-inline'; img-src data:\">\n",
+      detail::report_script_sha256());
+  out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  out += "<meta name=\"generator\" content=\"stepprof\">\n";
+  out += "<title>" + html_escape(doc.title + (files.empty() ? "" : ": " + files)) + "</title>\n";
+  out += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n";
+  out += "<header><h1>" + html_escape(doc.title) + "</h1>\n";
+  if (!files.empty()) out += "<p class=\"sub\">" + html_escape(files) + "</p>\n";
+  out += "<nav>";
+  for (const auto& s : doc.sections)
+    out += "<a href=\"#" + html_escape(s.id) + "\">" + html_escape(s.title) + "</a>\n";
+  out += "</nav></header>\n<main>\n";
+  for (const auto& s : doc.sections) {
+    out += "<section id=\"" + html_escape(s.id) + "\">\n<h2>" + html_escape(s.title) + "</h2>\n";
+    for (const auto& f : figures_for(s.id, report, series)) figure(f, out);
+    for (const auto& b : s.blocks) block(b, out);
+    out += "</section>\n";
+  }
+  out += "</main>\n<footer>Written by stepprof. Charts drawn with " + html_escape(detail::chart_library()) +
+         " (Apache License 2.0), bundled into this file: it opens offline.</footer>\n";
+  out += "<script type=\"application/json\" id=\"stepprof-data\">" + detail::json_for_script(chart_data(series)) +
+         "</script>\n";
+  out += "<script>" + std::string(detail::report_script()) + "</script>\n</body>\n</html>\n";
+  return out;
+}
+
+}  // namespace stepprof

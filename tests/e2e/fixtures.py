@@ -1,0 +1,101 @@
+"""Logs for the export tests, written with Python's standard library.
+
+- the bundled real log (rank 1 of a 4-GPU run) and its nesting;
+- a 4-rank job made from it: rank r is the real log with every time multiplied by
+  RANK_SCALE[r] (so rank 2 is the slowest), and `rank` set to r;
+- a log written the way stepprof's recorder writes one (with `parents` and the config's
+  `region_alternatives` / `region_roles`) whose region, counter, config and file names are
+  hostile HTML and CSV text.
+"""
+import copy
+import json
+import os
+from pathlib import Path
+
+SRC = Path(os.environ["STEPPROF_SOURCE_DIR"])
+LOG = SRC / "examples/qwen-vggt/rank1.jsonl"
+HIER = SRC / "examples/qwen-vggt/hierarchy.txt"
+
+RANK_SCALE = {0: 1.0, 1: 1.02, 2: 1.15, 3: 0.97}
+
+# Hostile names: markup, attribute breakers, CSV separators and quotes, U+2028.
+SCRIPT = "<script>alert(1)</script>"
+ONLOAD = '"onload=alert(2) x="'
+IMG = "<img src=x onerror=alert(3)>"
+CSVISH = 'a,b "c"\nd'
+LINESEP = "line\u2028sep"
+HOSTILE_FILE = "<svg onload=alert(4)>.jsonl"
+
+
+def real_records():
+    lines = [json.loads(l) for l in LOG.read_text().splitlines() if l.strip()]
+    return lines[0], lines[1:]
+
+
+def parse_hierarchy(path=HIER):
+    """{region: parent or None} and the regions in file order, from the indentation."""
+    parent, order, stack = {}, [], []  # stack of (indent, name)
+    for raw in Path(path).read_text().splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        name = line.split()[0]
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent[name] = stack[-1][1] if stack else None
+        order.append(name)
+        stack.append((indent, name))
+    return parent, order
+
+
+def write_jsonl(path, records):
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return path
+
+
+def write_multi_rank(directory):
+    """Four rank files in `directory`; returns their paths."""
+    config, updates = real_records()
+    paths = []
+    for rank, scale in RANK_SCALE.items():
+        c = dict(config, rank=rank)
+        us = []
+        for u in updates:
+            u = copy.deepcopy(u)
+            u["rank"] = rank
+            u["wall_ms"] *= scale
+            for key in ("cuda_stream_ms", "cpu_call_ms"):
+                u[key] = {k: v * scale for k, v in u[key].items()}
+            us.append(u)
+        paths.append(write_jsonl(Path(directory) / f"rank{rank}.jsonl", [c, *us]))
+    return paths
+
+
+def hostile_records():
+    top, child, fast, slow, comm = SCRIPT, CSVISH, "fast path", IMG, ONLOAD
+    config = {"type": "config", "rank": 0, "world_size": 1, "micro_batch": 2, "accumulation": 1,
+              "note": SCRIPT, "<b>key</b>": ONLOAD, LINESEP: IMG,
+              "region_alternatives": {fast: ONLOAD, slow: ONLOAD},
+              "region_roles": {comm: "communication"}}
+    parents = {top: None, child: top, fast: child, slow: child, comm: None, LINESEP: top}
+    updates = []
+    for step in range(6):
+        use_slow = step % 2 == 1
+        dev = {top: 60.0 + step, child: 30.0 + step, comm: 20.0 - step, LINESEP: 5.0}
+        dev[slow if use_slow else fast] = 25.0 + step if use_slow else 10.0 + step
+        counts = {"samples": 2, "token_slots": 200, "valid_tokens": 150 + step, "frames": 8,
+                  (slow if use_slow else fast) + "_samples": 2, (slow if use_slow else fast) + "_frames": 8,
+                  SCRIPT: step, CSVISH: 1}
+        updates.append({"type": "update", "rank": 0, "step": step, "wall_ms": 90.0 + step,
+                        "cuda_stream_ms": dev, "cpu_call_ms": {k: v * 0.99 for k, v in dev.items()},
+                        "calls": {k: 1 for k in dev}, "parents": {k: parents[k] for k in dev},
+                        "counts": counts})
+    return config, updates
+
+
+def write_hostile(directory):
+    config, updates = hostile_records()
+    return write_jsonl(Path(directory) / HOSTILE_FILE, [config, *updates])

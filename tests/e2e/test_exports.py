@@ -1,0 +1,531 @@
+"""End-to-end tests of `stepprof trace`, `stepprof html` and `stepprof report --format csv`.
+
+Expected values are computed here from the raw log lines with Python's standard library
+(json, csv, statistics, html.parser), independently of stepprof.
+"""
+import csv
+import html
+import html.parser
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fixtures as fx  # noqa: E402
+
+BIN = os.environ["STEPPROF_BIN"]
+
+
+def run(*args):
+    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def us(ms):
+    """Milliseconds to whole microseconds, rounding half away from zero (as llround)."""
+    import decimal
+    return int(decimal.Decimal(repr(ms * 1000)).quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP))
+
+
+# ---------------------------------------------------------------------------------------
+# Trace
+
+
+def load_trace(tmp_path, *args, name="trace.json"):
+    out = tmp_path / name
+    r = run("trace", *args, "-o", out)
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text())  # loads as JSON
+
+
+def tracks(trace):
+    """{(pid, tid): [X events in file order]} and {(pid, tid): thread name}."""
+    by, names = defaultdict(list), {}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X":
+            by[(e["pid"], e["tid"])].append(e)
+        elif e["ph"] == "M" and e["name"] == "thread_name":
+            names[(e["pid"], e["tid"])] = e["args"]["name"]
+    return by, names
+
+
+def enclosing(events):
+    """For each X event of one track, the innermost event that contains it (or None);
+    fails if two events overlap without one containing the other."""
+    stack, parent = [], {}
+    for e in sorted(events, key=lambda e: (e["ts"], -e["dur"])):
+        while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+            stack.pop()
+        if stack:
+            top = stack[-1]
+            assert e["ts"] + e["dur"] <= top["ts"] + top["dur"], (e, top)  # child inside parent
+        parent[id(e)] = stack[-1] if stack else None
+        stack.append(e)
+    return parent
+
+
+def test_trace_structure_and_required_fields(tmp_path):
+    t = load_trace(tmp_path, "--hierarchy", fx.HIER, fx.LOG)
+    assert t["displayTimeUnit"] == "ms"
+    events = t["traceEvents"]
+    for e in events:
+        assert {"name", "ph", "pid", "tid"} <= e.keys()
+        assert e["ph"] in {"M", "X", "C"}
+        if e["ph"] == "X":
+            assert isinstance(e["ts"], int) and isinstance(e["dur"], int) and e["dur"] >= 0
+            assert e["args"]["layout"] in {"synthetic from per-update sums", "synthetic: one update after another"}
+            assert e["cat"] in {"update", "region"}
+        if e["ph"] == "C":
+            assert isinstance(e["ts"], int) and e["args"]
+            assert all(isinstance(v, (int, float)) for v in e["args"].values())
+    procs = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert procs == {1: "rank 1"}  # one process per rank, pid = rank
+    assert t["otherData"]["nesting_known"] is True and t["otherData"]["real_timestamps"] is False
+
+
+def test_trace_layout_from_sums(tmp_path):
+    config, updates = fx.real_records()
+    parent_of, order = fx.parse_hierarchy()
+    t = load_trace(tmp_path, "--hierarchy", fx.HIER, fx.LOG)
+    by, names = tracks(t)
+    assert sorted(names.values()) == ["device stream (cuda_stream_ms)", "host (cpu_call_ms)"]
+
+    # Updates one after another: update k starts at the sum of the earlier wall_ms.
+    starts, t0 = {}, 0
+    for u in updates:
+        starts[u["step"]] = t0
+        t0 += us(u["wall_ms"])
+
+    for key, events in by.items():
+        clock = "cuda_stream_ms" if "device" in names[key] else "cpu_call_ms"
+        ts = [e["ts"] for e in events]
+        assert ts == sorted(ts)  # monotone time per track
+        parent = enclosing(events)
+        roots = [e for e in events if e["cat"] == "update"]
+        assert [r["name"] for r in roots] == [f"update {u['step']}" for u in updates]
+        for r, u in zip(roots, updates):
+            assert r["ts"] == starts[u["step"]] and r["dur"] == us(u["wall_ms"])
+        step_of = {u["step"]: u for u in updates}
+        children = defaultdict(list)
+        for e in events:
+            if e["cat"] != "region":
+                continue
+            u = step_of[e["args"]["step"]]
+            assert e["dur"] == us(u[clock][e["name"]])  # its summed time, unscaled here
+            assert e["args"]["calls"] == u["calls"][e["name"]]
+            assert e["args"]["recorded_ms"] == u[clock][e["name"]]
+            p = parent[id(e)]
+            want = parent_of[e["name"]]
+            # nested by the hierarchy: the enclosing slice is the region's parent (or the update)
+            assert (p["name"] if p["cat"] == "region" else None) == want, (e["name"], p["name"])
+            assert p["args"]["step"] == e["args"]["step"]
+            children[id(p)].append(e)
+        # Children one after another from the parent's start, in nesting order.
+        for e in events:
+            kids = children.get(id(e), [])
+            if not kids:
+                continue
+            assert kids[0]["ts"] == e["ts"]
+            for a, b in zip(kids, kids[1:]):
+                assert b["ts"] == a["ts"] + a["dur"]
+                assert order.index(a["name"]) < order.index(b["name"])
+    assert t["otherData"]["shrunk_slices"] == 0
+
+
+def test_trace_counters(tmp_path):
+    _, updates = fx.real_records()
+    t = load_trace(tmp_path, "--hierarchy", fx.HIER, fx.LOG)
+    starts, t0 = [], 0
+    for u in updates:
+        starts.append(t0)
+        t0 += us(u["wall_ms"])
+    counters = defaultdict(list)
+    for e in t["traceEvents"]:
+        if e["ph"] == "C":
+            counters[e["name"]].append(e)
+    tokens = counters["tokens"]
+    assert [e["ts"] for e in tokens] == starts
+    assert [e["args"]["token_slots"] for e in tokens] == [u["counts"]["token_slots"] for u in updates]
+    assert [e["args"]["valid_tokens"] for e in tokens] == [u["counts"]["valid_tokens"] for u in updates]
+    assert [e["args"]["frames"] for e in counters["work"]] == [u["counts"]["frames"] for u in updates]
+    pad = [e["args"]["padding_fraction"] for e in counters["padding fraction"]]
+    assert pad == pytest.approx([1 - u["counts"]["valid_tokens"] / u["counts"]["token_slots"] for u in updates])
+    paths = counters["samples per code path (geometry)"]
+    assert len(paths) == len(updates)
+    for e, u in zip(paths, updates):
+        for p in ("vggt_batched", "vggt_single"):
+            # samples where the path ran; 0 where it did not run at all
+            want = u["counts"].get(p + "_samples", 0 if p not in u["cuda_stream_ms"] else None)
+            assert e["args"][p] == want
+
+
+def test_trace_one_process_per_rank_and_aligned_steps(tmp_path):
+    paths = fx.write_multi_rank(tmp_path)
+    t = load_trace(tmp_path, "--hierarchy", fx.HIER, *paths)
+    procs = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert procs == {r: f"rank {r}" for r in fx.RANK_SCALE}
+    _, updates = fx.real_records()
+    # Update k starts on every rank when the slowest rank's update k-1 ended.
+    starts, t0 = {}, 0
+    for u in updates:
+        starts[u["step"]] = t0
+        t0 += max(us(u["wall_ms"] * s) for s in fx.RANK_SCALE.values())
+    for e in t["traceEvents"]:
+        if e["ph"] == "X" and e["cat"] == "update":
+            assert e["ts"] == starts[e["args"]["step"]]
+            assert e["dur"] == us(e["args"]["wall_ms"])
+    by, _ = tracks(t)
+    assert {pid for pid, _ in by} == set(fx.RANK_SCALE)
+    for events in by.values():
+        enclosing(events)
+
+
+def test_trace_without_nesting_puts_regions_on_their_own_tracks(tmp_path):
+    _, updates = fx.real_records()
+    t = load_trace(tmp_path, fx.LOG)
+    by, names = tracks(t)
+    regions = {k for u in updates for k in u["cuda_stream_ms"]}
+    want = {"updates (wall_ms)"} | {f"{r} [device]" for r in regions} | {f"{r} [host]" for r in regions}
+    assert set(names.values()) == want
+    for key, events in by.items():
+        name = names[key]
+        if name == "updates (wall_ms)":
+            continue
+        region, clock = re.fullmatch(r"(.*) \[(device|host)\]", name).groups()
+        field = "cuda_stream_ms" if clock == "device" else "cpu_call_ms"
+        present = [u for u in updates if region in u[field]]
+        assert [e["args"]["step"] for e in events] == [u["step"] for u in present]
+        for e, u in zip(events, present):
+            assert e["dur"] == min(us(u[field][region]), us(u["wall_ms"]))
+        enclosing(events)  # disjoint on its track
+    assert any("nesting unknown" in n for n in t["otherData"]["layout"])
+
+
+def test_trace_uses_logged_start_times(tmp_path):
+    config, updates = fx.real_records()
+    base = 1_718_000_000_000.0
+    t0, recs = base, [config]
+    for u in updates:
+        recs.append(dict(u, start_unix_ms=t0))
+        t0 += u["wall_ms"] + 250.0  # a gap between updates
+    log = fx.write_jsonl(tmp_path / "timed.jsonl", recs)
+    t = load_trace(tmp_path, "--hierarchy", fx.HIER, log)
+    assert t["otherData"]["real_timestamps"] is True
+    roots = [e for e in t["traceEvents"] if e["ph"] == "X" and e["cat"] == "update" and e["tid"] == 1]
+    assert [e["ts"] for e in roots] == [us(r["start_unix_ms"] - base) for r in recs[1:]]
+    assert all(e["args"]["layout"] == "logged start_unix_ms" for e in roots)
+
+
+def test_trace_shrinks_children_that_exceed_their_parent(tmp_path):
+    recs = [{"type": "config", "rank": 0},
+            {"type": "update", "rank": 0, "step": 1, "wall_ms": 100.0,
+             "cuda_stream_ms": {"outer": 50.0, "a": 40.0, "b": 20.0},
+             "calls": {"outer": 1, "a": 1, "b": 1}, "parents": {"outer": None, "a": "outer", "b": "outer"}}]
+    log = fx.write_jsonl(tmp_path / "over.jsonl", recs)
+    t = load_trace(tmp_path, log)
+    x = {e["name"]: e for e in t["traceEvents"] if e["ph"] == "X"}
+    # a and b (60 ms) are shrunk by 50/60 to fit outer (50 ms), laid out from its start.
+    assert x["a"]["ts"] == 0 and x["a"]["dur"] == 40000 * 5 // 6
+    assert x["b"]["ts"] == x["a"]["dur"] and x["b"]["dur"] == 20000 * 5 // 6
+    assert x["a"]["args"]["scale"] == pytest.approx(5 / 6, rel=1e-4)
+    assert x["b"]["ts"] + x["b"]["dur"] <= x["outer"]["ts"] + x["outer"]["dur"]
+    assert t["otherData"]["shrunk_slices"] == 2
+
+
+def test_trace_keeps_hostile_names_intact(tmp_path):
+    log = fx.write_hostile(tmp_path)
+    t = load_trace(tmp_path, log)
+    names = {e["name"] for e in t["traceEvents"] if e["ph"] == "X" and e["cat"] == "region"}
+    _, updates = fx.hostile_records()
+    assert names == {k for u in updates for k in u["cuda_stream_ms"]}
+    by, _ = tracks(t)
+    for events in by.values():
+        parent = enclosing(events)
+        for e in events:
+            if e["name"] == fx.CSVISH:
+                assert parent[id(e)]["name"] == fx.SCRIPT  # nested by the log's parents
+    counters = {k for e in t["traceEvents"] if e["ph"] == "C" for k in e["args"]}
+    assert {fx.SCRIPT, fx.CSVISH} <= counters
+
+
+# ---------------------------------------------------------------------------------------
+# CSV
+
+
+def read_csv(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def csv_dir(tmp_path, *args, name="csv"):
+    out = tmp_path / name
+    r = run("report", "--format", "csv", "--out", out, *args)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["regions.csv", "summary.csv", "updates.csv"]
+    return out
+
+
+def num(cell):
+    return None if cell == "" else float(cell)
+
+
+def test_csv_updates(tmp_path):
+    _, updates = fx.real_records()
+    rows = read_csv(csv_dir(tmp_path, "--hierarchy", fx.HIER, fx.LOG) / "updates.csv")
+    counters = []
+    for u in updates:
+        counters += [c for c in u["counts"] if c not in counters]
+    assert list(rows[0].keys()) == ["rank", "step", "wall_ms", "outside_regions_ms", "padding_fraction",
+                                    *[f"counts.{c}" for c in counters]]
+    assert len(rows) == len(updates)
+    for row, u in zip(rows, updates):
+        assert int(row["rank"]) == 1 and int(row["step"]) == u["step"]
+        assert float(row["wall_ms"]) == u["wall_ms"]  # exact round trip
+        for c in counters:
+            cell = row[f"counts.{c}"]
+            assert (cell == "") == (c not in u["counts"])  # absent is empty, never 0
+            if c in u["counts"]:
+                assert float(cell) == u["counts"][c]
+        assert float(row["padding_fraction"]) == pytest.approx(1 - u["counts"]["valid_tokens"] / u["counts"]["token_slots"])
+        outside = u["wall_ms"] - u["cpu_call_ms"]["batch_fetch_and_count"] - u["cpu_call_ms"]["micro_step_total"]
+        assert float(row["outside_regions_ms"]) == pytest.approx(outside)
+
+
+def test_csv_regions(tmp_path):
+    _, updates = fx.real_records()
+    parent_of, order = fx.parse_hierarchy()
+    kids = defaultdict(list)
+    for r, p in parent_of.items():
+        if p:
+            kids[p].append(r)
+    depth = {}
+    for r in order:
+        depth[r] = 0 if parent_of[r] is None else depth[parent_of[r]] + 1
+    rows = read_csv(csv_dir(tmp_path, "--hierarchy", fx.HIER, fx.LOG) / "regions.csv")
+    assert len(rows) == sum(len(u["calls"]) for u in updates)  # one row per update x region present
+    by = {(int(r["step"]), r["region"]): r for r in rows}
+    for u in updates:
+        for region in u["calls"]:
+            row = by[(u["step"], region)]
+            assert float(row["device_ms"]) == u["cuda_stream_ms"][region]
+            assert float(row["host_ms"]) == u["cpu_call_ms"][region]
+            assert int(row["calls"]) == u["calls"][region]
+            assert row["parent"] == (parent_of[region] or "")
+            assert int(row["depth"]) == depth[region]
+            for field, col in (("cuda_stream_ms", "device_self_ms"), ("cpu_call_ms", "host_self_ms")):
+                self_ms = u[field][region] - sum(u[field].get(k, 0) for k in kids[region])
+                assert float(row[col]) == pytest.approx(self_ms, abs=1e-9)
+
+
+def test_csv_summary_matches_raw_statistics(tmp_path):
+    _, updates = fx.real_records()
+    rows = {r["region"]: r for r in read_csv(csv_dir(tmp_path, "--hierarchy", fx.HIER, fx.LOG) / "summary.csv")}
+    assert set(rows) == {k for u in updates for k in u["cuda_stream_ms"]}
+    single = [u["cuda_stream_ms"]["vggt_single"] for u in updates if "vggt_single" in u["cuda_stream_ms"]]
+    r = rows["vggt_single"]
+    assert int(r["updates_present"]) == len(single)
+    assert float(r["device_ms_median"]) == pytest.approx(statistics.median(single))
+    assert float(r["device_ms_mean"]) == pytest.approx(statistics.mean(single))
+    assert float(r["share_fraction"]) == pytest.approx(sum(single) / sum(u["wall_ms"] for u in updates))
+    assert r["parent"] == "geometry_total" and r["depth"] == "3" and r["in_nesting"] == "true"
+    assert r["device_self_ms_median"] == ""  # a leaf: no exclusive-time summary, as in the report
+
+
+def test_csv_without_nesting_leaves_self_and_depth_empty(tmp_path):
+    out = csv_dir(tmp_path, fx.LOG)
+    rows = read_csv(out / "regions.csv")
+    assert rows and all(r["device_self_ms"] == "" and r["depth"] == "" and r["parent"] == "" for r in rows)
+    assert all(r["outside_regions_ms"] == "" for r in read_csv(out / "updates.csv"))
+    assert all(r["in_nesting"] == "" for r in read_csv(out / "summary.csv"))
+
+
+def test_csv_quotes_hostile_names(tmp_path):
+    log = fx.write_hostile(tmp_path)
+    out = csv_dir(tmp_path, log)
+    text = (out / "regions.csv").read_bytes().decode("utf-8")
+    assert '"a,b ""c""\nd"' in text  # RFC 4180: quoted, quotes doubled, line break kept
+    config, updates = fx.hostile_records()
+    rows = read_csv(out / "regions.csv")
+    assert {r["region"] for r in rows} == {k for u in updates for k in u["cuda_stream_ms"]}
+    assert {r["parent"] for r in rows} == {fx.SCRIPT, fx.CSVISH, ""}
+    header = list(read_csv(out / "updates.csv")[0].keys())
+    assert f"counts.{fx.SCRIPT}" in header and f"counts.{fx.CSVISH}" in header
+
+
+def test_csv_usage_errors(tmp_path):
+    assert run("report", "--format", "csv", fx.LOG).returncode == 2  # no --out
+    assert run("report", "--out", tmp_path / "x", fx.LOG).returncode == 2  # --out without csv
+    assert run("report", "--format", "csv", "--out", tmp_path / "y", "-o", tmp_path / "z", fx.LOG).returncode == 2
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = run("report", "--format", "csv", "--out", blocker / "sub", fx.LOG)
+    assert r.returncode == 2 and "cannot create directory" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# HTML (parsed; the browser test opens it in Chromium)
+
+
+class Page(html.parser.HTMLParser):
+    """Collects the visible text, every tag with its attributes, and the scripts."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.text, self.tags, self.scripts, self._script = [], [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag in ("script", "style"):
+            self._script = [dict(attrs).get("type", "classic"), "", tag]
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style") and self._script is not None:
+            if tag == "script":
+                self.scripts.append(tuple(self._script[:2]))
+            self._script = None
+
+    def handle_data(self, data):
+        if self._script is not None:
+            self._script[1] += data
+        else:
+            self.text.append(data)
+
+
+def html_page(tmp_path, *args, name="report.html"):
+    out = tmp_path / name
+    r = run("html", *args, "-o", out)
+    assert r.returncode == 0, r.stderr
+    source = out.read_text(encoding="utf-8")
+    page = Page()
+    page.feed(source)
+    page.close()
+    return source, page
+
+
+def test_html_is_self_contained(tmp_path):
+    source, page = html_page(tmp_path, "--hierarchy", fx.HIER, fx.LOG)
+    assert [t for t, _ in page.scripts] == ["application/json", "classic"]
+    for tag, attrs in page.tags:
+        assert "src" not in attrs, (tag, attrs)  # no external script or image
+        assert tag != "link"
+        assert not any(a.startswith("on") for a in attrs)
+    csp = next(a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    import base64
+    import hashlib
+    digest = base64.b64encode(hashlib.sha256(page.scripts[1][1].encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in csp  # only the bundled script may run
+    assert "default-src 'none'" in csp
+    charts = [a["data-chart"] for _, a in page.tags if "data-chart" in a]
+    assert charts == ["update-time", "regions", "paths-0", "padding"]
+
+
+def test_html_shows_everything_the_report_shows(tmp_path):
+    _, page = html_page(tmp_path, "--hierarchy", fx.HIER, fx.LOG)
+    shown = " ".join(" ".join(page.text).split())
+    r = run("report", "--format", "markdown", "--hierarchy", fx.HIER, fx.LOG)
+    assert r.returncode == 0
+    cells = 0
+    for line in r.stdout.splitlines():
+        if line.startswith("|---"):
+            continue  # a table's separator row
+        if line.startswith("#"):
+            text = line.lstrip("# ")
+        elif line.startswith("|"):
+            for cell in line.strip("|").split(" | "):
+                cell = html.unescape(re.sub(r"\\(.)", r"\1", cell.replace("&nbsp;", ""))).strip()
+                if cell:
+                    cells += 1
+                    assert " ".join(cell.split()) in shown, cell
+            continue
+        else:
+            text = re.sub(r"^\d+\. \*\*|\*\*$|^   - ", "", line)
+        text = html.unescape(re.sub(r"\\(.)", r"\1", text)).strip()
+        if text:
+            if ": " in text and line.startswith("   - "):
+                text = text.split(": ", 1)[1]
+            assert " ".join(text.split()) in shown, text
+    assert cells > 100
+
+
+def test_html_chart_data_comes_from_the_log(tmp_path):
+    _, updates = fx.real_records()
+    _, page = html_page(tmp_path, "--hierarchy", fx.HIER, fx.LOG)
+    data = json.loads(page.scripts[0][1])
+    (rank,) = data["ranks"]
+    assert rank["label"] == "rank 1"
+    assert rank["steps"] == [u["step"] for u in updates]
+    assert rank["wall_ms"] == [u["wall_ms"] for u in updates]
+    deepest = rank["breakdowns"][-1]
+    parts = {p["label"]: p["ms"] for p in deepest["parts"]}
+    assert parts["vggt_single"] == [u["cuda_stream_ms"].get("vggt_single") for u in updates]
+    ds = [u["cuda_stream_ms"]["deepspeed_step"] - u["cuda_stream_ms"]["gradient_clipping"]
+          - u["cuda_stream_ms"]["optimizer"] for u in updates]
+    assert parts["deepspeed_step (self)"] == pytest.approx(ds)
+    # At the deepest cut the parts add up to the update (device vs host differences aside).
+    for k, u in enumerate(updates):
+        total = sum(v[k] for v in parts.values() if v[k] is not None)
+        assert total == pytest.approx(u["wall_ms"], rel=0.01)
+    (group,) = rank["paths"]
+    single = next(p for p in group["paths"] if p["label"] == "vggt_single")["ms_per_unit"]
+    assert single == pytest.approx([u["cuda_stream_ms"]["vggt_single"] / u["counts"]["vggt_single_frames"]
+                                    if "vggt_single" in u["cuda_stream_ms"] else None for u in updates])
+
+
+def test_html_multi_rank_heatmaps(tmp_path):
+    paths = fx.write_multi_rank(tmp_path)
+    _, page = html_page(tmp_path, "--hierarchy", fx.HIER, *paths)
+    charts = [a["data-chart"] for _, a in page.tags if "data-chart" in a]
+    assert charts == ["update-time", "heatmap-update_ms", "heatmap-outside_comm_ms", "regions", "paths-0", "padding"]
+    data = json.loads(page.scripts[0][1])
+    _, updates = fx.real_records()
+    m = {x["id"]: x["values"] for x in data["matrices"]}
+    for i, (rank, s) in enumerate(fx.RANK_SCALE.items()):
+        assert m["update_ms"][i] == pytest.approx([u["wall_ms"] * s for u in updates])
+        assert m["outside_comm_ms"][i] == pytest.approx(
+            [(u["wall_ms"] - u["cpu_call_ms"]["backward_and_communication"]) * s for u in updates])
+
+
+def test_html_escapes_hostile_names(tmp_path):
+    log = fx.write_hostile(tmp_path)
+    source, page = html_page(tmp_path, log)
+    # Only the page's own two scripts; nothing from the log became markup.
+    assert [t for t, _ in page.scripts] == ["application/json", "classic"]
+    assert not any(a.startswith("on") for _, attrs in page.tags for a in attrs)
+    assert {t for t, _ in page.tags} <= {"html", "head", "meta", "title", "style", "body", "header", "h1", "p", "nav",
+                                         "a", "main", "section", "h2", "h3", "figure", "div", "figcaption", "table",
+                                         "thead", "tbody", "tr", "th", "td", "ol", "li", "dl", "dt", "dd", "footer",
+                                         "script", "label", "select"}
+    # The payloads appear, as text, in the page...
+    shown = "".join(page.text)
+    for payload in (fx.SCRIPT, fx.ONLOAD, fx.IMG, fx.HOSTILE_FILE, "<b>key</b>"):
+        assert payload in shown, payload
+    # ...only escaped in the source (outside the data block, where they are JSON-escaped).
+    data_start = source.index('<script type="application/json"')
+    for payload in (fx.SCRIPT, fx.IMG, "<svg onload", "<b>key</b>"):
+        assert payload not in source, payload
+        assert payload.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in source[:data_start]
+    assert '"onload=' not in source[:data_start]
+    block = page.scripts[0][1]
+    assert "<" not in block and ">" not in block and "&" not in block and "\u2028" not in block
+    data = json.loads(block)
+    labels = {p["label"] for p in data["ranks"][0]["breakdowns"][-1]["parts"]}
+    assert {fx.SCRIPT + " (self)", fx.CSVISH + " (self)", fx.LINESEP, fx.ONLOAD, "fast path", fx.IMG} <= labels
+
+
+def test_html_and_trace_exit_statuses(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(fx.LOG.read_text() + "{not json}\n")
+    assert run("html", bad, "-o", tmp_path / "a.html").returncode == 1  # rejected line, rest written
+    assert (tmp_path / "a.html").stat().st_size > 0
+    assert run("trace", bad, "-o", tmp_path / "a.json").returncode == 1
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert run("html", empty, "-o", tmp_path / "b.html").returncode == 3
+    assert run("trace", empty, "-o", tmp_path / "b.json").returncode == 3
+    assert run("trace", fx.LOG, "-o", tmp_path / "no/such/dir/t.json").returncode == 2

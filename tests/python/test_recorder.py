@@ -1,0 +1,161 @@
+"""The Python recorder (package stepprof over the C++ recorder), end to end: record with
+the Python API, read the file back with the json module and with `stepprof report`, and
+compare with what the test measured itself."""
+import json
+import os
+import subprocess
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import stepprof
+
+BIN = os.environ.get("STEPPROF_BIN")
+
+
+def read_log(path):
+    lines = [json.loads(l) for l in Path(path).read_text().splitlines()]
+    assert lines[0]["type"] == "config"
+    return lines[0], lines[1:]
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_regions_counters_and_fields(tmp_path):
+    path = tmp_path / "rank{rank}.jsonl"
+    rec = stepprof.Recorder(str(path), rank=3, world_size=4, config={"micro_batch": 2, "note": "test"},
+                            alternatives={"fast": "path", "slow": "path"}, roles={"sync": "communication"},
+                            device_timing="off")
+    measured = {}
+    for step in (1, 2):
+        t0 = time.perf_counter()
+        with rec.region("outer"):
+            for _ in range(3):
+                with rec.region("inner"):
+                    busy(0.004)
+            if step == 1:
+                with rec.region("fast"):
+                    busy(0.002)
+        measured[step] = (time.perf_counter() - t0) * 1000
+        rec.count("samples", 2)
+        rec.count("samples", 2)
+        rec.frame(9, 3)
+        rec.frame(4)
+        rec.input_shape((2, 128))
+        rec.sample_indices([10, 11, 12, 13])
+        rec.count("token_slots", 256)
+        rec.count("valid_tokens", 192)
+        rec.end_update(step)
+    assert rec.close() == {}
+
+    config, updates = read_log(tmp_path / "rank3.jsonl")
+    assert config["rank"] == 3 and config["world_size"] == 4 and config["micro_batch"] == 2
+    assert config["region_alternatives"] == {"fast": "path", "slow": "path"}
+    assert config["region_roles"] == {"sync": "communication"}
+    assert config["device_timing"].startswith("off")
+    assert [u["step"] for u in updates] == [1, 2]
+    u1, u2 = updates
+    assert u1["calls"] == {"outer": 1, "inner": 3, "fast": 1}
+    assert "fast" not in u2["calls"] and "fast" not in u2["cpu_call_ms"]  # absent, not 0
+    assert u1["parents"] == {"outer": None, "inner": "outer", "fast": "outer"}
+    assert "cuda_stream_ms" not in u1  # host only
+    # Host times against what this test measured around the same work (busy-waits of
+    # 3 x 4 ms + 2 ms): within 1 ms plus 10 %.
+    assert u1["cpu_call_ms"]["inner"] == pytest.approx(12, abs=1 + 1.2)
+    assert u1["cpu_call_ms"]["outer"] <= measured[1] + 0.5
+    assert u1["cpu_call_ms"]["outer"] >= u1["cpu_call_ms"]["inner"] + u1["cpu_call_ms"]["fast"]
+    assert u1["counts"]["samples"] == 4
+    assert u1["frame_histogram"] == {"9": 3, "4": 1}
+    assert u1["input_shapes"] == {"(2, 128)": 1}
+    assert u1["sample_indices"] == [10, 11, 12, 13]
+    assert u1["padding_fraction"] == pytest.approx(1 - 192 / 256)
+
+
+def test_decorator_and_threads(tmp_path):
+    rec = stepprof.Recorder(str(tmp_path / "r{rank}.jsonl"), rank=0, world_size=1, device_timing="off")
+
+    @rec.timed("load")
+    def load():
+        busy(0.002)
+        rec.count("loaded", 1)
+
+    @rec.timed()
+    def helper():
+        return 7
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert helper() == 7
+    rec.end_update(1)
+    rec.close()
+    _, (u,) = read_log(tmp_path / "r0.jsonl")
+    assert u["calls"]["load"] == 4
+    assert u["counts"]["loaded"] == 4
+    assert u["cpu_call_ms"]["load"] >= 4 * 2 - 0.5
+    assert any(k.endswith("helper") for k in u["calls"])
+
+
+def test_exception_inside_region_propagates_and_region_closes(tmp_path):
+    rec = stepprof.Recorder(str(tmp_path / "e{rank}.jsonl"), device_timing="off")
+    with pytest.raises(KeyError):
+        with rec.region("fails"):
+            raise KeyError("boom")
+    with rec.region("after"):
+        pass
+    rec.end_update(5)
+    rec.close()
+    _, (u,) = read_log(tmp_path / "e0.jsonl")
+    assert u["calls"] == {"fails": 1, "after": 1}
+    assert u["parents"]["after"] is None  # "fails" was closed by the exception
+
+
+def test_unwritable_path_warns_and_counts(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec = stepprof.Recorder(str(tmp_path / "no" / "such" / "dir" / "r{rank}.jsonl"), device_timing="off")
+        with rec.region("work"):
+            pass
+        rec.end_update(1)  # must not raise
+        errors = rec.close()
+    assert any(issubclass(w.category, stepprof.RecorderWarning) for w in caught)
+    assert sum(errors.values()) >= 1
+
+
+def test_closed_recorder_is_a_programming_error(tmp_path):
+    rec = stepprof.Recorder(str(tmp_path / "c{rank}.jsonl"), device_timing="off")
+    rec.close()
+    rec.close()  # twice: no-op
+    with pytest.raises(RuntimeError):
+        rec.end_update(1)
+    with pytest.raises(ValueError):
+        stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="sometimes")
+
+
+@pytest.mark.skipif(not BIN, reason="needs STEPPROF_BIN")
+def test_report_reads_the_python_log(tmp_path):
+    rec = stepprof.Recorder(str(tmp_path / "rank{rank}.jsonl"), rank=0, world_size=1,
+                            config={"micro_batch": 1, "accumulation": 1}, device_timing="off")
+    for step in range(1, 4):
+        with rec.region("step_total"):
+            with rec.region("child"):
+                busy(0.001)
+        rec.end_update(step)
+    rec.close()
+    out = subprocess.run([BIN, "report", "--format", "json", str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    assert rep["run"]["updates"] == 3
+    assert rep["regions"]["nesting_known"] is True
+    rows = {r["name"]: r for r in rep["regions"]["rows"]}
+    assert rows["child"]["parent"] == "step_total"
+    assert rows["step_total"]["host_self_ms"] is not None

@@ -1,0 +1,283 @@
+// Per-update series, the trace layout, the CSV tables and the HTML escaping, on small
+// hand-built datasets whose answers are worked out in the comments.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "html_escape.hpp"
+#include "stepprof/analysis/series.hpp"
+#include "stepprof/analysis/timeline.hpp"
+#include "stepprof/render/exports.hpp"
+
+using namespace stepprof;
+
+namespace {
+
+struct Builder {
+  Dataset d;
+  explicit Builder(int ranks = 1) {
+    d.files = {"mem"};
+    for (int r = 0; r < ranks; ++r) {
+      auto& rl = d.ranks.emplace_back();
+      rl.rank = r;
+      rl.files = {0};
+    }
+  }
+  UpdateRecord& add(std::int64_t step, double wall, int rank = 0) {
+    auto& u = d.ranks[static_cast<std::size_t>(rank)].updates.emplace_back();
+    u.rank = rank;
+    u.step = step;
+    u.wall_ms = wall;
+    return u;
+  }
+  void region(UpdateRecord& u, std::string_view name, std::optional<double> device, std::optional<double> host,
+              std::int64_t calls = 1) {
+    u.regions.push_back({d.regions.intern(name), device, host, calls, std::nullopt});
+  }
+  void counter(UpdateRecord& u, std::string_view name, double v) { u.counters.push_back({d.counters.intern(name), v}); }
+};
+
+Hierarchy parse(const std::string& text) {
+  Diagnostics diag;
+  auto h = parse_hierarchy(text, "test", diag);
+  EXPECT_TRUE(h);
+  return *h;
+}
+
+const StackPart& part(const Breakdown& b, StackPart::Kind kind, std::string_view region) {
+  for (const auto& p : b.parts)
+    if (p.kind == kind && p.region == region) return p;
+  ADD_FAILURE() << "no part " << region;
+  return b.parts.front();
+}
+
+// Update 1: wall 100; outer 90 (host 91) = a 30 + b 50 + self 10; top 5.
+// Update 2: wall 120; outer 110 (host 111) = a 40 + b absent + self 70; top 5.
+Builder nested() {
+  Builder b;
+  auto& u1 = b.add(1, 100);
+  b.region(u1, "top", 5.0, 5.0);
+  b.region(u1, "outer", 90.0, 91.0, 2);
+  b.region(u1, "a", 30.0, 30.0);
+  b.region(u1, "b", 50.0, 50.0);
+  b.counter(u1, "token_slots", 1000);
+  b.counter(u1, "valid_tokens", 750);
+  auto& u2 = b.add(2, 120);
+  b.region(u2, "top", 5.0, 5.0);
+  b.region(u2, "outer", 110.0, 111.0, 2);
+  b.region(u2, "a", 40.0, 40.0);
+  u2.padding_fraction = 0.5;  // no counters in this update: the logged field is used
+  return b;
+}
+
+}  // namespace
+
+TEST(Series, RegionPointsSelfTimesAndCuts) {
+  Builder b = nested();
+  const Hierarchy h = parse("top\nouter\n  a\n  b\n");
+  const AnalysisInput in{b.d, &h};
+  const Report rep = build_report(in);
+  const UpdateSeries s = build_series(in, rep);
+  ASSERT_EQ(s.ranks.size(), 1u);
+  const RankSeries& r = s.ranks[0];
+  EXPECT_EQ(r.steps, (std::vector<std::int64_t>{1, 2}));
+  // 1 - 750 / 1000 from the counters; then the logged 0.5.
+  EXPECT_DOUBLE_EQ(*r.padding_fraction[0], 0.25);
+  EXPECT_DOUBLE_EQ(*r.padding_fraction[1], 0.5);
+  // Outside: wall - host(top + outer) = 100 - 96 = 4 and 120 - 116 = 4.
+  EXPECT_DOUBLE_EQ(*r.outside_ms[0], 4);
+  EXPECT_DOUBLE_EQ(*r.outside_ms[1], 4);
+  // Region points: 4 in update 1, 3 in update 2 (b absent).
+  EXPECT_EQ(r.regions.size(), 7u);
+  for (const auto& p : r.regions) {
+    const auto& name = s.regions[p.region].name;
+    if (name == "outer" && p.update == 0) {
+      EXPECT_DOUBLE_EQ(*p.device_self_ms, 10);  // 90 - 30 - 50
+      EXPECT_DOUBLE_EQ(*p.host_self_ms, 11);    // 91 - 30 - 50
+      EXPECT_EQ(*p.calls, 2);
+    }
+    if (name == "outer" && p.update == 1) {
+      EXPECT_DOUBLE_EQ(*p.device_self_ms, 70);  // 110 - 40
+    }
+    if (name == "a" && p.update == 0) {
+      EXPECT_DOUBLE_EQ(*p.device_self_ms, 30);  // a leaf: itself
+    }
+  }
+  // Level 0: top, outer, outside. Level 1: top, outer (self), a, b, outside.
+  ASSERT_EQ(r.breakdowns.size(), 2u);
+  EXPECT_EQ(r.breakdowns[0].parts.size(), 3u);
+  EXPECT_DOUBLE_EQ(*part(r.breakdowns[0], StackPart::Kind::kRegion, "outer").ms[0], 90);
+  const Breakdown& leaves = r.breakdowns[1];
+  EXPECT_EQ(leaves.parts.size(), 5u);
+  EXPECT_DOUBLE_EQ(*part(leaves, StackPart::Kind::kSelf, "outer").ms[1], 70);
+  EXPECT_FALSE(part(leaves, StackPart::Kind::kRegion, "b").ms[1].has_value());  // absent, not 0
+  // Update 1 at the deepest cut: 5 + 10 + 30 + 50 + 4 = 99 (device 90 vs host 91 for outer).
+  double sum = 0;
+  for (const auto& p : leaves.parts) sum += p.ms[0].value_or(0);
+  EXPECT_DOUBLE_EQ(sum, 99);
+  EXPECT_TRUE(s.matrices.empty());  // one rank
+}
+
+TEST(Series, WithoutNestingOneUnstackedBreakdown) {
+  Builder b = nested();
+  const AnalysisInput in{b.d, nullptr};
+  const UpdateSeries s = build_series(in, build_report(in));
+  const auto& cuts = s.ranks[0].breakdowns;
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_FALSE(cuts[0].stacked);
+  EXPECT_EQ(cuts[0].level, -1);
+  EXPECT_EQ(cuts[0].parts.size(), 4u);
+  EXPECT_FALSE(s.ranks[0].outside_ms[0].has_value());
+  for (const auto& p : s.ranks[0].regions) EXPECT_FALSE(p.device_self_ms.has_value());
+}
+
+TEST(Series, CostPerFrameAndRankStepMatrices) {
+  Builder b(2);
+  // Rank 0: fast path 20 ms for 10 frames, then slow path 60 ms for 10 frames.
+  // Rank 1: step 1 only, slow path 30 ms for 5 frames; step 2 missing.
+  auto& a1 = b.add(1, 100, 0);
+  b.region(a1, "fast", 20.0, 20.0);
+  b.region(a1, "comm", 10.0, 12.0);
+  b.counter(a1, "fast_frames", 10);
+  auto& a2 = b.add(2, 110, 0);
+  b.region(a2, "slow", 60.0, 60.0);
+  b.region(a2, "comm", 10.0, 15.0);
+  b.counter(a2, "slow_frames", 10);
+  auto& c1 = b.add(1, 105, 1);
+  b.region(c1, "slow", 30.0, 30.0);
+  b.region(c1, "comm", 5.0, 7.0);
+  b.counter(c1, "slow_frames", 5);
+  const Hierarchy h = parse("fast alt=g\nslow alt=g\ncomm role=communication\n");
+  const AnalysisInput in{b.d, &h};
+  const UpdateSeries s = build_series(in, build_report(in));
+  const auto& g = s.ranks[0].paths.at(0);
+  EXPECT_EQ(g.unit, "frame");
+  EXPECT_DOUBLE_EQ(*g.paths[0].ms_per_unit[0], 2.0);  // 20 / 10
+  EXPECT_FALSE(g.paths[0].ms_per_unit[1].has_value());
+  EXPECT_DOUBLE_EQ(*g.paths[1].ms_per_unit[1], 6.0);  // 60 / 10
+  EXPECT_DOUBLE_EQ(*s.ranks[1].paths[0].paths[1].ms_per_unit[0], 6.0);  // 30 / 5
+  EXPECT_EQ(s.steps, (std::vector<std::int64_t>{1, 2}));
+  ASSERT_EQ(s.matrices.size(), 2u);
+  EXPECT_EQ(s.matrices[0].id, "update_ms");
+  EXPECT_DOUBLE_EQ(*s.matrices[0].values[1][0], 105);
+  EXPECT_FALSE(s.matrices[0].values[1][1].has_value());  // rank 1 has no step 2
+  // Outside communication: wall - comm host = 100 - 12, 110 - 15, 105 - 7.
+  EXPECT_EQ(s.matrices[1].id, "outside_comm_ms");
+  EXPECT_DOUBLE_EQ(*s.matrices[1].values[0][0], 88);
+  EXPECT_DOUBLE_EQ(*s.matrices[1].values[0][1], 95);
+  EXPECT_DOUBLE_EQ(*s.matrices[1].values[1][0], 98);
+}
+
+TEST(Timeline, NestedSequentialLayout) {
+  Builder b = nested();
+  const Hierarchy h = parse("top\nouter\n  a\n  b\n");
+  const Timeline t = build_timeline({b.d, &h});
+  ASSERT_EQ(t.processes.size(), 1u);
+  const auto& p = t.processes[0];
+  EXPECT_EQ(p.pid, 0);
+  EXPECT_EQ(p.name, "rank 0");
+  ASSERT_EQ(p.tracks.size(), 2u);  // host, device
+  const auto& dev = p.tracks[1];
+  EXPECT_EQ(dev.clock, Clock::kDevice);
+  // Update 1 at 0 for 100 ms; top [0, 5 ms); outer [5, 95); a [5, 35); b [35, 85).
+  // Update 2 at 100 ms; top [100, 105); outer [105, 215); a [105, 145).
+  struct Want { const char* name; std::int64_t start, dur; };
+  const Want want[] = {{"update 1", 0, 100000}, {"top", 0, 5000},       {"outer", 5000, 90000},
+                       {"a", 5000, 30000},      {"b", 35000, 50000},    {"update 2", 100000, 120000},
+                       {"top", 100000, 5000},   {"outer", 105000, 110000}, {"a", 105000, 40000}};
+  ASSERT_EQ(dev.slices.size(), std::size(want));
+  for (std::size_t i = 0; i < dev.slices.size(); ++i) {
+    const auto& sl = dev.slices[i];
+    EXPECT_EQ(sl.update ? "update " + std::to_string(sl.step) : std::string(sl.region), want[i].name);
+    EXPECT_EQ(dev.slices[i].start_us, want[i].start) << want[i].name;
+    EXPECT_EQ(dev.slices[i].dur_us, want[i].dur) << want[i].name;
+  }
+  EXPECT_EQ(*dev.slices[2].calls, 2);
+  EXPECT_EQ(p.tracks[0].slices[2].dur_us, 91000);  // host time of outer
+  EXPECT_FALSE(t.real_timestamps);
+  EXPECT_EQ(t.shrunk_slices, 0u);
+}
+
+TEST(Timeline, AbsentParentsChildrenTakeItsPlaceAndOverfullParentsShrink) {
+  Builder b;
+  auto& u = b.add(1, 100);
+  // "mid" absent: its children x, y are laid out directly under "outer".
+  b.region(u, "outer", 40.0, std::nullopt);
+  b.region(u, "x", 30.0, std::nullopt);
+  b.region(u, "y", 30.0, std::nullopt);  // 60 > 40: shrunk by 2/3
+  const Hierarchy h = parse("outer\n  mid\n    x\n    y\n");
+  const Timeline t = build_timeline({b.d, &h});
+  const auto& s = t.processes[0].tracks.at(0).slices;  // device only
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[2].region, "x");
+  EXPECT_EQ(s[2].start_us, 0);
+  EXPECT_EQ(s[2].dur_us, 20000);
+  EXPECT_EQ(s[3].start_us, 20000);
+  EXPECT_EQ(s[3].dur_us, 20000);
+  EXPECT_NEAR(*s[3].scale, 2.0 / 3.0, 1e-12);
+  EXPECT_EQ(t.shrunk_slices, 2u);
+}
+
+TEST(Timeline, StepsAlignAcrossRanksAtTheSlowest) {
+  Builder b(2);
+  b.add(1, 100, 0);
+  b.add(2, 50, 0);
+  b.add(1, 130, 1);
+  b.add(2, 40, 1);
+  const Timeline t = build_timeline({b.d, nullptr});
+  // Step 2 starts at 130 ms on both ranks (rank 1 was slower in step 1).
+  for (const auto& p : t.processes) {
+    const auto& updates = p.tracks.at(0).slices;
+    ASSERT_EQ(updates.size(), 2u);
+    EXPECT_EQ(updates[0].start_us, 0);
+    EXPECT_EQ(updates[1].start_us, 130000);
+  }
+  EXPECT_EQ(t.processes[1].pid, 1);
+}
+
+TEST(Timeline, LoggedStartTimesWhenEveryUpdateHasThem) {
+  Builder b;
+  auto& u1 = b.add(1, 10);
+  u1.extra.push_back({"start_unix_ms", "1000.5"});
+  auto& u2 = b.add(2, 10);
+  u2.extra.push_back({"start_unix_ms", "1030.5"});
+  Timeline t = build_timeline({b.d, nullptr});
+  EXPECT_TRUE(t.real_timestamps);
+  EXPECT_EQ(t.processes[0].tracks[0].slices[1].start_us, 30000);
+  // Overlapping starts (the second inside the first) are not used.
+  b.d.ranks[0].updates[1].extra[0].json = "1005";
+  t = build_timeline({b.d, nullptr});
+  EXPECT_FALSE(t.real_timestamps);
+  EXPECT_EQ(t.processes[0].tracks[0].slices[1].start_us, 10000);
+}
+
+TEST(Csv, QuotingAndAbsentValues) {
+  Builder b;
+  auto& u = b.add(1, 100);
+  b.region(u, "a,\"b\"", 5.0, std::nullopt);
+  b.counter(u, "n", 3);
+  b.add(2, 50);
+  const AnalysisInput in{b.d, nullptr};
+  const Report rep = build_report(in);
+  const auto files = render_csv(rep, build_series(in, rep));
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[0].name, "updates.csv");
+  EXPECT_EQ(files[0].text,
+            "rank,step,wall_ms,outside_regions_ms,padding_fraction,counts.n\r\n"
+            "0,1,100,,,3\r\n"
+            "0,2,50,,,\r\n");
+  EXPECT_EQ(files[1].text,
+            "rank,step,region,parent,depth,device_ms,host_ms,calls,device_self_ms,host_self_ms\r\n"
+            "0,1,\"a,\"\"b\"\"\",,,5,,1,,\r\n");
+}
+
+TEST(HtmlEscape, TextAndScriptJson) {
+  using detail::html_escape;
+  using detail::json_for_script;
+  EXPECT_EQ(html_escape("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
+  EXPECT_EQ(html_escape("\"onload='x'&"), "&quot;onload=&#39;x&#39;&amp;");
+  const nlohmann::ordered_json j{{"name", "</script><!--&\u2028\u2029"}};
+  const std::string s = json_for_script(j);
+  EXPECT_EQ(s, "{\"name\":\"\\u003c/script\\u003e\\u003c!--\\u0026\\u2028\\u2029\"}");
+  EXPECT_EQ(nlohmann::ordered_json::parse(s), j);  // means the same JSON
+}
