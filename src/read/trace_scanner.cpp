@@ -10,13 +10,15 @@ namespace {
 
 constexpr bool is_space(int c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-// Bytes the composite-value scan stops at outside strings.
-constexpr std::array<bool, 256> make_structural() {
+// Bytes the composite-value scan stops at: outside strings, quotes and brackets;
+// inside strings, the closing quote and escapes.
+constexpr std::array<bool, 256> make_table(std::string_view stops) {
   std::array<bool, 256> t{};
-  for (unsigned char c : {'"', '{', '}', '[', ']'}) t[c] = true;
+  for (char c : stops) t[static_cast<unsigned char>(c)] = true;
   return t;
 }
-constexpr std::array<bool, 256> kStructural = make_structural();
+constexpr std::array<bool, 256> kStructural = make_table("\"{}[]");
+constexpr std::array<bool, 256> kStringStop = make_table("\"\\");
 
 // Resumable scan for the end of an object or array that starts at buf[0].
 struct CompositeScan {
@@ -24,30 +26,25 @@ struct CompositeScan {
   int depth = 0;
   bool in_string = false;
 
-  // Advances over buf[pos, size). Returns true with `pos` one past the closing bracket.
+  // Advances over buf[pos, size). Returns true with `pos` one past the closing bracket;
+  // false when more bytes are needed (pos is where to resume).
   bool run(const char* buf, std::size_t size) {
     const char* p = buf + pos;
     const char* const end = buf + size;
     for (;;) {
       if (in_string) {
-        for (;;) {
-          const auto* q = static_cast<const char*>(std::memchr(p, '"', static_cast<std::size_t>(end - p)));
-          if (!q) {
-            pos = size;
-            return false;
-          }
-          const char* b = q;
-          while (b > buf && b[-1] == '\\') --b;  // a quote after an odd run of backslashes is escaped
-          p = q + 1;
-          if (((q - b) & 1) == 0) break;
+        while (p < end && !kStringStop[static_cast<unsigned char>(*p)]) ++p;
+        if (p == end) break;
+        if (*p == '\\') {
+          if (p + 1 == end) break;  // resume at the backslash once the escaped byte is here
+          p += 2;
+          continue;
         }
+        ++p;
         in_string = false;
       }
       while (p < end && !kStructural[static_cast<unsigned char>(*p)]) ++p;
-      if (p == end) {
-        pos = size;
-        return false;
-      }
+      if (p == end) break;
       const char c = *p++;
       if (c == '"') {
         in_string = true;
@@ -58,6 +55,8 @@ struct CompositeScan {
         return true;
       }
     }
+    pos = static_cast<std::size_t>(p - buf);
+    return false;
   }
 };
 
