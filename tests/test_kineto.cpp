@@ -433,6 +433,44 @@ TEST_F(KinetoTest, BadTraces) {
   EXPECT_EQ(t->config.world_size, 8);
 }
 
+TEST_F(KinetoTest, EveryCutAndCorruptedByteGivesADiagnosticNotACrash) {
+  // A small trace with strings, escapes and nested args, cut at every byte and with every
+  // byte replaced by a JSON structural character: each read either succeeds or reports
+  // an error, never crashes (this test runs under AddressSanitizer too).
+  const std::string text =
+      "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 1, \"world_size\": 2},\n\"traceEvents\": [\n"
+      R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 0, "dur": 90},)"
+      "\n"
+      R"({"ph": "X", "cat": "user_annotation", "name": "a\"{b", "pid": 1, "tid": 1, "ts": 5, "dur": 50},)"
+      "\n"
+      R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 6, "dur": 1, "args": {"correlation": 3}},)"
+      "\n"
+      R"({"ph": "X", "cat": "kernel", "name": "ncclK", "pid": 0, "tid": 7, "ts": 20, "dur": 4, "args": {"stream": 7, "correlation": 3, "grid": [1, 2]}})"
+      "\n], \"traceName\": \"x\\\\\"}\n";
+  ASSERT_TRUE(read(write("whole.json", text)));
+  EXPECT_EQ(diag_.total(), 0u);
+  std::size_t ok = 0, failed = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    for (const std::string& variant :
+         {text.substr(0, i), text.substr(0, i) + "\"" + text.substr(i + 1), text.substr(0, i) + "\\" + text.substr(i + 1),
+          text.substr(0, i) + "{" + text.substr(i + 1), text.substr(0, i) + "]" + text.substr(i + 1),
+          text.substr(0, i) + "," + text.substr(i + 1), text.substr(0, i) + "\xff" + text.substr(i + 1)}) {
+      // A new file each time: rewriting one file makes ext4 flush it to disk on every close.
+      const auto path = write("v" + std::to_string(ok + failed) + ".json", variant);
+      const auto t = read(path);
+      fs::remove(path);
+      if (t) {
+        ++ok;
+      } else {
+        ++failed;
+        EXPECT_GT(diag_.count(Severity::kError), 0u) << variant;
+      }
+    }
+  }
+  EXPECT_GT(ok, 0u);
+  EXPECT_GT(failed, text.size());  // at least every cut before the end fails
+}
+
 TEST_F(KinetoTest, ReportInputIsDetectedFromContent) {
   // A trace named like a log and a log side by side: read_logs tells them apart by content.
   const auto trace = write("rank0.jsonl", small_trace(R"("distributedInfo": {"rank": 0, "world_size": 2},)"));

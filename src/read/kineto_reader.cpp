@@ -23,6 +23,10 @@ namespace {
 using detail::EventKind;
 using detail::TextPosition;
 
+// Events are parsed in place in the ByteSource buffer, which keeps this many readable
+// bytes after its data.
+static_assert(detail::ByteSource::padding >= simdjson::SIMDJSON_PADDING);
+
 // Top-level values larger than this are not copied into the config (e.g. Kineto's INFO log).
 constexpr std::size_t kMaxKeptValue = 1024;
 
