@@ -198,6 +198,9 @@ TEST(KinetoEvent, MicrosecondsToNanosecondsIsExact) {
   EXPECT_EQ(ns, -3000);
   ASSERT_TRUE(microseconds_to_ns("2.5e3", ns));
   EXPECT_EQ(ns, 2500000);
+  ASSERT_TRUE(microseconds_to_ns("1.5e15", ns));  // epoch microseconds written with an exponent
+  EXPECT_EQ(ns, 1500000000000000000);
+  EXPECT_FALSE(microseconds_to_ns("1e16", ns));  // beyond int64 nanoseconds
   for (const char* bad : {"", "abc", "1.", "-", "1x", "\"1\"", "99999999999999999999"})
     EXPECT_FALSE(microseconds_to_ns(bad, ns)) << bad;
 }
@@ -259,6 +262,8 @@ TEST(KinetoEvent, KindsAndRejections) {
   EXPECT_EQ(err.problem, Problem::kBadField);
   EXPECT_EQ(err.offset, 35u);  // where "5" starts
   EXPECT_FALSE(parse(R"({"ph": "X", "cat": "kernel", "tid": [1]})"));
+  EXPECT_EQ(err.problem, Problem::kBadField);
+  EXPECT_FALSE(parse(R"({"ph": "X", "cat": "kernel", "tid": 1e300})"));
   EXPECT_EQ(err.problem, Problem::kBadField);
 }
 

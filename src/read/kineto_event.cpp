@@ -94,6 +94,10 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
   }
   double d = 0;
   if (auto e = v.get_double().get(d)) return f.fail_json(e, nullptr, what);
+  if (!(std::fabs(d) < 9.0e18)) {
+    std::string_view raw = trim_token(v.raw_json_token());
+    return f.fail(raw.data(), fmt::format("\"{}\" is out of range: {}", what, raw.substr(0, 40)), Problem::kBadField);
+  }
   out = static_cast<std::int64_t>(d);
   return true;
 }
@@ -153,7 +157,7 @@ bool microseconds_to_ns(std::string_view t, std::int64_t& ns) {
     // An exponent: rare in traces; go through double.
     double d = 0;
     const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
-    if (ec != std::errc() || p != t.data() + t.size() || !std::isfinite(d) || std::fabs(d) > 9.0e12) return false;
+    if (ec != std::errc() || p != t.data() + t.size() || !std::isfinite(d) || std::fabs(d) > 9.0e15) return false;
     ns = static_cast<std::int64_t>(std::llround(d * 1000.0));
     return true;
   }
