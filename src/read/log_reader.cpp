@@ -89,7 +89,7 @@ class Reader {
 
   void read_file(std::uint32_t fi) {
     const std::string& name = ds_.files[fi];
-    if (opt_.traces_only || is_kineto_trace(name)) return read_trace(fi);  // a PyTorch profiler trace (detected from content)
+    if (opt_.traces_only || is_kineto_trace(name)) return read_trace(fi);  // a PyTorch profiler trace
     std::string err;
     auto src = detail::LineSource::open(name, err);
     if (!src) {
