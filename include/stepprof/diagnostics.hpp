@@ -33,6 +33,8 @@ enum class Problem : std::uint8_t {
   kUnreadable,       ///< a file could not be opened or decompressed
   kHierarchy,        ///< a problem in a --hierarchy file or the nesting it describes
   kRecorderErrors,   ///< the recorder itself counted errors while writing the log
+  kBadTrace,         ///< a profiler trace that cannot be used (not a trace, truncated, no rank or steps)
+  kUnattributed,     ///< trace activity that belongs to no update (outside every ProfilerStep)
   kCount_,
 };
 

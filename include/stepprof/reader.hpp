@@ -14,6 +14,7 @@
 
 #include "stepprof/dataset.hpp"
 #include "stepprof/diagnostics.hpp"
+#include "stepprof/kineto.hpp"
 
 namespace stepprof {
 
@@ -30,6 +31,10 @@ std::optional<StepRange> parse_step_range(std::string_view text, std::string& er
 
 struct ReadOptions {
   std::optional<StepRange> steps;  ///< keep only updates in this window
+  /// Read every input as a PyTorch profiler trace (`stepprof import kineto`). Otherwise
+  /// files whose content is a trace (is_kineto_trace) are read as traces, the rest as step logs.
+  bool traces_only = false;
+  KinetoOptions kineto;  ///< rank and world size for traces (see KinetoOptions)
 };
 
 /// The files `inputs` names: files as given, directories expanded to the log files in

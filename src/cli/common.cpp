@@ -12,7 +12,8 @@ namespace stepprof::cli {
 
 void add_input_options(CLI::App& cmd, InputOptions& opt) {
   cmd.add_option("LOG", opt.logs,
-                 "step logs: .jsonl files (optionally .gz), markdown tables, directories, or - for stdin")
+                 "step logs: .jsonl files (optionally .gz), markdown tables, directories, or - for stdin; "
+                 "also PyTorch profiler traces (docs/kineto.md)")
       ->required();
   cmd.add_option("--steps", opt.steps, "analyze only updates A..B (inclusive): A:B, A:, :B or A");
   cmd.add_option("--hierarchy", opt.hierarchy,

@@ -20,6 +20,8 @@ std::string_view code_name(Problem p) {
     case Problem::kUnreadable: return "unreadable";
     case Problem::kHierarchy: return "hierarchy";
     case Problem::kRecorderErrors: return "recorder-errors";
+    case Problem::kBadTrace: return "bad-trace";
+    case Problem::kUnattributed: return "unattributed";
     case Problem::kCount_: break;
   }
   return "unknown";

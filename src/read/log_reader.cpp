@@ -10,6 +10,7 @@
 
 #include "line_source.hpp"
 #include "record_parser.hpp"
+#include "stepprof/kineto.hpp"
 #include "stepprof/reader.hpp"
 #include "stepprof/schema.hpp"
 
@@ -88,6 +89,7 @@ class Reader {
 
   void read_file(std::uint32_t fi) {
     const std::string& name = ds_.files[fi];
+    if (opt_.traces_only || is_kineto_trace(name)) return read_trace(fi);  // a PyTorch profiler trace
     std::string err;
     auto src = detail::LineSource::open(name, err);
     if (!src) {
@@ -244,6 +246,31 @@ class Reader {
                          mixed_at));
     if (records == 0 && !truncated && src->error().empty())
       report(Severity::kWarning, Problem::kEmptyInput, fi, 0, 0, "file holds no records");
+  }
+
+  // One PyTorch profiler trace: one rank's config and updates (include/stepprof/kineto.hpp).
+  void read_trace(std::uint32_t fi) {
+    auto trace = read_kineto_trace(ds_.files[fi], fi, ds_.regions, ds_.counters, diag_, opt_.kineto);
+    if (!trace) return;
+    RankBucket& b = bucket(trace->config.rank);
+    add_file(b, fi);
+    if (!b.config) {
+      b.config = trace->config;
+      b.config_where = ds_.files[fi];
+    } else if (run_identity(*b.config) != run_identity(trace->config)) {
+      report(Severity::kError, Problem::kMixedRuns, fi, 0, 0,
+             fmt::format("trace for {} ({}) differs from {} ({}): different runs; its records are kept with the "
+                         "first config",
+                         rank_text(trace->config.rank), run_identity(trace->config), b.config_where,
+                         run_identity(*b.config)));
+    }
+    for (auto& u : trace->updates) {
+      if (opt_.steps && !opt_.steps->contains(u.step)) {
+        ++ds_.updates_outside_window;
+        continue;
+      }
+      b.updates.push_back(std::move(u));
+    }
   }
 
   static void add_file(RankBucket& b, std::uint32_t fi) {

@@ -1,0 +1,105 @@
+// Reads PyTorch profiler (Kineto) traces - Chrome Trace Event JSON, plain or gzip - into
+// the step-log model, so the same analyses explain them. One trace is one rank.
+//
+// What each trace becomes (docs/kineto.md has the details and the reasons):
+//  - config record: `rank` and `world_size` from the trace's `distributedInfo`, the GPU's
+//    `deviceProperties`, the other top-level metadata, `first_step`/`last_step`, a `note`
+//    on how to read the times and `region_roles` ({"nccl": "communication", ...}).
+//  - one update per `ProfilerStep#N` range: step N, `wall_ms` = its duration [ms].
+//  - regions: every user annotation (`record_function` range, category
+//    `user_annotation`) that starts inside the step.
+//      cpu_call_ms  sum of the durations of its calls in the step [ms]; a call nested
+//                   inside a call of the same name is counted in `calls` but not again
+//                   in the time.
+//      calls        number of calls in the step.
+//      parents      the innermost annotation of another name that was open on the same
+//                   thread when the call started; for a call on another thread with no
+//                   such annotation (PyTorch runs backward on autograd worker threads),
+//                   the innermost one open at that moment on the thread that runs the
+//                   ProfilerStep. Top level when none (or when that one is in another step).
+//      cuda_stream_ms  GPU busy time of the work launched from inside the region: the GPU
+//                   kernels, memory copies and memsets whose launching runtime call
+//                   (found by the activity's `correlation` id, or the `ac2g` flow) lies
+//                   inside a call of the region - directly or in a nested annotation, or
+//                   through the thread rule above - taken as the union of their
+//                   [ts, ts + dur) intervals on each (device, stream), summed over
+//                   streams [ms]. Absent when the region launched no GPU work in the step.
+//  - region `nccl`: the NCCL kernels (name contains "nccl", any case) launched in the
+//    step: cuda_stream_ms = union per stream summed over streams, calls = kernels.
+//    NCCL kernels spin while they wait for peers, so this includes waiting.
+//  - counts: gpu_kernels, gpu_memcpys, gpu_memsets, nccl_kernels launched in the step.
+// GPU work belongs to the step whose ProfilerStep range holds its launch.
+//
+// Streaming: the trace is split into events as it is decompressed and each event is
+// parsed on its own; the reader keeps a few tens of bytes per annotation, runtime call
+// and GPU activity (Kineto writes all GPU activity after all CPU events, so a step's
+// GPU work is only known at the end), never the trace text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stepprof/diagnostics.hpp"
+#include "stepprof/names.hpp"
+#include "stepprof/record.hpp"
+
+namespace stepprof {
+
+/// Name of the region that groups a step's NCCL kernels (role "communication").
+inline constexpr std::string_view kNcclRegion = "nccl";
+
+/// Settings for reading traces.
+struct KinetoOptions {
+  /// Rank and world size for a trace without `distributedInfo` (otherwise an error);
+  /// when given they also override the trace's own.
+  std::optional<std::int64_t> rank;
+  std::optional<std::int64_t> world_size;
+};
+
+/// What was read, for messages and benchmarks.
+struct KinetoStats {
+  std::uint64_t bytes = 0;        ///< decompressed bytes read [bytes]
+  std::uint64_t events = 0;       ///< elements of traceEvents [count]
+  std::uint64_t steps = 0;        ///< ProfilerStep ranges [count]
+  std::uint64_t annotations = 0;  ///< user annotations, ProfilerStep excluded [count]
+  std::uint64_t launches = 0;     ///< runtime/driver calls with a correlation id [count]
+  std::uint64_t gpu_ops = 0;      ///< kernels, memory copies and memsets [count]
+  std::uint64_t annotations_outside_steps = 0;  ///< annotations that start in no step [count]
+  std::uint64_t gpu_ops_without_launch = 0;     ///< GPU activity whose launch is not in the trace [count]
+  std::uint64_t gpu_ops_outside_steps = 0;      ///< GPU activity launched outside every step [count]
+  std::uint64_t gpu_annotations = 0;            ///< gpu_user_annotation spans (not used for times) [count]
+  std::uint64_t model_bytes = 0;  ///< memory held for the compact event tables at the end [bytes]
+};
+
+/// One trace in the log model: one rank's config and its updates (sorted by step).
+/// Region and counter ids refer to the NameTables given to read_kineto_trace().
+struct KinetoTrace {
+  RunConfig config;
+  std::vector<UpdateRecord> updates;
+  KinetoStats stats;
+};
+
+/// True when the file (plain or gzip) holds a JSON object whose first keys are those of
+/// a Chrome/Kineto trace (`traceEvents`, `schemaVersion`, `deviceProperties`,
+/// `distributedInfo`, ...), judged from at most its first MiB. False for step logs,
+/// unreadable files and "-" (stdin is never sniffed).
+bool is_kineto_trace(const std::string& path);
+
+/// Reads one trace. Problems are reported to `diag` with `path:line:column`:
+///  - not JSON, not an object, no `traceEvents` array, truncated (gzip or JSON),
+///    no `distributedInfo` (and no options.rank), no `ProfilerStep#N` range:
+///    a `bad-trace` error, and nullopt (nothing of the file is used);
+///  - a malformed event: a `malformed-json` error (or `bad-field` / `negative-value`
+///    for a used field), the event skipped and the rest read;
+///  - work that cannot be attributed (annotations outside every step, GPU activity
+///    without a launch or launched outside every step): one note each, with counts.
+/// `file_index` is stored in each record's SourceLocation, whose line is that of the
+/// ProfilerStep event.
+std::optional<KinetoTrace> read_kineto_trace(const std::string& path, std::uint32_t file_index,
+                                             NameTable& regions, NameTable& counters, Diagnostics& diag,
+                                             const KinetoOptions& options = {});
+
+}  // namespace stepprof

@@ -1,0 +1,101 @@
+// `stepprof import kineto TRACE... -o DIR`: converts PyTorch profiler traces into step
+// logs, one per rank (DIR/rank<R>.jsonl), written by the one record serializer.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "stepprof/reader.hpp"
+#include "stepprof/record_writer.hpp"
+
+namespace stepprof::cli {
+namespace {
+
+struct ImportOptions {
+  std::vector<std::string> traces;
+  std::string output;
+  std::string steps;
+  std::optional<std::int64_t> rank, world_size;
+  bool strict = false;
+};
+
+// Writes one rank's log; false (with a message) when the file cannot be written.
+bool write_rank(const std::filesystem::path& file, const RankLog& log, const Dataset& data) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (log.config) out << config_to_json(*log.config) << '\n';
+  for (const auto& u : log.updates) out << update_to_json(u, data.regions, data.counters) << '\n';
+  out.close();
+  if (!out) {
+    fmt::print(stderr, "stepprof: cannot write {}\n", file.string());
+    return false;
+  }
+  return true;
+}
+
+int run_import(const ImportOptions& opt) {
+  ReadOptions ro;
+  ro.traces_only = true;
+  ro.kineto.rank = opt.rank;
+  ro.kineto.world_size = opt.world_size;
+  if (opt.rank && opt.traces.size() != 1) {
+    fmt::print(stderr, "stepprof: --rank applies to one trace; {} were given\n", opt.traces.size());
+    return kUsage;
+  }
+  if (!opt.steps.empty()) {
+    std::string err;
+    ro.steps = parse_step_range(opt.steps, err);
+    if (!ro.steps) {
+      fmt::print(stderr, "stepprof: --steps: {}\n", err);
+      return kUsage;
+    }
+  }
+  Diagnostics diag(opt.strict);
+  const auto files = expand_inputs(opt.traces, diag);
+  const Dataset data = read_logs(files, ro, diag);
+  if (diag.should_stop()) {
+    finish(diag);
+    fmt::print(stderr, "stepprof: stopped at the first problem (--strict)\n");
+    return kInputErrors;
+  }
+  const int status = finish(diag);
+  if (data.update_count() == 0) return kNoData;
+
+  std::error_code ec;
+  const std::filesystem::path dir(opt.output);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    fmt::print(stderr, "stepprof: cannot create {}: {}\n", opt.output, ec.message());
+    return kUsage;
+  }
+  for (const auto& log : data.ranks) {
+    const auto file = dir / fmt::format("rank{}.jsonl", log.rank.value_or(0));
+    if (!write_rank(file, log, data)) return kUsage;
+    fmt::print(stderr, "stepprof: wrote {}: rank {}, {} update(s), steps {}..{}\n", file.string(),
+               log.rank.value_or(0), log.updates.size(), log.updates.front().step, log.updates.back().step);
+  }
+  return status;
+}
+
+}  // namespace
+
+void add_import_command(CLI::App& app, std::function<void(std::function<int()>)> set_action) {
+  CLI::App* cmd = app.add_subcommand("import", "convert other tools' output into stepprof step logs");
+  cmd->require_subcommand(1);
+  auto opt = std::make_shared<ImportOptions>();
+  CLI::App* kin = cmd->add_subcommand(
+      "kineto", "PyTorch profiler (Kineto) traces, plain or .gz: one step log per rank, DIR/rank<R>.jsonl");
+  kin->add_option("TRACE", opt->traces, "trace files (JSON or JSON.gz), directories, or - for stdin")->required();
+  kin->add_option("-o,--output", opt->output, "directory for the step logs (created if missing)")->required();
+  kin->add_option("--steps", opt->steps, "keep only updates A..B (inclusive): A:B, A:, :B or A");
+  kin->add_option("--rank", opt->rank, "rank of a trace without distributedInfo (overrides the trace's)")
+      ->check(CLI::NonNegativeNumber);
+  kin->add_option("--world-size", opt->world_size, "world size of a trace without distributedInfo")
+      ->check(CLI::PositiveNumber);
+  kin->add_flag("--strict", opt->strict, "stop at the first problem in the input (exit status 1)");
+  kin->callback([opt, set_action] { set_action([opt] { return run_import(*opt); }); });
+}
+
+}  // namespace stepprof::cli

@@ -1,0 +1,59 @@
+// Reads a file (plain or gzip, or stdin) in large chunks into a caller-owned window,
+// keeping the unread tail: what the Kineto trace splitter streams over. Memory stays
+// bounded by the chunk size plus the longest span the caller keeps. Internal to the reader.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zlib.h>
+
+namespace stepprof::detail {
+
+class ByteSource {
+ public:
+  /// Opens `path` ("-" is stdin). gzip input is detected from its content (zlib's
+  /// transparent mode reads plain files as they are). On failure returns nullptr and
+  /// sets `error` to the reason (e.g. "No such file or directory").
+  static std::unique_ptr<ByteSource> open(const std::string& path, std::string& error,
+                                          std::size_t chunk_bytes = std::size_t{1} << 20);
+  ~ByteSource();
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+
+  /// The buffered bytes [data(), data() + size()), followed by `padding` readable bytes.
+  [[nodiscard]] const char* data() const { return buf_.data() + begin_; }
+  [[nodiscard]] std::size_t size() const { return end_ - begin_; }
+  /// Drops the first `n` buffered bytes (n <= size()).
+  void consume(std::size_t n) { begin_ += n; }
+  /// Appends at least one more byte to the buffered bytes, moving them to the front and
+  /// growing the buffer when they fill it. Returns false at the end of input or on an
+  /// error (see error()). Pointers into the buffer are invalidated.
+  bool fill();
+
+  /// Non-empty when reading stopped on an error (e.g. a truncated gzip stream).
+  [[nodiscard]] const std::string& error() const { return error_; }
+  /// Decompressed bytes before data() (the file offset of the first buffered byte).
+  [[nodiscard]] std::uint64_t offset() const { return read_ - (end_ - begin_); }
+  /// Decompressed bytes read so far.
+  [[nodiscard]] std::uint64_t bytes_read() const { return read_; }
+  /// Bytes allocated for the buffer (for memory accounting in tests).
+  [[nodiscard]] std::size_t capacity() const { return buf_.size(); }
+
+  static constexpr std::size_t padding = 64;
+
+ private:
+  ByteSource(gzFile f, std::size_t chunk_bytes);
+
+  gzFile file_;
+  std::size_t chunk_;
+  std::vector<char> buf_;
+  std::size_t begin_ = 0, end_ = 0;
+  bool eof_ = false;
+  std::uint64_t read_ = 0;
+  std::string error_;
+};
+
+}  // namespace stepprof::detail

@@ -1,0 +1,74 @@
+// The compact tables the Kineto reader keeps while it streams a trace (steps, user
+// annotations, runtime launches, CPU-to-GPU flows, GPU activities, a few tens of bytes
+// each), and the attribution that turns them into update records at the end of the
+// trace. include/stepprof/kineto.hpp states the definitions. Internal to the reader.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stepprof/kineto.hpp"
+#include "stepprof/names.hpp"
+#include "stepprof/record.hpp"
+
+namespace stepprof::detail {
+
+/// What a GPU activity is.
+enum class GpuKind : std::uint8_t { kKernel, kMemcpy, kMemset };
+
+class KinetoModel {
+ public:
+  /// A ProfilerStep#`step` range on thread `tid`, [start_ns, end_ns); `line` of its event.
+  void add_step(std::int64_t step, std::int64_t tid, std::int64_t start_ns, std::int64_t end_ns,
+                std::uint64_t line);
+  /// A user annotation (record_function range) on CPU thread `tid`.
+  void add_annotation(std::string_view name, std::int64_t tid, std::int64_t start_ns, std::int64_t end_ns);
+  /// A runtime or driver call (e.g. cudaLaunchKernel) with its correlation id.
+  void add_launch(std::int64_t correlation, std::int64_t tid, std::int64_t ts_ns);
+  /// The start ("s") of a CPU-to-GPU flow: the launch point of activity `id`.
+  void add_flow(std::int64_t id, std::int64_t tid, std::int64_t ts_ns);
+  /// A kernel, memory copy or memset on (device, stream), [start_ns, end_ns).
+  void add_gpu(GpuKind kind, bool nccl, std::int64_t correlation, std::int64_t device, std::int64_t stream,
+               std::int64_t start_ns, std::int64_t end_ns);
+
+  [[nodiscard]] std::size_t steps() const { return steps_.size(); }
+  [[nodiscard]] bool has_annotation(std::string_view name) const { return names_.find(name).has_value(); }
+  /// Devices that ran GPU activity, sorted.
+  [[nodiscard]] std::vector<std::int64_t> devices() const;
+  /// Bytes held by the tables.
+  [[nodiscard]] std::size_t bytes() const;
+
+  /// The update records, sorted by step (then start), with regions interned into
+  /// `regions` and counters into `counters`; `nccl_region` names the NCCL group.
+  /// Fills the attribution counts of `stats`. `file_index` goes into each SourceLocation.
+  std::vector<UpdateRecord> build(NameTable& regions, NameTable& counters, std::string_view nccl_region,
+                                  std::uint32_t file_index, KinetoStats& stats);
+
+ private:
+  struct Step {
+    std::int64_t step, tid, start, end;
+    std::uint64_t line;
+  };
+  struct Annotation {
+    std::int64_t tid, start, end;
+    std::uint32_t name;
+  };
+  struct Launch {
+    std::int64_t correlation, tid, ts;
+  };
+  struct Gpu {
+    std::int64_t correlation, device, stream, start, end;
+    GpuKind kind;
+    bool nccl;
+  };
+
+  NameTable names_;  // annotation names
+  std::vector<Step> steps_;
+  std::vector<Annotation> annotations_;
+  std::vector<Launch> launches_, flows_;
+  std::vector<Gpu> gpu_;
+};
+
+}  // namespace stepprof::detail

@@ -1,0 +1,389 @@
+// Reads one PyTorch profiler (Kineto) trace: bytes -> top-level values and events
+// (trace_scanner) -> event fields (kineto_event) -> compact tables and per-step records
+// (kineto_model), plus the config record from the trace's metadata.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
+#include "byte_source.hpp"
+#include "kineto_event.hpp"
+#include "kineto_model.hpp"
+#include "stepprof/kineto.hpp"
+#include "stepprof/schema.hpp"
+#include "trace_scanner.hpp"
+
+namespace stepprof {
+namespace {
+
+using detail::EventKind;
+using detail::TextPosition;
+
+// Events are parsed in place in the ByteSource buffer, which keeps this many readable
+// bytes after its data.
+static_assert(detail::ByteSource::padding >= simdjson::SIMDJSON_PADDING);
+
+// Top-level values larger than this are not copied into the config (e.g. Kineto's INFO log).
+constexpr std::size_t kMaxKeptValue = 1024;
+
+std::string json_string(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
+
+bool contains_nccl(std::string_view name) {
+  for (std::size_t i = 0; i + 4 <= name.size(); ++i)
+    if ((name[i] | 0x20) == 'n' && (name[i + 1] | 0x20) == 'c' && (name[i + 2] | 0x20) == 'c' &&
+        (name[i + 3] | 0x20) == 'l')
+      return true;
+  return false;
+}
+
+// ProfilerStep#N -> N.
+bool step_number(std::string_view name, std::int64_t& n) {
+  constexpr std::string_view prefix = "ProfilerStep#";
+  if (!name.starts_with(prefix)) return false;
+  const auto digits = name.substr(prefix.size());
+  const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  return ec == std::errc() && p == digits.data() + digits.size() && !digits.empty();
+}
+
+// PyTorch's own record_function names for data loading and the optimizer step.
+std::string_view role_of(std::string_view name) {
+  if (name.starts_with("enumerate(DataLoader)#")) return "data";
+  if (name.starts_with("Optimizer.step#")) return "optimizer";
+  return {};
+}
+
+class TraceReader {
+ public:
+  TraceReader(const std::string& path, std::uint32_t fi, NameTable& regions, NameTable& counters, Diagnostics& diag,
+              const KinetoOptions& opt)
+      : path_(path), fi_(fi), regions_(regions), counters_(counters), diag_(diag), opt_(opt) {}
+
+  std::optional<KinetoTrace> run() {
+    std::string err;
+    auto src = detail::ByteSource::open(path_, err);
+    if (!src) {
+      report(Severity::kError, Problem::kUnreadable, {}, fmt::format("cannot read: {}", err));
+      return std::nullopt;
+    }
+    detail::TraceScanner scan(*src);
+    detail::TraceScanner::Piece piece;
+    for (;;) {
+      if (diag_.should_stop()) return std::nullopt;
+      const auto item = scan.next(piece);
+      if (item == detail::TraceScanner::Item::kEvent) {
+        ++stats_.events;
+        event(scan, piece);
+      } else if (item == detail::TraceScanner::Item::kTopValue) {
+        top_value(piece);
+      } else if (item == detail::TraceScanner::Item::kEnd) {
+        break;
+      } else {
+        report(Severity::kError, Problem::kBadTrace, piece.where,
+               fmt::format("{}; nothing of this trace is used", piece.error));
+        return std::nullopt;
+      }
+    }
+    stats_.bytes = src->bytes_read();
+    if (!scan.saw_trace_events()) {
+      report(Severity::kError, Problem::kBadTrace, {},
+             "no \"traceEvents\" array: this JSON object is not a PyTorch profiler trace");
+      return std::nullopt;
+    }
+    if (!opt_.rank && !dist_rank_) {
+      report(Severity::kError, Problem::kBadTrace, {},
+             saw_dist_ ? "distributedInfo has no integer \"rank\": cannot tell which rank this trace is"
+                       : "no \"distributedInfo\": the trace does not say its rank and world size (was it recorded "
+                         "without torch.distributed?); `stepprof import kineto --rank R --world-size W` can supply "
+                         "them; nothing of this trace is used");
+      return std::nullopt;
+    }
+    if (model_.steps() == 0) {
+      report(Severity::kError, Problem::kBadTrace, {},
+             fmt::format("no ProfilerStep#N range among {} events: the trace was not recorded with "
+                         "torch.profiler's schedule and prof.step(), so it has no optimizer updates to analyze",
+                         stats_.events));
+      return std::nullopt;
+    }
+    KinetoTrace trace;
+    stats_.model_bytes = model_.bytes();
+    const std::string nccl = model_.has_annotation(kNcclRegion) ? std::string(kNcclRegion) + "_kernels"
+                                                                : std::string(kNcclRegion);
+    trace.updates = model_.build(regions_, counters_, nccl, fi_, stats_);
+    const std::int64_t rank = opt_.rank ? *opt_.rank : *dist_rank_;
+    for (auto& u : trace.updates) u.rank = rank;
+    trace.config = config(rank, trace.updates, nccl);
+    notes();
+    trace.stats = stats_;
+    return trace;
+  }
+
+ private:
+  void report(Severity sev, Problem p, TextPosition where, std::string msg) {
+    diag_.report({sev, p, path_, where.line, where.column, std::move(msg)});
+  }
+
+  void event(const detail::TraceScanner& scan, const detail::TraceScanner::Piece& piece) {
+    detail::EventError err;
+    if (!parser_.parse(piece.text, ev_, err)) {
+      report(Severity::kError, err.problem, scan.position(piece.text.data() + err.offset),
+             err.message + "; event skipped");
+      return;
+    }
+    const auto& ev = ev_;
+    switch (ev.kind) {
+      case EventKind::kOther:
+        return;
+      case EventKind::kGpuAnnotation:
+        ++stats_.gpu_annotations;
+        return;
+      case EventKind::kFlowStart:
+        if (ev.has_id && ev.has_ts) model_.add_flow(ev.id, ev.tid, ev.ts_ns);
+        return;
+      case EventKind::kLaunch:
+        if (!ev.has_ts) return missing(scan, piece, "ts");
+        ++stats_.launches;
+        model_.add_launch(ev.correlation, ev.tid, ev.ts_ns);
+        return;
+      default:
+        break;
+    }
+    // Ranges: ProfilerStep, annotations and GPU activities need ts and dur >= 0.
+    if (!ev.has_ts) return missing(scan, piece, "ts");
+    if (!ev.has_dur) return missing(scan, piece, "dur");
+    if (ev.dur_ns < 0) {
+      report(Severity::kError, Problem::kNegativeTime, scan.position(piece.text.data()),
+             fmt::format("event \"{}\" has a negative duration ({} us); event skipped", shorten(ev.name),
+                         static_cast<double>(ev.dur_ns) / 1e3));
+      return;
+    }
+    const std::int64_t end = ev.ts_ns + ev.dur_ns;
+    switch (ev.kind) {
+      case EventKind::kCpuOp:
+      case EventKind::kUserAnnotation: {
+        std::int64_t n = 0;
+        if (ev.name.starts_with("ProfilerStep#")) {
+          if (!step_number(ev.name, n)) {
+            report(Severity::kWarning, Problem::kBadField, scan.position(piece.text.data()),
+                   fmt::format("\"{}\" has no step number after '#'; not used as an update", shorten(ev.name)));
+            return;
+          }
+          ++stats_.steps;
+          model_.add_step(n, ev.tid, ev.ts_ns, end, scan.position(piece.text.data()).line);
+        } else if (ev.kind == EventKind::kUserAnnotation) {
+          ++stats_.annotations;
+          model_.add_annotation(ev.name, ev.tid, ev.ts_ns, end);
+        }
+        return;
+      }
+      case EventKind::kKernel:
+      case EventKind::kMemcpy:
+      case EventKind::kMemset: {
+        ++stats_.gpu_ops;
+        const auto kind = ev.kind == EventKind::kKernel   ? detail::GpuKind::kKernel
+                          : ev.kind == EventKind::kMemcpy ? detail::GpuKind::kMemcpy
+                                                          : detail::GpuKind::kMemset;
+        model_.add_gpu(kind, ev.kind == EventKind::kKernel && contains_nccl(ev.name),
+                       ev.has_correlation ? ev.correlation : std::numeric_limits<std::int64_t>::min(),
+                       ev.has_device ? ev.device : ev.pid, ev.has_stream ? ev.stream : ev.tid, ev.ts_ns, end);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  void missing(const detail::TraceScanner& scan, const detail::TraceScanner::Piece& piece, std::string_view field) {
+    report(Severity::kError, Problem::kMissingField, scan.position(piece.text.data()),
+           fmt::format("event \"{}\" has no \"{}\"; event skipped", shorten(ev_.name), field));
+  }
+
+  static std::string shorten(std::string_view s) {
+    return s.size() > 60 ? fmt::format("{}...", s.substr(0, 57)) : std::string(s);
+  }
+
+  void top_value(const detail::TraceScanner::Piece& piece) {
+    const std::string key(piece.key);
+    if (key == "distributedInfo") {
+      saw_dist_ = true;
+      distributed(piece);
+    } else if (key == "deviceProperties") {
+      device_properties_ = std::string(piece.text);
+    } else if (piece.text.size() <= kMaxKeptValue) {
+      metadata_.push_back({"kineto_" + key, std::string(piece.text)});
+    } else {
+      omitted_.push_back(fmt::format("{} ({} bytes)", key, piece.text.size()));
+    }
+  }
+
+  void distributed(const detail::TraceScanner::Piece& piece) {
+    simdjson::dom::element root;
+    if (auto e = dom_.parse(piece.text.data(), piece.text.size(), true).get(root)) {
+      report(Severity::kError, Problem::kMalformedJson, piece.where,
+             fmt::format("malformed JSON in distributedInfo: {}", simdjson::error_message(e)));
+      return;
+    }
+    simdjson::dom::object obj;
+    if (root.get_object().get(obj)) {
+      report(Severity::kError, Problem::kBadField, piece.where, "distributedInfo should be a JSON object");
+      return;
+    }
+    for (auto [k, v] : obj) {
+      std::int64_t n = 0;
+      if (k == "rank") {
+        if (v.get_int64().get(n) || n < 0)
+          report(Severity::kError, Problem::kBadField, piece.where,
+                 fmt::format("distributedInfo.rank should be an integer >= 0, found {}", simdjson::minify(v)));
+        else dist_rank_ = n;
+      } else if (k == "world_size") {
+        if (v.get_int64().get(n) || n < 1)
+          report(Severity::kError, Problem::kBadField, piece.where,
+                 fmt::format("distributedInfo.world_size should be an integer >= 1, found {}", simdjson::minify(v)));
+        else dist_world_ = n;
+      } else {
+        std::string raw = simdjson::minify(v);
+        if (raw.size() <= kMaxKeptValue) distributed_.push_back({"distributed_" + std::string(k), std::move(raw)});
+        else omitted_.push_back(fmt::format("distributedInfo.{} ({} bytes)", k, raw.size()));
+      }
+    }
+  }
+
+  RunConfig config(std::int64_t rank, const std::vector<UpdateRecord>& updates, const std::string& nccl) {
+    std::vector<RawField> f;
+    f.push_back({std::string(schema::kRank), std::to_string(rank)});
+    if (auto w = opt_.world_size ? opt_.world_size : dist_world_)
+      f.push_back({std::string(schema::kWorldSize), std::to_string(*w)});
+    if (!updates.empty()) {
+      f.push_back({std::string(schema::kFirstStep), std::to_string(updates.front().step)});
+      f.push_back({std::string(schema::kLastStep), std::to_string(updates.back().step)});
+    }
+    f.push_back({"trace_format", json_string("pytorch-profiler (kineto)")});
+    // The properties of the GPU(s) this rank ran on; deviceProperties lists every visible one.
+    if (!device_properties_.empty()) {
+      simdjson::dom::element root;
+      simdjson::dom::array arr;
+      if (!dom_.parse(device_properties_).get(root) && !root.get_array().get(arr)) {
+        const auto used = model_.devices();
+        std::string kept = "[";
+        std::string gpu_name;
+        std::size_t visible = 0;
+        for (auto d : arr) {
+          ++visible;
+          std::int64_t id = -1;
+          if (d["id"].get_int64().get(id)) continue;
+          if (!std::binary_search(used.begin(), used.end(), id)) continue;
+          if (kept.size() > 1) kept += ",";
+          kept += simdjson::minify(d);
+          std::string_view name;
+          if (gpu_name.empty() && !d["name"].get_string().get(name)) gpu_name = std::string(name);
+        }
+        kept += "]";
+        if (!gpu_name.empty()) f.push_back({"gpu_name", json_string(gpu_name)});
+        f.push_back({"visible_gpus", std::to_string(visible)});
+        if (kept.size() > 2) f.push_back({"device_properties", kept});
+      }
+    }
+    for (auto& m : distributed_) f.push_back(m);
+    for (auto& m : metadata_) f.push_back(m);
+    if (!omitted_.empty()) {
+      nlohmann::json o = omitted_;
+      f.push_back({"kineto_omitted", o.dump()});
+    }
+    nlohmann::ordered_json roles = nlohmann::ordered_json::object();
+    for (const auto& u : updates)
+      for (const auto& r : u.regions) {
+        const auto name = regions_.name(r.region);
+        if (name == nccl) roles[nccl] = "communication";
+        else if (auto role = role_of(name); !role.empty()) roles[std::string(name)] = role;
+      }
+    if (!roles.empty()) f.push_back({"region_roles", roles.dump()});
+    f.push_back({std::string(schema::kDeviceTiming),
+                 json_string("kineto: union of GPU kernel, memcpy and memset intervals per stream")});
+    f.push_back({std::string(schema::kNote),
+                 json_string(fmt::format(
+                     "Imported from a PyTorch profiler trace. wall_ms: ProfilerStep duration (host). cpu_call_ms: "
+                     "host time of record_function ranges. cuda_stream_ms: GPU busy time of the kernels and copies "
+                     "launched inside the range (union per stream, summed over streams; idle gaps excluded). {}: "
+                     "NCCL kernels, which include time spent waiting for other ranks.",
+                     nccl))});
+    std::vector<std::string> problems;
+    RunConfig c = make_config(std::move(f), &problems);
+    for (auto& p : problems) report(Severity::kError, Problem::kBadField, {}, std::move(p));
+    return c;
+  }
+
+  void notes() {
+    if (stats_.annotations_outside_steps)
+      report(Severity::kNote, Problem::kUnattributed, {},
+             fmt::format("{} of {} user annotation call(s) start outside every ProfilerStep range and are not "
+                         "counted",
+                         stats_.annotations_outside_steps, stats_.annotations));
+    if (stats_.gpu_ops_outside_steps)
+      report(Severity::kNote, Problem::kUnattributed, {},
+             fmt::format("{} of {} GPU kernel(s)/copies were launched outside every ProfilerStep range and are not "
+                         "counted",
+                         stats_.gpu_ops_outside_steps, stats_.gpu_ops));
+    if (stats_.gpu_ops_without_launch)
+      report(Severity::kNote, Problem::kUnattributed, {},
+             fmt::format("{} of {} GPU kernel(s)/copies have no launching runtime call or flow in the trace (by "
+                         "correlation id): each counts for the step it ran in, but for no annotation",
+                         stats_.gpu_ops_without_launch, stats_.gpu_ops));
+  }
+
+  const std::string& path_;
+  std::uint32_t fi_;
+  NameTable& regions_;
+  NameTable& counters_;
+  Diagnostics& diag_;
+  const KinetoOptions& opt_;
+  detail::EventParser parser_;
+  detail::TraceEvent ev_;
+  detail::KinetoModel model_;
+  simdjson::dom::parser dom_;
+  KinetoStats stats_;
+  bool saw_dist_ = false;
+  std::optional<std::int64_t> dist_rank_, dist_world_;
+  std::string device_properties_;
+  std::vector<RawField> distributed_, metadata_;
+  std::vector<std::string> omitted_;
+};
+
+}  // namespace
+
+bool is_kineto_trace(const std::string& path) {
+  if (path == "-") return false;
+  std::string err;
+  auto src = detail::ByteSource::open(path, err, 1 << 16);
+  if (!src) return false;
+  while (src->size() < 4096 && src->fill()) {
+  }
+  std::string_view s(src->data(), src->size());
+  if (s.starts_with("\xEF\xBB\xBF")) s.remove_prefix(3);
+  auto skip = [&] {
+    while (!s.empty() && (s[0] == ' ' || s[0] == '\n' || s[0] == '\r' || s[0] == '\t')) s.remove_prefix(1);
+  };
+  skip();
+  if (s.empty() || s[0] != '{') return false;
+  s.remove_prefix(1);
+  skip();
+  if (s.empty() || s[0] != '"') return false;
+  s.remove_prefix(1);
+  const auto q = s.find('"');
+  if (q == std::string_view::npos) return false;
+  const std::string_view key = s.substr(0, q);
+  constexpr std::array<std::string_view, 7> keys = {"schemaVersion", "traceEvents",  "deviceProperties",
+                                                    "distributedInfo", "displayTimeUnit", "traceName",
+                                                    "baseTimeNanoseconds"};
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+std::optional<KinetoTrace> read_kineto_trace(const std::string& path, std::uint32_t file_index, NameTable& regions,
+                                             NameTable& counters, Diagnostics& diag, const KinetoOptions& options) {
+  TraceReader reader(path, file_index, regions, counters, diag, options);
+  return reader.run();
+}
+
+}  // namespace stepprof

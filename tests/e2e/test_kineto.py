@@ -1,0 +1,443 @@
+"""End-to-end tests of `stepprof import kineto` and `stepprof report` on the real
+PyTorch profiler traces in examples/kineto/.
+
+Every expected figure is computed here, independently of stepprof, from the raw trace
+with Python's standard library (gzip + json): the ProfilerStep ranges, the host time of
+annotations, and the NCCL kernels with their launches found by correlation id, merged
+per stream with a plain interval union. The rules are those of docs/kineto.md, written
+out again from that text, in a different formulation from the C++ reader.
+"""
+import gzip
+import json
+import os
+from decimal import Decimal
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+BIN = os.environ["STEPPROF_BIN"]
+SRC = Path(os.environ["STEPPROF_SOURCE_DIR"])
+KINETO = SRC / "examples/kineto"
+DLRM = [KINETO / f"param-dlrm-8rank-v100-worker{r}_step_12.json.gz" for r in range(8)]
+HTA8 = KINETO / "hta-a100-rank3of8.json.gz"
+HTA2 = KINETO / "hta-a100-rank0of2-nccl.json.gz"
+ALL = DLRM + [HTA8, HTA2]
+
+GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
+
+
+def run(*args, stdin=None):
+    return subprocess.run([BIN, *map(str, args)], input=stdin, capture_output=True, text=True, timeout=300)
+
+
+# ---- the independent computation -------------------------------------------------------
+
+class Trace:
+    """The raw trace and the few lookups the expected values need."""
+
+    def __init__(self, path):
+        with gzip.open(path, "rt") as f:
+            self.doc = json.load(f, parse_float=Decimal)  # exact microseconds, as the trace writes them
+        ev = self.doc["traceEvents"]
+        self.rank = self.doc["distributedInfo"]["rank"]
+        self.steps = sorted(
+            (e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")),
+            key=lambda e: e["ts"])
+        self.annotations = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                            and not e["name"].startswith("ProfilerStep#")]
+        self.launch = {}
+        for e in ev:
+            if e.get("ph") == "s" and e.get("cat") in ("ac2g", "async_cpu_to_gpu"):
+                self.launch.setdefault(e["id"], (e["tid"], e["ts"]))
+        for e in ev:  # the runtime call wins over the flow when both exist
+            if e.get("ph") == "X" and e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {}):
+                self.launch[e["args"]["correlation"]] = (e["tid"], e["ts"])
+        self.gpu = [e for e in ev if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
+
+    def step_index(self, ts):
+        for i, s in enumerate(self.steps):
+            if s["ts"] <= ts < s["ts"] + s["dur"]:
+                return i
+        return None
+
+    def gpu_step(self, op):
+        """The step of a GPU activity: that of its launch, else the one it ran in."""
+        launch = self.launch.get(op["args"].get("correlation"))
+        return self.step_index(launch[1] if launch else op["ts"])
+
+
+def union_ms(intervals):
+    """Sum over streams of the length of the union of [start, end) intervals, in ms."""
+    by_stream = defaultdict(list)
+    for stream, start, end in intervals:
+        by_stream[stream].append((start, end))
+    total = Decimal(0)
+    for spans in by_stream.values():
+        spans.sort()
+        cur_s, cur_e = spans[0]
+        for s, e in spans[1:]:
+            if s > cur_e:
+                total += cur_e - cur_s
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        total += cur_e - cur_s
+    return float(total / 1000)
+
+
+def expected_nccl(t):
+    """Per step: (number of NCCL kernels, their union time in ms)."""
+    per_step = defaultdict(list)
+    for op in t.gpu:
+        if op["cat"] == "kernel" and "nccl" in op["name"].lower():
+            s = t.gpu_step(op)
+            if s is not None:
+                per_step[s].append(((op["args"].get("device", op["pid"]), op["args"].get("stream", op["tid"])),
+                                    op["ts"], op["ts"] + op["dur"]))
+    return {t.steps[s]["name"]: (len(v), union_ms(v)) for s, v in per_step.items()}
+
+
+def expected_host(t, name):
+    """Per step: (calls, host ms) of annotation `name`; a call inside another call of the
+    same name on the same thread adds a call but no time."""
+    calls = [a for a in t.annotations if a["name"] == name]
+    out = {}
+    for a in calls:
+        s = t.step_index(a["ts"])
+        if s is None:
+            continue
+        inside_same = any(b is not a and b["tid"] == a["tid"] and b["ts"] <= a["ts"] and
+                          a["ts"] + a["dur"] <= b["ts"] + b["dur"] and (b["ts"], -b["dur"]) < (a["ts"], -a["dur"])
+                          for b in calls)
+        n, ms = out.get(t.steps[s]["name"], (0, 0.0))
+        out[t.steps[s]["name"]] = (n + 1, ms + (0.0 if inside_same else float(Decimal(a["dur"]) / 1000)))
+    return out
+
+
+def expected_device(t, name):
+    """Per step: union ms of the GPU work launched inside annotation `name`. A launch on
+    the ProfilerStep's thread counts when a call of `name` on that thread is open at the
+    launch. A launch on another thread counts when a call of `name` on its own thread is
+    open, or when, at the start of the outermost annotation open on its own thread (or at
+    the launch itself if none is), a call of `name` is open on the step's thread."""
+    def open_at(tid, ts, pred=lambda a: True):
+        return [a for a in t.annotations if a["tid"] == tid and a["ts"] <= ts < a["ts"] + a["dur"] and pred(a)]
+
+    per_step = defaultdict(list)
+    for op in t.gpu:
+        launch = t.launch.get(op["args"].get("correlation"))
+        if not launch:
+            continue
+        tid, ts = launch
+        s = t.step_index(ts)
+        if s is None:
+            continue
+        in_step = lambda a: t.step_index(a["ts"]) == s
+        step_tid = t.steps[s]["tid"]
+        hit = any(a["name"] == name for a in open_at(tid, ts, in_step))
+        if not hit and tid != step_tid:
+            own = open_at(tid, ts, in_step)
+            ref = min(a["ts"] for a in own) if own else ts
+            hit = any(a["name"] == name for a in open_at(step_tid, ref, in_step))
+        if hit:
+            per_step[s].append(((op["args"].get("device", op["pid"]), op["args"].get("stream", op["tid"])),
+                                op["ts"], op["ts"] + op["dur"]))
+    return {t.steps[s]["name"]: union_ms(v) for s, v in per_step.items()}
+
+
+# ---- what stepprof wrote ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """Each trace imported on its own: {path: (config, [updates])}."""
+    out = {}
+    for path in ALL:
+        d = tmp_path_factory.mktemp(path.name.split(".")[0])
+        r = run("import", "kineto", path, "-o", d)
+        assert r.returncode == 0, r.stderr
+        files = list(d.glob("rank*.jsonl"))
+        assert len(files) == 1
+        recs = [json.loads(line) for line in files[0].read_text().splitlines()]
+        assert recs[0]["type"] == "config" and all(u["type"] == "update" for u in recs[1:])
+        out[path] = (recs[0], recs[1:])
+    return out
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return {p: Trace(p) for p in ALL}
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_steps_and_durations(path, imported, traces):
+    t = traces[path]
+    config, updates = imported[path]
+    assert config["rank"] == t.rank == updates[0]["rank"]
+    assert config["world_size"] == t.doc["distributedInfo"]["world_size"]
+    assert len(updates) == len(t.steps)
+    for u, s in zip(updates, t.steps):
+        assert u["step"] == int(s["name"].split("#")[1])
+        assert u["wall_ms"] == pytest.approx(float(Decimal(s["dur"]) / 1000), rel=1e-12)
+    assert config["first_step"] == updates[0]["step"] and config["last_step"] == updates[-1]["step"]
+
+
+def test_step_counts_are_those_of_the_provenance_note(imported):
+    assert [len(imported[p][1]) for p in DLRM] == [1] * 8  # one ProfilerStep#10 per rank
+    assert [u["step"] for u in imported[HTA8][1]] == list(range(1009, 1015))
+    assert len(imported[HTA2][1]) == 3
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_nccl_kernel_count_and_time(path, imported, traces):
+    t = traces[path]
+    _, updates = imported[path]
+    exp = expected_nccl(t)
+    assert exp, "every real trace has NCCL kernels"
+    for u in updates:
+        n, ms = exp.get(f"ProfilerStep#{u['step']}", (0, 0.0))
+        assert u["counts"]["nccl_kernels"] == n
+        if n:
+            assert u["calls"]["nccl"] == n
+            assert u["cuda_stream_ms"]["nccl"] == pytest.approx(ms, rel=1e-12)
+        else:
+            assert "nccl" not in u["cuda_stream_ms"]
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_gpu_activity_counts(path, imported, traces):
+    t = traces[path]
+    _, updates = imported[path]
+    per_step = defaultdict(lambda: defaultdict(int))
+    for op in t.gpu:
+        s = t.gpu_step(op)
+        if s is not None:
+            per_step[t.steps[s]["name"]][op["cat"]] += 1
+    for u in updates:
+        c = per_step[f"ProfilerStep#{u['step']}"]
+        assert (u["counts"]["gpu_kernels"], u["counts"]["gpu_memcpys"], u["counts"]["gpu_memsets"]) == (
+            c["kernel"], c["gpu_memcpy"], c["gpu_memset"])
+
+
+@pytest.mark.parametrize("path,name", [
+    (DLRM[0], "## forward ##"), (DLRM[0], "DistributedDataParallel.forward"), (DLRM[5], "## backward ##"),
+    (HTA8, "## forward ##"), (HTA8, "## optimizer ##"), (HTA2, "## backward ##"), (HTA2, "nccl:all_reduce"),
+], ids=lambda x: x.name if isinstance(x, Path) else x)
+def test_region_host_time_and_calls(path, name, imported, traces):
+    exp = expected_host(traces[path], name)
+    _, updates = imported[path]
+    assert exp
+    for u in updates:
+        calls, ms = exp[f"ProfilerStep#{u['step']}"]
+        assert u["calls"][name] == calls
+        assert u["cpu_call_ms"][name] == pytest.approx(ms, rel=1e-12)
+
+
+def test_self_nested_annotation_counts_time_once(imported, traces):
+    # DistributedDataParallel.forward runs twice in rank 0's step, the second call inside the first.
+    _, updates = imported[DLRM[0]]
+    calls = [a for a in traces[DLRM[0]].annotations if a["name"] == "DistributedDataParallel.forward"]
+    assert len(calls) == 2
+    outer = max(calls, key=lambda a: a["dur"])
+    assert updates[0]["calls"]["DistributedDataParallel.forward"] == 2
+    assert updates[0]["cpu_call_ms"]["DistributedDataParallel.forward"] == pytest.approx(outer["dur"] / 1000, rel=1e-12)
+
+
+@pytest.mark.parametrize("path,name", [
+    (DLRM[0], "## optimizer ##"), (DLRM[0], "## backward ##"), (DLRM[3], "## forward ##"),
+    (HTA8, "## backward ##"), (HTA8, "## forward ##"), (HTA2, "## backward ##"), (HTA2, "nccl:all_reduce"),
+], ids=lambda x: x.name if isinstance(x, Path) else x)
+def test_region_device_time(path, name, imported, traces):
+    exp = expected_device(traces[path], name)
+    _, updates = imported[path]
+    assert exp
+    for u in updates:
+        assert u["cuda_stream_ms"][name] == pytest.approx(exp[f"ProfilerStep#{u['step']}"], rel=1e-12)
+
+
+def test_backward_device_time_includes_the_autograd_thread(imported, traces):
+    # PyTorch launches the backward kernels from its autograd thread; they must count.
+    t = traces[HTA8]
+    step_tid = t.steps[0]["tid"]
+    assert any(t.launch[op["args"]["correlation"]][0] != step_tid for op in t.gpu
+               if op["args"].get("correlation") in t.launch)
+    _, updates = imported[HTA8]
+    for u in updates:
+        assert u["cuda_stream_ms"]["## backward ##"] > 0.3 * u["wall_ms"]
+
+
+def test_config_keeps_device_and_distributed_info(imported, traces):
+    config, _ = imported[HTA2]
+    info = traces[HTA2].doc["distributedInfo"]
+    assert config["distributed_backend"] == info["backend"]
+    assert config["distributed_nccl_version"] == info["nccl_version"]
+    devices = {op["args"]["device"] for op in traces[HTA2].gpu}
+    props = [d for d in traces[HTA2].doc["deviceProperties"] if d["id"] in devices]
+    assert config["device_properties"] == props
+    assert config["gpu_name"] == props[0]["name"]
+    assert config["visible_gpus"] == len(traces[HTA2].doc["deviceProperties"])
+    assert config["region_roles"]["nccl"] == "communication"
+
+
+def test_report_on_all_eight_dlrm_ranks():
+    r = run("report", "--format", "json", *DLRM)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["run"]["ranks"] == list(range(8))
+    assert rep["run"]["world_size"] == 8 and rep["run"]["missing_ranks"] == []
+    assert [x["updates"] for x in rep["run"]["updates_per_rank"]] == [1] * 8
+    text = run("report", *DLRM)
+    assert text.returncode == 0
+    assert "8 ranks (0, 1, 2, 3, 4, 5, 6, 7) of world size 8" in text.stdout
+    assert "nccl" in text.stdout and "## backward ##" in text.stdout
+
+
+def assert_close(a, b, where):
+    """Equal, numbers up to rounding (the regions are summed in another order)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            assert_close(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_close(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-9), where
+    else:
+        assert a == b, where
+
+
+def test_report_reads_traces_and_imported_logs_alike(tmp_path):
+    direct = run("report", "--format", "json", HTA8)
+    assert run("import", "kineto", HTA8, "-o", tmp_path).returncode == 0
+    via_log = run("report", "--format", "json", tmp_path / "rank3.jsonl")
+    assert direct.returncode == via_log.returncode == 0
+    a, b = json.loads(direct.stdout), json.loads(via_log.stdout)
+    # Regions are listed in the order names were first met, which differs between the two.
+    for rep in (a, b):
+        rep["regions"]["rows"] = {row["name"]: row for row in rep["regions"]["rows"]}
+    for k in ("update_time", "regions", "waiting", "findings"):
+        assert_close(a[k], b[k], k)
+
+
+def test_import_writes_one_log_per_rank(tmp_path):
+    r = run("import", "kineto", *DLRM, "-o", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"rank{i}.jsonl" for i in range(8)]
+    assert run("report", tmp_path).returncode == 0
+
+
+# ---- bad traces -------------------------------------------------------------------------
+
+def small_trace(**top):
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 1000, "dur": 500},
+        {"ph": "X", "cat": "user_annotation", "name": "## forward ##", "pid": 1, "tid": 1, "ts": 1010, "dur": 200},
+    ]
+    doc = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}}
+    doc.update(top)
+    doc.setdefault("traceEvents", ev)
+    return {k: v for k, v in doc.items() if v is not None}
+
+
+def write(tmp_path, name, doc):
+    p = tmp_path / name
+    p.write_text(doc if isinstance(doc, str) else json.dumps(doc, indent=1))
+    return p
+
+
+def test_small_trace_is_read(tmp_path):
+    p = write(tmp_path, "ok.json", small_trace())
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    u = json.loads((tmp_path / "out/rank0.jsonl").read_text().splitlines()[1])
+    assert u["step"] == 7 and u["wall_ms"] == 0.5 and u["cpu_call_ms"] == {"## forward ##": 0.2}
+
+
+def test_no_distributed_info(tmp_path):
+    p = write(tmp_path, "t.json", small_trace(distributedInfo=None))
+    r = run("report", p)
+    assert r.returncode == 3
+    assert f"{p}: error: no \"distributedInfo\"" in r.stderr and "[bad-trace]" in r.stderr
+    # ... unless the rank is given.
+    r = run("import", "kineto", "--rank", 2, "--world-size", 4, p, "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "out/rank2.jsonl").read_text().splitlines()[0])["world_size"] == 4
+
+
+def test_no_profiler_step(tmp_path):
+    doc = small_trace()
+    doc["traceEvents"] = doc["traceEvents"][1:]
+    p = write(tmp_path, "t.json", doc)
+    r = run("report", p)
+    assert r.returncode == 3 and "no ProfilerStep#N range" in r.stderr and "[bad-trace]" in r.stderr
+
+
+def test_bad_trace_next_to_a_good_one(tmp_path):
+    doc = small_trace()
+    doc["traceEvents"] = doc["traceEvents"][1:]
+    bad = write(tmp_path, "bad.json", doc)
+    r = run("report", bad, HTA8)
+    assert r.returncode == 1 and "no ProfilerStep#N range" in r.stderr
+    assert "6 update record(s)" in r.stdout
+
+
+def test_truncated_gzip(tmp_path):
+    data = HTA2.read_bytes()
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: len(data) // 2])
+    r = run("report", p)
+    assert r.returncode == 3
+    assert f"{p}:" in r.stderr and "truncated" in r.stderr and "[bad-trace]" in r.stderr
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 3 and "truncated" in r.stderr
+
+
+def test_truncated_json(tmp_path):
+    text = json.dumps(small_trace(), indent=1)
+    p = write(tmp_path, "cut.json", text[: text.index("## forward")])
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 3 and "the input ends inside an event: the trace is truncated" in r.stderr
+    assert f"{p}:" in r.stderr
+
+
+def test_not_json(tmp_path):
+    p = write(tmp_path, "t.json", "this is not json\n")
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 3
+    assert f"{p}:1:1: error: expected a JSON object" in r.stderr
+
+
+def test_json_that_is_not_a_trace(tmp_path):
+    p = write(tmp_path, "t.json", {"hello": [1, 2, {"x": "}"}]})
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 3 and "no \"traceEvents\" array" in r.stderr
+    p = write(tmp_path, "a.json", "[1, 2]")
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 3 and f"{p}:1:1: error: expected a JSON object" in r.stderr
+
+
+def test_malformed_event_is_reported_with_its_position(tmp_path):
+    text = json.dumps(small_trace(), indent=1).replace('"dur": 200', '"dur": 2x0')
+    p = write(tmp_path, "t.json", text)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "2x0" in l)
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 1
+    assert f"{p}:{line}:11: error: \"dur\" should be a number of microseconds, found 2x0" in r.stderr
+    assert "[malformed-json]" in r.stderr
+    u = json.loads((tmp_path / "out/rank0.jsonl").read_text().splitlines()[1])
+    assert u["step"] == 7 and "cpu_call_ms" not in u  # the bad annotation was skipped, the step kept
+    # Valid JSON of the wrong type is a bad field.
+    p = write(tmp_path, "t2.json", text.replace('"dur": 2x0', '"dur": "long"'))
+    r = run("import", "kineto", p, "-o", tmp_path / "out2")
+    assert r.returncode == 1 and f"{p}:{line}:11:" in r.stderr and "[bad-field]" in r.stderr
+
+
+def test_import_from_stdin(tmp_path):
+    r = subprocess.run([BIN, "import", "kineto", "-", "-o", str(tmp_path)], input=gzip.decompress(HTA2.read_bytes()),
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "rank0.jsonl").exists()
