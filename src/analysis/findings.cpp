@@ -143,6 +143,29 @@ void padding(const FindingInputs& in, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+// Collectives return on the host before their kernels finish by design: a device-host
+// gap there is not a finding.
+bool is_comm(const FindingInputs& in, const std::string& name) {
+  if (in.hierarchy)
+    if (const HierarchyNode* n = in.hierarchy->find(name); n && n->role == RegionRole::kCommunication) return true;
+  std::string lower = name;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("nccl") != std::string::npos || lower.find("comm") != std::string::npos ||
+         lower.find("all_reduce") != std::string::npos || lower.find("allreduce") != std::string::npos;
+}
+
+// True when an ancestor or descendant of `row` has a larger gap in the same direction:
+// one finding per chain, for the region that shows the gap most.
+bool outgapped(const FindingInputs& in, const RegionRow& row) {
+  if (!in.hierarchy) return false;
+  for (const auto& other : in.regions.rows) {
+    if (&other == &row || other.gap != row.gap || !other.gap_ms) continue;
+    const bool related = in.hierarchy->is_ancestor(other.name, row.name) || in.hierarchy->is_ancestor(row.name, other.name);
+    if (related && !is_comm(in, other.name) && std::fabs(*other.gap_ms) > std::fabs(*row.gap_ms)) return true;
+  }
+  return false;
+}
+
 void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
   for (const auto& row : in.regions.rows) {
     const HierarchyNode* node = in.hierarchy ? in.hierarchy->find(row.name) : nullptr;
@@ -171,7 +194,7 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       f.action = "add regions inside it to see where that time goes";
       out.push_back(std::move(f));
     }
-    if (row.gap != TimeGap::kNone && row.gap_ms) {
+    if (row.gap != TimeGap::kNone && row.gap_ms && !is_comm(in, row.name) && !outgapped(in, row)) {
       Finding f;
       f.kind = "time-gap";
       f.subject = row.name;

@@ -10,6 +10,12 @@ std::vector<const UpdateRecord*> AnalysisInput::updates() const {
   return out;
 }
 
+bool AnalysisInput::device_time_is_busy_union() const {
+  for (const auto& r : data.ranks)
+    if (r.config && r.config->device_timing && r.config->device_timing->find("union") != std::string::npos) return true;
+  return false;
+}
+
 bool AnalysisInput::has_device_time(NameTable::Id region) const {
   for (const auto& r : data.ranks)
     for (const auto& u : r.updates)

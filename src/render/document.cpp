@@ -44,7 +44,9 @@ Section run_section(const Report& rep) {
   if (r.global_batch)
     batch += fmt::format("{}global batch {}{}", batch.empty() ? "" : "; ", *r.global_batch,
                          r.global_batch_derived ? " (micro-batch x accumulation x world size)" : "");
-  f.items.emplace_back("batch", batch.empty() ? "unknown (no config record)" : batch);
+  f.items.emplace_back("batch", !batch.empty()        ? batch
+                                : r.config.empty() ? std::string("unknown (no config record)")
+                                                   : std::string("unknown (the config has no micro_batch and accumulation)"));
   if (r.global_batch_mismatch) f.items.emplace_back("warning", *r.global_batch_mismatch);
   std::string window = r.first_step ? fmt::format("steps {}..{}, {} update record(s)", *r.first_step, *r.last_step, r.updates)
                                     : std::string("no updates");

@@ -19,6 +19,11 @@ struct AnalysisInput {
   /// The region's id, if the log has that region.
   [[nodiscard]] std::optional<NameTable::Id> region(std::string_view name) const { return data.regions.find(name); }
   [[nodiscard]] std::optional<NameTable::Id> counter(std::string_view name) const { return data.counters.find(name); }
+  /// True when the logs' device times are GPU busy time (a union of kernel intervals,
+  /// summed over streams), as imported from a profiler trace, rather than the span between
+  /// two stream events: the config's `device_timing` says "union". Children that ran on
+  /// several streams may then add up to more than their parent.
+  [[nodiscard]] bool device_time_is_busy_union() const;
   /// True when any update has a device (CUDA stream) time for the region.
   [[nodiscard]] bool has_device_time(NameTable::Id region) const;
 };

@@ -73,7 +73,7 @@ double nesting_tolerance_ms(double parent_ms);
 std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device);
 
 /// Host time of update `u` outside every top-level region: wall_ms minus the sum of the
-/// `top_level` regions' host times (device time where a region has no host time) [ms].
+/// `top_level` regions' host times [ms]; regions with device time only do not count.
 double outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level);
 
 RegionTable analyze_regions(const AnalysisInput& in);
