@@ -227,15 +227,15 @@ void region_exit(RegionId id) noexcept;
 /// around it on the same thread.
 class Region {
  public:
-  explicit Region(const RegionSite& site) noexcept : t_(detail::enter(region_id(site))) {}
+  explicit Region(const RegionSite& site) noexcept : e_(detail::enter(region_id(site))) {}
   explicit Region(RegionId id) noexcept
-      : t_(detail::enter(id <= detail::kOverflowRegion ? id : detail::kOverflowRegion)) {}
-  ~Region() { detail::leave(t_); }
+      : e_(detail::enter(id <= detail::kOverflowRegion ? id : detail::kOverflowRegion)) {}
+  ~Region() { detail::leave(e_.t, e_.depth); }
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
  private:
-  detail::ThreadState* t_;
+  detail::Entered e_;
 };
 
 // ---- Per-update data: any thread. Counters are lock-free atomic adds; the others take

@@ -97,7 +97,7 @@ void region_exit(RegionId id) noexcept {
   ThreadStateFull* t = this_thread_state();
   const std::uint32_t depth = t->depth;
   if (depth > 0 && (depth > kMaxDepth || t->stack[depth - 1].region == id)) {
-    leave(t);  // the innermost region (or one past kMaxDepth, which is not recorded)
+    leave(t, depth - 1);  // the innermost region (or one past kMaxDepth, which is not recorded)
     return;
   }
   t->count_error(ErrorKind::kMismatchedExit);
@@ -105,8 +105,7 @@ void region_exit(RegionId id) noexcept {
   for (std::uint32_t d = depth; d-- > 0;) {
     if (t->stack[d].region != id) continue;
     release_open_frames(t, d + 1);
-    t->depth = d + 1;
-    leave(t);
+    leave(t, d);
     return;
   }
 }

@@ -23,8 +23,9 @@ struct Frame {
   std::uint32_t region;  ///< region id
   std::uint32_t event;   ///< device start event, or kNoEvent
   void* stream;          ///< device stream the events are recorded on (valid when event != kNoEvent)
+  std::uint64_t unused;  ///< pads to 32 bytes: the stack is indexed with a shift
 };
-static_assert(sizeof(Frame) == 24, "Frame is a fixed 24-byte record");
+static_assert(sizeof(Frame) == 32, "Frame is a fixed 32-byte record");
 
 /// A region's running totals on one thread, since the thread first ran it. Written only
 /// by the owning thread (plain load + store, no read-modify-write); read by end_update,
@@ -34,8 +35,9 @@ struct RegionAcc {
   std::atomic<std::uint64_t> calls{0};  ///< exits [count]
   std::atomic<std::uint32_t> parent{kTopParent};  ///< enclosing region at the latest exit
   std::uint32_t unused = 0;
+  std::uint64_t unused2 = 0;  ///< pads to 32 bytes: the table is indexed with a shift
 };
-static_assert(sizeof(RegionAcc) == 24, "RegionAcc is a fixed 24-byte record");
+static_assert(sizeof(RegionAcc) == 32, "RegionAcc is a fixed 32-byte record");
 
 /// The part of a thread's recorder state the inline hot path uses. Allocated once per
 /// thread on its first region (src/recorder/thread_state.cpp) and never freed while the
@@ -72,11 +74,18 @@ inline std::uint64_t read_clock() noexcept {
   return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-/// Opens region `id` on the calling thread; returns the thread's state for leave().
-inline ThreadState* enter(std::uint32_t id) noexcept {
+/// Where an entered region sits: its thread's state and its index on that thread's stack.
+struct Entered {
+  ThreadState* t;
+  std::uint32_t depth;  ///< stack index (>= kMaxDepth: too deep, not recorded)
+};
+
+/// Opens region `id` on the calling thread.
+inline Entered enter(std::uint32_t id) noexcept {
   ThreadState* t = t_state;
   if (t == nullptr) [[unlikely]] t = attach_thread();
-  const std::uint32_t d = t->depth++;
+  const std::uint32_t d = t->depth;
+  t->depth = d + 1;
   if (d < kMaxDepth) [[likely]] {
     Frame& f = t->stack[d];
     f.region = id;
@@ -86,14 +95,13 @@ inline ThreadState* enter(std::uint32_t id) noexcept {
   } else {
     depth_overflow(t);
   }
-  return t;
+  return {t, d};
 }
 
-/// Closes the innermost open region of the thread that owns `t`.
-inline void leave(ThreadState* t) noexcept {
+/// Closes the region at stack index `d` of the thread that owns `t` (the innermost one).
+inline void leave(ThreadState* t, std::uint32_t d) noexcept {
   const std::uint64_t end = read_clock();
-  if (t->depth == 0) [[unlikely]] return;
-  const std::uint32_t d = --t->depth;
+  t->depth = d;
   if (d < kMaxDepth) [[likely]] {
     const Frame& f = t->stack[d];
     RegionAcc& a = t->acc[f.region];
