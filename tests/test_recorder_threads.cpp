@@ -26,11 +26,13 @@ TEST_F(RecorderTest, ThreadsRecordConcurrentlyWithEndUpdate) {
 
   constexpr int kThreads = 4, kItems = 2000, kRounds = 3;
   std::atomic<int> running{0};
+  std::atomic<int> boundaries{0};  // end_update calls in the current round
   std::int64_t step = 0;
   int main_calls = 0;
   for (int round = 0; round < kRounds; ++round) {  // threads exit and new ones reuse their states
     std::vector<std::thread> workers;
     running = kThreads;
+    boundaries = 0;
     for (int w = 0; w < kThreads; ++w)
       workers.emplace_back([&, w] {
         if (w == 0) {  // one worker times on the device too
@@ -44,6 +46,9 @@ TEST_F(RecorderTest, ThreadsRecordConcurrentlyWithEndUpdate) {
             if (w == 0) fake->launch(nullptr, 0.001);
           }
           if (i % 500 == 0) frame_histogram_add(w + 1, 1);
+          // Halfway, wait for an update boundary, so that one falls while the workers run.
+          if (i == kItems / 2)
+            while (boundaries.load() == 0) std::this_thread::yield();
         }
         --running;
       });
@@ -53,6 +58,7 @@ TEST_F(RecorderTest, ThreadsRecordConcurrentlyWithEndUpdate) {
         ++main_calls;
       }
       EXPECT_EQ(end_update(step++), Status::kOk);
+      ++boundaries;
     }
     for (auto& t : workers) t.join();
   }
@@ -61,12 +67,13 @@ TEST_F(RecorderTest, ThreadsRecordConcurrentlyWithEndUpdate) {
 
   const auto lines = read_lines(log.path);
   ASSERT_EQ(lines.size(), static_cast<std::size_t>(step) + 1);
-  std::int64_t items = 0, inner = 0, main = 0, counted = 0, hist = 0, device_inner = 0;
+  std::int64_t items = 0, inner = 0, main = 0, counted = 0, hist = 0, device_inner = 0, records_with_items = 0;
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const Json& u = lines[i];
     ASSERT_TRUE(u.is_object()) << "line " << i + 1 << " is not one whole record";
     if (u.contains("calls")) {
       items += u["calls"].value("th_item", 0);
+      if (u["calls"].contains("th_item")) ++records_with_items;
       inner += u["calls"].value("th_inner", 0);
       main += u["calls"].value("th_main", 0);
     }
@@ -90,4 +97,6 @@ TEST_F(RecorderTest, ThreadsRecordConcurrentlyWithEndUpdate) {
   EXPECT_EQ(hist, kThreads * (kItems / 500) * kRounds);
   EXPECT_EQ(main, main_calls);
   EXPECT_GT(device_inner, 0);
+  // Each round is split by at least one boundary (while its workers wait halfway).
+  EXPECT_GE(records_with_items, kRounds + 1);
 }
