@@ -26,9 +26,12 @@ struct ExitHook {
   }
 };
 
-// Used when a state cannot be allocated: shared, its totals are never read.
+// Used when a state cannot be allocated (out of memory), or by a region that runs in a
+// thread_local destructor after the thread's ExitHook: shared, never registered, so its
+// totals are never read. Static storage, never destroyed.
 ThreadStateFull* fallback_state() noexcept {
-  static ThreadStateFull* s = new (std::nothrow) ThreadStateFull;
+  alignas(ThreadStateFull) static unsigned char storage[sizeof(ThreadStateFull)];
+  static ThreadStateFull* s = new (storage) ThreadStateFull;
   return s;
 }
 
