@@ -283,11 +283,13 @@ Status set_device_stream(void* cu_stream) noexcept;
 #define STEPPROF_CONCAT_(a, b) a##b
 #define STEPPROF_CONCAT(a, b) STEPPROF_CONCAT_(a, b)
 
-/// Times the rest of the enclosing scope as region `name` (a string literal).
-#define STEPPROF_REGION(name)                                                                   \
-  static constinit ::stepprof::RegionSite STEPPROF_CONCAT(stepprof_site_, __LINE__){name};       \
-  const ::stepprof::Region STEPPROF_CONCAT(stepprof_region_, __LINE__) {                         \
-    STEPPROF_CONCAT(stepprof_site_, __LINE__)                                                    \
+/// Times the rest of the enclosing scope as region `name` (a string literal). The call
+/// site's name and id live in a constant-initialized static (no guard, no hashing).
+#define STEPPROF_REGION(name) STEPPROF_REGION_N_(name, __COUNTER__)
+#define STEPPROF_REGION_N_(name, n)                                                       \
+  static constinit ::stepprof::RegionSite STEPPROF_CONCAT(stepprof_site_, n){name};        \
+  const ::stepprof::Region STEPPROF_CONCAT(stepprof_region_, n) {                          \
+    STEPPROF_CONCAT(stepprof_site_, n)                                                     \
   }
 /// Adds `n` to counter `name` (a string literal) for this update.
 #define STEPPROF_COUNT(name, n)                                                  \
