@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "stepprof/hierarchy.hpp"
 #include "stepprof/reader.hpp"
 #include "stepprof/record_writer.hpp"
 
@@ -68,4 +69,72 @@ TEST(RecordWriter, ShapeOfAWrittenUpdate) {
             R"({"type":"update","rank":0,"step":7,"wall_ms":12.5,"cuda_stream_ms":{"top":10.0},)"
             R"("cpu_call_ms":{"top":11.0,"fwd":3.0},"calls":{"top":1,"fwd":2},"parents":{"top":null,"fwd":"top"},)"
             R"x("counts":{"samples":16},"input_shapes":{"(8,)":1}})x");
+}
+
+// The helpers the recorder builds its config record with.
+TEST(RecordWriter, JsonStringEscapes) {
+  EXPECT_EQ(json_string("plain"), "\"plain\"");
+  EXPECT_EQ(json_string("a\"b\\c\nd"), R"("a\"b\\c\nd")");
+  EXPECT_EQ(json_string(std::string("x\x01y", 3)), R"("x\u0001y")");
+  EXPECT_EQ(json_string_map({{"vggt_batched", "geometry"}, {"vggt_single", "geometry"}}),
+            R"({"vggt_batched":"geometry","vggt_single":"geometry"})");
+}
+
+TEST(RecordModel, ParseObjectFieldsKeepsOrderAndRejectsBadInput) {
+  std::vector<RawField> f;
+  std::string err;
+  ASSERT_TRUE(parse_object_fields(R"({"z": 1, "a": "m", "o": {"k": [1, 2.5]}, "t": true})", f, err)) << err;
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0].key, "z");
+  EXPECT_EQ(f[0].json, "1");
+  EXPECT_EQ(f[1].key, "a");
+  EXPECT_EQ(f[1].json, "\"m\"");
+  EXPECT_EQ(f[2].json, R"({"k":[1,2.5]})");
+  EXPECT_EQ(f[3].json, "true");
+  EXPECT_FALSE(parse_object_fields("[1]", f, err));
+  EXPECT_NE(err.find("expected a JSON object"), std::string::npos) << err;
+  EXPECT_FALSE(parse_object_fields(R"({"a": 1, "a": 2})", f, err));
+  EXPECT_NE(err.find("\"a\" appears twice"), std::string::npos) << err;
+  EXPECT_FALSE(parse_object_fields(R"({"a": )", f, err));
+  EXPECT_EQ(err, "not valid JSON");
+  // Nested objects may repeat their parents' keys.
+  EXPECT_TRUE(parse_object_fields(R"({"a": {"a": 1}})", f, err)) << err;
+}
+
+// A config record with the recorder's fields reads back into the typed members, and
+// its region_alternatives / region_roles reach the nesting taken from the log.
+TEST(RecordWriter, RecorderConfigFieldsReadBack) {
+  NameTable regions, counters;
+  RunConfig c;
+  c.fields = {{"schema", "1"},
+              {"run_id", json_string("r-1")},
+              {"rank", "0"},
+              {"world_size", "1"},
+              {"clock", json_string("tsc")},
+              {"device_timing", json_string("off: libcuda.so.1 not found")},
+              {"region_alternatives", json_string_map({{"fast", "g"}, {"slow", "g"}})},
+              {"region_roles", json_string_map({{"fetch", "data"}})}};
+  UpdateRecord u;
+  u.step = 1;
+  u.wall_ms = 2;
+  const auto top = regions.intern("top"), fast = regions.intern("fast"), fetch = regions.intern("fetch");
+  u.regions = {{top, std::nullopt, 1.5, 1, kTopLevel}, {fast, std::nullopt, 1.0, 1, top}, {fetch, std::nullopt, 0.1, 1, kTopLevel}};
+  const std::string path = testing::TempDir() + "/recorder-config.jsonl";
+  {
+    std::ofstream out(path);
+    out << config_to_json(c) << "\n" << update_to_json(u, regions, counters) << "\n";
+  }
+  Diagnostics diag;
+  const Dataset d = read_logs({path}, {}, diag);
+  ASSERT_EQ(diag.total(), 0u);
+  const RunConfig& rc = *d.ranks[0].config;
+  EXPECT_EQ(rc.schema, 1);
+  EXPECT_EQ(rc.run_id, "r-1");
+  EXPECT_EQ(rc.clock, "tsc");
+  EXPECT_EQ(rc.device_timing, "off: libcuda.so.1 not found");
+  const auto h = hierarchy_from_log(d, diag);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->find("fast")->parent, "top");
+  EXPECT_EQ(h->find("fast")->alt_group, "g");
+  EXPECT_EQ(h->find("fetch")->role, RegionRole::kData);
 }

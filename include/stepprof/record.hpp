@@ -55,6 +55,12 @@ struct RunConfig {
 /// typed members, kept in `fields`, and described in `problems` (one message each).
 RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* problems = nullptr);
 
+/// Splits the text of one JSON object into fields (key, raw JSON value text), in order,
+/// e.g. `{"micro_batch": 8, "model": "m"}` -> {("micro_batch", "8"), ("model", "\"m\"")}.
+/// Returns false, with `error` describing the problem, when the text is not one JSON
+/// object or repeats a key. Used by the recorder for the user's config fields.
+bool parse_object_fields(std::string_view json_object, std::vector<RawField>& out, std::string& error);
+
 /// Sentinel parent id: the region is top-level (its parent is the update itself).
 inline constexpr NameTable::Id kTopLevel = 0xFFFFFFFFu;
 

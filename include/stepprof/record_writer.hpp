@@ -4,6 +4,9 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "stepprof/names.hpp"
 #include "stepprof/record.hpp"
@@ -23,5 +26,13 @@ std::string config_to_json(const RunConfig& config);
 /// e.g. "(8, 3154)", as in the real log.
 std::string update_to_json(const UpdateRecord& update, const NameTable& regions,
                            const NameTable& counters);
+
+/// A string as JSON text (quoted, escaped), for a RawField value: `a"b` -> `"a\"b"`.
+/// Invalid UTF-8 is replaced (U+FFFD), as in the record serializers.
+std::string json_string(std::string_view text);
+
+/// A {key: string} object as JSON text, keys in the given order (a repeated key keeps
+/// its first position and its last value), e.g. for `region_alternatives`.
+std::string json_string_map(const std::vector<std::pair<std::string, std::string>>& entries);
 
 }  // namespace stepprof

@@ -33,6 +33,10 @@ inline constexpr std::string_view kSchema = "schema";
 inline constexpr std::string_view kClock = "clock";
 inline constexpr std::string_view kDeviceTiming = "device_timing";
 inline constexpr std::string_view kNote = "note";
+/// {region: group}: regions with the same group are alternative code paths (recorder).
+inline constexpr std::string_view kRegionAlternatives = "region_alternatives";
+/// {region: "communication" | "data" | "optimizer"} (recorder).
+inline constexpr std::string_view kRegionRoles = "region_roles";
 
 // Update record fields.
 inline constexpr std::string_view kStep = "step";

@@ -1,5 +1,7 @@
 #include "stepprof/record.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -65,6 +67,36 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
     else if (f.key == s::kDeviceTiming) take_string(f, c.device_timing, problems);
   }
   return c;
+}
+
+bool parse_object_fields(std::string_view json_object, std::vector<RawField>& out, std::string& error) {
+  out.clear();
+  // ordered_json keeps the key order; duplicates are found on the way in.
+  std::vector<std::string> keys;
+  std::string dup;
+  auto check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::ordered_json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key) {
+      const auto& k = parsed.get_ref<const std::string&>();
+      if (dup.empty() && std::find(keys.begin(), keys.end(), k) != keys.end()) dup = k;
+      keys.push_back(k);
+    }
+    return true;
+  };
+  auto j = nlohmann::ordered_json::parse(json_object.begin(), json_object.end(), check, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    error = "not valid JSON";
+    return false;
+  }
+  if (!j.is_object()) {
+    error = fmt::format("expected a JSON object {{...}}, found {}", j.type_name());
+    return false;
+  }
+  if (!dup.empty()) {
+    error = fmt::format("key \"{}\" appears twice", dup);
+    return false;
+  }
+  for (auto& [k, v] : j.items()) out.push_back({k, v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
+  return true;
 }
 
 const RegionSample* UpdateRecord::region(NameTable::Id id) const {

@@ -98,4 +98,14 @@ std::string update_to_json(const UpdateRecord& u, const NameTable& regions,
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+std::string json_string(std::string_view text) {
+  return Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string json_string_map(const std::vector<std::pair<std::string, std::string>>& entries) {
+  Json j = Json::object();
+  for (const auto& [k, v] : entries) j[k] = v;
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace stepprof

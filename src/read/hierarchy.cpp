@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "stepprof/schema.hpp"
+
 namespace stepprof {
 
 std::string_view role_name(RegionRole r) {
@@ -221,8 +223,8 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
       for (auto& [k, v] : j.items())
         if (v.is_string()) out.emplace(k, v.get<std::string>());
     };
-    read_map("region_alternatives", alt);
-    read_map("region_roles", role);
+    read_map(schema::kRegionAlternatives, alt);
+    read_map(schema::kRegionRoles, role);
   }
 
   Hierarchy h;

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Checks the recorder's overhead targets with stepprof-bench, against baselines
+measured in the same process:
+
+  BM_RegionHostClock   <= 1.3 x BM_TwoClockReads   (one region entry + exit)
+  BM_RegionCompiledOut indistinguishable from BM_EmptyLoop
+                       (within 10% or 0.25 ns per iteration, whichever is larger)
+
+Each benchmark runs --repetitions times, interleaved at random with the others, and the
+minimum CPU time per iteration is compared (the minimum is the least disturbed by other
+processes; CPU time excludes time the process was not running). Prints the figures;
+exit status 1 when a target is missed, 2 when the benchmark could not be run.
+
+Usage: check_recorder_overhead.py STEPPROF_BENCH [--repetitions N] [--min-time SECONDS]
+"""
+import argparse
+import json
+import subprocess
+import sys
+
+TARGETS = ["BM_EmptyLoop", "BM_RegionCompiledOut", "BM_TwoClockReads", "BM_RegionHostClock",
+           "BM_RegionCAbi", "BM_EndUpdate20Regions"]
+REGION_MAX_RATIO = 1.3
+COMPILED_OUT_REL, COMPILED_OUT_ABS_NS = 0.10, 0.25
+
+
+def run(binary, repetitions, min_time):
+    cmd = [binary, "--benchmark_filter=^(%s)$" % "|".join(TARGETS),
+           "--benchmark_repetitions=%d" % repetitions,
+           "--benchmark_enable_random_interleaving=true",
+           "--benchmark_min_time=%s" % min_time,
+           "--benchmark_format=json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit("check_recorder_overhead: %s exited with %d" % (binary, proc.returncode))
+    return json.loads(proc.stdout)
+
+
+def to_ns(value, unit):
+    return value * {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bench")
+    ap.add_argument("--repetitions", type=int, default=15)
+    ap.add_argument("--min-time", default="0.05")
+    args = ap.parse_args()
+    try:
+        data = run(args.bench, args.repetitions, args.min_time)
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+        print("check_recorder_overhead: cannot run %s: %s" % (args.bench, e), file=sys.stderr)
+        return 2
+
+    best = {}
+    labels = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        name = b.get("run_name", b["name"]).split("/")[0]
+        ns = to_ns(b["cpu_time"], b["time_unit"])
+        best[name] = min(ns, best.get(name, float("inf")))
+        if b.get("label"):
+            labels[name] = b["label"]
+    missing = [t for t in TARGETS if t not in best]
+    if missing:
+        print("check_recorder_overhead: no results for %s" % ", ".join(missing), file=sys.stderr)
+        return 2
+
+    ctx = data.get("context", {})
+    print("machine: %s CPU(s) at %s MHz, %s; clock %s; min of %d repetitions, CPU time per iteration"
+          % (ctx.get("num_cpus"), ctx.get("mhz_per_cpu"), ctx.get("host_name", "?"),
+             labels.get("BM_TwoClockReads", "?"), args.repetitions))
+    for name in TARGETS:
+        print("  %-24s %12.2f ns" % (name, best[name]))
+
+    failed = False
+    ratio = best["BM_RegionHostClock"] / best["BM_TwoClockReads"]
+    ok = ratio <= REGION_MAX_RATIO
+    failed |= not ok
+    print("BM_RegionHostClock / BM_TwoClockReads = %.3f (target <= %.2f): %s"
+          % (ratio, REGION_MAX_RATIO, "ok" if ok else "MISSED"))
+
+    empty, out = best["BM_EmptyLoop"], best["BM_RegionCompiledOut"]
+    allowed = max(COMPILED_OUT_REL * empty, COMPILED_OUT_ABS_NS)
+    ok = abs(out - empty) <= allowed
+    failed |= not ok
+    print("BM_RegionCompiledOut - BM_EmptyLoop = %+.3f ns (ratio %.3f; target |diff| <= %.2f ns): %s"
+          % (out - empty, out / empty if empty else float("nan"), allowed, "ok" if ok else "MISSED"))
+    print("BM_RegionCAbi / BM_TwoClockReads = %.3f (information)" % (best["BM_RegionCAbi"] / best["BM_TwoClockReads"]))
+    print("BM_EndUpdate20Regions = %.1f us per update (information)" % (best["BM_EndUpdate20Regions"] / 1e3))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+// The recorder's hot path: what STEPPROF_REGION does between entry and exit, inline.
+// Internal to stepprof (namespace detail); included by stepprof.hpp when recording is
+// compiled in. Entry and exit touch only the calling thread's own state: no string
+// hashing, no allocation, no locks, no exceptions (docs/recorder.md, "Threads").
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace stepprof::detail {
+
+inline constexpr std::uint32_t kMaxRegions = 1024;  ///< distinct region names per process
+inline constexpr std::uint32_t kMaxDepth = 64;      ///< open regions per thread (deeper ones are counted as errors)
+inline constexpr std::uint32_t kUnsetId = 0xFFFFFFFFu;   ///< a site whose name is not registered yet
+inline constexpr std::uint32_t kOverflowRegion = kMaxRegions;  ///< sink slot for regions past kMaxRegions (never written)
+inline constexpr std::uint32_t kNoEvent = 0xFFFFFFFFu;   ///< a frame without device events
+inline constexpr std::uint32_t kTopParent = 0xFFFFFFFFu;  ///< parent of a top-level region (= stepprof::kTopLevel)
+
+/// One open region on a thread's stack.
+struct Frame {
+  std::uint64_t start;   ///< host clock at entry [ticks of read_clock()]
+  std::uint32_t region;  ///< region id
+  std::uint32_t event;   ///< device start event, or kNoEvent
+  void* stream;          ///< device stream the events are recorded on (valid when event != kNoEvent)
+  std::uint64_t unused;  ///< pads to 32 bytes: the stack is indexed with a shift
+};
+static_assert(sizeof(Frame) == 32, "Frame is a fixed 32-byte record");
+
+/// A region's running totals on one thread, since the thread first ran it. Written only
+/// by the owning thread (plain load + store, no read-modify-write); read by end_update,
+/// which reports the difference since its previous read.
+struct RegionAcc {
+  std::atomic<std::uint64_t> ticks{0};  ///< host time inside the region [clock ticks]
+  std::atomic<std::uint64_t> calls{0};  ///< exits [count]
+  std::atomic<std::uint32_t> parent{kTopParent};  ///< enclosing region at the latest exit
+  std::uint32_t unused = 0;
+  std::uint64_t unused2 = 0;  ///< pads to 32 bytes: the table is indexed with a shift
+};
+static_assert(sizeof(RegionAcc) == 32, "RegionAcc is a fixed 32-byte record");
+
+/// The part of a thread's recorder state the inline hot path uses. Allocated once per
+/// thread on its first region (src/recorder/thread_state.cpp) and never freed while the
+/// process runs (a thread that exits hands it to the next new thread).
+struct ThreadState {
+  std::uint32_t depth = 0;  ///< open regions, including ones past kMaxDepth
+  /// True while this thread records device events (the recorder is open with device
+  /// timing and this thread opened it or called set_device_stream).
+  std::atomic<bool> device{false};
+  Frame stack[kMaxDepth] = {};
+  RegionAcc acc[kMaxRegions + 1];
+};
+
+/// The calling thread's state; null until its first region. Initial-exec TLS keeps the
+/// access one instruction, also in a shared object loaded at startup.
+extern constinit thread_local ThreadState* t_state __attribute__((tls_model("initial-exec")));
+
+/// True when the host clock is the invariant TSC, false for std::chrono::steady_clock.
+/// Decided once at static initialization (src/recorder/clock.cpp).
+extern const bool g_use_tsc;
+
+// Cold paths, out of line (src/recorder/).
+ThreadState* attach_thread() noexcept;
+void device_enter(ThreadState* t, Frame& f) noexcept;
+void device_exit(ThreadState* t, const Frame& f) noexcept;
+void depth_overflow(ThreadState* t) noexcept;
+
+/// One read of the recorder's host clock [ticks]: rdtsc where the TSC is invariant,
+/// else steady_clock [ns]. Ticks convert to ns with the calibration in clock.cpp.
+inline std::uint64_t read_clock() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  if (g_use_tsc) [[likely]] return __builtin_ia32_rdtsc();
+#endif
+  return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+/// Where an entered region sits: its thread's state and its index on that thread's stack.
+struct Entered {
+  ThreadState* t;
+  std::uint32_t depth;  ///< stack index (>= kMaxDepth: too deep, not recorded)
+};
+
+/// Opens region `id` on the calling thread.
+inline Entered enter(std::uint32_t id) noexcept {
+  ThreadState* t = t_state;
+  if (t == nullptr) [[unlikely]] t = attach_thread();
+  const std::uint32_t d = t->depth;
+  t->depth = d + 1;
+  if (d < kMaxDepth) [[likely]] {
+    Frame& f = t->stack[d];
+    f.region = id;
+    f.event = kNoEvent;
+    if (t->device.load(std::memory_order_acquire)) [[unlikely]] device_enter(t, f);
+    f.start = read_clock();
+  } else {
+    depth_overflow(t);
+  }
+  return {t, d};
+}
+
+/// Closes the region at stack index `d` of the thread that owns `t` (the innermost one).
+inline void leave(ThreadState* t, std::uint32_t d) noexcept {
+  const std::uint64_t end = read_clock();
+  t->depth = d;
+  if (d < kMaxDepth) [[likely]] {
+    const Frame& f = t->stack[d];
+    RegionAcc& a = t->acc[f.region];
+    a.ticks.store(a.ticks.load(std::memory_order_relaxed) + (end - f.start), std::memory_order_relaxed);
+    a.parent.store(d ? t->stack[d - 1].region : kTopParent, std::memory_order_relaxed);
+    // Release: a reader that sees this call also sees its ticks and parent.
+    a.calls.store(a.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    if (f.event != kNoEvent) [[unlikely]] device_exit(t, f);
+  }
+}
+
+}  // namespace stepprof::detail

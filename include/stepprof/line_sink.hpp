@@ -1,0 +1,32 @@
+// Where the recorder's records go: by default a file (open_file_sink); tests substitute
+// a sink that fails to show how write errors are counted and reported.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace stepprof {
+
+/// Receives whole records, one `write()` per record (the line and its newline).
+class LineSink {
+ public:
+  virtual ~LineSink() = default;
+  /// Writes `bytes`; returns 0, or an errno value (e.g. ENOSPC) when not all of it was
+  /// written. `written` gets the number of bytes written (less than bytes.size() after
+  /// a failure: a partial line that the recorder terminates before the next record).
+  virtual int write(std::string_view bytes, std::size_t& written) noexcept = 0;
+  /// Asks the OS to persist what was written (may block on the disk); 0 or errno.
+  virtual int sync() noexcept { return 0; }
+  /// Closes the sink; 0 or errno.
+  virtual int close() noexcept { return 0; }
+};
+
+/// Opens `path` for writing records: created with mode 0644, truncated unless `append`,
+/// written with O_APPEND and one write(2) per record (no user-space buffer, so a record
+/// is in the file as soon as end_update returns). Returns null with `error` set to the
+/// errno value when the file cannot be opened.
+std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, int& error);
+
+}  // namespace stepprof

@@ -1,0 +1,157 @@
+/* stepprof's recorder, C ABI: a thin layer over the C++ recorder (stepprof.hpp) for C
+ * callers and for language bindings (ctypes, pybind11). Every function returns an int
+ * status (STEPPROF_OK = 0, > 0 a warning, < 0 an error) or a plain value; no exception
+ * crosses this ABI. Strings are UTF-8, NUL-terminated; the library copies what it keeps.
+ *
+ *   stepprof_recorder* rec = NULL;
+ *   stepprof_open("logs/rank{rank}.jsonl", rank, world, "{\"micro_batch\": 8}", NULL, &rec);
+ *   stepprof_region_id fwd; stepprof_region_register("forward", &fwd);   // once
+ *   for (step ...) {
+ *     stepprof_region_enter(fwd); ... stepprof_region_exit(fwd);
+ *     stepprof_end_update(rec, step);
+ *   }
+ *   stepprof_close(rec);
+ *
+ * Region and counter ids are process-wide (like the C++ macros): the per-call functions
+ * (enter/exit, counters, histogram, shapes, indices, padding, device stream) take no
+ * handle, so library code and data-loading threads can call them without one; they
+ * record into the open recorder (nothing is recorded while none is open).
+ *
+ * Compile-out: with STEPPROF_DISABLE defined, every function below is a static inline
+ * no-op returning STEPPROF_OK (stepprof_open sets *out to NULL) and no library is needed.
+ * Documentation: docs/recorder.md. */
+#ifndef STEPPROF_STEPPROF_H
+#define STEPPROF_STEPPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes (same values as stepprof::Status). */
+#define STEPPROF_OK 0
+#define STEPPROF_WARN_IO 1           /* the log could not be opened / a record not written (counted) */
+#define STEPPROF_WARN_ERRORS 2       /* stepprof_close: the recorder counted errors during the run */
+#define STEPPROF_ERR_ARGUMENT (-1)   /* a bad argument: NULL pointer, bad JSON, unknown id, ... */
+#define STEPPROF_ERR_STATE (-2)      /* wrong state: already open, not open, no device timing */
+#define STEPPROF_ERR_NO_MEMORY (-3)
+
+typedef struct stepprof_recorder stepprof_recorder; /* opaque: the open recorder */
+typedef uint32_t stepprof_region_id;
+typedef uint32_t stepprof_counter_id;
+
+#ifndef STEPPROF_DISABLE
+
+/* Opens the process's recorder (one at a time) and writes the config record.
+ *   path_template  output file; "{rank}" is replaced by the rank (NULL: "stepprof-rank{rank}.jsonl")
+ *   rank, world_size  data-parallel rank (0 <= rank < world_size) and number of ranks
+ *   config_json    NULL or a JSON object of the user's config fields, written in order
+ *                  (e.g. {"micro_batch": 8, "accumulation": 2}); may hold
+ *                  "region_alternatives" {region: group} and "region_roles" {region: role}
+ *   options_json   NULL or a JSON object of recorder options, all optional:
+ *                  "run_id" (string), "device_timing" ("auto" | "off"),
+ *                  "sync_at_update" (bool, default true), "cuda_stream" (integer CUstream
+ *                  address, default 0 = legacy default stream), "cuda_device" (int, -1),
+ *                  "device_events_per_thread" (int, 1024), "device_threads" (int, 8),
+ *                  "append" (bool, false)
+ *   out            receives the handle (also on STEPPROF_WARN_IO: the recorder runs and
+ *                  counts the records it cannot write); NULL on an error.
+ * Returns STEPPROF_OK, STEPPROF_WARN_IO (file not writable), STEPPROF_ERR_ARGUMENT,
+ * STEPPROF_ERR_STATE (a recorder is already open). stepprof_last_error() has the reason. */
+int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, const char* config_json,
+                  const char* options_json, stepprof_recorder** out);
+
+/* Writes the update record of optimizer update `step` (see stepprof::end_update).
+ * STEPPROF_WARN_IO when it could not be written (counted, reported in the next record). */
+int stepprof_end_update(stepprof_recorder* rec, int64_t step);
+/* Restarts the current update's wall clock. */
+int stepprof_begin_update(stepprof_recorder* rec);
+/* Asks the OS to persist the records written so far (fdatasync; may block on the disk). */
+int stepprof_flush(stepprof_recorder* rec);
+/* Closes the recorder and frees `rec`. STEPPROF_WARN_ERRORS when errors were counted
+ * (a line on stderr and stepprof_last_error() say which). */
+int stepprof_close(stepprof_recorder* rec);
+
+/* Errors counted since open: of kind `kind` (e.g. "write_failed"), or all kinds when
+ * kind is NULL. Returns the count (>= 0), or a negative status. */
+int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind);
+
+/* Copies a JSON description of the open recorder into buf (cap bytes, NUL-terminated):
+ * {"path": ..., "run_id": ..., "clock": "tsc"|"steady_clock", "device_timing": ...,
+ *  "records_written": n, "errors": {kind: n}}. *needed (if not NULL) gets the length
+ * without the NUL; STEPPROF_ERR_ARGUMENT when cap is too small. */
+int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* needed);
+
+/* Registers region name `name` once (hashes it), giving the id for enter/exit.
+ * Past 1024 names the id records nothing (counted as too_many_regions). */
+int stepprof_region_register(const char* name, stepprof_region_id* out);
+/* Enter/exit region `id` on the calling thread; regions nest per thread. No hashing,
+ * allocation or locking. An exit that does not match the innermost open region is
+ * counted as mismatched_exit. STEPPROF_ERR_ARGUMENT for an id never registered. */
+int stepprof_region_enter(stepprof_region_id id);
+int stepprof_region_exit(stepprof_region_id id);
+
+/* Counters: register once, then add n [count] per update (atomic, any thread). */
+int stepprof_counter_register(const char* name, stepprof_counter_id* out);
+int stepprof_counter_add(stepprof_counter_id id, int64_t n);
+/* Adds `samples` samples with `frames` frames each to the update's frame_histogram. */
+int stepprof_frame_histogram_add(int64_t frames, int64_t samples);
+/* Counts one micro-batch whose token tensor has shape dims[0..ndims) in input_shapes. */
+int stepprof_input_shape(const int64_t* dims, size_t ndims);
+/* Appends n dataset indices to the update's sample_indices. */
+int stepprof_sample_indices(const int64_t* indices, size_t n);
+/* Sets the update's padding_fraction in [0, 1] (else derived from valid_tokens/token_slots). */
+int stepprof_set_padding_fraction(double fraction);
+/* Times the calling thread's regions on CUstream `cu_stream` (NULL: legacy default stream). */
+int stepprof_set_device_stream(void* cu_stream);
+
+/* The message of the last failed or warning call on this thread ("" if none). Valid
+ * until the next stepprof call on this thread. */
+const char* stepprof_last_error(void);
+/* Stable name of a status code, e.g. "ok", "warn-io", "error-argument". */
+const char* stepprof_status_name(int status);
+/* The host clock regions are timed with: "tsc" or "steady_clock". */
+const char* stepprof_clock_name(void);
+
+#else /* STEPPROF_DISABLE: no-op stubs */
+
+static inline int stepprof_open(const char* p, int64_t r, int64_t w, const char* c, const char* o,
+                                stepprof_recorder** out) {
+  (void)p; (void)r; (void)w; (void)c; (void)o;
+  if (out) *out = NULL;
+  return STEPPROF_OK;
+}
+static inline int stepprof_end_update(stepprof_recorder* rec, int64_t step) { (void)rec; (void)step; return STEPPROF_OK; }
+static inline int stepprof_begin_update(stepprof_recorder* rec) { (void)rec; return STEPPROF_OK; }
+static inline int stepprof_flush(stepprof_recorder* rec) { (void)rec; return STEPPROF_OK; }
+static inline int stepprof_close(stepprof_recorder* rec) { (void)rec; return STEPPROF_OK; }
+static inline int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind) { (void)rec; (void)kind; return 0; }
+static inline int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* needed) {
+  (void)rec;
+  if (buf && cap) buf[0] = '\0';
+  if (needed) *needed = 0;
+  return STEPPROF_OK;
+}
+static inline int stepprof_region_register(const char* name, stepprof_region_id* out) { (void)name; if (out) *out = 0; return STEPPROF_OK; }
+static inline int stepprof_region_enter(stepprof_region_id id) { (void)id; return STEPPROF_OK; }
+static inline int stepprof_region_exit(stepprof_region_id id) { (void)id; return STEPPROF_OK; }
+static inline int stepprof_counter_register(const char* name, stepprof_counter_id* out) { (void)name; if (out) *out = 0; return STEPPROF_OK; }
+static inline int stepprof_counter_add(stepprof_counter_id id, int64_t n) { (void)id; (void)n; return STEPPROF_OK; }
+static inline int stepprof_frame_histogram_add(int64_t frames, int64_t samples) { (void)frames; (void)samples; return STEPPROF_OK; }
+static inline int stepprof_input_shape(const int64_t* dims, size_t ndims) { (void)dims; (void)ndims; return STEPPROF_OK; }
+static inline int stepprof_sample_indices(const int64_t* indices, size_t n) { (void)indices; (void)n; return STEPPROF_OK; }
+static inline int stepprof_set_padding_fraction(double fraction) { (void)fraction; return STEPPROF_OK; }
+static inline int stepprof_set_device_stream(void* cu_stream) { (void)cu_stream; return STEPPROF_OK; }
+static inline const char* stepprof_last_error(void) { return ""; }
+static inline const char* stepprof_status_name(int status) { (void)status; return "ok"; }
+static inline const char* stepprof_clock_name(void) { return "off"; }
+
+#endif /* STEPPROF_DISABLE */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STEPPROF_STEPPROF_H */

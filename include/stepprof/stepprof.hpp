@@ -1,0 +1,363 @@
+// stepprof's recorder, C++ API: writes the step log (docs/log-schema.md) from inside a
+// training job. One JSON line per optimizer update per rank, after a config line.
+//
+//   stepprof::Options o;
+//   o.path = "logs/rank{rank}.jsonl"; o.rank = rank; o.world_size = world;
+//   o.config_json = R"({"micro_batch": 8, "accumulation": 2})";
+//   stepprof::open(o);
+//   for (step ...) {
+//     { STEPPROF_REGION("forward_and_loss"); ... }   // host (+ device) time, calls, parent
+//     STEPPROF_COUNT("samples", 8);                    // per-update counter
+//     stepprof::end_update(step);                      // writes one record
+//   }
+//   stepprof::close();
+//
+// Compile-out: define STEPPROF_DISABLE (e.g. -DSTEPPROF_DISABLE) before including this
+// header and every STEPPROF_* macro expands to nothing, the device ones too; the
+// functions become inline no-ops returning Status::kOk, so code that calls them still
+// compiles and needs no stepprof library. TUs built with and without it can be mixed in
+// one program (the two variants live in different inline namespaces).
+//
+// Errors never reach the training loop as exceptions: every function is noexcept and
+// returns a Status; what the recorder cannot do (a failed write, too many regions, a
+// device event pool that ran out) it counts, reports in the next record's
+// `recorder_errors` and at close(). Full documentation: docs/recorder.md.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace stepprof {
+
+class DeviceTimer;  // stepprof/device_timer.hpp
+class LineSink;     // stepprof/line_sink.hpp
+
+/// Result of a recorder call. 0 is success, > 0 a warning (the call did its work, or the
+/// recorder keeps running and counts what it could not do), < 0 an error (nothing done).
+/// The values are those of the C ABI's STEPPROF_* status codes (stepprof/stepprof.h).
+enum class Status : int {
+  kOk = 0,
+  kWarnIo = 1,        ///< the log could not be opened or a record could not be written (counted)
+  kWarnErrors = 2,    ///< close(): the recorder counted errors during the run (see the message)
+  kErrArgument = -1,  ///< a bad argument (e.g. config JSON that is not an object, a bad id)
+  kErrState = -2,     ///< wrong state (e.g. open() while a recorder is open, end_update() while none is)
+  kErrNoMemory = -3,  ///< out of memory
+};
+
+/// Stable lowercase name of a status, e.g. "ok", "warn-io", "error-state".
+constexpr std::string_view status_name(Status s) noexcept {
+  switch (s) {
+    case Status::kOk: return "ok";
+    case Status::kWarnIo: return "warn-io";
+    case Status::kWarnErrors: return "warn-errors";
+    case Status::kErrArgument: return "error-argument";
+    case Status::kErrState: return "error-state";
+    case Status::kErrNoMemory: return "error-no-memory";
+  }
+  return "unknown";
+}
+
+/// Whether to time regions on the GPU stream.
+enum class DeviceTiming : std::uint8_t {
+  kAuto,  ///< CUDA events when libcuda.so.1 loads and a device is present, else off (the config says why)
+  kOff,   ///< host time only
+};
+
+/// How the recorder is opened. Only `path`, `rank` and `world_size` are usually set.
+struct Options {
+  /// Output file; `{rank}` is replaced by the rank. The file is truncated unless `append`.
+  std::string path = "stepprof-rank{rank}.jsonl";
+  std::int64_t rank = 0;        ///< data-parallel rank of this process
+  std::int64_t world_size = 1;  ///< number of ranks
+  /// Identifies the run in the config record; must be the same on every rank. Empty:
+  /// taken from $STEPPROF_RUN_ID, $TORCHELASTIC_RUN_ID or $SLURM_JOB_ID; with none of
+  /// those, generated (host-pid-time) when world_size == 1 and left out otherwise (a
+  /// per-process id would make the ranks of one run look like different runs).
+  std::string run_id;
+  /// The user's config fields as one JSON object, e.g. {"micro_batch": 8, "accumulation": 2,
+  /// "global_batch": 64, "model": "..."}; written in the config record in this order.
+  std::string config_json;
+  /// More config fields: (key, value as JSON text), e.g. {"seed", "42"}, {"model", "\"m\""}.
+  std::vector<std::pair<std::string, std::string>> config;
+  /// Alternative code paths: (region, group), written as `region_alternatives`.
+  std::vector<std::pair<std::string, std::string>> region_alternatives;
+  /// Region roles: (region, "communication" | "data" | "optimizer"), written as `region_roles`.
+  std::vector<std::pair<std::string, std::string>> region_roles;
+  DeviceTiming device_timing = DeviceTiming::kAuto;
+  /// Wait for the device streams in end_update() before taking the update's time, so
+  /// device and host time agree per update (the real log does). Off: end_update never
+  /// waits; device times of regions whose events are not complete yet are reported in a
+  /// later record.
+  bool sync_at_update = true;
+  /// CUstream the opening thread's regions are timed on; nullptr: the legacy default stream.
+  void* cuda_stream = nullptr;
+  /// CUDA device whose primary context is used when the opening thread has no current
+  /// context; -1: device 0.
+  int cuda_device = -1;
+  /// Device events per thread (a ring; each region call uses 2 until end_update reads
+  /// them back). Rounded up to a power of two, at least 8.
+  std::uint32_t device_events_per_thread = 1024;
+  /// Most threads that may time regions on the device (each has its own event ring).
+  std::uint32_t device_threads = 8;
+  bool append = false;  ///< append to the file instead of truncating it
+  /// Replaces the CUDA device timer (tests: FakeDeviceClock). Ignored when device_timing is kOff.
+  std::shared_ptr<DeviceTimer> device_timer;
+  /// Replaces the output file (tests: a writer that fails). `path` is then only a label.
+  std::shared_ptr<LineSink> sink;
+};
+
+/// What an open recorder writes to and how it measures.
+struct RecorderInfo {
+  std::string path;           ///< the output file, `{rank}` expanded
+  std::string run_id;         ///< "" when none is written
+  std::string clock;          ///< "tsc" or "steady_clock"
+  std::string device_timing;  ///< e.g. "cuda-events", "fake", "off: libcuda.so.1 not found"
+  std::int64_t records_written = 0;  ///< config and update records written whole
+};
+
+/// Static metadata of one region call site: its name and, once registered, its id.
+/// STEPPROF_REGION makes one per call site (constant-initialized, no guard); the name
+/// must outlive the site's first use (a string literal does).
+struct RegionSite {
+  const char* name;
+  mutable std::atomic<std::uint32_t> id{0xFFFFFFFFu};
+  constexpr explicit RegionSite(const char* n) noexcept : name(n) {}
+};
+
+/// Static metadata of one counter call site (STEPPROF_COUNT).
+struct CounterSite {
+  const char* name;
+  mutable std::atomic<std::uint32_t> id{0xFFFFFFFFu};
+  constexpr explicit CounterSite(const char* n) noexcept : name(n) {}
+};
+
+using RegionId = std::uint32_t;   ///< a registered region name (process-wide)
+using CounterId = std::uint32_t;  ///< a registered counter name (process-wide)
+
+}  // namespace stepprof
+
+#if !defined(STEPPROF_DISABLE)
+
+#include "stepprof/detail/recorder_hot.hpp"
+
+namespace stepprof {
+namespace detail {
+RegionId register_region(const RegionSite& site) noexcept;
+CounterId register_counter(const CounterSite& site) noexcept;
+void add_count(CounterId id, std::int64_t n) noexcept;
+}  // namespace detail
+
+inline namespace recording {
+
+/// True in TUs where recording is compiled in.
+inline constexpr bool kEnabled = true;
+
+// ---- Lifecycle: call from one thread at a time (they are serialized by a mutex). ----
+
+/// Opens the process's recorder and writes the config record. Errors (< 0): a recorder
+/// is already open, config_json is not a JSON object, a config field the recorder sets
+/// itself (schema, run_id, rank, world_size, clock, device_timing) is given again.
+/// kWarnIo: the file could not be opened; the recorder runs anyway, counts every record
+/// it cannot write and says so at close(). `message` (optional) gets a sentence on any
+/// non-kOk status. The calling thread's regions are timed on `cuda_stream`.
+Status open(const Options& options, std::string* message = nullptr) noexcept;
+
+/// Ends optimizer update `step`: (with sync_at_update) waits for the device streams,
+/// reads back device events, and writes one update record holding everything since the
+/// previous end_update() (or open()). kWarnIo when the record could not be written (it
+/// is counted and reported in the next record); kErrState when no recorder is open.
+Status end_update(std::int64_t step) noexcept;
+
+/// Restarts the current update's wall clock (e.g. after evaluation between updates).
+Status begin_update() noexcept;
+
+/// Records are written whole and unbuffered by end_update(); flush() also asks the OS to
+/// persist them (fdatasync), which may block on the disk. Not needed for correctness.
+Status flush() noexcept;
+
+/// Closes the recorder: releases device events, closes the file. kWarnErrors when the
+/// recorder counted errors since open() (`message` and a stderr line say which).
+/// Call after other threads that time regions on the device have finished.
+Status close(std::string* message = nullptr) noexcept;
+
+/// True while a recorder is open.
+bool is_open() noexcept;
+
+/// Errors counted since open(), by kind (e.g. {"write_failed", 2}); empty when none.
+Status error_counts(std::vector<std::pair<std::string, std::int64_t>>& out) noexcept;
+
+/// The open recorder's output path, run id, clock and device-timing status.
+Status info(RecorderInfo& out) noexcept;
+
+/// The host clock regions are timed with: "tsc" (invariant TSC, calibrated to ns) or "steady_clock".
+std::string_view clock_name() noexcept;
+
+// ---- Regions: any thread; enter/exit do no hashing, allocation or locking. ----
+
+/// The id of `name`, registering it on first use (hashes the name: call once, keep the id).
+/// Past 1024 distinct names, returns an id whose regions are not recorded (counted as
+/// `too_many_regions`).
+RegionId region_id(std::string_view name) noexcept;
+
+/// The id of a call site's region (registered on the site's first use).
+inline RegionId region_id(const RegionSite& site) noexcept {
+  const RegionId id = site.id.load(std::memory_order_relaxed);
+  return id != detail::kUnsetId ? id : detail::register_region(site);
+}
+
+/// Enters region `id` on the calling thread (for C and Python callers; C++ uses Region).
+inline void region_enter(RegionId id) noexcept {
+  detail::enter(id <= detail::kOverflowRegion ? id : detail::kOverflowRegion);
+}
+
+/// Exits region `id` on the calling thread. When `id` is not the innermost open region,
+/// the exit is counted as `mismatched_exit`; regions opened inside `id` are closed
+/// unrecorded if `id` is open further out, else the call is ignored.
+void region_exit(RegionId id) noexcept;
+
+/// RAII region: host time (and device time, on a device-timing thread) from construction
+/// to destruction, summed per update with the calls; its parent is the region open
+/// around it on the same thread.
+class Region {
+ public:
+  explicit Region(const RegionSite& site) noexcept : e_(detail::enter(region_id(site))) {}
+  explicit Region(RegionId id) noexcept
+      : e_(detail::enter(id <= detail::kOverflowRegion ? id : detail::kOverflowRegion)) {}
+  ~Region() { detail::leave(e_.t, e_.depth); }
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+ private:
+  detail::Entered e_;
+};
+
+// ---- Per-update data: any thread. Counters are lock-free atomic adds; the others take
+// a short lock and may allocate (not for inner loops). All are summed into the update
+// that end_update() closes next; none are recorded while no recorder is open. ----
+
+/// The id of counter `name`, registering it on first use (up to 1024 names).
+CounterId counter_id(std::string_view name) noexcept;
+
+/// Adds `n` to counter `id` for this update [count]. A counter never added to in an
+/// update is absent from its record; adding 0 makes it present with value 0.
+inline void count(CounterId id, std::int64_t n) noexcept { detail::add_count(id, n); }
+inline void count(const CounterSite& site, std::int64_t n) noexcept {
+  const CounterId id = site.id.load(std::memory_order_relaxed);
+  detail::add_count(id != detail::kUnsetId ? id : detail::register_counter(site), n);
+}
+
+/// Adds `samples` samples with `frames` frames each to the update's `frame_histogram`.
+void frame_histogram_add(std::int64_t frames, std::int64_t samples = 1) noexcept;
+
+/// Counts one micro-batch whose token tensor has shape `dims` (e.g. {batch, padded_length})
+/// in the update's `input_shapes`.
+void input_shape(std::span<const std::int64_t> dims) noexcept;
+inline void input_shape(std::initializer_list<std::int64_t> dims) noexcept {
+  input_shape(std::span<const std::int64_t>(dims.begin(), dims.size()));
+}
+
+/// Appends dataset indices of the update's samples to `sample_indices`, in order.
+void sample_indices(std::span<const std::int64_t> indices) noexcept;
+
+/// Sets the update's `padding_fraction` [0, 1]. When never set in an update, it is
+/// derived as 1 - valid_tokens / token_slots from those counters when both are present.
+/// A value outside [0, 1] or not finite is rejected (kErrArgument).
+Status set_padding_fraction(double fraction) noexcept;
+
+/// Times the calling thread's regions on device stream `cu_stream` (a CUstream; nullptr:
+/// the legacy default stream) from now on. Threads other than the one that opened the
+/// recorder have host time only until they call this (after open()). kErrState when the
+/// recorder is not open or has no device timing, or all `device_threads` are taken.
+Status set_device_stream(void* cu_stream) noexcept;
+
+}  // namespace recording
+}  // namespace stepprof
+
+#define STEPPROF_CONCAT_(a, b) a##b
+#define STEPPROF_CONCAT(a, b) STEPPROF_CONCAT_(a, b)
+
+/// Times the rest of the enclosing scope as region `name` (a string literal). The call
+/// site's name and id live in a constant-initialized static (no guard, no hashing).
+#define STEPPROF_REGION(name) STEPPROF_REGION_N_(name, __COUNTER__)
+#define STEPPROF_REGION_N_(name, n)                                                       \
+  static constinit ::stepprof::RegionSite STEPPROF_CONCAT(stepprof_site_, n){name};        \
+  const ::stepprof::Region STEPPROF_CONCAT(stepprof_region_, n) {                          \
+    STEPPROF_CONCAT(stepprof_site_, n)                                                     \
+  }
+/// Adds `n` to counter `name` (a string literal) for this update.
+#define STEPPROF_COUNT(name, n)                                                  \
+  do {                                                                           \
+    static constinit ::stepprof::CounterSite stepprof_counter_site_{name};       \
+    ::stepprof::count(stepprof_counter_site_, static_cast<std::int64_t>(n));     \
+  } while (0)
+/// Adds `samples` samples with `frames` frames each to the frame histogram.
+#define STEPPROF_FRAME_HISTOGRAM(frames, samples) ::stepprof::frame_histogram_add((frames), (samples))
+/// Counts a micro-batch of token-tensor shape `{d0, d1, ...}`.
+#define STEPPROF_INPUT_SHAPE(...) ::stepprof::input_shape({__VA_ARGS__})
+/// Appends the update's sample indices (a std::span<const int64_t> or a container of int64_t).
+#define STEPPROF_SAMPLE_INDICES(indices) ::stepprof::sample_indices(indices)
+#define STEPPROF_PADDING_FRACTION(fraction) ::stepprof::set_padding_fraction(fraction)
+/// Device macro: times this thread's regions on CUstream `stream`.
+#define STEPPROF_DEVICE_STREAM(stream) ::stepprof::set_device_stream(stream)
+#define STEPPROF_END_UPDATE(step) ::stepprof::end_update(step)
+
+#else  // STEPPROF_DISABLE: stubs, no library needed.
+
+namespace stepprof {
+inline namespace disabled {
+
+inline constexpr bool kEnabled = false;
+
+inline Status open(const Options&, std::string* = nullptr) noexcept { return Status::kOk; }
+inline Status end_update(std::int64_t) noexcept { return Status::kOk; }
+inline Status begin_update() noexcept { return Status::kOk; }
+inline Status flush() noexcept { return Status::kOk; }
+inline Status close(std::string* = nullptr) noexcept { return Status::kOk; }
+inline bool is_open() noexcept { return false; }
+inline Status error_counts(std::vector<std::pair<std::string, std::int64_t>>& out) noexcept {
+  out.clear();
+  return Status::kOk;
+}
+inline Status info(RecorderInfo&) noexcept { return Status::kErrState; }
+inline std::string_view clock_name() noexcept { return "off"; }
+inline RegionId region_id(std::string_view) noexcept { return 0; }
+inline RegionId region_id(const RegionSite&) noexcept { return 0; }
+inline void region_enter(RegionId) noexcept {}
+inline void region_exit(RegionId) noexcept {}
+class Region {
+ public:
+  explicit Region(const RegionSite&) noexcept {}
+  explicit Region(RegionId) noexcept {}
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+};
+inline CounterId counter_id(std::string_view) noexcept { return 0; }
+inline void count(CounterId, std::int64_t) noexcept {}
+inline void count(const CounterSite&, std::int64_t) noexcept {}
+inline void frame_histogram_add(std::int64_t, std::int64_t = 1) noexcept {}
+inline void input_shape(std::span<const std::int64_t>) noexcept {}
+inline void input_shape(std::initializer_list<std::int64_t>) noexcept {}
+inline void sample_indices(std::span<const std::int64_t>) noexcept {}
+inline Status set_padding_fraction(double) noexcept { return Status::kOk; }
+inline Status set_device_stream(void*) noexcept { return Status::kOk; }
+
+}  // namespace disabled
+}  // namespace stepprof
+
+#define STEPPROF_REGION(name)
+#define STEPPROF_COUNT(name, n)
+#define STEPPROF_FRAME_HISTOGRAM(frames, samples)
+#define STEPPROF_INPUT_SHAPE(...)
+#define STEPPROF_SAMPLE_INDICES(indices)
+#define STEPPROF_PADDING_FRACTION(fraction)
+#define STEPPROF_DEVICE_STREAM(stream)
+#define STEPPROF_END_UPDATE(step)
+
+#endif  // STEPPROF_DISABLE

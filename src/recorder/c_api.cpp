@@ -1,0 +1,287 @@
+// The C ABI (stepprof.h) over the C++ recorder. Catches everything: no exception
+// crosses into C.
+#include "stepprof/stepprof.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "internal.hpp"
+#include "stepprof/record_writer.hpp"
+
+struct stepprof_recorder {
+  std::uint64_t generation;  // which open() this handle belongs to
+};
+
+namespace {
+
+using stepprof::Status;
+
+thread_local std::string t_last_error;
+std::atomic<std::uint64_t> g_generation{0};
+std::atomic<std::uint64_t> g_open_generation{0};  // 0: none open through the C ABI
+
+int status(Status s) { return static_cast<int>(s); }
+
+int set_error(int code, std::string msg) {
+  try {
+    t_last_error = std::move(msg);
+  } catch (...) {
+  }
+  return code;
+}
+
+bool valid(const stepprof_recorder* rec) {
+  return rec && rec->generation != 0 && rec->generation == g_open_generation.load(std::memory_order_acquire);
+}
+
+// Parses options_json into `o`; returns "" or what is wrong.
+std::string parse_options(const char* text, stepprof::Options& o) {
+  if (!text || !*text) return {};
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return "options_json is not valid JSON";
+  if (!j.is_object()) return "options_json must be a JSON object";
+  for (auto& [k, v] : j.items()) {
+    auto bad = [&](const char* what) { return "options_json: \"" + k + "\" must be " + what; };
+    if (k == "run_id") {
+      if (!v.is_string()) return bad("a string");
+      o.run_id = v.get<std::string>();
+    } else if (k == "device_timing") {
+      if (v == "auto") o.device_timing = stepprof::DeviceTiming::kAuto;
+      else if (v == "off") o.device_timing = stepprof::DeviceTiming::kOff;
+      else return bad("\"auto\" or \"off\"");
+    } else if (k == "sync_at_update") {
+      if (!v.is_boolean()) return bad("true or false");
+      o.sync_at_update = v.get<bool>();
+    } else if (k == "append") {
+      if (!v.is_boolean()) return bad("true or false");
+      o.append = v.get<bool>();
+    } else if (k == "cuda_stream") {
+      if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
+        return bad("a non-negative integer (a CUstream address)");
+      o.cuda_stream = reinterpret_cast<void*>(static_cast<std::uintptr_t>(v.get<std::uint64_t>()));
+    } else if (k == "cuda_device") {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < -1 || v.get<std::int64_t>() > 1 << 16)
+        return bad("an integer >= -1");
+      o.cuda_device = v.get<int>();
+    } else if (k == "device_events_per_thread" || k == "device_threads") {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > (1 << 20))
+        return bad("an integer in [1, 1048576]");
+      (k == "device_threads" ? o.device_threads : o.device_events_per_thread) = v.get<std::uint32_t>();
+    } else {
+      return "options_json: unknown option \"" + k +
+             "\" (expected run_id, device_timing, sync_at_update, cuda_stream, cuda_device, "
+             "device_events_per_thread, device_threads, append)";
+    }
+  }
+  return {};
+}
+
+static_assert(STEPPROF_OK == static_cast<int>(Status::kOk) && STEPPROF_WARN_IO == static_cast<int>(Status::kWarnIo) &&
+              STEPPROF_WARN_ERRORS == static_cast<int>(Status::kWarnErrors) &&
+              STEPPROF_ERR_ARGUMENT == static_cast<int>(Status::kErrArgument) &&
+              STEPPROF_ERR_STATE == static_cast<int>(Status::kErrState) &&
+              STEPPROF_ERR_NO_MEMORY == static_cast<int>(Status::kErrNoMemory),
+              "C status codes and stepprof::Status agree");
+
+template <typename F>
+auto guarded(F&& f) noexcept -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return set_error(STEPPROF_ERR_NO_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return set_error(STEPPROF_ERR_ARGUMENT, e.what());
+  } catch (...) {
+    return set_error(STEPPROF_ERR_ARGUMENT, "unexpected error");
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, const char* config_json,
+                  const char* options_json, stepprof_recorder** out) {
+  return guarded([&] {
+    if (out) *out = nullptr;
+    if (!out) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_open: out is NULL");
+    stepprof::Options o;
+    if (path_template) o.path = path_template;
+    o.rank = rank;
+    o.world_size = world_size;
+    if (config_json) {
+      // region_alternatives / region_roles may come in the config; they are written as given.
+      o.config_json = config_json;
+    }
+    if (std::string err = parse_options(options_json, o); !err.empty()) return set_error(STEPPROF_ERR_ARGUMENT, err);
+    auto* rec = new stepprof_recorder{0};
+    std::string message;
+    const Status s = stepprof::open(o, &message);
+    if (static_cast<int>(s) < 0) {
+      delete rec;
+      return set_error(status(s), message);
+    }
+    rec->generation = g_generation.fetch_add(1) + 1;
+    g_open_generation.store(rec->generation, std::memory_order_release);
+    *out = rec;
+    if (s != Status::kOk) return set_error(status(s), message);
+    t_last_error.clear();
+    return STEPPROF_OK;
+  });
+}
+
+int stepprof_end_update(stepprof_recorder* rec, int64_t step) {
+  if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_end_update: not an open recorder");
+  const Status s = stepprof::end_update(step);
+  if (s == Status::kWarnIo) return set_error(status(s), "the update record could not be written (counted)");
+  return status(s);
+}
+
+int stepprof_begin_update(stepprof_recorder* rec) {
+  if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_begin_update: not an open recorder");
+  return status(stepprof::begin_update());
+}
+
+int stepprof_flush(stepprof_recorder* rec) {
+  if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_flush: not an open recorder");
+  return status(stepprof::flush());
+}
+
+int stepprof_close(stepprof_recorder* rec) {
+  return guarded([&] {
+    if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_close: not an open recorder");
+    std::string message;
+    const Status s = stepprof::close(&message);
+    g_open_generation.store(0, std::memory_order_release);
+    delete rec;
+    if (s != Status::kOk) return set_error(status(s), message);
+    return STEPPROF_OK;
+  });
+}
+
+int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind) {
+  return guarded([&]() -> int64_t {
+    if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_error_count: not an open recorder");
+    std::vector<std::pair<std::string, std::int64_t>> counts;
+    if (Status s = stepprof::error_counts(counts); s != Status::kOk) return status(s);
+    int64_t n = 0;
+    for (const auto& [k, c] : counts)
+      if (!kind || k == kind) n += c;
+    return n;
+  });
+}
+
+int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* needed) {
+  return guarded([&] {
+    if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_info_json: not an open recorder");
+    stepprof::RecorderInfo info;
+    std::vector<std::pair<std::string, std::int64_t>> counts;
+    if (Status s = stepprof::info(info); s != Status::kOk) return status(s);
+    if (Status s = stepprof::error_counts(counts); s != Status::kOk) return status(s);
+    nlohmann::ordered_json j{{"path", info.path},   {"run_id", info.run_id},
+                             {"clock", info.clock}, {"device_timing", info.device_timing},
+                             {"records_written", info.records_written}};
+    nlohmann::ordered_json e = nlohmann::ordered_json::object();
+    for (const auto& [k, c] : counts) e[k] = c;
+    j["errors"] = std::move(e);
+    const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (needed) *needed = text.size();
+    if (!buf || cap < text.size() + 1)
+      return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_info_json: buffer too small (need " +
+                                                  std::to_string(text.size() + 1) + " bytes)");
+    std::memcpy(buf, text.c_str(), text.size() + 1);
+    return STEPPROF_OK;
+  });
+}
+
+int stepprof_region_register(const char* name, stepprof_region_id* out) {
+  if (!name || !out) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_register: NULL argument");
+  *out = stepprof::region_id(name);
+  return STEPPROF_OK;
+}
+
+int stepprof_region_enter(stepprof_region_id id) {
+  if (id >= stepprof::detail::names().region_count.load(std::memory_order_relaxed) &&
+      id != stepprof::detail::kOverflowRegion)
+    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_enter: unknown region id");
+  stepprof::region_enter(id);
+  return STEPPROF_OK;
+}
+
+int stepprof_region_exit(stepprof_region_id id) {
+  if (id >= stepprof::detail::names().region_count.load(std::memory_order_relaxed) &&
+      id != stepprof::detail::kOverflowRegion)
+    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_exit: unknown region id");
+  stepprof::region_exit(id);
+  return STEPPROF_OK;
+}
+
+int stepprof_counter_register(const char* name, stepprof_counter_id* out) {
+  if (!name || !out) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_register: NULL argument");
+  *out = stepprof::counter_id(name);
+  return STEPPROF_OK;
+}
+
+int stepprof_counter_add(stepprof_counter_id id, int64_t n) {
+  if (id >= stepprof::detail::names().counter_count.load(std::memory_order_relaxed) &&
+      id != stepprof::detail::kMaxCounters)
+    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_add: unknown counter id");
+  stepprof::count(id, n);
+  return STEPPROF_OK;
+}
+
+int stepprof_frame_histogram_add(int64_t frames, int64_t samples) {
+  if (frames < 0 || samples < 0)
+    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_frame_histogram_add: frames and samples must be >= 0");
+  stepprof::frame_histogram_add(frames, samples);
+  return STEPPROF_OK;
+}
+
+int stepprof_input_shape(const int64_t* dims, size_t ndims) {
+  if (!dims || ndims == 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_input_shape: no dimensions");
+  for (size_t i = 0; i < ndims; ++i)
+    if (dims[i] < 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_input_shape: negative dimension");
+  stepprof::input_shape(std::span<const std::int64_t>(dims, ndims));
+  return STEPPROF_OK;
+}
+
+int stepprof_sample_indices(const int64_t* indices, size_t n) {
+  if (!indices && n) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_sample_indices: indices is NULL");
+  if (n) stepprof::sample_indices(std::span<const std::int64_t>(indices, n));
+  return STEPPROF_OK;
+}
+
+int stepprof_set_padding_fraction(double fraction) {
+  const Status s = stepprof::set_padding_fraction(fraction);
+  if (s != Status::kOk) return set_error(status(s), "stepprof_set_padding_fraction: expected a number in [0, 1]");
+  return STEPPROF_OK;
+}
+
+int stepprof_set_device_stream(void* cu_stream) {
+  const Status s = stepprof::set_device_stream(cu_stream);
+  if (s != Status::kOk)
+    return set_error(status(s), "stepprof_set_device_stream: no open recorder with device timing, or no device event "
+                                "range left (device_threads)");
+  return STEPPROF_OK;
+}
+
+const char* stepprof_last_error(void) { return t_last_error.c_str(); }
+
+const char* stepprof_status_name(int s) {
+  switch (s) {
+    case STEPPROF_OK: return "ok";
+    case STEPPROF_WARN_IO: return "warn-io";
+    case STEPPROF_WARN_ERRORS: return "warn-errors";
+    case STEPPROF_ERR_ARGUMENT: return "error-argument";
+    case STEPPROF_ERR_STATE: return "error-state";
+    case STEPPROF_ERR_NO_MEMORY: return "error-no-memory";
+    default: return "unknown";
+  }
+}
+
+const char* stepprof_clock_name(void) { return stepprof::detail::g_use_tsc ? "tsc" : "steady_clock"; }
+
+}  // extern "C"

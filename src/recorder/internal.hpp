@@ -1,0 +1,116 @@
+// Internals of the recorder shared by its source files (not installed).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "stepprof/device_timer.hpp"
+#include "stepprof/names.hpp"
+#include "stepprof/stepprof.hpp"
+
+namespace stepprof::detail {
+
+inline constexpr std::uint32_t kMaxCounters = 1024;  ///< distinct counter names per process
+
+/// What the recorder counts instead of failing; names are the `recorder_errors` keys.
+enum class ErrorKind : std::uint8_t {
+  kWriteFailed,             ///< a record could not be written whole (it is lost)
+  kOpenFailed,              ///< the log file could not be opened
+  kDepthOverflow,           ///< a region nested deeper than kMaxDepth on one thread (not recorded)
+  kMismatchedExit,          ///< region_exit(id) for a region that is not the innermost open one
+  kTooManyRegions,          ///< a region name past kMaxRegions (not recorded)
+  kTooManyCounters,         ///< a counter name past kMaxCounters (not recorded)
+  kBadArgument,             ///< a rejected per-update value (e.g. padding fraction 1.5, empty shape)
+  kOutOfMemory,             ///< data could not be stored (not recorded)
+  kDeviceEventsExhausted,   ///< no free device event: the region's call has host time only
+  kDeviceRecordFailed,      ///< recording a device event failed
+  kDevicePendingFull,       ///< too many device-timed calls waiting to be read back
+  kDeviceReadFailed,        ///< a device time could not be read back
+  kDeviceSyncFailed,        ///< waiting for a device stream at the update boundary failed
+  kDeviceThreadsExhausted,  ///< set_device_stream() on more threads than device_threads
+  kCount,
+};
+inline constexpr std::size_t kErrorKinds = static_cast<std::size_t>(ErrorKind::kCount);
+
+std::string_view error_name(ErrorKind k) noexcept;
+
+/// A device-timed call waiting to be read back: its region and its two events.
+struct PendingPair {
+  std::uint32_t region, start, end;
+};
+
+/// Everything the recorder keeps per thread. The inline hot path sees the ThreadState
+/// base; the rest is used by the cold paths and by end_update.
+struct ThreadStateFull : ThreadState {
+  /// Errors this thread counted (single writer: the thread itself).
+  std::array<std::atomic<std::uint64_t>, kErrorKinds> errors{};
+  std::atomic<bool> exited{false};  ///< the thread ended; the state can be reused once read
+
+  // Device timing. Written by the owning thread in set_device_stream/open under the
+  // recorder's lock, before `device` is set (release); read by it on the hot path after
+  // `device` (acquire), and by end_update under the recorder's lock.
+  std::uint64_t device_session = 0;  ///< the recorder session these fields belong to
+  void* stream = nullptr;
+  DeviceTimer* timer = nullptr;
+  std::atomic<std::uint8_t>* busy = nullptr;  ///< per event: 1 while recorded and not read back
+  std::uint32_t ev_first = 0, ev_mask = 0, ev_next = 0;
+  std::unique_ptr<PendingPair[]> pending;  ///< single-producer single-consumer ring
+  std::uint32_t pending_cap = 0;           ///< a power of two
+  std::atomic<std::uint64_t> pending_head{0};  ///< written by the owner
+  std::atomic<std::uint64_t> pending_tail{0};  ///< written by end_update
+
+  // Read only by end_update / open (under the thread registry's lock): what was last
+  // reported, per region and per error kind.
+  std::unique_ptr<std::uint64_t[]> base_calls, base_ticks;
+  std::array<std::uint64_t, kErrorKinds> base_errors{};
+
+  void count_error(ErrorKind k) noexcept {
+    auto& e = errors[static_cast<std::size_t>(k)];
+    e.store(e.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+};
+
+/// Every thread state ever attached (never freed; an exited thread's state is reused).
+struct ThreadRegistry {
+  std::mutex mu;
+  std::vector<ThreadStateFull*> states;
+};
+ThreadRegistry& thread_registry() noexcept;
+/// The calling thread's full state (attaching it if needed).
+ThreadStateFull* this_thread_state() noexcept;
+
+/// Region and counter names, and the counters' per-update values (process-wide).
+struct NameRegistry {
+  std::mutex mu;
+  NameTable regions;   ///< id == region id
+  NameTable counters;  ///< id == counter id
+  std::atomic<std::uint32_t> region_count{0}, counter_count{0};
+  std::array<std::atomic<std::int64_t>, kMaxCounters + 1> counter_value{};
+  std::array<std::atomic<std::uint8_t>, kMaxCounters + 1> counter_touched{};
+};
+NameRegistry& names() noexcept;
+
+/// Releases the device events of thread `t`'s open frames at depth >= `from` (frames
+/// that are dropped unrecorded). Called by the owning thread.
+void release_open_frames(ThreadStateFull* t, std::uint32_t from) noexcept;
+
+/// Errors counted outside any thread's hot path (registration, writes, boundaries).
+void count_global_error(ErrorKind k) noexcept;
+std::uint64_t global_error_count(ErrorKind k) noexcept;
+
+// Clock (clock.cpp).
+/// Host clock ticks -> ns at the best current estimate.
+struct ClockPair {
+  std::uint64_t ticks;  ///< read_clock()
+  std::int64_t ns;      ///< steady_clock [ns]
+};
+ClockPair read_clock_pair() noexcept;
+/// ns per tick from a short calibration (1 for steady_clock); computed once, thread-safe.
+double initial_ns_per_tick() noexcept;
+
+}  // namespace stepprof::detail

@@ -1,0 +1,675 @@
+// The process's recorder: open() writes the config record; end_update() collects what
+// every thread recorded since the previous update (region totals, device times read
+// back from events, counters, histogram, shapes, sample indices, errors) into one
+// UpdateRecord and writes it with the log model's serializer (record_writer.hpp).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "internal.hpp"
+#include "stepprof/device_timer.hpp"
+#include "stepprof/line_sink.hpp"
+#include "stepprof/record.hpp"
+#include "stepprof/record_writer.hpp"
+#include "stepprof/schema.hpp"
+
+namespace stepprof::detail {
+namespace {
+
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::uint32_t round_up_pow2(std::uint32_t v) {
+  std::uint32_t p = 8;
+  while (p < v && p < (1u << 24)) p <<= 1;
+  return p;
+}
+
+// Per-update data other than regions and counters (histogram, shapes, indices, padding).
+struct UpdateData {
+  std::map<std::int64_t, std::int64_t> histogram;  // frames -> samples
+  std::vector<InputShape> shapes;
+  std::vector<std::int64_t> indices;
+  std::optional<double> padding;
+};
+
+class Core {
+ public:
+  std::mutex mu;  // open, close, end_update, flush, set_device_stream: one at a time
+  std::atomic<bool> is_open{false};
+  std::mutex data_mu;  // `data`
+  UpdateData data;
+
+  Status open(const Options& o, std::string* message);
+  Status end_update(std::int64_t step);
+  Status begin_update();
+  Status flush();
+  Status close(std::string* message);
+  Status set_device_stream(void* stream);
+  Status error_counts(std::vector<std::pair<std::string, std::int64_t>>& out);
+  Status info(RecorderInfo& out);
+
+ private:
+  Status enable_device_here(void* stream);  // mu held
+  void collect_errors();                    // mu held
+  bool write_line(const std::string& line);  // mu held
+  void drain_device(ThreadStateFull* s);     // mu and the thread registry's lock held
+  void touch(std::uint32_t region);
+  std::string run_id_for(const Options& o) const;
+
+  // Session (valid while open).
+  std::uint64_t session_ = 0;
+  Options opts_;
+  std::string path_, run_id_, device_status_;
+  std::shared_ptr<LineSink> sink_;
+  int open_errno_ = 0, write_errno_ = 0;
+  bool partial_line_ = false;
+  std::int64_t records_written_ = 0;
+  std::shared_ptr<DeviceTimer> timer_;  // null: no device timing
+  std::atomic<std::uint8_t>* busy_ = nullptr;
+  std::uint32_t events_per_thread_ = 0, ranges_used_ = 0, max_ranges_ = 0;
+  std::vector<void*> streams_;  // distinct streams of device-timing threads
+  ClockPair anchor_{};
+  double ns_per_tick_ = 1.0;
+  std::int64_t update_start_ns_ = 0;
+  // Errors: kinds' totals at open (global counters), since open, and not yet written.
+  std::array<std::uint64_t, kErrorKinds> global_base_{}, total_{}, unreported_{};
+
+  // Kept for the process's lifetime: a thread still inside a region when close() ran
+  // may touch the previous session's timer or event flags (see docs/recorder.md).
+  std::vector<std::shared_ptr<DeviceTimer>> old_timers_;
+  std::vector<std::unique_ptr<std::atomic<std::uint8_t>[]>> busy_arrays_;
+
+  // Scratch for end_update, indexed by region id (reset after each update).
+  std::vector<double> host_ns_ = std::vector<double>(kMaxRegions + 1);
+  std::vector<std::uint64_t> calls_ = std::vector<std::uint64_t>(kMaxRegions + 1);
+  std::vector<std::uint32_t> parent_ = std::vector<std::uint32_t>(kMaxRegions + 1, kUnsetId);
+  std::vector<double> device_ms_ = std::vector<double>(kMaxRegions + 1);
+  std::vector<std::uint32_t> device_n_ = std::vector<std::uint32_t>(kMaxRegions + 1);
+  std::vector<std::uint8_t> touched_ = std::vector<std::uint8_t>(kMaxRegions + 1);
+  std::vector<std::uint32_t> touched_ids_;
+};
+
+Core& core() noexcept {
+  static Core* c = new Core;  // never destroyed: regions may run during static destruction
+  return *c;
+}
+
+std::string expand_rank(std::string path, std::int64_t rank) {
+  const std::string r = std::to_string(rank);
+  for (std::size_t pos = 0; (pos = path.find("{rank}", pos)) != std::string::npos; pos += r.size())
+    path.replace(pos, 6, r);
+  return path;
+}
+
+std::string Core::run_id_for(const Options& o) const {
+  if (!o.run_id.empty()) return o.run_id;
+  for (const char* var : {"STEPPROF_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"})
+    if (const char* v = std::getenv(var); v && *v) return v;
+  if (o.world_size != 1) return {};
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "host");
+  return std::string(host) + "-" + std::to_string(getpid()) + "-" + std::to_string(std::time(nullptr));
+}
+
+Status Core::open(const Options& o, std::string* message) {
+  std::lock_guard lock(mu);
+  auto fail = [&](Status s, std::string msg) {
+    if (message) *message = std::move(msg);
+    return s;
+  };
+  if (is_open.load(std::memory_order_relaxed))
+    return fail(Status::kErrState, "a stepprof recorder is already open in this process; close() it first");
+  if (o.world_size < 1) return fail(Status::kErrArgument, "world_size must be >= 1, got " + std::to_string(o.world_size));
+  if (o.rank < 0 || o.rank >= o.world_size)
+    return fail(Status::kErrArgument, "rank must be in [0, world_size), got rank " + std::to_string(o.rank) +
+                                          " with world_size " + std::to_string(o.world_size));
+
+  // The config record: the recorder's own fields, then the user's.
+  namespace s = schema;
+  std::vector<RawField> user;
+  if (!o.config_json.empty()) {
+    std::string err;
+    if (!parse_object_fields(o.config_json, user, err)) return fail(Status::kErrArgument, "config_json: " + err);
+  }
+  for (const auto& [k, v] : o.config) {
+    std::vector<RawField> one;
+    std::string err;
+    if (!parse_object_fields("{" + json_string(k) + ":" + v + "}", one, err) || one.size() != 1)
+      return fail(Status::kErrArgument, "config field \"" + k + "\": the value is not valid JSON text: " + v);
+    user.push_back(std::move(one.front()));
+  }
+  for (std::size_t i = 0; i < user.size(); ++i) {
+    const std::string& k = user[i].key;
+    for (std::string_view own : {s::kType, s::kSchema, s::kRunId, s::kRank, s::kWorldSize, s::kClock, s::kDeviceTiming})
+      if (k == own)
+        return fail(Status::kErrArgument, "config field \"" + k + "\" is written by the recorder; pass it in Options instead");
+    if ((k == s::kRegionAlternatives && !o.region_alternatives.empty()) || (k == s::kRegionRoles && !o.region_roles.empty()))
+      return fail(Status::kErrArgument, "config field \"" + k + "\" is given both in the config and in Options");
+    for (std::size_t j = 0; j < i; ++j)
+      if (user[j].key == k) return fail(Status::kErrArgument, "config field \"" + k + "\" is given twice");
+  }
+
+  opts_ = o;
+  opts_.config.clear();
+  opts_.config_json.clear();
+  path_ = expand_rank(o.path, o.rank);
+  run_id_ = run_id_for(o);
+
+  // Device timing.
+  timer_.reset();
+  busy_ = nullptr;
+  if (o.device_timing == DeviceTiming::kOff) {
+    device_status_ = "off: disabled by the recorder options";
+  } else {
+    auto timer = o.device_timer ? o.device_timer : make_cuda_device_timer(o.cuda_device);
+    device_status_ = timer->status();
+    events_per_thread_ = round_up_pow2(o.device_events_per_thread);
+    max_ranges_ = std::max<std::uint32_t>(1, o.device_threads);
+    const std::uint64_t capacity = std::uint64_t{events_per_thread_} * max_ranges_;
+    if (timer->available() && capacity < 0xFFFFFFF0u && timer->reserve(static_cast<std::uint32_t>(capacity))) {
+      busy_arrays_.push_back(std::make_unique<std::atomic<std::uint8_t>[]>(capacity));
+      busy_ = busy_arrays_.back().get();
+      timer_ = timer;
+      old_timers_.push_back(timer);
+    } else if (timer->available()) {
+      device_status_ = "off: could not reserve " + std::to_string(capacity) + " device events";
+    }
+  }
+  ranges_used_ = 0;
+  streams_.clear();
+  ++session_;
+  if (timer_ && enable_device_here(o.cuda_stream) != Status::kOk) {
+    device_status_ = "off: device events could not be created on the opening thread";
+    timer_->release();
+    timer_.reset();
+  }
+
+  RunConfig config;
+  config.fields.push_back({std::string(s::kSchema), std::to_string(schema::kVersion)});
+  if (!run_id_.empty()) config.fields.push_back({std::string(s::kRunId), json_string(run_id_)});
+  config.fields.push_back({std::string(s::kRank), std::to_string(o.rank)});
+  config.fields.push_back({std::string(s::kWorldSize), std::to_string(o.world_size)});
+  config.fields.push_back({std::string(s::kClock), json_string(clock_name())});
+  config.fields.push_back({std::string(s::kDeviceTiming), json_string(device_status_)});
+  if (!o.region_alternatives.empty())
+    config.fields.push_back({std::string(s::kRegionAlternatives), json_string_map(o.region_alternatives)});
+  if (!o.region_roles.empty()) config.fields.push_back({std::string(s::kRegionRoles), json_string_map(o.region_roles)});
+  for (auto& f : user) config.fields.push_back(std::move(f));
+
+  // The output.
+  sink_ = o.sink;
+  open_errno_ = write_errno_ = 0;
+  partial_line_ = false;
+  records_written_ = 0;
+  if (!sink_) {
+    int err = 0;
+    sink_ = open_file_sink(path_, o.append, err);
+    open_errno_ = sink_ ? 0 : err;
+  }
+
+  // Start counting from now: what threads recorded before open() is not reported.
+  {
+    auto& reg = thread_registry();
+    std::lock_guard tl(reg.mu);
+    for (ThreadStateFull* st : reg.states) {
+      for (std::uint32_t r = 0; r <= kMaxRegions; ++r) {
+        st->base_calls[r] = st->acc[r].calls.load(std::memory_order_acquire);
+        st->base_ticks[r] = st->acc[r].ticks.load(std::memory_order_relaxed);
+      }
+      for (std::size_t k = 0; k < kErrorKinds; ++k) st->base_errors[k] = st->errors[k].load(std::memory_order_relaxed);
+    }
+  }
+  auto& nr = names();
+  for (std::uint32_t c = 0; c <= kMaxCounters; ++c) {
+    nr.counter_value[c].store(0, std::memory_order_relaxed);
+    nr.counter_touched[c].store(0, std::memory_order_relaxed);
+  }
+  {
+    std::lock_guard dl(data_mu);
+    data = UpdateData{};
+  }
+  for (std::size_t k = 0; k < kErrorKinds; ++k) global_base_[k] = global_error_count(static_cast<ErrorKind>(k));
+  total_ = {};
+  unreported_ = {};
+  if (open_errno_) count_global_error(ErrorKind::kOpenFailed);
+
+  ns_per_tick_ = initial_ns_per_tick();
+  anchor_ = read_clock_pair();
+  update_start_ns_ = steady_ns();
+  is_open.store(true, std::memory_order_release);
+
+  const bool config_written = write_line(config_to_json(config));
+  if (!config_written && !open_errno_) {
+    std::string msg = "stepprof: cannot write the config record to " + path_ + ": " +
+                      std::strerror(write_errno_ ? write_errno_ : EIO) +
+                      "; the recorder keeps running and counts the records it cannot write";
+    std::fprintf(stderr, "%s\n", msg.c_str());
+    return fail(Status::kWarnIo, std::move(msg));
+  }
+  if (open_errno_) {
+    std::string msg = "stepprof: cannot open the log " + path_ + ": " + std::strerror(open_errno_) +
+                      "; the recorder keeps running and counts the records it cannot write";
+    std::fprintf(stderr, "%s\n", msg.c_str());
+    return fail(Status::kWarnIo, std::move(msg));
+  }
+  return Status::kOk;
+}
+
+Status Core::enable_device_here(void* stream) {
+  if (!timer_) return Status::kErrState;
+  ThreadStateFull* t = this_thread_state();
+  if (!timer_->bind_thread()) {
+    count_global_error(ErrorKind::kDeviceRecordFailed);
+    return Status::kErrState;
+  }
+  if (t->device_session != session_) {
+    if (ranges_used_ >= max_ranges_) {
+      count_global_error(ErrorKind::kDeviceThreadsExhausted);
+      return Status::kErrState;
+    }
+    const std::uint32_t first = ranges_used_ * events_per_thread_;
+    if (!timer_->create_events(first, events_per_thread_)) {
+      count_global_error(ErrorKind::kDeviceRecordFailed);
+      return Status::kErrState;
+    }
+    ++ranges_used_;
+    t->device.store(false, std::memory_order_relaxed);
+    t->pending = std::make_unique<PendingPair[]>(events_per_thread_);
+    t->pending_cap = events_per_thread_;
+    t->pending_head.store(0, std::memory_order_relaxed);
+    t->pending_tail.store(0, std::memory_order_relaxed);
+    t->ev_first = first;
+    t->ev_mask = events_per_thread_ - 1;
+    t->ev_next = 0;
+    t->busy = busy_;
+    t->timer = timer_.get();
+    t->device_session = session_;
+  }
+  t->stream = stream;
+  if (std::find(streams_.begin(), streams_.end(), stream) == streams_.end()) streams_.push_back(stream);
+  t->device.store(true, std::memory_order_release);
+  return Status::kOk;
+}
+
+Status Core::set_device_stream(void* stream) {
+  std::lock_guard lock(mu);
+  if (!is_open.load(std::memory_order_relaxed) || !timer_) return Status::kErrState;
+  try {
+    return enable_device_here(stream);
+  } catch (...) {
+    count_global_error(ErrorKind::kOutOfMemory);
+    return Status::kErrNoMemory;
+  }
+}
+
+void Core::collect_errors() {
+  auto& reg = thread_registry();
+  std::array<std::uint64_t, kErrorKinds> delta{};
+  {
+    std::lock_guard tl(reg.mu);
+    for (ThreadStateFull* st : reg.states)
+      for (std::size_t k = 0; k < kErrorKinds; ++k) {
+        const std::uint64_t e = st->errors[k].load(std::memory_order_relaxed);
+        delta[k] += e - st->base_errors[k];
+        st->base_errors[k] = e;
+      }
+  }
+  for (std::size_t k = 0; k < kErrorKinds; ++k) {
+    const std::uint64_t g = global_error_count(static_cast<ErrorKind>(k));
+    delta[k] += g - global_base_[k];
+    global_base_[k] = g;
+    total_[k] += delta[k];
+    unreported_[k] += delta[k];
+  }
+}
+
+bool Core::write_line(const std::string& line) {
+  if (!sink_) {
+    count_global_error(ErrorKind::kWriteFailed);
+    return false;
+  }
+  std::string buf;
+  buf.reserve(line.size() + 2);
+  if (partial_line_) buf += '\n';  // end the partial line a failed write left behind
+  buf += line;
+  buf += '\n';
+  std::size_t written = 0;
+  if (const int err = sink_->write(buf, written); err != 0) {
+    if (written > 0) partial_line_ = buf[written - 1] != '\n';
+    write_errno_ = err;
+    count_global_error(ErrorKind::kWriteFailed);
+    return false;
+  }
+  partial_line_ = false;
+  ++records_written_;
+  return true;
+}
+
+void Core::touch(std::uint32_t region) {
+  if (!touched_[region]) {
+    touched_[region] = 1;
+    touched_ids_.push_back(region);
+  }
+}
+
+void Core::drain_device(ThreadStateFull* s) {
+  const std::uint64_t head = s->pending_head.load(std::memory_order_acquire);
+  std::uint64_t tail = s->pending_tail.load(std::memory_order_relaxed);
+  for (; tail < head; ++tail) {
+    const PendingPair p = s->pending[tail & (s->pending_cap - 1)];
+    double ms = 0;
+    const auto q = timer_->elapsed_ms(p.start, p.end, ms);
+    if (q == DeviceTimer::Query::kNotReady) break;  // later pairs on this thread are not either: next boundary
+    if (q == DeviceTimer::Query::kReady && p.region < kOverflowRegion) {
+      device_ms_[p.region] += ms;
+      ++device_n_[p.region];
+      if (parent_[p.region] == kUnsetId) parent_[p.region] = s->acc[p.region].parent.load(std::memory_order_relaxed);
+      touch(p.region);
+    } else if (q == DeviceTimer::Query::kError) {
+      count_global_error(ErrorKind::kDeviceReadFailed);
+    }
+    busy_[p.start].store(0, std::memory_order_release);
+    busy_[p.end].store(0, std::memory_order_release);
+  }
+  s->pending_tail.store(tail, std::memory_order_release);
+}
+
+Status Core::end_update(std::int64_t step) {
+  std::lock_guard lock(mu);
+  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  if (timer_ && opts_.sync_at_update)
+    for (void* stream : streams_)
+      if (!timer_->synchronize(stream)) count_global_error(ErrorKind::kDeviceSyncFailed);
+
+  UpdateRecord u;
+  u.rank = opts_.rank;
+  u.step = step;
+  const std::int64_t now = steady_ns();
+  u.wall_ms = static_cast<double>(now - update_start_ns_) / 1e6;
+  update_start_ns_ = now;
+  if (g_use_tsc) {  // refine ticks -> ns over the whole session (error shrinks as 1/time)
+    const ClockPair p = read_clock_pair();
+    if (p.ns - anchor_.ns > 200'000'000 && p.ticks > anchor_.ticks)
+      ns_per_tick_ = static_cast<double>(p.ns - anchor_.ns) / static_cast<double>(p.ticks - anchor_.ticks);
+  }
+
+  // Regions: every thread's totals since the previous read; device pairs that are done.
+  const std::uint32_t n = names().region_count.load(std::memory_order_acquire);
+  {
+    auto& reg = thread_registry();
+    std::lock_guard tl(reg.mu);
+    for (ThreadStateFull* st : reg.states) {
+      for (std::uint32_t r = 0; r < n; ++r) {
+        const std::uint64_t c = st->acc[r].calls.load(std::memory_order_acquire);
+        if (c == st->base_calls[r]) continue;
+        const std::uint64_t tk = st->acc[r].ticks.load(std::memory_order_relaxed);
+        calls_[r] += c - st->base_calls[r];
+        host_ns_[r] += static_cast<double>(tk - st->base_ticks[r]) * ns_per_tick_;
+        st->base_calls[r] = c;
+        st->base_ticks[r] = tk;
+        if (parent_[r] == kUnsetId) parent_[r] = st->acc[r].parent.load(std::memory_order_relaxed);
+        touch(r);
+      }
+      if (timer_ && st->device_session == session_) drain_device(st);
+    }
+  }
+  std::sort(touched_ids_.begin(), touched_ids_.end());
+  for (const std::uint32_t r : touched_ids_) {
+    RegionSample rs;
+    rs.region = r;
+    if (device_n_[r]) rs.device_ms = device_ms_[r];
+    if (calls_[r]) {
+      rs.host_ms = host_ns_[r] / 1e6;
+      rs.calls = static_cast<std::int64_t>(calls_[r]);
+    }
+    const std::uint32_t p = parent_[r];
+    if (p == kTopParent) rs.parent = kTopLevel;
+    else if (p < kOverflowRegion) rs.parent = p;
+    u.regions.push_back(rs);
+    host_ns_[r] = 0;
+    calls_[r] = 0;
+    parent_[r] = kUnsetId;
+    device_ms_[r] = 0;
+    device_n_[r] = 0;
+    touched_[r] = 0;
+  }
+  touched_ids_.clear();
+
+  // Counters (value first, then presence: see add_count).
+  auto& nr = names();
+  const std::uint32_t nc = nr.counter_count.load(std::memory_order_acquire);
+  for (std::uint32_t c = 0; c < nc; ++c) {
+    const std::int64_t v = nr.counter_value[c].exchange(0, std::memory_order_relaxed);
+    const bool present = nr.counter_touched[c].exchange(0, std::memory_order_relaxed) != 0;
+    if (present || v != 0) u.counters.push_back({c, static_cast<double>(v)});
+  }
+
+  UpdateData d;
+  {
+    std::lock_guard dl(data_mu);
+    std::swap(d, data);
+  }
+  for (const auto& [frames, samples] : d.histogram) u.frame_histogram.emplace_back(frames, samples);
+  u.input_shapes = std::move(d.shapes);
+  u.sample_indices = std::move(d.indices);
+  u.padding_fraction = d.padding;
+
+  collect_errors();
+  for (std::size_t k = 0; k < kErrorKinds; ++k)
+    if (unreported_[k])
+      u.recorder_errors.emplace_back(std::string(error_name(static_cast<ErrorKind>(k))),
+                                     static_cast<std::int64_t>(unreported_[k]));
+
+  std::string line;
+  {
+    std::lock_guard nl(nr.mu);
+    if (!u.padding_fraction) {  // derived from the token counters, as the real log does
+      const auto valid = nr.counters.find(schema::counter::kValidTokens);
+      const auto slots = nr.counters.find(schema::counter::kTokenSlots);
+      double v = -1, sl = 0;
+      if (valid && slots) {
+        v = u.counter(*valid).value_or(-1);
+        sl = u.counter(*slots).value_or(0);
+      }
+      if (sl > 0 && v >= 0 && v <= sl) u.padding_fraction = 1.0 - v / sl;
+    }
+    line = update_to_json(u, nr.regions, nr.counters);
+  }
+  if (!write_line(line)) return Status::kWarnIo;
+  unreported_ = {};
+  return Status::kOk;
+}
+
+Status Core::begin_update() {
+  std::lock_guard lock(mu);
+  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  update_start_ns_ = steady_ns();
+  return Status::kOk;
+}
+
+Status Core::flush() {
+  std::lock_guard lock(mu);
+  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  if (!sink_) return Status::kWarnIo;
+  return sink_->sync() == 0 ? Status::kOk : Status::kWarnIo;
+}
+
+Status Core::close(std::string* message) {
+  std::lock_guard lock(mu);
+  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  if (timer_) {
+    if (opts_.sync_at_update)
+      for (void* stream : streams_) timer_->synchronize(stream);
+    // The closing thread's own open regions lose their device events (it is here, not in a region exit).
+    release_open_frames(this_thread_state(), 0);
+    auto& reg = thread_registry();
+    std::lock_guard tl(reg.mu);
+    for (ThreadStateFull* st : reg.states) {
+      if (st->device_session != session_) continue;
+      st->device.store(false, std::memory_order_release);
+      st->pending_tail.store(st->pending_head.load(std::memory_order_acquire), std::memory_order_release);
+    }
+    timer_->release();
+    timer_.reset();
+  }
+  collect_errors();
+  if (sink_) {
+    if (const int err = sink_->close(); err != 0) {
+      write_errno_ = err;
+      ++total_[static_cast<std::size_t>(ErrorKind::kWriteFailed)];
+    }
+    sink_.reset();
+  }
+  is_open.store(false, std::memory_order_release);
+
+  std::uint64_t errors = 0;
+  std::string kinds;
+  for (std::size_t k = 0; k < kErrorKinds; ++k) {
+    if (!total_[k]) continue;
+    errors += total_[k];
+    kinds += (kinds.empty() ? "" : ", ") + std::string(error_name(static_cast<ErrorKind>(k))) + " " +
+             std::to_string(total_[k]);
+  }
+  if (errors == 0) {
+    if (message) message->clear();
+    return Status::kOk;
+  }
+  std::string msg = "stepprof: the recorder counted " + std::to_string(errors) + " error(s) writing " + path_ + " (" +
+                    kinds + "); " + std::to_string(records_written_) + " record(s) written";
+  if (open_errno_) msg += "; the file could not be opened: " + std::string(std::strerror(open_errno_));
+  else if (write_errno_) msg += "; last write error: " + std::string(std::strerror(write_errno_));
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  if (message) *message = std::move(msg);
+  return Status::kWarnErrors;
+}
+
+Status Core::error_counts(std::vector<std::pair<std::string, std::int64_t>>& out) {
+  std::lock_guard lock(mu);
+  out.clear();
+  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  collect_errors();
+  for (std::size_t k = 0; k < kErrorKinds; ++k)
+    if (total_[k])
+      out.emplace_back(std::string(error_name(static_cast<ErrorKind>(k))), static_cast<std::int64_t>(total_[k]));
+  return Status::kOk;
+}
+
+Status Core::info(RecorderInfo& out) {
+  std::lock_guard lock(mu);
+  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  out.path = path_;
+  out.run_id = run_id_;
+  out.clock = std::string(clock_name());
+  out.device_timing = device_status_;
+  out.records_written = records_written_;
+  return Status::kOk;
+}
+
+// Runs `f`, turning an exception (bad_alloc, a failed lock) into a counted error.
+template <typename F>
+Status guarded(F&& f) noexcept {
+  try {
+    return f();
+  } catch (...) {
+    count_global_error(ErrorKind::kOutOfMemory);
+    return Status::kErrNoMemory;
+  }
+}
+
+// Runs `f` on the per-update data if a recorder is open.
+template <typename F>
+void with_data(F&& f) noexcept {
+  Core& c = core();
+  if (!c.is_open.load(std::memory_order_acquire)) return;
+  try {
+    std::lock_guard lock(c.data_mu);
+    f(c.data);
+  } catch (...) {
+    count_global_error(ErrorKind::kOutOfMemory);
+  }
+}
+
+}  // namespace
+}  // namespace stepprof::detail
+
+namespace stepprof {
+inline namespace recording {
+
+using detail::core;
+using detail::guarded;
+
+Status open(const Options& options, std::string* message) noexcept {
+  return guarded([&] { return core().open(options, message); });
+}
+Status end_update(std::int64_t step) noexcept {
+  return guarded([&] { return core().end_update(step); });
+}
+Status begin_update() noexcept {
+  return guarded([&] { return core().begin_update(); });
+}
+Status flush() noexcept {
+  return guarded([&] { return core().flush(); });
+}
+Status close(std::string* message) noexcept {
+  return guarded([&] { return core().close(message); });
+}
+bool is_open() noexcept { return core().is_open.load(std::memory_order_acquire); }
+Status error_counts(std::vector<std::pair<std::string, std::int64_t>>& out) noexcept {
+  return guarded([&] { return core().error_counts(out); });
+}
+Status info(RecorderInfo& out) noexcept {
+  return guarded([&] { return core().info(out); });
+}
+Status set_device_stream(void* cu_stream) noexcept { return core().set_device_stream(cu_stream); }
+
+void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept {
+  if (frames < 0 || samples < 0) {
+    if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
+    return;
+  }
+  detail::with_data([&](detail::UpdateData& d) { d.histogram[frames] += samples; });
+}
+
+void input_shape(std::span<const std::int64_t> dims) noexcept {
+  if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](std::int64_t v) { return v < 0; })) {
+    if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
+    return;
+  }
+  detail::with_data([&](detail::UpdateData& d) {
+    for (auto& s : d.shapes)
+      if (std::equal(s.dims.begin(), s.dims.end(), dims.begin(), dims.end())) {
+        ++s.microbatches;
+        return;
+      }
+    d.shapes.push_back(InputShape{std::vector<std::int64_t>(dims.begin(), dims.end()), 1});
+  });
+}
+
+void sample_indices(std::span<const std::int64_t> indices) noexcept {
+  detail::with_data([&](detail::UpdateData& d) { d.indices.insert(d.indices.end(), indices.begin(), indices.end()); });
+}
+
+Status set_padding_fraction(double fraction) noexcept {
+  if (!std::isfinite(fraction) || fraction < 0 || fraction > 1) {
+    if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
+    return Status::kErrArgument;
+  }
+  detail::with_data([&](detail::UpdateData& d) { d.padding = fraction; });
+  return Status::kOk;
+}
+
+}  // namespace recording
+}  // namespace stepprof

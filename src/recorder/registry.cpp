@@ -1,0 +1,115 @@
+// Region and counter names -> process-wide ids (registered once per call site, under a
+// lock), counters (lock-free atomic adds), and errors counted outside the hot path.
+#include <new>
+
+#include "internal.hpp"
+
+namespace stepprof::detail {
+
+NameRegistry& names() noexcept {
+  static NameRegistry* r = new NameRegistry;  // never destroyed: threads may outlive main
+  return *r;
+}
+
+namespace {
+
+std::array<std::atomic<std::uint64_t>, kErrorKinds>& global_errors() noexcept {
+  static std::array<std::atomic<std::uint64_t>, kErrorKinds> e{};
+  return e;
+}
+
+// Interns `name` in `table` (capacity `max`), returning `overflow` past it.
+std::uint32_t intern(NameTable& table, std::atomic<std::uint32_t>& count, std::string_view name,
+                     std::uint32_t max, std::uint32_t overflow, ErrorKind too_many) noexcept {
+  auto& r = names();
+  try {
+    std::lock_guard lock(r.mu);
+    if (auto id = table.find(name)) return *id;
+    if (table.size() >= max) {
+      count_global_error(too_many);
+      return overflow;
+    }
+    const auto id = table.intern(name);
+    count.store(static_cast<std::uint32_t>(table.size()), std::memory_order_release);
+    return id;
+  } catch (...) {  // bad_alloc, or a failed lock
+    count_global_error(ErrorKind::kOutOfMemory);
+    return overflow;
+  }
+}
+
+}  // namespace
+
+std::string_view error_name(ErrorKind k) noexcept {
+  switch (k) {
+    case ErrorKind::kWriteFailed: return "write_failed";
+    case ErrorKind::kOpenFailed: return "open_failed";
+    case ErrorKind::kDepthOverflow: return "depth_overflow";
+    case ErrorKind::kMismatchedExit: return "mismatched_exit";
+    case ErrorKind::kTooManyRegions: return "too_many_regions";
+    case ErrorKind::kTooManyCounters: return "too_many_counters";
+    case ErrorKind::kBadArgument: return "bad_argument";
+    case ErrorKind::kOutOfMemory: return "out_of_memory";
+    case ErrorKind::kDeviceEventsExhausted: return "device_events_exhausted";
+    case ErrorKind::kDeviceRecordFailed: return "device_record_failed";
+    case ErrorKind::kDevicePendingFull: return "device_pending_full";
+    case ErrorKind::kDeviceReadFailed: return "device_read_failed";
+    case ErrorKind::kDeviceSyncFailed: return "device_sync_failed";
+    case ErrorKind::kDeviceThreadsExhausted: return "device_threads_exhausted";
+    case ErrorKind::kCount: break;
+  }
+  return "unknown";
+}
+
+void count_global_error(ErrorKind k) noexcept {
+  global_errors()[static_cast<std::size_t>(k)].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t global_error_count(ErrorKind k) noexcept {
+  return global_errors()[static_cast<std::size_t>(k)].load(std::memory_order_relaxed);
+}
+
+RegionId register_region(const RegionSite& site) noexcept {
+  auto& r = names();
+  const auto id = intern(r.regions, r.region_count, site.name ? site.name : "", kMaxRegions, kOverflowRegion,
+                         ErrorKind::kTooManyRegions);
+  site.id.store(id, std::memory_order_relaxed);
+  return id;
+}
+
+CounterId register_counter(const CounterSite& site) noexcept {
+  auto& r = names();
+  const auto id = intern(r.counters, r.counter_count, site.name ? site.name : "", kMaxCounters, kMaxCounters,
+                         ErrorKind::kTooManyCounters);
+  site.id.store(id, std::memory_order_relaxed);
+  return id;
+}
+
+void add_count(CounterId id, std::int64_t n) noexcept {
+  auto& r = names();
+  if (id > kMaxCounters) id = kMaxCounters;
+  // Presence first, then the value: end_update reads them in the other order, so an add
+  // that races with it is reported, in one of the two updates, with its value.
+  r.counter_touched[id].store(1, std::memory_order_relaxed);
+  r.counter_value[id].fetch_add(n, std::memory_order_relaxed);
+}
+
+}  // namespace stepprof::detail
+
+namespace stepprof {
+inline namespace recording {
+
+RegionId region_id(std::string_view name) noexcept {
+  auto& r = detail::names();
+  return detail::intern(r.regions, r.region_count, name, detail::kMaxRegions, detail::kOverflowRegion,
+                        detail::ErrorKind::kTooManyRegions);
+}
+
+CounterId counter_id(std::string_view name) noexcept {
+  auto& r = detail::names();
+  return detail::intern(r.counters, r.counter_count, name, detail::kMaxCounters, detail::kMaxCounters,
+                        detail::ErrorKind::kTooManyCounters);
+}
+
+}  // namespace recording
+}  // namespace stepprof

@@ -1,0 +1,117 @@
+// Per-thread recorder state: attached on a thread's first region (the only time the
+// hot path takes a lock), handed on to a new thread after its owner exits and
+// end_update has read its last totals. Never freed while the process runs, so a region
+// still running on any thread never touches freed memory.
+#include <new>
+
+#include "internal.hpp"
+
+namespace stepprof::detail {
+
+constinit thread_local ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+// Marks the state of an exiting thread reusable. Constructed (as a thread_local) only in
+// attach_thread, so the hot path never pays for its guard.
+struct ExitHook {
+  ThreadStateFull* state = nullptr;
+  ~ExitHook() {
+    if (!state) return;
+    release_open_frames(state, 0);
+    state->device.store(false, std::memory_order_relaxed);
+    state->depth = 0;
+    state->exited.store(true, std::memory_order_release);
+    t_state = nullptr;
+  }
+};
+
+// Used when a state cannot be allocated (out of memory), or by a region that runs in a
+// thread_local destructor after the thread's ExitHook: shared, never registered, so its
+// totals are never read. Static storage, never destroyed.
+ThreadStateFull* fallback_state() noexcept {
+  alignas(ThreadStateFull) static unsigned char storage[sizeof(ThreadStateFull)];
+  static ThreadStateFull* s = new (storage) ThreadStateFull;
+  return s;
+}
+
+}  // namespace
+
+ThreadRegistry& thread_registry() noexcept {
+  static ThreadRegistry* r = new ThreadRegistry;  // never destroyed
+  return *r;
+}
+
+ThreadState* attach_thread() noexcept {
+  static thread_local bool exiting_or_attached = false;
+  if (exiting_or_attached) {
+    // A region in a thread_local destructor that runs after ExitHook: not recorded.
+    return fallback_state();
+  }
+  ThreadStateFull* s = nullptr;
+  auto& reg = thread_registry();
+  try {
+    std::lock_guard lock(reg.mu);
+    // Reuse the state of an exited thread once end_update has read it (depth and
+    // pending device pairs are then empty; its totals continue from where they were).
+    for (ThreadStateFull* old : reg.states) {
+      if (old->exited.load(std::memory_order_acquire) &&
+          old->pending_head.load(std::memory_order_relaxed) == old->pending_tail.load(std::memory_order_relaxed)) {
+        old->exited.store(false, std::memory_order_relaxed);
+        old->depth = 0;  // its device range, if any, stays with it for the session
+        s = old;
+        break;
+      }
+    }
+    if (!s) {
+      auto fresh = std::make_unique<ThreadStateFull>();
+      fresh->base_calls = std::make_unique<std::uint64_t[]>(kMaxRegions + 1);
+      fresh->base_ticks = std::make_unique<std::uint64_t[]>(kMaxRegions + 1);
+      reg.states.push_back(fresh.get());
+      s = fresh.release();
+    }
+  } catch (...) {
+    return fallback_state();
+  }
+  static thread_local ExitHook hook;
+  hook.state = s;
+  exiting_or_attached = true;
+  t_state = s;
+  return s;
+}
+
+ThreadStateFull* this_thread_state() noexcept {
+  ThreadState* t = t_state;
+  if (t == nullptr) t = attach_thread();
+  return static_cast<ThreadStateFull*>(t);
+}
+
+void depth_overflow(ThreadState* t) noexcept {
+  static_cast<ThreadStateFull*>(t)->count_error(ErrorKind::kDepthOverflow);
+}
+
+}  // namespace stepprof::detail
+
+namespace stepprof {
+inline namespace recording {
+
+void region_exit(RegionId id) noexcept {
+  using namespace detail;
+  ThreadStateFull* t = this_thread_state();
+  const std::uint32_t depth = t->depth;
+  if (depth > 0 && (depth > kMaxDepth || t->stack[depth - 1].region == id)) {
+    leave(t, depth - 1);  // the innermost region (or one past kMaxDepth, which is not recorded)
+    return;
+  }
+  t->count_error(ErrorKind::kMismatchedExit);
+  // Close the regions opened inside `id` unrecorded, then `id` itself.
+  for (std::uint32_t d = depth; d-- > 0;) {
+    if (t->stack[d].region != id) continue;
+    release_open_frames(t, d + 1);
+    leave(t, d);
+    return;
+  }
+}
+
+}  // namespace recording
+}  // namespace stepprof

@@ -1,0 +1,27 @@
+# Packaging test (CTest "packaging"): installs the build, then builds and runs a consumer
+# with find_package(stepprof), and another with add_subdirectory(stepprof).
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P run.cmake
+foreach(v BUILD_DIR SOURCE_DIR WORK_DIR)
+  if(NOT ${v})
+    message(FATAL_ERROR "run.cmake: ${v} is not set")
+  endif()
+endforeach()
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+endfunction()
+
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+foreach(kind find-package add-subdirectory)
+  set(b ${WORK_DIR}/${kind})
+  run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/${kind}-test -B ${b} -G Ninja -DCMAKE_BUILD_TYPE=Release
+      -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DSTEPPROF_DIR=${SOURCE_DIR})
+  run(${CMAKE_COMMAND} --build ${b} -j 2)
+  run(${b}/consumer ${b}/log.jsonl)
+  message(STATUS "${kind}: ok")
+endforeach()

@@ -1,0 +1,488 @@
+// The recorder, end to end in one process: what it writes is read back (with
+// nlohmann-json, independently of stepprof's reader, and with stepprof's reader) and
+// compared with independent measurements and hand-counted expectations.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "recorder_test_util.hpp"
+#include "stepprof/hierarchy.hpp"
+#include "stepprof/line_sink.hpp"
+#include "stepprof/reader.hpp"
+#include "stepprof/stepprof.hpp"
+
+using namespace stepprof;
+using namespace stepprof::test;
+
+namespace {
+
+Options host_only(const std::string& path) {
+  Options o;
+  o.path = path;
+  o.device_timing = DeviceTiming::kOff;
+  o.run_id = "test-run";
+  return o;
+}
+
+// A sink that keeps what it is given in memory, failing the writes whose 1-based
+// numbers are in `fail` (writing `partial` bytes of a failing write first).
+class ScriptedSink final : public LineSink {
+ public:
+  std::vector<int> fail;
+  std::size_t partial = 0;
+  std::string text;
+  int calls = 0;
+  int write(std::string_view bytes, std::size_t& written) noexcept override {
+    ++calls;
+    for (int f : fail)
+      if (f == calls) {
+        written = std::min(partial, bytes.size());
+        text.append(bytes.substr(0, written));
+        return ENOSPC;
+      }
+    text.append(bytes);
+    written = bytes.size();
+    return 0;
+  }
+};
+
+}  // namespace
+
+// Tolerance for host times: the TSC's rate is calibrated against steady_clock over
+// >= 10 ms with bracketed reads, so relative error is far below 0.2%; 5 us covers the
+// clock reads themselves.
+constexpr double kRelTol = 0.002, kAbsTolMs = 0.005;
+
+TEST_F(RecorderTest, HostTimeMatchesAnIndependentClock) {
+  TempLog log("host-time");
+  const double before_open = now_ms();
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const double after_open = now_ms();
+  struct Measured {
+    double inner, outer, wall_lo, wall_hi;
+  };
+  std::vector<Measured> m;
+  double update_lo = after_open, update_hi = before_open;
+  for (int k = 0; k < 3; ++k) {
+    const double o0 = now_ms();
+    double i0 = 0, i1 = 0;
+    {
+      STEPPROF_REGION("timed_work");
+      i0 = now_ms();
+      spin_ms(3.0 + k);
+      i1 = now_ms();
+    }
+    const double o1 = now_ms();
+    const double e0 = now_ms();
+    ASSERT_EQ(end_update(k), Status::kOk);
+    const double e1 = now_ms();
+    m.push_back({i1 - i0, o1 - o0, e0 - update_lo, e1 - update_hi});
+    update_lo = e1;  // the next update starts inside end_update: between e0 and e1
+    update_hi = e0;
+  }
+  ASSERT_EQ(close(), Status::kOk);
+
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 4u);
+  for (int k = 0; k < 3; ++k) {
+    const Json& u = lines[static_cast<std::size_t>(k) + 1];
+    EXPECT_EQ(u["step"], k);
+    const double host = u["cpu_call_ms"]["timed_work"].get<double>();
+    EXPECT_GE(host, m[static_cast<std::size_t>(k)].inner * (1 - kRelTol) - kAbsTolMs) << "update " << k;
+    EXPECT_LE(host, m[static_cast<std::size_t>(k)].outer * (1 + kRelTol) + kAbsTolMs) << "update " << k;
+    EXPECT_EQ(u["calls"]["timed_work"], 1);
+    const double wall = u["wall_ms"].get<double>();
+    EXPECT_GE(wall, m[static_cast<std::size_t>(k)].wall_lo - kAbsTolMs) << "update " << k;
+    EXPECT_LE(wall, m[static_cast<std::size_t>(k)].wall_hi + kAbsTolMs) << "update " << k;
+    EXPECT_FALSE(u.contains("cuda_stream_ms"));  // device timing off: absent, not 0
+  }
+}
+
+TEST_F(RecorderTest, NestingParentsAndCalls) {
+  TempLog log("nesting");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  {
+    STEPPROF_REGION("n_outer");
+    for (int i = 0; i < 3; ++i) {
+      STEPPROF_REGION("n_inner");
+      spin_ms(0.2);
+    }
+    {
+      STEPPROF_REGION("n_other");
+      spin_ms(0.2);
+    }
+  }
+  { STEPPROF_REGION("n_top2"); }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  const Json& u = lines[1];
+  EXPECT_EQ(u["calls"], (Json{{"n_outer", 1}, {"n_inner", 3}, {"n_other", 1}, {"n_top2", 1}}));
+  EXPECT_EQ(u["parents"], (Json{{"n_outer", nullptr}, {"n_inner", "n_outer"}, {"n_other", "n_outer"}, {"n_top2", nullptr}}));
+  const auto& h = u["cpu_call_ms"];
+  // A parent's time includes its children's (nested regions overlap).
+  EXPECT_GE(h["n_outer"].get<double>(), h["n_inner"].get<double>() + h["n_other"].get<double>());
+  EXPECT_GE(h["n_inner"].get<double>(), 3 * 0.2 * (1 - kRelTol));
+}
+
+TEST_F(RecorderTest, AbsentRegionsAndCountersStayAbsent) {
+  TempLog log("absent");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  for (int step = 0; step < 3; ++step) {
+    if (step == 0) {
+      STEPPROF_REGION("a_only_first");
+      STEPPROF_COUNT("a_first_counter", 5);
+    }
+    { STEPPROF_REGION("a_always"); }
+    STEPPROF_COUNT("a_always_counter", step);  // 0 in update 0: present with value 0
+    ASSERT_EQ(end_update(step), Status::kOk);
+  }
+  ASSERT_EQ(close(), Status::kOk);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[1]["calls"], (Json{{"a_only_first", 1}, {"a_always", 1}}));
+  EXPECT_EQ(lines[1]["counts"], (Json{{"a_first_counter", 5}, {"a_always_counter", 0}}));
+  for (std::size_t i : {2u, 3u}) {
+    EXPECT_EQ(lines[i]["calls"], (Json{{"a_always", 1}})) << i;
+    EXPECT_FALSE(lines[i]["cpu_call_ms"].contains("a_only_first"));
+    EXPECT_FALSE(lines[i]["parents"].contains("a_only_first"));
+    EXPECT_EQ(lines[i]["counts"], (Json{{"a_always_counter", static_cast<int>(i) - 1}}));
+    EXPECT_FALSE(lines[i].contains("frame_histogram"));
+    EXPECT_FALSE(lines[i].contains("padding_fraction"));
+  }
+}
+
+TEST_F(RecorderTest, PerUpdateDataAndPadding) {
+  TempLog log("data");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  // Update 0: padding given explicitly; shapes counted per micro-batch.
+  frame_histogram_add(9, 3);
+  frame_histogram_add(3, 1);
+  frame_histogram_add(9, 1);
+  input_shape({8, 3154});
+  input_shape({8, 3055});
+  input_shape({8, 3154});
+  const std::vector<std::int64_t> idx{1365027, 909435};
+  sample_indices(idx);
+  sample_indices(std::vector<std::int64_t>{7});
+  EXPECT_EQ(set_padding_fraction(0.125), Status::kOk);
+  EXPECT_EQ(set_padding_fraction(1.5), Status::kErrArgument);
+  EXPECT_EQ(set_padding_fraction(std::nan("")), Status::kErrArgument);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  // Update 1: padding derived from the token counters: 1 - 90/120 = 0.25.
+  STEPPROF_COUNT("valid_tokens", 90);
+  STEPPROF_COUNT("token_slots", 100);
+  STEPPROF_COUNT("token_slots", 20);
+  ASSERT_EQ(end_update(1), Status::kOk);
+  ASSERT_EQ(close(), Status::kWarnErrors);  // the two rejected padding fractions were counted
+
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  const Json& u0 = lines[1];
+  EXPECT_EQ(u0["frame_histogram"], (Json{{"3", 1}, {"9", 4}}));
+  EXPECT_EQ(u0["input_shapes"], (Json{{"(8, 3154)", 2}, {"(8, 3055)", 1}}));
+  EXPECT_EQ(u0["sample_indices"], (Json{1365027, 909435, 7}));
+  EXPECT_EQ(u0["padding_fraction"], 0.125);
+  EXPECT_EQ(u0["recorder_errors"], (Json{{"bad_argument", 2}}));
+  const Json& u1 = lines[2];
+  EXPECT_EQ(u1["counts"].size(), 2u);
+  EXPECT_EQ(u1["counts"]["valid_tokens"], 90);
+  EXPECT_EQ(u1["counts"]["token_slots"], 120);
+  EXPECT_DOUBLE_EQ(u1["padding_fraction"].get<double>(), 0.25);
+  EXPECT_FALSE(u1.contains("input_shapes"));
+  EXPECT_FALSE(u1.contains("recorder_errors"));  // reported once, in the record after them
+}
+
+TEST_F(RecorderTest, ConfigRecordAndPathTemplate) {
+  TempLog log("config-rank3");
+  const std::string tmpl = log.path.substr(0, log.path.find("rank3")) + "rank{rank}" +
+                           log.path.substr(log.path.find("rank3") + 5);
+  Options o = host_only(tmpl);
+  o.rank = 3;
+  o.world_size = 4;
+  o.run_id = "job-42";
+  o.config_json = R"({"micro_batch": 8, "accumulation": 2, "model": "/models/x"})";
+  o.config = {{"seed", "42"}, {"supervised_token_loss", "true"}};
+  o.region_alternatives = {{"vggt_batched", "geometry"}, {"vggt_single", "geometry"}};
+  o.region_roles = {{"batch_fetch", "data"}, {"optimizer", "optimizer"}};
+  ASSERT_EQ(open(o), Status::kOk);
+  RecorderInfo info_out;
+  ASSERT_EQ(info(info_out), Status::kOk);
+  EXPECT_EQ(info_out.path, log.path);
+  EXPECT_EQ(info_out.clock, clock_name());
+  ASSERT_EQ(end_update(5), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  const Json& c = lines[0];
+  std::vector<std::string> keys;
+  for (auto it = c.begin(); it != c.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"type", "schema", "run_id", "rank", "world_size", "clock", "device_timing",
+                                            "region_alternatives", "region_roles", "micro_batch", "accumulation",
+                                            "model", "seed", "supervised_token_loss"}));
+  EXPECT_EQ(c["type"], "config");
+  EXPECT_EQ(c["schema"], 1);
+  EXPECT_EQ(c["run_id"], "job-42");
+  EXPECT_EQ(c["rank"], 3);
+  EXPECT_EQ(c["world_size"], 4);
+  EXPECT_TRUE(c["clock"] == "tsc" || c["clock"] == "steady_clock");
+  EXPECT_EQ(c["clock"], std::string(clock_name()));
+  EXPECT_EQ(c["device_timing"], "off: disabled by the recorder options");
+  EXPECT_EQ(c["region_alternatives"], (Json{{"vggt_batched", "geometry"}, {"vggt_single", "geometry"}}));
+  EXPECT_EQ(c["region_roles"], (Json{{"batch_fetch", "data"}, {"optimizer", "optimizer"}}));
+  EXPECT_EQ(lines[1]["rank"], 3);
+  EXPECT_EQ(lines[1]["step"], 5);
+}
+
+TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
+  TempLog log("reject");
+  auto attempt = [&](Options o) {
+    std::string message;
+    const Status s = open(o, &message);
+    EXPECT_FALSE(message.empty());
+    return s;
+  };
+  Options o = host_only(log.path);
+  o.config_json = "[1, 2]";
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  o.config_json = R"({"rank": 1})";
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  o.config_json = R"({"a": 1, "a": 2})";
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  o.config_json = "";
+  o.config = {{"seed", "forty-two"}};
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  o.config.clear();
+  o.rank = 4;
+  o.world_size = 4;
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  EXPECT_FALSE(is_open());
+  EXPECT_EQ(read_text(log.path), "");  // nothing created
+  EXPECT_EQ(end_update(0), Status::kErrState);
+  EXPECT_EQ(close(), Status::kErrState);
+
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  EXPECT_EQ(attempt(host_only(log.path)), Status::kErrState);  // one recorder per process
+}
+
+TEST_F(RecorderTest, RunIdDefaults) {
+  TempLog log("runid");
+  for (const char* v : {"STEPPROF_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"}) unsetenv(v);
+  Options o = host_only(log.path);
+  o.run_id.clear();
+  o.world_size = 2;
+  ASSERT_EQ(open(o), Status::kOk);  // several ranks, no shared id: none written
+  ASSERT_EQ(close(), Status::kOk);
+  EXPECT_FALSE(read_lines(log.path)[0].contains("run_id"));
+
+  setenv("TORCHELASTIC_RUN_ID", "elastic-7", 1);
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  EXPECT_EQ(read_lines(log.path)[0]["run_id"], "elastic-7");
+  unsetenv("TORCHELASTIC_RUN_ID");
+
+  o.world_size = 1;  // one process: a generated id
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  const std::string id = read_lines(log.path)[0]["run_id"];
+  EXPECT_NE(id.find("-" + std::to_string(getpid()) + "-"), std::string::npos) << id;
+}
+
+TEST_F(RecorderTest, RegionsBeforeOpenAreNotReportedAndReopenWorks) {
+  TempLog log("reopen");
+  { STEPPROF_REGION("r_before_open"); }
+  STEPPROF_COUNT("r_counter_before_open", 3);
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  { STEPPROF_REGION("r_after_open"); }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["calls"], (Json{{"r_after_open", 1}}));
+  EXPECT_FALSE(lines[1].contains("counts"));
+
+  { STEPPROF_REGION("r_before_open"); }  // between sessions: not reported either
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  { STEPPROF_REGION("r_after_open"); }
+  { STEPPROF_REGION("r_after_open"); }
+  ASSERT_EQ(end_update(1), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);  // truncated, not appended
+  EXPECT_EQ(lines[1]["calls"], (Json{{"r_after_open", 2}}));
+}
+
+TEST_F(RecorderTest, AppendKeepsEarlierRecords) {
+  TempLog log("append");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  Options o = host_only(log.path);
+  o.append = true;
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(end_update(1), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[3]["step"], 1);
+}
+
+TEST_F(RecorderTest, StepprofReaderReadsWhatTheRecorderWrote) {
+  TempLog log("reader");
+  Options o = host_only(log.path);
+  o.config_json = R"({"micro_batch": 2, "accumulation": 1})";
+  o.region_alternatives = {{"rr_batched", "geometry"}, {"rr_single", "geometry"}};
+  o.region_roles = {{"rr_fetch", "data"}};
+  ASSERT_EQ(open(o), Status::kOk);
+  for (int step = 10; step < 13; ++step) {
+    { STEPPROF_REGION("rr_fetch"); }
+    {
+      STEPPROF_REGION("rr_micro");
+      if (step % 2) {
+        STEPPROF_REGION("rr_batched");
+      } else {
+        STEPPROF_REGION("rr_single");
+      }
+    }
+    STEPPROF_COUNT("samples", 2);
+    ASSERT_EQ(end_update(step), Status::kOk);
+  }
+  ASSERT_EQ(close(), Status::kOk);
+
+  Diagnostics diag;
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(diag.total(), 0u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  const auto& cfg = *d.ranks[0].config;
+  EXPECT_EQ(cfg.schema, 1);
+  EXPECT_EQ(cfg.run_id, "test-run");
+  EXPECT_EQ(cfg.clock, std::string(clock_name()));
+  EXPECT_EQ(cfg.device_timing, "off: disabled by the recorder options");
+  EXPECT_EQ(cfg.micro_batch, 2);
+  ASSERT_EQ(d.ranks[0].updates.size(), 3u);
+  const auto batched = d.regions.find("rr_batched");
+  ASSERT_TRUE(batched);
+  EXPECT_EQ(d.ranks[0].updates[0].region(*batched), nullptr);  // step 10 is even: absent
+  ASSERT_NE(d.ranks[0].updates[1].region(*batched), nullptr);
+  EXPECT_EQ(d.ranks[0].updates[1].region(*batched)->calls, 1);
+
+  const auto h = hierarchy_from_log(d, diag);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(diag.total(), 0u);
+  ASSERT_NE(h->find("rr_batched"), nullptr);
+  EXPECT_EQ(h->find("rr_batched")->parent, "rr_micro");
+  EXPECT_EQ(h->find("rr_batched")->alt_group, "geometry");
+  EXPECT_EQ(h->find("rr_fetch")->role, RegionRole::kData);
+  EXPECT_EQ(h->find("rr_micro")->parent, "");
+}
+
+// ---- Errors: counted, reported in the next record and at close, never thrown. ----
+
+TEST_F(RecorderTest, FailedWritesAreCountedAndReportedInTheNextRecord) {
+  auto sink = std::make_shared<ScriptedSink>();
+  sink->fail = {2, 3};  // write 1 is the config record; updates 0 and 1 fail
+  Options o = host_only("scripted");
+  o.sink = sink;
+  ASSERT_EQ(open(o), Status::kOk);
+  EXPECT_EQ(end_update(0), Status::kWarnIo);
+  EXPECT_EQ(end_update(1), Status::kWarnIo);
+  EXPECT_EQ(end_update(2), Status::kOk);
+  EXPECT_EQ(end_update(3), Status::kOk);
+  std::vector<std::pair<std::string, std::int64_t>> counts;
+  ASSERT_EQ(error_counts(counts), Status::kOk);
+  EXPECT_EQ(counts, (std::vector<std::pair<std::string, std::int64_t>>{{"write_failed", 2}}));
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("write_failed 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("No space left on device"), std::string::npos) << message;
+
+  std::vector<Json> lines;
+  for (std::size_t pos = 0, nl; (nl = sink->text.find('\n', pos)) != std::string::npos; pos = nl + 1)
+    lines.push_back(Json::parse(sink->text.substr(pos, nl - pos)));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["step"], 2);
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"write_failed", 2}}));
+  EXPECT_EQ(lines[2]["step"], 3);
+  EXPECT_FALSE(lines[2].contains("recorder_errors"));
+}
+
+TEST_F(RecorderTest, PartialWriteIsTerminatedSoLaterRecordsRead) {
+  auto sink = std::make_shared<ScriptedSink>();
+  sink->fail = {3};
+  sink->partial = 20;  // update 1 is cut after 20 bytes
+  Options o = host_only("partial");
+  o.sink = sink;
+  ASSERT_EQ(open(o), Status::kOk);
+  EXPECT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(end_update(1), Status::kWarnIo);
+  EXPECT_EQ(end_update(2), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+
+  TempLog log("partial");
+  std::ofstream(log.path, std::ios::binary) << sink->text;
+  Diagnostics diag;
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(diag.count(Problem::kMalformedJson), 1u);  // the cut record, line 3
+  EXPECT_EQ(diag.count(Problem::kRecorderErrors), 1u);  // update 2 says a write failed
+  ASSERT_EQ(d.ranks.size(), 1u);
+  ASSERT_EQ(d.ranks[0].updates.size(), 2u);
+  EXPECT_EQ(d.ranks[0].updates[1].step, 2);
+  EXPECT_EQ(d.ranks[0].updates[1].recorder_errors,
+            (std::vector<std::pair<std::string, std::int64_t>>{{"write_failed", 1}}));
+}
+
+TEST_F(RecorderTest, DiskFullNeverThrowsAndIsReportedAtClose) {
+  Options o = host_only("/dev/full");  // every write fails with ENOSPC
+  std::string message;
+  EXPECT_EQ(open(o, &message), Status::kWarnIo);
+  EXPECT_NE(message.find("No space left on device"), std::string::npos) << message;
+  for (int step = 0; step < 3; ++step) {
+    { STEPPROF_REGION("full_work"); }
+    EXPECT_EQ(end_update(step), Status::kWarnIo);
+  }
+  EXPECT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("write_failed 4"), std::string::npos) << message;  // config + 3 updates
+  EXPECT_NE(message.find("0 record(s) written"), std::string::npos) << message;
+}
+
+TEST_F(RecorderTest, UnwritablePathKeepsRecordingAndSaysSoAtClose) {
+  Options o = host_only("/nonexistent-stepprof-dir/rank{rank}.jsonl");
+  std::string message;
+  EXPECT_EQ(open(o, &message), Status::kWarnIo);
+  EXPECT_NE(message.find("cannot open the log /nonexistent-stepprof-dir/rank0.jsonl"), std::string::npos) << message;
+  EXPECT_TRUE(is_open());
+  { STEPPROF_REGION("unwritable_work"); }
+  EXPECT_EQ(end_update(0), Status::kWarnIo);
+  EXPECT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("open_failed 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("write_failed 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("No such file or directory"), std::string::npos) << message;
+}
+
+TEST_F(RecorderTest, DepthOverflowAndMismatchedExitsAreCounted) {
+  TempLog log("depth");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const RegionId deep = region_id("d_deep");
+  for (int i = 0; i < 70; ++i) region_enter(deep);  // 64 recorded levels, 6 past the limit
+  for (int i = 0; i < 70; ++i) region_exit(deep);
+  const RegionId a = region_id("d_a"), b = region_id("d_b"), never = region_id("d_never_entered");
+  region_enter(a);
+  region_enter(b);
+  region_exit(a);      // mismatched: closes b unrecorded, then a
+  region_exit(never);  // mismatched: nothing open with that id, ignored
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["calls"], (Json{{"d_deep", 64}, {"d_a", 1}}));
+  EXPECT_EQ(lines[1]["parents"]["d_deep"], nullptr);  // the outermost call exits last
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"depth_overflow", 6}, {"mismatched_exit", 2}}));
+}

@@ -1,0 +1,128 @@
+/* The C ABI, from C: open, regions, counters, per-update data, errors, close; the
+ * written record is checked as text against hand-written expectations. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stepprof/stepprof.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                       \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                         \
+    }                                                                     \
+  } while (0)
+
+#define CHECK_CONTAINS(text, needle)                                                 \
+  do {                                                                               \
+    if (!strstr((text), (needle))) {                                                 \
+      fprintf(stderr, "%s:%d: expected to find %s in:\n%s\n", __FILE__, __LINE__, (needle), (text)); \
+      ++failures;                                                                    \
+    }                                                                                \
+  } while (0)
+
+static char* read_file(const char* path) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+int main(void) {
+  char path[256], tmpl[256];
+  const char* dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  snprintf(tmpl, sizeof tmpl, "%s/stepprof-c-%ld-rank{rank}.jsonl", dir, (long)getpid());
+  snprintf(path, sizeof path, "%s/stepprof-c-%ld-rank0.jsonl", dir, (long)getpid());
+
+  stepprof_recorder* rec = (stepprof_recorder*)1;
+  /* Bad input: an error code, no handle, a message. */
+  CHECK(stepprof_open(tmpl, 0, 1, "[1]", NULL, &rec) == STEPPROF_ERR_ARGUMENT);
+  CHECK(rec == NULL);
+  CHECK(strlen(stepprof_last_error()) > 0);
+  CHECK(stepprof_open(tmpl, 0, 1, NULL, "{\"device_timing\": \"sometimes\"}", &rec) == STEPPROF_ERR_ARGUMENT);
+  CHECK_CONTAINS(stepprof_last_error(), "device_timing");
+  CHECK(stepprof_open(tmpl, 2, 2, NULL, NULL, &rec) == STEPPROF_ERR_ARGUMENT);
+  CHECK(stepprof_open(tmpl, 0, 1, NULL, NULL, NULL) == STEPPROF_ERR_ARGUMENT);
+  CHECK(stepprof_end_update(NULL, 0) == STEPPROF_ERR_STATE);
+
+  CHECK(stepprof_open(tmpl, 0, 1, "{\"micro_batch\": 2, \"region_roles\": {\"c_outer\": \"data\"}}",
+                      "{\"device_timing\": \"off\", \"run_id\": \"c-test\"}", &rec) == STEPPROF_OK);
+  CHECK(rec != NULL);
+  stepprof_recorder* second = NULL;
+  CHECK(stepprof_open(tmpl, 0, 1, NULL, NULL, &second) == STEPPROF_ERR_STATE);
+  CHECK(second == NULL);
+
+  stepprof_region_id outer = 0, inner = 0;
+  stepprof_counter_id samples = 0;
+  CHECK(stepprof_region_register("c_outer", &outer) == STEPPROF_OK);
+  CHECK(stepprof_region_register("c_inner", &inner) == STEPPROF_OK);
+  CHECK(outer != inner);
+  CHECK(stepprof_counter_register("samples", &samples) == STEPPROF_OK);
+  CHECK(stepprof_region_enter(999999u) == STEPPROF_ERR_ARGUMENT);
+
+  /* Update 7: c_outer once holding c_inner twice. */
+  CHECK(stepprof_region_enter(outer) == STEPPROF_OK);
+  CHECK(stepprof_region_enter(inner) == STEPPROF_OK);
+  CHECK(stepprof_region_exit(inner) == STEPPROF_OK);
+  CHECK(stepprof_region_enter(inner) == STEPPROF_OK);
+  CHECK(stepprof_region_exit(inner) == STEPPROF_OK);
+  CHECK(stepprof_region_exit(outer) == STEPPROF_OK);
+  CHECK(stepprof_counter_add(samples, 8) == STEPPROF_OK);
+  CHECK(stepprof_frame_histogram_add(3, 2) == STEPPROF_OK);
+  CHECK(stepprof_frame_histogram_add(-1, 2) == STEPPROF_ERR_ARGUMENT);
+  const int64_t shape[2] = {2, 128};
+  CHECK(stepprof_input_shape(shape, 2) == STEPPROF_OK);
+  CHECK(stepprof_input_shape(shape, 0) == STEPPROF_ERR_ARGUMENT);
+  const int64_t idx[2] = {5, 6};
+  CHECK(stepprof_sample_indices(idx, 2) == STEPPROF_OK);
+  CHECK(stepprof_set_padding_fraction(0.25) == STEPPROF_OK);
+  CHECK(stepprof_set_padding_fraction(2.0) == STEPPROF_ERR_ARGUMENT);
+  CHECK(stepprof_set_device_stream(NULL) == STEPPROF_ERR_STATE); /* device timing is off */
+  CHECK(stepprof_end_update(rec, 7) == STEPPROF_OK);
+
+  /* A mismatched exit is counted, not fatal. */
+  CHECK(stepprof_region_enter(outer) == STEPPROF_OK);
+  CHECK(stepprof_region_exit(inner) == STEPPROF_OK);
+  CHECK(stepprof_region_exit(outer) == STEPPROF_OK);
+  CHECK(stepprof_error_count(rec, "mismatched_exit") == 1);
+  CHECK(stepprof_error_count(rec, NULL) == 2); /* + the padding fraction 2.0 */
+  CHECK(stepprof_end_update(rec, 8) == STEPPROF_OK);
+
+  char info[512];
+  size_t needed = 0;
+  CHECK(stepprof_info_json(rec, info, 4, &needed) == STEPPROF_ERR_ARGUMENT);
+  CHECK(needed > 4);
+  CHECK(stepprof_info_json(rec, info, sizeof info, &needed) == STEPPROF_OK);
+  CHECK_CONTAINS(info, "\"device_timing\":\"off: disabled by the recorder options\"");
+  CHECK_CONTAINS(info, "\"records_written\":3");
+  CHECK(strcmp(stepprof_clock_name(), "tsc") == 0 || strcmp(stepprof_clock_name(), "steady_clock") == 0);
+  CHECK(strcmp(stepprof_status_name(STEPPROF_WARN_IO), "warn-io") == 0);
+
+  CHECK(stepprof_close(rec) == STEPPROF_WARN_ERRORS);
+  CHECK_CONTAINS(stepprof_last_error(), "mismatched_exit 1");
+
+  const char* text = read_file(path);
+  CHECK(text != NULL);
+  if (text) {
+    CHECK_CONTAINS(text, "{\"type\":\"config\",\"schema\":1,\"run_id\":\"c-test\",\"rank\":0,\"world_size\":1,");
+    CHECK_CONTAINS(text, "\"micro_batch\":2,\"region_roles\":{\"c_outer\":\"data\"}}\n");
+    CHECK_CONTAINS(text, "\"step\":7,");
+    CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1,\"c_inner\":2},\"parents\":{\"c_outer\":null,\"c_inner\":\"c_outer\"}");
+    CHECK_CONTAINS(text, "\"counts\":{\"samples\":8},\"frame_histogram\":{\"3\":2},\"input_shapes\":{\"(2, 128)\":1},"
+                         "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":1}}\n");
+    CHECK_CONTAINS(text, "\"step\":8,");
+    CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1},\"parents\":{\"c_outer\":null},\"recorder_errors\":{\"mismatched_exit\":1}}\n");
+  }
+  remove(path);
+  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+  else printf("all C ABI checks passed\n");
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,198 @@
+// Device timing, driven by FakeDeviceClock: events recorded at region entry and exit,
+// read back only at the update boundary; what happens with and without the boundary
+// synchronization, when the event ring runs out, when recording fails, and on a second
+// thread with its own stream. Expected times are hand-computed from the simulated work.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "recorder_test_util.hpp"
+#include "stepprof/device_timer.hpp"
+#include "stepprof/stepprof.hpp"
+
+using namespace stepprof;
+using namespace stepprof::test;
+
+namespace {
+
+Options with_fake(const std::string& path, const std::shared_ptr<FakeDeviceClock>& fake) {
+  Options o;
+  o.path = path;
+  o.run_id = "device-test";
+  o.device_timer = fake;
+  return o;
+}
+
+}  // namespace
+
+TEST_F(RecorderTest, DeviceTimesAreReadBackAtTheBoundary) {
+  TempLog log("device-sync");
+  auto fake = std::make_shared<FakeDeviceClock>();
+  ASSERT_EQ(open(with_fake(log.path, fake)), Status::kOk);
+  {
+    STEPPROF_REGION("g_outer");  // stream idle at device time 0: entry event at 0
+    fake->launch(nullptr, 2);    // busy until 2
+    {
+      STEPPROF_REGION("g_inner");  // entry at 2
+      fake->launch(nullptr, 3);    // exit at 5
+    }
+    fake->launch(nullptr, 1);  // exit at 6
+  }
+  EXPECT_EQ(fake->now_ms(), 0);  // nothing waited inside the regions
+  ASSERT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(fake->synchronize_calls(), 1);  // one stream, synchronized once at the boundary
+  EXPECT_EQ(fake->now_ms(), 6);
+  {
+    STEPPROF_REGION("g_inner");  // entry at 6
+    fake->launch(nullptr, 4);    // exit at 10
+  }
+  ASSERT_EQ(end_update(1), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["device_timing"], "fake");
+  EXPECT_EQ(lines[1]["cuda_stream_ms"], (Json{{"g_outer", 6.0}, {"g_inner", 3.0}}));
+  EXPECT_EQ(lines[1]["calls"], (Json{{"g_outer", 1}, {"g_inner", 1}}));
+  EXPECT_EQ(lines[2]["cuda_stream_ms"], (Json{{"g_inner", 4.0}}));
+  EXPECT_EQ(fake->record_calls(), 6);  // 2 per region call
+}
+
+TEST_F(RecorderTest, WithoutBoundarySyncUnfinishedDeviceTimesCarryOver) {
+  TempLog log("device-nosync");
+  auto fake = std::make_shared<FakeDeviceClock>();
+  Options o = with_fake(log.path, fake);
+  o.sync_at_update = false;
+  ASSERT_EQ(open(o), Status::kOk);
+  {
+    STEPPROF_REGION("c_first");  // 0 .. 2
+    fake->launch(nullptr, 2);
+  }
+  {
+    STEPPROF_REGION("c_second");  // 2 .. 5
+    fake->launch(nullptr, 3);
+  }
+  fake->advance(3);  // the device has reached 3: c_first is done, c_second is not
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(end_update(1), Status::kOk);  // still at 3: nothing new
+  fake->advance(10);
+  ASSERT_EQ(end_update(2), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  EXPECT_EQ(fake->synchronize_calls(), 0);  // never waited
+
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[1]["cuda_stream_ms"], (Json{{"c_first", 2.0}}));
+  EXPECT_EQ(lines[1]["calls"], (Json{{"c_first", 1}, {"c_second", 1}}));  // host side: both done
+  EXPECT_FALSE(lines[2].contains("cuda_stream_ms"));
+  EXPECT_FALSE(lines[2].contains("calls"));
+  // The late device time lands in the record of the boundary that read it, with its parent.
+  EXPECT_EQ(lines[3]["cuda_stream_ms"], (Json{{"c_second", 3.0}}));
+  EXPECT_EQ(lines[3]["parents"], (Json{{"c_second", nullptr}}));
+  EXPECT_FALSE(lines[3].contains("calls"));
+  EXPECT_FALSE(lines[3].contains("cpu_call_ms"));
+}
+
+TEST_F(RecorderTest, ExhaustedEventRingIsCountedNotBlocking) {
+  TempLog log("device-ring");
+  auto fake = std::make_shared<FakeDeviceClock>();
+  Options o = with_fake(log.path, fake);
+  o.device_events_per_thread = 8;  // 4 region calls per update
+  ASSERT_EQ(open(o), Status::kOk);
+  for (int i = 0; i < 6; ++i) {
+    STEPPROF_REGION("ring_call");
+    fake->launch(nullptr, 1);
+  }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  for (int i = 0; i < 3; ++i) {  // events are free again after the boundary
+    STEPPROF_REGION("ring_call");
+    fake->launch(nullptr, 1);
+  }
+  ASSERT_EQ(end_update(1), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["calls"]["ring_call"], 6);
+  // Calls 1-4 are device-timed (1 ms each); calls 5 and 6 find no free event. Their work
+  // (2 ms) still runs on the stream but outside any timed interval.
+  EXPECT_EQ(lines[1]["cuda_stream_ms"]["ring_call"], 4.0);
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"device_events_exhausted", 2}}));
+  EXPECT_EQ(lines[2]["cuda_stream_ms"]["ring_call"], 3.0);
+  EXPECT_FALSE(lines[2].contains("recorder_errors"));
+}
+
+TEST_F(RecorderTest, FailedEventRecordIsCounted) {
+  TempLog log("device-fail");
+  auto fake = std::make_shared<FakeDeviceClock>();
+  ASSERT_EQ(open(with_fake(log.path, fake)), Status::kOk);
+  fake->fail_next_records(1);
+  {
+    STEPPROF_REGION("f_region");  // the entry event fails: host time only for this call
+    fake->launch(nullptr, 5);
+  }
+  {
+    STEPPROF_REGION("f_region");
+    fake->launch(nullptr, 2);
+  }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  EXPECT_EQ(lines[1]["calls"]["f_region"], 2);
+  EXPECT_EQ(lines[1]["cuda_stream_ms"]["f_region"], 2.0);
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"device_record_failed", 1}}));
+}
+
+TEST_F(RecorderTest, EachDeviceThreadUsesItsOwnStream) {
+  TempLog log("device-threads");
+  auto fake = std::make_shared<FakeDeviceClock>();
+  ASSERT_EQ(open(with_fake(log.path, fake)), Status::kOk);
+  int side_stream_tag = 0;
+  void* side = &side_stream_tag;
+  std::thread worker([&] {
+    EXPECT_EQ(set_device_stream(side), Status::kOk);
+    STEPPROF_REGION("t_side");
+    fake->launch(side, 7);
+  });
+  worker.join();
+  std::thread host_only_worker([&] {
+    STEPPROF_REGION("t_host_only");  // this thread never set a stream: host time only
+    fake->launch(side, 1);
+  });
+  host_only_worker.join();
+  {
+    STEPPROF_REGION("t_main");
+    fake->launch(nullptr, 2);
+  }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(fake->synchronize_calls(), 2);  // the default stream and the side stream
+  ASSERT_EQ(close(), Status::kOk);
+  const auto lines = read_lines(log.path);
+  EXPECT_EQ(lines[1]["cuda_stream_ms"], (Json{{"t_side", 7.0}, {"t_main", 2.0}}));
+  EXPECT_EQ(lines[1]["calls"], (Json{{"t_side", 1}, {"t_host_only", 1}, {"t_main", 1}}));
+  EXPECT_EQ(set_device_stream(side), Status::kErrState);  // closed
+}
+
+TEST_F(RecorderTest, CudaTimerSaysWhyItIsOff) {
+  const auto timer = make_cuda_device_timer();
+  TempLog log("device-cuda");
+  Options o;
+  o.path = log.path;
+  o.run_id = "cuda";
+  ASSERT_EQ(open(o), Status::kOk);  // device_timing auto: the real CUDA timer
+  { STEPPROF_REGION("cuda_auto_region"); }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  const Status stream_status = set_device_stream(nullptr);
+  ASSERT_EQ(close(), Status::kOk);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["device_timing"], timer->status());
+  if (timer->available()) {
+    EXPECT_EQ(timer->status(), "cuda-events");
+  } else {
+    // No GPU here: device fields absent, and the config says why.
+    EXPECT_EQ(timer->status().rfind("off: ", 0), 0u) << timer->status();
+    EXPECT_FALSE(lines[1].contains("cuda_stream_ms"));
+    EXPECT_EQ(stream_status, Status::kErrState);  // no device timing to put the thread on
+  }
+}
