@@ -52,7 +52,13 @@ struct Diagnostic {
   std::string message;
 };
 
-/// `file:line:column: severity: message [code]`, the form compilers use.
+/// `text` with control characters (bytes < 0x20 and 0x7f, e.g. terminal escapes in a
+/// region name read from a log) written as \xNN, so printing a log cannot drive the
+/// terminal. Used by format_diagnostic and the text renderers.
+std::string printable(std::string_view text);
+
+/// `file:line:column: severity: message [code]`, the form compilers use; control
+/// characters from the input are shown as \xNN.
 std::string format_diagnostic(const Diagnostic& d);
 
 /// Collects diagnostics. Keeps at most `max_kept` of them (all are counted);

@@ -78,7 +78,11 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       if (!fast || *c < *unit_cost(*fast)) fast = &p;
       if (!slow || *c > *unit_cost(*slow)) slow = &p;
     }
-    if (fast && slow && fast != slow) {
+    constexpr double kSignificant = 1.10;  // below this ratio neither path is "the slow one"
+    if (fast && slow && fast != slow && *unit_cost(*slow) < kSignificant * *unit_cost(*fast)) {
+      g.similar_cost = true;
+      g.slow_over_fast = *unit_cost(*slow) / *unit_cost(*fast);
+    } else if (fast && slow && fast != slow) {
       g.fast = fast->region;
       g.slow = slow->region;
       g.slow_over_fast = *unit_cost(*slow) / *unit_cost(*fast);

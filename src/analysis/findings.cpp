@@ -43,10 +43,10 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
     f.title = fmt::format("{} of {} updates ran the slow path {} ({:.2f}x the cost per {} of {})",
                           g.updates_with_slow, g.updates, g.slow, *g.slow_over_fast, g.unit, g.fast);
     f.evidence = fmt::format("{}: {:.1f} ms per {}, {}: {:.1f} ms per {}", g.slow, sc, g.unit, g.fast, fc, g.unit);
-    if (!g.frame_counts_only_with_slow.empty())
+    if (!g.frame_counts_only_with_slow.empty() && g.updates_fast_only > 0)
       f.evidence += fmt::format("; every update with a sample of {} frames ran {}", join_ints(g.frame_counts_only_with_slow),
                                 g.slow);
-    if (g.updates_with_slow > 0)
+    if (g.updates_with_slow > 0 && g.updates_fast_only > 0)
       f.evidence += fmt::format("; {} of {} such updates mixed frame counts, {} of {} fast-only updates did",
                                 g.slow_updates_mixed_frames, g.updates_with_slow, g.fast_only_updates_mixed_frames,
                                 g.updates_fast_only);
@@ -54,11 +54,11 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
         "send every micro-batch down {}: group samples by frame count in the sampler, or pad frames up to the "
         "micro-batch maximum",
         g.fast);
-    if (wait)
+    if (wait && in.waiting.size() == 1)
       f.action += fmt::format(
-          "; this rank already waits about {:.0f} ms per update for other ranks, so the update time falls only if "
+          "; {} already waits about {:.0f} ms per update for other ranks, so the update time falls only if "
           "the slowest ranks gain as well",
-          wait->wait_ms->median);
+          wait->rank ? fmt::format("rank {}", *wait->rank) : std::string("this rank"), wait->wait_ms->median);
     out.push_back(std::move(f));
   }
 }
@@ -194,7 +194,9 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       f.action = "add regions inside it to see where that time goes";
       out.push_back(std::move(f));
     }
-    if (row.gap != TimeGap::kNone && row.gap_ms && !is_comm(in, row.name) && !outgapped(in, row)) {
+    // Only host-bound regions are findings: a device that runs behind the host is the
+    // normal asynchronous case (the table still flags it).
+    if (row.gap == TimeGap::kHostLonger && row.gap_ms && !is_comm(in, row.name) && !outgapped(in, row)) {
       Finding f;
       f.kind = "time-gap";
       f.subject = row.name;
@@ -211,7 +213,9 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       out.push_back(std::move(f));
     }
   }
-  if (const auto& o = in.regions.outside_regions_ms; o && o->median > 1.0) {
+  // Time outside the top-level regions means something only when the nesting lists
+  // every region of the log.
+  if (const auto& o = in.regions.outside_regions_ms; o && o->median > 1.0 && in.regions.not_in_nesting.empty()) {
     Finding f;
     f.kind = "untracked-time";
     f.ms_per_update = o->median;
@@ -221,13 +225,31 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
     f.action = "wrap the rest of the training loop in regions if this matters";
     out.push_back(std::move(f));
   }
-  if (in.regions.violation_count > 0) {
-    const auto& v = in.regions.violations.front();
+  const auto& t = in.regions;
+  if (t.nesting_known && !t.not_in_nesting.empty()) {
+    const bool none = t.not_in_nesting.size() == t.rows.size();
+    std::string names;
+    for (std::size_t i = 0; i < t.not_in_nesting.size() && i < 6; ++i)
+      names += fmt::format("{}{}", i ? ", " : "", t.not_in_nesting[i]);
+    if (t.not_in_nesting.size() > 6) names += ", ...";
+    Finding f;
+    f.kind = "nesting";
+    f.title = none ? fmt::format("none of the log's {} regions is in the nesting ({}): is it the right file?",
+                                 t.rows.size(), t.nesting_source)
+                   : fmt::format("{} of the log's regions are not in the nesting ({})", t.not_in_nesting.size(),
+                                 t.nesting_source);
+    f.evidence = "not in the nesting: " + names;
+    f.action = "add them to the --hierarchy file; exclusive times of their parents are wrong until then";
+    out.push_back(std::move(f));
+  }
+  if (t.violation_count > 0) {
+    const auto& v = t.violations.front();
     Finding f;
     f.kind = "nesting";
     f.subject = v.parent;
-    f.title = fmt::format("the nesting does not fit the data in {} place(s)", in.regions.violation_count);
-    f.evidence = fmt::format("e.g. step {}: children of {} sum to {:.1f} ms, more than its {:.1f} ms", v.step,
+    f.title = fmt::format("the nesting does not fit the data in {} place(s): exclusive times are not to be trusted",
+                          t.violation_count);
+    f.evidence = fmt::format("e.g. step {}: the children of {} take {:.1f} ms, more than its {:.1f} ms", v.step,
                              v.parent, v.children_ms, v.parent_ms);
     f.action = "check the --hierarchy file: a region may sit under the wrong parent";
     out.push_back(std::move(f));
@@ -258,8 +280,12 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   variability(in, out);
   const double median = in.time.update_ms ? in.time.update_ms->median : 0;
   for (auto& f : out) f.share = median > 0 ? f.ms_per_update / median : 0;
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Finding& a, const Finding& b) { return a.ms_per_update > b.ms_per_update; });
+  // Problems with the nesting come first: they make other figures wrong.
+  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+    const bool na = a.kind == "nesting", nb = b.kind == "nesting";
+    if (na != nb) return na;
+    return a.ms_per_update > b.ms_per_update;
+  });
   if (out.size() > max_findings) out.resize(max_findings);
   return out;
 }

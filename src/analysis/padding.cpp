@@ -33,10 +33,15 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   if (wall > 0) p.padding_slots_per_s = padding / wall * 1000.0;
   p.padding_slots_per_update = padding / static_cast<double>(updates.size());
 
-  // Token-bound regions: leaves (or every region without nesting) whose time follows token slots.
+  // Token-bound regions: leaves of the nesting whose time follows token slots. Without
+  // the nesting, regions may contain each other, and summing them would count time twice.
+  if (!in.hierarchy) {
+    p.cost_needs_nesting = true;
+    return p;
+  }
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
     const std::string_view name = in.data.regions.name(id);
-    if (in.hierarchy && !in.hierarchy->children(name).empty()) continue;
+    if (!in.hierarchy->find(name) || !in.hierarchy->children(name).empty()) continue;  // leaves of the nesting only
     const bool device = in.has_device_time(id);
     std::vector<double> t, s;
     for (std::size_t i = 0; i < updates.size(); ++i) {

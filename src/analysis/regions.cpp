@@ -128,15 +128,15 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         continue;
       }
       for (const bool d : {true, false}) {
+        // Busy-union device times do not subtract (children on other streams overlap).
+        if (d && busy_union) continue;
         const auto own = d ? r->device_ms : r->host_ms;
         const auto kids = children_ms(*u, p.kids, d);
         if (!own) continue;
         const double self = *own - kids.value_or(0);
         (d ? s.device_self : s.host_self).push_back(self);
-        if (d == dev) s.self_total += self;
-        // Busy-time device times (a union of kernel intervals, as from a trace) may let
-        // children that ran on several streams exceed their parent: not a violation.
-        if (kids && self < -nesting_tolerance_ms(*own) && !(d && busy_union)) {
+        if (d == (dev && !busy_union)) s.self_total += self;
+        if (kids && self < -nesting_tolerance_ms(*own)) {
           ++t.violation_count;
           if (t.violations.size() < kMaxViolationsKept)
             t.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), *own,
@@ -178,9 +178,22 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (auto id = in.region(node->name); id && present[*id]) top.push_back(*id);
     std::vector<double> outside;
     if (!top.empty()) {
-      for (const auto* u : updates) outside.push_back(outside_regions_ms(*u, top));
+      for (const auto* u : updates) {
+        const double o = outside_regions_ms(*u, top);
+        outside.push_back(o);
+        // Top-level regions are consecutive parts of the update: together they cannot
+        // take longer than it.
+        if (o < -nesting_tolerance_ms(u->wall_ms)) {
+          ++t.violation_count;
+          if (t.violations.size() < kMaxViolationsKept)
+            t.violations.push_back({"(the update, wall_ms)", u->step, u->rank.value_or(-1), u->wall_ms, u->wall_ms - o,
+                                    false});
+        }
+      }
     }
     t.outside_regions_ms = summarize(outside);
+    for (const auto& row : t.rows)
+      if (!row.in_hierarchy) t.not_in_nesting.push_back(row.name);
   }
   return t;
 }

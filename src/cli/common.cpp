@@ -1,6 +1,8 @@
 #include "common.hpp"
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 
@@ -70,14 +72,17 @@ int finish(const Diagnostics& diag) {
   const auto errors = diag.count(Severity::kError), warnings = diag.count(Severity::kWarning);
   if (errors || warnings)
     fmt::print(stderr, "stepprof: {} error(s), {} warning(s) in the input{}\n", errors, warnings,
-               errors ? "; the records above were skipped (exit status 1)" : "");
+               errors && !diag.strict() ? "; records with errors were left out" : "");
   return errors ? kInputErrors : kOk;
 }
 
 bool write_output(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return std::fflush(stdout) == 0;
+    errno = 0;
+    const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0 &&
+                    !std::ferror(stdout);
+    if (!ok) fmt::print(stderr, "stepprof: cannot write to stdout: {}\n", errno ? std::strerror(errno) : "write error");
+    return ok;
   }
   std::ofstream out(path, std::ios::binary);
   out << text;

@@ -36,13 +36,23 @@ std::string_view severity_name(Severity s) {
   return "error";
 }
 
+std::string printable(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+    else out += c;
+  }
+  return out;
+}
+
 std::string format_diagnostic(const Diagnostic& d) {
-  std::string where = d.file;
+  std::string where = printable(d.file);
   if (d.line > 0) {
     where += fmt::format(":{}", d.line);
     if (d.column > 0) where += fmt::format(":{}", d.column);
   }
-  return fmt::format("{}: {}: {} [{}]", where, severity_name(d.severity), d.message,
+  return fmt::format("{}: {}: {} [{}]", where, severity_name(d.severity), printable(d.message),
                      code_name(d.problem));
 }
 

@@ -198,12 +198,21 @@ Section paths_section(const Report& rep) {
                           p.ms_per_frame ? num(*p.ms_per_frame) : "-",
                           p.ms_per_microbatch ? num(*p.ms_per_microbatch) : "-"});
     s.blocks.emplace_back(std::move(tab));
+    if (g.similar_cost) {
+      s.blocks.emplace_back(Paragraph{fmt::format(
+          "The paths cost within 10 % of each other per {} ({:.2f}x): neither is a slow path here.", g.unit,
+          *g.slow_over_fast)});
+      continue;
+    }
     if (!g.slow_over_fast) continue;
     std::vector<std::string> lines;
     lines.push_back(fmt::format("{} costs {:.2f}x {} per {}.", g.slow, *g.slow_over_fast, g.fast, g.unit));
     lines.push_back(fmt::format("{} ran in {} of {} updates; {} updates ran only the fast path.", g.slow,
                                 g.updates_with_slow, g.updates, g.updates_fast_only));
-    if (!g.frame_counts.empty()) {
+    if (g.updates_fast_only == 0 || g.updates_with_slow == 0) {
+      lines.push_back(fmt::format("Cause in the data: cannot tell, since {} updates ran {}: no update to compare with.",
+                                  g.updates_fast_only == 0 ? "all" : "no", g.slow));
+    } else if (!g.frame_counts.empty()) {
       std::string only = g.frame_counts_only_with_slow.empty()
                              ? std::string("no frame count occurs only in updates that ran it")
                              : fmt::format("every update with a sample of {} frames ran it",
@@ -219,7 +228,7 @@ Section paths_section(const Report& rep) {
           "Doing all of {}'s work at {}'s cost per {} would save {} per update of this rank's compute.", g.slow,
           g.fast, g.unit, ms(*g.saving_ms_per_update)));
     for (auto& l : lines) s.blocks.emplace_back(Paragraph{std::move(l)});
-    if (!g.frame_counts.empty()) {
+    if (!g.frame_counts.empty() && g.updates_fast_only > 0 && g.updates_with_slow > 0) {
       Table fc{{"frames per sample", "samples", "updates with it", fmt::format("... that ran {}", g.slow)}, {}, {}};
       for (const auto& e : g.frame_counts)
         fc.rows.push_back({std::to_string(e.frames), std::to_string(e.samples), std::to_string(e.updates_with),
@@ -239,7 +248,7 @@ Section padding_section(const Report& rep) {
   }
   Fields f;
   f.items.emplace_back("padding (token-weighted)",
-                       fmt::format("{} of {} token slots ({} per update per rank)", pct(p.fraction),
+                       fmt::format("{} of {} token slots ({} padding slots per update per rank)", pct(p.fraction),
                                    integer(p.token_slots), integer(p.padding_slots_per_update)));
   if (p.per_update_fraction)
     f.items.emplace_back("per update", fmt::format("median {}, p90 {}, max {}", pct(p.per_update_fraction->median),
@@ -255,7 +264,9 @@ Section padding_section(const Report& rep) {
                                                       "time is proportional to token slots",
                                                       ms(*p.cost_ms_per_update), regs));
   } else {
-    f.items.emplace_back("cost estimate", "no region's time follows token slots (r >= 0.4) in this window");
+    f.items.emplace_back("cost estimate", p.cost_needs_nesting
+                                              ? "needs the nesting (leaf regions do not overlap): give --hierarchy FILE"
+                                              : "no region's time follows token slots (r >= 0.4) in this window");
   }
   s.blocks.emplace_back(std::move(f));
   return s;
@@ -404,7 +415,9 @@ Section input_section(const Diagnostics& diag) {
   std::size_t shown = 0;
   for (const auto& d : diag.kept()) {
     if (shown++ == 20) {
-      s.blocks.emplace_back(Paragraph{fmt::format("... and {} more (all are printed on stderr)", diag.total() - 20)});
+      s.blocks.emplace_back(Paragraph{fmt::format("... and {} more (stderr shows the first 20 of each kind; --format json lists up to "
+                                                  "10,000)",
+                                                  diag.total() - 20)});
       break;
     }
     s.blocks.emplace_back(Paragraph{format_diagnostic(d)});

@@ -22,6 +22,7 @@ const std::locale& grouped() {
 }  // namespace
 
 std::string num(double v) {
+  if (std::fabs(v) < 5e-4) v = 0;  // no "-0.000"
   const double a = std::fabs(v);
   if (a >= 10 || a == 0) return fmt::format(grouped(), "{:.1Lf}", v);
   if (a >= 0.1) return fmt::format(grouped(), "{:.2Lf}", v);

@@ -12,7 +12,10 @@ std::string html_escape(std::string_view text) {
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&#39;"; break;
-      default: out += c;
+      // Control characters (NUL, escape, ...) have no business in a page: U+FFFD.
+      default:
+        if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == '\x7f') out += "&#xFFFD;";
+        else out += c;
     }
   }
   return out;

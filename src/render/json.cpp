@@ -97,7 +97,8 @@ Json regions(const RegionTable& t) {
               {"outside_regions_ms", summary(t.outside_regions_ms)},
               {"nesting_violation_count", t.violation_count},
               {"nesting_violations", violations},
-              {"not_in_log", t.not_in_log}};
+              {"not_in_log", t.not_in_log},
+              {"not_in_nesting", t.not_in_nesting}};
 }
 
 Json code_paths(const CodePathResult& c) {
@@ -131,6 +132,7 @@ Json code_paths(const CodePathResult& c) {
                       {"slow", g.slow.empty() ? Json(nullptr) : Json(g.slow)},
                       {"unit", g.unit},
                       {"slow_over_fast", opt(g.slow_over_fast)},
+                      {"similar_cost", g.similar_cost},
                       {"updates", g.updates},
                       {"updates_with_slow", g.updates_with_slow},
                       {"updates_fast_only", g.updates_fast_only},
@@ -156,7 +158,8 @@ Json padding(const PaddingResult& p) {
               {"padding_slots_per_update", p.padding_slots_per_update},
               {"max_padded_length", opt(p.max_padded_length)},
               {"token_bound_regions", bound},
-              {"cost_ms_per_update", opt(p.cost_ms_per_update)}};
+              {"cost_ms_per_update", opt(p.cost_ms_per_update)},
+              {"cost_needs_nesting", p.cost_needs_nesting}};
 }
 
 Json waiting(const std::vector<WaitingResult>& ws) {

@@ -20,8 +20,9 @@ std::string esc(const std::string& s) {
         out += '\\';
         out += c;
         break;
-      case '\n': out += ' '; break;
-      default: out += c;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == '\x7f') out += printable(std::string_view(&c, 1));
+        else out += c;
     }
   }
   return out;

@@ -38,28 +38,29 @@ void block(const detail::Block& b, std::string& out) {
     for (const auto& [k, v] : f->items) w = std::max(w, k.size());
     w = std::min<std::size_t>(w, 30);
     for (const auto& [k, v] : f->items) {
-      const std::string label = fmt::format("  {:<{}}  ", k, w);
-      out += label + wrap(v, label.size(), label.size()) + "\n";
+      const std::string label = fmt::format("  {:<{}}  ", printable(k), w);
+      out += label + wrap(printable(v), label.size(), label.size()) + "\n";
     }
   } else if (const auto* t = std::get_if<detail::Table>(&b)) {
     detail::TextTable tt(t->header);
     for (std::size_t i = 0; i < t->rows.size(); ++i) {
       auto row = t->rows[i];
+      for (auto& cell : row) cell = printable(cell);
       const int depth = i < t->depth.size() ? t->depth[i] : 0;
       if (!row.empty()) row[0] = std::string(static_cast<std::size_t>(depth) * 2, ' ') + row[0];
       tt.add(std::move(row));
     }
     out += tt.str();
   } else if (const auto* p = std::get_if<detail::Paragraph>(&b)) {
-    out += "  " + wrap(p->text, 2, 2) + "\n";
+    out += "  " + wrap(printable(p->text), 2, 2) + "\n";
   } else if (const auto* l = std::get_if<detail::NumberedList>(&b)) {
     for (std::size_t i = 0; i < l->items.size(); ++i) {
       const auto& item = l->items[i];
       const std::string head = fmt::format("  {}. ", i + 1);
-      out += head + wrap(item.title, head.size(), head.size()) + "\n";
+      out += head + wrap(printable(item.title), head.size(), head.size()) + "\n";
       for (const auto& [k, v] : item.details) {
         const std::string label = fmt::format("{}{}: ", std::string(head.size(), ' '), k);
-        out += label + wrap(v, label.size(), head.size() + 2) + "\n";
+        out += label + wrap(printable(v), label.size(), head.size() + 2) + "\n";
       }
     }
   }

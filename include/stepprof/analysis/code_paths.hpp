@@ -36,9 +36,11 @@ struct PathGroup {
   std::string group;   ///< the alternatives' group name (alt=...)
   std::string parent;  ///< common parent region, if any
   std::vector<PathCost> paths;
-  /// Fastest and slowest path by ms per frame (else per sample); empty if not comparable.
+  /// Fastest and slowest path by ms per frame (else per sample); empty if not comparable
+  /// or when they cost within 10 % of each other (then `similar_cost` is set).
   std::string fast, slow;
   std::optional<double> slow_over_fast;  ///< ratio of the per-frame (else per-sample) costs
+  bool similar_cost = false;             ///< the paths cost within 10 % per unit: no slow path
   std::string unit = "frame";            ///< "frame" or "sample": what the ratio is per
   std::size_t updates = 0, updates_with_slow = 0, updates_fast_only = 0;
   /// Updates whose samples have more than one distinct frame count, among the updates

@@ -26,11 +26,13 @@ struct PaddingResult {
   double padding_slots_per_s = 0;  ///< (token_slots - valid_tokens) / sum(wall_ms) x 1000, per rank [slots/s]
   double padding_slots_per_update = 0;  ///< mean per update per rank [slots]
   std::optional<double> max_padded_length;  ///< longest padded length in input_shapes [tokens]
-  /// Leaf regions whose time correlates with token slots (r >= 0.4), and the time that
-  /// padding costs in them if their time is proportional to token slots:
-  /// fraction x sum of their median times [ms per update].
+  /// Leaf regions (of the nesting) whose time correlates with token slots (r >= 0.4),
+  /// and the time that padding costs in them if their time is proportional to token
+  /// slots: fraction x sum of their median times [ms per update]. Needs the nesting
+  /// (leaves do not overlap); without it `cost_needs_nesting` is set instead.
   std::vector<TokenBoundRegion> token_bound;
   std::optional<double> cost_ms_per_update;
+  bool cost_needs_nesting = false;
 };
 
 PaddingResult analyze_padding(const AnalysisInput& in);

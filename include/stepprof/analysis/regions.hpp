@@ -61,6 +61,7 @@ struct RegionTable {
   std::size_t violation_count = 0;  ///< (update, parent) pairs whose children exceed the parent
   std::vector<NestingViolation> violations;  ///< the first few
   std::vector<std::string> not_in_log;  ///< regions of the nesting that never occur in the log
+  std::vector<std::string> not_in_nesting;  ///< regions of the log that the nesting does not list
 };
 
 /// Tolerance for nesting checks: children may exceed their parent by this much
