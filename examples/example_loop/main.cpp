@@ -122,6 +122,7 @@ struct Args {
   int accumulation = 2;
   std::uint64_t seed = 42;
   std::int64_t first_step = 1;
+  bool progress = false;
 };
 
 }  // namespace
@@ -135,6 +136,7 @@ int main(int argc, char** argv) {
   app.add_option("--accumulation", a.accumulation, "micro-batches per update")->check(CLI::Range(1, 64));
   app.add_option("--seed", a.seed, "data seed");
   app.add_option("--first-step", a.first_step, "index of the first update");
+  app.add_flag("--progress", a.progress, "print \"step N\" on stdout (flushed) after each update's record is written");
   CLI11_PARSE(app, argc, argv);
 
   std::error_code ec;
@@ -284,6 +286,10 @@ int main(int argc, char** argv) {
       }
     }
     stepprof::end_update(step);
+    if (a.progress) {
+      std::printf("step %lld\n", static_cast<long long>(step));
+      std::fflush(stdout);
+    }
   }
 
   std::string close_message;
