@@ -12,5 +12,6 @@ namespace stepprof::cli {
 using Register = void (*)(CLI::App& app, std::function<void(std::function<int()>)> set_action);
 
 void add_report_command(CLI::App& app, std::function<void(std::function<int()>)> set_action);
+void add_synth_command(CLI::App& app, std::function<void(std::function<int()>)> set_action);
 
 }  // namespace stepprof::cli

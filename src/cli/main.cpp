@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::function<int()> action;
   auto set_action = [&action](std::function<int()> f) { action = std::move(f); };
-  for (Register add : {add_report_command}) add(app, set_action);
+  for (Register add : {add_report_command, add_synth_command}) add(app, set_action);
 
   try {
     app.parse(argc, argv);

@@ -258,20 +258,23 @@ class Reader {
     });
 
     // Mixed runs across ranks: all configs must share the run identity of the first.
+    // (Taken before the loop below moves the configs out of the buckets.)
     const RankBucket* ref = nullptr;
     for (const auto& b : buckets_)
       if (b.config) {
         ref = &b;
         break;
       }
+    const std::string ref_identity = ref ? run_identity(*ref->config) : std::string();
+    const std::string ref_rank = ref ? rank_text(ref->rank) : std::string();
 
     for (auto& b : buckets_) {
       if (b.updates.empty() && !b.config) continue;
-      if (ref && b.config && &b != ref && run_identity(*b.config) != run_identity(*ref->config)) {
+      if (ref && b.config && &b != ref && run_identity(*b.config) != ref_identity) {
         report(Severity::kError, Problem::kMixedRuns, b.config->source.file, b.config->source.line, 0,
                fmt::format("{} comes from a different run ({}) than {} ({}); its {} update record(s) are skipped",
-                           rank_text(b.rank), run_identity(*b.config), rank_text(ref->rank),
-                           run_identity(*ref->config), b.updates.size()));
+                           rank_text(b.rank), run_identity(*b.config), ref_rank, ref_identity,
+                           b.updates.size()));
         continue;
       }
       if (!b.config && !b.updates.empty()) {

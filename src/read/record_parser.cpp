@@ -1,18 +1,35 @@
-#include "record_parser.hpp"
+// The record parser (simdjson's on-demand API). Its stage 1 (finding the structure)
+// runs the best kernel for the CPU: libsimdjson dispatches it at run time.
+//
+// The hot path (a valid record) allocates nothing: field paths for messages are built
+// only when a field is wrong, and keys are matched against the previous record's keys
+// without unescaping them.
+#include <simdjson.h>
 
 #include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "record_parser.hpp"
 #include "stepprof/schema.hpp"
 
 namespace stepprof::detail {
 namespace {
 
+static_assert(kParsePadding >= simdjson::SIMDJSON_PADDING);
+
 using simdjson::error_code;
 namespace od = simdjson::ondemand;
 namespace s = schema;
+
+// The name of a field for messages, e.g. "cuda_stream_ms.vision_forward"; formatted
+// only when a message needs it.
+struct Path {
+  std::string_view head;
+  std::string_view tail;  // empty: the path is `head` alone
+};
+std::string str(const Path& p) { return p.tail.empty() ? std::string(p.head) : fmt::format("{}.{}", p.head, p.tail); }
 
 // Context for one record: the text (for columns) and where the first error goes.
 class Ctx {
@@ -70,70 +87,71 @@ bool is_non_finite_literal(std::string_view tok) {
   return false;
 }
 
-// Reads a finite number. `path` names the field for messages.
-bool read_number(od::value v, Ctx& c, std::string_view path, double& out) {
-  std::string_view tok;
-  tok = trim(v.raw_json_token());
+// Why `v` is not a finite number (called only when reading it as one failed).
+// `tok` is the value's raw text, taken before reading it.
+bool number_problem(std::string_view tok, Ctx& c, const Path& path, error_code e) {
+  tok = trim(tok);
   if (tok.empty() || tok[0] == '}' || tok[0] == ']' || tok[0] == ',' || tok[0] == ':')
     return c.fail(Problem::kMalformedJson, tok.empty() ? nullptr : tok.data(),
-                  fmt::format("malformed JSON at {}: expected a value, found '{}'", path,
+                  fmt::format("malformed JSON at {}: expected a value, found '{}'", str(path),
                               tok.empty() ? std::string("end of line") : std::string(1, tok[0])));
   if (is_non_finite_literal(tok))
     return c.fail(Problem::kNonFinite, tok.data(),
-                  fmt::format("{}: non-finite number {} (expected a finite number)", path, shown(tok)));
+                  fmt::format("{}: non-finite number {} (expected a finite number)", str(path), shown(tok)));
+  if (e == simdjson::NUMBER_ERROR && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9')))
+    return c.fail(Problem::kNonFinite, tok.data(),
+                  fmt::format("{}: number {} is out of range (expected a finite number)", str(path), shown(tok)));
+  return c.fail(Problem::kBadField, tok.data(), fmt::format("{}: expected a number, found {}", str(path), shown(tok)));
+}
+
+// The raw text of a value, for messages about it; take it before reading the value.
+std::string_view token_of(od::value& v) { return v.raw_json_token(); }
+
+// Reads a finite number. `path` names the field for messages; `tok` is token_of(v).
+bool read_number(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
   double d = 0;
-  if (auto e = v.get_double().get(d)) {
-    if (e == simdjson::NUMBER_ERROR && !tok.empty() && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9')))
-      return c.fail(Problem::kNonFinite, tok.data(),
-                    fmt::format("{}: number {} is out of range (expected a finite number)", path, shown(tok)));
-    return c.fail(Problem::kBadField, tok.data(),
-                  fmt::format("{}: expected a number, found {}", path, shown(tok)));
+  if (auto e = v.get_double().get(d)) return number_problem(tok, c, path, e);
+  if (!std::isfinite(d)) {
+    tok = trim(tok);
+    return c.fail(Problem::kNonFinite, tok.data(), fmt::format("{}: non-finite number {}", str(path), shown(tok)));
   }
-  if (!std::isfinite(d))
-    return c.fail(Problem::kNonFinite, tok.data(), fmt::format("{}: non-finite number {}", path, shown(tok)));
   out = d;
   return true;
 }
 
 // Reads an integer; an integral floating-point value such as 2.0 is accepted.
-bool read_int(od::value v, Ctx& c, std::string_view path, std::int64_t& out) {
+bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::int64_t& out) {
   double d = 0;
-  std::string_view tok;
-  tok = v.raw_json_token();
-  if (!read_number(v, c, path, d)) return false;
+  if (!read_number(v, tok, c, path, d)) return false;
   if (d != std::nearbyint(d) || std::fabs(d) > 9.0e18)
     return c.fail(Problem::kBadField, trim(tok).data(),
-                  fmt::format("{}: expected an integer, found {}", path, shown(tok)));
+                  fmt::format("{}: expected an integer, found {}", str(path), shown(tok)));
   out = static_cast<std::int64_t>(d);
   return true;
 }
 
-bool read_time(od::value v, Ctx& c, std::string_view path, double& out) {
-  std::string_view tok;
-  tok = v.raw_json_token();
-  if (!read_number(v, c, path, out)) return false;
+bool read_time(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
+  if (!read_number(v, tok, c, path, out)) return false;
   if (out < 0)
     return c.fail(Problem::kNegativeTime, trim(tok).data(),
-                  fmt::format("{}: negative time {} ms (times are durations, >= 0)", path, shown(tok)));
+                  fmt::format("{}: negative time {} ms (times are durations, >= 0)", str(path), shown(tok)));
   return true;
 }
 
-bool read_count(od::value v, Ctx& c, std::string_view path, std::int64_t& out) {
-  std::string_view tok;
-  tok = v.raw_json_token();
-  if (!read_int(v, c, path, out)) return false;
+bool read_count(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::int64_t& out) {
+  if (!read_int(v, tok, c, path, out)) return false;
   if (out < 0)
     return c.fail(Problem::kNegativeTime, trim(tok).data(),
-                  fmt::format("{}: negative count {} (expected >= 0)", path, shown(tok)));
+                  fmt::format("{}: negative count {} (expected >= 0)", str(path), shown(tok)));
   return true;
 }
 
-bool get_object(od::value v, Ctx& c, std::string_view path, od::object& obj) {
-  std::string_view tok;
-  tok = v.raw_json_token();
-  if (v.get_object().get(obj))
+bool get_object(od::value& v, Ctx& c, std::string_view path, od::object& obj) {
+  const std::string_view tok = token_of(v);
+  if (v.get_object().get(obj)) {
     return c.fail(Problem::kBadField, tok.data(),
                   fmt::format("{}: expected an object {{...}}, found {}", path, shown(tok)));
+  }
   return true;
 }
 
@@ -151,8 +169,10 @@ bool parse_tuple(std::string_view key, std::vector<std::int64_t>& dims) {
     bool neg = false;
     if (key[0] == '-') { neg = true; i = 1; }
     std::size_t digits = 0;
-    for (; i < key.size() && key[i] >= '0' && key[i] <= '9'; ++i, ++digits)
+    for (; i < key.size() && key[i] >= '0' && key[i] <= '9'; ++i, ++digits) {
+      if (v > (std::numeric_limits<std::int64_t>::max() - 9) / 10) return false;  // would overflow
       v = v * 10 + (key[i] - '0');
+    }
     if (digits == 0 || neg) return false;
     dims.push_back(v);
     key = trim(key.substr(i));
@@ -174,18 +194,61 @@ bool parse_int_key(std::string_view key, std::int64_t& out) {
   return true;
 }
 
+// Remembers the key order of the previous record per map, so a log whose records
+// repeat the same keys (every real log) finds each key's id with one comparison of
+// the key's raw bytes, without unescaping it.
+class KeyCache {
+ public:
+  // The id of the key of `field` (at position `pos` of its map), interning it if new.
+  // On malformed JSON returns the simdjson error.
+  error_code lookup(std::size_t pos, od::field& field, NameTable& table, NameTable::Id& id, std::string_view& key) {
+    if (pos < slots_.size()) {
+      const Slot& slot = slots_[pos];
+      if (!slot.raw.empty() && field.key().unsafe_is_equal(slot.raw)) {
+        id = slot.id;
+        key = slot.raw;
+        return simdjson::SUCCESS;
+      }
+    }
+    if (auto e = field.unescaped_key().get(key)) return e;
+    id = table.intern(key);
+    if (pos >= slots_.size()) slots_.resize(pos + 1);
+    // Only keys without escapes or quotes can be compared raw (unsafe_is_equal).
+    if (key.find_first_of("\\\"") == std::string_view::npos) slots_[pos] = {std::string(key), id};
+    else slots_[pos] = {std::string(), NameTable::Id(-1)};
+    return simdjson::SUCCESS;
+  }
+
+ private:
+  struct Slot {
+    std::string raw;
+    NameTable::Id id = 0;
+  };
+  std::vector<Slot> slots_;
+};
+
 }  // namespace
 
-NameTable::Id RecordParser::KeyCache::lookup(std::size_t pos, std::string_view key, NameTable& table) {
-  if (pos < slots.size() && slots[pos].first == key) return slots[pos].second;
-  const NameTable::Id id = table.intern(key);
-  if (pos >= slots.size()) slots.resize(pos + 1);
-  slots[pos] = {std::string(key), id};
-  return id;
-}
+class RecordParser::Impl {
+ public:
+  Impl(NameTable& regions, NameTable& counters) : regions_(regions), counters_(counters) {}
 
-RecordKind RecordParser::parse(std::string_view text, std::vector<RawField>& config_fields,
-                               UpdateRecord& u, std::string& unknown_type, RecordError& error) {
+  RecordKind parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
+                   std::string& unknown_type, RecordError& error);
+
+ private:
+  bool parse_update(od::document& doc, od::object& obj, std::string_view text, UpdateRecord& u, RecordError& error);
+
+  od::parser parser_;
+  NameTable& regions_;
+  NameTable& counters_;
+  KeyCache device_keys_, host_keys_, calls_keys_, parent_keys_, counter_keys_;
+  std::vector<std::int32_t> slot_of_region_;  // region id -> index in update.regions, -1 if none
+  std::size_t shapes_used_ = 0;               // input shapes filled in the current record
+};
+
+RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
+                         std::string& unknown_type, RecordError& error) {
   Ctx c(text, error);
   od::document doc;
   simdjson::padded_string_view padded(text.data(), text.size(), text.size() + kParsePadding);
@@ -258,8 +321,8 @@ RecordKind RecordParser::parse(std::string_view text, std::vector<RawField>& con
   return ok ? kind : RecordKind::kError;
 }
 
-bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_view text,
-                                UpdateRecord& u, RecordError& error) {
+bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::string_view text, UpdateRecord& u,
+                          RecordError& error) {
   Ctx c(text, error);
   u.rank.reset();
   u.step = 0;
@@ -267,7 +330,7 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
   u.regions.clear();
   u.counters.clear();
   u.frame_histogram.clear();
-  u.input_shapes.clear();
+  shapes_used_ = 0;  // u.input_shapes is cut to the shapes read at the end (keeping their capacity)
   u.sample_indices.clear();
   u.padding_fraction.reset();
   u.recorder_errors.clear();
@@ -276,19 +339,19 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
   bool have_step = false, have_wall = false;
   auto slot = [&](NameTable::Id id) -> RegionSample& {
     if (id >= slot_of_region_.size()) slot_of_region_.resize(id + 1, -1);
-    std::int32_t& s = slot_of_region_[id];
-    if (s < 0) {
-      s = static_cast<std::int32_t>(u.regions.size());
+    std::int32_t& sl = slot_of_region_[id];
+    if (sl < 0) {
+      sl = static_cast<std::int32_t>(u.regions.size());
       u.regions.push_back(RegionSample{id, {}, {}, {}, {}});
     }
-    return u.regions[static_cast<std::size_t>(s)];
+    return u.regions[static_cast<std::size_t>(sl)];
   };
   auto clear_slots = [&] {
     for (const auto& r : u.regions) slot_of_region_[r.region] = -1;
   };
 
   // Reads one per-region map (`cuda_stream_ms`, `cpu_call_ms`, `calls`, `parents`).
-  auto region_map = [&](od::value v, std::string_view field, KeyCache& cache, auto&& take) -> bool {
+  auto region_map = [&](od::value& v, std::string_view field, KeyCache& cache, auto&& take) -> bool {
     od::object m;
     if (!get_object(v, c, field, m)) return false;
     std::size_t pos = 0;
@@ -297,9 +360,11 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
       od::value fv;
       const char* at = nullptr;
       at = location(doc);
-      if (auto e = f.unescaped_key().get(key)) return c.fail_json(e, at, fmt::format("in {}", field));
-      if (auto e = f.value().get(fv)) return c.fail_json(e, at, fmt::format("in {}", field));
-      const NameTable::Id id = cache.lookup(pos++, key, regions_);
+      od::field fld;
+      if (auto e = std::move(f).get(fld)) return c.fail_json(e, at, fmt::format("in {}", field));
+      NameTable::Id id = 0;
+      if (auto e = cache.lookup(pos++, fld, regions_, id, key)) return c.fail_json(e, at, fmt::format("in {}", field));
+      fv = fld.value();
       if (!take(fv, slot(id), key)) return false;
     }
     return true;
@@ -318,47 +383,48 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
       continue;
     } else if (key == s::kRank) {
       std::int64_t r = 0;
-      ok = read_int(v, c, key, r);
+      ok = read_int(v, token_of(v), c, {key, {}}, r);
       u.rank = r;
     } else if (key == s::kStep) {
-      ok = read_int(v, c, key, u.step);
+      ok = read_int(v, token_of(v), c, {key, {}}, u.step);
       have_step = true;
     } else if (key == s::kWallMs) {
-      ok = read_time(v, c, key, u.wall_ms);
+      ok = read_time(v, token_of(v), c, {key, {}}, u.wall_ms);
       have_wall = true;
     } else if (key == s::kCudaStreamMs || key == s::kCpuCallMs) {
       const bool device = key == s::kCudaStreamMs;
+      const std::string_view head = device ? s::kCudaStreamMs : s::kCpuCallMs;
       ok = region_map(v, key, device ? device_keys_ : host_keys_,
-                      [&](od::value fv, RegionSample& r, std::string_view name) {
+                      [&](od::value& fv, RegionSample& r, std::string_view name) {
                         auto& dst = device ? r.device_ms : r.host_ms;
-                        const std::string path = fmt::format("{}.{}", device ? s::kCudaStreamMs : s::kCpuCallMs, name);
-                        if (dst) return c.fail(Problem::kBadField, nullptr, fmt::format("{}: region listed twice", path));
+                        if (dst)
+                          return c.fail(Problem::kBadField, nullptr,
+                                        fmt::format("{}: region listed twice", str({head, name})));
                         double t = 0;
-                        if (!read_time(fv, c, path, t)) return false;
+                        if (!read_time(fv, token_of(fv), c, {head, name}, t)) return false;
                         dst = t;
                         return true;
                       });
     } else if (key == s::kCalls) {
-      ok = region_map(v, key, calls_keys_, [&](od::value fv, RegionSample& r, std::string_view name) {
-        const std::string path = fmt::format("calls.{}", name);
-        if (r.calls) return c.fail(Problem::kBadField, nullptr, fmt::format("{}: region listed twice", path));
+      ok = region_map(v, key, calls_keys_, [&](od::value& fv, RegionSample& r, std::string_view name) {
+        if (r.calls) return c.fail(Problem::kBadField, nullptr, fmt::format("calls.{}: region listed twice", name));
         std::int64_t n = 0;
-        if (!read_count(fv, c, path, n)) return false;
+        if (!read_count(fv, token_of(fv), c, {"calls", name}, n)) return false;
         r.calls = n;
         return true;
       });
     } else if (key == s::kParents) {
-      ok = region_map(v, key, parent_keys_, [&](od::value fv, RegionSample& r, std::string_view name) {
-        std::string_view tok;
-        tok = fv.raw_json_token();
+      ok = region_map(v, key, parent_keys_, [&](od::value& fv, RegionSample& r, std::string_view name) {
+        const std::string_view tok = token_of(fv);
         if (fv.is_null()) {
           r.parent = kTopLevel;
           return true;
         }
         std::string_view parent;
-        if (fv.get_string().get(parent))
+        if (fv.get_string().get(parent)) {
           return c.fail(Problem::kBadField, tok.data(),
                         fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
+        }
         r.parent = regions_.intern(parent);
         return true;
       });
@@ -370,11 +436,14 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
         if (!ok) break;
         std::string_view name;
         od::value fv;
-        if (auto e = f.unescaped_key().get(name)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
-        if (auto e = f.value().get(fv)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        od::field fld;
+        NameTable::Id id = 0;
+        if (auto e = std::move(f).get(fld)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        if (auto e = counter_keys_.lookup(pos++, fld, counters_, id, name)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        fv = fld.value();
         double x = 0;
-        ok = read_number(fv, c, fmt::format("counts.{}", name), x);
-        u.counters.push_back({counter_keys_.lookup(pos++, name, counters_), x});
+        ok = read_number(fv, token_of(fv), c, {"counts", name}, x);
+        u.counters.push_back({id, x});
       }
     } else if (key == s::kFrameHistogram) {
       od::object m;
@@ -391,7 +460,7 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
                       fmt::format("frame_histogram: key \"{}\" should be a frame count (a non-negative integer)", shown(name)));
           break;
         }
-        ok = read_count(fv, c, fmt::format("frame_histogram.{}", name), samples);
+        ok = read_count(fv, token_of(fv), c, {"frame_histogram", name}, samples);
         u.frame_histogram.emplace_back(frames, samples);
       }
     } else if (key == s::kInputShapes) {
@@ -403,19 +472,20 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
         od::value fv;
         if (auto e = f.unescaped_key().get(name)) { ok = c.fail_json(e, nullptr, "in input_shapes"); break; }
         if (auto e = f.value().get(fv)) { ok = c.fail_json(e, nullptr, "in input_shapes"); break; }
-        InputShape shape;
+        // Reuse the scratch record's shape vectors (their capacity) across records.
+        if (shapes_used_ == u.input_shapes.size()) u.input_shapes.emplace_back();
+        InputShape& shape = u.input_shapes[shapes_used_];
         if (!parse_tuple(name, shape.dims)) {
           ok = c.fail(Problem::kBadField, nullptr,
                       fmt::format("input_shapes: key \"{}\" should be a shape such as \"(8, 3154)\"", shown(name)));
           break;
         }
-        ok = read_count(fv, c, fmt::format("input_shapes.{}", name), shape.microbatches);
-        u.input_shapes.push_back(std::move(shape));
+        ok = read_count(fv, token_of(fv), c, {"input_shapes", name}, shape.microbatches);
+        ++shapes_used_;
       }
     } else if (key == s::kSampleIndices) {
       od::array a;
-      std::string_view tok;
-      tok = v.raw_json_token();
+      const std::string_view tok = token_of(v);
       if (v.get_array().get(a)) {
         ok = c.fail(Problem::kBadField, tok.data(),
                     fmt::format("sample_indices: expected an array of integers, found {}", shown(tok)));
@@ -425,14 +495,13 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
         od::value ev;
         if (auto e = elem.get(ev)) { ok = c.fail_json(e, nullptr, "in sample_indices"); break; }
         std::int64_t idx = 0;
-        if (!(ok = read_int(ev, c, "sample_indices[]", idx))) break;
+        if (!(ok = read_int(ev, token_of(ev), c, {"sample_indices[]", {}}, idx))) break;
         u.sample_indices.push_back(idx);
       }
     } else if (key == s::kPaddingFraction) {
-      std::string_view tok;
-      tok = v.raw_json_token();
+      const std::string_view tok = token_of(v);
       double p = 0;
-      ok = read_number(v, c, key, p);
+      ok = read_number(v, tok, c, {key, {}}, p);
       if (ok && (p < 0 || p > 1))
         ok = c.fail(Problem::kBadField, trim(tok).data(),
                     fmt::format("padding_fraction: {} is outside [0, 1]", shown(tok)));
@@ -447,7 +516,7 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
         if (auto e = f.unescaped_key().get(name)) { ok = c.fail_json(e, nullptr, "in recorder_errors"); break; }
         if (auto e = f.value().get(fv)) { ok = c.fail_json(e, nullptr, "in recorder_errors"); break; }
         std::int64_t n = 0;
-        ok = read_count(fv, c, fmt::format("recorder_errors.{}", name), n);
+        ok = read_count(fv, token_of(fv), c, {"recorder_errors", name}, n);
         u.recorder_errors.emplace_back(std::string(name), n);
       }
     } else {
@@ -462,10 +531,22 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
     if (!ok) break;
   }
   clear_slots();
+  u.input_shapes.resize(shapes_used_);
+  shapes_used_ = 0;
   if (!ok) return false;
   if (!have_step) return c.fail(Problem::kMissingField, nullptr, "update record has no \"step\" field");
   if (!have_wall) return c.fail(Problem::kMissingField, nullptr, "update record has no \"wall_ms\" field");
   return true;
+}
+
+RecordParser::RecordParser(NameTable& regions, NameTable& counters)
+    : impl_(std::make_unique<Impl>(regions, counters)) {}
+
+RecordParser::~RecordParser() = default;
+
+RecordKind RecordParser::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& update,
+                               std::string& unknown_type, RecordError& error) {
+  return impl_->parse(text, config_fields, update, unknown_type, error);
 }
 
 }  // namespace stepprof::detail
