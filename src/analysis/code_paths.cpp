@@ -18,8 +18,7 @@ std::optional<double> per(double total, const std::optional<double>& work) {
   return total / *work;
 }
 
-bool ran(const UpdateRecord& u, NameTable::Id id) {
-  const RegionSample* r = u.region(id);
+bool ran(const RegionSample* r) {
   return r && (r->calls.value_or(0) > 0 || r->device_ms.value_or(0) > 0 || r->host_ms.value_or(0) > 0);
 }
 
@@ -47,10 +46,10 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       ids.push_back(id);
       if (id) {
         p.device = in.has_device_time(*id);
-        for (const auto* u : updates) {
-          const RegionSample* r = u->region(*id);
+        for (std::size_t k = 0; k < updates.size(); ++k) {
+          const RegionSample* r = in.region_of(k, *updates[k], *id);
           if (!r) continue;
-          if (ran(*u, *id)) ++p.updates;
+          if (ran(r)) ++p.updates;
           p.total_ms += (p.device ? r->device_ms : r->host_ms).value_or(0);
           p.calls += static_cast<double>(r->calls.value_or(0));
         }
@@ -91,10 +90,11 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
 
       std::map<std::int64_t, FrameCountEvidence> evidence;
       double saving = 0;
-      for (const auto* u : updates) {
-        const bool slow_ran = slow_id && ran(*u, *slow_id);
+      for (std::size_t k = 0; k < updates.size(); ++k) {
+        const UpdateRecord* u = updates[k];
+        const bool slow_ran = slow_id && ran(in.region_of(k, *u, *slow_id));
         const bool fast_ran = std::any_of(fast_ids.begin(), fast_ids.end(),
-                                          [&](const auto& id) { return id && ran(*u, *id); });
+                                          [&](const auto& id) { return id && ran(in.region_of(k, *u, *id)); });
         if (slow_ran) ++g.updates_with_slow;
         else if (fast_ran) ++g.updates_fast_only;
         std::size_t distinct = 0;
@@ -112,7 +112,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           else if (fast_ran) ++g.fast_only_updates_mixed_frames;
         }
         if (slow_ran && slow_work) {
-          const auto t = region_ms(*u, *slow_id, slow->device);
+          const auto t = in.region_ms_of(k, *u, *slow_id, slow->device);
           saving += t.value_or(0) - counter_or_zero(*u, slow_work) * *unit_cost(*fast);
         }
       }

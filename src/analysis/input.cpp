@@ -10,7 +10,30 @@ std::vector<const UpdateRecord*> AnalysisInput::updates() const {
   return out;
 }
 
+RegionIndex::RegionIndex(const std::vector<const UpdateRecord*>& updates, std::size_t region_names)
+    : width_(region_names), n_(updates.size()), device_(region_names, false) {
+  const bool fits = region_names > 0 && n_ > 0 && region_names <= kMaxBytes / sizeof(void*) / n_;
+  if (fits) columns_.assign(width_ * n_, nullptr);
+  for (std::size_t k = 0; k < n_; ++k)
+    for (const auto& r : updates[k]->regions) {
+      if (r.region >= width_) continue;
+      if (r.device_ms) device_[r.region] = true;
+      // The first entry wins, as in UpdateRecord::region.
+      if (fits && !columns_[r.region * n_ + k]) columns_[r.region * n_ + k] = &r;
+    }
+}
+
+std::optional<std::size_t> AnalysisInput::first_update_of(const RankLog& rank) const {
+  std::size_t k = 0;
+  for (const auto& r : data.ranks) {
+    if (&r == &rank) return k;
+    k += r.updates.size();
+  }
+  return std::nullopt;
+}
+
 bool AnalysisInput::has_device_time(NameTable::Id region) const {
+  if (index) return index->has_device_time(region);
   for (const auto& r : data.ranks)
     for (const auto& u : r.updates)
       if (const auto* s = u.region(region); s && s->device_ms) return true;

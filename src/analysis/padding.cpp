@@ -40,7 +40,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     const bool device = in.has_device_time(id);
     std::vector<double> t, s;
     for (std::size_t i = 0; i < updates.size(); ++i) {
-      if (auto ms = region_ms(*updates[i], id, device)) {
+      if (auto ms = in.region_ms_of(i, *updates[i], id, device)) {
         t.push_back(*ms);
         s.push_back(slots_series[i]);
       }

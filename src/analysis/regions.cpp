@@ -18,11 +18,12 @@ struct Series {
   std::size_t present = 0;
 };
 
-// Sum of the children's times in one update; nullopt when no child has that clock.
-std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& kids, bool device) {
+// Sum of the children's times in the k-th update; nullopt when no child has that clock.
+std::optional<double> children_ms(const AnalysisInput& in, std::size_t k, const UpdateRecord& u,
+                                  const std::vector<NameTable::Id>& kids, bool device) {
   std::optional<double> sum;
-  for (auto k : kids)
-    if (auto t = region_ms(u, k, device)) sum = sum.value_or(0) + *t;
+  for (auto kid : kids)
+    if (auto t = in.region_ms_of(k, u, kid, device)) sum = sum.value_or(0) + *t;
   return sum;
 }
 
@@ -91,9 +92,13 @@ RegionTable analyze_regions(const AnalysisInput& in) {
 
   for (const auto& p : plan) {
     Series s;
+    for (auto* v : {&s.device, &s.host, &s.calls, &s.gap}) v->reserve(updates.size());
+    if (!p.kids.empty())
+      for (auto* v : {&s.device_self, &s.host_self}) v->reserve(updates.size());
     const bool dev = device[p.id];
-    for (const auto* u : updates) {
-      const RegionSample* r = u->region(p.id);
+    for (std::size_t k = 0; k < updates.size(); ++k) {
+      const UpdateRecord* u = updates[k];
+      const RegionSample* r = in.region_of(k, *u, p.id);
       if (!r) continue;
       ++s.present;
       if (r->device_ms) s.device.push_back(*r->device_ms);
@@ -108,7 +113,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       }
       for (const bool d : {true, false}) {
         const auto own = d ? r->device_ms : r->host_ms;
-        const auto kids = children_ms(*u, p.kids, d);
+        const auto kids = children_ms(in, k, *u, p.kids, d);
         if (!own) continue;
         const double self = *own - kids.value_or(0);
         (d ? s.device_self : s.host_self).push_back(self);
@@ -138,11 +143,11 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       row.share = s.basis_total / total_wall;
       row.self_share = s.self_total / total_wall;
     }
-    if (auto g = summarize(s.gap)) {
-      row.gap_ms = g->median;
+    if (auto g = median(s.gap)) {
+      row.gap_ms = *g;
       const double larger = std::max(row.device_ms ? row.device_ms->median : 0.0, row.host_ms ? row.host_ms->median : 0.0);
-      if (std::fabs(g->median) > std::max(1.0, 0.2 * larger))
-        row.gap = g->median > 0 ? TimeGap::kDeviceLonger : TimeGap::kHostLonger;
+      if (std::fabs(*g) > std::max(1.0, 0.2 * larger))
+        row.gap = *g > 0 ? TimeGap::kDeviceLonger : TimeGap::kHostLonger;
     }
     t.rows.push_back(std::move(row));
   }
@@ -155,10 +160,11 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (auto id = in.region(node->name); id && present[*id]) top.push_back(*id);
     std::vector<double> outside;
     if (!top.empty()) {
-      for (const auto* u : updates) {
+      for (std::size_t k = 0; k < updates.size(); ++k) {
+        const UpdateRecord* u = updates[k];
         double inside = 0;
         for (auto id : top) {
-          const RegionSample* r = u->region(id);
+          const RegionSample* r = in.region_of(k, *u, id);
           if (!r) continue;
           inside += r->host_ms ? *r->host_ms : r->device_ms.value_or(0);
         }

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -119,8 +121,26 @@ bool read_number(od::value& v, std::string_view tok, Ctx& c, const Path& path, d
   return true;
 }
 
+// Reads a finite number, taking simdjson's faster integer parser for integers that a
+// double holds exactly (the same value as read_number gives).
+bool read_count_value(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
+  constexpr std::int64_t kExact = std::int64_t{1} << 53;
+  if (std::int64_t i = 0; !v.get_int64().get(i) && i >= -kExact && i <= kExact && !(i == 0 && tok[0] == '-')) {
+    out = static_cast<double>(i);  // ("-0" is left to read_number, which gives -0.0)
+    return true;
+  }
+  return read_number(v, tok, c, path, out);
+}
+
 // Reads an integer; an integral floating-point value such as 2.0 is accepted.
 bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::int64_t& out) {
+  // Integers are read as doubles (so 2.0 is 2); those that a double holds exactly can
+  // take simdjson's faster integer parser with the same result.
+  constexpr std::int64_t kExact = std::int64_t{1} << 53;
+  if (std::int64_t i = 0; !v.get_int64().get(i) && i >= -kExact && i <= kExact) {
+    out = i;
+    return true;
+  }
   double d = 0;
   if (!read_number(v, tok, c, path, d)) return false;
   if (d != std::nearbyint(d) || std::fabs(d) > 9.0e18)
@@ -194,38 +214,105 @@ bool parse_int_key(std::string_view key, std::int64_t& out) {
   return true;
 }
 
-// Remembers the key order of the previous record per map, so a log whose records
-// repeat the same keys (every real log) finds each key's id with one comparison of
-// the key's raw bytes, without unescaping it.
-class KeyCache {
+// The bytes of an escape-free JSON string starting at `raw` (just after its opening
+// quote), or an empty optional when the string holds a backslash escape. Stage 1 of
+// the parse has checked that the string is closed.
+std::optional<std::string_view> plain_string(const char* raw) {
+  const char* p = raw;
+  while (*p != '"') {
+    if (*p == '\\') return std::nullopt;
+    ++p;
+  }
+  return std::string_view(raw, static_cast<std::size_t>(p - raw));
+}
+
+// True when the JSON string whose bytes start at `raw` is exactly `name` (which holds
+// no quote or backslash). Reads at most name.size() + 1 bytes, and whole 8-byte words
+// only within the parser's padding after the record.
+inline bool raw_equals(const char* raw, std::string_view name) {
+  const std::size_t n = name.size();
+  if (n + 8 > kParsePadding) {
+    // Byte by byte: stops at the string's closing quote at the latest (`name` has none).
+    std::size_t i = 0;
+    while (i < n && raw[i] == name[i]) ++i;
+    return i == n && raw[n] == '"';
+  }
+  if (raw[n] != '"') return false;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t a, b;
+    std::memcpy(&a, raw + i, 8);
+    std::memcpy(&b, name.data() + i, 8);
+    if (a != b) return false;
+  }
+  for (; i < n; ++i)
+    if (raw[i] != name[i]) return false;
+  return true;
+}
+
+// Hash for looking up std::string keys by string_view.
+struct ViewHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+// Finds the id of a name in a record from its raw JSON bytes. Logs repeat the same
+// names in nearly the same order in every record, so it keeps the names in the order
+// seen and expects each name to follow the one found before it (one comparison);
+// otherwise it scans the few names it knows, and beyond kMaxSlots names it hashes.
+// Only names with backslash escapes are unescaped and interned each time.
+class NameCache {
  public:
-  // The id of the key of `field` (at position `pos` of its map), interning it if new.
-  // On malformed JSON returns the simdjson error.
-  error_code lookup(std::size_t pos, od::field& field, NameTable& table, NameTable::Id& id, std::string_view& key) {
-    if (pos < slots_.size()) {
-      const Slot& slot = slots_[pos];
-      if (!slot.raw.empty() && field.key().unsafe_is_equal(slot.raw)) {
-        id = slot.id;
-        key = slot.raw;
-        return simdjson::SUCCESS;
-      }
+  /// Call at the start of each map.
+  void restart() { cursor_ = 0; }
+
+  // `raw` points just after the opening quote of a JSON string; `unescape` returns the
+  // unescaped string (or a simdjson error) and is called only when needed.
+  template <typename Unescape>
+  error_code lookup(const char* raw, NameTable& table, Unescape&& unescape, NameTable::Id& id,
+                    std::string_view& name) {
+    if (cursor_ < slots_.size() && raw_equals(raw, slots_[cursor_].name)) return hit(cursor_, id, name);
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (i != cursor_ && raw_equals(raw, slots_[i].name)) return hit(i, id, name);
+    const auto plain = plain_string(raw);
+    if (!plain) {
+      if (auto e = unescape().get(name)) return e;
+      id = table.intern(name);
+      return simdjson::SUCCESS;
     }
-    if (auto e = field.unescaped_key().get(key)) return e;
-    id = table.intern(key);
-    if (pos >= slots_.size()) slots_.resize(pos + 1);
-    // Only keys without escapes or quotes can be compared raw (unsafe_is_equal).
-    if (key.find_first_of("\\\"") == std::string_view::npos) slots_[pos] = {std::string(key), id};
-    else slots_[pos] = {std::string(), NameTable::Id(-1)};
+    if (slots_.size() < kMaxSlots) {
+      const NameTable::Id new_id = table.intern(*plain);
+      slots_.push_back({table.name(new_id), new_id});  // the table's copy never moves
+      return hit(slots_.size() - 1, id, name);
+    }
+    auto it = overflow_.find(*plain);
+    if (it == overflow_.end()) it = overflow_.emplace(std::string(*plain), table.intern(*plain)).first;
+    id = it->second;
+    name = it->first;
     return simdjson::SUCCESS;
   }
 
  private:
+  static constexpr std::size_t kMaxSlots = 64;
   struct Slot {
-    std::string raw;
+    std::string_view name;  // NameTable::name(id): stable for the table's lifetime
     NameTable::Id id = 0;
   };
+  error_code hit(std::size_t i, NameTable::Id& id, std::string_view& name) {
+    id = slots_[i].id;
+    name = slots_[i].name;
+    cursor_ = i + 1;
+    return simdjson::SUCCESS;
+  }
   std::vector<Slot> slots_;
+  std::size_t cursor_ = 0;
+  std::unordered_map<std::string, NameTable::Id, ViewHash, std::equal_to<>> overflow_;
 };
+
+// The id of the key of `field`.
+error_code key_id(NameCache& cache, od::field& field, NameTable& table, NameTable::Id& id, std::string_view& key) {
+  return cache.lookup(field.key().raw(), table, [&] { return field.unescaped_key(); }, id, key);
+}
 
 }  // namespace
 
@@ -242,8 +329,9 @@ class RecordParser::Impl {
   od::parser parser_;
   NameTable& regions_;
   NameTable& counters_;
-  KeyCache device_keys_, host_keys_, calls_keys_, parent_keys_, counter_keys_;
+  NameCache device_keys_, host_keys_, calls_keys_, parent_keys_, counter_keys_, parent_values_;
   std::vector<std::int32_t> slot_of_region_;  // region id -> index in update.regions, -1 if none
+  std::vector<NameTable::Id> last_parent_;    // region id -> its parent in the last record (kTopLevel: none)
   std::size_t shapes_used_ = 0;               // input shapes filled in the current record
 };
 
@@ -351,10 +439,10 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
   };
 
   // Reads one per-region map (`cuda_stream_ms`, `cpu_call_ms`, `calls`, `parents`).
-  auto region_map = [&](od::value& v, std::string_view field, KeyCache& cache, auto&& take) -> bool {
+  auto region_map = [&](od::value& v, std::string_view field, NameCache& cache, auto&& take) -> bool {
     od::object m;
     if (!get_object(v, c, field, m)) return false;
-    std::size_t pos = 0;
+    cache.restart();
     for (auto f : m) {
       std::string_view key;
       od::value fv;
@@ -363,7 +451,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       od::field fld;
       if (auto e = std::move(f).get(fld)) return c.fail_json(e, at, fmt::format("in {}", field));
       NameTable::Id id = 0;
-      if (auto e = cache.lookup(pos++, fld, regions_, id, key)) return c.fail_json(e, at, fmt::format("in {}", field));
+      if (auto e = key_id(cache, fld, regions_, id, key)) return c.fail_json(e, at, fmt::format("in {}", field));
       fv = fld.value();
       if (!take(fv, slot(id), key)) return false;
     }
@@ -414,24 +502,39 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         return true;
       });
     } else if (key == s::kParents) {
+      parent_values_.restart();
       ok = region_map(v, key, parent_keys_, [&](od::value& fv, RegionSample& r, std::string_view name) {
         const std::string_view tok = token_of(fv);
+        if (!tok.empty() && tok[0] == '"') {
+          // A region name: most logs repeat the same parents, so look it up by its bytes.
+          // A region's parent is nearly always the one it had in the previous record.
+          if (r.region < last_parent_.size() && last_parent_[r.region] != kTopLevel &&
+              raw_equals(tok.data() + 1, regions_.name(last_parent_[r.region]))) {
+            r.parent = last_parent_[r.region];
+            return true;
+          }
+          std::string_view parent;
+          NameTable::Id id = 0;
+          if (parent_values_.lookup(tok.data() + 1, regions_, [&] { return fv.get_string(); }, id,
+                                    parent) != simdjson::SUCCESS)
+            return c.fail(Problem::kBadField, tok.data(),
+                          fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
+          r.parent = id;
+          if (r.region >= last_parent_.size()) last_parent_.resize(r.region + 1, kTopLevel);
+          last_parent_[r.region] = id;
+          return true;
+        }
         if (fv.is_null()) {
           r.parent = kTopLevel;
           return true;
         }
-        std::string_view parent;
-        if (fv.get_string().get(parent)) {
-          return c.fail(Problem::kBadField, tok.data(),
-                        fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
-        }
-        r.parent = regions_.intern(parent);
-        return true;
+        return c.fail(Problem::kBadField, tok.data(),
+                      fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
       });
     } else if (key == s::kCounts) {
       od::object m;
       ok = get_object(v, c, key, m);
-      std::size_t pos = 0;
+      counter_keys_.restart();
       for (auto f : m) {
         if (!ok) break;
         std::string_view name;
@@ -439,10 +542,10 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         od::field fld;
         NameTable::Id id = 0;
         if (auto e = std::move(f).get(fld)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
-        if (auto e = counter_keys_.lookup(pos++, fld, counters_, id, name)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        if (auto e = key_id(counter_keys_, fld, counters_, id, name)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
         fv = fld.value();
         double x = 0;
-        ok = read_number(fv, token_of(fv), c, {"counts", name}, x);
+        ok = read_count_value(fv, token_of(fv), c, {"counts", name}, x);
         u.counters.push_back({id, x});
       }
     } else if (key == s::kFrameHistogram) {

@@ -1,6 +1,7 @@
 // What every analysis reads: the validated dataset and, when known, the region nesting.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -10,9 +11,56 @@
 
 namespace stepprof {
 
+/// Where each region's sample is in each update, stored per region (column by column),
+/// so that an analysis that goes over every update once per region finds each sample in
+/// O(1) and reads the next ones ahead (UpdateRecord::region scans the update's
+/// regions, and the samples of consecutive updates lie far apart in memory). Indexes
+/// the updates in AnalysisInput::updates() order. Costs 8 bytes per (update, region
+/// name) [bytes]; not built (find falls back to UpdateRecord::region) beyond kMaxBytes,
+/// e.g. for logs with thousands of region names.
+class RegionIndex {
+ public:
+  static constexpr std::size_t kMaxBytes = std::size_t{1} << 30;
+  RegionIndex(const std::vector<const UpdateRecord*>& updates, std::size_t region_names);
+
+  /// The sample of `id` in the k-th update (which must be `u`), or nullptr when absent.
+  [[nodiscard]] const RegionSample* find(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
+    if (columns_.empty() || id >= width_) return u.region(id);
+    const RegionSample* const* column = &columns_[id * n_];
+    if (k + kAhead < n_) __builtin_prefetch(column[k + kAhead]);  // loops go up k for a fixed id
+    return column[k];
+  }
+  /// True when any update has a device time for the region.
+  [[nodiscard]] bool has_device_time(NameTable::Id id) const { return id < device_.size() && device_[id]; }
+
+ private:
+  static constexpr std::size_t kAhead = 16;
+  std::size_t width_ = 0, n_ = 0;
+  std::vector<const RegionSample*> columns_;  // [id * n + k]
+  std::vector<bool> device_;
+};
+
 struct AnalysisInput {
   const Dataset& data;
   const Hierarchy* hierarchy = nullptr;  ///< null when the nesting is unknown
+  /// Optional lookup index over updates() (build_report builds one); analyses fall back
+  /// to UpdateRecord::region without it.
+  const RegionIndex* index = nullptr;
+
+  /// The sample of `id` in `u`, the k-th element of updates(), or nullptr.
+  [[nodiscard]] const RegionSample* region_of(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
+    return index ? index->find(k, u, id) : u.region(id);
+  }
+  /// The time analyses use for a region in the k-th update (see region_ms below).
+  [[nodiscard]] std::optional<double> region_ms_of(std::size_t k, const UpdateRecord& u, NameTable::Id id,
+                                                   bool device) const {
+    const RegionSample* s = region_of(k, u, id);
+    if (!s) return std::nullopt;
+    return device ? s->device_ms : s->host_ms;
+  }
+  /// Position of the first update of `rank` in updates(); nullopt when `rank` is not
+  /// an element of data.ranks.
+  [[nodiscard]] std::optional<std::size_t> first_update_of(const RankLog& rank) const;
 
   /// Every update of every rank, in rank then step order.
   [[nodiscard]] std::vector<const UpdateRecord*> updates() const;
