@@ -6,10 +6,11 @@
 namespace stepprof {
 namespace {
 
-std::optional<double> sum_counter(const std::vector<const UpdateRecord*>& updates, std::optional<NameTable::Id> id) {
+std::optional<double> sum_counter(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,
+                                  std::optional<NameTable::Id> id) {
   if (!id) return std::nullopt;
   double s = 0;
-  for (const auto* u : updates) s += counter_or_zero(*u, id);
+  for (std::size_t k = 0; k < updates.size(); ++k) s += in.counter_or_zero(k, *updates[k], id);
   return s;
 }
 
@@ -54,9 +55,9 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           p.calls += static_cast<double>(r->calls.value_or(0));
         }
       }
-      p.samples = sum_counter(updates, in.counter(p.samples_counter));
-      p.frames = sum_counter(updates, in.counter(p.frames_counter));
-      p.microbatches = sum_counter(updates, in.counter(p.microbatches_counter));
+      p.samples = sum_counter(in, updates, in.counter(p.samples_counter));
+      p.frames = sum_counter(in, updates, in.counter(p.frames_counter));
+      p.microbatches = sum_counter(in, updates, in.counter(p.microbatches_counter));
       p.ms_per_sample = per(p.total_ms, p.samples);
       p.ms_per_frame = per(p.total_ms, p.frames);
       p.ms_per_microbatch = per(p.total_ms, p.microbatches);
@@ -113,7 +114,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         }
         if (slow_ran && slow_work) {
           const auto t = in.region_ms_of(k, *u, *slow_id, slow->device);
-          saving += t.value_or(0) - counter_or_zero(*u, slow_work) * *unit_cost(*fast);
+          saving += t.value_or(0) - in.counter_or_zero(k, *u, slow_work) * *unit_cost(*fast);
         }
       }
       for (auto& [frames, e] : evidence) {

@@ -14,8 +14,9 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   const auto updates = in.updates();
   std::vector<double> per_update, slots_series;
   double wall = 0;
-  for (const auto* u : updates) {
-    const double s = counter_or_zero(*u, slots_id), v = counter_or_zero(*u, valid_id);
+  for (std::size_t k = 0; k < updates.size(); ++k) {
+    const UpdateRecord* u = updates[k];
+    const double s = in.counter_or_zero(k, *u, slots_id), v = in.counter_or_zero(k, *u, valid_id);
     p.token_slots += s;
     p.valid_tokens += v;
     wall += u->wall_ms;
@@ -48,7 +49,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     if (t.size() < updates.size() || t.empty()) continue;  // must run in every update
     const auto r = pearson(t, s);
     if (!r || *r < 0.4) continue;
-    p.token_bound.push_back({std::string(name), *r, summarize(t)->median});
+    p.token_bound.push_back({std::string(name), *r, *median(t)});
   }
   if (!p.token_bound.empty()) {
     double sum = 0;

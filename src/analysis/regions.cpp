@@ -1,5 +1,7 @@
 #include "stepprof/analysis/regions.hpp"
 
+#include "parallel.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -90,7 +92,17 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (present[id]) plan.push_back({id, "", 0, false, {}});
   }
 
-  for (const auto& p : plan) {
+  // Each row reads every update once; rows are independent, so on large inputs they
+  // are computed on several threads and put together in plan order.
+  struct RowResult {
+    RegionRow row;
+    std::size_t violation_count = 0;
+    std::vector<NestingViolation> violations;  // the first few of this row
+  };
+  std::vector<RowResult> results(plan.size());
+  auto compute_row = [&](std::size_t i) {
+    const Planned& p = plan[i];
+    RowResult& out = results[i];
     Series s;
     for (auto* v : {&s.device, &s.host, &s.calls, &s.gap}) v->reserve(updates.size());
     if (!p.kids.empty())
@@ -119,25 +131,25 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         (d ? s.device_self : s.host_self).push_back(self);
         if (d == dev) s.self_total += self;
         if (kids && self < -nesting_tolerance_ms(*own)) {
-          ++t.violation_count;
-          if (t.violations.size() < kMaxViolationsKept)
-            t.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), *own,
-                                    *kids, d});
+          ++out.violation_count;
+          if (out.violations.size() < kMaxViolationsKept)
+            out.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), *own,
+                                      *kids, d});
         }
       }
     }
-    RegionRow row;
+    RegionRow& row = out.row;
     row.name = std::string(in.data.regions.name(p.id));
     row.parent = p.parent;
     row.depth = p.depth;
     row.in_hierarchy = p.in_hierarchy;
     row.updates_present = s.present;
-    row.device_ms = summarize(s.device);
-    row.host_ms = summarize(s.host);
-    row.calls = summarize(s.calls);
+    row.device_ms = summarize(std::move(s.device));
+    row.host_ms = summarize(std::move(s.host));
+    row.calls = summarize(std::move(s.calls));
     if (!p.kids.empty()) {
-      row.device_self_ms = summarize(s.device_self);
-      row.host_self_ms = summarize(s.host_self);
+      row.device_self_ms = summarize(std::move(s.device_self));
+      row.host_self_ms = summarize(std::move(s.host_self));
     }
     if (total_wall > 0) {
       row.share = s.basis_total / total_wall;
@@ -149,7 +161,14 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (std::fabs(*g) > std::max(1.0, 0.2 * larger))
         row.gap = *g > 0 ? TimeGap::kDeviceLonger : TimeGap::kHostLonger;
     }
-    t.rows.push_back(std::move(row));
+  };
+  constexpr std::size_t kThreadFrom = 50'000;  // updates
+  detail::parallel_for(plan.size(), updates.size() >= kThreadFrom ? 0 : 1, compute_row);
+  for (auto& r : results) {
+    t.violation_count += r.violation_count;
+    for (auto& v : r.violations)
+      if (t.violations.size() < kMaxViolationsKept) t.violations.push_back(std::move(v));
+    t.rows.push_back(std::move(r.row));
   }
   if (!in.hierarchy)
     std::stable_sort(t.rows.begin(), t.rows.end(), [](const RegionRow& a, const RegionRow& b) { return a.share > b.share; });

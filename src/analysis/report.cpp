@@ -7,7 +7,7 @@ namespace stepprof {
 
 Report build_report(const AnalysisInput& given) {
   // One lookup index for every analysis that goes over all updates once per region.
-  const RegionIndex index(given.updates(), given.data.regions.size());
+  const UpdateIndex index(given.updates(), given.data.regions.size(), given.data.counters.size());
   const AnalysisInput in{given.data, given.hierarchy, given.index ? given.index : &index};
   Report r;
   r.run = summarize_run(in);

@@ -41,28 +41,70 @@ class CompensatedSum {
   double sum_ = 0, comp_ = 0;
 };
 
+// The order statistics (0-based ranks, ascending) of `v` without sorting it: one pass
+// counts the values into kBuckets equal-width buckets between min and max (a monotone
+// map, so the r-th smallest value lies in the bucket where the running count passes
+// r), a second pass keeps only the values of the buckets that hold a wanted rank, and
+// a selection among those few finds each. O(n), and no data-dependent branch in the
+// counting pass (a comparison-based selection mispredicts about every other step).
+std::vector<double> order_statistics(const std::vector<double>& v, double min, double max,
+                                     const std::vector<std::size_t>& ranks) {
+  const std::size_t n = v.size();
+  std::vector<double> out(ranks.size(), min);
+  const double range = max - min;
+  if (!(range > 0)) return out;  // all equal
+  constexpr std::size_t kBuckets = 4096;
+  const double scale = static_cast<double>(kBuckets) / range;
+  auto bucket_of = [&](double x) {
+    const double b = (x - min) * scale;  // in [0, kBuckets]; monotone in x
+    return b >= static_cast<double>(kBuckets - 1) ? kBuckets - 1 : static_cast<std::size_t>(b);
+  };
+  if (!std::isfinite(scale) || !std::isfinite(range)) {  // extreme ranges: select directly
+    std::vector<double> copy = v;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(ranks[i]), copy.end());
+      out[i] = copy[ranks[i]];
+    }
+    return out;
+  }
+  std::vector<std::size_t> start(kBuckets + 1, 0);
+  for (double x : v) ++start[bucket_of(x) + 1];
+  for (std::size_t b = 0; b < kBuckets; ++b) start[b + 1] += start[b];  // start[b]: values below bucket b
+  // The bucket of each wanted rank, and a slot for that bucket's values.
+  std::vector<std::size_t> rank_bucket(ranks.size());
+  std::vector<std::int32_t> slot(kBuckets, -1);
+  std::vector<std::vector<double>> members;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const std::size_t b =
+        static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), ranks[i]) - start.begin()) - 1;
+    rank_bucket[i] = b;
+    if (slot[b] < 0) {
+      slot[b] = static_cast<std::int32_t>(members.size());
+      members.emplace_back().reserve(start[b + 1] - start[b]);
+    }
+  }
+  for (double x : v)
+    if (const std::int32_t s = slot[bucket_of(x)]; s >= 0) members[static_cast<std::size_t>(s)].push_back(x);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    auto& m = members[static_cast<std::size_t>(slot[rank_bucket[i]])];
+    const auto at = m.begin() + static_cast<std::ptrdiff_t>(ranks[i] - start[rank_bucket[i]]);
+    std::nth_element(m.begin(), at, m.end());
+    out[i] = *at;
+  }
+  (void)n;
+  return out;
+}
+
 // Summary of a long series in O(n) without sorting it: min and max by one scan, the
-// three quantiles by selection (each needs the order statistics at floor(h) and the
-// next one, type 7), sum and spread by compensated sums. Reorders `v`.
-Summary summarize_long(std::vector<double>& v) {
+// three quantiles from their order statistics (type 7: the values at floor(h) and the
+// next one), sum and spread by compensated sums.
+Summary summarize_long(const std::vector<double>& v) {
   Summary s;
-  bool sorted = false;
   const std::size_t n = v.size();
   s.n = n;
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   s.min = *lo;
   s.max = *hi;
-  // Counts (such as calls) are integers in a small range: sort them by counting.
-  constexpr double kCountRange = 1 << 16;
-  if (s.max - s.min < kCountRange &&
-      std::all_of(v.begin(), v.end(), [](double x) { return x == std::nearbyint(x) && !(x == 0 && std::signbit(x)); })) {
-    std::vector<std::size_t> count(static_cast<std::size_t>(s.max - s.min) + 1, 0);
-    for (double x : v) ++count[static_cast<std::size_t>(x - s.min)];
-    std::size_t i = 0;
-    for (std::size_t d = 0; d < count.size(); ++d)
-      for (std::size_t c = count[d]; c > 0; --c) v[i++] = s.min + static_cast<double>(d);
-    sorted = true;
-  }
   CompensatedSum sum;
   for (double x : v) sum.add(x);
   s.sum = sum.value();
@@ -71,26 +113,19 @@ Summary summarize_long(std::vector<double>& v) {
   for (double x : v) ss.add((x - s.mean) * (x - s.mean));
   s.stdev = std::sqrt(ss.value() / static_cast<double>(n - 1));
   s.cv = s.mean != 0 ? s.stdev / s.mean : 0;
-  // Ascending quantiles: each selection works on what lies above the previous one.
-  auto from = v.begin();
-  auto quantile = [&](double q) {
-    const double h = (static_cast<double>(n) - 1.0) * q;
-    const auto k = static_cast<std::size_t>(std::floor(h));
-    const auto at = v.begin() + static_cast<std::ptrdiff_t>(k);
-    std::nth_element(from, at, v.end());
-    const double a = *at;
-    const double b = k + 1 < n ? *std::min_element(at + 1, v.end()) : a;
-    from = at + 1;
-    return a + (h - static_cast<double>(k)) * (b - a);
-  };
-  if (sorted) {
-    s.p10 = quantile_sorted(v, 0.10);
-    s.median = quantile_sorted(v, 0.50);
-    s.p90 = quantile_sorted(v, 0.90);
-  } else {
-    s.p10 = quantile(0.10);
-    s.median = quantile(0.50);
-    s.p90 = quantile(0.90);
+  constexpr std::array<double, 3> qs = {0.10, 0.50, 0.90};
+  std::vector<std::size_t> ranks;
+  for (double q : qs) {
+    const auto k = static_cast<std::size_t>(std::floor((static_cast<double>(n) - 1.0) * q));
+    ranks.push_back(k);
+    ranks.push_back(std::min(k + 1, n - 1));
+  }
+  const auto x = order_statistics(v, s.min, s.max, ranks);
+  double* out[3] = {&s.p10, &s.median, &s.p90};
+  for (std::size_t i = 0; i < qs.size(); ++i) {
+    const double h = (static_cast<double>(n) - 1.0) * qs[i];
+    const double a = x[2 * i], b = x[2 * i + 1];
+    *out[i] = a + (h - std::floor(h)) * (b - a);  // as quantile_sorted
   }
   return s;
 }

@@ -1,11 +1,14 @@
 #include "common.hpp"
 
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
 #include <fstream>
 
 #include <fmt/format.h>
 
+#include "interrupt.hpp"
 #include "stepprof/reader.hpp"
 
 namespace stepprof::cli {
@@ -39,7 +42,23 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     }
   }
   const auto files = expand_inputs(opt.logs, diag);
+  install_interrupt_handler();
+  ro.cancel = interrupt_flag();
+  const bool show_progress = ::isatty(STDERR_FILENO) == 1;
+  if (show_progress)
+    ro.progress = [](std::uint64_t done, std::uint64_t total) {
+      if (total > 0)
+        fmt::print(stderr, "\rstepprof: reading {:.2f} of {:.2f} GB ({:.0f} %)\x1b[K", static_cast<double>(done) / 1e9,
+                   static_cast<double>(total) / 1e9, 100.0 * static_cast<double>(done) / static_cast<double>(total));
+      else
+        fmt::print(stderr, "\rstepprof: reading {:.2f} GB\x1b[K", static_cast<double>(done) / 1e9);
+    };
   out.data = read_logs(files, ro, diag);
+  if (show_progress) fmt::print(stderr, "\r\x1b[K");  // clear the progress line
+  if (interrupted()) {
+    fmt::print(stderr, "stepprof: interrupted\n");
+    return kInterrupted;
+  }
   if (diag.should_stop()) {
     finish(diag);
     fmt::print(stderr, "stepprof: stopped at the first problem (--strict)\n");
@@ -78,11 +97,15 @@ bool write_output(const std::string& path, const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return std::fflush(stdout) == 0;
   }
-  std::ofstream out(path, std::ios::binary);
+  // Written next to the target, then renamed over it: the file is complete or absent,
+  // also when the command is interrupted.
+  const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+  std::ofstream out(tmp, std::ios::binary);
   out << text;
   out.close();
-  if (!out) {
-    fmt::print(stderr, "stepprof: cannot write {}\n", path);
+  if (!out || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    if (!interrupted()) fmt::print(stderr, "stepprof: cannot write {}\n", path);
     return false;
   }
   return true;

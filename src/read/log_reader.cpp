@@ -93,13 +93,17 @@ class Reader {
       {
         std::unique_lock lock(mutex);
         while (!results[i] && !cancelled() && !error)
-          if (!ready.wait_for(lock, std::chrono::milliseconds(100), [&] { return results[i] || error; }))
-            report_progress(lock);
+          if (!ready.wait_for(lock, std::chrono::milliseconds(100), [&] { return results[i] || error; })) {
+            lock.unlock();
+            report_progress();
+            lock.lock();
+          }
         if (!results[i]) break;  // cancelled, or a worker failed
         r = std::move(results[i]);
         results[i].reset();
       }
       merge(static_cast<std::uint32_t>(i), fopt, std::move(*r));
+      report_progress();
       if (cancelled()) break;
     }
     abort_ = true;  // strict stop or cancel: the workers stop at their next check
@@ -110,20 +114,20 @@ class Reader {
   }
 
  private:
+  // True once the caller's cancel flag is set; the workers are then told to stop.
   bool cancelled() {
-    if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) abort_ = true;
-    return opt_.cancel && abort_.load(std::memory_order_relaxed);
+    if (!opt_.cancel || !opt_.cancel->load(std::memory_order_relaxed)) return false;
+    abort_ = true;
+    return true;
   }
 
-  void report_progress(std::unique_lock<std::mutex>& lock) {
+  // Calls the caller's progress function, at most every 200 ms (calling thread only).
+  void report_progress() {
     if (!opt_.progress) return;
-    const auto done = bytes_done_.load(std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
     if (now - last_progress_ < std::chrono::milliseconds(200)) return;
     last_progress_ = now;
-    lock.unlock();
-    opt_.progress(done, total_bytes_);
-    lock.lock();
+    opt_.progress(bytes_done_.load(std::memory_order_relaxed), total_bytes_);
   }
 
   void report(Severity sev, Problem p, std::uint32_t file, std::uint64_t line, std::uint64_t col,

@@ -6,6 +6,8 @@
 // without unescaping them.
 #include <simdjson.h>
 
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -226,29 +228,52 @@ std::optional<std::string_view> plain_string(const char* raw) {
   return std::string_view(raw, static_cast<std::size_t>(p - raw));
 }
 
-// True when the JSON string whose bytes start at `raw` is exactly `name` (which holds
-// no quote or backslash). Reads at most name.size() + 1 bytes, and whole 8-byte words
-// only within the parser's padding after the record.
-inline bool raw_equals(const char* raw, std::string_view name) {
-  const std::size_t n = name.size();
-  if (n + 8 > kParsePadding) {
-    // Byte by byte: stops at the string's closing quote at the latest (`name` has none).
-    std::size_t i = 0;
-    while (i < n && raw[i] == name[i]) ++i;
-    return i == n && raw[n] == '"';
+// A name to compare with a JSON string's raw bytes: the name and its closing quote as
+// 8-byte words, the last one masked, so one comparison per word decides.
+class RawName {
+ public:
+  RawName() { words_[0] = 1; }  // matches nothing (masked with 0, a word is never 1)
+  explicit RawName(std::string_view name) : name_(name) {
+    const std::size_t n = name.size() + 1;  // with the closing quote
+    if (n > sizeof(words_)) {               // long names: compared byte by byte
+      count_ = 0;
+      return;
+    }
+    std::array<char, sizeof(words_)> bytes{};
+    std::memcpy(bytes.data(), name.data(), name.size());
+    bytes[name.size()] = '"';
+    std::memcpy(words_.data(), bytes.data(), sizeof(words_));
+    count_ = static_cast<std::uint8_t>((n + 7) / 8);
+    const std::size_t tail = n % 8;
+    last_mask_ = tail == 0 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * tail)) - 1;  // little-endian
   }
-  if (raw[n] != '"') return false;
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t a, b;
-    std::memcpy(&a, raw + i, 8);
-    std::memcpy(&b, name.data() + i, 8);
-    if (a != b) return false;
+  [[nodiscard]] std::string_view name() const { return name_; }
+
+  // True when the JSON string whose bytes start at `raw` (after its opening quote) is
+  // exactly this name. Reads whole words only within the parser's padding after the
+  // record; `name` holds no quote or backslash.
+  [[nodiscard]] bool matches(const char* raw) const {
+    if (count_ == 0) {
+      std::size_t i = 0;
+      while (i < name_.size() && raw[i] == name_[i]) ++i;  // stops at the string's end
+      return i == name_.size() && raw[i] == '"';
+    }
+    std::uint64_t w;
+    for (std::size_t i = 0; i + 1 < count_; ++i) {
+      std::memcpy(&w, raw + 8 * i, 8);
+      if (w != words_[i]) return false;
+    }
+    std::memcpy(&w, raw + 8 * (count_ - 1), 8);
+    return (w & last_mask_) == words_[count_ - 1];
   }
-  for (; i < n; ++i)
-    if (raw[i] != name[i]) return false;
-  return true;
-}
+
+ private:
+  static_assert(std::endian::native == std::endian::little, "RawName masks assume little-endian words");
+  std::string_view name_;
+  std::array<std::uint64_t, 7> words_{};  // names up to 55 bytes; read at most 56 bytes < kParsePadding
+  std::uint64_t last_mask_ = 0;
+  std::uint8_t count_ = 1;  // 0: a long name, compared byte by byte
+};
 
 // Hash for looking up std::string keys by string_view.
 struct ViewHash {
@@ -271,9 +296,9 @@ class NameCache {
   template <typename Unescape>
   error_code lookup(const char* raw, NameTable& table, Unescape&& unescape, NameTable::Id& id,
                     std::string_view& name) {
-    if (cursor_ < slots_.size() && raw_equals(raw, slots_[cursor_].name)) return hit(cursor_, id, name);
+    if (cursor_ < slots_.size() && slots_[cursor_].raw.matches(raw)) return hit(cursor_, id, name);
     for (std::size_t i = 0; i < slots_.size(); ++i)
-      if (i != cursor_ && raw_equals(raw, slots_[i].name)) return hit(i, id, name);
+      if (i != cursor_ && slots_[i].raw.matches(raw)) return hit(i, id, name);
     const auto plain = plain_string(raw);
     if (!plain) {
       if (auto e = unescape().get(name)) return e;
@@ -282,7 +307,7 @@ class NameCache {
     }
     if (slots_.size() < kMaxSlots) {
       const NameTable::Id new_id = table.intern(*plain);
-      slots_.push_back({table.name(new_id), new_id});  // the table's copy never moves
+      slots_.push_back({RawName(table.name(new_id)), new_id});  // the table's copy never moves
       return hit(slots_.size() - 1, id, name);
     }
     auto it = overflow_.find(*plain);
@@ -295,12 +320,12 @@ class NameCache {
  private:
   static constexpr std::size_t kMaxSlots = 64;
   struct Slot {
-    std::string_view name;  // NameTable::name(id): stable for the table's lifetime
+    RawName raw;  // over NameTable::name(id): stable for the table's lifetime
     NameTable::Id id = 0;
   };
   error_code hit(std::size_t i, NameTable::Id& id, std::string_view& name) {
     id = slots_[i].id;
-    name = slots_[i].name;
+    name = slots_[i].raw.name();
     cursor_ = i + 1;
     return simdjson::SUCCESS;
   }
@@ -331,7 +356,7 @@ class RecordParser::Impl {
   NameTable& counters_;
   NameCache device_keys_, host_keys_, calls_keys_, parent_keys_, counter_keys_, parent_values_;
   std::vector<std::int32_t> slot_of_region_;  // region id -> index in update.regions, -1 if none
-  std::vector<NameTable::Id> last_parent_;    // region id -> its parent in the last record (kTopLevel: none)
+  std::vector<std::pair<NameTable::Id, RawName>> last_parent_;  // region id -> its parent in the last record
   std::size_t shapes_used_ = 0;               // input shapes filled in the current record
 };
 
@@ -508,9 +533,8 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         if (!tok.empty() && tok[0] == '"') {
           // A region name: most logs repeat the same parents, so look it up by its bytes.
           // A region's parent is nearly always the one it had in the previous record.
-          if (r.region < last_parent_.size() && last_parent_[r.region] != kTopLevel &&
-              raw_equals(tok.data() + 1, regions_.name(last_parent_[r.region]))) {
-            r.parent = last_parent_[r.region];
+          if (r.region < last_parent_.size() && last_parent_[r.region].second.matches(tok.data() + 1)) {
+            r.parent = last_parent_[r.region].first;
             return true;
           }
           std::string_view parent;
@@ -520,8 +544,8 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
             return c.fail(Problem::kBadField, tok.data(),
                           fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
           r.parent = id;
-          if (r.region >= last_parent_.size()) last_parent_.resize(r.region + 1, kTopLevel);
-          last_parent_[r.region] = id;
+          if (r.region >= last_parent_.size()) last_parent_.resize(r.region + 1);
+          if (plain_string(tok.data() + 1)) last_parent_[r.region] = {id, RawName(regions_.name(id))};
           return true;
         }
         if (fv.is_null()) {
