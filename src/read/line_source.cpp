@@ -8,6 +8,18 @@
 #include <cstring>
 
 namespace stepprof::detail {
+namespace {
+
+// zlib prefixes its messages with the file's name, "<fd:3>" for a descriptor: drop it
+// (the diagnostic names the file; the number means nothing to anyone).
+std::string without_fd(const char* msg) {
+  std::string_view m(msg);
+  if (m.starts_with("<fd:"))
+    if (const auto end = m.find(">: "); end != std::string_view::npos) m.remove_prefix(end + 3);
+  return std::string(m);
+}
+
+}  // namespace
 
 std::unique_ptr<LineSource> LineSource::open(const std::string& path, std::string& error,
                                              std::size_t chunk_bytes) {
@@ -45,7 +57,7 @@ bool LineSource::fill() {
   if (got < 0) {
     int errnum = 0;
     const char* msg = gzerror(file_, &errnum);
-    error_ = errnum == Z_ERRNO ? std::strerror(errno) : (msg ? msg : "read error");
+    error_ = errnum == Z_ERRNO ? std::strerror(errno) : without_fd(msg ? msg : "read error");
     eof_ = true;
     return false;
   }
@@ -53,7 +65,7 @@ bool LineSource::fill() {
     eof_ = true;
     int errnum = 0;
     const char* msg = gzerror(file_, &errnum);
-    if (errnum != Z_OK && errnum != Z_STREAM_END) error_ = msg ? msg : "read error";
+    if (errnum != Z_OK && errnum != Z_STREAM_END) error_ = without_fd(msg ? msg : "read error");
     return false;
   }
   end_ += static_cast<std::size_t>(got);

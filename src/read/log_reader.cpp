@@ -154,24 +154,20 @@ class Reader {
   // Adds one file's result, in the order reading the files one after another would
   // have: its diagnostics, updates and config, with its name ids made the dataset's.
   void merge(std::uint32_t fi, const detail::FileOptions& fopt, detail::FileResult r) {
+    if (r.config && diag_.strict() && config_conflicts(*r.config)) {
+      // Strict mode stops at this config, which differs from another file's: read the
+      // file again only up to it, as reading the files in order would have.
+      detail::FileOptions again = fopt;
+      again.stop_after_line = r.config->source.line;
+      again.on_bytes = nullptr;
+      r = detail::read_file(ds_.files[fi], fi, again);
+    }
     remap_names(r);
     const std::size_t d0 = r.config ? r.diags_before_config : r.diags.size();
     const std::size_t u0 = r.config ? r.updates_before_config : r.updates.size();
     for (std::size_t k = 0; k < d0; ++k) diag_.report(std::move(r.diags[k]));
     add_updates(fi, r.updates, 0, u0);
-    if (r.config) {
-      const bool stopped_before = diag_.should_stop();
-      add_config(fi, *r.config);
-      if (diag_.should_stop() && !stopped_before && !r.stopped) {
-        // Strict mode stops at this config, found only now: read the file again up to
-        // here, as reading it alone would have, for the diagnostics that follow the stop.
-        detail::FileOptions again = fopt;
-        again.stop_after_line = r.config->source.line;
-        again.on_bytes = nullptr;
-        r = detail::read_file(ds_.files[fi], fi, again);
-        remap_names(r);
-      }
-    }
+    if (r.config) add_config(fi, *r.config);
     for (std::size_t k = d0; k < r.diags.size(); ++k) diag_.report(std::move(r.diags[k]));
     add_updates(fi, r.updates, u0, r.updates.size());
     ds_.updates_outside_window += r.outside_window;
@@ -213,6 +209,13 @@ class Reader {
       add_file(b, fi);
       b.updates.push_back(std::move(updates[k]));
     }
+  }
+
+  // True when add_config would report `config` as another run's.
+  bool config_conflicts(const RunConfig& config) const {
+    for (const auto& b : buckets_)
+      if (b.rank == config.rank) return b.config && run_identity(*b.config) != run_identity(config);
+    return false;
   }
 
   // The file's first config: its rank's bucket takes it, or compares it with the one
