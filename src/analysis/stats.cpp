@@ -35,7 +35,8 @@ class CompensatedSum {
     comp_ += std::fabs(sum_) >= std::fabs(x) ? (sum_ - t) + x : (x - t) + sum_;
     sum_ = t;
   }
-  [[nodiscard]] double value() const { return sum_ + comp_; }
+  // An overflowed sum stays infinite (as a plain sum would), not NaN.
+  [[nodiscard]] double value() const { return std::isfinite(sum_) ? sum_ + comp_ : sum_; }
 
  private:
   double sum_ = 0, comp_ = 0;
