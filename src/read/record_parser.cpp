@@ -557,7 +557,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       });
     } else if (key == s::kCounts) {
       od::object m;
-      ok = get_object(v, c, key, m);
+      if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
       counter_keys_.restart();
       for (auto f : m) {
         if (!ok) break;
@@ -574,7 +574,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       }
     } else if (key == s::kFrameHistogram) {
       od::object m;
-      ok = get_object(v, c, key, m);
+      if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
       for (auto f : m) {
         if (!ok) break;
         std::string_view name;
@@ -592,7 +592,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       }
     } else if (key == s::kInputShapes) {
       od::object m;
-      ok = get_object(v, c, key, m);
+      if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
       for (auto f : m) {
         if (!ok) break;
         std::string_view name;
@@ -635,7 +635,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       u.padding_fraction = p;
     } else if (key == s::kRecorderErrors) {
       od::object m;
-      ok = get_object(v, c, key, m);
+      if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
       for (auto f : m) {
         if (!ok) break;
         std::string_view name;
