@@ -339,6 +339,35 @@ error_code key_id(NameCache& cache, od::field& field, NameTable& table, NameTabl
   return cache.lookup(field.key().raw(), table, [&] { return field.unescaped_key(); }, id, key);
 }
 
+// The update record's field names, matched by their raw bytes, in the order the
+// real log and stepprof's serializer write them (each is expected after the last).
+class TopKeys {
+ public:
+  TopKeys() {
+    for (std::string_view k : {s::kType, s::kRank, s::kStep, s::kWallMs, s::kCudaStreamMs, s::kCpuCallMs, s::kCalls,
+                               s::kParents, s::kCounts, s::kFrameHistogram, s::kInputShapes, s::kSampleIndices,
+                               s::kPaddingFraction, s::kRecorderErrors})
+      keys_.emplace_back(k);
+  }
+  void restart() { cursor_ = 0; }
+  // True (and `key` set to the schema's name) when the string at `raw` is one of them.
+  bool match(const char* raw, std::string_view& key) {
+    for (std::size_t n = 0; n < keys_.size(); ++n) {
+      const std::size_t i = (cursor_ + n) % keys_.size();
+      if (keys_[i].matches(raw)) {
+        key = keys_[i].name();
+        cursor_ = i + 1;
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::vector<RawName> keys_;
+  std::size_t cursor_ = 0;
+};
+
 }  // namespace
 
 class RecordParser::Impl {
@@ -358,6 +387,7 @@ class RecordParser::Impl {
   std::vector<std::int32_t> slot_of_region_;  // region id -> index in update.regions, -1 if none
   std::vector<std::pair<NameTable::Id, RawName>> last_parent_;  // region id -> its parent in the last record
   std::size_t shapes_used_ = 0;               // input shapes filled in the current record
+  TopKeys top_keys_;
 };
 
 RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
@@ -484,13 +514,19 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
   };
 
   bool ok = true;
+  top_keys_.restart();
   for (auto field : obj) {
     std::string_view key;
     od::value v;
     const char* at = nullptr;
     at = location(doc);
-    if (auto e = field.unescaped_key().get(key)) { ok = c.fail_json(e, at, "in a key"); break; }
-    if (auto e = field.value().get(v)) { ok = c.fail_json(e, at, fmt::format("at \"{}\"", key)); break; }
+    od::field fld;
+    if (auto e = std::move(field).get(fld)) { ok = c.fail_json(e, at, "in a key"); break; }
+    // The schema's field names, matched by their raw bytes (escaped names and others
+    // are unescaped and compared below as they are).
+    if (!top_keys_.match(fld.key().raw(), key))
+      if (auto e = fld.unescaped_key().get(key)) { ok = c.fail_json(e, at, "in a key"); break; }
+    v = fld.value();
 
     if (key == s::kType) {
       continue;
@@ -563,11 +599,11 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         if (!ok) break;
         std::string_view name;
         od::value fv;
-        od::field fld;
+        od::field counter;
         NameTable::Id id = 0;
-        if (auto e = std::move(f).get(fld)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
-        if (auto e = key_id(counter_keys_, fld, counters_, id, name)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
-        fv = fld.value();
+        if (auto e = std::move(f).get(counter)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        if (auto e = key_id(counter_keys_, counter, counters_, id, name)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        fv = counter.value();
         double x = 0;
         ok = read_count_value(fv, token_of(fv), c, {"counts", name}, x);
         u.counters.push_back({id, x});
