@@ -352,11 +352,10 @@ class TopKeys {
   void restart() { cursor_ = 0; }
   // True (and `key` set to the schema's name) when the string at `raw` is one of them.
   bool match(const char* raw, std::string_view& key) {
-    for (std::size_t n = 0; n < keys_.size(); ++n) {
-      const std::size_t i = (cursor_ + n) % keys_.size();
+    for (std::size_t n = 0, i = cursor_; n < keys_.size(); ++n, i = i + 1 == keys_.size() ? 0 : i + 1) {
       if (keys_[i].matches(raw)) {
         key = keys_[i].name();
-        cursor_ = i + 1;
+        cursor_ = i + 1 == keys_.size() ? 0 : i + 1;
         return true;
       }
     }
