@@ -279,6 +279,7 @@ class Reader {
                           }) == b.updates.end();
       if (unique) {
         log.updates = std::move(b.updates);
+        log.updates.shrink_to_fit();  // the bucket grew by doubling
         ds_.ranks.push_back(std::move(log));
         continue;
       }
@@ -292,6 +293,7 @@ class Reader {
         }
         log.updates.push_back(std::move(u));
       }
+      log.updates.shrink_to_fit();
       ds_.ranks.push_back(std::move(log));
     }
     if (ds_.update_count() == 0) {
