@@ -583,7 +583,8 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
           if (plain_string(tok.data() + 1)) last_parent_[r.region] = {id, RawName(regions_.name(id))};
           return true;
         }
-        if (fv.is_null()) {
+        // (is_null() fails on a token that only starts like null: not null either.)
+        if (bool null = false; fv.is_null().get(null) == simdjson::SUCCESS && null) {
           r.parent = kTopLevel;
           return true;
         }
