@@ -14,7 +14,8 @@ std::vector<const UpdateRecord*> AnalysisInput::updates() const {
 
 UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::size_t region_names,
                          std::size_t counter_names)
-    : width_(region_names), counter_width_(counter_names), n_(updates.size()), device_(region_names, false) {
+    : width_(region_names), counter_width_(counter_names), n_(updates.size()), device_(region_names, false),
+      present_(region_names, false) {
   const bool regions = region_names > 0 && n_ > 0 && region_names <= kMaxBytes / sizeof(void*) / n_;
   const bool counters = counter_names > 0 && n_ > 0 && counter_names <= kMaxBytes / sizeof(double) / n_;
   if (regions) columns_.assign(width_ * n_, nullptr);
@@ -23,6 +24,7 @@ UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::s
     for (const auto& r : updates[k]->regions) {
       if (r.region >= width_) continue;
       if (r.device_ms) device_[r.region] = true;
+      if (r.device_ms || r.host_ms || r.calls) present_[r.region] = true;
       // The first entry wins, as in UpdateRecord::region.
       if (regions && !columns_[r.region * n_ + k]) columns_[r.region * n_ + k] = &r;
     }

@@ -41,12 +41,18 @@ RegionTable analyze_regions(const AnalysisInput& in) {
   const std::size_t n_names = in.data.regions.size();
   std::vector<bool> present(n_names, false), device(n_names, false);
   double total_wall = 0;
-  for (const auto* u : updates) {
-    total_wall += u->wall_ms;
-    for (const auto& r : u->regions) {
-      if (r.device_ms || r.host_ms || r.calls) present[r.region] = true;
-      if (r.device_ms) device[r.region] = true;
+  for (const auto* u : updates) total_wall += u->wall_ms;
+  if (in.index) {  // it has looked at every region of every update already
+    for (NameTable::Id id = 0; id < n_names; ++id) {
+      present[id] = in.index->has_data(id);
+      device[id] = in.index->has_device_time(id);
     }
+  } else {
+    for (const auto* u : updates)
+      for (const auto& r : u->regions) {
+        if (r.device_ms || r.host_ms || r.calls) present[r.region] = true;
+        if (r.device_ms) device[r.region] = true;
+      }
   }
 
   // Row order and parent links.

@@ -43,13 +43,15 @@ class UpdateIndex {
   }
   /// True when any update has a device time for the region.
   [[nodiscard]] bool has_device_time(NameTable::Id id) const { return id < device_.size() && device_[id]; }
+  /// True when any update has a device or host time or calls for the region.
+  [[nodiscard]] bool has_data(NameTable::Id id) const { return id < present_.size() && present_[id]; }
 
  private:
   static constexpr std::size_t kAhead = 16;
   std::size_t width_ = 0, counter_width_ = 0, n_ = 0;
   std::vector<const RegionSample*> columns_;  // [id * n + k]
   std::vector<double> counters_;              // [id * n + k], NaN when absent
-  std::vector<bool> device_;
+  std::vector<bool> device_, present_;
 };
 
 struct AnalysisInput {
