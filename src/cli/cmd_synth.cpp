@@ -22,7 +22,7 @@ struct SynthOptions {
   unsigned threads = 0;
 };
 
-// Splits "a:b:c" into numbers; `doubles` marks which fields may be fractional.
+// Splits "a:b:c" into numbers; false unless there are min_fields..max_fields of them.
 bool split(const std::string& text, std::vector<double>& out, std::size_t min_fields, std::size_t max_fields) {
   out.clear();
   std::size_t pos = 0;

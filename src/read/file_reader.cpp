@@ -34,7 +34,6 @@ class FileParser {
     // Format dispatch: JSON lines, or the same pasted as a markdown table (both
     // possibly gzip-compressed; LineSource decompresses).
     read_lines(*src);
-    out_.bytes = src->bytes_read();
     return std::move(out_);
   }
 
@@ -71,8 +70,8 @@ class FileParser {
       if ((ln & 4095) == 0) {
         if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) break;
         if (opt_.on_bytes) {
-          opt_.on_bytes(src.bytes_read() - bytes_reported);
-          bytes_reported = src.bytes_read();
+          opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
+          bytes_reported = src.raw_bytes_read();
         }
       }
       std::string_view text = trim(line);
@@ -184,7 +183,7 @@ class FileParser {
         }
       }
     }
-    if (opt_.on_bytes) opt_.on_bytes(src.bytes_read() - bytes_reported);
+    if (opt_.on_bytes) opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
     if (!src.error().empty()) {
       report(truncation_severity(), Problem::kTruncatedLine, src.line_number(), 0,
              fmt::format("input ends early ({}): the file was cut off; the {} complete record(s) before the cut "

@@ -27,7 +27,6 @@ struct FileResult {
   std::size_t diags_before_config = 0;    ///< diags that arose before the config's rank was looked up
   std::size_t updates_before_config = 0;  ///< updates accepted before the config line
   std::uint64_t outside_window = 0;    ///< valid updates dropped by the --steps window
-  std::uint64_t bytes = 0;             ///< bytes read (decompressed)
   NameTable regions, counters;
   bool stopped = false;                ///< strict mode: reading stopped at the first problem
 };
@@ -39,7 +38,8 @@ struct FileOptions {
   /// problem is found only when the file is merged with the others).
   std::uint64_t stop_after_line = 0;
   const std::atomic<bool>* cancel = nullptr;  ///< polled per line
-  /// Called every few thousand lines with the bytes consumed since the last call.
+  /// Called every few thousand lines with the file's bytes consumed since the last call
+  /// (compressed bytes for gzip input, to compare with the file's size).
   std::function<void(std::uint64_t)> on_bytes;
 };
 

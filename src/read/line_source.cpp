@@ -42,6 +42,11 @@ LineSource::LineSource(gzFile f, std::size_t chunk_bytes) : file_(f), buf_(chunk
 
 LineSource::~LineSource() { gzclose(file_); }
 
+std::uint64_t LineSource::raw_bytes_read() const {
+  const auto offset = gzoffset(file_);
+  return offset < 0 ? bytes_ : static_cast<std::uint64_t>(offset);
+}
+
 bool LineSource::fill() {
   if (eof_) return false;
   // Keep the unread tail, move it to the front, grow if a single line fills the buffer.

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
