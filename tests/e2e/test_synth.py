@@ -168,3 +168,23 @@ def test_bad_injections_are_usage_errors(tmp_path):
         assert r.returncode == 2, bad
         assert why in r.stderr, r.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path):
+    import signal
+    import time
+    manifest, _ = synth(tmp_path, "--ranks", 1, "--updates", 50)
+    lines = Path(manifest["files"][0]).read_text()
+    out = tmp_path / "report.json"
+    # stdin stays open: the reader waits for more input until Ctrl-C arrives.
+    proc = subprocess.Popen([BIN, "report", "--format", "json", "-o", out, "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdin.write(lines)
+    proc.stdin.flush()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert not out.exists()
+    assert not list(tmp_path.glob("report.json.tmp-*"))
