@@ -3,6 +3,7 @@
 #   1. release build: unit, end-to-end and browser tests (ctest --preset release)
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build of the whole suite
 #   3. ThreadSanitizer build of the multi-threaded tests (label "threads")
+#   4. libFuzzer targets of the readers, about a minute each (scripts/fuzz.sh)
 # Usage: scripts/test.sh [--quick]   (--quick: release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +33,7 @@ if ctest --test-dir build/release -N -L threads 2>/dev/null | grep -q 'Total Tes
   cmake --build --preset tsan -j "$jobs"
   TSAN_OPTIONS=halt_on_error=1 ctest --preset tsan -j "$jobs"
 fi
+step "fuzzing the readers (libFuzzer, about a minute per target)"
+scripts/fuzz.sh 60
+
 step "all tests passed"

@@ -5,7 +5,9 @@
 // dropped silently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -35,6 +37,16 @@ struct ReadOptions {
   /// files whose content is a trace (is_kineto_trace) are read as traces, the rest as step logs.
   bool traces_only = false;
   KinetoOptions kineto;  ///< rank and world size for traces (see KinetoOptions)
+  /// Files read at once (each file by one thread; results are merged in input order,
+  /// so they do not depend on this). 0: one per hardware thread, at most one per file.
+  unsigned threads = 0;
+  /// Polled while reading (about every 4096 lines); once it is true, read_logs stops
+  /// and returns an incomplete Dataset, which the caller should discard.
+  const std::atomic<bool>* cancel = nullptr;
+  /// Called on the calling thread about every 200 ms while reading, with the input
+  /// bytes consumed so far and the total input size [bytes] (compressed bytes for gzip
+  /// files; total 0 when unknown, e.g. stdin).
+  std::function<void(std::uint64_t done, std::uint64_t total)> progress;
 };
 
 /// The files `inputs` names: files as given, directories expanded to the log files in

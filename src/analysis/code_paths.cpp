@@ -6,10 +6,11 @@
 namespace stepprof {
 namespace {
 
-std::optional<double> sum_counter(const std::vector<const UpdateRecord*>& updates, std::optional<NameTable::Id> id) {
+std::optional<double> sum_counter(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,
+                                  std::optional<NameTable::Id> id) {
   if (!id) return std::nullopt;
   double s = 0;
-  for (const auto* u : updates) s += counter_or_zero(*u, id);
+  for (std::size_t k = 0; k < updates.size(); ++k) s += in.counter_or_zero(k, *updates[k], id);
   return s;
 }
 
@@ -18,8 +19,7 @@ std::optional<double> per(double total, const std::optional<double>& work) {
   return total / *work;
 }
 
-bool ran(const UpdateRecord& u, NameTable::Id id) {
-  const RegionSample* r = u.region(id);
+bool ran(const RegionSample* r) {
   return r && (r->calls.value_or(0) > 0 || r->device_ms.value_or(0) > 0 || r->host_ms.value_or(0) > 0);
 }
 
@@ -47,17 +47,17 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       ids.push_back(id);
       if (id) {
         p.device = in.has_device_time(*id);
-        for (const auto* u : updates) {
-          const RegionSample* r = u->region(*id);
+        for (std::size_t k = 0; k < updates.size(); ++k) {
+          const RegionSample* r = in.region_of(k, *updates[k], *id);
           if (!r) continue;
-          if (ran(*u, *id)) ++p.updates;
+          if (ran(r)) ++p.updates;
           p.total_ms += (p.device ? r->device_ms : r->host_ms).value_or(0);
           p.calls += static_cast<double>(r->calls.value_or(0));
         }
       }
-      p.samples = sum_counter(updates, in.counter(p.samples_counter));
-      p.frames = sum_counter(updates, in.counter(p.frames_counter));
-      p.microbatches = sum_counter(updates, in.counter(p.microbatches_counter));
+      p.samples = sum_counter(in, updates, in.counter(p.samples_counter));
+      p.frames = sum_counter(in, updates, in.counter(p.frames_counter));
+      p.microbatches = sum_counter(in, updates, in.counter(p.microbatches_counter));
       p.ms_per_sample = per(p.total_ms, p.samples);
       p.ms_per_frame = per(p.total_ms, p.frames);
       p.ms_per_microbatch = per(p.total_ms, p.microbatches);
@@ -95,10 +95,11 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
 
       std::map<std::int64_t, FrameCountEvidence> evidence;
       double saving = 0;
-      for (const auto* u : updates) {
-        const bool slow_ran = slow_id && ran(*u, *slow_id);
+      for (std::size_t k = 0; k < updates.size(); ++k) {
+        const UpdateRecord* u = updates[k];
+        const bool slow_ran = slow_id && ran(in.region_of(k, *u, *slow_id));
         const bool fast_ran = std::any_of(fast_ids.begin(), fast_ids.end(),
-                                          [&](const auto& id) { return id && ran(*u, *id); });
+                                          [&](const auto& id) { return id && ran(in.region_of(k, *u, *id)); });
         if (slow_ran) ++g.updates_with_slow;
         else if (fast_ran) ++g.updates_fast_only;
         std::size_t distinct = 0;
@@ -116,8 +117,8 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           else if (fast_ran) ++g.fast_only_updates_mixed_frames;
         }
         if (slow_ran && slow_work) {
-          const auto t = region_ms(*u, *slow_id, slow->device);
-          saving += t.value_or(0) - counter_or_zero(*u, slow_work) * *unit_cost(*fast);
+          const auto t = in.region_ms_of(k, *u, *slow_id, slow->device);
+          saving += t.value_or(0) - in.counter_or_zero(k, *u, slow_work) * *unit_cost(*fast);
         }
       }
       for (auto& [frames, e] : evidence) {

@@ -13,14 +13,19 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   if (!slots_id || !valid_id) return p;
   const auto updates = in.updates();
   std::vector<double> per_update, slots_series;
+  std::vector<std::size_t> per_update_k;  // which update each per_update value is
   double wall = 0;
-  for (const auto* u : updates) {
-    const double s = counter_or_zero(*u, slots_id), v = counter_or_zero(*u, valid_id);
+  for (std::size_t k = 0; k < updates.size(); ++k) {
+    const UpdateRecord* u = updates[k];
+    const double s = in.counter_or_zero(k, *u, slots_id), v = in.counter_or_zero(k, *u, valid_id);
     p.token_slots += s;
     p.valid_tokens += v;
     wall += u->wall_ms;
     slots_series.push_back(s);
-    if (s > 0) per_update.push_back(1.0 - v / s);
+    if (s > 0) {
+      per_update.push_back(1.0 - v / s);
+      per_update_k.push_back(k);
+    }
     for (const auto& shape : u->input_shapes)
       if (shape.dims.size() >= 2)
         p.max_padded_length = std::max(p.max_padded_length.value_or(0), static_cast<double>(shape.dims.back()));
@@ -29,6 +34,24 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   p.available = true;
   p.fraction = 1.0 - p.valid_tokens / p.token_slots;
   p.per_update_fraction = summarize(per_update);
+  if (p.per_update_fraction) {
+    const double threshold = p.per_update_fraction->p90 + PaddingResult::kSpikeMargin;
+    p.spike_threshold = threshold;
+    for (std::size_t i = 0; i < per_update.size(); ++i) {
+      if (!(per_update[i] > threshold)) continue;
+      ++p.spike_count;
+      const UpdateRecord& u = *updates[per_update_k[i]];
+      PaddingSpike spike{u.rank.value_or(-1), u.step, per_update[i], std::nullopt};
+      for (const auto& shape : u.input_shapes)
+        if (shape.dims.size() >= 2)
+          spike.padded_length = std::max(spike.padded_length.value_or(0), static_cast<double>(shape.dims.back()));
+      p.spikes.push_back(spike);
+    }
+    // Largest first; equal fractions in rank, step order.
+    std::stable_sort(p.spikes.begin(), p.spikes.end(),
+                     [](const PaddingSpike& a, const PaddingSpike& b) { return a.fraction > b.fraction; });
+    if (p.spikes.size() > PaddingResult::kMaxSpikesKept) p.spikes.resize(PaddingResult::kMaxSpikesKept);
+  }
   const double padding = p.token_slots - p.valid_tokens;
   if (wall > 0) p.padding_slots_per_s = padding / wall * 1000.0;
   p.padding_slots_per_update = padding / static_cast<double>(updates.size());
@@ -45,7 +68,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     const bool device = in.has_device_time(id);
     std::vector<double> t, s;
     for (std::size_t i = 0; i < updates.size(); ++i) {
-      if (auto ms = region_ms(*updates[i], id, device)) {
+      if (auto ms = in.region_ms_of(i, *updates[i], id, device)) {
         t.push_back(*ms);
         s.push_back(slots_series[i]);
       }
@@ -53,7 +76,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     if (t.size() < updates.size() || t.empty()) continue;  // must run in every update
     const auto r = pearson(t, s);
     if (!r || *r < 0.4) continue;
-    p.token_bound.push_back({std::string(name), *r, summarize(t)->median});
+    p.token_bound.push_back({std::string(name), *r, *median(t)});
   }
   if (!p.token_bound.empty()) {
     double sum = 0;

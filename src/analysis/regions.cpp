@@ -1,5 +1,7 @@
 #include "stepprof/analysis/regions.hpp"
 
+#include "parallel.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -17,18 +19,6 @@ std::string_view gap_name(TimeGap gap) {
   return "none";
 }
 
-namespace {
-
-constexpr std::size_t kMaxViolationsKept = 10;
-
-struct Series {
-  std::vector<double> device, host, calls, device_self, host_self, gap;
-  double basis_total = 0, self_total = 0;
-  std::size_t present = 0;
-};
-
-}  // namespace
-
 std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device) {
   std::optional<double> sum;
   for (auto k : regions)
@@ -40,13 +30,33 @@ double outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id
   double inside = 0;
   for (auto id : top_level) {
     const RegionSample* r = u.region(id);
-    if (!r) continue;
     // A region with device time only (e.g. NCCL kernels from a trace) is not an interval
     // of the host's update, so it does not count here.
-    inside += r->host_ms.value_or(0);
+    if (r) inside += r->host_ms.value_or(0);
   }
   return u.wall_ms - inside;
 }
+
+namespace {
+
+constexpr std::size_t kMaxViolationsKept = 10;
+
+struct Series {
+  std::vector<double> device, host, calls, device_self, host_self, gap;
+  double basis_total = 0, self_total = 0;
+  std::size_t present = 0;
+};
+
+// children_ms for the k-th update, through the analysis index.
+std::optional<double> children_ms(const AnalysisInput& in, std::size_t k, const UpdateRecord& u,
+                                  const std::vector<NameTable::Id>& kids, bool device) {
+  std::optional<double> sum;
+  for (auto kid : kids)
+    if (auto t = in.region_ms_of(k, u, kid, device)) sum = sum.value_or(0) + *t;
+  return sum;
+}
+
+}  // namespace
 
 RegionTable analyze_regions(const AnalysisInput& in) {
   RegionTable t;
@@ -58,12 +68,18 @@ RegionTable analyze_regions(const AnalysisInput& in) {
   const std::size_t n_names = in.data.regions.size();
   std::vector<bool> present(n_names, false), device(n_names, false);
   double total_wall = 0;
-  for (const auto* u : updates) {
-    total_wall += u->wall_ms;
-    for (const auto& r : u->regions) {
-      if (r.device_ms || r.host_ms || r.calls) present[r.region] = true;
-      if (r.device_ms) device[r.region] = true;
+  for (const auto* u : updates) total_wall += u->wall_ms;
+  if (in.index) {  // it has looked at every region of every update already
+    for (NameTable::Id id = 0; id < n_names; ++id) {
+      present[id] = in.index->has_data(id);
+      device[id] = in.index->has_device_time(id);
     }
+  } else {
+    for (const auto* u : updates)
+      for (const auto& r : u->regions) {
+        if (r.device_ms || r.host_ms || r.calls) present[r.region] = true;
+        if (r.device_ms) device[r.region] = true;
+      }
   }
 
   // Row order and parent links.
@@ -109,12 +125,26 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (present[id]) plan.push_back({id, "", 0, false, {}});
   }
 
+  // Each row reads every update once; rows are independent, so on large inputs they
+  // are computed on several threads and put together in plan order.
+  struct RowResult {
+    RegionRow row;
+    std::size_t violation_count = 0;
+    std::vector<NestingViolation> violations;  // the first few of this row
+  };
+  std::vector<RowResult> results(plan.size());
   const bool busy_union = in.device_time_is_busy_union();
-  for (const auto& p : plan) {
+  auto compute_row = [&](std::size_t i) {
+    const Planned& p = plan[i];
+    RowResult& out = results[i];
     Series s;
+    for (auto* v : {&s.device, &s.host, &s.calls, &s.gap}) v->reserve(updates.size());
+    if (!p.kids.empty())
+      for (auto* v : {&s.device_self, &s.host_self}) v->reserve(updates.size());
     const bool dev = device[p.id];
-    for (const auto* u : updates) {
-      const RegionSample* r = u->region(p.id);
+    for (std::size_t k = 0; k < updates.size(); ++k) {
+      const UpdateRecord* u = updates[k];
+      const RegionSample* r = in.region_of(k, *u, p.id);
       if (!r) continue;
       ++s.present;
       if (r->device_ms) s.device.push_back(*r->device_ms);
@@ -131,43 +161,50 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         // Busy-union device times do not subtract (children on other streams overlap).
         if (d && busy_union) continue;
         const auto own = d ? r->device_ms : r->host_ms;
-        const auto kids = children_ms(*u, p.kids, d);
+        const auto kids = children_ms(in, k, *u, p.kids, d);
         if (!own) continue;
         const double self = *own - kids.value_or(0);
         (d ? s.device_self : s.host_self).push_back(self);
         if (d == (dev && !busy_union)) s.self_total += self;
         if (kids && self < -nesting_tolerance_ms(*own)) {
-          ++t.violation_count;
-          if (t.violations.size() < kMaxViolationsKept)
-            t.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), *own,
-                                    *kids, d});
+          ++out.violation_count;
+          if (out.violations.size() < kMaxViolationsKept)
+            out.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), *own,
+                                      *kids, d});
         }
       }
     }
-    RegionRow row;
+    RegionRow& row = out.row;
     row.name = std::string(in.data.regions.name(p.id));
     row.parent = p.parent;
     row.depth = p.depth;
     row.in_hierarchy = p.in_hierarchy;
     row.updates_present = s.present;
-    row.device_ms = summarize(s.device);
-    row.host_ms = summarize(s.host);
-    row.calls = summarize(s.calls);
+    row.device_ms = summarize(std::move(s.device));
+    row.host_ms = summarize(std::move(s.host));
+    row.calls = summarize(std::move(s.calls));
     if (!p.kids.empty()) {
-      row.device_self_ms = summarize(s.device_self);
-      row.host_self_ms = summarize(s.host_self);
+      row.device_self_ms = summarize(std::move(s.device_self));
+      row.host_self_ms = summarize(std::move(s.host_self));
     }
     if (total_wall > 0) {
       row.share = s.basis_total / total_wall;
       row.self_share = s.self_total / total_wall;
     }
-    if (auto g = summarize(s.gap)) {
-      row.gap_ms = g->median;
+    if (auto g = median(s.gap)) {
+      row.gap_ms = *g;
       const double larger = std::max(row.device_ms ? row.device_ms->median : 0.0, row.host_ms ? row.host_ms->median : 0.0);
-      if (std::fabs(g->median) > std::max(1.0, 0.2 * larger))
-        row.gap = g->median > 0 ? TimeGap::kDeviceLonger : TimeGap::kHostLonger;
+      if (std::fabs(*g) > std::max(1.0, 0.2 * larger))
+        row.gap = *g > 0 ? TimeGap::kDeviceLonger : TimeGap::kHostLonger;
     }
-    t.rows.push_back(std::move(row));
+  };
+  constexpr std::size_t kThreadFrom = 50'000;  // updates
+  detail::parallel_for(plan.size(), updates.size() >= kThreadFrom ? 0 : 1, compute_row);
+  for (auto& r : results) {
+    t.violation_count += r.violation_count;
+    for (auto& v : r.violations)
+      if (t.violations.size() < kMaxViolationsKept) t.violations.push_back(std::move(v));
+    t.rows.push_back(std::move(r.row));
   }
   if (!in.hierarchy)
     std::stable_sort(t.rows.begin(), t.rows.end(), [](const RegionRow& a, const RegionRow& b) { return a.share > b.share; });
@@ -178,16 +215,19 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (auto id = in.region(node->name); id && present[*id]) top.push_back(*id);
     std::vector<double> outside;
     if (!top.empty()) {
-      for (const auto* u : updates) {
-        const double o = outside_regions_ms(*u, top);
+      for (std::size_t k = 0; k < updates.size(); ++k) {
+        const UpdateRecord* u = updates[k];
+        double inside = 0;
+        for (auto id : top)
+          if (const RegionSample* r = in.region_of(k, *u, id)) inside += r->host_ms.value_or(0);  // as outside_regions_ms
+        const double o = u->wall_ms - inside;
         outside.push_back(o);
         // Top-level regions are consecutive parts of the update: together they cannot
         // take longer than it.
         if (o < -nesting_tolerance_ms(u->wall_ms)) {
           ++t.violation_count;
           if (t.violations.size() < kMaxViolationsKept)
-            t.violations.push_back({"(the update, wall_ms)", u->step, u->rank.value_or(-1), u->wall_ms, u->wall_ms - o,
-                                    false});
+            t.violations.push_back({"(the update, wall_ms)", u->step, u->rank.value_or(-1), u->wall_ms, inside, false});
         }
       }
     }

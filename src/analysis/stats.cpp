@@ -1,6 +1,9 @@
 #include "stepprof/analysis/stats.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 
@@ -21,8 +24,133 @@ double stdev(std::span<const double> v) {
   return std::sqrt(ss / static_cast<double>(v.size() - 1));
 }
 
+namespace {
+
+// Neumaier's compensated sum: the rounding error of each addition is carried along,
+// so the result is within about one rounding of the exact sum, in any order.
+class CompensatedSum {
+ public:
+  void add(double x) {
+    const double t = sum_ + x;
+    comp_ += std::fabs(sum_) >= std::fabs(x) ? (sum_ - t) + x : (x - t) + sum_;
+    sum_ = t;
+  }
+  // An overflowed sum stays infinite (as a plain sum would), not NaN.
+  [[nodiscard]] double value() const { return std::isfinite(sum_) ? sum_ + comp_ : sum_; }
+
+ private:
+  double sum_ = 0, comp_ = 0;
+};
+
+// The order statistics (0-based ranks, ascending) of `v` without sorting it: one pass
+// counts the values into kBuckets equal-width buckets between min and max (a monotone
+// map, so the r-th smallest value lies in the bucket where the running count passes
+// r), a second pass keeps only the values of the buckets that hold a wanted rank, and
+// a selection among those few finds each. O(n), and no data-dependent branch in the
+// counting pass (a comparison-based selection mispredicts about every other step).
+std::vector<double> order_statistics(const std::vector<double>& v, double min, double max,
+                                     const std::vector<std::size_t>& ranks) {
+  const std::size_t n = v.size();
+  std::vector<double> out(ranks.size(), min);
+  const double range = max - min;
+  if (!(range > 0)) return out;  // all equal
+  constexpr std::size_t kBuckets = 4096;
+  const double scale = static_cast<double>(kBuckets) / range;
+  auto bucket_of = [&](double x) {
+    const double b = (x - min) * scale;  // in [0, kBuckets]; monotone in x
+    return b >= static_cast<double>(kBuckets - 1) ? kBuckets - 1 : static_cast<std::size_t>(b);
+  };
+  if (!std::isfinite(scale) || !std::isfinite(range)) {  // extreme ranges: select directly
+    std::vector<double> copy = v;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(ranks[i]), copy.end());
+      out[i] = copy[ranks[i]];
+    }
+    return out;
+  }
+  std::vector<std::size_t> start(kBuckets + 1, 0);
+  for (double x : v) ++start[bucket_of(x) + 1];
+  for (std::size_t b = 0; b < kBuckets; ++b) start[b + 1] += start[b];  // start[b]: values below bucket b
+  // The bucket of each wanted rank, and a slot for that bucket's values.
+  std::vector<std::size_t> rank_bucket(ranks.size());
+  std::vector<std::int32_t> slot(kBuckets, -1);
+  std::vector<std::vector<double>> members;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const std::size_t b =
+        static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), ranks[i]) - start.begin()) - 1;
+    rank_bucket[i] = b;
+    if (slot[b] < 0) {
+      slot[b] = static_cast<std::int32_t>(members.size());
+      members.emplace_back().reserve(start[b + 1] - start[b]);
+    }
+  }
+  for (double x : v)
+    if (const std::int32_t s = slot[bucket_of(x)]; s >= 0) members[static_cast<std::size_t>(s)].push_back(x);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    auto& m = members[static_cast<std::size_t>(slot[rank_bucket[i]])];
+    const auto at = m.begin() + static_cast<std::ptrdiff_t>(ranks[i] - start[rank_bucket[i]]);
+    std::nth_element(m.begin(), at, m.end());
+    out[i] = *at;
+  }
+  (void)n;
+  return out;
+}
+
+// Summary of a long series in O(n) without sorting it: min and max by one scan, the
+// three quantiles from their order statistics (type 7: the values at floor(h) and the
+// next one), sum and spread by compensated sums.
+Summary summarize_long(const std::vector<double>& v) {
+  Summary s;
+  const std::size_t n = v.size();
+  s.n = n;
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  s.min = *lo;
+  s.max = *hi;
+  CompensatedSum sum;
+  for (double x : v) sum.add(x);
+  s.sum = sum.value();
+  s.mean = s.sum / static_cast<double>(n);
+  CompensatedSum ss;
+  for (double x : v) ss.add((x - s.mean) * (x - s.mean));
+  s.stdev = std::sqrt(ss.value() / static_cast<double>(n - 1));
+  s.cv = s.mean != 0 ? s.stdev / s.mean : 0;
+  constexpr std::array<double, 3> qs = {0.10, 0.50, 0.90};
+  std::vector<std::size_t> ranks;
+  for (double q : qs) {
+    const auto k = static_cast<std::size_t>(std::floor((static_cast<double>(n) - 1.0) * q));
+    ranks.push_back(k);
+    ranks.push_back(std::min(k + 1, n - 1));
+  }
+  const auto x = order_statistics(v, s.min, s.max, ranks);
+  double* out[3] = {&s.p10, &s.median, &s.p90};
+  for (std::size_t i = 0; i < qs.size(); ++i) {
+    const double h = (static_cast<double>(n) - 1.0) * qs[i];
+    const double a = x[2 * i], b = x[2 * i + 1];
+    *out[i] = a + (h - std::floor(h)) * (b - a);  // as quantile_sorted
+  }
+  return s;
+}
+
+}  // namespace
+
+std::optional<double> median(std::vector<double>& values) {
+  if (values.empty()) return std::nullopt;
+  // quantile_sorted(0.5): the order statistic at floor((n-1)/2), interpolated with the
+  // next one when n is even.
+  const std::size_t n = values.size(), lo = (n - 1) / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(lo), values.end());
+  const double a = values[lo];
+  if (n % 2 == 1) return a;
+  const double b = *std::min_element(values.begin() + static_cast<std::ptrdiff_t>(lo) + 1, values.end());
+  return a + 0.5 * (b - a);
+}
+
 std::optional<Summary> summarize(std::vector<double> values) {
   if (values.empty()) return std::nullopt;
+  // Long series (every update of every rank: millions of values) are summarized
+  // without sorting; their sum may differ from the sorted sum below in the last digit.
+  constexpr std::size_t kLongFrom = 4096;
+  if (values.size() >= kLongFrom) return summarize_long(values);
   std::sort(values.begin(), values.end());
   Summary s;
   s.n = values.size();

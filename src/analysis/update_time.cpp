@@ -17,12 +17,14 @@ Rate rate(const AnalysisInput& in, const RunSummary& run, std::optional<NameTabl
   for (const auto& log : in.data.ranks) {
     double count = 0, wall_ms = 0;
     bool any = false;
-    for (const auto& u : log.updates) {
+    const std::size_t first = in.first_update_of(log).value_or(0);
+    for (std::size_t i = 0; i < log.updates.size(); ++i) {
+      const UpdateRecord& u = log.updates[i];
       wall_ms += u.wall_ms;
       // An absent counter means no such work in that update (0), unless the config
       // gives the amount per update (samples = micro_batch x accumulation).
       std::optional<double> v;
-      if (counter) v = u.counter(*counter);
+      if (counter) v = in.counter_of(first + i, u, *counter);
       if (!v) v = fallback_per_update;
       if (v) {
         count += *v;

@@ -44,11 +44,17 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
   w.comm_region = std::string(in.data.regions.name(*comm));
   const bool comm_dev = in.has_device_time(*comm);
 
-  std::vector<const UpdateRecord*> ups;
+  // Positions in in.updates() let the index find regions in O(1).
+  const std::optional<std::size_t> first = in.first_update_of(rank);
+  auto ms = [&](std::size_t i, NameTable::Id id, bool dev) {
+    const UpdateRecord& u = rank.updates[i];
+    return first ? in.region_ms_of(*first + i, u, id, dev) : region_ms(u, id, dev);
+  };
+  std::vector<std::size_t> ups;  // indices into rank.updates
   std::vector<double> c;
-  for (const auto& u : rank.updates)
-    if (auto t = region_ms(u, *comm, comm_dev)) {
-      ups.push_back(&u);
+  for (std::size_t i = 0; i < rank.updates.size(); ++i)
+    if (auto t = ms(i, *comm, comm_dev)) {
+      ups.push_back(i);
       c.push_back(*t);
     }
   if (c.size() < 3) return w;
@@ -70,8 +76,8 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
       continue;
     const bool dev = in.has_device_time(id);
     std::vector<double> t;
-    for (const auto* u : ups) {
-      auto v = region_ms(*u, id, dev);
+    for (const std::size_t i : ups) {
+      auto v = ms(i, id, dev);
       if (!v) break;
       t.push_back(*v);
     }

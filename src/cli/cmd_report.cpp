@@ -1,4 +1,6 @@
 // `stepprof report`: where an update's time goes and what to change.
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -6,6 +8,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "interrupt.hpp"
 #include "stepprof/analysis/report.hpp"
 #include "stepprof/analysis/series.hpp"
 #include "stepprof/render/exports.hpp"
@@ -49,6 +52,10 @@ int run_report(const ReportOptions& opt) {
   if (auto stop = load_input(opt.input, diag, in)) return *stop;
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const Report report = build_report(ain);
+  if (interrupted()) {
+    fmt::print(stderr, "stepprof: interrupted\n");
+    return kInterrupted;
+  }
   if (opt.format == "csv") {
     const int status = finish(diag);
     return write_csv(opt.out_dir, report, ain) ? status : kUsage;
@@ -58,7 +65,14 @@ int run_report(const ReportOptions& opt) {
   else if (opt.format == "markdown") text = render_markdown(report, diag);
   else text = render_text(report, diag);
   const int status = finish(diag);
-  if (!write_output(opt.output, text)) return kUsage;
+  if (!write_output(opt.output, text)) return interrupted() ? kInterrupted : kUsage;
+  // Freeing millions of records one by one takes longer than exiting: leave large
+  // inputs to the OS (std::exit skips this frame's destructors; output is flushed).
+  constexpr std::size_t kExitWithoutFree = 100'000;  // updates
+  if (in.data.update_count() >= kExitWithoutFree) {
+    std::fflush(nullptr);
+    std::exit(status);
+  }
   return status;
 }
 

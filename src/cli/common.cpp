@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include <unistd.h>
+
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -8,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "interrupt.hpp"
 #include "stepprof/reader.hpp"
 
 namespace stepprof::cli {
@@ -42,7 +45,23 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     }
   }
   const auto files = expand_inputs(opt.logs, diag);
+  install_interrupt_handler();
+  ro.cancel = interrupt_flag();
+  const bool show_progress = ::isatty(STDERR_FILENO) == 1;
+  if (show_progress)
+    ro.progress = [](std::uint64_t done, std::uint64_t total) {
+      if (total > 0)
+        fmt::print(stderr, "\rstepprof: reading {:.2f} of {:.2f} GB ({:.0f} %)\x1b[K", static_cast<double>(done) / 1e9,
+                   static_cast<double>(total) / 1e9, 100.0 * static_cast<double>(done) / static_cast<double>(total));
+      else
+        fmt::print(stderr, "\rstepprof: reading {:.2f} GB\x1b[K", static_cast<double>(done) / 1e9);
+    };
   out.data = read_logs(files, ro, diag);
+  if (show_progress) fmt::print(stderr, "\r\x1b[K");  // clear the progress line
+  if (interrupted()) {
+    fmt::print(stderr, "stepprof: interrupted\n");
+    return kInterrupted;
+  }
   if (diag.should_stop()) {
     finish(diag);
     fmt::print(stderr, "stepprof: stopped at the first problem (--strict)\n");
@@ -84,11 +103,15 @@ bool write_output(const std::string& path, const std::string& text) {
     if (!ok) fmt::print(stderr, "stepprof: cannot write to stdout: {}\n", errno ? std::strerror(errno) : "write error");
     return ok;
   }
-  std::ofstream out(path, std::ios::binary);
+  // Written next to the target, then renamed over it: the file is complete or absent,
+  // also when the command is interrupted.
+  const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+  std::ofstream out(tmp, std::ios::binary);
   out << text;
   out.close();
-  if (!out) {
-    fmt::print(stderr, "stepprof: cannot write {}\n", path);
+  if (!out || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    if (!interrupted()) fmt::print(stderr, "stepprof: cannot write {}\n", path);
     return false;
   }
   return true;

@@ -38,14 +38,17 @@ struct LoadedInput {
 };
 
 /// Reads the logs (and the nesting). Returns the exit status to stop with, or nullopt
-/// to go on and analyze `out`. Diagnostics are printed to stderr by finish().
+/// to go on and analyze `out`. Diagnostics are printed to stderr by finish(). Shows
+/// progress on stderr when it is a terminal; Ctrl-C stops reading (kInterrupted).
 std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out);
 
 /// Prints the diagnostics to stderr (at most 20 per kind, then a count) and returns the
 /// exit status they call for.
 int finish(const Diagnostics& diag);
 
-/// Writes `text` to `path` ("-" or empty: stdout). Returns false and prints why on failure.
+/// Writes `text` to `path` ("-" or empty: stdout), through a temporary file renamed
+/// into place, so no partial file is left. Returns false on failure (and prints why,
+/// unless the command was interrupted: the caller then exits with kInterrupted).
 bool write_output(const std::string& path, const std::string& text);
 
 }  // namespace stepprof::cli

@@ -99,13 +99,17 @@ bool parse_object_fields(std::string_view json_object, std::vector<RawField>& ou
   return true;
 }
 
+// Records usually list their regions (and counters) in the order the names were
+// first seen, so the entry for an id is most often at that index: try it first.
 const RegionSample* UpdateRecord::region(NameTable::Id id) const {
+  if (id < regions.size() && regions[id].region == id) return &regions[id];
   for (const auto& r : regions)
     if (r.region == id) return &r;
   return nullptr;
 }
 
 std::optional<double> UpdateRecord::counter(NameTable::Id id) const {
+  if (id < counters.size() && counters[id].name == id) return counters[id].value;
   for (const auto& c : counters)
     if (c.name == id) return c.value;
   return std::nullopt;

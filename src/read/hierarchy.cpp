@@ -188,25 +188,32 @@ std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& di
 }
 
 std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& diag) {
-  // region id -> parent id (first seen), plus where it was first seen.
-  std::map<NameTable::Id, std::pair<NameTable::Id, SourceLocation>> parent_of;
+  // region id -> parent id (first seen), plus where it was first seen (one pass over
+  // every region of every update: indexed by id, no tree lookups).
+  struct Parent {
+    bool known = false;
+    NameTable::Id parent = 0;
+    SourceLocation where;
+  };
+  std::vector<Parent> parent_of(data.regions.size());
   std::vector<NameTable::Id> order;
   for (const auto& rank : data.ranks)
     for (const auto& u : rank.updates)
       for (const auto& r : u.regions) {
         if (!r.parent) continue;
-        auto [it, inserted] = parent_of.try_emplace(r.region, *r.parent, u.source);
-        if (inserted) {
+        Parent& p = parent_of[r.region];
+        if (!p.known) {
+          p = {true, *r.parent, u.source};
           order.push_back(r.region);
-        } else if (it->second.first != *r.parent) {
+        } else if (p.parent != *r.parent) {
           auto name = [&](NameTable::Id id) {
             return id == kTopLevel ? std::string("(top level)") : std::string(data.regions.name(id));
           };
           diag.report({Severity::kWarning, Problem::kHierarchy, data.files[u.source.file], u.source.line, 0,
                        fmt::format("region \"{}\" has parent \"{}\" here but \"{}\" at {}:{}; the first is used",
-                                   data.regions.name(r.region), name(*r.parent), name(it->second.first),
-                                   data.files[it->second.second.file], it->second.second.line)});
-          it->second.first = *r.parent;  // report each conflict once per pair change
+                                   data.regions.name(r.region), name(*r.parent), name(p.parent),
+                                   data.files[p.where.file], p.where.line)});
+          p.parent = *r.parent;  // report each conflict once per pair change
         }
       }
   if (order.empty()) return std::nullopt;
@@ -236,10 +243,10 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
     bool progress = false;
     for (std::size_t i = 0; i < order.size(); ++i) {
       if (placed[i]) continue;
-      const auto parent = parent_of[order[i]].first;
+      const auto parent = parent_of[order[i]].parent;
       std::string pname = parent == kTopLevel ? std::string() : std::string(data.regions.name(parent));
       if (!pname.empty() && !h.find(pname)) {
-        if (parent_of.find(parent) == parent_of.end()) {
+        if (!parent_of[parent].known) {
           // The parent itself has no recorded parent: place it at the top level.
           h.add(HierarchyNode{pname, "", "", RegionRole::kNone, "", "", "", 0});
         } else {

@@ -8,6 +8,18 @@
 #include <cstring>
 
 namespace stepprof::detail {
+namespace {
+
+// zlib prefixes its messages with the file's name, "<fd:3>" for a descriptor: drop it
+// (the diagnostic names the file; the number means nothing to anyone).
+std::string without_fd(const char* msg) {
+  std::string_view m(msg);
+  if (m.starts_with("<fd:"))
+    if (const auto end = m.find(">: "); end != std::string_view::npos) m.remove_prefix(end + 3);
+  return std::string(m);
+}
+
+}  // namespace
 
 std::unique_ptr<LineSource> LineSource::open(const std::string& path, std::string& error,
                                              std::size_t chunk_bytes) {
@@ -30,6 +42,11 @@ LineSource::LineSource(gzFile f, std::size_t chunk_bytes) : file_(f), buf_(chunk
 
 LineSource::~LineSource() { gzclose(file_); }
 
+std::uint64_t LineSource::raw_bytes_read() const {
+  const auto offset = gzoffset(file_);
+  return offset < 0 ? bytes_ : static_cast<std::uint64_t>(offset);
+}
+
 bool LineSource::fill() {
   if (eof_) return false;
   // Keep the unread tail, move it to the front, grow if a single line fills the buffer.
@@ -45,7 +62,7 @@ bool LineSource::fill() {
   if (got < 0) {
     int errnum = 0;
     const char* msg = gzerror(file_, &errnum);
-    error_ = errnum == Z_ERRNO ? std::strerror(errno) : (msg ? msg : "read error");
+    error_ = errnum == Z_ERRNO ? std::strerror(errno) : without_fd(msg ? msg : "read error");
     eof_ = true;
     return false;
   }
@@ -53,7 +70,7 @@ bool LineSource::fill() {
     eof_ = true;
     int errnum = 0;
     const char* msg = gzerror(file_, &errnum);
-    if (errnum != Z_OK && errnum != Z_STREAM_END) error_ = msg ? msg : "read error";
+    if (errnum != Z_OK && errnum != Z_STREAM_END) error_ = without_fd(msg ? msg : "read error");
     return false;
   }
   end_ += static_cast<std::size_t>(got);

@@ -35,6 +35,8 @@ class LineSource {
   [[nodiscard]] const std::string& error() const { return error_; }
   /// Bytes consumed from the (decompressed) input so far.
   [[nodiscard]] std::uint64_t bytes_read() const { return bytes_; }
+  /// Bytes consumed from the file itself (compressed bytes for gzip input), for progress.
+  [[nodiscard]] std::uint64_t raw_bytes_read() const;
 
   static constexpr std::size_t padding = 64;
 

@@ -1,18 +1,19 @@
-// Reads step logs: per file, lines -> records (record_parser), then across files:
-// ranks, duplicate steps, mixed runs, missing configs.
+// Reads step logs: per file, lines -> records (file_reader, several files at once),
+// then across files: ranks, duplicate steps, mixed runs, missing configs.
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <filesystem>
-#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
-#include "line_source.hpp"
-#include "record_parser.hpp"
-#include "stepprof/kineto.hpp"
+#include "file_reader.hpp"
 #include "stepprof/reader.hpp"
-#include "stepprof/schema.hpp"
 
 namespace stepprof {
 namespace {
@@ -27,33 +28,6 @@ bool has_log_name(const std::string& name) {
   return false;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  return s;
-}
-
-// The settings that identify a run: records whose configs differ in any of these
-// come from different runs. Rank is compared separately.
-std::string run_identity(const RunConfig& c) {
-  std::string id;
-  auto add = [&](std::string_view k, const auto& v) {
-    if (v) id += fmt::format("{}{}={}", id.empty() ? "" : ", ", k, *v);
-  };
-  add(schema::kRunId, c.run_id);
-  add(schema::kWorldSize, c.world_size);
-  add(schema::kMicroBatch, c.micro_batch);
-  add(schema::kAccumulation, c.accumulation);
-  add(schema::kGlobalBatch, c.global_batch);
-  add(schema::kSeed, c.seed);
-  add(schema::kModel, c.model);
-  return id.empty() ? "(no run settings)" : id;
-}
-
-std::string rank_text(const std::optional<std::int64_t>& r) {
-  return r ? fmt::format("rank {}", *r) : std::string("unknown rank");
-}
-
 // One rank's records as read, before duplicate steps are resolved.
 struct RankBucket {
   std::optional<std::int64_t> rank;
@@ -63,218 +37,203 @@ struct RankBucket {
   std::vector<std::uint32_t> files;
 };
 
+using detail::rank_text;
+using detail::run_identity;
+
+// Reads the files on worker threads (detail::read_file, one file per thread at a time)
+// and merges their results in input order on the calling thread: ranks, configs across
+// files, then (finish) duplicate steps, mixed runs and missing configs.
 class Reader {
  public:
   Reader(const ReadOptions& opt, Diagnostics& diag) : opt_(opt), diag_(diag) {}
 
   Dataset run(const std::vector<std::string>& files) {
     ds_.files = files;
-    for (std::uint32_t i = 0; i < files.size() && !diag_.should_stop(); ++i) read_file(i);
-    if (!diag_.should_stop()) finish();
+    const auto n = files.size();
+    for (const auto& f : files) {
+      std::error_code ec;
+      if (f != "-")
+        if (const auto size = fs::file_size(f, ec); !ec) total_bytes_ += size;
+    }
+    unsigned threads = opt_.threads ? opt_.threads : std::max(1u, std::thread::hardware_concurrency());
+    threads = static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(threads, n)));
+
+    detail::FileOptions fopt;
+    fopt.steps = opt_.steps;
+    fopt.strict = diag_.strict();
+    fopt.traces_only = opt_.traces_only;
+    fopt.kineto = opt_.kineto;
+    fopt.cancel = &abort_;
+    fopt.on_bytes = [this](std::uint64_t b) { bytes_done_.fetch_add(b, std::memory_order_relaxed); };
+
+    std::vector<std::optional<detail::FileResult>> results(n);
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::atomic<std::size_t> next{0};
+    std::exception_ptr error;  // e.g. std::bad_alloc on a worker: rethrown here
+    auto worker = [&] {
+      try {
+        for (std::size_t i; !abort_.load() && (i = next.fetch_add(1)) < n;) {
+          auto r = detail::read_file(files[i], static_cast<std::uint32_t>(i), fopt);
+          std::lock_guard lock(mutex);
+          results[i] = std::move(r);
+          ready.notify_all();
+        }
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (!error) error = std::current_exception();
+        abort_ = true;
+        ready.notify_all();
+      }
+    };
+    std::vector<std::thread> pool;
+    if (n > 0)
+      for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+
+    for (std::size_t i = 0; i < n && !diag_.should_stop(); ++i) {
+      std::optional<detail::FileResult> r;
+      {
+        std::unique_lock lock(mutex);
+        while (!results[i] && !cancelled() && !error)
+          if (!ready.wait_for(lock, std::chrono::milliseconds(100), [&] { return results[i] || error; })) {
+            lock.unlock();
+            report_progress();
+            lock.lock();
+          }
+        if (!results[i]) break;  // cancelled, or a worker failed
+        r = std::move(results[i]);
+        results[i].reset();
+      }
+      merge(static_cast<std::uint32_t>(i), fopt, std::move(*r));
+      report_progress();
+      if (cancelled()) break;
+    }
+    abort_ = true;  // strict stop or cancel: the workers stop at their next check
+    for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+    if (!diag_.should_stop() && !cancelled()) finish();
     return std::move(ds_);
   }
 
  private:
+  // True once the caller's cancel flag is set; the workers are then told to stop.
+  bool cancelled() {
+    if (!opt_.cancel || !opt_.cancel->load(std::memory_order_relaxed)) return false;
+    abort_ = true;
+    return true;
+  }
+
+  // Calls the caller's progress function, at most every 200 ms (calling thread only).
+  void report_progress() {
+    if (!opt_.progress) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_progress_ < std::chrono::milliseconds(200)) return;
+    last_progress_ = now;
+    opt_.progress(bytes_done_.load(std::memory_order_relaxed), total_bytes_);
+  }
+
   void report(Severity sev, Problem p, std::uint32_t file, std::uint64_t line, std::uint64_t col,
               std::string msg) {
     diag_.report({sev, p, ds_.files[file], line, col, std::move(msg)});
   }
 
   RankBucket& bucket(const std::optional<std::int64_t>& rank) {
-    for (auto& b : buckets_)
-      if (b.rank == rank) return b;
+    if (last_bucket_ < buckets_.size() && buckets_[last_bucket_].rank == rank) return buckets_[last_bucket_];
+    for (std::size_t i = 0; i < buckets_.size(); ++i)
+      if (buckets_[i].rank == rank) {
+        last_bucket_ = i;
+        return buckets_[i];
+      }
     buckets_.push_back(RankBucket{rank, {}, {}, {}, {}});
+    last_bucket_ = buckets_.size() - 1;
     return buckets_.back();
-  }
-
-  void read_file(std::uint32_t fi) {
-    const std::string& name = ds_.files[fi];
-    if (opt_.traces_only || is_kineto_trace(name)) return read_trace(fi);  // a PyTorch profiler trace
-    std::string err;
-    auto src = detail::LineSource::open(name, err);
-    if (!src) {
-      report(Severity::kError, Problem::kUnreadable, fi, 0, 0, fmt::format("cannot read: {}", err));
-      return;
-    }
-    std::optional<RunConfig> file_config;
-    std::uint64_t file_config_line = 0;
-    bool table_mode = false, mode_known = false, truncated = false;
-    std::uint64_t records = 0, rejected_after_mix = 0, mixed_at = 0;
-    std::string cell;  // markdown cell with `\|` unescaped, plus parser padding
-
-    std::string_view line;
-    bool terminated = true;
-    while (!diag_.should_stop() && src->next(line, terminated)) {
-      const std::uint64_t ln = src->line_number();
-      std::string_view text = trim(line);
-      if (text.empty()) continue;
-      if (!mode_known) {
-        mode_known = true;
-        table_mode = text.front() == '|';
-      }
-      std::uint64_t col_offset = static_cast<std::uint64_t>(text.data() - line.data());
-      if (table_mode) {
-        if (text.front() != '|') {
-          report(Severity::kError, Problem::kMalformedJson, fi, ln, col_offset + 1,
-                 "expected a markdown table row starting with '|' (this file is read as a table)");
-          continue;
-        }
-        text.remove_prefix(1);
-        if (!text.empty() && text.back() == '|' && !(text.size() >= 2 && text[text.size() - 2] == '\\'))
-          text.remove_suffix(1);
-        const std::string_view untrimmed = text;
-        text = trim(text);
-        col_offset = static_cast<std::uint64_t>(text.data() - line.data());
-        (void)untrimmed;
-        if (text.empty() || text.find_first_not_of("-:| ") == std::string_view::npos) continue;  // separator row
-        if (text.front() != '{') {
-          report(Severity::kNote, Problem::kUnknownRecord, fi, ln, col_offset + 1,
-                 "table row holds no JSON record; skipped (a header row?)");
-          continue;
-        }
-        if (text.find("\\|") != std::string_view::npos) {
-          cell.clear();
-          for (std::size_t i = 0; i < text.size(); ++i) {
-            if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '|') continue;
-            cell.push_back(text[i]);
-          }
-          const std::size_t n = cell.size();
-          cell.resize(n + detail::kParsePadding);
-          text = std::string_view(cell.data(), n);
-        }
-      }
-
-      std::vector<RawField> cfg_fields;
-      std::string unknown_type;
-      detail::RecordError rerr;
-      UpdateRecord u;
-      const auto kind = parser_.parse(text, cfg_fields, u, unknown_type, rerr);
-      switch (kind) {
-        case detail::RecordKind::kError: {
-          const std::uint64_t col = rerr.column ? col_offset + rerr.column : 0;
-          if (!terminated) {
-            truncated = true;
-            report(diag_.strict() ? Severity::kError : Severity::kWarning, Problem::kTruncatedLine, fi, ln, col,
-                   fmt::format("the last line ends mid-record (was the writing job killed?): {}; "
-                               "the {} complete record(s) before it are analyzed",
-                               rerr.message, records));
-          } else {
-            report(Severity::kError, rerr.problem, fi, ln, col, rerr.message + "; record skipped");
-          }
-          break;
-        }
-        case detail::RecordKind::kUnknownType:
-          report(Severity::kWarning, Problem::kUnknownRecord, fi, ln, 0,
-                 fmt::format("unknown record type \"{}\" (expected \"config\" or \"update\"); skipped", unknown_type));
-          break;
-        case detail::RecordKind::kConfig: {
-          ++records;
-          std::vector<std::string> problems;
-          RunConfig cfg = make_config(std::move(cfg_fields), &problems);
-          cfg.source = {fi, ln};
-          for (auto& p : problems) report(Severity::kError, Problem::kBadField, fi, ln, 0, std::move(p));
-          if (!file_config) {
-            file_config = std::move(cfg);
-            file_config_line = ln;
-          } else if (run_identity(cfg) != run_identity(*file_config) || cfg.rank != file_config->rank) {
-            report(Severity::kError, Problem::kMixedRuns, fi, ln, 0,
-                   fmt::format("a second config record ({}, {}) differs from the first at line {} ({}, {}): "
-                               "this file mixes runs; records after this line are skipped",
-                               rank_text(cfg.rank), run_identity(cfg), file_config_line,
-                               rank_text(file_config->rank), run_identity(*file_config)));
-            mixed_at = ln;
-          }
-          if (file_config_line == ln) {
-            RankBucket& b = bucket(file_config->rank);
-            add_file(b, fi);
-            if (!b.config) {
-              b.config = *file_config;
-              b.config_where = fmt::format("{}:{}", name, ln);
-            } else if (run_identity(*b.config) != run_identity(*file_config)) {
-              report(Severity::kError, Problem::kMixedRuns, fi, ln, 0,
-                     fmt::format("config for {} ({}) differs from the one in {} ({}): these files come from "
-                                 "different runs; this file's records are kept with the first config",
-                                 rank_text(file_config->rank), run_identity(*file_config), b.config_where,
-                                 run_identity(*b.config)));
-            }
-          }
-          break;
-        }
-        case detail::RecordKind::kUpdate: {
-          ++records;
-          if (mixed_at) {
-            ++rejected_after_mix;
-            break;
-          }
-          if (!u.rank && file_config) u.rank = file_config->rank;
-          if (file_config && file_config->rank && u.rank != file_config->rank) {
-            report(Severity::kError, Problem::kMixedRuns, fi, ln, 0,
-                   fmt::format("update for {} in a file whose config (line {}) is for rank {}: "
-                               "one file should hold one rank; record skipped",
-                               rank_text(u.rank), file_config_line, *file_config->rank));
-            break;
-          }
-          if (opt_.steps && !opt_.steps->contains(u.step)) {
-            ++ds_.updates_outside_window;
-            break;
-          }
-          if (!u.recorder_errors.empty()) {
-            std::string kinds;
-            for (const auto& [k, n] : u.recorder_errors) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, k);
-            report(Severity::kWarning, Problem::kRecorderErrors, fi, ln, 0,
-                   fmt::format("the recorder reported errors before step {}: {} (records may be missing)", u.step,
-                               kinds));
-          }
-          u.source = {fi, ln};
-          RankBucket& b = bucket(u.rank);
-          add_file(b, fi);
-          b.updates.push_back(std::move(u));
-          break;
-        }
-      }
-    }
-    if (!src->error().empty()) {
-      report(diag_.strict() ? Severity::kError : Severity::kWarning, Problem::kTruncatedLine, fi,
-             src->line_number(), 0,
-             fmt::format("input ends early ({}): the file was cut off; the {} complete record(s) before the cut "
-                         "are analyzed",
-                         src->error(), records));
-    }
-    if (rejected_after_mix)
-      report(Severity::kError, Problem::kMixedRuns, fi, mixed_at, 0,
-             fmt::format("{} update record(s) after the differing config at line {} were skipped", rejected_after_mix,
-                         mixed_at));
-    if (records == 0 && !truncated && src->error().empty())
-      report(Severity::kWarning, Problem::kEmptyInput, fi, 0, 0, "file holds no records");
-  }
-
-  // One PyTorch profiler trace: one rank's config and updates (include/stepprof/kineto.hpp).
-  void read_trace(std::uint32_t fi) {
-    auto trace = read_kineto_trace(ds_.files[fi], fi, ds_.regions, ds_.counters, diag_, opt_.kineto);
-    if (!trace) return;
-    RankBucket& b = bucket(trace->config.rank);
-    add_file(b, fi);
-    if (!b.config) {
-      b.config = trace->config;
-      b.config_where = ds_.files[fi];
-    } else if (run_identity(*b.config) != run_identity(trace->config)) {
-      report(Severity::kError, Problem::kMixedRuns, fi, 0, 0,
-             fmt::format("trace for {} ({}) differs from {} ({}): different runs; its records are kept with the "
-                         "first config",
-                         rank_text(trace->config.rank), run_identity(trace->config), b.config_where,
-                         run_identity(*b.config)));
-    }
-    for (auto& u : trace->updates) {
-      if (opt_.steps && !opt_.steps->contains(u.step)) {
-        ++ds_.updates_outside_window;
-        continue;
-      }
-      b.updates.push_back(std::move(u));
-    }
   }
 
   static void add_file(RankBucket& b, std::uint32_t fi) {
     if (b.files.empty() || b.files.back() != fi) b.files.push_back(fi);
+  }
+
+  // Adds one file's result, in the order reading the files one after another would
+  // have: its diagnostics, updates and config, with its name ids made the dataset's.
+  void merge(std::uint32_t fi, const detail::FileOptions& fopt, detail::FileResult r) {
+    if (r.config && diag_.strict() && config_conflicts(*r.config)) {
+      // Strict mode stops at this config, which differs from another file's: read the
+      // file again only up to it, as reading the files in order would have.
+      detail::FileOptions again = fopt;
+      again.stop_after_line = r.config->source.line;
+      again.on_bytes = nullptr;
+      r = detail::read_file(ds_.files[fi], fi, again);
+    }
+    remap_names(r);
+    const std::size_t d0 = r.config ? r.diags_before_config : r.diags.size();
+    const std::size_t u0 = r.config ? r.updates_before_config : r.updates.size();
+    for (std::size_t k = 0; k < d0; ++k) diag_.report(std::move(r.diags[k]));
+    add_updates(fi, r.updates, 0, u0);
+    if (r.config) add_config(fi, *r.config);
+    for (std::size_t k = d0; k < r.diags.size(); ++k) diag_.report(std::move(r.diags[k]));
+    add_updates(fi, r.updates, u0, r.updates.size());
+    ds_.updates_outside_window += r.outside_window;
+  }
+
+  // Ids in a file's records refer to its own name tables; intern the names in the
+  // dataset's tables in the file's order (which gives the ids reading the files in
+  // order would have given) and rewrite the ids.
+  void remap_names(detail::FileResult& r) {
+    auto table_map = [](const NameTable& from, NameTable& to, std::vector<NameTable::Id>& map) {
+      map.resize(from.size());
+      bool identity = true;
+      for (NameTable::Id id = 0; id < from.size(); ++id) {
+        map[id] = to.intern(from.name(id));
+        identity = identity && map[id] == id;
+      }
+      return identity;
+    };
+    std::vector<NameTable::Id> rmap, cmap;
+    const bool rsame = table_map(r.regions, ds_.regions, rmap);
+    const bool csame = table_map(r.counters, ds_.counters, cmap);
+    if (rsame && csame) return;
+    for (auto& u : r.updates) {
+      if (!rsame)
+        for (auto& s : u.regions) {
+          s.region = rmap[s.region];
+          if (s.parent && *s.parent != kTopLevel) s.parent = rmap[*s.parent];
+        }
+      if (!csame)
+        for (auto& c : u.counters) c.name = cmap[c.name];
+    }
+    r.regions = NameTable();
+    r.counters = NameTable();
+  }
+
+  void add_updates(std::uint32_t fi, std::vector<UpdateRecord>& updates, std::size_t from, std::size_t to) {
+    for (std::size_t k = from; k < to; ++k) {
+      RankBucket& b = bucket(updates[k].rank);
+      add_file(b, fi);
+      b.updates.push_back(std::move(updates[k]));
+    }
+  }
+
+  // True when add_config would report `config` as another run's.
+  bool config_conflicts(const RunConfig& config) const {
+    for (const auto& b : buckets_)
+      if (b.rank == config.rank) return b.config && run_identity(*b.config) != run_identity(config);
+    return false;
+  }
+
+  // The file's first config: its rank's bucket takes it, or compares it with the one
+  // it already has from another file.
+  void add_config(std::uint32_t fi, const RunConfig& config) {
+    RankBucket& b = bucket(config.rank);
+    add_file(b, fi);
+    if (!b.config) {
+      b.config = config;
+      b.config_where = fmt::format("{}:{}", ds_.files[fi], config.source.line);
+    } else if (run_identity(*b.config) != run_identity(config)) {
+      report(Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
+             fmt::format("config for {} ({}) differs from the one in {} ({}): these files come from "
+                         "different runs; this file's records are kept with the first config",
+                         rank_text(config.rank), run_identity(config), b.config_where, run_identity(*b.config)));
+    }
   }
 
   void finish() {
@@ -283,16 +242,14 @@ class Reader {
     std::sort(buckets_.begin(), buckets_.end(), [](const RankBucket& a, const RankBucket& b) {
       return a.rank.value_or(-1) < b.rank.value_or(-1);
     });
-
     // Mixed runs across ranks: all configs must share the run identity of the first.
+    // (Taken before the loop below moves the configs out of the buckets.)
     const RankBucket* ref = nullptr;
     for (const auto& b : buckets_)
       if (b.config) {
         ref = &b;
         break;
       }
-
-    // Taken before the loop: the loop moves each bucket's config (the reference's too) into the dataset.
     const std::string ref_identity = ref ? run_identity(*ref->config) : std::string();
     const std::string ref_rank = ref ? rank_text(ref->rank) : std::string();
     for (auto& b : buckets_) {
@@ -300,7 +257,8 @@ class Reader {
       if (ref && b.config && &b != ref && run_identity(*b.config) != ref_identity) {
         report(Severity::kError, Problem::kMixedRuns, b.config->source.file, b.config->source.line, 0,
                fmt::format("{} comes from a different run ({}) than {} ({}); its {} update record(s) are skipped",
-                           rank_text(b.rank), run_identity(*b.config), ref_rank, ref_identity, b.updates.size()));
+                           rank_text(b.rank), run_identity(*b.config), ref_rank, ref_identity,
+                           b.updates.size()));
         continue;
       }
       if (!b.config && !b.updates.empty()) {
@@ -314,8 +272,18 @@ class Reader {
       log.rank = b.rank;
       log.config = std::move(b.config);
       log.files = std::move(b.files);
-      std::stable_sort(b.updates.begin(), b.updates.end(),
-                       [](const UpdateRecord& x, const UpdateRecord& y) { return x.step < y.step; });
+      auto by_step = [](const UpdateRecord& x, const UpdateRecord& y) { return x.step < y.step; };
+      if (!std::is_sorted(b.updates.begin(), b.updates.end(), by_step))
+        std::stable_sort(b.updates.begin(), b.updates.end(), by_step);
+      const bool unique = std::adjacent_find(b.updates.begin(), b.updates.end(), [](const auto& x, const auto& y) {
+                            return x.step == y.step;
+                          }) == b.updates.end();
+      if (unique) {
+        log.updates = std::move(b.updates);
+        log.updates.shrink_to_fit();  // the bucket grew by doubling
+        ds_.ranks.push_back(std::move(log));
+        continue;
+      }
       for (auto& u : b.updates) {
         if (!log.updates.empty() && log.updates.back().step == u.step) {
           const auto& kept = log.updates.back().source;
@@ -326,6 +294,7 @@ class Reader {
         }
         log.updates.push_back(std::move(u));
       }
+      log.updates.shrink_to_fit();
       ds_.ranks.push_back(std::move(log));
     }
     if (ds_.update_count() == 0) {
@@ -342,8 +311,12 @@ class Reader {
   const ReadOptions& opt_;
   Diagnostics& diag_;
   Dataset ds_;
-  detail::RecordParser parser_{ds_.regions, ds_.counters};
   std::vector<RankBucket> buckets_;
+  std::size_t last_bucket_ = 0;
+  std::atomic<bool> abort_{false};
+  std::atomic<std::uint64_t> bytes_done_{0};
+  std::uint64_t total_bytes_ = 0;
+  std::chrono::steady_clock::time_point last_progress_{};
 };
 
 }  // namespace

@@ -1,18 +1,39 @@
-#include "record_parser.hpp"
+// The record parser (simdjson's on-demand API). Its stage 1 (finding the structure)
+// runs the best kernel for the CPU: libsimdjson dispatches it at run time.
+//
+// The hot path (a valid record) allocates nothing: field paths for messages are built
+// only when a field is wrong, and keys are matched against the previous record's keys
+// without unescaping them.
+#include <simdjson.h>
 
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "record_parser.hpp"
 #include "stepprof/schema.hpp"
 
 namespace stepprof::detail {
 namespace {
 
+static_assert(kParsePadding >= simdjson::SIMDJSON_PADDING);
+
 using simdjson::error_code;
 namespace od = simdjson::ondemand;
 namespace s = schema;
+
+// The name of a field for messages, e.g. "cuda_stream_ms.vision_forward"; formatted
+// only when a message needs it.
+struct Path {
+  std::string_view head;
+  std::string_view tail;  // empty: the path is `head` alone
+};
+std::string str(const Path& p) { return p.tail.empty() ? std::string(p.head) : fmt::format("{}.{}", p.head, p.tail); }
 
 // Context for one record: the text (for columns) and where the first error goes.
 class Ctx {
@@ -70,70 +91,89 @@ bool is_non_finite_literal(std::string_view tok) {
   return false;
 }
 
-// Reads a finite number. `path` names the field for messages.
-bool read_number(od::value v, Ctx& c, std::string_view path, double& out) {
-  std::string_view tok;
-  tok = trim(v.raw_json_token());
+// Why `v` is not a finite number (called only when reading it as one failed).
+// `tok` is the value's raw text, taken before reading it.
+bool number_problem(std::string_view tok, Ctx& c, const Path& path, error_code e) {
+  tok = trim(tok);
   if (tok.empty() || tok[0] == '}' || tok[0] == ']' || tok[0] == ',' || tok[0] == ':')
     return c.fail(Problem::kMalformedJson, tok.empty() ? nullptr : tok.data(),
-                  fmt::format("malformed JSON at {}: expected a value, found '{}'", path,
+                  fmt::format("malformed JSON at {}: expected a value, found '{}'", str(path),
                               tok.empty() ? std::string("end of line") : std::string(1, tok[0])));
   if (is_non_finite_literal(tok))
     return c.fail(Problem::kNonFinite, tok.data(),
-                  fmt::format("{}: non-finite number {} (expected a finite number)", path, shown(tok)));
+                  fmt::format("{}: non-finite number {} (expected a finite number)", str(path), shown(tok)));
+  if (e == simdjson::NUMBER_ERROR && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9')))
+    return c.fail(Problem::kNonFinite, tok.data(),
+                  fmt::format("{}: number {} is out of range (expected a finite number)", str(path), shown(tok)));
+  return c.fail(Problem::kBadField, tok.data(), fmt::format("{}: expected a number, found {}", str(path), shown(tok)));
+}
+
+// The raw text of a value, for messages about it; take it before reading the value.
+std::string_view token_of(od::value& v) { return v.raw_json_token(); }
+
+// Reads a finite number. `path` names the field for messages; `tok` is token_of(v).
+bool read_number(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
   double d = 0;
-  if (auto e = v.get_double().get(d)) {
-    if (e == simdjson::NUMBER_ERROR && !tok.empty() && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9')))
-      return c.fail(Problem::kNonFinite, tok.data(),
-                    fmt::format("{}: number {} is out of range (expected a finite number)", path, shown(tok)));
-    return c.fail(Problem::kBadField, tok.data(),
-                  fmt::format("{}: expected a number, found {}", path, shown(tok)));
+  if (auto e = v.get_double().get(d)) return number_problem(tok, c, path, e);
+  if (!std::isfinite(d)) {
+    tok = trim(tok);
+    return c.fail(Problem::kNonFinite, tok.data(), fmt::format("{}: non-finite number {}", str(path), shown(tok)));
   }
-  if (!std::isfinite(d))
-    return c.fail(Problem::kNonFinite, tok.data(), fmt::format("{}: non-finite number {}", path, shown(tok)));
   out = d;
   return true;
 }
 
+// Reads a finite number, taking simdjson's faster integer parser for integers that a
+// double holds exactly (the same value as read_number gives).
+bool read_count_value(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
+  constexpr std::int64_t kExact = std::int64_t{1} << 53;
+  if (std::int64_t i = 0; !v.get_int64().get(i) && i >= -kExact && i <= kExact && !(i == 0 && tok[0] == '-')) {
+    out = static_cast<double>(i);  // ("-0" is left to read_number, which gives -0.0)
+    return true;
+  }
+  return read_number(v, tok, c, path, out);
+}
+
 // Reads an integer; an integral floating-point value such as 2.0 is accepted.
-bool read_int(od::value v, Ctx& c, std::string_view path, std::int64_t& out) {
+bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::int64_t& out) {
+  // Integers are read as doubles (so 2.0 is 2); those that a double holds exactly can
+  // take simdjson's faster integer parser with the same result.
+  constexpr std::int64_t kExact = std::int64_t{1} << 53;
+  if (std::int64_t i = 0; !v.get_int64().get(i) && i >= -kExact && i <= kExact) {
+    out = i;
+    return true;
+  }
   double d = 0;
-  std::string_view tok;
-  tok = v.raw_json_token();
-  if (!read_number(v, c, path, d)) return false;
+  if (!read_number(v, tok, c, path, d)) return false;
   if (d != std::nearbyint(d) || std::fabs(d) > 9.0e18)
     return c.fail(Problem::kBadField, trim(tok).data(),
-                  fmt::format("{}: expected an integer, found {}", path, shown(tok)));
+                  fmt::format("{}: expected an integer, found {}", str(path), shown(tok)));
   out = static_cast<std::int64_t>(d);
   return true;
 }
 
-bool read_time(od::value v, Ctx& c, std::string_view path, double& out) {
-  std::string_view tok;
-  tok = v.raw_json_token();
-  if (!read_number(v, c, path, out)) return false;
+bool read_time(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
+  if (!read_number(v, tok, c, path, out)) return false;
   if (out < 0)
     return c.fail(Problem::kNegativeTime, trim(tok).data(),
-                  fmt::format("{}: negative time {} ms (times are durations, >= 0)", path, shown(tok)));
+                  fmt::format("{}: negative time {} ms (times are durations, >= 0)", str(path), shown(tok)));
   return true;
 }
 
-bool read_count(od::value v, Ctx& c, std::string_view path, std::int64_t& out) {
-  std::string_view tok;
-  tok = v.raw_json_token();
-  if (!read_int(v, c, path, out)) return false;
+bool read_count(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::int64_t& out) {
+  if (!read_int(v, tok, c, path, out)) return false;
   if (out < 0)
     return c.fail(Problem::kNegativeTime, trim(tok).data(),
-                  fmt::format("{}: negative count {} (expected >= 0)", path, shown(tok)));
+                  fmt::format("{}: negative count {} (expected >= 0)", str(path), shown(tok)));
   return true;
 }
 
-bool get_object(od::value v, Ctx& c, std::string_view path, od::object& obj) {
-  std::string_view tok;
-  tok = v.raw_json_token();
-  if (v.get_object().get(obj))
+bool get_object(od::value& v, Ctx& c, std::string_view path, od::object& obj) {
+  const std::string_view tok = token_of(v);
+  if (v.get_object().get(obj)) {
     return c.fail(Problem::kBadField, tok.data(),
                   fmt::format("{}: expected an object {{...}}, found {}", path, shown(tok)));
+  }
   return true;
 }
 
@@ -151,8 +191,10 @@ bool parse_tuple(std::string_view key, std::vector<std::int64_t>& dims) {
     bool neg = false;
     if (key[0] == '-') { neg = true; i = 1; }
     std::size_t digits = 0;
-    for (; i < key.size() && key[i] >= '0' && key[i] <= '9'; ++i, ++digits)
+    for (; i < key.size() && key[i] >= '0' && key[i] <= '9'; ++i, ++digits) {
+      if (v > (std::numeric_limits<std::int64_t>::max() - 9) / 10) return false;  // would overflow
       v = v * 10 + (key[i] - '0');
+    }
     if (digits == 0 || neg) return false;
     dims.push_back(v);
     key = trim(key.substr(i));
@@ -174,18 +216,181 @@ bool parse_int_key(std::string_view key, std::int64_t& out) {
   return true;
 }
 
-}  // namespace
-
-NameTable::Id RecordParser::KeyCache::lookup(std::size_t pos, std::string_view key, NameTable& table) {
-  if (pos < slots.size() && slots[pos].first == key) return slots[pos].second;
-  const NameTable::Id id = table.intern(key);
-  if (pos >= slots.size()) slots.resize(pos + 1);
-  slots[pos] = {std::string(key), id};
-  return id;
+// The bytes of an escape-free JSON string starting at `raw` (just after its opening
+// quote), or an empty optional when the string holds a backslash escape. Stage 1 of
+// the parse has checked that the string is closed.
+std::optional<std::string_view> plain_string(const char* raw) {
+  const char* p = raw;
+  while (*p != '"') {
+    if (*p == '\\') return std::nullopt;
+    ++p;
+  }
+  return std::string_view(raw, static_cast<std::size_t>(p - raw));
 }
 
-RecordKind RecordParser::parse(std::string_view text, std::vector<RawField>& config_fields,
-                               UpdateRecord& u, std::string& unknown_type, RecordError& error) {
+// A name to compare with a JSON string's raw bytes: the name and its closing quote as
+// 8-byte words, the last one masked, so one comparison per word decides.
+class RawName {
+ public:
+  RawName() { words_[0] = 1; }  // matches nothing (masked with 0, a word is never 1)
+  explicit RawName(std::string_view name) : name_(name) {
+    const std::size_t n = name.size() + 1;  // with the closing quote
+    if (n > sizeof(words_)) {               // long names: compared byte by byte
+      count_ = 0;
+      return;
+    }
+    std::array<char, sizeof(words_)> bytes{};
+    std::memcpy(bytes.data(), name.data(), name.size());
+    bytes[name.size()] = '"';
+    std::memcpy(words_.data(), bytes.data(), sizeof(words_));
+    count_ = static_cast<std::uint8_t>((n + 7) / 8);
+    const std::size_t tail = n % 8;
+    last_mask_ = tail == 0 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * tail)) - 1;  // little-endian
+  }
+  [[nodiscard]] std::string_view name() const { return name_; }
+
+  // True when the JSON string whose bytes start at `raw` (after its opening quote) is
+  // exactly this name. Reads whole words only within the parser's padding after the
+  // record; `name` holds no quote or backslash.
+  [[nodiscard]] bool matches(const char* raw) const {
+    if (count_ == 0) {
+      std::size_t i = 0;
+      while (i < name_.size() && raw[i] == name_[i]) ++i;  // stops at the string's end
+      return i == name_.size() && raw[i] == '"';
+    }
+    std::uint64_t w;
+    for (std::size_t i = 0; i + 1 < count_; ++i) {
+      std::memcpy(&w, raw + 8 * i, 8);
+      if (w != words_[i]) return false;
+    }
+    std::memcpy(&w, raw + 8 * (count_ - 1), 8);
+    return (w & last_mask_) == words_[count_ - 1];
+  }
+
+ private:
+  static_assert(std::endian::native == std::endian::little, "RawName masks assume little-endian words");
+  std::string_view name_;
+  std::array<std::uint64_t, 7> words_{};  // names up to 55 bytes; read at most 56 bytes < kParsePadding
+  std::uint64_t last_mask_ = 0;
+  std::uint8_t count_ = 1;  // 0: a long name, compared byte by byte
+};
+
+// Hash for looking up std::string keys by string_view.
+struct ViewHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+// Finds the id of a name in a record from its raw JSON bytes. Logs repeat the same
+// names in nearly the same order in every record, so it keeps the names in the order
+// seen and expects each name to follow the one found before it (one comparison);
+// otherwise it scans the few names it knows, and beyond kMaxSlots names it hashes.
+// Only names with backslash escapes are unescaped and interned each time.
+class NameCache {
+ public:
+  /// Call at the start of each map.
+  void restart() { cursor_ = 0; }
+
+  // `raw` points just after the opening quote of a JSON string; `unescape` returns the
+  // unescaped string (or a simdjson error) and is called only when needed.
+  template <typename Unescape>
+  error_code lookup(const char* raw, NameTable& table, Unescape&& unescape, NameTable::Id& id,
+                    std::string_view& name) {
+    if (cursor_ < slots_.size() && slots_[cursor_].raw.matches(raw)) return hit(cursor_, id, name);
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (i != cursor_ && slots_[i].raw.matches(raw)) return hit(i, id, name);
+    const auto plain = plain_string(raw);
+    if (!plain) {
+      if (auto e = unescape().get(name)) return e;
+      id = table.intern(name);
+      return simdjson::SUCCESS;
+    }
+    if (slots_.size() < kMaxSlots) {
+      const NameTable::Id new_id = table.intern(*plain);
+      slots_.push_back({RawName(table.name(new_id)), new_id});  // the table's copy never moves
+      return hit(slots_.size() - 1, id, name);
+    }
+    auto it = overflow_.find(*plain);
+    if (it == overflow_.end()) it = overflow_.emplace(std::string(*plain), table.intern(*plain)).first;
+    id = it->second;
+    name = it->first;
+    return simdjson::SUCCESS;
+  }
+
+ private:
+  static constexpr std::size_t kMaxSlots = 64;
+  struct Slot {
+    RawName raw;  // over NameTable::name(id): stable for the table's lifetime
+    NameTable::Id id = 0;
+  };
+  error_code hit(std::size_t i, NameTable::Id& id, std::string_view& name) {
+    id = slots_[i].id;
+    name = slots_[i].raw.name();
+    cursor_ = i + 1;
+    return simdjson::SUCCESS;
+  }
+  std::vector<Slot> slots_;
+  std::size_t cursor_ = 0;
+  std::unordered_map<std::string, NameTable::Id, ViewHash, std::equal_to<>> overflow_;
+};
+
+// The id of the key of `field`.
+error_code key_id(NameCache& cache, od::field& field, NameTable& table, NameTable::Id& id, std::string_view& key) {
+  return cache.lookup(field.key().raw(), table, [&] { return field.unescaped_key(); }, id, key);
+}
+
+// The update record's field names, matched by their raw bytes, in the order the
+// real log and stepprof's serializer write them (each is expected after the last).
+class TopKeys {
+ public:
+  TopKeys() {
+    for (std::string_view k : {s::kType, s::kRank, s::kStep, s::kWallMs, s::kCudaStreamMs, s::kCpuCallMs, s::kCalls,
+                               s::kParents, s::kCounts, s::kFrameHistogram, s::kInputShapes, s::kSampleIndices,
+                               s::kPaddingFraction, s::kRecorderErrors})
+      keys_.emplace_back(k);
+  }
+  void restart() { cursor_ = 0; }
+  // True (and `key` set to the schema's name) when the string at `raw` is one of them.
+  bool match(const char* raw, std::string_view& key) {
+    for (std::size_t n = 0, i = cursor_; n < keys_.size(); ++n, i = i + 1 == keys_.size() ? 0 : i + 1) {
+      if (keys_[i].matches(raw)) {
+        key = keys_[i].name();
+        cursor_ = i + 1 == keys_.size() ? 0 : i + 1;
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::vector<RawName> keys_;
+  std::size_t cursor_ = 0;
+};
+
+}  // namespace
+
+class RecordParser::Impl {
+ public:
+  Impl(NameTable& regions, NameTable& counters) : regions_(regions), counters_(counters) {}
+
+  RecordKind parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
+                   std::string& unknown_type, RecordError& error);
+
+ private:
+  bool parse_update(od::document& doc, od::object& obj, std::string_view text, UpdateRecord& u, RecordError& error);
+
+  od::parser parser_;
+  NameTable& regions_;
+  NameTable& counters_;
+  NameCache device_keys_, host_keys_, calls_keys_, parent_keys_, counter_keys_, parent_values_;
+  std::vector<std::int32_t> slot_of_region_;  // region id -> index in update.regions, -1 if none
+  std::vector<std::pair<NameTable::Id, RawName>> last_parent_;  // region id -> its parent in the last record
+  std::size_t shapes_used_ = 0;               // input shapes filled in the current record
+  TopKeys top_keys_;
+};
+
+RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
+                         std::string& unknown_type, RecordError& error) {
   Ctx c(text, error);
   od::document doc;
   simdjson::padded_string_view padded(text.data(), text.size(), text.size() + kParsePadding);
@@ -258,8 +463,8 @@ RecordKind RecordParser::parse(std::string_view text, std::vector<RawField>& con
   return ok ? kind : RecordKind::kError;
 }
 
-bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_view text,
-                                UpdateRecord& u, RecordError& error) {
+bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::string_view text, UpdateRecord& u,
+                          RecordError& error) {
   Ctx c(text, error);
   u.rank.reset();
   u.step = 0;
@@ -267,7 +472,7 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
   u.regions.clear();
   u.counters.clear();
   u.frame_histogram.clear();
-  u.input_shapes.clear();
+  shapes_used_ = 0;  // u.input_shapes is cut to the shapes read at the end (keeping their capacity)
   u.sample_indices.clear();
   u.padding_fraction.reset();
   u.recorder_errors.clear();
@@ -276,109 +481,136 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
   bool have_step = false, have_wall = false;
   auto slot = [&](NameTable::Id id) -> RegionSample& {
     if (id >= slot_of_region_.size()) slot_of_region_.resize(id + 1, -1);
-    std::int32_t& s = slot_of_region_[id];
-    if (s < 0) {
-      s = static_cast<std::int32_t>(u.regions.size());
+    std::int32_t& sl = slot_of_region_[id];
+    if (sl < 0) {
+      sl = static_cast<std::int32_t>(u.regions.size());
       u.regions.push_back(RegionSample{id, {}, {}, {}, {}});
     }
-    return u.regions[static_cast<std::size_t>(s)];
+    return u.regions[static_cast<std::size_t>(sl)];
   };
   auto clear_slots = [&] {
     for (const auto& r : u.regions) slot_of_region_[r.region] = -1;
   };
 
   // Reads one per-region map (`cuda_stream_ms`, `cpu_call_ms`, `calls`, `parents`).
-  auto region_map = [&](od::value v, std::string_view field, KeyCache& cache, auto&& take) -> bool {
+  auto region_map = [&](od::value& v, std::string_view field, NameCache& cache, auto&& take) -> bool {
     od::object m;
     if (!get_object(v, c, field, m)) return false;
-    std::size_t pos = 0;
+    cache.restart();
     for (auto f : m) {
       std::string_view key;
       od::value fv;
       const char* at = nullptr;
       at = location(doc);
-      if (auto e = f.unescaped_key().get(key)) return c.fail_json(e, at, fmt::format("in {}", field));
-      if (auto e = f.value().get(fv)) return c.fail_json(e, at, fmt::format("in {}", field));
-      const NameTable::Id id = cache.lookup(pos++, key, regions_);
+      od::field fld;
+      if (auto e = std::move(f).get(fld)) return c.fail_json(e, at, fmt::format("in {}", field));
+      NameTable::Id id = 0;
+      if (auto e = key_id(cache, fld, regions_, id, key)) return c.fail_json(e, at, fmt::format("in {}", field));
+      fv = fld.value();
       if (!take(fv, slot(id), key)) return false;
     }
     return true;
   };
 
   bool ok = true;
+  top_keys_.restart();
   for (auto field : obj) {
     std::string_view key;
     od::value v;
     const char* at = nullptr;
     at = location(doc);
-    if (auto e = field.unescaped_key().get(key)) { ok = c.fail_json(e, at, "in a key"); break; }
-    if (auto e = field.value().get(v)) { ok = c.fail_json(e, at, fmt::format("at \"{}\"", key)); break; }
+    od::field fld;
+    if (auto e = std::move(field).get(fld)) { ok = c.fail_json(e, at, "in a key"); break; }
+    // The schema's field names, matched by their raw bytes (escaped names and others
+    // are unescaped and compared below as they are).
+    if (!top_keys_.match(fld.key().raw(), key))
+      if (auto e = fld.unescaped_key().get(key)) { ok = c.fail_json(e, at, "in a key"); break; }
+    v = fld.value();
 
     if (key == s::kType) {
       continue;
     } else if (key == s::kRank) {
       std::int64_t r = 0;
-      ok = read_int(v, c, key, r);
+      ok = read_int(v, token_of(v), c, {key, {}}, r);
       u.rank = r;
     } else if (key == s::kStep) {
-      ok = read_int(v, c, key, u.step);
+      ok = read_int(v, token_of(v), c, {key, {}}, u.step);
       have_step = true;
     } else if (key == s::kWallMs) {
-      ok = read_time(v, c, key, u.wall_ms);
+      ok = read_time(v, token_of(v), c, {key, {}}, u.wall_ms);
       have_wall = true;
     } else if (key == s::kCudaStreamMs || key == s::kCpuCallMs) {
       const bool device = key == s::kCudaStreamMs;
+      const std::string_view head = device ? s::kCudaStreamMs : s::kCpuCallMs;
       ok = region_map(v, key, device ? device_keys_ : host_keys_,
-                      [&](od::value fv, RegionSample& r, std::string_view name) {
+                      [&](od::value& fv, RegionSample& r, std::string_view name) {
                         auto& dst = device ? r.device_ms : r.host_ms;
-                        const std::string path = fmt::format("{}.{}", device ? s::kCudaStreamMs : s::kCpuCallMs, name);
-                        if (dst) return c.fail(Problem::kBadField, nullptr, fmt::format("{}: region listed twice", path));
+                        if (dst)
+                          return c.fail(Problem::kBadField, nullptr,
+                                        fmt::format("{}: region listed twice", str({head, name})));
                         double t = 0;
-                        if (!read_time(fv, c, path, t)) return false;
+                        if (!read_time(fv, token_of(fv), c, {head, name}, t)) return false;
                         dst = t;
                         return true;
                       });
     } else if (key == s::kCalls) {
-      ok = region_map(v, key, calls_keys_, [&](od::value fv, RegionSample& r, std::string_view name) {
-        const std::string path = fmt::format("calls.{}", name);
-        if (r.calls) return c.fail(Problem::kBadField, nullptr, fmt::format("{}: region listed twice", path));
+      ok = region_map(v, key, calls_keys_, [&](od::value& fv, RegionSample& r, std::string_view name) {
+        if (r.calls) return c.fail(Problem::kBadField, nullptr, fmt::format("calls.{}: region listed twice", name));
         std::int64_t n = 0;
-        if (!read_count(fv, c, path, n)) return false;
+        if (!read_count(fv, token_of(fv), c, {"calls", name}, n)) return false;
         r.calls = n;
         return true;
       });
     } else if (key == s::kParents) {
-      ok = region_map(v, key, parent_keys_, [&](od::value fv, RegionSample& r, std::string_view name) {
-        std::string_view tok;
-        tok = fv.raw_json_token();
-        if (fv.is_null()) {
+      parent_values_.restart();
+      ok = region_map(v, key, parent_keys_, [&](od::value& fv, RegionSample& r, std::string_view name) {
+        const std::string_view tok = token_of(fv);
+        if (!tok.empty() && tok[0] == '"') {
+          // A region name: most logs repeat the same parents, so look it up by its bytes.
+          // A region's parent is nearly always the one it had in the previous record.
+          if (r.region < last_parent_.size() && last_parent_[r.region].second.matches(tok.data() + 1)) {
+            r.parent = last_parent_[r.region].first;
+            return true;
+          }
+          std::string_view parent;
+          NameTable::Id id = 0;
+          if (parent_values_.lookup(tok.data() + 1, regions_, [&] { return fv.get_string(); }, id,
+                                    parent) != simdjson::SUCCESS)
+            return c.fail(Problem::kBadField, tok.data(),
+                          fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
+          r.parent = id;
+          if (r.region >= last_parent_.size()) last_parent_.resize(r.region + 1);
+          if (plain_string(tok.data() + 1)) last_parent_[r.region] = {id, RawName(regions_.name(id))};
+          return true;
+        }
+        // (is_null() fails on a token that only starts like null: not null either.)
+        if (bool null = false; fv.is_null().get(null) == simdjson::SUCCESS && null) {
           r.parent = kTopLevel;
           return true;
         }
-        std::string_view parent;
-        if (fv.get_string().get(parent))
-          return c.fail(Problem::kBadField, tok.data(),
-                        fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
-        r.parent = regions_.intern(parent);
-        return true;
+        return c.fail(Problem::kBadField, tok.data(),
+                      fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
       });
     } else if (key == s::kCounts) {
       od::object m;
-      ok = get_object(v, c, key, m);
-      std::size_t pos = 0;
+      if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
+      counter_keys_.restart();
       for (auto f : m) {
         if (!ok) break;
         std::string_view name;
         od::value fv;
-        if (auto e = f.unescaped_key().get(name)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
-        if (auto e = f.value().get(fv)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        od::field counter;
+        NameTable::Id id = 0;
+        if (auto e = std::move(f).get(counter)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        if (auto e = key_id(counter_keys_, counter, counters_, id, name)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        fv = counter.value();
         double x = 0;
-        ok = read_number(fv, c, fmt::format("counts.{}", name), x);
-        u.counters.push_back({counter_keys_.lookup(pos++, name, counters_), x});
+        ok = read_count_value(fv, token_of(fv), c, {"counts", name}, x);
+        u.counters.push_back({id, x});
       }
     } else if (key == s::kFrameHistogram) {
       od::object m;
-      ok = get_object(v, c, key, m);
+      if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
       for (auto f : m) {
         if (!ok) break;
         std::string_view name;
@@ -391,31 +623,32 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
                       fmt::format("frame_histogram: key \"{}\" should be a frame count (a non-negative integer)", shown(name)));
           break;
         }
-        ok = read_count(fv, c, fmt::format("frame_histogram.{}", name), samples);
+        ok = read_count(fv, token_of(fv), c, {"frame_histogram", name}, samples);
         u.frame_histogram.emplace_back(frames, samples);
       }
     } else if (key == s::kInputShapes) {
       od::object m;
-      ok = get_object(v, c, key, m);
+      if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
       for (auto f : m) {
         if (!ok) break;
         std::string_view name;
         od::value fv;
         if (auto e = f.unescaped_key().get(name)) { ok = c.fail_json(e, nullptr, "in input_shapes"); break; }
         if (auto e = f.value().get(fv)) { ok = c.fail_json(e, nullptr, "in input_shapes"); break; }
-        InputShape shape;
+        // Reuse the scratch record's shape vectors (their capacity) across records.
+        if (shapes_used_ == u.input_shapes.size()) u.input_shapes.emplace_back();
+        InputShape& shape = u.input_shapes[shapes_used_];
         if (!parse_tuple(name, shape.dims)) {
           ok = c.fail(Problem::kBadField, nullptr,
                       fmt::format("input_shapes: key \"{}\" should be a shape such as \"(8, 3154)\"", shown(name)));
           break;
         }
-        ok = read_count(fv, c, fmt::format("input_shapes.{}", name), shape.microbatches);
-        u.input_shapes.push_back(std::move(shape));
+        ok = read_count(fv, token_of(fv), c, {"input_shapes", name}, shape.microbatches);
+        ++shapes_used_;
       }
     } else if (key == s::kSampleIndices) {
       od::array a;
-      std::string_view tok;
-      tok = v.raw_json_token();
+      const std::string_view tok = token_of(v);
       if (v.get_array().get(a)) {
         ok = c.fail(Problem::kBadField, tok.data(),
                     fmt::format("sample_indices: expected an array of integers, found {}", shown(tok)));
@@ -425,21 +658,20 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
         od::value ev;
         if (auto e = elem.get(ev)) { ok = c.fail_json(e, nullptr, "in sample_indices"); break; }
         std::int64_t idx = 0;
-        if (!(ok = read_int(ev, c, "sample_indices[]", idx))) break;
+        if (!(ok = read_int(ev, token_of(ev), c, {"sample_indices[]", {}}, idx))) break;
         u.sample_indices.push_back(idx);
       }
     } else if (key == s::kPaddingFraction) {
-      std::string_view tok;
-      tok = v.raw_json_token();
+      const std::string_view tok = token_of(v);
       double p = 0;
-      ok = read_number(v, c, key, p);
+      ok = read_number(v, tok, c, {key, {}}, p);
       if (ok && (p < 0 || p > 1))
         ok = c.fail(Problem::kBadField, trim(tok).data(),
                     fmt::format("padding_fraction: {} is outside [0, 1]", shown(tok)));
       u.padding_fraction = p;
     } else if (key == s::kRecorderErrors) {
       od::object m;
-      ok = get_object(v, c, key, m);
+      if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
       for (auto f : m) {
         if (!ok) break;
         std::string_view name;
@@ -447,7 +679,7 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
         if (auto e = f.unescaped_key().get(name)) { ok = c.fail_json(e, nullptr, "in recorder_errors"); break; }
         if (auto e = f.value().get(fv)) { ok = c.fail_json(e, nullptr, "in recorder_errors"); break; }
         std::int64_t n = 0;
-        ok = read_count(fv, c, fmt::format("recorder_errors.{}", name), n);
+        ok = read_count(fv, token_of(fv), c, {"recorder_errors", name}, n);
         u.recorder_errors.emplace_back(std::string(name), n);
       }
     } else {
@@ -462,10 +694,22 @@ bool RecordParser::parse_update(od::document& doc, od::object& obj, std::string_
     if (!ok) break;
   }
   clear_slots();
+  u.input_shapes.resize(shapes_used_);
+  shapes_used_ = 0;
   if (!ok) return false;
   if (!have_step) return c.fail(Problem::kMissingField, nullptr, "update record has no \"step\" field");
   if (!have_wall) return c.fail(Problem::kMissingField, nullptr, "update record has no \"wall_ms\" field");
   return true;
+}
+
+RecordParser::RecordParser(NameTable& regions, NameTable& counters)
+    : impl_(std::make_unique<Impl>(regions, counters)) {}
+
+RecordParser::~RecordParser() = default;
+
+RecordKind RecordParser::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& update,
+                               std::string& unknown_type, RecordError& error) {
+  return impl_->parse(text, config_fields, update, unknown_type, error);
 }
 
 }  // namespace stepprof::detail

@@ -3,11 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <simdjson.h>
 
 #include "stepprof/diagnostics.hpp"
 #include "stepprof/names.hpp"
@@ -15,8 +14,9 @@
 
 namespace stepprof::detail {
 
-/// Readable bytes the parser needs after the end of each record's text.
-inline constexpr std::size_t kParsePadding = simdjson::SIMDJSON_PADDING;
+/// Readable bytes the parser needs after the end of each record's text
+/// (simdjson::SIMDJSON_PADDING; checked where simdjson is included).
+inline constexpr std::size_t kParsePadding = 64;
 
 /// Why a record was rejected: the problem kind, a 1-based column within the record
 /// text (0 when unknown) and a message saying what was expected.
@@ -29,34 +29,25 @@ struct RecordError {
 enum class RecordKind { kConfig, kUpdate, kUnknownType, kError };
 
 /// Reusable parser: one instance per reading thread. Interns region and counter names
-/// into the tables given at construction.
+/// into the tables given at construction (which must outlive it).
 class RecordParser {
  public:
-  RecordParser(NameTable& regions, NameTable& counters) : regions_(regions), counters_(counters) {}
+  RecordParser(NameTable& regions, NameTable& counters);
+  ~RecordParser();
+  RecordParser(const RecordParser&) = delete;
+  RecordParser& operator=(const RecordParser&) = delete;
 
   /// Parses `text`, which must be followed by kParsePadding readable bytes.
   /// On kConfig fills `config_fields` (all fields but `type`, verbatim); on kUpdate
-  /// fills `update` (reset first); on kUnknownType sets `unknown_type`; on kError fills
-  /// `error`.
-  RecordKind parse(std::string_view text, std::vector<RawField>& config_fields,
-                   UpdateRecord& update, std::string& unknown_type, RecordError& error);
+  /// fills `update` (reset first; its vectors keep their capacity, so a parser that
+  /// reuses one UpdateRecord allocates nothing per valid record); on kUnknownType sets
+  /// `unknown_type`; on kError fills `error`.
+  RecordKind parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& update,
+                   std::string& unknown_type, RecordError& error);
 
  private:
-  // Remembers the key order of the previous record per map, so a log whose records
-  // repeat the same keys (every real log) interns each key with one string compare.
-  struct KeyCache {
-    std::vector<std::pair<std::string, NameTable::Id>> slots;
-    NameTable::Id lookup(std::size_t pos, std::string_view key, NameTable& table);
-  };
-
-  bool parse_update(simdjson::ondemand::document& doc, simdjson::ondemand::object& obj,
-                    std::string_view text, UpdateRecord& u, RecordError& error);
-
-  simdjson::ondemand::parser parser_;
-  NameTable& regions_;
-  NameTable& counters_;
-  KeyCache device_keys_, host_keys_, calls_keys_, parent_keys_, counter_keys_;
-  std::vector<std::int32_t> slot_of_region_;  // region id -> index in update.regions, -1 if none
+  class Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace stepprof::detail

@@ -255,6 +255,17 @@ Section padding_section(const Report& rep) {
                                                    pct(p.per_update_fraction->p90), pct(p.per_update_fraction->max)));
   f.items.emplace_back("padding token slots/s", fmt::format("{} per rank", sig3(p.padding_slots_per_s)));
   if (p.max_padded_length) f.items.emplace_back("longest padded length", integer(*p.max_padded_length) + " tokens");
+  if (p.spike_threshold) {
+    std::string list;
+    for (const auto& x : p.spikes)
+      list += fmt::format("{}rank {} step {}: {}{}", list.empty() ? "" : "; ", x.rank, x.step, pct(x.fraction),
+                          x.padded_length ? fmt::format(" (padded to {} tokens)", integer(*x.padded_length)) : "");
+    if (p.spike_count > p.spikes.size()) list += fmt::format("; and {} more", p.spike_count - p.spikes.size());
+    f.items.emplace_back("spikes", p.spike_count == 0
+                                       ? fmt::format("none (no update above {}: p90 + 20 points)", pct(*p.spike_threshold))
+                                       : fmt::format("{} update(s) above {} (p90 + 20 points): {}", p.spike_count,
+                                                     pct(*p.spike_threshold), list));
+  }
   if (p.cost_ms_per_update) {
     std::string regs;
     for (const auto& r : p.token_bound)

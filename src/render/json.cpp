@@ -149,6 +149,12 @@ Json padding(const PaddingResult& p) {
   Json bound = Json::array();
   for (const auto& r : p.token_bound)
     bound.push_back({{"region", r.region}, {"correlation", r.correlation}, {"median_ms", r.median_ms}});
+  Json spikes = Json::array();
+  for (const auto& x : p.spikes)
+    spikes.push_back({{"rank", x.rank},
+                      {"step", x.step},
+                      {"padding_fraction", x.fraction},
+                      {"max_padded_length", opt(x.padded_length)}});
   return Json{{"available", p.available},
               {"token_slots", p.token_slots},
               {"valid_tokens", p.valid_tokens},
@@ -159,7 +165,10 @@ Json padding(const PaddingResult& p) {
               {"max_padded_length", opt(p.max_padded_length)},
               {"token_bound_regions", bound},
               {"cost_ms_per_update", opt(p.cost_ms_per_update)},
-              {"cost_needs_nesting", p.cost_needs_nesting}};
+              {"cost_needs_nesting", p.cost_needs_nesting},
+              {"spikes", {{"threshold_fraction", opt(p.spike_threshold)},
+                          {"count", p.spike_count},
+                          {"updates", spikes}}}};
 }
 
 Json waiting(const std::vector<WaitingResult>& ws) {

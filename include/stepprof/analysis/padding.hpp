@@ -1,6 +1,7 @@
 // Section 5 of the report: how much of the token tensor is padding, and what it costs.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,14 @@ struct TokenBoundRegion {
   std::string region;
   double correlation = 0;      ///< Pearson r of its time with token_slots over updates
   double median_ms = 0;        ///< its median time per update [ms]
+};
+
+/// An update whose padding fraction stands far above the others'.
+struct PaddingSpike {
+  std::int64_t rank = -1;
+  std::int64_t step = 0;
+  double fraction = 0;                  ///< the update's padding fraction [fraction]
+  std::optional<double> padded_length;  ///< its longest padded length in input_shapes [tokens]
 };
 
 struct PaddingResult {
@@ -33,6 +42,14 @@ struct PaddingResult {
   std::vector<TokenBoundRegion> token_bound;
   std::optional<double> cost_ms_per_update;
   bool cost_needs_nesting = false;
+  /// Padding spikes: updates whose padding fraction exceeds the 90th percentile over all
+  /// updates by more than kSpikeMargin (e.g. one long sample padding a whole
+  /// micro-batch). `spikes` holds the largest kMaxSpikesKept, largest first.
+  static constexpr double kSpikeMargin = 0.20;  ///< [fraction]
+  static constexpr std::size_t kMaxSpikesKept = 20;
+  std::optional<double> spike_threshold;  ///< p90 + kSpikeMargin [fraction]
+  std::size_t spike_count = 0;
+  std::vector<PaddingSpike> spikes;
 };
 
 PaddingResult analyze_padding(const AnalysisInput& in);

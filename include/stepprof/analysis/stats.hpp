@@ -22,6 +22,10 @@ struct Summary {
 /// Summary of `values` (any order); nullopt when empty.
 std::optional<Summary> summarize(std::vector<double> values);
 
+/// The median of `values` (any order; type 7, as Summary::median) without sorting them
+/// all (O(n)); nullopt when empty. Reorders `values`.
+std::optional<double> median(std::vector<double>& values);
+
 /// The q-quantile (0 <= q <= 1) of sorted values, type 7; `sorted` must be non-empty.
 double quantile_sorted(std::span<const double> sorted, double q);
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Fuzzes the readers with libFuzzer (clang-14, ASan + UBSan): builds the `fuzz` preset
+# and runs each target for a bounded time, seeded with the bundled real files.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]   SECONDS per target (default 60);
+#                                            targets: record log hierarchy (default: all)
+#   scripts/fuzz.sh 1800                     the long run (30 minutes per target)
+# The corpus grows in build/fuzz/corpus/<target>. A crash, hang or sanitizer report
+# stops the script (exit 1) and leaves the input in build/fuzz/artifacts: minimize it
+# (fuzz_<target> -minimize_crash=1 FILE), fix the bug, and add the input to
+# tests/data/fuzz-regressions/<target>/, which tests/test_fuzz_regressions.cpp replays.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+[ $# -gt 0 ] && shift
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(record log hierarchy)
+
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$(nproc)" >/dev/null
+
+# Seeds from the real log, its markdown table and its nesting file.
+seeds=build/fuzz/seeds
+rm -rf "$seeds"
+mkdir -p "$seeds/record" "$seeds/log" "$seeds/hierarchy"
+ex=examples/qwen-vggt
+n=0
+while IFS= read -r line; do
+  printf '%s' "$line" > "$seeds/record/line$n.json"
+  n=$((n + 1))
+done < "$ex/rank1.jsonl"
+# (The first records only: small inputs run faster, and the fuzzer mutates them further.)
+for mode in 0 1 2 3 4 8 16; do
+  { printf "\\x$(printf '%02x' $mode)"; head -n 6 "$ex/rank1.jsonl"; } > "$seeds/log/rank1.mode$mode"
+done
+{ printf '\x00'; head -n 8 "$ex/rank1.table.md"; } > "$seeds/log/table"
+cp "$ex/hierarchy.txt" "$seeds/hierarchy/"
+cp tests/data/fuzz-regressions/record/* "$seeds/record/" 2>/dev/null || true
+cp tests/data/fuzz-regressions/log/* "$seeds/log/" 2>/dev/null || true
+cp tests/data/fuzz-regressions/hierarchy/* "$seeds/hierarchy/" 2>/dev/null || true
+
+declare -A max_len=([record]=16384 [log]=32768 [hierarchy]=4096)
+mkdir -p build/fuzz/artifacts
+total=0
+for t in "${targets[@]}"; do
+  corpus=build/fuzz/corpus/$t
+  mkdir -p "$corpus"
+  log=build/fuzz/artifacts/$t.log
+  printf '==> fuzz_%s for %s s\n' "$t" "$secs"
+  status=0
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "build/fuzz/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$t]}" \
+      -dict=fuzz/stepprof.dict -artifact_prefix="build/fuzz/artifacts/$t-" -print_final_stats=1 \
+      "$corpus" "$seeds/$t" > "$log" 2>&1 || status=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
+  printf '    %s executions, %s, corpus %s inputs\n' "${execs:-?}" "${cov:-cov: ?}" "$(ls "$corpus" | wc -l)"
+  if [ "$status" -ne 0 ]; then
+    echo "fuzz_$t FAILED (exit $status); the last lines of $log:" >&2
+    tail -40 "$log" >&2
+    exit 1
+  fi
+  total=$((total + ${execs:-0}))
+done
+echo "fuzzing: ${total} executions without a crash, hang or sanitizer report"

@@ -1,0 +1,46 @@
+// Runs independent pieces of an analysis on several threads. Internal to the analyses.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace stepprof::detail {
+
+/// Calls job(i) for every i in [0, n), on `threads` threads (0: one per hardware
+/// thread, at most n; 1: on the calling thread). Each i runs once; results must go to
+/// per-i slots. The first exception a job throws is rethrown here after all stop.
+template <typename Job>
+void parallel_for(std::size_t n, unsigned threads, Job&& job) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, n));
+  if (threads <= 1) {
+    for (std::size_t i = 0; i < n; ++i) job(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        job(i);
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace stepprof::detail

@@ -1,0 +1,146 @@
+// `stepprof synth`: writes realistic multi-rank step logs with known injections.
+#include <charconv>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "interrupt.hpp"
+#include "stepprof/synth.hpp"
+
+namespace stepprof::cli {
+namespace {
+
+struct SynthOptions {
+  synth::Options model;
+  std::string dir;
+  std::string manifest;
+  std::vector<std::string> stragglers, fallbacks, spikes;
+  bool gzip = false;
+  bool no_parents = false;
+  unsigned threads = 0;
+};
+
+// Splits "a:b:c" into numbers; false unless there are min_fields..max_fields of them.
+bool split(const std::string& text, std::vector<double>& out, std::size_t min_fields, std::size_t max_fields) {
+  out.clear();
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto colon = std::min(text.find(':', pos), text.size());
+    double v = 0;
+    const char* b = text.data() + pos;
+    const char* e = text.data() + colon;
+    auto [p, ec] = std::from_chars(b, e, v);
+    if (ec != std::errc() || p != e || b == e) return false;
+    out.push_back(v);
+    pos = colon + 1;
+  }
+  return out.size() >= min_fields && out.size() <= max_fields;
+}
+
+bool integral(double v) { return v == static_cast<double>(static_cast<std::int64_t>(v)); }
+
+std::optional<std::string> parse_specs(SynthOptions& o) {
+  std::vector<double> f;
+  auto all_int = [&](std::size_t n) {
+    for (std::size_t i = 0; i < std::min(n, f.size()); ++i)
+      if (!integral(f[i])) return false;
+    return true;
+  };
+  for (const auto& s : o.stragglers) {
+    if (!split(s, f, 3, 4) || !all_int(3))
+      return fmt::format("--straggler {}: expected RANK:FIRST:LAST[:FACTOR] (e.g. 5:100:120:1.3)", s);
+    synth::Straggler x;
+    x.rank = static_cast<std::int64_t>(f[0]);
+    x.first_step = static_cast<std::int64_t>(f[1]);
+    x.last_step = static_cast<std::int64_t>(f[2]);
+    if (f.size() == 4) x.factor = f[3];
+    o.model.stragglers.push_back(x);
+  }
+  for (const auto& s : o.fallbacks) {
+    if (!split(s, f, 2, 3) || !all_int(3))
+      return fmt::format("--fallback {}: expected RANK:STEP[:MICROBATCHES] (e.g. 3:57 or 3:57:2)", s);
+    synth::Fallback x;
+    x.rank = static_cast<std::int64_t>(f[0]);
+    x.step = static_cast<std::int64_t>(f[1]);
+    if (f.size() == 3) x.microbatches = static_cast<std::int64_t>(f[2]);
+    o.model.fallbacks.push_back(x);
+  }
+  for (const auto& s : o.spikes) {
+    if (!split(s, f, 2, 3) || !all_int(3))
+      return fmt::format("--padding-spike {}: expected RANK:STEP[:LENGTH] (e.g. 7:88 or 7:88:16000)", s);
+    synth::PaddingSpike x;
+    x.rank = static_cast<std::int64_t>(f[0]);
+    x.step = static_cast<std::int64_t>(f[1]);
+    if (f.size() == 3) x.length = static_cast<std::int64_t>(f[2]);
+    o.model.padding_spikes.push_back(x);
+  }
+  o.model.parents = !o.no_parents;
+  if (auto err = synth::validate(o.model); !err.empty()) return err;
+  return std::nullopt;
+}
+
+int run_synth(SynthOptions& opt) {
+  if (auto err = parse_specs(opt)) {
+    fmt::print(stderr, "stepprof synth: {}\n", *err);
+    return kUsage;
+  }
+  install_interrupt_handler();
+  synth::Manifest man;
+  try {
+    man = synth::generate(opt.model, opt.dir, opt.gzip, opt.threads, [] { return interrupted(); });
+  } catch (const std::exception& e) {
+    if (interrupted()) {
+      fmt::print(stderr, "stepprof synth: interrupted; partial files removed\n");
+      return kInterrupted;
+    }
+    fmt::print(stderr, "stepprof synth: {}\n", e.what());
+    return kUsage;
+  }
+  fmt::print(stderr, "stepprof synth: wrote {} file(s), {} updates each, {:.2f} GB, to {}\n", man.files.size(),
+             opt.model.updates, static_cast<double>(man.bytes) / 1e9, opt.dir);
+  const std::string where = synth::describe(man);
+  fmt::print(stderr, "{}", where.empty() ? "nothing injected\n" : where);
+  if (!opt.manifest.empty() && !write_output(opt.manifest, synth::manifest_to_json(man))) return kUsage;
+  return kOk;
+}
+
+}  // namespace
+
+void add_synth_command(CLI::App& app, std::function<void(std::function<int()>)> set_action) {
+  auto opt = std::make_shared<SynthOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "synth", "write realistic multi-rank step logs with stragglers, fallbacks and padding spikes at known places");
+  auto& m = opt->model;
+  cmd->add_option("-o,--output", opt->dir, "directory for the logs (one rank<N>.jsonl per rank)")->required();
+  cmd->add_option("--ranks", m.ranks, "world size: number of ranks (files)")->capture_default_str();
+  cmd->add_option("--updates", m.updates, "optimizer updates per rank")->capture_default_str();
+  cmd->add_option("--first-step", m.first_step, "step number of the first update")->capture_default_str();
+  cmd->add_option("--seed", m.seed, "random seed; the same options and seed give the same files")
+      ->capture_default_str();
+  cmd->add_option("--micro-batch", m.micro_batch, "samples per micro-batch")->capture_default_str();
+  cmd->add_option("--accumulation", m.accumulation, "micro-batches per update")->capture_default_str();
+  cmd->add_option("--fallback-rate", m.fallback_rate,
+                  "probability that a micro-batch mixes frame counts on its own (background fallbacks)")
+      ->capture_default_str();
+  cmd->add_option("--straggler", opt->stragglers,
+                  "RANK:FIRST:LAST[:FACTOR]: the rank's compute is FACTOR (default 1.3) times slower in steps "
+                  "FIRST..LAST (repeatable)");
+  cmd->add_option("--fallback", opt->fallbacks,
+                  "RANK:STEP[:MICROBATCHES]: that many micro-batches (default 1) mix frame counts and take "
+                  "vggt_single (repeatable)");
+  cmd->add_option("--padding-spike", opt->spikes,
+                  "RANK:STEP[:LENGTH]: one sample of LENGTH tokens (default 13000) pads its micro-batch (repeatable)");
+  cmd->add_option("--random-stragglers", m.random_stragglers, "add N stragglers at random ranks and windows");
+  cmd->add_option("--random-fallbacks", m.random_fallbacks, "add N fallbacks at random ranks and updates");
+  cmd->add_option("--random-padding-spikes", m.random_padding_spikes, "add N padding spikes at random places");
+  cmd->add_option("--manifest", opt->manifest, "also write what was injected where as JSON to FILE");
+  cmd->add_flag("--gzip", opt->gzip, "write rank<N>.jsonl.gz");
+  cmd->add_flag("--no-parents", opt->no_parents,
+                "leave out `parents` (like the real log; the nesting must then come from --hierarchy)");
+  cmd->add_option("-j,--threads", opt->threads, "files written at once (default: one per hardware thread)");
+  cmd->callback([opt, set_action] { set_action([opt] { return run_synth(*opt); }); });
+}
+
+}  // namespace stepprof::cli

@@ -1,0 +1,23 @@
+// Ctrl-C for long-running subcommands: the first SIGINT (or SIGTERM) sets a flag that
+// readers and writers poll, so the command stops cleanly, removes partial output and
+// exits with status 130 (128 + SIGINT, as shells report a command killed by Ctrl-C).
+// A second signal kills the process at once (the default action is restored).
+#pragma once
+
+#include <atomic>
+
+namespace stepprof::cli {
+
+/// Exit status after an interruption.
+inline constexpr int kInterrupted = 130;
+
+/// Installs the handler (idempotent).
+void install_interrupt_handler();
+
+/// True once SIGINT or SIGTERM arrived.
+[[nodiscard]] bool interrupted();
+
+/// The flag itself, for code that takes a `const std::atomic<bool>*` (ReadOptions::cancel).
+const std::atomic<bool>* interrupt_flag();
+
+}  // namespace stepprof::cli

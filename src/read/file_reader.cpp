@@ -1,0 +1,271 @@
+// The per-file half of the reader: lines -> records (record_parser), with the checks
+// that need only this file (table rows, truncation, a second config, the file's rank).
+#include "file_reader.hpp"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "line_source.hpp"
+#include "record_parser.hpp"
+#include "stepprof/schema.hpp"
+
+namespace stepprof::detail {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return s;
+}
+
+class FileParser {
+ public:
+  FileParser(const std::string& path, std::uint32_t file, const FileOptions& opt)
+      : path_(path), file_(file), opt_(opt) {}
+
+  // A PyTorch profiler trace: one rank's config and updates (include/stepprof/kineto.hpp).
+  FileResult read_trace() {
+    Diagnostics diag(opt_.strict);
+    auto trace = read_kineto_trace(path_, file_, out_.regions, out_.counters, diag, opt_.kineto);
+    out_.diags = diag.kept();
+    out_.stopped = diag.should_stop();
+    if (!trace) return std::move(out_);
+    out_.config = std::move(trace->config);
+    for (auto& u : trace->updates) {
+      if (opt_.steps && !opt_.steps->contains(u.step)) {
+        ++out_.outside_window;
+        continue;
+      }
+      out_.updates.push_back(std::move(u));
+    }
+    return std::move(out_);
+  }
+
+  FileResult run() {
+    if (opt_.traces_only || is_kineto_trace(path_)) return read_trace();
+    std::string err;
+    auto src = LineSource::open(path_, err);
+    if (!src) {
+      report(Severity::kError, Problem::kUnreadable, 0, 0, fmt::format("cannot read: {}", err));
+      return std::move(out_);
+    }
+    // Format dispatch: JSON lines, or the same pasted as a markdown table (both
+    // possibly gzip-compressed; LineSource decompresses).
+    read_lines(*src);
+    return std::move(out_);
+  }
+
+ private:
+  void report(Severity sev, Problem p, std::uint64_t line, std::uint64_t col, std::string msg) {
+    out_.diags.push_back({sev, p, path_, line, col, std::move(msg)});
+    if (opt_.strict && sev != Severity::kNote) out_.stopped = true;
+  }
+  Severity truncation_severity() const { return opt_.strict ? Severity::kError : Severity::kWarning; }
+
+  void read_lines(LineSource& src) {
+    std::optional<RunConfig>& file_config = out_.config;
+    std::uint64_t file_config_line = 0;
+    bool table_mode = false, mode_known = false, truncated = false;
+    std::uint64_t records = 0, rejected_after_mix = 0, mixed_at = 0;
+    std::string cell;  // markdown cell with `\|` unescaped, plus parser padding
+    RecordParser parser(out_.regions, out_.counters);
+    UpdateRecord u;  // scratch: parsed into, then copied compactly when kept
+    std::vector<RawField> cfg_fields;
+    std::string unknown_type;
+    RecordError rerr;
+    std::uint64_t bytes_reported = 0;
+
+    std::string_view line;
+    bool terminated = true;
+    for (;;) {
+      if (out_.stopped) break;
+      if (opt_.stop_after_line && src.line_number() >= opt_.stop_after_line) {
+        out_.stopped = true;
+        break;
+      }
+      if (!src.next(line, terminated)) break;
+      const std::uint64_t ln = src.line_number();
+      if ((ln & 4095) == 0) {
+        if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) break;
+        if (opt_.on_bytes) {
+          opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
+          bytes_reported = src.raw_bytes_read();
+        }
+      }
+      std::string_view text = trim(line);
+      if (text.empty()) continue;
+      if (!mode_known) {
+        mode_known = true;
+        table_mode = text.front() == '|';
+      }
+      std::uint64_t col_offset = static_cast<std::uint64_t>(text.data() - line.data());
+      if (table_mode) {
+        if (text.front() != '|') {
+          report(Severity::kError, Problem::kMalformedJson, ln, col_offset + 1,
+                 "expected a markdown table row starting with '|' (this file is read as a table)");
+          continue;
+        }
+        text.remove_prefix(1);
+        if (!text.empty() && text.back() == '|' && !(text.size() >= 2 && text[text.size() - 2] == '\\'))
+          text.remove_suffix(1);
+        text = trim(text);
+        col_offset = static_cast<std::uint64_t>(text.data() - line.data());
+        if (text.empty() || text.find_first_not_of("-:| ") == std::string_view::npos) continue;  // separator row
+        if (text.front() != '{') {
+          report(Severity::kNote, Problem::kUnknownRecord, ln, col_offset + 1,
+                 "table row holds no JSON record; skipped (a header row?)");
+          continue;
+        }
+        if (text.find("\\|") != std::string_view::npos) {
+          cell.clear();
+          for (std::size_t i = 0; i < text.size(); ++i) {
+            if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '|') continue;
+            cell.push_back(text[i]);
+          }
+          const std::size_t n = cell.size();
+          cell.resize(n + kParsePadding);
+          text = std::string_view(cell.data(), n);
+        }
+      }
+
+      const auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
+      switch (kind) {
+        case RecordKind::kError: {
+          const std::uint64_t col = rerr.column ? col_offset + rerr.column : 0;
+          if (!terminated) {
+            truncated = true;
+            report(truncation_severity(), Problem::kTruncatedLine, ln, col,
+                   fmt::format("the last line ends mid-record (was the writing job killed?): {}; "
+                               "the {} complete record(s) before it are analyzed",
+                               rerr.message, records));
+          } else {
+            report(Severity::kError, rerr.problem, ln, col, rerr.message + "; record skipped");
+          }
+          break;
+        }
+        case RecordKind::kUnknownType:
+          report(Severity::kWarning, Problem::kUnknownRecord, ln, 0,
+                 fmt::format("unknown record type \"{}\" (expected \"config\" or \"update\"); skipped", unknown_type));
+          break;
+        case RecordKind::kConfig: {
+          ++records;
+          std::vector<std::string> problems;
+          RunConfig cfg = make_config(std::move(cfg_fields), &problems);
+          cfg_fields.clear();
+          cfg.source = {file_, ln};
+          for (auto& p : problems) report(Severity::kError, Problem::kBadField, ln, 0, std::move(p));
+          if (!file_config) {
+            file_config = std::move(cfg);
+            file_config_line = ln;
+            // The rank's bucket is looked up at this point when the files are merged.
+            out_.diags_before_config = out_.diags.size();
+            out_.updates_before_config = out_.updates.size();
+          } else if (run_identity(cfg) != run_identity(*file_config) || cfg.rank != file_config->rank) {
+            report(Severity::kError, Problem::kMixedRuns, ln, 0,
+                   fmt::format("a second config record ({}, {}) differs from the first at line {} ({}, {}): "
+                               "this file mixes runs; records after this line are skipped",
+                               rank_text(cfg.rank), run_identity(cfg), file_config_line,
+                               rank_text(file_config->rank), run_identity(*file_config)));
+            mixed_at = ln;
+          }
+          break;
+        }
+        case RecordKind::kUpdate: {
+          ++records;
+          if (mixed_at) {
+            ++rejected_after_mix;
+            break;
+          }
+          if (!u.rank && file_config) u.rank = file_config->rank;
+          if (file_config && file_config->rank && u.rank != file_config->rank) {
+            report(Severity::kError, Problem::kMixedRuns, ln, 0,
+                   fmt::format("update for {} in a file whose config (line {}) is for rank {}: "
+                               "one file should hold one rank; record skipped",
+                               rank_text(u.rank), file_config_line, *file_config->rank));
+            break;
+          }
+          if (opt_.steps && !opt_.steps->contains(u.step)) {
+            ++out_.outside_window;
+            break;
+          }
+          if (!u.recorder_errors.empty()) {
+            std::string kinds;
+            for (const auto& [k, n] : u.recorder_errors) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, k);
+            report(Severity::kWarning, Problem::kRecorderErrors, ln, 0,
+                   fmt::format("the recorder reported errors before step {}: {} (records may be missing)", u.step,
+                               kinds));
+          }
+          u.source = {file_, ln};
+          out_.updates.push_back(compact_copy(u));
+          break;
+        }
+      }
+    }
+    if (opt_.on_bytes) opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
+    if (!src.error().empty()) {
+      report(truncation_severity(), Problem::kTruncatedLine, src.line_number(), 0,
+             fmt::format("input ends early ({}): the file was cut off; the {} complete record(s) before the cut "
+                         "are analyzed",
+                         src.error(), records));
+    }
+    if (rejected_after_mix)
+      report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
+             fmt::format("{} update record(s) after the differing config at line {} were skipped", rejected_after_mix,
+                         mixed_at));
+    if (records == 0 && !truncated && src.error().empty())
+      report(Severity::kWarning, Problem::kEmptyInput, 0, 0, "file holds no records");
+  }
+
+  const std::string& path_;
+  std::uint32_t file_;
+  const FileOptions& opt_;
+  FileResult out_;
+};
+
+}  // namespace
+
+std::string run_identity(const RunConfig& c) {
+  std::string id;
+  auto add = [&](std::string_view k, const auto& v) {
+    if (v) id += fmt::format("{}{}={}", id.empty() ? "" : ", ", k, *v);
+  };
+  add(schema::kRunId, c.run_id);
+  add(schema::kWorldSize, c.world_size);
+  add(schema::kMicroBatch, c.micro_batch);
+  add(schema::kAccumulation, c.accumulation);
+  add(schema::kGlobalBatch, c.global_batch);
+  add(schema::kSeed, c.seed);
+  add(schema::kModel, c.model);
+  return id.empty() ? "(no run settings)" : id;
+}
+
+std::string rank_text(const std::optional<std::int64_t>& r) {
+  return r ? fmt::format("rank {}", *r) : std::string("unknown rank");
+}
+
+UpdateRecord compact_copy(const UpdateRecord& u) {
+  UpdateRecord c;
+  c.rank = u.rank;
+  c.step = u.step;
+  c.wall_ms = u.wall_ms;
+  // A vector constructed from a range holds exactly its elements.
+  c.regions = std::vector<RegionSample>(u.regions.begin(), u.regions.end());
+  c.counters = std::vector<Counter>(u.counters.begin(), u.counters.end());
+  c.frame_histogram = std::vector<std::pair<std::int64_t, std::int64_t>>(u.frame_histogram.begin(), u.frame_histogram.end());
+  c.input_shapes.reserve(u.input_shapes.size());
+  for (const auto& s : u.input_shapes)
+    c.input_shapes.push_back({std::vector<std::int64_t>(s.dims.begin(), s.dims.end()), s.microbatches});
+  c.sample_indices = std::vector<std::int64_t>(u.sample_indices.begin(), u.sample_indices.end());
+  c.padding_fraction = u.padding_fraction;
+  c.recorder_errors = u.recorder_errors;
+  c.extra = u.extra;
+  c.source = u.source;
+  return c;
+}
+
+FileResult read_file(const std::string& path, std::uint32_t file, const FileOptions& options) {
+  return FileParser(path, file, options).run();
+}
+
+}  // namespace stepprof::detail

@@ -1,0 +1,63 @@
+// Reads one input file into records, on its own: the per-file half of read_logs
+// (log_reader.cpp does the cross-file half). Files are read this way in parallel and
+// merged in input order, so the result and the diagnostics are the same as reading
+// them one after another. Internal to the reader.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepprof/diagnostics.hpp"
+#include "stepprof/kineto.hpp"
+#include "stepprof/names.hpp"
+#include "stepprof/reader.hpp"
+#include "stepprof/record.hpp"
+
+namespace stepprof::detail {
+
+/// What reading one file found. Region and counter ids in `updates` refer to the
+/// file's own name tables, whose ids follow first appearance in the file.
+struct FileResult {
+  std::vector<Diagnostic> diags;       ///< in the order they arose
+  std::vector<UpdateRecord> updates;   ///< accepted updates (rank resolved, window applied), in line order
+  std::optional<RunConfig> config;     ///< the file's first config record, if any
+  std::size_t diags_before_config = 0;    ///< diags that arose before the config's rank was looked up
+  std::size_t updates_before_config = 0;  ///< updates accepted before the config line
+  std::uint64_t outside_window = 0;    ///< valid updates dropped by the --steps window
+  NameTable regions, counters;
+  bool stopped = false;                ///< strict mode: reading stopped at the first problem
+};
+
+struct FileOptions {
+  std::optional<StepRange> steps;
+  bool strict = false;
+  bool traces_only = false;  ///< read as a PyTorch profiler trace whatever the content
+  KinetoOptions kineto;      ///< rank and world size for traces
+  /// Strict mode: stop after this line, as if it had held a problem (used when the
+  /// problem is found only when the file is merged with the others).
+  std::uint64_t stop_after_line = 0;
+  const std::atomic<bool>* cancel = nullptr;  ///< polled per line
+  /// Called every few thousand lines with the file's bytes consumed since the last call
+  /// (compressed bytes for gzip input, to compare with the file's size).
+  std::function<void(std::uint64_t)> on_bytes;
+};
+
+/// Reads `path` (index `file` in the input list, `-` for stdin). Detects the format
+/// from the content: JSON lines or the same pasted as a markdown table, or a PyTorch
+/// profiler (Kineto) trace, any of them gzip-compressed. Never throws for bad input; every problem is a diagnostic.
+FileResult read_file(const std::string& path, std::uint32_t file, const FileOptions& options);
+
+/// The settings that identify a run (run_id, world_size, micro_batch, accumulation,
+/// global_batch, seed, model): configs that differ in any of these are different runs.
+std::string run_identity(const RunConfig& c);
+/// "rank 3" or "unknown rank", for messages.
+std::string rank_text(const std::optional<std::int64_t>& r);
+
+/// Copies an update with every vector sized exactly (no spare capacity), for keeping.
+UpdateRecord compact_copy(const UpdateRecord& u);
+
+}  // namespace stepprof::detail

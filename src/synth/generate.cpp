@@ -1,0 +1,391 @@
+// `generate`: draws the random injections, finds when the slowest rank reaches each
+// update's all-reduce, then writes one file per rank (several at once), and describes
+// what it injected.
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model.hpp"
+#include "stepprof/record_writer.hpp"
+#include "stepprof/synth.hpp"
+
+namespace stepprof::synth {
+namespace {
+
+namespace fs = std::filesystem;
+using detail::hash;
+using detail::Model;
+using detail::uniform;
+
+enum InjectStream : std::uint64_t { iStraggler = 100, iFallback, iSpike };
+
+std::int64_t last_step(const Options& o) { return o.first_step + o.updates - 1; }
+
+// Runs job(i) for i in [0, n) on `threads` threads; rethrows the first exception.
+template <typename Job>
+void parallel_for(std::int64_t n, unsigned threads, Job job) {
+  std::atomic<std::int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    try {
+      for (std::int64_t i; (i = next.fetch_add(1)) < n;) job(i);
+    } catch (...) {
+      std::lock_guard lock(error_mutex);
+      if (!error) error = std::current_exception();
+      next = n;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// Adds the random injections to the explicit ones: distinct (rank, step) pairs per kind,
+// stragglers on distinct ranks where there are enough.
+Options with_random_injections(Options o) {
+  const std::uint64_t seed = o.seed;
+  auto pick = [&](std::uint64_t stream, std::int64_t i, std::uint64_t what) {
+    return hash(seed, stream, static_cast<std::uint64_t>(i), what);
+  };
+  std::set<std::pair<std::int64_t, std::int64_t>> used;
+  for (const auto& f : o.fallbacks) used.emplace(f.rank, f.step);
+  for (std::int64_t i = 0, tries = 0; i < o.random_fallbacks && tries < 1000 * (o.random_fallbacks + 1); ++tries) {
+    Fallback f;
+    f.rank = static_cast<std::int64_t>(pick(iFallback, tries, 0) % static_cast<std::uint64_t>(o.ranks));
+    f.step = o.first_step + static_cast<std::int64_t>(pick(iFallback, tries, 1) % static_cast<std::uint64_t>(o.updates));
+    f.microbatches = 1 + static_cast<std::int64_t>(pick(iFallback, tries, 2) % static_cast<std::uint64_t>(o.accumulation));
+    if (!used.emplace(f.rank, f.step).second) continue;
+    o.fallbacks.push_back(f);
+    ++i;
+  }
+  used.clear();
+  for (const auto& s : o.padding_spikes) used.emplace(s.rank, s.step);
+  for (std::int64_t i = 0, tries = 0; i < o.random_padding_spikes && tries < 1000 * (o.random_padding_spikes + 1);
+       ++tries) {
+    PaddingSpike s;
+    s.rank = static_cast<std::int64_t>(pick(iSpike, tries, 0) % static_cast<std::uint64_t>(o.ranks));
+    s.step = o.first_step + static_cast<std::int64_t>(pick(iSpike, tries, 1) % static_cast<std::uint64_t>(o.updates));
+    s.length = Model::spike_length({});
+    if (!used.emplace(s.rank, s.step).second) continue;
+    o.padding_spikes.push_back(s);
+    ++i;
+  }
+  std::set<std::int64_t> ranks;
+  for (const auto& s : o.stragglers) ranks.insert(s.rank);
+  const std::int64_t window = std::max<std::int64_t>(1, std::min<std::int64_t>(50, o.updates / 10));
+  for (std::int64_t i = 0, tries = 0; i < o.random_stragglers && tries < 1000 * (o.random_stragglers + 1); ++tries) {
+    Straggler s;
+    s.rank = static_cast<std::int64_t>(pick(iStraggler, tries, 0) % static_cast<std::uint64_t>(o.ranks));
+    if (ranks.count(s.rank) && static_cast<std::int64_t>(ranks.size()) < o.ranks) continue;
+    s.first_step = o.first_step + static_cast<std::int64_t>(pick(iStraggler, tries, 1) %
+                                                            static_cast<std::uint64_t>(o.updates - window + 1));
+    s.last_step = s.first_step + window - 1;
+    s.factor = std::round((1.25 + 0.25 * uniform(seed, iStraggler, static_cast<std::uint64_t>(tries), 3)) * 100) / 100;
+    bool overlaps = false;
+    for (const auto& x : o.stragglers)
+      overlaps = overlaps || (x.rank == s.rank && x.first_step <= s.last_step && s.first_step <= x.last_step);
+    if (overlaps) continue;
+    ranks.insert(s.rank);
+    o.stragglers.push_back(s);
+    ++i;
+  }
+  return o;
+}
+
+// Buffered output to a plain or gzip file.
+class Sink {
+ public:
+  Sink(const std::string& path, bool gzip) : path_(path) {
+    if (gzip) gz_ = gzopen(path.c_str(), "wb6");
+    else file_ = std::fopen(path.c_str(), "wb");
+    if (!gz_ && !file_) throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    buf_.reserve(kFlush + 65536);
+  }
+  ~Sink() {
+    if (file_) std::fclose(file_);
+    if (gz_) gzclose(gz_);
+  }
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+
+  void line(const std::string& text) {
+    buf_ += text;
+    buf_ += '\n';
+    bytes_ += text.size() + 1;
+    if (buf_.size() >= kFlush) flush();
+  }
+  void close() {
+    flush();
+    bool ok = true;
+    if (file_) ok = std::fclose(file_) == 0;
+    if (gz_) ok = gzclose(gz_) == Z_OK;
+    file_ = nullptr;
+    gz_ = nullptr;
+    if (!ok) throw std::runtime_error(fmt::format("cannot write {}", path_));
+  }
+  [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  void flush() {
+    if (buf_.empty()) return;
+    const bool ok = file_ ? std::fwrite(buf_.data(), 1, buf_.size(), file_) == buf_.size()
+                          : gzwrite(gz_, buf_.data(), static_cast<unsigned>(buf_.size())) == static_cast<int>(buf_.size());
+    if (!ok) throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+    buf_.clear();
+  }
+  static constexpr std::size_t kFlush = 1 << 20;
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  gzFile gz_ = nullptr;
+  std::string buf_;
+  std::uint64_t bytes_ = 0;
+};
+
+std::string file_name(std::int64_t rank, std::int64_t ranks, bool gzip) {
+  const int width = static_cast<int>(std::to_string(std::max<std::int64_t>(ranks - 1, 0)).size());
+  return fmt::format("rank{:0{}}.jsonl{}", rank, width, gzip ? ".gz" : "");
+}
+
+}  // namespace
+
+std::string validate(const Options& o) {
+  if (o.ranks < 1 || o.ranks > 1'000'000) return "--ranks must be between 1 and 1000000";
+  if (o.updates < 1) return "--updates must be at least 1";
+  if (o.micro_batch < 1 || o.micro_batch > 4096) return "--micro-batch must be between 1 and 4096";
+  if (o.accumulation < 1 || o.accumulation > 4096) return "--accumulation must be between 1 and 4096";
+  if (o.first_step < 0 || o.first_step > std::numeric_limits<std::int64_t>::max() / 2 - o.updates)
+    return "--first-step is out of range";
+  if (o.seed > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return "--seed must be below 2^63 (it is written as a JSON integer)";
+  if (!(o.fallback_rate >= 0 && o.fallback_rate <= 1)) return "--fallback-rate must be in [0, 1]";
+  if (o.random_stragglers < 0 || o.random_fallbacks < 0 || o.random_padding_spikes < 0)
+    return "random injection counts must be >= 0";
+  if (o.random_fallbacks + static_cast<std::int64_t>(o.fallbacks.size()) > o.ranks * o.updates ||
+      o.random_padding_spikes + static_cast<std::int64_t>(o.padding_spikes.size()) > o.ranks * o.updates)
+    return "more injections than updates";
+  if (o.random_stragglers > o.ranks) return "more random stragglers than ranks";
+  const std::int64_t last = last_step(o);
+  auto where = [&](std::int64_t rank, std::int64_t step) -> std::string {
+    if (rank < 0 || rank >= o.ranks) return fmt::format("rank {} is not in 0..{}", rank, o.ranks - 1);
+    if (step < o.first_step || step > last) return fmt::format("step {} is not in {}..{}", step, o.first_step, last);
+    return "";
+  };
+  for (const auto& s : o.stragglers) {
+    if (auto e = where(s.rank, s.first_step); !e.empty()) return "--straggler: " + e;
+    if (auto e = where(s.rank, s.last_step); !e.empty()) return "--straggler: " + e;
+    if (s.last_step < s.first_step) return "--straggler: the window's last step is before its first";
+    if (!(s.factor > 1 && s.factor <= 100)) return "--straggler: the factor must be > 1 and <= 100";
+    for (const auto& x : o.stragglers)
+      if (&x != &s && x.rank == s.rank && x.first_step <= s.last_step && s.first_step <= x.last_step)
+        return fmt::format("--straggler: two windows overlap on rank {}", s.rank);
+  }
+  for (const auto& f : o.fallbacks) {
+    if (auto e = where(f.rank, f.step); !e.empty()) return "--fallback: " + e;
+    if (f.microbatches < 1 || f.microbatches > o.accumulation)
+      return fmt::format("--fallback: micro-batches must be in 1..{} (the accumulation)", o.accumulation);
+    if (o.micro_batch < 2) return "--fallback needs --micro-batch >= 2 (a micro-batch of one sample cannot mix frame counts)";
+  }
+  for (const auto& s : o.padding_spikes) {
+    if (auto e = where(s.rank, s.step); !e.empty()) return "--padding-spike: " + e;
+    if (s.length != 0 && (s.length <= detail::kMaxLength || s.length > 10'000'000))
+      return fmt::format("--padding-spike: the length must be above {} (the longest normal sample) and at most 1e7",
+                         detail::kMaxLength);
+  }
+  return "";
+}
+
+Manifest generate(const Options& options, const std::string& dir, bool gzip, unsigned threads,
+                  const std::function<bool()>& cancelled) {
+  if (auto err = validate(options); !err.empty()) throw std::runtime_error(err);
+  const Options o = with_random_injections(options);
+  const Model model(o);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::int64_t>(threads, o.ranks));
+
+  // Pass 1: when does the slowest rank reach each update's all-reduce?
+  std::vector<double> sync(static_cast<std::size_t>(o.updates), 0.0);
+  std::vector<std::int64_t> slowest(sync.size(), 0);
+  std::vector<double> second(sync.size(), 0.0);  // the next slowest rank's arrival
+  parallel_for(o.updates, std::max(1u, threads), [&](std::int64_t i) {
+    double best = -1, next = -1;
+    std::int64_t who = 0;
+    for (std::int64_t r = 0; r < o.ranks; ++r) {
+      const double a = model.plan(r, o.first_step + i).arrival_ms;
+      if (a > best) {
+        next = best;
+        best = a;
+        who = r;
+      } else if (a > next) {
+        next = a;
+      }
+    }
+    sync[static_cast<std::size_t>(i)] = best;
+    slowest[static_cast<std::size_t>(i)] = who;
+    second[static_cast<std::size_t>(i)] = next < 0 ? best : next;
+  });
+
+  // Pass 2: the files.
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
+  Manifest man;
+  man.options = options;
+  for (std::int64_t r = 0; r < o.ranks; ++r) man.files.push_back((fs::path(dir) / file_name(r, o.ranks, gzip)).string());
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::int64_t> background{0};
+  std::atomic<bool> stop{false};
+  try {
+    parallel_for(o.ranks, threads, [&](std::int64_t r) {
+      Sink out(man.files[static_cast<std::size_t>(r)], gzip);
+      out.line(config_to_json(model.config(r)));
+      std::int64_t bg = 0;
+      for (std::int64_t i = 0; i < o.updates; ++i) {
+        if (stop || (cancelled && cancelled())) {
+          stop = true;
+          return;
+        }
+        const std::int64_t step = o.first_step + i;
+        const auto plan = model.plan(r, step);
+        if (plan.any_mixed && !plan.injected_fallback) ++bg;
+        out.line(update_to_json(model.record(plan, r, step, sync[static_cast<std::size_t>(i)]), model.regions(),
+                                model.counters()));
+      }
+      out.close();
+      bytes += out.bytes();
+      background += bg;
+    });
+  } catch (...) {
+    for (const auto& f : man.files) fs::remove(f, ec);
+    throw;
+  }
+  if (stop) {
+    for (const auto& f : man.files) fs::remove(f, ec);
+    throw std::runtime_error("interrupted");
+  }
+  man.bytes = bytes;
+  man.background_fallback_updates = background;
+
+  for (const auto& s : o.stragglers) {
+    InjectedStraggler x{s, 0, 0, 0};
+    for (std::int64_t step = s.first_step; step <= s.last_step; ++step) {
+      const auto i = static_cast<std::size_t>(step - o.first_step);
+      const double with = model.plan(s.rank, step).arrival_ms;
+      x.extra_ms += with - model.plan(s.rank, step, false).arrival_ms;
+      // How far ahead of everyone else: the slowest other rank is `second` when this
+      // rank is the slowest, else the slowest.
+      x.lead_ms += with - (slowest[i] == s.rank ? second[i] : sync[i]);
+      if (slowest[i] == s.rank) ++x.slowest_updates;
+    }
+    const auto n = static_cast<double>(s.last_step - s.first_step + 1);
+    x.extra_ms /= n;
+    x.lead_ms /= n;
+    man.stragglers.push_back(x);
+  }
+  for (const auto& f : o.fallbacks) {
+    InjectedFallback x{f, {}, 0};
+    const auto plan = model.plan(f.rank, f.step);
+    std::set<std::int64_t> counts;
+    for (const auto& mb : plan.mbs)
+      if (mb.mixed) {
+        counts.insert(mb.frames.begin(), mb.frames.end());
+        x.single_samples += static_cast<std::int64_t>(mb.frames.size());
+      }
+    x.frame_counts.assign(counts.begin(), counts.end());
+    man.fallbacks.push_back(x);
+  }
+  for (const auto& s : o.padding_spikes) {
+    InjectedPaddingSpike x{s, 0, 0};
+    x.spec.length = Model::spike_length(s);
+    const auto plan = model.plan(s.rank, s.step);
+    x.padded_length = plan.mbs.front().padded;
+    const auto i = static_cast<std::size_t>(s.step - o.first_step);
+    x.padding_fraction = *model.record(plan, s.rank, s.step, sync[i]).padding_fraction;
+    man.padding_spikes.push_back(x);
+  }
+  return man;
+}
+
+std::string manifest_to_json(const Manifest& m) {
+  using Json = nlohmann::ordered_json;
+  const Options& o = m.options;
+  Json stragglers = Json::array(), fallbacks = Json::array(), spikes = Json::array();
+  for (const auto& s : m.stragglers)
+    stragglers.push_back({{"rank", s.spec.rank},
+                          {"first_step", s.spec.first_step},
+                          {"last_step", s.spec.last_step},
+                          {"factor", s.spec.factor},
+                          {"extra_ms", s.extra_ms},
+                          {"lead_ms", s.lead_ms},
+                          {"slowest_updates", s.slowest_updates}});
+  for (const auto& f : m.fallbacks)
+    fallbacks.push_back({{"rank", f.spec.rank},
+                         {"step", f.spec.step},
+                         {"microbatches", f.spec.microbatches},
+                         {"single_samples", f.single_samples},
+                         {"frame_counts", f.frame_counts}});
+  for (const auto& s : m.padding_spikes)
+    spikes.push_back({{"rank", s.spec.rank},
+                      {"step", s.spec.step},
+                      {"length", s.spec.length},
+                      {"padded_length", s.padded_length},
+                      {"padding_fraction", s.padding_fraction}});
+  Json j{{"schema", "stepprof.synth-manifest/1"},
+         {"seed", o.seed},
+         {"ranks", o.ranks},
+         {"updates", o.updates},
+         {"first_step", o.first_step},
+         {"last_step", last_step(o)},
+         {"micro_batch", o.micro_batch},
+         {"accumulation", o.accumulation},
+         {"fallback_rate", o.fallback_rate},
+         {"parents", o.parents},
+         {"files", m.files},
+         {"bytes", m.bytes},
+         {"injections", {{"stragglers", stragglers}, {"fallbacks", fallbacks}, {"padding_spikes", spikes}}},
+         {"background_fallback_updates", m.background_fallback_updates}};
+  return j.dump(2) + "\n";
+}
+
+std::string describe(const Manifest& m) {
+  std::string s;
+  for (const auto& x : m.stragglers)
+    s += fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update; {:.0f} ms ahead of "
+                     "the next slowest rank on average, slowest in {} of {} updates)\n",
+                     x.spec.rank, x.spec.first_step, x.spec.last_step, x.spec.factor, x.extra_ms, x.lead_ms,
+                     x.slowest_updates, x.spec.last_step - x.spec.first_step + 1);
+  for (const auto& x : m.fallbacks) {
+    std::string counts;
+    for (auto c : x.frame_counts) counts += fmt::format("{}{}", counts.empty() ? "" : ", ", c);
+    s += fmt::format("fallback: rank {}, step {} ({} of {} micro-batches mix frame counts {}; {} samples took "
+                     "vggt_single)\n",
+                     x.spec.rank, x.spec.step, x.spec.microbatches, m.options.accumulation, counts, x.single_samples);
+  }
+  for (const auto& x : m.padding_spikes)
+    s += fmt::format("padding spike: rank {}, step {} (one sample of {} tokens pads its micro-batch to {}; update "
+                     "padding {:.1f} %)\n",
+                     x.spec.rank, x.spec.step, x.spec.length, x.padded_length, x.padding_fraction * 100);
+  if (m.background_fallback_updates)
+    s += fmt::format("background: {} update(s) took vggt_single without an injection (--fallback-rate {})\n",
+                     m.background_fallback_updates, m.options.fallback_rate);
+  return s;
+}
+
+}  // namespace stepprof::synth

@@ -1,0 +1,190 @@
+"""End-to-end: `stepprof synth` writes logs with known injections, and `stepprof report`
+finds them. Expected figures come from the generator's manifest (what it says it
+injected where) and, independently, from the raw log lines read with Python's json
+module -- never from the report itself.
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+BIN = os.environ["STEPPROF_BIN"]
+
+
+def run(*args):
+    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def synth(out, *args):
+    r = run("synth", "-o", out / "logs", "--manifest", out / "manifest.json", *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads((out / "manifest.json").read_text()), r.stderr
+
+
+def report(logs):
+    r = run("report", "--format", "json", logs)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def raw_updates(manifest):
+    """Every update record of every file, straight from the JSON lines."""
+    out = []
+    for f in manifest["files"]:
+        for line in Path(f).read_text().splitlines():
+            rec = json.loads(line)
+            if rec["type"] == "update":
+                out.append(rec)
+    return out
+
+
+# A 16-rank job in which micro-batches mix frame counts half of the time on their own
+# (so the slowest rank changes from update to update), with a straggler window, a few
+# explicit and random fallbacks and padding spikes.
+ARGS = ["--ranks", 16, "--updates", 240, "--seed", 11, "--fallback-rate", 0.5,
+        "--straggler", "3:101:110:1.5",
+        "--fallback", "2:20", "--fallback", "7:150:2", "--random-fallbacks", 3,
+        "--padding-spike", "5:50", "--padding-spike", "9:200:20000", "--random-padding-spikes", 2]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth")
+    manifest, stderr = synth(out, *ARGS)
+    return manifest, stderr, report(out / "logs"), raw_updates(manifest)
+
+
+def test_manifest_and_stderr_say_what_was_injected(job):
+    manifest, stderr, _, updates = job
+    inj = manifest["injections"]
+    assert len(inj["stragglers"]) == 1 and len(inj["fallbacks"]) == 5 and len(inj["padding_spikes"]) == 4
+    assert "straggler: rank 3, steps 101..110, compute x1.50" in stderr
+    for f in inj["fallbacks"]:
+        assert f"fallback: rank {f['rank']}, step {f['step']}" in stderr
+    for s in inj["padding_spikes"]:
+        assert f"padding spike: rank {s['rank']}, step {s['step']}" in stderr
+    assert len(updates) == 16 * 240
+    assert manifest["bytes"] == sum(Path(f).stat().st_size for f in manifest["files"])
+
+
+def test_report_finds_every_fallback_update(job):
+    manifest, _, rep, updates = job
+    slow = {(u["rank"], u["step"]) for u in updates if "vggt_single" in u["cuda_stream_ms"]}
+    injected = {(f["rank"], f["step"]) for f in manifest["injections"]["fallbacks"]}
+    assert injected <= slow  # every injected fallback took the slow path
+    assert len(slow) == len(injected) + manifest["background_fallback_updates"]
+    g = rep["code_paths"]["groups"][0]
+    assert (g["slow"], g["fast"]) == ("vggt_single", "vggt_batched")
+    assert g["updates_with_slow"] == len(slow)
+    # Only micro-batches with mixed frame counts fall back: fast-only updates never mix.
+    assert g["fast_only_updates_mixed_frames"] == 0
+    assert g["slow_updates_mixed_frames"] == len(slow)
+    for f in manifest["injections"]["fallbacks"]:
+        (rec,) = [u for u in updates if (u["rank"], u["step"]) == (f["rank"], f["step"])]
+        assert sorted(int(k) for k in rec["frame_histogram"]) == f["frame_counts"]
+
+
+def test_report_finds_every_padding_spike(job):
+    manifest, _, rep, updates = job
+    spikes = rep["padding"]["spikes"]
+    injected = {(s["rank"], s["step"]): s for s in manifest["injections"]["padding_spikes"]}
+    assert spikes["count"] == len(injected)
+    assert {(x["rank"], x["step"]) for x in spikes["updates"]} == set(injected)
+    by_key = {(u["rank"], u["step"]): u for u in updates}
+    for x in spikes["updates"]:
+        rec = by_key[(x["rank"], x["step"])]
+        c = rec["counts"]
+        assert x["padding_fraction"] == pytest.approx(1 - c["valid_tokens"] / c["token_slots"], rel=1e-12)
+        assert x["padding_fraction"] == pytest.approx(injected[(x["rank"], x["step"])]["padding_fraction"], rel=1e-12)
+        assert x["max_padded_length"] == injected[(x["rank"], x["step"])]["padded_length"]
+    # Listed largest first; nothing else comes close to the threshold.
+    fractions = [x["padding_fraction"] for x in spikes["updates"]]
+    assert fractions == sorted(fractions, reverse=True)
+    others = [1 - u["counts"]["valid_tokens"] / u["counts"]["token_slots"] for k, u in by_key.items()
+              if k not in injected]
+    assert max(others) < spikes["threshold_fraction"]
+
+
+def test_non_straggler_ranks_absorb_the_straggler_in_their_communication(job):
+    manifest, _, rep, updates = job
+    (s,) = manifest["injections"]["stragglers"]
+    assert s["slowest_updates"] >= 8 and s["lead_ms"] > 1000
+    for w in rep["waiting"]:
+        assert w["comm_region"] == "backward_and_communication"
+        assert w["comm_found_by"] == "role in the nesting"
+        if w["rank"] == s["rank"]:
+            continue
+        # In each other rank's own log: during the window its communication region
+        # holds the straggler's lead on top of its usual wait.
+        mine = [u for u in updates if u["rank"] == w["rank"]]
+        comm = {u["step"]: u["cuda_stream_ms"]["backward_and_communication"] for u in mine}
+        floor = min(comm.values())
+        window = [comm[t] - floor for t in range(s["first_step"], s["last_step"] + 1)]
+        assert max(window) >= s["lead_ms"]
+        assert w["wait_ms"]["max"] == pytest.approx(max(comm.values()) - floor)
+        assert w["comm_floor_ms"] == pytest.approx(floor)
+
+
+def test_without_a_straggler_every_rank_shows_the_waiting_signal(tmp_path):
+    # The slowest rank changes from update to update: each rank's compute savings
+    # reappear in its communication region, and its update time hardly moves.
+    manifest, _ = synth(tmp_path, "--ranks", 16, "--updates", 200, "--seed", 5, "--fallback-rate", 0.5)
+    rep = report(tmp_path / "logs")
+    assert len(rep["waiting"]) == 16
+    for w in rep["waiting"]:
+        assert w["waiting"] is True, w
+        assert w["compute_region"] == "forward_and_loss"
+        assert w["correlation"] <= -0.5
+
+
+def test_same_seed_same_bytes_any_thread_count(tmp_path):
+    a, _ = synth(tmp_path / "a", "--ranks", 3, "--updates", 40, "--seed", 9, "--random-fallbacks", 2, "-j", 1)
+    b, _ = synth(tmp_path / "b", "--ranks", 3, "--updates", 40, "--seed", 9, "--random-fallbacks", 2, "-j", 3)
+    assert a["injections"] == b["injections"]
+    for fa, fb in zip(a["files"], b["files"]):
+        assert Path(fa).read_bytes() == Path(fb).read_bytes()
+    c, _ = synth(tmp_path / "c", "--ranks", 3, "--updates", 40, "--seed", 10, "--random-fallbacks", 2)
+    assert Path(c["files"][0]).read_bytes() != Path(a["files"][0]).read_bytes()
+
+
+def test_gzip_and_no_parents(tmp_path):
+    manifest, _ = synth(tmp_path, "--ranks", 2, "--updates", 30, "--gzip", "--no-parents")
+    assert all(f.endswith(".jsonl.gz") for f in manifest["files"])
+    r = run("report", "--format", "json", tmp_path / "logs")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["regions"]["nesting_known"] is False
+
+
+def test_bad_injections_are_usage_errors(tmp_path):
+    for bad, why in ((["--straggler", "99:1:2"], "rank 99 is not in 0..3"),
+                     (["--fallback", "0:0"], "step 0 is not in 1..10"),
+                     (["--padding-spike", "0:1:100"], "the length must be above"),
+                     (["--straggler", "x"], "expected RANK:FIRST:LAST[:FACTOR]"),
+                     (["--ranks", 0], "--ranks must be between 1")):
+        base = ["--updates", 10] + ([] if "--ranks" in bad else ["--ranks", 4])
+        r = run("synth", "-o", tmp_path / "x", *base, *bad)
+        assert r.returncode == 2, bad
+        assert why in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path):
+    import signal
+    import time
+    manifest, _ = synth(tmp_path, "--ranks", 1, "--updates", 50)
+    lines = Path(manifest["files"][0]).read_text()
+    out = tmp_path / "report.json"
+    # stdin stays open: the reader waits for more input until Ctrl-C arrives.
+    proc = subprocess.Popen([BIN, "report", "--format", "json", "-o", out, "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdin.write(lines)
+    proc.stdin.flush()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert not out.exists()
+    assert not list(tmp_path.glob("report.json.tmp-*"))
