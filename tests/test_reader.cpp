@@ -437,3 +437,86 @@ TEST_F(ReaderTest, UnreadableFile) {
   EXPECT_EQ(diag_.count(Problem::kUnreadable), 1u);
   EXPECT_EQ(d.update_count(), 0u);
 }
+
+TEST_F(ReaderTest, DirectoriesRecurseSkipNotesAndTablesAndReadAFileOnce) {
+  fs::create_directories(dir_ / "rank0");
+  fs::create_directories(dir_ / "rank1");
+  write("rank0/log.jsonl", kConfig + "\n" + update(1) + "\n");
+  write("rank1/log.jsonl", update(2) + "\n");
+  write("README.md", "# notes\n");
+  write("hierarchy.txt", "a\n");
+  const std::string log0 = (dir_ / "rank0" / "log.jsonl").string();
+  const Dataset d = read({dir_.string(), log0});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  ASSERT_EQ(d.files.size(), 2u);  // rank0/log.jsonl given twice: read once
+  EXPECT_EQ(diag_.count(Severity::kNote), 3u);  // README.md, hierarchy.txt, and the second log0
+  EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+}
+
+TEST_F(ReaderTest, NegativeAndHugeCountsAreRejected) {
+  const auto p = write("c.jsonl", kConfig + "\n" + update(1, 100, R"(, "extra": 1)") + "\n" +
+                                      R"({"type": "update", "step": 2, "wall_ms": 1, "counts": {"samples": -16}})" +
+                                      "\n" + R"({"type": "update", "step": 3, "wall_ms": 1, "counts": {"frames": 1e300}})" +
+                                      "\n");
+  const Dataset d = read({p});
+  const Diagnostic* neg = first(Problem::kNegativeTime);
+  ASSERT_NE(neg, nullptr);
+  EXPECT_EQ(neg->line, 3u);
+  EXPECT_NE(neg->message.find("counts.samples"), std::string::npos);
+  const Diagnostic* big = first(Problem::kBadField);
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(big->line, 4u);
+  EXPECT_NE(big->message.find("out of range"), std::string::npos);
+  EXPECT_EQ(d.update_count(), 1u);
+}
+
+TEST_F(ReaderTest, ByteOrderMarkIsSkipped) {
+  const auto p = write("bom.jsonl", "\xEF\xBB\xBF" + kConfig + "\n" + update(1) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.total(), 0u);
+  ASSERT_TRUE(d.ranks[0].config);
+}
+
+TEST_F(ReaderTest, CorruptGzipIsAnErrorNotATruncation) {
+  std::string text = kConfig + "\n";
+  for (int s = 1; s <= 200; ++s) text += update(s) + "\n";
+  const auto full = (dir_ / "full.gz").string();
+  gzFile f = gzopen(full.c_str(), "wb");
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  std::string gz = slurp(full);
+  gz[gz.size() - 6] = static_cast<char>(gz[gz.size() - 6] ^ 0x5a);  // corrupt the CRC-32 in the trailer
+  const auto bad = write("bad.jsonl.gz", gz);
+  const Dataset d = read({bad});
+  EXPECT_EQ(diag_.count(Problem::kTruncatedLine), 0u);
+  const Diagnostic* e = first(Problem::kUnreadable);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->severity, Severity::kError);
+  EXPECT_NE(e->message.find("corrupt"), std::string::npos);
+}
+
+TEST_F(ReaderTest, StrictStopsAtTheFirstDuplicateStep) {
+  std::string text = kConfig + "\n" + update(1) + "\n" + update(1) + "\n";
+  for (int s = 2; s <= 50; ++s) text += update(s) + "\n" + update(s) + "\n";
+  const auto p = write("dups.jsonl", text);
+  read({p}, /*strict=*/true);
+  EXPECT_TRUE(diag_.should_stop());
+  EXPECT_EQ(diag_.count(Problem::kDuplicateStep), 1u);
+  EXPECT_EQ(first(Problem::kDuplicateStep)->line, 3u);
+}
+
+TEST_F(ReaderTest, TruncatedLineColumnIsWhereItWasCut) {
+  const std::string cut = R"({"type": "update", "step": 12, "wall_ms": 15)";
+  const auto p = write("cut.jsonl", kConfig + "\n" + update(11) + "\n" + cut);
+  read({p});
+  const Diagnostic* w = first(Problem::kTruncatedLine);
+  ASSERT_NE(w, nullptr);
+  EXPECT_GT(w->column, 0u);
+  EXPECT_LE(w->column, cut.size() + 1);
+}
+
+TEST(StepRangeEmpty, IsAnError) {
+  std::string err;
+  EXPECT_FALSE(parse_step_range("", err));
+  EXPECT_NE(err.find("empty"), std::string::npos);
+}

@@ -45,6 +45,13 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     }
   }
   const auto files = expand_inputs(opt.logs, diag);
+  if (files.empty()) {
+    std::string given;
+    for (const auto& l : opt.logs) given += (given.empty() ? "" : " ") + l;
+    diag.report({Severity::kError, Problem::kEmptyInput, given, 0, 0, "nothing to analyze: no log files to read"});
+    finish(diag);
+    return kNoData;
+  }
   install_interrupt_handler();
   ro.cancel = interrupt_flag();
   const bool show_progress = ::isatty(STDERR_FILENO) == 1;

@@ -19,6 +19,17 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// The first line of a Chrome/Kineto trace: "{" alone (pretty-printed), or an object
+// that opens with one of a trace's top-level keys.
+bool looks_like_trace_start(std::string_view first) {
+  if (first == "{") return true;
+  if (first.front() != '{') return false;
+  const auto head = first.substr(0, 200);
+  for (std::string_view key : {"\"traceEvents\"", "\"schemaVersion\"", "\"deviceProperties\"", "\"distributedInfo\""})
+    if (head.find(key) != std::string_view::npos && head.find("\"type\"") == std::string_view::npos) return true;
+  return false;
+}
+
 class FileParser {
  public:
   FileParser(const std::string& path, std::uint32_t file, const FileOptions& opt)
@@ -93,11 +104,20 @@ class FileParser {
           bytes_reported = src.raw_bytes_read();
         }
       }
+      if (ln == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // a UTF-8 byte-order mark
       std::string_view text = trim(line);
       if (text.empty()) continue;
       if (!mode_known) {
         mode_known = true;
         table_mode = text.front() == '|';
+        // Files are sniffed before they are opened (is_kineto_trace); stdin cannot be,
+        // so a trace arriving there is recognized here, by its first line.
+        if (looks_like_trace_start(text)) {
+          report(Severity::kError, Problem::kBadTrace, ln, 1,
+                 "this looks like a PyTorch profiler trace, which `stepprof report` reads from a file, not from "
+                 "stdin: save it to a file, or convert it with `stepprof import kineto - -o DIR`");
+          return;
+        }
       }
       std::uint64_t col_offset = static_cast<std::uint64_t>(text.data() - line.data());
       if (table_mode) {
@@ -132,13 +152,16 @@ class FileParser {
       const auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
       switch (kind) {
         case RecordKind::kError: {
-          const std::uint64_t col = rerr.column ? col_offset + rerr.column : 0;
+          std::uint64_t col = rerr.column ? col_offset + rerr.column : 0;
           if (!terminated) {
+            if (col == 0) col = line.size() + 1;  // where the record was cut
             truncated = true;
             report(truncation_severity(), Problem::kTruncatedLine, ln, col,
                    fmt::format("the last line ends mid-record (was the writing job killed?): {}; "
-                               "the {} complete record(s) before it are analyzed",
-                               rerr.message, records));
+                               "{}",
+                               rerr.message,
+                               opt_.strict ? std::string("reading stops (--strict)")
+                                           : fmt::format("the {} complete record(s) before it are analyzed", records)));
           } else {
             report(Severity::kError, rerr.problem, ln, col, rerr.message + "; record skipped");
           }
@@ -203,11 +226,16 @@ class FileParser {
       }
     }
     if (opt_.on_bytes) opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
-    if (!src.error().empty()) {
+    if (!src.error().empty() && src.cut_off()) {
       report(truncation_severity(), Problem::kTruncatedLine, src.line_number(), 0,
              fmt::format("input ends early ({}): the file was cut off; the {} complete record(s) before the cut "
                          "are analyzed",
                          src.error(), records));
+    } else if (!src.error().empty()) {
+      report(Severity::kError, Problem::kUnreadable, src.line_number(), 0,
+             fmt::format("cannot read the rest of the file ({}): it is corrupt or unreadable; the {} complete "
+                         "record(s) before line {} are analyzed",
+                         src.error(), records, src.line_number() + 1));
     }
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,

@@ -63,6 +63,7 @@ bool LineSource::fill() {
     int errnum = 0;
     const char* msg = gzerror(file_, &errnum);
     error_ = errnum == Z_ERRNO ? std::strerror(errno) : without_fd(msg ? msg : "read error");
+    cut_ = errnum == Z_BUF_ERROR;  // zlib: "unexpected end of file"
     eof_ = true;
     return false;
   }
@@ -70,7 +71,10 @@ bool LineSource::fill() {
     eof_ = true;
     int errnum = 0;
     const char* msg = gzerror(file_, &errnum);
-    if (errnum != Z_OK && errnum != Z_STREAM_END) error_ = without_fd(msg ? msg : "read error");
+    if (errnum != Z_OK && errnum != Z_STREAM_END) {
+      error_ = without_fd(msg ? msg : "read error");
+      cut_ = errnum == Z_BUF_ERROR;
+    }
     return false;
   }
   end_ += static_cast<std::size_t>(got);

@@ -33,6 +33,9 @@ class LineSource {
   [[nodiscard]] std::uint64_t line_number() const { return line_no_; }
   /// Non-empty when reading stopped on an error (e.g. a truncated gzip stream).
   [[nodiscard]] const std::string& error() const { return error_; }
+  /// With an error: true when the input just ends early (a gzip stream cut off), false
+  /// when it is corrupt or could not be read (a bad checksum, an I/O error).
+  [[nodiscard]] bool cut_off() const { return cut_; }
   /// Bytes consumed from the (decompressed) input so far.
   [[nodiscard]] std::uint64_t bytes_read() const { return bytes_; }
   /// Bytes consumed from the file itself (compressed bytes for gzip input), for progress.
@@ -51,6 +54,7 @@ class LineSource {
   std::uint64_t line_no_ = 0;
   std::uint64_t bytes_ = 0;
   std::string error_;
+  bool cut_ = false;
 };
 
 }  // namespace stepprof::detail

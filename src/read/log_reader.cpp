@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -20,10 +21,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Names of files read from a directory: step logs and profiler traces. Markdown tables
+// and text files are read only when named (a directory often holds a README).
 bool has_log_name(const std::string& name) {
   std::string n = name;
   if (n.size() > 3 && n.ends_with(".gz")) n.resize(n.size() - 3);
-  for (const char* ext : {".jsonl", ".ndjson", ".json", ".log", ".md", ".txt"})
+  for (const char* ext : {".jsonl", ".ndjson", ".json", ".log"})
     if (n.ends_with(ext)) return true;
   return false;
 }
@@ -35,6 +38,7 @@ struct RankBucket {
   std::string config_where;  // file:line of the config, for messages
   std::vector<UpdateRecord> updates;
   std::vector<std::uint32_t> files;
+  std::unordered_map<std::int64_t, SourceLocation> first_seen;  // strict mode: step -> where
 };
 
 using detail::rank_text;
@@ -144,7 +148,7 @@ class Reader {
         last_bucket_ = i;
         return buckets_[i];
       }
-    buckets_.push_back(RankBucket{rank, {}, {}, {}, {}});
+    buckets_.push_back(RankBucket{rank, {}, {}, {}, {}, {}});
     last_bucket_ = buckets_.size() - 1;
     return buckets_.back();
   }
@@ -209,6 +213,17 @@ class Reader {
     for (std::size_t k = from; k < to; ++k) {
       RankBucket& b = bucket(updates[k].rank);
       add_file(b, fi);
+      if (diag_.strict()) {
+        // Strict mode stops at the first duplicate step as it is read (finish() finds
+        // them all otherwise, after sorting).
+        const auto [it, fresh] = b.first_seen.try_emplace(updates[k].step, updates[k].source);
+        if (!fresh) {
+          report(Severity::kError, Problem::kDuplicateStep, updates[k].source.file, updates[k].source.line, 1,
+                 fmt::format("duplicate step {} for {} (first at {}:{}); stopping (--strict)", updates[k].step,
+                             rank_text(b.rank), ds_.files[it->second.file], it->second.line));
+          return;
+        }
+      }
       b.updates.push_back(std::move(updates[k]));
     }
   }
@@ -287,7 +302,7 @@ class Reader {
       for (auto& u : b.updates) {
         if (!log.updates.empty() && log.updates.back().step == u.step) {
           const auto& kept = log.updates.back().source;
-          report(Severity::kError, Problem::kDuplicateStep, u.source.file, u.source.line, 0,
+          report(Severity::kError, Problem::kDuplicateStep, u.source.file, u.source.line, 1,
                  fmt::format("duplicate step {} for {} (first at {}:{}); this record is skipped", u.step,
                              rank_text(b.rank), ds_.files[kept.file], kept.line));
           continue;
@@ -328,6 +343,10 @@ std::optional<StepRange> parse_step_range(std::string_view text, std::string& er
     return ec == std::errc() && p == end;
   };
   StepRange r;
+  if (text.empty()) {
+    error = "empty step window: expected A:B, A:, :B or A (integers)";
+    return std::nullopt;
+  }
   const auto colon = text.find(':');
   if (colon == std::string_view::npos) {
     if (!parse(text, r.first)) {
@@ -351,29 +370,47 @@ std::optional<StepRange> parse_step_range(std::string_view text, std::string& er
 
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, Diagnostics& diag) {
   std::vector<std::string> files;
+  std::vector<fs::path> seen;  // canonical paths, to read a file given twice once
+  auto add = [&](const std::string& path) {
+    std::error_code ec;
+    if (path != "-") {
+      const fs::path canon = fs::weakly_canonical(path, ec);
+      if (!ec && std::find(seen.begin(), seen.end(), canon) != seen.end()) {
+        diag.report({Severity::kNote, Problem::kUnknownRecord, path, 0, 0, "given more than once; read once"});
+        return;
+      }
+      if (!ec) seen.push_back(canon);
+    }
+    files.push_back(path);
+  };
   for (const auto& in : inputs) {
     std::error_code ec;
-    if (in != "-" && fs::is_directory(in, ec)) {
-      std::vector<std::string> found;
-      for (const auto& e : fs::directory_iterator(in, ec)) {
-        if (!e.is_regular_file(ec)) continue;
-        const std::string fname = e.path().filename().string();
-        if (fname.starts_with(".")) continue;
-        if (has_log_name(fname))
-          found.push_back(e.path().string());
-        else
-          diag.report({Severity::kNote, Problem::kUnknownRecord, e.path().string(), 0, 0,
-                       "not read: the name does not end in .jsonl, .ndjson, .json, .log, .md or .txt (optionally .gz)"});
-      }
-      if (ec)
-        diag.report({Severity::kError, Problem::kUnreadable, in, 0, 0, fmt::format("cannot list: {}", ec.message())});
-      std::sort(found.begin(), found.end());
-      if (found.empty())
-        diag.report({Severity::kWarning, Problem::kEmptyInput, in, 0, 0, "directory holds no log files"});
-      files.insert(files.end(), found.begin(), found.end());
-    } else {
-      files.push_back(in);
+    if (in == "-" || !fs::is_directory(in, ec)) {
+      add(in);
+      continue;
     }
+    // A directory: its log files, in its subdirectories too (e.g. logs/rank3/...), sorted.
+    std::vector<std::string> found;
+    fs::recursive_directory_iterator it(in, fs::directory_options::skip_permission_denied, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::string fname = it->path().filename().string();
+      if (fname.starts_with(".")) {
+        if (it->is_directory(ec)) it.disable_recursion_pending();
+        continue;
+      }
+      if (it.depth() >= 4 && it->is_directory(ec)) it.disable_recursion_pending();
+      if (!it->is_regular_file(ec)) continue;
+      if (has_log_name(fname))
+        found.push_back(it->path().string());
+      else
+        diag.report({Severity::kNote, Problem::kUnknownRecord, it->path().string(), 0, 0,
+                     "not read from the directory: logs end in .jsonl, .ndjson, .log or .json (optionally .gz); "
+                     "name a markdown-table log explicitly to read it"});
+    }
+    if (ec) diag.report({Severity::kError, Problem::kUnreadable, in, 0, 0, fmt::format("cannot list: {}", ec.message())});
+    std::sort(found.begin(), found.end());
+    if (found.empty()) diag.report({Severity::kWarning, Problem::kEmptyInput, in, 0, 0, "directory holds no log files"});
+    for (const auto& f : found) add(f);
   }
   return files;
 }

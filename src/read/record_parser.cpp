@@ -54,7 +54,8 @@ class Ctx {
   }
   bool fail_json(error_code e, const char* where, std::string_view context) {
     return fail(Problem::kMalformedJson, where,
-                fmt::format("malformed JSON {}: {}", context, simdjson::error_message(e)));
+                context.empty() ? fmt::format("malformed JSON: {}", simdjson::error_message(e))
+                                : fmt::format("malformed JSON {}: {}", context, simdjson::error_message(e)));
   }
 
  private:
@@ -125,13 +126,22 @@ bool read_number(od::value& v, std::string_view tok, Ctx& c, const Path& path, d
 
 // Reads a finite number, taking simdjson's faster integer parser for integers that a
 // double holds exactly (the same value as read_number gives).
+// Counters count work items: a negative count, or one beyond what a double holds
+// exactly (2^53), is an error.
 bool read_count_value(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
   constexpr std::int64_t kExact = std::int64_t{1} << 53;
   if (std::int64_t i = 0; !v.get_int64().get(i) && i >= -kExact && i <= kExact && !(i == 0 && tok[0] == '-')) {
     out = static_cast<double>(i);  // ("-0" is left to read_number, which gives -0.0)
-    return true;
+  } else if (!read_number(v, tok, c, path, out)) {
+    return false;
   }
-  return read_number(v, tok, c, path, out);
+  if (out < 0)
+    return c.fail(Problem::kNegativeTime, tok.data(),
+                  fmt::format("{}: negative count {} (counts are >= 0)", str(path), shown(tok)));
+  if (out > static_cast<double>(kExact))
+    return c.fail(Problem::kBadField, tok.data(),
+                  fmt::format("{}: count {} is out of range (at most 2^53)", str(path), shown(tok)));
+  return true;
 }
 
 // Reads an integer; an integral floating-point value such as 2.0 is accepted.

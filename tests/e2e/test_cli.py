@@ -210,3 +210,30 @@ def test_exit_status_for_bad_input(tmp_path):
     assert run("report", "--format", "pdf", LOG).returncode == 2
     assert run("report", "--hierarchy", tmp_path / "none.txt", LOG).returncode == 2
     assert run("report", tmp_path / "missing.jsonl").returncode == 3
+
+
+def test_trace_on_stdin_gets_one_clear_error():
+    import gzip as gz
+    trace = gz.decompress((SRC / "examples/kineto/hta-a100-rank3of8.json.gz").read_bytes()).decode()
+    r = run("report", "-", stdin=trace)
+    assert r.returncode == 3
+    assert r.stderr.count("error:") == 2  # the trace, then "nothing to analyze"
+    assert "PyTorch profiler trace" in r.stderr and "import kineto" in r.stderr
+
+
+def test_stdout_write_failure_is_exit_2():
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([BIN, "report", str(LOG)], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 2 and "cannot write" in r.stderr
+
+
+def test_control_characters_in_names_are_escaped(tmp_path):
+    lines = LOG.read_text().splitlines()
+    evil = lines[1].replace('"prepare_inputs"', '"evil\\u001b[2J\\u0007x"')
+    log = tmp_path / "evil.jsonl"
+    log.write_text(lines[0] + "\n" + evil + "\n")
+    for fmt, shown in (("text", "evil\\x1b[2J\\x07x"), ("markdown", "evil\\x1b\\[2J\\x07x")):
+        r = run("report", "--format", fmt, log)
+        assert r.returncode == 0
+        assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+        assert shown in r.stdout
