@@ -15,8 +15,12 @@ secs=${1:-60}
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(record log hierarchy)
 
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$(nproc)" >/dev/null
+mkdir -p build
+if ! { cmake --preset fuzz && cmake --build --preset fuzz -j "$(nproc)"; } > build/fuzz-build.log 2>&1; then
+  echo "building the fuzz targets failed; the last lines of build/fuzz-build.log:" >&2
+  tail -40 build/fuzz-build.log >&2
+  exit 1
+fi
 
 # Seeds from the real log, its markdown table and its nesting file.
 seeds=build/fuzz/seeds

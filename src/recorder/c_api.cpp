@@ -43,7 +43,10 @@ std::string parse_options(const char* text, stepprof::Options& o) {
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return "options_json is not valid JSON";
   if (!j.is_object()) return "options_json must be a JSON object";
-  for (auto& [k, v] : j.items()) {
+  for (auto& item : j.items()) {
+    // (Named variables, not a structured binding: clang 14 cannot capture those.)
+    const std::string& k = item.key();
+    const nlohmann::json& v = item.value();
     auto bad = [&](const char* what) { return "options_json: \"" + k + "\" must be " + what; };
     if (k == "run_id") {
       if (!v.is_string()) return bad("a string");
