@@ -9,6 +9,18 @@
 #include <cstring>
 
 namespace stepprof::detail {
+namespace {
+
+// zlib prefixes its messages with the file's name, "<fd:3>" for a descriptor: drop it
+// (the diagnostic names the file; the number means nothing to anyone).
+std::string without_fd(const char* msg) {
+  std::string_view m(msg ? msg : "read error");
+  if (m.starts_with("<fd:"))
+    if (const auto end = m.find(">: "); end != std::string_view::npos) m.remove_prefix(end + 3);
+  return std::string(m);
+}
+
+}  // namespace
 
 std::unique_ptr<ByteSource> ByteSource::open(const std::string& path, std::string& error,
                                              std::size_t chunk_bytes) {
@@ -32,6 +44,11 @@ ByteSource::ByteSource(gzFile f, std::size_t chunk_bytes)
 
 ByteSource::~ByteSource() { gzclose(file_); }
 
+std::uint64_t ByteSource::raw_bytes_read() const {
+  const auto offset = gzoffset(file_);
+  return offset < 0 ? read_ : static_cast<std::uint64_t>(offset);
+}
+
 bool ByteSource::fill() {
   if (eof_) return false;
   if (begin_ > 0) {
@@ -46,14 +63,18 @@ bool ByteSource::fill() {
   int errnum = 0;
   if (got < 0) {
     const char* msg = gzerror(file_, &errnum);
-    error_ = errnum == Z_ERRNO ? std::strerror(errno) : (msg ? msg : "read error");
+    error_ = errnum == Z_ERRNO ? std::strerror(errno) : without_fd(msg);
+    cut_ = errnum == Z_BUF_ERROR;  // zlib: "unexpected end of file"
     eof_ = true;
     return false;
   }
   if (got == 0) {
     eof_ = true;
     const char* msg = gzerror(file_, &errnum);
-    if (errnum != Z_OK && errnum != Z_STREAM_END) error_ = msg ? msg : "read error";
+    if (errnum != Z_OK && errnum != Z_STREAM_END) {
+      error_ = without_fd(msg);
+      cut_ = errnum == Z_BUF_ERROR;
+    }
     return false;
   }
   end_ += static_cast<std::size_t>(got);

@@ -35,6 +35,11 @@ class ByteSource {
 
   /// Non-empty when reading stopped on an error (e.g. a truncated gzip stream).
   [[nodiscard]] const std::string& error() const { return error_; }
+  /// With an error: true when the input just ends early (a gzip stream cut off), false
+  /// when it is corrupt or could not be read (a bad checksum, an I/O error).
+  [[nodiscard]] bool cut_off() const { return cut_; }
+  /// Bytes consumed from the file itself (compressed bytes for gzip input), for progress.
+  [[nodiscard]] std::uint64_t raw_bytes_read() const;
   /// Decompressed bytes before data() (the file offset of the first buffered byte).
   [[nodiscard]] std::uint64_t offset() const { return read_ - (end_ - begin_); }
   /// Decompressed bytes read so far.
@@ -54,6 +59,7 @@ class ByteSource {
   bool eof_ = false;
   std::uint64_t read_ = 0;
   std::string error_;
+  bool cut_ = false;
 };
 
 }  // namespace stepprof::detail

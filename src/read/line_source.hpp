@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include <zlib.h>
+#include "byte_source.hpp"
 
 namespace stepprof::detail {
 
@@ -20,9 +20,6 @@ class LineSource {
   /// sets `error` to the reason (e.g. "No such file or directory").
   static std::unique_ptr<LineSource> open(const std::string& path, std::string& error,
                                           std::size_t chunk_bytes = 1 << 20);
-  ~LineSource();
-  LineSource(const LineSource&) = delete;
-  LineSource& operator=(const LineSource&) = delete;
 
   /// The next line without its '\n' (and without a trailing '\r'). Returns false at
   /// the end of input. `terminated` is false only for a last line with no '\n'.
@@ -32,29 +29,23 @@ class LineSource {
   /// 1-based number of the line last returned.
   [[nodiscard]] std::uint64_t line_number() const { return line_no_; }
   /// Non-empty when reading stopped on an error (e.g. a truncated gzip stream).
-  [[nodiscard]] const std::string& error() const { return error_; }
+  [[nodiscard]] const std::string& error() const { return src_->error(); }
   /// With an error: true when the input just ends early (a gzip stream cut off), false
   /// when it is corrupt or could not be read (a bad checksum, an I/O error).
-  [[nodiscard]] bool cut_off() const { return cut_; }
-  /// Bytes consumed from the (decompressed) input so far.
-  [[nodiscard]] std::uint64_t bytes_read() const { return bytes_; }
+  [[nodiscard]] bool cut_off() const { return src_->cut_off(); }
+  /// Bytes read from the (decompressed) input so far.
+  [[nodiscard]] std::uint64_t bytes_read() const { return src_->bytes_read(); }
   /// Bytes consumed from the file itself (compressed bytes for gzip input), for progress.
-  [[nodiscard]] std::uint64_t raw_bytes_read() const;
+  [[nodiscard]] std::uint64_t raw_bytes_read() const { return src_->raw_bytes_read(); }
 
-  static constexpr std::size_t padding = 64;
+  static constexpr std::size_t padding = ByteSource::padding;
 
  private:
-  LineSource(gzFile f, std::size_t chunk_bytes);
-  bool fill();  // reads more input; false at end or on error
+  explicit LineSource(std::unique_ptr<ByteSource> src) : src_(std::move(src)) {}
 
-  gzFile file_;
-  std::vector<char> buf_;
-  std::size_t begin_ = 0, end_ = 0;
-  bool eof_ = false;
+  std::unique_ptr<ByteSource> src_;
+  std::size_t returned_ = 0;  // bytes of the line last returned (with its newline), consumed on the next call
   std::uint64_t line_no_ = 0;
-  std::uint64_t bytes_ = 0;
-  std::string error_;
-  bool cut_ = false;
 };
 
 }  // namespace stepprof::detail
