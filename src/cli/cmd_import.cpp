@@ -36,32 +36,23 @@ bool write_rank(const std::filesystem::path& file, const RankLog& log, const Dat
 }
 
 int run_import(const ImportOptions& opt) {
-  ReadOptions ro;
-  ro.traces_only = true;
-  ro.kineto.rank = opt.rank;
-  ro.kineto.world_size = opt.world_size;
   if (opt.rank && opt.traces.size() != 1) {
     fmt::print(stderr, "stepprof: --rank applies to one trace; {} were given\n", opt.traces.size());
     return kUsage;
   }
-  if (!opt.steps.empty()) {
-    std::string err;
-    ro.steps = parse_step_range(opt.steps, err);
-    if (!ro.steps) {
-      fmt::print(stderr, "stepprof: --steps: {}\n", err);
-      return kUsage;
-    }
-  }
+  ReadOptions ro;
+  ro.traces_only = true;
+  ro.kineto.rank = opt.rank;
+  ro.kineto.world_size = opt.world_size;
+  InputOptions in_opt;
+  in_opt.logs = opt.traces;
+  in_opt.steps = opt.steps;
+  in_opt.strict = opt.strict;
   Diagnostics diag(opt.strict);
-  const auto files = expand_inputs(opt.traces, diag);
-  const Dataset data = read_logs(files, ro, diag);
-  if (diag.should_stop()) {
-    finish(diag);
-    fmt::print(stderr, "stepprof: stopped at the first problem (--strict)\n");
-    return kInputErrors;
-  }
+  LoadedInput in;
+  if (auto stop = load_input(in_opt, diag, in, ro)) return *stop;
+  const Dataset& data = in.data;
   const int status = finish(diag);
-  if (data.update_count() == 0) return kNoData;
 
   std::error_code ec;
   const std::filesystem::path dir(opt.output);

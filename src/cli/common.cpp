@@ -26,8 +26,7 @@ void add_input_options(CLI::App& cmd, InputOptions& opt) {
   cmd.add_flag("--strict", opt.strict, "stop at the first problem in the input (exit status 1)");
 }
 
-std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out) {
-  ReadOptions ro;
+std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out, ReadOptions ro) {
   if (!opt.steps.empty()) {
     std::string err;
     ro.steps = parse_step_range(opt.steps, err);

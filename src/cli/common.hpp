@@ -11,6 +11,7 @@
 #include "stepprof/dataset.hpp"
 #include "stepprof/diagnostics.hpp"
 #include "stepprof/hierarchy.hpp"
+#include "stepprof/reader.hpp"
 
 namespace stepprof::cli {
 
@@ -40,7 +41,8 @@ struct LoadedInput {
 /// Reads the logs (and the nesting). Returns the exit status to stop with, or nullopt
 /// to go on and analyze `out`. Diagnostics are printed to stderr by finish(). Shows
 /// progress on stderr when it is a terminal; Ctrl-C stops reading (kInterrupted).
-std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out);
+/// `base` sets reader options the command needs beyond `opt` (e.g. traces_only).
+std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out, ReadOptions base = {});
 
 /// Prints the diagnostics to stderr (at most 20 per kind, then a count) and returns the
 /// exit status they call for.
