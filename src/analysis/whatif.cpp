@@ -402,7 +402,7 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
     if (!s.detail)
       s.notes.push_back(
           "no per-micro-batch detail in the log: which samples shared a micro-batch is unknown; micro-batches are "
-          "rebuilt from the frame histogram and input_shapes by random splits, and the interval includes those draws");
+          "rebuilt from the frame histogram and input_shapes by random splits (averaged over the draws)");
   }
 
   // The models that price the change: usable leaf regions; say which ones cannot.
@@ -442,9 +442,11 @@ WhatIfReplay::~WhatIfReplay() = default;
 bool WhatIfReplay::available() const { return impl_->ok; }
 const std::string& WhatIfReplay::why_not() const { return impl_->why_not; }
 
-std::size_t WhatIfReplay::replay(std::uint64_t seed, std::vector<double>& change_ms) const {
+std::size_t WhatIfReplay::replay(std::uint64_t seed, std::vector<double>& change_ms,
+                                 std::vector<std::vector<double>>* features_sum) const {
   const Impl& s = *impl_;
   change_ms.assign(s.updates.size(), 0.0);
+  if (features_sum) features_sum->resize(s.updates.size());
   if (!s.ok) return 0;
   std::vector<std::vector<double>> coef;
   for (const std::size_t i : s.leaves) {
@@ -459,6 +461,11 @@ std::size_t WhatIfReplay::replay(std::uint64_t seed, std::vector<double>& change
   for (std::size_t i = 0; i < s.updates.size(); ++i) {
     s.transform(i, rng, xo, scratch);
     change_ms[i] = s.change(i, xo, coef);
+    if (features_sum) {
+      auto& sum = (*features_sum)[i];
+      sum.resize(xo.size(), 0.0);
+      for (std::size_t f = 0; f < xo.size(); ++f) sum[f] += xo[f];
+    }
     if (!s.layout.empty())
       for (std::uint32_t m = s.layout[i].first; m < s.layout[i].first + s.layout[i].second; ++m) samples += s.mbs[m].count;
   }
@@ -666,19 +673,34 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   const bool random = opt.scenario == Scenario::kBatchedGeometry && (variant == "group" || !s.detail);
   const std::size_t draws = random ? std::max<std::size_t>(1, opt.draws) : 1;
 
-  // Point estimate: the models' own coefficients, the change averaged over the draws.
-  std::vector<double> change(s.updates.size(), 0.0), one;
-  for (std::size_t k = 0; k < draws; ++k) {
-    replay.replay(mix(opt.seed, k), one);
-    for (std::size_t i = 0; i < one.size(); ++i) change[i] += one[i] / static_cast<double>(draws);
-  }
-  const StepTimes point = step_times(sync, change, all_steps(sync));
+  // The expected work of every update after the change: its features averaged over the
+  // draws (a draw is one grouping, or one guess at the unknown composition). The change
+  // is linear in the features, so pricing the mean is the mean of the prices.
+  std::vector<std::vector<double>> xbar;
+  std::vector<std::vector<double>> per_draw(draws);
+  for (std::size_t k = 0; k < draws; ++k) replay.replay(mix(opt.seed, k), per_draw[k], &xbar);
+  for (auto& v : xbar)
+    for (double& f : v) f /= static_cast<double>(draws);
+  auto coefficients = [&] {
+    std::vector<std::vector<double>> c;
+    for (const std::size_t l : s.leaves) {
+      std::vector<double> v;
+      for (const auto& t : models.models[l].terms) v.push_back(t.ms_per_unit);
+      c.push_back(std::move(v));
+    }
+    return c;
+  };
+  auto changes = [&](const std::vector<std::vector<double>>& coef, const std::vector<std::vector<double>>& xs) {
+    std::vector<double> ch(s.updates.size(), 0.0);
+    for (std::size_t i = 0; i < s.updates.size(); ++i) ch[i] = s.change(i, xs[i], coef);
+    return ch;
+  };
+  const auto coef0 = coefficients();
+  const StepTimes point = step_times(sync, changes(coef0, xbar), all_steps(sync));
 
-  // Bootstrap: resample steps, refit the models' terms, one draw per replicate.
+  // Bootstrap: resample steps, refit the models' terms on them, price the same expected work.
   std::vector<StepTimes> boot;
   Rng rng(mix(opt.seed, 0xB007));
-  std::vector<double> xo;
-  std::vector<Sample> scratch;
   for (std::size_t b = 0; b < opt.bootstrap && sync.steps.size() >= 2; ++b) {
     std::vector<std::size_t> steps(sync.steps.size());
     for (auto& k : steps) k = rng.below(sync.steps.size());
@@ -686,18 +708,32 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
     std::vector<std::vector<double>> coef;
     for (std::size_t k = 0; k < s.leaves.size(); ++k)
       coef.push_back(refit_terms(models.models[s.leaves[k]], s.x, s.y[k], rows));
-    Rng draw(mix(opt.seed, 1000 + b));
-    std::vector<double> ch(s.updates.size(), 0.0);
-    std::vector<bool> done(s.updates.size(), false);
-    for (const auto i : rows) {
-      if (done[i]) continue;
-      done[i] = true;
-      s.transform(i, draw, xo, scratch);
-      ch[i] = s.change(i, xo, coef);
-    }
-    boot.push_back(step_times(sync, ch, steps));
+    boot.push_back(step_times(sync, changes(coef, xbar), steps));
+  }
+
+  // Without per-micro-batch detail the interval widens by what the log cannot say: which
+  // samples shared a micro-batch (pad: the spread of the predictions over the draws), and
+  // how regrouping changes the token slots (group: from unchanged down to no padding).
+  std::vector<double> widen;
+  if (variant == "pad" && !s.detail)
+    for (const auto& ch : per_draw) widen.push_back(median_of(step_times(sync, ch, all_steps(sync)).predicted));
+  if (variant == "group" && !s.tokens_known && s.f_slots && s.f_valid) {
+    auto packed = xbar;
+    for (auto& v : packed) v[*s.f_slots] = v[*s.f_valid];
+    widen.push_back(median_of(step_times(sync, changes(coef0, packed), all_steps(sync)).predicted));
   }
   finish(p, sync, point, boot, opt.interval, job_samples_per_update(in, sync));
+  for (const double w : widen) {
+    p.predicted.low_ms = std::min(p.predicted.low_ms, w);
+    p.predicted.high_ms = std::max(p.predicted.high_ms, w);
+  }
+  if (!widen.empty())
+    p.notes.push_back(variant == "pad"
+                          ? fmt::format("the interval is widened to cover the {} random splits of the updates' samples "
+                                        "into micro-batches",
+                                        draws)
+                          : std::string("the interval is widened down to the prediction with no padding left, since "
+                                        "the token slots after regrouping are unknown"));
 
   // Per region: the mean change over updates (regions whose model uses no changed feature
   // do not change and are not listed).
@@ -711,12 +747,8 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
       });
       if (!uses_changed) continue;
       double sum = 0;
-      Rng draw(mix(opt.seed, 0));
-      for (std::size_t i = 0; i < s.updates.size(); ++i) {
-        s.transform(i, draw, xo, scratch);
-        sum += m.predict(xo) - m.predict(s.x[i]);
-      }
-      rc.change_ms = s.updates.empty() ? 0 : sum / static_cast<double>(s.updates.size());
+      for (std::size_t i = 0; i < s.updates.size(); ++i) sum += m.predict(xbar[i]) - m.predict(s.x[i]);
+      rc.change_ms = s.updates.empty() ? 0.0 : sum / static_cast<double>(s.updates.size());
     }
     p.regions.push_back(std::move(rc));
   }
@@ -910,7 +942,7 @@ WhatIfResult run_whatif(const AnalysisInput& in, const WhatIfOptions& opt) {
   r.detail = r.microbatch_detail
                  ? "per-micro-batch detail in every update: micro-batch composition as recorded"
                  : "no per-micro-batch detail: micro-batches rebuilt from the frame histogram and input_shapes "
-                   "(random splits), intervals include those draws";
+                   "(random splits) and intervals widened by what that leaves unknown";
   if (opt.scenario == Scenario::kBalancedRanks) {
     r.predictions.push_back(balanced_prediction(in, r.models, opt, sync));
   } else if (opt.scenario == Scenario::kNoPadding) {

@@ -56,17 +56,10 @@ std::vector<Block> model_blocks(const CostModelSet& set) {
       "({}, {} updates); a model is used only if that held-out error is at most {} of the region's mean time.",
       set.heldout_method, set.updates, pct(set.threshold))});
   out.emplace_back(models_table(set));
-  std::vector<std::string> why;
+  Fields why;
   for (const auto& m : set.models)
-    if (!m.usable) why.push_back(fmt::format("{}: {}", m.region, m.why_not));
-  if (!why.empty()) {
-    NumberedList l;
-    ListItem item;
-    item.title = "Not used for predictions";
-    for (auto& w : why) item.details.emplace_back("model", std::move(w));
-    l.items.push_back(std::move(item));
-    out.emplace_back(std::move(l));
-  }
+    if (!m.usable) why.items.emplace_back("not used: " + m.region, m.why_not);
+  if (!why.items.empty()) out.emplace_back(std::move(why));
   return out;
 }
 
@@ -118,13 +111,10 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
                         fmt::format("{:.2f}x", rb.relative_time)});
     out.emplace_back(std::move(t));
   }
-  NumberedList l;
-  ListItem a;
-  a.title = "Rests on";
-  for (const auto& s : p.assumptions) a.details.emplace_back("assumption", s);
-  for (const auto& s : p.notes) a.details.emplace_back("note", s);
-  l.items.push_back(std::move(a));
-  out.emplace_back(std::move(l));
+  Fields rests;
+  for (const auto& s : p.assumptions) rests.items.emplace_back("assumption", s);
+  for (const auto& s : p.notes) rests.items.emplace_back("weak point", s);
+  out.emplace_back(std::move(rests));
   return out;
 }
 

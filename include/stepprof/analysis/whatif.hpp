@@ -138,8 +138,11 @@ class WhatIfReplay {
   [[nodiscard]] const std::string& why_not() const;
   /// Replays every update once (draw `seed` where the composition is random) with the
   /// models' coefficients: the predicted change of each update's compute [ms], in
-  /// AnalysisInput::updates() order. Returns the number of samples replayed.
-  std::size_t replay(std::uint64_t seed, std::vector<double>& change_ms) const;
+  /// AnalysisInput::updates() order. `features_sum` (optional; one vector per update,
+  /// FeatureSpace order) gets the update's work features after the change added to it.
+  /// Returns the number of samples replayed.
+  std::size_t replay(std::uint64_t seed, std::vector<double>& change_ms,
+                     std::vector<std::vector<double>>* features_sum = nullptr) const;
 
   struct Impl;  ///< internal (src/analysis/whatif.cpp)
   [[nodiscard]] const Impl& impl() const { return *impl_; }
