@@ -486,3 +486,36 @@ TEST_F(RecorderTest, DepthOverflowAndMismatchedExitsAreCounted) {
   EXPECT_EQ(lines[1]["parents"]["d_deep"], nullptr);  // the outermost call exits last
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"depth_overflow", 6}, {"mismatched_exit", 2}}));
 }
+
+TEST_F(RecorderTest, PerMicroBatchDetail) {
+  TempLog log("microbatches");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const std::vector<std::int64_t> f1{9, 9}, t1{120, 101}, f2{3, 9}, t2{40, 90};
+  EXPECT_EQ(microbatch(f1, t1, "vggt_batched", 128), Status::kOk);
+  EXPECT_EQ(microbatch(f2, t2, "vggt_single"), Status::kOk);
+  EXPECT_EQ(microbatch(f2, {}, {}), Status::kOk);                        // frames only, no path
+  EXPECT_EQ(microbatch(f1, t2, "x", 50), Status::kErrArgument);          // 90 tokens > 50
+  EXPECT_EQ(microbatch(std::vector<std::int64_t>{-1}, {}), Status::kErrArgument);
+  EXPECT_EQ(microbatch(f1, std::vector<std::int64_t>{1}), Status::kErrArgument);  // lengths differ
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(end_update(1), Status::kOk);  // no detail: the field is absent
+  ASSERT_EQ(close(), Status::kWarnErrors);
+
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["microbatches"],
+            Json::parse(R"([{"path": "vggt_batched", "frames": [9, 9], "tokens": [120, 101], "padded_length": 128},
+                            {"path": "vggt_single", "frames": [3, 9], "tokens": [40, 90]}, {"frames": [3, 9]}])"));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 3}}));
+  EXPECT_FALSE(lines[2].contains("microbatches"));
+
+  Diagnostics diag;
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(diag.count(Severity::kError), 0u);
+  const auto& mbs = d.ranks.at(0).updates.at(0).microbatches;
+  ASSERT_EQ(mbs.size(), 3u);
+  EXPECT_EQ(d.regions.name(*mbs[1].path), "vggt_single");
+  EXPECT_EQ(mbs[1].tokens, t2);
+  // A path name is not a region of the update unless the region ran.
+  EXPECT_FALSE(d.ranks[0].updates[0].region(*mbs[0].path));
+}

@@ -94,6 +94,12 @@ int main(void) {
   CHECK(stepprof_region_exit(outer) == STEPPROF_OK);
   CHECK(stepprof_error_count(rec, "mismatched_exit") == 1);
   CHECK(stepprof_error_count(rec, NULL) == 2); /* + the padding fraction 2.0 */
+  /* Per-micro-batch detail: two micro-batches written, one rejected (40 tokens > 30). */
+  const int64_t mb_frames[2] = {9, 3}, mb_tokens[2] = {40, 20};
+  CHECK(stepprof_microbatch(mb_frames, mb_tokens, 2, "c_inner", 48) == STEPPROF_OK);
+  CHECK(stepprof_microbatch(mb_frames, NULL, 2, NULL, -1) == STEPPROF_OK);
+  CHECK(stepprof_microbatch(mb_frames, mb_tokens, 2, NULL, 30) == STEPPROF_ERR_ARGUMENT);
+  CHECK_CONTAINS(stepprof_last_error(), "padded_length");
   CHECK(stepprof_end_update(rec, 8) == STEPPROF_OK);
 
   char info[512];
@@ -119,7 +125,9 @@ int main(void) {
     CHECK_CONTAINS(text, "\"counts\":{\"samples\":8},\"frame_histogram\":{\"3\":2},\"input_shapes\":{\"(2, 128)\":1},"
                          "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":1}}\n");
     CHECK_CONTAINS(text, "\"step\":8,");
-    CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1},\"parents\":{\"c_outer\":null},\"recorder_errors\":{\"mismatched_exit\":1}}\n");
+    CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1},\"parents\":{\"c_outer\":null},\"microbatches\":[{\"path\":\"c_inner\","
+                         "\"frames\":[9,3],\"tokens\":[40,20],\"padded_length\":48},{\"frames\":[9,3]}],"
+                         "\"recorder_errors\":{\"mismatched_exit\":1,\"bad_argument\":1}}\n");
   }
   remove(path);
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);

@@ -349,7 +349,8 @@ def train(rank: int, args, init_file: str):
 
 
 def count_work(rec, mbs):
-    """Per-update counters, frame histogram, shapes and sample indices (the real log's)."""
+    """Per-update counters, frame histogram, shapes and sample indices (the real log's),
+    and the per-micro-batch detail."""
     rec.count("micro_steps", len(mbs))
     for mb in mbs:
         counts = mb["frame_counts"]
@@ -375,6 +376,10 @@ def count_work(rec, mbs):
             rec.frame(f)
         rec.input_shape((b, longest))
         rec.sample_indices(mb["indices"])
+        # Per-micro-batch detail (docs/log-schema.md): each sample's frames and valid
+        # tokens and the geometry path the micro-batch takes; `stepprof whatif` uses it.
+        rec.microbatch(frames=counts, tokens=[v + t for v, t in zip(visual, mb["text_lengths"])],
+                       path="vggt_batched" if len(set(counts)) == 1 else "vggt_single", padded_length=longest)
     # padding_fraction is derived by the recorder from token_slots and valid_tokens.
 
 

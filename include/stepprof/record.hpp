@@ -86,6 +86,20 @@ struct InputShape {
   std::int64_t microbatches = 0;   ///< [count]
 };
 
+/// One micro-batch of the update's optional per-micro-batch detail (`microbatches`):
+/// what each of its samples held and which code path it took. Per-sample vectors are in
+/// sample order; when both are present they have one entry per sample.
+struct MicroBatch {
+  std::optional<NameTable::Id> path;  ///< code-path region taken (dataset's region NameTable); absent if not said
+  std::vector<std::int64_t> frames;   ///< frames of each sample [count]; empty if not recorded
+  std::vector<std::int64_t> tokens;   ///< valid (non-padding) tokens of each sample [count]; empty if not recorded
+  /// Token length the micro-batch was padded to [tokens]; absent: the longest sample's tokens.
+  std::optional<std::int64_t> padded_length;
+
+  /// Samples in the micro-batch: the length of `frames`, else of `tokens`.
+  [[nodiscard]] std::size_t samples() const { return frames.empty() ? tokens.size() : frames.size(); }
+};
+
 /// One update record (one optimizer update of one rank).
 struct UpdateRecord {
   std::optional<std::int64_t> rank;  ///< from the record, else from its file's config
@@ -98,6 +112,9 @@ struct UpdateRecord {
   std::vector<InputShape> input_shapes;
   std::vector<std::int64_t> sample_indices;  ///< dataset indices of the update's samples, in order
   std::optional<double> padding_fraction;    ///< 1 - valid_tokens / token_slots [fraction]
+  /// `microbatches`: optional per-micro-batch detail, in micro-batch order; empty when the
+  /// log has none (older logs, the real log).
+  std::vector<MicroBatch> microbatches;
   /// `recorder_errors`: errors the recorder counted since its previous record, by kind
   /// (e.g. {"write_failed", 3}) [count]. Empty when the log has none.
   std::vector<std::pair<std::string, std::int64_t>> recorder_errors;

@@ -21,7 +21,7 @@ std::string config_to_json(const RunConfig& config);
 /// The update record as one JSON object on one line (no trailing newline), with the
 /// real log's field names and order: type, rank, step, wall_ms, cuda_stream_ms,
 /// cpu_call_ms, calls, parents, counts, frame_histogram, input_shapes,
-/// sample_indices, padding_fraction, recorder_errors, then `extra`. Absent values are
+/// sample_indices, padding_fraction, microbatches, recorder_errors, then `extra`. Absent values are
 /// omitted, never written as 0. Input shapes are written as Python tuple text,
 /// e.g. "(8, 3154)", as in the real log.
 std::string update_to_json(const UpdateRecord& update, const NameTable& regions,

@@ -51,6 +51,15 @@ inline constexpr std::string_view kInputShapes = "input_shapes";
 inline constexpr std::string_view kSampleIndices = "sample_indices";
 inline constexpr std::string_view kPaddingFraction = "padding_fraction";
 inline constexpr std::string_view kRecorderErrors = "recorder_errors";
+/// Optional per-micro-batch detail: [{"path", "frames", "tokens", "padded_length"}], one
+/// object per micro-batch in order (docs/log-schema.md "Per-micro-batch detail").
+inline constexpr std::string_view kMicrobatches = "microbatches";
+namespace microbatch {
+inline constexpr std::string_view kPath = "path";                  ///< code-path region taken (string)
+inline constexpr std::string_view kFrames = "frames";              ///< frames per sample [count], in order
+inline constexpr std::string_view kTokens = "tokens";              ///< valid tokens per sample [count], in order
+inline constexpr std::string_view kPaddedLength = "padded_length";  ///< padded token length [tokens]
+}  // namespace microbatch
 /// Optional: host time at the update's entry [ms since the Unix epoch]. No current
 /// recorder writes it; where every update has it, `stepprof trace` places updates at it.
 inline constexpr std::string_view kStartUnixMs = "start_unix_ms";

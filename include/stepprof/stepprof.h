@@ -104,6 +104,15 @@ int stepprof_input_shape(const int64_t* dims, size_t ndims);
 int stepprof_sample_indices(const int64_t* indices, size_t n);
 /* Sets the update's padding_fraction in [0, 1] (else derived from valid_tokens/token_slots). */
 int stepprof_set_padding_fraction(double fraction);
+/* Records one micro-batch of the update's per-micro-batch detail ("microbatches"):
+ *   frames, tokens  NULL or `samples` counts each: frames and valid (non-padding) tokens
+ *                   of every sample of the micro-batch, in order
+ *   path            NULL or the code-path region the micro-batch took (e.g. "vggt_batched")
+ *   padded_length   token length the micro-batch was padded to; < 0: its longest sample
+ * STEPPROF_ERR_ARGUMENT for a negative count or a padded length below a sample's tokens
+ * (counted as bad_argument). */
+int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t samples, const char* path,
+                        int64_t padded_length);
 /* Times the calling thread's regions on CUstream `cu_stream` (NULL: legacy default stream). */
 int stepprof_set_device_stream(void* cu_stream);
 
@@ -143,6 +152,11 @@ static inline int stepprof_frame_histogram_add(int64_t frames, int64_t samples) 
 static inline int stepprof_input_shape(const int64_t* dims, size_t ndims) { (void)dims; (void)ndims; return STEPPROF_OK; }
 static inline int stepprof_sample_indices(const int64_t* indices, size_t n) { (void)indices; (void)n; return STEPPROF_OK; }
 static inline int stepprof_set_padding_fraction(double fraction) { (void)fraction; return STEPPROF_OK; }
+static inline int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t samples, const char* path,
+                                      int64_t padded_length) {
+  (void)frames; (void)tokens; (void)samples; (void)path; (void)padded_length;
+  return STEPPROF_OK;
+}
 static inline int stepprof_set_device_stream(void* cu_stream) { (void)cu_stream; return STEPPROF_OK; }
 static inline const char* stepprof_last_error(void) { return ""; }
 static inline const char* stepprof_status_name(int status) { (void)status; return "ok"; }

@@ -266,6 +266,16 @@ inline void input_shape(std::initializer_list<std::int64_t> dims) noexcept {
 /// Appends dataset indices of the update's samples to `sample_indices`, in order.
 void sample_indices(std::span<const std::int64_t> indices) noexcept;
 
+/// Records one micro-batch of the update's per-micro-batch detail (`microbatches`, in call
+/// order): each sample's frame count and valid (non-padding) token count, the code-path
+/// region it took (e.g. "vggt_batched"; empty: not said) and the token length it was
+/// padded to (< 0: the longest sample's tokens). `frames` or `tokens` may be empty; when
+/// both are given they hold one entry per sample. Negative counts, different lengths, or
+/// a padded length below a sample's tokens are rejected (counted as `bad_argument`,
+/// kErrArgument). The what-if analyses (docs/whatif.md) use this detail when present.
+Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens,
+                  std::string_view path = {}, std::int64_t padded_length = -1) noexcept;
+
 /// Sets the update's `padding_fraction` [0, 1]. When never set in an update, it is
 /// derived as 1 - valid_tokens / token_slots from those counters when both are present.
 /// A value outside [0, 1] or not finite is rejected (kErrArgument).
@@ -346,6 +356,10 @@ inline void input_shape(std::span<const std::int64_t>) noexcept {}
 inline void input_shape(std::initializer_list<std::int64_t>) noexcept {}
 inline void sample_indices(std::span<const std::int64_t>) noexcept {}
 inline Status set_padding_fraction(double) noexcept { return Status::kOk; }
+inline Status microbatch(std::span<const std::int64_t>, std::span<const std::int64_t>, std::string_view = {},
+                         std::int64_t = -1) noexcept {
+  return Status::kOk;
+}
 inline Status set_device_stream(void*) noexcept { return Status::kOk; }
 
 }  // namespace disabled

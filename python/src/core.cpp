@@ -166,6 +166,19 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("set_padding_fraction", [](double f) { return check(stepprof_set_padding_fraction(f)); });
   m.def(
+      "microbatch",
+      [](const std::vector<std::int64_t>& frames, const std::vector<std::int64_t>& tokens, const std::string& path,
+         std::int64_t padded_length) {
+        if (!frames.empty() && !tokens.empty() && frames.size() != tokens.size())
+          throw std::invalid_argument("frames and tokens must have one entry per sample");
+        const std::size_t n = frames.empty() ? tokens.size() : frames.size();
+        return check(stepprof_microbatch(frames.empty() ? nullptr : frames.data(),
+                                         tokens.empty() ? nullptr : tokens.data(), n,
+                                         path.empty() ? nullptr : path.c_str(), padded_length));
+      },
+      py::arg("frames"), py::arg("tokens"), py::arg("path"), py::arg("padded_length"),
+      "Records one micro-batch of the per-micro-batch detail (see Recorder.microbatch).");
+  m.def(
       "set_device_stream",
       [](std::uintptr_t stream) { return check(stepprof_set_device_stream(reinterpret_cast<void*>(stream))); },
       "Times this thread's regions on CUstream `stream` (an integer address, e.g. "

@@ -201,6 +201,36 @@ class Recorder:
             raise ValueError(f"padding fraction {fraction} is outside [0, 1]")
         _core.set_padding_fraction(float(fraction))
 
+    def microbatch(
+        self,
+        *,
+        frames: Optional[Sequence[int]] = None,
+        tokens: Optional[Sequence[int]] = None,
+        path: Optional[str] = None,
+        padded_length: Optional[int] = None,
+    ) -> None:
+        """Records one micro-batch of the update's per-micro-batch detail (the log's
+        `microbatches`, in call order; docs/log-schema.md): `frames[i]` and `tokens[i]`
+        are sample i's frame count and valid (non-padding) token count [count], `path`
+        the code-path region the micro-batch took (e.g. "vggt_batched"), `padded_length`
+        the token length it was padded to (default: its longest sample's tokens).
+        `stepprof whatif` uses this detail (docs/whatif.md).
+
+            rec.microbatch(frames=[9, 9, 3, 9], tokens=[121, 98, 40, 110], path="vggt_single")
+
+        Raises ValueError for negative counts, frames and tokens of different lengths, or a
+        padded length below a sample's tokens."""
+        f = [int(x) for x in frames] if frames is not None else []
+        t = [int(x) for x in tokens] if tokens is not None else []
+        if f and t and len(f) != len(t):
+            raise ValueError(f"frames ({len(f)}) and tokens ({len(t)}) must have one entry per sample")
+        if any(x < 0 for x in f) or any(x < 0 for x in t):
+            raise ValueError("frame and token counts must be >= 0")
+        pad = -1 if padded_length is None else int(padded_length)
+        if padded_length is not None and (pad < 0 or any(x > pad for x in t)):
+            raise ValueError(f"padded_length {padded_length} is below a sample's tokens or negative")
+        _core.microbatch(f, t, "" if path is None else str(path), pad)
+
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
         cuda_stream address)."""

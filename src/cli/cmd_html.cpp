@@ -5,6 +5,7 @@
 #include "common.hpp"
 #include "stepprof/analysis/report.hpp"
 #include "stepprof/analysis/series.hpp"
+#include "stepprof/analysis/whatif.hpp"
 #include "stepprof/render/exports.hpp"
 
 namespace stepprof::cli {
@@ -13,6 +14,7 @@ namespace {
 struct HtmlOptions {
   InputOptions input;
   std::string output;
+  bool no_whatif = false;
 };
 
 int run_html(const HtmlOptions& opt) {
@@ -21,7 +23,14 @@ int run_html(const HtmlOptions& opt) {
   if (auto stop = load_input(opt.input, diag, in)) return *stop;
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const Report report = build_report(ain);
-  const std::string text = render_html(report, build_series(ain, report), diag);
+  std::vector<WhatIfResult> whatifs;
+  if (!opt.no_whatif)
+    for (Scenario sc : {Scenario::kBatchedGeometry, Scenario::kNoPadding, Scenario::kBalancedRanks}) {
+      WhatIfOptions wo;
+      wo.scenario = sc;
+      whatifs.push_back(run_whatif(ain, wo));
+    }
+  const std::string text = render_html(report, build_series(ain, report), diag, whatifs);
   const int status = finish(diag);
   if (!write_output(opt.output, text)) return kUsage;
   return status;
@@ -35,6 +44,7 @@ void add_html_command(CLI::App& app, std::function<void(std::function<int()>)> s
       "html", "write the report with charts as one self-contained HTML file that opens offline in any browser");
   add_input_options(*cmd, opt->input);
   cmd->add_option("-o,--output", opt->output, "write the page to FILE (e.g. report.html) instead of stdout");
+  cmd->add_flag("--no-whatif", opt->no_whatif, "leave out the what-if section (stepprof whatif, docs/whatif.md)");
   cmd->callback([opt, set_action] { set_action([opt] { return run_html(*opt); }); });
 }
 

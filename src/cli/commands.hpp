@@ -16,5 +16,6 @@ void add_trace_command(CLI::App& app, std::function<void(std::function<int()>)> 
 void add_html_command(CLI::App& app, std::function<void(std::function<int()>)> set_action);
 void add_import_command(CLI::App& app, std::function<void(std::function<int()>)> set_action);
 void add_synth_command(CLI::App& app, std::function<void(std::function<int()>)> set_action);
+void add_whatif_command(CLI::App& app, std::function<void(std::function<int()>)> set_action);
 
 }  // namespace stepprof::cli

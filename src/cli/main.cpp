@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   std::function<int()> action;
   auto set_action = [&action](std::function<int()> f) { action = std::move(f); };
   for (Register add : {add_report_command, add_trace_command, add_html_command, add_import_command,
-                       add_synth_command})
+                       add_synth_command, add_whatif_command})
     add(app, set_action);
 
   try {

@@ -89,6 +89,18 @@ std::string update_to_json(const UpdateRecord& u, const NameTable& regions,
   }
   if (!u.sample_indices.empty()) j[key(s::kSampleIndices)] = u.sample_indices;
   if (u.padding_fraction) j[key(s::kPaddingFraction)] = *u.padding_fraction;
+  if (!u.microbatches.empty()) {
+    Json list = Json::array();
+    for (const auto& mb : u.microbatches) {
+      Json m = Json::object();
+      if (mb.path) m[key(s::microbatch::kPath)] = std::string(regions.name(*mb.path));
+      if (!mb.frames.empty()) m[key(s::microbatch::kFrames)] = mb.frames;
+      if (!mb.tokens.empty()) m[key(s::microbatch::kTokens)] = mb.tokens;
+      if (mb.padded_length) m[key(s::microbatch::kPaddedLength)] = *mb.padded_length;
+      list.push_back(std::move(m));
+    }
+    j[key(s::kMicrobatches)] = std::move(list);
+  }
   if (!u.recorder_errors.empty()) {
     Json e = Json::object();
     for (const auto& [kind, n] : u.recorder_errors) e[kind] = n;

@@ -286,6 +286,10 @@ UpdateRecord compact_copy(const UpdateRecord& u) {
     c.input_shapes.push_back({std::vector<std::int64_t>(s.dims.begin(), s.dims.end()), s.microbatches});
   c.sample_indices = std::vector<std::int64_t>(u.sample_indices.begin(), u.sample_indices.end());
   c.padding_fraction = u.padding_fraction;
+  c.microbatches.reserve(u.microbatches.size());
+  for (const auto& m : u.microbatches)
+    c.microbatches.push_back({m.path, std::vector<std::int64_t>(m.frames.begin(), m.frames.end()),
+                              std::vector<std::int64_t>(m.tokens.begin(), m.tokens.end()), m.padded_length});
   c.recorder_errors = u.recorder_errors;
   c.extra = u.extra;
   c.source = u.source;

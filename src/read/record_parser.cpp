@@ -238,6 +238,80 @@ std::optional<std::string_view> plain_string(const char* raw) {
   return std::string_view(raw, static_cast<std::size_t>(p - raw));
 }
 
+// Reads `microbatches`: [{"path": str, "frames": [int], "tokens": [int], "padded_length": int}]
+// (docs/log-schema.md "Per-micro-batch detail"). Every key is optional; an unknown key, a
+// negative count, per-sample arrays of different lengths or a padded length below a
+// sample's tokens reject the record.
+bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<MicroBatch>& out) {
+  namespace m = s::microbatch;
+  od::array list;
+  std::string_view tok;
+  tok = v.raw_json_token();
+  if (v.get_array().get(list))
+    return c.fail(Problem::kBadField, tok.data(),
+                  fmt::format("microbatches: expected an array of objects, found {}", shown(tok)));
+  auto read_counts = [&](od::value fv, std::string_view path, std::vector<std::int64_t>& dst) {
+    od::array a;
+    std::string_view t;
+    t = fv.raw_json_token();
+    if (fv.get_array().get(a))
+      return c.fail(Problem::kBadField, t.data(), fmt::format("{}: expected an array of counts, found {}", path, shown(t)));
+    for (auto elem : a) {
+      od::value ev;
+      if (auto e = elem.get(ev)) return c.fail_json(e, nullptr, fmt::format("in {}", path));
+      std::int64_t n = 0;
+      if (!read_count(ev, token_of(ev), c, {path, {}}, n)) return false;
+      dst.push_back(n);
+    }
+    return true;
+  };
+  std::size_t index = 0;
+  for (auto elem : list) {
+    const std::string where = fmt::format("microbatches[{}]", index++);
+    od::value ev;
+    if (auto e = elem.get(ev)) return c.fail_json(e, nullptr, fmt::format("in {}", where));
+    od::object obj;
+    if (!get_object(ev, c, where, obj)) return false;
+    MicroBatch mb;
+    for (auto f : obj) {
+      std::string_view key;
+      od::value fv;
+      if (auto e = f.unescaped_key().get(key)) return c.fail_json(e, nullptr, fmt::format("in {}", where));
+      if (auto e = f.value().get(fv)) return c.fail_json(e, nullptr, fmt::format("in {}", where));
+      const std::string path = fmt::format("{}.{}", where, key);
+      if (key == m::kPath) {
+        std::string_view name, t;
+        t = fv.raw_json_token();
+        if (fv.get_string().get(name))
+          return c.fail(Problem::kBadField, t.data(), fmt::format("{}: expected a region name, found {}", path, shown(t)));
+        mb.path = regions.intern(name);
+      } else if (key == m::kFrames || key == m::kTokens) {
+        if (!read_counts(fv, path, key == m::kFrames ? mb.frames : mb.tokens)) return false;
+      } else if (key == m::kPaddedLength) {
+        std::int64_t n = 0;
+        if (!read_count(fv, token_of(fv), c, {path, {}}, n)) return false;
+        mb.padded_length = n;
+      } else {
+        return c.fail(Problem::kBadField, nullptr,
+                      fmt::format("{}: unknown key \"{}\" (expected path, frames, tokens, padded_length)", where,
+                                  shown(key)));
+      }
+    }
+    if (!mb.frames.empty() && !mb.tokens.empty() && mb.frames.size() != mb.tokens.size())
+      return c.fail(Problem::kBadField, nullptr,
+                    fmt::format("{}: {} frame counts but {} token counts (one of each per sample)", where,
+                                mb.frames.size(), mb.tokens.size()));
+    if (mb.padded_length)
+      for (const std::int64_t t : mb.tokens)
+        if (t > *mb.padded_length)
+          return c.fail(Problem::kBadField, nullptr,
+                        fmt::format("{}: a sample has {} tokens, more than padded_length {}", where, t,
+                                    *mb.padded_length));
+    out.push_back(std::move(mb));
+  }
+  return true;
+}
+
 // A name to compare with a JSON string's raw bytes: the name and its closing quote as
 // 8-byte words, the last one masked, so one comparison per word decides.
 class RawName {
@@ -485,6 +559,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
   shapes_used_ = 0;  // u.input_shapes is cut to the shapes read at the end (keeping their capacity)
   u.sample_indices.clear();
   u.padding_fraction.reset();
+  u.microbatches.clear();
   u.recorder_errors.clear();
   u.extra.clear();
 
@@ -679,6 +754,8 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         ok = c.fail(Problem::kBadField, trim(tok).data(),
                     fmt::format("padding_fraction: {} is outside [0, 1]", shown(tok)));
       u.padding_fraction = p;
+    } else if (key == s::kMicrobatches) {
+      ok = read_microbatches(v, c, regions_, u.microbatches);
     } else if (key == s::kRecorderErrors) {
       od::object m;
       if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)

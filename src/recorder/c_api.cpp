@@ -263,6 +263,16 @@ int stepprof_set_padding_fraction(double fraction) {
   return STEPPROF_OK;
 }
 
+int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t samples, const char* path,
+                        int64_t padded_length) {
+  const std::size_t nf = frames ? samples : 0, nt = tokens ? samples : 0;
+  const Status s = stepprof::microbatch(std::span<const std::int64_t>(frames, nf),
+                                        std::span<const std::int64_t>(tokens, nt), path ? path : "", padded_length);
+  if (s != Status::kOk)
+    return set_error(status(s), "stepprof_microbatch: counts must be >= 0 and padded_length >= every sample's tokens");
+  return STEPPROF_OK;
+}
+
 int stepprof_set_device_stream(void* cu_stream) {
   const Status s = stepprof::set_device_stream(cu_stream);
   if (s != Status::kOk)

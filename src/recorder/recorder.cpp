@@ -37,12 +37,14 @@ std::uint32_t round_up_pow2(std::uint32_t v) {
   return p;
 }
 
-// Per-update data other than regions and counters (histogram, shapes, indices, padding).
+// Per-update data other than regions and counters (histogram, shapes, indices, padding,
+// per-micro-batch detail; a micro-batch's path is a registered region id).
 struct UpdateData {
   std::map<std::int64_t, std::int64_t> histogram;  // frames -> samples
   std::vector<InputShape> shapes;
   std::vector<std::int64_t> indices;
   std::optional<double> padding;
+  std::vector<MicroBatch> microbatches;
 };
 
 class Core {
@@ -466,6 +468,7 @@ Status Core::end_update(std::int64_t step) {
   u.input_shapes = std::move(d.shapes);
   u.sample_indices = std::move(d.indices);
   u.padding_fraction = d.padding;
+  u.microbatches = std::move(d.microbatches);
 
   collect_errors();
   for (std::size_t k = 0; k < kErrorKinds; ++k)
@@ -660,6 +663,34 @@ void input_shape(std::span<const std::int64_t> dims) noexcept {
 
 void sample_indices(std::span<const std::int64_t> indices) noexcept {
   detail::with_data([&](detail::UpdateData& d) { d.indices.insert(d.indices.end(), indices.begin(), indices.end()); });
+}
+
+Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens, std::string_view path,
+                  std::int64_t padded_length) noexcept {
+  const auto negative = [](std::int64_t v) { return v < 0; };
+  bool bad = std::any_of(frames.begin(), frames.end(), negative) || std::any_of(tokens.begin(), tokens.end(), negative) ||
+             (!frames.empty() && !tokens.empty() && frames.size() != tokens.size());
+  if (padded_length >= 0)
+    bad = bad || std::any_of(tokens.begin(), tokens.end(), [&](std::int64_t t) { return t > padded_length; });
+  if (bad) {
+    if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
+    return Status::kErrArgument;
+  }
+  if (!core().is_open.load(std::memory_order_acquire)) return Status::kOk;
+  std::optional<RegionId> id;
+  if (!path.empty()) {
+    id = region_id(path);  // counts too_many_regions itself when past the limit
+    if (*id >= detail::kOverflowRegion) id.reset();
+  }
+  detail::with_data([&](detail::UpdateData& d) {
+    MicroBatch mb;
+    mb.path = id;
+    mb.frames.assign(frames.begin(), frames.end());
+    mb.tokens.assign(tokens.begin(), tokens.end());
+    if (padded_length >= 0) mb.padded_length = padded_length;
+    d.microbatches.push_back(std::move(mb));
+  });
+  return Status::kOk;
 }
 
 Status set_padding_fraction(double fraction) noexcept {

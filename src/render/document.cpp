@@ -412,6 +412,8 @@ Section findings_section(const Report& rep) {
   return s;
 }
 
+}  // namespace
+
 Section input_section(const Diagnostics& diag) {
   Section s{"input", "Input problems", {}};
   if (diag.total() == 0) {
@@ -435,8 +437,6 @@ Section input_section(const Diagnostics& diag) {
   }
   return s;
 }
-
-}  // namespace
 
 Document build_document(const Report& report, const Diagnostics& diag) {
   Document d;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stepprof/analysis/report.hpp"
+#include "stepprof/analysis/whatif.hpp"
 #include "stepprof/diagnostics.hpp"
 
 namespace stepprof::detail {
@@ -44,5 +45,19 @@ struct Document {
 };
 
 Document build_document(const Report& report, const Diagnostics& diag);
+
+/// The diagnostics as a section ("Input problems").
+Section input_section(const Diagnostics& diag);
+
+/// `stepprof whatif`: input, cost models, one section per prediction, input problems
+/// (whatif_document.cpp).
+Document build_whatif_document(const WhatIfResult& result, const Diagnostics& diag);
+
+/// The what-if section of the HTML report: the cost models once, then every prediction.
+Section whatif_section(const std::vector<WhatIfResult>& results, const std::string& title);
+
+/// Text and markdown of a laid-out document (text.cpp, markdown.cpp).
+std::string text_of(const Document& doc);
+std::string markdown_of(const Document& doc);
 
 }  // namespace stepprof::detail

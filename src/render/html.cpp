@@ -111,6 +111,30 @@ Json chart_data(const UpdateSeries& s) {
   return Json{{"nesting_known", s.nesting_known}, {"steps", s.steps}, {"ranks", ranks}, {"matrices", matrices}};
 }
 
+// The what-if chart: the measured update time and every available prediction, per step.
+Json whatif_data(const std::vector<WhatIfResult>& results) {
+  const Prediction* first = nullptr;
+  for (const auto& r : results)
+    for (const auto& p : r.predictions)
+      if (p.available && !first) first = &p;
+  if (!first) return nullptr;
+  Json steps = Json::array(), measured = Json::array(), series = Json::array();
+  for (const auto& u : first->updates) {
+    steps.push_back(u.step);
+    measured.push_back(u.measured_ms);
+  }
+  series.push_back({{"label", "measured"}, {"ms", measured}});
+  for (const auto& r : results)
+    for (const auto& p : r.predictions) {
+      if (!p.available || p.updates.size() != first->updates.size()) continue;
+      Json ms = Json::array();
+      for (const auto& u : p.updates) ms.push_back(u.predicted_ms);
+      const std::string name(scenario_name(r.scenario));
+      series.push_back({{"label", p.variant.empty() ? name : name + " (" + p.variant + ")"}, {"ms", ms}});
+    }
+  return Json{{"steps", steps}, {"series", series}, {"range", first->range}};
+}
+
 // A chart: a figure with a heading, optional selectors, the chart element and a caption.
 struct Figure {
   std::string chart;  // data-chart value
@@ -221,8 +245,15 @@ void block(const detail::Block& b, std::string& out) {
 
 }  // namespace
 
-std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag) {
-  const detail::Document doc = detail::build_document(report, diag);
+std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag,
+                        const std::vector<WhatIfResult>& whatifs) {
+  detail::Document doc = detail::build_document(report, diag);
+  const Json whatif = whatif_data(whatifs);
+  if (!whatifs.empty()) {
+    // Before the input problems, which stay last.
+    const auto at = doc.sections.empty() ? doc.sections.end() : doc.sections.end() - 1;
+    doc.sections.insert(at, detail::whatif_section(whatifs, "8. What if"));
+  }
   std::string files;
   for (const auto& f : report.run.files) files += (files.empty() ? "" : ", ") + f;
 
@@ -246,13 +277,22 @@ std::string render_html(const Report& report, const UpdateSeries& series, const 
   for (const auto& s : doc.sections) {
     out += "<section id=\"" + html_escape(s.id) + "\">\n<h2>" + html_escape(s.title) + "</h2>\n";
     for (const auto& f : figures_for(s.id, report, series)) figure(f, out);
+    if (s.id == "whatif" && !whatif.is_null())
+      figure({"whatif", "Measured and predicted update time per update",
+              whatif["range"].get<bool>()
+                  ? "From one rank's log: the predictions shown assume every rank improves alike (the upper end of "
+                    "the saving); the tables give the range."
+                  : "Each what-if replays the same updates with the scenario's work, priced by the cost models.",
+              false, false, false},
+             out);
     for (const auto& b : s.blocks) block(b, out);
     out += "</section>\n";
   }
   out += "</main>\n<footer>Written by stepprof. Charts drawn with " + html_escape(detail::chart_library()) +
          " (Apache License 2.0), bundled into this file: it opens offline.</footer>\n";
-  out += "<script type=\"application/json\" id=\"stepprof-data\">" + detail::json_for_script(chart_data(series)) +
-         "</script>\n";
+  Json data = chart_data(series);
+  if (!whatif.is_null()) data["whatif"] = whatif;
+  out += "<script type=\"application/json\" id=\"stepprof-data\">" + detail::json_for_script(data) + "</script>\n";
   out += "<script>" + std::string(detail::report_script()) + "</script>\n</body>\n</html>\n";
   return out;
 }

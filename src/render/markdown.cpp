@@ -64,7 +64,14 @@ void block(const detail::Block& b, std::string& out) {
 }  // namespace
 
 std::string render_markdown(const Report& report, const Diagnostics& diag) {
-  const detail::Document doc = detail::build_document(report, diag);
+  return detail::markdown_of(detail::build_document(report, diag));
+}
+
+std::string render_whatif_markdown(const WhatIfResult& result, const Diagnostics& diag) {
+  return detail::markdown_of(detail::build_whatif_document(result, diag));
+}
+
+std::string detail::markdown_of(const detail::Document& doc) {
   std::string out = "# " + doc.title + "\n";
   for (const auto& s : doc.sections) {
     out += "\n## " + esc(s.title) + "\n\n";

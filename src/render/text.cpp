@@ -68,14 +68,21 @@ void block(const detail::Block& b, std::string& out) {
 
 }  // namespace
 
-std::string render_text(const Report& report, const Diagnostics& diag) {
-  const detail::Document doc = detail::build_document(report, diag);
+std::string detail::text_of(const detail::Document& doc) {
   std::string out = doc.title + "\n" + std::string(doc.title.size(), '=') + "\n";
   for (const auto& s : doc.sections) {
     out += "\n" + s.title + "\n";
     for (const auto& b : s.blocks) block(b, out);
   }
   return out;
+}
+
+std::string render_text(const Report& report, const Diagnostics& diag) {
+  return detail::text_of(detail::build_document(report, diag));
+}
+
+std::string render_whatif_text(const WhatIfResult& result, const Diagnostics& diag) {
+  return detail::text_of(detail::build_whatif_document(result, diag));
 }
 
 }  // namespace stepprof

@@ -57,7 +57,8 @@ def passes(html, expect, texts=()):
 
 def test_real_log_with_nesting():
     html = page("real", "--hierarchy", fx.HIER, fx.LOG)
-    result = passes(html, ["update-time", "regions", "paths-0", "padding"], ["vggt_single", "7. Findings"])
+    result = passes(html, ["update-time", "regions", "paths-0", "padding", "whatif"],
+                    ["vggt_single", "7. Findings", "8. What if"])
     assert all(c["width"] > 500 and c["height"] > 200 for c in result["charts"])
 
 
@@ -69,8 +70,8 @@ def test_four_ranks_with_heatmaps():
     d = OUT / "four-ranks"
     d.mkdir(exist_ok=True)
     html = page("four-ranks", "--hierarchy", fx.HIER, *fx.write_multi_rank(d))
-    passes(html, ["update-time", "heatmap-update_ms", "heatmap-outside_comm_ms", "regions", "paths-0", "padding"],
-           ["rank 2"])
+    passes(html, ["update-time", "heatmap-update_ms", "heatmap-outside_comm_ms", "regions", "paths-0", "padding",
+                  "whatif"], ["rank 2"])
 
 
 def test_hostile_names_stay_text():
@@ -78,7 +79,7 @@ def test_hostile_names_stay_text():
     d.mkdir(exist_ok=True)
     html = page("hostile", fx.write_hostile(d))
     # The checker fails on any alert dialog, extra script or on* attribute.
-    passes(html, ["update-time", "regions", "paths-0", "padding"], [fx.SCRIPT, fx.IMG, fx.HOSTILE_FILE])
+    passes(html, ["update-time", "regions", "paths-0", "padding", "whatif"], [fx.SCRIPT, fx.IMG, fx.HOSTILE_FILE])
 
 
 def test_the_checker_catches_a_broken_page():
@@ -91,6 +92,6 @@ def test_the_checker_catches_a_broken_page():
     for name, text in broken.items():
         f = OUT / f"broken-{name}.html"
         f.write_text(text)
-        r = check(f, ["update-time", "regions", "paths-0", "padding"])
+        r = check(f, ["update-time", "regions", "paths-0", "padding", "whatif"])
         assert r.returncode == 1, (name, r.stdout, r.stderr)
         assert "check_report:" in r.stderr

@@ -422,7 +422,7 @@ def test_html_is_self_contained(tmp_path):
     assert f"script-src 'sha256-{digest}'" in csp  # only the bundled script may run
     assert "default-src 'none'" in csp
     charts = [a["data-chart"] for _, a in page.tags if "data-chart" in a]
-    assert charts == ["update-time", "regions", "paths-0", "padding"]
+    assert charts == ["update-time", "regions", "paths-0", "padding", "whatif"]
 
 
 def test_html_shows_everything_the_report_shows(tmp_path):
@@ -481,7 +481,8 @@ def test_html_multi_rank_heatmaps(tmp_path):
     paths = fx.write_multi_rank(tmp_path)
     _, page = html_page(tmp_path, "--hierarchy", fx.HIER, *paths)
     charts = [a["data-chart"] for _, a in page.tags if "data-chart" in a]
-    assert charts == ["update-time", "heatmap-update_ms", "heatmap-outside_comm_ms", "regions", "paths-0", "padding"]
+    assert charts == ["update-time", "heatmap-update_ms", "heatmap-outside_comm_ms", "regions", "paths-0", "padding",
+                      "whatif"]
     data = json.loads(page.scripts[0][1])
     _, updates = fx.real_records()
     m = {x["id"]: x["values"] for x in data["matrices"]}

@@ -169,3 +169,27 @@ def test_report_reads_the_python_log(tmp_path):
     rows = {r["name"]: r for r in rep["regions"]["rows"]}
     assert rows["child"]["parent"] == "step_total"
     assert rows["step_total"]["host_self_ms"] is not None
+
+
+def test_microbatch_detail(tmp_path):
+    path = tmp_path / "mb.jsonl"
+    rec = stepprof.Recorder(str(path), rank=0, world_size=1, device_timing="off")
+    rec.microbatch(frames=[9, 9], tokens=[120, 101], path="vggt_batched", padded_length=128)
+    rec.microbatch(frames=(3, 9), tokens=[40, 90], path="vggt_single")
+    rec.microbatch(frames=[4])
+    with pytest.raises(ValueError):
+        rec.microbatch(frames=[9, 9], tokens=[1])
+    with pytest.raises(ValueError):
+        rec.microbatch(frames=[-1])
+    with pytest.raises(ValueError):
+        rec.microbatch(tokens=[40, 90], padded_length=50)
+    rec.end_update(1)
+    rec.end_update(2)
+    assert rec.close() == {}
+    _, updates = read_log(path)
+    assert updates[0]["microbatches"] == [
+        {"path": "vggt_batched", "frames": [9, 9], "tokens": [120, 101], "padded_length": 128},
+        {"path": "vggt_single", "frames": [3, 9], "tokens": [40, 90]},
+        {"frames": [4]},
+    ]
+    assert "microbatches" not in updates[1]

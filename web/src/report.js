@@ -167,6 +167,26 @@ function pathsChart(data, rankIndex, groupIndex) {
   };
 }
 
+// Measured and predicted update time per step (stepprof whatif; src/render/html.cpp).
+function whatifChart(data) {
+  const w = data.whatif;
+  const series = w.series.map((s, i) => ({
+    name: s.label,
+    type: 'line',
+    showSymbol: w.steps.length <= 200,
+    lineStyle: i === 0 ? { width: 2.5, color: '#333' } : { type: 'dashed' },
+    itemStyle: i === 0 ? { color: '#333' } : undefined,
+    data: s.ms,
+  }));
+  return {
+    ...base(w.steps.length),
+    tooltip: axisTooltip(ms),
+    xAxis: stepAxis(w.steps),
+    yAxis: valueAxis('ms', undefined, false),
+    series,
+  };
+}
+
 function heatmapChart(data, matrixIndex) {
   const m = data.matrices[matrixIndex];
   const cells = [];
@@ -235,6 +255,9 @@ function draw() {
       show(el, updateTimeChart(data));
     } else if (kind === 'padding') {
       show(el, paddingChart(data));
+    } else if (kind === 'whatif') {
+      if (!data.whatif) throw new Error('stepprof: no data for chart whatif');
+      show(el, whatifChart(data));
     } else if (kind.startsWith('heatmap-')) {
       const i = data.matrices.findIndex((m) => `heatmap-${m.id}` === kind);
       if (i < 0) throw new Error(`stepprof: no data for chart ${kind}`);

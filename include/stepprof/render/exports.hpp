@@ -10,6 +10,7 @@
 #include "stepprof/analysis/report.hpp"
 #include "stepprof/analysis/series.hpp"
 #include "stepprof/analysis/timeline.hpp"
+#include "stepprof/analysis/whatif.hpp"
 #include "stepprof/diagnostics.hpp"
 
 namespace stepprof {
@@ -25,8 +26,11 @@ std::string render_trace(const Timeline& timeline);
 /// report (the same layout), plus charts drawn by the Apache ECharts bundle compiled
 /// into stepprof. Text from the logs is HTML-escaped; the chart data sits in a
 /// <script type="application/json"> element with <, >, &, U+2028 and U+2029 escaped;
-/// a Content-Security-Policy lets only the bundled script run.
-std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag);
+/// a Content-Security-Policy lets only the bundled script run. `whatifs` (optional): the
+/// what-if results shown in a last section, "What if", with a chart of the measured and
+/// predicted update time per update.
+std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag,
+                        const std::vector<WhatIfResult>& whatifs = {});
 
 /// One CSV file: its name (no directory) and its RFC 4180 text (CRLF line ends, fields
 /// with a comma, quote or line break quoted, quotes doubled). An absent value is an empty

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "stepprof/analysis/report.hpp"
+#include "stepprof/analysis/whatif.hpp"
 #include "stepprof/diagnostics.hpp"
 
 namespace stepprof {
@@ -18,5 +19,14 @@ std::string render_markdown(const Report& report, const Diagnostics& diag);
 /// Every figure of the report as one JSON document, schema "stepprof.report/1"
 /// (docs/report-json.md). Keys carry their unit as a suffix (_ms, _per_s, _fraction).
 std::string render_json(const Report& report, const Diagnostics& diag);
+
+/// `stepprof whatif` as plain text / markdown: the cost models, each prediction with its
+/// interval, savings, the regions whose work changes, assumptions and notes.
+std::string render_whatif_text(const WhatIfResult& result, const Diagnostics& diag);
+std::string render_whatif_markdown(const WhatIfResult& result, const Diagnostics& diag);
+
+/// `stepprof whatif --format json`: schema "stepprof.whatif/1" (docs/whatif.md "JSON").
+/// Keys carry their unit as a suffix (_ms, _fraction, _per_s), as in render_json.
+std::string render_whatif_json(const WhatIfResult& result, const Diagnostics& diag);
 
 }  // namespace stepprof

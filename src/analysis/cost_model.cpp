@@ -1,0 +1,258 @@
+#include "stepprof/analysis/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "stepprof/analysis/least_squares.hpp"
+#include "stepprof/analysis/waiting.hpp"
+#include "stepprof/schema.hpp"
+
+namespace stepprof {
+namespace {
+
+std::string unit_of_counter(std::string_view name) {
+  namespace c = schema::counter;
+  if (name == c::kTokenSlots) return "token slot";
+  if (name == c::kValidTokens) return "valid token";
+  if (name == c::kSupervisedTokens) return "supervised token";
+  if (name == c::kMicroSteps) return "micro-batch";
+  auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.substr(name.size() - s.size()) == s; };
+  if (ends("frames")) return "frame";
+  if (ends("samples")) return "sample";
+  if (ends("microbatches")) return "micro-batch";
+  return "count";
+}
+
+bool every_update_has_path_frames(const Dataset& data) {
+  bool any = false;
+  for (const auto& r : data.ranks)
+    for (const auto& u : r.updates) {
+      if (u.microbatches.empty()) return false;
+      for (const auto& mb : u.microbatches)
+        if (!mb.path || (mb.frames.empty() && mb.samples() > 0)) return false;
+      any = true;
+    }
+  return any;
+}
+
+bool any_histogram(const Dataset& data) {
+  for (const auto& r : data.ranks)
+    for (const auto& u : r.updates)
+      if (!u.frame_histogram.empty()) return true;
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::size_t> FeatureSpace::find(Feature::Kind kind, NameTable::Id id) const {
+  for (std::size_t i = 0; i < features.size(); ++i)
+    if (features[i].kind == kind && (kind == Feature::Kind::kFramesSq || features[i].id == id)) return i;
+  return std::nullopt;
+}
+
+std::vector<double> FeatureSpace::values(const UpdateRecord& u) const {
+  std::vector<double> x(features.size(), 0.0);
+  for (std::size_t i = 0; i < features.size(); ++i) {
+    const Feature& f = features[i];
+    switch (f.kind) {
+      case Feature::Kind::kCounter: x[i] = u.counter(f.id).value_or(0.0); break;
+      case Feature::Kind::kCalls:
+        if (const auto* r = u.region(f.id)) x[i] = static_cast<double>(r->calls.value_or(0));
+        break;
+      case Feature::Kind::kFramesSq:
+        for (const auto& [frames, samples] : u.frame_histogram)
+          x[i] += static_cast<double>(frames) * static_cast<double>(frames) * static_cast<double>(samples);
+        break;
+      case Feature::Kind::kPathFramesSq:
+        for (const auto& mb : u.microbatches)
+          if (mb.path == f.id)
+            for (const std::int64_t fr : mb.frames) x[i] += static_cast<double>(fr) * static_cast<double>(fr);
+        break;
+    }
+  }
+  return x;
+}
+
+double RegionModel::predict(std::span<const double> x) const {
+  double t = 0;
+  for (const auto& term : terms) t += term.ms_per_unit * x[term.feature];
+  return t;
+}
+
+const RegionModel* CostModelSet::find(std::string_view region) const {
+  for (const auto& m : models)
+    if (m.region == region) return &m;
+  return nullptr;
+}
+
+FeatureSpace build_feature_space(const AnalysisInput& in) {
+  namespace c = schema::counter;
+  FeatureSpace s;
+  s.counters.samples = in.counter(c::kSamples);
+  s.counters.frames = in.counter(c::kFrames);
+  s.counters.token_slots = in.counter(c::kTokenSlots);
+  s.counters.valid_tokens = in.counter(c::kValidTokens);
+  s.counters.supervised_tokens = in.counter(c::kSupervisedTokens);
+  s.counters.micro_steps = in.counter(c::kMicroSteps);
+  s.microbatch_frames = every_update_has_path_frames(in.data);
+
+  auto add_counter = [&](std::optional<NameTable::Id> id) {
+    if (!id || s.find(Feature::Kind::kCounter, *id)) return;
+    const std::string name(in.data.counters.name(*id));
+    s.features.push_back({Feature::Kind::kCounter, *id, name, unit_of_counter(name)});
+  };
+  add_counter(s.counters.token_slots);
+  add_counter(s.counters.valid_tokens);
+  add_counter(s.counters.frames);
+  add_counter(s.counters.samples);
+  if (any_histogram(in.data)) s.features.push_back({Feature::Kind::kFramesSq, 0, "frames_sq", "frame^2"});
+  add_counter(s.counters.supervised_tokens);
+  add_counter(s.counters.micro_steps);
+
+  if (in.hierarchy)
+    for (const auto& [group, nodes] : in.hierarchy->alternatives())
+      for (const auto* node : nodes) {
+        PathCounters p;
+        p.region = node->name;
+        p.group = group;
+        p.id = in.region(node->name);
+        p.samples = in.counter(node->samples());
+        p.frames = in.counter(node->frames());
+        p.microbatches = in.counter(node->microbatches());
+        add_counter(p.frames);
+        add_counter(p.samples);
+        if (s.microbatch_frames && p.id)
+          s.features.push_back({Feature::Kind::kPathFramesSq, *p.id, node->name + "_frames_sq", "frame^2"});
+        add_counter(p.microbatches);
+        s.paths.push_back(std::move(p));
+      }
+  for (NameTable::Id id = 0; id < in.data.regions.size(); ++id)
+    s.features.push_back({Feature::Kind::kCalls, id, "calls", "call"});
+  return s;
+}
+
+std::vector<std::size_t> candidate_features(const FeatureSpace& space, NameTable::Id region) {
+  std::vector<std::size_t> out;
+  auto add = [&](std::optional<std::size_t> i) {
+    if (i && std::find(out.begin(), out.end(), *i) == out.end()) out.push_back(*i);
+  };
+  auto counter = [&](std::optional<NameTable::Id> id) {
+    return id ? space.find(Feature::Kind::kCounter, *id) : std::nullopt;
+  };
+  auto path_work = [&](const PathCounters& p) {
+    add(counter(p.frames));
+    add(counter(p.samples));
+    if (p.id) add(space.find(Feature::Kind::kPathFramesSq, *p.id));
+    add(counter(p.microbatches));
+  };
+  const auto path = std::find_if(space.paths.begin(), space.paths.end(),
+                                 [&](const PathCounters& p) { return p.id == region; });
+  if (path != space.paths.end()) {
+    path_work(*path);
+  } else {
+    add(space.find(Feature::Kind::kCalls, region));
+    const auto& c = space.counters;
+    add(counter(c.token_slots));
+    add(counter(c.valid_tokens));
+    add(counter(c.frames));
+    add(counter(c.samples));
+    add(space.find(Feature::Kind::kFramesSq, 0));
+    add(counter(c.supervised_tokens));
+    add(counter(c.micro_steps));
+    for (const auto& p : space.paths) path_work(p);
+  }
+  add(space.find(Feature::Kind::kCalls, region));
+  return out;
+}
+
+double region_time(const UpdateRecord& u, NameTable::Id region, bool device) {
+  return region_ms(u, region, device).value_or(0.0);
+}
+
+CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& options) {
+  CostModelSet set;
+  set.threshold = options.threshold;
+  set.space = build_feature_space(in);
+  const auto updates = in.updates();
+  set.updates = updates.size();
+  set.heldout_method = updates.size() <= kExactLooRows
+                           ? "exact refits"
+                           : fmt::format("PRESS shortcut (more than {} updates)", kExactLooRows);
+  const auto comm = find_comm_region(in);
+  if (comm) set.comm_region = std::string(in.data.regions.name(comm->id));
+
+  std::vector<std::vector<double>> x;
+  x.reserve(updates.size());
+  for (const auto* u : updates) x.push_back(set.space.values(*u));
+
+  for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
+    RegionModel m;
+    m.region = std::string(in.data.regions.name(id));
+    m.id = id;
+    m.device = in.has_device_time(id);
+    m.updates = updates.size();
+    std::vector<double> y;
+    y.reserve(updates.size());
+    for (const auto* u : updates) y.push_back(region_time(*u, id, m.device));
+    if (std::none_of(y.begin(), y.end(), [](double t) { return t > 0; })) continue;  // never ran (e.g. only a path name)
+    double sum = 0;
+    for (double t : y) sum += t;
+    m.mean_ms = sum / static_cast<double>(y.size());
+    if (comm && comm->id == id) {
+      m.why_not = "communication region: its time is mostly waiting for other ranks (the what-ifs model it apart)";
+      set.models.push_back(std::move(m));
+      continue;
+    }
+    m.candidates = candidate_features(set.space, id);
+    if (updates.size() < 3) {
+      m.why_not = fmt::format("fitted on {} update(s): at least {} are needed", updates.size(), kMinUpdates);
+      set.models.push_back(std::move(m));
+      continue;
+    }
+    std::vector<double> a(updates.size() * m.candidates.size());
+    for (std::size_t r = 0; r < updates.size(); ++r)
+      for (std::size_t k = 0; k < m.candidates.size(); ++k) a[r * m.candidates.size() + k] = x[r][m.candidates[k]];
+    SelectionOptions so;
+    so.min_gain = options.min_gain;
+    so.max_columns = options.max_terms;
+    // The model to beat: a path's cost per unit of its own work (its first candidate), any
+    // other region's cost per call.
+    const bool is_path = std::any_of(set.space.paths.begin(), set.space.paths.end(),
+                                     [&](const PathCounters& p) { return p.id == id; });
+    const auto calls = set.space.find(Feature::Kind::kCalls, id);
+    for (std::size_t k = 0; k < m.candidates.size(); ++k)
+      if (is_path ? k == 0 : m.candidates[k] == calls) so.baseline = k;
+    const Selection sel = select_columns(MatrixView{a, updates.size(), m.candidates.size()}, y, so);
+    for (std::size_t k = 0; k < sel.columns.size(); ++k) m.terms.push_back({m.candidates[sel.columns[k]], sel.coef[k]});
+    for (const auto& step : sel.steps) m.selection.emplace_back(m.candidates[step.column], step.heldout_rmse);
+    m.r2 = sel.r2;
+    m.heldout_rmse_ms = sel.heldout_rmse;
+    m.heldout_fraction = m.mean_ms > 0 ? m.heldout_rmse_ms / m.mean_ms : 0;
+    if (m.terms.empty())
+      m.why_not = "no feature gets a positive cost";
+    else if (updates.size() < kMinUpdates)
+      m.why_not = fmt::format("fitted on {} updates: at least {} are needed", updates.size(), kMinUpdates);
+    else if (m.heldout_fraction > options.threshold)
+      m.why_not = fmt::format("held-out error {:.0f} % of its mean time is above the {:.0f} % threshold",
+                              m.heldout_fraction * 100, options.threshold * 100);
+    else
+      m.usable = true;
+    set.models.push_back(std::move(m));
+  }
+  return set;
+}
+
+std::vector<double> refit_terms(const RegionModel& model, const std::vector<std::vector<double>>& x,
+                                std::span<const double> y, std::span<const std::size_t> rows) {
+  const std::size_t k = model.terms.size();
+  std::vector<double> a(rows.size() * k), b(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (std::size_t j = 0; j < k; ++j) a[r * k + j] = x[rows[r]][model.terms[j].feature];
+    b[r] = y[rows[r]];
+  }
+  return nnls(MatrixView{a, rows.size(), k}, b);
+}
+
+}  // namespace stepprof

@@ -1,0 +1,962 @@
+#include "stepprof/analysis/whatif.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "stepprof/analysis/code_paths.hpp"
+#include "stepprof/analysis/least_squares.hpp"
+#include "stepprof/analysis/stats.hpp"
+#include "stepprof/analysis/waiting.hpp"
+#include "stepprof/schema.hpp"
+
+namespace stepprof {
+namespace {
+
+// SplitMix64 (Steele, Lea & Flood 2014): small, fast, and the same sequence on every
+// platform, so a what-if is reproducible from its seed.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : s_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  std::size_t below(std::size_t n) { return n ? static_cast<std::size_t>(next() % n) : 0; }
+
+ private:
+  std::uint64_t s_;
+};
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) { return Rng(a * 0x100000001B3ull ^ b).next(); }
+
+double median_of(std::vector<double> v) { return v.empty() ? 0.0 : summarize(std::move(v))->median; }
+
+Interval interval_of(double point, std::vector<double> boot, double central) {
+  Interval iv{point, point, point};
+  if (boot.empty()) return iv;
+  std::sort(boot.begin(), boot.end());
+  iv.low_ms = std::min(point, quantile_sorted(boot, (1.0 - central) / 2));
+  iv.high_ms = std::max(point, quantile_sorted(boot, (1.0 + central) / 2));
+  return iv;
+}
+
+struct Sample {
+  std::int64_t frames = 0;
+  std::int64_t tokens = -1;  // -1: not known
+};
+
+// A micro-batch of the replay: samples [first, first + count) of Impl::samples.
+struct Mb {
+  std::uint32_t first = 0, count = 0;
+  std::int64_t padded = -1;  // token slots per sample as recorded; -1: not known
+  bool geometry = true;      // goes through the alternative group being replaced
+};
+
+}  // namespace
+
+// ---- the replay ------------------------------------------------------------------------
+
+struct WhatIfReplay::Impl {
+  bool ok = false;
+  std::string why_not;
+  Scenario scenario = Scenario::kBatchedGeometry;
+  std::string variant;
+  const CostModelSet* models = nullptr;
+  std::vector<const UpdateRecord*> updates;
+  std::vector<std::vector<double>> x;  // feature values per update
+  std::vector<std::size_t> leaves;     // models used for the change: usable leaf regions
+  std::vector<std::vector<double>> y;  // per used model: its time per update [ms]
+  std::vector<std::size_t> changed;    // features the scenario may change
+  std::vector<RegionChange> affected;  // leaf regions whose candidate features change
+  std::vector<std::string> assumptions, notes;
+
+  // batched-geometry
+  std::string group, target;
+  bool detail = false, tokens_known = false;
+  std::vector<Sample> samples;
+  std::vector<Mb> mbs;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> layout;  // per update: first micro-batch, count
+  std::vector<Sample> pool;                                     // every sample, by frame count
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> bucket;  // per pool entry: its frame count's [begin, end)
+  std::optional<std::size_t> t_samples, t_frames, t_mbs, t_fsq, t_calls;
+  std::vector<std::size_t> zeroed;  // the other paths' features
+  std::optional<std::size_t> f_frames, f_fsq, f_valid, f_slots;
+  double calls_per_mb = 1;
+
+  void transform(std::size_t i, Rng& rng, std::vector<double>& xo, std::vector<Sample>& scratch) const;
+  double change(std::size_t i, const std::vector<double>& xo, const std::vector<std::vector<double>>& coef) const;
+};
+
+void WhatIfReplay::Impl::transform(std::size_t i, Rng& rng, std::vector<double>& xo,
+                                   std::vector<Sample>& scratch) const {
+  xo = x[i];
+  if (scenario == Scenario::kNoPadding) {
+    if (f_slots && f_valid) xo[*f_slots] = xo[*f_valid];
+    return;
+  }
+  const auto [mb_first, mb_count] = layout[i];
+  if (mb_count == 0) return;
+  double ts = 0, tf = 0, tsq = 0, tm = 0;
+  double old_frames = 0, old_fsq = 0, old_valid = 0, old_slots = 0;
+  double new_frames = 0, new_fsq = 0, new_valid = 0, new_slots = 0;
+  if (variant == "pad" && !detail) {  // composition unknown: a random split of the update's samples
+    scratch.assign(samples.begin() + mbs[mb_first].first,
+                   samples.begin() + mbs[mb_first].first +
+                       std::accumulate(mbs.begin() + mb_first, mbs.begin() + mb_first + mb_count, 0u,
+                                       [](std::uint32_t s, const Mb& m) { return s + m.count; }));
+    for (std::size_t k = scratch.size(); k > 1; --k) std::swap(scratch[k - 1], scratch[rng.below(k)]);
+  }
+  std::size_t offset = 0;
+  for (std::uint32_t m = mb_first; m < mb_first + mb_count; ++m) {
+    const Mb& mb = mbs[m];
+    const double n = mb.count;
+    if (!mb.geometry || mb.count == 0) {
+      offset += mb.count;
+      continue;
+    }
+    if (variant == "pad") {
+      std::int64_t fmax = 0;
+      for (std::uint32_t s = 0; s < mb.count; ++s)
+        fmax = std::max(fmax, detail ? samples[mb.first + s].frames : scratch[offset + s].frames);
+      const double f = static_cast<double>(fmax);
+      ts += n;
+      tf += n * f;
+      tsq += n * f * f;
+      tm += 1;
+    } else {  // group: samples of one frame count, drawn from the window's samples
+      const auto [b0, b1] = bucket[rng.below(pool.size())];
+      std::int64_t longest = 0;
+      double tokens = 0;
+      for (std::uint32_t s = 0; s < mb.count; ++s) {
+        const Sample& drawn = pool[b0 + rng.below(b1 - b0)];
+        const auto f = static_cast<double>(drawn.frames);
+        new_frames += f;
+        new_fsq += f * f;
+        tf += f;
+        tsq += f * f;
+        tokens += static_cast<double>(drawn.tokens);
+        longest = std::max(longest, drawn.tokens);
+        const Sample& old = samples[mb.first + s];
+        old_frames += static_cast<double>(old.frames);
+        old_fsq += static_cast<double>(old.frames) * static_cast<double>(old.frames);
+        if (tokens_known) old_valid += static_cast<double>(old.tokens);
+      }
+      if (tokens_known) {
+        new_valid += tokens;
+        new_slots += n * static_cast<double>(longest);
+        old_slots += n * static_cast<double>(mb.padded);
+      }
+      ts += n;
+      tm += 1;
+    }
+    offset += mb.count;
+  }
+  for (const std::size_t f : zeroed) xo[f] = 0;
+  if (t_samples) xo[*t_samples] = ts;
+  if (t_frames) xo[*t_frames] = tf;
+  if (t_fsq) xo[*t_fsq] = tsq;
+  if (t_mbs) xo[*t_mbs] = tm;
+  if (t_calls) xo[*t_calls] = tm * calls_per_mb;
+  if (variant == "group") {
+    if (f_frames) xo[*f_frames] += new_frames - old_frames;
+    if (f_fsq) xo[*f_fsq] += new_fsq - old_fsq;
+    if (tokens_known && f_valid) xo[*f_valid] += new_valid - old_valid;
+    if (tokens_known && f_slots) xo[*f_slots] += new_slots - old_slots;
+  }
+}
+
+double WhatIfReplay::Impl::change(std::size_t i, const std::vector<double>& xo,
+                                  const std::vector<std::vector<double>>& coef) const {
+  double d = 0;
+  for (std::size_t k = 0; k < leaves.size(); ++k) {
+    const RegionModel& m = models->models[leaves[k]];
+    for (std::size_t j = 0; j < m.terms.size(); ++j) {
+      const std::size_t f = m.terms[j].feature;
+      d += coef[k][j] * (xo[f] - x[i][f]);
+    }
+  }
+  return d;
+}
+
+namespace {
+
+std::string join_names(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Leaf regions of the nesting present in the models, outside the communication region.
+std::vector<std::size_t> leaf_models(const AnalysisInput& in, const CostModelSet& set) {
+  std::vector<std::size_t> out;
+  if (!in.hierarchy) return out;
+  for (std::size_t i = 0; i < set.models.size(); ++i) {
+    const RegionModel& m = set.models[i];
+    const HierarchyNode* node = in.hierarchy->find(m.region);
+    if (!node) continue;
+    bool has_child = false;
+    for (const auto* c : in.hierarchy->children(m.region))
+      if (in.region(c->name)) has_child = true;
+    if (has_child) continue;
+    if (!set.comm_region.empty() &&
+        (m.region == set.comm_region || in.hierarchy->is_ancestor(set.comm_region, m.region)))
+      continue;
+    out.push_back(i);
+  }
+  return out;
+}
+
+// Fills the micro-batch layout of every update: from the per-micro-batch detail when every
+// update has it, else from the frame histogram (sizes from input_shapes or an even split).
+void build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const std::vector<NameTable::Id>& group_ids) {
+  s.detail = !s.updates.empty();
+  for (const auto* u : s.updates) {
+    bool ok = !u->microbatches.empty();
+    for (const auto& mb : u->microbatches)
+      if (mb.frames.empty() && mb.samples() > 0) ok = false;
+    if (!ok) s.detail = false;
+  }
+  s.tokens_known = s.detail;
+  if (s.detail)
+    for (const auto* u : s.updates)
+      for (const auto& mb : u->microbatches)
+        if (mb.tokens.size() != mb.frames.size()) s.tokens_known = false;
+  const auto micro_steps = in.counter(schema::counter::kMicroSteps);
+  for (const auto* u : s.updates) {
+    const auto first_mb = static_cast<std::uint32_t>(s.mbs.size());
+    if (s.detail) {
+      for (const auto& mb : u->microbatches) {
+        Mb m;
+        m.first = static_cast<std::uint32_t>(s.samples.size());
+        m.count = static_cast<std::uint32_t>(mb.frames.size());
+        m.geometry = !mb.path || std::find(group_ids.begin(), group_ids.end(), *mb.path) != group_ids.end();
+        std::int64_t longest = 0;
+        for (std::size_t k = 0; k < mb.frames.size(); ++k) {
+          const std::int64_t t = s.tokens_known ? mb.tokens[k] : -1;
+          s.samples.push_back({mb.frames[k], t});
+          longest = std::max(longest, t);
+        }
+        m.padded = mb.padded_length.value_or(longest);
+        s.mbs.push_back(m);
+      }
+    } else {
+      const auto first_sample = static_cast<std::uint32_t>(s.samples.size());
+      for (const auto& [frames, n] : u->frame_histogram)
+        for (std::int64_t k = 0; k < n; ++k) s.samples.push_back({frames, -1});
+      const auto total = static_cast<std::uint32_t>(s.samples.size() - first_sample);
+      std::vector<std::uint32_t> sizes;
+      for (const auto& shape : u->input_shapes)
+        for (std::int64_t k = 0; k < shape.microbatches && !shape.dims.empty(); ++k)
+          sizes.push_back(static_cast<std::uint32_t>(shape.dims[0]));
+      if (std::accumulate(sizes.begin(), sizes.end(), 0u) != total) {
+        sizes.clear();
+        const auto m = static_cast<std::uint32_t>(std::max(1.0, micro_steps ? u->counter(*micro_steps).value_or(1) : 1.0));
+        for (std::uint32_t k = 0; k < m; ++k) sizes.push_back(total / m + (k < total % m ? 1 : 0));
+      }
+      std::uint32_t at = first_sample;
+      for (const std::uint32_t n : sizes) {
+        s.mbs.push_back({at, n, -1, true});
+        at += n;
+      }
+    }
+    s.layout.emplace_back(first_mb, static_cast<std::uint32_t>(s.mbs.size()) - first_mb);
+  }
+  // The pool the group variant draws from: every geometry sample, by frame count.
+  for (const auto& m : s.mbs)
+    if (m.geometry)
+      for (std::uint32_t k = 0; k < m.count; ++k) s.pool.push_back(s.samples[m.first + k]);
+  std::stable_sort(s.pool.begin(), s.pool.end(), [](const Sample& a, const Sample& b) { return a.frames < b.frames; });
+  s.bucket.resize(s.pool.size());
+  for (std::size_t b = 0; b < s.pool.size();) {
+    std::size_t e = b;
+    while (e < s.pool.size() && s.pool[e].frames == s.pool[b].frames) ++e;
+    for (std::size_t k = b; k < e; ++k) s.bucket[k] = {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(e)};
+    b = e;
+  }
+}
+
+}  // namespace
+
+WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, const WhatIfOptions& opt,
+                           std::string variant)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.scenario = opt.scenario;
+  s.variant = std::move(variant);
+  s.models = &models;
+  s.updates = in.updates();
+  const FeatureSpace& space = models.space;
+  auto fail = [&](std::string why) { s.why_not = std::move(why); };
+  if (!in.hierarchy) { fail("needs the region nesting (give --hierarchy FILE, or a log with parents)"); return; }
+  if (s.scenario == Scenario::kBalancedRanks) { fail("balanced-ranks does not replay updates"); return; }
+  for (const auto* u : s.updates) s.x.push_back(space.values(*u));
+  auto counter_feature = [&](std::optional<NameTable::Id> id) {
+    return id ? space.find(Feature::Kind::kCounter, *id) : std::nullopt;
+  };
+  s.f_frames = counter_feature(space.counters.frames);
+  s.f_fsq = space.find(Feature::Kind::kFramesSq, 0);
+  s.f_valid = counter_feature(space.counters.valid_tokens);
+  s.f_slots = counter_feature(space.counters.token_slots);
+
+  if (s.scenario == Scenario::kNoPadding) {
+    if (!s.f_slots || !s.f_valid) { fail("needs the token_slots and valid_tokens counters"); return; }
+    s.changed = {*s.f_slots};
+    s.assumptions.push_back(
+        "sequences are packed without padding: token slots = valid tokens in every update; each region keeps "
+        "its cost per token slot");
+  } else {
+    // The group of alternatives and the path every micro-batch takes.
+    std::vector<const PathCounters*> members;
+    for (const auto& p : space.paths)
+      if (opt.group.empty() ? (members.empty() || p.group == members.front()->group) : p.group == opt.group)
+        members.push_back(&p);
+    if (members.size() < 2) {
+      fail(opt.group.empty() ? "the nesting marks no group of alternative code paths (alt=GROUP)"
+                             : fmt::format("no alternative group \"{}\" with two or more paths", opt.group));
+      return;
+    }
+    s.group = members.front()->group;
+    s.target = opt.path;
+    if (s.target.empty()) {
+      for (const auto& g : analyze_code_paths(in).groups)
+        if (g.group == s.group) s.target = g.fast;
+      if (s.target.empty()) {
+        fail(fmt::format("cannot tell which path of group {} is the cheaper one (both must have run with their "
+                         "frames or samples counted); give --path REGION",
+                         s.group));
+        return;
+      }
+    }
+    const auto t = std::find_if(members.begin(), members.end(), [&](const PathCounters* p) { return p->region == s.target; });
+    if (t == members.end()) { fail(fmt::format("{} is not a path of group {}", s.target, s.group)); return; }
+    const PathCounters& tp = **t;
+    if (!tp.id) { fail(fmt::format("{} never ran in this window: its cost is unknown", tp.region)); return; }
+    std::vector<NameTable::Id> group_ids;
+    for (const auto* p : members)
+      if (p->id) group_ids.push_back(*p->id);
+    s.t_samples = counter_feature(tp.samples);
+    s.t_frames = counter_feature(tp.frames);
+    s.t_mbs = counter_feature(tp.microbatches);
+    s.t_fsq = space.find(Feature::Kind::kPathFramesSq, *tp.id);
+    s.t_calls = space.find(Feature::Kind::kCalls, *tp.id);
+    for (const auto* p : members) {
+      if (p == &tp) continue;
+      for (auto f : {counter_feature(p->samples), counter_feature(p->frames), counter_feature(p->microbatches),
+                     p->id ? space.find(Feature::Kind::kPathFramesSq, *p->id) : std::nullopt,
+                     p->id ? space.find(Feature::Kind::kCalls, *p->id) : std::nullopt})
+        if (f) s.zeroed.push_back(*f);
+    }
+    // Calls of the target path per micro-batch it ran (1 for a batched call).
+    double calls = 0, runs = 0;
+    for (const auto* u : s.updates) {
+      const RegionSample* r = u->region(*tp.id);
+      if (!r || !r->calls) continue;
+      double m = tp.microbatches ? u->counter(*tp.microbatches).value_or(0) : 0;
+      if (m == 0)
+        for (const auto& mb : u->microbatches) m += mb.path == tp.id ? 1 : 0;
+      if (m > 0) {
+        calls += static_cast<double>(*r->calls);
+        runs += m;
+      }
+    }
+    if (runs > 0) s.calls_per_mb = calls / runs;
+    build_layout(in, s, group_ids);
+    if (s.pool.empty()) { fail("no sample frame counts: needs the frame_histogram or per-micro-batch detail"); return; }
+    for (auto f : {s.t_samples, s.t_frames, s.t_mbs, s.t_fsq, s.t_calls})
+      if (f) s.changed.push_back(*f);
+    for (auto f : s.zeroed) s.changed.push_back(f);
+    if (s.variant == "group") {
+      for (auto f : {s.f_frames, s.f_fsq}) if (f) s.changed.push_back(*f);
+      if (s.tokens_known)
+        for (auto f : {s.f_valid, s.f_slots}) if (f) s.changed.push_back(*f);
+    }
+    const std::string others = [&] {
+      std::vector<std::string> v;
+      for (const auto* p : members)
+        if (p != &tp) v.push_back(p->region);
+      return join_names(v);
+    }();
+    s.assumptions.push_back(fmt::format(
+        "every micro-batch through group {} takes {} ({} call(s) per micro-batch, as measured); {} no longer runs",
+        s.group, s.target, fmt::format("{:.3g}", s.calls_per_mb), others));
+    if (s.variant == "pad")
+      s.assumptions.push_back(fmt::format(
+          "each micro-batch's samples are padded up to its largest frame count; a padded frame costs what a real frame "
+          "costs wherever a model counts {}'s frames; regions that count all frames (e.g. the vision encoder) see only "
+          "the real ones",
+          s.target));
+    else
+      s.assumptions.push_back(fmt::format(
+          "samples are grouped by frame count, as a length-bucketing sampler does: every micro-batch keeps its size and "
+          "holds samples of one frame count, drawn from the window's {} samples (a frame count in proportion to how "
+          "often it occurs; {} draws per update){}",
+          s.pool.size(), opt.draws,
+          s.tokens_known ? "; token slots follow from the drawn samples' tokens, padded to the longest"
+                         : "; token slots and valid tokens unchanged (per-sample token counts are not in the log)"));
+    if (!s.detail)
+      s.notes.push_back(
+          "no per-micro-batch detail in the log: which samples shared a micro-batch is unknown; micro-batches are "
+          "rebuilt from the frame histogram and input_shapes by random splits (averaged over the draws)");
+  }
+
+  // The models that price the change: usable leaf regions; say which ones cannot.
+  for (const std::size_t i : leaf_models(in, models)) {
+    const RegionModel& m = models.models[i];
+    const bool affected = std::any_of(m.candidates.begin(), m.candidates.end(), [&](std::size_t f) {
+      return std::find(s.changed.begin(), s.changed.end(), f) != s.changed.end();
+    });
+    if (m.usable) {
+      s.leaves.push_back(i);
+      std::vector<double> y;
+      for (const auto* u : s.updates) y.push_back(region_time(*u, m.id, m.device));
+      s.y.push_back(std::move(y));
+    }
+    if (!affected) continue;
+    RegionChange rc;
+    rc.region = m.region;
+    rc.measured_ms = m.mean_ms;
+    rc.modeled = m.usable;
+    if (!m.usable) rc.note = fmt::format("its work changes but its model is not usable ({}): taken as unchanged", m.why_not);
+    s.affected.push_back(std::move(rc));
+  }
+  if (s.scenario == Scenario::kBatchedGeometry) {
+    for (const auto& p : space.paths) {
+      if (p.group != s.group || !p.id) continue;
+      const RegionModel* m = models.find(p.region);
+      if (m && !m->usable && m->mean_ms > 0)
+        { fail(fmt::format("the cost model of {} is not usable: {}", p.region, m->why_not)); return; }
+    }
+  }
+  for (const auto& rc : s.affected)
+    if (!rc.modeled) s.notes.push_back(fmt::format("{}: {}", rc.region, rc.note));
+  s.ok = true;
+}
+
+WhatIfReplay::~WhatIfReplay() = default;
+bool WhatIfReplay::available() const { return impl_->ok; }
+const std::string& WhatIfReplay::why_not() const { return impl_->why_not; }
+
+std::size_t WhatIfReplay::replay(std::uint64_t seed, std::vector<double>& change_ms,
+                                 std::vector<std::vector<double>>* features_sum) const {
+  const Impl& s = *impl_;
+  change_ms.assign(s.updates.size(), 0.0);
+  if (features_sum) features_sum->resize(s.updates.size());
+  if (!s.ok) return 0;
+  std::vector<std::vector<double>> coef;
+  for (const std::size_t i : s.leaves) {
+    std::vector<double> c;
+    for (const auto& t : s.models->models[i].terms) c.push_back(t.ms_per_unit);
+    coef.push_back(std::move(c));
+  }
+  Rng rng(seed);
+  std::vector<double> xo;
+  std::vector<Sample> scratch;
+  std::size_t samples = 0;
+  for (std::size_t i = 0; i < s.updates.size(); ++i) {
+    s.transform(i, rng, xo, scratch);
+    change_ms[i] = s.change(i, xo, coef);
+    if (features_sum) {
+      auto& sum = (*features_sum)[i];
+      sum.resize(xo.size(), 0.0);
+      for (std::size_t f = 0; f < xo.size(); ++f) sum[f] += xo[f];
+    }
+    if (!s.layout.empty())
+      for (std::uint32_t m = s.layout[i].first; m < s.layout[i].first + s.layout[i].second; ++m) samples += s.mbs[m].count;
+  }
+  return samples;
+}
+
+// ---- synchronization and the scenarios ----------------------------------------------------
+
+namespace {
+
+// What the synchronization needs per update, and the steps to aggregate over.
+struct SyncData {
+  bool all_ranks = false;  // every rank's log: max over ranks
+  bool range = false;      // one rank of a multi-rank job
+  std::vector<std::size_t> rank_of;  // per update (AnalysisInput::updates order): rank index
+  std::vector<double> wall, comm, wait;
+  std::vector<std::int64_t> step_of;
+  std::vector<std::vector<std::size_t>> steps;  // per aligned step: its updates (one per rank), or one update
+  std::vector<std::int64_t> step_numbers;
+  std::size_t ranks = 0;
+  std::string description;
+  std::vector<std::string> notes;
+};
+
+SyncData build_sync(const AnalysisInput& in) {
+  SyncData d;
+  const auto updates = in.updates();
+  std::map<const UpdateRecord*, std::size_t> index;
+  for (std::size_t i = 0; i < updates.size(); ++i) index[updates[i]] = i;
+  const auto comm = find_comm_region(in);
+  const bool comm_dev = comm && in.has_device_time(comm->id);
+  d.rank_of.resize(updates.size());
+  d.wall.resize(updates.size());
+  d.comm.resize(updates.size());
+  d.wait.resize(updates.size());
+  d.step_of.resize(updates.size());
+  std::size_t rank_index = 0;
+  std::optional<std::int64_t> world;
+  for (const auto& r : in.data.ranks) {
+    if (r.updates.empty()) continue;
+    if (r.config && r.config->world_size) world = r.config->world_size;
+    double floor = 0;
+    bool first = true;
+    for (const auto& u : r.updates) {
+      const std::size_t i = index[&u];
+      d.rank_of[i] = rank_index;
+      d.wall[i] = u.wall_ms;
+      d.step_of[i] = u.step;
+      d.comm[i] = comm ? region_ms(u, comm->id, comm_dev).value_or(0.0) : 0.0;
+      if (first || d.comm[i] < floor) floor = d.comm[i];
+      first = false;
+    }
+    for (const auto& u : r.updates) d.wait[index[&u]] = d.comm[index[&u]] - floor;
+    ++rank_index;
+  }
+  d.ranks = rank_index;
+  const std::string comm_name = comm ? std::string(in.data.regions.name(comm->id)) : std::string();
+  if (d.ranks >= 2) {
+    d.all_ranks = true;
+    std::map<std::int64_t, std::vector<std::size_t>> by_step;
+    for (std::size_t i = 0; i < updates.size(); ++i) by_step[d.step_of[i]].push_back(i);
+    std::size_t dropped = 0;
+    for (auto& [step, ids] : by_step) {
+      std::vector<bool> seen(d.ranks, false);
+      for (auto i : ids) seen[d.rank_of[i]] = true;
+      if (std::count(seen.begin(), seen.end(), true) != static_cast<long>(d.ranks)) {
+        ++dropped;
+        continue;
+      }
+      d.steps.push_back(ids);
+      d.step_numbers.push_back(step);
+    }
+    d.description = fmt::format(
+        "every rank's log ({} ranks): a step takes max over ranks of (own work + its change) plus the step's "
+        "time beyond the largest own work (the collective); own work = wall_ms - {}",
+        d.ranks, comm ? comm_name : std::string("nothing (no communication region found)"));
+    if (dropped) d.notes.push_back(fmt::format("{} step(s) missing from some rank's log are left out", dropped));
+    if (world && *world > static_cast<std::int64_t>(d.ranks))
+      d.notes.push_back(fmt::format("world size {} but {} ranks' logs: ranks without a log are not in the maximum",
+                                    *world, d.ranks));
+    if (!comm) d.notes.push_back("no communication region: each rank's own work is its whole wall_ms");
+  } else {
+    for (std::size_t i = 0; i < updates.size(); ++i) {
+      d.steps.push_back({i});
+      d.step_numbers.push_back(d.step_of[i]);
+    }
+    d.range = !(world && *world == 1);
+    if (d.range)
+      d.description = comm ? fmt::format(
+                                 "one rank's log of a {}-rank job: a range from \"only this rank improves\" (its "
+                                 "saving is absorbed by waiting for the others; a slow-down counts beyond its wait "
+                                 "in {}) to \"every rank improves alike\" (the whole change counts)",
+                                 world ? std::to_string(*world) : std::string("multi"), comm_name)
+                           : std::string("one rank's log of a multi-rank job: a range from \"only this rank improves\" "
+                                         "(no saving counts: the other ranks still take as long) to \"every rank "
+                                         "improves alike\"; no communication region, so its wait is unknown");
+    else
+      d.description = "a single-rank job: the update time changes by the change of its compute";
+  }
+  return d;
+}
+
+struct StepTimes {
+  std::vector<double> measured, predicted, only;
+};
+
+// Per step: measured, predicted and (one rank) the "only this rank improves" times.
+StepTimes step_times(const SyncData& d, const std::vector<double>& change, const std::vector<std::size_t>& steps) {
+  StepTimes t;
+  for (const std::size_t k : steps) {
+    const auto& ids = d.steps[k];
+    if (d.all_ranks) {
+      double u = 0, cmax = -1e300, cnew = -1e300;
+      for (const auto i : ids) {
+        const double c = d.wall[i] - d.comm[i];
+        u = std::max(u, d.wall[i]);
+        cmax = std::max(cmax, c);
+        cnew = std::max(cnew, c + change[i]);
+      }
+      t.measured.push_back(u);
+      t.predicted.push_back(cnew + (u - cmax));
+    } else {
+      const auto i = ids.front();
+      t.measured.push_back(d.wall[i]);
+      t.predicted.push_back(d.wall[i] + change[i]);
+      if (d.range) t.only.push_back(d.wall[i] + std::max(0.0, change[i] - d.wait[i]));
+    }
+  }
+  return t;
+}
+
+std::optional<double> job_samples_per_update(const AnalysisInput& in, const SyncData& d) {
+  for (const auto& r : in.data.ranks)
+    if (r.config && r.config->global_batch) return static_cast<double>(*r.config->global_batch);
+  const auto samples = in.counter(schema::counter::kSamples);
+  if (!samples) return std::nullopt;
+  const auto updates = in.updates();
+  double sum = 0;
+  for (const auto* u : updates) sum += u->counter(*samples).value_or(0);
+  if (updates.empty()) return std::nullopt;
+  double per_rank_update = sum / static_cast<double>(updates.size());
+  std::optional<std::int64_t> world;
+  for (const auto& r : in.data.ranks)
+    if (r.config && r.config->world_size) world = r.config->world_size;
+  return per_rank_update * static_cast<double>(world ? std::max<std::int64_t>(*world, 1) : static_cast<std::int64_t>(d.ranks));
+}
+
+std::vector<std::size_t> all_steps(const SyncData& d) {
+  std::vector<std::size_t> v(d.steps.size());
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+std::vector<std::size_t> rows_of(const SyncData& d, const std::vector<std::size_t>& steps) {
+  std::vector<std::size_t> rows;
+  for (const std::size_t k : steps)
+    for (const auto i : d.steps[k]) rows.push_back(i);
+  return rows;
+}
+
+void finish(Prediction& p, const SyncData& d, const StepTimes& point, const std::vector<StepTimes>& boot,
+            double central, std::optional<double> samples) {
+  std::vector<double> bm, bp, bo;
+  for (const auto& b : boot) {
+    bm.push_back(median_of(b.measured));
+    bp.push_back(median_of(b.predicted));
+    if (!b.only.empty()) bo.push_back(median_of(b.only));
+  }
+  p.measured = interval_of(median_of(point.measured), bm, central);
+  p.predicted = interval_of(median_of(point.predicted), bp, central);
+  p.saved_ms = p.measured.median_ms - p.predicted.median_ms;
+  if (d.range && !point.only.empty()) {
+    p.range = true;
+    p.only_this_rank = interval_of(median_of(point.only), bo, central);
+    p.saved_only_ms = p.measured.median_ms - p.only_this_rank->median_ms;
+  }
+  p.samples_per_update = samples;
+  for (std::size_t k = 0; k < point.measured.size(); ++k) {
+    UpdatePrediction u;
+    u.step = d.step_numbers[k];
+    u.measured_ms = point.measured[k];
+    u.predicted_ms = point.predicted[k];
+    if (d.range && k < point.only.size()) u.only_this_rank_ms = point.only[k];
+    p.updates.push_back(u);
+  }
+}
+
+Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models, const WhatIfOptions& opt,
+                             const std::string& variant, const SyncData& sync) {
+  Prediction p;
+  p.variant = variant;
+  WhatIfReplay replay(in, models, opt, variant);
+  const auto& s = replay.impl();
+  if (!replay.available()) {
+    p.why_not = replay.why_not();
+    return p;
+  }
+  p.available = true;
+  if (opt.scenario == Scenario::kNoPadding)
+    p.summary = "token slots = valid tokens: no padding";
+  else
+    p.summary = fmt::format("every micro-batch takes {} ({})", s.target,
+                            variant == "pad" ? "frames padded up to the micro-batch's largest frame count"
+                                             : "samples grouped by frame count");
+  const bool random = opt.scenario == Scenario::kBatchedGeometry && (variant == "group" || !s.detail);
+  const std::size_t draws = random ? std::max<std::size_t>(1, opt.draws) : 1;
+
+  // The expected work of every update after the change: its features averaged over the
+  // draws (a draw is one grouping, or one guess at the unknown composition). The change
+  // is linear in the features, so pricing the mean is the mean of the prices.
+  std::vector<std::vector<double>> xbar;
+  std::vector<std::vector<double>> per_draw(draws);
+  for (std::size_t k = 0; k < draws; ++k) replay.replay(mix(opt.seed, k), per_draw[k], &xbar);
+  for (auto& v : xbar)
+    for (double& f : v) f /= static_cast<double>(draws);
+  auto coefficients = [&] {
+    std::vector<std::vector<double>> c;
+    for (const std::size_t l : s.leaves) {
+      std::vector<double> v;
+      for (const auto& t : models.models[l].terms) v.push_back(t.ms_per_unit);
+      c.push_back(std::move(v));
+    }
+    return c;
+  };
+  auto changes = [&](const std::vector<std::vector<double>>& coef, const std::vector<std::vector<double>>& xs) {
+    std::vector<double> ch(s.updates.size(), 0.0);
+    for (std::size_t i = 0; i < s.updates.size(); ++i) ch[i] = s.change(i, xs[i], coef);
+    return ch;
+  };
+  const auto coef0 = coefficients();
+  const StepTimes point = step_times(sync, changes(coef0, xbar), all_steps(sync));
+
+  // Bootstrap: resample steps, refit the models' terms on them, price the same expected work.
+  std::vector<StepTimes> boot;
+  Rng rng(mix(opt.seed, 0xB007));
+  for (std::size_t b = 0; b < opt.bootstrap && sync.steps.size() >= 2; ++b) {
+    std::vector<std::size_t> steps(sync.steps.size());
+    for (auto& k : steps) k = rng.below(sync.steps.size());
+    const auto rows = rows_of(sync, steps);
+    std::vector<std::vector<double>> coef;
+    for (std::size_t k = 0; k < s.leaves.size(); ++k)
+      coef.push_back(refit_terms(models.models[s.leaves[k]], s.x, s.y[k], rows));
+    boot.push_back(step_times(sync, changes(coef, xbar), steps));
+  }
+
+  // Without per-micro-batch detail the interval widens by what the log cannot say: which
+  // samples shared a micro-batch (pad: the spread of the predictions over the draws), and
+  // how regrouping changes the token slots (group: from unchanged down to no padding).
+  std::vector<double> widen;
+  if (variant == "pad" && !s.detail)
+    for (const auto& ch : per_draw) widen.push_back(median_of(step_times(sync, ch, all_steps(sync)).predicted));
+  if (variant == "group" && !s.tokens_known && s.f_slots && s.f_valid) {
+    auto packed = xbar;
+    for (auto& v : packed) v[*s.f_slots] = v[*s.f_valid];
+    widen.push_back(median_of(step_times(sync, changes(coef0, packed), all_steps(sync)).predicted));
+  }
+  finish(p, sync, point, boot, opt.interval, job_samples_per_update(in, sync));
+  for (const double w : widen) {
+    p.predicted.low_ms = std::min(p.predicted.low_ms, w);
+    p.predicted.high_ms = std::max(p.predicted.high_ms, w);
+  }
+  if (!widen.empty())
+    p.notes.push_back(variant == "pad"
+                          ? fmt::format("the interval is widened to cover the {} random splits of the updates' samples "
+                                        "into micro-batches",
+                                        draws)
+                          : std::string("the interval is widened down to the prediction with no padding left, since "
+                                        "the token slots after regrouping are unknown"));
+
+  // Per region: the mean change over updates (regions whose model uses no changed feature
+  // do not change and are not listed).
+  for (auto rc : s.affected) {
+    if (rc.modeled) {
+      const auto it = std::find_if(s.leaves.begin(), s.leaves.end(),
+                                   [&](std::size_t i) { return models.models[i].region == rc.region; });
+      const RegionModel& m = models.models[*it];
+      const bool uses_changed = std::any_of(m.terms.begin(), m.terms.end(), [&](const CostTerm& t) {
+        return std::find(s.changed.begin(), s.changed.end(), t.feature) != s.changed.end();
+      });
+      if (!uses_changed) continue;
+      double sum = 0;
+      for (std::size_t i = 0; i < s.updates.size(); ++i) sum += m.predict(xbar[i]) - m.predict(s.x[i]);
+      rc.change_ms = s.updates.empty() ? 0.0 : sum / static_cast<double>(s.updates.size());
+    }
+    p.regions.push_back(std::move(rc));
+  }
+  p.assumptions = s.assumptions;
+  p.assumptions.push_back(
+      "each region keeps the unit costs its model measured in this window; the time a parent region spends outside "
+      "its children, and regions whose work does not change, stay as measured");
+  p.notes = s.notes;
+  return p;
+}
+
+// balanced-ranks: every rank does the step's mean work at the median rank's speed.
+Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& models, const WhatIfOptions& opt,
+                               const SyncData& sync) {
+  Prediction p;
+  if (!sync.all_ranks) {
+    p.why_not = "needs every rank's log (several ranks): give all the ranks' logs of one run";
+    return p;
+  }
+  if (sync.steps.size() < 2) {
+    p.why_not = "fewer than two steps are in every rank's log";
+    return p;
+  }
+  p.available = true;
+  p.summary = "every rank does the step's mean work, at the median rank's time per unit of work";
+  const auto updates = in.updates();
+  const FeatureSpace& space = models.space;
+  std::vector<std::vector<double>> x;
+  for (const auto* u : updates) x.push_back(space.values(*u));
+  std::vector<double> compute(updates.size());
+  for (std::size_t i = 0; i < updates.size(); ++i) compute[i] = sync.wall[i] - sync.comm[i];
+
+  // Work per update: a cost model of the rank's own work time (same family and selection
+  // as the regions' models, no per-call term), with samples always in it.
+  std::vector<std::size_t> cand;
+  for (const auto f : candidate_features(space, kTopLevel))
+    if (space.features[f].kind != Feature::Kind::kCalls) cand.push_back(f);
+  const auto all_rows = rows_of(sync, all_steps(sync));
+  std::vector<std::size_t> terms;
+  std::vector<double> coef;
+  if (!cand.empty() && all_rows.size() >= 3) {
+    std::vector<double> a(all_rows.size() * cand.size()), b(all_rows.size());
+    for (std::size_t r = 0; r < all_rows.size(); ++r) {
+      for (std::size_t k = 0; k < cand.size(); ++k) a[r * cand.size() + k] = x[all_rows[r]][cand[k]];
+      b[r] = compute[all_rows[r]];
+    }
+    SelectionOptions so;
+    so.min_gain = opt.models.min_gain;
+    so.max_columns = opt.models.max_terms;
+    if (space.counters.samples)
+      if (const auto f = space.find(Feature::Kind::kCounter, *space.counters.samples))
+        for (std::size_t k = 0; k < cand.size(); ++k)
+          if (cand[k] == *f) so.forced.push_back(k);
+    const Selection sel = select_columns(MatrixView{a, all_rows.size(), cand.size()}, b, so);
+    for (std::size_t k = 0; k < sel.columns.size(); ++k) {
+      terms.push_back(cand[sel.columns[k]]);
+      coef.push_back(sel.coef[k]);
+    }
+  }
+  auto work_of = [&](const std::vector<double>& c, std::size_t i) {
+    double w = 0;
+    for (std::size_t k = 0; k < terms.size(); ++k) w += c[k] * x[i][terms[k]];
+    return w;
+  };
+  auto works = [&](const std::vector<double>& c) {
+    std::vector<double> w(updates.size(), 1.0);
+    if (terms.empty()) return w;
+    for (const auto i : all_rows) w[i] = work_of(c, i);
+    for (const auto i : all_rows)
+      if (!(w[i] > 0)) return std::vector<double>(updates.size(), 1.0);
+    return w;
+  };
+  std::string work_desc;
+  for (std::size_t k = 0; k < terms.size(); ++k) {
+    const Feature& f = space.features[terms[k]];
+    work_desc += fmt::format("{}{:.4g} ms per {} ({})", work_desc.empty() ? "" : " + ", coef[k], f.unit, f.name);
+  }
+  const bool equal_work = works(coef) == std::vector<double>(updates.size(), 1.0);
+
+  // Balanced step times for a set of steps and work coefficients.
+  auto balanced = [&](const std::vector<std::size_t>& steps, const std::vector<double>& c, std::vector<RankBalance>* table) {
+    const std::vector<double> w = works(c);
+    std::vector<std::vector<double>> per_rank_ratio(sync.ranks), per_rank_compute(sync.ranks), per_rank_work(sync.ranks);
+    for (const std::size_t k : steps)
+      for (const auto i : sync.steps[k]) {
+        per_rank_ratio[sync.rank_of[i]].push_back(compute[i] / w[i]);
+        per_rank_compute[sync.rank_of[i]].push_back(compute[i]);
+        per_rank_work[sync.rank_of[i]].push_back(w[i]);
+      }
+    std::vector<double> speed(sync.ranks);
+    for (std::size_t r = 0; r < sync.ranks; ++r) speed[r] = median_of(per_rank_ratio[r]);
+    const double typical = median_of(speed);
+    StepTimes t;
+    for (const std::size_t k : steps) {
+      const auto& ids = sync.steps[k];
+      double mean_work = 0, u = 0, cmax = -1e300, cnew = -1e300;
+      for (const auto i : ids) mean_work += w[i] / static_cast<double>(ids.size());
+      for (const auto i : ids) {
+        u = std::max(u, sync.wall[i]);
+        cmax = std::max(cmax, compute[i]);
+        const double scale = speed[sync.rank_of[i]] > 0 ? typical / speed[sync.rank_of[i]] : 1.0;
+        cnew = std::max(cnew, compute[i] * scale * (mean_work / w[i]));
+      }
+      t.measured.push_back(u);
+      t.predicted.push_back(cnew + (u - cmax));
+    }
+    if (table) {
+      double mean_work = 0;
+      for (std::size_t r = 0; r < sync.ranks; ++r) mean_work += median_of(per_rank_work[r]) / static_cast<double>(sync.ranks);
+      std::size_t r = 0;
+      for (const auto& log : in.data.ranks) {
+        if (log.updates.empty()) continue;
+        RankBalance rb;
+        rb.rank = log.rank.value_or(-1);
+        rb.compute_ms = median_of(per_rank_compute[r]);
+        rb.work_share = mean_work > 0 ? median_of(per_rank_work[r]) / mean_work : 1.0;
+        rb.relative_time = typical > 0 ? speed[r] / typical : 1.0;
+        table->push_back(rb);
+        ++r;
+      }
+    }
+    return t;
+  };
+  const StepTimes point = balanced(all_steps(sync), coef, &p.ranks);
+  std::vector<StepTimes> boot;
+  Rng rng(mix(opt.seed, 0xBA1));
+  for (std::size_t b = 0; b < opt.bootstrap; ++b) {
+    std::vector<std::size_t> steps(sync.steps.size());
+    for (auto& k : steps) k = rng.below(sync.steps.size());
+    std::vector<double> c = coef;
+    if (!terms.empty()) {
+      const auto rows = rows_of(sync, steps);
+      std::vector<double> a(rows.size() * terms.size()), bv(rows.size());
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        for (std::size_t k = 0; k < terms.size(); ++k) a[r * terms.size() + k] = x[rows[r]][terms[k]];
+        bv[r] = compute[rows[r]];
+      }
+      c = nnls(MatrixView{a, rows.size(), terms.size()}, bv);
+    }
+    boot.push_back(balanced(steps, c, nullptr));
+  }
+  finish(p, sync, point, boot, opt.interval, job_samples_per_update(in, sync));
+  p.assumptions.push_back(
+      equal_work ? std::string("work per rank and update is taken as equal (no work counters to measure it)")
+                 : fmt::format("the work of a rank in an update is its own-work time predicted from its counters by a "
+                               "cost model fitted over all ranks: {}; moving work between ranks keeps each step's "
+                               "total",
+                               work_desc));
+  p.assumptions.push_back(
+      "every rank works at the median rank's time per unit of work: a rank slower for its work (a slow GPU, a noisy "
+      "neighbour, thermal throttling) is brought to the median, which moving work alone would not do; where ranks "
+      "differ only in work, every rank's own work becomes the step's mean");
+  p.assumptions.push_back(
+      "each rank keeps its update-to-update fluctuations (its own work is scaled, not replaced by the mean), so the "
+      "slowest rank of a step still sets the step; the collective's own time is unchanged");
+  if (sync.ranks == 2)
+    p.notes.push_back("with two ranks the median rank's speed is the mean of the two: a straggler is only half corrected");
+  return p;
+}
+
+}  // namespace
+
+std::string_view scenario_name(Scenario s) {
+  switch (s) {
+    case Scenario::kBatchedGeometry: return "batched-geometry";
+    case Scenario::kNoPadding: return "no-padding";
+    case Scenario::kBalancedRanks: return "balanced-ranks";
+  }
+  return "unknown";
+}
+
+std::optional<Scenario> parse_scenario(std::string_view name) {
+  for (Scenario s : {Scenario::kBatchedGeometry, Scenario::kNoPadding, Scenario::kBalancedRanks})
+    if (scenario_name(s) == name) return s;
+  return std::nullopt;
+}
+
+WhatIfResult run_whatif(const AnalysisInput& in, const WhatIfOptions& opt) {
+  WhatIfResult r;
+  r.scenario = opt.scenario;
+  r.models = fit_cost_models(in, opt.models);
+  r.bootstrap = opt.bootstrap;
+  r.interval = opt.interval;
+  r.updates = in.data.update_count();
+  const SyncData sync = build_sync(in);
+  r.ranks = sync.ranks;
+  r.sync = sync.description;
+  r.microbatch_detail = r.updates > 0;
+  for (const auto* u : in.updates())
+    if (u->microbatches.empty()) r.microbatch_detail = false;
+  r.detail = r.microbatch_detail
+                 ? "per-micro-batch detail in every update: micro-batch composition as recorded"
+                 : "no per-micro-batch detail: micro-batches rebuilt from the frame histogram and input_shapes "
+                   "(random splits) and intervals widened by what that leaves unknown";
+  if (opt.scenario == Scenario::kBalancedRanks) {
+    r.predictions.push_back(balanced_prediction(in, r.models, opt, sync));
+  } else if (opt.scenario == Scenario::kNoPadding) {
+    r.predictions.push_back(replay_prediction(in, r.models, opt, "", sync));
+  } else {
+    const std::vector<std::string> variants =
+        opt.variant.empty() ? std::vector<std::string>{"pad", "group"} : std::vector<std::string>{opt.variant};
+    for (const auto& v : variants) r.predictions.push_back(replay_prediction(in, r.models, opt, v, sync));
+  }
+  for (auto& p : r.predictions) {
+    p.assumptions.push_back(sync.description);
+    for (const auto& n : sync.notes) p.notes.push_back(n);
+  }
+  return r;
+}
+
+}  // namespace stepprof

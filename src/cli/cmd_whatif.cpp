@@ -1,0 +1,91 @@
+// `stepprof whatif SCENARIO LOG...`: what a change would buy, from the cost models
+// fitted to the logs (docs/whatif.md).
+#include <algorithm>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "stepprof/analysis/whatif.hpp"
+#include "stepprof/render/render.hpp"
+
+namespace stepprof::cli {
+namespace {
+
+struct WhatIfCliOptions {
+  InputOptions input;
+  std::string scenario;
+  std::string format = "text";
+  std::string output;
+  WhatIfOptions whatif;
+};
+
+int run_whatif_command(WhatIfCliOptions opt) {
+  const auto scenario = parse_scenario(opt.scenario);
+  if (!scenario) {
+    fmt::print(stderr, "stepprof: unknown scenario \"{}\" (batched-geometry, no-padding, balanced-ranks)\n",
+               opt.scenario);
+    return kUsage;
+  }
+  opt.whatif.scenario = *scenario;
+  if (!opt.whatif.variant.empty() && *scenario != Scenario::kBatchedGeometry) {
+    fmt::print(stderr, "stepprof: --variant goes with batched-geometry\n");
+    return kUsage;
+  }
+  Diagnostics diag(opt.input.strict);
+  LoadedInput in;
+  if (auto stop = load_input(opt.input, diag, in)) return *stop;
+  const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
+  const WhatIfResult result = run_whatif(ain, opt.whatif);
+  std::string text;
+  if (opt.format == "json") text = render_whatif_json(result, diag);
+  else if (opt.format == "markdown") text = render_whatif_markdown(result, diag);
+  else text = render_whatif_text(result, diag);
+  const int status = finish(diag);
+  if (!write_output(opt.output, text)) return kUsage;
+  const bool any = std::any_of(result.predictions.begin(), result.predictions.end(),
+                               [](const Prediction& p) { return p.available; });
+  if (!any) {
+    for (const auto& p : result.predictions)
+      fmt::print(stderr, "stepprof: whatif {}{}: not available: {}\n", opt.scenario,
+                 p.variant.empty() ? "" : " (" + p.variant + ")", p.why_not);
+    return status == kOk ? kNoData : status;
+  }
+  return status;
+}
+
+}  // namespace
+
+void add_whatif_command(CLI::App& app, std::function<void(std::function<int()>)> set_action) {
+  auto opt = std::make_shared<WhatIfCliOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "whatif", "predict what a change would buy (cost models fitted to the logs, checked by leave-one-out)");
+  cmd->add_option("SCENARIO", opt->scenario, "batched-geometry, no-padding or balanced-ranks")
+      ->required()
+      ->check(CLI::IsMember({"batched-geometry", "no-padding", "balanced-ranks"}));
+  add_input_options(*cmd, opt->input);
+  cmd->add_option("--format", opt->format, "text (default), json or markdown")
+      ->check(CLI::IsMember({"text", "json", "markdown"}));
+  cmd->add_option("-o,--output", opt->output, "write to FILE instead of stdout");
+  cmd->add_option("--variant", opt->whatif.variant,
+                  "batched-geometry: pad (frames padded to the micro-batch's largest) or group (samples grouped by "
+                  "frame count); default both")
+      ->check(CLI::IsMember({"pad", "group"}));
+  cmd->add_option("--group", opt->whatif.group, "batched-geometry: the alternative group (default: the first in the nesting)");
+  cmd->add_option("--path", opt->whatif.path,
+                  "batched-geometry: the path every micro-batch takes (default: the group's cheapest per frame)");
+  cmd->add_option("--bootstrap", opt->whatif.bootstrap, "bootstrap replicates for the intervals (default 200; 0: none)")
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--threshold", opt->whatif.models.threshold,
+                  "largest held-out error, as a fraction of a region's mean time, of a model used for predictions "
+                  "(default 0.5)")
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--min-gain", opt->whatif.models.min_gain,
+                  "a feature enters a model only if it lowers the held-out error by this fraction (default 0.05)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", opt->whatif.seed, "seed of the random draws and the bootstrap (default 20240607)");
+  cmd->callback([opt, set_action] { set_action([opt] { return run_whatif_command(*opt); }); });
+}
+
+}  // namespace stepprof::cli

@@ -1,0 +1,166 @@
+// The layout of `stepprof whatif` (and of the what-if section of the HTML report): the
+// cost models, then each prediction with its interval, savings, region changes,
+// assumptions and notes. Shared by the text, markdown and HTML renderers.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "document.hpp"
+#include "format.hpp"
+
+namespace stepprof::detail {
+namespace {
+
+std::string interval(const Interval& iv, double central) {
+  return fmt::format("{} ({:.0f} % interval {} .. {})", ms(iv.median_ms), central * 100, num(iv.low_ms),
+                     num(iv.high_ms));
+}
+
+std::string saving(double saved_ms, double measured_ms) {
+  const double frac = measured_ms > 0 ? saved_ms / measured_ms : 0;
+  return fmt::format("{} per update ({}), {} per 1,000 updates", ms(saved_ms), pct(frac),
+                     std::fabs(saved_ms) * 1000 / 60000 >= 1 ? fmt::format("{:.1f} min", saved_ms * 1000 / 60000)
+                                                            : fmt::format("{:.1f} s", saved_ms));
+}
+
+std::string rate(std::optional<double> samples, double update_ms) {
+  if (!samples || update_ms <= 0) return "-";
+  return sig3(*samples / update_ms * 1000);
+}
+
+std::string term_text(const CostModelSet& set, const RegionModel& m) {
+  if (m.terms.empty()) return "-";
+  std::string s;
+  for (const auto& t : m.terms) {
+    const Feature& f = set.space.features[t.feature];
+    const std::string what = f.kind == Feature::Kind::kCalls ? std::string() : " (" + f.name + ")";
+    s += fmt::format("{}{} ms/{}{}", s.empty() ? "" : " + ", sig3(t.ms_per_unit), f.unit, what);
+  }
+  return s;
+}
+
+Table models_table(const CostModelSet& set) {
+  Table t{{"region", "used", "mean ms", "held-out error", "R²", "cost per unit of work"}, {}, {}};
+  for (const auto& m : set.models)
+    t.rows.push_back({m.region + (m.device ? "" : " (host)"), m.usable ? "yes" : "no", num(m.mean_ms),
+                      m.terms.empty() ? "-" : fmt::format("{} ms ({})", num(m.heldout_rmse_ms), pct(m.heldout_fraction)),
+                      m.r2 ? fmt::format("{:.2f}", *m.r2) : "-", term_text(set, m)});
+  return t;
+}
+
+std::vector<Block> model_blocks(const CostModelSet& set) {
+  std::vector<Block> out;
+  out.emplace_back(Paragraph{fmt::format(
+      "Each region's time per update (device time where recorded, else host time) = sum of non-negative costs per "
+      "unit of work (NNLS, Lawson & Hanson); features chosen by forward selection on the leave-one-update-out error "
+      "({}, {} updates); a model is used only if that held-out error is at most {} of the region's mean time.",
+      set.heldout_method, set.updates, pct(set.threshold))});
+  out.emplace_back(models_table(set));
+  Fields why;
+  for (const auto& m : set.models)
+    if (!m.usable) why.items.emplace_back("not used: " + m.region, m.why_not);
+  if (!why.items.empty()) out.emplace_back(std::move(why));
+  return out;
+}
+
+std::string prediction_title(const WhatIfResult& r, const Prediction& p) {
+  return p.variant.empty() ? std::string(scenario_name(r.scenario))
+                           : fmt::format("{} ({})", scenario_name(r.scenario), p.variant);
+}
+
+std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p) {
+  std::vector<Block> out;
+  if (!p.available) {
+    out.emplace_back(Paragraph{"Not available: " + p.why_not});
+    return out;
+  }
+  Fields f;
+  f.items.emplace_back("change", p.summary);
+  f.items.emplace_back("measured update time", interval(p.measured, r.interval));
+  if (p.range && p.only_this_rank) {
+    f.items.emplace_back("predicted (only this rank)", interval(*p.only_this_rank, r.interval));
+    f.items.emplace_back("predicted (every rank)", interval(p.predicted, r.interval));
+    f.items.emplace_back("saved (only this rank)", saving(*p.saved_only_ms, p.measured.median_ms));
+    f.items.emplace_back("saved (every rank)", saving(p.saved_ms, p.measured.median_ms));
+    f.items.emplace_back("range", "\"only this rank\": this rank improves and the others do not; \"every rank\": every "
+                                  "rank improves alike");
+  } else {
+    f.items.emplace_back("predicted update time", interval(p.predicted, r.interval));
+    f.items.emplace_back("saved", saving(p.saved_ms, p.measured.median_ms));
+  }
+  if (p.samples_per_update) {
+    std::string tp = fmt::format("{} samples/s measured -> {} predicted", rate(p.samples_per_update, p.measured.median_ms),
+                                 rate(p.samples_per_update, p.predicted.median_ms));
+    if (p.range && p.only_this_rank)
+      tp = fmt::format("{} samples/s measured -> {} .. {} predicted", rate(p.samples_per_update, p.measured.median_ms),
+                       rate(p.samples_per_update, p.only_this_rank->median_ms),
+                       rate(p.samples_per_update, p.predicted.median_ms));
+    f.items.emplace_back("throughput (job)", tp + fmt::format(" ({} samples per update)", integer(*p.samples_per_update)));
+  }
+  out.emplace_back(std::move(f));
+  if (!p.regions.empty()) {
+    Table t{{"region whose work changes", "measured ms/update", "change ms/update", "priced by its model"}, {}, {}};
+    for (const auto& rc : p.regions)
+      t.rows.push_back({rc.region, num(rc.measured_ms), rc.modeled ? num(rc.change_ms) : "-", rc.modeled ? "yes" : "no"});
+    out.emplace_back(std::move(t));
+  }
+  if (!p.ranks.empty()) {
+    Table t{{"rank", "own work ms (median)", "work share", "time per unit of work vs median rank"}, {}, {}};
+    for (const auto& rb : p.ranks)
+      t.rows.push_back({std::to_string(rb.rank), num(rb.compute_ms), fmt::format("{:.3f}", rb.work_share),
+                        fmt::format("{:.2f}x", rb.relative_time)});
+    out.emplace_back(std::move(t));
+  }
+  Fields rests;
+  for (const auto& s : p.assumptions) rests.items.emplace_back("assumption", s);
+  for (const auto& s : p.notes) rests.items.emplace_back("weak point", s);
+  out.emplace_back(std::move(rests));
+  return out;
+}
+
+}  // namespace
+
+Document build_whatif_document(const WhatIfResult& r, const Diagnostics& diag) {
+  Document d;
+  d.title = fmt::format("stepprof whatif {}", scenario_name(r.scenario));
+  Section in{"input", "1. Input", {}};
+  Fields f;
+  f.items.emplace_back("updates", fmt::format("{} update record(s) of {} rank(s)", r.updates, r.ranks));
+  f.items.emplace_back("micro-batches", r.detail);
+  f.items.emplace_back("synchronization", r.sync);
+  f.items.emplace_back("intervals", r.bootstrap ? fmt::format("{:.0f} % percentile bootstrap over updates, {} replicates "
+                                                              "(models refitted on each)",
+                                                              r.interval * 100, r.bootstrap)
+                                                : std::string("none (--bootstrap 0)"));
+  in.blocks.emplace_back(std::move(f));
+  d.sections.push_back(std::move(in));
+  Section models{"cost-models", "2. Cost models", model_blocks(r.models)};
+  d.sections.push_back(std::move(models));
+  int n = 3;
+  for (const auto& p : r.predictions) {
+    Section s{fmt::format("prediction-{}", n - 3), fmt::format("{}. What if: {}", n, prediction_title(r, p)),
+              prediction_blocks(r, p)};
+    d.sections.push_back(std::move(s));
+    ++n;
+  }
+  d.sections.push_back(input_section(diag));
+  return d;
+}
+
+Section whatif_section(const std::vector<WhatIfResult>& results, const std::string& title) {
+  Section s{"whatif", title, {}};
+  if (results.empty()) {
+    s.blocks.emplace_back(Paragraph{"no what-if was computed"});
+    return s;
+  }
+  s.blocks.emplace_back(Paragraph{"Cost models (the same for every what-if):"});
+  for (auto& b : model_blocks(results.front().models)) s.blocks.push_back(std::move(b));
+  for (const auto& r : results)
+    for (const auto& p : r.predictions) {
+      s.blocks.emplace_back(Paragraph{"What if: " + prediction_title(r, p)});
+      for (auto& b : prediction_blocks(r, p)) s.blocks.push_back(std::move(b));
+    }
+  return s;
+}
+
+}  // namespace stepprof::detail

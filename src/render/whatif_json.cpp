@@ -1,0 +1,147 @@
+// `stepprof whatif --format json` (schema "stepprof.whatif/1", docs/whatif.md "JSON").
+#include <nlohmann/json.hpp>
+
+#include "stepprof/render/render.hpp"
+
+namespace stepprof {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+template <typename T>
+Json opt(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+Json interval(const Interval& iv) { return Json{{"median", iv.median_ms}, {"low", iv.low_ms}, {"high", iv.high_ms}}; }
+
+std::string kind_name(Feature::Kind k) {
+  switch (k) {
+    case Feature::Kind::kCalls: return "calls";
+    case Feature::Kind::kCounter: return "counter";
+    case Feature::Kind::kFramesSq: return "frames_squared";
+    case Feature::Kind::kPathFramesSq: return "path_frames_squared";
+  }
+  return "unknown";
+}
+
+Json models(const CostModelSet& set) {
+  Json rows = Json::array();
+  auto feature = [&](std::size_t i) {
+    const Feature& f = set.space.features[i];
+    return Json{{"feature", f.name}, {"kind", kind_name(f.kind)}, {"unit", f.unit}};
+  };
+  for (const auto& m : set.models) {
+    Json terms = Json::array();
+    for (const auto& t : m.terms) {
+      Json j = feature(t.feature);
+      j["ms_per_unit"] = t.ms_per_unit;
+      terms.push_back(std::move(j));
+    }
+    Json candidates = Json::array();
+    for (const auto c : m.candidates) candidates.push_back(set.space.features[c].name);
+    Json selection = Json::array();
+    for (const auto& [f, err] : m.selection) selection.push_back({{"feature", set.space.features[f].name}, {"heldout_rmse_ms", err}});
+    rows.push_back({{"region", m.region},
+                    {"clock", m.device ? "device" : "host"},
+                    {"updates", m.updates},
+                    {"mean_ms", m.mean_ms},
+                    {"terms", terms},
+                    {"r2", opt(m.r2)},
+                    {"heldout_rmse_ms", m.terms.empty() ? Json(nullptr) : Json(m.heldout_rmse_ms)},
+                    {"heldout_fraction", m.terms.empty() ? Json(nullptr) : Json(m.heldout_fraction)},
+                    {"usable", m.usable},
+                    {"why_not", m.usable ? Json(nullptr) : Json(m.why_not)},
+                    {"candidates", candidates},
+                    {"selection", selection}});
+  }
+  return Json{{"threshold_fraction", set.threshold},
+              {"updates", set.updates},
+              {"heldout_method", set.heldout_method},
+              {"comm_region", set.comm_region.empty() ? Json(nullptr) : Json(set.comm_region)},
+              {"microbatch_frames", set.space.microbatch_frames},
+              {"regions", rows}};
+}
+
+Json prediction(const Prediction& p) {
+  Json regions = Json::array();
+  for (const auto& r : p.regions)
+    regions.push_back({{"region", r.region},
+                       {"measured_ms", r.measured_ms},
+                       {"change_ms", r.modeled ? Json(r.change_ms) : Json(nullptr)},
+                       {"modeled", r.modeled},
+                       {"note", r.note.empty() ? Json(nullptr) : Json(r.note)}});
+  Json ranks = Json::array();
+  for (const auto& r : p.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"compute_ms", r.compute_ms},
+                     {"work_share_fraction", r.work_share},
+                     {"relative_time", r.relative_time}});
+  Json updates = Json::array();
+  for (const auto& u : p.updates)
+    updates.push_back({{"step", u.step},
+                       {"measured_ms", u.measured_ms},
+                       {"predicted_ms", u.predicted_ms},
+                       {"only_this_rank_ms", opt(u.only_this_rank_ms)}});
+  auto per_s = [&](double ms) -> Json {
+    if (!p.samples_per_update || ms <= 0) return nullptr;
+    return *p.samples_per_update / ms * 1000;
+  };
+  Json j{{"variant", p.variant.empty() ? Json(nullptr) : Json(p.variant)},
+         {"available", p.available},
+         {"why_not", p.available ? Json(nullptr) : Json(p.why_not)}};
+  if (!p.available) return j;
+  j["summary"] = p.summary;
+  j["range"] = p.range;
+  j["measured_update_ms"] = interval(p.measured);
+  j["predicted_update_ms"] = interval(p.predicted);
+  j["only_this_rank_update_ms"] = p.only_this_rank ? interval(*p.only_this_rank) : Json(nullptr);
+  j["saved_ms_per_update"] = p.saved_ms;
+  j["saved_fraction"] = p.measured.median_ms > 0 ? Json(p.saved_ms / p.measured.median_ms) : Json(nullptr);
+  j["saved_s_per_1000_updates"] = p.saved_ms;  // ms per update x 1000 updates / 1000 ms per s
+  j["only_this_rank_saved_ms_per_update"] = opt(p.saved_only_ms);
+  j["samples_per_update"] = opt(p.samples_per_update);
+  j["throughput"] = {{"measured_samples_per_s", per_s(p.measured.median_ms)},
+                     {"predicted_samples_per_s", per_s(p.predicted.median_ms)},
+                     {"only_this_rank_samples_per_s", p.only_this_rank ? per_s(p.only_this_rank->median_ms) : Json(nullptr)}};
+  j["regions"] = regions;
+  j["ranks"] = ranks;
+  j["assumptions"] = p.assumptions;
+  j["notes"] = p.notes;
+  j["updates"] = updates;
+  return j;
+}
+
+}  // namespace
+
+std::string render_whatif_json(const WhatIfResult& r, const Diagnostics& diag) {
+  Json predictions = Json::array();
+  for (const auto& p : r.predictions) predictions.push_back(prediction(p));
+  Json items = Json::array();
+  for (const auto& x : diag.kept())
+    items.push_back({{"severity", severity_name(x.severity)},
+                     {"code", code_name(x.problem)},
+                     {"file", x.file},
+                     {"line", x.line},
+                     {"column", x.column},
+                     {"message", x.message}});
+  Json j{{"schema", "stepprof.whatif/1"},
+         {"scenario", std::string(scenario_name(r.scenario))},
+         {"ranks", r.ranks},
+         {"updates", r.updates},
+         {"microbatch_detail", r.microbatch_detail},
+         {"detail", r.detail},
+         {"sync", r.sync},
+         {"bootstrap", r.bootstrap},
+         {"interval_fraction", r.interval},
+         {"cost_models", models(r.models)},
+         {"predictions", predictions},
+         {"diagnostics",
+          {{"errors", diag.count(Severity::kError)},
+           {"warnings", diag.count(Severity::kWarning)},
+           {"notes", diag.count(Severity::kNote)},
+           {"items", items}}}};
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace stepprof

@@ -1,0 +1,334 @@
+"""`stepprof whatif` end to end: cost models on the bundled real log and on a generated
+two-rank log, checked against least squares computed here with numpy; the pad variant's
+prediction replayed here by the formulas of docs/whatif.md; errors and output formats.
+"""
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fixtures as fx  # noqa: E402
+
+BIN = os.environ["STEPPROF_BIN"]
+
+
+def run(*args):
+    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def whatif_json(*args):
+    r = run("whatif", *args, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def model(doc, region):
+    (m,) = [m for m in doc["cost_models"]["regions"] if m["region"] == region]
+    return m
+
+
+def through_origin(x, y):
+    """NNLS with one column: max(0, x.y / x.x); leave-one-out errors by refitting."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    beta = max(0.0, x @ y / (x @ x))
+    loo = []
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        b = max(0.0, x[keep] @ y[keep] / (x[keep] @ x[keep]))
+        loo.append(y[i] - b * x[i])
+    fitted = beta * x
+    r2 = 1 - np.sum((y - fitted) ** 2) / np.sum((y - y.mean()) ** 2)
+    return beta, float(np.sqrt(np.mean(np.square(loo)))), float(r2)
+
+
+# ---- the bundled real log -----------------------------------------------------------------
+
+def test_real_log_costs_per_frame_and_per_token_slot():
+    _, updates = fx.real_records()
+    doc = whatif_json("batched-geometry", "--hierarchy", fx.HIER, fx.LOG)
+    for region, counter, unit in [("vggt_single", "vggt_single_frames", "frame"),
+                                  ("vggt_batched", "vggt_batched_frames", "frame"),
+                                  ("language_forward", "token_slots", "token slot")]:
+        x = [u["counts"].get(counter, 0) for u in updates]
+        y = [u["cuda_stream_ms"].get(region, 0.0) for u in updates]
+        beta, loo, r2 = through_origin(x, y)
+        m = model(doc, region)
+        assert m["clock"] == "device"
+        assert [t["feature"] for t in m["terms"]] == [counter], m
+        assert m["terms"][0]["unit"] == unit
+        assert m["terms"][0]["ms_per_unit"] == pytest.approx(beta, rel=1e-9)
+        assert m["heldout_rmse_ms"] == pytest.approx(loo, rel=1e-9)
+        assert m["heldout_fraction"] == pytest.approx(loo / np.mean(y), rel=1e-9)
+        assert m["r2"] == pytest.approx(r2, rel=1e-9, abs=1e-12)
+        assert m["usable"]
+    # The published figures of the real run, read off the log by hand: ~46 ms per frame on
+    # the per-sample path, ~25 ms per frame batched (1,786 ms per call of 72 frames).
+    assert model(doc, "vggt_single")["terms"][0]["ms_per_unit"] == pytest.approx(46.3, abs=0.05)
+    assert model(doc, "vggt_batched")["terms"][0]["ms_per_unit"] == pytest.approx(1786 / 72, abs=0.05)
+    comm = model(doc, "backward_and_communication")
+    assert not comm["usable"] and "communication" in comm["why_not"]
+
+
+def test_real_log_one_rank_range():
+    _, updates = fx.real_records()
+    doc = whatif_json("batched-geometry", "--variant", "pad", "--hierarchy", fx.HIER, fx.LOG)
+    assert doc["ranks"] == 1 and not doc["microbatch_detail"]
+    (p,) = doc["predictions"]
+    assert p["available"] and p["range"]
+    assert p["measured_update_ms"]["median"] == pytest.approx(statistics.median(u["wall_ms"] for u in updates))
+    # Every rank improves alike: the whole change; only this rank: its saving is absorbed by
+    # waiting, so never below the measured time where the change is a saving.
+    for u in p["updates"]:
+        assert u["only_this_rank_ms"] >= min(u["measured_ms"], u["predicted_ms"]) - 1e-6
+    assert p["predicted_update_ms"]["median"] < p["measured_update_ms"]["median"]
+    lo, hi = p["predicted_update_ms"]["low"], p["predicted_update_ms"]["high"]
+    assert lo <= p["predicted_update_ms"]["median"] <= hi
+    assert any("no per-micro-batch detail" in n for n in p["notes"])
+    assert p["samples_per_update"] == 64  # global_batch of the config
+    assert p["throughput"]["measured_samples_per_s"] == pytest.approx(64 / p["measured_update_ms"]["median"] * 1000)
+
+
+# ---- a generated two-rank log with per-micro-batch detail ----------------------------------
+
+FAST, SLOW, SLOT, PER_CALL = 2.0, 5.0, 0.5, 50.0  # ms per frame, per frame, per token slot, per call
+
+
+def generate(directory: Path, seed=7, updates=12):
+    """Two ranks; each update has 2 micro-batches of 4 samples. A micro-batch whose samples
+    share one frame count runs `fast` once, else `slow` once per sample. Times: fast and
+    slow at FAST / SLOW ms per frame with 1 % noise, lang at SLOT ms per token slot, other
+    at PER_CALL ms per call; both ranks leave `sync` together 5 ms after the slower one."""
+    rng = random.Random(seed)
+    per_rank = {0: [], 1: []}
+    for step in range(1, updates + 1):
+        own = {}
+        for r in (0, 1):
+            mbs = []
+            for _ in range(2):
+                if rng.random() < 0.4:
+                    f = rng.choice([9, 9, 9, 4, 6])
+                    frames = [f] * 4
+                else:
+                    frames = [rng.choice([9, 9, 9, 9, 1, 2, 3, 5, 7, 8]) for _ in range(4)]
+                tokens = [4 * f + rng.randint(20, 90) for f in frames]
+                mbs.append({"path": "fast" if len(set(frames)) == 1 else "slow", "frames": frames, "tokens": tokens,
+                            "padded_length": max(tokens)})
+            ff = sum(sum(m["frames"]) for m in mbs if m["path"] == "fast")
+            sf = sum(sum(m["frames"]) for m in mbs if m["path"] == "slow")
+            slots = sum(4 * m["padded_length"] for m in mbs)
+            valid = sum(sum(m["tokens"]) for m in mbs)
+            t = {"fast": FAST * ff * (1 + 0.01 * rng.gauss(0, 1)) if ff else None,
+                 "slow": SLOW * sf * (1 + 0.01 * rng.gauss(0, 1)) if sf else None,
+                 "lang": SLOT * slots, "other": PER_CALL * 2}
+            geometry = (t["fast"] or 0) + (t["slow"] or 0)
+            own[r] = (mbs, t, geometry + t["lang"] + t["other"], ff, sf, slots, valid)
+        slowest = max(v[2] for v in own.values())
+        for r, (mbs, t, c, ff, sf, slots, valid) in own.items():
+            sync = slowest - c + 5
+            host = {"step": c + sync, "geometry": (t["fast"] or 0) + (t["slow"] or 0), "lang": t["lang"],
+                    "other": t["other"], "sync": sync}
+            calls = {"step": 1, "geometry": 2, "lang": 2, "other": 2, "sync": 1}
+            parents = {"step": None, "geometry": "step", "lang": "step", "other": "step", "sync": "step"}
+            n_fast = sum(m["path"] == "fast" for m in mbs)
+            if t["fast"] is not None:
+                host["fast"], calls["fast"], parents["fast"] = t["fast"], n_fast, "geometry"
+            if t["slow"] is not None:
+                host["slow"], calls["slow"], parents["slow"] = t["slow"], 4 * (2 - n_fast), "geometry"
+            counts = {"micro_steps": 2, "samples": 8, "frames": ff + sf, "token_slots": slots, "valid_tokens": valid,
+                      "fast_samples": 4 * n_fast, "fast_frames": ff, "fast_microbatches": n_fast,
+                      "slow_samples": 4 * (2 - n_fast), "slow_frames": sf, "slow_microbatches": 2 - n_fast}
+            hist = {}
+            for m in mbs:
+                for f in m["frames"]:
+                    hist[str(f)] = hist.get(str(f), 0) + 1
+            per_rank[r].append({"type": "update", "rank": r, "step": step, "wall_ms": c + sync + 1.0,
+                                "cpu_call_ms": host, "calls": calls, "parents": parents, "counts": counts,
+                                "frame_histogram": hist, "microbatches": mbs})
+    paths = []
+    for r, recs in per_rank.items():
+        config = {"type": "config", "rank": r, "world_size": 2, "micro_batch": 4, "accumulation": 2,
+                  "region_alternatives": {"fast": "geometry", "slow": "geometry"},
+                  "region_roles": {"sync": "communication"}}
+        paths.append(fx.write_jsonl(directory / f"rank{r}.jsonl", [config, *recs]))
+    return paths, per_rank
+
+
+def feature_value(u, term, region, scenario=None):
+    """The value of a model term's feature in update u, or after the pad variant (every
+    micro-batch runs `fast` once with its frames padded to its largest)."""
+    name, kind = term["feature"], term["kind"]
+    if kind == "calls":
+        if scenario == "pad":
+            return {"fast": len(u["microbatches"]), "slow": 0}.get(region, u["calls"].get(region, 0))
+        return u["calls"].get(region, 0)
+    if kind == "path_frames_squared":
+        path = name[: -len("_frames_sq")]
+        if scenario == "pad":
+            return sum(len(m["frames"]) * max(m["frames"]) ** 2 for m in u["microbatches"]) if path == "fast" else 0
+        return sum(f * f for m in u["microbatches"] if m["path"] == path for f in m["frames"])
+    if kind == "frames_squared":
+        return sum(int(f) ** 2 * n for f, n in u["frame_histogram"].items())
+    if scenario == "pad" and name.startswith(("fast_", "slow_")):
+        if name.startswith("slow_"):
+            return 0
+        return {"fast_frames": sum(len(m["frames"]) * max(m["frames"]) for m in u["microbatches"]),
+                "fast_samples": u["counts"]["samples"], "fast_microbatches": len(u["microbatches"])}[name]
+    return u["counts"].get(name, 0)
+
+
+def lstsq_loo(x, y):
+    """Least squares (no constraint: the tests' data give positive costs, where NNLS is the
+    same) and its leave-one-out errors by refitting."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    beta = np.linalg.lstsq(x, y, rcond=None)[0]
+    loo = [y[i] - x[i] @ np.linalg.lstsq(x[np.arange(len(y)) != i], y[np.arange(len(y)) != i], rcond=None)[0]
+           for i in range(len(y))]
+    return beta, float(np.sqrt(np.mean(np.square(loo))))
+
+
+def test_generated_log_models_match_numpy(tmp_path):
+    paths, per_rank = generate(tmp_path)
+    doc = whatif_json("batched-geometry", "--variant", "pad", *paths)
+    ups = per_rank[0] + per_rank[1]  # stepprof's order: rank, then step
+    for region, counter in [("fast", "fast_frames"), ("slow", "slow_frames"), ("lang", "token_slots")]:
+        m = model(doc, region)
+        # The cost per unit of the path's own work (or per token slot) comes first; a term
+        # more is kept only where it lowers the held-out error by 5 %.
+        assert m["terms"][0]["feature"] == counter, m
+        x = [[feature_value(u, t, region) for t in m["terms"]] for u in ups]
+        y = [u["cpu_call_ms"].get(region, 0.0) for u in ups]
+        beta, loo = lstsq_loo(x, y)
+        assert [t["ms_per_unit"] for t in m["terms"]] == pytest.approx(beta, rel=1e-8)
+        assert m["heldout_rmse_ms"] == pytest.approx(loo, rel=1e-6)
+        if len(m["terms"]) == 1:
+            assert m["r2"] == pytest.approx(through_origin([r[0] for r in x], y)[2], rel=1e-9)
+    assert model(doc, "fast")["terms"][0]["ms_per_unit"] == pytest.approx(FAST, rel=0.02)
+    assert model(doc, "lang")["terms"] == [{"feature": "token_slots", "kind": "counter", "unit": "token slot",
+                                            "ms_per_unit": pytest.approx(SLOT)}]
+    (other,) = model(doc, "other")["terms"]
+    assert other["kind"] == "calls" and other["ms_per_unit"] == pytest.approx(PER_CALL)
+    assert doc["cost_models"]["microbatch_frames"] is True
+
+
+def test_generated_log_pad_prediction_replayed_in_python(tmp_path):
+    """docs/whatif.md: D = sum over leaf models of t(x') - t(x); with every rank's log
+    U'(k) = max_r (c + D) + (U(k) - max_r c), c = wall_ms - sync."""
+    paths, per_rank = generate(tmp_path)
+    doc = whatif_json("batched-geometry", "--variant", "pad", *paths)
+    models = {r: model(doc, r)["terms"] for r in ("fast", "slow")}
+
+    def change(u, region):
+        return sum(t["ms_per_unit"] * (feature_value(u, t, region, "pad") - feature_value(u, t, region))
+                   for t in models[region])
+
+    measured, predicted = [], []
+    fast_change = []
+    for k in range(len(per_rank[0])):
+        rows = [per_rank[r][k] for r in (0, 1)]
+        u = max(x["wall_ms"] for x in rows)
+        cs, news = [], []
+        for x in rows:
+            c = x["wall_ms"] - x["cpu_call_ms"]["sync"]
+            cs.append(c)
+            news.append(c + change(x, "fast") + change(x, "slow"))
+        measured.append(u)
+        predicted.append(max(news) + (u - max(cs)))
+    for r in (0, 1):
+        fast_change += [change(x, "fast") for x in per_rank[r]]
+    (p,) = doc["predictions"]
+    assert p["available"] and not p["range"], p
+    assert [x["predicted_ms"] for x in p["updates"]] == pytest.approx(predicted, rel=1e-9)
+    assert p["measured_update_ms"]["median"] == pytest.approx(statistics.median(measured), rel=1e-12)
+    assert p["predicted_update_ms"]["median"] == pytest.approx(statistics.median(predicted), rel=1e-9)
+    assert p["saved_ms_per_update"] == pytest.approx(statistics.median(measured) - statistics.median(predicted))
+    assert p["predicted_update_ms"]["low"] <= p["predicted_update_ms"]["median"] <= p["predicted_update_ms"]["high"]
+    (fast,) = [r for r in p["regions"] if r["region"] == "fast"]
+    assert fast["change_ms"] == pytest.approx(np.mean(fast_change), rel=1e-9)
+    assert p["samples_per_update"] == 16  # 8 samples per update on each of 2 ranks
+
+
+def test_generated_log_group_variant_and_no_padding(tmp_path):
+    paths, per_rank = generate(tmp_path)
+    doc = whatif_json("batched-geometry", "--variant", "group", *paths)
+    (p,) = doc["predictions"]
+    assert p["available"]
+    assert any("token slots follow from the drawn samples" in a for a in p["assumptions"])
+    # The same seed gives the same draws; another seed other draws.
+    again = whatif_json("batched-geometry", "--variant", "group", *paths)
+    assert again["predictions"][0]["predicted_update_ms"] == p["predicted_update_ms"]
+    other = whatif_json("batched-geometry", "--variant", "group", "--seed", "5", *paths)
+    assert other["predictions"][0]["updates"] != p["updates"]
+    # no-padding: lang costs SLOT per token slot, so D = SLOT x (valid - slots) per rank-update.
+    nopad = whatif_json("no-padding", *paths)["predictions"][0]
+    beta = model(doc, "lang")["terms"][0]["ms_per_unit"]
+    for k, u in enumerate(nopad["updates"]):
+        rows = [per_rank[r][k] for r in (0, 1)]
+        cs = [x["wall_ms"] - x["cpu_call_ms"]["sync"] for x in rows]
+        news = [c + beta * (x["counts"]["valid_tokens"] - x["counts"]["token_slots"]) for c, x in zip(cs, rows)]
+        assert u["predicted_ms"] == pytest.approx(max(news) + (u["measured_ms"] - max(cs)), rel=1e-9)
+
+
+def test_balanced_ranks_needs_several_ranks(tmp_path):
+    paths, _ = generate(tmp_path)
+    r = run("whatif", "balanced-ranks", paths[0])
+    assert r.returncode == 3
+    assert "needs every rank's log" in r.stderr
+    doc = whatif_json("balanced-ranks", *paths)
+    (p,) = doc["predictions"]
+    assert p["available"] and len(p["ranks"]) == 2
+    assert any("half corrected" in n for n in p["notes"])
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+def test_text_and_markdown_outputs():
+    r = run("whatif", "no-padding", "--hierarchy", fx.HIER, fx.LOG)
+    assert r.returncode == 0, r.stderr
+    for text in ("2. Cost models", "3. What if: no-padding", "held-out error", "predicted (only this rank)",
+                 "predicted (every rank)", "per 1,000 updates", "0.0553 ms/token slot (token_slots)"):
+        assert text in r.stdout, text
+    m = run("whatif", "batched-geometry", "--format", "markdown", "--hierarchy", fx.HIER, fx.LOG)
+    assert m.returncode == 0
+    assert "## 3. What if: batched-geometry (pad)" in m.stdout
+    assert "## 4. What if: batched-geometry (group)" in m.stdout
+
+
+def test_usage_errors_and_no_data(tmp_path):
+    assert run("whatif", "faster", fx.LOG).returncode == 2
+    assert run("whatif", "no-padding", "--variant", "pad", fx.LOG).returncode == 2
+    assert run("whatif", "batched-geometry", "--threshold", "-1", fx.LOG).returncode == 2
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert run("whatif", "no-padding", empty).returncode == 3
+    # Without the nesting nothing can be replayed: exit 3 and the reason on stderr.
+    r = run("whatif", "no-padding", fx.LOG)
+    assert r.returncode == 3 and "nesting" in r.stderr
+    # A rejected line is reported (exit 1) and the rest analyzed.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(fx.LOG.read_text() + "{not json}\n")
+    r = run("whatif", "no-padding", "--hierarchy", fx.HIER, bad)
+    assert r.returncode == 1 and "What if: no-padding" in r.stdout
+
+
+def test_html_report_has_the_whatif_section(tmp_path):
+    out = tmp_path / "r.html"
+    r = run("html", "--hierarchy", fx.HIER, fx.LOG, "-o", out)
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    assert '<section id="whatif">' in page and "8. What if" in page
+    start = page.index('<script type="application/json" id="stepprof-data">') + len(
+        '<script type="application/json" id="stepprof-data">')
+    data = json.loads(page[start:page.index("</script>", start)])
+    _, updates = fx.real_records()
+    (measured, *predictions) = data["whatif"]["series"]
+    assert measured["label"] == "measured" and measured["ms"] == [u["wall_ms"] for u in updates]
+    assert [s["label"] for s in predictions] == ["batched-geometry (pad)", "batched-geometry (group)", "no-padding"]
+    r = run("html", "--no-whatif", "--hierarchy", fx.HIER, fx.LOG, "-o", out)
+    assert r.returncode == 0 and 'id="whatif"' not in out.read_text()
