@@ -36,21 +36,29 @@ def within_tolerance(run):
         r = run(attempt)
         results.append(r)
         print(json.dumps(r, indent=1), flush=True)
-        if abs(r["error_fraction"]) <= TOLERANCE:
+        beats = abs(r["error_fraction"]) < abs(r.get("baseline_error_fraction", float("inf")))
+        if abs(r["error_fraction"]) <= TOLERANCE and (beats or not r.get("must_beat_baseline")):
             return results
     last = results[-1]
     raise AssertionError(
-        f"{last['scenario']}: every attempt missed the {TOLERANCE:.0%} tolerance: "
+        f"{last['scenario']}: every attempt missed the {TOLERANCE:.0%} tolerance"
+        + (" or was no closer to the measured run than the unchanged baseline" if last.get("must_beat_baseline") else "")
+        + ": "
         + "; ".join(f"predicted {r['predicted_median_ms']:.0f} ms, measured {r['measured_median_ms']:.0f} ms "
-                    f"({r['error_fraction']:+.1%})" for r in results))
+                    f"({r['error_fraction']:+.1%}; unchanged baseline {r.get('baseline_error_fraction', float('nan')):+.1%})"
+                    for r in results))
 
 
 def test_batched_geometry_group_predicts_the_by_frames_run():
-    # Two ranks: each run's ranks share one CPU; 30 updates (the first left out).
+    # Two ranks: each run's ranks share one CPU; 16 updates (the first left out), 8 samples
+    # per micro-batch, so that random micro-batches mostly fall back to vggt_single.
     def run(attempt):
-        r = ex.batched_geometry(BIN, OUT / f"batched-geometry-{attempt}", 30, 2, 0, env())
-        # The scenario changes something: the prediction is not the baseline.
+        r = ex.batched_geometry(BIN, OUT / f"batched-geometry-{attempt}", 16, 2, 0, env(), micro_batch=8)
+        # The scenario changes something: the prediction is not the baseline, and it is
+        # closer to the measured run than "nothing changes" would be.
         assert r["predicted_median_ms"] < r["baseline_median_ms"]
+        r["baseline_error_fraction"] = r["baseline_median_ms"] / r["measured_median_ms"] - 1
+        r["must_beat_baseline"] = True
         return r
 
     within_tolerance(run)

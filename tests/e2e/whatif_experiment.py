@@ -129,18 +129,21 @@ def compare(binary: str, scenario: str, predict_from: Path, measure: Path, *what
     }
 
 
-def batched_geometry(binary: str, out: Path, updates: int, ranks: int, seed: int, env: dict) -> dict:
+def batched_geometry(binary: str, out: Path, updates: int, ranks: int, seed: int, env: dict,
+                     micro_batch: int = 4) -> dict:
     a, b = out / "random", out / "by-frames"
-    run_pair(workload(a, updates, ranks, seed, "--sampler", "random"),
-             workload(b, updates, ranks, seed, "--sampler", "by-frames"), env)
+    mb = ("--micro-batch", str(micro_batch))
+    run_pair(workload(a, updates, ranks, seed, "--sampler", "random", *mb),
+             workload(b, updates, ranks, seed, "--sampler", "by-frames", *mb), env)
     return compare(binary, "batched-geometry", a, b, "--variant", "group")
 
 
 def balanced_ranks(binary: str, out: Path, updates: int, ranks: int, seed: int, env: dict, slow_rank: int,
-                   slow_factor: float) -> dict:
+                   slow_factor: float, micro_batch: int = 4) -> dict:
     a, b = out / "slow", out / "even"
-    run_pair(workload(a, updates, ranks, seed, "--slow-rank", str(slow_rank), "--slow-factor", str(slow_factor)),
-             workload(b, updates, ranks, seed), env)
+    mb = ("--micro-batch", str(micro_batch))
+    run_pair(workload(a, updates, ranks, seed, "--slow-rank", str(slow_rank), "--slow-factor", str(slow_factor), *mb),
+             workload(b, updates, ranks, seed, *mb), env)
     return compare(binary, "balanced-ranks", a, b)
 
 
@@ -154,6 +157,7 @@ def main(argv=None) -> int:
     p.add_argument("--slow-rank", type=int, default=2)
     p.add_argument("--slow-factor", type=float, default=2.0)
     p.add_argument("--workers", type=int, default=1, help="data-loader worker processes per rank")
+    p.add_argument("--micro-batch", type=int, default=4, help="samples per micro-batch (the workload's default: 4)")
     p.add_argument("--only", choices=["batched-geometry", "balanced-ranks"])
     args = p.parse_args(argv)
     global WORKERS
@@ -163,11 +167,11 @@ def main(argv=None) -> int:
     results = []
     if args.only in (None, "batched-geometry"):
         results.append(batched_geometry(args.stepprof, args.out / "batched-geometry", args.updates, args.ranks,
-                                        args.seed, env))
+                                        args.seed, env, args.micro_batch))
         print(json.dumps(results[-1]), flush=True)
     if args.only in (None, "balanced-ranks"):
         results.append(balanced_ranks(args.stepprof, args.out / "balanced-ranks", args.updates, args.ranks, args.seed,
-                                      env, args.slow_rank, args.slow_factor))
+                                      env, args.slow_rank, args.slow_factor, args.micro_batch))
         print(json.dumps(results[-1]), flush=True)
     return 0 if all(abs(r["error_fraction"]) <= 0.10 for r in results) else 1
 
