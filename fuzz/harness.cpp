@@ -152,6 +152,41 @@ Outcome log(const std::uint8_t* data, std::size_t size) {
   return o;
 }
 
+Outcome kineto(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return {};
+  const std::uint8_t mode = data[0];
+  const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  Outcome o;
+  o.nonblank_input = has_nonblank_line(body);
+  std::string content;
+  ReadOptions opt;
+  switch (mode & 3) {
+    case 1:
+      content = gzip(body);
+      break;
+    case 2: {  // gzip cut short, where the data says
+      const std::string z = gzip(body);
+      content = z.substr(0, z.size() * (1 + (mode >> 5)) / 9);
+      break;
+    }
+    case 3:
+      content = std::string(body);
+      opt.traces_only = true;
+      opt.kineto.rank = 0;
+      opt.kineto.world_size = 2;
+      break;
+    default:
+      content = std::string(body);
+  }
+  const MemFile file(content);
+  Diagnostics diag;
+  const Dataset dataset = read_logs({file.path()}, opt, diag);
+  o.updates = dataset.update_count();
+  analyze(dataset, nullptr, diag);
+  o.diagnostics = diag.total();
+  return o;
+}
+
 Outcome hierarchy(const std::uint8_t* data, std::size_t size) {
   static const Dataset real = [] {
     Diagnostics d;

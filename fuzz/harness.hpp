@@ -26,6 +26,13 @@ Outcome record(const std::uint8_t* data, std::size_t size);
 /// asks for strict mode, bit 4 for a --steps window.
 Outcome log(const std::uint8_t* data, std::size_t size);
 
+/// A PyTorch profiler (Kineto) trace through read_logs (which reads it as a trace when
+/// its first keys are a trace's, as `stepprof report` does), every analysis and every
+/// renderer. The first byte picks how the rest is presented: plain (0), gzip-compressed
+/// (1), gzip-compressed and cut short (2), or read with `traces_only` and a given rank
+/// and world size (3, as `stepprof import kineto --rank 0 --world-size 2`).
+Outcome kineto(const std::uint8_t* data, std::size_t size);
+
 /// A --hierarchy file through parse_hierarchy and, when it parses, the report on the
 /// bundled real log with that nesting.
 Outcome hierarchy(const std::uint8_t* data, std::size_t size);

@@ -2,7 +2,7 @@
 # Fuzzes the readers with libFuzzer (clang-14, ASan + UBSan): builds the `fuzz` preset
 # and runs each target for a bounded time, seeded with the bundled real files.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]   SECONDS per target (default 60);
-#                                            targets: record log hierarchy (default: all)
+#                                            targets: record log kineto hierarchy (default: all)
 #   scripts/fuzz.sh 1800                     the long run (30 minutes per target)
 # The corpus grows in build/fuzz/corpus/<target>. A crash, hang or sanitizer report
 # stops the script (exit 1) and leaves the input in build/fuzz/artifacts: minimize it
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(record log hierarchy)
+[ ${#targets[@]} -eq 0 ] && targets=(record log kineto hierarchy)
 
 mkdir -p build
 if ! { cmake --preset fuzz && cmake --build --preset fuzz -j "$(nproc)"; } > build/fuzz-build.log 2>&1; then
@@ -25,7 +25,7 @@ fi
 # Seeds from the real log, its markdown table and its nesting file.
 seeds=build/fuzz/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds/record" "$seeds/log" "$seeds/hierarchy"
+mkdir -p "$seeds/record" "$seeds/log" "$seeds/kineto" "$seeds/hierarchy"
 ex=examples/qwen-vggt
 n=0
 while IFS= read -r line; do
@@ -38,11 +38,16 @@ for mode in 0 1 2 3 4 8 16; do
 done
 { printf '\x00'; head -n 8 "$ex/rank1.table.md"; } > "$seeds/log/table"
 cp "$ex/hierarchy.txt" "$seeds/hierarchy/"
+# One step of a real profiler trace (fuzz/kineto_seed.py), plain, gzip, cut and forced.
+for mode in 0 1 2 3; do
+  { printf "\\x$(printf '%02x' $mode)"; cat fuzz/seeds/kineto-dlrm-one-step.json; } > "$seeds/kineto/dlrm.mode$mode"
+done
 cp tests/data/fuzz-regressions/record/* "$seeds/record/" 2>/dev/null || true
 cp tests/data/fuzz-regressions/log/* "$seeds/log/" 2>/dev/null || true
 cp tests/data/fuzz-regressions/hierarchy/* "$seeds/hierarchy/" 2>/dev/null || true
+cp tests/data/fuzz-regressions/kineto/* "$seeds/kineto/" 2>/dev/null || true
 
-declare -A max_len=([record]=16384 [log]=32768 [hierarchy]=4096)
+declare -A max_len=([record]=16384 [log]=32768 [kineto]=32768 [hierarchy]=4096)
 mkdir -p build/fuzz/artifacts
 total=0
 for t in "${targets[@]}"; do
