@@ -14,6 +14,7 @@
 #include "kineto_event.hpp"
 #include "kineto_model.hpp"
 #include "stepprof/kineto.hpp"
+#include "stepprof/record_writer.hpp"
 #include "stepprof/schema.hpp"
 #include "trace_scanner.hpp"
 
@@ -29,8 +30,6 @@ static_assert(detail::ByteSource::padding >= simdjson::SIMDJSON_PADDING);
 
 // Top-level values larger than this are not copied into the config (e.g. Kineto's INFO log).
 constexpr std::size_t kMaxKeptValue = 1024;
-
-std::string json_string(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
 
 bool contains_nccl(std::string_view name) {
   for (std::size_t i = 0; i + 4 <= name.size(); ++i)
@@ -290,7 +289,7 @@ class TraceReader {
     for (auto& m : metadata_) f.push_back(m);
     if (!omitted_.empty()) {
       nlohmann::json o = omitted_;
-      f.push_back({"kineto_omitted", o.dump()});
+      f.push_back({"kineto_omitted", o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
     }
     nlohmann::ordered_json roles = nlohmann::ordered_json::object();
     for (const auto& u : updates)
@@ -299,7 +298,9 @@ class TraceReader {
         if (name == nccl) roles[nccl] = "communication";
         else if (auto role = role_of(name); !role.empty()) roles[std::string(name)] = role;
       }
-    if (!roles.empty()) f.push_back({"region_roles", roles.dump()});
+    // (Names from the trace may hold invalid UTF-8: replaced, never thrown on.)
+    if (!roles.empty())
+      f.push_back({"region_roles", roles.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)});
     f.push_back({std::string(schema::kDeviceTiming),
                  json_string("kineto: union of GPU kernel, memcpy and memset intervals per stream")});
     f.push_back({std::string(schema::kNote),

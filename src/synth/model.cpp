@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "stepprof/record_writer.hpp"
 #include "stepprof/schema.hpp"
 
 namespace stepprof::synth::detail {
@@ -74,8 +75,6 @@ std::uint64_t splitmix(std::uint64_t x) {
 double f32(double x) { return static_cast<double>(static_cast<float>(x)); }
 
 std::uint64_t u64(std::int64_t v) { return static_cast<std::uint64_t>(v); }
-
-std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
 
 }  // namespace
 
