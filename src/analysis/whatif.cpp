@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "stepprof/analysis/code_paths.hpp"
 #include "stepprof/analysis/least_squares.hpp"
@@ -317,8 +318,13 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
       if (opt.group.empty() ? (members.empty() || p.group == members.front()->group) : p.group == opt.group)
         members.push_back(&p);
     if (members.size() < 2) {
-      fail(opt.group.empty() ? "the nesting marks no group of alternative code paths (alt=GROUP)"
-                             : fmt::format("no alternative group \"{}\" with two or more paths", opt.group));
+      if (members.size() == 1)  // the nesting names a group, but one path never ran
+        fail(fmt::format("only {} of group {} ran in these updates: every micro-batch already takes one path, "
+                         "nothing to change",
+                         members.front()->region, members.front()->group));
+      else
+        fail(opt.group.empty() ? "the nesting marks no group of alternative code paths (alt=GROUP)"
+                               : fmt::format("no alternative group \"{}\" in the nesting", opt.group));
       return;
     }
     s.group = members.front()->group;
@@ -406,6 +412,7 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
   }
 
   // The models that price the change: usable leaf regions; say which ones cannot.
+  std::vector<std::string> unpriced;
   for (const std::size_t i : leaf_models(in, models)) {
     const RegionModel& m = models.models[i];
     const bool affected = std::any_of(m.candidates.begin(), m.candidates.end(), [&](std::size_t f) {
@@ -418,12 +425,32 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
       s.y.push_back(std::move(y));
     }
     if (!affected) continue;
+    if (!m.usable) {  // its work may change, but nothing can say by how much
+      unpriced.push_back(m.region);
+      continue;
+    }
     RegionChange rc;
     rc.region = m.region;
     rc.measured_ms = m.mean_ms;
-    rc.modeled = m.usable;
-    if (!m.usable) rc.note = fmt::format("its work changes but its model is not usable ({}): taken as unchanged", m.why_not);
+    rc.modeled = true;
     s.affected.push_back(std::move(rc));
+  }
+  // A prediction needs at least one usable model that uses a feature the scenario changes.
+  const bool priced = std::any_of(s.leaves.begin(), s.leaves.end(), [&](std::size_t i) {
+    return std::any_of(models.models[i].terms.begin(), models.models[i].terms.end(), [&](const CostTerm& t) {
+      return std::find(s.changed.begin(), s.changed.end(), t.feature) != s.changed.end();
+    });
+  });
+  if (!priced) {
+    std::vector<std::string> names;
+    for (const std::size_t f : s.changed)
+      if (std::find(names.begin(), names.end(), space.features[f].name) == names.end())
+        names.push_back(space.features[f].name);
+    fail(fmt::format("no usable cost model uses the work that changes ({}): the selected models price these "
+                     "updates by other features, or are not usable (see the cost models); predicting no change "
+                     "would only restate that",
+                     fmt::join(names, ", ")));
+    return;
   }
   if (s.scenario == Scenario::kBatchedGeometry) {
     for (const auto& p : space.paths) {
@@ -433,8 +460,9 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
         { fail(fmt::format("the cost model of {} is not usable: {}", p.region, m->why_not)); return; }
     }
   }
-  for (const auto& rc : s.affected)
-    if (!rc.modeled) s.notes.push_back(fmt::format("{}: {}", rc.region, rc.note));
+  if (!unpriced.empty())
+    s.notes.push_back(fmt::format("taken as unchanged, having no usable cost model although their work may change: {}",
+                                  fmt::join(unpriced, ", ")));
   s.ok = true;
 }
 
@@ -661,6 +689,10 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   const auto& s = replay.impl();
   if (!replay.available()) {
     p.why_not = replay.why_not();
+    return p;
+  }
+  if (sync.steps.size() < 2) {
+    p.why_not = sync.all_ranks ? "fewer than two steps are in every rank's log" : "fewer than two updates to compare";
     return p;
   }
   p.available = true;
@@ -936,13 +968,21 @@ WhatIfResult run_whatif(const AnalysisInput& in, const WhatIfOptions& opt) {
   const SyncData sync = build_sync(in);
   r.ranks = sync.ranks;
   r.sync = sync.description;
-  r.microbatch_detail = r.updates > 0;
+  std::size_t without = 0;
+  const UpdateRecord* first_without = nullptr;
   for (const auto* u : in.updates())
-    if (u->microbatches.empty()) r.microbatch_detail = false;
+    if (u->microbatches.empty() && !without++) first_without = u;
+  r.microbatch_detail = r.updates > 0 && without == 0;
   r.detail = r.microbatch_detail
                  ? "per-micro-batch detail in every update: micro-batch composition as recorded"
                  : "no per-micro-batch detail: micro-batches rebuilt from the frame histogram and input_shapes "
                    "(random splits) and intervals widened by what that leaves unknown";
+  // Detail in some updates only: say so, since it is used only when every update has it.
+  if (without > 0 && without < r.updates && first_without)
+    r.detail += fmt::format(" (the detail is missing from {} of {} updates, the first {}step {}, so none is used)",
+                            without, r.updates,
+                            first_without->rank ? fmt::format("rank {} ", *first_without->rank) : std::string(),
+                            first_without->step);
   if (opt.scenario == Scenario::kBalancedRanks) {
     r.predictions.push_back(balanced_prediction(in, r.models, opt, sync));
   } else if (opt.scenario == Scenario::kNoPadding) {

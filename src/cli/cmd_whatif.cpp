@@ -1,6 +1,7 @@
 // `stepprof whatif SCENARIO LOG...`: what a change would buy, from the cost models
 // fitted to the logs (docs/whatif.md).
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
@@ -76,7 +77,14 @@ void add_whatif_command(CLI::App& app, std::function<void(std::function<int()>)>
   cmd->add_option("--path", opt->whatif.path,
                   "batched-geometry: the path every micro-batch takes (default: the group's cheapest per frame)");
   cmd->add_option("--bootstrap", opt->whatif.bootstrap, "bootstrap replicates for the intervals (default 200; 0: none)")
-      ->check(CLI::Range(0, 100000));
+      ->check(CLI::Range(0, 100000))
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            // A 90 % interval from a handful of replicates would be its extremes, not an interval.
+            const long n = std::strtol(v.c_str(), nullptr, 10);
+            return n == 0 || n >= 20 ? std::string() : std::string("use 0 (no intervals) or at least 20 replicates");
+          },
+          "0 or >= 20"));
   cmd->add_option("--threshold", opt->whatif.models.threshold,
                   "largest held-out error, as a fraction of a region's mean time, of a model used for predictions "
                   "(default 0.5)")

@@ -12,6 +12,7 @@ namespace stepprof::detail {
 namespace {
 
 std::string interval(const Interval& iv, double central) {
+  if (iv.low_ms == iv.high_ms && iv.low_ms == iv.median_ms) return ms(iv.median_ms);  // no interval (--bootstrap 0)
   return fmt::format("{} ({:.0f} % interval {} .. {})", ms(iv.median_ms), central * 100, num(iv.low_ms),
                      num(iv.high_ms));
 }
@@ -44,7 +45,7 @@ Table models_table(const CostModelSet& set) {
   for (const auto& m : set.models)
     t.rows.push_back({m.region + (m.device ? "" : " (host)"), m.usable ? "yes" : "no", num(m.mean_ms),
                       m.terms.empty() ? "-" : fmt::format("{} ms ({})", num(m.heldout_rmse_ms), pct(m.heldout_fraction)),
-                      m.r2 ? fmt::format("{:.2f}", *m.r2) : "-", term_text(set, m)});
+                      m.r2 ? fmt::format("{:.2f}", std::abs(*m.r2) < 0.005 ? 0.0 : *m.r2) : "-", term_text(set, m)});
   return t;
 }
 

@@ -84,9 +84,10 @@ def hostile_records():
     updates = []
     for step in range(6):
         use_slow = step % 2 == 1
-        dev = {top: 60.0 + step, child: 30.0 + step, comm: 20.0 - step, LINESEP: 5.0}
+        slots = 200 + 20 * step  # LINESEP's time follows the token slots: no-padding has a model to use
+        dev = {top: 60.0 + 2 * step, child: 30.0 + step, comm: 20.0 - step, LINESEP: 0.025 * slots}
         dev[slow if use_slow else fast] = 25.0 + step if use_slow else 10.0 + step
-        counts = {"samples": 2, "token_slots": 200, "valid_tokens": 150 + step, "frames": 8,
+        counts = {"samples": 2, "token_slots": slots, "valid_tokens": 150 + step, "frames": 8,
                   (slow if use_slow else fast) + "_samples": 2, (slow if use_slow else fast) + "_frames": 8,
                   SCRIPT: step, CSVISH: 1}
         updates.append({"type": "update", "rank": 0, "step": step, "wall_ms": 90.0 + step,
