@@ -90,3 +90,32 @@ TEST(Hierarchy, FromParentsInTheLog) {
   EXPECT_EQ(h->find("fast")->alt_group, "path");
   EXPECT_EQ(h->find("sync")->role, RegionRole::kCommunication);
 }
+
+// Parents that change between updates keep the first (as the warning says, once per
+// change), and a region with an empty name, which cannot be told from the top level, is
+// left out instead of nesting the top level inside itself (found by fuzz_kineto).
+TEST(Hierarchy, FromTheLogConflictsKeepTheFirstParentAndAnEmptyNameIsLeftOut) {
+  const std::string log =
+      R"({"type": "config", "rank": 0, "world_size": 1})"
+      "\n"
+      R"({"type": "update", "rank": 0, "step": 1, "wall_ms": 10, "cpu_call_ms": {"a": 9, "b": 2, "c": 1, "": 1}, "parents": {"a": null, "b": "a", "c": null, "": "b"}})"
+      "\n"
+      R"({"type": "update", "rank": 0, "step": 2, "wall_ms": 10, "cpu_call_ms": {"a": 9, "b": 2, "c": 1}, "parents": {"a": null, "b": "c", "c": null}})"
+      "\n"
+      R"({"type": "update", "rank": 0, "step": 3, "wall_ms": 10, "cpu_call_ms": {"a": 9, "b": 2, "c": 1}, "parents": {"a": null, "b": "c", "c": null}})"
+      "\n";
+  const std::string path = testing::TempDir() + "/conflicts.jsonl";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(log.data(), 1, log.size(), f);
+  std::fclose(f);
+  Diagnostics diag;
+  const Dataset d = read_logs({path}, {}, diag);
+  ASSERT_EQ(d.update_count(), 3u);
+  const auto before = diag.total();
+  auto h = hierarchy_from_log(d, diag);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->find("b")->parent, "a");
+  EXPECT_EQ(h->find(""), nullptr);
+  EXPECT_EQ(diag.total() - before, 1u);  // steps 2 and 3 disagree the same way: one warning
+  for (const auto* top : h->children("")) EXPECT_FALSE(top->name.empty());
+}

@@ -223,6 +223,36 @@ void build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const std::vec
       if (mb.frames.empty() && mb.samples() > 0) ok = false;
     if (!ok) s.detail = false;
   }
+  // Detail that disagrees with the update's own counters is not trusted (a hand-edited or
+  // mis-recorded log): the update-level histograms are used instead, and the notes say why.
+  if (s.detail) {
+    const auto frames_id = in.counter(schema::counter::kFrames);
+    const auto samples_id = in.counter(schema::counter::kSamples);
+    std::size_t bad = 0;
+    std::string first;
+    for (const auto* u : s.updates) {
+      double frames = 0, samples = 0;
+      for (const auto& mb : u->microbatches) {
+        samples += static_cast<double>(mb.samples());
+        for (const auto f : mb.frames) frames += static_cast<double>(f);
+      }
+      const auto fc = frames_id ? u->counter(*frames_id) : std::nullopt;
+      const auto sc = samples_id ? u->counter(*samples_id) : std::nullopt;
+      std::string what;
+      if (fc && *fc != frames) what = fmt::format("{} frames in the detail, {} in the frames counter", frames, *fc);
+      else if (sc && *sc != samples)
+        what = fmt::format("{} samples in the detail, {} in the samples counter", samples, *sc);
+      if (what.empty()) continue;
+      if (!bad++)
+        first = fmt::format("{}step {}: {}", u->rank ? fmt::format("rank {} ", *u->rank) : std::string(), u->step, what);
+    }
+    if (bad) {
+      s.detail = false;
+      s.notes.push_back(fmt::format("the per-micro-batch detail disagrees with the update's counters in {} of {} "
+                                    "updates (first: {}): not used",
+                                    bad, s.updates.size(), first));
+    }
+  }
   s.tokens_known = s.detail;
   if (s.detail)
     for (const auto* u : s.updates)
@@ -583,7 +613,7 @@ SyncData build_sync(const AnalysisInput& in) {
     d.range = !(world && *world == 1);
     if (d.range)
       d.description = comm ? fmt::format(
-                                 "one rank's log of a {}-rank job: a range from \"only this rank improves\" (its "
+                                 "one rank's log of a job of {} ranks: a range from \"only this rank improves\" (its "
                                  "saving is absorbed by waiting for the others; a slow-down counts beyond its wait "
                                  "in {}) to \"every rank improves alike\" (the whole change counts)",
                                  world ? std::to_string(*world) : std::string("multi"), comm_name)

@@ -194,18 +194,20 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
     bool known = false;
     NameTable::Id parent = 0;
     SourceLocation where;
+    std::optional<NameTable::Id> reported;  // the other parent last warned about
   };
   std::vector<Parent> parent_of(data.regions.size());
   std::vector<NameTable::Id> order;
   for (const auto& rank : data.ranks)
     for (const auto& u : rank.updates)
       for (const auto& r : u.regions) {
-        if (!r.parent) continue;
+        // (A region with an empty name cannot be placed: "" is the top level.)
+        if (!r.parent || data.regions.name(r.region).empty()) continue;
         Parent& p = parent_of[r.region];
         if (!p.known) {
           p = {true, *r.parent, u.source};
           order.push_back(r.region);
-        } else if (p.parent != *r.parent) {
+        } else if (p.parent != *r.parent && p.reported != *r.parent) {
           auto name = [&](NameTable::Id id) {
             return id == kTopLevel ? std::string("(top level)") : std::string(data.regions.name(id));
           };
@@ -213,7 +215,7 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
                        fmt::format("region \"{}\" has parent \"{}\" here but \"{}\" at {}:{}; the first is used",
                                    data.regions.name(r.region), name(*r.parent), name(p.parent),
                                    data.files[p.where.file], p.where.line)});
-          p.parent = *r.parent;  // report each conflict once per pair change
+          p.reported = *r.parent;  // the first parent stays; warn again only when the other one changes
         }
       }
   if (order.empty()) return std::nullopt;

@@ -20,6 +20,7 @@ struct Table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
   std::vector<int> depth;  ///< per row: nesting depth of the first cell (0 = none)
+  bool text_last = false;  ///< the last column is prose: left-aligned in plain text
 };
 struct Paragraph {
   std::string text;

@@ -70,13 +70,18 @@ std::string TextTable::str(const std::string& indent) const {
       const auto& cell = rows_[ri][i];
       const std::string pad(w[i] - width(cell), ' ');
       if (i) line += "  ";
-      line += i == 0 ? cell + pad : pad + cell;
+      const bool left = i == 0 || (text_last_ && i + 1 == rows_[ri].size());
+      line += left ? cell + pad : pad + cell;
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
     if (ri == 0) {
       std::size_t total = 0;
-      for (std::size_t i = 0; i < w.size(); ++i) total += w[i] + (i ? 2 : 0);
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        // A prose column is underlined as wide as its header, not its longest cell.
+        const bool prose = text_last_ && i + 1 == w.size() && i < rows_[0].size();
+        total += (prose ? width(rows_[0][i]) : w[i]) + (i ? 2 : 0);
+      }
       out += indent + std::string(total, '-') + "\n";
     }
   }

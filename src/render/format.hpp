@@ -24,16 +24,19 @@ std::string integer(double v);
 
 namespace stepprof::detail {
 
-/// Column-aligned plain-text table: first column left-aligned, the rest right-aligned.
+/// Column-aligned plain-text table: first column left-aligned, the rest right-aligned
+/// (the last one left-aligned too with `text_last`, for a column of prose).
 class TextTable {
  public:
-  explicit TextTable(std::vector<std::string> header) : rows_{std::move(header)} {}
+  explicit TextTable(std::vector<std::string> header, bool text_last = false)
+      : rows_{std::move(header)}, text_last_(text_last) {}
   void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
   /// The table, each line prefixed with `indent`, header underlined with dashes.
   [[nodiscard]] std::string str(const std::string& indent = "  ") const;
 
  private:
   std::vector<std::vector<std::string>> rows_;
+  bool text_last_ = false;
 };
 
 }  // namespace stepprof::detail

@@ -42,7 +42,7 @@ void block(const detail::Block& b, std::string& out) {
       out += label + wrap(printable(v), label.size(), label.size()) + "\n";
     }
   } else if (const auto* t = std::get_if<detail::Table>(&b)) {
-    detail::TextTable tt(t->header);
+    detail::TextTable tt(t->header, t->text_last);
     for (std::size_t i = 0; i < t->rows.size(); ++i) {
       auto row = t->rows[i];
       for (auto& cell : row) cell = printable(cell);

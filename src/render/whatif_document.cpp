@@ -1,6 +1,7 @@
 // The layout of `stepprof whatif` (and of the what-if section of the HTML report): the
 // cost models, then each prediction with its interval, savings, region changes,
 // assumptions and notes. Shared by the text, markdown and HTML renderers.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -46,6 +47,7 @@ Table models_table(const CostModelSet& set) {
     t.rows.push_back({m.region + (m.device ? "" : " (host)"), m.usable ? "yes" : "no", num(m.mean_ms),
                       m.terms.empty() ? "-" : fmt::format("{} ms ({})", num(m.heldout_rmse_ms), pct(m.heldout_fraction)),
                       m.r2 ? fmt::format("{:.2f}", std::abs(*m.r2) < 0.005 ? 0.0 : *m.r2) : "-", term_text(set, m)});
+  t.text_last = true;
   return t;
 }
 
@@ -54,8 +56,8 @@ std::vector<Block> model_blocks(const CostModelSet& set) {
   out.emplace_back(Paragraph{fmt::format(
       "Each region's time per update (device time where recorded, else host time) = sum of non-negative costs per "
       "unit of work (NNLS, Lawson & Hanson); features chosen by forward selection on the leave-one-update-out error "
-      "({}, {} updates); a model is used only if that held-out error is at most {} of the region's mean time.",
-      set.heldout_method, set.updates, pct(set.threshold))});
+      "({}, {} update{}); a model is used only if that held-out error is at most {} of the region's mean time.",
+      set.heldout_method, set.updates, set.updates == 1 ? "" : "s", pct(set.threshold))});
   out.emplace_back(models_table(set));
   Fields why;
   for (const auto& m : set.models)
@@ -94,8 +96,9 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
                                  rate(p.samples_per_update, p.predicted.median_ms));
     if (p.range && p.only_this_rank)
       tp = fmt::format("{} samples/s measured -> {} .. {} predicted", rate(p.samples_per_update, p.measured.median_ms),
-                       rate(p.samples_per_update, p.only_this_rank->median_ms),
-                       rate(p.samples_per_update, p.predicted.median_ms));
+                       // (the range low to high: a slow-down reverses which end is which)
+                       rate(p.samples_per_update, std::max(p.only_this_rank->median_ms, p.predicted.median_ms)),
+                       rate(p.samples_per_update, std::min(p.only_this_rank->median_ms, p.predicted.median_ms)));
     f.items.emplace_back("throughput (job)", tp + fmt::format(" ({} samples per update)", integer(*p.samples_per_update)));
   }
   out.emplace_back(std::move(f));
@@ -106,9 +109,9 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
     out.emplace_back(std::move(t));
   }
   if (!p.ranks.empty()) {
-    Table t{{"rank", "own work ms (median)", "work share", "time per unit of work vs median rank"}, {}, {}};
+    Table t{{"rank", "own work ms (median)", "work vs mean rank", "time per unit of work vs median rank"}, {}, {}};
     for (const auto& rb : p.ranks)
-      t.rows.push_back({std::to_string(rb.rank), num(rb.compute_ms), fmt::format("{:.3f}", rb.work_share),
+      t.rows.push_back({std::to_string(rb.rank), num(rb.compute_ms), fmt::format("{:.3f}x", rb.work_share),
                         fmt::format("{:.2f}x", rb.relative_time)});
     out.emplace_back(std::move(t));
   }
