@@ -8,8 +8,13 @@
 # stops the script (exit 1) and leaves the input in build/fuzz/artifacts: minimize it
 # (fuzz_<target> -minimize_crash=1 FILE), fix the bug, and add the input to
 # tests/data/fuzz-regressions/<target>/, which tests/test_fuzz_regressions.cpp replays.
+#   scripts/fuzz.sh --ci                     what CI runs: a fixed seed and a fixed number of
+#                                            runs per target (about a minute each), so that a
+#                                            CI run is the same every time (capped at 3 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ci=0
+if [ "${1:-}" = "--ci" ]; then ci=1; shift; fi
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
@@ -48,16 +53,28 @@ cp tests/data/fuzz-regressions/hierarchy/* "$seeds/hierarchy/" 2>/dev/null || tr
 cp tests/data/fuzz-regressions/kineto/* "$seeds/kineto/" 2>/dev/null || true
 
 declare -A max_len=([record]=16384 [log]=32768 [kineto]=32768 [hierarchy]=4096)
+# --ci: runs per target, about a minute each on a 2-core build machine.
+declare -A ci_runs=([record]=600000 [log]=6000 [kineto]=15000 [hierarchy]=40000)
 mkdir -p build/fuzz/artifacts
 total=0
 for t in "${targets[@]}"; do
   corpus=build/fuzz/corpus/$t
+  if [ "$ci" = 1 ]; then  # from the seeds alone, as on a clean clone
+    corpus=build/fuzz/ci-corpus/$t
+    rm -rf "$corpus"
+  fi
   mkdir -p "$corpus"
   log=build/fuzz/artifacts/$t.log
-  printf '==> fuzz_%s for %s s\n' "$t" "$secs"
+  if [ "$ci" = 1 ]; then
+    bound=(-seed=1 -runs="${ci_runs[$t]}" -max_total_time=180)
+    printf '==> fuzz_%s: %s runs, seed 1\n' "$t" "${ci_runs[$t]}"
+  else
+    bound=(-max_total_time="$secs")
+    printf '==> fuzz_%s for %s s\n' "$t" "$secs"
+  fi
   status=0
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "build/fuzz/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$t]}" \
+    "build/fuzz/fuzz/fuzz_$t" "${bound[@]}" -timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$t]}" \
       -dict=fuzz/stepprof.dict -artifact_prefix="build/fuzz/artifacts/$t-" -print_final_stats=1 \
       "$corpus" "$seeds/$t" > "$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

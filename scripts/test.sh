@@ -33,7 +33,7 @@ if ctest --test-dir build/release -N -L threads 2>/dev/null | grep -q 'Total Tes
   cmake --build --preset tsan -j "$jobs"
   TSAN_OPTIONS=halt_on_error=1 ctest --preset tsan -j "$jobs"
 fi
-step "fuzzing the readers (libFuzzer, about a minute per target)"
-scripts/fuzz.sh 60
+step "fuzzing the readers (libFuzzer, a fixed seed and about a minute per target)"
+scripts/fuzz.sh --ci
 
 step "all tests passed"

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -77,7 +78,14 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     finish(diag);
     return kNoData;
   }
-  if (!out.hierarchy) out.hierarchy = hierarchy_from_log(out.data, diag);
+  if (!out.hierarchy) {
+    out.hierarchy = hierarchy_from_log(out.data, diag);
+  } else if (std::none_of(out.hierarchy->nodes().begin(), out.hierarchy->nodes().end(),
+                          [&](const HierarchyNode& n) { return out.data.regions.find(n.name).has_value(); })) {
+    // A nesting file of another job: every analysis would treat the log as un-nested.
+    diag.report({Severity::kWarning, Problem::kHierarchy, opt.hierarchy, 0, 0,
+                 "no region of this nesting file occurs in the logs: is it the nesting of another job?"});
+  }
   return std::nullopt;
 }
 

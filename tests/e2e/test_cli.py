@@ -237,3 +237,13 @@ def test_control_characters_in_names_are_escaped(tmp_path):
         assert r.returncode == 0
         assert "\x1b" not in r.stdout and "\x07" not in r.stdout
         assert shown in r.stdout
+
+
+def test_a_nesting_of_another_job_is_warned_about(tmp_path):
+    other = tmp_path / "other.txt"
+    other.write_text("foo\n  bar alt=g\n  baz alt=g\n")
+    r = run("report", "--hierarchy", other, LOG)
+    assert r.returncode == 0
+    assert f"{other}: warning: no region of this nesting file occurs in the logs" in r.stderr
+    # The bundled nesting matches the bundled log: no such warning.
+    assert "no region of this nesting" not in run("report", "--hierarchy", HIER, LOG).stderr
