@@ -1,16 +1,11 @@
-#include <nlohmann/json.hpp>
-
+#include "json_common.hpp"
 #include "stepprof/render/render.hpp"
 
 namespace stepprof {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-template <typename T>
-Json opt(const std::optional<T>& v) {
-  return v ? Json(*v) : Json(nullptr);
-}
+using detail::Json;
+using detail::opt;
 
 Json summary(const std::optional<Summary>& s) {
   if (!s) return nullptr;
@@ -241,21 +236,6 @@ Json findings(const std::vector<Finding>& fs) {
   return out;
 }
 
-Json diagnostics(const Diagnostics& d) {
-  Json items = Json::array();
-  for (const auto& x : d.kept())
-    items.push_back({{"severity", severity_name(x.severity)},
-                     {"code", code_name(x.problem)},
-                     {"file", x.file},
-                     {"line", x.line},
-                     {"column", x.column},
-                     {"message", x.message}});
-  return Json{{"errors", d.count(Severity::kError)},
-              {"warnings", d.count(Severity::kWarning)},
-              {"notes", d.count(Severity::kNote)},
-              {"items", items}};
-}
-
 }  // namespace
 
 std::string render_json(const Report& r, const Diagnostics& diag) {
@@ -268,8 +248,8 @@ std::string render_json(const Report& r, const Diagnostics& diag) {
          {"waiting", waiting(r.waiting)},
          {"cross_rank", cross_rank(r.cross_rank)},
          {"findings", findings(r.findings)},
-         {"diagnostics", diagnostics(diag)}};
-  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+         {"diagnostics", detail::diagnostics_json(diag)}};
+  return detail::dump_json(j);
 }
 
 }  // namespace stepprof

@@ -1,17 +1,12 @@
 // `stepprof whatif --format json` (schema "stepprof.whatif/1", docs/whatif.md "JSON").
-#include <nlohmann/json.hpp>
-
+#include "json_common.hpp"
 #include "stepprof/render/render.hpp"
 
 namespace stepprof {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-template <typename T>
-Json opt(const std::optional<T>& v) {
-  return v ? Json(*v) : Json(nullptr);
-}
+using detail::Json;
+using detail::opt;
 
 Json interval(const Interval& iv) { return Json{{"median", iv.median_ms}, {"low", iv.low_ms}, {"high", iv.high_ms}}; }
 
@@ -117,14 +112,6 @@ Json prediction(const Prediction& p) {
 std::string render_whatif_json(const WhatIfResult& r, const Diagnostics& diag) {
   Json predictions = Json::array();
   for (const auto& p : r.predictions) predictions.push_back(prediction(p));
-  Json items = Json::array();
-  for (const auto& x : diag.kept())
-    items.push_back({{"severity", severity_name(x.severity)},
-                     {"code", code_name(x.problem)},
-                     {"file", x.file},
-                     {"line", x.line},
-                     {"column", x.column},
-                     {"message", x.message}});
   Json j{{"schema", "stepprof.whatif/1"},
          {"scenario", std::string(scenario_name(r.scenario))},
          {"ranks", r.ranks},
@@ -136,12 +123,8 @@ std::string render_whatif_json(const WhatIfResult& r, const Diagnostics& diag) {
          {"interval_fraction", r.interval},
          {"cost_models", models(r.models)},
          {"predictions", predictions},
-         {"diagnostics",
-          {{"errors", diag.count(Severity::kError)},
-           {"warnings", diag.count(Severity::kWarning)},
-           {"notes", diag.count(Severity::kNote)},
-           {"items", items}}}};
-  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+         {"diagnostics", detail::diagnostics_json(diag)}};
+  return detail::dump_json(j);
 }
 
 }  // namespace stepprof

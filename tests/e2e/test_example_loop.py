@@ -132,7 +132,21 @@ def test_report_code_paths(log, report):
         assert paths[region]["clock"] == "host"
         assert paths[region]["total_ms"] == pytest.approx(total, rel=1e-9)
         assert paths[region]["ms_per_frame"] == pytest.approx(total / frames, rel=1e-9)
-    assert geometry["updates_with_slow"] + geometry["updates_fast_only"] == UPDATES
+    # Which path is slower is measured, not given: on a loaded machine the two can cost
+    # within 10 % of each other per frame, and then neither is called the slow one.
+    per_frame = {r: paths[r]["total_ms"] / sum(u["counts"].get(r + "_frames", 0) for u in updates)
+                 for r in ("vggt_batched", "vggt_single")}
+    ratio = max(per_frame.values()) / min(per_frame.values())
+    if ratio < 1.10:
+        assert geometry["similar_cost"] is True and geometry["slow"] is None
+        assert geometry["updates_with_slow"] == geometry["updates_fast_only"] == 0
+    else:
+        assert geometry["slow"] == max(per_frame, key=per_frame.get)
+        with_single = sum(1 for u in updates if "vggt_single" in u["calls"])
+        slow_updates = with_single if geometry["slow"] == "vggt_single" else UPDATES - sum(
+            1 for u in updates if "vggt_batched" not in u["calls"])
+        assert geometry["updates_with_slow"] == slow_updates
+        assert geometry["updates_with_slow"] + geometry["updates_fast_only"] == UPDATES
 
 
 def test_text_report_shows_the_nesting(log):
