@@ -46,9 +46,12 @@ TEST_F(RecorderTest, ThreadsRecordConcurrentlyWithEndUpdate) {
             if (w == 0) fake->launch(nullptr, 0.001);
           }
           if (i % 500 == 0) frame_histogram_add(w + 1, 1);
-          // Halfway, wait for an update boundary, so that one falls while the workers run.
-          if (i == kItems / 2)
-            while (boundaries.load() == 0) std::this_thread::yield();
+          // Halfway, wait for an update boundary after this point (one that fell before the
+          // worker started would not split its items), so that one falls while it runs.
+          if (i == kItems / 2) {
+            const int seen = boundaries.load();
+            while (boundaries.load() == seen) std::this_thread::yield();
+          }
         }
         --running;
       });
