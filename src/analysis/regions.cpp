@@ -1,6 +1,6 @@
 #include "stepprof/analysis/regions.hpp"
 
-#include "parallel.hpp"
+#include "../util/parallel.hpp"
 
 #include <algorithm>
 #include <cmath>

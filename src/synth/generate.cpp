@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -20,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/parallel.hpp"
 #include "model.hpp"
 #include "stepprof/record_writer.hpp"
 #include "stepprof/synth.hpp"
@@ -35,28 +35,6 @@ using detail::uniform;
 enum InjectStream : std::uint64_t { iStraggler = 100, iFallback, iSpike };
 
 std::int64_t last_step(const Options& o) { return o.first_step + o.updates - 1; }
-
-// Runs job(i) for i in [0, n) on `threads` threads; rethrows the first exception.
-template <typename Job>
-void parallel_for(std::int64_t n, unsigned threads, Job job) {
-  std::atomic<std::int64_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto worker = [&] {
-    try {
-      for (std::int64_t i; (i = next.fetch_add(1)) < n;) job(i);
-    } catch (...) {
-      std::lock_guard lock(error_mutex);
-      if (!error) error = std::current_exception();
-      next = n;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-}
 
 // Adds the random injections to the explicit ones: distinct (rank, step) pairs per kind,
 // stragglers on distinct ranks where there are enough.
@@ -224,7 +202,7 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   std::vector<double> sync(static_cast<std::size_t>(o.updates), 0.0);
   std::vector<std::int64_t> slowest(sync.size(), 0);
   std::vector<double> second(sync.size(), 0.0);  // the next slowest rank's arrival
-  parallel_for(o.updates, std::max(1u, threads), [&](std::int64_t i) {
+  stepprof::detail::parallel_for(static_cast<std::size_t>(o.updates), std::max(1u, threads), [&](std::int64_t i) {
     double best = -1, next = -1;
     std::int64_t who = 0;
     for (std::int64_t r = 0; r < o.ranks; ++r) {
@@ -253,7 +231,7 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   std::atomic<std::int64_t> background{0};
   std::atomic<bool> stop{false};
   try {
-    parallel_for(o.ranks, threads, [&](std::int64_t r) {
+    stepprof::detail::parallel_for(static_cast<std::size_t>(o.ranks), std::max(1u, threads), [&](std::int64_t r) {
       Sink out(man.files[static_cast<std::size_t>(r)], gzip);
       out.line(config_to_json(model.config(r)));
       std::int64_t bg = 0;

@@ -1,4 +1,5 @@
-// Runs independent pieces of an analysis on several threads. Internal to the analyses.
+// Runs independent pieces of work on several threads (the analyses, stepprof synth).
+// Internal to the library.
 #pragma once
 
 #include <algorithm>
