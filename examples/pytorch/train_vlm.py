@@ -231,15 +231,25 @@ class VLM(nn.Module):
 
 class Slowdown:
     """--slow-rank/--slow-factor: on the slow rank, every compute region takes `factor`
-    times as long (the region's own time, then (factor - 1) times that asleep, so the
-    other ranks keep their CPU)."""
+    times as long: the region's own time, then (factor - 1) times that more, asleep
+    (--slow-mode sleep: the other ranks get its CPU meanwhile) or spinning (spin: the
+    machine stays as busy as when every rank computes, as on GPUs, where a slow rank's
+    device is its own and frees nothing for the others)."""
 
-    def __init__(self, factor: float):
+    def __init__(self, factor: float, mode: str = "sleep"):
         self.factor = factor
+        self.mode = mode
 
     def __call__(self, started: float):
-        if self.factor > 1:
-            time.sleep((self.factor - 1) * (time.perf_counter() - started))
+        if self.factor <= 1:
+            return
+        extra = (self.factor - 1) * (time.perf_counter() - started)
+        if self.mode == "sleep":
+            time.sleep(extra)
+        else:
+            end = time.perf_counter() + extra
+            while time.perf_counter() < end:
+                pass
 
 
 def allreduce_gradients(params, world_size, bucket_bytes=4 << 20):
@@ -290,6 +300,7 @@ def train(rank: int, args, init_file: str):
             "sampler": args.sampler,
             "slow_rank": args.slow_rank,
             "slow_factor": args.slow_factor,
+            "slow_mode": args.slow_mode,
             "supervised_token_loss": True,
             "note": "CPU run of examples/pytorch/train_vlm.py; host times only.",
         },
@@ -297,7 +308,7 @@ def train(rank: int, args, init_file: str):
         roles={"gradient_allreduce": "communication", "batch_fetch_and_count": "data",
                "deepspeed_step": "optimizer"},
     )
-    slow = Slowdown(args.slow_factor if rank == args.slow_rank else 1.0)
+    slow = Slowdown(args.slow_factor if rank == args.slow_rank else 1.0, args.slow_mode)
 
     model = VLM()
     ddp = nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's weights
@@ -431,6 +442,9 @@ def main(argv=None):
                    help="by-frames groups samples by frame count so every micro-batch takes vggt_batched")
     p.add_argument("--slow-rank", type=int, default=-1, help="rank whose compute is made slower")
     p.add_argument("--slow-factor", type=float, default=1.0, help="how many times slower (>= 1)")
+    p.add_argument("--slow-mode", choices=["sleep", "spin"], default="sleep",
+                   help="how the slow rank spends the extra time: asleep (its CPU goes to the other ranks) or "
+                        "spinning (the machine stays as busy, as with a slow GPU)")
     p.add_argument("--micro-batch", type=int, default=4)
     p.add_argument("--accumulation", type=int, default=2)
     p.add_argument("--workers", type=int, default=1, help="data-loader worker processes per rank")

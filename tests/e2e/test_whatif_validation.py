@@ -7,8 +7,8 @@ same machine load), predicts one run's median update time from the other run's l
 asserts the prediction is within 10 % of the measured median (the issue's tolerance).
 
 The build machine is shared: another job's load can change between the updates of a
-pair. A comparison that misses is run once more on a fresh pair, and the test fails when
-both miss (every attempt is printed). Logs stay in $STEPPROF_TEST_OUT."""
+pair. A comparison that misses is run again on a fresh pair, up to three times, and fails when
+all miss (every attempt is printed). Logs stay in $STEPPROF_TEST_OUT."""
 import json
 import os
 import sys
@@ -20,7 +20,7 @@ import whatif_experiment as ex  # noqa: E402
 BIN = os.environ["STEPPROF_BIN"]
 OUT = Path(os.environ.get("STEPPROF_TEST_OUT", "whatif-validation-out"))
 TOLERANCE = 0.10
-ATTEMPTS = 2
+ATTEMPTS = 3
 
 
 def env():
@@ -50,13 +50,12 @@ def within_tolerance(run):
 
 
 def test_batched_geometry_group_predicts_the_by_frames_run():
-    # Two ranks: each run's ranks share one CPU; 16 updates (the first left out), 8 samples
-    # per micro-batch, so that random micro-batches mostly fall back to vggt_single.
+    # Two ranks: each run's ranks share one CPU; 30 updates (the first left out), 4 samples
+    # per micro-batch (the workload's default: both paths run often enough to be priced).
     def run(attempt):
-        r = ex.batched_geometry(BIN, OUT / f"batched-geometry-{attempt}", 16, 2, 0, env(), micro_batch=8)
-        # The scenario changes something: the prediction is not the baseline, and it is
-        # closer to the measured run than "nothing changes" would be.
-        assert r["predicted_median_ms"] < r["baseline_median_ms"]
+        r = ex.batched_geometry(BIN, OUT / f"batched-geometry-{attempt}", 30, 2, 0, env())
+        # The change is small next to the tolerance here, so the prediction must also be
+        # closer to the measured run than "nothing changes" (the unchanged baseline) is.
         r["baseline_error_fraction"] = r["baseline_median_ms"] / r["measured_median_ms"] - 1
         r["must_beat_baseline"] = True
         return r

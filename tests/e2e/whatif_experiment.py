@@ -139,10 +139,11 @@ def batched_geometry(binary: str, out: Path, updates: int, ranks: int, seed: int
 
 
 def balanced_ranks(binary: str, out: Path, updates: int, ranks: int, seed: int, env: dict, slow_rank: int,
-                   slow_factor: float, micro_batch: int = 4) -> dict:
+                   slow_factor: float, micro_batch: int = 4, slow_mode: str = "spin") -> dict:
     a, b = out / "slow", out / "even"
     mb = ("--micro-batch", str(micro_batch))
-    run_pair(workload(a, updates, ranks, seed, "--slow-rank", str(slow_rank), "--slow-factor", str(slow_factor), *mb),
+    run_pair(workload(a, updates, ranks, seed, "--slow-rank", str(slow_rank), "--slow-factor", str(slow_factor),
+                      "--slow-mode", slow_mode, *mb),
              workload(b, updates, ranks, seed, *mb), env)
     return compare(binary, "balanced-ranks", a, b)
 
@@ -158,6 +159,8 @@ def main(argv=None) -> int:
     p.add_argument("--slow-factor", type=float, default=2.0)
     p.add_argument("--workers", type=int, default=1, help="data-loader worker processes per rank")
     p.add_argument("--micro-batch", type=int, default=4, help="samples per micro-batch (the workload's default: 4)")
+    p.add_argument("--slow-mode", choices=["sleep", "spin"], default="spin",
+                   help="how the slow rank is slow (train_vlm.py --slow-mode); spin keeps the machine as busy")
     p.add_argument("--only", choices=["batched-geometry", "balanced-ranks"])
     args = p.parse_args(argv)
     global WORKERS
@@ -171,7 +174,8 @@ def main(argv=None) -> int:
         print(json.dumps(results[-1]), flush=True)
     if args.only in (None, "balanced-ranks"):
         results.append(balanced_ranks(args.stepprof, args.out / "balanced-ranks", args.updates, args.ranks, args.seed,
-                                      env, args.slow_rank, args.slow_factor, args.micro_batch))
+                                      env, args.slow_rank, args.slow_factor, args.micro_batch,
+                                      args.slow_mode))
         print(json.dumps(results[-1]), flush=True)
     return 0 if all(abs(r["error_fraction"]) <= 0.10 for r in results) else 1
 
