@@ -72,10 +72,10 @@ Job make_job(bool detail) {
       }
       const double jitter = 1 + (noise_sign(rng) ? 0.02 : -0.02);
       const double tf = 25 * ff * jitter, ts = 46 * sf * jitter, tl = 0.055 * slots * jitter;
-      if (fm > 0) u.regions.push_back({fast, std::nullopt, tf, static_cast<std::int64_t>(fm), geo});
-      if (sm > 0) u.regions.push_back({slow, std::nullopt, ts, static_cast<std::int64_t>(ss), geo});
-      u.regions.push_back({geo, std::nullopt, tf + ts, 2, kTopLevel});
-      u.regions.push_back({lang, std::nullopt, tl, 2, kTopLevel});
+      if (fm > 0) u.regions.push_back({fast, geo, std::nullopt, tf, static_cast<std::int64_t>(fm)});
+      if (sm > 0) u.regions.push_back({slow, geo, std::nullopt, ts, static_cast<std::int64_t>(ss)});
+      u.regions.push_back({geo, kTopLevel, std::nullopt, tf + ts, 2});
+      u.regions.push_back({lang, kTopLevel, std::nullopt, tl, 2});
       u.wall_ms = tf + ts + tl + 100;
       u.counters = {{c("samples"), 16},          {c("frames"), frames},         {c("token_slots"), slots},
                     {c("valid_tokens"), valid},  {c("micro_steps"), 2},         {c("vggt_batched_samples"), fs},

@@ -24,7 +24,7 @@ struct Builder {
   }
   void region(UpdateRecord& u, std::string_view name, std::optional<double> device, std::optional<double> host,
               std::int64_t calls = 1) {
-    u.regions.push_back({d.regions.intern(name), device, host, calls, std::nullopt});
+    u.regions.push_back({d.regions.intern(name), std::nullopt, device, host, calls});
   }
   void counter(UpdateRecord& u, std::string_view name, double v) { u.counters.push_back({d.counters.intern(name), v}); }
   void config(std::int64_t world, std::int64_t micro, std::int64_t acc) {
@@ -249,7 +249,7 @@ Dataset three_ranks() {
       u.rank = r;
       u.step = s + 1;
       u.wall_ms = wall;
-      u.regions.push_back({d.regions.intern("allreduce"), wall - work[r][s], wall - work[r][s], 1, std::nullopt});
+      u.regions.push_back({d.regions.intern("allreduce"), std::nullopt, wall - work[r][s], wall - work[r][s], 1});
     }
   }
   return d;

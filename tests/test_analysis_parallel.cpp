@@ -28,9 +28,9 @@ Dataset big_dataset() {
       const double f = 100.0 + (s * 7 + r * 13) % 50;  // 100..149 ms
       const double c = 200.0 - f;                       // absorbs the difference
       u.wall_ms = 210;
-      u.regions.push_back({top, f + c + 1, f + c + 1.5, 1, kTopLevel});
-      u.regions.push_back({fwd, f, f + 0.5, 2, top});
-      u.regions.push_back({comm, c, c, 1, top});
+      u.regions.push_back({top, kTopLevel, f + c + 1, f + c + 1.5, 1});
+      u.regions.push_back({fwd, top, f, f + 0.5, 2});
+      u.regions.push_back({comm, top, c, c, 1});
       u.counters.push_back({samples, 16});
       log.updates.push_back(std::move(u));
     }

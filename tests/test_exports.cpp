@@ -32,7 +32,7 @@ struct Builder {
   }
   void region(UpdateRecord& u, std::string_view name, std::optional<double> device, std::optional<double> host,
               std::int64_t calls = 1) {
-    u.regions.push_back({d.regions.intern(name), device, host, calls, std::nullopt});
+    u.regions.push_back({d.regions.intern(name), std::nullopt, device, host, calls});
   }
   void counter(UpdateRecord& u, std::string_view name, double v) { u.counters.push_back({d.counters.intern(name), v}); }
 };

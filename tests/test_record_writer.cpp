@@ -61,8 +61,8 @@ TEST(RecordWriter, ShapeOfAWrittenUpdate) {
   u.wall_ms = 12.5;
   const auto fwd = regions.intern("fwd");
   const auto top = regions.intern("top");
-  u.regions.push_back({top, 10.0, 11.0, 1, kTopLevel});
-  u.regions.push_back({fwd, std::nullopt, 3.0, 2, top});  // no device time: absent, not 0
+  u.regions.push_back({top, kTopLevel, 10.0, 11.0, 1});
+  u.regions.push_back({fwd, top, std::nullopt, 3.0, 2});  // no device time: absent, not 0
   u.counters.push_back({counters.intern("samples"), 16});
   u.input_shapes.push_back({{8}, 1});
   EXPECT_EQ(update_to_json(u, regions, counters),
@@ -118,7 +118,7 @@ TEST(RecordWriter, RecorderConfigFieldsReadBack) {
   u.step = 1;
   u.wall_ms = 2;
   const auto top = regions.intern("top"), fast = regions.intern("fast"), fetch = regions.intern("fetch");
-  u.regions = {{top, std::nullopt, 1.5, 1, kTopLevel}, {fast, std::nullopt, 1.0, 1, top}, {fetch, std::nullopt, 0.1, 1, kTopLevel}};
+  u.regions = {{top, kTopLevel, std::nullopt, 1.5, 1}, {fast, top, std::nullopt, 1.0, 1}, {fetch, kTopLevel, std::nullopt, 0.1, 1}};
   const std::string path = testing::TempDir() + "/recorder-config.jsonl";
   {
     std::ofstream out(path);

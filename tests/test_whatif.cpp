@@ -36,7 +36,7 @@ struct Builder {
     return u;
   }
   void region(UpdateRecord& u, std::string_view name, double host, std::int64_t calls = 1) {
-    u.regions.push_back({d.regions.intern(name), std::nullopt, host, calls, std::nullopt});
+    u.regions.push_back({d.regions.intern(name), std::nullopt, std::nullopt, host, calls});
   }
   void counter(UpdateRecord& u, std::string_view name, double v) { u.counters.push_back({d.counters.intern(name), v}); }
   void microbatch(UpdateRecord& u, std::string_view path, std::vector<std::int64_t> frames,
@@ -250,8 +250,7 @@ TEST(CostModels, AModelAboveTheThresholdIsNotUsedAndSaysWhy) {
   // least as well, so the model's held-out error is in (50 %, 60 %]: not used at 50 %,
   // used at a 61 % threshold.
   Dataset d = one_rank_job(1);
-  for (std::size_t k = 0; k < 6; ++k) d.ranks[0].updates[k].regions.push_back({d.regions.intern("noise"), std::nullopt,
-                                                                              k % 2 ? 30.0 : 10.0, 1, std::nullopt});
+  for (std::size_t k = 0; k < 6; ++k) d.ranks[0].updates[k].regions.push_back({d.regions.intern("noise"), std::nullopt, std::nullopt, k % 2 ? 30.0 : 10.0, 1});
   const Hierarchy h = parse(std::string(kNesting) + "  noise\n");
   const CostModelSet s = fit_cost_models(AnalysisInput{d, &h});
   const RegionModel* m = s.find("noise");

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "stepprof/compact_optional.hpp"
 #include "stepprof/names.hpp"
 
 namespace stepprof {
@@ -64,14 +66,24 @@ bool parse_object_fields(std::string_view json_object, std::vector<RawField>& ou
 /// Sentinel parent id: the region is top-level (its parent is the update itself).
 inline constexpr NameTable::Id kTopLevel = 0xFFFFFFFFu;
 
+/// An optional time [ms]: absent is NaN (the reader admits only finite times).
+using OptionalMs = CompactOptional<double, AbsentNaN>;
+/// An optional count: absent is INT64_MIN (counts are >= 0).
+using OptionalCount = CompactOptional<std::int64_t, AbsentMarker<std::int64_t, std::numeric_limits<std::int64_t>::min()>>;
+/// An optional region id or kTopLevel: absent is 0xFFFFFFFE (no name table gets that large).
+using OptionalRegionId = CompactOptional<NameTable::Id, AbsentMarker<NameTable::Id, 0xFFFFFFFEu>>;
+
 /// One region in one update. Times are summed over the region's calls in the update.
+/// 32 bytes: the members work like std::optional but are stored in their values' width
+/// (compact_optional.hpp).
 struct RegionSample {
-  NameTable::Id region = 0;             ///< id in the dataset's region NameTable
-  std::optional<double> device_ms;      ///< `cuda_stream_ms`: device-stream time [ms]
-  std::optional<double> host_ms;        ///< `cpu_call_ms`: host time between entry and exit [ms]
-  std::optional<std::int64_t> calls;    ///< `calls`: entries in this update [count]
-  std::optional<NameTable::Id> parent;  ///< `parents`: parent region id or kTopLevel; absent if the log does not say
+  NameTable::Id region = 0;  ///< id in the dataset's region NameTable
+  OptionalRegionId parent;   ///< `parents`: parent region id or kTopLevel; absent if the log does not say
+  OptionalMs device_ms;      ///< `cuda_stream_ms`: device-stream time [ms]
+  OptionalMs host_ms;        ///< `cpu_call_ms`: host time between entry and exit [ms]
+  OptionalCount calls;       ///< `calls`: entries in this update [count]
 };
+static_assert(sizeof(RegionSample) == 32);
 
 /// One per-update counter (`counts`): a count of work items, e.g. samples or frames.
 struct Counter {

@@ -284,7 +284,7 @@ UpdateRecord Model::record(const UpdatePlan& p, std::int64_t rank, std::int64_t 
   u.regions.reserve(order.size());
   for (int region : order) {
     const Acc& a = acc[static_cast<std::size_t>(region)];
-    RegionSample rs{static_cast<NameTable::Id>(region), a.device, a.host, a.calls, std::nullopt};
+    RegionSample rs{static_cast<NameTable::Id>(region), std::nullopt, a.device, a.host, a.calls};
     if (opt_.parents) {
       const int parent = kParent[static_cast<std::size_t>(region)];
       rs.parent = parent == kTop ? kTopLevel : static_cast<NameTable::Id>(parent);
