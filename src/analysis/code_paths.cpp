@@ -19,7 +19,7 @@ std::optional<double> per(double total, const std::optional<double>& work) {
   return total / *work;
 }
 
-bool ran(const RegionSample* r) {
+bool ran(const std::optional<RegionValues>& r) {
   return r && (r->calls.value_or(0) > 0 || r->device_ms.value_or(0) > 0 || r->host_ms.value_or(0) > 0);
 }
 
@@ -48,7 +48,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       if (id) {
         p.device = in.has_device_time(*id);
         for (std::size_t k = 0; k < updates.size(); ++k) {
-          const RegionSample* r = in.region_of(k, *updates[k], *id);
+          const auto r = in.region_of(k, *updates[k], *id);
           if (!r) continue;
           if (ran(r)) ++p.updates;
           p.total_ms += (p.device ? r->device_ms : r->host_ms).value_or(0);

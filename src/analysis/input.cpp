@@ -1,6 +1,9 @@
 #include "stepprof/analysis/input.hpp"
 
+#include <algorithm>
 #include <limits>
+
+#include "../util/parallel.hpp"
 
 namespace stepprof {
 
@@ -20,27 +23,59 @@ bool AnalysisInput::device_time_is_busy_union() const {
 
 UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::size_t region_names,
                          std::size_t counter_names)
-    : width_(region_names), counter_width_(counter_names), n_(updates.size()), device_(region_names, false),
-      present_(region_names, false) {
-  const bool regions = region_names > 0 && n_ > 0 && region_names <= kMaxBytes / sizeof(void*) / n_;
+    : width_(region_names), counter_width_(counter_names), n_(updates.size()), device_any_(region_names, false),
+      data_any_(region_names, false) {
+  constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+  constexpr std::size_t kCell = 3 * sizeof(double) + 1;  // device, host, calls, present
+  const bool regions = region_names > 0 && n_ > 0 && region_names <= kMaxBytes / kCell / n_;
   const bool counters = counter_names > 0 && n_ > 0 && counter_names <= kMaxBytes / sizeof(double) / n_;
-  if (regions) columns_.assign(width_ * n_, nullptr);
-  if (counters) counters_.assign(counter_width_ * n_, std::numeric_limits<double>::quiet_NaN());
-  for (std::size_t k = 0; k < n_; ++k) {
-    for (const auto& r : updates[k]->regions) {
-      if (r.region >= width_) continue;
-      if (r.device_ms) device_[r.region] = true;
-      if (r.device_ms || r.host_ms || r.calls) present_[r.region] = true;
-      // The first entry wins, as in UpdateRecord::region.
-      if (regions && !columns_[r.region * n_ + k]) columns_[r.region * n_ + k] = &r;
-    }
-    if (counters)
-      for (const auto& c : updates[k]->counters) {
-        if (c.name >= counter_width_) continue;
-        double& slot = counters_[c.name * n_ + k];
-        if (std::isnan(slot)) slot = c.value;  // the first entry wins, as in UpdateRecord::counter
-      }
+  if (regions) {
+    for (auto* column : {&device_, &host_, &calls_}) column->reset(new double[width_ * n_]);
+    present_.reset(new std::uint8_t[width_ * n_]);
   }
+  if (counters) counters_.reset(new double[counter_width_ * n_]);
+  // Ranges of updates fill disjoint parts of every column, on several threads for
+  // large inputs; each range notes which regions have data, and those notes are
+  // combined after.
+  constexpr std::size_t kChunk = 1 << 15;  // updates
+  const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
+  std::vector<std::vector<std::uint8_t>> seen(chunks, std::vector<std::uint8_t>(width_, 0));  // 1 data, 2 device
+  detail::parallel_for(chunks, chunks >= 4 ? 0 : 1, [&](std::size_t c) {
+    std::vector<std::uint8_t>& flags = seen[c];
+    const std::size_t first = c * kChunk, last = std::min(n_, (c + 1) * kChunk);
+    for (std::size_t id = 0; regions && id < width_; ++id) {
+      for (auto* column : {&device_, &host_, &calls_})
+        std::fill(column->get() + id * n_ + first, column->get() + id * n_ + last, kAbsent);
+      std::fill(present_.get() + id * n_ + first, present_.get() + id * n_ + last, std::uint8_t{0});
+    }
+    for (std::size_t id = 0; counters && id < counter_width_; ++id)
+      std::fill(counters_.get() + id * n_ + first, counters_.get() + id * n_ + last, kAbsent);
+    for (std::size_t k = first; k < last; ++k) {
+      for (const auto& r : updates[k]->regions) {
+        if (r.region >= width_) continue;
+        if (r.device_ms) flags[r.region] |= 2;
+        if (r.device_ms || r.host_ms || r.calls) flags[r.region] |= 1;
+        if (!regions) continue;
+        const std::size_t at = r.region * n_ + k;
+        if (present_[at]) continue;  // the first entry wins, as in UpdateRecord::region
+        present_[at] = 1;
+        if (r.device_ms) device_[at] = *r.device_ms;
+        if (r.host_ms) host_[at] = *r.host_ms;
+        if (r.calls) calls_[at] = static_cast<double>(*r.calls);
+      }
+      if (counters)
+        for (const auto& x : updates[k]->counters) {
+          if (x.name >= counter_width_) continue;
+          double& slot = counters_[x.name * n_ + k];
+          if (std::isnan(slot)) slot = x.value;  // the first entry wins, as in UpdateRecord::counter
+        }
+    }
+  });
+  for (const auto& flags : seen)
+    for (NameTable::Id id = 0; id < width_; ++id) {
+      if (flags[id] & 1) data_any_[id] = true;
+      if (flags[id] & 2) device_any_[id] = true;
+    }
 }
 
 std::optional<std::size_t> AnalysisInput::first_update_of(const RankLog& rank) const {

@@ -144,7 +144,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     const bool dev = device[p.id];
     for (std::size_t k = 0; k < updates.size(); ++k) {
       const UpdateRecord* u = updates[k];
-      const RegionSample* r = in.region_of(k, *u, p.id);
+      const auto r = in.region_of(k, *u, p.id);
       if (!r) continue;
       ++s.present;
       if (r->device_ms) s.device.push_back(*r->device_ms);
@@ -219,7 +219,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         const UpdateRecord* u = updates[k];
         double inside = 0;
         for (auto id : top)
-          if (const RegionSample* r = in.region_of(k, *u, id)) inside += r->host_ms.value_or(0);  // as outside_regions_ms
+          if (const auto r = in.region_of(k, *u, id)) inside += r->host_ms.value_or(0);  // as outside_regions_ms
         const double o = u->wall_ms - inside;
         outside.push_back(o);
         // Top-level regions are consecutive parts of the update: together they cannot

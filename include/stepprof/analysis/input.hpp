@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -12,47 +13,82 @@
 
 namespace stepprof {
 
-/// The regions and counters of every update, stored per name (column by column):
-/// where each region's sample is in each update, and each counter's value,
-/// so that an analysis that goes over every update once per region finds each sample in
-/// O(1) and reads the next ones ahead (UpdateRecord::region scans the update's
-/// regions, and the samples of consecutive updates lie far apart in memory). Indexes
-/// the updates in AnalysisInput::updates() order. Costs 8 bytes per (update, region
-/// name) and per (update, counter name) [bytes]; a part is not built (lookups fall back
-/// to UpdateRecord::region and ::counter) beyond kMaxBytes, e.g. for logs with
-/// thousands of region names.
+/// What an update holds for one region: its times and calls, without the nesting.
+struct RegionValues {
+  std::optional<double> device_ms;    ///< device-stream time [ms]
+  std::optional<double> host_ms;      ///< host time [ms]
+  std::optional<std::int64_t> calls;  ///< entries [count]
+};
+
+/// The regions and counters of every update, stored per name (column by column): each
+/// region's device time, host time and calls, and each counter's value, as contiguous
+/// columns of doubles (NaN when absent), so that an analysis that goes over every update
+/// once per region reads memory in order instead of one update record after another
+/// (an update's samples lie far from the next update's). Indexes the updates in
+/// AnalysisInput::updates() order. Costs 25 bytes per (update, region name) and 8 bytes
+/// per (update, counter name) [bytes]; a part is not built (lookups fall back to
+/// UpdateRecord::region and ::counter) beyond kMaxBytes, e.g. for logs with thousands of
+/// region names.
 class UpdateIndex {
  public:
   static constexpr std::size_t kMaxBytes = std::size_t{1} << 30;
   UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::size_t region_names,
               std::size_t counter_names = 0);
 
-  /// The sample of `id` in the k-th update (which must be `u`), or nullptr when absent.
-  [[nodiscard]] const RegionSample* find(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
-    if (columns_.empty() || id >= width_) return u.region(id);
-    const RegionSample* const* column = &columns_[id * n_];
-    if (k + kAhead < n_) __builtin_prefetch(column[k + kAhead]);  // loops go up k for a fixed id
-    return column[k];
+  /// The values of region `id` in the k-th update (which must be `u`), or nullopt when
+  /// the region is absent there.
+  [[nodiscard]] std::optional<RegionValues> find(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
+    if (!present_ || id >= width_) return values_of(u.region(id));
+    const std::size_t at = id * n_ + k;
+    if (!present_[at]) return std::nullopt;
+    return RegionValues{value(device_[at]), value(host_[at]), calls_of(calls_[at])};
+  }
+  /// The device (`device` true) or host time of region `id` in the k-th update (which
+  /// must be `u`) [ms], or nullopt when absent.
+  [[nodiscard]] std::optional<double> time(std::size_t k, const UpdateRecord& u, NameTable::Id id, bool device) const {
+    if (!present_ || id >= width_) {
+      const RegionSample* s = u.region(id);
+      if (!s) return std::nullopt;
+      return device ? s->device_ms : s->host_ms;
+    }
+    return value((device ? device_ : host_)[id * n_ + k]);
   }
   /// The value of counter `id` in the k-th update (which must be `u`), or nullopt.
   [[nodiscard]] std::optional<double> counter(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
-    if (counters_.empty() || id >= counter_width_) return u.counter(id);
-    const double v = counters_[id * n_ + k];
+    if (!counters_ || id >= counter_width_) return u.counter(id);
+    return value(counters_[id * n_ + k]);
+  }
+  /// True when any update has a device time for the region.
+  [[nodiscard]] bool has_device_time(NameTable::Id id) const { return id < device_any_.size() && device_any_[id]; }
+  /// True when any update has a device or host time or calls for the region.
+  [[nodiscard]] bool has_data(NameTable::Id id) const { return id < data_any_.size() && data_any_[id]; }
+
+  /// The region's sample as RegionValues, or nullopt for nullptr.
+  [[nodiscard]] static std::optional<RegionValues> values_of(const RegionSample* s) {
+    if (!s) return std::nullopt;
+    return RegionValues{s->device_ms, s->host_ms, s->calls};
+  }
+
+ private:
+  static std::optional<double> value(double v) {
     if (std::isnan(v)) return std::nullopt;  // absent (the reader admits only finite values)
     return v;
   }
-  /// True when any update has a device time for the region.
-  [[nodiscard]] bool has_device_time(NameTable::Id id) const { return id < device_.size() && device_[id]; }
-  /// True when any update has a device or host time or calls for the region.
-  [[nodiscard]] bool has_data(NameTable::Id id) const { return id < present_.size() && present_[id]; }
-
- private:
-  static constexpr std::size_t kAhead = 16;
+  static std::optional<std::int64_t> calls_of(double v) {
+    if (std::isnan(v)) return std::nullopt;
+    return static_cast<std::int64_t>(v);
+  }
   std::size_t width_ = 0, counter_width_ = 0, n_ = 0;
-  std::vector<const RegionSample*> columns_;  // [id * n + k]
-  std::vector<double> counters_;              // [id * n + k], NaN when absent
-  std::vector<bool> device_, present_;
+  // Filled by ranges of updates on several threads (allocated without initializing).
+  std::unique_ptr<double[]> device_, host_, calls_;  // [id * n + k], NaN when absent
+  std::unique_ptr<std::uint8_t[]> present_;          // [id * n + k]: 1 when the update lists the region
+  std::unique_ptr<double[]> counters_;               // [id * n + k], NaN when absent
+  std::vector<bool> device_any_, data_any_;
 };
+
+/// The time analyses use for a region in one update: device-stream time when the log
+/// has device times for the region, else host time [ms]; nullopt when absent.
+std::optional<double> region_ms(const UpdateRecord& u, NameTable::Id region, bool device);
 
 struct AnalysisInput {
   const Dataset& data;
@@ -61,16 +97,15 @@ struct AnalysisInput {
   /// to UpdateRecord::region without it.
   const UpdateIndex* index = nullptr;
 
-  /// The sample of `id` in `u`, the k-th element of updates(), or nullptr.
-  [[nodiscard]] const RegionSample* region_of(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
-    return index ? index->find(k, u, id) : u.region(id);
+  /// The values of region `id` in `u`, the k-th element of updates(), or nullopt when absent.
+  [[nodiscard]] std::optional<RegionValues> region_of(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
+    return index ? index->find(k, u, id) : UpdateIndex::values_of(u.region(id));
   }
   /// The time analyses use for a region in the k-th update (see region_ms below).
   [[nodiscard]] std::optional<double> region_ms_of(std::size_t k, const UpdateRecord& u, NameTable::Id id,
                                                    bool device) const {
-    const RegionSample* s = region_of(k, u, id);
-    if (!s) return std::nullopt;
-    return device ? s->device_ms : s->host_ms;
+    if (index) return index->time(k, u, id, device);
+    return region_ms(u, id, device);
   }
   /// The value of counter `id` in the k-th element of updates(), `u`, or nullopt.
   [[nodiscard]] std::optional<double> counter_of(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
@@ -96,9 +131,6 @@ struct AnalysisInput {
   [[nodiscard]] bool has_device_time(NameTable::Id region) const;
 };
 
-/// The time analyses use for a region in one update: device-stream time when the log
-/// has device times for the region, else host time [ms]; nullopt when absent.
-std::optional<double> region_ms(const UpdateRecord& u, NameTable::Id region, bool device);
 
 /// Counter value, or 0 when the counter is absent from the update (for sums of work).
 double counter_or_zero(const UpdateRecord& u, std::optional<NameTable::Id> counter);
