@@ -1,7 +1,8 @@
 #include "stepprof/analysis/cross_rank.hpp"
 
 #include <algorithm>
-#include <map>
+#include <cmath>
+#include <limits>
 
 namespace stepprof {
 
@@ -30,46 +31,59 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   }
   const bool comm_dev = comm && in.has_device_time(*comm);
 
-  // step -> compute_ms per rank index (NaN-free: only present entries).
-  std::map<std::int64_t, std::vector<std::optional<double>>> by_step;
-  std::vector<std::vector<double>> comm_series(ranks.size());
-  for (std::size_t i = 0; i < ranks.size(); ++i)
-    for (const auto& u : ranks[i]->updates) {
+  // Every step of any rank, ascending; each rank's updates are in step order.
+  std::vector<std::int64_t> steps;
+  for (const auto* r : ranks)
+    for (const auto& u : r->updates) steps.push_back(u.step);
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  // compute_ms [step index * ranks + rank index]; NaN where the rank lacks the step.
+  const std::size_t nr = ranks.size();
+  std::vector<double> compute_at(steps.size() * nr, std::numeric_limits<double>::quiet_NaN());
+  std::vector<std::vector<double>> comm_series(nr);
+  for (std::size_t i = 0; i < nr; ++i) {
+    const auto first = in.first_update_of(*ranks[i]);
+    std::size_t s = 0;
+    for (std::size_t j = 0; j < ranks[i]->updates.size(); ++j) {
+      const UpdateRecord& u = ranks[i]->updates[j];
       double c = 0;
       if (comm) {
-        if (auto t = region_ms(u, *comm, comm_dev)) {
+        if (auto t = first ? in.region_ms_of(*first + j, u, *comm, comm_dev) : region_ms(u, *comm, comm_dev)) {
           c = *t;
           comm_series[i].push_back(*t);
         }
       }
-      auto& row = by_step[u.step];
-      row.resize(ranks.size());
-      row[i] = std::max(0.0, u.wall_ms - c);
+      if (steps[s] != u.step)  // usually the next step; any order is found
+        s = static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), u.step) - steps.begin());
+      compute_at[s * nr + i] = std::max(0.0, u.wall_ms - c);
     }
+  }
 
-  std::vector<std::vector<double>> compute(ranks.size()), wait(ranks.size());
-  std::vector<std::size_t> slowest_count(ranks.size(), 0);
-  std::vector<double> margins;
-  for (const auto& [step, row] : by_step) {
+  std::vector<std::vector<double>> compute(nr), wait(nr);
+  std::vector<std::size_t> slowest_count(nr, 0);
+  std::vector<double> margins, v(nr);
+  for (std::size_t si = 0; si < steps.size(); ++si) {
+    const std::int64_t step = steps[si];
+    const double* row = &compute_at[si * nr];
     std::vector<std::int64_t> lacking;
-    for (std::size_t i = 0; i < ranks.size(); ++i)
-      if (i >= row.size() || !row[i]) lacking.push_back(*ranks[i]->rank);
+    for (std::size_t i = 0; i < nr; ++i)
+      if (std::isnan(row[i])) lacking.push_back(*ranks[i]->rank);
     if (!lacking.empty()) {
       ++out.steps_incomplete;
       if (out.incomplete_examples.size() < 10) out.incomplete_examples.emplace_back(step, std::move(lacking));
       continue;
     }
     ++out.steps_aligned;
-    std::vector<double> v;
-    for (const auto& x : row) v.push_back(*x);
+    v.assign(row, row + nr);
     const auto slow = static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
-    const double median = summarize(v)->median;
-    out.per_update.push_back({step, *ranks[slow]->rank, v[slow], median, v[slow] - median});
-    margins.push_back(v[slow] - median);
+    const double median = *stepprof::median(v);  // (reorders v: read v[slow] first)
+    const double slowest = row[slow];
+    out.per_update.push_back({step, *ranks[slow]->rank, slowest, median, slowest - median});
+    margins.push_back(slowest - median);
     ++slowest_count[slow];
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      compute[i].push_back(v[i]);
-      wait[i].push_back(v[slow] - v[i]);
+    for (std::size_t i = 0; i < nr; ++i) {
+      compute[i].push_back(row[i]);
+      wait[i].push_back(slowest - row[i]);
     }
   }
   if (out.steps_aligned == 0) {

@@ -42,6 +42,35 @@ class CompensatedSum {
   double sum_ = 0, comp_ = 0;
 };
 
+// Compensated sums of a long series in four interleaved chains (each addition waits on
+// the one before it in its own chain only), each addition's rounding error found
+// without a branch by Knuth's TwoSum (TAOCP vol. 2, 4.2.2), added together at the end.
+// `f(i)` gives the i-th term.
+template <typename Term>
+double compensated_sum(std::size_t n, Term&& f) {
+  double sum[4] = {0, 0, 0, 0}, comp[4] = {0, 0, 0, 0};
+  auto add = [&](int lane, double x) {
+    const double t = sum[lane] + x;
+    const double bp = t - sum[lane];
+    comp[lane] += (sum[lane] - (t - bp)) + (x - bp);
+    sum[lane] = t;
+  };
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    add(0, f(i));
+    add(1, f(i + 1));
+    add(2, f(i + 2));
+    add(3, f(i + 3));
+  }
+  for (; i < n; ++i) add(0, f(i));
+  const double plain = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+  if (!std::isfinite(plain)) return plain;  // an overflowed sum stays infinite, not NaN
+  CompensatedSum total;
+  for (int lane = 0; lane < 4; ++lane) total.add(sum[lane]);
+  for (int lane = 0; lane < 4; ++lane) total.add(comp[lane]);
+  return total.value();
+}
+
 // The order statistics (0-based ranks, ascending) of `v` without sorting it: one pass
 // counts the values into kBuckets equal-width buckets between min and max (a monotone
 // map, so the r-th smallest value lies in the bucket where the running count passes
@@ -106,13 +135,10 @@ Summary summarize_long(const std::vector<double>& v) {
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   s.min = *lo;
   s.max = *hi;
-  CompensatedSum sum;
-  for (double x : v) sum.add(x);
-  s.sum = sum.value();
+  s.sum = compensated_sum(n, [&](std::size_t i) { return v[i]; });
   s.mean = s.sum / static_cast<double>(n);
-  CompensatedSum ss;
-  for (double x : v) ss.add((x - s.mean) * (x - s.mean));
-  s.stdev = std::sqrt(ss.value() / static_cast<double>(n - 1));
+  const double ss = compensated_sum(n, [&](std::size_t i) { return (v[i] - s.mean) * (v[i] - s.mean); });
+  s.stdev = std::sqrt(ss / static_cast<double>(n - 1));
   s.cv = s.mean != 0 ? s.stdev / s.mean : 0;
   constexpr std::array<double, 3> qs = {0.10, 0.50, 0.90};
   std::vector<std::size_t> ranks;

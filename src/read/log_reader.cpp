@@ -210,6 +210,11 @@ class Reader {
   }
 
   void add_updates(std::uint32_t fi, std::vector<UpdateRecord>& updates, std::size_t from, std::size_t to) {
+    if (from < to) {  // a file's records usually share one rank: make room for them at once
+      auto& first = bucket(updates[from].rank).updates;
+      if (first.capacity() < first.size() + (to - from))
+        first.reserve(std::max(2 * first.capacity(), first.size() + (to - from)));
+    }
     for (std::size_t k = from; k < to; ++k) {
       RankBucket& b = bucket(updates[k].rank);
       add_file(b, fi);
