@@ -93,6 +93,9 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       for (std::size_t i = 0; i < g.paths.size(); ++i)
         if (&g.paths[i] != slow) fast_ids.push_back(ids[i]);
 
+      // Frame counts are small numbers: a table for them, a map for any others.
+      constexpr std::int64_t kTable = 1024;
+      std::vector<FrameCountEvidence> table(kTable);
       std::map<std::int64_t, FrameCountEvidence> evidence;
       double saving = 0;
       for (std::size_t k = 0; k < updates.size(); ++k) {
@@ -106,7 +109,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         for (const auto& [frames, samples] : u->frame_histogram) {
           if (samples <= 0) continue;
           ++distinct;
-          auto& e = evidence[frames];
+          auto& e = frames >= 0 && frames < kTable ? table[static_cast<std::size_t>(frames)] : evidence[frames];
           e.frames = frames;
           ++e.updates_with;
           if (slow_ran) ++e.updates_with_slow;
@@ -121,6 +124,8 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           saving += t.value_or(0) - in.counter_or_zero(k, *u, slow_work) * *unit_cost(*fast);
         }
       }
+      for (std::int64_t f = 0; f < kTable; ++f)
+        if (table[static_cast<std::size_t>(f)].updates_with > 0) evidence[f] = table[static_cast<std::size_t>(f)];
       for (auto& [frames, e] : evidence) {
         g.frame_counts.push_back(e);
         if (e.updates_with > 0 && e.updates_with == e.updates_with_slow) g.frame_counts_only_with_slow.push_back(frames);

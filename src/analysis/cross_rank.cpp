@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace stepprof {
@@ -32,11 +33,18 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   const bool comm_dev = comm && in.has_device_time(*comm);
 
   // Every step of any rank, ascending; each rank's updates are in step order.
-  std::vector<std::int64_t> steps;
-  for (const auto* r : ranks)
-    for (const auto& u : r->updates) steps.push_back(u.step);
-  std::sort(steps.begin(), steps.end());
-  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  // (Usually every rank has the same steps: a rank's list is merged in only when it differs.)
+  std::vector<std::int64_t> steps, mine, merged;
+  for (const auto* r : ranks) {
+    mine.clear();
+    for (const auto& u : r->updates) mine.push_back(u.step);
+    if (!std::is_sorted(mine.begin(), mine.end())) std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    if (mine == steps) continue;
+    merged.clear();
+    std::set_union(steps.begin(), steps.end(), mine.begin(), mine.end(), std::back_inserter(merged));
+    steps.swap(merged);
+  }
   // compute_ms [step index * ranks + rank index]; NaN where the rank lacks the step.
   const std::size_t nr = ranks.size();
   std::vector<double> compute_at(steps.size() * nr, std::numeric_limits<double>::quiet_NaN());

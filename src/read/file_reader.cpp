@@ -64,6 +64,7 @@ class FileParser {
     // Format dispatch: JSON lines, or the same pasted as a markdown table (both
     // possibly gzip-compressed; LineSource decompresses).
     read_lines(*src);
+    out_.updates.shrink_to_fit();  // (here, on the worker thread: the dataset keeps this vector)
     return std::move(out_);
   }
 

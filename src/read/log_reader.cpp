@@ -210,10 +210,20 @@ class Reader {
   }
 
   void add_updates(std::uint32_t fi, std::vector<UpdateRecord>& updates, std::size_t from, std::size_t to) {
-    if (from < to) {  // a file's records usually share one rank: make room for them at once
-      auto& first = bucket(updates[from].rank).updates;
-      if (first.capacity() < first.size() + (to - from))
-        first.reserve(std::max(2 * first.capacity(), first.size() + (to - from)));
+    if (from < to) {  // a file's records usually share one rank
+      RankBucket& b = bucket(updates[from].rank);
+      const auto same_rank = [&] {
+        return std::all_of(updates.begin() + static_cast<std::ptrdiff_t>(from),
+                           updates.begin() + static_cast<std::ptrdiff_t>(to),
+                           [&](const UpdateRecord& u) { return u.rank == b.rank; });
+      };
+      if (!diag_.strict() && b.updates.empty() && from == 0 && to == updates.size() && same_rank()) {
+        add_file(b, fi);
+        b.updates = std::move(updates);  // all of them, without moving each
+        return;
+      }
+      if (b.updates.capacity() < b.updates.size() + (to - from))  // make room for them at once
+        b.updates.reserve(std::max(2 * b.updates.capacity(), b.updates.size() + (to - from)));
     }
     for (std::size_t k = from; k < to; ++k) {
       RankBucket& b = bucket(updates[k].rank);

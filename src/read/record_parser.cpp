@@ -585,12 +585,12 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     for (auto f : m) {
       std::string_view key;
       od::value fv;
-      const char* at = nullptr;
-      at = location(doc);
+      // (Where the parser is, for messages, is taken only when something is wrong.)
       od::field fld;
-      if (auto e = std::move(f).get(fld)) return c.fail_json(e, at, fmt::format("in {}", field));
+      if (auto e = std::move(f).get(fld)) return c.fail_json(e, location(doc), fmt::format("in {}", field));
       NameTable::Id id = 0;
-      if (auto e = key_id(cache, fld, regions_, id, key)) return c.fail_json(e, at, fmt::format("in {}", field));
+      if (auto e = key_id(cache, fld, regions_, id, key))
+        return c.fail_json(e, fld.key().raw() - 1, fmt::format("in {}", field));
       fv = fld.value();
       if (!take(fv, slot(id), key)) return false;
     }
@@ -602,10 +602,9 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
   for (auto field : obj) {
     std::string_view key;
     od::value v;
-    const char* at = nullptr;
-    at = location(doc);
     od::field fld;
-    if (auto e = std::move(field).get(fld)) { ok = c.fail_json(e, at, "in a key"); break; }
+    if (auto e = std::move(field).get(fld)) { ok = c.fail_json(e, location(doc), "in a key"); break; }
+    const char* at = fld.key().raw() - 1;  // the key's opening quote, for messages
     // The schema's field names, matched by their raw bytes (escaped names and others
     // are unescaped and compared below as they are).
     if (!top_keys_.match(fld.key().raw(), key))
