@@ -588,9 +588,10 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       // (Where the parser is, for messages, is taken only when something is wrong.)
       od::field fld;
       if (auto e = std::move(f).get(fld)) return c.fail_json(e, location(doc), fmt::format("in {}", field));
+      // (The key's opening quote, taken before key_id: unescaping consumes the key.)
+      const char* key_at = fld.key().raw() - 1;
       NameTable::Id id = 0;
-      if (auto e = key_id(cache, fld, regions_, id, key))
-        return c.fail_json(e, fld.key().raw() - 1, fmt::format("in {}", field));
+      if (auto e = key_id(cache, fld, regions_, id, key)) return c.fail_json(e, key_at, fmt::format("in {}", field));
       fv = fld.value();
       if (!take(fv, slot(id), key)) return false;
     }
