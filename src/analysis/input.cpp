@@ -78,6 +78,26 @@ UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::s
     }
 }
 
+RegionColumns::RegionColumns(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,
+                             NameTable::Id id) {
+  if (in.index) {
+    view_ = in.index->columns(id);
+    if (view_.present.size() == updates.size()) return;
+  }
+  constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+  for (auto* column : {&device_, &host_, &calls_}) column->assign(updates.size(), kAbsent);
+  present_.assign(updates.size(), 0);
+  for (std::size_t k = 0; k < updates.size(); ++k) {
+    const RegionSample* s = updates[k]->region(id);
+    if (!s) continue;
+    present_[k] = 1;
+    if (s->device_ms) device_[k] = *s->device_ms;
+    if (s->host_ms) host_[k] = *s->host_ms;
+    if (s->calls) calls_[k] = static_cast<double>(*s->calls);
+  }
+  view_ = {device_, host_, calls_, present_};
+}
+
 std::optional<std::size_t> AnalysisInput::first_update_of(const RankLog& rank) const {
   std::size_t k = 0;
   for (const auto& r : data.ranks) {

@@ -47,15 +47,6 @@ struct Series {
   std::size_t present = 0;
 };
 
-// children_ms for the k-th update, through the analysis index.
-std::optional<double> children_ms(const AnalysisInput& in, std::size_t k, const UpdateRecord& u,
-                                  const std::vector<NameTable::Id>& kids, bool device) {
-  std::optional<double> sum;
-  for (auto kid : kids)
-    if (auto t = in.region_ms_of(k, u, kid, device)) sum = sum.value_or(0) + *t;
-  return sum;
-}
-
 }  // namespace
 
 RegionTable analyze_regions(const AnalysisInput& in) {
@@ -142,35 +133,49 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     if (!p.kids.empty())
       for (auto* v : {&s.device_self, &s.host_self}) v->reserve(updates.size());
     const bool dev = device[p.id];
+    // The region's and its children's columns, read in update order.
+    const RegionColumns own_columns(in, updates, p.id);
+    const UpdateIndex::Columns& col = own_columns.get();
+    std::vector<RegionColumns> kid_columns;
+    for (auto kid : p.kids) kid_columns.emplace_back(in, updates, kid);
     for (std::size_t k = 0; k < updates.size(); ++k) {
-      const UpdateRecord* u = updates[k];
-      const auto r = in.region_of(k, *u, p.id);
-      if (!r) continue;
+      if (!col.present[k]) continue;
       ++s.present;
-      if (r->device_ms) s.device.push_back(*r->device_ms);
-      if (r->host_ms) s.host.push_back(*r->host_ms);
-      if (r->calls) s.calls.push_back(static_cast<double>(*r->calls));
-      if (r->device_ms && r->host_ms) s.gap.push_back(*r->device_ms - *r->host_ms);
-      const auto basis = dev ? r->device_ms : r->host_ms;
-      if (basis) s.basis_total += *basis;
+      const double device_ms = col.device[k], host_ms = col.host[k], calls = col.calls[k];
+      const bool has_device = !std::isnan(device_ms), has_host = !std::isnan(host_ms);
+      if (has_device) s.device.push_back(device_ms);
+      if (has_host) s.host.push_back(host_ms);
+      if (!std::isnan(calls)) s.calls.push_back(calls);
+      if (has_device && has_host) s.gap.push_back(device_ms - host_ms);
+      const bool has_basis = dev ? has_device : has_host;
+      const double basis = dev ? device_ms : host_ms;
+      if (has_basis) s.basis_total += basis;
       if (p.kids.empty()) {
-        if (basis) s.self_total += *basis;
+        if (has_basis) s.self_total += basis;
         continue;
       }
       for (const bool d : {true, false}) {
         // Busy-union device times do not subtract (children on other streams overlap).
         if (d && busy_union) continue;
-        const auto own = d ? r->device_ms : r->host_ms;
-        const auto kids = children_ms(in, k, *u, p.kids, d);
-        if (!own) continue;
-        const double self = *own - kids.value_or(0);
+        const double own = d ? device_ms : host_ms;
+        if (std::isnan(own)) continue;
+        double kids = 0;  // the children's times in this update, summed in p.kids order
+        bool any_kid = false;
+        for (const auto& kc : kid_columns) {
+          const double t = (d ? kc.get().device : kc.get().host)[k];
+          if (std::isnan(t)) continue;
+          kids += t;
+          any_kid = true;
+        }
+        const double self = own - kids;
         (d ? s.device_self : s.host_self).push_back(self);
         if (d == (dev && !busy_union)) s.self_total += self;
-        if (kids && self < -nesting_tolerance_ms(*own)) {
+        if (any_kid && self < -nesting_tolerance_ms(own)) {
           ++out.violation_count;
+          const UpdateRecord* u = updates[k];
           if (out.violations.size() < kMaxViolationsKept)
-            out.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), *own,
-                                      *kids, d});
+            out.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), own,
+                                      kids, d});
         }
       }
     }
@@ -215,11 +220,13 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (auto id = in.region(node->name); id && present[*id]) top.push_back(*id);
     std::vector<double> outside;
     if (!top.empty()) {
+      std::vector<RegionColumns> top_columns;
+      for (auto id : top) top_columns.emplace_back(in, updates, id);
       for (std::size_t k = 0; k < updates.size(); ++k) {
         const UpdateRecord* u = updates[k];
         double inside = 0;
-        for (auto id : top)
-          if (const auto r = in.region_of(k, *u, id)) inside += r->host_ms.value_or(0);  // as outside_regions_ms
+        for (const auto& tc : top_columns)  // as outside_regions_ms: host time, absent counts 0
+          if (const double t = tc.get().host[k]; !std::isnan(t)) inside += t;
         const double o = u->wall_ms - inside;
         outside.push_back(o);
         // Top-level regions are consecutive parts of the update: together they cannot

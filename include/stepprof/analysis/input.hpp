@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -57,6 +58,20 @@ class UpdateIndex {
   [[nodiscard]] std::optional<double> counter(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
     if (!counters_ || id >= counter_width_) return u.counter(id);
     return value(counters_[id * n_ + k]);
+  }
+  /// A region's columns, one entry per update in updates() order: device times and host
+  /// times [ms] and calls [count], NaN where absent, and presence (1 where the update
+  /// lists the region, even without values).
+  struct Columns {
+    std::span<const double> device, host, calls;
+    std::span<const std::uint8_t> present;
+  };
+  /// Region `id`'s columns; empty spans when the index has none (beyond kMaxBytes) or
+  /// does not know the region.
+  [[nodiscard]] Columns columns(NameTable::Id id) const {
+    if (!present_ || id >= width_) return {};
+    const std::size_t at = id * n_;
+    return {{device_.get() + at, n_}, {host_.get() + at, n_}, {calls_.get() + at, n_}, {present_.get() + at, n_}};
   }
   /// True when any update has a device time for the region.
   [[nodiscard]] bool has_device_time(NameTable::Id id) const { return id < device_any_.size() && device_any_[id]; }
@@ -134,5 +149,23 @@ struct AnalysisInput {
 
 /// Counter value, or 0 when the counter is absent from the update (for sums of work).
 double counter_or_zero(const UpdateRecord& u, std::optional<NameTable::Id> counter);
+
+/// A region's columns over AnalysisInput::updates() (UpdateIndex::Columns): views into
+/// the index when it has them, else gathered from the update records and owned here.
+/// Movable (the views stay valid), not copyable.
+class RegionColumns {
+ public:
+  RegionColumns(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates, NameTable::Id id);
+  RegionColumns(RegionColumns&&) noexcept = default;
+  RegionColumns& operator=(RegionColumns&&) noexcept = default;
+  RegionColumns(const RegionColumns&) = delete;
+  RegionColumns& operator=(const RegionColumns&) = delete;
+  [[nodiscard]] const UpdateIndex::Columns& get() const { return view_; }
+
+ private:
+  std::vector<double> device_, host_, calls_;
+  std::vector<std::uint8_t> present_;
+  UpdateIndex::Columns view_;
+};
 
 }  // namespace stepprof
