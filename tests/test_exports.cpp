@@ -8,6 +8,7 @@
 #include "stepprof/analysis/series.hpp"
 #include "stepprof/analysis/timeline.hpp"
 #include "stepprof/render/exports.hpp"
+#include "test_util.hpp"
 
 using namespace stepprof;
 
@@ -32,9 +33,9 @@ struct Builder {
   }
   void region(UpdateRecord& u, std::string_view name, std::optional<double> device, std::optional<double> host,
               std::int64_t calls = 1) {
-    u.regions.push_back({d.regions.intern(name), std::nullopt, device, host, calls});
+    test::add_region(d, u, name, device, host, calls);
   }
-  void counter(UpdateRecord& u, std::string_view name, double v) { u.counters.push_back({d.counters.intern(name), v}); }
+  void counter(UpdateRecord& u, std::string_view name, double v) { test::add_counter(d, u, name, v); }
 };
 
 Hierarchy parse(const std::string& text) {

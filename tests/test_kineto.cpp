@@ -15,6 +15,7 @@
 #include "kineto_model.hpp"
 #include "stepprof/kineto.hpp"
 #include "stepprof/reader.hpp"
+#include "test_util.hpp"
 #include "trace_scanner.hpp"
 
 namespace fs = std::filesystem;
@@ -23,27 +24,8 @@ using namespace stepprof::detail;
 
 namespace {
 
-class KinetoTest : public ::testing::Test {
+class KinetoTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepprof_kineto_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string write(const std::string& name, const std::string& content) {
-    const auto p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-  std::string write_gz(const std::string& name, const std::string& content) {
-    const auto p = (dir_ / name).string();
-    gzFile f = gzopen(p.c_str(), "wb");
-    gzwrite(f, content.data(), static_cast<unsigned>(content.size()));
-    gzclose(f);
-    return p;
-  }
 
   std::optional<KinetoTrace> read(const std::string& path, KinetoOptions opt = {}) {
     diag_ = Diagnostics();
@@ -65,7 +47,6 @@ class KinetoTest : public ::testing::Test {
     return id ? u.counter(*id) : std::nullopt;
   }
 
-  fs::path dir_;
   Diagnostics diag_;
   NameTable regions_, counters_;
 };

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "stepprof/reader.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace stepprof;
@@ -29,21 +30,8 @@ std::string update(int step, double wall = 100.0, const std::string& extra = "")
          R"("calls": {"fwd": 2, "bwd": 2}, "counts": {"samples": 16})" + extra + "}";
 }
 
-class ReaderTest : public ::testing::Test {
+class ReaderTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("stepprof_reader_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string write(const std::string& name, const std::string& content) {
-    const auto p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
 
   Dataset read(const std::vector<std::string>& files, bool strict = false, std::optional<StepRange> steps = {}) {
     diag_ = Diagnostics(strict);
@@ -58,7 +46,6 @@ class ReaderTest : public ::testing::Test {
     return nullptr;
   }
 
-  fs::path dir_;
   Diagnostics diag_;
 };
 
@@ -519,4 +506,43 @@ TEST(StepRangeEmpty, IsAnError) {
   std::string err;
   EXPECT_FALSE(parse_step_range("", err));
   EXPECT_NE(err.find("empty"), std::string::npos);
+}
+
+// The parser keeps what it found in earlier records (names, each region's last parent);
+// with `parents` objects that repeat, change and fail, each record must still hold
+// what reading that record alone gives (a fresh parser).
+TEST_F(ReaderTest, RepeatedParentsReadAsIfEachRecordWereAlone) {
+  auto rec = [](int step, const std::string& device, const std::string& parents) {
+    return R"({"type": "update", "rank": 1, "step": )" + std::to_string(step) +
+           R"(, "wall_ms": 100.0, "cuda_stream_ms": )" + device + R"(, "parents": )" + parents + "}";
+  };
+  const std::vector<std::string> lines = {
+      rec(1, R"({"a": 1.0, "b": 2.0})", R"({"a": null, "b": "a"})"),
+      rec(2, R"({"b": 2.0})", R"({"a": null, "b": "a"})"),                  // same bytes, other region order
+      rec(3, R"({"a": 1.0})", R"({"a": null, "b": "a", "c": "b"})"),        // starts like the last one
+      rec(4, R"({"a": 1.0})", R"({"a": null, "b": "a"})"),
+      rec(5, R"({"a": 1.0})", R"({"a": null, "b": "a"}  )"),                // then spaces
+      rec(6, R"({"a": 1.0})", R"({"a":null, "b": "c"})"),
+      rec(7, R"({"a": 1.0})", R"({"a":null, "b": "c"})"),
+      rec(8, R"({"a": 1.0})", R"({"a":null, "b": 3})"),                     // an error: left out
+      rec(9, R"({"a": 1.0})", R"({"a":null, "b": "c"})"),
+  };
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  const Dataset together = read({write("all.jsonl", all)});
+  EXPECT_EQ(diag_.count(Severity::kError), 1u);
+  auto describe = [](const Dataset& d, const UpdateRecord& u) {
+    std::vector<std::string> out;
+    for (const auto& r : u.regions)
+      out.push_back(std::string(d.regions.name(r.region)) + " in " +
+                    (!r.parent ? "?" : *r.parent == kTopLevel ? "(top)" : std::string(d.regions.name(*r.parent))));
+    return out;
+  };
+  ASSERT_EQ(together.ranks.size(), 1u);
+  ASSERT_EQ(together.ranks[0].updates.size(), lines.size() - 1);
+  for (const auto& u : together.ranks[0].updates) {
+    const Dataset alone = read({write("one.jsonl", lines[static_cast<std::size_t>(u.step - 1)] + "\n")});
+    ASSERT_EQ(alone.ranks.size(), 1u);
+    EXPECT_EQ(describe(together, u), describe(alone, alone.ranks[0].updates[0])) << "step " << u.step;
+  }
 }

@@ -11,6 +11,7 @@
 #include "stepprof/reader.hpp"
 #include "stepprof/record_writer.hpp"
 #include "stepprof/synth.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace stepprof;
@@ -36,28 +37,8 @@ std::string upd(int step, const std::vector<std::string>& regions, const std::st
          R"(": 16}})" + "\n";
 }
 
-class ParallelReaderTest : public ::testing::Test {
+class ParallelReaderTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepprof_par_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string write(const std::string& name, const std::string& content) {
-    const auto p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-  std::string write_gz(const std::string& name, const std::string& content) {
-    const auto p = (dir_ / name).string();
-    gzFile f = gzopen(p.c_str(), "wb");
-    gzwrite(f, content.data(), static_cast<unsigned>(content.size()));
-    gzclose(f);
-    return p;
-  }
 
   // Everything a Dataset holds, names and ids included, plus every diagnostic in order.
   static std::string canonical(const Dataset& d, const Diagnostics& diag) {
@@ -115,7 +96,6 @@ class ParallelReaderTest : public ::testing::Test {
     return {dir_.string()};
   }
 
-  fs::path dir_;
 };
 
 }  // namespace

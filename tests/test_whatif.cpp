@@ -10,6 +10,7 @@
 #include "stepprof/analysis/cost_model.hpp"
 #include "stepprof/analysis/least_squares.hpp"
 #include "stepprof/analysis/whatif.hpp"
+#include "test_util.hpp"
 
 using namespace stepprof;
 
@@ -36,9 +37,9 @@ struct Builder {
     return u;
   }
   void region(UpdateRecord& u, std::string_view name, double host, std::int64_t calls = 1) {
-    u.regions.push_back({d.regions.intern(name), std::nullopt, std::nullopt, host, calls});
+    test::add_region(d, u, name, std::nullopt, host, calls);
   }
-  void counter(UpdateRecord& u, std::string_view name, double v) { u.counters.push_back({d.counters.intern(name), v}); }
+  void counter(UpdateRecord& u, std::string_view name, double v) { test::add_counter(d, u, name, v); }
   void microbatch(UpdateRecord& u, std::string_view path, std::vector<std::int64_t> frames,
                   std::vector<std::int64_t> tokens = {}) {
     MicroBatch mb;
