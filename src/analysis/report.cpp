@@ -1,7 +1,9 @@
 #include "stepprof/analysis/report.hpp"
 
-#include <exception>
-#include <thread>
+#include <functional>
+#include <iterator>
+
+#include "../util/parallel.hpp"
 
 namespace stepprof {
 
@@ -11,29 +13,22 @@ Report build_report(const AnalysisInput& given) {
   const AnalysisInput in{given.data, given.hierarchy, given.index ? given.index : &index};
   Report r;
   r.run = summarize_run(in);
-  // The region table takes about as long as all the other analyses together: on large
-  // inputs it runs on a second thread (the analyses only read the dataset).
+  // The analyses only read the dataset and write their own part of the report: on large
+  // inputs they run as independent jobs on the hardware threads, the longest first (the
+  // region table, which also computes its rows on several threads).
   constexpr std::size_t kThreadFrom = 50'000;  // updates
-  std::exception_ptr error;
-  std::thread regions;
-  if (in.data.update_count() >= kThreadFrom && std::thread::hardware_concurrency() > 1) {
-    regions = std::thread([&] {
-      try {
-        r.regions = analyze_regions(in);
-      } catch (...) {
-        error = std::current_exception();
-      }
-    });
-  } else {
-    r.regions = analyze_regions(in);
-  }
-  r.time = analyze_update_time(in, r.run);
-  r.paths = analyze_code_paths(in);
-  r.padding = analyze_padding(in);
-  for (const auto& rank : in.data.ranks) r.waiting.push_back(analyze_waiting(in, rank));
-  if (regions.joinable()) regions.join();
-  if (error) std::rethrow_exception(error);
-  r.cross_rank = analyze_cross_rank(in, r.waiting, r.run.world_size);
+  const std::function<void()> jobs[] = {
+      [&] { r.regions = analyze_regions(in); },
+      [&] {
+        for (const auto& rank : in.data.ranks) r.waiting.push_back(analyze_waiting(in, rank));
+        r.cross_rank = analyze_cross_rank(in, r.waiting, r.run.world_size);
+      },
+      [&] { r.padding = analyze_padding(in); },
+      [&] { r.paths = analyze_code_paths(in); },
+      [&] { r.time = analyze_update_time(in, r.run); },
+  };
+  detail::parallel_for(std::size(jobs), in.data.update_count() >= kThreadFrom ? 0 : 1,
+                       [&](std::size_t i) { jobs[i](); });
   r.findings = derive_findings({r.time, r.regions, r.paths, r.padding, r.waiting, r.cross_rank, in.hierarchy});
   return r;
 }
