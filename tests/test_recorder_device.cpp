@@ -4,6 +4,8 @@
 // thread with its own stream. Expected times are hand-computed from the simulated work.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <thread>
 
 #include "recorder_test_util.hpp"
@@ -141,6 +143,25 @@ TEST_F(RecorderTest, FailedEventRecordIsCounted) {
   EXPECT_EQ(lines[1]["calls"]["f_region"], 2);
   EXPECT_EQ(lines[1]["cuda_stream_ms"]["f_region"], 2.0);
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"device_record_failed", 1}}));
+}
+
+// A timer that gives a non-finite time (a broken driver, a user's own DeviceTimer) does
+// not make the region's device time NaN (written as absent, or as invalid JSON): the
+// time is left out and counted as a read failure.
+TEST_F(RecorderTest, NonFiniteDeviceTimeIsCountedNotWritten) {
+  TempLog log("device-nan");
+  auto fake = std::make_shared<FakeDeviceClock>();
+  ASSERT_EQ(open(with_fake(log.path, fake)), Status::kOk);
+  {
+    STEPPROF_REGION("n_region");
+    fake->launch(nullptr, std::numeric_limits<double>::quiet_NaN());
+  }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  EXPECT_EQ(lines[1]["calls"]["n_region"], 1);
+  EXPECT_FALSE(lines[1].contains("cuda_stream_ms") && lines[1]["cuda_stream_ms"].contains("n_region"));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"device_read_failed", 1}}));
 }
 
 TEST_F(RecorderTest, EachDeviceThreadUsesItsOwnStream) {

@@ -101,3 +101,17 @@ TEST(StatsLong, ShortAndLongAgreeOnOrderStatistics) {
   EXPECT_EQ(a->median, ra.median);
   EXPECT_EQ(b->median, reference(v).median);
 }
+
+TEST(StatsLong, AnOverflowedSumStaysInfinite) {
+  // In order, the sum overflows at the second value and stays +inf (a plain sum does
+  // too); summing in interleaved chains must not turn it into NaN or 0.
+  std::vector<double> v;
+  for (int i = 0; i < 1024; ++i)
+    for (double x : {1e308, 1e308, -1e308, -1e308}) v.push_back(x);
+  double plain = 0;
+  for (double x : v) plain += x;
+  ASSERT_TRUE(std::isinf(plain));
+  const auto s = summarize(v);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->sum, plain);
+}

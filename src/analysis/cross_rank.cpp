@@ -61,7 +61,8 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
           comm_series[i].push_back(*t);
         }
       }
-      if (steps[s] != u.step)  // usually the next step; any order is found
+      if (s + 1 < steps.size() && steps[s + 1] == u.step) ++s;  // usually the next step
+      else if (steps[s] != u.step)  // any order is found
         s = static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), u.step) - steps.begin());
       compute_at[s * nr + i] = std::max(0.0, u.wall_ms - c);
     }

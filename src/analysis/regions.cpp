@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 namespace stepprof {
 
@@ -136,8 +137,22 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     // The region's and its children's columns, read in update order.
     const RegionColumns own_columns(in, updates, p.id);
     const UpdateIndex::Columns& col = own_columns.get();
-    std::vector<RegionColumns> kid_columns;
-    for (auto kid : p.kids) kid_columns.emplace_back(in, updates, kid);
+    // The children's times summed per update in p.kids order, NaN where no child has
+    // one. One child's columns at a time: without the index each is gathered anew.
+    std::vector<double> kids_device, kids_host;
+    if (!p.kids.empty()) {
+      constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+      kids_device.assign(updates.size(), kNone);
+      kids_host.assign(updates.size(), kNone);
+      for (auto kid : p.kids) {
+        const RegionColumns kid_columns(in, updates, kid);
+        const UpdateIndex::Columns& kc = kid_columns.get();
+        for (std::size_t k = 0; k < updates.size(); ++k) {
+          if (const double t = kc.device[k]; !std::isnan(t)) kids_device[k] = (std::isnan(kids_device[k]) ? 0 : kids_device[k]) + t;
+          if (const double t = kc.host[k]; !std::isnan(t)) kids_host[k] = (std::isnan(kids_host[k]) ? 0 : kids_host[k]) + t;
+        }
+      }
+    }
     for (std::size_t k = 0; k < updates.size(); ++k) {
       if (!col.present[k]) continue;
       ++s.present;
@@ -159,14 +174,9 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         if (d && busy_union) continue;
         const double own = d ? device_ms : host_ms;
         if (std::isnan(own)) continue;
-        double kids = 0;  // the children's times in this update, summed in p.kids order
-        bool any_kid = false;
-        for (const auto& kc : kid_columns) {
-          const double t = (d ? kc.get().device : kc.get().host)[k];
-          if (std::isnan(t)) continue;
-          kids += t;
-          any_kid = true;
-        }
+        const double kids_sum = (d ? kids_device : kids_host)[k];
+        const bool any_kid = !std::isnan(kids_sum);
+        const double kids = any_kid ? kids_sum : 0;
         const double self = own - kids;
         (d ? s.device_self : s.host_self).push_back(self);
         if (d == (dev && !busy_union)) s.self_total += self;

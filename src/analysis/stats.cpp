@@ -63,8 +63,12 @@ double compensated_sum(std::size_t n, Term&& f) {
     add(3, f(i + 3));
   }
   for (; i < n; ++i) add(0, f(i));
-  const double plain = (sum[0] + sum[1]) + (sum[2] + sum[3]);
-  if (!std::isfinite(plain)) return plain;  // an overflowed sum stays infinite, not NaN
+  for (int lane = 0; lane < 4; ++lane)
+    if (!std::isfinite(sum[lane])) {  // overflow: one chain in order, as a plain sum would go
+      CompensatedSum in_order;
+      for (std::size_t j = 0; j < n; ++j) in_order.add(f(j));
+      return in_order.value();
+    }
   CompensatedSum total;
   for (int lane = 0; lane < 4; ++lane) total.add(sum[lane]);
   for (int lane = 0; lane < 4; ++lane) total.add(comp[lane]);

@@ -375,7 +375,9 @@ void Core::drain_device(ThreadStateFull* s) {
     double ms = 0;
     const auto q = timer_->elapsed_ms(p.start, p.end, ms);
     if (q == DeviceTimer::Query::kNotReady) break;  // later pairs on this thread are not either: next boundary
-    if (q == DeviceTimer::Query::kReady && p.region < kOverflowRegion) {
+    if (q == DeviceTimer::Query::kReady && !std::isfinite(ms)) {
+      count_global_error(ErrorKind::kDeviceReadFailed);  // a timer's NaN or infinity is not a time
+    } else if (q == DeviceTimer::Query::kReady && p.region < kOverflowRegion) {
       device_ms_[p.region] += ms;
       ++device_n_[p.region];
       if (parent_[p.region] == kUnsetId) parent_[p.region] = s->acc[p.region].parent.load(std::memory_order_relaxed);
