@@ -109,7 +109,8 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         for (const auto& [frames, samples] : u->frame_histogram) {
           if (samples <= 0) continue;
           ++distinct;
-          auto& e = frames >= 0 && frames < kTable ? table[static_cast<std::size_t>(frames)] : evidence[frames];
+          auto& e =
+              frames >= 0 && frames < kTable ? table[static_cast<std::size_t>(frames)] : evidence[frames];
           e.frames = frames;
           ++e.updates_with;
           if (slow_ran) ++e.updates_with_slow;

@@ -134,7 +134,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     if (!p.kids.empty())
       for (auto* v : {&s.device_self, &s.host_self}) v->reserve(updates.size());
     const bool dev = device[p.id];
-    // The region's and its children's columns, read in update order.
+    // The region's columns, read in update order.
     const RegionColumns own_columns(in, updates, p.id);
     const UpdateIndex::Columns& col = own_columns.get();
     // The children's times summed per update in p.kids order, NaN where no child has
@@ -147,9 +147,12 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       for (auto kid : p.kids) {
         const RegionColumns kid_columns(in, updates, kid);
         const UpdateIndex::Columns& kc = kid_columns.get();
+        auto add = [](double& sum, double t) {
+          if (!std::isnan(t)) sum = (std::isnan(sum) ? 0 : sum) + t;  // the first child's time starts the sum
+        };
         for (std::size_t k = 0; k < updates.size(); ++k) {
-          if (const double t = kc.device[k]; !std::isnan(t)) kids_device[k] = (std::isnan(kids_device[k]) ? 0 : kids_device[k]) + t;
-          if (const double t = kc.host[k]; !std::isnan(t)) kids_host[k] = (std::isnan(kids_host[k]) ? 0 : kids_host[k]) + t;
+          add(kids_device[k], kc.device[k]);
+          add(kids_host[k], kc.host[k]);
         }
       }
     }
