@@ -32,8 +32,14 @@ namespace s = schema;
 struct Path {
   std::string_view head;
   std::string_view tail;  // empty: the path is `head` alone
+  // When set, the tail is names->name(id), looked up only when a message needs it.
+  const NameTable* names = nullptr;
+  NameTable::Id id = 0;
 };
-std::string str(const Path& p) { return p.tail.empty() ? std::string(p.head) : fmt::format("{}.{}", p.head, p.tail); }
+std::string str(const Path& p) {
+  const std::string_view tail = p.names ? p.names->name(p.id) : p.tail;
+  return tail.empty() ? std::string(p.head) : fmt::format("{}.{}", p.head, tail);
+}
 
 // Context for one record: the text (for columns) and where the first error goes.
 class Ctx {
@@ -187,6 +193,32 @@ bool get_object(od::value& v, Ctx& c, std::string_view path, od::object& obj) {
   return true;
 }
 
+// Calls `take(key, value)` for each field of `m`, key unescaped, in order, until it
+// returns false; `field` names the object for messages. Each field is used where the
+// iterator holds it: copying a simdjson field out costs more than reading its key.
+template <typename Take>
+bool each_field(od::object& m, Ctx& c, std::string_view field, Take&& take) {
+  for (auto f : m) {
+    if (auto e = f.error()) return c.fail_json(e, nullptr, fmt::format("in {}", field));
+    od::field&& fld = std::move(f).value_unsafe();
+    std::string_view key;
+    if (auto e = fld.unescaped_key().get(key)) return c.fail_json(e, nullptr, fmt::format("in {}", field));
+    if (!take(key, fld.value())) return false;
+  }
+  return true;
+}
+
+// Calls `take(value)` for each element of `a`, in order, until it returns false.
+template <typename Take>
+bool each_element(od::array& a, Ctx& c, std::string_view field, Take&& take) {
+  for (auto elem : a) {
+    if (auto e = elem.error()) return c.fail_json(e, nullptr, fmt::format("in {}", field));
+    od::value&& v = std::move(elem).value_unsafe();
+    if (!take(v)) return false;
+  }
+  return true;
+}
+
 // Parses "(8, 3154)" (Python tuple text) into dims.
 bool parse_tuple(std::string_view key, std::vector<std::int64_t>& dims) {
   key = trim(key);
@@ -256,28 +288,20 @@ bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<Micr
     t = fv.raw_json_token();
     if (fv.get_array().get(a))
       return c.fail(Problem::kBadField, t.data(), fmt::format("{}: expected an array of counts, found {}", path, shown(t)));
-    for (auto elem : a) {
-      od::value ev;
-      if (auto e = elem.get(ev)) return c.fail_json(e, nullptr, fmt::format("in {}", path));
+    return each_element(a, c, path, [&](od::value& ev) {
       std::int64_t n = 0;
       if (!read_count(ev, token_of(ev), c, {path, {}}, n)) return false;
       dst.push_back(n);
-    }
-    return true;
+      return true;
+    });
   };
   std::size_t index = 0;
-  for (auto elem : list) {
+  return each_element(list, c, "microbatches", [&](od::value& ev) {
     const std::string where = fmt::format("microbatches[{}]", index++);
-    od::value ev;
-    if (auto e = elem.get(ev)) return c.fail_json(e, nullptr, fmt::format("in {}", where));
     od::object obj;
     if (!get_object(ev, c, where, obj)) return false;
     MicroBatch mb;
-    for (auto f : obj) {
-      std::string_view key;
-      od::value fv;
-      if (auto e = f.unescaped_key().get(key)) return c.fail_json(e, nullptr, fmt::format("in {}", where));
-      if (auto e = f.value().get(fv)) return c.fail_json(e, nullptr, fmt::format("in {}", where));
+    const bool fields_ok = each_field(obj, c, where, [&](std::string_view key, od::value& fv) {
       const std::string path = fmt::format("{}.{}", where, key);
       if (key == m::kPath) {
         std::string_view name, t;
@@ -296,7 +320,9 @@ bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<Micr
                       fmt::format("{}: unknown key \"{}\" (expected path, frames, tokens, padded_length)", where,
                                   shown(key)));
       }
-    }
+      return true;
+    });
+    if (!fields_ok) return false;
     if (!mb.frames.empty() && !mb.tokens.empty() && mb.frames.size() != mb.tokens.size())
       return c.fail(Problem::kBadField, nullptr,
                     fmt::format("{}: {} frame counts but {} token counts (one of each per sample)", where,
@@ -308,8 +334,8 @@ bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<Micr
                         fmt::format("{}: a sample has {} tokens, more than padded_length {}", where, t,
                                     *mb.padded_length));
     out.push_back(std::move(mb));
-  }
-  return true;
+    return true;
+  });
 }
 
 // A name to compare with a JSON string's raw bytes: the name and its closing quote as
@@ -376,15 +402,16 @@ class NameCache {
   void restart() { cursor_ = 0; }
 
   // `raw` points just after the opening quote of a JSON string; `unescape` returns the
-  // unescaped string (or a simdjson error) and is called only when needed.
+  // unescaped string (or a simdjson error) and is called only when needed. The name is
+  // table.name(id): callers look it up only for messages.
   template <typename Unescape>
-  error_code lookup(const char* raw, NameTable& table, Unescape&& unescape, NameTable::Id& id,
-                    std::string_view& name) {
-    if (cursor_ < slots_.size() && slots_[cursor_].raw.matches(raw)) return hit(cursor_, id, name);
+  error_code lookup(const char* raw, NameTable& table, Unescape&& unescape, NameTable::Id& id) {
+    if (cursor_ < slots_.size() && slots_[cursor_].raw.matches(raw)) return hit(cursor_, id);
     for (std::size_t i = 0; i < slots_.size(); ++i)
-      if (i != cursor_ && slots_[i].raw.matches(raw)) return hit(i, id, name);
+      if (i != cursor_ && slots_[i].raw.matches(raw)) return hit(i, id);
     const auto plain = plain_string(raw);
     if (!plain) {
+      std::string_view name;
       if (auto e = unescape().get(name)) return e;
       id = table.intern(name);
       return simdjson::SUCCESS;
@@ -392,12 +419,11 @@ class NameCache {
     if (slots_.size() < kMaxSlots) {
       const NameTable::Id new_id = table.intern(*plain);
       slots_.push_back({RawName(table.name(new_id)), new_id});  // the table's copy never moves
-      return hit(slots_.size() - 1, id, name);
+      return hit(slots_.size() - 1, id);
     }
     auto it = overflow_.find(*plain);
     if (it == overflow_.end()) it = overflow_.emplace(std::string(*plain), table.intern(*plain)).first;
     id = it->second;
-    name = it->first;
     return simdjson::SUCCESS;
   }
 
@@ -407,9 +433,8 @@ class NameCache {
     RawName raw;  // over NameTable::name(id): stable for the table's lifetime
     NameTable::Id id = 0;
   };
-  error_code hit(std::size_t i, NameTable::Id& id, std::string_view& name) {
+  error_code hit(std::size_t i, NameTable::Id& id) {
     id = slots_[i].id;
-    name = slots_[i].raw.name();
     cursor_ = i + 1;
     return simdjson::SUCCESS;
   }
@@ -418,9 +443,9 @@ class NameCache {
   std::unordered_map<std::string, NameTable::Id, ViewHash, std::equal_to<>> overflow_;
 };
 
-// The id of the key of `field`.
-error_code key_id(NameCache& cache, od::field& field, NameTable& table, NameTable::Id& id, std::string_view& key) {
-  return cache.lookup(field.key().raw(), table, [&] { return field.unescaped_key(); }, id, key);
+// The id of the key of `field` (its name: table.name(id)).
+error_code key_id(NameCache& cache, od::field& field, NameTable& table, NameTable::Id& id) {
+  return cache.lookup(field.key().raw(), table, [&] { return field.unescaped_key(); }, id);
 }
 
 // The update record's field names, matched by their raw bytes, in the order the
@@ -583,17 +608,14 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     if (!get_object(v, c, field, m)) return false;
     cache.restart();
     for (auto f : m) {
-      std::string_view key;
-      od::value fv;
       // (Where the parser is, for messages, is taken only when something is wrong.)
-      od::field fld;
-      if (auto e = std::move(f).get(fld)) return c.fail_json(e, location(doc), fmt::format("in {}", field));
+      if (auto e = f.error()) return c.fail_json(e, location(doc), fmt::format("in {}", field));
+      od::field&& fld = std::move(f).value_unsafe();
       // (The key's opening quote, taken before key_id: unescaping consumes the key.)
       const char* key_at = fld.key().raw() - 1;
       NameTable::Id id = 0;
-      if (auto e = key_id(cache, fld, regions_, id, key)) return c.fail_json(e, key_at, fmt::format("in {}", field));
-      fv = fld.value();
-      if (!take(fv, slot(id), key)) return false;
+      if (auto e = key_id(cache, fld, regions_, id)) return c.fail_json(e, key_at, fmt::format("in {}", field));
+      if (!take(fld.value(), slot(id))) return false;
     }
     return true;
   };
@@ -602,15 +624,14 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
   top_keys_.restart();
   for (auto field : obj) {
     std::string_view key;
-    od::value v;
-    od::field fld;
-    if (auto e = std::move(field).get(fld)) { ok = c.fail_json(e, location(doc), "in a key"); break; }
+    if (auto e = field.error()) { ok = c.fail_json(e, location(doc), "in a key"); break; }
+    od::field&& fld = std::move(field).value_unsafe();  // (a copy of the field costs more than its key)
     const char* at = fld.key().raw() - 1;  // the key's opening quote, for messages
     // The schema's field names, matched by their raw bytes (escaped names and others
     // are unescaped and compared below as they are).
     if (!top_keys_.match(fld.key().raw(), key))
       if (auto e = fld.unescaped_key().get(key)) { ok = c.fail_json(e, at, "in a key"); break; }
-    v = fld.value();
+    od::value& v = fld.value();
 
     if (key == s::kType) {
       continue;
@@ -628,27 +649,29 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       const bool device = key == s::kCudaStreamMs;
       const std::string_view head = device ? s::kCudaStreamMs : s::kCpuCallMs;
       ok = region_map(v, key, device ? device_keys_ : host_keys_,
-                      [&](od::value& fv, RegionSample& r, std::string_view name) {
+                      [&](od::value& fv, RegionSample& r) {
+                        const Path path{head, {}, &regions_, r.region};
                         auto& dst = device ? r.device_ms : r.host_ms;
                         if (dst)
                           return c.fail(Problem::kBadField, nullptr,
-                                        fmt::format("{}: region listed twice", str({head, name})));
+                                        fmt::format("{}: region listed twice", str(path)));
                         double t = 0;
-                        if (!read_time(fv, token_of(fv), c, {head, name}, t)) return false;
+                        if (!read_time(fv, token_of(fv), c, path, t)) return false;
                         dst = t;
                         return true;
                       });
     } else if (key == s::kCalls) {
-      ok = region_map(v, key, calls_keys_, [&](od::value& fv, RegionSample& r, std::string_view name) {
-        if (r.calls) return c.fail(Problem::kBadField, nullptr, fmt::format("calls.{}: region listed twice", name));
+      ok = region_map(v, key, calls_keys_, [&](od::value& fv, RegionSample& r) {
+        const Path path{s::kCalls, {}, &regions_, r.region};
+        if (r.calls) return c.fail(Problem::kBadField, nullptr, fmt::format("{}: region listed twice", str(path)));
         std::int64_t n = 0;
-        if (!read_count(fv, token_of(fv), c, {"calls", name}, n)) return false;
+        if (!read_count(fv, token_of(fv), c, path, n)) return false;
         r.calls = n;
         return true;
       });
     } else if (key == s::kParents) {
       parent_values_.restart();
-      ok = region_map(v, key, parent_keys_, [&](od::value& fv, RegionSample& r, std::string_view name) {
+      ok = region_map(v, key, parent_keys_, [&](od::value& fv, RegionSample& r) {
         const std::string_view tok = token_of(fv);
         if (!tok.empty() && tok[0] == '"') {
           // A region name: most logs repeat the same parents, so look it up by its bytes.
@@ -657,12 +680,12 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
             r.parent = last_parent_[r.region].first;
             return true;
           }
-          std::string_view parent;
           NameTable::Id id = 0;
-          if (parent_values_.lookup(tok.data() + 1, regions_, [&] { return fv.get_string(); }, id,
-                                    parent) != simdjson::SUCCESS)
+          if (parent_values_.lookup(tok.data() + 1, regions_, [&] { return fv.get_string(); }, id) !=
+              simdjson::SUCCESS)
             return c.fail(Problem::kBadField, tok.data(),
-                          fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
+                          fmt::format("parents.{}: expected a region name or null, found {}",
+                                      regions_.name(r.region), shown(tok)));
           r.parent = id;
           if (r.region >= last_parent_.size()) last_parent_.resize(r.region + 1);
           if (plain_string(tok.data() + 1)) last_parent_[r.region] = {id, RawName(regions_.name(id))};
@@ -674,7 +697,8 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
           return true;
         }
         return c.fail(Problem::kBadField, tok.data(),
-                      fmt::format("parents.{}: expected a region name or null, found {}", name, shown(tok)));
+                      fmt::format("parents.{}: expected a region name or null, found {}", regions_.name(r.region),
+                                  shown(tok)));
       });
     } else if (key == s::kCounts) {
       od::object m;
@@ -682,55 +706,42 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       counter_keys_.restart();
       for (auto f : m) {
         if (!ok) break;
-        std::string_view name;
-        od::value fv;
-        od::field counter;
         NameTable::Id id = 0;
-        if (auto e = std::move(f).get(counter)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
-        if (auto e = key_id(counter_keys_, counter, counters_, id, name)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
-        fv = counter.value();
+        if (auto e = f.error()) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        od::field&& counter = std::move(f).value_unsafe();
+        if (auto e = key_id(counter_keys_, counter, counters_, id)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        od::value& fv = counter.value();
         double x = 0;
-        ok = read_count_value(fv, token_of(fv), c, {"counts", name}, x);
+        ok = read_count_value(fv, token_of(fv), c, {s::kCounts, {}, &counters_, id}, x);
         u.counters.push_back({id, x});
       }
     } else if (key == s::kFrameHistogram) {
       od::object m;
       if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
-      for (auto f : m) {
-        if (!ok) break;
-        std::string_view name;
-        od::value fv;
-        if (auto e = f.unescaped_key().get(name)) { ok = c.fail_json(e, nullptr, "in frame_histogram"); break; }
-        if (auto e = f.value().get(fv)) { ok = c.fail_json(e, nullptr, "in frame_histogram"); break; }
+      ok = each_field(m, c, key, [&](std::string_view name, od::value& fv) {
         std::int64_t frames = 0, samples = 0;
-        if (!parse_int_key(name, frames)) {
-          ok = c.fail(Problem::kBadField, nullptr,
-                      fmt::format("frame_histogram: key \"{}\" should be a frame count (a non-negative integer)", shown(name)));
-          break;
-        }
-        ok = read_count(fv, token_of(fv), c, {"frame_histogram", name}, samples);
+        if (!parse_int_key(name, frames))
+          return c.fail(Problem::kBadField, nullptr,
+                        fmt::format("frame_histogram: key \"{}\" should be a frame count (a non-negative integer)",
+                                    shown(name)));
+        if (!read_count(fv, token_of(fv), c, {"frame_histogram", name}, samples)) return false;
         u.frame_histogram.emplace_back(frames, samples);
-      }
+        return true;
+      });
     } else if (key == s::kInputShapes) {
       od::object m;
       if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
-      for (auto f : m) {
-        if (!ok) break;
-        std::string_view name;
-        od::value fv;
-        if (auto e = f.unescaped_key().get(name)) { ok = c.fail_json(e, nullptr, "in input_shapes"); break; }
-        if (auto e = f.value().get(fv)) { ok = c.fail_json(e, nullptr, "in input_shapes"); break; }
+      ok = each_field(m, c, key, [&](std::string_view name, od::value& fv) {
         // Reuse the scratch record's shape vectors (their capacity) across records.
         if (shapes_used_ == u.input_shapes.size()) u.input_shapes.emplace_back();
         InputShape& shape = u.input_shapes[shapes_used_];
-        if (!parse_tuple(name, shape.dims)) {
-          ok = c.fail(Problem::kBadField, nullptr,
-                      fmt::format("input_shapes: key \"{}\" should be a shape such as \"(8, 3154)\"", shown(name)));
-          break;
-        }
-        ok = read_count(fv, token_of(fv), c, {"input_shapes", name}, shape.microbatches);
+        if (!parse_tuple(name, shape.dims))
+          return c.fail(Problem::kBadField, nullptr,
+                        fmt::format("input_shapes: key \"{}\" should be a shape such as \"(8, 3154)\"", shown(name)));
+        if (!read_count(fv, token_of(fv), c, {"input_shapes", name}, shape.microbatches)) return false;
         ++shapes_used_;
-      }
+        return true;
+      });
     } else if (key == s::kSampleIndices) {
       od::array a;
       const std::string_view tok = token_of(v);
@@ -739,13 +750,12 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
                     fmt::format("sample_indices: expected an array of integers, found {}", shown(tok)));
         break;
       }
-      for (auto elem : a) {
-        od::value ev;
-        if (auto e = elem.get(ev)) { ok = c.fail_json(e, nullptr, "in sample_indices"); break; }
+      ok = each_element(a, c, key, [&](od::value& ev) {
         std::int64_t idx = 0;
-        if (!(ok = read_int(ev, token_of(ev), c, {"sample_indices[]", {}}, idx))) break;
+        if (!read_int(ev, token_of(ev), c, {"sample_indices[]", {}}, idx)) return false;
         u.sample_indices.push_back(idx);
-      }
+        return true;
+      });
     } else if (key == s::kPaddingFraction) {
       const std::string_view tok = token_of(v);
       double p = 0;
@@ -759,16 +769,12 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     } else if (key == s::kRecorderErrors) {
       od::object m;
       if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
-      for (auto f : m) {
-        if (!ok) break;
-        std::string_view name;
-        od::value fv;
-        if (auto e = f.unescaped_key().get(name)) { ok = c.fail_json(e, nullptr, "in recorder_errors"); break; }
-        if (auto e = f.value().get(fv)) { ok = c.fail_json(e, nullptr, "in recorder_errors"); break; }
+      ok = each_field(m, c, key, [&](std::string_view name, od::value& fv) {
         std::int64_t n = 0;
-        ok = read_count(fv, token_of(fv), c, {"recorder_errors", name}, n);
+        if (!read_count(fv, token_of(fv), c, {"recorder_errors", name}, n)) return false;
         u.recorder_errors.emplace_back(std::string(name), n);
-      }
+        return true;
+      });
     } else {
       std::string k(key);
       std::string_view raw;
