@@ -8,26 +8,8 @@ using namespace stepprof;
 
 namespace {
 
-// Builds a one-rank dataset update by update.
-struct Builder {
-  Dataset d;
-  Builder() {
-    d.files = {"mem"};
-    d.ranks.emplace_back();
-    d.ranks[0].rank = 0;
-  }
-  UpdateRecord& add(std::int64_t step, double wall) {
-    auto& u = d.ranks[0].updates.emplace_back();
-    u.rank = 0;
-    u.step = step;
-    u.wall_ms = wall;
-    return u;
-  }
-  void region(UpdateRecord& u, std::string_view name, std::optional<double> device, std::optional<double> host,
-              std::int64_t calls = 1) {
-    test::add_region(d, u, name, device, host, calls);
-  }
-  void counter(UpdateRecord& u, std::string_view name, double v) { test::add_counter(d, u, name, v); }
+// Builds a one-rank dataset update by update, with its run settings.
+struct Builder : test::DatasetBuilder {
   void config(std::int64_t world, std::int64_t micro, std::int64_t acc) {
     RunConfig c;
     c.rank = 0;

@@ -14,29 +14,7 @@ using namespace stepprof;
 
 namespace {
 
-struct Builder {
-  Dataset d;
-  explicit Builder(int ranks = 1) {
-    d.files = {"mem"};
-    for (int r = 0; r < ranks; ++r) {
-      auto& rl = d.ranks.emplace_back();
-      rl.rank = r;
-      rl.files = {0};
-    }
-  }
-  UpdateRecord& add(std::int64_t step, double wall, int rank = 0) {
-    auto& u = d.ranks[static_cast<std::size_t>(rank)].updates.emplace_back();
-    u.rank = rank;
-    u.step = step;
-    u.wall_ms = wall;
-    return u;
-  }
-  void region(UpdateRecord& u, std::string_view name, std::optional<double> device, std::optional<double> host,
-              std::int64_t calls = 1) {
-    test::add_region(d, u, name, device, host, calls);
-  }
-  void counter(UpdateRecord& u, std::string_view name, double v) { test::add_counter(d, u, name, v); }
-};
+using Builder = test::DatasetBuilder;
 
 Hierarchy parse(const std::string& text) {
   Diagnostics diag;

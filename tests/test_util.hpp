@@ -60,4 +60,31 @@ inline void add_counter(Dataset& d, UpdateRecord& u, std::string_view name, doub
   u.counters.push_back({d.counters.intern(name), v});
 }
 
+/// A dataset built in memory update by update: `ranks` ranks (0, 1, ...), all read
+/// from one file named "mem".
+struct DatasetBuilder {
+  Dataset d;
+  explicit DatasetBuilder(int ranks = 1) {
+    d.files = {"mem"};
+    for (int r = 0; r < ranks; ++r) {
+      auto& rl = d.ranks.emplace_back();
+      rl.rank = r;
+      rl.files = {0};
+    }
+  }
+  /// Appends an update of `rank` (step, wall time [ms]) and returns it.
+  UpdateRecord& add(std::int64_t step, double wall, int rank = 0) {
+    auto& u = d.ranks[static_cast<std::size_t>(rank)].updates.emplace_back();
+    u.rank = rank;
+    u.step = step;
+    u.wall_ms = wall;
+    return u;
+  }
+  void region(UpdateRecord& u, std::string_view name, std::optional<double> device, std::optional<double> host,
+              std::int64_t calls = 1) {
+    add_region(d, u, name, device, host, calls);
+  }
+  void counter(UpdateRecord& u, std::string_view name, double v) { add_counter(d, u, name, v); }
+};
+
 }  // namespace stepprof::test
