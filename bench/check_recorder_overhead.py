@@ -14,9 +14,9 @@ exit status 1 when a target is missed, 2 when the benchmark could not be run.
 Usage: check_recorder_overhead.py STEPPROF_BENCH [--repetitions N] [--min-time SECONDS]
 """
 import argparse
-import json
-import subprocess
 import sys
+
+import gbench
 
 TARGETS = ["BM_EmptyLoop", "BM_RegionCompiledOut", "BM_TwoClockReads", "BM_RegionHostClock",
            "BM_RegionCAbi", "BM_EndUpdate20Regions"]
@@ -25,16 +25,11 @@ COMPILED_OUT_REL, COMPILED_OUT_ABS_NS = 0.10, 0.25
 
 
 def run(binary, repetitions, min_time):
-    cmd = [binary, "--benchmark_filter=^(%s)$" % "|".join(TARGETS),
-           "--benchmark_repetitions=%d" % repetitions,
-           "--benchmark_enable_random_interleaving=true",
-           "--benchmark_min_time=%s" % min_time,
-           "--benchmark_format=json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        raise SystemExit("check_recorder_overhead: %s exited with %d" % (binary, proc.returncode))
-    return json.loads(proc.stdout)
+    return gbench.run(binary, ["--benchmark_filter=^(%s)$" % "|".join(TARGETS),
+                               "--benchmark_repetitions=%d" % repetitions,
+                               "--benchmark_enable_random_interleaving=true",
+                               "--benchmark_min_time=%s" % min_time],
+                      "check_recorder_overhead", 600)
 
 
 def to_ns(value, unit):
@@ -49,8 +44,8 @@ def main():
     args = ap.parse_args()
     try:
         data = run(args.bench, args.repetitions, args.min_time)
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
-        print("check_recorder_overhead: cannot run %s: %s" % (args.bench, e), file=sys.stderr)
+    except gbench.BenchError as e:
+        print(e, file=sys.stderr)
         return 2
 
     best = {}

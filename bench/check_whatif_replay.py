@@ -10,9 +10,9 @@ benchmark could not be run.
 Usage: check_whatif_replay.py STEPPROF_BENCH_WHATIF [--repetitions N] [--min-time SECONDS]
 """
 import argparse
-import json
-import subprocess
 import sys
+
+import gbench
 
 TARGET_SAMPLES_PER_S = 1e6
 
@@ -23,19 +23,14 @@ def main():
     ap.add_argument("--repetitions", type=int, default=5)
     ap.add_argument("--min-time", default="0.3")
     args = ap.parse_args()
-    cmd = [args.bench, f"--benchmark_repetitions={args.repetitions}", f"--benchmark_min_time={args.min_time}",
-           "--benchmark_format=json"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        print(f"check_whatif_replay: cannot run {args.bench}: {e}", file=sys.stderr)
-        return 2
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        print(f"check_whatif_replay: {args.bench} exited with {proc.returncode}", file=sys.stderr)
+        data = gbench.run(args.bench, [f"--benchmark_repetitions={args.repetitions}",
+                                       f"--benchmark_min_time={args.min_time}"], "check_whatif_replay", 900)
+    except gbench.BenchError as e:
+        print(e, file=sys.stderr)
         return 2
     best = {}
-    for b in json.loads(proc.stdout)["benchmarks"]:
+    for b in data["benchmarks"]:
         if b.get("run_type") != "iteration" or "error_occurred" in b:
             if b.get("error_occurred"):
                 print(f"check_whatif_replay: {b['name']}: {b.get('error_message')}", file=sys.stderr)
