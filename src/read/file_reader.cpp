@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -87,8 +88,15 @@ class FileParser {
     std::error_code ec;
     const auto size = std::filesystem::file_size(path_, ec);
     if (ec || sampled_bytes == 0) return;
-    const std::uint64_t estimate = size / (sampled_bytes / kSampleLines + 1) + 1;
-    out_.updates.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(estimate, std::uint64_t{1} << 26)));
+    // (No update record is shorter than about 40 bytes: a file whose first lines are
+    // short cannot ask for more than that allows. The reserve is only a hint: when the
+    // memory is not there, the vector grows as usual.)
+    const std::uint64_t per_line = std::max<std::uint64_t>(sampled_bytes / kSampleLines, 40);
+    const std::uint64_t estimate = std::min<std::uint64_t>(size / per_line + 1, std::uint64_t{1} << 26);
+    try {
+      out_.updates.reserve(static_cast<std::size_t>(estimate));
+    } catch (const std::bad_alloc&) {
+    }
   }
 
   void read_lines(LineSource& src) {
