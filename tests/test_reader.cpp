@@ -546,3 +546,84 @@ TEST_F(ReaderTest, RepeatedParentsReadAsIfEachRecordWereAlone) {
     EXPECT_EQ(describe(together, u), describe(alone, alone.ranks[0].updates[0])) << "step " << u.step;
   }
 }
+
+// A key given twice, at any level, rejects the record: keeping either value would
+// silently drop the other (e.g. two "counts" objects, or "samples" twice in one).
+TEST_F(ReaderTest, KeysGivenTwiceRejectTheRecord) {
+  const std::string base = R"({"type": "update", "step": 5, "wall_ms": 1, )";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {base + R"("counts": {"samples": 1}, "counts": {"samples": 16}})", R"(field "counts" appears twice)"},
+      {base + R"("counts": {"samples": 1, "samples": 16}})", "counts.samples: counter listed twice"},
+      {base + R"("step": 7})", R"(field "step" appears twice)"},
+      {base + R"("cuda_stream_ms": {"a": 1}, "cuda_stream_ms": {"b": 1}})", R"(field "cuda_stream_ms" appears twice)"},
+      {base + R"("parents": {"a": null, "a": "b"}})", "parents.a: region listed twice"},
+      {base + R"("frame_histogram": {"9": 16, "8": 1, "9": 3}})", "frame_histogram: frame count 9 listed twice"},
+      {base + R"j("input_shapes": {"(8, 100)": 1, "(8,100)": 1}})j", "input_shapes: shape (8, 100) listed twice"},
+      {base + R"("recorder_errors": {"write_failed": 1, "write_failed": 2}})", R"(recorder_errors: "write_failed" listed twice)"},
+      {base + R"("note": 1, "note": 2})", R"(field "note" appears twice)"},
+      {base + R"("microbatches": [{"path": "a", "path": "b"}]})", "microbatches[0].path: key listed twice"},
+      {R"({"type": "config", "type": "update", "step": 5, "wall_ms": 1})", R"(field "type" appears twice)"},
+  };
+  for (const auto& [line, message] : cases) {
+    const auto p = write("twice.jsonl", kConfig + "\n" + line + "\n" + update(6) + "\n");
+    const Dataset d = read({p});
+    const Diagnostic* e = first(Problem::kBadField);
+    ASSERT_NE(e, nullptr) << line;
+    EXPECT_EQ(e->line, 2u) << line;
+    EXPECT_NE(e->message.find(message), std::string::npos) << e->message;
+    EXPECT_EQ(d.update_count(), 1u) << line;  // the next record is read as usual
+  }
+  // Many distinct keys (compared by sorting, beyond a few) are no repeat; one repeat among them is.
+  std::string many = base + R"("frame_histogram": {)";
+  for (int i = 0; i < 40; ++i) many += (i ? ", \"" : "\"") + std::to_string(i) + "\": 1";
+  const auto ok = write("many.jsonl", kConfig + "\n" + many + "}}\n");
+  EXPECT_EQ(read({ok}).update_count(), 1u);
+  EXPECT_EQ(first(Problem::kBadField), nullptr);
+  const auto bad = write("many2.jsonl", kConfig + "\n" + many + R"(, "17": 2}})" + "\n");
+  EXPECT_EQ(read({bad}).update_count(), 0u);
+  ASSERT_NE(first(Problem::kBadField), nullptr);
+  EXPECT_NE(first(Problem::kBadField)->message.find("frame count 17 listed twice"), std::string::npos);
+  // A repeated config setting is rejected as well.
+  const std::string cfg = R"({"type": "config", "rank": 1, "seed": 1, "seed": 2})";
+  read({write("cfg.jsonl", cfg + "\n" + update(1) + "\n")});
+  ASSERT_NE(first(Problem::kBadField), nullptr);
+  EXPECT_NE(first(Problem::kBadField)->message.find(R"(field "seed" appears twice)"), std::string::npos);
+}
+
+// "type" written with an escape is still the type (every other key is unescaped too).
+TEST_F(ReaderTest, EscapedTypeKeyIsTheType) {
+  const std::string line = R"({"typ\u0065": "update", "step": 5, "wall_ms": 2.5})";
+  const auto p = write("esc.jsonl", R"({"t\u0079pe": "config", "rank": 1, "world_size": 4})" "\n" + line + "\n");
+  const Dataset d = read({p});
+  EXPECT_TRUE(diag_.kept().empty()) << diag_.kept().front().message;
+  ASSERT_EQ(d.update_count(), 1u);
+  EXPECT_EQ(d.ranks.at(0).updates.at(0).wall_ms, 2.5);
+  ASSERT_TRUE(d.ranks.at(0).config);
+  EXPECT_EQ(d.ranks.at(0).config->world_size, 4);
+}
+
+// Times above 1e12 ms (31.7 years) are corrupt: kept, they would make sums inf.
+TEST_F(ReaderTest, AbsurdlyLongTimesAreRejected) {
+  const std::string bad = R"({"type": "update", "step": 12, "wall_ms": 10, "cpu_call_ms": {"fwd": 1e300}})";
+  const auto p = write("long.jsonl", kConfig + "\n" + bad + "\n" +
+                                         R"({"type": "update", "step": 13, "wall_ms": 1e12})" + "\n");
+  const Dataset d = read({p});
+  const Diagnostic* e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->message.find("cpu_call_ms.fwd: time 1e300 ms is out of range"), std::string::npos) << e->message;
+  EXPECT_EQ(e->column, bad.find("1e300") + 1);
+  EXPECT_EQ(d.update_count(), 1u);  // 1e12 ms itself is allowed
+}
+
+// A number JSON does not allow (a leading zero, a bare '.') is a syntax error, not a
+// number out of range.
+TEST_F(ReaderTest, MalformedNumbersAreSyntaxErrors) {
+  for (const std::string v : {"02", "-01.5", "1.", "1e"}) {
+    const std::string bad = R"({"type": "update", "step": 12, "wall_ms": )" + v + "}";
+    read({write("num.jsonl", kConfig + "\n" + bad + "\n")});
+    const Diagnostic* e = first(Problem::kMalformedJson);
+    ASSERT_NE(e, nullptr) << v;
+    EXPECT_NE(e->message.find("is not a number as JSON writes them"), std::string::npos) << e->message;
+    EXPECT_EQ(first(Problem::kNonFinite), nullptr) << v;
+  }
+}

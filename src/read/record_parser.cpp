@@ -6,6 +6,7 @@
 // without unescaping them.
 #include <simdjson.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "record_parser.hpp"
 #include "stepprof/schema.hpp"
@@ -98,6 +100,27 @@ bool is_non_finite_literal(std::string_view tok) {
   return false;
 }
 
+// True when `tok` is a number as JSON writes them (RFC 8259, section 6):
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+bool json_number_syntax(std::string_view tok) {
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < tok.size() && tok[i] >= '0' && tok[i] <= '9') ++i;
+    return i > from;
+  };
+  if (i < tok.size() && tok[i] == '-') ++i;
+  if (i < tok.size() && tok[i] == '0') ++i;
+  else if (!digits()) return false;
+  if (i < tok.size() && tok[i] == '.' && (++i, !digits())) return false;
+  if (i < tok.size() && (tok[i] == 'e' || tok[i] == 'E')) {
+    ++i;
+    if (i < tok.size() && (tok[i] == '+' || tok[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == tok.size();
+}
+
 // Why `v` is not a finite number (called only when reading it as one failed).
 // `tok` is the value's raw text, taken before reading it.
 bool number_problem(std::string_view tok, Ctx& c, const Path& path, error_code e) {
@@ -109,6 +132,9 @@ bool number_problem(std::string_view tok, Ctx& c, const Path& path, error_code e
   if (is_non_finite_literal(tok))
     return c.fail(Problem::kNonFinite, tok.data(),
                   fmt::format("{}: non-finite number {} (expected a finite number)", str(path), shown(tok)));
+  if (e == simdjson::NUMBER_ERROR && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9')) && !json_number_syntax(tok))
+    return c.fail(Problem::kMalformedJson, tok.data(),
+                  fmt::format("{}: {} is not a number as JSON writes them", str(path), shown(tok)));
   if (e == simdjson::NUMBER_ERROR && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9')))
     return c.fail(Problem::kNonFinite, tok.data(),
                   fmt::format("{}: number {} is out of range (expected a finite number)", str(path), shown(tok)));
@@ -168,11 +194,19 @@ bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std:
   return true;
 }
 
+// The longest time a log can hold [ms]: 10^12 ms is about 31.7 years. Longer ones are
+// corrupt values; kept, they would turn sums and spreads into inf.
+constexpr double kMaxTimeMs = 1e12;
+
 bool read_time(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
   if (!read_number(v, tok, c, path, out)) return false;
   if (out < 0)
     return c.fail(Problem::kNegativeTime, trim(tok).data(),
                   fmt::format("{}: negative time {} ms (times are durations, >= 0)", str(path), shown(tok)));
+  if (out > kMaxTimeMs)
+    return c.fail(Problem::kBadField, trim(tok).data(),
+                  fmt::format("{}: time {} ms is out of range (at most 1e12 ms, about 31.7 years)", str(path),
+                              shown(tok)));
   return true;
 }
 
@@ -217,6 +251,26 @@ bool each_element(od::array& a, Ctx& c, std::string_view field, Take&& take) {
     if (!take(v)) return false;
   }
   return true;
+}
+
+// An element of `items` whose key (`key_of(item)`) another element also has, or nullptr.
+// A few items are compared pair by pair; more are sorted (a copy of their addresses).
+template <typename T, typename KeyOf>
+const T* repeated_key(const std::vector<T>& items, KeyOf key_of) {
+  const std::size_t n = items.size();
+  if (n <= 8) {
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = i + 1; j < n; ++j)
+        if (key_of(items[i]) == key_of(items[j])) return &items[i];
+    return nullptr;
+  }
+  std::vector<const T*> order;
+  order.reserve(n);
+  for (const T& item : items) order.push_back(&item);
+  std::sort(order.begin(), order.end(), [&](const T* a, const T* b) { return key_of(*a) < key_of(*b); });
+  for (std::size_t i = 1; i < n; ++i)
+    if (key_of(*order[i - 1]) == key_of(*order[i])) return order[i];
+  return nullptr;
 }
 
 // Parses "(8, 3154)" (Python tuple text) into dims.
@@ -301,8 +355,13 @@ bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<Micr
     od::object obj;
     if (!get_object(ev, c, where, obj)) return false;
     MicroBatch mb;
+    unsigned seen = 0;  // bit i: the i-th of path, frames, tokens, padded_length was read
     const bool fields_ok = each_field(obj, c, where, [&](std::string_view key, od::value& fv) {
       const std::string path = fmt::format("{}.{}", where, key);
+      const unsigned bit = key == m::kPath ? 1u : key == m::kFrames ? 2u : key == m::kTokens ? 4u
+                           : key == m::kPaddedLength ? 8u : 0u;
+      if (seen & bit) return c.fail(Problem::kBadField, nullptr, fmt::format("{}: key listed twice", path));
+      seen |= bit;
       if (key == m::kPath) {
         std::string_view name, t;
         t = fv.raw_json_token();
@@ -455,26 +514,53 @@ class TopKeys {
   TopKeys() {
     for (std::string_view k : {s::kType, s::kRank, s::kStep, s::kWallMs, s::kCudaStreamMs, s::kCpuCallMs, s::kCalls,
                                s::kParents, s::kCounts, s::kFrameHistogram, s::kInputShapes, s::kSampleIndices,
-                               s::kPaddingFraction, s::kRecorderErrors})
+                               s::kPaddingFraction, s::kRecorderErrors, s::kMicrobatches})
       keys_.emplace_back(k);
+    static_assert(kCount <= 32, "one bit per key in a std::uint32_t");
   }
+  static constexpr std::size_t kCount = 15;
   void restart() { cursor_ = 0; }
-  // True (and `key` set to the schema's name) when the string at `raw` is one of them.
-  bool match(const char* raw, std::string_view& key) {
+  // True (and `key` set to the schema's name, `index` to its place in the list) when
+  // the string at `raw` is one of them.
+  bool match(const char* raw, std::string_view& key, std::size_t& index) {
     for (std::size_t n = 0, i = cursor_; n < keys_.size(); ++n, i = i + 1 == keys_.size() ? 0 : i + 1) {
       if (keys_[i].matches(raw)) {
         key = keys_[i].name();
+        index = i;
         cursor_ = i + 1 == keys_.size() ? 0 : i + 1;
         return true;
       }
     }
     return false;
   }
+  // The place of an (unescaped) key in the list, or kCount for a key not in it.
+  [[nodiscard]] std::size_t index_of(std::string_view key) const {
+    std::size_t i = 0;
+    while (i < keys_.size() && keys_[i].name() != key) ++i;
+    return i;
+  }
 
  private:
   std::vector<RawName> keys_;
   std::size_t cursor_ = 0;
 };
+
+// The value of a `type` key written with escapes (e.g. "typ\u0065"), which
+// find_field_unordered does not see (it compares keys as written): NO_SUCH_FIELD when
+// there is none either.
+error_code find_escaped_type(od::document& doc, std::string_view& type) {
+  doc.rewind();
+  od::object obj;
+  if (auto e = doc.get_object().get(obj)) return e;
+  for (auto f : obj) {
+    if (auto e = f.error()) return e;
+    od::field&& fld = std::move(f).value_unsafe();
+    std::string_view key;
+    if (auto e = fld.unescaped_key().get(key)) return e;
+    if (key == s::kType) return fld.value().get_string().get(type);
+  }
+  return simdjson::NO_SUCH_FIELD;
+}
 
 }  // namespace
 
@@ -493,6 +579,7 @@ class RecordParser::Impl {
   NameTable& counters_;
   NameCache device_keys_, host_keys_, calls_keys_, parent_keys_, counter_keys_, parent_values_;
   std::vector<std::int32_t> slot_of_region_;  // region id -> index in update.regions, -1 if none
+  std::vector<std::uint8_t> counter_seen_;    // counter id -> 1 while reading a record's counts if read
   std::vector<std::pair<NameTable::Id, RawName>> last_parent_;  // region id -> its parent in the last record
   std::size_t shapes_used_ = 0;               // input shapes filled in the current record
   TopKeys top_keys_;
@@ -520,7 +607,9 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
 
   // The record type decides how the other fields are read; it is usually first.
   std::string_view type;
-  if (auto e = obj.find_field_unordered(s::kType).get_string().get(type)) {
+  error_code type_error = obj.find_field_unordered(s::kType).get_string().get(type);
+  if (type_error == simdjson::NO_SUCH_FIELD) type_error = find_escaped_type(doc, type);
+  if (auto e = type_error) {
     const char* at = nullptr;
     at = location(doc);
     if (e == simdjson::NO_SUCH_FIELD)
@@ -546,6 +635,7 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
   bool ok = true;
   if (kind == RecordKind::kConfig) {
     config_fields.clear();
+    bool type_seen = false;
     for (auto field : obj) {
       std::string_view key;
       od::value v;
@@ -553,7 +643,14 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
       at = location(doc);
       if (auto e = field.unescaped_key().get(key)) { ok = c.fail_json(e, at, "in a key"); break; }
       if (auto e = field.value().get(v)) { ok = c.fail_json(e, at, fmt::format("at \"{}\"", key)); break; }
-      if (key == s::kType) continue;
+      if (key == s::kType) {
+        if (type_seen) {
+          ok = c.fail(Problem::kBadField, at, "field \"type\" appears twice in the record");
+          break;
+        }
+        type_seen = true;
+        continue;
+      }
       std::string k(key);
       std::string_view raw;
       if (auto e = simdjson::to_json_string(v).get(raw)) {
@@ -563,6 +660,9 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
       }
       config_fields.push_back({std::move(k), std::string(trim(raw))});
     }
+    if (ok)
+      if (const auto* f = repeated_key(config_fields, [](const RawField& x) -> const auto& { return x.key; }))
+        ok = c.fail(Problem::kBadField, nullptr, fmt::format("field \"{}\" appears twice in the record", f->key));
   } else {
     ok = parse_update(doc, obj, text, u, error);
   }
@@ -621,6 +721,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
   };
 
   bool ok = true;
+  std::uint32_t seen = 0;  // bit i: the i-th of top_keys_ was read
   top_keys_.restart();
   for (auto field : obj) {
     std::string_view key;
@@ -629,8 +730,18 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     const char* at = fld.key().raw() - 1;  // the key's opening quote, for messages
     // The schema's field names, matched by their raw bytes (escaped names and others
     // are unescaped and compared below as they are).
-    if (!top_keys_.match(fld.key().raw(), key))
+    std::size_t index = TopKeys::kCount;
+    if (!top_keys_.match(fld.key().raw(), key, index)) {
       if (auto e = fld.unescaped_key().get(key)) { ok = c.fail_json(e, at, "in a key"); break; }
+      index = top_keys_.index_of(key);
+    }
+    if (index < TopKeys::kCount) {  // (unknown fields are checked for repeats at the end)
+      if (seen & (std::uint32_t{1} << index)) {
+        ok = c.fail(Problem::kBadField, at, fmt::format("field \"{}\" appears twice in the record", key));
+        break;
+      }
+      seen |= std::uint32_t{1} << index;
+    }
     od::value& v = fld.value();
 
     if (key == s::kType) {
@@ -672,6 +783,9 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     } else if (key == s::kParents) {
       parent_values_.restart();
       ok = region_map(v, key, parent_keys_, [&](od::value& fv, RegionSample& r) {
+        if (r.parent)
+          return c.fail(Problem::kBadField, nullptr,
+                        fmt::format("parents.{}: region listed twice", regions_.name(r.region)));
         const std::string_view tok = token_of(fv);
         if (!tok.empty() && tok[0] == '"') {
           // A region name: most logs repeat the same parents, so look it up by its bytes.
@@ -710,11 +824,18 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         if (auto e = f.error()) { ok = c.fail_json(e, nullptr, "in counts"); break; }
         od::field&& counter = std::move(f).value_unsafe();
         if (auto e = key_id(counter_keys_, counter, counters_, id)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        if (id >= counter_seen_.size()) counter_seen_.resize(id + 1, 0);
+        if (counter_seen_[id]) {
+          ok = c.fail(Problem::kBadField, nullptr, fmt::format("counts.{}: counter listed twice", counters_.name(id)));
+          break;
+        }
+        counter_seen_[id] = 1;
         od::value& fv = counter.value();
         double x = 0;
         ok = read_count_value(fv, token_of(fv), c, {s::kCounts, {}, &counters_, id}, x);
         u.counters.push_back({id, x});
       }
+      for (const Counter& cn : u.counters) counter_seen_[cn.name] = 0;
     } else if (key == s::kFrameHistogram) {
       od::object m;
       if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
@@ -790,6 +911,16 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
   u.input_shapes.resize(shapes_used_);
   shapes_used_ = 0;
   if (!ok) return false;
+  // A key given twice would leave one of its values unread: the record is rejected.
+  if (const auto* f = repeated_key(u.frame_histogram, [](const auto& fh) { return fh.first; }))
+    return c.fail(Problem::kBadField, nullptr, fmt::format("frame_histogram: frame count {} listed twice", f->first));
+  if (const auto* sh = repeated_key(u.input_shapes, [](const InputShape& x) -> const auto& { return x.dims; }))
+    return c.fail(Problem::kBadField, nullptr,
+                  fmt::format("input_shapes: shape ({}) listed twice", fmt::join(sh->dims, ", ")));
+  if (const auto* e = repeated_key(u.recorder_errors, [](const auto& re) -> const auto& { return re.first; }))
+    return c.fail(Problem::kBadField, nullptr, fmt::format("recorder_errors: \"{}\" listed twice", e->first));
+  if (const auto* f = repeated_key(u.extra, [](const RawField& x) -> const auto& { return x.key; }))
+    return c.fail(Problem::kBadField, nullptr, fmt::format("field \"{}\" appears twice in the record", f->key));
   if (!have_step) return c.fail(Problem::kMissingField, nullptr, "update record has no \"step\" field");
   if (!have_wall) return c.fail(Problem::kMissingField, nullptr, "update record has no \"wall_ms\" field");
   return true;
