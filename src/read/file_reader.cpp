@@ -191,7 +191,7 @@ class FileParser {
                                "{}",
                                rerr.message,
                                opt_.strict ? std::string("reading stops (--strict)")
-                                           : fmt::format("the {} complete record(s) before it are analyzed", records)));
+                                           : fmt::format("the {} update record(s) before it are analyzed", out_.updates.size())));
           } else {
             report(Severity::kError, rerr.problem, ln, col, rerr.message + "; record skipped");
           }
@@ -258,14 +258,14 @@ class FileParser {
     if (opt_.on_bytes) opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
     if (!src.error().empty() && src.cut_off()) {
       report(truncation_severity(), Problem::kTruncatedLine, src.line_number(), 0,
-             fmt::format("input ends early ({}): the file was cut off; the {} complete record(s) before the cut "
+             fmt::format("input ends early ({}): the file was cut off; the {} update record(s) before the cut "
                          "are analyzed",
-                         src.error(), records));
+                         src.error(), out_.updates.size()));
     } else if (!src.error().empty()) {
       report(Severity::kError, Problem::kUnreadable, src.line_number(), 0,
-             fmt::format("cannot read the rest of the file ({}): it is corrupt or unreadable; the {} complete "
+             fmt::format("cannot read the rest of the file ({}): it is corrupt or unreadable; the {} update "
                          "record(s) before line {} are analyzed",
-                         src.error(), records, src.line_number() + 1));
+                         src.error(), out_.updates.size(), src.line_number() + 1));
     }
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
