@@ -286,3 +286,57 @@ TEST(CrossRank, OneRankIsNotEnough) {
   EXPECT_FALSE(x.available);
   EXPECT_NE(x.why_not.find("one rank"), std::string::npos);
 }
+
+// Straggler episodes on margins built by hand (find_straggler_episodes, cross_rank.hpp).
+// Steps 1..40, the median rank's own work 100 ms, margins 10 + (step - 1) mod 5 ms except:
+// steps 10, 11, 12, 14, 15 -> 40..44 (rank 7), step 13 -> 70 (rank 9), step 30 -> 50
+// (rank 2), steps 35, 36 -> 60, 61 (rank 4). The 31 other margins are 10 x6, 11 x7,
+// 12 x7, 13 x7, 14 x4, so the 20th and 21st of the 40 sorted are 12 and 13: typical 12.5.
+// Their deviations are 0.5 x14, 1.5 x11, 2.5 x6 (then the 9 large ones): MAD 1.5, and
+// 3 x 1.4826 x 1.5 = 6.6717 is above 5 % of 100 ms, so the threshold is 19.1717 ms.
+// Rank 7 is outlying at steps 10-12 and 14-15 (step 13, another rank's, is a gap of one):
+// one episode, 6 updates, 5 behind, median margin 42, excess 210 - 5 x 12.5 = 147.5 ms.
+// Ranks 9 and 2 (one update) and 4 (two) are below the 3 updates an episode needs.
+TEST(StragglerEpisodes, FromMarginsBuiltByHand) {
+  std::vector<UpdateSlowest> per_update;
+  for (std::int64_t step = 1; step <= 40; ++step) {
+    UpdateSlowest u;
+    u.step = step;
+    u.slowest_rank = step % 3;
+    u.median_compute_ms = 100;
+    u.margin_ms = 10 + static_cast<double>((step - 1) % 5);
+    per_update.push_back(u);
+  }
+  const auto set = [&](std::int64_t step, std::int64_t rank, double margin) {
+    per_update[static_cast<std::size_t>(step - 1)].slowest_rank = rank;
+    per_update[static_cast<std::size_t>(step - 1)].margin_ms = margin;
+  };
+  set(10, 7, 40), set(11, 7, 41), set(12, 7, 42), set(14, 7, 43), set(15, 7, 44);
+  set(13, 9, 70), set(30, 2, 50), set(35, 4, 60), set(36, 4, 61);
+  double threshold = 0;
+  const auto episodes = find_straggler_episodes(per_update, threshold);
+  EXPECT_NEAR(threshold, 12.5 + 3 * 1.4826 * 1.5, 1e-9);
+  ASSERT_EQ(episodes.size(), 1u);
+  const StragglerEpisode& e = episodes[0];
+  EXPECT_EQ(e.rank, 7);
+  EXPECT_EQ(e.first_step, 10);
+  EXPECT_EQ(e.last_step, 15);
+  EXPECT_EQ(e.updates, 6u);
+  EXPECT_EQ(e.behind, 5u);
+  EXPECT_DOUBLE_EQ(e.margin_ms, 42);
+  EXPECT_DOUBLE_EQ(e.excess_ms, 147.5);
+
+  // A gap of three other updates ends an episode: rank 7 at steps 10-12, then 16-18.
+  set(14, 0, 11), set(15, 1, 12), set(16, 7, 45), set(17, 7, 46), set(18, 7, 47);
+  const auto split = find_straggler_episodes(per_update, threshold);
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(std::make_pair(split[0].first_step, split[0].last_step), std::make_pair(std::int64_t{10}, std::int64_t{12}));
+  EXPECT_EQ(std::make_pair(split[1].first_step, split[1].last_step), std::make_pair(std::int64_t{16}, std::int64_t{18}));
+
+  // Steady margins (MAD 0) need 5 % of the own work: 12 + 5 = 17 ms; nothing is behind.
+  std::vector<UpdateSlowest> steady(10, UpdateSlowest{0, 1, 112, 100, 12});
+  EXPECT_TRUE(find_straggler_episodes(steady, threshold).empty());
+  EXPECT_DOUBLE_EQ(threshold, 17);
+  EXPECT_TRUE(find_straggler_episodes({}, threshold).empty());
+  EXPECT_EQ(threshold, 0);
+}

@@ -4,8 +4,59 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <map>
+#include <tuple>
 
 namespace stepprof {
+
+std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
+                                                      double& threshold_ms) {
+  std::vector<StragglerEpisode> out;
+  threshold_ms = 0;
+  if (per_update.empty()) return out;
+  std::vector<double> margins, work;
+  for (const auto& u : per_update) {
+    margins.push_back(u.margin_ms);
+    work.push_back(u.median_compute_ms);
+  }
+  const double typical = *median(margins);
+  for (double& m : margins) m = std::fabs(m - typical);
+  const double robust_sd = 1.4826 * *median(margins);
+  threshold_ms = typical + std::max(3 * robust_sd, 0.05 * *median(work));
+
+  // Each rank's outlying updates (indices into per_update), grouped into runs.
+  std::map<std::int64_t, std::vector<std::size_t>> behind;
+  for (std::size_t i = 0; i < per_update.size(); ++i)
+    if (per_update[i].margin_ms > threshold_ms) behind[per_update[i].slowest_rank].push_back(i);
+  constexpr std::size_t kMaxGap = 2, kMinBehind = 3;
+  std::vector<double> run_margins;
+  for (const auto& [rank, at] : behind) {
+    for (std::size_t b = 0; b < at.size();) {
+      std::size_t e = b + 1;
+      while (e < at.size() && at[e] - at[e - 1] <= kMaxGap + 1) ++e;
+      if (e - b >= kMinBehind) {
+        StragglerEpisode ep;
+        ep.rank = rank;
+        ep.first_step = per_update[at[b]].step;
+        ep.last_step = per_update[at[e - 1]].step;
+        ep.updates = at[e - 1] - at[b] + 1;
+        ep.behind = e - b;
+        run_margins.clear();
+        for (std::size_t k = b; k < e; ++k) {
+          run_margins.push_back(per_update[at[k]].margin_ms);
+          ep.excess_ms += per_update[at[k]].margin_ms - typical;
+        }
+        ep.margin_ms = *median(run_margins);
+        out.push_back(ep);
+      }
+      b = e;
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const StragglerEpisode& a, const StragglerEpisode& b) {
+    return std::tie(a.first_step, a.rank) < std::tie(b.first_step, b.rank);
+  });
+  return out;
+}
 
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
                                    std::optional<std::int64_t> world_size, double threshold) {
@@ -101,6 +152,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   }
   out.available = true;
   out.margin_ms = summarize(margins);
+  out.episodes = find_straggler_episodes(out.per_update, out.episode_threshold_ms);
 
   double fastest_median = 0;
   bool first = true;

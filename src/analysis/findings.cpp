@@ -102,6 +102,30 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
   }
 }
 
+// A rank that fell far behind for a stretch of updates (cross_rank.hpp, StragglerEpisode).
+void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& x = in.cross_rank;
+  if (!x.available || !x.margin_ms || x.steps_aligned == 0) return;
+  for (const auto& e : x.episodes) {
+    Finding f;
+    f.kind = "straggler_episode";
+    f.subject = fmt::format("rank {}", e.rank);
+    f.ms_per_update = e.excess_ms / static_cast<double>(x.steps_aligned);
+    f.title = fmt::format("rank {} fell behind in steps {}..{}: the slowest rank by far in {} of those {} updates",
+                          e.rank, e.first_step, e.last_step, e.behind, e.updates);
+    f.evidence = fmt::format(
+        "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms in a typical "
+        "update; an update counts when the slowest rank is more than {:.0f} ms behind (the typical margin plus the "
+        "larger of 3 robust standard deviations and 5 % of the own work); every other rank waited that long",
+        e.margin_ms, x.margin_ms->median, x.episode_threshold_ms);
+    f.action = fmt::format(
+        "look at what rank {} did in steps {}..{}: its data (frames, tokens, code paths in its log), its host and GPU "
+        "at that time (clocks, temperature, other processes)",
+        e.rank, e.first_step, e.last_step);
+    out.push_back(std::move(f));
+  }
+}
+
 void waiting(const FindingInputs& in, std::vector<Finding>& out) {
   if (in.cross_rank.available) return;  // every rank's log: the straggler finding says it better
   for (const auto& w : in.waiting) {
@@ -274,6 +298,7 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   std::vector<Finding> out;
   slow_paths(in, out);
   stragglers(in, out);
+  straggler_episodes(in, out);
   waiting(in, out);
   padding(in, out);
   region_findings(in, out);

@@ -316,6 +316,15 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
     f.items.emplace_back("slowest vs median rank", fmt::format("median {}, max {} per update", ms(x.margin_ms->median),
                                                               ms(x.margin_ms->max)));
   f.items.emplace_back("stragglers", x.stragglers.empty() ? std::string("none flagged") : "rank " + join(x.stragglers, ", rank "));
+  std::string episodes;
+  for (const auto& e : x.episodes)
+    episodes += fmt::format("{}rank {}, steps {}..{} (slowest by far in {} of {} updates, {} behind the median rank)",
+                            episodes.empty() ? "" : "; ", e.rank, e.first_step, e.last_step, e.behind, e.updates,
+                            ms(e.margin_ms));
+  f.items.emplace_back("fell behind for a while",
+                       episodes.empty() ? fmt::format("no rank (3 or more updates more than {} behind the median rank)",
+                                                      ms(x.episode_threshold_ms))
+                                        : episodes);
   s.blocks.emplace_back(std::move(f));
 
   Table t{{"rank", "own work ms (median)", "slowest in", "wait ms (median / max)", "relative score", "individual score",

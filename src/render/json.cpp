@@ -204,6 +204,15 @@ Json cross_rank(const CrossRankResult& x) {
                         {"straggler", r.straggler},
                         {"single_rank_wait_median_ms", opt(r.single_rank_wait_median_ms)},
                         {"single_rank_waiting", r.single_rank_waiting}});
+  Json episodes = Json::array();
+  for (const auto& e : x.episodes)
+    episodes.push_back({{"rank", e.rank},
+                        {"first_step", e.first_step},
+                        {"last_step", e.last_step},
+                        {"updates", e.updates},
+                        {"behind", e.behind},
+                        {"margin_ms", e.margin_ms},
+                        {"excess_ms", e.excess_ms}});
   Json incomplete = Json::array();
   for (const auto& [step, lacking] : x.incomplete_examples)
     incomplete.push_back({{"step", step}, {"ranks_missing", lacking}});
@@ -219,6 +228,8 @@ Json cross_rank(const CrossRankResult& x) {
               {"ranks_missing", x.ranks_missing},
               {"stragglers", x.stragglers},
               {"margin_ms", summary(x.margin_ms)},
+              {"episodes", episodes},
+              {"episode_threshold_ms", x.episode_threshold_ms},
               {"per_rank", per_rank},
               {"per_update", per_update}};
 }

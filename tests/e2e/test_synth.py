@@ -127,11 +127,30 @@ def test_non_straggler_ranks_absorb_the_straggler_in_their_communication(job):
         assert w["comm_floor_ms"] == pytest.approx(floor)
 
 
+def test_report_finds_the_straggler_window(job):
+    manifest, _, rep, _ = job
+    (s,) = manifest["injections"]["stragglers"]
+    # Rank 3 is slowest in 10 of 240 updates: the median-based scores do not flag it,
+    # the episode search finds exactly its window, and a finding says so.
+    x = rep["cross_rank"]
+    assert s["rank"] not in x["stragglers"]
+    assert [(e["rank"], e["first_step"], e["last_step"]) for e in x["episodes"]] == \
+        [(s["rank"], s["first_step"], s["last_step"])]
+    (e,) = x["episodes"]
+    assert e["behind"] == e["updates"] == s["last_step"] - s["first_step"] + 1
+    assert e["margin_ms"] > x["episode_threshold_ms"] > x["margin_ms"]["median"]
+    found = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert len(found) == 1 and found[0]["subject"] == f"rank {s['rank']}"
+    assert f"steps {s['first_step']}..{s['last_step']}" in found[0]["title"]
+
+
 def test_without_a_straggler_every_rank_shows_the_waiting_signal(tmp_path):
     # The slowest rank changes from update to update: each rank's compute savings
     # reappear in its communication region, and its update time hardly moves.
     manifest, _ = synth(tmp_path, "--ranks", 16, "--updates", 200, "--seed", 5, "--fallback-rate", 0.5)
     rep = report(tmp_path / "logs")
+    assert rep["cross_rank"]["episodes"] == []  # no rank fell behind for a while
+    assert not any(f["kind"] == "straggler_episode" for f in rep["findings"])
     assert len(rep["waiting"]) == 16
     for w in rep["waiting"]:
         assert w["waiting"] is True, w
