@@ -377,6 +377,15 @@ TEST_F(ReaderTest, TrailingTextAfterRecord) {
   const Diagnostic* e = first(Problem::kMalformedJson);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->line, 2u);
+  // Text that is not a second object: the message says the record does not end with its
+  // '}' and points at the last character (not at column 1, as simdjson's message would).
+  const std::string line = update(11) + " x";
+  read({write("tx.jsonl", kConfig + "\n" + line + "\n" + update(12) + "\n")});
+  e = first(Problem::kMalformedJson);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 2u);
+  EXPECT_EQ(e->column, line.size());
+  EXPECT_NE(e->message.find("the record ends with 'x' instead of its closing '}'"), std::string::npos) << e->message;
 }
 
 TEST_F(ReaderTest, UnknownUpdateFieldsAreKept) {

@@ -598,8 +598,16 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
   if (auto e = doc.get_object().get(obj)) {
     const char* at = nullptr;
     at = location(doc);
+    const std::string_view t = trim(text);
     if (e == simdjson::INCORRECT_TYPE)
       c.fail(Problem::kMalformedJson, at, "expected a JSON object {...} for the record");
+    else if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT && t.starts_with('{') && !t.ends_with('}'))
+      // (simdjson checks the last character before it reads the object.)
+      c.fail(Problem::kMalformedJson, &t.back(),
+             fmt::format("malformed JSON: the record ends with {} instead of its closing '}}': text after the "
+                         "record, or the line was cut short",
+                         t.back() > ' ' && t.back() < 0x7f ? fmt::format("'{}'", t.back())
+                                                           : std::string("a byte that is not printable ASCII")));
     else
       c.fail_json(e, at, "");
     return RecordKind::kError;
