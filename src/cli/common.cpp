@@ -40,7 +40,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     Diagnostics hdiag;
     out.hierarchy = load_hierarchy(opt.hierarchy, hdiag);
     if (!out.hierarchy) {
-      finish(hdiag);
+      finish(hdiag, "in the --hierarchy file", false);
       return kUsage;
     }
   }
@@ -89,7 +89,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
   return std::nullopt;
 }
 
-int finish(const Diagnostics& diag) {
+int finish(const Diagnostics& diag, std::string_view where, bool analyzed) {
   constexpr std::size_t kPerKind = 20;
   std::array<std::size_t, static_cast<int>(Problem::kCount_)> shown{};
   for (const auto& d : diag.kept()) {
@@ -104,8 +104,10 @@ int finish(const Diagnostics& diag) {
   }
   const auto errors = diag.count(Severity::kError), warnings = diag.count(Severity::kWarning);
   if (errors || warnings)
-    fmt::print(stderr, "stepprof: {} error(s), {} warning(s) in the input{}\n", errors, warnings,
-               errors && !diag.strict() ? "; records with errors were left out" : "");
+    fmt::print(stderr, "stepprof: {} error(s), {} warning(s) {}{}\n", errors, warnings, where,
+               !analyzed                         ? "; nothing was analyzed"
+               : errors && !diag.strict()        ? "; records with errors were left out"
+                                                 : "");
   return errors ? kInputErrors : kOk;
 }
 

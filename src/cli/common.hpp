@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -44,9 +45,11 @@ struct LoadedInput {
 /// `base` sets reader options the command needs beyond `opt` (e.g. traces_only).
 std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out, ReadOptions base = {});
 
-/// Prints the diagnostics to stderr (at most 20 per kind, then a count) and returns the
+/// Prints the diagnostics to stderr (at most 20 per kind, then a count) and a summary
+/// line that counts them `where` (e.g. "in the input") and, unless `analyzed` is false
+/// ("nothing was analyzed"), says that records with errors were left out; returns the
 /// exit status they call for.
-int finish(const Diagnostics& diag);
+int finish(const Diagnostics& diag, std::string_view where = "in the input", bool analyzed = true);
 
 /// Writes `text` to `path` ("-" or empty: stdout), through a temporary file renamed
 /// into place, so no partial file is left. Returns false on failure (and prints why,

@@ -208,7 +208,9 @@ def test_exit_status_for_bad_input(tmp_path):
 
     assert run("report", "--steps", "x:y", LOG).returncode == 2
     assert run("report", "--format", "pdf", LOG).returncode == 2
-    assert run("report", "--hierarchy", tmp_path / "none.txt", LOG).returncode == 2
+    r = run("report", "--hierarchy", tmp_path / "none.txt", LOG)
+    assert r.returncode == 2
+    assert "in the --hierarchy file; nothing was analyzed" in r.stderr, r.stderr
     assert run("report", tmp_path / "missing.jsonl").returncode == 3
 
 
