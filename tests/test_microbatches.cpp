@@ -93,7 +93,7 @@ TEST_F(MicroBatchTest, MalformedDetailIsRejectedWithTheFieldNamed) {
   const Case cases[] = {
       {R"({"frames": [1]})", "microbatches: expected an array"},
       {R"([5])", "microbatches[0]: expected an object"},
-      {R"([{"frames": [9, -1]}])", "microbatches[0].frames: negative count"},
+      {R"([{"frames": [9, -1]}])", "microbatches[0].frames[1]: negative count"},
       {R"([{"frames": [9, 9], "tokens": [5]}])", "2 frame counts but 1 token counts"},
       {R"([{"tokens": [5, 200], "padded_length": 100}])", "more than padded_length 100"},
       {R"([{"path": 3}])", "microbatches[0].path: expected a region name"},

@@ -37,8 +37,10 @@ struct Path {
   // When set, the tail is names->name(id), looked up only when a message needs it.
   const NameTable* names = nullptr;
   NameTable::Id id = 0;
+  std::optional<std::size_t> element = std::nullopt;  // an array's element: "head[element]"
 };
 std::string str(const Path& p) {
+  if (p.element) return fmt::format("{}[{}]", p.head, *p.element);
   const std::string_view tail = p.names ? p.names->name(p.id) : p.tail;
   return tail.empty() ? std::string(p.head) : fmt::format("{}.{}", p.head, tail);
 }
@@ -344,7 +346,7 @@ bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<Micr
       return c.fail(Problem::kBadField, t.data(), fmt::format("{}: expected an array of counts, found {}", path, shown(t)));
     return each_element(a, c, path, [&](od::value& ev) {
       std::int64_t n = 0;
-      if (!read_count(ev, token_of(ev), c, {path, {}}, n)) return false;
+      if (!read_count(ev, token_of(ev), c, {path, {}, nullptr, 0, dst.size()}, n)) return false;
       dst.push_back(n);
       return true;
     });
@@ -881,7 +883,8 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       }
       ok = each_element(a, c, key, [&](od::value& ev) {
         std::int64_t idx = 0;
-        if (!read_int(ev, token_of(ev), c, {"sample_indices[]", {}}, idx)) return false;
+        if (!read_int(ev, token_of(ev), c, {s::kSampleIndices, {}, nullptr, 0, u.sample_indices.size()}, idx))
+          return false;
         u.sample_indices.push_back(idx);
         return true;
       });
