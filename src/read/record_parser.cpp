@@ -513,14 +513,15 @@ error_code key_id(NameCache& cache, od::field& field, NameTable& table, NameTabl
 // real log and stepprof's serializer write them (each is expected after the last).
 class TopKeys {
  public:
+  static constexpr std::array kNames = {s::kType,           s::kRank,           s::kStep,         s::kWallMs,
+                                        s::kCudaStreamMs,    s::kCpuCallMs,      s::kCalls,        s::kParents,
+                                        s::kCounts,          s::kFrameHistogram, s::kInputShapes,  s::kSampleIndices,
+                                        s::kPaddingFraction, s::kRecorderErrors, s::kMicrobatches};
+  static constexpr std::size_t kCount = kNames.size();
+  static_assert(kCount <= 32, "a record's keys seen are one bit each in a std::uint32_t");
   TopKeys() {
-    for (std::string_view k : {s::kType, s::kRank, s::kStep, s::kWallMs, s::kCudaStreamMs, s::kCpuCallMs, s::kCalls,
-                               s::kParents, s::kCounts, s::kFrameHistogram, s::kInputShapes, s::kSampleIndices,
-                               s::kPaddingFraction, s::kRecorderErrors, s::kMicrobatches})
-      keys_.emplace_back(k);
-    static_assert(kCount <= 32, "one bit per key in a std::uint32_t");
+    for (std::string_view k : kNames) keys_.emplace_back(k);
   }
-  static constexpr std::size_t kCount = 15;
   void restart() { cursor_ = 0; }
   // True (and `key` set to the schema's name, `index` to its place in the list) when
   // the string at `raw` is one of them.
