@@ -414,6 +414,35 @@ TEST_F(ReaderTest, StepWindow) {
   EXPECT_EQ(d.ranks[0].updates.front().step, 15);
 }
 
+TEST_F(ReaderTest, SampleIndicesCanBeLeftOutButAreStillChecked) {
+  ReadOptions opt;
+  opt.keep_sample_indices = false;
+  diag_ = Diagnostics();
+  const Dataset d = read_logs({kRealLog}, opt, diag_);
+  const Dataset full = read({kRealLog});
+  ASSERT_EQ(d.update_count(), 20u);
+  ASSERT_EQ(full.update_count(), 20u);
+  for (std::size_t k = 0; k < 20; ++k) {
+    const UpdateRecord& x = d.ranks[0].updates[k];
+    const UpdateRecord& y = full.ranks[0].updates[k];
+    EXPECT_TRUE(x.sample_indices.empty());
+    EXPECT_EQ(y.sample_indices.size(), 16u);  // the real log lists 16 per update
+    EXPECT_EQ(x.step, y.step);
+    EXPECT_EQ(x.regions.size(), y.regions.size());
+    EXPECT_EQ(x.frame_histogram, y.frame_histogram);
+  }
+  // A bad index still rejects its record.
+  const auto p = write("bad_index.jsonl", kConfig + "\n" + update(1) + "\n" +
+                                             update(2, 100.0, R"(, "sample_indices": [1, "x"])") + "\n");
+  diag_ = Diagnostics();
+  const Dataset bad = read_logs({p}, opt, diag_);
+  EXPECT_EQ(bad.update_count(), 1u);
+  const Diagnostic* e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 3u);
+  EXPECT_NE(e->message.find("sample_indices[1]"), std::string::npos) << e->message;
+}
+
 TEST(StepRange, Parse) {
   std::string err;
   auto r = parse_step_range("11:20", err);

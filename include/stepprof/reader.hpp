@@ -47,6 +47,11 @@ struct ReadOptions {
   /// bytes consumed so far and the total input size [bytes] (compressed bytes for gzip
   /// files; total 0 when unknown, e.g. stdin).
   std::function<void(std::uint64_t done, std::uint64_t total)> progress;
+  /// Keep each update's `sample_indices` (false: they are still validated, but
+  /// UpdateRecord::sample_indices stays empty). No analysis reads them; the analysis
+  /// commands leave them out to save about 8 bytes per index (144 bytes per update of
+  /// the real log), `stepprof import` keeps them to write them out again.
+  bool keep_sample_indices = true;
 };
 
 /// The files `inputs` names: files as given, directories expanded to the log files in

@@ -39,11 +39,21 @@ struct LoadedInput {
   std::optional<Hierarchy> hierarchy;  ///< from --hierarchy, else from the log's parents
 };
 
+/// Reader options for the analysis commands: sample indices are validated but not kept
+/// (no analysis reads them).
+inline ReadOptions analysis_read_options() {
+  ReadOptions ro;
+  ro.keep_sample_indices = false;
+  return ro;
+}
+
 /// Reads the logs (and the nesting). Returns the exit status to stop with, or nullopt
 /// to go on and analyze `out`. Diagnostics are printed to stderr by finish(). Shows
 /// progress on stderr when it is a terminal; Ctrl-C stops reading (kInterrupted).
-/// `base` sets reader options the command needs beyond `opt` (e.g. traces_only).
-std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out, ReadOptions base = {});
+/// `base` sets reader options the command needs beyond `opt` (e.g. traces_only, or
+/// keeping sample indices for `import`).
+std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out,
+                              ReadOptions base = analysis_read_options());
 
 /// Prints the diagnostics to stderr (at most 20 per kind, then a count) and a summary
 /// line that counts them `where` (e.g. "in the input") and, unless `analyzed` is false

@@ -250,7 +250,7 @@ class FileParser {
                                kinds));
           }
           u.source = {file_, ln};
-          out_.updates.push_back(compact_copy(u));
+          out_.updates.push_back(compact_copy(u, opt_.keep_sample_indices));
           break;
         }
       }
@@ -302,7 +302,7 @@ std::string rank_text(const std::optional<std::int64_t>& r) {
   return r ? fmt::format("rank {}", *r) : std::string("unknown rank");
 }
 
-UpdateRecord compact_copy(const UpdateRecord& u) {
+UpdateRecord compact_copy(const UpdateRecord& u, bool keep_sample_indices) {
   UpdateRecord c;
   c.rank = u.rank;
   c.step = u.step;
@@ -314,7 +314,8 @@ UpdateRecord compact_copy(const UpdateRecord& u) {
   c.input_shapes.reserve(u.input_shapes.size());
   for (const auto& s : u.input_shapes)
     c.input_shapes.push_back({std::vector<std::int64_t>(s.dims.begin(), s.dims.end()), s.microbatches});
-  c.sample_indices = std::vector<std::int64_t>(u.sample_indices.begin(), u.sample_indices.end());
+  if (keep_sample_indices)
+    c.sample_indices = std::vector<std::int64_t>(u.sample_indices.begin(), u.sample_indices.end());
   c.padding_fraction = u.padding_fraction;
   c.microbatches.reserve(u.microbatches.size());
   for (const auto& m : u.microbatches)

@@ -44,6 +44,7 @@ struct FileOptions {
   /// Called every few thousand lines with the file's bytes consumed since the last call
   /// (compressed bytes for gzip input, to compare with the file's size).
   std::function<void(std::uint64_t)> on_bytes;
+  bool keep_sample_indices = true;  ///< see ReadOptions::keep_sample_indices
 };
 
 /// Reads `path` (index `file` in the input list, `-` for stdin). Detects the format
@@ -57,7 +58,8 @@ std::string run_identity(const RunConfig& c);
 /// "rank 3" or "unknown rank", for messages.
 std::string rank_text(const std::optional<std::int64_t>& r);
 
-/// Copies an update with every vector sized exactly (no spare capacity), for keeping.
-UpdateRecord compact_copy(const UpdateRecord& u);
+/// Copies an update with every vector sized exactly (no spare capacity), for keeping;
+/// `sample_indices` only when `keep_sample_indices`.
+UpdateRecord compact_copy(const UpdateRecord& u, bool keep_sample_indices = true);
 
 }  // namespace stepprof::detail
