@@ -1,6 +1,9 @@
 #include "document.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -15,6 +18,75 @@ std::string join(const std::vector<std::int64_t>& v, std::string_view sep = ", "
   return s;
 }
 
+// Jobs with thousands of ranks: lists of ranks longer than this are written as ranges,
+// and per-rank tables longer than kAllRanksUpTo show only the ranks that matter.
+constexpr std::size_t kListedUpTo = 16;
+constexpr std::size_t kAllRanksUpTo = 32;
+
+// Rank numbers for prose: "0, 1, 2" up to kListedUpTo of them; more as ascending runs,
+// "0..511, 513..1023", of which the first kListedUpTo are written and the rest counted.
+std::string rank_numbers(std::vector<std::int64_t> v) {
+  if (v.size() <= kListedUpTo) return join(v);
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  std::vector<std::string> runs;
+  for (std::size_t i = 0; i < v.size();) {
+    std::size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    if (j - i >= 2) runs.push_back(fmt::format("{}..{}", v[i], v[j]));
+    else
+      for (std::size_t k = i; k <= j; ++k) runs.push_back(std::to_string(v[k]));
+    i = j + 1;
+  }
+  std::string s;
+  for (std::size_t i = 0; i < runs.size() && i < kListedUpTo; ++i) s += (i ? ", " : "") + runs[i];
+  if (runs.size() > kListedUpTo) {
+    std::size_t listed = 0;  // ranks in the runs written
+    for (const auto& r : std::vector<std::string>(runs.begin(), runs.begin() + kListedUpTo)) {
+      const auto dots = r.find("..");
+      listed += dots == std::string::npos ? 1 : std::stoull(r.substr(dots + 2)) - std::stoull(r.substr(0, dots)) + 1;
+    }
+    s += fmt::format(" and {} more", v.size() - listed);
+  }
+  return s;
+}
+
+// Which rows of a per-rank table to show: every row for up to kAllRanksUpTo ranks
+// (nullopt); beyond that the kHigh rows with the largest `key` (the slowest ranks), the
+// kLow with the smallest, and every row `must` marks, ordered by key, largest first.
+template <class Key, class Must>
+std::optional<std::vector<std::size_t>> rows_that_matter(std::size_t n, Key key, Must must) {
+  constexpr std::size_t kHigh = 8, kLow = 3;
+  if (n <= kAllRanksUpTo) return std::nullopt;
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
+  std::vector<std::size_t> shown;
+  for (std::size_t k = 0; k < n; ++k)
+    if (k < kHigh || k + kLow >= n || must(order[k])) shown.push_back(order[k]);
+  return shown;
+}
+
+// The line under a shortened per-rank table: how many ranks it leaves out and the range
+// of `what` among them.
+template <class Key>
+Paragraph rows_left_out(std::size_t n, const std::vector<std::size_t>& shown, Key key, std::string_view what,
+                        std::string_view also_shown = {}) {
+  std::vector<bool> in(n, false);
+  for (auto i : shown) in[i] = true;
+  double lo = 0, hi = 0;
+  bool any = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (in[i]) continue;
+    lo = any ? std::min(lo, key(i)) : key(i);
+    hi = any ? std::max(hi, key(i)) : key(i);
+    any = true;
+  }
+  return Paragraph{fmt::format("{} ranks: shown are the slowest and the fastest by {}, slowest first{}; the other "
+                               "{} ranks lie between {} and {} (every rank is in --format json)",
+                               n, what, also_shown, n - shown.size(), ms(lo), ms(hi))};
+}
+
 std::string med_p90_max(const std::optional<Summary>& s) {
   if (!s) return "-";
   return fmt::format("{} / {} / {}", num(s->median), num(s->p90), num(s->max));
@@ -23,12 +95,30 @@ std::string med_p90_max(const std::optional<Summary>& s) {
 std::string rank_list(const RunSummary& r) {
   if (r.ranks.empty()) return "unknown (no rank in the log)";
   std::string s = r.ranks.size() == 1 ? fmt::format("rank {}", r.ranks.front())
-                                      : fmt::format("{} ranks ({})", r.ranks.size(), join(r.ranks));
+                                      : fmt::format("{} ranks ({})", r.ranks.size(), rank_numbers(r.ranks));
   if (r.world_size) s += fmt::format(" of world size {}", *r.world_size);
-  if (!r.missing_ranks.empty() && r.missing_ranks.size() <= 16)
+  if (!r.missing_ranks.empty() && r.missing_ranks.size() <= kListedUpTo)
     s += fmt::format("; no log for rank{} {}", r.missing_ranks.size() > 1 ? "s" : "", join(r.missing_ranks));
   else if (!r.missing_ranks.empty())
-    s += fmt::format("; no log for {} ranks", r.missing_ranks.size());
+    s += fmt::format("; no log for {} ranks ({})", r.missing_ranks.size(), rank_numbers(r.missing_ranks));
+  return s;
+}
+
+// "0: 20, 1: 20, 2: 19" for a few ranks; for many, grouped by count: "60 each", or
+// "60 (1021 ranks), 59 (ranks 3, 7, 900)".
+std::string updates_per_rank(const std::vector<std::pair<std::int64_t, std::size_t>>& per) {
+  std::string s;
+  if (per.size() <= kListedUpTo) {
+    for (const auto& [rank, n] : per) s += fmt::format("{}{}: {}", s.empty() ? "" : ", ", rank, n);
+    return s;
+  }
+  std::map<std::size_t, std::vector<std::int64_t>, std::greater<>> by_count;
+  for (const auto& [rank, n] : per) by_count[n].push_back(rank);
+  if (by_count.size() == 1) return fmt::format("{} each", by_count.begin()->first);
+  for (const auto& [n, ranks] : by_count)
+    s += fmt::format("{}{} ({})", s.empty() ? "" : ", ", n,
+                     ranks.size() <= kListedUpTo ? fmt::format("rank{} {}", ranks.size() > 1 ? "s" : "", join(ranks))
+                                                 : fmt::format("{} ranks", ranks.size()));
   return s;
 }
 
@@ -52,16 +142,18 @@ Section run_section(const Report& rep) {
                                     : std::string("no updates");
   if (r.updates_outside_window) window += fmt::format(" ({} outside --steps not analyzed)", r.updates_outside_window);
   f.items.emplace_back("window", window);
-  if (r.updates_per_rank.size() > 1) {
-    std::string per;
-    for (const auto& [rank, n] : r.updates_per_rank) per += fmt::format("{}{}: {}", per.empty() ? "" : ", ", rank, n);
-    f.items.emplace_back("updates per rank", per);
-  }
+  if (r.updates_per_rank.size() > 1) f.items.emplace_back("updates per rank", updates_per_rank(r.updates_per_rank));
   f.items.emplace_back("nesting", r.nesting_source.empty() ? "unknown (give --hierarchy FILE for exclusive times and code paths)"
                                                           : r.nesting_source);
   for (const auto& field : r.config) f.items.emplace_back("config " + field.key, field.json);
   std::string files;
-  for (const auto& file : r.files) files += (files.empty() ? "" : ", ") + file;
+  for (std::size_t i = 0; i < r.files.size(); ++i) {
+    if (r.files.size() > kListedUpTo && i == 2) {
+      files += fmt::format(", ... ({} files in all), {}", r.files.size(), r.files.back());
+      break;
+    }
+    files += (files.empty() ? "" : ", ") + r.files[i];
+  }
   f.items.emplace_back("input", files);
   s.blocks.emplace_back(std::move(f));
   return s;
@@ -84,9 +176,19 @@ Section time_section(const Report& rep) {
   s.blocks.emplace_back(std::move(f));
   if (!t.per_rank_ms.empty()) {
     Table pr{{"rank", "median ms", "p90 ms", "max ms", "CV"}, {}, {}};
-    for (const auto& [rank, sum] : t.per_rank_ms)
+    const auto& per = t.per_rank_ms;
+    auto median_of = [&](std::size_t i) { return per[i].second.median; };
+    const auto shown = rows_that_matter(per.size(), median_of, [](std::size_t) { return false; });
+    auto add = [&](std::size_t i) {
+      const auto& [rank, sum] = per[i];
       pr.rows.push_back({std::to_string(rank), num(sum.median), num(sum.p90), num(sum.max), pct(sum.cv)});
+    };
+    if (!shown)
+      for (std::size_t i = 0; i < per.size(); ++i) add(i);
+    else
+      for (auto i : *shown) add(i);
     s.blocks.emplace_back(std::move(pr));
+    if (shown) s.blocks.emplace_back(rows_left_out(per.size(), *shown, median_of, "median update time"));
   }
   Table tab{{"throughput", "per rank /s", "whole job /s", "how"}, {}, {}};
   auto row = [&](const std::string& name, const Rate& r, std::string how) {
@@ -295,11 +397,11 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   if (x.steps_incomplete) {
     std::string ex;
     for (const auto& [step, lacking] : x.incomplete_examples)
-      ex += fmt::format("{}step {} (no rank {})", ex.empty() ? "" : "; ", step, join(lacking));
+      ex += fmt::format("{}step {} (no rank {})", ex.empty() ? "" : "; ", step, rank_numbers(lacking));
     f.items.emplace_back("steps not in every log", fmt::format("{} not analyzed across ranks: {}", x.steps_incomplete, ex));
   }
   if (!x.ranks_missing.empty())
-    f.items.emplace_back("ranks without a log", join(x.ranks_missing));
+    f.items.emplace_back("ranks without a log", rank_numbers(x.ranks_missing));
   f.items.emplace_back(
       "method",
       x.comm_region.empty()
@@ -315,7 +417,10 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   if (x.margin_ms)
     f.items.emplace_back("slowest vs median rank", fmt::format("median {}, max {} per update", ms(x.margin_ms->median),
                                                               ms(x.margin_ms->max)));
-  f.items.emplace_back("stragglers", x.stragglers.empty() ? std::string("none flagged") : "rank " + join(x.stragglers, ", rank "));
+  f.items.emplace_back("stragglers", x.stragglers.empty()                ? std::string("none flagged")
+                                     : x.stragglers.size() <= kListedUpTo ? "rank " + join(x.stragglers, ", rank ")
+                                                                          : fmt::format("{} ranks: {}", x.stragglers.size(),
+                                                                                        rank_numbers(x.stragglers)));
   std::string episodes;
   for (const auto& e : x.episodes)
     episodes += fmt::format("{}rank {}, steps {}..{} (slowest by far in {} of {} updates, {} behind the median rank)",
@@ -331,7 +436,19 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
            "single-rank wait ms", "straggler"},
           {},
           {}};
-  for (const auto& r : x.per_rank)
+  auto own_work = [&](std::size_t i) { return x.per_rank[i].compute_ms.median; };
+  auto flagged = [&](std::size_t i) {
+    const auto& r = x.per_rank[i];
+    return r.straggler || std::any_of(x.episodes.begin(), x.episodes.end(),
+                                      [&](const StragglerEpisode& e) { return e.rank == r.rank; });
+  };
+  const auto shown = rows_that_matter(x.per_rank.size(), own_work, flagged);
+  std::vector<std::size_t> rows;
+  if (shown) rows = *shown;
+  else
+    for (std::size_t i = 0; i < x.per_rank.size(); ++i) rows.push_back(i);
+  for (const auto i : rows) {
+    const auto& r = x.per_rank[i];
     t.rows.push_back({std::to_string(r.rank), num(r.compute_ms.median),
                       fmt::format("{} of {}", r.times_slowest, x.steps_aligned),
                       fmt::format("{} / {}", num(r.wait_ms.median), num(r.wait_ms.max)),
@@ -340,7 +457,10 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                           ? num(*r.single_rank_wait_median_ms) + (r.single_rank_waiting ? " (waiting)" : "")
                           : "-",
                       r.straggler ? "yes" : ""});
+  }
   s.blocks.emplace_back(std::move(t));
+  if (shown) s.blocks.emplace_back(rows_left_out(x.per_rank.size(), *shown, own_work, "median own work",
+                                                   ", with every straggler and every rank that fell behind"));
 
   constexpr std::size_t kShown = 12;
   Table u{{"step", "slowest rank", "its own work ms", "median rank ms", "margin ms"}, {}, {}};
