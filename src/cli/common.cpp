@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -111,24 +112,48 @@ int finish(const Diagnostics& diag, std::string_view where, bool analyzed) {
   return errors ? kInputErrors : kOk;
 }
 
+namespace {
+
+// Writes `text` to the stream and closes it; false with errno set on failure.
+bool write_all(std::FILE* f, const std::string& text) {
+  if (!f) return false;
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 && !std::ferror(f);
+  const int saved = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!ok) errno = saved;
+  return ok && closed;
+}
+
+}  // namespace
+
 bool write_output(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  auto fail = [&](const std::string& what) {
+    if (!interrupted())
+      fmt::print(stderr, "stepprof: cannot write {}: {}\n", what, errno ? std::strerror(errno) : "write error");
+    return false;
+  };
+  errno = 0;
   if (path.empty() || path == "-") {
-    errno = 0;
     const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0 &&
                     !std::ferror(stdout);
-    if (!ok) fmt::print(stderr, "stepprof: cannot write to stdout: {}\n", errno ? std::strerror(errno) : "write error");
-    return ok;
+    return ok || fail("to stdout");
   }
-  // Written next to the target, then renamed over it: the file is complete or absent,
-  // also when the command is interrupted.
+  // A symlink, a FIFO or a device (/dev/stdout, /dev/null) is written in place, through
+  // the path, so the link or the special file stays what it is.
+  std::error_code ec;
+  const auto st = fs::symlink_status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st))
+    return write_all(std::fopen(path.c_str(), "wb"), text) || fail(path);
+  // A regular file is written next to the target, then renamed over it: the file is
+  // complete or absent, also when the command is interrupted.
   const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  std::ofstream out(tmp, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!write_all(std::fopen(tmp.c_str(), "wb"), text) || interrupted() ||
+      std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
     std::remove(tmp.c_str());
-    if (!interrupted()) fmt::print(stderr, "stepprof: cannot write {}\n", path);
-    return false;
+    errno = saved;
+    return fail(path);
   }
   return true;
 }

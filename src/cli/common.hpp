@@ -61,9 +61,10 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
 /// exit status they call for.
 int finish(const Diagnostics& diag, std::string_view where = "in the input", bool analyzed = true);
 
-/// Writes `text` to `path` ("-" or empty: stdout), through a temporary file renamed
-/// into place, so no partial file is left. Returns false on failure (and prints why,
-/// unless the command was interrupted: the caller then exits with kInterrupted).
+/// Writes `text` to `path` ("-" or empty: stdout). A regular file is written through a
+/// temporary file renamed into place, so no partial file is left; a symlink, FIFO or
+/// device is written in place, through the path (the link or special file stays). Returns false on failure (and prints why, unless the command was
+/// interrupted: the caller then exits with kInterrupted).
 bool write_output(const std::string& path, const std::string& text);
 
 }  // namespace stepprof::cli

@@ -249,3 +249,34 @@ def test_a_nesting_of_another_job_is_warned_about(tmp_path):
     assert f"{other}: warning: no region of this nesting file occurs in the logs" in r.stderr
     # The bundled nesting matches the bundled log: no such warning.
     assert "no region of this nesting" not in run("report", "--hierarchy", HIER, LOG).stderr
+
+
+def test_output_through_a_symlink_or_into_a_fifo_keeps_them(tmp_path):
+    # -o writes a regular file through a temporary file renamed into place; a symlink or
+    # a FIFO given as -o must stay what it is and receive the text.
+    expected = run("report", LOG).stdout
+    target = tmp_path / "target.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    r = run("report", LOG, "-o", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and target.read_text() == expected
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([BIN, "report", str(LOG), "-o", str(fifo)], stderr=subprocess.PIPE, text=True)
+    with open(fifo) as f:
+        received = f.read()
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    assert received == expected and fifo.is_fifo()
+
+    plain = tmp_path / "plain.txt"
+    assert run("report", LOG, "-o", plain).returncode == 0 and plain.read_text() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "link.txt", "plain.txt", "target.txt"]  # no temporary left
+
+
+def test_an_unwritable_output_says_why(tmp_path):
+    r = run("report", LOG, "-o", tmp_path / "missing" / "out.txt")
+    assert r.returncode == 2
+    assert "out.txt: No such file or directory" in r.stderr
