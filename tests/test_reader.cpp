@@ -2,6 +2,8 @@
 // Expected values are read off the real log by hand (see the line quoted in each test)
 // or follow from the small inputs written in the test.
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <zlib.h>
 
 #include <filesystem>
@@ -338,6 +340,24 @@ TEST_F(ReaderTest, FilesOfDifferentRuns) {
   EXPECT_EQ(d.ranks[0].rank, 1);
 }
 
+TEST_F(ReaderTest, AFileOfAnotherRunForTheSameRankIsSkippedWhole) {
+  // Rank 1 twice: the second file's config has another world size, so its records
+  // (including one before its config) belong to another run and are not analyzed.
+  const auto a = write("a.jsonl", kConfig + "\n" + update(11) + "\n" + update(12) + "\n");
+  const std::string cfg2 = R"({"type": "config", "rank": 1, "world_size": 8, "micro_batch": 8, "accumulation": 2})";
+  const auto b = write("b.jsonl", update(99) + "\n" + cfg2 + "\n" + update(100) + "\n" + update(101) + "\n");
+  const Dataset d = read({a, b});
+  ASSERT_EQ(d.ranks.size(), 1u);
+  ASSERT_EQ(d.ranks[0].updates.size(), 2u);
+  EXPECT_EQ(d.ranks[0].updates.back().step, 12);
+  EXPECT_EQ(d.ranks[0].files, std::vector<std::uint32_t>{0});
+  const Diagnostic* e = first(Problem::kMixedRuns);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->file, b);
+  EXPECT_EQ(e->line, 2u);
+  EXPECT_NE(e->message.find("3 update record(s) are skipped"), std::string::npos) << e->message;
+}
+
 TEST_F(ReaderTest, FilesOfTheSameRunWithAStringSetting) {
   // Regression: the first rank's config was moved into the dataset before the later ranks
   // were compared with it, so a string setting (model) looked different.
@@ -441,6 +461,22 @@ TEST_F(ReaderTest, SampleIndicesCanBeLeftOutButAreStillChecked) {
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->line, 3u);
   EXPECT_NE(e->message.find("sample_indices[1]"), std::string::npos) << e->message;
+}
+
+TEST_F(ReaderTest, StepsUseTheWholeInt64Range) {
+  // INT64_MAX is an integer a recorder can write; 2^63 and 1e19 are beyond int64.
+  const auto p = write("big.jsonl", kConfig + "\n" +
+                                        R"({"type": "update", "step": 9223372036854775807, "wall_ms": 5})" + "\n" +
+                                        R"({"type": "update", "step": 9007199254740993, "wall_ms": 5})" + "\n" +
+                                        R"({"type": "update", "step": 9223372036854775808, "wall_ms": 5})" + "\n");
+  const Dataset d = read({p});
+  ASSERT_EQ(d.update_count(), 2u);
+  EXPECT_EQ(d.ranks[0].updates[0].step, 9007199254740993);  // 2^53 + 1, not rounded to 2^53
+  EXPECT_EQ(d.ranks[0].updates[1].step, std::numeric_limits<std::int64_t>::max());
+  const Diagnostic* e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 4u);
+  EXPECT_NE(e->message.find("out of range"), std::string::npos) << e->message;
 }
 
 TEST(StepRange, Parse) {

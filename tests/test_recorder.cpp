@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -454,17 +456,75 @@ TEST_F(RecorderTest, DiskFullNeverThrowsAndIsReportedAtClose) {
 }
 
 TEST_F(RecorderTest, UnwritablePathKeepsRecordingAndSaysSoAtClose) {
-  Options o = host_only("/nonexistent-stepprof-dir/rank{rank}.jsonl");
+  // A "directory" that is a regular file: the log cannot be created under it.
+  TempLog file("not-a-dir");
+  std::ofstream(file.path) << "x\n";
+  Options o = host_only(file.path + "/rank{rank}.jsonl");
   std::string message;
   EXPECT_EQ(open(o, &message), Status::kWarnIo);
-  EXPECT_NE(message.find("cannot open the log /nonexistent-stepprof-dir/rank0.jsonl"), std::string::npos) << message;
+  EXPECT_NE(message.find("cannot open the log " + file.path + "/rank0.jsonl"), std::string::npos) << message;
   EXPECT_TRUE(is_open());
   { STEPPROF_REGION("unwritable_work"); }
   EXPECT_EQ(end_update(0), Status::kWarnIo);
   EXPECT_EQ(close(&message), Status::kWarnErrors);
   EXPECT_NE(message.find("open_failed 1"), std::string::npos) << message;
   EXPECT_NE(message.find("write_failed 2"), std::string::npos) << message;
-  EXPECT_NE(message.find("No such file or directory"), std::string::npos) << message;
+  EXPECT_NE(message.find("Not a directory"), std::string::npos) << message;
+}
+
+TEST_F(RecorderTest, MissingLogDirectoriesAreCreated) {
+  const std::string dir = testing::TempDir() + "/stepprof-newdir-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(open(host_only(dir + "/logs/rank{rank}.jsonl")), Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  EXPECT_EQ(read_lines(dir + "/logs/rank0.jsonl").size(), 2u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted) {
+  TempLog log("badcount");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const CounterId ok = counter_id("bc_ok"), neg = counter_id("bc_negative"), big = counter_id("bc_big");
+  count(ok, 5);
+  count(neg, -1);                            // ignored: bc_negative stays absent
+  count(big, (std::int64_t{1} << 53) - 1);   // 2^53 - 1 + 2 > 2^53: left out
+  count(big, 2);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  count(big, std::int64_t{1} << 53);  // exactly 2^53: kept
+  ASSERT_EQ(end_update(1), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);  // it says so at close
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["counts"], (Json{{"bc_ok", 5}}));
+  EXPECT_EQ(lines[2]["counts"], (Json{{"bc_big", std::int64_t{1} << 53}}));
+  // Both were counted before the first record was written, which reports them.
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 2}}));
+  EXPECT_FALSE(lines[2].contains("recorder_errors"));
+  Diagnostics diag;  // and the reader takes both records
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(d.update_count(), 2u);
+}
+
+TEST_F(RecorderTest, AppendingToTheLogOfAnEarlierProcessKeepsItsGeneratedRunId) {
+  TempLog log("append-runid");
+  for (const char* v : {"STEPPROF_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"}) unsetenv(v);
+  Options o = host_only(log.path);
+  o.run_id.clear();
+  // The earlier process: its generated id is in the file.
+  std::ofstream(log.path) << R"({"type":"config","schema":1,"run_id":"host-1-2","rank":0,"world_size":1})" << "\n"
+                          << R"({"type":"update","step":0,"wall_ms":1})" << "\n";
+  o.append = true;
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(end_update(1), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[2]["run_id"], "host-1-2");
+  Diagnostics diag;
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(d.update_count(), 2u);
+  EXPECT_EQ(diag.count(Problem::kMixedRuns), 0u);
 }
 
 TEST_F(RecorderTest, DepthOverflowAndMismatchedExitsAreCounted) {

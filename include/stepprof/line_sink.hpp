@@ -23,7 +23,8 @@ class LineSink {
   virtual int close() noexcept { return 0; }
 };
 
-/// Opens `path` for writing records: created with mode 0644, truncated unless `append`,
+/// Opens `path` for writing records: created with mode 0644 (and its missing parent
+/// directories, as `mkdir -p` would), truncated unless `append`,
 /// written with O_APPEND and one write(2) per record (no user-space buffer, so a record
 /// is in the file as soon as end_update returns). Returns null with `error` set to the
 /// errno value when the file cannot be opened.

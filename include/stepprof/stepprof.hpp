@@ -79,7 +79,9 @@ struct Options {
   /// Identifies the run in the config record; must be the same on every rank. Empty:
   /// taken from $STEPPROF_RUN_ID, $TORCHELASTIC_RUN_ID or $SLURM_JOB_ID; with none of
   /// those, generated (host-pid-time) when world_size == 1 and left out otherwise (a
-  /// per-process id would make the ranks of one run look like different runs).
+  /// per-process id would make the ranks of one run look like different runs). With
+  /// `append`, a generated id is instead the run_id of the config on the file's first
+  /// line, when it has one (a resumed job continues its run).
   std::string run_id;
   /// The user's config fields as one JSON object, e.g. {"micro_batch": 8, "accumulation": 2,
   /// "global_batch": 64, "model": "..."}; written in the config record in this order.
@@ -106,7 +108,7 @@ struct Options {
   std::uint32_t device_events_per_thread = 1024;
   /// Most threads that may time regions on the device (each has its own event ring).
   std::uint32_t device_threads = 8;
-  bool append = false;  ///< append to the file instead of truncating it
+  bool append = false;  ///< append to the file instead of truncating it (see run_id)
   /// Replaces the CUDA device timer (tests: FakeDeviceClock). Ignored when device_timing is kOff.
   std::shared_ptr<DeviceTimer> device_timer;
   /// Replaces the output file (tests: a writer that fails). `path` is then only a label.
@@ -246,7 +248,9 @@ class Region {
 CounterId counter_id(std::string_view name) noexcept;
 
 /// Adds `n` to counter `id` for this update [count]. A counter never added to in an
-/// update is absent from its record; adding 0 makes it present with value 0.
+/// update is absent from its record; adding 0 makes it present with value 0. Counts are
+/// >= 0: a negative `n` is ignored, and an update's sum above 2^53 is left out of the
+/// record; both are counted as `bad_argument` errors.
 inline void count(CounterId id, std::int64_t n) noexcept { detail::add_count(id, n); }
 inline void count(const CounterSite& site, std::int64_t n) noexcept {
   const CounterId id = site.id.load(std::memory_order_relaxed);

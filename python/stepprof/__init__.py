@@ -24,6 +24,7 @@ an argument, using a closed recorder) raise TypeError / ValueError / RuntimeErro
 from __future__ import annotations
 
 import functools
+import operator
 import json
 import os
 import warnings
@@ -35,6 +36,25 @@ __all__ = ["Recorder", "Region", "RecorderWarning", "clock_name"]
 
 Region = _core.Region
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _integer(value: Any, what: str) -> int:
+    """`value` as an int if it is an integer (int, numpy or torch integer scalar);
+    TypeError otherwise (2.5 or "3" are not silently truncated or parsed)."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, not {type(value).__name__} {value!r}") from None
+
+
+def _name(name: Any, what: str) -> str:
+    """`name` checked as a region or counter name: a str without NUL characters (the
+    C ABI would cut the name there)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name must be a str, not {type(name).__name__}")
+    if "\0" in name:
+        raise ValueError(f"{what} name {name!r} contains a NUL character")
+    return name
 
 _STATUS_WARN_IO = 1
 _STATUS_WARN_ERRORS = 2
@@ -117,8 +137,8 @@ class Recorder:
         if device_timing not in ("auto", "off"):
             raise ValueError(f"device_timing must be 'auto' or 'off', not {device_timing!r}")
         default_rank, default_world = _default_rank_world()
-        rank = default_rank if rank is None else int(rank)
-        world_size = default_world if world_size is None else int(world_size)
+        rank = default_rank if rank is None else _integer(rank, "rank")
+        world_size = default_world if world_size is None else _integer(world_size, "world_size")
         cfg = dict(config or {})
         if alternatives:
             cfg["region_alternatives"] = dict(alternatives)
@@ -134,11 +154,10 @@ class Recorder:
         if stream is not None:
             options["cuda_stream"], options["cuda_device"] = stream
         self._handle, status, message = _core.open(
-            str(path), rank, world_size, json.dumps(cfg, default=str), json.dumps(options)
+            os.fsdecode(os.fspath(path)), rank, world_size, json.dumps(cfg, default=str), json.dumps(options)
         )
         if status == _STATUS_WARN_IO:
-            warnings.warn(f"stepprof: {message}; the run goes on and write errors are counted", RecorderWarning,
-                          stacklevel=2)
+            warnings.warn(message, RecorderWarning, stacklevel=2)  # (it says the run goes on)
         self.rank = rank
         self.world_size = world_size
         self._regions: dict[str, Region] = {}
@@ -154,7 +173,7 @@ class Recorder:
         thread. The object is cached per name and may be kept and reused."""
         r = self._regions.get(name)
         if r is None:
-            r = self._regions[name] = _core.region(name)
+            r = self._regions[name] = _core.region(_name(name, "region"))
         return r
 
     def timed(self, name: Optional[str] = None) -> Callable[[F], F]:
@@ -176,23 +195,28 @@ class Recorder:
     # ---- per-update data --------------------------------------------------------------
 
     def count(self, name: str, n: int = 1) -> None:
-        """Adds n [count] to counter `name` in the current update (thread-safe)."""
+        """Adds n [count] to counter `name` in the current update (thread-safe).
+        Raises TypeError for a non-integer n and ValueError for a negative one (counts
+        of work items are >= 0)."""
+        n = _integer(n, "count")
+        if n < 0:
+            raise ValueError(f"count {n} for counter {name!r} is negative (counts are >= 0)")
         c = self._counters.get(name)
         if c is None:
-            c = self._counters[name] = _core.counter(name)
-        _core.counter_add(c, int(n))
+            c = self._counters[name] = _core.counter(_name(name, "counter"))
+        _core.counter_add(c, n)
 
     def frame(self, frames: int, samples: int = 1) -> None:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram."""
-        _core.frame_histogram_add(int(frames), int(samples))
+        _core.frame_histogram_add(_integer(frames, "frames"), _integer(samples, "samples"))
 
     def input_shape(self, shape: Sequence[int]) -> None:
         """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length)."""
-        _core.input_shape([int(d) for d in shape])
+        _core.input_shape([_integer(d, "input shape dimension") for d in shape])
 
     def sample_indices(self, indices: Iterable[int]) -> None:
         """Appends dataset indices to the update's sample_indices."""
-        _core.sample_indices([int(i) for i in indices])
+        _core.sample_indices([_integer(i, "sample index") for i in indices])
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
@@ -220,16 +244,16 @@ class Recorder:
 
         Raises ValueError for negative counts, frames and tokens of different lengths, or a
         padded length below a sample's tokens."""
-        f = [int(x) for x in frames] if frames is not None else []
-        t = [int(x) for x in tokens] if tokens is not None else []
+        f = [_integer(x, "frames") for x in frames] if frames is not None else []
+        t = [_integer(x, "tokens") for x in tokens] if tokens is not None else []
         if f and t and len(f) != len(t):
             raise ValueError(f"frames ({len(f)}) and tokens ({len(t)}) must have one entry per sample")
         if any(x < 0 for x in f) or any(x < 0 for x in t):
             raise ValueError("frame and token counts must be >= 0")
-        pad = -1 if padded_length is None else int(padded_length)
+        pad = -1 if padded_length is None else _integer(padded_length, "padded_length")
         if padded_length is not None and (pad < 0 or any(x > pad for x in t)):
             raise ValueError(f"padded_length {padded_length} is below a sample's tokens or negative")
-        _core.microbatch(f, t, "" if path is None else str(path), pad)
+        _core.microbatch(f, t, "" if path is None else _name(path, "code path region"), pad)
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
@@ -244,7 +268,7 @@ class Recorder:
         """Writes the record of optimizer update `step` and starts the next update.
         A record that cannot be written is counted (reported in the next record and at
         close()) and warned about once."""
-        status = _core.end_update(self._live(), int(step))
+        status = _core.end_update(self._live(), _integer(step, "step"))
         if status == _STATUS_WARN_IO and not self._warned_write:
             self._warned_write = True
             warnings.warn(f"stepprof: a record could not be written ({_core.last_error()}); "
@@ -279,7 +303,7 @@ class Recorder:
         status, message = _core.close(self._handle)
         self._handle = 0
         if status == _STATUS_WARN_ERRORS:
-            warnings.warn(f"stepprof: {message}", RecorderWarning, stacklevel=2)
+            warnings.warn(message, RecorderWarning, stacklevel=2)
         return errors
 
     def __enter__(self) -> "Recorder":

@@ -172,11 +172,14 @@ class Reader {
     remap_names(r);
     const std::size_t d0 = r.config ? r.diags_before_config : r.diags.size();
     const std::size_t u0 = r.config ? r.updates_before_config : r.updates.size();
+    // A file whose config is another run's than the one its rank already has: none of
+    // its records are analyzed (they would mix two runs' updates).
+    const bool other_run = r.config && config_conflicts(*r.config);
     for (std::size_t k = 0; k < d0; ++k) diag_.report(std::move(r.diags[k]));
-    add_updates(fi, r.updates, 0, u0);
-    if (r.config) add_config(fi, *r.config);
+    if (!other_run) add_updates(fi, r.updates, 0, u0);
+    if (r.config) add_config(fi, *r.config, r.updates.size());
     for (std::size_t k = d0; k < r.diags.size(); ++k) diag_.report(std::move(r.diags[k]));
-    add_updates(fi, r.updates, u0, r.updates.size());
+    if (!other_run) add_updates(fi, r.updates, u0, r.updates.size());
     ds_.updates_outside_window += r.outside_window;
   }
 
@@ -252,18 +255,21 @@ class Reader {
   }
 
   // The file's first config: its rank's bucket takes it, or compares it with the one
-  // it already has from another file.
-  void add_config(std::uint32_t fi, const RunConfig& config) {
+  // it already has from another file (the file's `updates` records are then skipped).
+  void add_config(std::uint32_t fi, const RunConfig& config, std::size_t updates) {
     RankBucket& b = bucket(config.rank);
-    add_file(b, fi);
     if (!b.config) {
+      add_file(b, fi);
       b.config = config;
-      b.config_where = fmt::format("{}:{}", ds_.files[fi], config.source.line);
+      b.config_where = config.source.line ? fmt::format("{}:{}", ds_.files[fi], config.source.line) : ds_.files[fi];
     } else if (run_identity(*b.config) != run_identity(config)) {
       report(Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
              fmt::format("config for {} ({}) differs from the one in {} ({}): these files come from "
-                         "different runs; this file's records are kept with the first config",
-                         rank_text(config.rank), run_identity(config), b.config_where, run_identity(*b.config)));
+                         "different runs; this file's {} update record(s) are skipped",
+                         rank_text(config.rank), run_identity(config), b.config_where, run_identity(*b.config),
+                         updates));
+    } else {
+      add_file(b, fi);
     }
   }
 

@@ -180,18 +180,20 @@ bool read_count_value(od::value& v, std::string_view tok, Ctx& c, const Path& pa
 
 // Reads an integer; an integral floating-point value such as 2.0 is accepted.
 bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::int64_t& out) {
-  // Integers are read as doubles (so 2.0 is 2); those that a double holds exactly can
-  // take simdjson's faster integer parser with the same result.
-  constexpr std::int64_t kExact = std::int64_t{1} << 53;
-  if (std::int64_t i = 0; !v.get_int64().get(i) && i >= -kExact && i <= kExact) {
+  // An integer as JSON writes it is taken whole, up to the int64 range (a recorder may
+  // write any int64 step); otherwise it is read as a double, so 2.0 is 2.
+  if (std::int64_t i = 0; !v.get_int64().get(i)) {
     out = i;
     return true;
   }
   double d = 0;
   if (!read_number(v, tok, c, path, d)) return false;
-  if (d != std::nearbyint(d) || std::fabs(d) > 9.0e18)
+  if (d != std::nearbyint(d))
     return c.fail(Problem::kBadField, trim(tok).data(),
                   fmt::format("{}: expected an integer, found {}", str(path), shown(tok)));
+  if (std::fabs(d) > 9.0e18)
+    return c.fail(Problem::kBadField, trim(tok).data(),
+                  fmt::format("{}: integer {} is out of range (at most 9.2e18 in magnitude)", str(path), shown(tok)));
   out = static_cast<std::int64_t>(d);
   return true;
 }

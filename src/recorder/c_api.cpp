@@ -232,7 +232,8 @@ int stepprof_counter_add(stepprof_counter_id id, int64_t n) {
   if (id >= stepprof::detail::names().counter_count.load(std::memory_order_relaxed) &&
       id != stepprof::detail::kMaxCounters)
     return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_add: unknown counter id");
-  stepprof::count(id, n);
+  stepprof::count(id, n);  // (a negative n is ignored and counted as bad_argument)
+  if (n < 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_add: negative count (counts are >= 0)");
   return STEPPROF_OK;
 }
 

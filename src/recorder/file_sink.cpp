@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <system_error>
 
 #include "stepprof/line_sink.hpp"
 
@@ -51,10 +53,27 @@ class FileSink final : public LineSink {
 std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, int& error) {
   error = 0;
   const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC);
-  int fd = -1;
-  do {
-    fd = ::open(path.c_str(), flags, 0644);
-  } while (fd < 0 && errno == EINTR);
+  auto open_it = [&] {
+    int fd = -1;
+    do {
+      fd = ::open(path.c_str(), flags, 0644);
+    } while (fd < 0 && errno == EINTR);
+    return fd;
+  };
+  int fd = open_it();
+  if (fd < 0 && errno == ENOENT) {
+    // The directory does not exist yet (e.g. "logs/rank{rank}.jsonl" in a fresh job):
+    // create it, as `mkdir -p` would, and try again.
+    bool made = false;
+    try {  // (path operations allocate; nothing may throw into the training job)
+      std::error_code ec;
+      const auto parent = std::filesystem::path(path).parent_path();
+      made = !parent.empty() && (std::filesystem::create_directories(parent, ec), !ec);
+    } catch (...) {
+    }
+    if (made) fd = open_it();
+    else errno = ENOENT;
+  }
   if (fd < 0) {
     error = errno;
     return nullptr;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
@@ -116,11 +117,33 @@ std::string expand_rank(std::string path, std::int64_t rank) {
   return path;
 }
 
+// The run_id of the config record on the first line of the log at `path`, if there is one.
+std::optional<std::string> run_id_in_log(const std::string& path) noexcept {
+  try {
+    std::ifstream in(path, std::ios::binary);
+    std::string line;
+    if (!in || !std::getline(in, line) || line.size() > (std::size_t{1} << 20)) return std::nullopt;
+    std::vector<RawField> fields;
+    std::string err;
+    if (!parse_object_fields(line, fields, err)) return std::nullopt;
+    bool is_config = false;
+    for (const auto& f : fields) is_config = is_config || (f.key == schema::kType && f.json == "\"config\"");
+    if (!is_config) return std::nullopt;
+    return make_config(std::move(fields)).run_id;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
 std::string Core::run_id_for(const Options& o) const {
   if (!o.run_id.empty()) return o.run_id;
   for (const char* var : {"STEPPROF_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"})
     if (const char* v = std::getenv(var); v && *v) return v;
   if (o.world_size != 1) return {};
+  // Appending to the log of an earlier process (a job resumed from a checkpoint): go on
+  // with its generated id, so that the reader sees one run, not two.
+  if (o.append)
+    if (auto id = run_id_in_log(path_)) return *id;
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "host");
   return std::string(host) + "-" + std::to_string(getpid()) + "-" + std::to_string(std::time(nullptr));
@@ -458,6 +481,13 @@ Status Core::end_update(std::int64_t step) {
   for (std::uint32_t c = 0; c < nc; ++c) {
     const std::int64_t v = nr.counter_value[c].exchange(0, std::memory_order_relaxed);
     const bool present = nr.counter_touched[c].exchange(0, std::memory_order_relaxed) != 0;
+    // A sum beyond 2^53 (a double's exact integers, what the reader admits) or one that
+    // wrapped around is left out of the record and counted, so the record stays readable.
+    constexpr std::int64_t kExact = std::int64_t{1} << 53;
+    if (v < 0 || v > kExact) {
+      detail::count_global_error(detail::ErrorKind::kBadArgument);
+      continue;
+    }
     if (present || v != 0) u.counters.push_back({c, static_cast<double>(v)});
   }
 

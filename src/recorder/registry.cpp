@@ -87,6 +87,10 @@ CounterId register_counter(const CounterSite& site) noexcept {
 
 void add_count(CounterId id, std::int64_t n) noexcept {
   auto& r = names();
+  if (n < 0) {  // counts of work items are >= 0; the reader would reject the whole record
+    count_global_error(ErrorKind::kBadArgument);
+    return;
+  }
   if (id > kMaxCounters) id = kMaxCounters;
   // Presence first, then the value: end_update reads them in the other order, so an add
   // that races with it is reported, in one of the two updates, with its value.

@@ -130,15 +130,66 @@ def test_exception_inside_region_propagates_and_region_closes(tmp_path):
 
 
 def test_unwritable_path_warns_and_counts(tmp_path):
+    (tmp_path / "file").write_text("a regular file, not a directory\n")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rec = stepprof.Recorder(str(tmp_path / "no" / "such" / "dir" / "r{rank}.jsonl"), device_timing="off")
+        rec = stepprof.Recorder(str(tmp_path / "file" / "r{rank}.jsonl"), device_timing="off")
         with rec.region("work"):
             pass
         rec.end_update(1)  # must not raise
         errors = rec.close()
-    assert any(issubclass(w.category, stepprof.RecorderWarning) for w in caught)
+    warned = [str(w.message) for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert warned and "Not a directory" in warned[0]
+    assert not any(m.startswith("stepprof: stepprof:") for m in warned)
     assert sum(errors.values()) >= 1
+
+
+def test_missing_log_directory_is_created(tmp_path):
+    rec = stepprof.Recorder(tmp_path / "logs" / "r{rank}.jsonl", device_timing="off")  # a Path works too
+    rec.end_update(1)
+    assert rec.close() == {}
+    config, updates = read_log(tmp_path / "logs" / "r0.jsonl")
+    assert [u["step"] for u in updates] == [1]
+
+
+def test_wrong_argument_types_and_values_raise(tmp_path):
+    rec = stepprof.Recorder(str(tmp_path / "t{rank}.jsonl"), device_timing="off")
+    with pytest.raises(TypeError):
+        rec.count("samples", 1.5)  # not silently truncated to 1
+    with pytest.raises(ValueError):
+        rec.count("samples", -3)  # the reader would reject the whole update
+    with pytest.raises(ValueError):
+        rec.region("a\x00b")  # the C ABI would cut the name at the NUL
+    with pytest.raises(TypeError):
+        rec.end_update("2")
+    rec.count("samples", 2)
+    rec.end_update(1)
+    rec.close()
+    _, updates = read_log(tmp_path / "t0.jsonl")
+    assert updates[0]["counts"] == {"samples": 2}
+    for bad in ("0", 0.5):
+        with pytest.raises(TypeError):
+            stepprof.Recorder(str(tmp_path / "u{rank}.jsonl"), rank=bad, world_size=1, device_timing="off")
+    with pytest.raises(TypeError):
+        stepprof.Recorder(None, device_timing="off")
+
+
+@pytest.mark.skipif(not BIN, reason="needs STEPPROF_BIN")
+def test_a_resumed_single_process_run_appends_to_one_run(tmp_path, monkeypatch):
+    for var in ("STEPPROF_RUN_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    path = tmp_path / "r{rank}.jsonl"
+    for first, append in ((1, False), (3, True)):  # a job, then the same job resumed
+        rec = stepprof.Recorder(str(path), device_timing="off", append=append)
+        for step in (first, first + 1):
+            with rec.region("work"):
+                pass
+            rec.end_update(step)
+        rec.close()
+    r = subprocess.run([BIN, "report", "--format", "json", str(tmp_path / "r0.jsonl")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["run"]["updates"] == 4
 
 
 def test_closed_recorder_is_a_programming_error(tmp_path):
