@@ -82,10 +82,11 @@ struct KinetoTrace {
   KinetoStats stats;
 };
 
-/// True when the file (plain or gzip) holds a JSON object whose first keys are those of
-/// a Chrome/Kineto trace (`traceEvents`, `schemaVersion`, `deviceProperties`,
-/// `distributedInfo`, ...), judged from at most its first MiB. False for step logs,
-/// unreadable files and "-" (stdin is never sniffed).
+/// True when the file (plain or gzip) holds a JSON object whose first key is one of a
+/// Chrome/Kineto trace's (`traceEvents`, `schemaVersion`, `deviceProperties`,
+/// `distributedInfo`, ...), or whose first key is another one than `type` and whose first
+/// 64 KiB hold a `"traceEvents"` key. False for step logs, unreadable files and "-"
+/// (stdin is never sniffed).
 bool is_kineto_trace(const std::string& path);
 
 /// Reads one trace. Problems are reported to `diag` with `path:line:column`:

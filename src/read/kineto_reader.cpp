@@ -360,7 +360,8 @@ bool is_kineto_trace(const std::string& path) {
   std::string err;
   auto src = detail::ByteSource::open(path, err, 1 << 16);
   if (!src) return false;
-  while (src->size() < 4096 && src->fill()) {
+  constexpr std::size_t kSniff = 1 << 16;  // bytes looked at
+  while (src->size() < kSniff && src->fill()) {
   }
   std::string_view s(src->data(), src->size());
   if (s.starts_with("\xEF\xBB\xBF")) s.remove_prefix(3);
@@ -379,7 +380,10 @@ bool is_kineto_trace(const std::string& path) {
   constexpr std::array<std::string_view, 7> keys = {"schemaVersion", "traceEvents",  "deviceProperties",
                                                     "distributedInfo", "displayTimeUnit", "traceName",
                                                     "baseTimeNanoseconds"};
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
+  if (std::find(keys.begin(), keys.end(), key) != keys.end()) return true;
+  // Another first key (traces may start with any metadata): a trace has "traceEvents"
+  // near the top; a step log's record never has that key.
+  return key != "type" && s.find("\"traceEvents\"") != std::string_view::npos;
 }
 
 std::optional<KinetoTrace> read_kineto_trace(const std::string& path, std::uint32_t file_index, NameTable& regions,

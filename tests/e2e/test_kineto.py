@@ -441,3 +441,13 @@ def test_import_from_stdin(tmp_path):
                        capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "rank0.jsonl").exists()
+
+
+def test_a_trace_whose_first_key_is_unusual_is_still_a_trace(tmp_path):
+    # Traces may carry any metadata first; "traceEvents" near the top identifies them.
+    trace = json.loads(gzip.decompress(HTA8.read_bytes()))
+    p = write(tmp_path, "first_key.json", {"record_shapes": True, **trace})
+    direct = run("report", "--format", "json", HTA8)
+    moved = run("report", "--format", "json", p)
+    assert moved.returncode == direct.returncode == 0, moved.stderr
+    assert json.loads(moved.stdout)["update_time"] == json.loads(direct.stdout)["update_time"]
