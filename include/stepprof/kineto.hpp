@@ -71,6 +71,9 @@ struct KinetoStats {
   std::uint64_t gpu_ops_without_launch = 0;     ///< GPU activity whose launch is not in the trace [count]
   std::uint64_t gpu_ops_outside_steps = 0;      ///< GPU activity launched outside every step [count]
   std::uint64_t gpu_annotations = 0;            ///< gpu_user_annotation spans (not used for times) [count]
+  /// Events of a category that is read but not complete events (ph "X"), e.g. "B"/"E"
+  /// pairs: not read, reported as a warning [count].
+  std::uint64_t not_complete = 0;
   std::uint64_t model_bytes = 0;  ///< memory held for the compact event tables at the end [bytes]
 };
 

@@ -282,7 +282,10 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
   }
   if (!have_cat) ev.kind = EventKind::kOther;
   if (ev.kind == EventKind::kFlowStart && ev.ph != 's') ev.kind = EventKind::kOther;
-  if (ev.kind != EventKind::kFlowStart && ev.ph != 'X') ev.kind = EventKind::kOther;
+  if (ev.kind != EventKind::kFlowStart && ev.ph != 'X') {
+    ev.not_complete = ev.kind != EventKind::kOther;
+    ev.kind = EventKind::kOther;
+  }
   if (ev.kind == EventKind::kLaunch && !ev.has_correlation) ev.kind = EventKind::kOther;
   return true;
 }

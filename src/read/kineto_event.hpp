@@ -38,6 +38,9 @@ struct TraceEvent {
   bool has_id = false;
   std::int64_t correlation = 0, stream = 0, device = 0;
   bool has_correlation = false, has_stream = false, has_device = false;
+  /// Of a category stepprof uses, but not a complete event (ph "X"), e.g. a "B"/"E"
+  /// pair or no ph: kind is then kOther, and the reader counts it as not read.
+  bool not_complete = false;
 };
 
 /// Why an event was rejected: where in its text (0-based byte offset) and what.

@@ -136,6 +136,10 @@ class TraceReader {
     const auto& ev = ev_;
     switch (ev.kind) {
       case EventKind::kOther:
+        if (ev.not_complete) {
+          ++stats_.not_complete;
+          if (stats_.not_complete == 1) first_not_complete_ = scan.position(piece.text.data());
+        }
         return;
       case EventKind::kGpuAnnotation:
         ++stats_.gpu_annotations;
@@ -318,6 +322,12 @@ class TraceReader {
   }
 
   void notes() {
+    if (stats_.not_complete)
+      report(Severity::kWarning, Problem::kUnattributed, first_not_complete_,
+             fmt::format("{} event(s) of the categories stepprof reads (user annotations, runtime calls, kernels, "
+                         "copies) are not complete events (\"ph\": \"X\"), e.g. \"B\"/\"E\" pairs or no \"ph\" (the "
+                         "first is here); they are not counted",
+                         stats_.not_complete));
     if (stats_.annotations_outside_steps)
       report(Severity::kNote, Problem::kUnattributed, {},
              fmt::format("{} of {} user annotation call(s) start outside every ProfilerStep range and are not "
@@ -335,6 +345,7 @@ class TraceReader {
                          stats_.gpu_ops_without_launch, stats_.gpu_ops));
   }
 
+  TextPosition first_not_complete_;
   const std::string& path_;
   std::uint32_t fi_;
   NameTable& regions_;

@@ -451,3 +451,23 @@ def test_a_trace_whose_first_key_is_unusual_is_still_a_trace(tmp_path):
     moved = run("report", "--format", "json", p)
     assert moved.returncode == direct.returncode == 0, moved.stderr
     assert json.loads(moved.stdout)["update_time"] == json.loads(direct.stdout)["update_time"]
+
+
+def test_annotations_that_are_not_complete_events_are_reported(tmp_path):
+    # A "B"/"E" pair and an event without "ph" are not read: the reader says so, with
+    # the first one's position, instead of dropping them silently.
+    doc = small_trace()
+    doc["traceEvents"] += [
+        {"ph": "B", "cat": "user_annotation", "name": "## backward ##", "pid": 1, "tid": 1, "ts": 1250},
+        {"ph": "E", "cat": "user_annotation", "name": "## backward ##", "pid": 1, "tid": 1, "ts": 1400},
+        {"cat": "user_annotation", "name": "## optimizer ##", "pid": 1, "tid": 1, "ts": 1450, "dur": 10},
+    ]
+    p = write(tmp_path, "be.json", doc)
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "warning: 3 event(s) of the categories stepprof reads" in r.stderr
+    text = p.read_text()
+    start = text.rfind("{", 0, text.index('"ph": "B"'))  # the event's opening brace
+    assert f"{p}:{text.count(chr(10), 0, start) + 1}:" in r.stderr
+    u = json.loads((tmp_path / "out/rank0.jsonl").read_text().splitlines()[1])
+    assert u["cpu_call_ms"] == {"## forward ##": 0.2}
