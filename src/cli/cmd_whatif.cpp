@@ -51,7 +51,7 @@ int run_whatif_command(WhatIfCliOptions opt) {
     for (const auto& p : result.predictions)
       fmt::print(stderr, "stepprof: whatif {}{}: not available: {}\n", opt.scenario,
                  p.variant.empty() ? "" : " (" + p.variant + ")", p.why_not);
-    return status == kOk ? kNoData : status;
+    return kNoData;  // (whatever else was wrong in the input: nothing was predicted)
   }
   return status;
 }

@@ -315,6 +315,9 @@ def test_usage_errors_and_no_data(tmp_path):
     bad.write_text(fx.LOG.read_text() + "{not json}\n")
     r = run("whatif", "no-padding", "--hierarchy", fx.HIER, bad)
     assert r.returncode == 1 and "What if: no-padding" in r.stdout
+    # No prediction is exit 3 also when some input was rejected as well.
+    r = run("whatif", "no-padding", tmp_path / "missing.jsonl", fx.LOG)
+    assert r.returncode == 3 and "cannot read" in r.stderr and "not available" in r.stderr
 
 
 def test_html_report_has_the_whatif_section(tmp_path):
