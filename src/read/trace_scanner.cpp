@@ -119,6 +119,8 @@ TraceScanner::Item TraceScanner::fail(Piece& out, std::string message, std::size
 }
 
 TraceScanner::Item TraceScanner::fail_eof(Piece& out, std::string_view context) {
+  if (!src_.error().empty() && !src_.cut_off())  // e.g. zlib's "incorrect data check"
+    return fail(out, fmt::format("the compressed data is corrupt ({})", src_.error()), src_.size());
   const std::string why = src_.error().empty()
                               ? std::string("the input ends")
                               : fmt::format("the input is cut off ({})", src_.error());

@@ -471,3 +471,13 @@ def test_annotations_that_are_not_complete_events_are_reported(tmp_path):
     assert f"{p}:{text.count(chr(10), 0, start) + 1}:" in r.stderr
     u = json.loads((tmp_path / "out/rank0.jsonl").read_text().splitlines()[1])
     assert u["cpu_call_ms"] == {"## forward ##": 0.2}
+
+
+def test_corrupt_gzip_is_not_called_truncated(tmp_path):
+    data = bytearray(HTA2.read_bytes())
+    data[-8] ^= 0xFF  # the gzip trailer's CRC-32
+    p = tmp_path / "crc.json.gz"
+    p.write_bytes(bytes(data))
+    r = run("report", p)
+    assert r.returncode == 3
+    assert "the compressed data is corrupt (incorrect data check)" in r.stderr and "truncated" not in r.stderr
