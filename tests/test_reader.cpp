@@ -479,6 +479,17 @@ TEST_F(ReaderTest, StepsUseTheWholeInt64Range) {
   EXPECT_NE(e->message.find("out of range"), std::string::npos) << e->message;
 }
 
+TEST_F(ReaderTest, ARankNotBelowTheWorldSizeIsAnErrorButTheRecordsStay) {
+  const auto p = write("rw.jsonl", std::string(R"({"type": "config", "rank": 5, "world_size": 4})") + "\n" +
+                                       R"({"type": "update", "step": 1, "wall_ms": 5})" + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 1u);
+  const Diagnostic* e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 1u);
+  EXPECT_NE(e->message.find("\"rank\" (5) is not below \"world_size\" (4)"), std::string::npos) << e->message;
+}
+
 TEST(StepRange, Parse) {
   std::string err;
   auto r = parse_step_range("11:20", err);

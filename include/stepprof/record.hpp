@@ -54,7 +54,9 @@ struct RunConfig {
 
 /// Builds a RunConfig from its fields (raw JSON values), filling the typed members.
 /// A known field of the wrong type (e.g. `"world_size": "4"`) is left unset in the
-/// typed members, kept in `fields`, and described in `problems` (one message each).
+/// typed members, kept in `fields`, and described in `problems` (one message each). A
+/// negative rank, a world_size below 1 or a rank not below world_size is kept as written
+/// and described in `problems` too.
 RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* problems = nullptr);
 
 /// Splits the text of one JSON object into fields (key, raw JSON value text), in order,

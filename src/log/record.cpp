@@ -66,6 +66,15 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
     else if (f.key == s::kClock) take_string(f, c.clock, problems);
     else if (f.key == s::kDeviceTiming) take_string(f, c.device_timing, problems);
   }
+  // Kept as written (the rank still names the file's rank), but said: ranks are
+  // numbered 0 .. world_size - 1.
+  if (c.rank && *c.rank < 0) note(problems, fmt::format("config field \"rank\" is negative ({})", *c.rank));
+  if (c.world_size && *c.world_size < 1)
+    note(problems, fmt::format("config field \"world_size\" should be at least 1, found {}", *c.world_size));
+  else if (c.rank && c.world_size && *c.rank >= *c.world_size)
+    note(problems, fmt::format("config field \"rank\" ({}) is not below \"world_size\" ({}): ranks are numbered 0 to "
+                               "world_size - 1",
+                               *c.rank, *c.world_size));
   return c;
 }
 
