@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "html_escape.hpp"
+#include "many_ranks.hpp"
 #include "stepprof/analysis/series.hpp"
 #include "stepprof/analysis/timeline.hpp"
 #include "stepprof/render/exports.hpp"
@@ -259,4 +260,36 @@ TEST(HtmlEscape, TextAndScriptJson) {
   const std::string s = json_for_script(j);
   EXPECT_EQ(s, "{\"name\":\"\\u003c/script\\u003e\\u003c!--\\u0026\\u2028\\u2029\"}");
   EXPECT_EQ(nlohmann::ordered_json::parse(s), j);  // means the same JSON
+}
+
+TEST(ManyRanks, RankNumbersAsRanges) {
+  using stepprof::detail::rank_numbers;
+  auto range = [](std::int64_t a, std::int64_t b) {
+    std::vector<std::int64_t> v;
+    for (auto r = a; r <= b; ++r) v.push_back(r);
+    return v;
+  };
+  EXPECT_EQ(rank_numbers({3, 1, 2}), "1, 2, 3");  // up to 16: every number
+  EXPECT_EQ(rank_numbers(range(0, 1023)), "0..1023");
+  auto gap = range(0, 1023);
+  gap.erase(gap.begin() + 512);  // no rank 512
+  gap.push_back(5);              // a repeat is one rank
+  EXPECT_EQ(rank_numbers(gap), "0..511, 513..1023");
+  auto pairs = range(-2, 20);  // negative ranks (unknown) sort first; runs of two are two numbers
+  pairs.erase(pairs.begin() + 4);
+  EXPECT_EQ(rank_numbers(pairs), "-2..1, 3..20");
+  std::vector<std::int64_t> evens;  // 40 isolated ranks: the first 16, then a count
+  for (std::int64_t r = 0; r < 80; r += 2) evens.push_back(r);
+  EXPECT_EQ(rank_numbers(evens), "0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30 and 24 more");
+}
+
+TEST(ManyRanks, RowsThatMatter) {
+  using stepprof::detail::rows_that_matter;
+  const auto none = [](std::size_t) { return false; };
+  EXPECT_FALSE(rows_that_matter(32, [](std::size_t i) { return double(i); }, none).has_value());
+  // 40 rows keyed by their index: the 8 largest (39..32), then the 3 smallest (2, 1, 0),
+  // and row 20 because it is marked; largest key first.
+  const auto shown = rows_that_matter(40, [](std::size_t i) { return double(i); }, [](std::size_t i) { return i == 20; });
+  ASSERT_TRUE(shown.has_value());
+  EXPECT_EQ(*shown, (std::vector<std::size_t>{39, 38, 37, 36, 35, 34, 33, 32, 20, 2, 1, 0}));
 }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "format.hpp"
+#include "many_ranks.hpp"
 
 namespace stepprof::detail {
 namespace {
@@ -16,55 +17,6 @@ std::string join(const std::vector<std::int64_t>& v, std::string_view sep = ", "
   std::string s;
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? std::string(sep) : "") + std::to_string(v[i]);
   return s;
-}
-
-// Jobs with thousands of ranks: lists of ranks longer than this are written as ranges,
-// and per-rank tables longer than kAllRanksUpTo show only the ranks that matter.
-constexpr std::size_t kListedUpTo = 16;
-constexpr std::size_t kAllRanksUpTo = 32;
-
-// Rank numbers for prose: "0, 1, 2" up to kListedUpTo of them; more as ascending runs,
-// "0..511, 513..1023", of which the first kListedUpTo are written and the rest counted.
-std::string rank_numbers(std::vector<std::int64_t> v) {
-  if (v.size() <= kListedUpTo) return join(v);
-  std::sort(v.begin(), v.end());
-  v.erase(std::unique(v.begin(), v.end()), v.end());
-  std::vector<std::string> runs;
-  for (std::size_t i = 0; i < v.size();) {
-    std::size_t j = i;
-    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
-    if (j - i >= 2) runs.push_back(fmt::format("{}..{}", v[i], v[j]));
-    else
-      for (std::size_t k = i; k <= j; ++k) runs.push_back(std::to_string(v[k]));
-    i = j + 1;
-  }
-  std::string s;
-  for (std::size_t i = 0; i < runs.size() && i < kListedUpTo; ++i) s += (i ? ", " : "") + runs[i];
-  if (runs.size() > kListedUpTo) {
-    std::size_t listed = 0;  // ranks in the runs written
-    for (const auto& r : std::vector<std::string>(runs.begin(), runs.begin() + kListedUpTo)) {
-      const auto dots = r.find("..");
-      listed += dots == std::string::npos ? 1 : std::stoull(r.substr(dots + 2)) - std::stoull(r.substr(0, dots)) + 1;
-    }
-    s += fmt::format(" and {} more", v.size() - listed);
-  }
-  return s;
-}
-
-// Which rows of a per-rank table to show: every row for up to kAllRanksUpTo ranks
-// (nullopt); beyond that the kHigh rows with the largest `key` (the slowest ranks), the
-// kLow with the smallest, and every row `must` marks, ordered by key, largest first.
-template <class Key, class Must>
-std::optional<std::vector<std::size_t>> rows_that_matter(std::size_t n, Key key, Must must) {
-  constexpr std::size_t kHigh = 8, kLow = 3;
-  if (n <= kAllRanksUpTo) return std::nullopt;
-  std::vector<std::size_t> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
-  std::vector<std::size_t> shown;
-  for (std::size_t k = 0; k < n; ++k)
-    if (k < kHigh || k + kLow >= n || must(order[k])) shown.push_back(order[k]);
-  return shown;
 }
 
 // The line under a shortened per-rank table: how many ranks it leaves out and the range

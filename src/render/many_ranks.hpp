@@ -1,0 +1,40 @@
+// Reports of jobs with many ranks: rank lists as ranges, and which ranks per-rank
+// tables and charts show. Internal to the renderers (document.cpp, html.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stepprof::detail {
+
+/// Lists of ranks longer than this are written as ranges; per-rank tables and charts of
+/// more than kAllRanksUpTo ranks show only the ranks that matter.
+inline constexpr std::size_t kListedUpTo = 16;
+inline constexpr std::size_t kAllRanksUpTo = 32;
+
+/// Rank numbers for prose: "0, 1, 2" up to kListedUpTo of them; more as ascending runs,
+/// "0..511, 513..1023", of which the first kListedUpTo are written and the rest counted
+/// ("... and 12 more").
+std::string rank_numbers(std::vector<std::int64_t> v);
+
+/// Which of `n` per-rank rows to show: every row for up to kAllRanksUpTo ranks
+/// (nullopt); beyond that the 8 rows with the largest `key(i)` (the slowest ranks), the
+/// 3 with the smallest, and every row `must(i)` marks, ordered by key, largest first.
+template <class Key, class Must>
+std::optional<std::vector<std::size_t>> rows_that_matter(std::size_t n, Key key, Must must) {
+  constexpr std::size_t kHigh = 8, kLow = 3;
+  if (n <= kAllRanksUpTo) return std::nullopt;
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
+  std::vector<std::size_t> shown;
+  for (std::size_t k = 0; k < n; ++k)
+    if (k < kHigh || k + kLow >= n || must(order[k])) shown.push_back(order[k]);
+  return shown;
+}
+
+}  // namespace stepprof::detail
