@@ -98,15 +98,7 @@ Section run_section(const Report& rep) {
   f.items.emplace_back("nesting", r.nesting_source.empty() ? "unknown (give --hierarchy FILE for exclusive times and code paths)"
                                                           : r.nesting_source);
   for (const auto& field : r.config) f.items.emplace_back("config " + field.key, field.json);
-  std::string files;
-  for (std::size_t i = 0; i < r.files.size(); ++i) {
-    if (r.files.size() > kListedUpTo && i == 2) {
-      files += fmt::format(", ... ({} files in all), {}", r.files.size(), r.files.back());
-      break;
-    }
-    files += (files.empty() ? "" : ", ") + r.files[i];
-  }
-  f.items.emplace_back("input", files);
+  f.items.emplace_back("input", file_list(r.files));
   s.blocks.emplace_back(std::move(f));
   return s;
 }

@@ -5,6 +5,8 @@
 
 #include "document.hpp"
 #include "html_escape.hpp"
+#include "many_ranks.hpp"
+#include "stepprof/analysis/stats.hpp"
 #include "stepprof/render/exports.hpp"
 #include "web_assets.hpp"
 
@@ -78,13 +80,87 @@ std::string part_label(const StackPart& p) {
   return p.region;
 }
 
-Json chart_data(const UpdateSeries& s) {
-  Json ranks = Json::array();
+// What the charts draw. A job of 64 ranks x 10,000 updates would put hundreds of MB of
+// numbers into the page, more than a browser draws: lines longer than kMaxChartPoints
+// are drawn as the means of `stride` consecutive updates, and the per-rank charts of
+// jobs with more than kAllRanksUpTo ranks show the ranks the tables show (the slowest,
+// the fastest and every straggler; the heatmaps keep every rank).
+constexpr std::size_t kMaxChartPoints = 2000;
+
+struct ChartPlan {
+  std::size_t stride = 1;         // updates per point
+  std::vector<std::size_t> ranks;  // indices into UpdateSeries::ranks, ascending
+};
+
+ChartPlan plan_charts(const Report& report, const UpdateSeries& s) {
+  ChartPlan plan;
+  std::size_t longest = s.steps.size();
+  for (const auto& r : s.ranks) longest = std::max(longest, r.steps.size());
+  plan.stride = longest <= kMaxChartPoints ? 1 : (longest + kMaxChartPoints - 1) / kMaxChartPoints;
+  std::vector<double> medians;
   for (const auto& r : s.ranks) {
+    std::vector<double> wall = r.wall_ms;
+    medians.push_back(median(wall).value_or(0));
+  }
+  auto flagged = [&](std::size_t i) {
+    const auto& rank = s.ranks[i].rank;
+    const auto& x = report.cross_rank;
+    return rank && (std::find(x.stragglers.begin(), x.stragglers.end(), *rank) != x.stragglers.end() ||
+                    std::any_of(x.episodes.begin(), x.episodes.end(),
+                                [&](const StragglerEpisode& e) { return e.rank == *rank; }));
+  };
+  const auto shown = detail::rows_that_matter(s.ranks.size(), [&](std::size_t i) { return medians[i]; }, flagged);
+  if (shown) {
+    plan.ranks = *shown;
+    std::sort(plan.ranks.begin(), plan.ranks.end());
+  } else {
+    for (std::size_t i = 0; i < s.ranks.size(); ++i) plan.ranks.push_back(i);
+  }
+  return plan;
+}
+
+// Every `stride`-th step: the first step of each point.
+Json thinned_steps(const std::vector<std::int64_t>& steps, std::size_t stride) {
+  Json a = Json::array();
+  for (std::size_t i = 0; i < steps.size(); i += stride) a.push_back(steps[i]);
+  return a;
+}
+
+// The mean of each `stride` consecutive values, absent ones left out (null when all are).
+template <class Value>
+Json thinned(const std::vector<Value>& v, std::size_t stride) {
+  auto present = [](const Value& x) {
+    if constexpr (std::is_same_v<Value, double>) return true;
+    else return x.has_value();
+  };
+  auto value = [](const Value& x) {
+    if constexpr (std::is_same_v<Value, double>) return x;
+    else return *x;
+  };
+  Json a = Json::array();
+  for (std::size_t i = 0; i < v.size(); i += stride) {
+    double sum = 0;
+    std::size_t n = 0;
+    for (std::size_t k = i; k < std::min(v.size(), i + stride); ++k)
+      if (present(v[k])) {
+        sum += value(v[k]);
+        ++n;
+      }
+    if (n == 0) a.push_back(nullptr);
+    else a.push_back(stride == 1 ? sum : sum / static_cast<double>(n));  // (one value: exactly as logged)
+  }
+  return a;
+}
+
+Json chart_data(const UpdateSeries& s, const ChartPlan& plan) {
+  const std::size_t k = plan.stride;
+  Json ranks = Json::array();
+  for (const auto i : plan.ranks) {
+    const auto& r = s.ranks[i];
     Json cuts = Json::array();
     for (const auto& b : r.breakdowns) {
       Json parts = Json::array();
-      for (const auto& p : b.parts) parts.push_back({{"label", part_label(p)}, {"ms", optional_array(p.ms)}});
+      for (const auto& p : b.parts) parts.push_back({{"label", part_label(p)}, {"ms", thinned(p.ms, k)}});
       cuts.push_back({{"label", level_label(b, r.breakdowns.size())}, {"stacked", b.stacked}, {"parts", parts}});
     }
     Json groups = Json::array();
@@ -92,47 +168,64 @@ Json chart_data(const UpdateSeries& s) {
       Json paths = Json::array();
       for (const auto& p : g.paths)
         paths.push_back({{"label", p.device ? p.region : p.region + " (host time)"},
-                         {"ms_per_unit", optional_array(p.ms_per_unit)}});
+                         {"ms_per_unit", thinned(p.ms_per_unit, k)}});
       groups.push_back({{"group", g.group}, {"unit", g.unit}, {"paths", paths}});
     }
     ranks.push_back({{"label", rank_label(r)},
-                     {"steps", r.steps},
-                     {"wall_ms", r.wall_ms},
-                     {"padding_fraction", optional_array(r.padding_fraction)},
+                     {"steps", thinned_steps(r.steps, k)},
+                     {"wall_ms", thinned(r.wall_ms, k)},
+                     {"padding_fraction", thinned(r.padding_fraction, k)},
                      {"breakdowns", cuts},
                      {"paths", groups}});
   }
-  Json matrices = Json::array();
+  Json matrices = Json::array(), labels = Json::array();
+  for (const auto& r : s.ranks) labels.push_back(rank_label(r));  // a matrix has a row for every rank
   for (const auto& m : s.matrices) {
     Json rows = Json::array();
-    for (const auto& row : m.values) rows.push_back(optional_array(row));
-    matrices.push_back({{"id", m.id}, {"title", m.title}, {"values", rows}});
+    for (const auto& row : m.values) rows.push_back(thinned(row, k));
+    matrices.push_back({{"id", m.id}, {"title", m.title}, {"labels", labels}, {"values", rows}});
   }
-  return Json{{"nesting_known", s.nesting_known}, {"steps", s.steps}, {"ranks", ranks}, {"matrices", matrices}};
+  return Json{{"nesting_known", s.nesting_known}, {"steps", thinned_steps(s.steps, k)}, {"ranks", ranks},
+              {"matrices", matrices}};
+}
+
+// What the charts leave out, for the page's header; empty when they show everything.
+std::string chart_note(const UpdateSeries& s, const ChartPlan& plan) {
+  std::string note;
+  if (plan.stride > 1)
+    note = fmt::format("Each point of the charts is the mean of {} consecutive updates.", plan.stride);
+  if (plan.ranks.size() < s.ranks.size())
+    note += fmt::format("{}Per-rank charts show {} of the {} ranks: the slowest and the fastest by median update "
+                        "time and every straggler; the heatmaps show every rank.",
+                        note.empty() ? "" : " ", plan.ranks.size(), s.ranks.size());
+  if (!note.empty()) note += " Every update of every rank is in `stepprof report --format json`.";
+  return note;
 }
 
 // The what-if chart: the measured update time and every available prediction, per step.
-Json whatif_data(const std::vector<WhatIfResult>& results) {
+Json whatif_data(const std::vector<WhatIfResult>& results, std::size_t stride) {
   const Prediction* first = nullptr;
   for (const auto& r : results)
     for (const auto& p : r.predictions)
       if (p.available && !first) first = &p;
   if (!first) return nullptr;
-  Json steps = Json::array(), measured = Json::array(), series = Json::array();
+  std::vector<std::int64_t> steps;
+  std::vector<double> measured;
   for (const auto& u : first->updates) {
     steps.push_back(u.step);
     measured.push_back(u.measured_ms);
   }
-  series.push_back({{"label", "measured"}, {"ms", measured}});
+  Json series = Json::array();
+  series.push_back({{"label", "measured"}, {"ms", thinned(measured, stride)}});
   for (const auto& r : results)
     for (const auto& p : r.predictions) {
       if (!p.available || p.updates.size() != first->updates.size()) continue;
-      Json ms = Json::array();
+      std::vector<double> ms;
       for (const auto& u : p.updates) ms.push_back(u.predicted_ms);
       const std::string name(scenario_name(r.scenario));
-      series.push_back({{"label", p.variant.empty() ? name : name + " (" + p.variant + ")"}, {"ms", ms}});
+      series.push_back({{"label", p.variant.empty() ? name : name + " (" + p.variant + ")"}, {"ms", thinned(ms, stride)}});
     }
-  return Json{{"steps", steps}, {"series", series}, {"range", first->range}};
+  return Json{{"steps", thinned_steps(steps, stride)}, {"series", series}, {"range", first->range}};
 }
 
 // A chart: a figure with a heading, optional selectors, the chart element and a caption.
@@ -248,14 +341,14 @@ void block(const detail::Block& b, std::string& out) {
 std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag,
                         const std::vector<WhatIfResult>& whatifs) {
   detail::Document doc = detail::build_document(report, diag);
-  const Json whatif = whatif_data(whatifs);
+  const ChartPlan plan = plan_charts(report, series);
+  const Json whatif = whatif_data(whatifs, plan.stride);
   if (!whatifs.empty()) {
     // Before the input problems, which stay last.
     const auto at = doc.sections.empty() ? doc.sections.end() : doc.sections.end() - 1;
     doc.sections.insert(at, detail::whatif_section(whatifs, "8. What if"));
   }
-  std::string files;
-  for (const auto& f : report.run.files) files += (files.empty() ? "" : ", ") + f;
+  const std::string files = detail::file_list(report.run.files);
 
   std::string out;
   out.reserve(detail::report_script().size() + 200000);
@@ -270,6 +363,8 @@ std::string render_html(const Report& report, const UpdateSeries& series, const 
   out += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n";
   out += "<header><h1>" + html_escape(doc.title) + "</h1>\n";
   if (!files.empty()) out += "<p class=\"sub\">" + html_escape(files) + "</p>\n";
+  if (const std::string note = chart_note(series, plan); !note.empty())
+    out += "<p class=\"sub\">" + html_escape(note) + "</p>\n";
   out += "<nav>";
   for (const auto& s : doc.sections)
     out += "<a href=\"#" + html_escape(s.id) + "\">" + html_escape(s.title) + "</a>\n";
@@ -290,7 +385,7 @@ std::string render_html(const Report& report, const UpdateSeries& series, const 
   }
   out += "</main>\n<footer>Written by stepprof. Charts drawn with " + html_escape(detail::chart_library()) +
          " (Apache License 2.0), bundled into this file: it opens offline.</footer>\n";
-  Json data = chart_data(series);
+  Json data = chart_data(series, plan);
   if (!whatif.is_null()) data["whatif"] = whatif;
   out += "<script type=\"application/json\" id=\"stepprof-data\">" + detail::json_for_script(data) + "</script>\n";
   out += "<script>" + std::string(detail::report_script()) + "</script>\n</body>\n</html>\n";

@@ -21,6 +21,10 @@ inline constexpr std::size_t kAllRanksUpTo = 32;
 /// ("... and 12 more").
 std::string rank_numbers(std::vector<std::int64_t> v);
 
+/// The input files for a header: all of them up to kListedUpTo, else the first two, the
+/// count and the last ("a, b, ... (1024 files in all), z").
+std::string file_list(const std::vector<std::string>& files);
+
 /// Which of `n` per-rank rows to show: every row for up to kAllRanksUpTo ranks
 /// (nullopt); beyond that the 8 rows with the largest `key(i)` (the slowest ranks), the
 /// 3 with the smallest, and every row `must(i)` marks, ordered by key, largest first.

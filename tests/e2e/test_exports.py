@@ -530,3 +530,39 @@ def test_html_and_trace_exit_statuses(tmp_path):
     assert run("html", empty, "-o", tmp_path / "b.html").returncode == 3
     assert run("trace", empty, "-o", tmp_path / "b.json").returncode == 3
     assert run("trace", fx.LOG, "-o", tmp_path / "no/such/dir/t.json").returncode == 2
+
+
+def log_updates(path):
+    return [json.loads(l) for l in Path(path).read_text().splitlines()[1:] if l.strip()]
+
+
+def test_html_charts_of_long_runs_draw_means_of_consecutive_updates(tmp_path):
+    # 4,001 updates: more than the 2,000 points a line is drawn from, so each point is
+    # the mean of 3 consecutive updates (the last point: of the one update left).
+    logs = tmp_path / "logs"
+    assert run("synth", "-o", logs, "--ranks", "1", "--updates", "4001").returncode == 0
+    updates = log_updates(logs / "rank0.jsonl")
+    source, page = html_page(tmp_path, logs)
+    assert "Each point of the charts is the mean of 3 consecutive updates." in source
+    (rank,) = json.loads(page.scripts[0][1])["ranks"]
+    chunks = [updates[i:i + 3] for i in range(0, len(updates), 3)]
+    assert rank["steps"] == [c[0]["step"] for c in chunks]
+    assert rank["wall_ms"] == pytest.approx([statistics.fmean(u["wall_ms"] for u in c) for c in chunks], rel=1e-12)
+    assert len(rank["steps"]) == 1334
+
+
+def test_html_charts_of_many_ranks_show_the_slowest_and_fastest(tmp_path):
+    logs = tmp_path / "logs"
+    assert run("synth", "-o", logs, "--ranks", "40", "--updates", "5").returncode == 0
+    medians = {}
+    for f in logs.glob("rank*.jsonl"):
+        medians[json.loads(f.read_text().splitlines()[0])["rank"]] = statistics.median(u["wall_ms"] for u in log_updates(f))
+    assert sorted(medians) == list(range(40))
+    by_median = sorted(medians, key=lambda r: -medians[r])
+    expected = sorted(by_median[:8] + by_median[-3:])
+    source, page = html_page(tmp_path, logs)
+    data = json.loads(page.scripts[0][1])
+    assert [r["label"] for r in data["ranks"]] == [f"rank {r}" for r in expected]
+    assert "Per-rank charts show 11 of the 40 ranks" in source
+    for m in data["matrices"]:  # the heatmaps keep every rank, with their own labels
+        assert m["labels"] == [f"rank {r}" for r in range(40)] and len(m["values"]) == 40

@@ -199,7 +199,8 @@ function heatmapChart(data, matrixIndex) {
     hi = Math.max(hi, v);
   }));
   if (cells.length === 0) { lo = 0; hi = 1; }
-  const labels = data.ranks.map((r) => r.label);
+  // (Rows are every rank; data.ranks may hold only the ranks the per-rank charts show.)
+  const labels = m.labels || data.ranks.map((r) => r.label);
   return {
     animation: false,
     grid: { left: 90, right: 24, top: 16, bottom: 80 },
