@@ -1,5 +1,8 @@
 #include "stepprof/hierarchy.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -177,9 +180,17 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
 }
 
 std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& diag) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    diag.report({Severity::kError, Problem::kUnreadable, path, 0, 0,
+                 "cannot read the hierarchy file: it is a directory"});
+    return std::nullopt;
+  }
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    diag.report({Severity::kError, Problem::kUnreadable, path, 0, 0, "cannot read the hierarchy file"});
+    diag.report({Severity::kError, Problem::kUnreadable, path, 0, 0,
+                 fmt::format("cannot read the hierarchy file{}", errno ? ": " + std::string(std::strerror(errno)) : "")});
     return std::nullopt;
   }
   std::stringstream ss;

@@ -280,3 +280,9 @@ def test_an_unwritable_output_says_why(tmp_path):
     r = run("report", LOG, "-o", tmp_path / "missing" / "out.txt")
     assert r.returncode == 2
     assert "out.txt: No such file or directory" in r.stderr
+
+
+def test_a_directory_as_the_nesting_file_says_so(tmp_path):
+    r = run("report", "--hierarchy", tmp_path, LOG)
+    assert r.returncode == 2
+    assert f"{tmp_path}: error: cannot read the hierarchy file: it is a directory" in r.stderr
