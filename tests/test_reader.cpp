@@ -2,6 +2,8 @@
 // Expected values are read off the real log by hand (see the line quoted in each test)
 // or follow from the small inputs written in the test.
 #include <gtest/gtest.h>
+#include <algorithm>
+#include <sys/stat.h>
 
 #include <limits>
 #include <zlib.h>
@@ -186,6 +188,21 @@ TEST_F(ReaderTest, DirectoryReadsLogFilesAndNotesOthers) {
   ASSERT_EQ(d.files.size(), 2u);
   ASSERT_EQ(d.ranks.size(), 1u);
   EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+}
+
+TEST_F(ReaderTest, DirectoryNotesABrokenLinkAndAFifo) {
+  write("a.jsonl", kConfig + "\n" + update(1) + "\n");
+  std::filesystem::create_symlink(dir_ / "nowhere.jsonl", dir_ / "broken.jsonl");
+  ASSERT_EQ(::mkfifo((dir_ / "pipe.jsonl").c_str(), 0600), 0);
+  const Dataset d = read({dir_.string()});
+  EXPECT_EQ(d.update_count(), 1u);
+  std::vector<std::string> notes;
+  for (const auto& x : diag_.kept())
+    if (x.severity == Severity::kNote) notes.push_back(std::filesystem::path(x.file).filename().string() + ": " + x.message);
+  std::sort(notes.begin(), notes.end());
+  EXPECT_EQ(notes, (std::vector<std::string>{
+                       "broken.jsonl: not read from the directory: a symbolic link to nothing",
+                       "pipe.jsonl: not read from the directory: not a regular file (a FIFO, socket or device)"}));
 }
 
 TEST_F(ReaderTest, MalformedLineNamesFileLineColumnAndContinues) {

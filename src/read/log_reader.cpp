@@ -421,7 +421,17 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
         continue;
       }
       if (it.depth() >= 4 && it->is_directory(ec)) it.disable_recursion_pending();
-      if (!it->is_regular_file(ec)) continue;
+      if (!it->is_regular_file(ec)) {
+        // Directories are walked; anything else that is not a regular file is said.
+        if (!it->is_directory(ec)) {
+          const bool link = it->is_symlink(ec);
+          diag.report({Severity::kNote, Problem::kUnknownRecord, it->path().string(), 0, 0,
+                       link ? "not read from the directory: a symbolic link to nothing"
+                            : "not read from the directory: not a regular file (a FIFO, socket or device)"});
+        }
+        ec.clear();
+        continue;
+      }
       if (has_log_name(fname))
         found.push_back(it->path().string());
       else
