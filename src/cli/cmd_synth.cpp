@@ -73,6 +73,8 @@ std::optional<std::string> parse_specs(SynthOptions& o) {
     synth::PaddingSpike x;
     x.rank = static_cast<std::int64_t>(f[0]);
     x.step = static_cast<std::int64_t>(f[1]);
+    if (f.size() == 3 && f[2] < 1)  // (0 would mean the default length in synth::PaddingSpike)
+      return fmt::format("--padding-spike {}: LENGTH must be a positive number of tokens", s);
     if (f.size() == 3) x.length = static_cast<std::int64_t>(f[2]);
     o.model.padding_spikes.push_back(x);
   }

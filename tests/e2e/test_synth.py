@@ -181,8 +181,10 @@ def test_bad_injections_are_usage_errors(tmp_path):
                      (["--fallback", "0:0"], "step 0 is not in 1..10"),
                      (["--padding-spike", "0:1:100"], "the length must be above"),
                      (["--straggler", "x"], "expected RANK:FIRST:LAST[:FACTOR]"),
-                     (["--ranks", 0], "--ranks must be between 1")):
-        base = ["--updates", 10] + ([] if "--ranks" in bad else ["--ranks", 4])
+                     (["--padding-spike", "0:1:0"], "LENGTH must be a positive number"),
+                     (["--ranks", 0], "--ranks must be between 1"),
+                     (["--updates", 10 ** 10], "--updates must be between 1 and 1000000000")):
+        base = ([] if "--updates" in bad else ["--updates", 10]) + ([] if "--ranks" in bad else ["--ranks", 4])
         r = run("synth", "-o", tmp_path / "x", *base, *bad)
         assert r.returncode == 2, bad
         assert why in r.stderr, r.stderr
