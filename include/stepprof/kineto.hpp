@@ -74,6 +74,11 @@ struct KinetoStats {
   /// Events of a category that is read but not complete events (ph "X"), e.g. "B"/"E"
   /// pairs: not read, reported as a warning [count].
   std::uint64_t not_complete = 0;
+  /// ProfilerStep ranges that start before an earlier one ends (work in the overlap
+  /// counts for the later step), with the first such range's line and step [count].
+  std::uint64_t overlapping_steps = 0;
+  std::uint64_t first_overlap_line = 0;
+  std::int64_t first_overlap_step = 0;
   std::uint64_t model_bytes = 0;  ///< memory held for the compact event tables at the end [bytes]
 };
 

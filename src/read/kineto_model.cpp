@@ -69,15 +69,26 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   std::vector<UpdateRecord> out;
   if (steps_.empty()) return out;
   std::stable_sort(steps_.begin(), steps_.end(), [](const Step& a, const Step& b) { return a.start < b.start; });
-  std::vector<std::int64_t> step_starts;
+  std::vector<std::int64_t> step_starts, reach;  // reach[i]: the latest end of steps 0..i
   step_starts.reserve(steps_.size());
-  for (const auto& s : steps_) step_starts.push_back(s.start);
-  // The step whose range holds `ts`, or kNone.
+  reach.reserve(steps_.size());
+  for (const auto& s : steps_) {
+    // A range that starts before an earlier one ends: the trace's steps overlap.
+    if (!reach.empty() && s.start < reach.back() && stats.overlapping_steps++ == 0) {
+      stats.first_overlap_line = s.line;
+      stats.first_overlap_step = s.step;
+    }
+    step_starts.push_back(s.start);
+    reach.push_back(reach.empty() ? s.end : std::max(reach.back(), s.end));
+  }
+  // The step whose range holds `ts` (of overlapping ones, the one that started last), or
+  // kNone. Without overlaps the loop looks at one step.
   auto step_of = [&](std::int64_t ts) -> std::int32_t {
     auto it = std::upper_bound(step_starts.begin(), step_starts.end(), ts);
-    if (it == step_starts.begin()) return kNone;
-    const auto i = static_cast<std::int32_t>(it - step_starts.begin() - 1);
-    return ts < steps_[static_cast<std::size_t>(i)].end ? i : kNone;
+    for (auto i = static_cast<std::int32_t>(it - step_starts.begin()) - 1; i >= 0 && reach[static_cast<std::size_t>(i)] > ts;
+         --i)
+      if (ts < steps_[static_cast<std::size_t>(i)].end) return i;
+    return kNone;
   };
 
   // Annotations per thread, sorted by start (outer first on ties), and their parent on

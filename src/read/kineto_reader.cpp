@@ -322,6 +322,11 @@ class TraceReader {
   }
 
   void notes() {
+    if (stats_.overlapping_steps)
+      report(Severity::kWarning, Problem::kBadTrace, {stats_.first_overlap_line, 0},
+             fmt::format("{} ProfilerStep range(s) start before an earlier one ends (the first: ProfilerStep#{}); "
+                         "work in an overlap is counted for the step that started last",
+                         stats_.overlapping_steps, stats_.first_overlap_step));
     if (stats_.not_complete)
       report(Severity::kWarning, Problem::kUnattributed, first_not_complete_,
              fmt::format("{} event(s) of the categories stepprof reads (user annotations, runtime calls, kernels, "

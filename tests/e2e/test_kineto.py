@@ -481,3 +481,22 @@ def test_corrupt_gzip_is_not_called_truncated(tmp_path):
     r = run("report", p)
     assert r.returncode == 3
     assert "the compressed data is corrupt (incorrect data check)" in r.stderr and "truncated" not in r.stderr
+
+
+def test_overlapping_steps_are_warned_about_and_work_goes_to_a_step_that_holds_it(tmp_path):
+    # ProfilerStep#8 (1100..1200 us) lies inside #7 (1000..1500 us): an annotation that
+    # starts after #8 ends is still inside #7 and counts there (it used to count for no
+    # step); "## forward ##" starts in #7 before #8 does.
+    doc = small_trace()
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#8", "pid": 1, "tid": 1, "ts": 1100, "dur": 100},
+        {"ph": "X", "cat": "user_annotation", "name": "## late ##", "pid": 1, "tid": 1, "ts": 1300, "dur": 50},
+    ]
+    p = write(tmp_path, "overlap.json", doc)
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "1 ProfilerStep range(s) start before an earlier one ends (the first: ProfilerStep#8)" in r.stderr
+    assert "outside every ProfilerStep" not in r.stderr
+    u7, u8 = (json.loads(l) for l in (tmp_path / "out/rank0.jsonl").read_text().splitlines()[1:])
+    assert u7["step"] == 7 and u7["cpu_call_ms"] == {"## forward ##": 0.2, "## late ##": 0.05}
+    assert u8["step"] == 8 and "cpu_call_ms" not in u8
