@@ -110,6 +110,13 @@ bool read_time(od::value v, Fields& f, std::string_view what, std::int64_t& out)
     const bool other_json = !v.type().get(t) && t != od::json_type::number && !raw.empty() &&
                             (raw[0] == '"' || raw[0] == '{' || raw[0] == '[' || raw == "true" || raw == "false" ||
                              raw == "null");
+    double as_double = 0;  // a JSON number (the type alone says only that it starts like one), but not a time
+    if (!v.type().get(t) && t == od::json_type::number && !v.get_double().get(as_double))
+      return f.fail(raw.data(),
+                    fmt::format("\"{}\" is not a time stepprof reads: {} (expected microseconds as Kineto writes "
+                                "them: digits, at most three decimals, no exponent, below 9.2e15)",
+                                what, raw.substr(0, 40)),
+                    Problem::kBadField);
     return f.fail(raw.data(),
                   fmt::format("\"{}\" should be a number of microseconds, found {}", what, raw.substr(0, 40)),
                   other_json ? Problem::kBadField : Problem::kMalformedJson);

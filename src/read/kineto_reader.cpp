@@ -171,8 +171,11 @@ class TraceReader {
         std::int64_t n = 0;
         if (ev.name.starts_with("ProfilerStep#")) {
           if (!step_number(ev.name, n)) {
+            const auto digits = ev.name.substr(std::string_view("ProfilerStep#").size());
+            const bool all_digits = !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
             report(Severity::kWarning, Problem::kBadField, scan.position(piece.text.data()),
-                   fmt::format("\"{}\" has no step number after '#'; not used as an update", shorten(ev.name)));
+                   fmt::format("\"{}\" {}; not used as an update", shorten(ev.name),
+                               all_digits ? "has a step number beyond the int64 range" : "has no step number after '#'"));
             return;
           }
           ++stats_.steps;

@@ -500,3 +500,17 @@ def test_overlapping_steps_are_warned_about_and_work_goes_to_a_step_that_holds_i
     u7, u8 = (json.loads(l) for l in (tmp_path / "out/rank0.jsonl").read_text().splitlines()[1:])
     assert u7["step"] == 7 and u7["cpu_call_ms"] == {"## forward ##": 0.2, "## late ##": 0.05}
     assert u8["step"] == 8 and "cpu_call_ms" not in u8
+
+
+def test_numbers_that_are_no_time_and_steps_beyond_int64_say_so(tmp_path):
+    doc = small_trace()
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "user_annotation", "name": "## huge ##", "pid": 1, "tid": 1, "ts": 1020, "dur": 1e20},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99999999999999999999999", "pid": 1, "tid": 1,
+         "ts": 2000, "dur": 5},
+    ]
+    p = write(tmp_path, "numbers.json", doc)
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 1, r.stderr
+    assert 'error: "dur" is not a time stepprof reads: 1e+20' in r.stderr and "[bad-field]" in r.stderr
+    assert '"ProfilerStep#99999999999999999999999" has a step number beyond the int64 range' in r.stderr
