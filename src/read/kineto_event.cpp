@@ -194,6 +194,14 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
   }
   std::string_view cat;
   bool have_cat = false, have_name = false;
+  // The fields stepprof reads, each at most once: a repeated one would silently win.
+  unsigned seen = 0;
+  auto once = [&](unsigned bit, const char* at, std::string_view key) {
+    if (seen & bit)
+      return f.fail(at, fmt::format("field \"{}\" appears twice in the event", key), Problem::kBadField);
+    seen |= bit;
+    return true;
+  };
   for (auto field : obj) {
     od::field fld;
     if (auto e = std::move(field).get(fld)) {
@@ -206,6 +214,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
     switch (k[0]) {
       case 'p':
         if (key_is(k, "ph")) {
+          if (!once(1u << 0, k, "ph")) return false;
           std::string_view ph;
           if (auto e = v.get_string().get(ph)) return f.fail_json(e, k, "\"ph\"");
           ev.ph = ph.empty() ? '?' : ph[0];
@@ -214,11 +223,13 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
             return true;
           }
         } else if (key_is(k, "pid")) {
+          if (!once(1u << 1, k, "pid")) return false;
           if (!read_id(v, f, "pid", ev.pid)) return false;
         }
         break;
       case 'c':
         if (key_is(k, "cat")) {
+          if (!once(1u << 2, k, "cat")) return false;
           if (auto e = v.get_string().get(cat)) return f.fail_json(e, k, "\"cat\"");
           have_cat = true;
           ev.kind = kind_of_category(cat);
@@ -231,6 +242,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
         break;
       case 'n':
         if (key_is(k, "name")) {
+          if (!once(1u << 3, k, "name")) return false;
           std::string_view name;
           if (auto e = v.get_string().get(name)) return f.fail_json(e, k, "\"name\"");
           ev.name = name;
@@ -244,26 +256,31 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
         break;
       case 't':
         if (key_is(k, "ts")) {
+          if (!once(1u << 4, k, "ts")) return false;
           if (!read_time(v, f, "ts", ev.ts_ns)) return false;
           ev.has_ts = true;
         } else if (key_is(k, "tid")) {
+          if (!once(1u << 5, k, "tid")) return false;
           if (!read_id(v, f, "tid", ev.tid)) return false;
         }
         break;
       case 'd':
         if (key_is(k, "dur")) {
+          if (!once(1u << 6, k, "dur")) return false;
           if (!read_time(v, f, "dur", ev.dur_ns)) return false;
           ev.has_dur = true;
         }
         break;
       case 'i':
         if (key_is(k, "id")) {
+          if (!once(1u << 7, k, "id")) return false;
           if (!read_id(v, f, "id", ev.id)) return false;
           ev.has_id = true;
         }
         break;
       case 'a':
         if (key_is(k, "args")) {
+          if (!once(1u << 8, k, "args")) return false;
           od::object args;
           if (v.get_object().get(args)) break;  // args of another shape: nothing stepprof uses
           for (auto af : args) {

@@ -514,3 +514,11 @@ def test_numbers_that_are_no_time_and_steps_beyond_int64_say_so(tmp_path):
     assert r.returncode == 1, r.stderr
     assert 'error: "dur" is not a time stepprof reads: 1e+20' in r.stderr and "[bad-field]" in r.stderr
     assert '"ProfilerStep#99999999999999999999999" has a step number beyond the int64 range' in r.stderr
+
+
+def test_an_event_field_given_twice_rejects_the_event(tmp_path):
+    doc = small_trace()
+    p = write(tmp_path, "dup.json", json.dumps(doc, indent=1).replace('"dur": 200', '"dur": 200, "dur": 900'))
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 1
+    assert 'error: field "dur" appears twice in the event; event skipped [bad-field]' in r.stderr
