@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "../util/rank_numbers.hpp"
+
 namespace stepprof {
 namespace {
 
@@ -67,6 +69,8 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   if (!x.available || !x.margin_ms) return;
   const std::size_t n = x.steps_aligned;
+  std::vector<Finding> found;
+  std::vector<std::int64_t> ranks;
   for (const auto& r : x.per_rank) {
     // Flagged by score, or the slowest rank in most updates.
     if (!r.straggler && r.times_slowest * 2 <= n) continue;
@@ -98,8 +102,30 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
         "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
         "balancing the work across ranks saves the time at stake on every rank",
         r.rank);
-    out.push_back(std::move(f));
+    found.push_back(std::move(f));
+    ranks.push_back(r.rank);
   }
+  // Many slow ranks are one finding (they would fill the list and hide every other one):
+  // its time at stake is theirs together, the margin of the updates they were slowest in.
+  constexpr std::size_t kEachUpTo = 3;
+  if (found.size() <= kEachUpTo) {
+    for (auto& f : found) out.push_back(std::move(f));
+    return;
+  }
+  const auto worst = std::max_element(found.begin(), found.end(), [](const Finding& a, const Finding& b) {
+    return a.ms_per_update < b.ms_per_update;
+  });
+  Finding g;
+  g.kind = "straggler";
+  g.subject = fmt::format("{} ranks", found.size());
+  for (const auto& f : found) g.ms_per_update += f.ms_per_update;
+  g.title = fmt::format("{} ranks are stragglers or the slowest rank in most updates: ranks {}", found.size(),
+                        detail::rank_numbers(ranks));
+  g.evidence = fmt::format("the worst, {}: {}", worst->subject, worst->evidence);
+  g.action =
+      "find what these ranks share: their nodes or GPUs (one host, one switch?), their data (frames, tokens, code "
+      "paths in their logs); balancing the work across ranks saves the time at stake on every rank";
+  out.push_back(std::move(g));
 }
 
 // A rank that fell far behind for a stretch of updates (cross_rank.hpp, StragglerEpisode).

@@ -9,17 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "../util/rank_numbers.hpp"
+
 namespace stepprof::detail {
 
-/// Lists of ranks longer than this are written as ranges; per-rank tables and charts of
-/// more than kAllRanksUpTo ranks show only the ranks that matter.
-inline constexpr std::size_t kListedUpTo = 16;
+/// Per-rank tables and charts of more than kAllRanksUpTo ranks show only the ranks that
+/// matter (rows_that_matter).
 inline constexpr std::size_t kAllRanksUpTo = 32;
-
-/// Rank numbers for prose: "0, 1, 2" up to kListedUpTo of them; more as ascending runs,
-/// "0..511, 513..1023", of which the first kListedUpTo are written and the rest counted
-/// ("... and 12 more").
-std::string rank_numbers(std::vector<std::int64_t> v);
 
 /// The input files for a header: all of them up to kListedUpTo, else the first two, the
 /// count and the last ("a, b, ... (1024 files in all), z").

@@ -209,3 +209,19 @@ def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path):
     assert "interrupted" in err
     assert not out.exists()
     assert not list(tmp_path.glob("report.json.tmp-*"))
+
+
+def test_many_stragglers_are_one_finding_that_leaves_room_for_the_others(tmp_path):
+    slow = [3, 5, 7, 9, 11, 13]  # 1.6x slower for the whole run: flagged by score
+    args = [a for r in slow for a in ("--straggler", f"{r}:1:40:1.6")]
+    synth(tmp_path, "--ranks", 40, "--updates", 40, *args)
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    assert sorted(x["stragglers"]) == slow
+    found = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert len(found) == 1 and found[0]["subject"] == "6 ranks"
+    assert "ranks 3, 5, 7, 9, 11, 13" in found[0]["title"]
+    # Its time at stake: the margins of the updates these ranks were slowest in, per update.
+    margins = [u["margin_ms"] for u in x["per_update"] if u["slowest_rank"] in slow]
+    assert found[0]["ms_per_update"] == pytest.approx(sum(margins) / x["steps_aligned"], rel=0.05)
+    assert len(rep["findings"]) > 1

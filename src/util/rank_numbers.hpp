@@ -1,0 +1,19 @@
+// Rank numbers written for people, for jobs of any size (findings and reports).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stepprof::detail {
+
+/// Rank lists longer than this are written as ranges (rank_numbers).
+inline constexpr std::size_t kListedUpTo = 16;
+
+/// Rank numbers for prose: "0, 1, 2" up to kListedUpTo of them; more as ascending runs,
+/// "0..511, 513..1023", of which the first kListedUpTo are written and the rest counted
+/// ("... and 12 more"). Repeats count once.
+std::string rank_numbers(std::vector<std::int64_t> v);
+
+}  // namespace stepprof::detail
