@@ -147,8 +147,8 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       for (auto kid : p.kids) {
         const RegionColumns kid_columns(in, updates, kid);
         const UpdateIndex::Columns& kc = kid_columns.get();
-        auto add = [](double& sum, double t) {
-          if (!std::isnan(t)) sum = (std::isnan(sum) ? 0 : sum) + t;  // the first child's time starts the sum
+        auto add = [](double& sum, double ms) {
+          if (!std::isnan(ms)) sum = (std::isnan(sum) ? 0 : sum) + ms;  // the first child's time starts the sum
         };
         for (std::size_t k = 0; k < updates.size(); ++k) {
           add(kids_device[k], kc.device[k]);
@@ -239,7 +239,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         const UpdateRecord* u = updates[k];
         double inside = 0;
         for (const auto& tc : top_columns)  // as outside_regions_ms: host time, absent counts 0
-          if (const double t = tc.get().host[k]; !std::isnan(t)) inside += t;
+          if (const double h = tc.get().host[k]; !std::isnan(h)) inside += h;
         const double o = u->wall_ms - inside;
         outside.push_back(o);
         // Top-level regions are consecutive parts of the update: together they cannot

@@ -216,7 +216,7 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
         if (!r.parent || data.regions.name(r.region).empty()) continue;
         Parent& p = parent_of[r.region];
         if (!p.known) {
-          p = {true, *r.parent, u.source};
+          p = {true, *r.parent, u.source, std::nullopt};
           order.push_back(r.region);
         } else if (p.parent != *r.parent && p.reported != *r.parent) {
           auto name = [&](NameTable::Id id) {

@@ -57,12 +57,6 @@ footer { padding: 12px 28px 24px; color: var(--muted); font-size: 12px; border-t
 
 std::string rank_label(const RankSeries& r) { return r.rank ? fmt::format("rank {}", *r.rank) : "rank unknown"; }
 
-Json optional_array(const std::vector<std::optional<double>>& v) {
-  Json a = Json::array();
-  for (const auto& x : v) a.push_back(x ? Json(*x) : Json(nullptr));
-  return a;
-}
-
 std::string level_label(const Breakdown& b, std::size_t levels) {
   if (!b.stacked) return "every region (not stacked)";
   if (b.level == 0) return "top-level regions";
