@@ -292,4 +292,6 @@ TEST(ManyRanks, RowsThatMatter) {
   const auto shown = rows_that_matter(40, [](std::size_t i) { return double(i); }, [](std::size_t i) { return i == 20; });
   ASSERT_TRUE(shown.has_value());
   EXPECT_EQ(*shown, (std::vector<std::size_t>{39, 38, 37, 36, 35, 34, 33, 32, 20, 2, 1, 0}));
+  // Every row marked: nothing is left out, so no cut table.
+  EXPECT_FALSE(rows_that_matter(40, [](std::size_t i) { return double(i); }, [](std::size_t) { return true; }));
 }

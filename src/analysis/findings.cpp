@@ -65,6 +65,25 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
   }
 }
 
+// Findings about single ranks: up to kEachUpTo of them each, more as one finding made by
+// `group` (they would fill the list and hide every other finding).
+template <class Group>
+void each_or_grouped(std::vector<Finding>& found, std::vector<Finding>& out, Group group) {
+  constexpr std::size_t kEachUpTo = 3;
+  if (found.size() <= kEachUpTo) {
+    for (auto& f : found) out.push_back(std::move(f));
+    return;
+  }
+  Finding g;
+  g.kind = found.front().kind;
+  for (const auto& f : found) g.ms_per_update += f.ms_per_update;
+  const auto worst = std::max_element(found.begin(), found.end(), [](const Finding& a, const Finding& b) {
+    return a.ms_per_update < b.ms_per_update;
+  });
+  group(g, *worst);
+  out.push_back(std::move(g));
+}
+
 void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   if (!x.available || !x.margin_ms) return;
@@ -93,10 +112,12 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
                           r.straggler ? "a straggler: " : "", r.times_slowest, n, r.relative_score);
     f.evidence = fmt::format(
         "its own work (wall_ms minus {}) takes {:.0f} ms per update (median) against {:.0f} ms on the fastest rank; "
-        "when it is the slowest it is {:.0f} ms behind the median rank; the other ranks wait {:.0f} ms per update "
-        "on average (median per rank)",
+        "{}; the other ranks wait {:.0f} ms per update on average (median per rank)",
         x.comm_region.empty() ? std::string("nothing: no communication region") : x.comm_region, r.compute_ms.median,
-        r.compute_ms.median * r.relative_score, margin ? margin->median : 0.0,
+        r.compute_ms.median * r.relative_score,
+        margin ? fmt::format("when it is the slowest it is {:.0f} ms behind the median rank", margin->median)
+               : std::string("it is never the slowest rank (a slower one always is), so no time is at stake on it "
+                             "alone"),
         others ? others_wait / static_cast<double>(others) : 0.0);
     f.action = fmt::format(
         "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
@@ -105,33 +126,35 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
     found.push_back(std::move(f));
     ranks.push_back(r.rank);
   }
-  // Many slow ranks are one finding (they would fill the list and hide every other one):
-  // its time at stake is theirs together, the margin of the updates they were slowest in.
-  constexpr std::size_t kEachUpTo = 3;
-  if (found.size() <= kEachUpTo) {
-    for (auto& f : found) out.push_back(std::move(f));
-    return;
-  }
-  const auto worst = std::max_element(found.begin(), found.end(), [](const Finding& a, const Finding& b) {
-    return a.ms_per_update < b.ms_per_update;
+  // Many slow ranks are one finding: its time at stake is theirs together, the margins of
+  // the updates they were slowest in. When most ranks are slow the median rank is slow
+  // too, so the margins understate it: the fast ranks' wait is then the time at stake.
+  each_or_grouped(found, out, [&](Finding& g, const Finding& worst) {
+    double fast_wait = 0;  // the largest median wait of a rank not listed
+    for (const auto& r : x.per_rank)
+      if (std::find(ranks.begin(), ranks.end(), r.rank) == ranks.end()) fast_wait = std::max(fast_wait, r.wait_ms.median);
+    const bool most = 2 * ranks.size() > x.per_rank.size();
+    if (most) g.ms_per_update = std::max(g.ms_per_update, fast_wait);
+    g.subject = fmt::format("{} ranks", ranks.size());
+    g.title = fmt::format("{} ranks are stragglers or the slowest rank in most updates: ranks {}", ranks.size(),
+                          detail::rank_numbers(ranks));
+    g.evidence = fmt::format("the worst, {}: {}{}", worst.subject, worst.evidence,
+                             most ? fmt::format("; they are most of the {} ranks, so the median rank is slow too: the "
+                                                "other ranks wait up to {:.0f} ms per update (median)",
+                                                x.per_rank.size(), fast_wait)
+                                  : std::string());
+    g.action =
+        "find what these ranks share: their nodes or GPUs (one host, one switch?), their data (frames, tokens, code "
+        "paths in their logs); balancing the work across ranks saves the time at stake on every rank";
   });
-  Finding g;
-  g.kind = "straggler";
-  g.subject = fmt::format("{} ranks", found.size());
-  for (const auto& f : found) g.ms_per_update += f.ms_per_update;
-  g.title = fmt::format("{} ranks are stragglers or the slowest rank in most updates: ranks {}", found.size(),
-                        detail::rank_numbers(ranks));
-  g.evidence = fmt::format("the worst, {}: {}", worst->subject, worst->evidence);
-  g.action =
-      "find what these ranks share: their nodes or GPUs (one host, one switch?), their data (frames, tokens, code "
-      "paths in their logs); balancing the work across ranks saves the time at stake on every rank";
-  out.push_back(std::move(g));
 }
 
 // A rank that fell far behind for a stretch of updates (cross_rank.hpp, StragglerEpisode).
 void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   if (!x.available || !x.margin_ms || x.steps_aligned == 0) return;
+  std::vector<Finding> found;
+  std::vector<std::int64_t> ranks;
   for (const auto& e : x.episodes) {
     Finding f;
     f.kind = "straggler_episode";
@@ -148,8 +171,19 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
         "look at what rank {} did in steps {}..{}: its data (frames, tokens, code paths in its log), its host and GPU "
         "at that time (clocks, temperature, other processes)",
         e.rank, e.first_step, e.last_step);
-    out.push_back(std::move(f));
+    found.push_back(std::move(f));
+    ranks.push_back(e.rank);
   }
+  each_or_grouped(found, out, [&](Finding& g, const Finding& worst) {
+    g.subject = fmt::format("{} stretches", found.size());
+    g.title = fmt::format("in {} stretches of updates one rank fell far behind (ranks {})", found.size(),
+                          detail::rank_numbers(ranks));
+    g.evidence = fmt::format("the longest wait, {}: {}; every stretch is listed in the waiting section", worst.title,
+                             worst.evidence);
+    g.action =
+        "look for what these stretches share: the same host or GPU, the same data, a periodic job on the nodes "
+        "(checkpoints, evaluation, logging)";
+  });
 }
 
 void waiting(const FindingInputs& in, std::vector<Finding>& out) {

@@ -23,7 +23,8 @@ std::string file_list(const std::vector<std::string>& files);
 
 /// Which of `n` per-rank rows to show: every row for up to kAllRanksUpTo ranks
 /// (nullopt); beyond that the 8 rows with the largest `key(i)` (the slowest ranks), the
-/// 3 with the smallest, and every row `must(i)` marks, ordered by key, largest first.
+/// 3 with the smallest, and every row `must(i)` marks, ordered by key, largest first;
+/// nullopt as well when that is every row.
 template <class Key, class Must>
 std::optional<std::vector<std::size_t>> rows_that_matter(std::size_t n, Key key, Must must) {
   constexpr std::size_t kHigh = 8, kLow = 3;
@@ -34,6 +35,7 @@ std::optional<std::vector<std::size_t>> rows_that_matter(std::size_t n, Key key,
   std::vector<std::size_t> shown;
   for (std::size_t k = 0; k < n; ++k)
     if (k < kHigh || k + kLow >= n || must(order[k])) shown.push_back(order[k]);
+  if (shown.size() == n) return std::nullopt;  // (every row is flagged: nothing to leave out)
   return shown;
 }
 

@@ -225,3 +225,30 @@ def test_many_stragglers_are_one_finding_that_leaves_room_for_the_others(tmp_pat
     margins = [u["margin_ms"] for u in x["per_update"] if u["slowest_rank"] in slow]
     assert found[0]["ms_per_update"] == pytest.approx(sum(margins) / x["steps_aligned"], rel=0.05)
     assert len(rep["findings"]) > 1
+
+
+def test_many_stretches_are_one_finding(tmp_path):
+    # Seven ranks each fall behind for 4 updates: one straggler_episode finding for all.
+    windows = [(r, 3 + 5 * i) for i, r in enumerate((1, 7, 13, 19, 25, 31, 37))]
+    args = [a for r, s in windows for a in ("--straggler", f"{r}:{s}:{s + 3}:1.6")]
+    synth(tmp_path, "--ranks", 64, "--updates", 60, *args)
+    rep = report(tmp_path / "logs")
+    assert sorted(e["rank"] for e in rep["cross_rank"]["episodes"]) == [r for r, _ in windows]
+    found = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert len(found) == 1 and found[0]["subject"] == "7 stretches"
+    excess = sum(e["excess_ms"] for e in rep["cross_rank"]["episodes"]) / rep["cross_rank"]["steps_aligned"]
+    assert found[0]["ms_per_update"] == pytest.approx(excess)
+    assert {"exclusive-time", "data-loading"} <= {f["kind"] for f in rep["findings"]}
+
+
+def test_when_most_ranks_are_slow_the_fast_ranks_wait_is_at_stake(tmp_path):
+    slow = list(range(25))  # 25 of 33 ranks 1.6x slower: the median rank is slow too
+    synth(tmp_path, "--ranks", 33, "--updates", 20, *[a for r in slow for a in ("--straggler", f"{r}:1:20:1.6")])
+    rep = report(tmp_path / "logs")
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert f["subject"] == "25 ranks"
+    fast_wait = max(r["wait_ms"]["median"] for r in rep["cross_rank"]["per_rank"] if r["rank"] not in slow)
+    # (the margins over the slow median rank sum to a few hundred ms; the fast ranks wait seconds)
+    assert f["ms_per_update"] == pytest.approx(fast_wait) and fast_wait > 3000
+    text = run("report", tmp_path / "logs").stdout
+    assert "the other 0 ranks" not in text
