@@ -492,15 +492,20 @@ TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted
   count(big, 2);
   ASSERT_EQ(end_update(0), Status::kOk);
   count(big, std::int64_t{1} << 53);  // exactly 2^53: kept
+  frame_histogram_add(9, std::int64_t{1} << 62);
+  frame_histogram_add(9, std::int64_t{1} << 62);  // past 2^53 (and, summed, past int64): left out
+  frame_histogram_add(3, 2);
   ASSERT_EQ(end_update(1), Status::kOk);
   EXPECT_EQ(close(), Status::kWarnErrors);  // it says so at close
   const auto lines = read_lines(log.path);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[1]["counts"], (Json{{"bc_ok", 5}}));
   EXPECT_EQ(lines[2]["counts"], (Json{{"bc_big", std::int64_t{1} << 53}}));
-  // Both were counted before the first record was written, which reports them.
+  EXPECT_EQ(lines[2]["frame_histogram"], (Json{{"3", 2}}));
+  // Both were counted before the first record was written, which reports them; the two
+  // histogram adds before the second.
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 2}}));
-  EXPECT_FALSE(lines[2].contains("recorder_errors"));
+  EXPECT_EQ(lines[2]["recorder_errors"], (Json{{"bad_argument", 2}}));
   Diagnostics diag;  // and the reader takes both records
   const Dataset d = read_logs({log.path}, {}, diag);
   EXPECT_EQ(d.update_count(), 2u);

@@ -93,7 +93,9 @@ int main(void) {
   CHECK(stepprof_region_exit(inner) == STEPPROF_OK);
   CHECK(stepprof_region_exit(outer) == STEPPROF_OK);
   CHECK(stepprof_error_count(rec, "mismatched_exit") == 1);
-  CHECK(stepprof_error_count(rec, NULL) == 2); /* + the padding fraction 2.0 */
+  /* + bad_argument 3: the negative frames, the shape without dimensions, the padding fraction 2.0 */
+  CHECK(stepprof_error_count(rec, "bad_argument") == 3);
+  CHECK(stepprof_error_count(rec, NULL) == 4);
   /* Per-micro-batch detail: two micro-batches written, one rejected (40 tokens > 30). */
   const int64_t mb_frames[2] = {9, 3}, mb_tokens[2] = {40, 20};
   CHECK(stepprof_microbatch(mb_frames, mb_tokens, 2, "c_inner", 48) == STEPPROF_OK);
@@ -123,7 +125,7 @@ int main(void) {
     CHECK_CONTAINS(text, "\"step\":7,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1,\"c_inner\":2},\"parents\":{\"c_outer\":null,\"c_inner\":\"c_outer\"}");
     CHECK_CONTAINS(text, "\"counts\":{\"samples\":8},\"frame_histogram\":{\"3\":2},\"input_shapes\":{\"(2, 128)\":1},"
-                         "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":1}}\n");
+                         "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":3}}\n");
     CHECK_CONTAINS(text, "\"step\":8,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1},\"parents\":{\"c_outer\":null},\"microbatches\":[{\"path\":\"c_inner\","
                          "\"frames\":[9,3],\"tokens\":[40,20],\"padded_length\":48},{\"frames\":[9,3]}],"

@@ -258,10 +258,13 @@ inline void count(const CounterSite& site, std::int64_t n) noexcept {
 }
 
 /// Adds `samples` samples with `frames` frames each to the update's `frame_histogram`.
+/// Negative values, frames above 2^53, and an add that would take the update's count for
+/// `frames` above 2^53 are ignored and counted as `bad_argument`.
 void frame_histogram_add(std::int64_t frames, std::int64_t samples = 1) noexcept;
 
 /// Counts one micro-batch whose token tensor has shape `dims` (e.g. {batch, padded_length})
-/// in the update's `input_shapes`.
+/// in the update's `input_shapes`. No dimensions or a negative one: ignored and counted as
+/// `bad_argument`.
 void input_shape(std::span<const std::int64_t> dims) noexcept;
 inline void input_shape(std::initializer_list<std::int64_t> dims) noexcept {
   input_shape(std::span<const std::int64_t>(dims.begin(), dims.size()));

@@ -208,11 +208,17 @@ class Recorder:
 
     def frame(self, frames: int, samples: int = 1) -> None:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram."""
-        _core.frame_histogram_add(_integer(frames, "frames"), _integer(samples, "samples"))
+        frames, samples = _integer(frames, "frames"), _integer(samples, "samples")
+        if frames < 0 or samples < 0:
+            raise ValueError(f"frames ({frames}) and samples ({samples}) must be >= 0")
+        _core.frame_histogram_add(frames, samples)
 
     def input_shape(self, shape: Sequence[int]) -> None:
         """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length)."""
-        _core.input_shape([_integer(d, "input shape dimension") for d in shape])
+        dims = [_integer(d, "input shape dimension") for d in shape]
+        if not dims or any(d < 0 for d in dims):
+            raise ValueError(f"an input shape needs dimensions >= 0, got {tuple(dims)}")
+        _core.input_shape(dims)
 
     def sample_indices(self, indices: Iterable[int]) -> None:
         """Appends dataset indices to the update's sample_indices."""

@@ -238,17 +238,18 @@ int stepprof_counter_add(stepprof_counter_id id, int64_t n) {
 }
 
 int stepprof_frame_histogram_add(int64_t frames, int64_t samples) {
+  stepprof::frame_histogram_add(frames, samples);  // (counts a bad_argument itself)
   if (frames < 0 || samples < 0)
     return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_frame_histogram_add: frames and samples must be >= 0");
-  stepprof::frame_histogram_add(frames, samples);
   return STEPPROF_OK;
 }
 
 int stepprof_input_shape(const int64_t* dims, size_t ndims) {
+  // (stepprof::input_shape counts a bad_argument for no or a negative dimension itself.)
+  stepprof::input_shape(dims ? std::span<const std::int64_t>(dims, ndims) : std::span<const std::int64_t>());
   if (!dims || ndims == 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_input_shape: no dimensions");
   for (size_t i = 0; i < ndims; ++i)
     if (dims[i] < 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_input_shape: negative dimension");
-  stepprof::input_shape(std::span<const std::int64_t>(dims, ndims));
   return STEPPROF_OK;
 }
 

@@ -671,11 +671,22 @@ Status info(RecorderInfo& out) noexcept {
 Status set_device_stream(void* cu_stream) noexcept { return core().set_device_stream(cu_stream); }
 
 void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept {
-  if (frames < 0 || samples < 0) {
+  // Counts are >= 0 and at most 2^53 (a double's exact integers, what the reader admits).
+  constexpr std::int64_t kExact = std::int64_t{1} << 53;
+  if (frames < 0 || samples < 0 || frames > kExact) {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return;
   }
-  detail::with_data([&](detail::UpdateData& d) { d.histogram[frames] += samples; });
+  detail::with_data([&](detail::UpdateData& d) {
+    const auto it = d.histogram.find(frames);
+    std::int64_t sum = 0;
+    if (__builtin_add_overflow(it == d.histogram.end() ? 0 : it->second, samples, &sum) || sum > kExact) {
+      detail::count_global_error(detail::ErrorKind::kBadArgument);  // this add is left out
+      return;
+    }
+    if (it == d.histogram.end()) d.histogram.emplace(frames, sum);
+    else it->second = sum;
+  });
 }
 
 void input_shape(std::span<const std::int64_t> dims) noexcept {

@@ -162,6 +162,10 @@ def test_wrong_argument_types_and_values_raise(tmp_path):
         rec.region("a\x00b")  # the C ABI would cut the name at the NUL
     with pytest.raises(TypeError):
         rec.end_update("2")
+    with pytest.raises(ValueError):
+        rec.frame(-1)
+    with pytest.raises(ValueError):
+        rec.input_shape((8, -1))
     rec.count("samples", 2)
     rec.end_update(1)
     rec.close()
