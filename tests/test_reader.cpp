@@ -178,6 +178,29 @@ TEST_F(ReaderTest, TruncatedGzipKeepsCompleteRecords) {
   EXPECT_LT(d.ranks[0].updates.size(), 20u);
 }
 
+TEST_F(ReaderTest, CorruptGzipIsAReadErrorNotATruncatedRecord) {
+  // A large file (so that zlib hands out most of it before it checks the CRC) whose gzip
+  // trailer's CRC-32 is wrong: the data error is reported once, as unreadable, with the
+  // records before the last line read; no "the last line ends mid-record" warning.
+  std::string text = kConfig + "\n";
+  for (int s = 1; s <= 20000; ++s) text += update(s) + "\n";
+  const auto full = (dir_ / "full.gz").string();
+  gzFile f = gzopen(full.c_str(), "wb");
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  std::string gz = slurp(full);
+  gz[gz.size() - 8] = static_cast<char>(gz[gz.size() - 8] ^ 0xFF);
+  const auto bad = write("bad.jsonl.gz", gz);
+  const Dataset d = read({bad});
+  EXPECT_EQ(diag_.count(Problem::kTruncatedLine), 0u);
+  ASSERT_EQ(diag_.count(Problem::kUnreadable), 1u);
+  const Diagnostic* e = first(Problem::kUnreadable);
+  EXPECT_NE(e->message.find("incorrect data check"), std::string::npos) << e->message;
+  // Every line before the one the error stopped at is an update, and every one was analyzed.
+  EXPECT_EQ(d.update_count(), e->line - 2);
+  EXPECT_GT(d.update_count(), 10000u);
+}
+
 TEST_F(ReaderTest, DirectoryReadsLogFilesAndNotesOthers) {
   write("a.jsonl", kConfig + "\n" + update(1) + "\n");
   write("b.jsonl", update(2) + "\n");

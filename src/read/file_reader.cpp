@@ -102,7 +102,7 @@ class FileParser {
   void read_lines(LineSource& src) {
     std::optional<RunConfig>& file_config = out_.config;
     std::uint64_t file_config_line = 0;
-    bool table_mode = false, mode_known = false, truncated = false;
+    bool table_mode = false, mode_known = false, truncated = false, corrupt_tail = false;
     std::uint64_t records = 0, rejected_after_mix = 0, mixed_at = 0;
     std::string cell;  // markdown cell with `\|` unescaped, plus parser padding
     RecordParser parser(out_.regions, out_.counters);
@@ -186,6 +186,12 @@ class FileParser {
       switch (kind) {
         case RecordKind::kError: {
           std::uint64_t col = rerr.column ? col_offset + rerr.column : 0;
+          if (!terminated && !src.error().empty() && !src.cut_off()) {
+            // The line is the last that could be read from a corrupt file (e.g. a bad gzip
+            // CRC), not one cut off by a killed job: the read error below says so.
+            corrupt_tail = true;
+            break;
+          }
           if (!terminated) {
             if (col == 0) col = line.size() + 1;  // where the record was cut
             truncated = true;
@@ -268,7 +274,7 @@ class FileParser {
       report(Severity::kError, Problem::kUnreadable, src.line_number(), 0,
              fmt::format("cannot read the rest of the file ({}): it is corrupt or unreadable; the {} update "
                          "record(s) before line {} are analyzed",
-                         src.error(), out_.updates.size(), src.line_number() + 1));
+                         src.error(), out_.updates.size(), src.line_number() + (corrupt_tail ? 0 : 1)));
     }
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
