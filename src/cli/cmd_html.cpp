@@ -20,7 +20,9 @@ struct HtmlOptions {
 int run_html(const HtmlOptions& opt) {
   Diagnostics diag(opt.input.strict);
   LoadedInput in;
-  if (auto stop = load_input(opt.input, diag, in)) return *stop;
+  InputOptions input = opt.input;
+  input.output = opt.output;
+  if (auto stop = load_input(input, diag, in)) return *stop;
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const Report report = build_report(ain);
   std::vector<WhatIfResult> whatifs;

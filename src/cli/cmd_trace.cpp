@@ -17,7 +17,9 @@ struct TraceOptions {
 int run_trace(const TraceOptions& opt) {
   Diagnostics diag(opt.input.strict);
   LoadedInput in;
-  if (auto stop = load_input(opt.input, diag, in)) return *stop;
+  InputOptions input = opt.input;
+  input.output = opt.output;
+  if (auto stop = load_input(input, diag, in)) return *stop;
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const std::string text = render_trace(build_timeline(ain));
   const int status = finish(diag);

@@ -46,6 +46,15 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     }
   }
   const auto files = expand_inputs(opt.logs, diag);
+  if (!opt.output.empty() && opt.output != "-") {
+    // -o naming one of the logs would replace it with the report.
+    std::error_code ec;
+    for (const auto& f : files)
+      if (f != "-" && std::filesystem::equivalent(f, opt.output, ec) && !ec) {
+        fmt::print(stderr, "stepprof: -o {} is one of the input logs ({}); write the output elsewhere\n", opt.output, f);
+        return kUsage;
+      }
+  }
   if (files.empty()) {
     std::string given;
     for (const auto& l : opt.logs) given += (given.empty() ? "" : " ") + l;

@@ -29,6 +29,8 @@ struct InputOptions {
   std::string steps;      ///< --steps A:B
   std::string hierarchy;  ///< --hierarchy FILE
   bool strict = false;
+  /// The command's output file (-o FILE), if any: it must not be one of the inputs.
+  std::string output;
 };
 
 /// Adds LOG..., --steps, --hierarchy and --strict to a subcommand.

@@ -286,3 +286,13 @@ def test_a_directory_as_the_nesting_file_says_so(tmp_path):
     r = run("report", "--hierarchy", tmp_path, LOG)
     assert r.returncode == 2
     assert f"{tmp_path}: error: cannot read the hierarchy file: it is a directory" in r.stderr
+
+
+def test_output_onto_an_input_log_is_refused(tmp_path):
+    log = tmp_path / "logs" / "rank1.jsonl"
+    log.parent.mkdir()
+    log.write_text(LOG.read_text())
+    for cmd in ("report", "html", "trace"):
+        r = run(cmd, "-o", log, tmp_path / "logs")
+        assert r.returncode == 2 and "is one of the input logs" in r.stderr, (cmd, r.stderr)
+    assert log.read_text() == LOG.read_text()  # untouched
