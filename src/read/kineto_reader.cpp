@@ -102,9 +102,13 @@ class TraceReader {
     }
     if (model_.steps() == 0) {
       report(Severity::kError, Problem::kBadTrace, {},
-             fmt::format("no ProfilerStep#N range among {} events: the trace was not recorded with "
+             fmt::format("no ProfilerStep#N range among {} events{}: the trace was not recorded with "
                          "torch.profiler's schedule and prof.step(), so it has no optimizer updates to analyze",
-                         stats_.events));
+                         stats_.events,
+                         stats_.not_complete ? fmt::format(" ({} events of the categories stepprof reads are not "
+                                                           "complete events, \"ph\": \"X\", and were not read)",
+                                                           stats_.not_complete)
+                                             : std::string()));
       return std::nullopt;
     }
     KinetoTrace trace;

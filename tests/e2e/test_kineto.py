@@ -522,3 +522,14 @@ def test_an_event_field_given_twice_rejects_the_event(tmp_path):
     r = run("import", "kineto", p, "-o", tmp_path / "out")
     assert r.returncode == 1
     assert 'error: field "dur" appears twice in the event; event skipped [bad-field]' in r.stderr
+
+
+def test_profiler_steps_as_begin_end_pairs_say_why_nothing_was_read(tmp_path):
+    doc = small_trace(traceEvents=[
+        {"ph": "B", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 1000},
+        {"ph": "E", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 1500},
+    ])
+    r = run("report", write(tmp_path, "be_steps.json", doc))
+    assert r.returncode == 3
+    assert "no ProfilerStep#N range among 2 events (2 events of the categories stepprof reads are not complete" \
+        in r.stderr
