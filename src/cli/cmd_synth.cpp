@@ -1,5 +1,6 @@
 // `stepprof synth`: writes realistic multi-rank step logs with known injections.
 #include <charconv>
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -87,6 +88,18 @@ int run_synth(SynthOptions& opt) {
   if (auto err = parse_specs(opt)) {
     fmt::print(stderr, "stepprof synth: {}\n", *err);
     return kUsage;
+  }
+  if (!opt.manifest.empty() && opt.manifest != "-") {
+    // Checked before the logs are written, which may take long: the manifest comes last.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path m(opt.manifest);
+    const fs::path dir = m.has_parent_path() ? m.parent_path() : fs::path(".");
+    if (fs::is_directory(m, ec) || !fs::is_directory(dir, ec)) {
+      fmt::print(stderr, "stepprof synth: --manifest {}: {}\n", opt.manifest,
+                 fs::is_directory(m, ec) ? "is a directory" : "its directory does not exist");
+      return kUsage;
+    }
   }
   install_interrupt_handler();
   synth::Manifest man;

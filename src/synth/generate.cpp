@@ -346,10 +346,11 @@ std::string manifest_to_json(const Manifest& m) {
 std::string describe(const Manifest& m) {
   std::string s;
   for (const auto& x : m.stragglers)
-    s += fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update; {:.0f} ms ahead of "
-                     "the next slowest rank on average, slowest in {} of {} updates)\n",
-                     x.spec.rank, x.spec.first_step, x.spec.last_step, x.spec.factor, x.extra_ms, x.lead_ms,
-                     x.slowest_updates, x.spec.last_step - x.spec.first_step + 1);
+    s += fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update; {:.0f} ms {} "
+                     "the slowest other rank on average, slowest in {} of {} updates)\n",
+                     x.spec.rank, x.spec.first_step, x.spec.last_step, x.spec.factor, x.extra_ms, std::fabs(x.lead_ms),
+                     x.lead_ms >= 0 ? "ahead of" : "behind", x.slowest_updates,
+                     x.spec.last_step - x.spec.first_step + 1);
   for (const auto& x : m.fallbacks) {
     std::string counts;
     for (auto c : x.frame_counts) counts += fmt::format("{}{}", counts.empty() ? "" : ", ", c);

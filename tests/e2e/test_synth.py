@@ -183,7 +183,8 @@ def test_bad_injections_are_usage_errors(tmp_path):
                      (["--straggler", "x"], "expected RANK:FIRST:LAST[:FACTOR]"),
                      (["--padding-spike", "0:1:0"], "LENGTH must be a positive number"),
                      (["--ranks", 0], "--ranks must be between 1"),
-                     (["--updates", 10 ** 10], "--updates must be between 1 and 1000000000")):
+                     (["--updates", 10 ** 10], "--updates must be between 1 and 1000000000"),
+                     (["--manifest", tmp_path / "no" / "m.json"], "its directory does not exist")):
         base = ([] if "--updates" in bad else ["--updates", 10]) + ([] if "--ranks" in bad else ["--ranks", 4])
         r = run("synth", "-o", tmp_path / "x", *base, *bad)
         assert r.returncode == 2, bad
