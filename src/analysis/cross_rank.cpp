@@ -119,6 +119,10 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     }
   }
 
+  if (comm)
+    for (std::size_t i = 0; i < nr; ++i)
+      if (comm_series[i].empty()) out.ranks_without_comm.push_back(*ranks[i]->rank);
+
   std::vector<std::vector<double>> compute(nr), wait(nr);
   std::vector<std::size_t> slowest_count(nr, 0);
   std::vector<double> margins, v(nr);

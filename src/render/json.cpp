@@ -226,6 +226,7 @@ Json cross_rank(const CrossRankResult& x) {
               {"steps_incomplete", x.steps_incomplete},
               {"incomplete_examples", incomplete},
               {"ranks_missing", x.ranks_missing},
+              {"ranks_without_comm_region", x.ranks_without_comm},
               {"stragglers", x.stragglers},
               {"margin_ms", summary(x.margin_ms)},
               {"episodes", episodes},

@@ -253,3 +253,15 @@ def test_when_most_ranks_are_slow_the_fast_ranks_wait_is_at_stake(tmp_path):
     assert f["ms_per_update"] == pytest.approx(fast_wait) and fast_wait > 3000
     text = run("report", tmp_path / "logs").stdout
     assert "the other 0 ranks" not in text
+
+
+def test_ranks_without_the_communication_region_are_named(tmp_path):
+    synth(tmp_path, "--ranks", 6, "--updates", 10)
+    log = next((tmp_path / "logs").glob("rank*5.jsonl"))
+    config, *updates = log.read_text().splitlines(keepends=True)  # the config keeps its region roles
+    log.write_text(config + "".join(u.replace("backward_and_communication", "bwd_comm_renamed") for u in updates))
+    x = report(tmp_path / "logs")["cross_rank"]
+    assert x["comm_region"] == "backward_and_communication"
+    assert x["ranks_without_comm_region"] == [5]
+    assert "ranks without backward_and_communication  5: their own work is their whole wall_ms" in \
+        run("report", tmp_path / "logs").stdout
