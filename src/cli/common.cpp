@@ -59,7 +59,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     std::string given;
     for (const auto& l : opt.logs) given += (given.empty() ? "" : " ") + l;
     diag.report({Severity::kError, Problem::kEmptyInput, given, 0, 0, "nothing to analyze: no log files to read"});
-    finish(diag);
+    finish(diag, "in the input", false);
     return kNoData;
   }
   install_interrupt_handler();
@@ -85,7 +85,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     return kInputErrors;
   }
   if (out.data.update_count() == 0) {
-    finish(diag);
+    finish(diag, "in the input", false);
     return kNoData;
   }
   if (!out.hierarchy) {
