@@ -91,13 +91,15 @@ int run_synth(SynthOptions& opt) {
   }
   if (!opt.manifest.empty() && opt.manifest != "-") {
     // Checked before the logs are written, which may take long: the manifest comes last.
+    // Its directory is made as the logs' is.
     namespace fs = std::filesystem;
     std::error_code ec;
     const fs::path m(opt.manifest);
-    const fs::path dir = m.has_parent_path() ? m.parent_path() : fs::path(".");
-    if (fs::is_directory(m, ec) || !fs::is_directory(dir, ec)) {
+    if (m.has_parent_path()) fs::create_directories(m.parent_path(), ec);
+    std::error_code dir_ec;
+    if (ec || fs::is_directory(m, dir_ec)) {
       fmt::print(stderr, "stepprof synth: --manifest {}: {}\n", opt.manifest,
-                 fs::is_directory(m, ec) ? "is a directory" : "its directory does not exist");
+                 ec ? "cannot make its directory: " + ec.message() : std::string("is a directory"));
       return kUsage;
     }
   }

@@ -177,6 +177,7 @@ def test_gzip_and_no_parents(tmp_path):
 
 
 def test_bad_injections_are_usage_errors(tmp_path):
+    (tmp_path / "file").write_text("a regular file\n")
     for bad, why in ((["--straggler", "99:1:2"], "rank 99 is not in 0..3"),
                      (["--fallback", "0:0"], "step 0 is not in 1..10"),
                      (["--padding-spike", "0:1:100"], "the length must be above"),
@@ -184,7 +185,7 @@ def test_bad_injections_are_usage_errors(tmp_path):
                      (["--padding-spike", "0:1:0"], "LENGTH must be a positive number"),
                      (["--ranks", 0], "--ranks must be between 1"),
                      (["--updates", 10 ** 10], "--updates must be between 1 and 1000000000"),
-                     (["--manifest", tmp_path / "no" / "m.json"], "its directory does not exist")):
+                     (["--manifest", tmp_path / "file" / "m.json"], "cannot make its directory")):
         base = ([] if "--updates" in bad else ["--updates", 10]) + ([] if "--ranks" in bad else ["--ranks", 4])
         r = run("synth", "-o", tmp_path / "x", *base, *bad)
         assert r.returncode == 2, bad
