@@ -2,6 +2,7 @@
 // Expected values are read off the real log by hand (see the line quoted in each test)
 // or follow from the small inputs written in the test.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <algorithm>
 #include <sys/stat.h>
 
@@ -396,6 +397,41 @@ TEST_F(ReaderTest, AFileOfAnotherRunForTheSameRankIsSkippedWhole) {
   EXPECT_EQ(e->file, b);
   EXPECT_EQ(e->line, 2u);
   EXPECT_NE(e->message.find("3 update record(s) are skipped"), std::string::npos) << e->message;
+}
+
+TEST_F(ReaderTest, TheRunMostRanksBelongToIsKeptWhateverTheFileOrder) {
+  // Run A: ranks 0 and 1 (world size 2). An old file of run B for rank 1 (world size 8)
+  // lies next to them. In any order, rank 1 keeps run A's records and B's file is the one
+  // reported and skipped.
+  auto cfg = [](int rank, int world) {
+    return fmt::format(R"({{"type": "config", "rank": {}, "world_size": {}, "micro_batch": 8, "accumulation": 2}})",
+                       rank, world);
+  };
+  auto upd = [](int rank, int step) {
+    return fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": 5}})", rank, step);
+  };
+  const auto a0 = write("a0.jsonl", cfg(0, 2) + "\n" + upd(0, 1) + "\n" + upd(0, 2) + "\n");
+  const auto a1 = write("a1.jsonl", cfg(1, 2) + "\n" + upd(1, 1) + "\n" + upd(1, 2) + "\n");
+  const auto b1 = write("b1.jsonl", cfg(1, 8) + "\n" + upd(1, 100) + "\n");
+  for (const auto& order : {std::vector<std::string>{a0, a1, b1}, std::vector<std::string>{b1, a0, a1},
+                            std::vector<std::string>{a1, b1, a0}}) {
+    const Dataset d = read(order);
+    ASSERT_EQ(d.ranks.size(), 2u) << order[0];
+    for (const auto& r : d.ranks) {
+      ASSERT_EQ(r.updates.size(), 2u) << order[0];
+      EXPECT_EQ(r.config->world_size, 2);
+      EXPECT_EQ(r.updates.back().step, 2);
+    }
+    ASSERT_EQ(diag_.count(Problem::kMixedRuns), 1u) << order[0];
+    EXPECT_EQ(first(Problem::kMixedRuns)->file, b1);
+  }
+  // With run B on most ranks, B is kept: rank 0 and 1 of A are the ones skipped.
+  const auto b0 = write("b0.jsonl", cfg(0, 8) + "\n" + upd(0, 100) + "\n");
+  const auto b2 = write("b2.jsonl", cfg(2, 8) + "\n" + upd(2, 100) + "\n");
+  const Dataset d = read({a0, a1, b0, b1, b2});
+  ASSERT_EQ(d.ranks.size(), 3u);
+  for (const auto& r : d.ranks) EXPECT_EQ(r.config->world_size, 8);
+  EXPECT_EQ(diag_.count(Problem::kMixedRuns), 2u);
 }
 
 TEST_F(ReaderTest, FilesOfTheSameRunWithAStringSetting) {

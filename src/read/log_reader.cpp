@@ -5,8 +5,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <map>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -172,9 +174,16 @@ class Reader {
     remap_names(r);
     const std::size_t d0 = r.config ? r.diags_before_config : r.diags.size();
     const std::size_t u0 = r.config ? r.updates_before_config : r.updates.size();
-    // A file whose config is another run's than the one its rank already has: none of
-    // its records are analyzed (they would mix two runs' updates).
+    // A file whose config is another run's than the one its rank already has: its records
+    // would mix two runs' updates. They are kept aside; finish() keeps, for each rank, the
+    // records of the run most ranks belong to. (--strict stops here instead.)
     const bool other_run = r.config && config_conflicts(*r.config);
+    if (other_run && !diag_.strict()) {
+      for (auto& d : r.diags) diag_.report(std::move(d));
+      others_.push_back({fi, std::move(*r.config), std::move(r.updates)});
+      ds_.updates_outside_window += r.outside_window;
+      return;
+    }
     for (std::size_t k = 0; k < d0; ++k) diag_.report(std::move(r.diags[k]));
     if (!other_run) add_updates(fi, r.updates, 0, u0);
     if (r.config) add_config(fi, *r.config, r.updates.size());
@@ -273,21 +282,77 @@ class Reader {
     }
   }
 
+  // The run the dataset keeps: the one most ranks have a config of (a rank's files of
+  // another run count for that run too); on a tie, the lowest rank's first.
+  std::string majority_run() const {
+    std::map<std::string, std::size_t> votes;
+    std::set<std::pair<std::optional<std::int64_t>, std::string>> voted;  // (rank, run)
+    std::string lowest;
+    for (const auto& b : buckets_)
+      if (b.config) {
+        const auto id = run_identity(*b.config);
+        if (voted.insert({b.rank, id}).second) ++votes[id];
+        if (lowest.empty()) lowest = id;
+      }
+    for (const auto& o : others_) {
+      const auto id = run_identity(o.config);
+      if (voted.insert({o.config.rank, id}).second) ++votes[id];
+    }
+    std::string best = lowest;
+    for (const auto& [id, n] : votes)
+      if (n > votes[best]) best = id;
+    return best;
+  }
+
+  // The files kept aside by merge(): for each rank, the records of `run` stay.
+  void settle_other_runs(const std::string& run) {
+    for (auto& o : others_) {
+      RankBucket& b = bucket(o.config.rank);
+      const std::string id = run_identity(o.config), held = run_identity(*b.config);
+      const std::string where =
+          o.config.source.line ? fmt::format("{}:{}", ds_.files[o.file], o.config.source.line) : ds_.files[o.file];
+      if (id == held) {  // another file of the run this rank now holds
+        add_file(b, o.file);
+        for (auto& u : o.updates) b.updates.push_back(std::move(u));
+        continue;
+      }
+      if (id == run && held != run) {
+        // The rank's first files were of another run than most ranks': those are skipped.
+        report(Severity::kError, Problem::kMixedRuns, b.config->source.file, b.config->source.line, 0,
+               fmt::format("config for {} ({}) is not the run most ranks belong to ({}, as in {}): these files "
+                           "come from different runs; the {} update record(s) read for {} with this config are "
+                           "skipped",
+                           rank_text(b.rank), held, run, where, b.updates.size(), rank_text(b.rank)));
+        b.config = std::move(o.config);
+        b.config_where = where;
+        b.updates = std::move(o.updates);
+        b.files = {o.file};
+        continue;
+      }
+      report(Severity::kError, Problem::kMixedRuns, o.file, o.config.source.line, 0,
+             fmt::format("config for {} ({}) differs from the one in {} ({}): these files come from "
+                         "different runs; this file's {} update record(s) are skipped",
+                         rank_text(o.config.rank), id, b.config_where, held, o.updates.size()));
+    }
+    others_.clear();
+  }
+
   void finish() {
     // Updates that carry a rank but came from a file without config land in their own
     // bucket; merge a bucket without rank into the only ranked one if there is one.
     std::sort(buckets_.begin(), buckets_.end(), [](const RankBucket& a, const RankBucket& b) {
       return a.rank.value_or(-1) < b.rank.value_or(-1);
     });
-    // Mixed runs across ranks: all configs must share the run identity of the first.
-    // (Taken before the loop below moves the configs out of the buckets.)
+    // Mixed runs: every rank's records must be of the run most ranks belong to.
+    const std::string run = majority_run();
+    settle_other_runs(run);
     const RankBucket* ref = nullptr;
     for (const auto& b : buckets_)
-      if (b.config) {
+      if (b.config && run_identity(*b.config) == run) {
         ref = &b;
         break;
       }
-    const std::string ref_identity = ref ? run_identity(*ref->config) : std::string();
+    const std::string ref_identity = ref ? run : std::string();
     const std::string ref_rank = ref ? rank_text(ref->rank) : std::string();
     for (auto& b : buckets_) {
       if (b.updates.empty() && !b.config) continue;
@@ -349,6 +414,13 @@ class Reader {
   Diagnostics& diag_;
   Dataset ds_;
   std::vector<RankBucket> buckets_;
+  // A file whose config is another run's than its rank's bucket has (kept until finish).
+  struct OtherRun {
+    std::uint32_t file;
+    RunConfig config;
+    std::vector<UpdateRecord> updates;
+  };
+  std::vector<OtherRun> others_;
   std::size_t last_bucket_ = 0;
   std::atomic<bool> abort_{false};
   std::atomic<std::uint64_t> bytes_done_{0};
