@@ -40,11 +40,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _integer(value: Any, what: str) -> int:
     """`value` as an int if it is an integer (int, numpy or torch integer scalar);
-    TypeError otherwise (2.5 or "3" are not silently truncated or parsed)."""
+    TypeError otherwise (2.5 or "3" are not silently truncated or parsed), ValueError
+    beyond int64."""
     try:
-        return operator.index(value)
+        n = operator.index(value)
     except TypeError:
         raise TypeError(f"{what} must be an integer, not {type(value).__name__} {value!r}") from None
+    if not -(2 ** 63) <= n < 2 ** 63:
+        raise ValueError(f"{what} {n} is outside the 64-bit integer range the log holds")
+    return n
 
 
 def _name(name: Any, what: str) -> str:

@@ -165,6 +165,8 @@ def test_wrong_argument_types_and_values_raise(tmp_path):
     with pytest.raises(ValueError):
         rec.frame(-1)
     with pytest.raises(ValueError):
+        rec.count("samples", 2 ** 63)  # beyond int64
+    with pytest.raises(ValueError):
         rec.input_shape((8, -1))
     rec.count("samples", 2)
     rec.end_update(1)
