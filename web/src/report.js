@@ -212,7 +212,8 @@ function heatmapChart(data, matrixIndex) {
       },
     },
     xAxis: { ...stepAxis(data.steps), splitArea: { show: true } },
-    yAxis: { type: 'category', data: labels, inverse: true, splitArea: { show: true } },
+    // (With hundreds of ranks the labels would overlap: ECharts then shows every n-th.)
+    yAxis: { type: 'category', data: labels, inverse: true, splitArea: { show: true }, axisLabel: { hideOverlap: true } },
     visualMap: { min: lo, max: hi, calculable: true, orient: 'horizontal', left: 'center', bottom: 0,
       itemHeight: 160, text: ['ms', ''], inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
     dataZoom: data.steps.length > 60 ? [{ type: 'inside', xAxisIndex: 0 }] : [],
