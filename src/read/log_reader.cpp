@@ -263,6 +263,16 @@ class Reader {
     return false;
   }
 
+  // File `fi`, whose `config` is another run's than rank bucket `b` holds: its `updates`
+  // records are skipped.
+  void report_other_run(std::uint32_t fi, const RunConfig& config, const RankBucket& b, std::size_t updates) {
+    report(Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
+           fmt::format("config for {} ({}) differs from the one in {} ({}): these files come from "
+                       "different runs; this file's {} update record(s) are skipped",
+                       rank_text(config.rank), run_identity(config), b.config_where, run_identity(*b.config),
+                       updates));
+  }
+
   // The file's first config: its rank's bucket takes it, or compares it with the one
   // it already has from another file (the file's `updates` records are then skipped).
   void add_config(std::uint32_t fi, const RunConfig& config, std::size_t updates) {
@@ -272,11 +282,7 @@ class Reader {
       b.config = config;
       b.config_where = config.source.line ? fmt::format("{}:{}", ds_.files[fi], config.source.line) : ds_.files[fi];
     } else if (run_identity(*b.config) != run_identity(config)) {
-      report(Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
-             fmt::format("config for {} ({}) differs from the one in {} ({}): these files come from "
-                         "different runs; this file's {} update record(s) are skipped",
-                         rank_text(config.rank), run_identity(config), b.config_where, run_identity(*b.config),
-                         updates));
+      report_other_run(fi, config, b, updates);
     } else {
       add_file(b, fi);
     }
@@ -329,10 +335,7 @@ class Reader {
         b.files = {o.file};
         continue;
       }
-      report(Severity::kError, Problem::kMixedRuns, o.file, o.config.source.line, 0,
-             fmt::format("config for {} ({}) differs from the one in {} ({}): these files come from "
-                         "different runs; this file's {} update record(s) are skipped",
-                         rank_text(o.config.rank), id, b.config_where, held, o.updates.size()));
+      report_other_run(o.file, o.config, b, o.updates.size());
     }
     others_.clear();
   }

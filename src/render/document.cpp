@@ -387,11 +387,7 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
           {},
           {}};
   auto own_work = [&](std::size_t i) { return x.per_rank[i].compute_ms.median; };
-  auto flagged = [&](std::size_t i) {
-    const auto& r = x.per_rank[i];
-    return r.straggler || std::any_of(x.episodes.begin(), x.episodes.end(),
-                                      [&](const StragglerEpisode& e) { return e.rank == r.rank; });
-  };
+  auto flagged = [&](std::size_t i) { return flagged_rank(x, x.per_rank[i].rank); };
   const auto shown = rows_that_matter(x.per_rank.size(), own_work, flagged);
   std::vector<std::size_t> rows;
   if (shown) rows = *shown;

@@ -6,7 +6,6 @@
 #include "document.hpp"
 #include "html_escape.hpp"
 #include "many_ranks.hpp"
-#include "stepprof/analysis/stats.hpp"
 #include "stepprof/render/exports.hpp"
 #include "web_assets.hpp"
 
@@ -91,18 +90,12 @@ ChartPlan plan_charts(const Report& report, const UpdateSeries& s) {
   std::size_t longest = s.steps.size();
   for (const auto& r : s.ranks) longest = std::max(longest, r.steps.size());
   plan.stride = longest <= kMaxChartPoints ? 1 : (longest + kMaxChartPoints - 1) / kMaxChartPoints;
-  std::vector<double> medians;
-  for (const auto& r : s.ranks) {
-    std::vector<double> wall = r.wall_ms;
-    medians.push_back(median(wall).value_or(0));
-  }
-  auto flagged = [&](std::size_t i) {
-    const auto& rank = s.ranks[i].rank;
-    const auto& x = report.cross_rank;
-    return rank && (std::find(x.stragglers.begin(), x.stragglers.end(), *rank) != x.stragglers.end() ||
-                    std::any_of(x.episodes.begin(), x.episodes.end(),
-                                [&](const StragglerEpisode& e) { return e.rank == *rank; }));
-  };
+  // The median update time of each series' rank, as the report's per-rank table has it.
+  std::vector<double> medians(s.ranks.size(), 0.0);
+  for (std::size_t i = 0; i < s.ranks.size(); ++i)
+    for (const auto& [rank, sum] : report.time.per_rank_ms)
+      if (s.ranks[i].rank == rank) medians[i] = sum.median;
+  auto flagged = [&](std::size_t i) { return s.ranks[i].rank && detail::flagged_rank(report.cross_rank, *s.ranks[i].rank); };
   const auto shown = detail::rows_that_matter(s.ranks.size(), [&](std::size_t i) { return medians[i]; }, flagged);
   if (shown) {
     plan.ranks = *shown;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../util/rank_numbers.hpp"
+#include "stepprof/analysis/cross_rank.hpp"
 
 namespace stepprof::detail {
 
@@ -20,6 +21,13 @@ inline constexpr std::size_t kAllRanksUpTo = 32;
 /// The input files for a header: all of them up to kListedUpTo, else the first two, the
 /// count and the last ("a, b, ... (1024 files in all), z").
 std::string file_list(const std::vector<std::string>& files);
+
+/// True when `rank` is a straggler or fell behind for a while (an episode): per-rank
+/// tables and charts always show it.
+inline bool flagged_rank(const CrossRankResult& x, std::int64_t rank) {
+  return std::find(x.stragglers.begin(), x.stragglers.end(), rank) != x.stragglers.end() ||
+         std::any_of(x.episodes.begin(), x.episodes.end(), [&](const StragglerEpisode& e) { return e.rank == rank; });
+}
 
 /// Which of `n` per-rank rows to show: every row for up to kAllRanksUpTo ranks
 /// (nullopt); beyond that the 8 rows with the largest `key(i)` (the slowest ranks), the
