@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "stepprof/analysis/least_squares.hpp"
 #include "stepprof/analysis/waiting.hpp"
 #include "stepprof/schema.hpp"
+#include "../util/parallel.hpp"
 
 namespace stepprof {
 namespace {
@@ -187,7 +190,9 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
   x.reserve(updates.size());
   for (const auto* u : updates) x.push_back(set.space.values(*u));
 
-  for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
+  // Each region's model is fitted on its own (on several threads: the held-out error of
+  // every candidate set is a least-squares solve over all updates); kept in region order.
+  auto fit_region = [&](NameTable::Id id) -> std::optional<RegionModel> {
     RegionModel m;
     m.region = std::string(in.data.regions.name(id));
     m.id = id;
@@ -196,20 +201,19 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
     std::vector<double> y;
     y.reserve(updates.size());
     for (const auto* u : updates) y.push_back(region_time(*u, id, m.device));
-    if (std::none_of(y.begin(), y.end(), [](double t) { return t > 0; })) continue;  // never ran (e.g. only a path name)
+    // A region that never ran (e.g. only a path name) gets no model.
+    if (std::none_of(y.begin(), y.end(), [](double t) { return t > 0; })) return std::nullopt;
     double sum = 0;
     for (double t : y) sum += t;
     m.mean_ms = sum / static_cast<double>(y.size());
     if (comm && comm->id == id) {
       m.why_not = "communication region: its time is mostly waiting for other ranks (the what-ifs model it apart)";
-      set.models.push_back(std::move(m));
-      continue;
+      return m;
     }
     m.candidates = candidate_features(set.space, id);
     if (updates.size() < 3) {
       m.why_not = fmt::format("fitted on {} update(s): at least {} are needed", updates.size(), kMinUpdates);
-      set.models.push_back(std::move(m));
-      continue;
+      return m;
     }
     std::vector<double> a(updates.size() * m.candidates.size());
     for (std::size_t r = 0; r < updates.size(); ++r)
@@ -239,20 +243,34 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
                               m.heldout_fraction * 100, options.threshold * 100);
     else
       m.usable = true;
-    set.models.push_back(std::move(m));
-  }
+    return m;
+  };
+  std::vector<std::optional<RegionModel>> fitted(in.data.regions.size());
+  const unsigned threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));  // bounds the scratch memory
+  detail::parallel_for(fitted.size(), updates.size() >= 1000 ? threads : 1,
+                       [&](std::size_t id) { fitted[id] = fit_region(static_cast<NameTable::Id>(id)); });
+  for (auto& m : fitted)
+    if (m) set.models.push_back(std::move(*m));
   return set;
 }
 
-std::vector<double> refit_terms(const RegionModel& model, const std::vector<std::vector<double>>& x,
-                                std::span<const double> y, std::span<const std::size_t> rows) {
+std::vector<double> term_rows(const RegionModel& model, const std::vector<std::vector<double>>& x) {
   const std::size_t k = model.terms.size();
-  std::vector<double> a(rows.size() * k), b(rows.size());
+  std::vector<double> out(x.size() * k);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    for (std::size_t j = 0; j < k; ++j) out[i * k + j] = x[i][model.terms[j].feature];
+  return out;
+}
+
+std::vector<double> refit_terms(std::span<const double> terms_by_row, std::size_t terms, std::span<const double> y,
+                                std::span<const std::size_t> rows) {
+  std::vector<double> a(rows.size() * terms), b(rows.size());
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    for (std::size_t j = 0; j < k; ++j) a[r * k + j] = x[rows[r]][model.terms[j].feature];
+    const double* from = terms_by_row.data() + rows[r] * terms;
+    std::copy(from, from + terms, a.begin() + static_cast<std::ptrdiff_t>(r * terms));
     b[r] = y[rows[r]];
   }
-  return nnls(MatrixView{a, rows.size(), k}, b);
+  return nnls(MatrixView{a, rows.size(), terms}, b);
 }
 
 }  // namespace stepprof

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,6 +14,7 @@
 #include "stepprof/analysis/stats.hpp"
 #include "stepprof/analysis/waiting.hpp"
 #include "stepprof/schema.hpp"
+#include "../util/parallel.hpp"
 
 namespace stepprof {
 namespace {
@@ -22,8 +24,11 @@ namespace {
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : s_(seed) {}
+  /// The generator Rng(seed) after `skip` calls of next(): SplitMix64's state only adds
+  /// its constant, so a stream can be cut into pieces that threads draw independently.
+  static Rng after(std::uint64_t seed, std::uint64_t skip) { return Rng(seed + skip * kGamma); }
   std::uint64_t next() {
-    std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    std::uint64_t z = (s_ += kGamma);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
@@ -31,6 +36,7 @@ class Rng {
   std::size_t below(std::size_t n) { return n ? static_cast<std::size_t>(next() % n) : 0; }
 
  private:
+  static constexpr std::uint64_t kGamma = 0x9E3779B97F4A7C15ull;
   std::uint64_t s_;
 };
 
@@ -684,6 +690,26 @@ std::vector<std::size_t> rows_of(const SyncData& d, const std::vector<std::size_
   return rows;
 }
 
+// The steps of bootstrap replicate `b`: as many as `d` has, drawn with replacement.
+// Replicate b takes draws [b * n, (b + 1) * n) of the stream Rng(seed), so replicates can
+// be drawn on any thread and the result does not depend on how many there are.
+std::vector<std::size_t> resample(const SyncData& d, std::uint64_t seed, std::size_t b) {
+  const std::size_t n = d.steps.size();
+  Rng rng = Rng::after(seed, static_cast<std::uint64_t>(b) * n);
+  std::vector<std::size_t> steps(n);
+  for (auto& k : steps) k = rng.below(n);
+  return steps;
+}
+
+// `count` bootstrap replicates, replicate(steps of the resample) each, in replicate order;
+// the replicates run on every core (they read shared data only).
+template <typename Replicate>
+std::vector<StepTimes> bootstrap(const SyncData& d, std::size_t count, std::uint64_t seed, Replicate&& replicate) {
+  std::vector<StepTimes> boot(count);
+  detail::parallel_for(count, 0, [&](std::size_t b) { boot[b] = replicate(resample(d, seed, b)); });
+  return boot;
+}
+
 void finish(Prediction& p, const SyncData& d, const StepTimes& point, const std::vector<StepTimes>& boot,
             double central, std::optional<double> samples) {
   std::vector<double> bm, bp, bo;
@@ -738,9 +764,25 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   // The expected work of every update after the change: its features averaged over the
   // draws (a draw is one grouping, or one guess at the unknown composition). The change
   // is linear in the features, so pricing the mean is the mean of the prices.
-  std::vector<std::vector<double>> xbar;
+  // The draws run in batches, one per core; each batch's features are added to the sum in
+  // draw order, so the sum is the one the draws give one after another.
+  std::vector<std::vector<double>> xbar(s.updates.size());
   std::vector<std::vector<double>> per_draw(draws);
-  for (std::size_t k = 0; k < draws; ++k) replay.replay(mix(opt.seed, k), per_draw[k], &xbar);
+  const unsigned threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));  // bounds the scratch memory
+  std::vector<std::vector<std::vector<double>>> batch_sums(threads);
+  for (std::size_t first = 0; first < draws; first += threads) {
+    const std::size_t batch = std::min<std::size_t>(threads, draws - first);
+    detail::parallel_for(batch, static_cast<unsigned>(batch), [&](std::size_t j) {
+      batch_sums[j].clear();
+      replay.replay(mix(opt.seed, first + j), per_draw[first + j], &batch_sums[j]);
+    });
+    for (std::size_t j = 0; j < batch; ++j)
+      for (std::size_t i = 0; i < xbar.size(); ++i) {
+        const auto& add = batch_sums[j][i];
+        xbar[i].resize(add.size(), 0.0);
+        for (std::size_t f = 0; f < add.size(); ++f) xbar[i][f] += add[f];
+      }
+  }
   for (auto& v : xbar)
     for (double& f : v) f /= static_cast<double>(draws);
   auto coefficients = [&] {
@@ -760,18 +802,38 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   const auto coef0 = coefficients();
   const StepTimes point = step_times(sync, changes(coef0, xbar), all_steps(sync));
 
-  // Bootstrap: resample steps, refit the models' terms on them, price the same expected work.
-  std::vector<StepTimes> boot;
-  Rng rng(mix(opt.seed, 0xB007));
-  for (std::size_t b = 0; b < opt.bootstrap && sync.steps.size() >= 2; ++b) {
-    std::vector<std::size_t> steps(sync.steps.size());
-    for (auto& k : steps) k = rng.below(sync.steps.size());
-    const auto rows = rows_of(sync, steps);
-    std::vector<std::vector<double>> coef;
-    for (std::size_t k = 0; k < s.leaves.size(); ++k)
-      coef.push_back(refit_terms(models.models[s.leaves[k]], s.x, s.y[k], rows));
-    boot.push_back(step_times(sync, changes(coef, xbar), steps));
+  // Bootstrap: resample steps, refit the models' terms on them, price the same expected
+  // work. The change of an update is sum over models and terms of coefficient x (feature
+  // after - feature before), so the differences are taken once (`delta`, per update in
+  // the order Impl::change sums them) and each replicate only weighs them anew.
+  std::vector<std::vector<double>> rows_by_model;  // term_rows of each used model
+  std::size_t width = 0;                           // terms over all used models
+  for (const std::size_t l : s.leaves) {
+    rows_by_model.push_back(term_rows(models.models[l], s.x));
+    width += models.models[l].terms.size();
   }
+  std::vector<double> delta(s.updates.size() * width);
+  for (std::size_t i = 0, at = 0; i < s.updates.size(); ++i)
+    for (const std::size_t l : s.leaves)
+      for (const auto& t : models.models[l].terms) delta[at++] = xbar[i][t.feature] - s.x[i][t.feature];
+  const std::size_t replicates = sync.steps.size() >= 2 ? opt.bootstrap : 0;
+  const std::vector<StepTimes> boot =
+      bootstrap(sync, replicates, mix(opt.seed, 0xB007), [&](const std::vector<std::size_t>& steps) {
+        const auto rows = rows_of(sync, steps);
+        std::vector<double> coef;
+        for (std::size_t k = 0; k < s.leaves.size(); ++k) {
+          const auto c = refit_terms(rows_by_model[k], models.models[s.leaves[k]].terms.size(), s.y[k], rows);
+          coef.insert(coef.end(), c.begin(), c.end());
+        }
+        std::vector<double> ch(s.updates.size(), 0.0);
+        for (std::size_t i = 0; i < s.updates.size(); ++i) {
+          const double* d = delta.data() + i * width;
+          double sum = 0;
+          for (std::size_t t = 0; t < width; ++t) sum += coef[t] * d[t];
+          ch[i] = sum;
+        }
+        return step_times(sync, ch, steps);
+      });
 
   // Without per-micro-batch detail the interval widens by what the log cannot say: which
   // samples shared a micro-batch (pad: the spread of the predictions over the draws), and
@@ -935,23 +997,15 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
     return t;
   };
   const StepTimes point = balanced(all_steps(sync), coef, &p.ranks);
-  std::vector<StepTimes> boot;
-  Rng rng(mix(opt.seed, 0xBA1));
-  for (std::size_t b = 0; b < opt.bootstrap; ++b) {
-    std::vector<std::size_t> steps(sync.steps.size());
-    for (auto& k : steps) k = rng.below(sync.steps.size());
-    std::vector<double> c = coef;
-    if (!terms.empty()) {
-      const auto rows = rows_of(sync, steps);
-      std::vector<double> a(rows.size() * terms.size()), bv(rows.size());
-      for (std::size_t r = 0; r < rows.size(); ++r) {
-        for (std::size_t k = 0; k < terms.size(); ++k) a[r * terms.size() + k] = x[rows[r]][terms[k]];
-        bv[r] = compute[rows[r]];
-      }
-      c = nnls(MatrixView{a, rows.size(), terms.size()}, bv);
-    }
-    boot.push_back(balanced(steps, c, nullptr));
-  }
+  std::vector<double> terms_by_row(updates.size() * terms.size());  // x's work terms, row-major
+  for (std::size_t i = 0; i < updates.size(); ++i)
+    for (std::size_t k = 0; k < terms.size(); ++k) terms_by_row[i * terms.size() + k] = x[i][terms[k]];
+  const std::vector<StepTimes> boot =
+      bootstrap(sync, opt.bootstrap, mix(opt.seed, 0xBA1), [&](const std::vector<std::size_t>& steps) {
+        const std::vector<double> c =
+            terms.empty() ? coef : refit_terms(terms_by_row, terms.size(), compute, rows_of(sync, steps));
+        return balanced(steps, c, nullptr);
+      });
   finish(p, sync, point, boot, opt.interval, job_samples_per_update(in, sync));
   p.assumptions.push_back(
       equal_work ? std::string("work per rank and update is taken as equal (no work counters to measure it)")
