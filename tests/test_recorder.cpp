@@ -2,6 +2,8 @@
 // nlohmann-json, independently of stepprof's reader, and with stepprof's reader) and
 // compared with independent measurements and hand-counted expectations.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -10,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "recorder_test_util.hpp"
@@ -550,6 +554,110 @@ TEST_F(RecorderTest, DepthOverflowAndMismatchedExitsAreCounted) {
   EXPECT_EQ(lines[1]["calls"], (Json{{"d_deep", 64}, {"d_a", 1}}));
   EXPECT_EQ(lines[1]["parents"]["d_deep"], nullptr);  // the outermost call exits last
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"depth_overflow", 6}, {"mismatched_exit", 2}}));
+}
+
+TEST_F(RecorderTest, ACounterSumThatWrapsAroundInt64IsLeftOutAndCounted) {
+  TempLog log("wrapcount");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const CounterId wrap = counter_id("wc_wrap"), ok = counter_id("wc_ok");
+  for (int i = 0; i < 4; ++i) count(wrap, std::int64_t{1} << 62);  // 4 * 2^62 = 2^64: wraps to 0
+  count(ok, 7);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  count(wrap, 3);  // the next update starts afresh
+  ASSERT_EQ(end_update(1), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["counts"], (Json{{"wc_ok", 7}}));  // not {"wc_wrap": 0}
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 1}}));
+  EXPECT_EQ(lines[2]["counts"], (Json{{"wc_wrap", 3}}));
+  EXPECT_FALSE(lines[2].contains("recorder_errors"));
+}
+
+TEST_F(RecorderTest, AScopedRegionLeftUnbalancedIsCountedNotDoubleCounted) {
+  TempLog log("scoped-mismatch");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const RegionId inner = region_id("sm_inner"), closed = region_id("sm_closed_early");
+  {
+    STEPPROF_REGION("sm_outer");
+    region_enter(inner);  // never exited: dropped when sm_outer ends
+  }
+  {
+    Region r(closed);
+    region_exit(closed);  // closes it; the destructor must not record it again
+  }
+  {
+    STEPPROF_REGION("sm_fine");  // balanced use still works afterwards, at depth 0
+  }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["calls"], (Json{{"sm_closed_early", 1}, {"sm_outer", 1}, {"sm_fine", 1}}));  // in id order
+  EXPECT_EQ(lines[1]["parents"]["sm_fine"], nullptr);
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"mismatched_exit", 2}}));
+}
+
+TEST_F(RecorderTest, AThreadThatExitsWithARegionOpenIsCounted) {
+  TempLog log("thread-exit-open");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  std::thread([] { region_enter(region_id("te_left_open")); }).join();
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_FALSE(lines[1].contains("calls"));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"mismatched_exit", 1}}));
+}
+
+// fork() while another thread holds a recorder lock used to leave that lock held forever
+// in the child (a PyTorch DataLoader worker, a subprocess launcher). The child must not
+// block and must not write into the parent's log.
+TEST_F(RecorderTest, AForkedChildNeitherBlocksNorWritesTheParentsLog) {
+  TempLog log("fork");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {  // takes every lock of the recorder, over and over
+    const std::vector<std::int64_t> idx{1, 2, 3}, dims{8, 512};
+    for (std::int64_t k = 0; !stop.load(); ++k) {
+      STEPPROF_REGION("fk_busy");
+      sample_indices(idx);
+      input_shape(dims);
+      STEPPROF_COUNT("fk_items", 1);
+      if (k % 64 == 63) end_update(k / 64);
+    }
+  });
+  int blocked = 0, wrong = 0;
+  for (int i = 0; i < 40; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0) << std::strerror(errno);
+    if (pid == 0) {
+      alarm(2);  // a child that blocks is killed by SIGALRM
+      const std::vector<std::int64_t> idx{7};
+      sample_indices(idx);
+      { STEPPROF_REGION("fk_child"); }
+      const bool closed = end_update(1'000'000'000 + i) == Status::kErrState;  // the child's copy is closed
+      _exit(closed ? 0 : 3);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status)) ++blocked;
+    else if (WEXITSTATUS(status) != 0) ++wrong;
+  }
+  stop = true;
+  busy.join();
+  EXPECT_EQ(blocked, 0);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(close(), Status::kOk);
+  const auto lines = read_lines(log.path);
+  ASSERT_GE(lines.size(), 1u);
+  std::int64_t last = -1;
+  for (std::size_t k = 1; k < lines.size(); ++k) {  // only the parent's updates, each once
+    const std::int64_t step = lines[k]["step"].get<std::int64_t>();
+    EXPECT_GT(step, last);
+    EXPECT_LT(step, 1'000'000'000);
+    last = step;
+  }
 }
 
 TEST_F(RecorderTest, PerMicroBatchDetail) {

@@ -227,12 +227,16 @@ void region_exit(RegionId id) noexcept;
 /// RAII region: host time (and device time, on a device-timing thread) from construction
 /// to destruction, summed per update with the calls; its parent is the region open
 /// around it on the same thread.
+///
+/// Misuse is counted as `mismatched_exit`, as with region_exit(): regions entered inside
+/// it and still open at its destruction are closed unrecorded; when it was already
+/// closed (region_exit() on it), the destructor records nothing.
 class Region {
  public:
   explicit Region(const RegionSite& site) noexcept : e_(detail::enter(region_id(site))) {}
   explicit Region(RegionId id) noexcept
       : e_(detail::enter(id <= detail::kOverflowRegion ? id : detail::kOverflowRegion)) {}
-  ~Region() { detail::leave(e_.t, e_.depth); }
+  ~Region() { detail::leave_checked(e_); }
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 

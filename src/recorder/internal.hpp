@@ -92,6 +92,9 @@ struct NameRegistry {
   std::atomic<std::uint32_t> region_count{0}, counter_count{0};
   std::array<std::atomic<std::int64_t>, kMaxCounters + 1> counter_value{};
   std::array<std::atomic<std::uint8_t>, kMaxCounters + 1> counter_touched{};
+  /// 1 when the counter's sum in this update passed 2^53 (what a double holds exactly),
+  /// including sums that wrapped around int64.
+  std::array<std::atomic<std::uint8_t>, kMaxCounters + 1> counter_overflow{};
 };
 NameRegistry& names() noexcept;
 

@@ -2,6 +2,7 @@
 // every thread recorded since the previous update (region totals, device times read
 // back from events, counters, histogram, shapes, sample indices, errors) into one
 // UpdateRecord and writes it with the log model's serializer (record_writer.hpp).
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <new>
 #include <optional>
 #include <string>
 
@@ -63,6 +65,10 @@ class Core {
   Status set_device_stream(void* stream);
   Status error_counts(std::vector<std::pair<std::string, std::int64_t>>& out);
   Status info(RecorderInfo& out);
+  /// In the child of fork() (only the forking thread runs, every lock is free): the log,
+  /// its device timer and the session belong to the parent, so the child's copy of the
+  /// recorder is closed without writing, flushing or closing anything.
+  void forget_after_fork() noexcept;
 
  private:
   Status enable_device_here(void* stream);  // mu held
@@ -94,6 +100,8 @@ class Core {
   // may touch the previous session's timer or event flags (see docs/recorder.md).
   std::vector<std::shared_ptr<DeviceTimer>> old_timers_;
   std::vector<std::unique_ptr<std::atomic<std::uint8_t>[]>> busy_arrays_;
+  // In a child of fork(): the parent's sinks, kept open and untouched (forget_after_fork).
+  std::vector<std::shared_ptr<LineSink>> parent_sinks_;
 
   // Scratch for end_update, indexed by region id (reset after each update).
   std::vector<double> host_ns_ = std::vector<double>(kMaxRegions + 1);
@@ -105,9 +113,59 @@ class Core {
   std::vector<std::uint32_t> touched_ids_;
 };
 
+// fork() copies the recorder's memory with only the forking thread running: a lock that
+// another thread held at that moment would stay held in the child forever. So every lock
+// of the recorder is taken before the fork (in the order the recorder nests them: the
+// recorder's, then the thread registry's, the per-update data's, the names') and released
+// after it in both processes; the child then drops its copy of the session.
+void lock_for_fork() noexcept;
+void unlock_after_fork_in_parent() noexcept;
+void unlock_after_fork_in_child() noexcept;
+
 Core& core() noexcept {
-  static Core* c = new Core;  // never destroyed: regions may run during static destruction
+  static Core* c = [] {
+    auto* made = new Core;  // never destroyed: regions may run during static destruction
+    pthread_atfork(lock_for_fork, unlock_after_fork_in_parent, unlock_after_fork_in_child);
+    return made;
+  }();
   return *c;
+}
+
+void lock_for_fork() noexcept {
+  Core& c = core();
+  c.mu.lock();
+  thread_registry().mu.lock();
+  c.data_mu.lock();
+  names().mu.lock();
+}
+
+void unlock_after_fork_in_parent() noexcept {
+  Core& c = core();
+  names().mu.unlock();
+  c.data_mu.unlock();
+  thread_registry().mu.unlock();
+  c.mu.unlock();
+}
+
+void unlock_after_fork_in_child() noexcept {
+  unlock_after_fork_in_parent();
+  core().forget_after_fork();
+}
+
+void Core::forget_after_fork() noexcept {
+  if (!is_open.load(std::memory_order_relaxed)) return;
+  is_open.store(false, std::memory_order_release);
+  for (ThreadStateFull* st : thread_registry().states) st->device.store(false, std::memory_order_release);
+  // Kept, never destroyed: destroying the sink could flush or close what the parent
+  // writes, and the device timer's events are the parent's.
+  try {
+    parent_sinks_.push_back(std::move(sink_));
+    if (timer_) old_timers_.push_back(std::move(timer_));
+    std::lock_guard dl(data_mu);
+    data = UpdateData{};
+  } catch (...) {  // out of memory: the sink and timer stay here, unused until a new open()
+    count_global_error(ErrorKind::kOutOfMemory);
+  }
 }
 
 std::string expand_rank(std::string path, std::int64_t rank) {
@@ -261,6 +319,7 @@ Status Core::open(const Options& o, std::string* message) {
   for (std::uint32_t c = 0; c <= kMaxCounters; ++c) {
     nr.counter_value[c].store(0, std::memory_order_relaxed);
     nr.counter_touched[c].store(0, std::memory_order_relaxed);
+    nr.counter_overflow[c].store(0, std::memory_order_relaxed);
   }
   {
     std::lock_guard dl(data_mu);
@@ -481,10 +540,11 @@ Status Core::end_update(std::int64_t step) {
   for (std::uint32_t c = 0; c < nc; ++c) {
     const std::int64_t v = nr.counter_value[c].exchange(0, std::memory_order_relaxed);
     const bool present = nr.counter_touched[c].exchange(0, std::memory_order_relaxed) != 0;
-    // A sum beyond 2^53 (a double's exact integers, what the reader admits) or one that
-    // wrapped around is left out of the record and counted, so the record stays readable.
+    const bool overflow = nr.counter_overflow[c].exchange(0, std::memory_order_relaxed) != 0;
+    // A sum beyond 2^53 (a double's exact integers, what the reader admits), also one that
+    // wrapped around, is left out of the record and counted, so the record stays readable.
     constexpr std::int64_t kExact = std::int64_t{1} << 53;
-    if (v < 0 || v > kExact) {
+    if (overflow || v < 0 || v > kExact) {
       detail::count_global_error(detail::ErrorKind::kBadArgument);
       continue;
     }

@@ -95,7 +95,11 @@ void add_count(CounterId id, std::int64_t n) noexcept {
   // Presence first, then the value: end_update reads them in the other order, so an add
   // that races with it is reported, in one of the two updates, with its value.
   r.counter_touched[id].store(1, std::memory_order_relaxed);
-  r.counter_value[id].fetch_add(n, std::memory_order_relaxed);
+  const std::int64_t before = r.counter_value[id].fetch_add(n, std::memory_order_relaxed);
+  // Beyond 2^53 the sum is not recorded (see end_update); noted here, before it can wrap
+  // around int64 back to a plausible value.
+  constexpr std::int64_t kExact = std::int64_t{1} << 53;
+  if (before < 0 || n > kExact || before > kExact - n) r.counter_overflow[id].store(1, std::memory_order_relaxed);
 }
 
 }  // namespace stepprof::detail

@@ -18,6 +18,7 @@ struct ExitHook {
   ThreadStateFull* state = nullptr;
   ~ExitHook() {
     if (!state) return;
+    if (state->depth > 0) state->count_error(ErrorKind::kMismatchedExit);  // regions never exited: not recorded
     release_open_frames(state, 0);
     state->device.store(false, std::memory_order_relaxed);
     state->depth = 0;
@@ -78,6 +79,17 @@ ThreadState* attach_thread() noexcept {
   exiting_or_attached = true;
   t_state = s;
   return s;
+}
+
+void leave_mismatched(const Entered& e) noexcept {
+  auto* t = static_cast<ThreadStateFull*>(e.t);
+  t->count_error(ErrorKind::kMismatchedExit);
+  // Still open further out (regions entered inside it were not exited): those are closed
+  // unrecorded, then it is. Otherwise it was exited already: nothing to record.
+  if (t->depth > e.depth && (e.depth >= kMaxDepth || t->stack[e.depth].region == e.region)) {
+    if (e.depth < kMaxDepth) release_open_frames(t, e.depth + 1);
+    leave(t, e.depth);
+  }
 }
 
 ThreadStateFull* this_thread_state() noexcept {

@@ -77,7 +77,8 @@ inline std::uint64_t read_clock() noexcept {
 /// Where an entered region sits: its thread's state and its index on that thread's stack.
 struct Entered {
   ThreadState* t;
-  std::uint32_t depth;  ///< stack index (>= kMaxDepth: too deep, not recorded)
+  std::uint32_t depth;   ///< stack index (>= kMaxDepth: too deep, not recorded)
+  std::uint32_t region;  ///< region id
 };
 
 /// Opens region `id` on the calling thread.
@@ -95,7 +96,7 @@ inline Entered enter(std::uint32_t id) noexcept {
   } else {
     depth_overflow(t);
   }
-  return {t, d};
+  return {t, d, id};
 }
 
 /// Closes the region at stack index `d` of the thread that owns `t` (the innermost one).
@@ -111,6 +112,18 @@ inline void leave(ThreadState* t, std::uint32_t d) noexcept {
     a.calls.store(a.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     if (f.event != kNoEvent) [[unlikely]] device_exit(t, f);
   }
+}
+
+/// A scoped region's exit when it is not the innermost open region (thread_state.cpp).
+void leave_mismatched(const Entered& e) noexcept;
+
+/// Closes a scoped region: the innermost open one as expected, else leave_mismatched.
+inline void leave_checked(const Entered& e) noexcept {
+  ThreadState* t = e.t;
+  if (t->depth == e.depth + 1 && (e.depth >= kMaxDepth || t->stack[e.depth].region == e.region)) [[likely]]
+    leave(t, e.depth);
+  else
+    leave_mismatched(e);
 }
 
 }  // namespace stepprof::detail
