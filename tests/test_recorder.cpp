@@ -660,6 +660,22 @@ TEST_F(RecorderTest, AForkedChildNeitherBlocksNorWritesTheParentsLog) {
   }
 }
 
+TEST_F(RecorderTest, InputShapeMacroTakesAnyIntegerType) {
+  TempLog log("shape-types");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const std::vector<int> batch(8);
+  const unsigned short len = 3154;
+  STEPPROF_INPUT_SHAPE(batch.size(), len);  // size_t and unsigned short: no cast needed
+  STEPPROF_INPUT_SHAPE(std::int64_t{8}, 3154);
+  STEPPROF_INPUT_SHAPE(std::uint64_t{1} << 63, 2);  // beyond int64: rejected like a negative
+  ASSERT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["input_shapes"], (Json{{"(8, 3154)", 2}}));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 1}}));
+}
+
 TEST_F(RecorderTest, PerMicroBatchDetail) {
   TempLog log("microbatches");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

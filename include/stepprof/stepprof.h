@@ -55,7 +55,8 @@ typedef uint32_t stepprof_counter_id;
  *                  "sync_at_update" (bool, default true), "cuda_stream" (integer CUstream
  *                  address, default 0 = legacy default stream), "cuda_device" (int, -1),
  *                  "device_events_per_thread" (int, 1024), "device_threads" (int, 8),
- *                  "append" (bool, false)
+ *                  "append" (bool, false), "print_warnings" (bool, true: open and close
+ *                  problems are also printed as one stderr line each)
  *   out            receives the handle (also on STEPPROF_WARN_IO: the recorder runs and
  *                  counts the records it cannot write); NULL on an error.
  * Returns STEPPROF_OK, STEPPROF_WARN_IO (file not writable), STEPPROF_ERR_ARGUMENT,

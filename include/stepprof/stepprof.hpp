@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -109,6 +110,10 @@ struct Options {
   /// Most threads that may time regions on the device (each has its own event ring).
   std::uint32_t device_threads = 8;
   bool append = false;  ///< append to the file instead of truncating it (see run_id)
+  /// Print the open and close problems (the log cannot be opened or written; errors were
+  /// counted) as one stderr line each, besides returning them. Off for callers that report
+  /// them their own way (the Python package raises RecorderWarning).
+  bool print_warnings = true;
   /// Replaces the CUDA device timer (tests: FakeDeviceClock). Ignored when device_timing is kOff.
   std::shared_ptr<DeviceTimer> device_timer;
   /// Replaces the output file (tests: a writer that fails). `path` is then only a label.
@@ -273,6 +278,18 @@ void input_shape(std::span<const std::int64_t> dims) noexcept;
 inline void input_shape(std::initializer_list<std::int64_t> dims) noexcept {
   input_shape(std::span<const std::int64_t>(dims.begin(), dims.size()));
 }
+/// input_shape() of dimensions of any integer types (what STEPPROF_INPUT_SHAPE calls, so
+/// that `x.size()` (size_t) needs no cast); a value beyond int64 is rejected like a
+/// negative one.
+template <typename... Dims>
+  requires(sizeof...(Dims) > 0 && (std::is_integral_v<Dims> && ...))
+inline void input_shape_of(Dims... dims) noexcept {
+  constexpr auto kMax = static_cast<std::uint64_t>(INT64_MAX);
+  const std::int64_t d[] = {(std::is_unsigned_v<Dims> && static_cast<std::uint64_t>(dims) > kMax)
+                                ? std::int64_t{-1}
+                                : static_cast<std::int64_t>(dims)...};
+  input_shape(std::span<const std::int64_t>(d));
+}
 
 /// Appends dataset indices of the update's samples to `sample_indices`, in order.
 void sample_indices(std::span<const std::int64_t> indices) noexcept;
@@ -321,7 +338,7 @@ Status set_device_stream(void* cu_stream) noexcept;
 /// Adds `samples` samples with `frames` frames each to the frame histogram.
 #define STEPPROF_FRAME_HISTOGRAM(frames, samples) ::stepprof::frame_histogram_add((frames), (samples))
 /// Counts a micro-batch of token-tensor shape `{d0, d1, ...}`.
-#define STEPPROF_INPUT_SHAPE(...) ::stepprof::input_shape({__VA_ARGS__})
+#define STEPPROF_INPUT_SHAPE(...) ::stepprof::input_shape_of(__VA_ARGS__)
 /// Appends the update's sample indices (a std::span<const int64_t> or a container of int64_t).
 #define STEPPROF_SAMPLE_INDICES(indices) ::stepprof::sample_indices(indices)
 #define STEPPROF_PADDING_FRACTION(fraction) ::stepprof::set_padding_fraction(fraction)

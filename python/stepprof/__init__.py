@@ -148,7 +148,9 @@ class Recorder:
             cfg["region_alternatives"] = dict(alternatives)
         if roles:
             cfg["region_roles"] = dict(roles)
-        options: dict[str, Any] = {"sync_at_update": bool(sync_at_update), "append": bool(append)}
+        # Problems at open and close are raised as RecorderWarning, not also printed.
+        options: dict[str, Any] = {"sync_at_update": bool(sync_at_update), "append": bool(append),
+                                   "print_warnings": False}
         if run_id is not None:
             options["run_id"] = str(run_id)
         options["device_timing"] = device_timing
@@ -161,7 +163,12 @@ class Recorder:
             os.fsdecode(os.fspath(path)), rank, world_size, json.dumps(cfg, default=str), json.dumps(options)
         )
         if status == _STATUS_WARN_IO:
-            warnings.warn(message, RecorderWarning, stacklevel=2)  # (it says the run goes on)
+            try:
+                warnings.warn(message, RecorderWarning, stacklevel=2)  # (it says the run goes on)
+            except BaseException:  # warnings turned into errors: this object is lost, so close it
+                _core.close(self._handle)
+                self._handle = 0
+                raise
         self.rank = rank
         self.world_size = world_size
         self._regions: dict[str, Region] = {}
@@ -281,8 +288,8 @@ class Recorder:
         status = _core.end_update(self._live(), _integer(step, "step"))
         if status == _STATUS_WARN_IO and not self._warned_write:
             self._warned_write = True
-            warnings.warn(f"stepprof: a record could not be written ({_core.last_error()}); "
-                          "further failures are counted", RecorderWarning, stacklevel=2)
+            warnings.warn(f"stepprof: the record of update {step} could not be written to {self.info['path']}; "
+                          "it is counted, as are further failures (see close())", RecorderWarning, stacklevel=2)
 
     # ---- lifetime -----------------------------------------------------------------------
 
@@ -322,6 +329,17 @@ class Recorder:
     def __exit__(self, *exc: object) -> bool:
         self.close()
         return False
+
+    def __del__(self) -> None:
+        # A recorder dropped without close() is closed here, so that the process can open
+        # another (one is open at a time). Its counted errors were in its records.
+        handle = getattr(self, "_handle", 0)
+        if handle:
+            self._handle = 0
+            try:
+                _core.close(handle)
+            except Exception:  # interpreter shutdown: nothing left to report to
+                pass
 
     def _live(self) -> int:
         if self._handle == 0:

@@ -58,9 +58,9 @@ std::string parse_options(const char* text, stepprof::Options& o) {
     } else if (k == "sync_at_update") {
       if (!v.is_boolean()) return bad("true or false");
       o.sync_at_update = v.get<bool>();
-    } else if (k == "append") {
+    } else if (k == "append" || k == "print_warnings") {
       if (!v.is_boolean()) return bad("true or false");
-      o.append = v.get<bool>();
+      (k == "append" ? o.append : o.print_warnings) = v.get<bool>();
     } else if (k == "cuda_stream") {
       if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
         return bad("a non-negative integer (a CUstream address)");
@@ -76,7 +76,7 @@ std::string parse_options(const char* text, stepprof::Options& o) {
     } else {
       return "options_json: unknown option \"" + k +
              "\" (expected run_id, device_timing, sync_at_update, cuda_stream, cuda_device, "
-             "device_events_per_thread, device_threads, append)";
+             "device_events_per_thread, device_threads, append, print_warnings)";
     }
   }
   return {};

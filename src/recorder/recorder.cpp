@@ -340,13 +340,13 @@ Status Core::open(const Options& o, std::string* message) {
     std::string msg = "stepprof: cannot write the config record to " + path_ + ": " +
                       std::strerror(write_errno_ ? write_errno_ : EIO) +
                       "; the recorder keeps running and counts the records it cannot write";
-    std::fprintf(stderr, "%s\n", msg.c_str());
+    if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
     return fail(Status::kWarnIo, std::move(msg));
   }
   if (open_errno_) {
     std::string msg = "stepprof: cannot open the log " + path_ + ": " + std::strerror(open_errno_) +
                       "; the recorder keeps running and counts the records it cannot write";
-    std::fprintf(stderr, "%s\n", msg.c_str());
+    if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
     return fail(Status::kWarnIo, std::move(msg));
   }
   return Status::kOk;
@@ -642,11 +642,11 @@ Status Core::close(std::string* message) {
     if (message) message->clear();
     return Status::kOk;
   }
-  std::string msg = "stepprof: the recorder counted " + std::to_string(errors) + " error(s) writing " + path_ + " (" +
+  std::string msg = "stepprof: the recorder counted " + std::to_string(errors) + " error(s) while recording to " + path_ + " (" +
                     kinds + "); " + std::to_string(records_written_) + " record(s) written";
   if (open_errno_) msg += "; the file could not be opened: " + std::string(std::strerror(open_errno_));
   else if (write_errno_) msg += "; last write error: " + std::string(std::strerror(write_errno_));
-  std::fprintf(stderr, "%s\n", msg.c_str());
+  if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
   if (message) *message = std::move(msg);
   return Status::kWarnErrors;
 }

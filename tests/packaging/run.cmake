@@ -1,5 +1,6 @@
 # Packaging test (CTest "packaging"): installs the build, then builds and runs a consumer
-# with find_package(stepprof), and another with add_subdirectory(stepprof).
+# with find_package(stepprof), another with add_subdirectory(stepprof), and a C-only
+# program that uses only the recorder.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P run.cmake
 foreach(v BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT ${v})
@@ -25,3 +26,18 @@ foreach(kind find-package add-subdirectory)
   run(${b}/consumer ${b}/log.jsonl)
   message(STATUS "${kind}: ok")
 endforeach()
+
+# A C-only, recorder-only consumer, configured as if the analyzer's dependencies were
+# missing: it must not need them.
+set(b ${WORK_DIR}/c-recorder)
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/c-recorder-test -B ${b} -G Ninja -DCMAKE_BUILD_TYPE=Release
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_DISABLE_FIND_PACKAGE_simdjson=TRUE
+    -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=TRUE -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=TRUE)
+run(${CMAKE_COMMAND} --build ${b} -j 2)
+run(${b}/consumer ${b}/log.jsonl)
+file(STRINGS ${b}/log.jsonl lines)
+list(LENGTH lines n)
+if(NOT n EQUAL 4)
+  message(FATAL_ERROR "c-recorder: expected a config and 3 update records in ${b}/log.jsonl, found ${n} lines")
+endif()
+message(STATUS "c-recorder: ok")

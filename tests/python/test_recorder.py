@@ -144,6 +144,56 @@ def test_unwritable_path_warns_and_counts(tmp_path):
     assert sum(errors.values()) >= 1
 
 
+def test_io_problems_are_reported_once_as_warnings_not_also_on_stderr(tmp_path, capfd):
+    (tmp_path / "file").write_text("a regular file, not a directory\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec = stepprof.Recorder(str(tmp_path / "file" / "r.jsonl"), device_timing="off")
+        rec.end_update(1)
+        rec.end_update(2)  # warned about once
+        rec.close()
+    warned = [str(w.message) for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert len(warned) == 3, warned  # open, the first failed update, close
+    assert "could not be written" in warned[1] and "update 1" in warned[1]
+    assert "while recording to" in warned[2]
+    assert "stepprof" not in capfd.readouterr().err  # the C layer does not print them again
+
+
+def test_a_recorder_dropped_without_close_frees_the_process_for_another(tmp_path):
+    rec = stepprof.Recorder(str(tmp_path / "a.jsonl"), device_timing="off")
+    rec.end_update(0)
+    del rec
+    rec = stepprof.Recorder(str(tmp_path / "b.jsonl"), device_timing="off")  # used to raise "already open"
+    rec.close()
+    assert len((tmp_path / "a.jsonl").read_text().splitlines()) == 2
+
+
+def test_warnings_as_errors_at_open_leave_no_recorder_open(tmp_path):
+    (tmp_path / "file").write_text("x\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(stepprof.RecorderWarning):
+            stepprof.Recorder(str(tmp_path / "file" / "r.jsonl"), device_timing="off")
+    rec = stepprof.Recorder(str(tmp_path / "ok.jsonl"), device_timing="off")
+    rec.close()
+
+
+def test_a_counter_sum_that_wraps_around_int64_is_left_out_and_counted(tmp_path):
+    path = tmp_path / "wrap.jsonl"
+    rec = stepprof.Recorder(str(path), device_timing="off")
+    for _ in range(4):
+        rec.count("big", 2**62)  # 2^64 in all: wraps to 0 in int64
+    rec.count("fine", 3)
+    rec.end_update(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        errors = rec.close()
+    record = json.loads(path.read_text().splitlines()[1])
+    assert record["counts"] == {"fine": 3}
+    assert record["recorder_errors"] == {"bad_argument": 1}
+    assert errors == {"bad_argument": 1}
+
+
 def test_missing_log_directory_is_created(tmp_path):
     rec = stepprof.Recorder(tmp_path / "logs" / "r{rank}.jsonl", device_timing="off")  # a Path works too
     rec.end_update(1)
