@@ -20,7 +20,14 @@ enum class RegionRole : std::uint8_t {
   kCommunication,  ///< holds collective communication (waits for other ranks)
   kData,           ///< fetches input data
   kOptimizer,      ///< the optimizer step at the accumulation boundary
+  /// runs alongside the update on another thread (a data-loader or logging thread): not a
+  /// consecutive part of its parent or of the update, so its time is not subtracted from
+  /// them and does not count against the nesting
+  kBackground,
 };
+
+/// Hierarchy::source of a nesting built from the parents the log recorded.
+inline constexpr std::string_view kNestingFromLog = "parents recorded in the log";
 
 std::string_view role_name(RegionRole r);
 
@@ -44,7 +51,7 @@ struct HierarchyNode {
 /// A forest of regions under the update. Nodes are kept in definition order.
 class Hierarchy {
  public:
-  std::string source;  ///< where the nesting came from, for reports
+  std::string source;  ///< where the nesting came from, for reports: a file name or kNestingFromLog
 
   /// Adds a node; its parent must have been added before (or be "").
   void add(HierarchyNode node);
@@ -72,7 +79,7 @@ std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& di
 
 /// The nesting the log itself records: the `parents` of update records, plus the
 /// config fields `region_alternatives` ({region: group}) and `region_roles`
-/// ({region: "communication"|"data"|"optimizer"}). Returns nullopt when the log records
+/// ({region: "communication"|"data"|"optimizer"|"background"}). Returns nullopt when the log records
 /// no parents. Conflicting parents for one region are reported as kHierarchy warnings.
 std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& diag);
 

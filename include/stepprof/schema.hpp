@@ -35,7 +35,7 @@ inline constexpr std::string_view kDeviceTiming = "device_timing";
 inline constexpr std::string_view kNote = "note";
 /// {region: group}: regions with the same group are alternative code paths (recorder).
 inline constexpr std::string_view kRegionAlternatives = "region_alternatives";
-/// {region: "communication" | "data" | "optimizer"} (recorder).
+/// {region: "communication" | "data" | "optimizer" | "background"} (recorder).
 inline constexpr std::string_view kRegionRoles = "region_roles";
 
 // Update record fields.

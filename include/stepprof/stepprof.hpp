@@ -91,7 +91,8 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> config;
   /// Alternative code paths: (region, group), written as `region_alternatives`.
   std::vector<std::pair<std::string, std::string>> region_alternatives;
-  /// Region roles: (region, "communication" | "data" | "optimizer"), written as `region_roles`.
+  /// Region roles: (region, "communication" | "data" | "optimizer" | "background"), written
+  /// as `region_roles`; "background": runs alongside the update on another thread.
   std::vector<std::pair<std::string, std::string>> region_roles;
   DeviceTiming device_timing = DeviceTiming::kAuto;
   /// Wait for the device streams in end_update() before taking the update's time, so

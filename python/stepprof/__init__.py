@@ -111,7 +111,9 @@ class Recorder:
             JSON-serializable; others are written as their str().
         alternatives: {region: group}: regions that are alternative code paths for the
             same work (e.g. {"vggt_batched": "geometry", "vggt_single": "geometry"}).
-        roles: {region: "communication" | "data" | "optimizer"}.
+        roles: {region: "communication" | "data" | "optimizer" | "background"};
+            "background": the region runs alongside the update on another thread (a
+            data-loader thread), so the report does not count it as part of the update.
         run_id: identifies the run on every rank (default: $STEPPROF_RUN_ID,
             $TORCHELASTIC_RUN_ID or $SLURM_JOB_ID, else generated).
         device_timing: "auto" (time regions on torch's current CUDA stream when torch has

@@ -335,7 +335,15 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
                           t.violation_count);
     f.evidence = fmt::format("e.g. step {}: the children of {} take {:.1f} ms, more than its {:.1f} ms", v.step,
                              v.parent, v.children_ms, v.parent_ms);
-    f.action = "check the --hierarchy file: a region may sit under the wrong parent";
+    // Regions that add up to more than what holds them ran at the same time: on another
+    // thread (the recorder nests per thread), or, in a nesting file, under the wrong parent.
+    const bool whole_update = v.parent == kUpdateAsParent;
+    const bool from_file = t.nesting_source != kNestingFromLog;
+    f.action = fmt::format(
+        "{}regions that run on another thread alongside {} (a data-loader thread) overlap it: give them the role "
+        "\"background\" (region_roles) so that they are not counted as its parts",
+        from_file ? "check the --hierarchy file (a region may sit under the wrong parent); or " : "",
+        whole_update ? "the update" : v.parent);
     out.push_back(std::move(f));
   }
 }

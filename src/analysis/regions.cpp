@@ -103,8 +103,9 @@ RegionTable analyze_regions(const AnalysisInput& in) {
           if (!shown(node->name)) continue;
         }
         Planned p{in.data.regions.find(node->name).value_or(NameTable::Id(-1)), node->parent, depth, true, {}};
-        for (const auto* c : h.children(node->name))
-          if (auto id = in.region(c->name); id && present[*id]) p.kids.push_back(*id);
+        for (const auto* c : h.children(node->name))  // background children overlap, not part of it
+          if (auto id = in.region(c->name); id && present[*id] && c->role != RegionRole::kBackground)
+            p.kids.push_back(*id);
         if (p.id != NameTable::Id(-1)) plan.push_back(std::move(p));
         visit(node->name, depth + 1);
       }
@@ -230,7 +231,8 @@ RegionTable analyze_regions(const AnalysisInput& in) {
   if (in.hierarchy) {
     std::vector<NameTable::Id> top;
     for (const auto* node : in.hierarchy->children(""))
-      if (auto id = in.region(node->name); id && present[*id]) top.push_back(*id);
+      if (auto id = in.region(node->name); id && present[*id] && node->role != RegionRole::kBackground)
+        top.push_back(*id);
     std::vector<double> outside;
     if (!top.empty()) {
       std::vector<RegionColumns> top_columns;
@@ -247,7 +249,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         if (o < -nesting_tolerance_ms(u->wall_ms)) {
           ++t.violation_count;
           if (t.violations.size() < kMaxViolationsKept)
-            t.violations.push_back({"(the update, wall_ms)", u->step, u->rank.value_or(-1), u->wall_ms, inside, false});
+            t.violations.push_back({std::string(kUpdateAsParent), u->step, u->rank.value_or(-1), u->wall_ms, inside, false});
         }
       }
     }

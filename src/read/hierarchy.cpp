@@ -21,6 +21,7 @@ std::string_view role_name(RegionRole r) {
     case RegionRole::kCommunication: return "communication";
     case RegionRole::kData: return "data";
     case RegionRole::kOptimizer: return "optimizer";
+    case RegionRole::kBackground: return "background";
   }
   return "";
 }
@@ -30,6 +31,7 @@ std::optional<RegionRole> parse_role(std::string_view s) {
   if (s == "communication" || s == "comm") return RegionRole::kCommunication;
   if (s == "data") return RegionRole::kData;
   if (s == "optimizer") return RegionRole::kOptimizer;
+  if (s == "background") return RegionRole::kBackground;
   return std::nullopt;
 }
 }  // namespace
@@ -148,7 +150,7 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
       else if (key == "role") {
         if (auto r = parse_role(value)) node.role = *r;
         else error(line_no, col + eq + 1,
-                   fmt::format("unknown role \"{}\" (expected communication, data or optimizer)", value));
+                   fmt::format("unknown role \"{}\" (expected communication, data, optimizer or background)", value));
       } else {
         error(line_no, col,
               fmt::format("unknown attribute \"{}\" (expected alt, role, samples, frames or microbatches)", key));
@@ -248,7 +250,7 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
   }
 
   Hierarchy h;
-  h.source = "parents recorded in the log";
+  h.source = std::string(kNestingFromLog);
   // Add parents before children: repeat passes until all are placed.
   std::vector<bool> placed(order.size(), false);
   std::size_t remaining = order.size();

@@ -296,3 +296,36 @@ def test_output_onto_an_input_log_is_refused(tmp_path):
         r = run(cmd, "-o", log, tmp_path / "logs")
         assert r.returncode == 2 and "is one of the input logs" in r.stderr, (cmd, r.stderr)
     assert log.read_text() == LOG.read_text()  # untouched
+
+
+def _thread_log(path, roles):
+    """A log whose top-level regions include a data-loader thread's, which run alongside
+    the update: forward 4 ms + backward 5.5 ms of a 10 ms update, and loader 8 ms."""
+    config = {"type": "config", "rank": 0, "world_size": 1, "run_id": "threads"}
+    if roles is not None:
+        config["region_roles"] = roles
+    lines = [json.dumps(config)]
+    for step in range(5):
+        host = {"forward": 4.0, "backward": 5.5, "loader": 8.0}
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 10.0, "cpu_call_ms": host,
+                                 "calls": {k: 1 for k in host},
+                                 "parents": {k: None for k in host}}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_regions_of_another_thread_overlap_the_update_until_marked_background(tmp_path):
+    plain = run("report", "--format", "json", _thread_log(tmp_path / "plain.jsonl", None))
+    assert plain.returncode == 0, plain.stderr
+    rep = json.loads(plain.stdout)
+    assert rep["regions"]["nesting_violation_count"] == 5
+    assert rep["regions"]["outside_regions_ms"]["median"] == pytest.approx(10.0 - (4.0 + 5.5 + 8.0))
+    nesting = [f for f in rep["findings"] if f["kind"] == "nesting"]
+    assert nesting and "background" in nesting[0]["action"] and "--hierarchy" not in nesting[0]["action"]
+
+    marked = run("report", "--format", "json", _thread_log(tmp_path / "marked.jsonl", {"loader": "background"}))
+    assert marked.returncode == 0, marked.stderr
+    rep = json.loads(marked.stdout)
+    assert rep["regions"]["nesting_violation_count"] == 0
+    assert rep["regions"]["outside_regions_ms"]["median"] == pytest.approx(10.0 - (4.0 + 5.5))
+    assert not [f for f in rep["findings"] if f["kind"] == "nesting"]

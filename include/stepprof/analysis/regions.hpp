@@ -42,9 +42,12 @@ struct RegionRow {
   TimeGap gap = TimeGap::kNone;
 };
 
+/// NestingViolation::parent when the top-level regions add up to more than wall_ms.
+inline constexpr std::string_view kUpdateAsParent = "(the update, wall_ms)";
+
 /// A parent whose children's times add up to more than the parent in some update.
 struct NestingViolation {
-  std::string parent;
+  std::string parent;  ///< region name, or kUpdateAsParent
   std::int64_t step = 0;
   std::int64_t rank = -1;
   double parent_ms = 0, children_ms = 0;
