@@ -104,6 +104,9 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
     for (const auto& u : x.per_update)
       if (u.slowest_rank == r.rank) margins.push_back(u.margin_ms);
     const auto margin = summarize(margins);
+    // Being the slowest in most updates by a hair is chance (with two ranks, one of them
+    // is), not a straggler: unflagged ranks must be behind by 5 % of their own work.
+    if (!r.straggler && (!margin || margin->median < 0.05 * r.compute_ms.median)) continue;
     Finding f;
     f.kind = "straggler";
     f.subject = fmt::format("rank {}", r.rank);
@@ -254,15 +257,16 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
   for (const auto& row : in.regions.rows) {
     const HierarchyNode* node = in.hierarchy ? in.hierarchy->find(row.name) : nullptr;
     const auto& basis = row.device_ms ? row.device_ms : row.host_ms;
-    if (node && node->role == RegionRole::kData && basis) {
+    // (Negligible data loading, under 1 % of the time and 1 ms, is no finding.)
+    if (node && node->role == RegionRole::kData && basis && (row.share >= 0.01 || basis->median > 1.0)) {
       Finding f;
       f.kind = "data-loading";
       f.subject = row.name;
       f.ms_per_update = basis->median;
-      f.title = fmt::format("data loading ({}) takes {:.1f} ms per update ({:.1f} % of the update)", row.name,
-                            basis->median, row.share * 100);
-      f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms per update", basis->median, basis->p90,
-                               basis->max);
+      f.title = fmt::format("data loading ({}) takes {:.1f} ms per update", row.name, basis->median);
+      f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms per update; {:.1f} % of all update "
+                               "time in the window",
+                               basis->median, basis->p90, basis->max, row.share * 100);
       f.action = "if this grows, add data-loader workers or prefetch; the training loop waits for it";
       out.push_back(std::move(f));
     }
@@ -273,7 +277,8 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       f.subject = row.name;
       f.ms_per_update = self->median;
       f.title = fmt::format("{} spends {:.1f} ms per update outside its child regions", row.name, self->median);
-      f.evidence = fmt::format("exclusive time median {:.1f} ms, max {:.1f} ms ({:.1f} % of the update)",
+      f.evidence = fmt::format("exclusive time median {:.1f} ms, max {:.1f} ms per update; {:.1f} % of all update "
+                               "time in the window",
                                self->median, self->max, row.self_share * 100);
       f.action = "add regions inside it to see where that time goes";
       out.push_back(std::move(f));
