@@ -72,7 +72,10 @@ int stepprof_begin_update(stepprof_recorder* rec);
 /* Asks the OS to persist the records written so far (fdatasync; may block on the disk). */
 int stepprof_flush(stepprof_recorder* rec);
 /* Closes the recorder and frees `rec`. STEPPROF_WARN_ERRORS when errors were counted
- * (a line on stderr and stepprof_last_error() say which). */
+ * (a line on stderr and stepprof_last_error() say which). `rec` must not be used after
+ * this call, not even for a second stepprof_close (undefined behaviour: it is freed).
+ * In the child of fork() the recorder is closed already (see docs/recorder.md): calls
+ * with the parent's handle return STEPPROF_ERR_STATE and write nothing. */
 int stepprof_close(stepprof_recorder* rec);
 
 /* Errors counted since open: of kind `kind` (e.g. "write_failed"), or all kinds when

@@ -1,6 +1,7 @@
 #include "document.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <functional>
 #include <map>
 #include <optional>
@@ -408,17 +409,28 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   if (shown) s.blocks.emplace_back(rows_left_out(x.per_rank.size(), *shown, own_work, "median own work",
                                                    ", with every straggler and every rank that fell behind"));
 
+  // The updates with the largest margins (where the others waited most), in step order.
   constexpr std::size_t kShown = 12;
+  std::vector<std::size_t> picked(x.per_update.size());
+  std::iota(picked.begin(), picked.end(), std::size_t{0});
+  if (picked.size() > kShown) {
+    std::stable_sort(picked.begin(), picked.end(), [&](std::size_t a, std::size_t b) {
+      return x.per_update[a].margin_ms > x.per_update[b].margin_ms;
+    });
+    picked.resize(kShown);
+    std::sort(picked.begin(), picked.end());
+  }
   Table u{{"step", "slowest rank", "its own work ms", "median rank ms", "margin ms"}, {}, {}};
-  for (std::size_t i = 0; i < x.per_update.size() && i < kShown; ++i) {
+  for (const std::size_t i : picked) {
     const auto& p = x.per_update[i];
     u.rows.push_back({std::to_string(p.step), std::to_string(p.slowest_rank), num(p.slowest_compute_ms),
                       num(p.median_compute_ms), num(p.margin_ms)});
   }
   s.blocks.emplace_back(std::move(u));
   if (x.per_update.size() > kShown)
-    s.blocks.emplace_back(Paragraph{fmt::format("... {} more updates (all are in --format json)",
-                                                x.per_update.size() - kShown)});
+    s.blocks.emplace_back(Paragraph{fmt::format("the {} updates with the largest margins; {} more updates (all are "
+                                                "in --format json)",
+                                                kShown, x.per_update.size() - kShown)});
 }
 
 Section waiting_section(const Report& rep) {
