@@ -5,6 +5,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -39,6 +40,19 @@ int run_whatif_command(WhatIfCliOptions opt) {
   InputOptions input = opt.input;
   input.output = opt.output;
   if (auto stop = load_input(input, diag, in)) return *stop;
+  // A --group the nesting does not have is a mistake on the command line, not a scenario
+  // the data cannot answer.
+  if (!opt.whatif.group.empty()) {
+    std::vector<std::string> groups;
+    if (in.hierarchy)
+      for (const auto& [group, members] : in.hierarchy->alternatives()) groups.push_back(group);
+    if (std::find(groups.begin(), groups.end(), opt.whatif.group) == groups.end()) {
+      fmt::print(stderr, "stepprof: --group {}: {} no such group of alternative code paths ({})\n",
+                 opt.whatif.group, in.hierarchy ? "the nesting (" + in.hierarchy->source + ") has" : "no nesting, so",
+                 groups.empty() ? std::string("there are none") : fmt::format("groups: {}", fmt::join(groups, ", ")));
+      return kUsage;
+    }
+  }
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const WhatIfResult result = run_whatif(ain, opt.whatif);
   std::string text;

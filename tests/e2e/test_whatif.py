@@ -304,6 +304,10 @@ def test_usage_errors_and_no_data(tmp_path):
     assert run("whatif", "faster", fx.LOG).returncode == 2
     assert run("whatif", "no-padding", "--variant", "pad", fx.LOG).returncode == 2
     assert run("whatif", "batched-geometry", "--threshold", "-1", fx.LOG).returncode == 2
+    # A group the nesting does not have is a usage error that names the groups it has.
+    r = run("whatif", "batched-geometry", "--group", "nope", "--hierarchy", fx.HIER, fx.LOG)
+    assert r.returncode == 2 and "nope" in r.stderr and "geometry" in r.stderr
+    assert run("whatif", "batched-geometry", "--group", "geometry", "--hierarchy", fx.HIER, fx.LOG).returncode == 0
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert run("whatif", "no-padding", empty).returncode == 3
