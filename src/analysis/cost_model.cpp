@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -246,8 +245,8 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
     return m;
   };
   std::vector<std::optional<RegionModel>> fitted(in.data.regions.size());
-  const unsigned threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));  // bounds the scratch memory
-  detail::parallel_for(fitted.size(), updates.size() >= 1000 ? threads : 1,
+  // Each job holds an (updates x candidates) matrix: at most 4 at a time.
+  detail::parallel_for(fitted.size(), updates.size() >= 1000 ? detail::threads_at_most(4) : 1,
                        [&](std::size_t id) { fitted[id] = fit_region(static_cast<NameTable::Id>(id)); });
   for (auto& m : fitted)
     if (m) set.models.push_back(std::move(*m));

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <map>
 #include <numeric>
-#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -702,11 +701,12 @@ std::vector<std::size_t> resample(const SyncData& d, std::uint64_t seed, std::si
 }
 
 // `count` bootstrap replicates, replicate(steps of the resample) each, in replicate order;
-// the replicates run on every core (they read shared data only).
+// the replicates run on up to 8 cores (they read shared data only; each refits on its
+// own copy of the resampled updates).
 template <typename Replicate>
 std::vector<StepTimes> bootstrap(const SyncData& d, std::size_t count, std::uint64_t seed, Replicate&& replicate) {
   std::vector<StepTimes> boot(count);
-  detail::parallel_for(count, 0, [&](std::size_t b) { boot[b] = replicate(resample(d, seed, b)); });
+  detail::parallel_for(count, detail::threads_at_most(8), [&](std::size_t b) { boot[b] = replicate(resample(d, seed, b)); });
   return boot;
 }
 
@@ -768,7 +768,7 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   // draw order, so the sum is the one the draws give one after another.
   std::vector<std::vector<double>> xbar(s.updates.size());
   std::vector<std::vector<double>> per_draw(draws);
-  const unsigned threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));  // bounds the scratch memory
+  const unsigned threads = detail::threads_at_most(4);  // each holds the features of every update
   std::vector<std::vector<std::vector<double>>> batch_sums(threads);
   for (std::size_t first = 0; first < draws; first += threads) {
     const std::size_t batch = std::min<std::size_t>(threads, draws - first);

@@ -12,6 +12,12 @@
 
 namespace stepprof::detail {
 
+/// The hardware's threads, at most `most`: for jobs whose scratch memory grows with the
+/// input, so that a machine with many cores does not hold that much scratch per core.
+inline unsigned threads_at_most(unsigned most) {
+  return std::max(1u, std::min(most, std::thread::hardware_concurrency()));
+}
+
 /// Calls job(i) for every i in [0, n), on `threads` threads (0: one per hardware
 /// thread, at most n; 1: on the calling thread). Each i runs once; results must go to
 /// per-i slots. The first exception a job throws is rethrown here after all stop.
