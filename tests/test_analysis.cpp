@@ -340,3 +340,41 @@ TEST(StragglerEpisodes, FromMarginsBuiltByHand) {
   EXPECT_TRUE(find_straggler_episodes({}, threshold).empty());
   EXPECT_EQ(threshold, 0);
 }
+
+TEST(SlowUpdates, StepsBeyondTheMedianAndTheRegionThatGrew) {
+  Builder b;
+  // 20 updates of 100 ms (step k: 100 + k % 3 ms of jitter), with "step" = fwd 40 + bwd 50;
+  // steps 7 and 8 take 150 ms, all of it in bwd (100 instead of 50).
+  for (int step = 0; step < 20; ++step) {
+    const bool slow = step == 7 || step == 8;
+    const double jitter = step % 3;
+    auto& u = b.add(step, (slow ? 150.0 : 100.0) + jitter);
+    b.region(u, "step", slow ? 140.0 : 90.0, slow ? 140.0 : 90.0);
+    b.region(u, "fwd", 40, 40);
+    b.region(u, "bwd", slow ? 100.0 : 50.0, slow ? 100.0 : 50.0);
+  }
+  const Hierarchy h = parse("step\n  fwd\n  bwd\n");
+  const auto s = analyze_slow_updates({b.d, &h});
+  ASSERT_TRUE(s);
+  // Walls: 100 + (0,1,2,...) jitter, median of the 20 = 101 (steps 7, 8: 151, 152).
+  // |w - 101| has median 1, so 3 x 1.4826 = 4.45 < 10 % of 101: threshold 111.1.
+  EXPECT_DOUBLE_EQ(s->typical_ms, 101);
+  EXPECT_NEAR(s->threshold_ms, 111.1, 1e-9);
+  EXPECT_EQ(s->steps, (std::vector<std::int64_t>{7, 8}));
+  EXPECT_DOUBLE_EQ(s->slow_ms, (151.0 + 152.0) / 2);
+  EXPECT_NEAR(s->excess_ms_per_update, ((151 - 101) + (152 - 101)) / 20.0, 1e-12);
+  // "step" grew by 50 ms and its child bwd by all of it: the chain step -> bwd.
+  ASSERT_GE(s->grew.size(), 2u);
+  EXPECT_EQ(s->first_chain, 2u);
+  EXPECT_EQ(s->grew[0].region, "step");
+  EXPECT_EQ(s->grew[1].region, "bwd");
+  EXPECT_DOUBLE_EQ(s->grew[1].slow_ms, 100);
+  EXPECT_DOUBLE_EQ(s->grew[1].typical_ms, 50);
+  for (const auto& g : s->grew) EXPECT_NE(g.region, "fwd");  // it did not grow
+}
+
+TEST(SlowUpdates, NoneWithFewerThanTenSteps) {
+  Builder b;
+  for (int step = 0; step < 9; ++step) b.add(step, step == 4 ? 500.0 : 100.0);
+  EXPECT_FALSE(analyze_slow_updates({b.d, nullptr}));
+}

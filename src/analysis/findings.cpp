@@ -362,6 +362,22 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
   f.title = fmt::format("update time varies: coefficient of variation {:.1f} %", t->cv * 100);
   f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms", t->median, t->p90, t->max);
   f.action = "compare the slow updates' regions and counters with the median ones";
+  if (const auto& s = in.slow; s && !s->steps.empty()) {
+    f.ms_per_update = s->excess_ms_per_update;
+    // Which updates, and where their extra time went (step numbers written as rank lists are).
+    f.evidence += fmt::format("; the {} slowest, above {:.1f} ms (steps {}), take {:.1f} ms (median)",
+                              s->steps.size(), s->threshold_ms, detail::rank_numbers(s->steps), s->slow_ms);
+    std::string grew;
+    for (const auto& g : s->grew)
+      grew += fmt::format("{}{} +{:.1f} ms ({:.1f} against {:.1f})", grew.empty() ? "" : ", ", g.region, g.grew_ms(),
+                          g.slow_ms, g.typical_ms);
+    if (!grew.empty()) {
+      f.evidence += "; in them " + grew;
+      f.action = fmt::format("look at what makes {} slower in those steps: its inputs (frames, tokens, code paths in "
+                             "the log) and the host and GPU at that time",
+                             s->grew[s->first_chain - 1].region);
+    }
+  }
   out.push_back(std::move(f));
 }
 

@@ -25,11 +25,15 @@ Report build_report(const AnalysisInput& given) {
       },
       [&] { r.padding = analyze_padding(in); },
       [&] { r.paths = analyze_code_paths(in); },
-      [&] { r.time = analyze_update_time(in, r.run); },
+      [&] {
+        r.time = analyze_update_time(in, r.run);
+        r.slow_updates = analyze_slow_updates(in);
+      },
   };
   detail::parallel_for(std::size(jobs), in.data.update_count() >= kThreadFrom ? 0 : 1,
                        [&](std::size_t i) { jobs[i](); });
-  r.findings = derive_findings({r.time, r.regions, r.paths, r.padding, r.waiting, r.cross_rank, in.hierarchy});
+  r.findings = derive_findings(
+      {r.time, r.regions, r.paths, r.padding, r.waiting, r.cross_rank, in.hierarchy, r.slow_updates});
   return r;
 }
 

@@ -47,10 +47,21 @@ Json run(const RunSummary& r) {
               {"files", r.files}};
 }
 
-Json update_time(const UpdateTimeResult& t) {
+Json slow_updates(const std::optional<SlowUpdates>& s) {
+  if (!s) return nullptr;
+  Json grew = Json::array();
+  for (const auto& g : s->grew)
+    grew.push_back({{"region", g.region}, {"slow_ms", g.slow_ms}, {"typical_ms", g.typical_ms}});
+  return Json{{"threshold_ms", s->threshold_ms}, {"steps", s->steps},  {"slow_ms", s->slow_ms},
+              {"typical_ms", s->typical_ms},     {"excess_ms_per_update", s->excess_ms_per_update},
+              {"grew", grew},                    {"first_chain", s->first_chain}};
+}
+
+Json update_time(const UpdateTimeResult& t, const std::optional<SlowUpdates>& slow) {
   Json per_rank = Json::array();
   for (const auto& [rank, s] : t.per_rank_ms) per_rank.push_back({{"rank", rank}, {"wall_ms", summary(s)}});
   return Json{{"update_ms", summary(t.update_ms)},
+              {"slow_updates", slow_updates(slow)},
               {"per_rank", per_rank},
               {"throughput",
                {{"samples", rate(t.samples)},
@@ -253,7 +264,7 @@ Json findings(const std::vector<Finding>& fs) {
 std::string render_json(const Report& r, const Diagnostics& diag) {
   Json j{{"schema", "stepprof.report/1"},
          {"run", run(r.run)},
-         {"update_time", update_time(r.time)},
+         {"update_time", update_time(r.time, r.slow_updates)},
          {"regions", regions(r.regions)},
          {"code_paths", code_paths(r.paths)},
          {"padding", padding(r.padding)},

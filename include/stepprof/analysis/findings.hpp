@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "stepprof/analysis/slow_updates.hpp"
 #include "stepprof/analysis/code_paths.hpp"
 #include "stepprof/analysis/cross_rank.hpp"
 #include "stepprof/analysis/padding.hpp"
@@ -36,6 +37,7 @@ struct FindingInputs {
   const std::vector<WaitingResult>& waiting;
   const CrossRankResult& cross_rank;
   const Hierarchy* hierarchy;
+  const std::optional<SlowUpdates>& slow;  ///< what the slowest updates are made of
 };
 
 /// Findings sorted by time at stake, largest first; at most `max_findings`.

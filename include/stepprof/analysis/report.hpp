@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "stepprof/analysis/slow_updates.hpp"
 #include "stepprof/analysis/code_paths.hpp"
 #include "stepprof/analysis/cross_rank.hpp"
 #include "stepprof/analysis/findings.hpp"
@@ -18,6 +19,7 @@ namespace stepprof {
 struct Report {
   RunSummary run;
   UpdateTimeResult time;
+  std::optional<SlowUpdates> slow_updates;  ///< the updates above the p90 and what grew in them
   RegionTable regions;
   CodePathResult paths;
   PaddingResult padding;

@@ -1,0 +1,47 @@
+// The slowest updates of the window and the regions that grew in them: what "update time
+// varies" is made of.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stepprof/analysis/input.hpp"
+
+namespace stepprof {
+
+/// A region's median time in the slow updates against all updates [ms].
+struct RegionGrowth {
+  std::string region;
+  double slow_ms = 0;     ///< median over the slow updates (absent: 0)
+  double typical_ms = 0;  ///< median over every update (absent: 0)
+  [[nodiscard]] double grew_ms() const { return slow_ms - typical_ms; }
+};
+
+/// The slowest updates: beyond the median update time by more than 3 robust standard
+/// deviations (1.4826 x the median absolute deviation) and 10 % of the median, or, when
+/// none is that far out, above the 90th percentile. An update here is a step: with
+/// several ranks, the step's slowest rank's update (the one the job waited for).
+struct SlowUpdates {
+  double threshold_ms = 0;          ///< slow means above this update time [ms]
+  std::vector<std::int64_t> steps;  ///< the slow steps, in step order
+  double slow_ms = 0;               ///< median update time of the slow steps [ms]
+  double typical_ms = 0;            ///< median update time of every step [ms]
+  /// What the slow steps take beyond the median, summed, per step of the window [ms per
+  /// update]: what making them typical would save on average.
+  double excess_ms_per_update = 0;
+  /// The regions that take longest more in the slow updates, most first (at most 3, each
+  /// growing by more than 0): the first is the region that grew most, followed down the
+  /// nesting while a child accounts for at least half of its parent's growth (the deepest
+  /// such region says where the time went); then the next largest.
+  std::vector<RegionGrowth> grew;
+  /// How many entries of `grew` are the first chain (the last of them is the deepest).
+  std::size_t first_chain = 0;
+};
+
+/// Nullopt with fewer than 10 steps or no slow update. The region time is
+/// device time where the log has it for the region, else host time (as the region table).
+std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in);
+
+}  // namespace stepprof

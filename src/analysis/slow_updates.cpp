@@ -1,0 +1,110 @@
+#include "stepprof/analysis/slow_updates.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "stepprof/analysis/stats.hpp"
+
+namespace stepprof {
+namespace {
+
+constexpr std::size_t kMinSteps = 10;
+constexpr std::size_t kMostRegions = 3;
+
+double median_or_zero(std::vector<double> v) { return median(v).value_or(0.0); }
+
+}  // namespace
+
+std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in) {
+  // Per step, the update of the slowest rank (positions in updates() order).
+  const auto updates = in.updates();
+  std::map<std::int64_t, std::size_t> slowest;  // step -> k
+  for (std::size_t k = 0; k < updates.size(); ++k) {
+    auto [it, inserted] = slowest.try_emplace(updates[k]->step, k);
+    if (!inserted && updates[k]->wall_ms > updates[it->second]->wall_ms) it->second = k;
+  }
+  if (slowest.size() < kMinSteps) return std::nullopt;
+  std::vector<double> walls;
+  for (const auto& [step, k] : slowest) walls.push_back(updates[k]->wall_ms);
+  const auto time = summarize(walls);
+  SlowUpdates out;
+  out.typical_ms = time->median;
+  // Slow: beyond the median by more than 3 robust standard deviations (1.4826 x the median
+  // absolute deviation) and 10 % of the median; when no
+  // update is that far out (a wide spread rather than outliers), above the p90.
+  std::vector<double> deviations;
+  for (const double w : walls) deviations.push_back(std::fabs(w - time->median));
+  const double robust_sd = 1.4826 * median_or_zero(deviations);
+  out.threshold_ms = time->median + std::max(3 * robust_sd, 0.1 * time->median);
+  if (time->max <= out.threshold_ms) out.threshold_ms = time->p90;
+  std::vector<std::size_t> all, slow;  // positions in updates()
+  std::vector<double> slow_walls;
+  for (const auto& [step, k] : slowest) {
+    all.push_back(k);
+    if (updates[k]->wall_ms > out.threshold_ms) {
+      slow.push_back(k);
+      out.steps.push_back(step);
+      slow_walls.push_back(updates[k]->wall_ms);
+      out.excess_ms_per_update += updates[k]->wall_ms - out.typical_ms;
+    }
+  }
+  out.excess_ms_per_update /= static_cast<double>(all.size());
+  if (slow.empty()) return std::nullopt;
+  out.slow_ms = median_or_zero(slow_walls);
+
+  // Every region's median over the slow steps against every step.
+  std::vector<RegionGrowth> growth(in.data.regions.size());
+  std::vector<bool> grew(in.data.regions.size(), false);
+  for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
+    const RegionColumns columns(in, updates, id);
+    const auto& c = columns.get();
+    const bool device = in.has_device_time(id);
+    auto value = [&](std::size_t k) {
+      const double v = device ? c.device[k] : c.host[k];
+      return std::isnan(v) ? 0.0 : v;
+    };
+    std::vector<double> s, a;
+    for (const auto k : slow) s.push_back(value(k));
+    for (const auto k : all) a.push_back(value(k));
+    growth[id] = {std::string(in.data.regions.name(id)), median_or_zero(s), median_or_zero(a)};
+    grew[id] = growth[id].grew_ms() > 0;
+  }
+  // Largest growth first; from each, down the nesting while a child holds half of it.
+  std::vector<NameTable::Id> order;
+  for (NameTable::Id id = 0; id < growth.size(); ++id)
+    if (grew[id]) order.push_back(id);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](NameTable::Id a, NameTable::Id b) { return growth[a].grew_ms() > growth[b].grew_ms(); });
+  std::vector<bool> used(growth.size(), false);
+  for (const NameTable::Id top : order) {
+    if (out.grew.size() >= kMostRegions) break;
+    if (used[top]) continue;
+    NameTable::Id at = top;
+    used[at] = true;
+    for (bool deeper = in.hierarchy != nullptr; deeper;) {
+      deeper = false;
+      for (const auto* child : in.hierarchy->children(growth[at].region)) {
+        const auto id = in.region(child->name);
+        if (!id || !grew[*id] || growth[*id].grew_ms() < 0.5 * growth[at].grew_ms()) continue;
+        out.grew.push_back(growth[at]);  // the parent, then the child that explains it
+        at = *id;
+        used[at] = true;
+        deeper = true;
+        break;
+      }
+    }
+    out.grew.push_back(growth[at]);
+    if (out.first_chain == 0) out.first_chain = std::min(out.grew.size(), kMostRegions);
+    // Regions above or below a chosen one say the same again.
+    if (in.hierarchy)
+      for (const NameTable::Id other : order)
+        if (in.hierarchy->is_ancestor(growth[other].region, growth[at].region) ||
+            in.hierarchy->is_ancestor(growth[at].region, growth[other].region))
+          used[other] = true;
+  }
+  if (out.grew.size() > kMostRegions) out.grew.resize(kMostRegions);
+  return out;
+}
+
+}  // namespace stepprof
