@@ -378,3 +378,30 @@ TEST(SlowUpdates, NoneWithFewerThanTenSteps) {
   for (int step = 0; step < 9; ++step) b.add(step, step == 4 ? 500.0 : 100.0);
   EXPECT_FALSE(analyze_slow_updates({b.d, nullptr}));
 }
+
+TEST(SlowUpdates, BackgroundRegionsAndTheirChildrenAreNotWhatGrew) {
+  Builder b;
+  // 20 updates of 100 ms ("work" 90); steps 3 and 4 take 200 ms ("work" 190). A loader
+  // thread's "loader" (role background) with child "decode" runs longer in them too
+  // (it runs for as long as the update lasts): not a cause.
+  for (int step = 0; step < 20; ++step) {
+    const bool slow = step == 3 || step == 4;
+    auto& u = b.add(step, slow ? 200.0 : 100.0);
+    b.region(u, "work", slow ? 190.0 : 90.0, slow ? 190.0 : 90.0);
+    b.region(u, "loader", slow ? 195.0 : 95.0, slow ? 195.0 : 95.0);
+    b.region(u, "decode", slow ? 150.0 : 50.0, slow ? 150.0 : 50.0);
+    b.region(u, "tiny", slow ? 1.0 : 0.5, slow ? 1.0 : 0.5);  // grows by 0.5 ms: under a tenth of 100
+  }
+  const Hierarchy h = parse("work\ntiny\nloader role=background\n  decode\n");
+  const auto s = analyze_slow_updates({b.d, &h});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->steps, (std::vector<std::int64_t>{3, 4}));
+  ASSERT_EQ(s->grew.size(), 1u);
+  EXPECT_EQ(s->grew[0].region, "work");
+  EXPECT_DOUBLE_EQ(s->grew[0].slow_ms - s->grew[0].typical_ms, 100);
+  const RegionTable t = analyze_regions({b.d, &h});
+  EXPECT_TRUE(row(t, "loader").background);
+  EXPECT_TRUE(row(t, "decode").background);  // nested in a background region: on its thread
+  EXPECT_FALSE(row(t, "work").background);
+  EXPECT_EQ(t.violation_count, 0u);  // loader is not a part of the update
+}

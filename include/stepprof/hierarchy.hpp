@@ -61,6 +61,9 @@ class Hierarchy {
   [[nodiscard]] std::vector<const HierarchyNode*> children(std::string_view parent) const;
   /// True when `ancestor` is a (possibly indirect) parent of `name`.
   [[nodiscard]] bool is_ancestor(std::string_view ancestor, std::string_view name) const;
+  /// True when `name` or one of its ancestors has the role "background" (regions nested in
+  /// a background region run on its thread too).
+  [[nodiscard]] bool in_background(std::string_view name) const;
   /// 0 for top-level regions; -1 for a region not in the hierarchy.
   [[nodiscard]] int depth(std::string_view name) const;
   /// Alternative-path groups in definition order, each with its member regions.

@@ -161,6 +161,7 @@ class Recorder:
         stream = _torch_cuda_stream() if device_timing == "auto" else None
         if stream is not None:
             options["cuda_stream"], options["cuda_device"] = stream
+        self._pid = os.getpid()  # a fork() child holds a closed copy (docs/recorder.md)
         self._handle, status, message = _core.open(
             os.fsdecode(os.fspath(path)), rank, world_size, json.dumps(cfg, default=str), json.dumps(options)
         )
@@ -311,12 +312,16 @@ class Recorder:
 
     @property
     def closed(self) -> bool:
-        return self._handle == 0
+        """True after close(), and in a fork() child (the recorder is the parent's)."""
+        return self._handle == 0 or self._pid != os.getpid()
 
     def close(self) -> dict[str, int]:
         """Closes the recorder and returns the errors counted during the run (empty when
         none); warns when there were any. Closing twice is a no-op."""
         if self._handle == 0:
+            return {}
+        if self._pid != os.getpid():  # a fork() child: the recorder and its log are the parent's
+            self._handle = 0
             return {}
         errors = self.errors
         status, message = _core.close(self._handle)
@@ -336,7 +341,7 @@ class Recorder:
         # A recorder dropped without close() is closed here, so that the process can open
         # another (one is open at a time). Its counted errors were in its records.
         handle = getattr(self, "_handle", 0)
-        if handle:
+        if handle and getattr(self, "_pid", None) == os.getpid():
             self._handle = 0
             try:
                 _core.close(handle)
@@ -346,4 +351,7 @@ class Recorder:
     def _live(self) -> int:
         if self._handle == 0:
             raise RuntimeError("the stepprof recorder is closed")
+        if self._pid != os.getpid():
+            raise RuntimeError("this stepprof recorder belongs to the parent process (this is a fork() child, whose "
+                               "copy is closed); open a Recorder with another path here to record in this process")
         return self._handle

@@ -198,6 +198,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     row.parent = p.parent;
     row.depth = p.depth;
     row.in_hierarchy = p.in_hierarchy;
+    row.background = in.hierarchy && in.hierarchy->in_background(row.name);
     row.updates_present = s.present;
     row.device_ms = summarize(std::move(s.device));
     row.host_ms = summarize(std::move(s.host));

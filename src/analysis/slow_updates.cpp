@@ -53,10 +53,13 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in) {
   if (slow.empty()) return std::nullopt;
   out.slow_ms = median_or_zero(slow_walls);
 
-  // Every region's median over the slow steps against every step.
+  // Every region's median over the slow steps against every step; background regions are
+  // left out (marked as not grown).
   std::vector<RegionGrowth> growth(in.data.regions.size());
   std::vector<bool> grew(in.data.regions.size(), false);
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
+    // A background region (another thread) grows with the update's length, not into it.
+    if (in.hierarchy && in.hierarchy->in_background(in.data.regions.name(id))) continue;
     const RegionColumns columns(in, updates, id);
     const auto& c = columns.get();
     const bool device = in.has_device_time(id);
@@ -77,8 +80,10 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in) {
   std::stable_sort(order.begin(), order.end(),
                    [&](NameTable::Id a, NameTable::Id b) { return growth[a].grew_ms() > growth[b].grew_ms(); });
   std::vector<bool> used(growth.size(), false);
+  // Growth under a tenth of the slow steps' excess explains little: not listed.
+  const double least = 0.1 * (out.slow_ms - out.typical_ms);
   for (const NameTable::Id top : order) {
-    if (out.grew.size() >= kMostRegions) break;
+    if (out.grew.size() >= kMostRegions || growth[top].grew_ms() < least) break;
     if (used[top]) continue;
     NameTable::Id at = top;
     used[at] = true;

@@ -47,9 +47,15 @@ int run_whatif_command(WhatIfCliOptions opt) {
     if (in.hierarchy)
       for (const auto& [group, members] : in.hierarchy->alternatives()) groups.push_back(group);
     if (std::find(groups.begin(), groups.end(), opt.whatif.group) == groups.end()) {
-      fmt::print(stderr, "stepprof: --group {}: {} no such group of alternative code paths ({})\n",
-                 opt.whatif.group, in.hierarchy ? "the nesting (" + in.hierarchy->source + ") has" : "no nesting, so",
-                 groups.empty() ? std::string("there are none") : fmt::format("groups: {}", fmt::join(groups, ", ")));
+      if (!in.hierarchy)
+        fmt::print(stderr,
+                   "stepprof: --group {}: groups of alternative code paths come from the region nesting, and there "
+                   "is none: give --hierarchy FILE, or a log with parents\n",
+                   opt.whatif.group);
+      else
+        fmt::print(stderr, "stepprof: --group {}: the nesting ({}) has no such group of alternative code paths ({})\n",
+                   opt.whatif.group, in.hierarchy->source,
+                   groups.empty() ? std::string("it has none") : fmt::format("groups: {}", fmt::join(groups, ", ")));
       return kUsage;
     }
   }

@@ -19,7 +19,8 @@ Json raw_value(const std::string& text) {
 
 // Counters are counts: write integral values as JSON integers, as the real log does.
 Json number(double v) {
-  if (std::isfinite(v) && v == std::nearbyint(v) && std::fabs(v) < 9.0e15)
+  constexpr double kExact = 9007199254740992.0;  // 2^53: every integer up to it is a double
+  if (std::isfinite(v) && v == std::nearbyint(v) && std::fabs(v) <= kExact)
     return Json(static_cast<std::int64_t>(v));
   return Json(v);
 }

@@ -60,6 +60,16 @@ bool Hierarchy::is_ancestor(std::string_view ancestor, std::string_view name) co
   return false;
 }
 
+bool Hierarchy::in_background(std::string_view name) const {
+  const HierarchyNode* n = find(name);
+  for (int guard = 0; n && guard < 1000; ++guard) {
+    if (n->role == RegionRole::kBackground) return true;
+    if (n->parent.empty()) return false;
+    n = find(n->parent);
+  }
+  return false;
+}
+
 int Hierarchy::depth(std::string_view name) const {
   const HierarchyNode* n = find(name);
   if (!n) return -1;

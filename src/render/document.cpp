@@ -201,6 +201,12 @@ Section regions_section(const Report& rep) {
   const bool any_device = std::any_of(t.rows.begin(), t.rows.end(), [](const RegionRow& r) { return r.device_ms.has_value(); });
   if (!any_device)
     notes.push_back("device-host: the log has host times only (no cuda_stream_ms), so shares use host time");
+  std::string background;
+  for (const auto& r : t.rows)
+    if (r.background) background += (background.empty() ? "" : ", ") + r.name;
+  if (!background.empty())
+    notes.push_back("background (role \"background\": on another thread, alongside the update, not part of it): " +
+                    background);
   else
     notes.push_back(any_gap ? "device-host: regions flagged where the median device-minus-host time exceeds max(1 ms, 20 %)"
                           : "device-host: no region's device and host times differ by more than max(1 ms, 20 %)");
@@ -428,9 +434,10 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   }
   s.blocks.emplace_back(std::move(u));
   if (x.per_update.size() > kShown)
-    s.blocks.emplace_back(Paragraph{fmt::format("the {} updates with the largest margins; {} more updates (all are "
+    s.blocks.emplace_back(Paragraph{fmt::format("the {} updates with the largest margins; {} more update{} (all are "
                                                 "in --format json)",
-                                                kShown, x.per_update.size() - kShown)});
+                                                kShown, x.per_update.size() - kShown,
+                                                x.per_update.size() - kShown == 1 ? "" : "s")});
 }
 
 Section waiting_section(const Report& rep) {

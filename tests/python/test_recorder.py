@@ -300,3 +300,39 @@ def test_microbatch_detail(tmp_path):
         {"frames": [4]},
     ]
     assert "microbatches" not in updates[1]
+
+
+def test_a_fork_child_sees_the_parents_recorder_closed(tmp_path):
+    parent_log = tmp_path / "parent.jsonl"
+    rec = stepprof.Recorder(str(parent_log), device_timing="off")
+    rec.end_update(0)
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        code = 0
+        try:
+            with rec.region("child_work"):
+                rec.count("child_items", 1)
+            if not rec.closed:
+                code = 2
+            try:
+                rec.end_update(99)
+                code = 3
+            except RuntimeError as e:
+                if "fork" not in str(e):
+                    code = 4
+            if rec.close() != {}:
+                code = 5
+            own = stepprof.Recorder(str(tmp_path / "child.jsonl"), device_timing="off")
+            own.end_update(7)
+            own.close()
+        except BaseException:
+            code = 6
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    rec.end_update(1)
+    rec.close()
+    steps = [json.loads(l)["step"] for l in parent_log.read_text().splitlines()[1:]]
+    assert steps == [0, 1]  # nothing of the child's
+    child = [json.loads(l) for l in (tmp_path / "child.jsonl").read_text().splitlines()]
+    assert [r.get("step") for r in child[1:]] == [7]

@@ -27,6 +27,10 @@ struct RegionRow {
   std::string parent;  ///< "" at the top level or when the nesting is unknown
   int depth = 0;       ///< 0 at the top level
   bool in_hierarchy = false;  ///< false: present in the log but not in the given nesting
+  /// Role "background", its own or an ancestor's: runs alongside the update on another
+  /// thread, not part of it (its share is still of the update time; it is no finding's
+  /// subject).
+  bool background = false;
   std::size_t updates_present = 0;  ///< updates in which the region occurs
   std::optional<Summary> device_ms;  ///< cuda_stream_ms per update where present [ms]
   std::optional<Summary> host_ms;    ///< cpu_call_ms per update where present [ms]

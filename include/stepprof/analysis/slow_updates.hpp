@@ -32,7 +32,7 @@ struct SlowUpdates {
   /// update]: what making them typical would save on average.
   double excess_ms_per_update = 0;
   /// The regions that take longest more in the slow updates, most first (at most 3, each
-  /// growing by more than 0): the first is the region that grew most, followed down the
+  /// growing by at least a tenth of slow_ms - typical_ms): the first is the region that grew most, followed down the
   /// nesting while a child accounts for at least half of its parent's growth (the deepest
   /// such region says where the time went); then the next largest.
   std::vector<RegionGrowth> grew;
