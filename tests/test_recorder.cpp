@@ -505,6 +505,7 @@ TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[1]["counts"], (Json{{"bc_ok", 5}}));
   EXPECT_EQ(lines[2]["counts"], (Json{{"bc_big", std::int64_t{1} << 53}}));
+  EXPECT_TRUE(lines[2]["counts"]["bc_big"].is_number_integer());  // written 9007199254740992, not 9.007e+15
   EXPECT_EQ(lines[2]["frame_histogram"], (Json{{"3", 2}}));
   // Both were counted before the first record was written, which reports them; the two
   // histogram adds before the second.
