@@ -566,6 +566,28 @@ TEST_F(ReaderTest, ARankNotBelowTheWorldSizeIsAnErrorButTheRecordsStay) {
   EXPECT_NE(e->message.find("\"rank\" (5) is not below \"world_size\" (4)"), std::string::npos) << e->message;
 }
 
+TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
+  // A misspelt role used to be ignored without a word: the region silently got none.
+  const auto p = write("roles.jsonl",
+                       std::string(R"({"type": "config", "region_roles": {"nccl": "comm", "loader": "backgorund"}})") +
+                           "\n" + R"({"type": "update", "step": 1, "wall_ms": 5})" + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 1u);
+  const Diagnostic* e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->severity, Severity::kError);
+  EXPECT_EQ(e->line, 1u);
+  EXPECT_NE(e->message.find("\"loader\" has the unknown role \"backgorund\""), std::string::npos) << e->message;
+
+  const auto q = write("alts.jsonl", std::string(R"({"type": "config", "region_alternatives": ["a", "b"]})") + "\n" +
+                                         R"({"type": "update", "step": 1, "wall_ms": 5})" + "\n");
+  read({q});
+  e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->message.find("\"region_alternatives\": should be an object {region: group}"), std::string::npos)
+      << e->message;
+}
+
 TEST(StepRange, Parse) {
   std::string err;
   auto r = parse_step_range("11:20", err);

@@ -267,10 +267,22 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
   o.config = {{"seed", "forty-two"}};
   EXPECT_EQ(attempt(o), Status::kErrArgument);
   o.config.clear();
+  o.region_roles = {{"loader", "backgorund"}};  // a misspelt role would be ignored by the analyzer
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  o.region_roles.clear();
+  o.config_json = R"({"region_roles": {"nccl": "comms"}})";
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  o.config_json = R"({"region_alternatives": {"a": 1}})";
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  o.config_json = R"({"region_roles": {"nccl": "comm", "loader": "background"}})";  // accepted
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  o.config_json = "";
   o.rank = 4;
   o.world_size = 4;
   EXPECT_EQ(attempt(o), Status::kErrArgument);
   EXPECT_FALSE(is_open());
+  std::remove(log.path.c_str());  // written by the accepted open above
   EXPECT_EQ(read_text(log.path), "");  // nothing created
   EXPECT_EQ(end_update(0), Status::kErrState);
   EXPECT_EQ(close(), Status::kErrState);

@@ -3,6 +3,7 @@
 // docs/log-schema.md describes every field with its unit.
 #pragma once
 
+#include <array>
 #include <string_view>
 
 namespace stepprof::schema {
@@ -37,6 +38,10 @@ inline constexpr std::string_view kNote = "note";
 inline constexpr std::string_view kRegionAlternatives = "region_alternatives";
 /// {region: "communication" | "data" | "optimizer" | "background"} (recorder).
 inline constexpr std::string_view kRegionRoles = "region_roles";
+/// The roles `region_roles` (and a nesting file's `role=`) may give a region; "comm" is
+/// read as "communication". docs/hierarchy-format.md says what each means.
+inline constexpr std::array<std::string_view, 5> kRegionRoleNames = {"communication", "comm", "data", "optimizer",
+                                                                     "background"};
 
 // Update record fields.
 inline constexpr std::string_view kStep = "step";

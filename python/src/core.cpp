@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -72,8 +73,11 @@ PyTypeObject* region_type = nullptr;
 
 // ---- helpers --------------------------------------------------------------------------
 
-// Raises for errors (status < 0); warnings (> 0) are returned for the caller to report.
+// Raises for errors (status < 0): ValueError for a bad argument (e.g. an unknown role
+// at open), RuntimeError otherwise. Warnings (> 0) are returned for the caller to report.
 int check(int status) {
+  if (status == STEPPROF_ERR_ARGUMENT)
+    throw std::invalid_argument(std::string(stepprof_status_name(status)) + ": " + stepprof_last_error());
   if (status < 0)
     throw std::runtime_error(std::string(stepprof_status_name(status)) + ": " + stepprof_last_error());
   return status;

@@ -240,10 +240,15 @@ class Recorder:
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
-        it from the token_slots and valid_tokens counters."""
-        if not 0.0 <= float(fraction) <= 1.0:
+        it from the token_slots and valid_tokens counters. Raises TypeError for a
+        string (or anything float() cannot take as a number) and ValueError outside
+        [0, 1] or for NaN."""
+        if isinstance(fraction, (str, bytes, bytearray)):
+            raise TypeError(f"padding fraction should be a number, got {type(fraction).__name__} {fraction!r}")
+        f = float(fraction)
+        if not 0.0 <= f <= 1.0:
             raise ValueError(f"padding fraction {fraction} is outside [0, 1]")
-        _core.set_padding_fraction(float(fraction))
+        _core.set_padding_fraction(f)
 
     def microbatch(
         self,

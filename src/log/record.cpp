@@ -47,6 +47,25 @@ void take_string(const RawField& f, std::optional<std::string>& out,
 
 }  // namespace
 
+std::string check_region_map(std::string_view key, std::string_view json) {
+  namespace s = schema;
+  auto v = nlohmann::json::parse(json.begin(), json.end(), nullptr, false);
+  if (!v.is_object())
+    return fmt::format("should be an object {{region: {}}}, found {}", key == s::kRegionRoles ? "role" : "group", json);
+  for (auto& [region, value] : v.items()) {
+    if (!value.is_string())
+      return fmt::format("region \"{}\" should have a string, found {}", region,
+                         value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (key != s::kRegionRoles) continue;
+    const auto& role = value.get_ref<const std::string&>();
+    if (std::find(s::kRegionRoleNames.begin(), s::kRegionRoleNames.end(), role) == s::kRegionRoleNames.end())
+      return fmt::format("region \"{}\" has the unknown role \"{}\" (known: communication, data, optimizer, "
+                         "background)",
+                         region, role);
+  }
+  return {};
+}
+
 RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* problems) {
   namespace s = schema;
   RunConfig c;
@@ -65,6 +84,10 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
     else if (f.key == s::kRunId) take_string(f, c.run_id, problems);
     else if (f.key == s::kClock) take_string(f, c.clock, problems);
     else if (f.key == s::kDeviceTiming) take_string(f, c.device_timing, problems);
+    else if (f.key == s::kRegionRoles || f.key == s::kRegionAlternatives) {
+      if (auto p = check_region_map(f.key, f.json); !p.empty())
+        note(problems, fmt::format("config field \"{}\": {}; that part is not used", f.key, p));
+    }
   }
   // Kept as written (the rank still names the file's rank), but said: ranks are
   // numbered 0 .. world_size - 1.

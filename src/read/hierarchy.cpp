@@ -27,7 +27,9 @@ std::string_view role_name(RegionRole r) {
 }
 
 namespace {
+// One case per schema::kRegionRoleNames entry.
 std::optional<RegionRole> parse_role(std::string_view s) {
+  static_assert(schema::kRegionRoleNames.size() == 5, "a role was added: map it here");
   if (s == "communication" || s == "comm") return RegionRole::kCommunication;
   if (s == "data") return RegionRole::kData;
   if (s == "optimizer") return RegionRole::kOptimizer;

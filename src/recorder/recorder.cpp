@@ -243,7 +243,13 @@ Status Core::open(const Options& o, std::string* message) {
       return fail(Status::kErrArgument, "config field \"" + k + "\" is given both in the config and in Options");
     for (std::size_t j = 0; j < i; ++j)
       if (user[j].key == k) return fail(Status::kErrArgument, "config field \"" + k + "\" is given twice");
+    if (k == s::kRegionAlternatives || k == s::kRegionRoles)
+      if (auto p = check_region_map(k, user[i].json); !p.empty())
+        return fail(Status::kErrArgument, "config field \"" + k + "\": " + p);
   }
+  if (!o.region_roles.empty())
+    if (auto p = check_region_map(s::kRegionRoles, json_string_map(o.region_roles)); !p.empty())
+      return fail(Status::kErrArgument, "region_roles: " + p);
 
   opts_ = o;
   opts_.config.clear();

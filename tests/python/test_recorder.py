@@ -202,6 +202,15 @@ def test_missing_log_directory_is_created(tmp_path):
     assert [u["step"] for u in updates] == [1]
 
 
+def test_an_unknown_region_role_is_rejected_at_open(tmp_path):
+    # The analyzer would ignore a misspelt role; the recorder says so instead of writing it.
+    with pytest.raises(ValueError, match="unknown role"):
+        stepprof.Recorder(str(tmp_path / "r{rank}.jsonl"), device_timing="off", roles={"loader": "backgorund"})
+    assert not (tmp_path / "r0.jsonl").exists()
+    rec = stepprof.Recorder(str(tmp_path / "r{rank}.jsonl"), device_timing="off", roles={"loader": "background"})
+    rec.close()
+
+
 def test_wrong_argument_types_and_values_raise(tmp_path):
     rec = stepprof.Recorder(str(tmp_path / "t{rank}.jsonl"), device_timing="off")
     with pytest.raises(TypeError):
@@ -218,6 +227,10 @@ def test_wrong_argument_types_and_values_raise(tmp_path):
         rec.count("samples", 2 ** 63)  # beyond int64
     with pytest.raises(ValueError):
         rec.input_shape((8, -1))
+    with pytest.raises(TypeError):
+        rec.padding_fraction("0.5")  # float() would parse it
+    with pytest.raises(ValueError):
+        rec.padding_fraction(float("nan"))
     rec.count("samples", 2)
     rec.end_update(1)
     rec.close()
