@@ -8,19 +8,9 @@
 #include <climits>
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace stepprof::detail {
-namespace {
-
-// zlib prefixes its messages with the file's name, "<fd:3>" for a descriptor: drop it
-// (the diagnostic names the file; the number means nothing to anyone).
-std::string without_fd(const char* msg) {
-  std::string_view m(msg ? msg : "read error");
-  if (m.starts_with("<fd:"))
-    if (const auto end = m.find(">: "); end != std::string_view::npos) m.remove_prefix(end + 3);
-  return std::string(m);
-}
-
-}  // namespace
 
 std::unique_ptr<ByteSource> ByteSource::open(const std::string& path, std::string& error,
                                              std::size_t chunk_bytes) {
@@ -29,24 +19,116 @@ std::unique_ptr<ByteSource> ByteSource::open(const std::string& path, std::strin
     error = std::strerror(errno);
     return nullptr;
   }
-  gzFile f = gzdopen(fd, "rb");
-  if (!f) {
-    ::close(fd);
-    error = "cannot start decompression (out of memory)";
+  std::unique_ptr<ByteSource> src(new ByteSource(fd, std::max<std::size_t>(chunk_bytes, 64)));
+  // Sniff: the gzip magic needs two bytes (a one-byte file is plain).
+  while (src->zs_.avail_in < 2 && src->read_raw()) {
+  }
+  if (!src->error_.empty()) {
+    error = src->error_;
     return nullptr;
   }
-  gzbuffer(f, 1 << 18);
-  return std::unique_ptr<ByteSource>(new ByteSource(f, std::max<std::size_t>(chunk_bytes, 64)));
+  if (src->zs_.avail_in >= 2 && src->zs_.next_in[0] == 0x1f && src->zs_.next_in[1] == 0x8b) {
+    src->gzip_ = true;
+    if (inflateInit2(&src->zs_, 16 + MAX_WBITS) != Z_OK) {  // 16: gzip wrapper only
+      error = "cannot start decompression (out of memory)";
+      return nullptr;
+    }
+    src->zs_open_ = true;
+  }
+  return src;
 }
 
-ByteSource::ByteSource(gzFile f, std::size_t chunk_bytes)
-    : file_(f), chunk_(chunk_bytes), buf_(chunk_bytes + padding) {}
+ByteSource::ByteSource(int fd, std::size_t chunk_bytes)
+    : fd_(fd), in_(std::size_t{1} << 18), chunk_(chunk_bytes), buf_(chunk_bytes + padding) {
+  zs_.next_in = in_.data();
+  zs_.avail_in = 0;
+}
 
-ByteSource::~ByteSource() { gzclose(file_); }
+ByteSource::~ByteSource() {
+  if (zs_open_) inflateEnd(&zs_);
+  ::close(fd_);
+}
 
-std::uint64_t ByteSource::raw_bytes_read() const {
-  const auto offset = gzoffset(file_);
-  return offset < 0 ? read_ : static_cast<std::uint64_t>(offset);
+std::uint64_t ByteSource::raw_bytes_read() const { return raw_read_ - zs_.avail_in; }
+
+bool ByteSource::read_raw() {
+  if (raw_eof_) return false;
+  // Keep the unread bytes at the front.
+  if (zs_.avail_in > 0 && zs_.next_in != in_.data()) std::memmove(in_.data(), zs_.next_in, zs_.avail_in);
+  zs_.next_in = in_.data();
+  const std::size_t room = in_.size() - zs_.avail_in;
+  if (room == 0) return true;
+  ssize_t got;
+  do {
+    got = ::read(fd_, in_.data() + zs_.avail_in, room);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    error_ = std::strerror(errno);
+    raw_eof_ = true;
+    return false;
+  }
+  if (got == 0) {
+    raw_eof_ = true;
+    return false;
+  }
+  zs_.avail_in += static_cast<uInt>(got);
+  raw_read_ += static_cast<std::uint64_t>(got);
+  return true;
+}
+
+bool ByteSource::next_member() {
+  gz_done_ = true;  // unless another member follows
+  while (zs_.avail_in < 2 && read_raw()) {
+  }
+  if (!error_.empty() || zs_.avail_in == 0) return false;  // the clean end (or an I/O error, said)
+  if (zs_.avail_in >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b) {
+    inflateReset(&zs_);
+    gz_done_ = false;
+    return true;
+  }
+  // Not another member: count what is left and say so.
+  std::uint64_t rest = zs_.avail_in;
+  zs_.avail_in = 0;
+  while (read_raw()) {
+    rest += zs_.avail_in;
+    zs_.avail_in = 0;
+  }
+  if (error_.empty())
+    error_ = fmt::format("{} byte{} after the end of the gzip data {} not gzip data", rest, rest == 1 ? "" : "s",
+                         rest == 1 ? "is" : "are");
+  return false;
+}
+
+std::size_t ByteSource::inflate_into(std::size_t room) {
+  if (gz_done_) return 0;
+  zs_.next_out = reinterpret_cast<Bytef*>(buf_.data() + end_);
+  zs_.avail_out = static_cast<uInt>(room);
+  for (;;) {
+    if (zs_.avail_in == 0 && !read_raw()) {
+      if (error_.empty()) {  // the file ends inside a member
+        error_ = "unexpected end of file";
+        cut_ = true;
+      }
+      break;
+    }
+    const int rc = ::inflate(&zs_, Z_NO_FLUSH);
+    const std::size_t produced = room - zs_.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (!next_member() || produced > 0) return produced;  // (a following member is read on the next call)
+      continue;
+    }
+    if (rc == Z_OK || rc == Z_BUF_ERROR) {  // Z_BUF_ERROR: needs more input
+      if (produced > 0) return produced;
+      if (rc == Z_BUF_ERROR && zs_.avail_in > 0) {  // no progress with input and room: cannot happen
+        error_ = "decompression stalled";
+        break;
+      }
+      continue;
+    }
+    error_ = zs_.msg ? zs_.msg : (rc == Z_MEM_ERROR ? "out of memory" : "corrupt gzip data");
+    break;
+  }
+  return room - zs_.avail_out;
 }
 
 bool ByteSource::fill() {
@@ -59,26 +141,35 @@ bool ByteSource::fill() {
   // Read a whole chunk when there is room for one; grow when the kept bytes fill the buffer.
   if (buf_.size() - padding - end_ < chunk_ / 2) buf_.resize(std::max(buf_.size() * 2, end_ + chunk_ + padding));
   const std::size_t want = std::min<std::size_t>(buf_.size() - padding - end_, INT_MAX);
-  const int got = gzread(file_, buf_.data() + end_, static_cast<unsigned>(want));
-  int errnum = 0;
-  if (got < 0) {
-    const char* msg = gzerror(file_, &errnum);
-    error_ = errnum == Z_ERRNO ? std::strerror(errno) : without_fd(msg);
-    cut_ = errnum == Z_BUF_ERROR;  // zlib: "unexpected end of file"
-    eof_ = true;
-    return false;
+  std::size_t got = 0;
+  if (gzip_) {
+    got = inflate_into(want);
+  } else {
+    if (zs_.avail_in > 0) {  // the sniffed bytes first
+      got = std::min<std::size_t>(want, zs_.avail_in);
+      std::memcpy(buf_.data() + end_, zs_.next_in, got);
+      zs_.next_in += got;
+      zs_.avail_in -= static_cast<uInt>(got);
+    } else if (!raw_eof_) {
+      ssize_t n;
+      do {
+        n = ::read(fd_, buf_.data() + end_, want);
+      } while (n < 0 && errno == EINTR);
+      if (n < 0) {
+        error_ = std::strerror(errno);
+      } else {
+        got = static_cast<std::size_t>(n);
+        raw_read_ += got;
+        raw_eof_ = n == 0;
+      }
+    }
   }
   if (got == 0) {
     eof_ = true;
-    const char* msg = gzerror(file_, &errnum);
-    if (errnum != Z_OK && errnum != Z_STREAM_END) {
-      error_ = without_fd(msg);
-      cut_ = errnum == Z_BUF_ERROR;
-    }
     return false;
   }
-  end_ += static_cast<std::size_t>(got);
-  read_ += static_cast<std::uint64_t>(got);
+  end_ += got;
+  read_ += got;
   std::memset(buf_.data() + end_, 0, padding);
   return true;
 }

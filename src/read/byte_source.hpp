@@ -14,9 +14,12 @@ namespace stepprof::detail {
 
 class ByteSource {
  public:
-  /// Opens `path` ("-" is stdin). gzip input is detected from its content (zlib's
-  /// transparent mode reads plain files as they are). On failure returns nullptr and
-  /// sets `error` to the reason (e.g. "No such file or directory").
+  /// Opens `path` ("-" is stdin). gzip input is detected from its content (the magic
+  /// bytes 1f 8b), whatever the file's name; other input is read as it is. Concatenated
+  /// gzip members are read one after another; bytes after the last member that are not
+  /// another member stop reading with an error naming how many there are (zlib's gzread
+  /// would skip them without a word). On failure returns nullptr and sets `error` to the
+  /// reason (e.g. "No such file or directory").
   static std::unique_ptr<ByteSource> open(const std::string& path, std::string& error,
                                           std::size_t chunk_bytes = std::size_t{1} << 20);
   ~ByteSource();
@@ -50,9 +53,24 @@ class ByteSource {
   static constexpr std::size_t padding = 64;
 
  private:
-  ByteSource(gzFile f, std::size_t chunk_bytes);
+  ByteSource(int fd, std::size_t chunk_bytes);
+  // Reads raw bytes into in_ after the unread ones; false at the end of the file or on an
+  // I/O error (error_ set).
+  bool read_raw();
+  // Decompresses into buf_[end_, end_ + room); returns the bytes produced (0: the end,
+  // or an error in error_).
+  std::size_t inflate_into(std::size_t room);
+  // At the end of a gzip member: true when another member follows (zlib is reset for it).
+  bool next_member();
 
-  gzFile file_;
+  int fd_;
+  bool gzip_ = false;
+  z_stream zs_{};
+  bool zs_open_ = false;
+  bool gz_done_ = false;  // the last member ended
+  std::vector<unsigned char> in_;  // raw (compressed) bytes; zs_.next_in / avail_in point into it
+  bool raw_eof_ = false;
+  std::uint64_t raw_read_ = 0;  // bytes read from the file
   std::size_t chunk_;
   std::vector<char> buf_;
   std::size_t begin_ = 0, end_ = 0;
