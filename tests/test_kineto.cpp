@@ -457,6 +457,20 @@ TEST_F(KinetoTest, EveryCutAndCorruptedByteGivesADiagnosticNotACrash) {
   EXPECT_GT(failed, text.size());  // at least every cut before the end fails
 }
 
+TEST_F(KinetoTest, ATraceWhoseFirstValueIsLargeIsStillATrace) {
+  // Metadata of 200 KB before "traceEvents": once missed (only 64 KB were looked at), the
+  // trace was then read as a step log and rejected.
+  const std::string meta = "\"zMeta\": \"" + std::string(200000, 'x') + "\", ";
+  const auto one_line = write("one.json", "{" + meta + R"("traceEvents": [])" + "}\n");
+  EXPECT_TRUE(is_kineto_trace(one_line));
+  std::string pretty = small_trace(meta + "\n");
+  EXPECT_TRUE(is_kineto_trace(write("pretty.json", pretty)));
+  // Step logs whose records do not begin with "type" are still logs, after one line.
+  const auto log = write("reordered.jsonl", R"({"rank": 0, "type": "config"})" "\n" +
+                                                std::string(R"({"step": 1, "type": "update", "wall_ms": 5})") + "\n");
+  EXPECT_FALSE(is_kineto_trace(log));
+}
+
 TEST_F(KinetoTest, ReportInputIsDetectedFromContent) {
   // A trace named like a log and a log side by side: read_logs tells them apart by content.
   const auto trace = write("rank0.jsonl", small_trace(R"("distributedInfo": {"rank": 0, "world_size": 2},)"));

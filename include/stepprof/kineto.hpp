@@ -93,8 +93,9 @@ struct KinetoTrace {
 /// True when the file (plain or gzip) holds a JSON object whose first key is one of a
 /// Chrome/Kineto trace's (`traceEvents`, `schemaVersion`, `deviceProperties`,
 /// `distributedInfo`, ...), or whose first key is another one than `type` and whose first
-/// 64 KiB hold a `"traceEvents"` key. False for step logs, unreadable files and "-"
-/// (stdin is never sniffed).
+/// 16 MiB hold a `"traceEvents"` key (the search stops early when the first line is a
+/// whole object, as a step log's record is). False for step logs, unreadable files and
+/// "-" (stdin is never sniffed).
 bool is_kineto_trace(const std::string& path);
 
 /// Reads one trace. Problems are reported to `diag` with `path:line:column`:

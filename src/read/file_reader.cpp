@@ -147,7 +147,7 @@ class FileParser {
                  path_ == "-" ? "this looks like a PyTorch profiler trace, which stepprof reads from a file, not "
                                 "from stdin: save it to a file, or convert it with `stepprof import kineto - -o DIR`"
                               : "this starts like a PyTorch profiler trace, but no \"traceEvents\" key is in its "
-                                "first 64 KB, so it is read as neither a trace nor a step log; if it is a trace, "
+                                "first 16 MiB, so it is read as neither a trace nor a step log; if it is a trace, "
                                 "convert it with `stepprof import kineto FILE -o DIR`");
           return;
         }

@@ -383,7 +383,8 @@ bool is_kineto_trace(const std::string& path) {
   std::string err;
   auto src = detail::ByteSource::open(path, err, 1 << 16);
   if (!src) return false;
-  constexpr std::size_t kSniff = 1 << 16;  // bytes looked at
+  constexpr std::size_t kSniff = 1 << 16;          // bytes looked at for the first key
+  constexpr std::size_t kSearch = std::size_t{16} << 20;  // and for "traceEvents" after another one
   while (src->size() < kSniff && src->fill()) {
   }
   std::string_view s(src->data(), src->size());
@@ -404,9 +405,24 @@ bool is_kineto_trace(const std::string& path) {
                                                     "distributedInfo", "displayTimeUnit", "traceName",
                                                     "baseTimeNanoseconds"};
   if (std::find(keys.begin(), keys.end(), key) != keys.end()) return true;
-  // Another first key (traces may start with any metadata): a trace has "traceEvents"
-  // near the top; a step log's record never has that key.
-  return key != "type" && s.find("\"traceEvents\"") != std::string_view::npos;
+  if (key == "type") return false;
+  // Another first key (traces may start with any metadata): a trace has "traceEvents" at
+  // its top level, a step log's record never has that key. A first line that is a whole
+  // object ("{...}") is a step log's record; otherwise look further, up to 16 MiB (a
+  // trace on one line, or pretty-printed, may begin with a large metadata value).
+  std::size_t scanned = 0;
+  for (;;) {
+    const std::string_view all(src->data(), src->size());
+    if (all.find("\"traceEvents\"", scanned > 12 ? scanned - 12 : 0) != std::string_view::npos) return true;
+    if (const auto nl = all.find('\n'); nl != std::string_view::npos) {
+      std::string_view first = all.substr(0, nl);
+      while (!first.empty() && (first.back() == '\r' || first.back() == ' ' || first.back() == '\t'))
+        first.remove_suffix(1);
+      if (first.ends_with('}')) return false;
+    }
+    scanned = all.size();
+    if (scanned >= kSearch || !src->fill()) return false;
+  }
 }
 
 std::optional<KinetoTrace> read_kineto_trace(const std::string& path, std::uint32_t file_index, NameTable& regions,
