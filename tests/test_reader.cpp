@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <chrono>
 #include <limits>
 #include <zlib.h>
 
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "stepprof/reader.hpp"
 #include "test_util.hpp"
@@ -274,6 +277,37 @@ TEST_F(ReaderTest, DirectoryNotesABrokenLinkAndAFifo) {
   EXPECT_EQ(notes, (std::vector<std::string>{
                        "broken.jsonl: not read from the directory: a symbolic link to nothing",
                        "pipe.jsonl: not read from the directory: not a regular file (a FIFO, socket or device)"}));
+}
+
+TEST_F(ReaderTest, ANamedFifoIsReadOnceAndAWaitOnItCanBeCancelled) {
+  // A FIFO named on the command line (or `<(cat log)`): it used to be opened twice, once to
+  // look for a profiler trace, so its first 64 KB were lost without a word (and a FIFO
+  // waited for a second writer forever).
+  const std::string text = slurp(kRealLog);
+  const auto fifo = (dir_ / "live.jsonl").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::ofstream(fifo, std::ios::binary) << text;
+  });
+  Dataset d = read({fifo});
+  writer.join();
+  EXPECT_EQ(diag_.total(), 0u);
+  EXPECT_EQ(d.update_count(), 20u);
+
+  // No writer ever comes: setting the cancel flag ends the wait.
+  const auto idle = (dir_ / "idle.jsonl").string();
+  ASSERT_EQ(::mkfifo(idle.c_str(), 0600), 0);
+  std::atomic<bool> cancel{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cancel = true;
+  });
+  Diagnostics diag;
+  ReadOptions opt;
+  opt.cancel = &cancel;
+  d = read_logs({idle}, opt, diag);
+  stopper.join();
+  EXPECT_EQ(d.update_count(), 0u);
 }
 
 TEST_F(ReaderTest, MalformedLineNamesFileLineColumnAndContinues) {

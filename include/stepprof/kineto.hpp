@@ -94,8 +94,9 @@ struct KinetoTrace {
 /// Chrome/Kineto trace's (`traceEvents`, `schemaVersion`, `deviceProperties`,
 /// `distributedInfo`, ...), or whose first key is another one than `type` and whose first
 /// 16 MiB hold a `"traceEvents"` key (the search stops early when the first line is a
-/// whole object, as a step log's record is). False for step logs, unreadable files and
-/// "-" (stdin is never sniffed).
+/// whole object, as a step log's record is). False for step logs, unreadable files, "-"
+/// and anything but a regular file (a pipe or FIFO is never sniffed: its bytes would be
+/// consumed).
 bool is_kineto_trace(const std::string& path);
 
 /// Reads one trace. Problems are reported to `diag` with `path:line:column`:

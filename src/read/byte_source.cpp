@@ -1,6 +1,8 @@
 #include "byte_source.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,14 +14,54 @@
 
 namespace stepprof::detail {
 
-std::unique_ptr<ByteSource> ByteSource::open(const std::string& path, std::string& error,
-                                             std::size_t chunk_bytes) {
-  int fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+
+bool cancelled(const std::atomic<bool>* cancel) { return cancel && cancel->load(std::memory_order_relaxed); }
+
+// Waits until fd is readable (or its writer is gone), in steps of 100 ms, while
+// *cancel is unset. False (errno EINTR) once cancelled.
+bool wait_readable(int fd, const std::atomic<bool>* cancel) {
+  for (;;) {
+    if (cancelled(cancel)) {
+      errno = EINTR;
+      return false;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, 100);
+    if (n > 0) return true;  // POLLIN, POLLHUP or POLLERR: read() says which
+    if (n < 0 && errno != EINTR) return true;  // let read() report it
+  }
+}
+
+// Opens path; a FIFO is opened without blocking (open() would wait for a writer, beyond
+// the reach of `cancel`), then set back to blocking reads after poll().
+int open_input(const std::string& path, bool& wait) {
+  if (path == "-") {
+    const int fd = ::dup(STDIN_FILENO);
+    struct stat st {};
+    wait = fd >= 0 && ::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode);
+    return fd;
+  }
+  struct stat st {};
+  const bool fifo = ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
+  if (fd < 0) return fd;
+  if (fifo) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  wait = ::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode);
+  return fd;
+}
+
+}  // namespace
+
+std::unique_ptr<ByteSource> ByteSource::open(const std::string& path, std::string& error, std::size_t chunk_bytes,
+                                             const std::atomic<bool>* cancel) {
+  bool wait = false;
+  const int fd = open_input(path, wait);
   if (fd < 0) {
     error = std::strerror(errno);
     return nullptr;
   }
-  std::unique_ptr<ByteSource> src(new ByteSource(fd, std::max<std::size_t>(chunk_bytes, 64)));
+  std::unique_ptr<ByteSource> src(new ByteSource(fd, std::max<std::size_t>(chunk_bytes, 64), cancel, wait));
   // Sniff: the gzip magic needs two bytes (a one-byte file is plain).
   while (src->zs_.avail_in < 2 && src->read_raw()) {
   }
@@ -38,8 +80,8 @@ std::unique_ptr<ByteSource> ByteSource::open(const std::string& path, std::strin
   return src;
 }
 
-ByteSource::ByteSource(int fd, std::size_t chunk_bytes)
-    : fd_(fd), in_(std::size_t{1} << 18), chunk_(chunk_bytes), buf_(chunk_bytes + padding) {
+ByteSource::ByteSource(int fd, std::size_t chunk_bytes, const std::atomic<bool>* cancel, bool wait)
+    : fd_(fd), cancel_(cancel), wait_(wait), in_(std::size_t{1} << 18), chunk_(chunk_bytes), buf_(chunk_bytes + padding) {
   zs_.next_in = in_.data();
   zs_.avail_in = 0;
 }
@@ -51,6 +93,15 @@ ByteSource::~ByteSource() {
 
 std::uint64_t ByteSource::raw_bytes_read() const { return raw_read_ - zs_.avail_in; }
 
+ssize_t ByteSource::read_some(void* to, std::size_t n) {
+  for (;;) {
+    if (wait_ && !wait_readable(fd_, cancel_)) return -1;
+    const ssize_t got = ::read(fd_, to, n);
+    if (got >= 0 || errno != EINTR) return got;
+    if (cancelled(cancel_)) return -1;  // (errno EINTR)
+  }
+}
+
 bool ByteSource::read_raw() {
   if (raw_eof_) return false;
   // Keep the unread bytes at the front.
@@ -58,12 +109,9 @@ bool ByteSource::read_raw() {
   zs_.next_in = in_.data();
   const std::size_t room = in_.size() - zs_.avail_in;
   if (room == 0) return true;
-  ssize_t got;
-  do {
-    got = ::read(fd_, in_.data() + zs_.avail_in, room);
-  } while (got < 0 && errno == EINTR);
+  const ssize_t got = read_some(in_.data() + zs_.avail_in, room);
   if (got < 0) {
-    error_ = std::strerror(errno);
+    error_ = errno == EINTR ? "interrupted" : std::strerror(errno);
     raw_eof_ = true;
     return false;
   }
@@ -151,12 +199,9 @@ bool ByteSource::fill() {
       zs_.next_in += got;
       zs_.avail_in -= static_cast<uInt>(got);
     } else if (!raw_eof_) {
-      ssize_t n;
-      do {
-        n = ::read(fd_, buf_.data() + end_, want);
-      } while (n < 0 && errno == EINTR);
+      const ssize_t n = read_some(buf_.data() + end_, want);
       if (n < 0) {
-        error_ = std::strerror(errno);
+        error_ = errno == EINTR ? "interrupted" : std::strerror(errno);
       } else {
         got = static_cast<std::size_t>(n);
         raw_read_ += got;

@@ -3,11 +3,13 @@
 // bounded by the chunk size plus the longest span the caller keeps. Internal to the reader.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
 #include <zlib.h>
 
 namespace stepprof::detail {
@@ -20,8 +22,13 @@ class ByteSource {
   /// another member stop reading with an error naming how many there are (zlib's gzread
   /// would skip them without a word). On failure returns nullptr and sets `error` to the
   /// reason (e.g. "No such file or directory").
+  ///
+  /// A pipe, FIFO or terminal is waited on with poll() in steps of 100 ms, so that
+  /// setting `*cancel` stops a read (or a FIFO's open) that would block, with the error
+  /// "interrupted"; a regular file is read with plain read() calls.
   static std::unique_ptr<ByteSource> open(const std::string& path, std::string& error,
-                                          std::size_t chunk_bytes = std::size_t{1} << 20);
+                                          std::size_t chunk_bytes = std::size_t{1} << 20,
+                                          const std::atomic<bool>* cancel = nullptr);
   ~ByteSource();
   ByteSource(const ByteSource&) = delete;
   ByteSource& operator=(const ByteSource&) = delete;
@@ -53,7 +60,10 @@ class ByteSource {
   static constexpr std::size_t padding = 64;
 
  private:
-  ByteSource(int fd, std::size_t chunk_bytes);
+  ByteSource(int fd, std::size_t chunk_bytes, const std::atomic<bool>* cancel, bool wait);
+  // read(2) that, for a pipe or FIFO, first waits for data while *cancel_ is unset.
+  // Returns -1 with errno set (EINTR once cancelled).
+  ssize_t read_some(void* to, std::size_t n);
   // Reads raw bytes into in_ after the unread ones; false at the end of the file or on an
   // I/O error (error_ set).
   bool read_raw();
@@ -64,6 +74,8 @@ class ByteSource {
   bool next_member();
 
   int fd_;
+  const std::atomic<bool>* cancel_;
+  bool wait_;  // not a regular file: poll before reading
   bool gzip_ = false;
   z_stream zs_{};
   bool zs_open_ = false;

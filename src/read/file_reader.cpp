@@ -2,6 +2,8 @@
 // that need only this file (table rows, truncation, a second config, the file's rank).
 #include "file_reader.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -59,7 +61,7 @@ class FileParser {
   FileResult run() {
     if (opt_.traces_only || is_kineto_trace(path_)) return read_trace();
     std::string err;
-    auto src = LineSource::open(path_, err);
+    auto src = LineSource::open(path_, err, std::size_t{1} << 20, opt_.cancel);
     if (!src) {
       report(Severity::kError, Problem::kUnreadable, 0, 0, fmt::format("cannot read: {}", err));
       return std::move(out_);
@@ -143,9 +145,13 @@ class FileParser {
         // Files are sniffed before they are opened (is_kineto_trace); stdin cannot be,
         // so a trace arriving there is recognized here, by its first line.
         if (looks_like_trace_start(text)) {
+          struct stat st {};
+          const bool regular = path_ != "-" && ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);
           report(Severity::kError, Problem::kBadTrace, ln, 1,
-                 path_ == "-" ? "this looks like a PyTorch profiler trace, which stepprof reads from a file, not "
-                                "from stdin: save it to a file, or convert it with `stepprof import kineto - -o DIR`"
+                 !regular ? fmt::format("this looks like a PyTorch profiler trace, which stepprof reads from a "
+                                        "regular file, not from {}: save it to a file, or convert it with "
+                                        "`stepprof import kineto {} -o DIR`",
+                                        path_ == "-" ? "stdin" : "a pipe", path_)
                               : "this starts like a PyTorch profiler trace, but no \"traceEvents\" key is in its "
                                 "first 16 MiB, so it is read as neither a trace nor a step log; if it is a trace, "
                                 "convert it with `stepprof import kineto FILE -o DIR`");

@@ -14,6 +14,8 @@
 #include "kineto_event.hpp"
 #include "kineto_model.hpp"
 #include "stepprof/kineto.hpp"
+
+#include <sys/stat.h>
 #include "stepprof/record_writer.hpp"
 #include "stepprof/schema.hpp"
 #include "trace_scanner.hpp"
@@ -379,7 +381,10 @@ class TraceReader {
 }  // namespace
 
 bool is_kineto_trace(const std::string& path) {
-  if (path == "-") return false;
+  // Only a regular file can be looked at and then read again: a pipe's bytes would be
+  // gone, and a FIFO's open would wait for a second writer.
+  struct stat st {};
+  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   std::string err;
   auto src = detail::ByteSource::open(path, err, 1 << 16);
   if (!src) return false;

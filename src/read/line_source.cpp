@@ -4,8 +4,9 @@
 
 namespace stepprof::detail {
 
-std::unique_ptr<LineSource> LineSource::open(const std::string& path, std::string& error, std::size_t chunk_bytes) {
-  auto src = ByteSource::open(path, error, chunk_bytes);
+std::unique_ptr<LineSource> LineSource::open(const std::string& path, std::string& error, std::size_t chunk_bytes,
+                                             const std::atomic<bool>* cancel) {
+  auto src = ByteSource::open(path, error, chunk_bytes, cancel);
   if (!src) return nullptr;
   return std::unique_ptr<LineSource>(new LineSource(std::move(src)));
 }

@@ -15,11 +15,12 @@ namespace stepprof::detail {
 
 class LineSource {
  public:
-  /// Opens `path` ("-" is stdin). gzip input is detected from its content (zlib's
-  /// transparent mode reads plain files as they are). On failure returns nullptr and
-  /// sets `error` to the reason (e.g. "No such file or directory").
+  /// Opens `path` ("-" is stdin) as ByteSource::open does (gzip detected from the
+  /// content; a pipe or FIFO waited on while `*cancel` is unset). On failure returns
+  /// nullptr and sets `error` to the reason (e.g. "No such file or directory").
   static std::unique_ptr<LineSource> open(const std::string& path, std::string& error,
-                                          std::size_t chunk_bytes = 1 << 20);
+                                          std::size_t chunk_bytes = 1 << 20,
+                                          const std::atomic<bool>* cancel = nullptr);
 
   /// The next line without its '\n' (and without a trailing '\r'). Returns false at
   /// the end of input. `terminated` is false only for a last line with no '\n'.
