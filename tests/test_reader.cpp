@@ -669,6 +669,33 @@ TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
       << e->message;
 }
 
+TEST_F(ReaderTest, AConfigValueThatCannotBeWrittenBackIsLeftOutAndTheConfigKept) {
+  // Python's json writes NaN and Infinity; simdjson stops at some spellings and not at
+  // others. Each is now the same bad-field error, and the rest of the config is used.
+  for (const std::string v : {"NaN", "Infinity", "-Infinity", "nan", "1e400", "[1, NaN]", "{\"a\": Infinity}"}) {
+    SCOPED_TRACE(v);
+    const auto p = write("nf.jsonl", R"({"type": "config", "rank": 0, "world_size": 2, "loss_scale": )" + v +
+                                         R"(, "note": "x"})" + "\n" + update(1) + "\n");
+    const Dataset d = read({p});
+    ASSERT_EQ(d.ranks.size(), 1u);
+    ASSERT_TRUE(d.ranks[0].config);
+    EXPECT_EQ(d.ranks[0].config->world_size, 2);
+    EXPECT_EQ(d.ranks[0].config->find("loss_scale"), nullptr);
+    ASSERT_NE(d.ranks[0].config->find("note"), nullptr);
+    ASSERT_EQ(diag_.count(Problem::kBadField), 1u);
+    EXPECT_NE(first(Problem::kBadField)->message.find("config field \"loss_scale\""), std::string::npos);
+    EXPECT_EQ(diag_.count(Problem::kMissingConfig), 0u);
+  }
+  // A value nested 100,000 deep made the JSON report overflow the stack (and 30,000 deep
+  // wrote 1.8 GB of indentation).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const Dataset d = read({write("deep.jsonl", R"({"type": "config", "rank": 0, "x": )" + deep + "}\n" + update(1) + "\n")});
+  ASSERT_TRUE(d.ranks.at(0).config);
+  EXPECT_EQ(d.ranks[0].config->find("x"), nullptr);
+  ASSERT_NE(first(Problem::kBadField), nullptr);
+  EXPECT_NE(first(Problem::kBadField)->message.find("nested 100000 levels deep (more than 64)"), std::string::npos);
+}
+
 TEST(StepRange, Parse) {
   std::string err;
   auto r = parse_step_range("11:20", err);

@@ -52,7 +52,12 @@ struct RunConfig {
   [[nodiscard]] const RawField* find(std::string_view key) const;
 };
 
-/// Builds a RunConfig from its fields (raw JSON values), filling the typed members.
+/// The deepest nesting of arrays and objects a config field's value may have.
+inline constexpr std::size_t kMaxConfigDepth = 64;
+
+/// Builds a RunConfig from its fields (raw JSON values), filling the typed members. A
+/// field whose value is not valid JSON (`NaN`, `Infinity`) or is nested deeper than
+/// kMaxConfigDepth is left out and described in `problems`.
 /// A known field of the wrong type (e.g. `"world_size": "4"`) is left unset in the
 /// typed members, kept in `fields`, and described in `problems` (one message each). A
 /// negative rank, a world_size below 1 or a rank not below world_size is kept as written

@@ -45,6 +45,46 @@ void take_string(const RawField& f, std::optional<std::string>& out,
   }
 }
 
+// The deepest nesting of arrays and objects in JSON text (strings skipped).
+std::size_t nesting_depth(std::string_view json) {
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const char ch = json[i];
+    if (in_string) {
+      if (ch == '\\') ++i;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// A config value stepprof keeps verbatim must be one JSON value that other tools (and
+// stepprof's JSON report, which writes it out) can read back.
+std::string check_value(std::string_view json) {
+  if (const auto d = nesting_depth(json); d > kMaxConfigDepth)
+    return fmt::format("is nested {} levels deep (more than {})", d, kMaxConfigDepth);
+  if (!nlohmann::json::accept(json.begin(), json.end())) {
+    for (std::string_view bad : {"NaN", "nan", "Infinity", "inf"})
+      if (json.find(bad) != std::string_view::npos)
+        return fmt::format("holds {}, which JSON does not allow (Python's json writes it for a non-finite float)",
+                           bad);
+    try {
+      (void)nlohmann::json::parse(json.begin(), json.end());
+    } catch (const nlohmann::json::exception& e) {
+      if (e.id == 406) return fmt::format("holds a number out of range ({})", json);  // number overflow
+    }
+    return "is not valid JSON";
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string check_region_map(std::string_view key, std::string_view json) {
@@ -70,6 +110,11 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
   namespace s = schema;
   RunConfig c;
   c.fields = std::move(fields);
+  std::erase_if(c.fields, [&](const RawField& f) {
+    auto p = check_value(f.json);
+    if (!p.empty()) note(problems, fmt::format("config field \"{}\" {}; it is left out", f.key, p));
+    return !p.empty();
+  });
   for (const auto& f : c.fields) {
     if (f.key == s::kRank) take_int(f, c.rank, problems);
     else if (f.key == s::kWorldSize) take_int(f, c.world_size, problems);

@@ -102,6 +102,49 @@ bool is_non_finite_literal(std::string_view tok) {
   return false;
 }
 
+// A config record whose values include NaN or Infinity (as Python's json writes them),
+// which simdjson cannot step over: its fields, read from a copy in which each such
+// literal outside strings is a marked string, then put back as the literal, so that
+// make_config reports and leaves out just those fields. False when the copy is not one
+// JSON object either.
+bool config_fields_with_non_finite(std::string_view text, std::vector<RawField>& out) {
+  std::string copy;
+  copy.reserve(text.size() + 64);
+  bool in_string = false;
+  char last = 0;  // the last character outside strings that is not a space
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      copy += ch;
+      if (ch == '\\' && i + 1 < text.size()) copy += text[++i];
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if ((last == ':' || last == ',' || last == '[') && is_non_finite_literal(text.substr(i))) {
+      std::size_t n = 0;
+      while (i + n < text.size() && (std::isalnum(static_cast<unsigned char>(text[i + n])) || text[i + n] == '-' ||
+                                     text[i + n] == '+'))
+        ++n;
+      copy += fmt::format("\"\\u0001{}\"", text.substr(i, n));
+      i += n - 1;
+      last = 'x';
+      continue;
+    }
+    if (ch == '"') in_string = true;
+    if (ch != ' ' && ch != '\t') last = ch;
+    copy += ch;
+  }
+  std::string err;
+  if (!parse_object_fields(copy, out, err)) return false;
+  std::erase_if(out, [](const RawField& f) { return f.key == s::kType; });
+  for (auto& f : out)  // "\u0001NaN" (as nlohmann writes it back) -> NaN
+    for (std::size_t at; (at = f.json.find("\"\\u0001")) != std::string::npos;) {
+      const auto end = f.json.find('"', at + 7);
+      f.json.replace(at, end + 1 - at, f.json.substr(at + 7, end - at - 7));
+    }
+  return true;
+}
+
 // True when `tok` is a number as JSON writes them (RFC 8259, section 6):
 // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
 bool json_number_syntax(std::string_view tok) {
@@ -646,6 +689,7 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
   }
 
   bool ok = true;
+  bool whole_line_read = false;  // the config's fields were read from the whole line another way
   if (kind == RecordKind::kConfig) {
     config_fields.clear();
     bool type_seen = false;
@@ -666,7 +710,14 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
       }
       std::string k(key);
       std::string_view raw;
+      const std::string_view tok = trim(v.raw_json_token());
       if (auto e = simdjson::to_json_string(v).get(raw)) {
+        // NaN and Infinity stop simdjson here (-Infinity and nan do not): read the fields
+        // another way, and make_config says which are left out, as for the others.
+        if (is_non_finite_literal(tok) && config_fields_with_non_finite(text, config_fields)) {
+          whole_line_read = true;
+          break;
+        }
         at = location(doc);
         ok = c.fail_json(e, at, fmt::format("in config field \"{}\"", k));
         break;
@@ -680,7 +731,7 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
     ok = parse_update(doc, obj, text, u, error);
   }
   // After the whole object, the document must be at its end (one record per line).
-  if (const char* at = nullptr; ok && !doc.current_location().get(at))
+  if (const char* at = nullptr; ok && !whole_line_read && !doc.current_location().get(at))
     ok = c.fail(Problem::kMalformedJson, at, "unexpected text after the end of the record");
   return ok ? kind : RecordKind::kError;
 }
