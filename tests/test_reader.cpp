@@ -647,6 +647,19 @@ TEST_F(ReaderTest, ARankNotBelowTheWorldSizeIsAnErrorButTheRecordsStay) {
   EXPECT_NE(e->message.find("\"rank\" (5) is not below \"world_size\" (4)"), std::string::npos) << e->message;
 }
 
+TEST_F(ReaderTest, AWorldSizeBeyondAMillionRanksIsNotUsed) {
+  // 10^8 in a 100-byte file made the report list 99,999,999 missing ranks (2.3 GB).
+  const auto p = write("ws.jsonl", std::string(R"({"type": "config", "rank": 0, "world_size": 100000000})") + "\n" +
+                                       update(1) + "\n");
+  const Dataset d = read({p});
+  ASSERT_TRUE(d.ranks.at(0).config);
+  EXPECT_FALSE(d.ranks[0].config->world_size);
+  ASSERT_NE(first(Problem::kBadField), nullptr);
+  EXPECT_NE(first(Problem::kBadField)->message.find("\"world_size\" is 100000000, above the 1048576 ranks"),
+            std::string::npos);
+  EXPECT_EQ(d.update_count(), 1u);
+}
+
 TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
   // A misspelt role used to be ignored without a word: the region silently got none.
   const auto p = write("roles.jsonl",

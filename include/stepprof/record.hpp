@@ -52,6 +52,10 @@ struct RunConfig {
   [[nodiscard]] const RawField* find(std::string_view key) const;
 };
 
+/// The largest world size read from a config (2^20 ranks): a larger one is reported and
+/// not used, since the report lists every rank a job lacks.
+inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 20;
+
 /// The deepest nesting of arrays and objects a config field's value may have.
 inline constexpr std::size_t kMaxConfigDepth = 64;
 
@@ -61,7 +65,8 @@ inline constexpr std::size_t kMaxConfigDepth = 64;
 /// A known field of the wrong type (e.g. `"world_size": "4"`) is left unset in the
 /// typed members, kept in `fields`, and described in `problems` (one message each). A
 /// negative rank, a world_size below 1 or a rank not below world_size is kept as written
-/// and described in `problems` too.
+/// and described in `problems` too; a world_size above kMaxWorldSize is described and not
+/// used.
 RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* problems = nullptr);
 
 /// Checks the raw JSON of a config's `region_roles` or `region_alternatives` field: it

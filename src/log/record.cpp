@@ -137,6 +137,11 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
   // Kept as written (the rank still names the file's rank), but said: ranks are
   // numbered 0 .. world_size - 1.
   if (c.rank && *c.rank < 0) note(problems, fmt::format("config field \"rank\" is negative ({})", *c.rank));
+  if (c.world_size && *c.world_size > kMaxWorldSize) {
+    note(problems, fmt::format("config field \"world_size\" is {}, above the {} ranks stepprof reads; it is not used",
+                               *c.world_size, kMaxWorldSize));
+    c.world_size.reset();
+  }
   if (c.world_size && *c.world_size < 1)
     note(problems, fmt::format("config field \"world_size\" should be at least 1, found {}", *c.world_size));
   else if (c.rank && c.world_size && *c.rank >= *c.world_size)
