@@ -649,7 +649,7 @@ TEST_F(ReaderTest, ARankNotBelowTheWorldSizeIsAnErrorButTheRecordsStay) {
 
 TEST_F(ReaderTest, AWorldSizeBeyondAMillionRanksIsNotUsed) {
   // 10^8 in a 100-byte file made the report list 99,999,999 missing ranks (2.3 GB).
-  const auto p = write("ws.jsonl", std::string(R"({"type": "config", "rank": 0, "world_size": 100000000})") + "\n" +
+  const auto p = write("ws.jsonl", std::string(R"({"type": "config", "rank": 1, "world_size": 100000000})") + "\n" +
                                        update(1) + "\n");
   const Dataset d = read({p});
   ASSERT_TRUE(d.ranks.at(0).config);
@@ -687,7 +687,7 @@ TEST_F(ReaderTest, AConfigValueThatCannotBeWrittenBackIsLeftOutAndTheConfigKept)
   // others. Each is now the same bad-field error, and the rest of the config is used.
   for (const std::string v : {"NaN", "Infinity", "-Infinity", "nan", "1e400", "[1, NaN]", "{\"a\": Infinity}"}) {
     SCOPED_TRACE(v);
-    const auto p = write("nf.jsonl", R"({"type": "config", "rank": 0, "world_size": 2, "loss_scale": )" + v +
+    const auto p = write("nf.jsonl", R"({"type": "config", "rank": 1, "world_size": 2, "loss_scale": )" + v +
                                          R"(, "note": "x"})" + "\n" + update(1) + "\n");
     const Dataset d = read({p});
     ASSERT_EQ(d.ranks.size(), 1u);
@@ -698,11 +698,12 @@ TEST_F(ReaderTest, AConfigValueThatCannotBeWrittenBackIsLeftOutAndTheConfigKept)
     ASSERT_EQ(diag_.count(Problem::kBadField), 1u);
     EXPECT_NE(first(Problem::kBadField)->message.find("config field \"loss_scale\""), std::string::npos);
     EXPECT_EQ(diag_.count(Problem::kMissingConfig), 0u);
+    EXPECT_EQ(d.update_count(), 1u);
   }
   // A value nested 100,000 deep made the JSON report overflow the stack (and 30,000 deep
   // wrote 1.8 GB of indentation).
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  const Dataset d = read({write("deep.jsonl", R"({"type": "config", "rank": 0, "x": )" + deep + "}\n" + update(1) + "\n")});
+  const Dataset d = read({write("deep.jsonl", R"({"type": "config", "rank": 1, "x": )" + deep + "}\n" + update(1) + "\n")});
   ASSERT_TRUE(d.ranks.at(0).config);
   EXPECT_EQ(d.ranks[0].config->find("x"), nullptr);
   ASSERT_NE(first(Problem::kBadField), nullptr);
