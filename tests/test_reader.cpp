@@ -279,6 +279,28 @@ TEST_F(ReaderTest, DirectoryNotesABrokenLinkAndAFifo) {
                        "pipe.jsonl: not read from the directory: not a regular file (a FIFO, socket or device)"}));
 }
 
+TEST_F(ReaderTest, DirectoriesBeyondTheDepthOrBehindALinkAreNoted) {
+  // Files five levels down were skipped without a word.
+  std::filesystem::path deep = dir_ / "logs";
+  for (int level = 1; level <= 9; ++level) {
+    deep /= fmt::format("d{}", level);
+    std::filesystem::create_directories(deep);
+    write(std::filesystem::relative(deep / "r.jsonl", dir_).string(),
+          kConfig + "\n" + update(level) + "\n");
+  }
+  std::filesystem::create_directories(dir_ / "elsewhere");
+  std::filesystem::create_directory_symlink(dir_ / "elsewhere", dir_ / "logs" / "linked");
+  const Dataset d = read({(dir_ / "logs").string()});
+  EXPECT_EQ(d.update_count(), 8u);  // d1 .. d8
+  std::vector<std::string> notes;
+  for (const auto& x : diag_.kept())
+    if (x.severity == Severity::kNote) notes.push_back(std::filesystem::path(x.file).filename().string() + ": " + x.message);
+  std::sort(notes.begin(), notes.end());
+  EXPECT_EQ(notes, (std::vector<std::string>{
+                       "d9: not read: directories are read 8 levels down; name this one to read it",
+                       "linked: not read: a symbolic link to a directory (not followed); name it to read it"}));
+}
+
 TEST_F(ReaderTest, ANamedFifoIsReadOnceAndAWaitOnItCanBeCancelled) {
   // A FIFO named on the command line (or `<(cat log)`): it used to be opened twice, once to
   // look for a profiler trace, so its first 64 KB were lost without a word (and a FIFO

@@ -1,6 +1,10 @@
 // Reads step logs: per file, lines -> records (file_reader, several files at once),
 // then across files: ranks, duplicate steps, mixed runs, missing configs.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
@@ -467,6 +471,7 @@ std::optional<StepRange> parse_step_range(std::string_view text, std::string& er
 
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, Diagnostics& diag) {
   std::vector<std::string> files;
+  constexpr int kMaxDirectoryDepth = 8;  // subdirectory levels read below a named directory
   std::vector<fs::path> seen;  // canonical paths, to read a file given twice once
   auto add = [&](const std::string& path) {
     std::error_code ec;
@@ -495,7 +500,24 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
         if (it->is_directory(ec)) it.disable_recursion_pending();
         continue;
       }
-      if (it.depth() >= 4 && it->is_directory(ec)) it.disable_recursion_pending();
+      if (it->is_directory(ec)) {
+        // Entered down to kMaxDirectoryDepth levels below the named directory; said otherwise.
+        std::string why;
+        if (it->is_symlink(ec))
+          why = "not read: a symbolic link to a directory (not followed); name it to read it";
+        else if (it.depth() >= kMaxDirectoryDepth)
+          why = fmt::format("not read: directories are read {} levels down; name this one to read it",
+                            kMaxDirectoryDepth);
+        else if (::access(it->path().c_str(), R_OK | X_OK) != 0)
+          why = fmt::format("not read: {}", std::strerror(errno));
+        if (!why.empty()) {
+          it.disable_recursion_pending();
+          diag.report({Severity::kNote, Problem::kUnknownRecord, it->path().string(), 0, 0, why});
+        }
+        ec.clear();
+        continue;
+      }
+      ec.clear();
       if (!it->is_regular_file(ec)) {
         // Directories are walked; anything else that is not a regular file is said.
         if (!it->is_directory(ec)) {
