@@ -279,6 +279,33 @@ TEST_F(ReaderTest, DirectoryNotesABrokenLinkAndAFifo) {
                        "pipe.jsonl: not read from the directory: not a regular file (a FIFO, socket or device)"}));
 }
 
+TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
+  // A power loss zero-filled the tail of the file, cutting a record; the restarted job then
+  // appended its config (another seed: another run) and updates. The zeros used to swallow
+  // that config, so the new run's updates were merged into the old one without a word.
+  const std::string cut = update(3).substr(0, 40);
+  const std::string restart = R"({"type": "config", "rank": 1, "world_size": 4, "micro_batch": 8, "accumulation": 2, )"
+                              R"("global_batch": 64, "seed": 7})";
+  const auto p = write("zeros.jsonl", kConfig + "\n" + update(1) + "\n" + update(2) + "\n" + cut +
+                                          std::string(4096, '\0') + restart + "\n" + update(3) + "\n");
+  const Dataset d = read({p});
+  ASSERT_EQ(diag_.count(Problem::kZeroBytes), 1u);
+  const Diagnostic* z = first(Problem::kZeroBytes);
+  EXPECT_EQ(z->severity, Severity::kWarning);
+  EXPECT_EQ(z->line, 4u);
+  EXPECT_NE(z->message.find("4096 zero bytes and 40 bytes of a record cut short by them skipped"), std::string::npos)
+      << z->message;
+  EXPECT_EQ(diag_.count(Problem::kMixedRuns), 2u);  // the second config, and the update after it
+  EXPECT_EQ(d.update_count(), 2u);
+
+  // Zeros alone at the end of the file: a warning, not "the job was killed mid-record".
+  const Dataset tail = read({write("tail.jsonl", kConfig + "\n" + update(1) + "\n" + std::string(100, '\0'))});
+  EXPECT_EQ(tail.update_count(), 1u);
+  EXPECT_EQ(diag_.count(Problem::kZeroBytes), 1u);
+  EXPECT_EQ(diag_.count(Problem::kTruncatedLine), 0u);
+  EXPECT_EQ(diag_.total(), 1u);
+}
+
 TEST_F(ReaderTest, DirectoriesBeyondTheDepthOrBehindALinkAreNoted) {
   // Files five levels down were skipped without a word.
   std::filesystem::path deep = dir_ / "logs";

@@ -35,6 +35,7 @@ enum class Problem : std::uint8_t {
   kRecorderErrors,   ///< the recorder itself counted errors while writing the log
   kBadTrace,         ///< a profiler trace that cannot be used (not a trace, truncated, no rank or steps)
   kUnattributed,     ///< trace activity that belongs to no update (outside every ProfilerStep)
+  kZeroBytes,        ///< a run of NUL bytes in a log (a crash or power loss zero-fills what was being written)
   kCount_,
 };
 

@@ -22,6 +22,7 @@ std::string_view code_name(Problem p) {
     case Problem::kRecorderErrors: return "recorder-errors";
     case Problem::kBadTrace: return "bad-trace";
     case Problem::kUnattributed: return "unattributed";
+    case Problem::kZeroBytes: return "zero-bytes";
     case Problem::kCount_: break;
   }
   return "unknown";

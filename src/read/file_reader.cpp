@@ -188,7 +188,26 @@ class FileParser {
         }
       }
 
-      const auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
+      auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
+      if (kind == RecordKind::kError && text.find('\0') != std::string_view::npos) {
+        // Zeros where a crash or power loss left the file's tail unwritten, then what a
+        // restarted job appended: the text after the last zero is read as a record.
+        const auto last = text.find_last_of('\0');
+        const auto zeros = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\0'));
+        const std::size_t cut = last + 1 - zeros;  // other bytes before the last zero: a record cut short
+        const std::string_view after = trim(text.substr(last + 1));
+        report(Severity::kWarning, Problem::kZeroBytes, ln, col_offset + 1,
+               fmt::format("{} zero byte{}{} skipped: a crash or power loss leaves zeros where a file was being "
+                           "written, and records written there are lost{}",
+                           zeros, zeros == 1 ? "" : "s",
+                           cut ? fmt::format(" and {} byte{} of a record cut short by them", cut, cut == 1 ? "" : "s")
+                               : "",
+                           after.empty() ? "" : "; the text after them is read as a record"));
+        if (after.empty()) continue;
+        col_offset += static_cast<std::uint64_t>(after.data() - text.data());
+        text = after;
+        kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
+      }
       switch (kind) {
         case RecordKind::kError: {
           std::uint64_t col = rerr.column ? col_offset + rerr.column : 0;
