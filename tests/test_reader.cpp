@@ -279,6 +279,33 @@ TEST_F(ReaderTest, DirectoryNotesABrokenLinkAndAFifo) {
                        "pipe.jsonl: not read from the directory: not a regular file (a FIFO, socket or device)"}));
 }
 
+TEST_F(ReaderTest, ManyBadLinesAreCountedAndTheLastProblemOfAnotherKindIsKept) {
+  // Each kept problem holds its file name and message (about 200 bytes): a million bad
+  // lines held 219 MB, and "nothing to analyze", reported last, fell beyond the 10,000 kept.
+  std::string text = kConfig + "\n";
+  const std::size_t n = Diagnostics::kDefaultMaxKept + 50;
+  for (std::size_t i = 0; i < n; ++i) text += update(static_cast<int>(i), -1.0) + "\n";
+  const Dataset d = read({write("bad.jsonl", text)});
+  EXPECT_EQ(d.update_count(), 0u);
+  EXPECT_EQ(diag_.count(Problem::kNegativeTime), n);
+  EXPECT_EQ(diag_.count(Problem::kNegativeTime, Severity::kError), n);
+  EXPECT_EQ(diag_.count(Severity::kError), n + 1);  // and "nothing to analyze", kept:
+  EXPECT_NE(first(Problem::kEmptyInput), nullptr);
+  std::size_t kept = 0;
+  for (const auto& x : diag_.kept()) kept += x.problem == Problem::kNegativeTime;
+  EXPECT_EQ(kept, Diagnostics::kDefaultMaxKept);
+
+  Diagnostics small(false, 2);
+  for (int i = 0; i < 5; ++i) small.report({Severity::kError, Problem::kMalformedJson, "f", 1, 0, "x"});
+  small.report({Severity::kError, Problem::kEmptyInput, "f", 0, 0, "nothing to analyze"});
+  small.count_unkept(Severity::kWarning, Problem::kZeroBytes, 7);
+  ASSERT_EQ(small.kept().size(), 3u);
+  EXPECT_EQ(small.kept().back().problem, Problem::kEmptyInput);
+  EXPECT_EQ(small.count(Severity::kError), 6u);
+  EXPECT_EQ(small.count(Severity::kWarning), 7u);
+  EXPECT_EQ(small.count(Problem::kZeroBytes, Severity::kWarning), 7u);
+}
+
 TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
   // A power loss zero-filled the tail of the file, cutting a record; the restarted job then
   // appended its config (another seed: another run) and updates. The zeros used to swallow

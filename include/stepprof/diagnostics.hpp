@@ -62,14 +62,20 @@ std::string printable(std::string_view text);
 /// characters from the input are shown as \xNN.
 std::string format_diagnostic(const Diagnostic& d);
 
-/// Collects diagnostics. Keeps at most `max_kept` of them (all are counted);
-/// in strict mode the first warning or error asks the reader to stop.
+/// Collects diagnostics. Keeps at most `max_kept` of each kind (Problem), so that a
+/// problem of another kind reported last (such as "nothing to analyze") is kept however
+/// many came before; all are counted. In strict mode the first warning or error asks the
+/// reader to stop.
 class Diagnostics {
  public:
-  explicit Diagnostics(bool strict = false, std::size_t max_kept = 10000)
+  static constexpr std::size_t kDefaultMaxKept = 10000;
+  explicit Diagnostics(bool strict = false, std::size_t max_kept = kDefaultMaxKept)
       : strict_(strict), max_kept_(max_kept) {}
 
   void report(Diagnostic d);
+  /// Counts `n` problems that a reader did not keep (it already kept max_kept of their
+  /// kind), as report() would count them.
+  void count_unkept(Severity s, Problem p, std::uint64_t n);
   /// True once strict mode has seen a warning or an error: readers stop reading.
   [[nodiscard]] bool should_stop() const { return stopped_; }
   [[nodiscard]] bool strict() const { return strict_; }
@@ -77,6 +83,9 @@ class Diagnostics {
   [[nodiscard]] const std::vector<Diagnostic>& kept() const { return kept_; }
   [[nodiscard]] std::uint64_t count(Severity s) const { return by_severity_[static_cast<int>(s)]; }
   [[nodiscard]] std::uint64_t count(Problem p) const { return by_problem_[static_cast<int>(p)]; }
+  [[nodiscard]] std::uint64_t count(Problem p, Severity s) const {
+    return by_both_[static_cast<int>(p)][static_cast<int>(s)];
+  }
   [[nodiscard]] std::uint64_t total() const;
 
  private:
@@ -86,6 +95,7 @@ class Diagnostics {
   std::vector<Diagnostic> kept_;
   std::array<std::uint64_t, 3> by_severity_{};
   std::array<std::uint64_t, static_cast<int>(Problem::kCount_)> by_problem_{};
+  std::array<std::array<std::uint64_t, 3>, static_cast<int>(Problem::kCount_)> by_both_{};
 };
 
 }  // namespace stepprof

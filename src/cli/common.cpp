@@ -109,8 +109,8 @@ int finish(const Diagnostics& diag, std::string_view where, bool analyzed) {
   for (int p = 0; p < static_cast<int>(Problem::kCount_); ++p) {
     const auto total = diag.count(static_cast<Problem>(p));
     if (total > kPerKind)
-      fmt::print(stderr, "stepprof: ... {} more {} problem(s) not shown\n", total - kPerKind,
-                 code_name(static_cast<Problem>(p)));
+      fmt::print(stderr, "stepprof: ... {} more {} problem(s) not shown (`stepprof report --format json` lists up to {} of each kind)\n",
+                 total - kPerKind, code_name(static_cast<Problem>(p)), Diagnostics::kDefaultMaxKept);
   }
   const auto errors = diag.count(Severity::kError), warnings = diag.count(Severity::kWarning);
   if (errors || warnings)

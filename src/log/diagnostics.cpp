@@ -60,8 +60,17 @@ std::string format_diagnostic(const Diagnostic& d) {
 void Diagnostics::report(Diagnostic d) {
   ++by_severity_[static_cast<int>(d.severity)];
   ++by_problem_[static_cast<int>(d.problem)];
+  ++by_both_[static_cast<int>(d.problem)][static_cast<int>(d.severity)];
   if (strict_ && d.severity != Severity::kNote) stopped_ = true;
-  if (kept_.size() < max_kept_) kept_.push_back(std::move(d));
+  if (by_problem_[static_cast<int>(d.problem)] <= max_kept_) kept_.push_back(std::move(d));
+}
+
+void Diagnostics::count_unkept(Severity s, Problem p, std::uint64_t n) {
+  if (n == 0) return;
+  by_severity_[static_cast<int>(s)] += n;
+  by_problem_[static_cast<int>(p)] += n;
+  by_both_[static_cast<int>(p)][static_cast<int>(s)] += n;
+  if (strict_ && s != Severity::kNote) stopped_ = true;
 }
 
 std::uint64_t Diagnostics::total() const {

@@ -45,6 +45,9 @@ class FileParser {
     Diagnostics diag(opt_.strict);
     auto trace = read_kineto_trace(path_, file_, out_.regions, out_.counters, diag, opt_.kineto);
     out_.diags = diag.kept();
+    for (const auto& d : out_.diags) --out_.unkept[static_cast<int>(d.problem)][static_cast<int>(d.severity)];
+    for (int p = 0; p < static_cast<int>(Problem::kCount_); ++p)  // beyond those kept: counted
+      for (int sev = 0; sev < 3; ++sev) out_.unkept[p][sev] += diag.count(static_cast<Problem>(p), static_cast<Severity>(sev));
     out_.stopped = diag.should_stop();
     if (!trace) return std::move(out_);
     out_.config = std::move(trace->config);
@@ -77,7 +80,11 @@ class FileParser {
 
  private:
   void report(Severity sev, Problem p, std::uint64_t line, std::uint64_t col, std::string msg) {
-    out_.diags.push_back({sev, p, path_, line, col, std::move(msg)});
+    // A file of millions of bad lines keeps the first of each kind and counts the rest.
+    if (++reported_[static_cast<int>(p)] <= Diagnostics::kDefaultMaxKept)
+      out_.diags.push_back({sev, p, path_, line, col, std::move(msg)});
+    else
+      ++out_.unkept[static_cast<int>(p)][static_cast<int>(sev)];
     if (opt_.strict && sev != Severity::kNote) out_.stopped = true;
   }
   Severity truncation_severity() const { return opt_.strict ? Severity::kError : Severity::kWarning; }
@@ -313,6 +320,7 @@ class FileParser {
   std::uint32_t file_;
   const FileOptions& opt_;
   FileResult out_;
+  std::array<std::uint64_t, static_cast<int>(Problem::kCount_)> reported_{};
 };
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "stepprof/diagnostics.hpp"
+#include <array>
+
 #include "stepprof/kineto.hpp"
 #include "stepprof/names.hpp"
 #include "stepprof/reader.hpp"
@@ -22,7 +24,9 @@ namespace stepprof::detail {
 /// What reading one file found. Region and counter ids in `updates` refer to the
 /// file's own name tables, whose ids follow first appearance in the file.
 struct FileResult {
-  std::vector<Diagnostic> diags;       ///< in the order they arose
+  std::vector<Diagnostic> diags;       ///< in the order they arose, at most Diagnostics::kDefaultMaxKept per kind
+  /// Problems beyond those, counted: [problem][severity].
+  std::array<std::array<std::uint64_t, 3>, static_cast<int>(Problem::kCount_)> unkept{};
   std::vector<UpdateRecord> updates;   ///< accepted updates (rank resolved, window applied), in line order
   std::optional<RunConfig> config;     ///< the file's first config record, if any
   std::size_t diags_before_config = 0;    ///< diags that arose before the config's rank was looked up

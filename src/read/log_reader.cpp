@@ -182,8 +182,13 @@ class Reader {
     // would mix two runs' updates. They are kept aside; finish() keeps, for each rank, the
     // records of the run most ranks belong to. (--strict stops here instead.)
     const bool other_run = r.config && config_conflicts(*r.config);
+    auto count_unkept = [&] {
+      for (int p = 0; p < static_cast<int>(Problem::kCount_); ++p)
+        for (int sev = 0; sev < 3; ++sev) diag_.count_unkept(static_cast<Severity>(sev), static_cast<Problem>(p), r.unkept[p][sev]);
+    };
     if (other_run && !diag_.strict()) {
       for (auto& d : r.diags) diag_.report(std::move(d));
+      count_unkept();
       others_.push_back({fi, std::move(*r.config), std::move(r.updates)});
       ds_.updates_outside_window += r.outside_window;
       return;
@@ -192,6 +197,7 @@ class Reader {
     if (!other_run) add_updates(fi, r.updates, 0, u0);
     if (r.config) add_config(fi, *r.config, r.updates.size());
     for (std::size_t k = d0; k < r.diags.size(); ++k) diag_.report(std::move(r.diags[k]));
+    count_unkept();
     if (!other_run) add_updates(fi, r.updates, u0, r.updates.size());
     ds_.updates_outside_window += r.outside_window;
   }
