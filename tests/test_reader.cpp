@@ -306,6 +306,28 @@ TEST_F(ReaderTest, ManyBadLinesAreCountedAndTheLastProblemOfAnotherKindIsKept) {
   EXPECT_EQ(small.count(Problem::kZeroBytes, Severity::kWarning), 7u);
 }
 
+TEST_F(ReaderTest, ConcatenatedRankLogsAreCalledThatAndSkippingIsCountedFromTheFirst) {
+  // `cat rank*.jsonl > all.jsonl`: same run, other ranks. It was called a mix of runs, and
+  // the count of skipped records was put at the last config's line.
+  std::string text;
+  for (int r = 0; r < 3; ++r) {
+    text += fmt::format(R"({{"type": "config", "rank": {}, "world_size": 3}})", r) + "\n";
+    for (int step = 1; step <= 2; ++step)
+      text += fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": 5}})", r, step) + "\n";
+  }
+  const Dataset d = read({write("all.jsonl", text)});
+  EXPECT_EQ(d.update_count(), 2u);
+  std::vector<std::string> messages;
+  for (const auto& x : diag_.kept())
+    if (x.problem == Problem::kMixedRuns) messages.push_back(fmt::format("{}: {}", x.line, x.message));
+  ASSERT_EQ(messages.size(), 3u);
+  EXPECT_NE(messages[0].find("4: a second config record, of rank 1, follows the config of rank 0 at line 1: this "
+                             "file holds several ranks' logs"),
+            std::string::npos)
+      << messages[0];
+  EXPECT_EQ(messages[2], "4: 4 update record(s) after the differing config at line 4 were skipped");
+}
+
 TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
   // A power loss zero-filled the tail of the file, cutting a record; the restarted job then
   // appended its config (another seed: another run) and updates. The zeros used to swallow
@@ -424,7 +446,7 @@ TEST_F(ReaderTest, TruncatedFinalLineIsAWarningAndEarlierRecordsCount) {
   EXPECT_EQ(w->severity, Severity::kWarning);
   EXPECT_EQ(w->line, 3u);
   // It counts the update records analyzed (1), not the config record with them.
-  EXPECT_NE(w->message.find("the 1 update record(s) before it are analyzed"), std::string::npos) << w->message;
+  EXPECT_NE(w->message.find("the 1 update record(s) read before it are kept"), std::string::npos) << w->message;
   ASSERT_EQ(d.ranks.size(), 1u);
   EXPECT_EQ(d.ranks[0].updates.size(), 1u);
 }

@@ -232,7 +232,7 @@ class FileParser {
                                "{}",
                                rerr.message,
                                opt_.strict ? std::string("reading stops (--strict)")
-                                           : fmt::format("the {} update record(s) before it are analyzed", out_.updates.size())));
+                                           : fmt::format("the {} update record(s) read before it are kept", out_.updates.size())));
           } else {
             report(Severity::kError, rerr.problem, ln, col, rerr.message + "; record skipped");
           }
@@ -255,13 +255,21 @@ class FileParser {
             // The rank's bucket is looked up at this point when the files are merged.
             out_.diags_before_config = out_.diags.size();
             out_.updates_before_config = out_.updates.size();
-          } else if (run_identity(cfg) != run_identity(*file_config) || cfg.rank != file_config->rank) {
+          } else if (run_identity(cfg) == run_identity(*file_config) && cfg.rank != file_config->rank) {
+            report(Severity::kError, Problem::kMixedRuns, ln, 0,
+                   fmt::format("a second config record, of {}, follows the config of {} at line {}: this file holds "
+                               "several ranks' logs (concatenated?), and is read as {}'s; records after this line "
+                               "are skipped (give each rank's log as its own file)",
+                               rank_text(cfg.rank), rank_text(file_config->rank), file_config_line,
+                               rank_text(file_config->rank)));
+            if (!mixed_at) mixed_at = ln;  // skipping starts at the first
+          } else if (run_identity(cfg) != run_identity(*file_config)) {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
                    fmt::format("a second config record ({}, {}) differs from the first at line {} ({}, {}): "
                                "this file mixes runs; records after this line are skipped",
                                rank_text(cfg.rank), run_identity(cfg), file_config_line,
                                rank_text(file_config->rank), run_identity(*file_config)));
-            mixed_at = ln;
+            if (!mixed_at) mixed_at = ln;  // skipping starts at the first
           }
           break;
         }
@@ -299,13 +307,13 @@ class FileParser {
     if (opt_.on_bytes) opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
     if (!src.error().empty() && src.cut_off()) {
       report(truncation_severity(), Problem::kTruncatedLine, src.line_number(), 0,
-             fmt::format("input ends early ({}): the file was cut off; the {} update record(s) before the cut "
-                         "are analyzed",
+             fmt::format("input ends early ({}): the file was cut off; the {} update record(s) read before the cut "
+                         "are kept",
                          src.error(), out_.updates.size()));
     } else if (!src.error().empty()) {
       report(Severity::kError, Problem::kUnreadable, src.line_number(), 0,
              fmt::format("cannot read the rest of the file ({}): it is corrupt or unreadable; the {} update "
-                         "record(s) before line {} are analyzed",
+                         "record(s) read before line {} are kept",
                          src.error(), out_.updates.size(), src.line_number() + (corrupt_tail ? 0 : 1)));
     }
     if (rejected_after_mix)

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -479,8 +480,13 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
   std::vector<std::string> files;
   constexpr int kMaxDirectoryDepth = 8;  // subdirectory levels read below a named directory
   std::vector<fs::path> seen;  // canonical paths, to read a file given twice once
+  bool stdin_added = false;
   auto add = [&](const std::string& path) {
     std::error_code ec;
+    if (path == "-" && std::exchange(stdin_added, true)) {
+      diag.report({Severity::kNote, Problem::kUnknownRecord, path, 0, 0, "given more than once; read once"});
+      return;
+    }
     if (path != "-") {
       const fs::path canon = fs::weakly_canonical(path, ec);
       if (!ec && std::find(seen.begin(), seen.end(), canon) != seen.end()) {
