@@ -761,7 +761,8 @@ TEST_F(ReaderTest, AWorldSizeBeyondAMillionRanksIsNotUsed) {
 TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
   // A misspelt role used to be ignored without a word: the region silently got none.
   const auto p = write("roles.jsonl",
-                       std::string(R"({"type": "config", "region_roles": {"nccl": "comm", "loader": "backgorund"}})") +
+                       std::string(R"({"type": "config", "region_roles": {"nccl": "comm", "loader": "backgorund", )"
+                                   R"("opt": 5}})") +
                            "\n" + R"({"type": "update", "step": 1, "wall_ms": 5})" + "\n");
   const Dataset d = read({p});
   EXPECT_EQ(d.update_count(), 1u);
@@ -770,6 +771,9 @@ TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
   EXPECT_EQ(e->severity, Severity::kError);
   EXPECT_EQ(e->line, 1u);
   EXPECT_NE(e->message.find("\"loader\" has the unknown role \"backgorund\""), std::string::npos) << e->message;
+  EXPECT_NE(e->message.find("region \"opt\" should have a string, found 5; those entries are not used"),
+            std::string::npos)
+      << e->message;  // every bad entry, not only the first
 
   const auto q = write("alts.jsonl", std::string(R"({"type": "config", "region_alternatives": ["a", "b"]})") + "\n" +
                                          R"({"type": "update", "step": 1, "wall_ms": 5})" + "\n");

@@ -71,9 +71,9 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
 
 /// Checks the raw JSON of a config's `region_roles` or `region_alternatives` field: it
 /// must be an object whose values are strings, and for `region_roles` each one of
-/// schema::kRegionRoleNames. Returns the first problem as a message naming the region
-/// (e.g. `region "a" has the unknown role "x" (known: ...)`), or an empty string when
-/// there is none; the caller names the field.
+/// schema::kRegionRoleNames. Returns every problem, each naming its region and joined by
+/// "; " (e.g. `region "a" has the unknown role "x" (known: ...)`), or an empty string
+/// when there is none; the caller names the field.
 std::string check_region_map(std::string_view key, std::string_view json);
 
 /// Splits the text of one JSON object into fields (key, raw JSON value text), in order,

@@ -92,18 +92,22 @@ std::string check_region_map(std::string_view key, std::string_view json) {
   auto v = nlohmann::json::parse(json.begin(), json.end(), nullptr, false);
   if (!v.is_object())
     return fmt::format("should be an object {{region: {}}}, found {}", key == s::kRegionRoles ? "role" : "group", json);
+  std::string problems;  // every bad entry, "; "-separated
+  auto add = [&](std::string p) { problems += (problems.empty() ? "" : "; ") + std::move(p); };
   for (auto& [region, value] : v.items()) {
-    if (!value.is_string())
-      return fmt::format("region \"{}\" should have a string, found {}", region,
-                         value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (!value.is_string()) {
+      add(fmt::format("region \"{}\" should have a string, found {}", region,
+                      value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+      continue;
+    }
     if (key != s::kRegionRoles) continue;
     const auto& role = value.get_ref<const std::string&>();
     if (std::find(s::kRegionRoleNames.begin(), s::kRegionRoleNames.end(), role) == s::kRegionRoleNames.end())
-      return fmt::format("region \"{}\" has the unknown role \"{}\" (known: communication, data, optimizer, "
-                         "background)",
-                         region, role);
+      add(fmt::format("region \"{}\" has the unknown role \"{}\" (known: communication, data, optimizer, "
+                      "background)",
+                      region, role));
   }
-  return {};
+  return problems;
 }
 
 RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* problems) {
@@ -131,7 +135,8 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
     else if (f.key == s::kDeviceTiming) take_string(f, c.device_timing, problems);
     else if (f.key == s::kRegionRoles || f.key == s::kRegionAlternatives) {
       if (auto p = check_region_map(f.key, f.json); !p.empty())
-        note(problems, fmt::format("config field \"{}\": {}; that part is not used", f.key, p));
+        note(problems, fmt::format("config field \"{}\": {}; {} not used", f.key, p,
+                                   p.find("; ") == std::string::npos ? "that entry is" : "those entries are"));
     }
   }
   // Kept as written (the rank still names the file's rank), but said: ranks are
