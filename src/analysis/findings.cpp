@@ -19,6 +19,13 @@ std::string join_ints(const std::vector<std::int64_t>& v) {
   return s;
 }
 
+// A time for a finding's text: `digits` decimals from 1 ms up, two significant digits
+// below (a CPU example's 0.043 ms per frame read "0.0 ms").
+std::string ms_text(double v, int digits) {
+  if (v == 0 || std::fabs(v) >= 1) return fmt::format("{:.{}f}", v, digits);
+  return fmt::format("{:.2g}", v);
+}
+
 const WaitingResult* first_waiting(const std::vector<WaitingResult>& w) {
   for (const auto& x : w)
     if (x.waiting) return &x;
@@ -44,7 +51,8 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
     f.ms_per_update = *g.saving_ms_per_update;
     f.title = fmt::format("{} of {} updates ran the slow path {} ({:.2f}x the cost per {} of {})",
                           g.updates_with_slow, g.updates, g.slow, *g.slow_over_fast, g.unit, g.fast);
-    f.evidence = fmt::format("{}: {:.1f} ms per {}, {}: {:.1f} ms per {}", g.slow, sc, g.unit, g.fast, fc, g.unit);
+    f.evidence = fmt::format("{}: {} ms per {}, {}: {} ms per {}", g.slow, ms_text(sc, 1), g.unit, g.fast,
+                             ms_text(fc, 1), g.unit);
     if (!g.frame_counts_only_with_slow.empty() && g.updates_fast_only > 0)
       f.evidence += fmt::format("; every update with a sample of {} frames ran {}", join_ints(g.frame_counts_only_with_slow),
                                 g.slow);
@@ -223,9 +231,9 @@ void padding(const FindingInputs& in, std::vector<Finding>& out) {
   f.title = fmt::format("{:.1f} % of token slots are padding ({:.0f} slots per update)", p.fraction * 100,
                         p.padding_slots_per_update);
   f.evidence = fmt::format(
-      "token-weighted over the window; if the time of {} is proportional to token slots, padding costs {:.0f} ms "
+      "token-weighted over the window; if the time of {} is proportional to token slots, padding costs {} ms "
       "per update in the forward pass alone",
-      regions, *p.cost_ms_per_update);
+      regions, ms_text(*p.cost_ms_per_update, 0));
   f.action = "bucket samples by length or pack sequences so token slots approach valid tokens";
   out.push_back(std::move(f));
 }

@@ -67,11 +67,15 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
   const bool show_progress = ::isatty(STDERR_FILENO) == 1;
   if (show_progress)
     ro.progress = [](std::uint64_t done, std::uint64_t total) {
+      // GB from 1 GB of input up, MB below (0.04 GB read "0.00 of 0.04 GB").
+      const bool gb = std::max(done, total) >= 1'000'000'000;
+      const double unit = gb ? 1e9 : 1e6;
+      const char* name = gb ? "GB" : "MB";
       if (total > 0)
-        fmt::print(stderr, "\rstepprof: reading {:.2f} of {:.2f} GB ({:.0f} %)\x1b[K", static_cast<double>(done) / 1e9,
-                   static_cast<double>(total) / 1e9, 100.0 * static_cast<double>(done) / static_cast<double>(total));
+        fmt::print(stderr, "\rstepprof: reading {:.2f} of {:.2f} {} ({:.0f} %)\x1b[K", static_cast<double>(done) / unit,
+                   static_cast<double>(total) / unit, name, 100.0 * static_cast<double>(done) / static_cast<double>(total));
       else
-        fmt::print(stderr, "\rstepprof: reading {:.2f} GB\x1b[K", static_cast<double>(done) / 1e9);
+        fmt::print(stderr, "\rstepprof: reading {:.2f} {}\x1b[K", static_cast<double>(done) / unit, name);
     };
   out.data = read_logs(files, ro, diag);
   if (show_progress) fmt::print(stderr, "\r\x1b[K");  // clear the progress line
