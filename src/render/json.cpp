@@ -161,13 +161,15 @@ Json padding(const PaddingResult& p) {
                       {"step", x.step},
                       {"padding_fraction", x.fraction},
                       {"max_padded_length", opt(x.padded_length)}});
+  // Without token counters these figures are unknown, not 0.
+  auto known = [&](double v) { return p.available ? Json(v) : Json(nullptr); };
   return Json{{"available", p.available},
-              {"token_slots", p.token_slots},
-              {"valid_tokens", p.valid_tokens},
-              {"padding_fraction", p.fraction},
+              {"token_slots", known(p.token_slots)},
+              {"valid_tokens", known(p.valid_tokens)},
+              {"padding_fraction", known(p.fraction)},
               {"per_update_fraction", summary(p.per_update_fraction)},
-              {"padding_slots_per_s", p.padding_slots_per_s},
-              {"padding_slots_per_update", p.padding_slots_per_update},
+              {"padding_slots_per_s", known(p.padding_slots_per_s)},
+              {"padding_slots_per_update", known(p.padding_slots_per_update)},
               {"max_padded_length", opt(p.max_padded_length)},
               {"token_bound_regions", bound},
               {"cost_ms_per_update", opt(p.cost_ms_per_update)},
@@ -241,7 +243,7 @@ Json cross_rank(const CrossRankResult& x) {
               {"stragglers", x.stragglers},
               {"margin_ms", summary(x.margin_ms)},
               {"episodes", episodes},
-              {"episode_threshold_ms", x.episode_threshold_ms},
+              {"episode_threshold_ms", x.available ? Json(x.episode_threshold_ms) : Json(nullptr)},
               {"per_rank", per_rank},
               {"per_update", per_update}};
 }
