@@ -123,7 +123,9 @@ Section time_section(const Report& rep) {
     Table pr{{"rank", "median ms", "p90 ms", "max ms", "CV"}, {}, {}};
     const auto& per = t.per_rank_ms;
     auto median_of = [&](std::size_t i) { return per[i].second.median; };
-    const auto shown = rows_that_matter(per.size(), median_of, [](std::size_t) { return false; });
+    // The same ranks as the HTML charts: the slowest, the fastest and every flagged one.
+    const auto shown = rows_that_matter(per.size(), median_of,
+                                        [&](std::size_t i) { return flagged_rank(rep.cross_rank, per[i].first); });
     auto add = [&](std::size_t i) {
       const auto& [rank, sum] = per[i];
       pr.rows.push_back({std::to_string(rank), num(sum.median), num(sum.p90), num(sum.max), pct(sum.cv)});
@@ -133,7 +135,9 @@ Section time_section(const Report& rep) {
     else
       for (auto i : *shown) add(i);
     s.blocks.emplace_back(std::move(pr));
-    if (shown) s.blocks.emplace_back(rows_left_out(per.size(), *shown, median_of, "median update time"));
+    if (shown)
+      s.blocks.emplace_back(rows_left_out(per.size(), *shown, median_of, "median update time",
+                                          ", with every straggler and every rank that fell behind"));
   }
   Table tab{{"throughput", "per rank /s", "whole job /s", "how"}, {}, {}};
   auto row = [&](const std::string& name, const Rate& r, std::string how) {

@@ -566,3 +566,23 @@ def test_html_charts_of_many_ranks_show_the_slowest_and_fastest(tmp_path):
     assert "Per-rank charts show 11 of the 40 ranks" in source
     for m in data["matrices"]:  # the heatmaps keep every rank, with their own labels
         assert m["labels"] == [f"rank {r}" for r in range(40)] and len(m["values"]) == 40
+
+
+def test_the_update_time_table_of_many_ranks_shows_the_stragglers_as_the_charts_do(tmp_path):
+    # The text table showed only the 8 slowest and 3 fastest, leaving out stragglers the
+    # cross-rank table and the HTML charts show.
+    logs = tmp_path / "logs"
+    stragglers = [3, 7, 11, 20, 33]
+    args = ["synth", "-o", logs, "--ranks", "40", "--updates", "30", "--seed", "5"]
+    for r in stragglers:
+        args += ["--straggler", f"{r}:1:30:1.6"]
+    assert run(*args).returncode == 0
+    report = json.loads(run("report", "--format", "json", logs).stdout)
+    assert sorted(report["cross_rank"]["stragglers"]) == stragglers
+    text = run("report", logs).stdout
+    section = text[text.index("2. Update time"):text.index("3. Regions")]
+    table_ranks = {int(m.group(1)) for m in re.finditer(r"^  (\d+) +[\d,]+\.\d", section, re.M)}
+    assert set(stragglers) <= table_ranks
+    _, page = html_page(tmp_path, logs)
+    charted = {int(r["label"].split()[1]) for r in json.loads(page.scripts[0][1])["ranks"]}
+    assert charted == table_ranks
