@@ -328,6 +328,19 @@ TEST_F(ReaderTest, ConcatenatedRankLogsAreCalledThatAndSkippingIsCountedFromTheF
   EXPECT_EQ(messages[2], "4: 4 update record(s) after the differing config at line 4 were skipped");
 }
 
+TEST_F(ReaderTest, ARestartedJobsSecondConfigIsNotedAndItsRepeatedStepsAreDuplicates) {
+  const auto p = write("restart.jsonl", kConfig + "\n" + update(1) + "\n" + update(2) + "\n" + kConfig + "\n" +
+                                            update(2) + "\n" + update(3) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 3u);
+  ASSERT_EQ(diag_.count(Problem::kDuplicateStep), 1u);
+  bool noted = false;
+  for (const auto& x : diag_.kept())
+    noted = noted || (x.severity == Severity::kNote && x.line == 4 &&
+                      x.message.starts_with("a second config record of the same run as at line 1"));
+  EXPECT_TRUE(noted);
+}
+
 TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
   // A power loss zero-filled the tail of the file, cutting a record; the restarted job then
   // appended its config (another seed: another run) and updates. The zeros used to swallow

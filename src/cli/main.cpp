@@ -1,6 +1,7 @@
 // The stepprof command: reads step logs and explains them.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -18,6 +19,19 @@ int main(int argc, char** argv) {
                        add_synth_command, add_whatif_command})
     add(app, set_action);
 
+  // An unknown command: CLI11 would say only "A subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const auto* sub : app.get_subcommands({})) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      fmt::print(stderr, "stepprof: unknown command \"{}\" (commands: {}; see stepprof --help)\n", argv[1], known);
+      return kUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

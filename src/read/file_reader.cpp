@@ -234,7 +234,8 @@ class FileParser {
                                opt_.strict ? std::string("reading stops (--strict)")
                                            : fmt::format("the {} update record(s) read before it are kept", out_.updates.size())));
           } else {
-            report(Severity::kError, rerr.problem, ln, col, rerr.message + "; record skipped");
+            report(Severity::kError, rerr.problem, ln, col,
+                   rerr.message + (opt_.strict ? "; reading stops (--strict)" : "; record skipped"));
           }
           break;
         }
@@ -270,6 +271,12 @@ class FileParser {
                                rank_text(cfg.rank), run_identity(cfg), file_config_line,
                                rank_text(file_config->rank), run_identity(*file_config)));
             if (!mixed_at) mixed_at = ln;  // skipping starts at the first
+          } else {
+            report(Severity::kNote, Problem::kUnknownRecord, ln, 0,
+                   fmt::format("a second config record of the same run as at line {} (the job restarted and "
+                               "appended?): the updates after it are read as the same run; a step read before is a "
+                               "duplicate-step error, and the first copy is kept",
+                               file_config_line));
           }
           break;
         }

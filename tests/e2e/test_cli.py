@@ -329,3 +329,10 @@ def test_regions_of_another_thread_overlap_the_update_until_marked_background(tm
     assert rep["regions"]["nesting_violation_count"] == 0
     assert rep["regions"]["outside_regions_ms"]["median"] == pytest.approx(10.0 - (4.0 + 5.5))
     assert not [f for f in rep["findings"] if f["kind"] == "nesting"]
+
+
+def test_an_unknown_command_is_named_with_the_known_ones():
+    # CLI11 alone said "A subcommand is required".
+    r = run("reprot", LOG)
+    assert r.returncode == 2
+    assert 'unknown command "reprot" (commands: report, trace, html, import, synth, whatif' in r.stderr
