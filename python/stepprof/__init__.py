@@ -114,6 +114,7 @@ class Recorder:
         roles: {region: "communication" | "data" | "optimizer" | "background"};
             "background": the region runs alongside the update on another thread (a
             data-loader thread), so the report does not count it as part of the update.
+            Another role raises ValueError (the analyzer would not use it).
         run_id: identifies the run on every rank (default: $STEPPROF_RUN_ID,
             $TORCHELASTIC_RUN_ID or $SLURM_JOB_ID, else generated).
         device_timing: "auto" (time regions on torch's current CUDA stream when torch has
