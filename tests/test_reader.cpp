@@ -341,6 +341,20 @@ TEST_F(ReaderTest, ARestartedJobsSecondConfigIsNotedAndItsRepeatedStepsAreDuplic
   EXPECT_TRUE(noted);
 }
 
+TEST_F(ReaderTest, CarriageReturnLineEndingsAreNamed) {
+  // A file with \r alone between records was "the last line ends mid-record (was the
+  // writing job killed?)".
+  const Dataset d = read({write("mac.jsonl", kConfig + "\r" + update(1) + "\r" + update(2) + "\r")});
+  EXPECT_EQ(d.update_count(), 0u);
+  const Diagnostic* e = first(Problem::kMalformedJson);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->message.find("separated by carriage returns alone (\\r, not \\n or \\r\\n), so this line holds 3 of "
+                            "them"),
+            std::string::npos)
+      << e->message;
+  EXPECT_EQ(diag_.count(Problem::kTruncatedLine), 0u);
+}
+
 TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
   // A power loss zero-filled the tail of the file, cutting a record; the restarted job then
   // appended its config (another seed: another run) and updates. The zeros used to swallow

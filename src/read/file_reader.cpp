@@ -224,6 +224,16 @@ class FileParser {
             corrupt_tail = true;
             break;
           }
+          if (const auto cr = text.find("\r{"); cr != std::string_view::npos) {
+            // Records separated by a carriage return alone (classic Mac line endings): one
+            // "line" holds them all.
+            report(Severity::kError, Problem::kMalformedJson, ln, col_offset + cr + 1,
+                   fmt::format("records are separated by carriage returns alone (\\r, not \\n or \\r\\n), so "
+                               "this line holds {} of them; convert the file (tr '\\r' '\\n' < IN > OUT) and read "
+                               "it again",
+                               std::count(text.begin(), text.end(), '\r') + 1));
+            break;
+          }
           if (!terminated) {
             if (col == 0) col = line.size() + 1;  // where the record was cut
             truncated = true;
