@@ -457,6 +457,21 @@ TEST_F(KinetoTest, EveryCutAndCorruptedByteGivesADiagnosticNotACrash) {
   EXPECT_GT(failed, text.size());  // at least every cut before the end fails
 }
 
+TEST_F(KinetoTest, ZerosAfterTheTraceAreAWarningNotALostTrace) {
+  // A step log with a crash's zero-fill was read with a warning; a trace was rejected whole.
+  const std::string text =
+      small_trace(R"("distributedInfo": {"rank": 0, "world_size": 1},)" "\n") + std::string(1000, '\0');
+  const auto t = read(write("zeros.json", text));
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->updates.size(), 1u);
+  EXPECT_EQ(diag_.count(Problem::kBadTrace), 0u);
+  ASSERT_EQ(diag_.count(Problem::kZeroBytes), 1u);
+  EXPECT_EQ(diag_.kept().back().severity, Severity::kWarning);
+  EXPECT_NE(diag_.kept().back().message.find("1000 zero bytes after the end of the trace"), std::string::npos);
+  // Anything else after the zeros is still an error.
+  EXPECT_FALSE(read(write("zeros-x.json", text + "x")));
+}
+
 TEST_F(KinetoTest, ATraceWhoseFirstValueIsLargeIsStillATrace) {
   // Metadata of 200 KB before "traceEvents": once missed (only 64 KB were looked at), the
   // trace was then read as a step log and rejected.

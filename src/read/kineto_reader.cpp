@@ -81,6 +81,11 @@ class TraceReader {
       } else if (item == detail::TraceScanner::Item::kTopValue) {
         top_value(piece);
       } else if (item == detail::TraceScanner::Item::kEnd) {
+        if (const auto z = scan.trailing_zero_bytes())
+          report(Severity::kWarning, Problem::kZeroBytes, piece.where,
+                 fmt::format("{} zero byte{} after the end of the trace skipped (a crash or power loss leaves zeros "
+                             "where a file was being written)",
+                             z, z == 1 ? "" : "s"));
         break;
       } else {
         report(Severity::kError, Problem::kBadTrace, piece.where,

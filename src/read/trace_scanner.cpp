@@ -301,7 +301,14 @@ TraceScanner::Item TraceScanner::next(Piece& out) {
         return last_ = Item::kEvent;
       }
       case State::kAfterEnd: {
-        const int c = peek_non_space();
+        int c = peek_non_space();
+        while (c == 0) {  // zeros a crash left after the file's end: counted, not an error
+          std::size_t i = 0;
+          while (i < src_.size() && src_.data()[i] == '\0') ++i;
+          trailing_zeros_ += i;
+          consume(i);
+          c = peek_non_space();
+        }
         if (c >= 0) return fail(out, fmt::format("unexpected '{}' after the end of the trace object", static_cast<char>(c)), 0);
         if (!src_.error().empty()) return fail_eof(out, "after the trace object");
         out = Piece{};

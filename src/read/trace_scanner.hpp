@@ -49,6 +49,8 @@ class TraceScanner {
 
   /// True once the `traceEvents` key was met.
   [[nodiscard]] bool saw_trace_events() const { return saw_events_; }
+  /// NUL bytes skipped after the end of the trace object (a crash's zero-fill).
+  [[nodiscard]] std::uint64_t trailing_zero_bytes() const { return trailing_zeros_; }
   /// Position of a pointer into the current piece's buffer.
   [[nodiscard]] TextPosition position(const char* p) const;
 
@@ -68,6 +70,7 @@ class TraceScanner {
   Item fail_eof(Piece& out, std::string_view context);
 
   ByteSource& src_;
+  std::uint64_t trailing_zeros_ = 0;
   State state_ = State::kStart;
   std::size_t pending_ = 0;  // bytes of the last piece, consumed on the next call
   std::uint64_t line_ = 1;   // line of the first buffered byte
