@@ -814,7 +814,8 @@ TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
 TEST_F(ReaderTest, AConfigValueThatCannotBeWrittenBackIsLeftOutAndTheConfigKept) {
   // Python's json writes NaN and Infinity; simdjson stops at some spellings and not at
   // others. Each is now the same bad-field error, and the rest of the config is used.
-  for (const std::string v : {"NaN", "Infinity", "-Infinity", "nan", "1e400", "[1, NaN]", "{\"a\": Infinity}"}) {
+  for (const std::string v : {"NaN", "Infinity", "-Infinity", "nan", "NAN", "Inf", "INFINITY", "-NAN", "1e400",
+                              "[1, NaN]", "{\"a\": Infinity}"}) {
     SCOPED_TRACE(v);
     const auto p = write("nf.jsonl", R"({"type": "config", "rank": 1, "world_size": 2, "loss_scale": )" + v +
                                          R"(, "note": "x"})" + "\n" + update(1) + "\n");

@@ -1,6 +1,7 @@
 #include "stepprof/record.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -71,10 +72,11 @@ std::string check_value(std::string_view json) {
   if (const auto d = nesting_depth(json); d > kMaxConfigDepth)
     return fmt::format("is nested {} levels deep (more than {})", d, kMaxConfigDepth);
   if (!nlohmann::json::accept(json.begin(), json.end())) {
-    for (std::string_view bad : {"NaN", "nan", "Infinity", "inf"})
-      if (json.find(bad) != std::string_view::npos)
-        return fmt::format("holds {}, which JSON does not allow (Python's json writes it for a non-finite float)",
-                           bad);
+    std::string lower(json);
+    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower.find("nan") != std::string::npos || lower.find("inf") != std::string::npos)
+      return "holds a non-finite number (NaN or Infinity), which JSON does not allow (Python's json writes one for "
+             "a non-finite float)";
     try {
       (void)nlohmann::json::parse(json.begin(), json.end());
     } catch (const nlohmann::json::exception& e) {
@@ -103,8 +105,8 @@ std::string check_region_map(std::string_view key, std::string_view json) {
     if (key != s::kRegionRoles) continue;
     const auto& role = value.get_ref<const std::string&>();
     if (std::find(s::kRegionRoleNames.begin(), s::kRegionRoleNames.end(), role) == s::kRegionRoleNames.end())
-      add(fmt::format("region \"{}\" has the unknown role \"{}\" (known: communication, data, optimizer, "
-                      "background)",
+      add(fmt::format("region \"{}\" has the unknown role \"{}\" (known: communication or comm, data, "
+                      "optimizer, background)",
                       region, role));
   }
   return problems;

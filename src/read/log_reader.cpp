@@ -1,5 +1,6 @@
 // Reads step logs: per file, lines -> records (file_reader, several files at once),
 // then across files: ranks, duplicate steps, mixed runs, missing configs.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -479,21 +480,28 @@ std::optional<StepRange> parse_step_range(std::string_view text, std::string& er
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, Diagnostics& diag) {
   std::vector<std::string> files;
   constexpr int kMaxDirectoryDepth = 8;  // subdirectory levels read below a named directory
-  std::vector<fs::path> seen;  // canonical paths, to read a file given twice once
-  bool stdin_added = false;
+  // A file named twice (or found twice through directories) is read once. It is known by
+  // its device and inode, so that "-", /dev/stdin and /dev/fd/0 on one pipe are one input
+  // (two readers of one pipe would each get half of its lines), else by its path.
+  std::vector<std::pair<dev_t, ino_t>> seen_ids;
+  std::vector<fs::path> seen_paths;
   auto add = [&](const std::string& path) {
-    std::error_code ec;
-    if (path == "-" && std::exchange(stdin_added, true)) {
+    struct stat st {};
+    const bool known = path == "-" ? ::fstat(STDIN_FILENO, &st) == 0 : ::stat(path.c_str(), &st) == 0;
+    bool twice = false;
+    if (known) {
+      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+      twice = std::find(seen_ids.begin(), seen_ids.end(), id) != seen_ids.end();
+      if (!twice) seen_ids.push_back(id);
+    } else if (path != "-") {
+      std::error_code ec;
+      const fs::path canon = fs::weakly_canonical(path, ec);
+      twice = !ec && std::find(seen_paths.begin(), seen_paths.end(), canon) != seen_paths.end();
+      if (!ec && !twice) seen_paths.push_back(canon);
+    }
+    if (twice) {
       diag.report({Severity::kNote, Problem::kUnknownRecord, path, 0, 0, "given more than once; read once"});
       return;
-    }
-    if (path != "-") {
-      const fs::path canon = fs::weakly_canonical(path, ec);
-      if (!ec && std::find(seen.begin(), seen.end(), canon) != seen.end()) {
-        diag.report({Severity::kNote, Problem::kUnknownRecord, path, 0, 0, "given more than once; read once"});
-        return;
-      }
-      if (!ec) seen.push_back(canon);
     }
     files.push_back(path);
   };

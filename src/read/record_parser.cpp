@@ -97,9 +97,12 @@ std::string shown(std::string_view tok) {
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 bool is_non_finite_literal(std::string_view tok) {
-  for (std::string_view lit : {"NaN", "-NaN", "Infinity", "-Infinity", "+Infinity", "inf", "-inf", "nan"})
-    if (starts_with(tok, lit)) return true;
-  return false;
+  if (!tok.empty() && (tok[0] == '-' || tok[0] == '+')) tok.remove_prefix(1);
+  if (tok.size() < 3) return false;
+  auto lower = [](char ch) { return static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch); };
+  const char head[3] = {lower(tok[0]), lower(tok[1]), lower(tok[2])};
+  const std::string_view h(head, 3);
+  return h == "nan" || h == "inf";  // NaN, nan, NAN, Infinity, inf, INF, ... in any case
 }
 
 // A config record whose values include NaN or Infinity (as Python's json writes them),

@@ -336,3 +336,12 @@ def test_an_unknown_command_is_named_with_the_known_ones():
     r = run("reprot", LOG)
     assert r.returncode == 2
     assert 'unknown command "reprot" (commands: report, trace, html, import, synth, whatif' in r.stderr
+
+
+def test_one_pipe_named_twice_is_read_once():
+    # "-" and /dev/stdin are the same pipe: two readers each got part of its lines.
+    text = LOG.read_text()
+    r = run("report", "--format", "json", "-", "/dev/stdin", stdin=text)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["run"]["updates"] == 20
+    assert "/dev/stdin: note: given more than once; read once" in r.stderr
