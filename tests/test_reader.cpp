@@ -783,13 +783,22 @@ TEST_F(ReaderTest, AWorldSizeBeyondAMillionRanksIsNotUsed) {
   EXPECT_NE(first(Problem::kBadField)->message.find("\"world_size\" is 100000000, above the 1048576 ranks"),
             std::string::npos);
   EXPECT_EQ(d.update_count(), 1u);
+
+  // Nor is a world size below 1 (the job throughput is per rank x world size).
+  const Dataset zero = read({write("ws0.jsonl", std::string(R"({"type": "config", "rank": 1, "world_size": 0})") +
+                                                   "\n" + update(1) + "\n")});
+  ASSERT_TRUE(zero.ranks.at(0).config);
+  EXPECT_FALSE(zero.ranks[0].config->world_size);
+  ASSERT_NE(first(Problem::kBadField), nullptr);
+  EXPECT_NE(first(Problem::kBadField)->message.find("should be at least 1, found 0; it is not used"),
+            std::string::npos);
 }
 
 TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
   // A misspelt role used to be ignored without a word: the region silently got none.
   const auto p = write("roles.jsonl",
                        std::string(R"({"type": "config", "region_roles": {"nccl": "comm", "loader": "backgorund", )"
-                                   R"("opt": 5}})") +
+                                   R"("opt": 5, "nccl": "data"}})") +
                            "\n" + R"({"type": "update", "step": 1, "wall_ms": 5})" + "\n");
   const Dataset d = read({p});
   EXPECT_EQ(d.update_count(), 1u);
@@ -801,6 +810,7 @@ TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
   EXPECT_NE(e->message.find("region \"opt\" should have a string, found 5; those entries are not used"),
             std::string::npos)
       << e->message;  // every bad entry, not only the first
+  EXPECT_NE(e->message.find("region \"nccl\" is given twice"), std::string::npos) << e->message;
 
   const auto q = write("alts.jsonl", std::string(R"({"type": "config", "region_alternatives": ["a", "b"]})") + "\n" +
                                          R"({"type": "update", "step": 1, "wall_ms": 5})" + "\n");

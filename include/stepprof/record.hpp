@@ -64,9 +64,8 @@ inline constexpr std::size_t kMaxConfigDepth = 64;
 /// kMaxConfigDepth is left out and described in `problems`.
 /// A known field of the wrong type (e.g. `"world_size": "4"`) is left unset in the
 /// typed members, kept in `fields`, and described in `problems` (one message each). A
-/// negative rank, a world_size below 1 or a rank not below world_size is kept as written
-/// and described in `problems` too; a world_size above kMaxWorldSize is described and not
-/// used.
+/// negative rank or a rank not below world_size is kept as written and described in
+/// `problems` too; a world_size below 1 or above kMaxWorldSize is described and not used.
 RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* problems = nullptr);
 
 /// Checks the raw JSON of a config's `region_roles` or `region_alternatives` field: it

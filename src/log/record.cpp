@@ -91,11 +91,20 @@ std::string check_value(std::string_view json) {
 
 std::string check_region_map(std::string_view key, std::string_view json) {
   namespace s = schema;
-  auto v = nlohmann::json::parse(json.begin(), json.end(), nullptr, false);
-  if (!v.is_object())
-    return fmt::format("should be an object {{region: {}}}, found {}", key == s::kRegionRoles ? "role" : "group", json);
   std::string problems;  // every bad entry, "; "-separated
   auto add = [&](std::string p) { problems += (problems.empty() ? "" : "; ") + std::move(p); };
+  std::vector<std::string> keys;  // a region given twice would keep only its last value
+  auto each = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key) {
+      const auto& k = parsed.get_ref<const std::string&>();
+      if (std::find(keys.begin(), keys.end(), k) != keys.end()) add(fmt::format("region \"{}\" is given twice", k));
+      keys.push_back(k);
+    }
+    return true;
+  };
+  auto v = nlohmann::json::parse(json.begin(), json.end(), each, false);
+  if (!v.is_object())
+    return fmt::format("should be an object {{region: {}}}, found {}", key == s::kRegionRoles ? "role" : "group", json);
   for (auto& [region, value] : v.items()) {
     if (!value.is_string()) {
       add(fmt::format("region \"{}\" should have a string, found {}", region,
@@ -149,9 +158,11 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
                                *c.world_size, kMaxWorldSize));
     c.world_size.reset();
   }
-  if (c.world_size && *c.world_size < 1)
-    note(problems, fmt::format("config field \"world_size\" should be at least 1, found {}", *c.world_size));
-  else if (c.rank && c.world_size && *c.rank >= *c.world_size)
+  if (c.world_size && *c.world_size < 1) {
+    note(problems, fmt::format("config field \"world_size\" should be at least 1, found {}; it is not used",
+                               *c.world_size));
+    c.world_size.reset();
+  } else if (c.rank && c.world_size && *c.rank >= *c.world_size)
     note(problems, fmt::format("config field \"rank\" ({}) is not below \"world_size\" ({}): ranks are numbered 0 to "
                                "world_size - 1",
                                *c.rank, *c.world_size));
