@@ -324,14 +324,17 @@ class FileParser {
     if (opt_.on_bytes) opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
     if (!src.error().empty() && src.cut_off()) {
       report(truncation_severity(), Problem::kTruncatedLine, src.line_number(), 0,
-             fmt::format("input ends early ({}): the file was cut off; the {} update record(s) read before the cut "
-                         "are kept",
-                         src.error(), out_.updates.size()));
+             fmt::format("input ends early ({}): the file was cut off; {}", src.error(),
+                         opt_.strict ? std::string("reading stops (--strict)")
+                                     : fmt::format("the {} update record(s) read before the cut are kept",
+                                                   out_.updates.size())));
     } else if (!src.error().empty()) {
       report(Severity::kError, Problem::kUnreadable, src.line_number(), 0,
-             fmt::format("cannot read the rest of the file ({}): it is corrupt or unreadable; the {} update "
-                         "record(s) read before line {} are kept",
-                         src.error(), out_.updates.size(), src.line_number() + (corrupt_tail ? 0 : 1)));
+             fmt::format("cannot read the rest of the file ({}): it is corrupt or unreadable; {}", src.error(),
+                         opt_.strict ? std::string("reading stops (--strict)")
+                                     : fmt::format("the {} update record(s) read before line {} are kept",
+                                                   out_.updates.size(),
+                                                   src.line_number() + (corrupt_tail ? 0 : 1))));
     }
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
