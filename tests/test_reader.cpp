@@ -382,6 +382,57 @@ TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
   EXPECT_EQ(diag_.total(), 1u);
 }
 
+TEST_F(ReaderTest, RecordsThatLostTheNewlineBetweenThemAreEachRead) {
+  // Two whole records on one line were one malformed-json error, though two were lost.
+  const std::string joined = update(2) + update(3, 90.0) + "  " + update(4);
+  const auto p = write("joined.jsonl", kConfig + "\n" + update(1) + "\n" + joined + "\n" + update(5) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 5u);
+  EXPECT_EQ(diag_.count(Problem::kMalformedJson), 0u);
+  ASSERT_EQ(diag_.count(Problem::kJoinedRecords), 2u);
+  std::vector<std::uint64_t> columns;
+  for (const auto& x : diag_.kept())
+    if (x.problem == Problem::kJoinedRecords) {
+      EXPECT_EQ(x.severity, Severity::kWarning);
+      EXPECT_EQ(x.line, 3u);
+      columns.push_back(x.column);
+    }
+  const std::uint64_t second = update(2).size() + 1, third = second + update(3, 90.0).size() + 2;
+  EXPECT_EQ(columns, (std::vector<std::uint64_t>{second, third}));
+  ASSERT_EQ(d.ranks.size(), 1u);
+  std::vector<double> walls;
+  for (const auto& u : d.ranks[0].updates) walls.push_back(u.wall_ms);
+  EXPECT_EQ(walls, (std::vector<double>{100, 100, 90, 100, 100}));
+}
+
+TEST_F(ReaderTest, AKilledJobsCutRecordFollowedByARestartedJobsConfigIsSplit) {
+  // The job was killed mid-record (no zeros: the page cache was written out) and a
+  // restarted job, with another seed, appended its config to the same line: the config
+  // was lost in one malformed-json error, and the new run's updates were merged into
+  // the old one without a word.
+  const std::string restart = R"({"type":"config", "rank": 1, "world_size": 4, "micro_batch": 8, "accumulation": 2, )"
+                              R"("global_batch": 64, "seed": 7})";
+  const std::string cut = update(3).substr(0, 50);
+  const auto p = write("restart.jsonl", kConfig + "\n" + update(1) + "\n" + update(2) + "\n" + cut + restart + "\n" +
+                                            update(3) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 2u);
+  const Diagnostic* e = first(Problem::kMalformedJson);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 4u);
+  EXPECT_NE(e->message.find("the record is cut short by another that starts at column 51 of the same line"),
+            std::string::npos)
+      << e->message;
+  EXPECT_EQ(diag_.count(Problem::kMixedRuns), 2u);  // the second config, and the update after it
+  EXPECT_EQ(diag_.count(Problem::kJoinedRecords), 0u);
+
+  // A nested "type" key inside a value is not a record start.
+  const Dataset nested = read({write("nested.jsonl", kConfig + "\n" + update(1, 100.0, R"(, "x": {"type": "adamw"})") +
+                                                        "\n")});
+  EXPECT_EQ(nested.update_count(), 1u);
+  EXPECT_EQ(diag_.total(), 0u);
+}
+
 TEST_F(ReaderTest, DirectoriesBeyondTheDepthOrBehindALinkAreNoted) {
   // Files five levels down were skipped without a word.
   std::filesystem::path deep = dir_ / "logs";

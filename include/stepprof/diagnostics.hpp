@@ -36,6 +36,7 @@ enum class Problem : std::uint8_t {
   kBadTrace,         ///< a profiler trace that cannot be used (not a trace, truncated, no rank or steps)
   kUnattributed,     ///< trace activity that belongs to no update (outside every ProfilerStep)
   kZeroBytes,        ///< a run of NUL bytes in a log (a crash or power loss zero-fills what was being written)
+  kJoinedRecords,    ///< two or more records on one line (a lost newline); each is read
   kCount_,
 };
 

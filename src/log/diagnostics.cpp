@@ -23,6 +23,7 @@ std::string_view code_name(Problem p) {
     case Problem::kBadTrace: return "bad-trace";
     case Problem::kUnattributed: return "unattributed";
     case Problem::kZeroBytes: return "zero-bytes";
+    case Problem::kJoinedRecords: return "joined-records";
     case Problem::kCount_: break;
   }
   return "unknown";

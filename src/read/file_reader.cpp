@@ -35,6 +35,26 @@ bool looks_like_trace_start(std::string_view first) {
   return false;
 }
 
+// Where another record starts in `text` after its first byte: a '{' followed by
+// "type": "config" or "type": "update" (spaces allowed), as every writer puts `type`
+// first; npos when none does. Finds records that lost the newline between them.
+std::size_t next_record_start(std::string_view text) {
+  auto skip_space = [&](std::size_t i) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    return i;
+  };
+  auto word = [&](std::size_t i, std::string_view w) { return text.substr(i, w.size()) == w ? i + w.size() : 0; };
+  for (std::size_t at = text.find('{', 1); at != std::string_view::npos; at = text.find('{', at + 1)) {
+    std::size_t i = word(skip_space(at + 1), "\"type\"");
+    if (!i) continue;
+    i = skip_space(i);
+    if (i >= text.size() || text[i] != ':') continue;
+    i = skip_space(i + 1);
+    if (word(i, "\"config\"") || word(i, "\"update\"")) return at;
+  }
+  return std::string_view::npos;
+}
+
 class FileParser {
  public:
   FileParser(const std::string& path, std::uint32_t file, const FileOptions& opt)
@@ -122,99 +142,10 @@ class FileParser {
     std::uint64_t bytes_reported = 0;
     std::uint64_t sampled_bytes = 0;  // bytes of the first kSampleLines lines (with their newlines)
 
-    std::string_view line;
-    bool terminated = true;
-    for (;;) {
-      if (out_.stopped) break;
-      if (opt_.stop_after_line && src.line_number() >= opt_.stop_after_line) {
-        out_.stopped = true;
-        break;
-      }
-      if (!src.next(line, terminated)) break;
-      const std::uint64_t ln = src.line_number();
-      if (ln <= kSampleLines) {
-        sampled_bytes += line.size() + 1;
-        if (ln == kSampleLines && path_ != "-") reserve_for_file(sampled_bytes);
-      }
-      if ((ln & 4095) == 0) {
-        if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) break;
-        if (opt_.on_bytes) {
-          opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
-          bytes_reported = src.raw_bytes_read();
-        }
-      }
-      if (ln == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // a UTF-8 byte-order mark
-      std::string_view text = trim(line);
-      if (text.empty()) continue;
-      if (!mode_known) {
-        mode_known = true;
-        table_mode = text.front() == '|';
-        // Files are sniffed before they are opened (is_kineto_trace); stdin cannot be,
-        // so a trace arriving there is recognized here, by its first line.
-        if (looks_like_trace_start(text)) {
-          struct stat st {};
-          const bool regular = path_ != "-" && ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-          report(Severity::kError, Problem::kBadTrace, ln, 1,
-                 !regular ? fmt::format("this looks like a PyTorch profiler trace, which stepprof reads from a "
-                                        "regular file, not from {}: save it to a file, or convert it with "
-                                        "`stepprof import kineto {} -o DIR`",
-                                        path_ == "-" ? "stdin" : "a pipe", path_)
-                              : "this starts like a PyTorch profiler trace, but no \"traceEvents\" key is in its "
-                                "first 16 MiB, so it is read as neither a trace nor a step log; if it is a trace, "
-                                "convert it with `stepprof import kineto FILE -o DIR`");
-          return;
-        }
-      }
-      std::uint64_t col_offset = static_cast<std::uint64_t>(text.data() - line.data());
-      if (table_mode) {
-        if (text.front() != '|') {
-          report(Severity::kError, Problem::kMalformedJson, ln, col_offset + 1,
-                 "expected a markdown table row starting with '|' (this file is read as a table)");
-          continue;
-        }
-        text.remove_prefix(1);
-        if (!text.empty() && text.back() == '|' && !(text.size() >= 2 && text[text.size() - 2] == '\\'))
-          text.remove_suffix(1);
-        text = trim(text);
-        col_offset = static_cast<std::uint64_t>(text.data() - line.data());
-        if (text.empty() || text.find_first_not_of("-:| ") == std::string_view::npos) continue;  // separator row
-        if (text.front() != '{') {
-          report(Severity::kNote, Problem::kUnknownRecord, ln, col_offset + 1,
-                 "table row holds no JSON record; skipped (a header row?)");
-          continue;
-        }
-        if (text.find("\\|") != std::string_view::npos) {
-          cell.clear();
-          for (std::size_t i = 0; i < text.size(); ++i) {
-            if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '|') continue;
-            cell.push_back(text[i]);
-          }
-          const std::size_t n = cell.size();
-          cell.resize(n + kParsePadding);
-          text = std::string_view(cell.data(), n);
-        }
-      }
-
-      auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
-      if (kind == RecordKind::kError && text.find('\0') != std::string_view::npos) {
-        // Zeros where a crash or power loss left the file's tail unwritten, then what a
-        // restarted job appended: the text after the last zero is read as a record.
-        const auto last = text.find_last_of('\0');
-        const auto zeros = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\0'));
-        const std::size_t cut = last + 1 - zeros;  // other bytes before the last zero: a record cut short
-        const std::string_view after = trim(text.substr(last + 1));
-        report(Severity::kWarning, Problem::kZeroBytes, ln, col_offset + 1,
-               fmt::format("{} zero byte{}{} skipped: a crash or power loss leaves zeros where a file was being "
-                           "written, and records written there are lost{}",
-                           zeros, zeros == 1 ? "" : "s",
-                           cut ? fmt::format(" and {} byte{} of a record cut short by them", cut, cut == 1 ? "" : "s")
-                               : "",
-                           after.empty() ? "" : "; the text after them is read as a record"));
-        if (after.empty()) continue;
-        col_offset += static_cast<std::uint64_t>(after.data() - text.data());
-        text = after;
-        kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
-      }
+    // Takes one parsed record (or its error) from line `ln`: `text` starts at column
+    // `col_offset` + 1 of `line`, and `terminated` is false for a last line cut short.
+    auto take = [&](RecordKind kind, std::string_view text, std::uint64_t col_offset, std::uint64_t ln,
+                    std::string_view line, bool terminated) {
       switch (kind) {
         case RecordKind::kError: {
           std::uint64_t col = rerr.column ? col_offset + rerr.column : 0;
@@ -320,6 +251,132 @@ class FileParser {
           break;
         }
       }
+    };
+    // Reads a line that holds several records (a lost newline, or a killed job's last
+    // record with a restarted job's first after it) one record at a time.
+    auto read_joined = [&](std::string_view text, std::uint64_t col_offset, std::uint64_t ln, std::string_view line,
+                           bool terminated) {
+      for (std::size_t next; !out_.stopped && (next = next_record_start(text)) != std::string_view::npos;) {
+        const std::string_view piece = trim(text.substr(0, next));
+        const std::uint64_t next_column = col_offset + next + 1;
+        const auto kind = parser.parse(piece, cfg_fields, u, unknown_type, rerr);
+        if (kind == RecordKind::kError) {
+          report(Severity::kError, rerr.problem, ln, rerr.column ? col_offset + rerr.column : 0,
+                 fmt::format("{}: the record is cut short by another that starts at column {} of the same line (the "
+                             "writing job was killed and another appended to the file?); {}",
+                             rerr.message, next_column,
+                             opt_.strict ? "reading stops (--strict)" : "record skipped, and the next one is read"));
+        } else {
+          report(Severity::kWarning, Problem::kJoinedRecords, ln, next_column,
+                 "another record starts here, on the same line as the one before (a lost newline: two processes "
+                 "writing to one file?); both are read");
+          take(kind, piece, col_offset, ln, line, true);
+        }
+        col_offset += next;
+        text.remove_prefix(next);
+      }
+      if (!out_.stopped) take(parser.parse(text, cfg_fields, u, unknown_type, rerr), text, col_offset, ln, line, terminated);
+    };
+
+    std::string_view line;
+    bool terminated = true;
+    for (;;) {
+      if (out_.stopped) break;
+      if (opt_.stop_after_line && src.line_number() >= opt_.stop_after_line) {
+        out_.stopped = true;
+        break;
+      }
+      if (!src.next(line, terminated)) break;
+      const std::uint64_t ln = src.line_number();
+      if (ln <= kSampleLines) {
+        sampled_bytes += line.size() + 1;
+        if (ln == kSampleLines && path_ != "-") reserve_for_file(sampled_bytes);
+      }
+      if ((ln & 4095) == 0) {
+        if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) break;
+        if (opt_.on_bytes) {
+          opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
+          bytes_reported = src.raw_bytes_read();
+        }
+      }
+      if (ln == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // a UTF-8 byte-order mark
+      std::string_view text = trim(line);
+      if (text.empty()) continue;
+      if (!mode_known) {
+        mode_known = true;
+        table_mode = text.front() == '|';
+        // Files are sniffed before they are opened (is_kineto_trace); stdin cannot be,
+        // so a trace arriving there is recognized here, by its first line.
+        if (looks_like_trace_start(text)) {
+          struct stat st {};
+          const bool regular = path_ != "-" && ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+          report(Severity::kError, Problem::kBadTrace, ln, 1,
+                 !regular ? fmt::format("this looks like a PyTorch profiler trace, which stepprof reads from a "
+                                        "regular file, not from {}: save it to a file, or convert it with "
+                                        "`stepprof import kineto {} -o DIR`",
+                                        path_ == "-" ? "stdin" : "a pipe", path_)
+                              : "this starts like a PyTorch profiler trace, but no \"traceEvents\" key is in its "
+                                "first 16 MiB, so it is read as neither a trace nor a step log; if it is a trace, "
+                                "convert it with `stepprof import kineto FILE -o DIR`");
+          return;
+        }
+      }
+      std::uint64_t col_offset = static_cast<std::uint64_t>(text.data() - line.data());
+      if (table_mode) {
+        if (text.front() != '|') {
+          report(Severity::kError, Problem::kMalformedJson, ln, col_offset + 1,
+                 "expected a markdown table row starting with '|' (this file is read as a table)");
+          continue;
+        }
+        text.remove_prefix(1);
+        if (!text.empty() && text.back() == '|' && !(text.size() >= 2 && text[text.size() - 2] == '\\'))
+          text.remove_suffix(1);
+        text = trim(text);
+        col_offset = static_cast<std::uint64_t>(text.data() - line.data());
+        if (text.empty() || text.find_first_not_of("-:| ") == std::string_view::npos) continue;  // separator row
+        if (text.front() != '{') {
+          report(Severity::kNote, Problem::kUnknownRecord, ln, col_offset + 1,
+                 "table row holds no JSON record; skipped (a header row?)");
+          continue;
+        }
+        if (text.find("\\|") != std::string_view::npos) {
+          cell.clear();
+          for (std::size_t i = 0; i < text.size(); ++i) {
+            if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '|') continue;
+            cell.push_back(text[i]);
+          }
+          const std::size_t n = cell.size();
+          cell.resize(n + kParsePadding);
+          text = std::string_view(cell.data(), n);
+        }
+      }
+
+      auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
+      if (kind == RecordKind::kError && text.find('\0') != std::string_view::npos) {
+        // Zeros where a crash or power loss left the file's tail unwritten, then what a
+        // restarted job appended: the text after the last zero is read as a record.
+        const auto last = text.find_last_of('\0');
+        const auto zeros = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\0'));
+        const std::size_t cut = last + 1 - zeros;  // other bytes before the last zero: a record cut short
+        const std::string_view after = trim(text.substr(last + 1));
+        report(Severity::kWarning, Problem::kZeroBytes, ln, col_offset + 1,
+               fmt::format("{} zero byte{}{} skipped: a crash or power loss leaves zeros where a file was being "
+                           "written, and records written there are lost{}",
+                           zeros, zeros == 1 ? "" : "s",
+                           cut ? fmt::format(" and {} byte{} of a record cut short by them", cut, cut == 1 ? "" : "s")
+                               : "",
+                           after.empty() ? "" : "; the text after them is read as a record"));
+        if (after.empty()) continue;
+        col_offset += static_cast<std::uint64_t>(after.data() - text.data());
+        text = after;
+        kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
+      }
+      if (kind == RecordKind::kError && text.find("\r{") == std::string_view::npos &&
+          next_record_start(text) != std::string_view::npos) {
+        read_joined(text, col_offset, ln, line, terminated);
+        continue;
+      }
+      take(kind, text, col_offset, ln, line, terminated);
     }
     if (opt_.on_bytes) opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
     if (!src.error().empty() && src.cut_off()) {

@@ -94,8 +94,6 @@ std::string shown(std::string_view tok) {
   return std::string(tok);
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
 bool is_non_finite_literal(std::string_view tok) {
   if (!tok.empty() && (tok[0] == '-' || tok[0] == '+')) tok.remove_prefix(1);
   if (tok.size() < 3) return false;
