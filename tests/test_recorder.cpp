@@ -587,6 +587,35 @@ TEST_F(RecorderTest, ACounterSumThatWrapsAroundInt64IsLeftOutAndCounted) {
   EXPECT_FALSE(lines[2].contains("recorder_errors"));
 }
 
+TEST_F(RecorderTest, NamesThatAreNotUtf8AreOneKeyAsWrittenAndCounted) {
+  // "a\xff" and "a\xfe" were both written as "a" U+FFFD: one update held the same key
+  // twice, and the reader rejected every record ("region listed twice").
+  TempLog log("utf8names");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const std::string replaced = "u8_bad\xEF\xBF\xBD";  // U+FFFD, as a valid name
+  for (int step = 0; step < 2; ++step) {
+    { Region r(region_id("u8_bad\xFF")); }
+    { Region r(region_id("u8_bad\xFE")); }
+    { Region r(region_id(replaced.c_str())); }
+    count(counter_id("u8_count\xFF"), 2);
+    count(counter_id("u8_count\xFE"), 3);
+    ASSERT_EQ(end_update(step), Status::kOk);
+  }
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["calls"], (Json{{replaced, 3}}));
+  EXPECT_EQ(lines[1]["counts"], (Json{{"u8_count\xEF\xBF\xBD", 5}}));
+  // Each lookup of a bad name is counted: four per update here.
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 4}}));
+  EXPECT_EQ(lines[2]["recorder_errors"], (Json{{"bad_argument", 4}}));
+
+  Diagnostics diag;
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(d.update_count(), 2u);
+  EXPECT_EQ(diag.count(Problem::kBadField), 0u);
+}
+
 TEST_F(RecorderTest, AScopedRegionLeftUnbalancedIsCountedNotDoubleCounted) {
   TempLog log("scoped-mismatch");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

@@ -31,6 +31,12 @@ std::string update_to_json(const UpdateRecord& update, const NameTable& regions,
 /// Invalid UTF-8 is replaced (U+FFFD), as in the record serializers.
 std::string json_string(std::string_view text);
 
+/// `text` as the serializers write it: every byte sequence that is not UTF-8 replaced
+/// by U+FFFD (nlohmann::json's error_handler_t::replace), e.g. "a\xff" -> "a\xef\xbf\xbd";
+/// valid UTF-8 is returned unchanged. The recorder interns names in this form, so that
+/// two names that differ only in invalid bytes are one key in the log, not two equal keys.
+std::string as_written(std::string_view text);
+
 /// A {key: string} object as JSON text, keys in the given order (a repeated key keeps
 /// its first position and its last value), e.g. for `region_alternatives`.
 std::string json_string_map(const std::vector<std::pair<std::string, std::string>>& entries);

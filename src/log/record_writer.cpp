@@ -115,6 +115,10 @@ std::string json_string(std::string_view text) {
   return Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+std::string as_written(std::string_view text) {
+  return Json::parse(json_string(text)).get<std::string>();
+}
+
 std::string json_string_map(const std::vector<std::pair<std::string, std::string>>& entries) {
   Json j = Json::object();
   for (const auto& [k, v] : entries) j[k] = v;

@@ -3,6 +3,7 @@
 #include <new>
 
 #include "internal.hpp"
+#include "stepprof/record_writer.hpp"
 
 namespace stepprof::detail {
 
@@ -25,6 +26,15 @@ std::uint32_t intern(NameTable& table, std::atomic<std::uint32_t>& count, std::s
   try {
     std::lock_guard lock(r.mu);
     if (auto id = table.find(name)) return *id;
+    // A name that is not UTF-8 is written with U+FFFD for its bad bytes: interned in that
+    // form, "a\xff" and "a\xfe" are one region, not two keys the reader rejects as one
+    // region listed twice.
+    const std::string written = as_written(name);
+    if (written != name) {
+      count_global_error(ErrorKind::kBadArgument);
+      name = written;
+      if (auto id = table.find(name)) return *id;
+    }
     if (table.size() >= max) {
       count_global_error(too_many);
       return overflow;
