@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "interrupt.hpp"
 #include "stepprof/analysis/report.hpp"
 #include "stepprof/analysis/series.hpp"
 #include "stepprof/analysis/whatif.hpp"
@@ -23,6 +24,7 @@ int run_html(const HtmlOptions& opt) {
   InputOptions input = opt.input;
   input.output = opt.output;
   if (auto stop = load_input(input, diag, in)) return *stop;
+  arm_exit_on_interrupt();  // (until the output is written)
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const Report report = build_report(ain);
   std::vector<WhatIfResult> whatifs;
@@ -34,7 +36,7 @@ int run_html(const HtmlOptions& opt) {
     }
   const std::string text = render_html(report, build_series(ain, report), diag, whatifs);
   const int status = finish(diag);
-  if (!write_output(opt.output, text)) return kUsage;
+  if (!write_output(opt.output, text)) return output_failed();
   return status;
 }
 

@@ -52,22 +52,19 @@ int run_report(const ReportOptions& opt) {
   InputOptions input = opt.input;
   input.output = opt.output;
   if (auto stop = load_input(input, diag, in)) return *stop;
+  arm_exit_on_interrupt();  // (until the output is written)
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const Report report = build_report(ain);
-  if (interrupted()) {
-    fmt::print(stderr, "stepprof: interrupted\n");
-    return kInterrupted;
-  }
   if (opt.format == "csv") {
     const int status = finish(diag);
-    return write_csv(opt.out_dir, report, ain) ? status : kUsage;
+    return write_csv(opt.out_dir, report, ain) ? status : output_failed();
   }
   std::string text;
   if (opt.format == "json") text = render_json(report, diag);
   else if (opt.format == "markdown") text = render_markdown(report, diag);
   else text = render_text(report, diag);
   const int status = finish(diag);
-  if (!write_output(opt.output, text)) return interrupted() ? kInterrupted : kUsage;
+  if (!write_output(opt.output, text)) return output_failed();
   // Freeing millions of records one by one takes longer than exiting: leave large
   // inputs to the OS (std::exit skips this frame's destructors; output is flushed).
   constexpr std::size_t kExitWithoutFree = 100'000;  // updates

@@ -119,7 +119,7 @@ int run_synth(SynthOptions& opt) {
              opt.model.updates, static_cast<double>(man.bytes) / 1e9, opt.dir);
   const std::string where = synth::describe(man);
   fmt::print(stderr, "{}", where.empty() ? "nothing injected\n" : where);
-  if (!opt.manifest.empty() && !write_output(opt.manifest, synth::manifest_to_json(man))) return kUsage;
+  if (!opt.manifest.empty() && !write_output(opt.manifest, synth::manifest_to_json(man))) return output_failed();
   return kOk;
 }
 

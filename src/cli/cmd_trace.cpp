@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "interrupt.hpp"
 #include "stepprof/analysis/timeline.hpp"
 #include "stepprof/render/exports.hpp"
 
@@ -20,10 +21,11 @@ int run_trace(const TraceOptions& opt) {
   InputOptions input = opt.input;
   input.output = opt.output;
   if (auto stop = load_input(input, diag, in)) return *stop;
+  arm_exit_on_interrupt();  // (until the output is written)
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const std::string text = render_trace(build_timeline(ain));
   const int status = finish(diag);
-  if (!write_output(opt.output, text)) return kUsage;
+  if (!write_output(opt.output, text)) return output_failed();
   return status;
 }
 

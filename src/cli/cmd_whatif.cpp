@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "interrupt.hpp"
 #include "stepprof/analysis/whatif.hpp"
 #include "stepprof/render/render.hpp"
 
@@ -40,6 +41,7 @@ int run_whatif_command(WhatIfCliOptions opt) {
   InputOptions input = opt.input;
   input.output = opt.output;
   if (auto stop = load_input(input, diag, in)) return *stop;
+  arm_exit_on_interrupt();  // (until the output is written)
   // A --group the nesting does not have is a mistake on the command line, not a scenario
   // the data cannot answer.
   if (!opt.whatif.group.empty()) {
@@ -66,7 +68,7 @@ int run_whatif_command(WhatIfCliOptions opt) {
   else if (opt.format == "markdown") text = render_whatif_markdown(result, diag);
   else text = render_whatif_text(result, diag);
   const int status = finish(diag);
-  if (!write_output(opt.output, text)) return kUsage;
+  if (!write_output(opt.output, text)) return output_failed();
   const bool any = std::any_of(result.predictions.begin(), result.predictions.end(),
                                [](const Prediction& p) { return p.available; });
   if (!any) {

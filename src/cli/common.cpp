@@ -139,6 +139,12 @@ bool write_all(std::FILE* f, const std::string& text) {
 
 }  // namespace
 
+int output_failed() {
+  if (!interrupted()) return kUsage;
+  fmt::print(stderr, "stepprof: interrupted\n");
+  return kInterrupted;
+}
+
 bool write_output(const std::string& path, const std::string& text) {
   namespace fs = std::filesystem;
   auto fail = [&](const std::string& what) {
@@ -146,6 +152,7 @@ bool write_output(const std::string& path, const std::string& text) {
       fmt::print(stderr, "stepprof: cannot write {}: {}\n", what, errno ? std::strerror(errno) : "write error");
     return false;
   };
+  disarm_exit_on_interrupt();
   errno = 0;
   if (path.empty() || path == "-") {
     const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0 &&

@@ -69,4 +69,8 @@ int finish(const Diagnostics& diag, std::string_view where = "in the input", boo
 /// interrupted: the caller then exits with kInterrupted).
 bool write_output(const std::string& path, const std::string& text);
 
+/// The exit status after write_output failed: kInterrupted (saying so) when an interrupt
+/// stopped it, else kUsage (write_output has said why).
+int output_failed();
+
 }  // namespace stepprof::cli

@@ -17,6 +17,15 @@ void install_interrupt_handler();
 /// True once SIGINT or SIGTERM arrived.
 [[nodiscard]] bool interrupted();
 
+/// From now until disarm_exit_on_interrupt(), an interrupt ends the process at once with
+/// kInterrupted and "stepprof: interrupted" on stderr, instead of setting the flag: for
+/// the analyses, which do not poll it (a what-if or trace of a large input runs for
+/// minutes) and write nothing, so nothing is left half-written. An interrupt that came
+/// before is acted on here.
+void arm_exit_on_interrupt();
+/// Back to setting the flag (write_output calls it before it writes).
+void disarm_exit_on_interrupt();
+
 /// The flag itself, for code that takes a `const std::atomic<bool>*` (ReadOptions::cancel).
 const std::atomic<bool>* interrupt_flag();
 

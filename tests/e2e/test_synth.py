@@ -213,6 +213,28 @@ def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path):
     assert not list(tmp_path.glob("report.json.tmp-*"))
 
 
+def test_ctrl_c_during_the_analyses_ends_at_once_with_status_130(tmp_path):
+    # After the input was read, Ctrl-C exited 2 without a word, and only after the
+    # analyses (minutes, for a trace or what-if of a large input) were done.
+    import signal
+    import time
+    synth(tmp_path, "--ranks", 2, "--updates", 200)
+    out = tmp_path / "whatif.txt"
+    # 100,000 bootstrap replicates: seconds of analysis after a read of milliseconds.
+    proc = subprocess.Popen([BIN, "whatif", "no-padding", "--bootstrap", "100000", "-o", out, tmp_path / "logs"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    assert proc.poll() is None, "the analysis ended before the test could interrupt it"
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 1.0
+    assert err.strip().endswith("stepprof: interrupted"), err
+    assert not out.exists()
+    assert not list(tmp_path.glob("whatif.txt.tmp-*"))
+
+
 def test_many_stragglers_are_one_finding_that_leaves_room_for_the_others(tmp_path):
     slow = [3, 5, 7, 9, 11, 13]  # 1.6x slower for the whole run: flagged by score
     args = [a for r in slow for a in ("--straggler", f"{r}:1:40:1.6")]
