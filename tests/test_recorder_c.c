@@ -59,6 +59,12 @@ int main(void) {
   stepprof_recorder* second = NULL;
   CHECK(stepprof_open(tmpl, 0, 1, NULL, NULL, &second) == STEPPROF_ERR_STATE);
   CHECK(second == NULL);
+  /* A second open through the variable that holds the open handle leaves it there. */
+  stepprof_recorder* same = rec;
+  CHECK(stepprof_open(tmpl, 0, 1, NULL, NULL, &same) == STEPPROF_ERR_STATE);
+  CHECK(same == rec);
+  CHECK(stepprof_open(tmpl, 0, 1, "[1]", NULL, &same) < 0);
+  CHECK(same == rec);
 
   stepprof_region_id outer = 0, inner = 0;
   stepprof_counter_id samples = 0;

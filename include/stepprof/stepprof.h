@@ -58,7 +58,9 @@ typedef uint32_t stepprof_counter_id;
  *                  "append" (bool, false), "print_warnings" (bool, true: open and close
  *                  problems are also printed as one stderr line each)
  *   out            receives the handle (also on STEPPROF_WARN_IO: the recorder runs and
- *                  counts the records it cannot write); NULL on an error.
+ *                  counts the records it cannot write); NULL on an error, except that
+ *                  the open recorder's handle is left in place (a second open through
+ *                  the same variable does not lose it).
  * Returns STEPPROF_OK, STEPPROF_WARN_IO (file not writable), STEPPROF_ERR_ARGUMENT,
  * STEPPROF_ERR_STATE (a recorder is already open). stepprof_last_error() has the reason. */
 int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, const char* config_json,

@@ -22,6 +22,7 @@ using stepprof::Status;
 thread_local std::string t_last_error;
 std::atomic<std::uint64_t> g_generation{0};
 std::atomic<std::uint64_t> g_open_generation{0};  // 0: none open through the C ABI
+std::atomic<stepprof_recorder*> g_open_handle{nullptr};  // compared with, never dereferenced
 
 int status(Status s) { return static_cast<int>(s); }
 
@@ -109,7 +110,9 @@ extern "C" {
 int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, const char* config_json,
                   const char* options_json, stepprof_recorder** out) {
   return guarded([&] {
-    if (out) *out = nullptr;
+    // A failed open clears *out, unless it holds the open recorder's handle (a retry or a
+    // second open through the same variable must not lose it).
+    if (out && *out != g_open_handle.load(std::memory_order_acquire)) *out = nullptr;
     if (!out) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_open: out is NULL");
     stepprof::Options o;
     if (path_template) o.path = path_template;
@@ -129,6 +132,7 @@ int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, c
     }
     rec->generation = g_generation.fetch_add(1) + 1;
     g_open_generation.store(rec->generation, std::memory_order_release);
+    g_open_handle.store(rec, std::memory_order_release);
     *out = rec;
     if (s != Status::kOk) return set_error(status(s), message);
     t_last_error.clear();
@@ -159,6 +163,7 @@ int stepprof_close(stepprof_recorder* rec) {
     std::string message;
     const Status s = stepprof::close(&message);
     g_open_generation.store(0, std::memory_order_release);
+    g_open_handle.store(nullptr, std::memory_order_release);
     delete rec;
     if (s != Status::kOk) return set_error(status(s), message);
     return STEPPROF_OK;
