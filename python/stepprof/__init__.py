@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import operator
 import json
+import math
 import os
 import warnings
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
@@ -59,6 +60,19 @@ def _name(name: Any, what: str) -> str:
     if "\0" in name:
         raise ValueError(f"{what} name {name!r} contains a NUL character")
     return name
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that JSON cannot hold (inf, -inf, nan), at any depth of
+    dicts, lists and tuples, as its str() ("inf"): a config such as
+    {"max_grad_norm": float("inf")} is written, not rejected."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
 
 _STATUS_WARN_IO = 1
 _STATUS_WARN_ERRORS = 2
@@ -108,7 +122,8 @@ class Recorder:
             torch.distributed if initialized, else $RANK / $WORLD_SIZE, else 0 and 1).
         config: the run's settings, written in the config record in this order (e.g.
             micro_batch, accumulation, global_batch, seed, ...). Values must be
-            JSON-serializable; others are written as their str().
+            JSON-serializable; others are written as their str(), and so are the
+            floats JSON cannot hold (inf, nan: "inf", "nan").
         alternatives: {region: group}: regions that are alternative code paths for the
             same work (e.g. {"vggt_batched": "geometry", "vggt_single": "geometry"}).
         roles: {region: "communication" | "data" | "optimizer" | "background"};
@@ -116,7 +131,9 @@ class Recorder:
             data-loader thread), so the report does not count it as part of the update.
             Another role raises ValueError (the analyzer would not use it).
         run_id: identifies the run on every rank (default: $STEPPROF_RUN_ID,
-            $TORCHELASTIC_RUN_ID or $SLURM_JOB_ID, else generated).
+            $TORCHELASTIC_RUN_ID or $SLURM_JOB_ID; else generated when world_size is
+            1, and left out otherwise, since a per-process id would make the ranks of
+            one run look like different runs).
         device_timing: "auto" (time regions on torch's current CUDA stream when torch has
             a GPU; otherwise host time only and the config record says why) or "off".
         sync_at_update: synchronize the stream at each end_update() so device and host
@@ -146,11 +163,20 @@ class Recorder:
         default_rank, default_world = _default_rank_world()
         rank = default_rank if rank is None else _integer(rank, "rank")
         world_size = default_world if world_size is None else _integer(world_size, "world_size")
-        cfg = dict(config or {})
+        # region_alternatives and region_roles first, then the user's fields, as the C++
+        # recorder writes them (docs/recorder.md).
+        user = dict(config or {})
+        cfg: dict[str, Any] = {}
         if alternatives:
+            user.pop("region_alternatives", None)
             cfg["region_alternatives"] = dict(alternatives)
         if roles:
+            user.pop("region_roles", None)
             cfg["region_roles"] = dict(roles)
+        cfg.update(user)
+        path = os.fsdecode(os.fspath(path))
+        if "\0" in path:
+            raise ValueError(f"log path {path!r} contains a NUL character")
         # Problems at open and close are raised as RecorderWarning, not also printed.
         options: dict[str, Any] = {"sync_at_update": bool(sync_at_update), "append": bool(append),
                                    "print_warnings": False}
@@ -164,7 +190,7 @@ class Recorder:
             options["cuda_stream"], options["cuda_device"] = stream
         self._pid = os.getpid()  # a fork() child holds a closed copy (docs/recorder.md)
         self._handle, status, message = _core.open(
-            os.fsdecode(os.fspath(path)), rank, world_size, json.dumps(cfg, default=str), json.dumps(options)
+            path, rank, world_size, json.dumps(_finite(cfg), default=str), json.dumps(options)
         )
         if status == _STATUS_WARN_IO:
             try:
@@ -185,7 +211,9 @@ class Recorder:
         """The context manager of region `name`: `with rec.region("forward"): ...` adds
         the block's host time (and device-stream time) and one call to the region in
         the current update, with the enclosing region as its parent. Regions nest per
-        thread. The object is cached per name and may be kept and reused."""
+        thread. The object is cached per name and may be kept and reused (it records
+        into whichever recorder of the process is open). RuntimeError once closed."""
+        self._not_closed()
         r = self._regions.get(name)
         if r is None:
             r = self._regions[name] = _core.region(_name(name, "region"))
@@ -212,7 +240,8 @@ class Recorder:
     def count(self, name: str, n: int = 1) -> None:
         """Adds n [count] to counter `name` in the current update (thread-safe).
         Raises TypeError for a non-integer n and ValueError for a negative one (counts
-        of work items are >= 0)."""
+        of work items are >= 0), RuntimeError once closed."""
+        self._not_closed()
         n = _integer(n, "count")
         if n < 0:
             raise ValueError(f"count {n} for counter {name!r} is negative (counts are >= 0)")
@@ -223,6 +252,7 @@ class Recorder:
 
     def frame(self, frames: int, samples: int = 1) -> None:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram."""
+        self._not_closed()
         frames, samples = _integer(frames, "frames"), _integer(samples, "samples")
         if frames < 0 or samples < 0:
             raise ValueError(f"frames ({frames}) and samples ({samples}) must be >= 0")
@@ -230,6 +260,7 @@ class Recorder:
 
     def input_shape(self, shape: Sequence[int]) -> None:
         """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length)."""
+        self._not_closed()
         dims = [_integer(d, "input shape dimension") for d in shape]
         if not dims or any(d < 0 for d in dims):
             raise ValueError(f"an input shape needs dimensions >= 0, got {tuple(dims)}")
@@ -237,13 +268,15 @@ class Recorder:
 
     def sample_indices(self, indices: Iterable[int]) -> None:
         """Appends dataset indices to the update's sample_indices."""
+        self._not_closed()
         _core.sample_indices([_integer(i, "sample index") for i in indices])
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
         it from the token_slots and valid_tokens counters. Raises TypeError for a
         string (or anything float() cannot take as a number) and ValueError outside
-        [0, 1] or for NaN."""
+        [0, 1] or for NaN, RuntimeError once closed."""
+        self._not_closed()
         if isinstance(fraction, (str, bytes, bytearray)):
             raise TypeError(f"padding fraction should be a number, got {type(fraction).__name__} {fraction!r}")
         f = float(fraction)
@@ -269,7 +302,8 @@ class Recorder:
             rec.microbatch(frames=[9, 9, 3, 9], tokens=[121, 98, 40, 110], path="vggt_single")
 
         Raises ValueError for negative counts, frames and tokens of different lengths, or a
-        padded length below a sample's tokens."""
+        padded length below a sample's tokens, and RuntimeError once closed."""
+        self._not_closed()
         f = [_integer(x, "frames") for x in frames] if frames is not None else []
         t = [_integer(x, "tokens") for x in tokens] if tokens is not None else []
         if f and t and len(f) != len(t):
@@ -283,8 +317,15 @@ class Recorder:
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
-        cuda_stream address)."""
-        _core.set_device_stream(int(getattr(stream, "cuda_stream", stream)))
+        cuda_stream address). When the recorder cannot (device timing is off, or every
+        device event range is taken: device_threads), it warns (RecorderWarning) and the
+        thread's regions keep host time only; it does not raise into the training loop."""
+        self._not_closed()
+        address = _integer(getattr(stream, "cuda_stream", stream), "CUDA stream address")
+        try:
+            _core.set_device_stream(address)
+        except RuntimeError as e:
+            warnings.warn(f"stepprof: regions of this thread keep host time only: {e}", RecorderWarning, stacklevel=2)
 
     def begin_update(self) -> None:
         """Restarts the current update's wall clock (e.g. after evaluation)."""
@@ -353,6 +394,13 @@ class Recorder:
                 _core.close(handle)
             except Exception:  # interpreter shutdown: nothing left to report to
                 pass
+
+    def _not_closed(self) -> None:
+        # The per-update calls record into whichever recorder of the process is open: once
+        # this one is closed they would land in the next one. (In a fork() child, e.g. a
+        # DataLoader worker, they do nothing: its copy of the recorder is closed there.)
+        if self._handle == 0:
+            raise RuntimeError("the stepprof recorder is closed")
 
     def _live(self) -> int:
         if self._handle == 0:

@@ -271,6 +271,59 @@ def test_closed_recorder_is_a_programming_error(tmp_path):
         stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="sometimes")
 
 
+def test_a_closed_recorders_calls_raise_and_do_not_reach_the_next_one(tmp_path):
+    # The per-update calls go to whichever recorder of the process is open: r1's count
+    # landed in r2's log without a word.
+    r1 = stepprof.Recorder(str(tmp_path / "r1.jsonl"), device_timing="off")
+    r1.close()
+    r2 = stepprof.Recorder(str(tmp_path / "r2.jsonl"), device_timing="off")
+    calls = [lambda: r1.count("from_r1", 7), lambda: r1.region("from_r1"), lambda: r1.frame(3),
+             lambda: r1.input_shape((1, 2)), lambda: r1.sample_indices([1]), lambda: r1.padding_fraction(0.5),
+             lambda: r1.microbatch(frames=[1]), lambda: r1.set_cuda_stream(0)]
+    for call in calls:
+        with pytest.raises(RuntimeError):
+            call()
+    r2.count("from_r2", 1)
+    r2.end_update(0)
+    r2.close()
+    _, updates = read_log(tmp_path / "r2.jsonl")
+    assert updates[0]["counts"] == {"from_r2": 1}
+    assert "frame_histogram" not in updates[0] and "sample_indices" not in updates[0]
+
+
+def test_a_path_with_a_nul_character_is_rejected(tmp_path):
+    # It was cut at the NUL: the log went to tmp_path/"a".
+    with pytest.raises(ValueError, match="NUL"):
+        stepprof.Recorder(str(tmp_path / "a\0b.jsonl"), device_timing="off")
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_config_with_inf_or_nan_is_written_with_them_as_text(tmp_path):
+    # Recorder() failed: json.dumps writes Infinity, which JSON does not have.
+    cfg = {"max_grad_norm": float("inf"), "nested": {"x": [1.5, float("nan"), float("-inf")]}, "lr": 1e-4}
+    with stepprof.Recorder(str(tmp_path / "inf.jsonl"), config=cfg, alternatives={"a": "g"},
+                           device_timing="off") as rec:
+        rec.end_update(0)
+    config, _ = read_log(tmp_path / "inf.jsonl")
+    assert config["max_grad_norm"] == "inf"
+    assert config["nested"] == {"x": [1.5, "nan", "-inf"]}
+    assert config["lr"] == 1e-4
+    # region_alternatives before the user's fields, as the C++ recorder writes them.
+    keys = list(config)
+    assert keys.index("region_alternatives") < keys.index("max_grad_norm")
+
+
+def test_set_cuda_stream_warns_instead_of_raising_when_it_cannot(tmp_path):
+    with stepprof.Recorder(str(tmp_path / "s.jsonl"), device_timing="off") as rec:
+        with pytest.warns(stepprof.RecorderWarning, match="host time only"):
+            rec.set_cuda_stream(0)
+        with rec.region("after"):
+            pass
+        rec.end_update(0)
+    _, updates = read_log(tmp_path / "s.jsonl")
+    assert updates[0]["calls"] == {"after": 1}
+
+
 @pytest.mark.skipif(not BIN, reason="needs STEPPROF_BIN")
 def test_report_reads_the_python_log(tmp_path):
     rec = stepprof.Recorder(str(tmp_path / "rank{rank}.jsonl"), rank=0, world_size=1,
