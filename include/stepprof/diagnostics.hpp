@@ -37,6 +37,7 @@ enum class Problem : std::uint8_t {
   kUnattributed,     ///< trace activity that belongs to no update (outside every ProfilerStep)
   kZeroBytes,        ///< a run of NUL bytes in a log (a crash or power loss zero-fills what was being written)
   kJoinedRecords,    ///< two or more records on one line (a lost newline); each is read
+  kOneOffNames,      ///< many region or counter names that occur in one step each (names made with the step in them)
   kCount_,
 };
 

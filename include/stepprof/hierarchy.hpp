@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "stepprof/dataset.hpp"
@@ -70,7 +71,20 @@ class Hierarchy {
   [[nodiscard]] std::vector<std::pair<std::string, std::vector<const HierarchyNode*>>> alternatives() const;
 
  private:
+  // Looked up by name without a copy of the key (C++20 heterogeneous lookup).
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  template <typename V>
+  using ByName = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
+
   std::vector<HierarchyNode> nodes_;
+  // find() and children() in constant time: a log with a region name per update (a name
+  // made with the step number in it) has thousands of regions, and the timeline asked
+  // for each one's children in each update (cubic in the updates).
+  ByName<std::size_t> index_;                   // name -> its first node
+  ByName<std::vector<std::size_t>> children_;  // parent name ("" top level) -> nodes, in order
 };
 
 /// Parses the hierarchy format. Every problem is reported as a Problem::kHierarchy

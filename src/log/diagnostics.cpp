@@ -24,6 +24,7 @@ std::string_view code_name(Problem p) {
     case Problem::kUnattributed: return "unattributed";
     case Problem::kZeroBytes: return "zero-bytes";
     case Problem::kJoinedRecords: return "joined-records";
+    case Problem::kOneOffNames: return "one-off-names";
     case Problem::kCount_: break;
   }
   return "unknown";

@@ -38,18 +38,24 @@ std::optional<RegionRole> parse_role(std::string_view s) {
 }
 }  // namespace
 
-void Hierarchy::add(HierarchyNode node) { nodes_.push_back(std::move(node)); }
+void Hierarchy::add(HierarchyNode node) {
+  const std::size_t at = nodes_.size();
+  index_.try_emplace(node.name, at);
+  children_[node.parent].push_back(at);
+  nodes_.push_back(std::move(node));
+}
 
 const HierarchyNode* Hierarchy::find(std::string_view name) const {
-  for (const auto& n : nodes_)
-    if (n.name == name) return &n;
-  return nullptr;
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &nodes_[it->second];
 }
 
 std::vector<const HierarchyNode*> Hierarchy::children(std::string_view parent) const {
   std::vector<const HierarchyNode*> out;
-  for (const auto& n : nodes_)
-    if (n.parent == parent) out.push_back(&n);
+  if (const auto it = children_.find(parent); it != children_.end()) {
+    out.reserve(it->second.size());
+    for (const std::size_t i : it->second) out.push_back(&nodes_[i]);
+  }
   return out;
 }
 

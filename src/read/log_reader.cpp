@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "file_reader.hpp"
+#include "one_off_names.hpp"
 #include "stepprof/reader.hpp"
 
 namespace stepprof {
@@ -566,7 +567,9 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
 
 Dataset read_logs(const std::vector<std::string>& inputs, const ReadOptions& options, Diagnostics& diag) {
   Reader reader(options, diag);
-  return reader.run(inputs);
+  Dataset data = reader.run(inputs);
+  detail::check_one_off_names(data, diag);
+  return data;
 }
 
 }  // namespace stepprof

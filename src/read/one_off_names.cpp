@@ -1,0 +1,70 @@
+#include "one_off_names.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace stepprof::detail {
+namespace {
+
+struct FirstSeen {
+  std::int64_t step = std::numeric_limits<std::int64_t>::min();  // min: not seen
+  bool in_another_step = false;
+  SourceLocation where;
+};
+
+template <typename EachId>
+void check(const Dataset& data, const NameTable& names, std::string_view what, std::string_view advice,
+           EachId&& each_id, Diagnostics& diag) {
+  std::vector<FirstSeen> seen(names.size());
+  for (const auto& rank : data.ranks)
+    for (const auto& u : rank.updates)
+      each_id(u, [&](NameTable::Id id) {
+        FirstSeen& s = seen[id];
+        if (s.step == std::numeric_limits<std::int64_t>::min()) s = {u.step, false, u.source};
+        else if (s.step != u.step) s.in_another_step = true;
+      });
+  std::vector<NameTable::Id> one_off;
+  std::size_t used = 0;
+  for (NameTable::Id id = 0; id < seen.size(); ++id) {
+    if (seen[id].step == std::numeric_limits<std::int64_t>::min()) continue;
+    ++used;
+    if (!seen[id].in_another_step) one_off.push_back(id);
+  }
+  if (one_off.size() < kMinOneOffNames || one_off.size() * 4 <= used) return;
+  // In as many different steps: a log of one update has every name in one step.
+  std::vector<std::int64_t> steps;
+  for (const NameTable::Id id : one_off) steps.push_back(seen[id].step);
+  std::sort(steps.begin(), steps.end());
+  if (static_cast<std::size_t>(std::unique(steps.begin(), steps.end()) - steps.begin()) < kMinOneOffNames) return;
+  std::string examples;
+  for (std::size_t i = 0; i < 3; ++i)
+    examples += fmt::format("{}\"{}\" (step {})", i ? ", " : "", names.name(one_off[i]), seen[one_off[i]].step);
+  const SourceLocation& at = seen[one_off[0]].where;
+  diag.report({Severity::kWarning, Problem::kOneOffNames, data.files[at.file], at.line, 0,
+               fmt::format("{} of the {} {} names occur in one step each, e.g. {}: names made with the step "
+                           "number in them? Each is its own {}, so every table and chart lists them one by one "
+                           "and the analyses grow with their number; {}",
+                           one_off.size(), used, what, examples, what, advice)});
+}
+
+}  // namespace
+
+void check_one_off_names(const Dataset& data, Diagnostics& diag) {
+  check(data, data.regions, "region", "give the region one name and record what varies as a counter",
+        [](const UpdateRecord& u, auto&& f) {
+          for (const auto& s : u.regions) f(s.region);
+        },
+        diag);
+  check(data, data.counters, "counter", "give the counter one name (its value is per update already)",
+        [](const UpdateRecord& u, auto&& f) {
+          for (const auto& c : u.counters) f(c.name);
+        },
+        diag);
+}
+
+}  // namespace stepprof::detail

@@ -1,0 +1,22 @@
+// A check on the whole dataset: region and counter names that occur in one step each,
+// the mark of a name made with the step number in it (f"batch_{step}").
+#pragma once
+
+#include "stepprof/dataset.hpp"
+#include "stepprof/diagnostics.hpp"
+
+namespace stepprof::detail {
+
+/// The fewest names that occur in one step each, and the smallest share of all names
+/// they must be, for check_one_off_names to warn.
+inline constexpr std::size_t kMinOneOffNames = 20;
+
+/// Reports a Problem::kOneOffNames warning for the regions, and one for the counters,
+/// when at least kMinOneOffNames of their names, and more than a quarter of them, each
+/// occur in a single step (on any number of ranks), these steps being at least
+/// kMinOneOffNames different ones (in a log of one update every name is in one step): each such name is its own region
+/// or counter, so every table and chart lists them one by one and the analyses grow
+/// with their number. The message counts them and names the first three with their steps.
+void check_one_off_names(const Dataset& data, Diagnostics& diag);
+
+}  // namespace stepprof::detail
