@@ -505,6 +505,26 @@ TEST_F(KinetoTest, ReportInputIsDetectedFromContent) {
   EXPECT_EQ(ds.ranks[1].rank, 1);
 }
 
+TEST_F(KinetoTest, TracesOfAnotherJobOnAnotherGpuAreNotMergedIntoARank) {
+  // The A100 job's rank 3 (world size 8, as the V100 DLRM job) was merged into the DLRM
+  // job's rank 3 without a word: steps 10 and 1009..1014, medians of both jobs.
+  const std::string dir = std::string(STEPPROF_SOURCE_DIR) + "/examples/kineto/";
+  std::vector<std::string> files;
+  for (int w = 0; w < 8; ++w) files.push_back(dir + "param-dlrm-8rank-v100-worker" + std::to_string(w) + "_step_12.json.gz");
+  files.push_back(dir + "hta-a100-rank3of8.json.gz");
+  Diagnostics diag;
+  const Dataset ds = read_logs(files, {}, diag);
+  ASSERT_EQ(diag.count(Problem::kMixedRuns), 1u);
+  for (const auto& d : diag.kept())
+    if (d.problem == Problem::kMixedRuns) {
+      EXPECT_TRUE(d.file.ends_with("hta-a100-rank3of8.json.gz")) << d.file;
+      EXPECT_NE(d.message.find("gpu_name=\"NVIDIA A100-PG509-200\""), std::string::npos) << d.message;
+    }
+  ASSERT_EQ(ds.ranks.size(), 8u);
+  ASSERT_EQ(ds.ranks[3].updates.size(), 1u);
+  EXPECT_EQ(ds.ranks[3].updates[0].step, 10);
+}
+
 TEST_F(KinetoTest, RealTraceStepsAndNcclKernels) {
   // examples/kineto/param-dlrm-8rank-v100-worker0_step_12.json.gz: ProfilerStep#10 has
   // "dur": 14455 (us), and the trace holds 8 kernels whose names contain "nccl"

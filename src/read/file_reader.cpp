@@ -422,6 +422,10 @@ std::string run_identity(const RunConfig& c) {
   add(schema::kGlobalBatch, c.global_batch);
   add(schema::kSeed, c.seed);
   add(schema::kModel, c.model);
+  // A config imported from a profiler trace has no run_id (and rarely more than the world
+  // size): the GPU model tells two jobs' traces of one rank apart.
+  if (c.find("trace_format"))
+    if (const RawField* gpu = c.find("gpu_name")) add(std::string_view("gpu_name"), std::optional<std::string>(gpu->json));
   return id.empty() ? "(no run settings)" : id;
 }
 
