@@ -70,6 +70,16 @@ TEST(Hierarchy, CommentsBlankLinesAndDedent) {
   EXPECT_EQ(h->find("e")->parent, "");
 }
 
+TEST(Hierarchy, AByteOrderMarkIsNotPartOfTheFirstName) {
+  // A file saved by Notepad: the first region was "\xEF\xBB\xBFa", never in the log.
+  Diagnostics diag;
+  auto h = parse_hierarchy("\xEF\xBB\xBF" "a\n  b\n", "h.txt", diag);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(diag.total(), 0u);
+  ASSERT_NE(h->find("a"), nullptr);
+  EXPECT_EQ(h->find("b")->parent, "a");
+}
+
 TEST(Hierarchy, FromParentsInTheLog) {
   const std::string log =
       R"({"type": "config", "rank": 0, "world_size": 1, "region_alternatives": {"fast": "path"}, "region_roles": {"sync": "communication"}})"

@@ -40,6 +40,10 @@ int run_import(const ImportOptions& opt) {
     fmt::print(stderr, "stepprof: --rank applies to one trace; {} were given\n", opt.traces.size());
     return kUsage;
   }
+  if (opt.rank && opt.world_size && *opt.rank >= *opt.world_size) {
+    fmt::print(stderr, "stepprof: --rank {} is not below --world-size {}\n", *opt.rank, *opt.world_size);
+    return kUsage;
+  }
   ReadOptions ro;
   ro.traces_only = true;
   ro.kineto.rank = opt.rank;

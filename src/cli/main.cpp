@@ -1,4 +1,5 @@
 // The stepprof command: reads step logs and explains them.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -19,18 +20,32 @@ int main(int argc, char** argv) {
                        add_synth_command, add_whatif_command})
     add(app, set_action);
 
-  // An unknown command: CLI11 would say only "A subcommand is required".
-  if (argc > 1 && argv[1][0] != '-') {
+  // An unknown command (`stepprof foo`, `stepprof import foo`) or an option before any:
+  // CLI11 would say only "A subcommand is required".
+  std::string path = "stepprof";
+  for (CLI::App* at = &app; at;) {
+    const auto subs = at->get_subcommands({});
+    const int i = static_cast<int>(std::count(path.begin(), path.end(), ' ')) + 1;  // argv index of the next word
+    if (subs.empty()) break;
     std::string known;
-    bool found = false;
-    for (const auto* sub : app.get_subcommands({})) {
-      found = found || sub->get_name() == argv[1];
-      known += (known.empty() ? "" : ", ") + sub->get_name();
-    }
-    if (!found) {
-      fmt::print(stderr, "stepprof: unknown command \"{}\" (commands: {}; see stepprof --help)\n", argv[1], known);
+    for (auto* sub : subs) known += (known.empty() ? "" : ", ") + sub->get_name();
+    if (i >= argc) {
+      fmt::print(stderr, "{}: a command is required (commands: {}; see {} --help)\n", path, known, path);
       return kUsage;
     }
+    const std::string word = argv[i];
+    if (word == "-h" || word == "--help" || (at == &app && word == "--version")) break;
+    CLI::App* next = nullptr;
+    for (auto* sub : subs)
+      if (sub->get_name() == word) next = sub;
+    if (!next) {
+      fmt::print(stderr, "{}: {} \"{}\" (commands: {}; see {} --help)\n", path,
+                 word.starts_with('-') ? "a command comes first, not the option" : "unknown command", word, known,
+                 path);
+      return kUsage;
+    }
+    path += " " + word;
+    at = next;
   }
   try {
     app.parse(argc, argv);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <new>
 
 #include <fmt/format.h>
@@ -35,24 +36,42 @@ bool looks_like_trace_start(std::string_view first) {
   return false;
 }
 
-// Where another record starts in `text` after its first byte: a '{' followed by
-// "type": "config" or "type": "update" (spaces allowed), as every writer puts `type`
-// first; npos when none does. Finds records that lost the newline between them.
-std::size_t next_record_start(std::string_view text) {
+// True when a step-log record starts at text[at]: a '{' followed by "type": "config" or
+// "type": "update" (spaces allowed), as every writer puts `type` first.
+bool record_starts_at(std::string_view text, std::size_t at) {
   auto skip_space = [&](std::size_t i) {
     while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
     return i;
   };
   auto word = [&](std::size_t i, std::string_view w) { return text.substr(i, w.size()) == w ? i + w.size() : 0; };
-  for (std::size_t at = text.find('{', 1); at != std::string_view::npos; at = text.find('{', at + 1)) {
-    std::size_t i = word(skip_space(at + 1), "\"type\"");
-    if (!i) continue;
-    i = skip_space(i);
-    if (i >= text.size() || text[i] != ':') continue;
-    i = skip_space(i + 1);
-    if (word(i, "\"config\"") || word(i, "\"update\"")) return at;
-  }
+  if (at >= text.size() || text[at] != '{') return false;
+  std::size_t i = word(skip_space(at + 1), "\"type\"");
+  if (!i) return false;
+  i = skip_space(i);
+  if (i >= text.size() || text[i] != ':') return false;
+  i = skip_space(i + 1);
+  return word(i, "\"config\"") || word(i, "\"update\"");
+}
+
+// Where another record starts in `text` after its first byte; npos when none does.
+// Finds records that lost the newline between them.
+std::size_t next_record_start(std::string_view text) {
+  for (std::size_t at = text.find('{', 1); at != std::string_view::npos; at = text.find('{', at + 1))
+    if (record_starts_at(text, at)) return at;
   return std::string_view::npos;
+}
+
+// True when the regular file at `path` starts with a step-log record (`stepprof import
+// kineto` given a log instead of a trace).
+bool starts_like_a_step_log(const std::string& path) {
+  struct stat st {};
+  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // (read once, as it streams)
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  const auto first = head.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && record_starts_at(head, first);
 }
 
 class FileParser {
@@ -82,6 +101,12 @@ class FileParser {
   }
 
   FileResult run() {
+    if (opt_.traces_only && !is_kineto_trace(path_) && starts_like_a_step_log(path_)) {
+      report(Severity::kError, Problem::kBadTrace, 1, 1,
+             "this is a step log, not a PyTorch profiler trace: give it to `stepprof report` (or html, trace, "
+             "whatif) as it is");
+      return std::move(out_);
+    }
     if (opt_.traces_only || is_kineto_trace(path_)) return read_trace();
     std::string err;
     auto src = LineSource::open(path_, err, std::size_t{1} << 20, opt_.cancel);

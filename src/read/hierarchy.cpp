@@ -115,7 +115,8 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
   // Open ancestors: (indent, name).
   std::vector<std::pair<std::size_t, std::string>> stack;
   std::uint64_t line_no = 0;
-  std::size_t pos = 0;
+  // A UTF-8 byte-order mark (Notepad writes one) would be part of the first region's name.
+  std::size_t pos = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
   while (pos <= text.size()) {
     std::size_t nl = text.find('\n', pos);
     if (nl == std::string_view::npos) nl = text.size();

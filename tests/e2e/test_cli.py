@@ -336,6 +336,14 @@ def test_an_unknown_command_is_named_with_the_known_ones():
     r = run("reprot", LOG)
     assert r.returncode == 2
     assert 'unknown command "reprot" (commands: report, trace, html, import, synth, whatif' in r.stderr
+    # The same one level down, for an option before the command, and for none.
+    for args, said in ((("import", "foo", LOG, "-o", "x"), 'stepprof import: unknown command "foo" (commands: kineto'),
+                       (("--bogus",), 'a command comes first, not the option "--bogus"'),
+                       (("import",), "stepprof import: a command is required (commands: kineto"),
+                       ((), "stepprof: a command is required (commands: report,")):
+        r = run(*args)
+        assert r.returncode == 2, args
+        assert said in r.stderr, r.stderr
 
 
 def test_one_pipe_named_twice_is_read_once():

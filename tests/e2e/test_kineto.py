@@ -366,6 +366,19 @@ def test_no_distributed_info(tmp_path):
     r = run("import", "kineto", "--rank", 2, "--world-size", 4, p, "-o", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "out/rank2.jsonl").read_text().splitlines()[0])["world_size"] == 4
+    # A rank not below the world size is a command-line error, and nothing is written (a
+    # log with an invalid config was).
+    r = run("import", "kineto", "--rank", 9, "--world-size", 4, p, "-o", tmp_path / "bad")
+    assert r.returncode == 2 and "--rank 9 is not below --world-size 4" in r.stderr, r.stderr
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_step_log_given_to_import_is_named_as_one(tmp_path):
+    # It was "unexpected '{' after the end of the trace object".
+    log = SRC / "examples/qwen-vggt/rank1.jsonl"
+    r = run("import", "kineto", log, "-o", tmp_path / "out")
+    assert r.returncode == 3
+    assert f"{log}:1:1: error: this is a step log, not a PyTorch profiler trace" in r.stderr, r.stderr
 
 
 def test_no_profiler_step(tmp_path):
