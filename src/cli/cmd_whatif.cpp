@@ -1,6 +1,9 @@
 // `stepprof whatif SCENARIO LOG...`: what a change would buy, from the cost models
 // fitted to the logs (docs/whatif.md).
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <optional>
 #include <cstdlib>
 #include <memory>
 
@@ -32,10 +35,12 @@ int run_whatif_command(WhatIfCliOptions opt) {
     return kUsage;
   }
   opt.whatif.scenario = *scenario;
-  if (!opt.whatif.variant.empty() && *scenario != Scenario::kBatchedGeometry) {
-    fmt::print(stderr, "stepprof: --variant goes with batched-geometry\n");
-    return kUsage;
-  }
+  for (const auto& [given, name] : {std::pair{&opt.whatif.variant, "--variant"}, {&opt.whatif.group, "--group"},
+                                     {&opt.whatif.path, "--path"}})
+    if (!given->empty() && *scenario != Scenario::kBatchedGeometry) {
+      fmt::print(stderr, "stepprof: {} goes with batched-geometry\n", name);
+      return kUsage;
+    }
   Diagnostics diag(opt.input.strict);
   LoadedInput in;
   InputOptions input = opt.input;
@@ -61,6 +66,20 @@ int run_whatif_command(WhatIfCliOptions opt) {
       return kUsage;
     }
   }
+  // So is a --path that is not one of the group's (or, without --group, any group's) paths.
+  if (!opt.whatif.path.empty()) {
+    std::vector<std::string> paths;
+    if (in.hierarchy)
+      for (const auto& [group, members] : in.hierarchy->alternatives())
+        if (opt.whatif.group.empty() || group == opt.whatif.group)
+          for (const auto* m : members) paths.push_back(m->name);
+    if (std::find(paths.begin(), paths.end(), opt.whatif.path) == paths.end()) {
+      fmt::print(stderr, "stepprof: --path {}: not an alternative code path {} ({})\n", opt.whatif.path,
+                 opt.whatif.group.empty() ? std::string("of the nesting") : "of group " + opt.whatif.group,
+                 paths.empty() ? std::string("it has none") : fmt::format("paths: {}", fmt::join(paths, ", ")));
+      return kUsage;
+    }
+  }
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const WhatIfResult result = run_whatif(ain, opt.whatif);
   std::string text;
@@ -78,6 +97,25 @@ int run_whatif_command(WhatIfCliOptions opt) {
     return kNoData;  // (whatever else was wrong in the input: nothing was predicted)
   }
   return status;
+}
+
+// `text` as a whole number without sign, or nullopt (CLI11 took "-1" as 2^64 - 1, and
+// 10^23 as 2^64 - 1 too).
+std::optional<std::uint64_t> whole_number(std::string_view text) {
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return n;
+}
+
+// Rejects NaN and infinities (CLI::Range lets NaN through: it compares false).
+CLI::Validator finite() {
+  return CLI::Validator(
+      [](std::string& v) {
+        const double x = std::strtod(v.c_str(), nullptr);
+        return std::isfinite(x) ? std::string() : std::string("use a finite number");
+      },
+      "");
 }
 
 }  // namespace
@@ -101,22 +139,28 @@ void add_whatif_command(CLI::App& app, std::function<void(std::function<int()>)>
   cmd->add_option("--path", opt->whatif.path,
                   "batched-geometry: the path every micro-batch takes (default: the group's cheapest per frame)");
   cmd->add_option("--bootstrap", opt->whatif.bootstrap, "bootstrap replicates for the intervals (default 200; 0: none)")
-      ->check(CLI::Range(0, 100000))
       ->check(CLI::Validator(
           [](std::string& v) {
             // A 90 % interval from a handful of replicates would be its extremes, not an interval.
-            const long n = std::strtol(v.c_str(), nullptr, 10);
-            return n == 0 || n >= 20 ? std::string() : std::string("use 0 (no intervals) or at least 20 replicates");
+            const auto n = whole_number(v);
+            return n && (*n == 0 || (*n >= 20 && *n <= 100000))
+                       ? std::string()
+                       : std::string("use 0 (no intervals) or 20 to 100000 replicates");
           },
-          "0 or >= 20"));
+          "0 OR 20..100000"));
   cmd->add_option("--threshold", opt->whatif.models.threshold,
                   "largest held-out error, as a fraction of a region's mean time, of a model used for predictions "
                   "(default 0.5)")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(CLI::Range(0.0, 100.0))
+      ->check(finite());
   cmd->add_option("--min-gain", opt->whatif.models.min_gain,
                   "a feature enters a model only if it lowers the held-out error by this fraction (default 0.05)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", opt->whatif.seed, "seed of the random draws and the bootstrap (default 20240607)");
+      ->check(CLI::Range(0.0, 1.0))
+      ->check(finite());
+  cmd->add_option("--seed", opt->whatif.seed, "seed of the random draws and the bootstrap (default 20240607)")
+      ->check(CLI::Validator(
+          [](std::string& v) { return whole_number(v) ? std::string() : std::string("use a whole number 0..2^64-1"); },
+          "0..2^64-1"));
   cmd->callback([opt, set_action] { set_action([opt] { return run_whatif_command(*opt); }); });
 }
 

@@ -308,6 +308,20 @@ def test_usage_errors_and_no_data(tmp_path):
     r = run("whatif", "batched-geometry", "--group", "nope", "--hierarchy", fx.HIER, fx.LOG)
     assert r.returncode == 2 and "nope" in r.stderr and "geometry" in r.stderr
     assert run("whatif", "batched-geometry", "--group", "geometry", "--hierarchy", fx.HIER, fx.LOG).returncode == 0
+    # So is a path that is not one of the group's (it was exit 3, "not available").
+    r = run("whatif", "batched-geometry", "--path", "nosuch", "--hierarchy", fx.HIER, fx.LOG)
+    assert r.returncode == 2 and "paths: vggt_batched, vggt_single" in r.stderr, r.stderr
+    # Options that do not apply, and numbers that make no sense, were taken silently:
+    # NaN passed the range checks, and -1 and 10^23 were read as the seed 2^64 - 1.
+    for args, said in ((("balanced-ranks", "--path", "x"), "--path goes with batched-geometry"),
+                       (("no-padding", "--group", "geometry"), "--group goes with batched-geometry"),
+                       (("no-padding", "--threshold", "nan"), "use a finite number"),
+                       (("no-padding", "--min-gain", "nan"), "use a finite number"),
+                       (("no-padding", "--seed", "-1"), "use a whole number"),
+                       (("no-padding", "--seed", "99999999999999999999999"), "use a whole number"),
+                       (("no-padding", "--bootstrap", "200000"), "20 to 100000 replicates")):
+        r = run("whatif", *args, "--hierarchy", fx.HIER, fx.LOG)
+        assert r.returncode == 2 and said in r.stderr, (args, r.stderr)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert run("whatif", "no-padding", empty).returncode == 3
