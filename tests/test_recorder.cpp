@@ -138,6 +138,50 @@ TEST_F(RecorderTest, NestingParentsAndCalls) {
   EXPECT_GE(h["n_inner"].get<double>(), 3 * 0.2 * (1 - kRelTol));
 }
 
+namespace {
+// depth calls of itself, each spinning `ms`, inside region "r_rec".
+void recurse(int depth, double ms) {
+  STEPPROF_REGION("r_rec");
+  spin_ms(ms);
+  if (depth > 1) recurse(depth - 1, ms);
+}
+}  // namespace
+
+TEST_F(RecorderTest, ARecursiveRegionCountsItsTimeOnceAndKeepsItsParent) {
+  // A recursive function's nested calls added their time again (a 536 % share of the
+  // update) and made the region its own parent.
+  TempLog log("recursion");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  double outer_ms = 0;
+  {
+    STEPPROF_REGION("r_caller");
+    const auto t0 = std::chrono::steady_clock::now();
+    recurse(5, 0.3);
+    outer_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    recurse(2, 0.3);  // a second outermost call
+  }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  {
+    STEPPROF_REGION("r_rec");  // directly inside itself, at the top level
+    { STEPPROF_REGION("r_rec"); }
+  }
+  ASSERT_EQ(end_update(1), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  const Json& u = lines[1];
+  EXPECT_EQ(u["calls"]["r_rec"], 7);
+  EXPECT_EQ(u["parents"]["r_rec"], "r_caller");
+  const double rec = u["cpu_call_ms"]["r_rec"].get<double>(), caller = u["cpu_call_ms"]["r_caller"].get<double>();
+  // Once: the two outermost calls (5 + 2 spins of 0.3 ms), not 5+4+3+2+1 + 2+1 spins.
+  EXPECT_GE(rec, 7 * 0.3 * (1 - kRelTol));
+  EXPECT_LE(rec, caller);
+  EXPECT_GE(caller, outer_ms);
+  EXPECT_EQ(lines[2]["calls"]["r_rec"], 2);
+  EXPECT_EQ(lines[2]["parents"]["r_rec"], nullptr);
+}
+
 TEST_F(RecorderTest, AbsentRegionsAndCountersStayAbsent) {
   TempLog log("absent");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

@@ -101,6 +101,10 @@ NameRegistry& names() noexcept;
 /// Releases the device events of thread `t`'s open frames at depth >= `from` (frames
 /// that are dropped unrecorded). Called by the owning thread.
 void release_open_frames(ThreadStateFull* t, std::uint32_t from) noexcept;
+/// Drops the open frames from stack index `from` up without recording them (a mismatched
+/// exit, a thread that ends with regions open): gives back their device events and undoes
+/// their entries' recursion counts. The caller then lowers the depth.
+void forget_frames(ThreadStateFull* t, std::uint32_t from) noexcept;
 
 /// Errors counted outside any thread's hot path (registration, writes, boundaries).
 void count_global_error(ErrorKind k) noexcept;

@@ -19,7 +19,7 @@ struct ExitHook {
   ~ExitHook() {
     if (!state) return;
     if (state->depth > 0) state->count_error(ErrorKind::kMismatchedExit);  // regions never exited: not recorded
-    release_open_frames(state, 0);
+    forget_frames(state, 0);
     state->device.store(false, std::memory_order_relaxed);
     state->depth = 0;
     state->exited.store(true, std::memory_order_release);
@@ -87,7 +87,7 @@ void leave_mismatched(const Entered& e) noexcept {
   // Still open further out (regions entered inside it were not exited): those are closed
   // unrecorded, then it is. Otherwise it was exited already: nothing to record.
   if (t->depth > e.depth && (e.depth >= kMaxDepth || t->stack[e.depth].region == e.region)) {
-    if (e.depth < kMaxDepth) release_open_frames(t, e.depth + 1);
+    if (e.depth < kMaxDepth) forget_frames(t, e.depth + 1);
     leave(t, e.depth);
   }
 }
@@ -96,6 +96,12 @@ ThreadStateFull* this_thread_state() noexcept {
   ThreadState* t = t_state;
   if (t == nullptr) t = attach_thread();
   return static_cast<ThreadStateFull*>(t);
+}
+
+void forget_frames(ThreadStateFull* t, std::uint32_t from) noexcept {
+  release_open_frames(t, from);
+  const std::uint32_t top = t->depth < kMaxDepth ? t->depth : kMaxDepth;
+  for (std::uint32_t d = top; d-- > from;) t->acc[t->stack[d].region].open = t->stack[d].reentered;
 }
 
 void depth_overflow(ThreadState* t) noexcept {
@@ -119,7 +125,7 @@ void region_exit(RegionId id) noexcept {
   // Close the regions opened inside `id` unrecorded, then `id` itself.
   for (std::uint32_t d = depth; d-- > 0;) {
     if (t->stack[d].region != id) continue;
-    release_open_frames(t, d + 1);
+    forget_frames(t, d + 1);
     leave(t, d);
     return;
   }

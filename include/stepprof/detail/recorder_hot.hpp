@@ -23,7 +23,11 @@ struct Frame {
   std::uint32_t region;  ///< region id
   std::uint32_t event;   ///< device start event, or kNoEvent
   void* stream;          ///< device stream the events are recorded on (valid when event != kNoEvent)
-  std::uint64_t unused;  ///< pads to 32 bytes: the stack is indexed with a shift
+  /// Entries of the same region open further out on this thread when this one began: 0
+  /// unless it recurses. A recursive entry's time lies inside the outermost one's, so it
+  /// counts as a call but adds no time (as the profiler-trace importer counts it).
+  std::uint32_t reentered;
+  std::uint32_t unused;  ///< pads to 32 bytes: the stack is indexed with a shift
 };
 static_assert(sizeof(Frame) == 32, "Frame is a fixed 32-byte record");
 
@@ -34,7 +38,7 @@ struct RegionAcc {
   std::atomic<std::uint64_t> ticks{0};  ///< host time inside the region [clock ticks]
   std::atomic<std::uint64_t> calls{0};  ///< exits [count]
   std::atomic<std::uint32_t> parent{kTopParent};  ///< enclosing region at the latest exit
-  std::uint32_t unused = 0;
+  std::uint32_t open = 0;  ///< entries open on this thread's stack (> 1: recursion); owner only
   std::uint64_t unused2 = 0;  ///< pads to 32 bytes: the table is indexed with a shift
 };
 static_assert(sizeof(RegionAcc) == 32, "RegionAcc is a fixed 32-byte record");
@@ -91,7 +95,10 @@ inline Entered enter(std::uint32_t id) noexcept {
     Frame& f = t->stack[d];
     f.region = id;
     f.event = kNoEvent;
-    if (t->device.load(std::memory_order_acquire)) [[unlikely]] device_enter(t, f);
+    RegionAcc& a = t->acc[id];
+    f.reentered = a.open;
+    a.open = f.reentered + 1;
+    if (t->device.load(std::memory_order_acquire) && f.reentered == 0) [[unlikely]] device_enter(t, f);
     f.start = read_clock();
   } else {
     depth_overflow(t);
@@ -106,8 +113,11 @@ inline void leave(ThreadState* t, std::uint32_t d) noexcept {
   if (d < kMaxDepth) [[likely]] {
     const Frame& f = t->stack[d];
     RegionAcc& a = t->acc[f.region];
-    a.ticks.store(a.ticks.load(std::memory_order_relaxed) + (end - f.start), std::memory_order_relaxed);
-    a.parent.store(d ? t->stack[d - 1].region : kTopParent, std::memory_order_relaxed);
+    a.open = f.reentered;
+    if (f.reentered == 0) [[likely]] {  // (a recursive entry: inside the outermost one's time and parent)
+      a.ticks.store(a.ticks.load(std::memory_order_relaxed) + (end - f.start), std::memory_order_relaxed);
+      a.parent.store(d ? t->stack[d - 1].region : kTopParent, std::memory_order_relaxed);
+    }
     // Release: a reader that sees this call also sees its ticks and parent.
     a.calls.store(a.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     if (f.event != kNoEvent) [[unlikely]] device_exit(t, f);
