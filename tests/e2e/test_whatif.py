@@ -338,6 +338,20 @@ def test_usage_errors_and_no_data(tmp_path):
     assert r.returncode == 3 and "cannot read" in r.stderr and "not available" in r.stderr
 
 
+def test_work_that_never_varies_is_not_priced(tmp_path):
+    # 200 copies of one update: every feature is constant, so a cost per token slot is any
+    # split of a fixed cost. It priced padding at 1.67e-05 ms per token slot and predicted
+    # a saving.
+    lines = fx.LOG.read_text().splitlines()
+    update = json.loads(lines[1])
+    copies = [lines[0]] + [json.dumps(dict(update, step=s)) for s in range(200)]
+    log = tmp_path / "identical.jsonl"
+    log.write_text("\n".join(copies) + "\n")
+    r = run("whatif", "no-padding", "--hierarchy", fx.HIER, log)
+    assert r.returncode == 3, r.stderr
+    assert "the work it changes (token_slots) is the same in every update" in r.stderr, r.stderr
+
+
 def test_html_report_has_the_whatif_section(tmp_path):
     out = tmp_path / "r.html"
     r = run("html", "--hierarchy", fx.HIER, fx.LOG, "-o", out)
