@@ -193,6 +193,20 @@ def test_bad_injections_are_usage_errors(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_an_earlier_runs_logs_that_would_stay_are_refused(tmp_path):
+    # 2 ranks over 4, or .gz over plain, left the old files beside the new: the report then
+    # gave mixed-runs or duplicate-step errors.
+    synth(tmp_path, "--ranks", 4, "--updates", 5)
+    for args, left in (((2,), "2 step log(s) this run would not replace (rank2.jsonl .. rank3.jsonl)"),
+                       ((4, "--gzip"), "4 step log(s) this run would not replace (rank0.jsonl .. rank3.jsonl)")):
+        r = run("synth", "-o", tmp_path / "logs", "--updates", 5, "--ranks", *args)
+        assert r.returncode == 2 and left in r.stderr, r.stderr
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [f"rank{r}.jsonl" for r in range(4)]
+    # The same ranks again replace them.
+    r = run("synth", "-o", tmp_path / "logs", "--updates", 7, "--ranks", 4)
+    assert r.returncode == 0, r.stderr
+
+
 def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path):
     import signal
     import time
