@@ -473,6 +473,24 @@ TEST_F(ReaderTest, NamesMadeWithTheStepInThemAreNamedOnce) {
   EXPECT_EQ(diag_.count(Problem::kOneOffNames), 0u);
 }
 
+TEST_F(ReaderTest, UpdatesWithoutAWallTimeAreNamed) {
+  // Every share read "0.0 %" and the time outside every region was -13,245 ms, with no
+  // word that wall_ms was 0.
+  const auto p = write("zerowall.jsonl", kConfig + "\n" + update(1) + "\n" + update(2, 0.0) + "\n" +
+                                             update(3, 0.0) + "\n" + update(4) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 4u);
+  ASSERT_EQ(diag_.count(Problem::kZeroWallTime), 1u);
+  const Diagnostic* z = first(Problem::kZeroWallTime);
+  EXPECT_EQ(z->severity, Severity::kWarning);
+  EXPECT_EQ(z->line, 3u);
+  EXPECT_TRUE(z->message.starts_with("wall_ms is 0 in 2 of 4 update(s), first step 2, though their regions took time"))
+      << z->message;
+  // An update that did nothing in 0 ms is not one.
+  read({write("empty.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 1, "wall_ms": 0})" + "\n")});
+  EXPECT_EQ(diag_.total(), 0u);
+}
+
 TEST_F(ReaderTest, DirectoriesBeyondTheDepthOrBehindALinkAreNoted) {
   // Files five levels down were skipped without a word.
   std::filesystem::path deep = dir_ / "logs";

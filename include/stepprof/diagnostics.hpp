@@ -38,6 +38,7 @@ enum class Problem : std::uint8_t {
   kZeroBytes,        ///< a run of NUL bytes in a log (a crash or power loss zero-fills what was being written)
   kJoinedRecords,    ///< two or more records on one line (a lost newline); each is read
   kOneOffNames,      ///< many region or counter names that occur in one step each (names made with the step in them)
+  kZeroWallTime,     ///< updates with wall_ms 0 whose regions took time
   kCount_,
 };
 

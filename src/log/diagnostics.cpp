@@ -25,6 +25,7 @@ std::string_view code_name(Problem p) {
     case Problem::kZeroBytes: return "zero-bytes";
     case Problem::kJoinedRecords: return "joined-records";
     case Problem::kOneOffNames: return "one-off-names";
+    case Problem::kZeroWallTime: return "zero-wall-time";
     case Problem::kCount_: break;
   }
   return "unknown";

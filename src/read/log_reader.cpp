@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 
 #include "file_reader.hpp"
-#include "one_off_names.hpp"
+#include "dataset_checks.hpp"
 #include "stepprof/reader.hpp"
 
 namespace stepprof {
@@ -568,7 +568,7 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
 Dataset read_logs(const std::vector<std::string>& inputs, const ReadOptions& options, Diagnostics& diag) {
   Reader reader(options, diag);
   Dataset data = reader.run(inputs);
-  detail::check_one_off_names(data, diag);
+  detail::check_dataset(data, diag);
   return data;
 }
 

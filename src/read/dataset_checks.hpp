@@ -1,5 +1,5 @@
-// A check on the whole dataset: region and counter names that occur in one step each,
-// the mark of a name made with the step number in it (f"batch_{step}").
+// Checks on the whole dataset after reading, for logs that are valid record by record but
+// not as a whole: names made with the step number in them, updates without a wall time.
 #pragma once
 
 #include "stepprof/dataset.hpp"
@@ -18,5 +18,13 @@ inline constexpr std::size_t kMinOneOffNames = 20;
 /// or counter, so every table and chart lists them one by one and the analyses grow
 /// with their number. The message counts them and names the first three with their steps.
 void check_one_off_names(const Dataset& data, Diagnostics& diag);
+
+/// Reports one Problem::kZeroWallTime warning when updates have `wall_ms` 0 while their
+/// regions took time (a recorder that never started the update's clock): the update's
+/// shares and throughput are then meaningless. Counts them and names the first.
+void check_zero_wall_time(const Dataset& data, Diagnostics& diag);
+
+/// Every check above.
+void check_dataset(const Dataset& data, Diagnostics& diag);
 
 }  // namespace stepprof::detail

@@ -1,4 +1,4 @@
-#include "one_off_names.hpp"
+#include "dataset_checks.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -65,6 +65,33 @@ void check_one_off_names(const Dataset& data, Diagnostics& diag) {
           for (const auto& c : u.counters) f(c.name);
         },
         diag);
+}
+
+void check_zero_wall_time(const Dataset& data, Diagnostics& diag) {
+  std::uint64_t zero = 0, all = 0;
+  const UpdateRecord* first = nullptr;
+  for (const auto& rank : data.ranks)
+    for (const auto& u : rank.updates) {
+      ++all;
+      if (u.wall_ms != 0) continue;
+      const bool timed = std::any_of(u.regions.begin(), u.regions.end(), [](const RegionSample& s) {
+        return (s.host_ms && *s.host_ms > 0) || (s.device_ms && *s.device_ms > 0);
+      });
+      if (!timed) continue;
+      if (!first) first = &u;
+      ++zero;
+    }
+  if (!first) return;
+  diag.report({Severity::kWarning, Problem::kZeroWallTime, data.files[first->source.file], first->source.line, 0,
+               fmt::format("wall_ms is 0 in {} of {} update(s), first step {}, though their regions took time: the "
+                           "update's time is unknown there, so shares of it, time outside every region and "
+                           "throughput are not meaningful (was the update's clock started?)",
+                           zero, all, first->step)});
+}
+
+void check_dataset(const Dataset& data, Diagnostics& diag) {
+  check_one_off_names(data, diag);
+  check_zero_wall_time(data, diag);
 }
 
 }  // namespace stepprof::detail
