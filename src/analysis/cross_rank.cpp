@@ -7,6 +7,8 @@
 #include <map>
 #include <tuple>
 
+#include <fmt/format.h>
+
 namespace stepprof {
 
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
@@ -82,6 +84,25 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     out.comm_found_by = found->found_by;
   }
   const bool comm_dev = comm && in.has_device_time(*comm);
+  // A rank whose log never has the communication region (named differently there) cannot
+  // be compared: its own work would be its whole wall_ms, waits included, and it would
+  // look like the straggler. It is left out, and named.
+  if (comm) {
+    std::vector<const RankLog*> with;
+    for (const auto* r : ranks) {
+      const bool has = std::any_of(r->updates.begin(), r->updates.end(),
+                                   [&](const UpdateRecord& u) { return u.region(*comm) != nullptr; });
+      if (has) with.push_back(r);
+      else out.ranks_without_comm.push_back(*r->rank);
+    }
+    if (with.size() < 2) {
+      out.why_not = fmt::format("only {} of the {} ranks' logs have the communication region {}; does the others' "
+                                "log name it differently?",
+                                with.size(), ranks.size(), out.comm_region);
+      return out;
+    }
+    ranks.swap(with);
+  }
 
   // Every step of any rank, ascending; each rank's updates are in step order.
   // (Usually every rank has the same steps: a rank's list is merged in only when it differs.)
@@ -118,10 +139,6 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       compute_at[s * nr + i] = std::max(0.0, u.wall_ms - c);
     }
   }
-
-  if (comm)
-    for (std::size_t i = 0; i < nr; ++i)
-      if (comm_series[i].empty()) out.ranks_without_comm.push_back(*ranks[i]->rank);
 
   std::vector<std::vector<double>> compute(nr), wait(nr);
   std::vector<std::size_t> slowest_count(nr, 0);

@@ -360,8 +360,8 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   if (!x.ranks_without_comm.empty())
     f.items.emplace_back(
         fmt::format("ranks without {}", x.comm_region),
-        fmt::format("{}: their own work is their whole wall_ms, so they look slow and the other ranks fast; does "
-                    "their log name the region differently?",
+        fmt::format("{}: left out of the comparison (their own work would be their whole wall_ms, waits "
+                    "included, and they would look like stragglers); does their log name the region differently?",
                     rank_numbers(x.ranks_without_comm)));
   f.items.emplace_back(
       "method",

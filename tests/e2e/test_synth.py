@@ -293,12 +293,18 @@ def test_when_most_ranks_are_slow_the_fast_ranks_wait_is_at_stake(tmp_path):
 
 
 def test_ranks_without_the_communication_region_are_named(tmp_path):
-    synth(tmp_path, "--ranks", 6, "--updates", 10)
+    # Rank 5's log names the communication region differently; rank 2 is the straggler.
+    # Rank 5 was named the straggler (its waits counted as its own work) and rank 2 missed.
+    synth(tmp_path, "--ranks", 6, "--updates", 10, "--straggler", "2:1:10:1.6")
     log = next((tmp_path / "logs").glob("rank*5.jsonl"))
     config, *updates = log.read_text().splitlines(keepends=True)  # the config keeps its region roles
     log.write_text(config + "".join(u.replace("backward_and_communication", "bwd_comm_renamed") for u in updates))
-    x = report(tmp_path / "logs")["cross_rank"]
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
     assert x["comm_region"] == "backward_and_communication"
     assert x["ranks_without_comm_region"] == [5]
-    assert "ranks without backward_and_communication  5: their own work is their whole wall_ms" in \
+    assert [r["rank"] for r in x["per_rank"]] == [0, 1, 2, 3, 4]  # left out of the comparison
+    assert x["stragglers"] == [2]
+    assert all(f["subject"] != "rank 5" for f in rep["findings"])
+    assert "ranks without backward_and_communication  5: left out of the comparison" in \
         run("report", tmp_path / "logs").stdout

@@ -93,8 +93,9 @@ struct CrossRankResult {
   /// The first few incomplete steps with the ranks that lack them.
   std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> incomplete_examples;
   std::vector<std::int64_t> ranks_missing;  ///< 0..world_size-1 without a log
-  /// Ranks whose logs never have comm_region (e.g. it is named differently there): their
-  /// own work is their whole wall_ms, so they look slow and the others look fast.
+  /// Ranks whose logs never have comm_region (e.g. it is named differently there), left
+  /// out of the comparison: their own work would be their whole wall_ms, waits included,
+  /// so they would look slow and the others fast.
   std::vector<std::int64_t> ranks_without_comm;
   std::vector<UpdateSlowest> per_update;    ///< one per aligned step
   std::vector<RankStraggler> per_rank;      ///< ascending rank
