@@ -20,26 +20,6 @@ std::string join(const std::vector<std::int64_t>& v, std::string_view sep = ", "
   return s;
 }
 
-// The line under a shortened per-rank table: how many ranks it leaves out and the range
-// of `what` among them.
-template <class Key>
-Paragraph rows_left_out(std::size_t n, const std::vector<std::size_t>& shown, Key key, std::string_view what,
-                        std::string_view also_shown = {}) {
-  std::vector<bool> in(n, false);
-  for (auto i : shown) in[i] = true;
-  double lo = 0, hi = 0;
-  bool any = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (in[i]) continue;
-    lo = any ? std::min(lo, key(i)) : key(i);
-    hi = any ? std::max(hi, key(i)) : key(i);
-    any = true;
-  }
-  return Paragraph{fmt::format("{} ranks: shown are the slowest and the fastest by {}, slowest first{}; the other "
-                               "{} ranks lie between {} and {} (every rank is in --format json)",
-                               n, what, also_shown, n - shown.size(), ms(lo), ms(hi))};
-}
-
 std::string med_p90_max(const std::optional<Summary>& s) {
   if (!s) return "-";
   return fmt::format("{} / {} / {}", num(s->median), num(s->p90), num(s->max));

@@ -9,7 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "../util/rank_numbers.hpp"
+#include "document.hpp"
+#include "format.hpp"
 #include "stepprof/analysis/cross_rank.hpp"
 
 namespace stepprof::detail {
@@ -45,6 +49,26 @@ std::optional<std::vector<std::size_t>> rows_that_matter(std::size_t n, Key key,
     if (k < kHigh || k + kLow >= n || must(order[k])) shown.push_back(order[k]);
   if (shown.size() == n) return std::nullopt;  // (every row is flagged: nothing to leave out)
   return shown;
+}
+
+// The line under a shortened per-rank table: how many ranks it leaves out and the range
+// of `what` among them.
+template <class Key>
+Paragraph rows_left_out(std::size_t n, const std::vector<std::size_t>& shown, Key key, std::string_view what,
+                        std::string_view also_shown = {}) {
+  std::vector<bool> in(n, false);
+  for (auto i : shown) in[i] = true;
+  double lo = 0, hi = 0;
+  bool any = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (in[i]) continue;
+    lo = any ? std::min(lo, key(i)) : key(i);
+    hi = any ? std::max(hi, key(i)) : key(i);
+    any = true;
+  }
+  return Paragraph{fmt::format("{} ranks: shown are the slowest and the fastest by {}, slowest first{}; the other "
+                               "{} ranks lie between {} and {} (every rank is in --format json)",
+                               n, what, also_shown, n - shown.size(), ms(lo), ms(hi))};
 }
 
 }  // namespace stepprof::detail

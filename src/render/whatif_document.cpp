@@ -8,6 +8,7 @@
 
 #include "document.hpp"
 #include "format.hpp"
+#include "many_ranks.hpp"
 
 namespace stepprof::detail {
 namespace {
@@ -110,10 +111,20 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
   }
   if (!p.ranks.empty()) {
     Table t{{"rank", "own work ms (median)", "work vs mean rank", "time per unit of work vs median rank"}, {}, {}};
-    for (const auto& rb : p.ranks)
+    // Of many ranks, the slowest and the fastest by own work, as in the report.
+    auto own_work = [&](std::size_t i) { return p.ranks[i].compute_ms; };
+    const auto shown = rows_that_matter(p.ranks.size(), own_work, [](std::size_t) { return false; });
+    std::vector<std::size_t> rows;
+    if (shown) rows = *shown;
+    else
+      for (std::size_t i = 0; i < p.ranks.size(); ++i) rows.push_back(i);
+    for (const std::size_t i : rows) {
+      const auto& rb = p.ranks[i];
       t.rows.push_back({std::to_string(rb.rank), num(rb.compute_ms), fmt::format("{:.3f}x", rb.work_share),
                         fmt::format("{:.2f}x", rb.relative_time)});
+    }
     out.emplace_back(std::move(t));
+    if (shown) out.emplace_back(rows_left_out(p.ranks.size(), *shown, own_work, "median own work"));
   }
   Fields rests;
   for (const auto& s : p.assumptions) rests.items.emplace_back("assumption", s);

@@ -338,6 +338,23 @@ def test_usage_errors_and_no_data(tmp_path):
     assert r.returncode == 3 and "cannot read" in r.stderr and "not available" in r.stderr
 
 
+def test_balanced_ranks_of_many_ranks_shows_the_ones_that_matter(tmp_path):
+    # 1,024 ranks printed 1,024 rows; the report shows the 8 slowest and 3 fastest.
+    r = run("synth", "-o", tmp_path / "logs", "--ranks", 40, "--updates", 20)
+    assert r.returncode == 0, r.stderr
+    text = run("whatif", "balanced-ranks", "--bootstrap", "0", tmp_path / "logs")
+    assert text.returncode == 0, text.stderr
+    table = text.stdout.split("  rank  own work ms (median)")[1].split("40 ranks: shown are")[0]
+    rows = [l.split() for l in table.splitlines()[2:] if l.strip()]
+    assert len(rows) == 11, rows
+    works = [float(r[1].replace(",", "")) for r in rows]
+    assert works == sorted(works, reverse=True)
+    js = json.loads(run("whatif", "balanced-ranks", "--bootstrap", "0", "--format", "json", tmp_path / "logs").stdout)
+    every = [r for p in js["predictions"] for r in p.get("ranks", [])]
+    assert len(every) == 40
+    assert max(r["compute_ms"] for r in every) == pytest.approx(works[0], abs=0.06)
+
+
 def test_work_that_never_varies_is_not_priced(tmp_path):
     # 200 copies of one update: every feature is constant, so a cost per token slot is any
     # split of a fixed cost. It priced padding at 1.67e-05 ms per token slot and predicted
