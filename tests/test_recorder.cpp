@@ -660,6 +660,26 @@ TEST_F(RecorderTest, NamesThatAreNotUtf8AreOneKeyAsWrittenAndCounted) {
   EXPECT_EQ(diag.count(Problem::kBadField), 0u);
 }
 
+TEST_F(RecorderTest, AStepNotAboveThePreviousOrBelowZeroIsCounted) {
+  // end_update(5), (5), (3), (-1) were taken without a word; the report then found
+  // duplicate steps.
+  TempLog log("steps");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  for (const std::int64_t step : {4, 5, 5, 3, 6, -1, 7}) ASSERT_EQ(end_update(step), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 8u);  // every record is written
+  std::vector<std::int64_t> steps;
+  std::vector<bool> counted;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    steps.push_back(lines[i]["step"].get<std::int64_t>());
+    counted.push_back(lines[i].contains("recorder_errors"));
+  }
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{4, 5, 5, 3, 6, -1, 7}));
+  EXPECT_EQ(counted, (std::vector<bool>{false, false, true, true, false, true, false}));
+  EXPECT_EQ(lines[3]["recorder_errors"], (Json{{"bad_argument", 1}}));
+}
+
 TEST_F(RecorderTest, AScopedRegionLeftUnbalancedIsCountedNotDoubleCounted) {
   TempLog log("scoped-mismatch");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

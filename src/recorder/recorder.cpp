@@ -93,6 +93,7 @@ class Core {
   ClockPair anchor_{};
   double ns_per_tick_ = 1.0;
   std::int64_t update_start_ns_ = 0;
+  std::optional<std::int64_t> last_step_;  ///< step of the previous end_update of this session
   // Errors: kinds' totals at open (global counters), since open, and not yet written.
   std::array<std::uint64_t, kErrorKinds> global_base_{}, total_{}, unreported_{};
 
@@ -339,6 +340,7 @@ Status Core::open(const Options& o, std::string* message) {
   ns_per_tick_ = initial_ns_per_tick();
   anchor_ = read_clock_pair();
   update_start_ns_ = steady_ns();
+  last_step_.reset();
   is_open.store(true, std::memory_order_release);
 
   const bool config_written = write_line(config_to_json(config));
@@ -486,6 +488,10 @@ Status Core::end_update(std::int64_t step) {
     for (void* stream : streams_)
       if (!timer_->synchronize(stream)) count_global_error(ErrorKind::kDeviceSyncFailed);
 
+  // Steps are update indices, >= 0 and increasing: a repeated or lower one is written
+  // (the reader reports it as a duplicate step) and counted.
+  if (step < 0 || (last_step_ && step <= *last_step_)) count_global_error(ErrorKind::kBadArgument);
+  last_step_ = step;
   UpdateRecord u;
   u.rank = opts_.rank;
   u.step = step;
