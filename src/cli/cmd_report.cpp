@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <memory>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -24,16 +26,43 @@ struct ReportOptions {
   std::string out_dir;  ///< --out DIR, for --format csv
 };
 
-// --format csv: several tables, written as DIR/<name>.csv.
+// --format csv: several tables, written as DIR/<name>.csv. Each is written beside its
+// place first and all are renamed into place once every one is written, so that a
+// failure or an interrupt leaves DIR as it was (not one new table among old ones).
 bool write_csv(const std::string& dir, const Report& report, const AnalysisInput& in) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  fs::create_directories(dir, ec);
   if (ec) {
     fmt::print(stderr, "stepprof: cannot create directory {}: {}\n", dir, ec.message());
     return false;
   }
-  for (const auto& file : render_csv(report, build_series(in, report)))
-    if (!write_output((std::filesystem::path(dir) / file.name).string(), file.text)) return false;
+  std::vector<std::pair<fs::path, fs::path>> staged;  // (written, its place)
+  auto drop = [&] {
+    for (const auto& [written, place] : staged) fs::remove(written, ec);
+    return false;
+  };
+  for (const auto& file : render_csv(report, build_series(in, report))) {
+    const fs::path place = fs::path(dir) / file.name;
+    fs::path written = place;
+    written += fmt::format(".partial-{}", ::getpid());
+    if (!write_output(written.string(), file.text)) return drop();
+    staged.emplace_back(written, place);
+  }
+  if (interrupted()) return drop();
+  for (const auto& [written, place] : staged)  // (a rename over a directory would fail halfway)
+    if (fs::exists(place, ec) && !fs::is_regular_file(place, ec)) {
+      fmt::print(stderr, "stepprof: cannot write {}: it is not a regular file\n", place.string());
+      return drop();
+    }
+  for (std::size_t i = 0; i < staged.size(); ++i) {
+    fs::rename(staged[i].first, staged[i].second, ec);
+    if (ec) {
+      fmt::print(stderr, "stepprof: cannot write {}: {}\n", staged[i].second.string(), ec.message());
+      staged.erase(staged.begin(), staged.begin() + static_cast<std::ptrdiff_t>(i));
+      return drop();
+    }
+  }
   return true;
 }
 

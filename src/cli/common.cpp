@@ -152,8 +152,11 @@ bool write_output(const std::string& path, const std::string& text) {
       fmt::print(stderr, "stepprof: cannot write {}: {}\n", what, errno ? std::strerror(errno) : "write error");
     return false;
   };
-  disarm_exit_on_interrupt();
   errno = 0;
+  // stdout, a FIFO or a device is written in place and leaves nothing to remove: an
+  // interrupt (still armed, after the analyses) ends the process at once, also while a
+  // write blocks on a pipe nobody reads (the write is retried after a signal that
+  // interrupts it halfway, so a flag would not be seen).
   if (path.empty() || path == "-") {
     const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0 &&
                     !std::ferror(stdout);
@@ -165,6 +168,7 @@ bool write_output(const std::string& path, const std::string& text) {
   const auto st = fs::symlink_status(path, ec);
   if (!ec && fs::exists(st) && !fs::is_regular_file(st))
     return write_all(std::fopen(path.c_str(), "wb"), text) || fail(path);
+  disarm_exit_on_interrupt();  // (from here the temporary file is removed on an interrupt)
   // A regular file is written next to the target, then renamed over it: the file is
   // complete or absent, also when the command is interrupted.
   const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());

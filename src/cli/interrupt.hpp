@@ -23,7 +23,8 @@ void install_interrupt_handler();
 /// minutes) and write nothing, so nothing is left half-written. An interrupt that came
 /// before is acted on here.
 void arm_exit_on_interrupt();
-/// Back to setting the flag (write_output calls it before it writes).
+/// Back to setting the flag (write_output calls it before it writes a regular file
+/// through a temporary one, which an interrupt must remove).
 void disarm_exit_on_interrupt();
 
 /// The flag itself, for code that takes a `const std::atomic<bool>*` (ReadOptions::cancel).

@@ -368,6 +368,24 @@ def test_csv_usage_errors(tmp_path):
     assert r.returncode == 2 and "cannot create directory" in r.stderr
 
 
+def test_a_csv_export_that_fails_leaves_the_earlier_one_whole(tmp_path):
+    # The tables were renamed into place one by one: a failure (or Ctrl-C) in the middle
+    # left one new table among the old ones.
+    out = tmp_path / "csv"
+    assert run("report", "--format", "csv", "--out", out, fx.LOG).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert len(before) >= 3
+    last = sorted(before)[-1]
+    (out / last).unlink()
+    (out / last).mkdir()  # the last table's place is taken by a directory
+    other = tmp_path / "other.jsonl"
+    other.write_text("\n".join(fx.LOG.read_text().splitlines()[:5]) + "\n")
+    r = run("report", "--format", "csv", "--out", out, other)
+    assert r.returncode == 2 and "is not a regular file" in r.stderr, r.stderr
+    after = {p.name: (p.read_bytes() if p.is_file() else None) for p in out.iterdir()}
+    assert after == {**{k: v for k, v in before.items() if k != last}, last: None}  # no table replaced, nothing left
+
+
 # ---------------------------------------------------------------------------------------
 # HTML (parsed; the browser test opens it in Chromium)
 

@@ -193,6 +193,30 @@ def test_bad_injections_are_usage_errors(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_ctrl_c_while_the_output_blocks_on_a_pipe_ends_at_once(tmp_path):
+    # The write was retried after the interrupted part, so the first Ctrl-C was not seen
+    # while nobody read the pipe (`stepprof trace ... -o /dev/stdout | less`).
+    import signal
+    import time
+    synth(tmp_path, "--ranks", 4, "--updates", 300)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, and never read past the pipe's buffer
+    try:
+        proc = subprocess.Popen([BIN, "trace", tmp_path / "logs", "-o", fifo], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(2.0)
+        assert proc.poll() is None, proc.communicate()
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert time.monotonic() - sent < 1.0
+        assert "stepprof: interrupted" in err
+    finally:
+        os.close(reader)
+
+
 def test_an_earlier_runs_logs_that_would_stay_are_refused(tmp_path):
     # 2 ranks over 4, or .gz over plain, left the old files beside the new: the report then
     # gave mixed-runs or duplicate-step errors.
