@@ -426,6 +426,19 @@ TEST_F(ReaderTest, AKilledJobsCutRecordFollowedByARestartedJobsConfigIsSplit) {
   EXPECT_EQ(diag_.count(Problem::kMixedRuns), 2u);  // the second config, and the update after it
   EXPECT_EQ(diag_.count(Problem::kJoinedRecords), 0u);
 
+  // An object inside a record that begins like one is not another record: a cut record
+  // holding one gave a phantom update (step 99), and a record with a bad value two errors.
+  const Dataset inner = read({write("inner.jsonl",
+                                    kConfig + "\n" + update(1) + "\n" +
+                                        R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 5, "meta": {"type": "update", "rank": 1, "step": 99, "wall_ms": 7})" +
+                                        "\n" +
+                                        R"({"type": "update", "rank": 1, "step": 3, "wall_ms": -5, "meta": [{"type": "update", "rank": 1, "step": 98, "wall_ms": 7}]})" +
+                                        "\n")});
+  EXPECT_EQ(inner.update_count(), 1u);
+  EXPECT_EQ(diag_.total(), 2u);
+  EXPECT_EQ(diag_.count(Problem::kMalformedJson), 1u);
+  EXPECT_EQ(diag_.count(Problem::kNegativeTime), 1u);
+
   // A nested "type" key inside a value is not a record start.
   const Dataset nested = read({write("nested.jsonl", kConfig + "\n" + update(1, 100.0, R"(, "x": {"type": "adamw"})") +
                                                         "\n")});

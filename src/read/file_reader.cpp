@@ -54,10 +54,16 @@ bool record_starts_at(std::string_view text, std::size_t at) {
 }
 
 // Where another record starts in `text` after its first byte; npos when none does.
-// Finds records that lost the newline between them.
+// Finds records that lost the newline between them. A '{' where a JSON value goes (after
+// ':', ',' or '[') is an object inside the record, not the start of another, even when
+// it begins with "type": "update".
 std::size_t next_record_start(std::string_view text) {
-  for (std::size_t at = text.find('{', 1); at != std::string_view::npos; at = text.find('{', at + 1))
+  for (std::size_t at = text.find('{', 1); at != std::string_view::npos; at = text.find('{', at + 1)) {
+    const auto before = text.find_last_not_of(" \t", at - 1);
+    if (before != std::string_view::npos && (text[before] == ':' || text[before] == ',' || text[before] == '['))
+      continue;
     if (record_starts_at(text, at)) return at;
+  }
   return std::string_view::npos;
 }
 
