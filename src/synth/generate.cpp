@@ -142,15 +142,19 @@ std::string file_name(std::int64_t rank, std::int64_t ranks, bool gzip) {
   return fmt::format("rank{:0{}}.jsonl{}", rank, width, gzip ? ".gz" : "");
 }
 
-// Step logs (`rank*.jsonl`, `rank*.jsonl.gz`) already in `dir` that a run writing
-// `files` would not overwrite, sorted.
+// Files in `dir` or below that `stepprof report DIR` would read (.jsonl, .ndjson, .json,
+// .log, each also .gz) and a run writing `files` would not overwrite, relative to `dir`
+// and sorted.
 std::vector<std::string> stale_logs(const std::string& dir, const std::vector<std::string>& files) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    const bool log = name.starts_with("rank") && (name.ends_with(".jsonl") || name.ends_with(".jsonl.gz"));
-    if (log && std::find(files.begin(), files.end(), it->path().string()) == files.end()) out.push_back(name);
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.ends_with(".gz")) name.resize(name.size() - 3);
+    const bool log = name.ends_with(".jsonl") || name.ends_with(".ndjson") || name.ends_with(".json") ||
+                     name.ends_with(".log");
+    if (log && it->is_regular_file(ec) && std::find(files.begin(), files.end(), it->path().string()) == files.end())
+      out.push_back(it->path().lexically_relative(dir).string());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -242,11 +246,12 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   Manifest man;
   man.options = options;
   for (std::int64_t r = 0; r < o.ranks; ++r) man.files.push_back((fs::path(dir) / file_name(r, o.ranks, gzip)).string());
-  // An earlier run's logs that this one would not replace (more ranks, or the other of
-  // .jsonl and .jsonl.gz): `stepprof report DIR` would read them with the new ones.
+  // An earlier run's logs that this one would not replace (more ranks, the other of
+  // .jsonl and .jsonl.gz, other logs anywhere below): `stepprof report DIR` would read
+  // them with the new ones.
   if (const auto stale = stale_logs(dir, man.files); !stale.empty())
     throw std::runtime_error(fmt::format(
-        "{} holds {} step log(s) this run would not replace ({}{}): `stepprof report {}` would read them with the "
+        "{} holds {} log file(s) this run would not replace ({}{}): `stepprof report {}` would read them with the "
         "new ones; remove them or write to another directory",
         dir, stale.size(), stale.front(), stale.size() > 1 ? fmt::format(" .. {}", stale.back()) : "", dir));
   std::atomic<std::uint64_t> bytes{0};

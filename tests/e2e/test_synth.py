@@ -221,11 +221,17 @@ def test_an_earlier_runs_logs_that_would_stay_are_refused(tmp_path):
     # 2 ranks over 4, or .gz over plain, left the old files beside the new: the report then
     # gave mixed-runs or duplicate-step errors.
     synth(tmp_path, "--ranks", 4, "--updates", 5)
-    for args, left in (((2,), "2 step log(s) this run would not replace (rank2.jsonl .. rank3.jsonl)"),
-                       ((4, "--gzip"), "4 step log(s) this run would not replace (rank0.jsonl .. rank3.jsonl)")):
+    for args, left in (((2,), "2 log file(s) this run would not replace (rank2.jsonl .. rank3.jsonl)"),
+                       ((4, "--gzip"), "4 log file(s) this run would not replace (rank0.jsonl .. rank3.jsonl)")):
         r = run("synth", "-o", tmp_path / "logs", "--updates", 5, "--ranks", *args)
         assert r.returncode == 2 and left in r.stderr, r.stderr
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [f"rank{r}.jsonl" for r in range(4)]
+    # Logs further down, and a manifest inside the logs' directory, would be read too.
+    r = run("synth", "-o", tmp_path, "--updates", 5, "--ranks", 4)
+    assert r.returncode == 2 and "5 log file(s) this run would not replace (logs/rank0.jsonl .. manifest.json)" \
+        in r.stderr, r.stderr
+    r = run("synth", "-o", tmp_path / "logs", "--updates", 5, "--ranks", 4, "--manifest", tmp_path / "logs" / "m.json")
+    assert r.returncode == 2 and "would read it as a log" in r.stderr, r.stderr
     # The same ranks again replace them.
     r = run("synth", "-o", tmp_path / "logs", "--updates", 7, "--ranks", 4)
     assert r.returncode == 0, r.stderr
