@@ -62,11 +62,13 @@ def _name(name: Any, what: str) -> str:
     return name
 
 def _finite(value: Any) -> Any:
-    """`value` with every float that JSON cannot hold (inf, -inf, nan), at any depth of
-    dicts, lists and tuples, as its str() ("inf"): a config such as
-    {"max_grad_norm": float("inf")} is written, not rejected."""
+    """`value` with every float that JSON cannot hold (inf, -inf, nan), and every int
+    beyond a double's range, at any depth of dicts, lists and tuples, as its str()
+    ("inf"): a config such as {"max_grad_norm": float("inf")} is written, not rejected."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2 ** 1023:
+        return str(value)  # (beyond a double: the recorder's JSON reader would reject it)
     if isinstance(value, Mapping):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -221,7 +223,10 @@ class Recorder:
 
     def timed(self, name: Optional[str] = None) -> Callable[[F], F]:
         """Decorator: every call of the function is region `name` (default: the
-        function's qualified name)."""
+        function's qualified name). A recursive function counts every call and its
+        time once. On a generator or async function it times only the call that
+        creates the generator or coroutine, not the work done when it is iterated or
+        awaited: put `with rec.region(...)` inside it instead."""
 
         def decorate(fn: F) -> F:
             region = self.region(name or fn.__qualname__)
@@ -322,6 +327,8 @@ class Recorder:
         thread's regions keep host time only; it does not raise into the training loop."""
         self._not_closed()
         address = _integer(getattr(stream, "cuda_stream", stream), "CUDA stream address")
+        if address < 0:
+            raise ValueError(f"CUDA stream address {address} is negative")
         try:
             _core.set_device_stream(address)
         except RuntimeError as e:

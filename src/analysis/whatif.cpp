@@ -454,7 +454,12 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
   });
   if (!s.x.empty() && !varied) {
     std::vector<std::string> names;
-    for (const std::size_t f : s.changed) names.push_back(space.features[f].name);
+    for (const std::size_t f : s.changed) {
+      const Feature& feature = space.features[f];
+      names.push_back(feature.kind == Feature::Kind::kCalls
+                          ? fmt::format("calls of {}", in.data.regions.name(feature.id))
+                          : feature.name);
+    }
     fail(fmt::format("the work it changes ({}) is the same in every update, so its cost cannot be told apart from a "
                      "fixed cost per update: needs updates in which it differs",
                      join_names(names)));

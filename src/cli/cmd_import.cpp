@@ -56,7 +56,7 @@ int run_import(const ImportOptions& opt) {
   LoadedInput in;
   if (auto stop = load_input(in_opt, diag, in, ro)) return *stop;
   const Dataset& data = in.data;
-  const int status = finish(diag);
+  int status = finish(diag);
 
   std::error_code ec;
   const std::filesystem::path dir(opt.output);
@@ -66,6 +66,13 @@ int run_import(const ImportOptions& opt) {
     return kUsage;
   }
   for (const auto& log : data.ranks) {
+    if (log.config && log.rank && log.config->world_size && *log.rank >= *log.config->world_size) {
+      // (A log the reader would reject: e.g. --world-size 2 for a trace of rank 3.)
+      fmt::print(stderr, "stepprof: rank {} is not below the world size {}: its log is not written\n", *log.rank,
+                 *log.config->world_size);
+      status = kInputErrors;
+      continue;
+    }
     const auto file = dir / fmt::format("rank{}.jsonl", log.rank.value_or(0));
     if (!write_rank(file, log, data)) return kUsage;
     fmt::print(stderr, "stepprof: wrote {}: rank {}, {} update(s), steps {}..{}\n", file.string(),

@@ -69,10 +69,15 @@ int run_whatif_command(WhatIfCliOptions opt) {
   // So is a --path that is not one of the group's (or, without --group, any group's) paths.
   if (!opt.whatif.path.empty()) {
     std::vector<std::string> paths;
+    std::string group_of_path;
     if (in.hierarchy)
       for (const auto& [group, members] : in.hierarchy->alternatives())
         if (opt.whatif.group.empty() || group == opt.whatif.group)
-          for (const auto* m : members) paths.push_back(m->name);
+          for (const auto* m : members) {
+            paths.push_back(m->name);
+            if (m->name == opt.whatif.path && group_of_path.empty()) group_of_path = group;
+          }
+    if (opt.whatif.group.empty()) opt.whatif.group = group_of_path;  // the path's own group, not the first
     if (std::find(paths.begin(), paths.end(), opt.whatif.path) == paths.end()) {
       fmt::print(stderr, "stepprof: --path {}: not an alternative code path {} ({})\n", opt.whatif.path,
                  opt.whatif.group.empty() ? std::string("of the nesting") : "of group " + opt.whatif.group,

@@ -373,6 +373,13 @@ def test_no_distributed_info(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def test_a_world_size_below_the_traces_rank_writes_no_log(tmp_path):
+    r = run("import", "kineto", "--world-size", 2, HTA8, "-o", tmp_path / "out")
+    assert r.returncode == 1
+    assert "rank 3 is not below the world size 2: its log is not written" in r.stderr, r.stderr
+    assert not (tmp_path / "out" / "rank3.jsonl").exists()
+
+
 def test_a_step_log_given_to_import_is_named_as_one(tmp_path):
     # It was "unexpected '{' after the end of the trace object".
     log = SRC / "examples/qwen-vggt/rank1.jsonl"

@@ -300,7 +300,8 @@ def test_a_path_with_a_nul_character_is_rejected(tmp_path):
 
 def test_a_config_with_inf_or_nan_is_written_with_them_as_text(tmp_path):
     # Recorder() failed: json.dumps writes Infinity, which JSON does not have.
-    cfg = {"max_grad_norm": float("inf"), "nested": {"x": [1.5, float("nan"), float("-inf")]}, "lr": 1e-4}
+    cfg = {"max_grad_norm": float("inf"), "nested": {"x": [1.5, float("nan"), float("-inf")]}, "lr": 1e-4,
+           "huge": 10 ** 400}
     with stepprof.Recorder(str(tmp_path / "inf.jsonl"), config=cfg, alternatives={"a": "g"},
                            device_timing="off") as rec:
         rec.end_update(0)
@@ -308,6 +309,7 @@ def test_a_config_with_inf_or_nan_is_written_with_them_as_text(tmp_path):
     assert config["max_grad_norm"] == "inf"
     assert config["nested"] == {"x": [1.5, "nan", "-inf"]}
     assert config["lr"] == 1e-4
+    assert config["huge"] == str(10 ** 400)
     # region_alternatives before the user's fields, as the C++ recorder writes them.
     keys = list(config)
     assert keys.index("region_alternatives") < keys.index("max_grad_norm")
