@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -81,7 +82,17 @@ std::optional<Starts> real_starts(const Dataset& data, std::string& why_not) {
 class NestedLayout {
  public:
   NestedLayout(const AnalysisInput& in, Clock clock, std::size_t& shrunk)
-      : in_(in), device_(clock == Clock::kDevice), shrunk_(shrunk) {}
+      : in_(in), device_(clock == Clock::kDevice), shrunk_(shrunk) {
+    // Every node's place in a depth-first walk of the nesting (definition order).
+    std::vector<std::string_view> stack{""};
+    while (!stack.empty()) {
+      const std::string_view at = stack.back();
+      stack.pop_back();
+      if (!at.empty()) order_.emplace(at, order_.size());
+      const auto kids = in_.hierarchy->children(at);
+      for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back((*it)->name);
+    }
+  }
 
   void update(const UpdateRecord& u, std::int64_t start, std::vector<TimelineSlice>& out) {
     TimelineSlice root{{}, start, to_us(u.wall_ms), u.step, true, u.wall_ms, {}, {}};
@@ -96,10 +107,41 @@ class NestedLayout {
     double ms;
   };
 
+  // The time of region `name` in `u` on this clock, and its sample; nullopt when absent.
+  std::optional<double> time_of(const UpdateRecord& u, std::string_view name, const RegionSample*& s) const {
+    const auto id = in_.region(name);
+    s = id ? u.region(*id) : nullptr;
+    return s ? (device_ ? s->device_ms : s->host_ms) : std::nullopt;
+  }
+
   // The regions laid out directly under `parent`: its children that have a time on this
   // clock, with the children of an absent child in its place.
   void items(const UpdateRecord& u, std::string_view parent, std::vector<Item>& out) const {
-    for (const auto* node : in_.hierarchy->children(parent)) {
+    const auto kids = in_.hierarchy->children(parent);
+    if (kids.size() > u.regions.size()) {
+      // Far more children than the update has regions (names made with the step in them:
+      // one child per update): the same items, from the update's own regions, each laid
+      // out under its nearest ancestor with a time, in the walk's order. (Going over every
+      // child in every update made the trace quadratic in the updates.)
+      std::vector<std::pair<std::size_t, Item>> found;
+      for (const RegionSample& s : u.regions) {
+        const auto t = device_ ? s.device_ms : s.host_ms;
+        const auto name = in_.data.regions.name(s.region);
+        const HierarchyNode* node = t ? in_.hierarchy->find(name) : nullptr;
+        if (!node) continue;
+        std::string_view up = node->parent;
+        const RegionSample* ignored = nullptr;
+        while (up != parent && !up.empty() && !time_of(u, up, ignored)) {
+          const HierarchyNode* n = in_.hierarchy->find(up);
+          up = n ? std::string_view(n->parent) : std::string_view();
+        }
+        if (up == parent) found.emplace_back(order_.at(node->name), Item{&s, node->name, *t});
+      }
+      std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& f : found) out.push_back(f.second);
+      return;
+    }
+    for (const auto* node : kids) {
       const auto id = in_.region(node->name);
       const RegionSample* s = id ? u.region(*id) : nullptr;
       const auto t = s ? (device_ ? s->device_ms : s->host_ms) : std::nullopt;
@@ -134,6 +176,7 @@ class NestedLayout {
   const AnalysisInput& in_;
   bool device_;
   std::size_t& shrunk_;
+  std::unordered_map<std::string_view, std::size_t> order_;  // node name -> depth-first place
 };
 
 std::string clock_label(Clock c) { return c == Clock::kDevice ? "device stream (cuda_stream_ms)" : "host (cpu_call_ms)"; }

@@ -138,6 +138,32 @@ def test_trace_layout_from_sums(tmp_path):
     assert t["otherData"]["shrunk_slices"] == 0
 
 
+def test_trace_layout_of_a_parent_with_a_child_per_update(tmp_path):
+    # A child per update (names made with the step in them): the layout goes over the
+    # update's own regions instead of every child (it was quadratic in the updates), and
+    # must be the same: children in nesting order, an absent child's children in its place.
+    kids = [f"k{i}" for i in range(40)]
+    hier = tmp_path / "h.txt"
+    hier.write_text("A\n" + "".join(f"  {k}\n" for k in kids) + "  mid\n    leaf\n  z\n")
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    for step in range(30):
+        times = {"A": 10.0, f"k{step}": 1.5 + step / 100, "leaf": 2.25, "z": 3.0}
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 12.0, "cpu_call_ms": times,
+                                 "calls": {k: 1 for k in times}}))
+    log = tmp_path / "perstep.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    by, _ = tracks(load_trace(tmp_path, "--hierarchy", hier, log))
+    (events,) = by.values()
+    parent = enclosing(events)
+    for step in range(30):
+        a = next(e for e in events if e["name"] == "A" and e["args"]["step"] == step)
+        under = [e for e in events if parent[id(e)] is a]
+        assert [e["name"] for e in under] == [f"k{step}", "leaf", "z"]
+        assert under[0]["ts"] == a["ts"]
+        for x, y in zip(under, under[1:]):
+            assert y["ts"] == x["ts"] + x["dur"]
+
+
 def test_trace_counters(tmp_path):
     _, updates = fx.real_records()
     t = load_trace(tmp_path, "--hierarchy", fx.HIER, fx.LOG)
