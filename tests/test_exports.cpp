@@ -111,6 +111,40 @@ TEST(Series, WithoutNestingOneUnstackedBreakdown) {
   for (const auto& p : s.ranks[0].regions) EXPECT_FALSE(p.device_self_ms.has_value());
 }
 
+TEST(Series, ACutOfManyRegionsKeepsTheLargestAndSumsTheRest) {
+  // 40 top-level regions r0..r39 of i + 1 ms in update 1 and 2 * (i + 1) ms in update 2
+  // (wall 2,000 ms): kMaxParts - 1 = 23 parts for the largest (r17..r39, in table
+  // order), one for the other 17 (r0..r16: 1 + ... + 17 = 153 ms, and 306 ms), and the
+  // outside part: 2,000 - 820 = 1,180 ms and 2,000 - 1,640 = 360 ms.
+  Builder b;
+  std::string nesting;
+  for (int step = 1; step <= 2; ++step) {
+    auto& u = b.add(step, 2000);  // (a reference into the builder: used before the next add)
+    for (int i = 0; i < 40; ++i) {
+      const std::string name = "r" + std::to_string(i);
+      b.region(u, name, step * (i + 1.0), step * (i + 1.0));
+      if (step == 1) nesting += name + "\n";
+    }
+  }
+  const Hierarchy h = parse(nesting);
+  const AnalysisInput in{b.d, &h};
+  const UpdateSeries s = build_series(in, build_report(in));
+  const auto& cut = s.ranks[0].breakdowns.at(0);
+  ASSERT_EQ(cut.parts.size(), kMaxParts + 1);
+  std::vector<std::string> names;
+  for (std::size_t k = 0; k + 2 < cut.parts.size(); ++k) names.push_back(cut.parts[k].region);
+  std::vector<std::string> expected;
+  for (int i = 17; i < 40; ++i) expected.push_back("r" + std::to_string(i));
+  EXPECT_EQ(names, expected);
+  const StackPart& others = cut.parts[kMaxParts - 1];
+  EXPECT_EQ(others.region, "(17 other regions)");
+  EXPECT_DOUBLE_EQ(*others.ms[0], 153);
+  EXPECT_DOUBLE_EQ(*others.ms[1], 306);
+  EXPECT_EQ(cut.parts.back().kind, StackPart::Kind::kOutside);
+  EXPECT_DOUBLE_EQ(*cut.parts.back().ms[0], 1180);
+  EXPECT_DOUBLE_EQ(*cut.parts.back().ms[1], 360);
+}
+
 TEST(Series, CostPerFrameAndRankStepMatrices) {
   Builder b(2);
   // Rank 0: fast path 20 ms for 10 frames, then slow path 60 ms for 10 frames.

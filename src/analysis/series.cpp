@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "stepprof/schema.hpp"
 
 namespace stepprof {
@@ -33,20 +35,64 @@ std::optional<double> self_ms(const UpdateRecord& u, const Plan& p, bool device)
 std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>& plans, const RankLog& rank) {
   std::vector<Breakdown> out;
   const auto& regions = s.regions;
+  auto value = [&](const UpdateRecord& u, StackPart::Kind kind, std::size_t i) -> std::optional<double> {
+    if (!plans[i].id) return std::nullopt;
+    if (kind == StackPart::Kind::kSelf) return self_ms(u, plans[i], regions[i].device);
+    return region_ms(u, *plans[i].id, regions[i].device);
+  };
   auto values = [&](StackPart::Kind kind, std::size_t i) {
     std::vector<std::optional<double>> v;
     v.reserve(rank.updates.size());
-    for (const auto& u : rank.updates) {
-      if (!plans[i].id) v.emplace_back();
-      else if (kind == StackPart::Kind::kSelf) v.push_back(self_ms(u, plans[i], regions[i].device));
-      else v.push_back(region_ms(u, *plans[i].id, regions[i].device));
-    }
+    for (const auto& u : rank.updates) v.push_back(value(u, kind, i));
     return v;
+  };
+  // Each row's time summed over the rank's updates, from the updates' own regions (one
+  // pass: a log with a region per update has thousands of rows).
+  std::vector<std::ptrdiff_t> row_of;  // region id -> row, -1 for none
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    if (plans[i].id) {
+      if (*plans[i].id >= row_of.size()) row_of.resize(*plans[i].id + 1, -1);
+      row_of[*plans[i].id] = static_cast<std::ptrdiff_t>(i);
+    }
+  std::vector<double> total(regions.size(), 0.0);
+  for (const auto& u : rank.updates)
+    for (const auto& r : u.regions)
+      if (r.region < row_of.size() && row_of[r.region] >= 0) {
+        const auto i = static_cast<std::size_t>(row_of[r.region]);
+        total[i] += region_ms(u, r.region, regions[i].device).value_or(0.0);
+      }
+  // Of more than kMaxParts rows (names made with the step in them), the kMaxParts - 1 with
+  // the most time, in table order; the others, if `merge`, as one part that sums them.
+  auto cap = [&](std::vector<std::pair<std::size_t, StackPart::Kind>> rows, bool merge, Breakdown& b) {
+    std::vector<std::pair<std::size_t, StackPart::Kind>> rest;
+    if (rows.size() > kMaxParts) {
+      std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& c) { return total[a.first] > total[c.first]; });
+      rest.assign(rows.begin() + static_cast<std::ptrdiff_t>(kMaxParts - 1), rows.end());
+      rows.resize(kMaxParts - 1);
+      std::sort(rows.begin(), rows.end());
+    }
+    for (const auto& [i, kind] : rows) b.parts.push_back({kind, regions[i].name, values(kind, i)});
+    if (rest.empty() || !merge) return;
+    std::vector<StackPart::Kind> kind_of(regions.size(), StackPart::Kind::kOutside);  // kOutside: not in `rest`
+    for (const auto& [i, kind] : rest) kind_of[i] = kind;
+    StackPart others{StackPart::Kind::kRegion, fmt::format("({} other regions)", rest.size()), {}};
+    for (const auto& u : rank.updates) {
+      std::optional<double> sum;
+      for (const auto& r : u.regions) {
+        if (r.region >= row_of.size() || row_of[r.region] < 0) continue;
+        const auto i = static_cast<std::size_t>(row_of[r.region]);
+        if (kind_of[i] == StackPart::Kind::kOutside) continue;
+        if (const auto v = value(u, kind_of[i], i)) sum = sum.value_or(0.0) + *v;
+      }
+      others.ms.push_back(sum);
+    }
+    b.parts.push_back(std::move(others));
   };
   if (!s.nesting_known) {
     Breakdown b{-1, false, {}};
-    for (std::size_t i = 0; i < regions.size(); ++i)
-      b.parts.push_back({StackPart::Kind::kRegion, regions[i].name, values(StackPart::Kind::kRegion, i)});
+    std::vector<std::pair<std::size_t, StackPart::Kind>> rows;
+    for (std::size_t i = 0; i < regions.size(); ++i) rows.emplace_back(i, StackPart::Kind::kRegion);
+    cap(std::move(rows), false, b);  // (unstacked: a sum of overlapping regions would mean nothing)
     out.push_back(std::move(b));
     return out;
   }
@@ -61,13 +107,14 @@ std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>
   for (const auto& u : rank.updates) outside.emplace_back(outside_regions_ms(u, top));
   for (int level = 0; level <= max_depth; ++level) {
     Breakdown b{level, true, {}};
+    std::vector<std::pair<std::size_t, StackPart::Kind>> rows;
     for (std::size_t i = 0; i < regions.size(); ++i) {
       const auto& r = regions[i];
       if (!r.in_nesting || r.depth > level) continue;
       const bool parent_above_cut = r.depth < level && !plans[i].kids.empty();
-      const auto kind = parent_above_cut ? StackPart::Kind::kSelf : StackPart::Kind::kRegion;
-      b.parts.push_back({kind, r.name, values(kind, i)});
+      rows.emplace_back(i, parent_above_cut ? StackPart::Kind::kSelf : StackPart::Kind::kRegion);
     }
+    cap(std::move(rows), true, b);
     b.parts.push_back({StackPart::Kind::kOutside, "", outside});
     out.push_back(std::move(b));
   }

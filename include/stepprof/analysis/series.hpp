@@ -54,10 +54,16 @@ struct StackPart {
 /// outside every top-level region. With the nesting known the parts of one update add up
 /// to its wall_ms (up to the device-vs-host difference of the regions timed on the
 /// device, and nesting violations).
+/// The most parts a Breakdown has (the outside part besides): beyond it, the regions
+/// with the least time are summed in one part "(N other regions)" (not shown, for an
+/// unstacked breakdown). A chart of more could not be read, and a log with a region per
+/// update (names made with the step in them) made the parts quadratic in the updates.
+inline constexpr std::size_t kMaxParts = 24;
+
 struct Breakdown {
   int level = 0;        ///< depth of the cut; -1 when the nesting is unknown
   bool stacked = true;  ///< false without nesting: parts are every region, which may overlap
-  std::vector<StackPart> parts;  ///< in the region table's order, kOutside last
+  std::vector<StackPart> parts;  ///< in the region table's order, then "(N other regions)", kOutside last
 };
 
 /// Cost per unit of work of one alternative code path, per update.
