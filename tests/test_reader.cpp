@@ -374,6 +374,20 @@ TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
   EXPECT_EQ(diag_.count(Problem::kMixedRuns), 2u);  // the second config, and the update after it
   EXPECT_EQ(d.update_count(), 2u);
 
+  // Whole records before the zeros (the zero-fill took their newline) are read: they were
+  // counted as "bytes of a record cut short" and lost.
+  const Dataset before = read({write("before.jsonl", kConfig + "\n" + update(1) + update(2) + std::string(64, '\0') +
+                                                         update(3) + "\n" + update(4) + std::string(8, '\0') + "\n")});
+  EXPECT_EQ(before.update_count(), 4u);
+  EXPECT_EQ(diag_.count(Problem::kZeroBytes), 2u);
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  const Diagnostic* w = first(Problem::kZeroBytes);
+  EXPECT_NE(w->message.find("64 zero bytes skipped: a crash or power loss leaves zeros where a file was being written, "
+                            "and records written there are lost; the 2 whole record(s) before them are read; the text "
+                            "after them is read as a record"),
+            std::string::npos)
+      << w->message;
+
   // Zeros alone at the end of the file: a warning, not "the job was killed mid-record".
   const Dataset tail = read({write("tail.jsonl", kConfig + "\n" + update(1) + "\n" + std::string(100, '\0'))});
   EXPECT_EQ(tail.update_count(), 1u);

@@ -385,17 +385,39 @@ class FileParser {
       auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
       if (kind == RecordKind::kError && text.find('\0') != std::string_view::npos) {
         // Zeros where a crash or power loss left the file's tail unwritten, then what a
-        // restarted job appended: the text after the last zero is read as a record.
+        // restarted job appended: the text after the last zero is read as a record. Whole
+        // records before zeros (whose newline the zero-fill took) are read too; what is
+        // left of a record the zeros cut short is counted.
         const auto last = text.find_last_of('\0');
         const auto zeros = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\0'));
-        const std::size_t cut = last + 1 - zeros;  // other bytes before the last zero: a record cut short
+        std::size_t cut = 0, whole = 0;
+        for (std::size_t pos = 0; pos < last;) {
+          const std::size_t zero = text.find('\0', pos);
+          std::string_view seg = text.substr(pos, zero - pos);
+          while (!trim(seg).empty()) {
+            const std::size_t next = next_record_start(trim(seg));
+            const std::string_view piece = trim(next == std::string_view::npos ? trim(seg) : trim(seg).substr(0, next));
+            const auto k = parser.parse(piece, cfg_fields, u, unknown_type, rerr);
+            if (k == RecordKind::kError) {
+              cut += piece.size();
+            } else {
+              ++whole;
+              take(k, piece, col_offset + static_cast<std::uint64_t>(piece.data() - text.data()), ln, line, true);
+            }
+            if (next == std::string_view::npos) break;
+            seg = trim(seg).substr(next);
+          }
+          pos = text.find_first_not_of('\0', zero);
+          if (pos == std::string_view::npos) break;
+        }
         const std::string_view after = trim(text.substr(last + 1));
         report(Severity::kWarning, Problem::kZeroBytes, ln, col_offset + 1,
                fmt::format("{} zero byte{}{} skipped: a crash or power loss leaves zeros where a file was being "
-                           "written, and records written there are lost{}",
+                           "written, and records written there are lost{}{}",
                            zeros, zeros == 1 ? "" : "s",
                            cut ? fmt::format(" and {} byte{} of a record cut short by them", cut, cut == 1 ? "" : "s")
                                : "",
+                           whole ? fmt::format("; the {} whole record(s) before them are read", whole) : "",
                            after.empty() ? "" : "; the text after them is read as a record"));
         if (after.empty()) continue;
         col_offset += static_cast<std::uint64_t>(after.data() - text.data());
