@@ -246,6 +246,15 @@ TEST_F(ReaderTest, GzipMembersAreReadInTurnAndTrailingBytesAreReported) {
   ASSERT_EQ(diag_.count(Problem::kUnreadable), 1u);
   EXPECT_NE(first(Problem::kUnreadable)->message.find("4096 bytes after"), std::string::npos);
 
+  // A gzip file cut off mid-record: one warning, not one for the line and one for the file.
+  const std::string gz = gzip_of(kConfig + "\n" + update(1) + "\n" + update(2));
+  const Dataset cut_gz = read({write("cut.jsonl.gz", gz.substr(0, gz.size() - 12))});
+  EXPECT_EQ(cut_gz.update_count(), 1u);
+  EXPECT_EQ(diag_.total(), 1u);
+  ASSERT_EQ(diag_.count(Problem::kTruncatedLine), 1u);
+  EXPECT_TRUE(first(Problem::kTruncatedLine)->message.starts_with("input ends early (")) << first(Problem::kTruncatedLine)->message;
+  EXPECT_NE(first(Problem::kTruncatedLine)->message.find("the file was cut off mid-record: "), std::string::npos);
+
   // A plain file named .gz is read as it is.
   const Dataset plain = read({write("plain.jsonl.gz", text)});
   EXPECT_EQ(diag_.total(), 0u);

@@ -163,6 +163,7 @@ class FileParser {
     std::optional<RunConfig>& file_config = out_.config;
     std::uint64_t file_config_line = 0;
     bool table_mode = false, mode_known = false, truncated = false, corrupt_tail = false;
+    bool cut_said = false;  // the last line's warning said the input ends early
     std::uint64_t records = 0, rejected_after_mix = 0, mixed_at = 0;
     std::string cell;  // markdown cell with `\|` unescaped, plus parser padding
     RecordParser parser(out_.regions, out_.counters);
@@ -199,9 +200,15 @@ class FileParser {
           if (!terminated) {
             if (col == 0) col = line.size() + 1;  // where the record was cut
             truncated = true;
+            // A compressed file that ends early cuts its last line too: one warning says both.
+            const bool stream_cut = src.cut_off() && !src.error().empty();
+            cut_said = stream_cut;
             report(truncation_severity(), Problem::kTruncatedLine, ln, col,
-                   fmt::format("the last line ends mid-record (was the writing job killed?): {}; "
+                   fmt::format("{}: {}; "
                                "{}",
+                               stream_cut ? fmt::format("input ends early ({}): the file was cut off mid-record",
+                                                        src.error())
+                                          : std::string("the last line ends mid-record (was the writing job killed?)"),
                                rerr.message,
                                opt_.strict ? std::string("reading stops (--strict)")
                                            : fmt::format("the {} update record(s) read before it are kept", out_.updates.size())));
@@ -433,11 +440,12 @@ class FileParser {
     }
     if (opt_.on_bytes) opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
     if (!src.error().empty() && src.cut_off()) {
-      report(truncation_severity(), Problem::kTruncatedLine, src.line_number(), 0,
-             fmt::format("input ends early ({}): the file was cut off; {}", src.error(),
-                         opt_.strict ? std::string("reading stops (--strict)")
-                                     : fmt::format("the {} update record(s) read before the cut are kept",
-                                                   out_.updates.size())));
+      if (!cut_said)
+        report(truncation_severity(), Problem::kTruncatedLine, src.line_number(), 0,
+               fmt::format("input ends early ({}): the file was cut off; {}", src.error(),
+                           opt_.strict ? std::string("reading stops (--strict)")
+                                       : fmt::format("the {} update record(s) read before the cut are kept",
+                                                     out_.updates.size())));
     } else if (!src.error().empty()) {
       report(Severity::kError, Problem::kUnreadable, src.line_number(), 0,
              fmt::format("cannot read the rest of the file ({}): it is corrupt or unreadable; {}", src.error(),
