@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <atomic>
 #include <thread>
@@ -613,6 +614,38 @@ TEST_F(RecorderTest, DepthOverflowAndMismatchedExitsAreCounted) {
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"depth_overflow", 6}, {"mismatched_exit", 2}}));
 }
 
+TEST_F(RecorderTest, DataRecordedAfterTheLastUpdateIsCountedAtClose) {
+  // Each kind of per-update data, recorded after the last end_update(), is not written:
+  // close() counts it once and says so; with nothing after the last update it is kOk.
+  using namespace stepprof::recording;
+  const std::vector<std::pair<std::string, std::function<void()>>> kinds = {
+      {"region", [] { STEPPROF_REGION("after_last_update"); }},
+      {"counter", [] { count(counter_id("after_last_update_count"), 0); }},
+      {"histogram", [] { frame_histogram_add(3, 1); }},
+      {"shape", [] { input_shape({2, 5}); }},
+      {"indices", [] { const std::int64_t i[] = {7}; sample_indices(i); }},
+      {"padding", [] { set_padding_fraction(0.25); }},
+      {"microbatch", [] { const std::int64_t f[] = {1}; microbatch(f, {}); }},
+  };
+  for (const auto& [what, record] : kinds) {
+    TempLog log("unwritten-" + what);
+    ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+    { STEPPROF_REGION("written_work"); }
+    ASSERT_EQ(end_update(0), Status::kOk);
+    record();
+    std::string message;
+    EXPECT_EQ(close(&message), Status::kWarnErrors) << what;
+    EXPECT_NE(message.find("unwritten_at_close 1"), std::string::npos) << what << ": " << message;
+    EXPECT_NE(message.find("after the last end_update() was not written"), std::string::npos) << message;
+    EXPECT_EQ(read_lines(log.path).size(), 2u) << what;  // the config and update 0
+
+    ASSERT_EQ(open(host_only(log.path)), Status::kOk);  // the next session starts clean
+    record();
+    ASSERT_EQ(end_update(0), Status::kOk);
+    EXPECT_EQ(close(&message), Status::kOk) << what << ": " << message;
+  }
+}
+
 TEST_F(RecorderTest, ACounterSumThatWrapsAroundInt64IsLeftOutAndCounted) {
   TempLog log("wrapcount");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);
@@ -754,6 +787,7 @@ TEST_F(RecorderTest, AForkedChildNeitherBlocksNorWritesTheParentsLog) {
   busy.join();
   EXPECT_EQ(blocked, 0);
   EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(end_update(999'999'999), Status::kOk);  // writes what the busy thread recorded last
   EXPECT_EQ(close(), Status::kOk);
   const auto lines = read_lines(log.path);
   ASSERT_GE(lines.size(), 1u);

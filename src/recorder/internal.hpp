@@ -33,6 +33,7 @@ enum class ErrorKind : std::uint8_t {
   kDeviceReadFailed,        ///< a device time could not be read back
   kDeviceSyncFailed,        ///< waiting for a device stream at the update boundary failed
   kDeviceThreadsExhausted,  ///< set_device_stream() on more threads than device_threads
+  kUnwrittenAtClose,        ///< close() found region calls, counters or update data after the last end_update (not written)
   kCount,
 };
 inline constexpr std::size_t kErrorKinds = static_cast<std::size_t>(ErrorKind::kCount);

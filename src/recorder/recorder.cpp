@@ -73,6 +73,7 @@ class Core {
  private:
   Status enable_device_here(void* stream);  // mu held
   void collect_errors();                    // mu held
+  bool recorded_since_last_update();        // mu held
   bool write_line(const std::string& line);  // mu held
   void drain_device(ThreadStateFull* s);     // mu and the thread registry's lock held
   void touch(std::uint32_t region);
@@ -614,9 +615,30 @@ Status Core::flush() {
   return sink_->sync() == 0 ? Status::kOk : Status::kWarnIo;
 }
 
+// True when a region call, a counter or any other per-update data was recorded after
+// the last end_update (or open): close() does not write it, so it is counted.
+bool Core::recorded_since_last_update() {
+  const std::uint32_t n = names().region_count.load(std::memory_order_acquire);
+  {
+    auto& reg = thread_registry();
+    std::lock_guard tl(reg.mu);
+    for (ThreadStateFull* st : reg.states)
+      for (std::uint32_t r = 0; r < n; ++r)
+        if (st->acc[r].calls.load(std::memory_order_acquire) != st->base_calls[r]) return true;
+  }
+  auto& nr = names();
+  const std::uint32_t nc = nr.counter_count.load(std::memory_order_acquire);
+  for (std::uint32_t c = 0; c < nc; ++c)
+    if (nr.counter_touched[c].load(std::memory_order_relaxed)) return true;
+  std::lock_guard dl(data_mu);
+  return !data.histogram.empty() || !data.shapes.empty() || !data.indices.empty() || data.padding ||
+         !data.microbatches.empty();
+}
+
 Status Core::close(std::string* message) {
   std::lock_guard lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  if (recorded_since_last_update()) count_global_error(ErrorKind::kUnwrittenAtClose);
   if (timer_) {
     if (opts_.sync_at_update)
       for (void* stream : streams_) timer_->synchronize(stream);
@@ -656,6 +678,8 @@ Status Core::close(std::string* message) {
   }
   std::string msg = "stepprof: the recorder counted " + std::to_string(errors) + " error(s) while recording to " + path_ + " (" +
                     kinds + "); " + std::to_string(records_written_) + " record(s) written";
+  if (total_[static_cast<std::size_t>(ErrorKind::kUnwrittenAtClose)])
+    msg += "; what was recorded after the last end_update() was not written (call end_update() before close())";
   if (open_errno_) msg += "; the file could not be opened: " + std::string(std::strerror(open_errno_));
   else if (write_errno_) msg += "; last write error: " + std::string(std::strerror(write_errno_));
   if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());

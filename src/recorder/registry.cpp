@@ -66,6 +66,7 @@ std::string_view error_name(ErrorKind k) noexcept {
     case ErrorKind::kDeviceReadFailed: return "device_read_failed";
     case ErrorKind::kDeviceSyncFailed: return "device_sync_failed";
     case ErrorKind::kDeviceThreadsExhausted: return "device_threads_exhausted";
+    case ErrorKind::kUnwrittenAtClose: return "unwritten_at_close";
     case ErrorKind::kCount: break;
   }
   return "unknown";
