@@ -18,6 +18,22 @@ function(run)
 endfunction()
 
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+
+# The Python package, when built, is installed too: import it from the prefix alone and
+# record one update with it.
+if(PYTHON_EXECUTABLE AND PYTHON_INSTALL_DIR)
+  set(py_dir ${PYTHON_INSTALL_DIR})
+  if(NOT IS_ABSOLUTE ${py_dir})
+    set(py_dir ${WORK_DIR}/prefix/${py_dir})
+  endif()
+  if(NOT EXISTS ${py_dir}/stepprof/__init__.py)
+    message(FATAL_ERROR "python: cmake --install did not put the package stepprof in ${py_dir}")
+  endif()
+  run(${CMAKE_COMMAND} -E env PYTHONPATH=${py_dir} PYTHONNOUSERSITE=1 ${PYTHON_EXECUTABLE} -c
+      "import stepprof, sys; assert stepprof.__file__.startswith(sys.argv[1]), stepprof.__file__; r = stepprof.Recorder(sys.argv[2], rank=0, world_size=1, device_timing='off')\nwith r.region('py_work'): pass\nr.end_update(0); r.close(); lines = open(sys.argv[2]).read().splitlines(); assert len(lines) == 2, lines"
+      ${py_dir} ${WORK_DIR}/python-log.jsonl)
+  message(STATUS "python: ok (${py_dir})")
+endif()
 foreach(kind find-package add-subdirectory)
   set(b ${WORK_DIR}/${kind})
   run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/${kind}-test -B ${b} -G Ninja -DCMAKE_BUILD_TYPE=Release
