@@ -513,6 +513,12 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
       continue;
     }
     // A directory: its log files, in its subdirectories too (e.g. logs/rank3/...), sorted.
+    // One that cannot be listed is an error (the iterator below would skip it as empty).
+    if (::access(in.c_str(), R_OK | X_OK) != 0) {
+      diag.report({Severity::kError, Problem::kUnreadable, in, 0, 0,
+                   fmt::format("cannot list the directory: {}", std::strerror(errno))});
+      continue;
+    }
     std::vector<std::string> found;
     fs::recursive_directory_iterator it(in, fs::directory_options::skip_permission_denied, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
@@ -529,11 +535,15 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
         else if (it.depth() >= kMaxDirectoryDepth)
           why = fmt::format("not read: directories are read {} levels down; name this one to read it",
                             kMaxDirectoryDepth);
-        else if (::access(it->path().c_str(), R_OK | X_OK) != 0)
-          why = fmt::format("not read: {}", std::strerror(errno));
+        bool unreadable = false;
+        if (why.empty() && ::access(it->path().c_str(), R_OK | X_OK) != 0) {
+          why = fmt::format("cannot list the directory: {}; a rank's log may be in it", std::strerror(errno));
+          unreadable = true;
+        }
         if (!why.empty()) {
           it.disable_recursion_pending();
-          diag.report({Severity::kNote, Problem::kUnknownRecord, it->path().string(), 0, 0, why});
+          diag.report({unreadable ? Severity::kWarning : Severity::kNote,
+                       unreadable ? Problem::kUnreadable : Problem::kUnknownRecord, it->path().string(), 0, 0, why});
         }
         ec.clear();
         continue;

@@ -4,11 +4,13 @@ Expected figures are computed here, independently of stepprof, with Python's sta
 library (json, statistics, math) straight from the raw log lines.
 """
 import gzip
+import shutil
 import json
 import math
 import os
 import statistics
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -353,3 +355,45 @@ def test_one_pipe_named_twice_is_read_once():
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["run"]["updates"] == 20
     assert "/dev/stdin: note: given more than once; read once" in r.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="runs stepprof as another user (nobody) to make a directory unreadable to it")
+def test_a_directory_that_cannot_be_listed_is_said():
+    # Root reads every directory, so stepprof runs as nobody, from a copy it may execute,
+    # in a directory under /tmp that nobody can reach (pytest's own is not).
+    tmp_path = Path(tempfile.mkdtemp(prefix="stepprof-unlistable-"))
+    try:
+        _check_unlistable(tmp_path)
+    finally:
+        (tmp_path / "job" / "run2").chmod(0o755)
+        shutil.rmtree(tmp_path)
+
+
+def _check_unlistable(tmp_path):
+    tmp_path.chmod(0o755)
+    exe = tmp_path / "stepprof"
+    shutil.copy(BIN, exe)
+    exe.chmod(0o755)
+    job = tmp_path / "job"
+    (job / "run2").mkdir(parents=True)
+    shutil.copy(LOG, job / "rank1.jsonl")
+    shutil.copy(LOG, job / "run2" / "rank1b.jsonl")
+    for d in (job, job / "run2"):
+        d.chmod(0o755)
+    for f in (job / "rank1.jsonl", job / "run2" / "rank1b.jsonl"):
+        f.chmod(0o644)
+    (job / "run2").chmod(0)
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(exe), "report", "-o", "/dev/null"]
+
+    named = subprocess.run(as_nobody + [str(job / "rank1.jsonl"), str(job / "run2")], capture_output=True, text=True,
+                           timeout=120)
+    assert named.returncode == 1, named.stderr  # an error: the input named was not read
+    assert f"{job / 'run2'}: error: cannot list the directory: Permission denied [unreadable]" in named.stderr, \
+        named.stderr
+    assert "holds no log files" not in named.stderr
+
+    inside = subprocess.run(as_nobody + [str(job)], capture_output=True, text=True, timeout=120)
+    assert inside.returncode == 0, inside.stderr  # the rest was read; the warning says what was not
+    assert f"{job / 'run2'}: warning: cannot list the directory: Permission denied; a rank's log may be in it " \
+           "[unreadable]" in inside.stderr, inside.stderr
