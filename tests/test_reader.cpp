@@ -623,6 +623,34 @@ TEST_F(ReaderTest, TruncatedFinalLineIsAWarningAndEarlierRecordsCount) {
   EXPECT_EQ(d.ranks[0].updates.size(), 1u);
 }
 
+TEST_F(ReaderTest, AWholeFinalLineWithABadFieldIsThatErrorNotACutRecord) {
+  // No newline after the last record, but the record is whole: its bad field is the
+  // error it would be on any other line, not "the last line ends mid-record".
+  std::string bad = update(12);
+  const auto at = bad.find("\"wall_ms\": ");
+  ASSERT_NE(at, std::string::npos) << bad;
+  bad.insert(at + 11, "-");  // a negative wall time
+  const auto p = write("bad-last.jsonl", kConfig + "\n" + update(11) + "\n" + bad + " ");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Problem::kTruncatedLine), 0u);
+  const Diagnostic* e = first(Problem::kNegativeTime);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->severity, Severity::kError);
+  EXPECT_EQ(e->line, 3u);
+  EXPECT_EQ(d.ranks[0].updates.size(), 1u);
+}
+
+TEST_F(ReaderTest, EveryCutOfAFinalRecordIsATruncatedLineWarning) {
+  // Whatever byte a killed job stopped at, a cut record is a warning, never a field error.
+  const std::string full = update(12);
+  for (std::size_t n = 1; n < full.size(); ++n) {
+    const auto p = write("cut-" + std::to_string(n) + ".jsonl", kConfig + "\n" + update(11) + "\n" + full.substr(0, n));
+    const Dataset d = read({p});
+    EXPECT_EQ(diag_.count(Severity::kError), 0u) << "cut after " << n << " bytes: " << full.substr(0, n);
+    EXPECT_EQ(diag_.count(Problem::kTruncatedLine), 1u) << "cut after " << n << " bytes: " << full.substr(0, n);
+  }
+}
+
 TEST_F(ReaderTest, CompleteFinalLineWithoutNewlineIsFine) {
   const auto p = write("n.jsonl", kConfig + "\n" + update(11));
   const Dataset d = read({p});

@@ -197,7 +197,14 @@ class FileParser {
                                std::count(text.begin(), text.end(), '\r') + 1));
             break;
           }
-          if (!terminated) {
+          // A last line without a newline is a record cut short, unless it is whole: it
+          // ends with '}' and what is wrong is a field, not the JSON (a cut leaves every
+          // value before it whole, so its first problem is the missing end).
+          std::string_view whole = text;
+          while (!whole.empty() && (whole.back() == ' ' || whole.back() == '\t' || whole.back() == '\r'))
+            whole.remove_suffix(1);
+          const bool complete = rerr.problem != Problem::kMalformedJson && whole.ends_with('}');
+          if (!terminated && !complete) {
             if (col == 0) col = line.size() + 1;  // where the record was cut
             truncated = true;
             // A compressed file that ends early cuts its last line too: one warning says both.
