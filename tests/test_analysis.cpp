@@ -341,6 +341,48 @@ TEST(StragglerEpisodes, FromMarginsBuiltByHand) {
   EXPECT_EQ(threshold, 0);
 }
 
+// Two ranks behind in the same updates. 20 steps, 5 ranks whose own work is
+// 100, 100, 100, 100, 110 ms, except steps 5..9, where rank 3 takes 160 and rank 4 180.
+// Margins (slowest - median 100): 10 in 15 updates, 80 in 5: typical 10, MAD 0, so the
+// threshold is 10 + 5 % of 100 = 15 ms. Rank 4 is the slowest everywhere and behind at
+// steps 5..9 (margin 80, excess 5 x 70 = 350); rank 3 is behind there too although it is
+// never the slowest (margin 60, excess 5 x 50 = 250). Each was behind alongside the other.
+TEST(StragglerEpisodes, TwoRanksBehindAtOnceAreBothFound) {
+  std::vector<std::vector<double>> compute(5);
+  std::vector<UpdateSlowest> per_update;
+  for (std::int64_t step = 1; step <= 20; ++step) {
+    const bool slow = step >= 5 && step <= 9;
+    const double row[5] = {100, 100, 100, slow ? 160.0 : 100.0, slow ? 180.0 : 110.0};
+    for (std::size_t r = 0; r < 5; ++r) compute[r].push_back(row[r]);
+    per_update.push_back({step, 4, row[4], 100, row[4] - 100});
+  }
+  std::vector<RankWork> ranks;
+  for (std::size_t r = 0; r < 5; ++r) ranks.push_back({static_cast<std::int64_t>(r), &compute[r]});
+  double threshold = 0;
+  const auto both = find_straggler_episodes(per_update, threshold, ranks);
+  EXPECT_DOUBLE_EQ(threshold, 15);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].rank, 3);
+  EXPECT_EQ(both[1].rank, 4);
+  for (const auto& e : both) {
+    EXPECT_EQ(std::make_pair(e.first_step, e.last_step), std::make_pair(std::int64_t{5}, std::int64_t{9}));
+    EXPECT_EQ(e.behind, 5u);
+    EXPECT_EQ(e.shared, 5u);
+  }
+  EXPECT_DOUBLE_EQ(both[0].margin_ms, 60);
+  EXPECT_DOUBLE_EQ(both[0].excess_ms, 250);
+  EXPECT_EQ(both[0].alongside, std::vector<std::int64_t>{4});
+  EXPECT_DOUBLE_EQ(both[1].margin_ms, 80);
+  EXPECT_DOUBLE_EQ(both[1].excess_ms, 350);
+  EXPECT_EQ(both[1].alongside, std::vector<std::int64_t>{3});
+
+  // From the slowest rank of each update alone, rank 3 is hidden behind rank 4.
+  const auto slowest_only = find_straggler_episodes(per_update, threshold);
+  ASSERT_EQ(slowest_only.size(), 1u);
+  EXPECT_EQ(slowest_only[0].rank, 4);
+  EXPECT_EQ(slowest_only[0].shared, 0u);
+}
+
 TEST(SlowUpdates, StepsBeyondTheMedianAndTheRegionThatGrew) {
   Builder b;
   // 20 updates of 100 ms (step k: 100 + k % 3 ms of jitter), with "step" = fwd 40 + bwd 50;

@@ -12,7 +12,7 @@
 namespace stepprof {
 
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
-                                                      double& threshold_ms) {
+                                                      double& threshold_ms, const std::vector<RankWork>& ranks) {
   std::vector<StragglerEpisode> out;
   threshold_ms = 0;
   if (per_update.empty()) return out;
@@ -26,30 +26,58 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   const double robust_sd = 1.4826 * *median(margins);
   threshold_ms = typical + std::max(3 * robust_sd, 0.05 * *median(work));
 
-  // Each rank's outlying updates (indices into per_update), grouped into runs.
-  std::map<std::int64_t, std::vector<std::size_t>> behind;
-  for (std::size_t i = 0; i < per_update.size(); ++i)
-    if (per_update[i].margin_ms > threshold_ms) behind[per_update[i].slowest_rank].push_back(i);
-  constexpr std::size_t kMaxGap = 2, kMinBehind = 3;
+  // Each rank's behind updates (index into per_update, its margin), and how many ranks
+  // are behind in each update.
+  std::map<std::int64_t, std::vector<std::pair<std::size_t, double>>> behind;
+  std::vector<std::uint32_t> behind_in(per_update.size(), 0);
+  for (std::size_t i = 0; i < per_update.size(); ++i) {
+    const UpdateSlowest& u = per_update[i];
+    if (u.margin_ms <= threshold_ms) continue;  // the slowest rank is not behind: nor is any other
+    if (ranks.empty()) {
+      behind[u.slowest_rank].emplace_back(i, u.margin_ms);
+      ++behind_in[i];
+      continue;
+    }
+    for (const RankWork& r : ranks) {
+      const double margin = (*r.compute_ms)[i] - u.median_compute_ms;
+      if (margin <= threshold_ms) continue;
+      behind[r.rank].emplace_back(i, margin);
+      ++behind_in[i];
+    }
+  }
+  // The ranks behind in update i other than `rank` (for `alongside`).
+  auto others_in = [&](std::size_t i, std::int64_t rank, std::vector<std::int64_t>& into) {
+    if (ranks.empty()) return;  // only the slowest rank is known
+    for (const RankWork& r : ranks)
+      if (r.rank != rank && (*r.compute_ms)[i] - per_update[i].median_compute_ms > threshold_ms) into.push_back(r.rank);
+  };
+  constexpr std::size_t kMaxGap = 2, kMinBehind = 3, kAlongsideUpTo = 8;
   std::vector<double> run_margins;
   for (const auto& [rank, at] : behind) {
     for (std::size_t b = 0; b < at.size();) {
       std::size_t e = b + 1;
-      while (e < at.size() && at[e] - at[e - 1] <= kMaxGap + 1) ++e;
+      while (e < at.size() && at[e].first - at[e - 1].first <= kMaxGap + 1) ++e;
       if (e - b >= kMinBehind) {
         StragglerEpisode ep;
         ep.rank = rank;
-        ep.first_step = per_update[at[b]].step;
-        ep.last_step = per_update[at[e - 1]].step;
-        ep.updates = at[e - 1] - at[b] + 1;
+        ep.first_step = per_update[at[b].first].step;
+        ep.last_step = per_update[at[e - 1].first].step;
+        ep.updates = at[e - 1].first - at[b].first + 1;
         ep.behind = e - b;
         run_margins.clear();
         for (std::size_t k = b; k < e; ++k) {
-          run_margins.push_back(per_update[at[k]].margin_ms);
-          ep.excess_ms += per_update[at[k]].margin_ms - typical;
+          run_margins.push_back(at[k].second);
+          ep.excess_ms += at[k].second - typical;
+          if (behind_in[at[k].first] > 1) {
+            ++ep.shared;
+            others_in(at[k].first, rank, ep.alongside);
+          }
         }
+        std::sort(ep.alongside.begin(), ep.alongside.end());
+        ep.alongside.erase(std::unique(ep.alongside.begin(), ep.alongside.end()), ep.alongside.end());
+        if (ep.alongside.size() > kAlongsideUpTo) ep.alongside.resize(kAlongsideUpTo);
         ep.margin_ms = *median(run_margins);
-        out.push_back(ep);
+        out.push_back(std::move(ep));
       }
       b = e;
     }
@@ -173,7 +201,9 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   }
   out.available = true;
   out.margin_ms = summarize(margins);
-  out.episodes = find_straggler_episodes(out.per_update, out.episode_threshold_ms);
+  std::vector<RankWork> work(nr);
+  for (std::size_t i = 0; i < nr; ++i) work[i] = {*ranks[i]->rank, &compute[i]};
+  out.episodes = find_straggler_episodes(out.per_update, out.episode_threshold_ms, work);
 
   double fastest_median = 0;
   bool first = true;

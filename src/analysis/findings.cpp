@@ -171,13 +171,20 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     f.kind = "straggler_episode";
     f.subject = fmt::format("rank {}", e.rank);
     f.ms_per_update = e.excess_ms / static_cast<double>(x.steps_aligned);
-    f.title = fmt::format("rank {} fell behind in steps {}..{}: the slowest rank by far in {} of those {} updates",
+    f.title = fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of those {} updates",
                           e.rank, e.first_step, e.last_step, e.behind, e.updates);
     f.evidence = fmt::format(
         "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms in a typical "
-        "update; an update counts when the slowest rank is more than {:.0f} ms behind (the typical margin plus the "
-        "larger of 3 robust standard deviations and 5 % of the own work); every other rank waited that long",
+        "update; a rank counts as behind when it is more than {:.0f} ms behind the median rank (the typical margin "
+        "plus the larger of 3 robust standard deviations and 5 % of the own work); the median rank and every faster "
+        "one waited at least that long",
         e.margin_ms, x.margin_ms->median, x.episode_threshold_ms);
+    if (e.shared > 0)
+      f.evidence += fmt::format(
+          "; in {} of these {} updates {} {} {} behind too, and the job waited for the slowest of them, so speeding "
+          "up rank {} alone buys less than this",
+          e.shared, e.behind, e.alongside.size() == 1 ? "rank" : "ranks", detail::rank_numbers(e.alongside),
+          e.alongside.size() == 1 ? "was" : "were", e.rank);
     f.action = fmt::format(
         "look at what rank {} did in steps {}..{}: its data (frames, tokens, code paths in its log), its host and GPU "
         "at that time (clocks, temperature, other processes)",
@@ -187,7 +194,7 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   }
   each_or_grouped(found, out, [&](Finding& g, const Finding& worst) {
     g.subject = fmt::format("{} stretches", found.size());
-    g.title = fmt::format("in {} stretches of updates one rank fell far behind (ranks {})", found.size(),
+    g.title = fmt::format("in {} stretches of updates a rank fell far behind (ranks {})", found.size(),
                           detail::rank_numbers(ranks));
     g.evidence = fmt::format("the longest wait, {}: {}; every stretch is listed in the waiting section", worst.title,
                              worst.evidence);

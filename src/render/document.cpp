@@ -364,9 +364,13 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                                                                         rank_numbers(x.stragglers)));
   std::string episodes;
   for (const auto& e : x.episodes)
-    episodes += fmt::format("{}rank {}, steps {}..{} (slowest by far in {} of {} updates, {} behind the median rank)",
+    episodes += fmt::format("{}rank {}, steps {}..{} (far behind in {} of {} updates, {} behind the median rank{})",
                             episodes.empty() ? "" : "; ", e.rank, e.first_step, e.last_step, e.behind, e.updates,
-                            ms(e.margin_ms));
+                            ms(e.margin_ms),
+                            e.shared > 0 ? fmt::format("; {} {} behind too in {} of them",
+                                                       e.alongside.size() == 1 ? "rank" : "ranks", join(e.alongside),
+                                                       e.shared)
+                                         : std::string());
   f.items.emplace_back("fell behind for a while",
                        episodes.empty() ? fmt::format("no rank (3 or more updates more than {} behind the median rank)",
                                                       ms(x.episode_threshold_ms))

@@ -225,7 +225,9 @@ Json cross_rank(const CrossRankResult& x) {
                         {"updates", e.updates},
                         {"behind", e.behind},
                         {"margin_ms", e.margin_ms},
-                        {"excess_ms", e.excess_ms}});
+                        {"excess_ms", e.excess_ms},
+                        {"shared", e.shared},
+                        {"alongside", e.alongside}});
   Json incomplete = Json::array();
   for (const auto& [step, lacking] : x.incomplete_examples)
     incomplete.push_back({{"step", step}, {"ranks_missing", lacking}});

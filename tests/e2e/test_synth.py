@@ -144,6 +144,31 @@ def test_report_finds_the_straggler_window(job):
     assert f"steps {s['first_step']}..{s['last_step']}" in found[0]["title"]
 
 
+def test_two_stragglers_at_once_are_both_found(tmp_path):
+    # Ranks 2 (x1.3) and 5 (x1.5) fall behind in the same steps: rank 2 is never the
+    # slowest, but it is far behind the median rank, and is an episode of its own.
+    manifest, _ = synth(tmp_path, "--ranks", 8, "--updates", 100,
+                        "--straggler", "2:40:49:1.3", "--straggler", "5:40:49:1.5")
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    assert [(e["rank"], e["first_step"], e["last_step"], e["alongside"]) for e in x["episodes"]] == \
+        [(2, 40, 49, [5]), (5, 40, 49, [2])]
+    # Each one's margin from the logs: its own work (wall - communication, device time)
+    # minus the median rank's, in its steps.
+    per_update = {u["step"]: u for u in x["per_update"]}
+    logs = {r: [json.loads(l) for l in open(tmp_path / "logs" / f"rank{r}.jsonl")][1:] for r in (2, 5)}
+    comm = x["comm_region"]
+    for e in x["episodes"]:
+        margins = sorted(u["wall_ms"] - u["cuda_stream_ms"][comm] - per_update[u["step"]]["median_compute_ms"]
+                         for u in logs[e["rank"]] if 40 <= u["step"] <= 49)
+        assert e["margin_ms"] == pytest.approx((margins[4] + margins[5]) / 2, rel=1e-6)
+        assert e["shared"] == e["behind"] == 10
+    found = {f["subject"]: f for f in rep["findings"] if f["kind"] == "straggler_episode"}
+    assert set(found) == {"rank 2", "rank 5"}
+    assert "rank 5 was behind too" in found["rank 2"]["evidence"]
+    assert "every other rank waited" not in found["rank 2"]["evidence"]
+
+
 def test_without_a_straggler_every_rank_shows_the_waiting_signal(tmp_path):
     # The slowest rank changes from update to update: each rank's compute savings
     # reappear in its communication region, and its update time hardly moves.

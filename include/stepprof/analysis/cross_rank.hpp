@@ -54,7 +54,7 @@ struct RankStraggler {
   bool single_rank_waiting = false;
 };
 
-/// A stretch of updates in which one rank fell far behind the others: a straggler for a
+/// A stretch of updates in which a rank fell far behind the others: a straggler for a
 /// while (a throttled GPU, a noisy neighbour, a run of long samples) rather than over the
 /// whole run, which the median-based scores do not flag. See find_straggler_episodes.
 struct StragglerEpisode {
@@ -62,9 +62,21 @@ struct StragglerEpisode {
   std::int64_t first_step = 0;  ///< first update in which it was behind
   std::int64_t last_step = 0;   ///< last update in which it was behind
   std::size_t updates = 0;      ///< aligned updates from first_step to last_step [count]
-  std::size_t behind = 0;       ///< of those, updates in which it was the slowest rank by an outlying margin [count]
+  std::size_t behind = 0;       ///< of those, updates in which its own work exceeded the median rank's by an outlying margin [count]
   double margin_ms = 0;         ///< median margin (its own work - the median rank's) in those updates [ms]
   double excess_ms = 0;         ///< sum over those updates of (margin - typical margin) [ms]
+  /// Of the `behind` updates, those in which another rank was behind too [count]. There
+  /// the job waited for the slowest of them, so removing this rank's lag alone buys less
+  /// than excess_ms (nothing where another rank was further behind).
+  std::size_t shared = 0;
+  std::vector<std::int64_t> alongside;  ///< the other ranks behind in those updates (ascending, at most 8)
+};
+
+/// Each rank's own work per aligned update, in the order of `per_update` (for
+/// find_straggler_episodes: several ranks can fall behind in the same updates).
+struct RankWork {
+  std::int64_t rank = -1;
+  const std::vector<double>* compute_ms = nullptr;  ///< one per aligned update [ms]
 };
 
 /// The straggler episodes of `per_update` (aligned updates, in step order).
@@ -72,14 +84,17 @@ struct StragglerEpisode {
 ///   typical + max(3 x 1.4826 x MAD, 5 % of the median rank's own work),
 /// with typical the median margin over all updates and MAD the median absolute deviation
 /// from it (1.4826 x MAD estimates the standard deviation of normal data; Rousseeuw and
-/// Croux, "Alternatives to the median absolute deviation", JASA 1993). An episode is a
-/// run of one rank's outlying updates with at most 2 other updates between two of them
-/// (other ranks' outlying updates among them do not end it), and at least 3 outlying
-/// updates (a single slow update is update-time variance, not a straggler).
+/// Croux, "Alternatives to the median absolute deviation", JASA 1993). A rank is behind
+/// in an update when its own work exceeds the median rank's by more than that threshold:
+/// with `ranks` given, every such rank (two stragglers at once are both found); without,
+/// only the slowest rank of each update. An episode is a run of one rank's behind updates
+/// with at most 2 other updates between two of them (other ranks' outlying updates among
+/// them do not end it), and at least 3 behind updates (a single slow update is
+/// update-time variance, not a straggler).
 /// `threshold_ms` is set to the margin above which an update is outlying (0 when
 /// `per_update` is empty). Episodes are in step order (then rank order).
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
-                                                      double& threshold_ms);
+                                                      double& threshold_ms, const std::vector<RankWork>& ranks = {});
 
 struct CrossRankResult {
   bool available = false;
@@ -101,7 +116,7 @@ struct CrossRankResult {
   std::vector<RankStraggler> per_rank;      ///< ascending rank
   std::vector<std::int64_t> stragglers;     ///< ranks flagged
   std::optional<Summary> margin_ms;         ///< slowest - median, over updates [ms]
-  std::vector<StragglerEpisode> episodes;   ///< stretches in which one rank fell far behind
+  std::vector<StragglerEpisode> episodes;   ///< stretches in which a rank fell far behind
   double episode_threshold_ms = 0;          ///< margin above which an update counts as outlying [ms]
 };
 
