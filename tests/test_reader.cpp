@@ -405,6 +405,27 @@ TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
   EXPECT_EQ(diag_.total(), 1u);
 }
 
+TEST_F(ReaderTest, AZeroRunLongerThanAChunkIsCountedWholeAndColumnsAfterItAreTheFiles) {
+  // Zero runs longer than the reader's 1 MiB chunk are cut short as they are read (so a
+  // 1 GB zero-filled tail no longer costs 1 GB of memory); the count and the column of
+  // what follows must still be the file's.
+  constexpr std::size_t kZeros = 5'000'000;
+  const std::string cut = update(2).substr(0, 40);
+  const auto p = write("longzeros.jsonl", kConfig + "\n" + update(1) + "\n" + cut + std::string(kZeros, '\0') +
+                                              "{oops\n" + update(3) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 2u);
+  ASSERT_EQ(diag_.count(Problem::kZeroBytes), 1u);
+  const Diagnostic* z = first(Problem::kZeroBytes);
+  EXPECT_EQ(z->line, 3u);
+  EXPECT_NE(z->message.find("5000000 zero bytes and 40 bytes of a record cut short by them skipped"), std::string::npos)
+      << z->message;
+  const Diagnostic* e = first(Problem::kMalformedJson);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 3u);
+  EXPECT_EQ(e->column, cut.size() + kZeros + 5);  // 1-based: the last byte of "{oops", where it should end
+}
+
 TEST_F(ReaderTest, RecordsThatLostTheNewlineBetweenThemAreEachRead) {
   // Two whole records on one line were one malformed-json error, though two were lost.
   const std::string joined = update(2) + update(3, 90.0) + "  " + update(4);

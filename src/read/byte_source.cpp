@@ -91,6 +91,29 @@ ByteSource::~ByteSource() {
   ::close(fd_);
 }
 
+std::size_t ByteSource::squeeze_zeros(std::size_t from, std::size_t keep) {
+  char* d = buf_.data() + begin_;
+  const std::size_t n = end_ - begin_;
+  const void* z = from < n ? std::memchr(d + from, '\0', n - from) : nullptr;
+  if (!z) return 0;
+  std::size_t run = 0;  // zeros just before the first one found, counted into its run
+  std::size_t r = static_cast<std::size_t>(static_cast<const char*>(z) - d);
+  while (run < r && run <= keep && d[r - 1 - run] == '\0') ++run;
+  std::size_t w = r;
+  for (; r < n; ++r) {
+    if (d[r] == '\0') {
+      if (++run > keep) continue;
+    } else {
+      run = 0;
+    }
+    d[w++] = d[r];
+  }
+  const std::size_t dropped = n - w;
+  end_ -= dropped;
+  squeezed_ += dropped;
+  return dropped;
+}
+
 std::uint64_t ByteSource::raw_bytes_read() const { return raw_read_ - zs_.avail_in; }
 
 ssize_t ByteSource::read_some(void* to, std::size_t n) {

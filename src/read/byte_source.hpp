@@ -38,6 +38,12 @@ class ByteSource {
   [[nodiscard]] std::size_t size() const { return end_ - begin_; }
   /// Drops the first `n` buffered bytes (n <= size()).
   void consume(std::size_t n) { begin_ += n; }
+  /// Cuts every run of zero bytes in the buffered bytes from `from` on (counting zeros
+  /// just before `from` into the run) to its first `keep` bytes, moving the later bytes
+  /// down. Returns how many zero bytes were dropped. For a crash's zero-filled tail,
+  /// which holds no newline: without this, a line reader would hold it whole (a 1 GB
+  /// tail, 1 GB of buffer). One pass; nothing is moved when there is no zero byte.
+  std::size_t squeeze_zeros(std::size_t from, std::size_t keep);
   /// Appends at least one more byte to the buffered bytes, moving them to the front and
   /// growing the buffer when they fill it. Returns false at the end of input or on an
   /// error (see error()). Pointers into the buffer are invalidated.
@@ -51,7 +57,7 @@ class ByteSource {
   /// Bytes consumed from the file itself (compressed bytes for gzip input), for progress.
   [[nodiscard]] std::uint64_t raw_bytes_read() const;
   /// Decompressed bytes before data() (the file offset of the first buffered byte).
-  [[nodiscard]] std::uint64_t offset() const { return read_ - (end_ - begin_); }
+  [[nodiscard]] std::uint64_t offset() const { return read_ - squeezed_ - (end_ - begin_); }
   /// Decompressed bytes read so far.
   [[nodiscard]] std::uint64_t bytes_read() const { return read_; }
   /// Bytes allocated for the buffer (for memory accounting in tests).
@@ -88,6 +94,7 @@ class ByteSource {
   std::size_t begin_ = 0, end_ = 0;
   bool eof_ = false;
   std::uint64_t read_ = 0;
+  std::uint64_t squeezed_ = 0;  // zero bytes dropped by squeeze_zeros
   std::string error_;
   bool cut_ = false;
 };

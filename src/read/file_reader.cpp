@@ -403,7 +403,8 @@ class FileParser {
         // records before zeros (whose newline the zero-fill took) are read too; what is
         // left of a record the zeros cut short is counted.
         const auto last = text.find_last_of('\0');
-        const auto zeros = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\0'));
+        const auto zeros = static_cast<std::uint64_t>(std::count(text.begin(), text.end(), '\0')) +
+                           src.zeros_dropped();  // long runs are cut short as they are read
         std::size_t cut = 0, whole = 0;
         for (std::size_t pos = 0; pos < last;) {
           const std::size_t zero = text.find('\0', pos);
@@ -434,7 +435,7 @@ class FileParser {
                            whole ? fmt::format("; the {} whole record(s) before them are read", whole) : "",
                            after.empty() ? "" : "; the text after them is read as a record"));
         if (after.empty()) continue;
-        col_offset += static_cast<std::uint64_t>(after.data() - text.data());
+        col_offset += static_cast<std::uint64_t>(after.data() - text.data()) + src.zeros_dropped();
         text = after;
         kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
       }

@@ -8,12 +8,13 @@ std::unique_ptr<LineSource> LineSource::open(const std::string& path, std::strin
                                              const std::atomic<bool>* cancel) {
   auto src = ByteSource::open(path, error, chunk_bytes, cancel);
   if (!src) return nullptr;
-  return std::unique_ptr<LineSource>(new LineSource(std::move(src)));
+  return std::unique_ptr<LineSource>(new LineSource(std::move(src), cancel));
 }
 
 bool LineSource::next(std::string_view& line, bool& terminated) {
   src_->consume(returned_);
   returned_ = 0;
+  zeros_dropped_ = 0;
   std::size_t scanned = 0;  // bytes known to hold no newline
   for (;;) {
     const char* data = src_->data();
@@ -27,7 +28,11 @@ bool LineSource::next(std::string_view& line, bool& terminated) {
       ++line_no_;
       return true;
     }
-    scanned = size;
+    // No newline yet: a line longer than what was buffered. Its zero runs are cut short
+    // (see next() in the header), and a cancel is seen even if the line never ends.
+    zeros_dropped_ += src_->squeeze_zeros(scanned, kZerosKept);
+    scanned = src_->size();
+    if (cancel_ && cancel_->load(std::memory_order_relaxed)) return false;
     if (!src_->fill()) break;
   }
   if (src_->size() == 0) return false;

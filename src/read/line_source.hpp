@@ -23,10 +23,19 @@ class LineSource {
                                           const std::atomic<bool>* cancel = nullptr);
 
   /// The next line without its '\n' (and without a trailing '\r'). Returns false at
-  /// the end of input. `terminated` is false only for a last line with no '\n'.
+  /// the end of input, or once `*cancel` is set while a long line is being read.
+  /// `terminated` is false only for a last line with no '\n'.
   /// The returned view stays valid until the next call and is followed by
   /// `padding` readable bytes.
+  ///
+  /// Runs of zero bytes (what a crash or power loss leaves where a file was being
+  /// written) are cut to `kZerosKept` bytes while a line longer than one chunk is read,
+  /// and counted in zeros_dropped(), so that a zero-filled tail of any length costs one
+  /// chunk of memory, not its length.
   bool next(std::string_view& line, bool& terminated);
+  /// Zero bytes left out of the line last returned (see next()).
+  [[nodiscard]] std::uint64_t zeros_dropped() const { return zeros_dropped_; }
+  static constexpr std::size_t kZerosKept = 16;
   /// 1-based number of the line last returned.
   [[nodiscard]] std::uint64_t line_number() const { return line_no_; }
   /// Non-empty when reading stopped on an error (e.g. a truncated gzip stream).
@@ -42,9 +51,12 @@ class LineSource {
   static constexpr std::size_t padding = ByteSource::padding;
 
  private:
-  explicit LineSource(std::unique_ptr<ByteSource> src) : src_(std::move(src)) {}
+  LineSource(std::unique_ptr<ByteSource> src, const std::atomic<bool>* cancel)
+      : src_(std::move(src)), cancel_(cancel) {}
 
   std::unique_ptr<ByteSource> src_;
+  const std::atomic<bool>* cancel_;
+  std::uint64_t zeros_dropped_ = 0;
   std::size_t returned_ = 0;  // bytes of the line last returned (with its newline), consumed on the next call
   std::uint64_t line_no_ = 0;
 };
