@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "file_kind.hpp"
 #include "line_source.hpp"
 #include "record_parser.hpp"
 #include "stepprof/schema.hpp"
@@ -36,23 +37,6 @@ bool looks_like_trace_start(std::string_view first) {
   return false;
 }
 
-// True when a step-log record starts at text[at]: a '{' followed by "type": "config" or
-// "type": "update" (spaces allowed), as every writer puts `type` first.
-bool record_starts_at(std::string_view text, std::size_t at) {
-  auto skip_space = [&](std::size_t i) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
-    return i;
-  };
-  auto word = [&](std::size_t i, std::string_view w) { return text.substr(i, w.size()) == w ? i + w.size() : 0; };
-  if (at >= text.size() || text[at] != '{') return false;
-  std::size_t i = word(skip_space(at + 1), "\"type\"");
-  if (!i) return false;
-  i = skip_space(i);
-  if (i >= text.size() || text[i] != ':') return false;
-  i = skip_space(i + 1);
-  return word(i, "\"config\"") || word(i, "\"update\"");
-}
-
 // Where another record starts in `text` after its first byte; npos when none does.
 // Finds records that lost the newline between them. A '{' where a JSON value goes (after
 // ':', ',' or '[') is an object inside the record, not the start of another, even when
@@ -65,19 +49,6 @@ std::size_t next_record_start(std::string_view text) {
     if (record_starts_at(text, at)) return at;
   }
   return std::string_view::npos;
-}
-
-// True when the regular file at `path` starts with a step-log record (`stepprof import
-// kineto` given a log instead of a trace).
-bool starts_like_a_step_log(const std::string& path) {
-  struct stat st {};
-  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // (read once, as it streams)
-  std::ifstream in(path, std::ios::binary);
-  std::string head(4096, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
-  const auto first = head.find_first_not_of(" \t\r\n");
-  return first != std::string::npos && record_starts_at(head, first);
 }
 
 class FileParser {
@@ -111,6 +82,12 @@ class FileParser {
       report(Severity::kError, Problem::kBadTrace, 1, 1,
              "this is a step log, not a PyTorch profiler trace: give it to `stepprof report` (or html, trace, "
              "whatif) as it is");
+      return std::move(out_);
+    }
+    // Data that is not text (another compression, UTF-16, binary) is one error, not
+    // pages of zero-byte and malformed-JSON messages about a crash that did not happen.
+    if (auto format = unreadable_format(read_head(path_)); !format.empty()) {
+      report(Severity::kError, Problem::kUnreadable, 0, 0, format);
       return std::move(out_);
     }
     if (opt_.traces_only || is_kineto_trace(path_)) return read_trace();

@@ -23,6 +23,7 @@
 
 #include "file_reader.hpp"
 #include "dataset_checks.hpp"
+#include "file_kind.hpp"
 #include "stepprof/reader.hpp"
 
 namespace stepprof {
@@ -560,9 +561,15 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
         ec.clear();
         continue;
       }
-      if (has_log_name(fname))
-        found.push_back(it->path().string());
-      else
+      if (has_log_name(fname)) {
+        // A run directory holds more than logs: a config.json, a training log, stepprof's
+        // own report. Those are listed, not read as broken logs.
+        if (auto why = detail::not_a_log(it->path().string()); !why.empty())
+          diag.report({Severity::kNote, Problem::kUnknownRecord, it->path().string(), 0, 0,
+                       fmt::format("not read from the directory: {}; name it to read it as a log anyway", why)});
+        else
+          found.push_back(it->path().string());
+      } else
         diag.report({Severity::kNote, Problem::kUnknownRecord, it->path().string(), 0, 0,
                      "not read from the directory: logs end in .jsonl, .ndjson, .log or .json (optionally .gz); "
                      "name a markdown-table log explicitly to read it"});

@@ -397,3 +397,73 @@ def _check_unlistable(tmp_path):
     assert inside.returncode == 0, inside.stderr  # the rest was read; the warning says what was not
     assert f"{job / 'run2'}: warning: cannot list the directory: Permission denied; a rank's log may be in it " \
            "[unreadable]" in inside.stderr, inside.stderr
+
+
+def test_what_a_run_directory_holds_besides_logs_is_listed_not_read(tmp_path):
+    # A run directory holds a config.json, a trainer state, a training log, and stepprof's
+    # own report and trace of an earlier look. Each was an error (exit 1): they are notes
+    # now, and the analysis is that of the log alone.
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(LOG, job / "rank1.jsonl")
+    alone = run("report", "--format", "json", job)
+    assert alone.returncode == 0, alone.stderr
+    (job / "report.json").write_text(alone.stdout)
+    assert run("whatif", "--format", "json", "-o", job / "whatif.json", "no-padding", LOG).returncode in (0, 3)
+    assert run("trace", "-o", job / "trace.json", LOG).returncode == 0
+    (job / "config.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 3584}) + "\n")
+    (job / "trainer_state.json").write_text(json.dumps({"log_history": [{"loss": 1.5, "step": 10}]}, indent=2))
+    (job / "train.log").write_text("".join(f"[rank1] step {i} loss 1.{i:02d}\n" for i in range(300)))
+    (job / "events.json").write_text(json.dumps([{"step": 1}]) + "\n")
+
+    r = run("report", "--format", "json", job)
+    assert r.returncode == 0, r.stderr
+    expected = {
+        "config.json": "its first line is a JSON object without a \"type\" field",
+        "trainer_state.json": "a JSON document over several lines",
+        "train.log": "a text file, not JSON lines",
+        "events.json": "a JSON array, not JSON lines",
+        "report.json": "stepprof's own output (schema \"stepprof.report/1\"",
+        "trace.json": "stepprof's own trace export",
+    }
+    if (job / "whatif.json").exists():
+        expected["whatif.json"] = "stepprof's own output (schema \"stepprof.whatif/1\""
+    for name, why in expected.items():
+        assert f"{job / name}: note: not read from the directory: {why}" in r.stderr, (name, r.stderr)
+    assert "error" not in r.stderr and "warning" not in r.stderr, r.stderr
+    rep, ref = json.loads(r.stdout), json.loads(alone.stdout)
+    assert rep["run"] == ref["run"] and rep["regions"] == ref["regions"]
+    assert rep["diagnostics"]["notes"] == len(expected)
+
+    # Named, such a file is read as a log, and its problems are said.
+    named = run("report", "-o", os.devnull, job / "train.log")
+    assert named.returncode == 3 and "malformed-json" in named.stderr  # nothing in it to analyze
+
+
+@pytest.mark.parametrize("tool,args,what", [
+    ("xz", ["-c"], "xz-compressed data"),
+    ("bzip2", ["-c"], "bzip2-compressed data"),
+    ("iconv", ["-f", "UTF-8", "-t", "UTF-16"], "UTF-16 text"),
+    ("iconv", ["-f", "UTF-8", "-t", "UTF-16LE"], "UTF-16LE text"),
+])
+def test_data_that_is_not_text_is_one_error_naming_its_format(tmp_path, tool, args, what):
+    # These were dozens of zero-bytes ("a crash or power loss") and malformed-json messages.
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+    path = tmp_path / "rank1.jsonl"
+    with open(path, "wb") as out:
+        subprocess.run([tool, *args, str(LOG)], stdout=out, check=True)
+    r = run("report", "-o", os.devnull, path)
+    assert r.returncode == 3, r.stderr  # nothing to analyze
+    lines = [l for l in r.stderr.splitlines() if f"{path}:" in l]
+    assert lines[0].startswith(f"{path}: error: {what}: "), r.stderr
+    assert "[unreadable]" in lines[0]
+    assert not any("zero-bytes" in l or "malformed-json" in l for l in lines), r.stderr
+
+
+def test_random_bytes_named_gz_are_binary_data(tmp_path):
+    path = tmp_path / "rank1.jsonl.gz"
+    path.write_bytes(bytes(range(256)) * 64)
+    r = run("report", "-o", os.devnull, path)
+    assert r.returncode == 3
+    assert f"{path}: error: binary data, not text" in r.stderr, r.stderr

@@ -1,0 +1,168 @@
+#include "file_kind.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "byte_source.hpp"
+#include "stepprof/kineto.hpp"
+
+namespace stepprof::detail {
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+std::string_view first_line(std::string_view s) {
+  const auto nl = s.find('\n');
+  std::string_view line = s.substr(0, nl);
+  while (!line.empty() && is_space(line.back())) line.remove_suffix(1);
+  return line;
+}
+
+// "stepprof.report/1" and the like, when `text` has a "schema" key with such a value.
+std::string stepprof_schema(std::string_view text) {
+  for (auto at = text.find("\"schema\""); at != std::string_view::npos; at = text.find("\"schema\"", at + 1)) {
+    auto i = at + 8;
+    while (i < text.size() && (is_space(text[i]) || text[i] == ':')) ++i;
+    if (text.substr(i, 10) == "\"stepprof.") {
+      const auto end = text.find('"', i + 1);
+      if (end != std::string_view::npos) return std::string(text.substr(i + 1, end - i - 1));
+    }
+  }
+  return {};
+}
+
+std::string own_output(const std::string& schema) {
+  const std::string_view command = schema.starts_with("stepprof.whatif") ? "stepprof whatif --format json"
+                                                                          : "stepprof report --format json";
+  return fmt::format("stepprof's own output (schema \"{}\", from `{}`), not a step log", schema, command);
+}
+
+}  // namespace
+
+std::string read_head(const std::string& path, std::size_t bytes) {
+  struct stat st {};
+  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  std::string err;
+  auto src = ByteSource::open(path, err, bytes);
+  if (!src) return {};
+  while (src->size() < bytes && src->fill()) {
+  }
+  return std::string(src->data(), std::min(src->size(), bytes));
+}
+
+bool record_starts_at(std::string_view text, std::size_t at) {
+  auto skip_space = [&](std::size_t i) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    return i;
+  };
+  auto word = [&](std::size_t i, std::string_view w) { return text.substr(i, w.size()) == w ? i + w.size() : 0; };
+  if (at >= text.size() || text[at] != '{') return false;
+  std::size_t i = word(skip_space(at + 1), "\"type\"");
+  if (!i) return false;
+  i = skip_space(i);
+  if (i >= text.size() || text[i] != ':') return false;
+  i = skip_space(i + 1);
+  return word(i, "\"config\"") || word(i, "\"update\"");
+}
+
+std::string unreadable_format(std::string_view head) {
+  struct Magic {
+    std::string_view bytes, what, undo;
+  };
+  static constexpr std::array<Magic, 6> kMagic = {{
+      {std::string_view("\xFD" "7zXZ\0", 6), "xz-compressed data", "`xz -d FILE`"},
+      {"BZh", "bzip2-compressed data", "`bunzip2 FILE`"},
+      {"\x28\xB5\x2F\xFD", "zstd-compressed data", "`zstd -d FILE`"},
+      {"\x04\x22\x4D\x18", "lz4-compressed data", "`lz4 -d FILE`"},
+      {"PK\x03\x04", "a zip archive", "`unzip FILE`"},
+      {"7z\xBC\xAF\x27\x1C", "a 7z archive", "`7z x FILE`"},
+  }};
+  for (const auto& m : kMagic)
+    if (head.starts_with(m.bytes) && !(m.bytes == "BZh" && (head.size() < 4 || head[3] < '1' || head[3] > '9')))
+      return fmt::format("{}: stepprof reads plain text and gzip; decompress it first ({})", m.what, m.undo);
+  auto utf = [](std::string_view enc) {
+    return fmt::format("{} text: stepprof reads UTF-8 (or ASCII); convert it first (`iconv -f {} -t UTF-8 FILE`)", enc,
+                       enc);
+  };
+  if (head.starts_with(std::string_view("\xFF\xFE\0\0", 4)) || head.starts_with(std::string_view("\0\0\xFE\xFF", 4)))
+    return utf("UTF-32");
+  if (head.starts_with("\xFF\xFE") || head.starts_with("\xFE\xFF")) return utf("UTF-16");
+  // UTF-16 without a byte-order mark: ASCII characters with a zero byte after (LE) or
+  // before (BE) each.
+  if (head.size() >= 4 && head[0] != '\0' && head[1] == '\0' && head[2] != '\0' && head[3] == '\0')
+    return utf("UTF-16LE");
+  if (head.size() >= 4 && head[0] == '\0' && head[1] != '\0' && head[2] == '\0' && head[3] != '\0')
+    return utf("UTF-16BE");
+  std::size_t control = 0, text = 0;
+  for (const char ch : head) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == 0) continue;
+    ++text;
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != 0x1b) || c == 0x7f) ++control;
+  }
+  if (control >= 16 && control * 100 > text)
+    return fmt::format("binary data, not text ({} of its first {} bytes are control characters): not a step log or "
+                       "a profiler trace",
+                       control, head.size());
+  return {};
+}
+
+std::string not_a_log(const std::string& path) {
+  const std::string head_bytes = read_head(path);
+  std::string_view head = head_bytes;
+  if (!unreadable_format(head).empty()) return {};  // it has a log's name: the reader says what it is
+  if (head.starts_with("\xEF\xBB\xBF")) head.remove_prefix(3);
+  std::size_t first = 0;
+  while (first < head.size() && is_space(head[first])) ++first;
+  if (first == head.size()) return {};  // empty, or blank: the reader says so
+  const char c = head[first];
+  if (c == '\0' || c == '|') return {};  // a crash's zeros; a markdown table
+  const std::string_view line = first_line(head.substr(first));
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  auto parses_as = [&](simdjson::dom::element_type type) {
+    return parser.parse(simdjson::padded_string(line)).get(doc) == simdjson::SUCCESS && doc.type() == type;
+  };
+  if (c == '[' && (line == "[" || parses_as(simdjson::dom::element_type::ARRAY)))
+    return "a JSON array, not JSON lines (one record per line)";
+  if (c != '{') return "a text file, not JSON lines: its first line is not a JSON record (a training log?)";
+  if (record_starts_at(head, first)) return {};
+  if (is_kineto_trace(path)) {
+    if (head.find("\"generator\":\"stepprof trace\"") != std::string_view::npos)
+      return "stepprof's own trace export (from `stepprof trace`; open it in Perfetto), not a profiler trace";
+    return {};
+  }
+  if (line == "{") {
+    if (auto schema = stepprof_schema(head); !schema.empty()) return own_output(schema);
+    return "a JSON document over several lines (a config or state file?), not JSON lines";
+  }
+  // One line: a record without "type" is not a step log's; a line that does not parse
+  // (cut, damaged) is read, so that its problem is said.
+  if (!parses_as(simdjson::dom::element_type::OBJECT)) return {};
+  simdjson::dom::object obj;
+  if (doc.get_object().get(obj) != simdjson::SUCCESS) return {};
+  if (obj["type"].error() == simdjson::SUCCESS) return {};
+  if (std::string_view schema; obj["schema"].get_string().get(schema) == simdjson::SUCCESS &&
+                               schema.starts_with("stepprof."))
+    return own_output(std::string(schema));
+  return "its first line is a JSON object without a \"type\" field (a config file?), not a step log record";
+}
+
+bool starts_like_a_step_log(const std::string& path) {
+  struct stat st {};
+  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // (read once, as it streams)
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  const auto first = head.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && record_starts_at(head, first);
+}
+
+}  // namespace stepprof::detail

@@ -1,0 +1,46 @@
+// What a file holds, judged from its first bytes before it is read (gzip decompressed):
+// a step log, a profiler trace, stepprof's own output, another JSON or text file, or
+// data stepprof cannot read at all (another compression, UTF-16, binary). Internal to
+// the reader: file_reader.cpp refuses unreadable data with one error, log_reader.cpp
+// leaves out what a directory holds besides logs, with a note.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace stepprof::detail {
+
+/// The first `bytes` bytes of the regular file at `path`, gzip decompressed ("" when it
+/// cannot be opened, is not a regular file, or is "-": a pipe's bytes would be consumed).
+std::string read_head(const std::string& path, std::size_t bytes = std::size_t{1} << 16);
+
+/// True when a step-log record starts at text[at]: a '{' followed by "type": "config" or
+/// "type": "update" (spaces allowed), as every writer puts `type` first.
+bool record_starts_at(std::string_view text, std::size_t at);
+
+/// When `head` (a file's first bytes, decompressed) is not text stepprof can read, what
+/// it is and what to do, e.g. "xz-compressed data: stepprof reads plain text and gzip;
+/// decompress it first (`xz -d FILE`)"; empty for text. Recognized: xz, bzip2, zstd,
+/// lz4, zip and 7z data by their magic bytes, UTF-16 and UTF-32 text (by a byte-order
+/// mark, or UTF-16's zero byte after each ASCII character), and other binary data: more
+/// than 1 % (and at least 16) of the first bytes are control characters other than
+/// tab, newline, carriage return and NUL. NUL bytes alone are not binary: a crash
+/// zero-fills what was being written (the reader counts them).
+std::string unreadable_format(std::string_view head);
+
+/// For a file found in a directory (not named): why it is not a step log or a profiler
+/// trace, e.g. "a text file, not JSON lines (a training log?)"; empty when it is one or
+/// may be one. A file that starts like a record, is empty, starts damaged (NUL bytes,
+/// malformed JSON) or cannot be read gets "", so that it is read and its problems said.
+/// What is left out: a first line that is not JSON (text), a JSON array, a JSON
+/// document over several lines (a config or state file), a first record without a
+/// "type" field, and stepprof's own outputs (`report --format json`, `whatif --format
+/// json`, `trace`: their "schema" or "generator" says so).
+std::string not_a_log(const std::string& path);
+
+/// True when the regular file at `path` starts with a step-log record (`stepprof import
+/// kineto` given a log instead of a trace).
+bool starts_like_a_step_log(const std::string& path);
+
+}  // namespace stepprof::detail
