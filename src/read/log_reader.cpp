@@ -380,6 +380,11 @@ class Reader {
                            b.updates.size()));
         continue;
       }
+      if (b.config && b.updates.empty())
+        report(Severity::kWarning, Problem::kEmptyInput, b.config->source.file, b.config->source.line, 0,
+               fmt::format("{} has a config but no update records{}: did its job stop before the first optimizer "
+                           "update ended?",
+                           rank_text(b.rank), opt_.steps ? " in the --steps window" : ""));
       if (!b.config && !b.updates.empty()) {
         const auto& first = b.updates.front().source;
         report(Severity::kWarning, Problem::kMissingConfig, first.file, 0, 0,
@@ -422,7 +427,7 @@ class Reader {
                                           ds_.updates_outside_window)
                             : std::string("no update records were read");
       diag_.report({Severity::kError, Problem::kEmptyInput,
-                    ds_.files.empty() ? std::string("(input)") : ds_.files.front(), 0, 0,
+                    ds_.files.size() == 1 ? ds_.files.front() : std::string("(input)"), 0, 0,
                     fmt::format("nothing to analyze: {}", why)});
     }
   }

@@ -42,7 +42,7 @@ std::string rank_list(const RunSummary& r) {
 std::string updates_per_rank(const std::vector<std::pair<std::int64_t, std::size_t>>& per) {
   std::string s;
   if (per.size() <= kListedUpTo) {
-    for (const auto& [rank, n] : per) s += fmt::format("{}{}: {}", s.empty() ? "" : ", ", rank, n);
+    for (const auto& [rank, n] : per) s += fmt::format("{}{}: {}", s.empty() ? "" : ", ", rank_label(rank), n);
     return s;
   }
   std::map<std::size_t, std::vector<std::int64_t>, std::greater<>> by_count;
@@ -108,7 +108,7 @@ Section time_section(const Report& rep) {
                                         [&](std::size_t i) { return flagged_rank(rep.cross_rank, per[i].first); });
     auto add = [&](std::size_t i) {
       const auto& [rank, sum] = per[i];
-      pr.rows.push_back({std::to_string(rank), num(sum.median), num(sum.p90), num(sum.max), pct(sum.cv)});
+      pr.rows.push_back({rank_label(rank), num(sum.median), num(sum.p90), num(sum.max), pct(sum.cv)});
     };
     if (!shown)
       for (std::size_t i = 0; i < per.size(); ++i) add(i);
@@ -295,7 +295,7 @@ Section padding_section(const Report& rep) {
   if (p.spike_threshold) {
     std::string list;
     for (const auto& x : p.spikes)
-      list += fmt::format("{}rank {} step {}: {}{}", list.empty() ? "" : "; ", x.rank, x.step, pct(x.fraction),
+      list += fmt::format("{}rank {} step {}: {}{}", list.empty() ? "" : "; ", rank_label(x.rank), x.step, pct(x.fraction),
                           x.padded_length ? fmt::format(" (padded to {} tokens)", integer(*x.padded_length)) : "");
     if (p.spike_count > p.spikes.size()) list += fmt::format("; and {} more", p.spike_count - p.spikes.size());
     f.items.emplace_back("spikes", p.spike_count == 0

@@ -88,4 +88,6 @@ std::string TextTable::str(const std::string& indent) const {
   return out;
 }
 
+std::string rank_label(std::int64_t rank) { return rank < 0 ? std::string("unknown") : std::to_string(rank); }
+
 }  // namespace stepprof::detail

@@ -1,6 +1,7 @@
 // Number formatting shared by the human-readable renderers. Internal.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,9 @@ std::string pct(double fraction);
 std::string sig3(double v);
 /// Integer with thousands grouping.
 std::string integer(double v);
+/// A rank number, or "unknown" for -1: what the analyses hold for updates whose log
+/// names no rank (no "rank" field, no config).
+std::string rank_label(std::int64_t rank);
 
 }  // namespace stepprof::detail
 

@@ -6,6 +6,7 @@ namespace {
 
 using detail::Json;
 using detail::opt;
+using detail::rank_json;
 
 Json summary(const std::optional<Summary>& s) {
   if (!s) return nullptr;
@@ -28,7 +29,7 @@ Json run(const RunSummary& r) {
     config[f.key] = v.is_discarded() ? Json(f.json) : v;
   }
   Json per_rank = Json::array();
-  for (const auto& [rank, n] : r.updates_per_rank) per_rank.push_back({{"rank", rank}, {"updates", n}});
+  for (const auto& [rank, n] : r.updates_per_rank) per_rank.push_back({{"rank", rank_json(rank)}, {"updates", n}});
   return Json{{"ranks", r.ranks},
               {"missing_ranks", r.missing_ranks},
               {"world_size", opt(r.world_size)},
@@ -59,7 +60,7 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
 
 Json update_time(const UpdateTimeResult& t, const std::optional<SlowUpdates>& slow) {
   Json per_rank = Json::array();
-  for (const auto& [rank, s] : t.per_rank_ms) per_rank.push_back({{"rank", rank}, {"wall_ms", summary(s)}});
+  for (const auto& [rank, s] : t.per_rank_ms) per_rank.push_back({{"rank", rank_json(rank)}, {"wall_ms", summary(s)}});
   return Json{{"update_ms", summary(t.update_ms)},
               {"slow_updates", slow_updates(slow)},
               {"per_rank", per_rank},
@@ -92,7 +93,7 @@ Json regions(const RegionTable& t) {
   for (const auto& v : t.violations)
     violations.push_back({{"parent", v.parent},
                           {"step", v.step},
-                          {"rank", v.rank},
+                          {"rank", rank_json(v.rank)},
                           {"parent_ms", v.parent_ms},
                           {"children_ms", v.children_ms},
                           {"clock", v.device ? "device" : "host"}});
@@ -157,7 +158,7 @@ Json padding(const PaddingResult& p) {
     bound.push_back({{"region", r.region}, {"correlation", r.correlation}, {"median_ms", r.median_ms}});
   Json spikes = Json::array();
   for (const auto& x : p.spikes)
-    spikes.push_back({{"rank", x.rank},
+    spikes.push_back({{"rank", rank_json(x.rank)},
                       {"step", x.step},
                       {"padding_fraction", x.fraction},
                       {"max_padded_length", opt(x.padded_length)}});

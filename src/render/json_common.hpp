@@ -19,6 +19,9 @@ Json opt(const std::optional<T>& v) {
   return v ? Json(*v) : Json(nullptr);
 }
 
+/// A rank number, or null for -1 (the analyses' "the log names no rank").
+inline Json rank_json(std::int64_t rank) { return rank < 0 ? Json(nullptr) : Json(rank); }
+
 /// {"errors", "warnings", "notes", "items": [{severity, code, file, line, column, message}]}
 /// (docs/report-json.md "diagnostics").
 Json diagnostics_json(const Diagnostics& d);

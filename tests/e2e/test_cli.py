@@ -467,3 +467,30 @@ def test_random_bytes_named_gz_are_binary_data(tmp_path):
     r = run("report", "-o", os.devnull, path)
     assert r.returncode == 3
     assert f"{path}: error: binary data, not text" in r.stderr, r.stderr
+
+
+def test_updates_without_a_rank_are_an_unknown_rank_not_rank_minus_one(tmp_path):
+    # Update records with no "rank" and no config, next to a ranked log: they showed as
+    # rank -1 in the tables and the JSON.
+    _, updates = records()
+    norank = tmp_path / "norank.jsonl"
+    norank.write_text("".join(json.dumps({k: v for k, v in u.items() if k != "rank"}) + "\n" for u in updates[:10]))
+    r = run("report", "--format", "json", norank, LOG)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert {"rank": None, "updates": 10} in rep["run"]["updates_per_rank"]
+    assert None in [x["rank"] for x in rep["update_time"]["per_rank"]]
+    assert "-1" not in json.dumps(rep["run"]["updates_per_rank"])
+    text = run("report", norank, LOG).stdout
+    assert "unknown: 10" in text
+    assert "-1: 10" not in text
+
+
+def test_a_config_without_updates_is_said(tmp_path):
+    config, updates = records()
+    (tmp_path / "rank0.jsonl").write_text(json.dumps(dict(config, rank=0)) + "\n")
+    shutil.copy(LOG, tmp_path / "rank1.jsonl")
+    r = run("report", "-o", os.devnull, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"{tmp_path / 'rank0.jsonl'}:1: warning: rank 0 has a config but no update records: did its job stop " \
+           "before the first optimizer update ended? [empty-input]" in r.stderr, r.stderr

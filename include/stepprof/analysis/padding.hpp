@@ -20,7 +20,7 @@ struct TokenBoundRegion {
 
 /// An update whose padding fraction stands far above the others'.
 struct PaddingSpike {
-  std::int64_t rank = -1;
+  std::int64_t rank = -1;  ///< -1: the log names no rank
   std::int64_t step = 0;
   double fraction = 0;                  ///< the update's padding fraction [fraction]
   std::optional<double> padded_length;  ///< its longest padded length in input_shapes [tokens]

@@ -53,7 +53,7 @@ inline constexpr std::string_view kUpdateAsParent = "(the update, wall_ms)";
 struct NestingViolation {
   std::string parent;  ///< region name, or kUpdateAsParent
   std::int64_t step = 0;
-  std::int64_t rank = -1;
+  std::int64_t rank = -1;  ///< -1: the log names no rank
   double parent_ms = 0, children_ms = 0;
   bool device = true;
 };

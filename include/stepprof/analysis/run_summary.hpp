@@ -20,7 +20,7 @@ struct RunSummary {
   bool global_batch_derived = false;             ///< true: micro_batch x accumulation x world_size
   std::optional<std::string> global_batch_mismatch;  ///< config's global_batch disagrees with the product
   std::size_t updates = 0;                       ///< update records analyzed, all ranks
-  std::vector<std::pair<std::int64_t, std::size_t>> updates_per_rank;
+  std::vector<std::pair<std::int64_t, std::size_t>> updates_per_rank;  ///< (rank, update records); rank -1: the log names no rank
   std::optional<std::int64_t> first_step, last_step;  ///< the analyzed window (inclusive)
   std::uint64_t updates_outside_window = 0;     ///< dropped by --steps
   std::vector<RawField> config;                 ///< config fields of the lowest rank, verbatim
