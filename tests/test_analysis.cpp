@@ -157,6 +157,30 @@ TEST(Padding, TokenWeightedNotMeanOfFractions) {
   EXPECT_DOUBLE_EQ(p.padding_slots_per_update, 800);
 }
 
+// Token-bound regions are compute only. Token slots 1000..6000; "fwd" takes 0.1 ms per
+// slot; "comm" (role=communication) and "load" (role=data) follow the slots just as
+// closely, but waits and data fetching do not scale with this rank's tokens, so pricing
+// padding with them would overstate it. Padding 10 % in every update: the cost is
+// 0.1 x median(fwd) = 0.1 x 350 = 35 ms per update.
+TEST(Padding, PricedWithComputeRegionsOnly) {
+  Builder b;
+  for (int i = 1; i <= 6; ++i) {
+    const double slots = 1000.0 * i;
+    auto& u = b.add(i, 2000);
+    b.counter(u, "token_slots", slots);
+    b.counter(u, "valid_tokens", 0.9 * slots);
+    b.region(u, "fwd", slots / 10, slots / 10);
+    b.region(u, "comm", 50 + slots / 20, 50 + slots / 20);
+    b.region(u, "load", 5 + slots / 100, 5 + slots / 100);
+  }
+  const Hierarchy h = parse("step\n  load role=data\n  fwd\n  comm role=communication\n");
+  const PaddingResult p = analyze_padding({b.d, &h});
+  ASSERT_EQ(p.token_bound.size(), 1u);
+  EXPECT_EQ(p.token_bound[0].region, "fwd");
+  ASSERT_TRUE(p.cost_ms_per_update);
+  EXPECT_NEAR(*p.cost_ms_per_update, 35, 1e-9);
+}
+
 TEST(Waiting, CompensationIsDetected) {
   Builder b;
   // Compute varies 100..400; comm = 600 - compute + small noise: the sum stays ~600.

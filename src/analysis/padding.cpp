@@ -1,4 +1,5 @@
 #include "stepprof/analysis/padding.hpp"
+#include "stepprof/analysis/waiting.hpp"
 
 #include <algorithm>
 
@@ -62,9 +63,16 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     p.cost_needs_nesting = true;
     return p;
   }
+  // Compute only: a region with a role (communication, data loading, the optimizer step,
+  // background work) or the communication region found by name does not scale with the
+  // tokens computed on, though its time may follow them (a rank that computes longer
+  // waits less, and a wait can track any other rank's tokens).
+  const auto comm = find_comm_region(in);
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
     const std::string_view name = in.data.regions.name(id);
-    if (!in.hierarchy->find(name) || !in.hierarchy->children(name).empty()) continue;  // leaves of the nesting only
+    const HierarchyNode* node = in.hierarchy->find(name);
+    if (!node || !in.hierarchy->children(name).empty()) continue;  // leaves of the nesting only
+    if (node->role != RegionRole::kNone || (comm && comm->id == id)) continue;
     const bool device = in.has_device_time(id);
     std::vector<double> t, s;
     for (std::size_t i = 0; i < updates.size(); ++i) {

@@ -120,7 +120,7 @@ int finish(const Diagnostics& diag, std::string_view where, bool analyzed) {
   if (errors || warnings)
     fmt::print(stderr, "stepprof: {} error(s), {} warning(s) {}{}\n", errors, warnings, where,
                !analyzed                         ? "; nothing was analyzed"
-               : errors && !diag.strict()        ? "; records with errors were left out"
+               : errors && !diag.strict()        ? "; what had errors was left out (see each message)"
                                                  : "");
   return errors ? kInputErrors : kOk;
 }

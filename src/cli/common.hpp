@@ -59,7 +59,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
 
 /// Prints the diagnostics to stderr (at most 20 per kind, then a count) and a summary
 /// line that counts them `where` (e.g. "in the input") and, unless `analyzed` is false
-/// ("nothing was analyzed"), says that records with errors were left out; returns the
+/// ("nothing was analyzed"), says that what had errors (records, fields) was left out; returns the
 /// exit status they call for.
 int finish(const Diagnostics& diag, std::string_view where = "in the input", bool analyzed = true);
 

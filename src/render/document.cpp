@@ -191,7 +191,7 @@ Section regions_section(const Report& rep) {
   if (!background.empty())
     notes.push_back("background (role \"background\": on another thread, alongside the update, not part of it): " +
                     background);
-  else
+  if (any_device)  // (without device times, the note above says so)
     notes.push_back(any_gap ? "device-host: regions flagged where the median device-minus-host time exceeds max(1 ms, 20 %)"
                           : "device-host: no region's device and host times differ by more than max(1 ms, 20 %)");
   if (t.violation_count)

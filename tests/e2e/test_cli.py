@@ -494,3 +494,17 @@ def test_a_config_without_updates_is_said(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"{tmp_path / 'rank0.jsonl'}:1: warning: rank 0 has a config but no update records: did its job stop " \
            "before the first optimizer update ended? [empty-input]" in r.stderr, r.stderr
+
+
+def test_host_only_log_does_not_also_say_device_and_host_agree(tmp_path):
+    # The notes said "host times only" and then "no region's device and host times differ".
+    config, updates = records()
+    host_only = tmp_path / "host.jsonl"
+    host_only.write_text("".join(json.dumps({k: v for k, v in rec.items() if k != "cuda_stream_ms"}) + "\n"
+                                 for rec in [config, *updates]))
+    text = run("report", host_only).stdout
+    assert "the log has host times only" in text
+    assert "no region's device and host times differ" not in text
+    # With device times, one of the two device-host notes is there.
+    full = run("report", LOG).stdout
+    assert ("no region's device and host times differ" in full) or ("device-host: regions flagged" in full)

@@ -36,6 +36,8 @@ struct PaddingResult {
   double padding_slots_per_update = 0;  ///< mean per update per rank [slots]
   std::optional<double> max_padded_length;  ///< longest padded length in input_shapes [tokens]
   /// Leaf regions (of the nesting) whose time correlates with token slots (r >= 0.4),
+  /// compute only (no role in the nesting, not the communication region: waits do not
+  /// scale with this rank's tokens),
   /// and the time that padding costs in them if their time is proportional to token
   /// slots: fraction x sum of their median times [ms per update]. Needs the nesting
   /// (leaves do not overlap); without it `cost_needs_nesting` is set instead.
