@@ -254,6 +254,9 @@ TEST_F(ReaderTest, GzipMembersAreReadInTurnAndTrailingBytesAreReported) {
   ASSERT_EQ(diag_.count(Problem::kTruncatedLine), 1u);
   EXPECT_TRUE(first(Problem::kTruncatedLine)->message.starts_with("input ends early (")) << first(Problem::kTruncatedLine)->message;
   EXPECT_NE(first(Problem::kTruncatedLine)->message.find("the file was cut off mid-record: "), std::string::npos);
+  // The cut is known: not "text after the record, or the line was cut short" as well.
+  EXPECT_EQ(first(Problem::kTruncatedLine)->message.find("text after the record"), std::string::npos)
+      << first(Problem::kTruncatedLine)->message;
 
   // A plain file named .gz is read as it is.
   const Dataset plain = read({write("plain.jsonl.gz", text)});

@@ -198,7 +198,8 @@ class FileParser {
                                            : fmt::format("the {} update record(s) read before it are kept", out_.updates.size())));
           } else {
             report(Severity::kError, rerr.problem, ln, col,
-                   rerr.message + (opt_.strict ? "; reading stops (--strict)" : "; record skipped"));
+                   rerr.message + (rerr.cause.empty() ? "" : ": ") + std::string(rerr.cause) +
+                       (opt_.strict ? "; reading stops (--strict)" : "; record skipped"));
           }
           break;
         }

@@ -60,8 +60,10 @@ class Ctx {
     err_.problem = p;
     err_.column = where ? column(where) : 0;
     err_.message = std::move(msg);
+    err_.cause = {};
     return false;
   }
+  void set_cause(std::string_view cause) { err_.cause = cause; }
   bool fail_json(error_code e, const char* where, std::string_view context) {
     return fail(Problem::kMalformedJson, where,
                 context.empty() ? fmt::format("malformed JSON: {}", simdjson::error_message(e))
@@ -650,14 +652,14 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
     const std::string_view t = trim(text);
     if (e == simdjson::INCORRECT_TYPE)
       c.fail(Problem::kMalformedJson, at, "expected a JSON object {...} for the record");
-    else if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT && t.starts_with('{') && !t.ends_with('}'))
+    else if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT && t.starts_with('{') && !t.ends_with('}')) {
       // (simdjson checks the last character before it reads the object.)
       c.fail(Problem::kMalformedJson, &t.back(),
-             fmt::format("malformed JSON: the record ends with {} instead of its closing '}}': text after the "
-                         "record, or the line was cut short",
+             fmt::format("malformed JSON: the record ends with {} instead of its closing '}}'",
                          t.back() > ' ' && t.back() < 0x7f ? fmt::format("'{}'", t.back())
                                                            : std::string("a byte that is not printable ASCII")));
-    else
+      c.set_cause("text after the record, or the line was cut short");
+    } else
       c.fail_json(e, at, "");
     return RecordKind::kError;
   }

@@ -24,6 +24,9 @@ struct RecordError {
   Problem problem = Problem::kMalformedJson;
   std::uint64_t column = 0;
   std::string message;
+  /// What may have caused it, when the line alone cannot tell (e.g. "text after the
+  /// record, or the line was cut short"); said only where the reader cannot tell either.
+  std::string_view cause;
 };
 
 enum class RecordKind { kConfig, kUpdate, kUnknownType, kError };
