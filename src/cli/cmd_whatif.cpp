@@ -113,14 +113,18 @@ std::optional<std::uint64_t> whole_number(std::string_view text) {
   return n;
 }
 
-// Rejects NaN and infinities (CLI::Range lets NaN through: it compares false).
-CLI::Validator finite() {
+// A finite number from lo to hi, with a message that says which of the three is wrong
+// (CLI::Range said "Value abc not in range" for a word, and let NaN through).
+CLI::Validator number_from(double lo, double hi) {
   return CLI::Validator(
-      [](std::string& v) {
-        const double x = std::strtod(v.c_str(), nullptr);
-        return std::isfinite(x) ? std::string() : std::string("use a finite number");
+      [lo, hi](std::string& v) {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size()) return fmt::format("\"{}\" is not a number", v);
+        if (!std::isfinite(x)) return std::string("use a finite number");
+        return x >= lo && x <= hi ? std::string() : fmt::format("use a number from {} to {}", lo, hi);
       },
-      "");
+      fmt::format("FLOAT in [{} - {}]", lo, hi));
 }
 
 }  // namespace
@@ -156,12 +160,10 @@ void add_whatif_command(CLI::App& app, std::function<void(std::function<int()>)>
   cmd->add_option("--threshold", opt->whatif.models.threshold,
                   "largest held-out error, as a fraction of a region's mean time, of a model used for predictions "
                   "(default 0.5)")
-      ->check(CLI::Range(0.0, 100.0))
-      ->check(finite());
+      ->check(number_from(0.0, 100.0));
   cmd->add_option("--min-gain", opt->whatif.models.min_gain,
                   "a feature enters a model only if it lowers the held-out error by this fraction (default 0.05)")
-      ->check(CLI::Range(0.0, 1.0))
-      ->check(finite());
+      ->check(number_from(0.0, 1.0));
   cmd->add_option("--seed", opt->whatif.seed, "seed of the random draws and the bootstrap (default 20240607)")
       ->check(CLI::Validator(
           [](std::string& v) { return whole_number(v) ? std::string() : std::string("use a whole number 0..2^64-1"); },

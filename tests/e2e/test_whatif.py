@@ -317,6 +317,9 @@ def test_usage_errors_and_no_data(tmp_path):
                        (("no-padding", "--group", "geometry"), "--group goes with batched-geometry"),
                        (("no-padding", "--threshold", "nan"), "use a finite number"),
                        (("no-padding", "--min-gain", "nan"), "use a finite number"),
+                       (("no-padding", "--threshold", "abc"), '"abc" is not a number'),
+                       (("no-padding", "--threshold", "0.5x"), '"0.5x" is not a number'),
+                       (("no-padding", "--min-gain", "2"), "use a number from 0 to 1"),
                        (("no-padding", "--seed", "-1"), "use a whole number"),
                        (("no-padding", "--seed", "99999999999999999999999"), "use a whole number"),
                        (("no-padding", "--bootstrap", "200000"), "20 to 100000 replicates")):
