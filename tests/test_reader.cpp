@@ -280,6 +280,8 @@ TEST_F(ReaderTest, DirectoryNotesABrokenLinkAndAFifo) {
   write("a.jsonl", kConfig + "\n" + update(1) + "\n");
   std::filesystem::create_symlink(dir_ / "nowhere.jsonl", dir_ / "broken.jsonl");
   ASSERT_EQ(::mkfifo((dir_ / "pipe.jsonl").c_str(), 0600), 0);
+  std::filesystem::create_symlink(dir_ / "loop.jsonl", dir_ / "loop.jsonl");  // leads back to itself
+  std::filesystem::create_symlink(dir_ / "a.jsonl", dir_ / "same.jsonl");     // read once, as a.jsonl
   const Dataset d = read({dir_.string()});
   EXPECT_EQ(d.update_count(), 1u);
   std::vector<std::string> notes;
@@ -287,8 +289,12 @@ TEST_F(ReaderTest, DirectoryNotesABrokenLinkAndAFifo) {
     if (x.severity == Severity::kNote) notes.push_back(std::filesystem::path(x.file).filename().string() + ": " + x.message);
   std::sort(notes.begin(), notes.end());
   EXPECT_EQ(notes, (std::vector<std::string>{
-                       "broken.jsonl: not read from the directory: a symbolic link to nothing",
-                       "pipe.jsonl: not read from the directory: not a regular file (a FIFO, socket or device)"}));
+                       "broken.jsonl: not read from the directory: a symbolic link to nothing (its target does not "
+                       "exist)",
+                       "loop.jsonl: not read from the directory: a symbolic link that loops (it leads back to itself)",
+                       "pipe.jsonl: not read from the directory: not a regular file (a FIFO, socket or device)",
+                       "same.jsonl: the same file as " + (dir_ / "a.jsonl").string() +
+                           " (a link, or named twice); read once"}));
 }
 
 TEST_F(ReaderTest, ManyBadLinesAreCountedAndTheLastProblemOfAnotherKindIsKept) {

@@ -55,9 +55,16 @@ struct ReadOptions {
 };
 
 /// The files `inputs` names: files as given, directories expanded to the log files in
-/// them (sorted; names ending .jsonl, .ndjson, .json, .log, .md or .txt, optionally
-/// followed by .gz; other names are reported as notes), "-" for stdin.
+/// them (sorted; names ending .jsonl, .ndjson, .json or .log, optionally followed by .gz,
+/// that are not plainly something else: docs/log-schema.md "Inputs stepprof reads"; what is left out is
+/// reported as notes), "-" for stdin. A file found twice is listed once.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, Diagnostics& diag);
+
+/// For a tool about to write logs into `dir` (`synth`, `import kineto`): the log files
+/// that `stepprof report DIR` would read there (expand_inputs) other than `files` (paths
+/// it will write, as `dir / name`), relative to `dir` and sorted; empty when `dir` is not
+/// a directory. Such files would be read as part of the new job.
+std::vector<std::string> logs_besides(const std::string& dir, const std::vector<std::string>& files);
 
 /// Reads and validates every record of `inputs` (after expand_inputs).
 /// Per-line problems are reported and the line skipped; a last line without a newline

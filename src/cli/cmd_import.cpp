@@ -65,6 +65,19 @@ int run_import(const ImportOptions& opt) {
     fmt::print(stderr, "stepprof: cannot create {}: {}\n", opt.output, ec.message());
     return kUsage;
   }
+  // An earlier import's (or another job's) logs that this one would not replace would be
+  // read with the new ones by `stepprof report DIR`: nothing is written then.
+  std::vector<std::string> will_write;
+  for (const auto& log : data.ranks)
+    will_write.push_back((dir / fmt::format("rank{}.jsonl", log.rank.value_or(0))).string());
+  if (const auto stale = logs_besides(dir.string(), will_write); !stale.empty()) {
+    fmt::print(stderr,
+               "stepprof: {} holds {} log file(s) this import would not replace ({}{}): `stepprof report {}` would "
+               "read them with the new ones; remove them or write to another directory (nothing was written)\n",
+               opt.output, stale.size(), stale.front(), stale.size() > 1 ? fmt::format(" .. {}", stale.back()) : "",
+               opt.output);
+    return kUsage;
+  }
   for (const auto& log : data.ranks) {
     if (log.config && log.rank && log.config->world_size && *log.rank >= *log.config->world_size) {
       // (A log the reader would reject: e.g. --world-size 2 for a trace of rank 3.)

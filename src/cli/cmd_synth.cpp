@@ -96,14 +96,9 @@ int run_synth(SynthOptions& opt) {
     std::error_code ec;
     const fs::path m(opt.manifest);
     if (m.has_parent_path()) fs::create_directories(m.parent_path(), ec);
+    // (A manifest inside the logs' directory is fine: `stepprof report DIR` sees from
+    // its schema that it is not a log, and lists it as a note.)
     std::error_code dir_ec;
-    // A manifest inside the logs' directory would be read by `stepprof report DIR` as a log.
-    const fs::path logs = fs::weakly_canonical(opt.dir, dir_ec), at = fs::weakly_canonical(m, dir_ec);
-    if (!dir_ec && at.string().starts_with((logs / "").string())) {
-      fmt::print(stderr, "stepprof synth: --manifest {} is inside {}, where `stepprof report {}` would read it as a log; "
-                 "write it elsewhere\n", opt.manifest, opt.dir, opt.dir);
-      return kUsage;
-    }
     if (ec || fs::is_directory(m, dir_ec)) {
       fmt::print(stderr, "stepprof synth: --manifest {}: {}\n", opt.manifest,
                  ec ? "cannot make its directory: " + ec.message() : std::string("is a directory"));

@@ -38,8 +38,10 @@ std::string stepprof_schema(std::string_view text) {
 }
 
 std::string own_output(const std::string& schema) {
-  const std::string_view command = schema.starts_with("stepprof.whatif") ? "stepprof whatif --format json"
-                                                                          : "stepprof report --format json";
+  const std::string_view command = schema.starts_with("stepprof.whatif/")           ? "stepprof whatif --format json"
+                                   : schema.starts_with("stepprof.report/")         ? "stepprof report --format json"
+                                   : schema.starts_with("stepprof.synth-manifest/") ? "stepprof synth --manifest"
+                                                                                     : "stepprof";
   return fmt::format("stepprof's own output (schema \"{}\", from `{}`), not a step log", schema, command);
 }
 

@@ -490,24 +490,30 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
   // A file named twice (or found twice through directories) is read once. It is known by
   // its device and inode, so that "-", /dev/stdin and /dev/fd/0 on one pipe are one input
   // (two readers of one pipe would each get half of its lines), else by its path.
-  std::vector<std::pair<dev_t, ino_t>> seen_ids;
-  std::vector<fs::path> seen_paths;
+  std::vector<std::pair<std::pair<dev_t, ino_t>, std::string>> seen_ids;  // (id, the path it was first read as)
+  std::vector<std::pair<fs::path, std::string>> seen_paths;
   auto add = [&](const std::string& path) {
     struct stat st {};
     const bool known = path == "-" ? ::fstat(STDIN_FILENO, &st) == 0 : ::stat(path.c_str(), &st) == 0;
-    bool twice = false;
+    const std::string* first = nullptr;
     if (known) {
       const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
-      twice = std::find(seen_ids.begin(), seen_ids.end(), id) != seen_ids.end();
-      if (!twice) seen_ids.push_back(id);
+      for (const auto& [seen, as] : seen_ids)
+        if (seen == id) first = &as;
+      if (!first) seen_ids.emplace_back(id, path);
     } else if (path != "-") {
       std::error_code ec;
       const fs::path canon = fs::weakly_canonical(path, ec);
-      twice = !ec && std::find(seen_paths.begin(), seen_paths.end(), canon) != seen_paths.end();
-      if (!ec && !twice) seen_paths.push_back(canon);
+      if (!ec) {
+        for (const auto& [seen, as] : seen_paths)
+          if (seen == canon) first = &as;
+        if (!first) seen_paths.emplace_back(canon, path);
+      }
     }
-    if (twice) {
-      diag.report({Severity::kNote, Problem::kUnknownRecord, path, 0, 0, "given more than once; read once"});
+    if (first) {
+      diag.report({Severity::kNote, Problem::kUnknownRecord, path, 0, 0,
+                   *first == path ? std::string("given more than once; read once")
+                                  : fmt::format("the same file as {} (a link, or named twice); read once", *first)});
       return;
     }
     files.push_back(path);
@@ -559,9 +565,19 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
         // Directories are walked; anything else that is not a regular file is said.
         if (!it->is_directory(ec)) {
           const bool link = it->is_symlink(ec);
+          struct stat target {};
+          const int why = link && ::stat(it->path().c_str(), &target) != 0 ? errno : 0;
           diag.report({Severity::kNote, Problem::kUnknownRecord, it->path().string(), 0, 0,
-                       link ? "not read from the directory: a symbolic link to nothing"
-                            : "not read from the directory: not a regular file (a FIFO, socket or device)"});
+                       !link              ? std::string("not read from the directory: not a regular file (a FIFO, "
+                                                        "socket or device)")
+                       : why == ELOOP     ? std::string("not read from the directory: a symbolic link that loops "
+                                                        "(it leads back to itself)")
+                       : why == ENOENT    ? std::string("not read from the directory: a symbolic link to nothing "
+                                                        "(its target does not exist)")
+                       : why != 0         ? fmt::format("not read from the directory: a symbolic link whose target "
+                                                        "cannot be reached: {}", std::strerror(why))
+                                          : std::string("not read from the directory: a symbolic link to something "
+                                                        "that is not a regular file")});
         }
         ec.clear();
         continue;
@@ -585,6 +601,21 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
     for (const auto& f : found) add(f);
   }
   return files;
+}
+
+std::vector<std::string> logs_besides(const std::string& dir, const std::vector<std::string>& files) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return {};
+  Diagnostics scratch;  // (what else the directory holds is not the writer's business)
+  const fs::path base = fs::path(dir).lexically_normal();
+  std::vector<std::string> out;
+  for (const auto& f : expand_inputs({dir}, scratch)) {
+    const fs::path p = fs::path(f).lexically_normal();
+    if (std::none_of(files.begin(), files.end(), [&](const std::string& w) { return fs::path(w).lexically_normal() == p; }))
+      out.push_back(p.lexically_relative(base).string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Dataset read_logs(const std::vector<std::string>& inputs, const ReadOptions& options, Diagnostics& diag) {

@@ -22,6 +22,7 @@
 #include "../util/parallel.hpp"
 #include "model.hpp"
 #include "stepprof/record_writer.hpp"
+#include "stepprof/reader.hpp"
 #include "stepprof/synth.hpp"
 
 namespace stepprof::synth {
@@ -145,21 +146,6 @@ std::string file_name(std::int64_t rank, std::int64_t ranks, bool gzip) {
 // Files in `dir` or below that `stepprof report DIR` would read (.jsonl, .ndjson, .json,
 // .log, each also .gz) and a run writing `files` would not overwrite, relative to `dir`
 // and sorted.
-std::vector<std::string> stale_logs(const std::string& dir, const std::vector<std::string>& files) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.ends_with(".gz")) name.resize(name.size() - 3);
-    const bool log = name.ends_with(".jsonl") || name.ends_with(".ndjson") || name.ends_with(".json") ||
-                     name.ends_with(".log");
-    if (log && it->is_regular_file(ec) && std::find(files.begin(), files.end(), it->path().string()) == files.end())
-      out.push_back(it->path().lexically_relative(dir).string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
 std::string validate(const Options& o) {
@@ -249,7 +235,7 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   // An earlier run's logs that this one would not replace (more ranks, the other of
   // .jsonl and .jsonl.gz, other logs anywhere below): `stepprof report DIR` would read
   // them with the new ones.
-  if (const auto stale = stale_logs(dir, man.files); !stale.empty())
+  if (const auto stale = logs_besides(dir, man.files); !stale.empty())
     throw std::runtime_error(fmt::format(
         "{} holds {} log file(s) this run would not replace ({}{}): `stepprof report {}` would read them with the "
         "new ones; remove them or write to another directory",

@@ -354,7 +354,7 @@ def test_one_pipe_named_twice_is_read_once():
     r = run("report", "--format", "json", "-", "/dev/stdin", stdin=text)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["run"]["updates"] == 20
-    assert "/dev/stdin: note: given more than once; read once" in r.stderr
+    assert "/dev/stdin: note: the same file as - (a link, or named twice); read once" in r.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,

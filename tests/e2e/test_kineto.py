@@ -330,6 +330,19 @@ def test_import_writes_one_log_per_rank(tmp_path):
     assert run("report", tmp_path).returncode == 0
 
 
+def test_import_into_a_directory_with_other_ranks_logs_writes_nothing(tmp_path):
+    # Importing one 2-rank job's rank 0 where an 8-rank import was overwrote rank0.jsonl
+    # and left rank1..7: `report` then read a mix of two jobs.
+    assert run("import", "kineto", *DLRM, "-o", tmp_path).returncode == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    r = run("import", "kineto", HTA2, "-o", tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "holds 7 log file(s) this import would not replace (rank1.jsonl .. rank7.jsonl)" in r.stderr, r.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written
+    # Importing the same job again replaces its files.
+    assert run("import", "kineto", *DLRM, "-o", tmp_path).returncode == 0
+
+
 # ---- bad traces -------------------------------------------------------------------------
 
 def small_trace(**top):

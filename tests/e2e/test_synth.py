@@ -251,12 +251,17 @@ def test_an_earlier_runs_logs_that_would_stay_are_refused(tmp_path):
         r = run("synth", "-o", tmp_path / "logs", "--updates", 5, "--ranks", *args)
         assert r.returncode == 2 and left in r.stderr, r.stderr
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [f"rank{r}.jsonl" for r in range(4)]
-    # Logs further down, and a manifest inside the logs' directory, would be read too.
+    # Logs further down would be read too; the manifest beside them would not (a note).
     r = run("synth", "-o", tmp_path, "--updates", 5, "--ranks", 4)
-    assert r.returncode == 2 and "5 log file(s) this run would not replace (logs/rank0.jsonl .. manifest.json)" \
+    assert r.returncode == 2 and "4 log file(s) this run would not replace (logs/rank0.jsonl .. logs/rank3.jsonl)" \
         in r.stderr, r.stderr
     r = run("synth", "-o", tmp_path / "logs", "--updates", 5, "--ranks", 4, "--manifest", tmp_path / "logs" / "m.json")
-    assert r.returncode == 2 and "would read it as a log" in r.stderr, r.stderr
+    assert r.returncode == 0, r.stderr
+    rep = run("report", "-o", os.devnull, tmp_path / "logs")
+    assert rep.returncode == 0, rep.stderr
+    assert "m.json: note: not read from the directory: stepprof's own output (schema " \
+        "\"stepprof.synth-manifest/1\", from `stepprof synth --manifest`)" in rep.stderr, rep.stderr
+    (tmp_path / "logs" / "m.json").unlink()
     # The same ranks again replace them.
     r = run("synth", "-o", tmp_path / "logs", "--updates", 7, "--ranks", 4)
     assert r.returncode == 0, r.stderr
