@@ -78,7 +78,7 @@ std::string check_value(std::string_view json) {
       return "holds a non-finite number (NaN or Infinity), which JSON does not allow (Python's json writes one for "
              "a non-finite float)";
     try {
-      (void)nlohmann::json::parse(json.begin(), json.end());
+      [[maybe_unused]] const auto parsed = nlohmann::json::parse(json.begin(), json.end());  // (for its exception)
     } catch (const nlohmann::json::exception& e) {
       if (e.id == 406) return fmt::format("holds a number out of range ({})", json);  // number overflow
     }
@@ -164,8 +164,8 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
     c.world_size.reset();
   } else if (c.rank && c.world_size && *c.rank >= *c.world_size)
     note(problems, fmt::format("config field \"rank\" ({}) is not below \"world_size\" ({}): ranks are numbered 0 to "
-                               "world_size - 1",
-                               *c.rank, *c.world_size));
+                               "world_size - 1; its records are still read as rank {} (is world_size wrong?)",
+                               *c.rank, *c.world_size, *c.rank));
   return c;
 }
 
