@@ -743,6 +743,40 @@ TEST_F(ReaderTest, NegativeTimeIsRejected) {
   EXPECT_EQ(d.update_count(), 0u);
 }
 
+TEST_F(ReaderTest, NegativeSampleIndexIsRejected) {
+  // A sample index is a position in the dataset; -7 was taken silently.
+  const std::string bad = update(2, 100.0, R"(, "sample_indices": [4, -7, 9])");
+  const Dataset d = read({write("negidx.jsonl", kConfig + "\n" + update(1) + "\n" + bad + "\n")});
+  const Diagnostic* e = first(Problem::kNegativeTime);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 3u);
+  EXPECT_EQ(e->column, bad.find("-7") + 1);
+  EXPECT_NE(e->message.find("sample_indices[1]"), std::string::npos) << e->message;
+  EXPECT_EQ(d.update_count(), 1u);
+}
+
+TEST_F(ReaderTest, EmptyAndOverlongNamesAreRejected) {
+  // An empty region name, or a value written where a name goes (100,000 bytes, printed
+  // whole in every table), were taken as names.
+  const std::string empty = R"({"type": "update", "step": 2, "wall_ms": 10, "cuda_stream_ms": {"": 3.5}})";
+  const std::string longer = R"({"type": "update", "step": 3, "wall_ms": 10, "counts": {")" + std::string(1025, 'x') +
+                             R"(": 3}})";
+  const std::string longest_ok = R"({"type": "update", "step": 4, "wall_ms": 10, "cuda_stream_ms": {")" +
+                                 std::string(1024, 'y') + R"(": 3.5}})";
+  const Dataset d = read({write("names.jsonl", kConfig + "\n" + empty + "\n" + longer + "\n" + longest_ok + "\n")});
+  EXPECT_EQ(d.update_count(), 1u);  // step 4: a name of 1024 bytes is fine
+  ASSERT_EQ(diag_.count(Problem::kBadField), 2u);
+  std::vector<const Diagnostic*> bad;
+  for (const auto& x : diag_.kept())
+    if (x.problem == Problem::kBadField) bad.push_back(&x);
+  EXPECT_EQ(bad[0]->line, 2u);
+  EXPECT_EQ(bad[0]->column, empty.find("\"\"") + 1);
+  EXPECT_NE(bad[0]->message.find("cuda_stream_ms: a name is empty"), std::string::npos) << bad[0]->message;
+  EXPECT_EQ(bad[1]->line, 3u);
+  EXPECT_EQ(bad[1]->column, longer.find("\"xxx") + 1);
+  EXPECT_NE(bad[1]->message.find("counts: a name of 1025 bytes"), std::string::npos) << bad[1]->message;
+}
+
 TEST_F(ReaderTest, NonFiniteTimesAreRejected) {
   // Python's json module writes NaN and Infinity; 1e999 overflows a double.
   for (const std::string v : {"NaN", "Infinity", "-Infinity", "1e999"}) {

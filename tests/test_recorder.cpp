@@ -693,6 +693,35 @@ TEST_F(RecorderTest, NamesThatAreNotUtf8AreOneKeyAsWrittenAndCounted) {
   EXPECT_EQ(diag.count(Problem::kBadField), 0u);
 }
 
+TEST_F(RecorderTest, NamesAndIndicesTheReaderWouldRejectAreNotRecorded) {
+  // An empty or 1025-byte region or counter name, or a negative sample index, made
+  // records the reader rejects whole: every update holding one was lost at analysis.
+  TempLog log("rejectable");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const std::string longest(1024, 'n'), too_long(1025, 'n');
+  { Region r(region_id("")); }
+  { Region r(region_id(too_long)); }
+  { Region r(region_id(longest)); }
+  count(counter_id(""), 1);
+  count(counter_id(too_long), 1);
+  const std::vector<std::int64_t> bad{3, -1}, good{4, 5};
+  sample_indices(bad);
+  sample_indices(good);
+  ASSERT_EQ(end_update(1), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["calls"], (Json{{longest, 1}}));
+  EXPECT_FALSE(lines[1].contains("counts"));
+  EXPECT_EQ(lines[1]["sample_indices"], (Json{4, 5}));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 5}}));
+
+  Diagnostics diag;
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(d.update_count(), 1u);
+  EXPECT_EQ(diag.count(Severity::kError), 0u);
+}
+
 TEST_F(RecorderTest, AStepNotAboveThePreviousOrBelowZeroIsCounted) {
   // end_update(5), (5), (3), (-1) were taken without a word; the report then found
   // duplicate steps.

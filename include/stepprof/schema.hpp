@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <string_view>
 
 namespace stepprof::schema {
@@ -11,6 +12,12 @@ namespace stepprof::schema {
 /// Version written by stepprof's own recorder in the config record's `schema` field.
 /// Logs without the field (such as the bundled real log) are read as version 1.
 inline constexpr int kVersion = 1;
+
+/// Region and counter names are 1 to kMaxNameBytes bytes of UTF-8: the reader rejects a
+/// record with an empty or longer one (a value written where a name goes, such as a path
+/// or a prompt, would be printed whole in every table), and the recorder does not record
+/// one (it counts a bad_argument error instead).
+inline constexpr std::size_t kMaxNameBytes = 1024;
 
 // Record types (the `type` field).
 inline constexpr std::string_view kTypeConfig = "config";

@@ -294,7 +294,8 @@ inline void input_shape_of(Dims... dims) noexcept {
   input_shape(std::span<const std::int64_t>(d));
 }
 
-/// Appends dataset indices of the update's samples to `sample_indices`, in order.
+/// Appends dataset indices of the update's samples to `sample_indices`, in order. A call
+/// with a negative index records none of its indices (and counts a bad_argument error).
 void sample_indices(std::span<const std::int64_t> indices) noexcept;
 
 /// Records one micro-batch of the update's per-micro-batch detail (`microbatches`, in call

@@ -224,6 +224,17 @@ bool read_count_value(od::value& v, std::string_view tok, Ctx& c, const Path& pa
   return true;
 }
 
+using schema::kMaxNameBytes;  // (names are 1 to 1024 bytes: schema.hpp)
+
+// Why `name` (a region's or counter's, in `what`) cannot be one; empty when it can.
+std::string bad_name(std::string_view name, std::string_view what) {
+  if (name.empty()) return fmt::format("{}: a name is empty", what);
+  if (name.size() > kMaxNameBytes)
+    return fmt::format("{}: a name of {} bytes (\"{}...\"): names are at most {} bytes", what, name.size(),
+                       name.substr(0, 40), kMaxNameBytes);
+  return {};
+}
+
 // Reads an integer; an integral floating-point value such as 2.0 is accepted.
 bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::int64_t& out) {
   // An integer as JSON writes it is taken whole, up to the int64 range (a recorder may
@@ -417,6 +428,7 @@ bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<Micr
         t = fv.raw_json_token();
         if (fv.get_string().get(name))
           return c.fail(Problem::kBadField, t.data(), fmt::format("{}: expected a region name, found {}", path, shown(t)));
+        if (name.empty() || name.size() > kMaxNameBytes) return c.fail(Problem::kBadField, t.data(), bad_name(name, path));
         mb.path = regions.intern(name);
       } else if (key == m::kFrames || key == m::kTokens) {
         if (!read_counts(fv, path, key == m::kFrames ? mb.frames : mb.tokens)) return false;
@@ -782,6 +794,8 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       const char* key_at = fld.key().raw() - 1;
       NameTable::Id id = 0;
       if (auto e = key_id(cache, fld, regions_, id)) return c.fail_json(e, key_at, fmt::format("in {}", field));
+      if (const auto name = regions_.name(id); name.empty() || name.size() > kMaxNameBytes)
+        return c.fail(Problem::kBadField, key_at, bad_name(name, field));
       if (!take(fld.value(), slot(id))) return false;
     }
     return true;
@@ -891,6 +905,10 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         if (auto e = f.error()) { ok = c.fail_json(e, nullptr, "in counts"); break; }
         od::field&& counter = std::move(f).value_unsafe();
         if (auto e = key_id(counter_keys_, counter, counters_, id)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        if (const auto name = counters_.name(id); name.empty() || name.size() > kMaxNameBytes) {
+          ok = c.fail(Problem::kBadField, counter.key().raw() - 1, bad_name(name, "counts"));
+          break;
+        }
         if (id >= counter_seen_.size()) counter_seen_.resize(id + 1, 0);
         if (counter_seen_[id]) {
           ok = c.fail(Problem::kBadField, nullptr, fmt::format("counts.{}: counter listed twice", counters_.name(id)));
@@ -940,8 +958,12 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       }
       ok = each_element(a, c, key, [&](od::value& ev) {
         std::int64_t idx = 0;
-        if (!read_int(ev, token_of(ev), c, {s::kSampleIndices, {}, nullptr, 0, u.sample_indices.size()}, idx))
-          return false;
+        const std::string_view etok = token_of(ev);
+        const Path where{s::kSampleIndices, {}, nullptr, 0, u.sample_indices.size()};
+        if (!read_int(ev, etok, c, where, idx)) return false;
+        if (idx < 0)  // a dataset index: a negative one is a bug in the writer, not a sample
+          return c.fail(Problem::kNegativeTime, trim(etok).data(),
+                        fmt::format("{}: a sample index is a position in the dataset, found {}", str(where), idx));
         u.sample_indices.push_back(idx);
         return true;
       });

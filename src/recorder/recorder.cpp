@@ -801,6 +801,12 @@ void input_shape(std::span<const std::int64_t> dims) noexcept {
 }
 
 void sample_indices(std::span<const std::int64_t> indices) noexcept {
+  // A negative index is not a position in a dataset (and the reader would reject the
+  // record): such calls are not recorded.
+  if (std::any_of(indices.begin(), indices.end(), [](std::int64_t i) { return i < 0; })) {
+    if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
+    return;
+  }
   detail::with_data([&](detail::UpdateData& d) { d.indices.insert(d.indices.end(), indices.begin(), indices.end()); });
 }
 

@@ -3,6 +3,7 @@
 #include <new>
 
 #include "internal.hpp"
+#include "stepprof/schema.hpp"
 #include "stepprof/record_writer.hpp"
 
 namespace stepprof::detail {
@@ -26,6 +27,12 @@ std::uint32_t intern(NameTable& table, std::atomic<std::uint32_t>& count, std::s
   try {
     std::lock_guard lock(r.mu);
     if (auto id = table.find(name)) return *id;
+    // A name the reader would reject (empty, or longer than schema::kMaxNameBytes) would
+    // lose every update record it is in: it is not recorded.
+    if (name.empty() || name.size() > schema::kMaxNameBytes) {
+      count_global_error(ErrorKind::kBadArgument);
+      return overflow;
+    }
     // A name that is not UTF-8 is written with U+FFFD for its bad bytes: interned in that
     // form, "a\xff" and "a\xfe" are one region, not two keys the reader rejects as one
     // region listed twice.
