@@ -39,6 +39,12 @@ TEST(UnreadableFormat, OtherFormatsAreNamed) {
   EXPECT_TRUE(unreadable_format("\xFF\xFE\0\0{\0\0\0"s).starts_with("UTF-32 text: "));
   EXPECT_TRUE(unreadable_format("{\0\"\0t\0"s).starts_with("UTF-16LE text: "));
   EXPECT_TRUE(unreadable_format("\0{\0\"\0t"s).starts_with("UTF-16BE text: "));
+  // A burst of damage in a log that holds records: read, its bad lines said one by one.
+  std::string damaged = kRecord + "\n";
+  for (int i = 0; i < 200; ++i) damaged += "\x01\x02\x03\x04";
+  EXPECT_EQ(unreadable_format(damaged + "\n" + kRecord + "\n"), "");
+  // DEL is legal in a JSON string: a name full of them is text.
+  EXPECT_EQ(unreadable_format(std::string(100, '\x7f')), "");
   // 16 control characters in 1,000 bytes (1.6 %): binary.
   std::string bin(1000, 'a');
   for (std::size_t i = 0; i < 16; ++i) bin[i * 60] = '\x03';
@@ -57,6 +63,13 @@ TEST_F(FileKindTest, WhatIsReadFromADirectory) {
   EXPECT_EQ(why(R"({"step": 3, "type": "update", "wall_ms": 1})" "\n"), "");  // "type" not first
   EXPECT_EQ(why(R"({"oops" 1})" "\n"), "");                 // damaged: read, and said
   EXPECT_EQ(why("| a | b |\n"), "");                        // a markdown table
+  // A damaged start before the records: a cut first record, a stray print, a lone "{",
+  // junk bytes. The file is read (and the damage said): a rank must not vanish.
+  EXPECT_EQ(why(kRecord.substr(20) + "\n" + kRecord + "\n"), "");
+  EXPECT_EQ(why("Warning: NCCL something\n" + kRecord + "\n"), "");
+  EXPECT_EQ(why("{\n" + kRecord + "\n"), "");
+  EXPECT_EQ(why("xx" + kRecord + "\n"), "");
+  EXPECT_EQ(why("[1, 2]\n" + kRecord + "\n"), "");
   EXPECT_NE(why(R"({"hidden_size": 4096})" "\n").find("without a \"type\" field"), std::string::npos);
   EXPECT_NE(why("{\n  \"a\": 1\n}\n").find("a JSON document over several lines"), std::string::npos);
   EXPECT_NE(why("{\n  \"schema\": \"stepprof.report/1\"\n}\n").find("stepprof's own output (schema \"stepprof.report/1\""),

@@ -73,6 +73,12 @@ bool record_starts_at(std::string_view text, std::size_t at) {
   return word(i, "\"config\"") || word(i, "\"update\"");
 }
 
+bool has_record_start(std::string_view head) {
+  for (auto at = head.find('{'); at != std::string_view::npos; at = head.find('{', at + 1))
+    if (record_starts_at(head, at)) return true;
+  return false;
+}
+
 std::string unreadable_format(std::string_view head) {
   struct Magic {
     std::string_view bytes, what, undo;
@@ -106,9 +112,12 @@ std::string unreadable_format(std::string_view head) {
     const auto c = static_cast<unsigned char>(ch);
     if (c == 0) continue;
     ++text;
-    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != 0x1b) || c == 0x7f) ++control;
+    // (DEL, 0x7f, is legal unescaped in JSON strings: not counted.)
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != 0x1b) ++control;
   }
-  if (control >= 16 && control * 100 > text)
+  // A log with damage in it (a burst of random bytes) still holds records: it is read,
+  // and its bad lines are said one by one.
+  if (control >= 16 && control * 100 > text && !has_record_start(head))
     return fmt::format("binary data, not text ({} of its first {} bytes are control characters): not a step log or "
                        "a profiler trace",
                        control, head.size());
@@ -125,6 +134,9 @@ std::string not_a_log(const std::string& path) {
   if (first == head.size()) return {};  // empty, or blank: the reader says so
   const char c = head[first];
   if (c == '\0' || c == '|') return {};  // a crash's zeros; a markdown table
+  // A record anywhere in the first 64 KiB: a log whose start is damaged (cut, a stray
+  // print before the first record, a lone "{"). It is read, and the damage is said.
+  if (has_record_start(head)) return {};
   const std::string_view line = first_line(head.substr(first));
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -134,7 +146,6 @@ std::string not_a_log(const std::string& path) {
   if (c == '[' && (line == "[" || parses_as(simdjson::dom::element_type::ARRAY)))
     return "a JSON array, not JSON lines (one record per line)";
   if (c != '{') return "a text file, not JSON lines: its first line is not a JSON record (a training log?)";
-  if (record_starts_at(head, first)) return {};
   if (is_kineto_trace(path)) {
     if (head.find("\"generator\":\"stepprof trace\"") != std::string_view::npos)
       return "stepprof's own trace export (from `stepprof trace`; open it in Perfetto), not a profiler trace";

@@ -19,20 +19,26 @@ std::string read_head(const std::string& path, std::size_t bytes = std::size_t{1
 /// "type": "update" (spaces allowed), as every writer puts `type` first.
 bool record_starts_at(std::string_view text, std::size_t at);
 
+/// True when a step-log record starts anywhere in `text` (record_starts_at at some '{').
+bool has_record_start(std::string_view text);
+
 /// When `head` (a file's first bytes, decompressed) is not text stepprof can read, what
 /// it is and what to do, e.g. "xz-compressed data: stepprof reads plain text and gzip;
 /// decompress it first (`xz -d FILE`)"; empty for text. Recognized: xz, bzip2, zstd,
 /// lz4, zip and 7z data by their magic bytes, UTF-16 and UTF-32 text (by a byte-order
 /// mark, or UTF-16's zero byte after each ASCII character), and other binary data: more
 /// than 1 % (and at least 16) of the first bytes are control characters other than
-/// tab, newline, carriage return and NUL. NUL bytes alone are not binary: a crash
-/// zero-fills what was being written (the reader counts them).
+/// tab, newline, form feed, escape, carriage return and NUL, and no step-log record
+/// starts among them (a log with a burst of damage is read, its bad lines said). NUL
+/// bytes alone are not binary: a crash zero-fills what was being written.
 std::string unreadable_format(std::string_view head);
 
 /// For a file found in a directory (not named): why it is not a step log or a profiler
 /// trace, e.g. "a text file, not JSON lines (a training log?)"; empty when it is one or
-/// may be one. A file that starts like a record, is empty, starts damaged (NUL bytes,
-/// malformed JSON) or cannot be read gets "", so that it is read and its problems said.
+/// may be one. A file in whose first 64 KiB a step-log record starts anywhere (so a
+/// damaged start: a cut first record, a stray print before the records), that is empty,
+/// starts with NUL bytes or malformed JSON, or cannot be read gets "", so that it is
+/// read and its problems said.
 /// What is left out: a first line that is not JSON (text), a JSON array, a JSON
 /// document over several lines (a config or state file), a first record without a
 /// "type" field, and stepprof's own outputs (`report --format json`, `whatif --format

@@ -86,7 +86,8 @@ class FileParser {
     }
     // Data that is not text (another compression, UTF-16, binary) is one error, not
     // pages of zero-byte and malformed-JSON messages about a crash that did not happen.
-    if (auto format = unreadable_format(read_head(path_)); !format.empty()) {
+    std::string head = read_head(path_);  // ("" for stdin, a pipe or a FIFO: looked at below)
+    if (auto format = unreadable_format(head); !format.empty()) {
       report(Severity::kError, Problem::kUnreadable, 0, 0, format);
       return std::move(out_);
     }
@@ -97,6 +98,16 @@ class FileParser {
       report(Severity::kError, Problem::kUnreadable, 0, 0, fmt::format("cannot read: {}", err));
       return std::move(out_);
     }
+    // stdin, a pipe or a FIFO could not be looked at before it was opened: it is now.
+    struct stat st {};
+    if (path_ == "-" || ::stat(path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      head = std::string(src->peek(std::size_t{1} << 16));
+      if (auto format = unreadable_format(head); !format.empty()) {
+        report(Severity::kError, Problem::kUnreadable, 0, 0, format);
+        return std::move(out_);
+      }
+    }
+    records_in_head_ = has_record_start(head);
     // Format dispatch: JSON lines, or the same pasted as a markdown table (both
     // possibly gzip-compressed; LineSource decompresses).
     read_lines(*src);
@@ -116,6 +127,8 @@ class FileParser {
     if (opt_.strict && sev != Severity::kNote) out_.stopped = true;
   }
   Severity truncation_severity() const { return opt_.strict ? Severity::kError : Severity::kWarning; }
+
+  bool records_in_head_ = false;  // a step-log record starts in the input's first 64 KiB
 
   // Reserves room for the file's update records, estimated from the file's size and the
   // length of the first kSampleLines lines, so that the records are not moved each time
@@ -330,7 +343,7 @@ class FileParser {
         table_mode = text.front() == '|';
         // Files are sniffed before they are opened (is_kineto_trace); stdin cannot be,
         // so a trace arriving there is recognized here, by its first line.
-        if (looks_like_trace_start(text)) {
+        if (looks_like_trace_start(text) && !records_in_head_) {  // (a lone "{" before records: damage)
           struct stat st {};
           const bool regular = path_ != "-" && ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);
           report(Severity::kError, Problem::kBadTrace, ln, 1,

@@ -1,5 +1,6 @@
 #include "line_source.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace stepprof::detail {
@@ -9,6 +10,12 @@ std::unique_ptr<LineSource> LineSource::open(const std::string& path, std::strin
   auto src = ByteSource::open(path, error, chunk_bytes, cancel);
   if (!src) return nullptr;
   return std::unique_ptr<LineSource>(new LineSource(std::move(src), cancel));
+}
+
+std::string_view LineSource::peek(std::size_t n) {
+  while (src_->size() < n && src_->fill()) {
+  }
+  return {src_->data(), std::min(src_->size(), n)};
 }
 
 bool LineSource::next(std::string_view& line, bool& terminated) {

@@ -33,6 +33,9 @@ class LineSource {
   /// and counted in zeros_dropped(), so that a zero-filled tail of any length costs one
   /// chunk of memory, not its length.
   bool next(std::string_view& line, bool& terminated);
+  /// The first `n` bytes of the input (fewer at its end), without consuming them: for a
+  /// look at what a pipe holds before its lines are read. Call before next().
+  std::string_view peek(std::size_t n);
   /// Zero bytes left out of the line last returned (see next()).
   [[nodiscard]] std::uint64_t zeros_dropped() const { return zeros_dropped_; }
   static constexpr std::size_t kZerosKept = 16;

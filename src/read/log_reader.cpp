@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <charconv>
@@ -39,6 +40,17 @@ bool has_log_name(const std::string& name) {
   for (const char* ext : {".jsonl", ".ndjson", ".json", ".log"})
     if (n.ends_with(ext)) return true;
   return false;
+}
+
+// For a log name compressed in a way stepprof does not read ("rank3.jsonl.zst"): how to
+// undo it ("zstd -d"); empty for any other name.
+std::string_view undo_compression(const std::string& name) {
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kOther = {{
+      {".xz", "xz -d"}, {".zst", "zstd -d"}, {".bz2", "bunzip2"}, {".lz4", "lz4 -d"}, {".zip", "unzip"}, {".7z", "7z x"}}};
+  for (const auto& [ext, undo] : kOther)
+    if (name.size() > ext.size() && name.ends_with(ext) && has_log_name(name.substr(0, name.size() - ext.size())))
+      return undo;
+  return {};
 }
 
 // One rank's records as read, before duplicate steps are resolved.
@@ -590,10 +602,17 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, D
                        fmt::format("not read from the directory: {}; name it to read it as a log anyway", why)});
         else
           found.push_back(it->path().string());
-      } else
+      } else if (const auto undo = undo_compression(fname); !undo.empty()) {
+        // A log compressed another way than gzip: a rank's log, not read.
+        diag.report({Severity::kError, Problem::kUnreadable, it->path().string(), 0, 0,
+                     fmt::format("a log compressed in a format stepprof does not read (it reads plain text and "
+                                 "gzip): decompress it first (`{} FILE`), or recompress it with gzip",
+                                 undo)});
+      } else {
         diag.report({Severity::kNote, Problem::kUnknownRecord, it->path().string(), 0, 0,
                      "not read from the directory: logs end in .jsonl, .ndjson, .log or .json (optionally .gz); "
                      "name a markdown-table log explicitly to read it"});
+      }
     }
     if (ec) diag.report({Severity::kError, Problem::kUnreadable, in, 0, 0, fmt::format("cannot list: {}", ec.message())});
     std::sort(found.begin(), found.end());

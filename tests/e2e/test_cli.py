@@ -508,3 +508,57 @@ def test_host_only_log_does_not_also_say_device_and_host_agree(tmp_path):
     # With device times, one of the two device-host notes is there.
     full = run("report", LOG).stdout
     assert ("no region's device and host times differ" in full) or ("device-host: regions flagged" in full)
+
+
+def test_a_rank_log_with_a_damaged_start_is_read_not_skipped(tmp_path):
+    # A directory's rank logs whose first line is damaged were taken for text files and
+    # skipped with a note: the rank vanished with exit 0. They are read, damage said.
+    config, updates = records()
+    text = LOG.read_text()
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "cut.jsonl").write_text(text[40:])                                   # the first record's start cut
+    (job / "print.log").write_text("Warning: NCCL something\n" + text)          # a stray print first
+    (job / "brace.jsonl").write_text("{\n" + "\n".join(text.splitlines()[1:]) + "\n")  # a lone "{"
+    for name in ("cut.jsonl", "print.log", "brace.jsonl"):
+        r = run("report", "--format", "json", job / name)
+        assert json.loads(r.stdout)["run"]["updates"] > 0, (name, r.stderr)
+        d = tmp_path / f"only-{name}"
+        d.mkdir()
+        shutil.copy(job / name, d / name)
+        r = run("report", "--format", "json", d)
+        assert "not read from the directory" not in r.stderr, (name, r.stderr)
+        assert json.loads(r.stdout)["run"]["updates"] > 0, (name, r.stderr)
+        assert r.returncode == 1, (name, r.stderr)  # the damaged line is an error
+
+
+def test_a_burst_of_binary_damage_inside_a_log_does_not_refuse_it_whole(tmp_path):
+    # 1,500 control bytes in line 3 made the whole log "binary data" (exit 3).
+    lines = LOG.read_text().splitlines()
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(("\n".join(lines[:3]) + "\n").encode() + bytes([1, 2, 3, 4, 5]) * 300 + b"\n" +
+                        ("\n".join(lines[3:]) + "\n").encode())
+    r = run("report", "--format", "json", damaged)
+    assert r.returncode == 1, r.stderr
+    assert "binary data" not in r.stderr
+    assert json.loads(r.stdout)["run"]["updates"] == len(lines) - 1
+
+
+def test_stdin_that_is_not_text_is_one_error(tmp_path):
+    if shutil.which("xz") is None:
+        pytest.skip("xz is not installed")
+    xz = subprocess.run(["xz", "-c", str(LOG)], capture_output=True, check=True).stdout
+    r = subprocess.run([BIN, "report", "-o", os.devnull, "-"], input=xz, capture_output=True, timeout=120)
+    assert r.returncode == 3
+    assert b"-: error: xz-compressed data" in r.stderr, r.stderr
+    assert b"zero-bytes" not in r.stderr and b"malformed-json" not in r.stderr
+
+
+def test_a_log_compressed_another_way_in_a_directory_is_an_error(tmp_path):
+    # rank1.jsonl.zst in a directory was a note ("logs end in ..."), exit 0: a rank lost.
+    shutil.copy(LOG, tmp_path / "rank0.jsonl")
+    (tmp_path / "rank1.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd" + b"\0" * 64)
+    r = run("report", "-o", os.devnull, tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert f"{tmp_path / 'rank1.jsonl.zst'}: error: a log compressed in a format stepprof does not read" in r.stderr
+    assert "`zstd -d FILE`" in r.stderr
