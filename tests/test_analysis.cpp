@@ -407,6 +407,50 @@ TEST(StragglerEpisodes, TwoRanksBehindAtOnceAreBothFound) {
   EXPECT_EQ(slowest_only[0].shared, 0u);
 }
 
+// A rank behind in most updates. 20 steps, 5 ranks whose own work is 100, 101, 99, 100
+// and 100 ms, except rank 4 takes 160 in steps 3..16 (14 of 20 updates). Every update's
+// median rank takes 100. The slowest margins are 60 (14 times) and 1 (6 times): typical
+// 60, MAD 0, threshold 65, so the first pass finds nothing: the straggler is the typical.
+// Every rank's margins: -1 x20, 0 x46, 1 x20, 60 x14: typical 0, MAD 1, so the bound is
+// 0 + max(3 x 1.4826, 5 % of 100) = 5 ms, and rank 4 is beyond it in all of steps 3..16:
+// a long stretch of 14 updates (at least 10, density 1), margin 60, excess 14 x 60 = 840.
+TEST(StragglerEpisodes, ARankBehindInMostUpdatesIsALongStretch) {
+  std::vector<std::vector<double>> compute(5);
+  std::vector<UpdateSlowest> per_update;
+  for (std::int64_t step = 1; step <= 20; ++step) {
+    const double slow = step >= 3 && step <= 16 ? 160.0 : 100.0;
+    const double row[5] = {100, 101, 99, 100, slow};
+    for (std::size_t r = 0; r < 5; ++r) compute[r].push_back(row[r]);
+    per_update.push_back({step, slow > 101 ? 4 : 1, std::max(slow, 101.0), 100, std::max(slow, 101.0) - 100});
+  }
+  std::vector<RankWork> ranks;
+  for (std::size_t r = 0; r < 5; ++r) ranks.push_back({static_cast<std::int64_t>(r), &compute[r]});
+  double threshold = 0;
+  EXPECT_TRUE(find_straggler_episodes(per_update, threshold).empty());  // the slowest rank alone: missed
+  EXPECT_DOUBLE_EQ(threshold, 65);
+  const auto found = find_straggler_episodes(per_update, threshold, ranks);
+  ASSERT_EQ(found.size(), 1u);
+  const StragglerEpisode& e = found[0];
+  EXPECT_EQ(e.rank, 4);
+  EXPECT_TRUE(e.long_stretch);
+  EXPECT_EQ(std::make_pair(e.first_step, e.last_step), std::make_pair(std::int64_t{3}, std::int64_t{16}));
+  EXPECT_EQ(e.behind, 14u);
+  EXPECT_EQ(e.updates, 14u);
+  EXPECT_DOUBLE_EQ(e.margin_ms, 60);
+  EXPECT_DOUBLE_EQ(e.typical_margin_ms, 0);
+  EXPECT_DOUBLE_EQ(e.threshold_ms, 5);
+  EXPECT_DOUBLE_EQ(e.excess_ms, 840);
+
+  // Behind in 9 of the 20 updates only (steps 3..11): no longer most of them, so the
+  // slowest margins' typical is 1 ms, the first pass's threshold 6 ms, and it finds them.
+  for (std::size_t i = 11; i < 16; ++i) compute[4][i] = 100, per_update[i].margin_ms = 1, per_update[i].slowest_rank = 1;
+  const auto fewer = find_straggler_episodes(per_update, threshold, ranks);
+  EXPECT_DOUBLE_EQ(threshold, 6);
+  ASSERT_EQ(fewer.size(), 1u);
+  EXPECT_FALSE(fewer[0].long_stretch);
+  EXPECT_EQ(std::make_pair(fewer[0].first_step, fewer[0].last_step), std::make_pair(std::int64_t{3}, std::int64_t{11}));
+}
+
 TEST(SlowUpdates, StepsBeyondTheMedianAndTheRegionThatGrew) {
   Builder b;
   // 20 updates of 100 ms (step k: 100 + k % 3 ms of jitter), with "step" = fwd 40 + bwd 50;

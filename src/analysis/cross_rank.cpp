@@ -11,6 +11,17 @@
 
 namespace stepprof {
 
+namespace {
+
+// Median and 1.4826 x MAD of `v` (reordered).
+std::pair<double, double> median_and_robust_sd(std::vector<double>& v) {
+  const double mid = *median(v);
+  for (double& x : v) x = std::fabs(x - mid);
+  return {mid, 1.4826 * *median(v)};
+}
+
+}  // namespace
+
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
                                                       double& threshold_ms, const std::vector<RankWork>& ranks) {
   std::vector<StragglerEpisode> out;
@@ -21,69 +32,103 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
     margins.push_back(u.margin_ms);
     work.push_back(u.median_compute_ms);
   }
-  const double typical = *median(margins);
-  for (double& m : margins) m = std::fabs(m - typical);
-  const double robust_sd = 1.4826 * *median(margins);
-  threshold_ms = typical + std::max(3 * robust_sd, 0.05 * *median(work));
+  const double floor_ms = 0.05 * *median(work);
+  auto margin_of = [&](const RankWork& r, std::size_t i) { return (*r.compute_ms)[i] - per_update[i].median_compute_ms; };
 
-  // Each rank's behind updates (index into per_update, its margin), and how many ranks
-  // are behind in each update.
-  std::map<std::int64_t, std::vector<std::pair<std::size_t, double>>> behind;
+  // Pass 1: against the slowest margins (how far behind the slowest of the ranks usually
+  // is, so that a random delay on some rank in every update is not a straggler).
+  const auto [typical, sd] = median_and_robust_sd(margins);
+  threshold_ms = typical + std::max(3 * sd, floor_ms);
+  // Pass 2, with `ranks`: against every rank's margin in every update, for long stretches
+  // only (pass 1 misses them when they fill most updates: they are then the typical).
+  double pooled_typical = 0, pooled_threshold = 0;
+  if (!ranks.empty()) {
+    margins.clear();
+    for (const RankWork& r : ranks)
+      for (std::size_t i = 0; i < per_update.size(); ++i) margins.push_back(margin_of(r, i));
+    const auto [t, d] = median_and_robust_sd(margins);
+    pooled_typical = t;
+    pooled_threshold = std::max(t + std::max(3 * d, floor_ms), floor_ms);
+  }
+
+  // Each pass's behind updates per rank (index into per_update, margin), and how many
+  // ranks are behind in each update (pass 1).
+  using Behind = std::map<std::int64_t, std::vector<std::pair<std::size_t, double>>>;
+  Behind behind, behind_long;
   std::vector<std::uint32_t> behind_in(per_update.size(), 0);
   for (std::size_t i = 0; i < per_update.size(); ++i) {
     const UpdateSlowest& u = per_update[i];
-    if (u.margin_ms <= threshold_ms) continue;  // the slowest rank is not behind: nor is any other
     if (ranks.empty()) {
-      behind[u.slowest_rank].emplace_back(i, u.margin_ms);
-      ++behind_in[i];
+      if (u.margin_ms > threshold_ms) {
+        behind[u.slowest_rank].emplace_back(i, u.margin_ms);
+        ++behind_in[i];
+      }
       continue;
     }
     for (const RankWork& r : ranks) {
-      const double margin = (*r.compute_ms)[i] - u.median_compute_ms;
-      if (margin <= threshold_ms) continue;
-      behind[r.rank].emplace_back(i, margin);
+      const double m = margin_of(r, i);
+      if (m > pooled_threshold) behind_long[r.rank].emplace_back(i, m);
+      if (u.margin_ms <= threshold_ms || m <= threshold_ms) continue;
+      behind[r.rank].emplace_back(i, m);
       ++behind_in[i];
     }
   }
   // The ranks behind in update i other than `rank` (for `alongside`).
   auto others_in = [&](std::size_t i, std::int64_t rank, std::vector<std::int64_t>& into) {
-    if (ranks.empty()) return;  // only the slowest rank is known
     for (const RankWork& r : ranks)
-      if (r.rank != rank && (*r.compute_ms)[i] - per_update[i].median_compute_ms > threshold_ms) into.push_back(r.rank);
+      if (r.rank != rank && margin_of(r, i) > threshold_ms) into.push_back(r.rank);
   };
+  // Runs of one rank's behind updates with at most kMaxGap others between two of them.
   constexpr std::size_t kMaxGap = 2, kMinBehind = 3, kAlongsideUpTo = 8;
+  constexpr std::size_t kLongMinBehind = 10;  // pass 2: at least this many behind,
+  constexpr double kLongMinDensity = 0.9;     // in at least this share of the stretch's updates
   std::vector<double> run_margins;
-  for (const auto& [rank, at] : behind) {
-    for (std::size_t b = 0; b < at.size();) {
-      std::size_t e = b + 1;
-      while (e < at.size() && at[e].first - at[e - 1].first <= kMaxGap + 1) ++e;
-      if (e - b >= kMinBehind) {
-        StragglerEpisode ep;
-        ep.rank = rank;
-        ep.first_step = per_update[at[b].first].step;
-        ep.last_step = per_update[at[e - 1].first].step;
-        ep.updates = at[e - 1].first - at[b].first + 1;
-        ep.behind = e - b;
-        run_margins.clear();
-        for (std::size_t k = b; k < e; ++k) {
-          run_margins.push_back(at[k].second);
-          ep.excess_ms += at[k].second - typical;
-          if (behind_in[at[k].first] > 1) {
-            ++ep.shared;
-            others_in(at[k].first, rank, ep.alongside);
+  auto collect = [&](const Behind& from, bool long_pass, double base, double thr) {
+    for (const auto& [rank, at] : from) {
+      for (std::size_t first = 0; first < at.size();) {
+        std::size_t e = first + 1;
+        while (e < at.size() && at[e].first - at[e - 1].first <= kMaxGap + 1) ++e;
+        const std::size_t n = e - first, span = at[e - 1].first - at[first].first + 1;
+        const bool keep = long_pass ? n >= kLongMinBehind && static_cast<double>(n) >= kLongMinDensity * static_cast<double>(span)
+                                    : n >= kMinBehind;
+        // (Pass 2 adds only stretches pass 1 did not find for the rank.)
+        const bool known = long_pass && std::any_of(out.begin(), out.end(), [&](const StragglerEpisode& x) {
+          return x.rank == rank && x.first_step <= per_update[at[e - 1].first].step &&
+                 per_update[at[first].first].step <= x.last_step;
+        });
+        if (keep && !known) {
+          StragglerEpisode ep;
+          ep.rank = rank;
+          ep.first_step = per_update[at[first].first].step;
+          ep.last_step = per_update[at[e - 1].first].step;
+          ep.updates = span;
+          ep.behind = n;
+          ep.typical_margin_ms = base;
+          ep.threshold_ms = thr;
+          ep.long_stretch = long_pass;
+          run_margins.clear();
+          for (std::size_t k = first; k < e; ++k) {
+            run_margins.push_back(at[k].second);
+            ep.excess_ms += at[k].second - base;
+            if (!long_pass && behind_in[at[k].first] > 1) {
+              ++ep.shared;
+              others_in(at[k].first, rank, ep.alongside);
+            }
           }
+          std::sort(ep.alongside.begin(), ep.alongside.end());
+          ep.alongside.erase(std::unique(ep.alongside.begin(), ep.alongside.end()), ep.alongside.end());
+          if (ep.alongside.size() > kAlongsideUpTo) ep.alongside.resize(kAlongsideUpTo);
+          ep.margin_ms = *median(run_margins);
+          out.push_back(std::move(ep));
         }
-        std::sort(ep.alongside.begin(), ep.alongside.end());
-        ep.alongside.erase(std::unique(ep.alongside.begin(), ep.alongside.end()), ep.alongside.end());
-        if (ep.alongside.size() > kAlongsideUpTo) ep.alongside.resize(kAlongsideUpTo);
-        ep.margin_ms = *median(run_margins);
-        out.push_back(std::move(ep));
+        first = e;
       }
-      b = e;
     }
-  }
-  std::sort(out.begin(), out.end(), [](const StragglerEpisode& a, const StragglerEpisode& b) {
-    return std::tie(a.first_step, a.rank) < std::tie(b.first_step, b.rank);
+  };
+  collect(behind, false, typical, threshold_ms);
+  collect(behind_long, true, pooled_typical, pooled_threshold);
+  std::sort(out.begin(), out.end(), [](const StragglerEpisode& x, const StragglerEpisode& y) {
+    return std::tie(x.first_step, x.rank) < std::tie(y.first_step, y.rank);
   });
   return out;
 }

@@ -173,18 +173,26 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     f.ms_per_update = e.excess_ms / static_cast<double>(x.steps_aligned);
     f.title = fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of those {} updates",
                           e.rank, e.first_step, e.last_step, e.behind, e.updates);
-    f.evidence = fmt::format(
-        "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms in a typical "
-        "update; a rank counts as behind when it is more than {:.0f} ms behind the median rank (the typical margin "
-        "plus the larger of 3 robust standard deviations and 5 % of the own work); the median rank and every faster "
-        "one waited at least that long",
-        e.margin_ms, x.margin_ms->median, x.episode_threshold_ms);
+    f.evidence =
+        e.long_stretch
+            ? fmt::format(
+                  "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for a "
+                  "typical rank and update; a long stretch counts when a rank is more than {:.0f} ms behind the "
+                  "median rank (that typical margin plus the larger of 3 robust standard deviations of all ranks' "
+                  "margins and 5 % of the own work) in at least 10 updates and 90 % of the stretch; the median "
+                  "rank and every faster one waited at least that long",
+                  e.margin_ms, e.typical_margin_ms, e.threshold_ms)
+            : fmt::format(
+                  "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for "
+                  "the slowest rank in a typical update; a rank counts as behind when it is more than {:.0f} ms "
+                  "behind the median rank (that typical margin plus the larger of 3 robust standard deviations and "
+                  "5 % of the own work); the median rank and every faster one waited at least that long",
+                  e.margin_ms, e.typical_margin_ms, e.threshold_ms);
     if (e.shared > 0)
       f.evidence += fmt::format(
-          "; in {} of these {} updates {} {} {} behind too, and the job waited for the slowest of them, so speeding "
-          "up rank {} alone buys less than this",
-          e.shared, e.behind, e.alongside.size() == 1 ? "rank" : "ranks", detail::rank_numbers(e.alongside),
-          e.alongside.size() == 1 ? "was" : "were", e.rank);
+          "; in {} of these {} updates another rank was behind too ({} {}), and the job waited for the slowest of "
+          "them, so speeding up rank {} alone buys less than this",
+          e.shared, e.behind, e.alongside.size() == 1 ? "rank" : "ranks", detail::rank_numbers(e.alongside), e.rank);
     f.action = fmt::format(
         "look at what rank {} did in steps {}..{}: its data (frames, tokens, code paths in its log), its host and GPU "
         "at that time (clocks, temperature, other processes)",

@@ -226,6 +226,9 @@ Json cross_rank(const CrossRankResult& x) {
                         {"updates", e.updates},
                         {"behind", e.behind},
                         {"margin_ms", e.margin_ms},
+                        {"typical_margin_ms", e.typical_margin_ms},
+                        {"threshold_ms", e.threshold_ms},
+                        {"long_stretch", e.long_stretch},
                         {"excess_ms", e.excess_ms},
                         {"shared", e.shared},
                         {"alongside", e.alongside}});

@@ -165,8 +165,20 @@ def test_two_stragglers_at_once_are_both_found(tmp_path):
         assert e["shared"] == e["behind"] == 10
     found = {f["subject"]: f for f in rep["findings"] if f["kind"] == "straggler_episode"}
     assert set(found) == {"rank 2", "rank 5"}
-    assert "rank 5 was behind too" in found["rank 2"]["evidence"]
+    assert "another rank was behind too (rank 5)" in found["rank 2"]["evidence"]
     assert "every other rank waited" not in found["rank 2"]["evidence"]
+
+
+def test_stragglers_in_turn_over_most_of_the_run_are_found(tmp_path):
+    # Rank 3 in steps 10..45, then rank 6 in 46..80: 71 of 100 updates have a straggler,
+    # so the slowest rank's typical margin was theirs and nothing was reported.
+    synth(tmp_path, "--ranks", 8, "--updates", 100, "--straggler", "3:10:45:1.5", "--straggler", "6:46:80:1.5")
+    x = report(tmp_path / "logs")["cross_rank"]
+    assert [(e["rank"], e["first_step"], e["last_step"], e["long_stretch"]) for e in x["episodes"]] == \
+        [(3, 10, 45, True), (6, 46, 80, True)]
+    for e in x["episodes"]:
+        assert e["behind"] == e["updates"] == e["last_step"] - e["first_step"] + 1
+        assert e["margin_ms"] > e["threshold_ms"] > e["typical_margin_ms"]
 
 
 def test_without_a_straggler_every_rank_shows_the_waiting_signal(tmp_path):

@@ -62,14 +62,19 @@ struct StragglerEpisode {
   std::int64_t first_step = 0;  ///< first update in which it was behind
   std::int64_t last_step = 0;   ///< last update in which it was behind
   std::size_t updates = 0;      ///< aligned updates from first_step to last_step [count]
-  std::size_t behind = 0;       ///< of those, updates in which its own work exceeded the median rank's by an outlying margin [count]
+  std::size_t behind = 0;       ///< of those, updates in which its own work exceeded the median rank's by more than threshold_ms [count]
   double margin_ms = 0;         ///< median margin (its own work - the median rank's) in those updates [ms]
+  /// The typical margin it is measured against [ms]: the slowest rank's (median over the
+  /// aligned updates); for a long stretch, any rank's (median over ranks and updates).
+  double typical_margin_ms = 0;
+  double threshold_ms = 0;      ///< the margin above which it counts as behind [ms]
+  bool long_stretch = false;    ///< found by the second pass (see find_straggler_episodes)
   double excess_ms = 0;         ///< sum over those updates of (margin - typical margin) [ms]
   /// Of the `behind` updates, those in which another rank was behind too [count]. There
   /// the job waited for the slowest of them, so removing this rank's lag alone buys less
   /// than excess_ms (nothing where another rank was further behind).
-  std::size_t shared = 0;
-  std::vector<std::int64_t> alongside;  ///< the other ranks behind in those updates (ascending, at most 8)
+  std::size_t shared = 0;  ///< (first pass only; 0 for a long stretch)
+  std::vector<std::int64_t> alongside;  ///< the other ranks behind in some of those updates (ascending, at most 8)
 };
 
 /// Each rank's own work per aligned update, in the order of `per_update` (for
@@ -79,20 +84,28 @@ struct RankWork {
   const std::vector<double>* compute_ms = nullptr;  ///< one per aligned update [ms]
 };
 
-/// The straggler episodes of `per_update` (aligned updates, in step order).
-/// An update is outlying when its margin (slowest - median rank's own work) exceeds
+/// The straggler episodes of `per_update` (aligned updates, in step order). A rank's
+/// margin in an update is its own work minus the median rank's.
+/// First pass: a rank is behind in an update when its margin exceeds
 ///   typical + max(3 x 1.4826 x MAD, 5 % of the median rank's own work),
-/// with typical the median margin over all updates and MAD the median absolute deviation
-/// from it (1.4826 x MAD estimates the standard deviation of normal data; Rousseeuw and
-/// Croux, "Alternatives to the median absolute deviation", JASA 1993). A rank is behind
-/// in an update when its own work exceeds the median rank's by more than that threshold:
-/// with `ranks` given, every such rank (two stragglers at once are both found); without,
-/// only the slowest rank of each update. An episode is a run of one rank's behind updates
-/// with at most 2 other updates between two of them (other ranks' outlying updates among
-/// them do not end it), and at least 3 behind updates (a single slow update is
-/// update-time variance, not a straggler).
-/// `threshold_ms` is set to the margin above which an update is outlying (0 when
-/// `per_update` is empty). Episodes are in step order (then rank order).
+/// with typical the median over all updates of the slowest rank's margin and MAD the
+/// median absolute deviation from it (1.4826 x MAD estimates the standard deviation of
+/// normal data; Rousseeuw and Croux, "Alternatives to the median absolute deviation",
+/// JASA 1993). Calibrated on the slowest rank, it does not take the random delays that
+/// hit some rank in every update for stragglers. With `ranks` given, every rank is
+/// compared (two stragglers at once are both found); without, only each update's slowest.
+/// An episode is a run of one rank's behind updates with at most 2 other updates between
+/// two of them (other ranks' outlying updates among them do not end it), and at least 3
+/// behind updates (a single slow update is update-time variance, not a straggler).
+/// Second pass, with `ranks`: when stragglers fill most updates (one rank behind for most
+/// of the run, or ranks behind in turn), their lag is the first pass's typical value and
+/// they are missed. So the same bound is computed over every rank's margin in every
+/// update (a typical rank, not the slowest), and a run of at least 10 updates beyond it
+/// that fill at least 90 % of the run's updates is an episode too (`long_stretch`),
+/// unless the first pass found one for the rank there. Density and length keep random
+/// delays out: they are not behind in 9 of 10 consecutive updates.
+/// `threshold_ms` is set to the first pass's threshold (0 when `per_update` is empty).
+/// Episodes are in step order (then rank order).
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
                                                       double& threshold_ms, const std::vector<RankWork>& ranks = {});
 
@@ -117,7 +130,7 @@ struct CrossRankResult {
   std::vector<std::int64_t> stragglers;     ///< ranks flagged
   std::optional<Summary> margin_ms;         ///< slowest - median, over updates [ms]
   std::vector<StragglerEpisode> episodes;   ///< stretches in which a rank fell far behind
-  double episode_threshold_ms = 0;          ///< margin above which an update counts as outlying [ms]
+  double episode_threshold_ms = 0;          ///< median over ranks of the margin above which a rank counts as behind [ms]
 };
 
 /// `waiting` are the single-rank results of the same ranks (for the comparison columns);
