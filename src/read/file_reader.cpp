@@ -338,6 +338,14 @@ class FileParser {
       if (ln == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // a UTF-8 byte-order mark
       std::string_view text = trim(line);
       if (text.empty()) continue;
+      if (!mode_known && (text.front() == '#' || text.find_first_of("{\"|") == std::string_view::npos)) {
+        // A markdown heading, a comment or prose before the first record or table row
+        // (nothing in it could be part of a record): the format is told by the first
+        // line after it.
+        report(Severity::kNote, Problem::kUnknownRecord, ln, 1,
+               "a heading, comment or text line before the first record; skipped");
+        continue;
+      }
       if (!mode_known) {
         mode_known = true;
         table_mode = text.front() == '|';
@@ -360,8 +368,14 @@ class FileParser {
       std::uint64_t col_offset = static_cast<std::uint64_t>(text.data() - line.data());
       if (table_mode) {
         if (text.front() != '|') {
-          report(Severity::kError, Problem::kMalformedJson, ln, col_offset + 1,
-                 "expected a markdown table row starting with '|' (this file is read as a table)");
+          // Prose between a document's tables holds no record: a note. A record outside
+          // the table is an error (it is not read).
+          if (has_record_start(text))
+            report(Severity::kError, Problem::kMalformedJson, ln, col_offset + 1,
+                   "expected a markdown table row starting with '|' (this file is read as a table)");
+          else
+            report(Severity::kNote, Problem::kUnknownRecord, ln, col_offset + 1,
+                   "markdown text, not a table row; skipped");
           continue;
         }
         text.remove_prefix(1);
