@@ -92,9 +92,10 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         const bool keep = long_pass ? n >= kLongMinBehind && static_cast<double>(n) >= kLongMinDensity * static_cast<double>(span)
                                     : n >= kMinBehind;
         // (Pass 2 adds only stretches pass 1 did not find for the rank.)
+        const std::int64_t who = rank, from_step = per_update[at[first].first].step,
+                           to_step = per_update[at[e - 1].first].step;  // (a lambda cannot capture `rank` in clang 14)
         const bool known = long_pass && std::any_of(out.begin(), out.end(), [&](const StragglerEpisode& x) {
-          return x.rank == rank && x.first_step <= per_update[at[e - 1].first].step &&
-                 per_update[at[first].first].step <= x.last_step;
+          return x.rank == who && x.first_step <= to_step && from_step <= x.last_step;
         });
         if (keep && !known) {
           StragglerEpisode ep;

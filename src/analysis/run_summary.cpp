@@ -14,6 +14,7 @@ RunSummary summarize_run(const AnalysisInput& in) {
   const RunConfig* cfg = nullptr;
   for (const auto& r : in.data.ranks) {
     if (r.rank) s.ranks.push_back(*r.rank);
+    else s.updates_without_rank += r.updates.size();
     s.updates += r.updates.size();
     s.updates_per_rank.emplace_back(r.rank.value_or(-1), r.updates.size());
     for (const auto& u : r.updates) {

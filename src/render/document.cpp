@@ -27,6 +27,10 @@ std::string med_p90_max(const std::optional<Summary>& s) {
 
 std::string rank_list(const RunSummary& r) {
   if (r.ranks.empty()) return "unknown (no rank in the log)";
+  const std::string unknown =
+      r.updates_without_rank ? fmt::format("; and {} update record(s) of an unknown rank (no rank in their log)",
+                                           r.updates_without_rank)
+                             : std::string();
   std::string s = r.ranks.size() == 1 ? fmt::format("rank {}", r.ranks.front())
                                       : fmt::format("{} ranks ({})", r.ranks.size(), rank_numbers(r.ranks));
   if (r.world_size) s += fmt::format(" of world size {}", *r.world_size);
@@ -34,7 +38,7 @@ std::string rank_list(const RunSummary& r) {
     s += fmt::format("; no log for rank{} {}", r.missing_ranks.size() > 1 ? "s" : "", join(r.missing_ranks));
   else if (!r.missing_ranks.empty())
     s += fmt::format("; no log for {} ranks ({})", r.missing_ranks.size(), rank_numbers(r.missing_ranks));
-  return s;
+  return s + unknown;
 }
 
 // "0: 20, 1: 20, 2: 19" for a few ranks; for many, grouped by count: "60 each", or

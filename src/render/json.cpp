@@ -40,6 +40,7 @@ Json run(const RunSummary& r) {
               {"global_batch_mismatch", opt(r.global_batch_mismatch)},
               {"updates", r.updates},
               {"updates_per_rank", per_rank},
+              {"updates_without_rank", r.updates_without_rank},
               {"first_step", opt(r.first_step)},
               {"last_step", opt(r.last_step)},
               {"updates_outside_window", r.updates_outside_window},

@@ -482,8 +482,10 @@ def test_updates_without_a_rank_are_an_unknown_rank_not_rank_minus_one(tmp_path)
     assert {"rank": None, "updates": 10} in rep["run"]["updates_per_rank"]
     assert None in [x["rank"] for x in rep["update_time"]["per_rank"]]
     assert "-1" not in json.dumps(rep["run"]["updates_per_rank"])
+    assert rep["run"]["updates_without_rank"] == 10
     text = run("report", norank, LOG).stdout
     assert "unknown: 10" in text
+    assert "and 10 update record(s) of an unknown rank" in text
     assert "-1: 10" not in text
 
 

@@ -13,6 +13,9 @@ namespace stepprof {
 struct RunSummary {
   std::vector<std::int64_t> ranks;               ///< ranks with records, ascending
   std::vector<std::int64_t> missing_ranks;       ///< 0..world_size-1 without records (world size known)
+  /// Update records whose log names no rank (no `rank` field, no config); they may be
+  /// some of missing_ranks' [count].
+  std::size_t updates_without_rank = 0;
   std::optional<std::int64_t> world_size;        ///< number of ranks in the job
   std::optional<std::int64_t> micro_batch;       ///< samples per micro-batch per rank
   std::optional<std::int64_t> accumulation;      ///< micro-batches per update (gradient accumulation)
