@@ -47,6 +47,11 @@ std::string own_output(const std::string& schema) {
 
 }  // namespace
 
+std::string stepprof_output(std::string_view head) {
+  auto schema = stepprof_schema(head);
+  return schema.empty() ? std::string() : own_output(schema);
+}
+
 std::string read_head(const std::string& path, std::size_t bytes) {
   struct stat st {};
   if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};

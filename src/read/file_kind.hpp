@@ -45,6 +45,10 @@ std::string unreadable_format(std::string_view head);
 /// json`, `trace`: their "schema" or "generator" says so).
 std::string not_a_log(const std::string& path);
 
+/// When `head` (a file's first bytes) is stepprof's own JSON output (a report, a what-if,
+/// a synth manifest: its "schema" says so), what it is; empty otherwise.
+std::string stepprof_output(std::string_view head);
+
 /// True when the regular file at `path` starts with a step-log record (`stepprof import
 /// kineto` given a log instead of a trace).
 bool starts_like_a_step_log(const std::string& path);

@@ -108,6 +108,7 @@ class FileParser {
       }
     }
     records_in_head_ = has_record_start(head);
+    own_output_ = stepprof_output(head);
     // Format dispatch: JSON lines, or the same pasted as a markdown table (both
     // possibly gzip-compressed; LineSource decompresses).
     read_lines(*src);
@@ -129,6 +130,7 @@ class FileParser {
   Severity truncation_severity() const { return opt_.strict ? Severity::kError : Severity::kWarning; }
 
   bool records_in_head_ = false;  // a step-log record starts in the input's first 64 KiB
+  std::string own_output_;        // what it is, when the input is stepprof's own JSON output
 
   // Reserves room for the file's update records, estimated from the file's size and the
   // length of the first kSampleLines lines, so that the records are not moved each time
@@ -351,6 +353,11 @@ class FileParser {
         table_mode = text.front() == '|';
         // Files are sniffed before they are opened (is_kineto_trace); stdin cannot be,
         // so a trace arriving there is recognized here, by its first line.
+        if (looks_like_trace_start(text) && !records_in_head_ && !own_output_.empty()) {
+          report(Severity::kError, Problem::kMalformedJson, ln, 1,
+                 own_output_ + ": give `stepprof report` the logs it was made from");
+          return;
+        }
         if (looks_like_trace_start(text) && !records_in_head_) {  // (a lone "{" before records: damage)
           struct stat st {};
           const bool regular = path_ != "-" && ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);

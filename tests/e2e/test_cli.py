@@ -435,6 +435,9 @@ def test_what_a_run_directory_holds_besides_logs_is_listed_not_read(tmp_path):
     assert rep["run"] == ref["run"] and rep["regions"] == ref["regions"]
     assert rep["diagnostics"]["notes"] == len(expected)
 
+    # Named, stepprof's own report is said to be one (it was "starts like a PyTorch trace").
+    own = run("report", "-o", os.devnull, job / "report.json")
+    assert own.returncode == 3 and "stepprof's own output (schema \"stepprof.report/1\"" in own.stderr, own.stderr
     # Named, such a file is read as a log, and its problems are said.
     named = run("report", "-o", os.devnull, job / "train.log")
     assert named.returncode == 3, named.stderr  # nothing in it to analyze
