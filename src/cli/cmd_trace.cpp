@@ -1,6 +1,8 @@
 // `stepprof trace`: the logs as a Chrome trace for the Perfetto UI and chrome://tracing.
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "commands.hpp"
 #include "common.hpp"
 #include "interrupt.hpp"
@@ -26,6 +28,13 @@ int run_trace(const TraceOptions& opt) {
   const std::string text = render_trace(build_timeline(ain));
   const int status = finish(diag);
   if (!write_output(opt.output, text)) return output_failed();
+  // (A trace of a thousand ranks' full logs is hundreds of MB: say so, and how to cut it.)
+  constexpr std::size_t kLargeTrace = std::size_t{256} << 20;
+  if (text.size() > kLargeTrace)
+    fmt::print(stderr,
+               "stepprof: the trace is {:.0f} MB: the Perfetto UI loads it slowly and chrome://tracing may not open "
+               "it; --steps A:B writes fewer updates\n",
+               static_cast<double>(text.size()) / 1e6);
   return status;
 }
 
