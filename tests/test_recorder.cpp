@@ -702,6 +702,8 @@ TEST_F(RecorderTest, NamesAndIndicesTheReaderWouldRejectAreNotRecorded) {
   { Region r(region_id("")); }
   { Region r(region_id(too_long)); }
   { Region r(region_id(longest)); }
+  // 1023 bytes and a bad byte: written with U+FFFD (3 bytes) it would be 1026.
+  { Region r(region_id(std::string(1023, 'u') + "\xff")); }
   count(counter_id(""), 1);
   count(counter_id(too_long), 1);
   const std::vector<std::int64_t> bad{3, -1}, good{4, 5};
@@ -714,7 +716,7 @@ TEST_F(RecorderTest, NamesAndIndicesTheReaderWouldRejectAreNotRecorded) {
   EXPECT_EQ(lines[1]["calls"], (Json{{longest, 1}}));
   EXPECT_FALSE(lines[1].contains("counts"));
   EXPECT_EQ(lines[1]["sample_indices"], (Json{4, 5}));
-  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 5}}));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 7}}));  // (the bad byte, then the length)
 
   Diagnostics diag;
   const Dataset d = read_logs({log.path}, {}, diag);

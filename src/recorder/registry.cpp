@@ -27,12 +27,6 @@ std::uint32_t intern(NameTable& table, std::atomic<std::uint32_t>& count, std::s
   try {
     std::lock_guard lock(r.mu);
     if (auto id = table.find(name)) return *id;
-    // A name the reader would reject (empty, or longer than schema::kMaxNameBytes) would
-    // lose every update record it is in: it is not recorded.
-    if (name.empty() || name.size() > schema::kMaxNameBytes) {
-      count_global_error(ErrorKind::kBadArgument);
-      return overflow;
-    }
     // A name that is not UTF-8 is written with U+FFFD for its bad bytes: interned in that
     // form, "a\xff" and "a\xfe" are one region, not two keys the reader rejects as one
     // region listed twice.
@@ -41,6 +35,13 @@ std::uint32_t intern(NameTable& table, std::atomic<std::uint32_t>& count, std::s
       count_global_error(ErrorKind::kBadArgument);
       name = written;
       if (auto id = table.find(name)) return *id;
+    }
+    // A name the reader would reject as written (empty, or longer than
+    // schema::kMaxNameBytes, U+FFFD's 3 bytes included) would lose every update record it
+    // is in: it is not recorded.
+    if (name.empty() || name.size() > schema::kMaxNameBytes) {
+      count_global_error(ErrorKind::kBadArgument);
+      return overflow;
     }
     if (table.size() >= max) {
       count_global_error(too_many);
