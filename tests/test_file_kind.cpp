@@ -70,6 +70,11 @@ TEST_F(FileKindTest, WhatIsReadFromADirectory) {
   EXPECT_EQ(why("{\n" + kRecord + "\n"), "");
   EXPECT_EQ(why("xx" + kRecord + "\n"), "");
   EXPECT_EQ(why("[1, 2]\n" + kRecord + "\n"), "");
+  // More than 64 KiB of comment lines before the first record: read, not "a text file".
+  std::string env;
+  while (env.size() < 70'000) env += "# env dump: SOME_VARIABLE=some value\n";
+  EXPECT_EQ(why(env + kRecord + "\n"), "");
+  EXPECT_NE(why("# notes\nsome text\n").find("a text file"), std::string::npos);
   EXPECT_NE(why(R"({"hidden_size": 4096})" "\n").find("without a \"type\" field"), std::string::npos);
   EXPECT_NE(why("{\n  \"a\": 1\n}\n").find("a JSON document over several lines"), std::string::npos);
   EXPECT_NE(why("{\n  \"schema\": \"stepprof.report/1\"\n}\n").find("stepprof's own output (schema \"stepprof.report/1\""),

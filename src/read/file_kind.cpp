@@ -84,6 +84,18 @@ bool has_record_start(std::string_view head) {
   return false;
 }
 
+bool has_table_row(std::string_view text) {
+  for (std::size_t at = 0; at < text.size();) {
+    const auto nl = text.find('\n', at);
+    std::string_view line = text.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (line.starts_with('|') && has_record_start(line)) return true;
+    if (nl == std::string_view::npos) break;
+    at = nl + 1;
+  }
+  return false;
+}
+
 std::string unreadable_format(std::string_view head) {
   struct Magic {
     std::string_view bytes, what, undo;
@@ -134,9 +146,17 @@ std::string not_a_log(const std::string& path) {
   std::string_view head = head_bytes;
   if (!unreadable_format(head).empty()) return {};  // it has a log's name: the reader says what it is
   if (head.starts_with("\xEF\xBB\xBF")) head.remove_prefix(3);
+  // The first line that is not blank or a '#' comment (an environment dump, a heading):
+  // the reader skips those too. Only such lines in the first 64 KiB: read it.
   std::size_t first = 0;
-  while (first < head.size() && is_space(head[first])) ++first;
-  if (first == head.size()) return {};  // empty, or blank: the reader says so
+  for (;;) {
+    while (first < head.size() && is_space(head[first])) ++first;
+    if (first == head.size() || head[first] != '#') break;
+    const auto nl = head.find('\n', first);
+    if (nl == std::string_view::npos) return {};
+    first = nl + 1;
+  }
+  if (first == head.size()) return {};  // empty, blank or comments: the reader says so
   const char c = head[first];
   if (c == '\0' || c == '|') return {};  // a crash's zeros; a markdown table
   // A record anywhere in the first 64 KiB: a log whose start is damaged (cut, a stray

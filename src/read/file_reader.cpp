@@ -108,6 +108,7 @@ class FileParser {
       }
     }
     records_in_head_ = has_record_start(head);
+    table_rows_in_head_ = has_table_row(head);
     own_output_ = stepprof_output(head);
     // Format dispatch: JSON lines, or the same pasted as a markdown table (both
     // possibly gzip-compressed; LineSource decompresses).
@@ -130,6 +131,7 @@ class FileParser {
   Severity truncation_severity() const { return opt_.strict ? Severity::kError : Severity::kWarning; }
 
   bool records_in_head_ = false;  // a step-log record starts in the input's first 64 KiB
+  bool table_rows_in_head_ = false;  // and a markdown table row holding one
   std::string own_output_;        // what it is, when the input is stepprof's own JSON output
 
   // Reserves room for the file's update records, estimated from the file's size and the
@@ -155,6 +157,17 @@ class FileParser {
     std::optional<RunConfig>& file_config = out_.config;
     std::uint64_t file_config_line = 0;
     bool table_mode = false, mode_known = false, truncated = false, corrupt_tail = false;
+    // Heading, comment and text lines before the first record: one note for all of them.
+    std::uint64_t prelude_lines = 0, prelude_first = 0, prelude_last = 0;
+    auto say_prelude = [&] {
+      if (prelude_lines == 0) return;
+      report(Severity::kNote, Problem::kUnknownRecord, prelude_first, 1,
+             prelude_lines == 1 ? std::string("a heading, comment or text line before the first record; skipped")
+                                : fmt::format("{} heading, comment or text lines before the first record (lines "
+                                              "{}..{}); skipped",
+                                              prelude_lines, prelude_first, prelude_last));
+      prelude_lines = 0;
+    };
     bool cut_said = false;  // the last line's warning said the input ends early
     std::uint64_t records = 0, rejected_after_mix = 0, mixed_at = 0;
     std::string cell;  // markdown cell with `\|` unescaped, plus parser padding
@@ -340,14 +353,22 @@ class FileParser {
       if (ln == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // a UTF-8 byte-order mark
       std::string_view text = trim(line);
       if (text.empty()) continue;
+      if (!mode_known && table_rows_in_head_) {
+        // A markdown document holding the table (rows `| {record} |` among its first
+        // 64 KiB): read as a table from its first line, so that its prose, lists and code
+        // are notes, and a record outside the table an error.
+        mode_known = true;
+        table_mode = true;
+      }
       if (!mode_known && (text.front() == '#' || text.find_first_of("{\"|") == std::string_view::npos)) {
         // A markdown heading, a comment or prose before the first record or table row
         // (nothing in it could be part of a record): the format is told by the first
         // line after it.
-        report(Severity::kNote, Problem::kUnknownRecord, ln, 1,
-               "a heading, comment or text line before the first record; skipped");
+        if (prelude_lines++ == 0) prelude_first = ln;
+        prelude_last = ln;
         continue;
       }
+      say_prelude();
       if (!mode_known) {
         mode_known = true;
         table_mode = text.front() == '|';
@@ -478,6 +499,7 @@ class FileParser {
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
              fmt::format("{} update record(s) after the differing config at line {} were skipped", rejected_after_mix,
                          mixed_at));
+    say_prelude();
     if (records == 0 && !truncated && src.error().empty())
       report(Severity::kWarning, Problem::kEmptyInput, 0, 0, "file holds no records");
   }

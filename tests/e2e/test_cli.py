@@ -441,7 +441,7 @@ def test_what_a_run_directory_holds_besides_logs_is_listed_not_read(tmp_path):
     # Named, such a file is read as a log, and its problems are said.
     named = run("report", "-o", os.devnull, job / "train.log")
     assert named.returncode == 3, named.stderr  # nothing in it to analyze
-    assert "note: a heading, comment or text line before the first record" in named.stderr
+    assert "note: 300 heading, comment or text lines before the first record (lines 1..300)" in named.stderr
 
 
 @pytest.mark.parametrize("tool,args,what", [
@@ -575,10 +575,21 @@ def test_a_markdown_document_holding_the_table_is_read(tmp_path):
     # A heading and prose around the pasted table made every row an error
     # ("cut short by another record") and nothing was analyzed.
     doc = tmp_path / "notes.md"
-    doc.write_text("# Training log of rank 1\n\nSome prose here.\n\n" + TABLE.read_text() + "\nMore text after.\n")
+    # Prose with quotes or braces before the table made the file JSON lines: 60 errors.
+    doc.write_text("# Training log of rank 1\n\nThe run used \"bf16\" on 4 GPUs.\n- item {two}\n\n" +
+                   TABLE.read_text() + "\nMore text after.\n")
     r = run("report", "--format", "json", doc)
     assert r.returncode == 0, r.stderr
     _, updates = records()
     assert json.loads(r.stdout)["run"]["updates"] == len(updates)
-    assert f"{doc}:1:1: note: a heading, comment or text line before the first record; skipped" in r.stderr
+    for line in (1, 3, 4):
+        assert f"{doc}:{line}:1: note: markdown text, not a table row; skipped" in r.stderr, r.stderr
     assert "error" not in r.stderr
+    # JSON lines after a heading and prose: read as JSON lines, the text lines notes.
+    jl = tmp_path / "log.jsonl"
+    jl.write_text("# env dump\nsome text\n" + LOG.read_text())
+    r = run("report", "--format", "json", jl)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["run"]["updates"] == len(updates)
+    assert f"{jl}:1:1: note: 2 heading, comment or text lines before the first record (lines 1..2); skipped" \
+        in r.stderr, r.stderr
