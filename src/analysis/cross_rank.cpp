@@ -73,10 +73,10 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
       ++behind_in[i];
     }
   }
-  // The ranks behind in update i other than `rank` (for `alongside`).
-  auto others_in = [&](std::size_t i, std::int64_t rank, std::vector<std::int64_t>& into) {
+  // The ranks beyond `thr` in update i other than `rank` (for `alongside`).
+  auto others_in = [&](std::size_t i, std::int64_t rank, double thr, std::vector<std::int64_t>& into) {
     for (const RankWork& r : ranks)
-      if (r.rank != rank && margin_of(r, i) > threshold_ms) into.push_back(r.rank);
+      if (r.rank != rank && margin_of(r, i) > thr) into.push_back(r.rank);
   };
   // Runs of one rank's behind updates with at most kMaxGap others between two of them.
   constexpr std::size_t kMaxGap = 2, kMinBehind = 3, kAlongsideUpTo = 8;
@@ -91,12 +91,25 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         const std::size_t n = e - first, span = at[e - 1].first - at[first].first + 1;
         const bool keep = long_pass ? n >= kLongMinBehind && static_cast<double>(n) >= kLongMinDensity * static_cast<double>(span)
                                     : n >= kMinBehind;
-        // (Pass 2 adds only stretches pass 1 did not find for the rank.)
-        const std::int64_t who = rank, from_step = per_update[at[first].first].step,
-                           to_step = per_update[at[e - 1].first].step;  // (a lambda cannot capture `rank` in clang 14)
-        const bool known = long_pass && std::any_of(out.begin(), out.end(), [&](const StragglerEpisode& x) {
-          return x.rank == who && x.first_step <= to_step && from_step <= x.last_step;
-        });
+        // Pass 2's stretch replaces the pieces pass 1 found of it (random delays on other
+        // ranks can split a long stretch there). It is dropped when a piece is more than
+        // twice as far behind (a sharp episode of a rank a little behind throughout: the
+        // piece says more) or reaches beyond it.
+        bool known = false;
+        if (keep && long_pass) {
+          const std::int64_t who = rank, from_step = per_update[at[first].first].step,
+                             to_step = per_update[at[e - 1].first].step;  // (clang 14: no capture of `rank`)
+          auto overlaps = [&](const StragglerEpisode& x) {
+            return x.rank == who && x.first_step <= to_step && from_step <= x.last_step;
+          };
+          run_margins.clear();
+          for (std::size_t k = first; k < e; ++k) run_margins.push_back(at[k].second);
+          const double stretch_margin = *median(run_margins);
+          for (const auto& x : out)
+            if (overlaps(x) && (x.first_step < from_step || x.last_step > to_step || x.margin_ms > 2 * stretch_margin))
+              known = true;
+          if (!known) out.erase(std::remove_if(out.begin(), out.end(), overlaps), out.end());
+        }
         if (keep && !known) {
           StragglerEpisode ep;
           ep.rank = rank;
@@ -111,9 +124,9 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
           for (std::size_t k = first; k < e; ++k) {
             run_margins.push_back(at[k].second);
             ep.excess_ms += at[k].second - base;
-            if (!long_pass && behind_in[at[k].first] > 1) {
+            if (!long_pass && behind_in[at[k].first] > 1) {  // (a long stretch's: below)
               ++ep.shared;
-              others_in(at[k].first, rank, ep.alongside);
+              others_in(at[k].first, rank, thr, ep.alongside);
             }
           }
           std::sort(ep.alongside.begin(), ep.alongside.end());
@@ -128,6 +141,35 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   };
   collect(behind, false, typical, threshold_ms);
   collect(behind_long, true, pooled_typical, pooled_threshold);
+  // A long stretch's company: the ranks of other episodes behind (beyond their own
+  // threshold) in its behind updates. (Against the typical rank's bound, random delays
+  // would put every rank there now and then.)
+  if (!ranks.empty()) {
+    std::map<std::int64_t, const RankWork*> work_of;
+    for (const RankWork& r : ranks) work_of[r.rank] = &r;
+    for (StragglerEpisode& ep : out) {
+      if (!ep.long_stretch) continue;
+      ep.shared = 0;
+      ep.alongside.clear();
+      const auto lo = std::lower_bound(per_update.begin(), per_update.end(), ep.first_step,
+                                       [](const UpdateSlowest& u, std::int64_t s) { return u.step < s; });
+      for (auto i = static_cast<std::size_t>(lo - per_update.begin());
+           i < per_update.size() && per_update[i].step <= ep.last_step; ++i) {
+        if (margin_of(*work_of[ep.rank], i) <= ep.threshold_ms) continue;
+        bool with = false;
+        for (const StragglerEpisode& o : out)
+          if (o.rank != ep.rank && o.first_step <= per_update[i].step && per_update[i].step <= o.last_step &&
+              margin_of(*work_of[o.rank], i) > o.threshold_ms) {
+            with = true;
+            ep.alongside.push_back(o.rank);
+          }
+        ep.shared += with ? 1 : 0;
+      }
+      std::sort(ep.alongside.begin(), ep.alongside.end());
+      ep.alongside.erase(std::unique(ep.alongside.begin(), ep.alongside.end()), ep.alongside.end());
+      if (ep.alongside.size() > kAlongsideUpTo) ep.alongside.resize(kAlongsideUpTo);
+    }
+  }
   std::sort(out.begin(), out.end(), [](const StragglerEpisode& x, const StragglerEpisode& y) {
     return std::tie(x.first_step, x.rank) < std::tie(y.first_step, y.rank);
   });

@@ -167,6 +167,12 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   std::vector<Finding> found;
   std::vector<std::int64_t> ranks;
   for (const auto& e : x.episodes) {
+    // A rank the straggler finding names already (flagged, or the slowest in most
+    // updates), behind for half the run or more: the same issue, not counted twice.
+    const bool named = std::any_of(x.per_rank.begin(), x.per_rank.end(), [&](const RankStraggler& r) {
+      return r.rank == e.rank && (r.straggler || r.times_slowest * 2 > x.steps_aligned);
+    });
+    if (named && 2 * e.updates >= x.steps_aligned) continue;
     Finding f;
     f.kind = "straggler_episode";
     f.subject = fmt::format("rank {}", e.rank);

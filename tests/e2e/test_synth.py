@@ -181,6 +181,20 @@ def test_stragglers_in_turn_over_most_of_the_run_are_found(tmp_path):
         assert e["margin_ms"] > e["threshold_ms"] > e["typical_margin_ms"]
 
 
+def test_a_long_stretch_split_by_random_delays_is_one_episode(tmp_path):
+    # With random delays on every rank, the first pass found rank 8's 50-update stretch
+    # as three pieces and rank 15's as two short ones; the second pass's whole stretch
+    # replaces them.
+    manifest, _ = synth(tmp_path, "--ranks", 16, "--updates", 500, "--fallback-rate", 0.1, "--seed", 16,
+                        "--random-stragglers", 3)
+    x = report(tmp_path / "logs")["cross_rank"]
+    injected = sorted((s["rank"], s["first_step"], s["last_step"]) for s in manifest["injections"]["stragglers"])
+    found = sorted((e["rank"], e["first_step"], e["last_step"]) for e in x["episodes"])
+    assert [r for r, _, _ in found] == [r for r, _, _ in injected], (found, injected)
+    for (_, f0, f1), (_, i0, i1) in zip(found, injected):
+        assert abs(f0 - i0) <= 3 and abs(f1 - i1) <= 3, (found, injected)
+
+
 def test_without_a_straggler_every_rank_shows_the_waiting_signal(tmp_path):
     # The slowest rank changes from update to update: each rank's compute savings
     # reappear in its communication region, and its update time hardly moves.

@@ -73,7 +73,7 @@ struct StragglerEpisode {
   /// Of the `behind` updates, those in which another rank was behind too [count]. There
   /// the job waited for the slowest of them, so removing this rank's lag alone buys less
   /// than excess_ms (nothing where another rank was further behind).
-  std::size_t shared = 0;  ///< (first pass only; 0 for a long stretch)
+  std::size_t shared = 0;  ///< (for a long stretch: other episodes' ranks, beyond their thresholds)
   std::vector<std::int64_t> alongside;  ///< the other ranks behind in some of those updates (ascending, at most 8)
 };
 
@@ -101,9 +101,12 @@ struct RankWork {
 /// of the run, or ranks behind in turn), their lag is the first pass's typical value and
 /// they are missed. So the same bound is computed over every rank's margin in every
 /// update (a typical rank, not the slowest), and a run of at least 10 updates beyond it
-/// that fill at least 90 % of the run's updates is an episode too (`long_stretch`),
-/// unless the first pass found one for the rank there. Density and length keep random
-/// delays out: they are not behind in 9 of 10 consecutive updates.
+/// that fill at least 90 % of the run's updates is an episode too (`long_stretch`). It
+/// replaces the first pass's episodes of the rank inside it (random delays on other
+/// ranks can split a long stretch there), and is dropped when one of them is more than
+/// twice as far behind (a sharp episode of a rank a little behind throughout: it says
+/// more) or reaches beyond it. Density and length keep random delays out: they are not behind in 9 of 10
+/// consecutive updates.
 /// `threshold_ms` is set to the first pass's threshold (0 when `per_update` is empty).
 /// Episodes are in step order (then rank order).
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
