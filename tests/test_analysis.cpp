@@ -515,3 +515,68 @@ TEST(SlowUpdates, BackgroundRegionsAndTheirChildrenAreNotWhatGrew) {
   EXPECT_FALSE(row(t, "work").background);
   EXPECT_EQ(t.violation_count, 0u);  // loader is not a part of the update
 }
+
+// Ranks slower together (find_slow_group, cross_rank.hpp). 6 ranks, 10 updates; own work
+// 100, 102, 101, 120, 121, 119 ms in every update. Sorted medians 100, 101, 102, 119, 120,
+// 121: gaps 1, 1, 17, 1, 1, so ranks 3, 4, 5 are the slow group; gap 17 ms, spread 2 ms
+// (either side's range), fast 101, slow 120 (19 ms >= 5 % of 101). Every update: slowest
+// 121 minus the slowest fast rank's 102 = 19 ms at stake, and the groups' medians 120 and
+// 101 are 19 >= 9.5 ms apart.
+TEST(SlowGroup, RanksSlowerTogetherThroughout) {
+  std::vector<std::vector<double>> compute(6);
+  const double work[6] = {100, 102, 101, 120, 121, 119};
+  auto fill = [&](std::size_t updates) {
+    for (std::size_t r = 0; r < 6; ++r) compute[r].assign(updates, work[r]);
+  };
+  fill(10);
+  std::vector<RankWork> ranks;
+  for (std::size_t r = 0; r < 6; ++r) ranks.push_back({static_cast<std::int64_t>(r), &compute[r]});
+  auto medians = [&] {
+    std::vector<double> m;
+    for (const auto& c : compute) {
+      std::vector<double> v = c;
+      m.push_back(*median(v));
+    }
+    return m;
+  };
+  const auto g = find_slow_group(ranks, medians());
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->slow, (std::vector<std::int64_t>{3, 4, 5}));
+  EXPECT_EQ(g->fast, (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_DOUBLE_EQ(g->gap_ms, 17);
+  EXPECT_DOUBLE_EQ(g->spread_ms, 2);
+  EXPECT_DOUBLE_EQ(g->fast_ms, 101);
+  EXPECT_DOUBLE_EQ(g->slow_ms, 120);
+  EXPECT_DOUBLE_EQ(g->at_stake_ms, 19);
+  EXPECT_EQ(g->updates, 10u);
+  EXPECT_EQ(g->updates_apart, 10u);
+
+  // Slow in updates 0..4 only (the others at 100 ms there after): their medians over the
+  // 10 updates are 110, 110.5, 109.5 (gap 7.5 > spread 2, 9.5 >= 5.05), but the groups are
+  // apart in 5 of 10 updates, under 90 %: a stretch, not throughout.
+  for (std::size_t r = 3; r < 6; ++r)
+    for (std::size_t i = 5; i < 10; ++i) compute[r][i] = 100;
+  EXPECT_FALSE(find_slow_group(ranks, medians()));
+
+  // 4 % slower (104, 105, 103 against 101): under the 5 % floor.
+  const double close[6] = {100, 102, 101, 104, 105, 103};
+  for (std::size_t r = 0; r < 6; ++r) compute[r].assign(10, close[r]);
+  EXPECT_FALSE(find_slow_group(ranks, medians()));
+
+  // Overlapping: 100, 101, 110, 119, 120, 121 (rank 2 in between). Gaps 1, 9, 9, 1, 1: the
+  // tie goes to the fewer slow ranks (3, 4, 5), whose gap 9 is below the fast side's range
+  // 110 - 100 = 10: not a clear split.
+  const double spread[6] = {100, 101, 110, 119, 120, 121};
+  for (std::size_t r = 0; r < 6; ++r) compute[r].assign(10, spread[r]);
+  EXPECT_FALSE(find_slow_group(ranks, medians()));
+
+  // Two ranks: the slower is a group of one (100 against 120: gap 20, spread 0).
+  ranks.resize(2);
+  compute[0].assign(10, 100);
+  compute[1].assign(10, 120);
+  const auto two = find_slow_group(ranks, {100, 120});
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->slow, std::vector<std::int64_t>{1});
+  EXPECT_DOUBLE_EQ(two->at_stake_ms, 20);
+  EXPECT_FALSE(find_slow_group({ranks[0]}, {100}));
+}

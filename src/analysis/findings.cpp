@@ -160,18 +160,72 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
   });
 }
 
+// True when the straggler finding speaks of `rank` (flagged by score, or the slowest rank
+// in most updates): other findings about the same lag leave it to that one.
+bool named_straggler(const CrossRankResult& x, std::int64_t rank) {
+  return std::any_of(x.per_rank.begin(), x.per_rank.end(), [&](const RankStraggler& r) {
+    return r.rank == rank && (r.straggler || r.times_slowest * 2 > x.steps_aligned);
+  });
+}
+
+// The slow group (cross_rank.hpp, SlowGroup) when a finding is made of it: not when the
+// straggler finding names every one of its ranks already.
+const SlowGroup* reported_slow_group(const CrossRankResult& x) {
+  if (!x.available || !x.slow_group) return nullptr;
+  const auto& slow = x.slow_group->slow;
+  if (std::all_of(slow.begin(), slow.end(), [&](std::int64_t r) { return named_straggler(x, r); })) return nullptr;
+  return &*x.slow_group;
+}
+
+// Ranks slower than the others throughout, together (cross_rank.hpp, SlowGroup).
+void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& x = in.cross_rank;
+  const SlowGroup* g = reported_slow_group(x);
+  if (!g) return;
+  double worst_score = 1, fast_wait = 0;
+  for (const auto& r : x.per_rank) {
+    if (std::binary_search(g->slow.begin(), g->slow.end(), r.rank)) worst_score = std::min(worst_score, r.relative_score);
+    else fast_wait = std::max(fast_wait, r.wait_ms.median);
+  }
+  const auto ranks_text = [](const std::vector<std::int64_t>& v) {
+    return fmt::format("{} {}", v.size() == 1 ? "rank" : "ranks", detail::rank_numbers(v));
+  };
+  Finding f;
+  f.kind = "slow-ranks";
+  f.subject = ranks_text(g->slow);
+  f.ms_per_update = g->at_stake_ms;
+  f.title = fmt::format("{} of {} ranks are slower throughout: {} take {:.2f}x the own work of {} ({:.0f} against "
+                        "{:.0f} ms per update, median)",
+                        g->slow.size(), x.per_rank.size(), ranks_text(g->slow), g->slow_ms / g->fast_ms,
+                        ranks_text(g->fast), g->slow_ms, g->fast_ms);
+  f.evidence = fmt::format(
+      "own work = wall_ms minus {}; the ranks' median own work splits at its largest gap, {:.0f} ms, against at most "
+      "{:.0f} ms between the ranks of either side, and in {} of {} updates their median own work exceeds the "
+      "others' by at least half the difference; the lowest relative score among them is {:.2f} (a straggler "
+      "is below {:.2f}), but every update waits for the slowest of them: the time at stake is the slowest rank's own work minus the slowest fast rank's (median over "
+      "updates); a fast rank waits up to {:.0f} ms per update (median)",
+      x.comm_region.empty() ? std::string("nothing: no communication region") : x.comm_region, g->gap_ms,
+      g->spread_ms, g->updates_apart, g->updates, worst_score, x.threshold, fast_wait);
+  f.action = fmt::format(
+      "find what {} share and the others lack: a node, switch or network link, a GPU model or clock, their data "
+      "(frames, tokens, code paths in their logs); bringing them to the others' speed saves the time at stake on "
+      "every rank",
+      ranks_text(g->slow));
+  out.push_back(std::move(f));
+}
+
 // A rank that fell far behind for a stretch of updates (cross_rank.hpp, StragglerEpisode).
 void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   if (!x.available || !x.margin_ms || x.steps_aligned == 0) return;
+  const SlowGroup* group = reported_slow_group(x);
   std::vector<Finding> found;
   std::vector<std::int64_t> ranks;
   for (const auto& e : x.episodes) {
-    // A rank the straggler finding names already (flagged, or the slowest in most
-    // updates), behind for half the run or more: the same issue, not counted twice.
-    const bool named = std::any_of(x.per_rank.begin(), x.per_rank.end(), [&](const RankStraggler& r) {
-      return r.rank == e.rank && (r.straggler || r.times_slowest * 2 > x.steps_aligned);
-    });
+    // A rank the straggler or slow-ranks finding names already, behind for half the run
+    // or more: the same issue, not counted twice.
+    const bool named = named_straggler(x, e.rank) ||
+                       (group && std::binary_search(group->slow.begin(), group->slow.end(), e.rank));
     if (named && 2 * e.updates >= x.steps_aligned) continue;
     Finding f;
     f.kind = "straggler_episode";
@@ -417,6 +471,7 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   std::vector<Finding> out;
   slow_paths(in, out);
   stragglers(in, out);
+  slow_group(in, out);
   straggler_episodes(in, out);
   waiting(in, out);
   padding(in, out);

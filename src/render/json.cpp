@@ -233,6 +233,11 @@ Json cross_rank(const CrossRankResult& x) {
                         {"excess_ms", e.excess_ms},
                         {"shared", e.shared},
                         {"alongside", e.alongside}});
+  Json slow_group = nullptr;
+  if (const auto& g = x.slow_group)
+    slow_group = {{"slow_ranks", g->slow},  {"fast_ranks", g->fast},     {"slow_ms", g->slow_ms},
+                  {"fast_ms", g->fast_ms},   {"gap_ms", g->gap_ms},       {"spread_ms", g->spread_ms},
+                  {"at_stake_ms", g->at_stake_ms}, {"updates", g->updates}, {"updates_apart", g->updates_apart}};
   Json incomplete = Json::array();
   for (const auto& [step, lacking] : x.incomplete_examples)
     incomplete.push_back({{"step", step}, {"ranks_missing", lacking}});
@@ -251,6 +256,7 @@ Json cross_rank(const CrossRankResult& x) {
               {"margin_ms", summary(x.margin_ms)},
               {"episodes", episodes},
               {"episode_threshold_ms", x.available ? Json(x.episode_threshold_ms) : Json(nullptr)},
+              {"slow_group", slow_group},
               {"per_rank", per_rank},
               {"per_update", per_update}};
 }

@@ -394,3 +394,48 @@ def test_ranks_without_the_communication_region_are_named(tmp_path):
     assert all(f["subject"] != "rank 5" for f in rep["findings"])
     assert "ranks without backward_and_communication  5: left out of the comparison" in \
         run("report", tmp_path / "logs").stdout
+
+
+def test_half_the_ranks_slower_throughout_is_a_finding(tmp_path):
+    # One slow node of two: ranks 4..7 1.3x slower in every update. No rank is flagged
+    # (relative score about 0.77) or the slowest in most updates, yet ranks 0..3 wait.
+    slow = [4, 5, 6, 7]
+    synth(tmp_path, "--ranks", 8, "--updates", 100, *[a for r in slow for a in ("--straggler", f"{r}:1:100:1.3")])
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    assert x["stragglers"] == []
+    g = x["slow_group"]
+    assert g["slow_ranks"] == slow and g["fast_ranks"] == [0, 1, 2, 3]
+    # From the logs: own work = wall_ms - the communication region's device time.
+    comm = x["comm_region"]
+    own = {r: {u["step"]: u["wall_ms"] - u["cuda_stream_ms"][comm]
+               for u in map(json.loads, open(tmp_path / "logs" / f"rank{r}.jsonl")) if u["type"] == "update"}
+           for r in range(8)}
+
+    def median(v):
+        v = sorted(v)
+        return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+    med = {r: median(own[r].values()) for r in own}
+    assert g["fast_ms"] == pytest.approx(median([med[r] for r in range(4)]), rel=1e-9)
+    assert g["slow_ms"] == pytest.approx(median([med[r] for r in slow]), rel=1e-9)
+    assert g["gap_ms"] == pytest.approx(min(med[r] for r in slow) - max(med[r] for r in range(4)), rel=1e-9)
+    at_stake = median([max(0, max(own[r][s] for r in range(8)) - max(own[r][s] for r in range(4)))
+                       for s in own[0]])
+    assert g["at_stake_ms"] == pytest.approx(at_stake, rel=1e-9)
+    assert g["updates_apart"] == g["updates"] == 100
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
+    assert f["ms_per_update"] == pytest.approx(at_stake, rel=1e-9)
+    assert f == rep["findings"][0]  # the largest time at stake in this job
+    ratio = median([med[r] for r in slow]) / median([med[r] for r in range(4)])  # about 1.3
+    assert f"ranks 4, 5, 6, 7 take {ratio:.2f}x the own work of ranks 0, 1, 2, 3" in f["title"]
+    assert not any(f["kind"] in ("straggler", "straggler_episode") for f in rep["findings"])
+    text = run("report", tmp_path / "logs").stdout
+    assert "slower ranks" in text and "ranks 4, 5, 6, 7: own work" in text
+
+
+def test_ranks_slower_for_half_the_run_are_not_slower_throughout(tmp_path):
+    synth(tmp_path, "--ranks", 8, "--updates", 100, *[a for r in (4, 5, 6, 7) for a in ("--straggler", f"{r}:1:50:1.3")])
+    rep = report(tmp_path / "logs")
+    assert rep["cross_rank"]["slow_group"] is None
+    assert not any(f["kind"] == "slow-ranks" for f in rep["findings"])
