@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "../util/rank_numbers.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "stepprof/reader.hpp"
@@ -72,9 +73,9 @@ int run_import(const ImportOptions& opt) {
     will_write.push_back((dir / fmt::format("rank{}.jsonl", log.rank.value_or(0))).string());
   if (const auto stale = logs_besides(dir.string(), will_write); !stale.empty()) {
     fmt::print(stderr,
-               "stepprof: {} holds {} log file(s) this import would not replace ({}{}): `stepprof report {}` would "
+               "stepprof: {} holds {} log file(s) this import would not replace ({}): `stepprof report {}` would "
                "read them with the new ones; remove them or write to another directory (nothing was written)\n",
-               opt.output, stale.size(), stale.front(), stale.size() > 1 ? fmt::format(" .. {}", stale.back()) : "",
+               opt.output, stale.size(), detail::file_list(stale),
                opt.output);
     return kUsage;
   }

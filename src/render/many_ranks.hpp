@@ -22,10 +22,6 @@ namespace stepprof::detail {
 /// matter (rows_that_matter).
 inline constexpr std::size_t kAllRanksUpTo = 32;
 
-/// The input files for a header: all of them up to kListedUpTo, else the first two, the
-/// count and the last ("a, b, ... (1024 files in all), z").
-std::string file_list(const std::vector<std::string>& files);
-
 /// True when `rank` is a straggler or fell behind for a while (an episode): per-rank
 /// tables and charts always show it.
 inline bool flagged_rank(const CrossRankResult& x, std::int64_t rank) {

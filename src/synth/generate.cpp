@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../util/parallel.hpp"
+#include "../util/rank_numbers.hpp"
 #include "model.hpp"
 #include "stepprof/record_writer.hpp"
 #include "stepprof/reader.hpp"
@@ -237,9 +238,9 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   // them with the new ones.
   if (const auto stale = logs_besides(dir, man.files); !stale.empty())
     throw std::runtime_error(fmt::format(
-        "{} holds {} log file(s) this run would not replace ({}{}): `stepprof report {}` would read them with the "
+        "{} holds {} log file(s) this run would not replace ({}): `stepprof report {}` would read them with the "
         "new ones; remove them or write to another directory",
-        dir, stale.size(), stale.front(), stale.size() > 1 ? fmt::format(" .. {}", stale.back()) : "", dir));
+        dir, stale.size(), ::stepprof::detail::file_list(stale), dir));
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::int64_t> background{0};
   std::atomic<bool> stop{false};

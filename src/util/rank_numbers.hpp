@@ -1,4 +1,5 @@
-// Rank numbers written for people, for jobs of any size (findings and reports).
+// Rank numbers and file lists written for people, for jobs of any size (findings,
+// reports, messages).
 #pragma once
 
 #include <cstddef>
@@ -15,5 +16,9 @@ inline constexpr std::size_t kListedUpTo = 16;
 /// "0..511, 513..1023", of which the first kListedUpTo are written and the rest counted
 /// ("... and 12 more"). Repeats count once.
 std::string rank_numbers(std::vector<std::int64_t> v);
+
+/// File names for prose: all of them up to kListedUpTo, else the first two, the count
+/// and the last ("a, b, ... (1024 files in all), z").
+std::string file_list(const std::vector<std::string>& files);
 
 }  // namespace stepprof::detail

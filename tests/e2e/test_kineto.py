@@ -337,7 +337,7 @@ def test_import_into_a_directory_with_other_ranks_logs_writes_nothing(tmp_path):
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     r = run("import", "kineto", HTA2, "-o", tmp_path)
     assert r.returncode == 2, r.stderr
-    assert "holds 7 log file(s) this import would not replace (rank1.jsonl .. rank7.jsonl)" in r.stderr, r.stderr
+    assert "holds 7 log file(s) this import would not replace (rank1.jsonl, rank2.jsonl, rank3.jsonl, rank4.jsonl, rank5.jsonl, rank6.jsonl, rank7.jsonl)" in r.stderr, r.stderr
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written
     # Importing the same job again replaces its files.
     assert run("import", "kineto", *DLRM, "-o", tmp_path).returncode == 0

@@ -272,14 +272,14 @@ def test_an_earlier_runs_logs_that_would_stay_are_refused(tmp_path):
     # 2 ranks over 4, or .gz over plain, left the old files beside the new: the report then
     # gave mixed-runs or duplicate-step errors.
     synth(tmp_path, "--ranks", 4, "--updates", 5)
-    for args, left in (((2,), "2 log file(s) this run would not replace (rank2.jsonl .. rank3.jsonl)"),
-                       ((4, "--gzip"), "4 log file(s) this run would not replace (rank0.jsonl .. rank3.jsonl)")):
+    for args, left in (((2,), "2 log file(s) this run would not replace (rank2.jsonl, rank3.jsonl)"),
+                       ((4, "--gzip"), "4 log file(s) this run would not replace (rank0.jsonl, rank1.jsonl, rank2.jsonl, rank3.jsonl)")):
         r = run("synth", "-o", tmp_path / "logs", "--updates", 5, "--ranks", *args)
         assert r.returncode == 2 and left in r.stderr, r.stderr
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [f"rank{r}.jsonl" for r in range(4)]
     # Logs further down would be read too; the manifest beside them would not (a note).
     r = run("synth", "-o", tmp_path, "--updates", 5, "--ranks", 4)
-    assert r.returncode == 2 and "4 log file(s) this run would not replace (logs/rank0.jsonl .. logs/rank3.jsonl)" \
+    assert r.returncode == 2 and "4 log file(s) this run would not replace (logs/rank0.jsonl, logs/rank1.jsonl, logs/rank2.jsonl, logs/rank3.jsonl)" \
         in r.stderr, r.stderr
     r = run("synth", "-o", tmp_path / "logs", "--updates", 5, "--ranks", 4, "--manifest", tmp_path / "logs" / "m.json")
     assert r.returncode == 0, r.stderr
