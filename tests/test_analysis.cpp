@@ -517,66 +517,79 @@ TEST(SlowUpdates, BackgroundRegionsAndTheirChildrenAreNotWhatGrew) {
 }
 
 // Ranks slower together (find_slow_group, cross_rank.hpp). 6 ranks, 10 updates; own work
-// 100, 102, 101, 120, 121, 119 ms in every update. Sorted medians 100, 101, 102, 119, 120,
-// 121: gaps 1, 1, 17, 1, 1, so ranks 3, 4, 5 are the slow group; gap 17 ms, spread 2 ms
-// (either side's range), fast 101, slow 120 (19 ms >= 5 % of 101). Every update: slowest
-// 121 minus the slowest fast rank's 102 = 19 ms at stake, and the groups' medians 120 and
-// 101 are 19 >= 9.5 ms apart.
-TEST(SlowGroup, RanksSlowerTogetherThroughout) {
+// 100, 102, 101, 120, 121, 119 ms in every update. Sorted means 100, 101, 102, 119, 120,
+// 121: gaps 1, 1, 17, 1, 1, so ranks 3, 4, 5 are the slow group; gap 17 ms against the
+// fast ranks' range 2 (and the slow ranks' 2 <= 2 x 17); fast 101, slow 120 (19 ms >= 5 %
+// of 101). Every update: slowest 121 minus the slowest fast rank's 102 = 19 ms at stake;
+// the groups' medians 120 and 101 are 19 >= 9.5 ms apart.
+TEST(SlowGroup, RanksSlowerTogether) {
   std::vector<std::vector<double>> compute(6);
-  const double work[6] = {100, 102, 101, 120, 121, 119};
-  auto fill = [&](std::size_t updates) {
-    for (std::size_t r = 0; r < 6; ++r) compute[r].assign(updates, work[r]);
+  auto set = [&](std::initializer_list<double> work) {
+    std::size_t r = 0;
+    for (const double w : work) compute[r++].assign(10, w);
   };
-  fill(10);
+  set({100, 102, 101, 120, 121, 119});
   std::vector<RankWork> ranks;
   for (std::size_t r = 0; r < 6; ++r) ranks.push_back({static_cast<std::int64_t>(r), &compute[r]});
-  auto medians = [&] {
-    std::vector<double> m;
-    for (const auto& c : compute) {
-      std::vector<double> v = c;
-      m.push_back(*median(v));
-    }
-    return m;
-  };
-  const auto g = find_slow_group(ranks, medians());
+  const auto g = find_slow_group(ranks);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->slow, (std::vector<std::int64_t>{3, 4, 5}));
   EXPECT_EQ(g->fast, (std::vector<std::int64_t>{0, 1, 2}));
   EXPECT_DOUBLE_EQ(g->gap_ms, 17);
   EXPECT_DOUBLE_EQ(g->spread_ms, 2);
+  EXPECT_DOUBLE_EQ(g->slow_spread_ms, 2);
   EXPECT_DOUBLE_EQ(g->fast_ms, 101);
   EXPECT_DOUBLE_EQ(g->slow_ms, 120);
   EXPECT_DOUBLE_EQ(g->at_stake_ms, 19);
   EXPECT_EQ(g->updates, 10u);
   EXPECT_EQ(g->updates_apart, 10u);
+  EXPECT_EQ(g->updates_slowest, 10u);
 
-  // Slow in updates 0..4 only (the others at 100 ms there after): their medians over the
-  // 10 updates are 110, 110.5, 109.5 (gap 7.5 > spread 2, 9.5 >= 5.05), but the groups are
-  // apart in 5 of 10 updates, under 90 %: a stretch, not throughout.
+  // Slow in updates 0..5 only (100 ms after): means 112, 112.6, 111.4 against 100, 102,
+  // 101 (gap 9.4 > 2; 11.6 >= 5.05); apart in 6 of 10 updates (>= 50 %); at stake 19 in
+  // 6 updates and 0 in 4 (a fast rank is the slowest there): mean 11.4.
   for (std::size_t r = 3; r < 6; ++r)
-    for (std::size_t i = 5; i < 10; ++i) compute[r][i] = 100;
-  EXPECT_FALSE(find_slow_group(ranks, medians()));
+    for (std::size_t i = 6; i < 10; ++i) compute[r][i] = 100;
+  const auto most = find_slow_group(ranks);
+  ASSERT_TRUE(most);
+  EXPECT_EQ(most->slow, (std::vector<std::int64_t>{3, 4, 5}));
+  EXPECT_EQ(most->updates_apart, 6u);
+  EXPECT_EQ(most->updates_slowest, 6u);
+  EXPECT_NEAR(most->at_stake_ms, 11.4, 1e-12);
+  EXPECT_NEAR(most->slow_ms, 112, 1e-12);
+
+  // Slow in updates 0..3 only: apart in 4 of 10, under half: a stretch (an episode), not
+  // a group.
+  for (std::size_t r = 3; r < 6; ++r) compute[r][4] = compute[r][5] = 100;
+  EXPECT_FALSE(find_slow_group(ranks));
 
   // 4 % slower (104, 105, 103 against 101): under the 5 % floor.
-  const double close[6] = {100, 102, 101, 104, 105, 103};
-  for (std::size_t r = 0; r < 6; ++r) compute[r].assign(10, close[r]);
-  EXPECT_FALSE(find_slow_group(ranks, medians()));
+  set({100, 102, 101, 104, 105, 103});
+  EXPECT_FALSE(find_slow_group(ranks));
 
-  // Overlapping: 100, 101, 110, 119, 120, 121 (rank 2 in between). Gaps 1, 9, 9, 1, 1: the
-  // tie goes to the fewer slow ranks (3, 4, 5), whose gap 9 is below the fast side's range
-  // 110 - 100 = 10: not a clear split.
-  const double spread[6] = {100, 101, 110, 119, 120, 121};
-  for (std::size_t r = 0; r < 6; ++r) compute[r].assign(10, spread[r]);
-  EXPECT_FALSE(find_slow_group(ranks, medians()));
+  // Tiers: 100, 101, 110, 119, 120, 121. Gaps 1, 9, 9, 1, 1; the tie is tried with the
+  // fewer slow ranks first (3, 4, 5), but the fast side's range 110 - 100 = 10 is not
+  // below the gap 9; then ranks 2..5 (fast range 1 < 9, slow range 11 <= 2 x 9): slow
+  // median 119.5, fast 100.5, at stake 121 - 101 = 20.
+  set({100, 101, 110, 119, 120, 121});
+  const auto tiers = find_slow_group(ranks);
+  ASSERT_TRUE(tiers);
+  EXPECT_EQ(tiers->slow, (std::vector<std::int64_t>{2, 3, 4, 5}));
+  EXPECT_DOUBLE_EQ(tiers->gap_ms, 9);
+  EXPECT_DOUBLE_EQ(tiers->slow_ms, 119.5);
+  EXPECT_DOUBLE_EQ(tiers->at_stake_ms, 20);
 
-  // Two ranks: the slower is a group of one (100 against 120: gap 20, spread 0).
+  // Spread evenly (100, 104, ..., 120): every gap 4; only ranks 1..5 over rank 0 has a
+  // fast range (0) below it, and their range 16 is over 2 x 4: no group.
+  set({100, 104, 108, 112, 116, 120});
+  EXPECT_FALSE(find_slow_group(ranks));
+
+  // Two ranks: the slower is a group of one (100 against 120: at stake 20).
   ranks.resize(2);
-  compute[0].assign(10, 100);
-  compute[1].assign(10, 120);
-  const auto two = find_slow_group(ranks, {100, 120});
+  set({100, 120});
+  const auto two = find_slow_group(ranks);
   ASSERT_TRUE(two);
   EXPECT_EQ(two->slow, std::vector<std::int64_t>{1});
   EXPECT_DOUBLE_EQ(two->at_stake_ms, 20);
-  EXPECT_FALSE(find_slow_group({ranks[0]}, {100}));
+  EXPECT_FALSE(find_slow_group({ranks[0]}));
 }

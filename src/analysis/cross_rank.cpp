@@ -176,50 +176,67 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   return out;
 }
 
-std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks, const std::vector<double>& median_ms) {
-  constexpr double kApartShare = 0.9;  // "throughout": apart in at least this share of the updates
+std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
+  constexpr double kApartShare = 0.5;  // apart in at least this share of the updates
   const std::size_t n = ranks.size();
-  if (n < 2 || median_ms.size() != n) return std::nullopt;
+  if (n < 2) return std::nullopt;
+  const std::size_t updates = ranks.front().compute_ms->size();
+  if (updates == 0) return std::nullopt;
+  std::vector<double> mean(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const double c : *ranks[i].compute_ms) mean[i] += c;
+    mean[i] /= static_cast<double>(updates);
+  }
   std::vector<std::size_t> order(n);
   for (std::size_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return median_ms[a] < median_ms[b]; });
-  auto m = [&](std::size_t k) { return median_ms[order[k]]; };
-  std::size_t split = 1;  // order[split..] are the slow ranks
-  for (std::size_t k = 1; k < n; ++k)
-    if (m(k) - m(k - 1) >= m(split) - m(split - 1)) split = k;
-  SlowGroup g;
-  g.gap_ms = m(split) - m(split - 1);
-  g.spread_ms = std::max(m(split - 1) - m(0), m(n - 1) - m(split));
-  std::vector<double> v;
-  for (std::size_t k = 0; k < split; ++k) v.push_back(m(k));
-  g.fast_ms = *median(v);
-  v.clear();
-  for (std::size_t k = split; k < n; ++k) v.push_back(m(k));
-  g.slow_ms = *median(v);
-  if (!(g.gap_ms > g.spread_ms) || g.slow_ms - g.fast_ms < 0.05 * g.fast_ms) return std::nullopt;
-  const std::size_t updates = ranks.front().compute_ms->size();
-  g.updates = updates;
-  v.clear();
-  std::vector<double> slow_row, fast_row;
-  for (std::size_t i = 0; i < updates; ++i) {
-    double all = -std::numeric_limits<double>::infinity(), fast = all;
-    slow_row.clear();
-    fast_row.clear();
-    for (std::size_t k = 0; k < n; ++k) {
-      const double c = (*ranks[order[k]].compute_ms)[i];
-      all = std::max(all, c);
-      if (k < split) fast = std::max(fast, c);
-      (k < split ? fast_row : slow_row).push_back(c);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return mean[a] < mean[b]; });
+  auto m = [&](std::size_t k) { return mean[order[k]]; };
+  // Splits (order[k..] slow) by decreasing gap; on a tie, the fewer slow ranks first.
+  std::vector<std::size_t> splits;
+  for (std::size_t k = 1; k < n; ++k) splits.push_back(k);
+  std::stable_sort(splits.begin(), splits.end(), [&](std::size_t a, std::size_t b) {
+    const double ga = m(a) - m(a - 1), gb = m(b) - m(b - 1);
+    return ga != gb ? ga > gb : a > b;
+  });
+  std::vector<double> v, slow_row, fast_row;
+  for (const std::size_t split : splits) {
+    SlowGroup g;
+    g.gap_ms = m(split) - m(split - 1);
+    g.spread_ms = m(split - 1) - m(0);
+    g.slow_spread_ms = m(n - 1) - m(split);
+    if (!(g.gap_ms > g.spread_ms) || 2 * g.gap_ms < g.slow_spread_ms) continue;
+    v.clear();
+    for (std::size_t k = 0; k < split; ++k) v.push_back(m(k));
+    g.fast_ms = *median(v);
+    v.clear();
+    for (std::size_t k = split; k < n; ++k) v.push_back(m(k));
+    g.slow_ms = *median(v);
+    if (g.slow_ms - g.fast_ms < 0.05 * g.fast_ms) continue;
+    g.updates = updates;
+    double gain = 0;
+    for (std::size_t i = 0; i < updates; ++i) {
+      double all = -std::numeric_limits<double>::infinity(), fast = all;
+      slow_row.clear();
+      fast_row.clear();
+      for (std::size_t k = 0; k < n; ++k) {
+        const double c = (*ranks[order[k]].compute_ms)[i];
+        all = std::max(all, c);
+        if (k < split) fast = std::max(fast, c);
+        (k < split ? fast_row : slow_row).push_back(c);
+      }
+      gain += all - fast;
+      if (all > fast) ++g.updates_slowest;
+      if (*median(slow_row) - *median(fast_row) >= 0.5 * (g.slow_ms - g.fast_ms)) ++g.updates_apart;
     }
-    v.push_back(std::max(0.0, all - fast));
-    if (*median(slow_row) - *median(fast_row) >= 0.5 * (g.slow_ms - g.fast_ms)) ++g.updates_apart;
+    g.at_stake_ms = gain / static_cast<double>(updates);
+    if (static_cast<double>(g.updates_apart) < kApartShare * static_cast<double>(updates) || !(g.at_stake_ms > 0))
+      continue;
+    for (std::size_t k = 0; k < n; ++k) (k < split ? g.fast : g.slow).push_back(ranks[order[k]].rank);
+    std::sort(g.fast.begin(), g.fast.end());
+    std::sort(g.slow.begin(), g.slow.end());
+    return g;
   }
-  if (static_cast<double>(g.updates_apart) < kApartShare * static_cast<double>(updates)) return std::nullopt;
-  if (v.empty() || (g.at_stake_ms = *median(v)) <= 0) return std::nullopt;
-  for (std::size_t k = 0; k < n; ++k) (k < split ? g.fast : g.slow).push_back(ranks[order[k]].rank);
-  std::sort(g.fast.begin(), g.fast.end());
-  std::sort(g.slow.begin(), g.slow.end());
-  return g;
+  return std::nullopt;
 }
 
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
@@ -357,9 +374,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       }
     out.per_rank.push_back(r);
   }
-  std::vector<double> medians;
-  for (const auto& r : out.per_rank) medians.push_back(r.compute_ms.median);
-  out.slow_group = find_slow_group(work, medians);
+  out.slow_group = find_slow_group(work);
   for (auto& r : out.per_rank) {
     r.relative_score = r.compute_ms.median > 0 ? fastest_median / r.compute_ms.median : 1;
     r.individual_score = r.compute_ms.median > 0 ? r.compute_ms.min / r.compute_ms.median : 1;

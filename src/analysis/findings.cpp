@@ -92,15 +92,53 @@ void each_or_grouped(std::vector<Finding>& found, std::vector<Finding>& out, Gro
   out.push_back(std::move(g));
 }
 
+// The margins (its own work - the median rank's) of the updates `r` was the slowest in.
+std::optional<Summary> margins_when_slowest(const CrossRankResult& x, const RankStraggler& r, std::size_t* count) {
+  std::vector<double> margins;
+  for (const auto& u : x.per_update)
+    if (u.slowest_rank == r.rank) margins.push_back(u.margin_ms);
+  if (count) *count = margins.size();
+  return summarize(margins);
+}
+
+// True when the straggler finding speaks of `r`: flagged by score, or the slowest rank in
+// most updates by at least 5 % of its own work (by a hair is chance: with two ranks, one
+// of them is the slowest in most updates).
+bool straggler_finding_for(const CrossRankResult& x, const RankStraggler& r) {
+  if (r.straggler) return true;
+  if (r.times_slowest * 2 <= x.steps_aligned) return false;
+  const auto margin = margins_when_slowest(x, r, nullptr);
+  return margin && margin->median >= 0.05 * r.compute_ms.median;
+}
+
+bool straggler_finding_for(const CrossRankResult& x, std::int64_t rank) {
+  return std::any_of(x.per_rank.begin(), x.per_rank.end(),
+                     [&](const RankStraggler& r) { return r.rank == rank && straggler_finding_for(x, r); });
+}
+
+// The slow group (cross_rank.hpp, SlowGroup) a slow-ranks finding is made of: a group of
+// two or more ranks (the straggler finding then leaves its ranks to it: their lags are
+// one time at stake, not one each), or of one rank the straggler finding does not name.
+const SlowGroup* reported_slow_group(const CrossRankResult& x) {
+  if (!x.available || !x.slow_group) return nullptr;
+  const SlowGroup& g = *x.slow_group;
+  if (g.slow.size() == 1 && straggler_finding_for(x, g.slow.front())) return nullptr;
+  return &g;
+}
+
+bool in_group(const SlowGroup* g, std::int64_t rank) {
+  return g && std::binary_search(g->slow.begin(), g->slow.end(), rank);
+}
+
 void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   if (!x.available || !x.margin_ms) return;
   const std::size_t n = x.steps_aligned;
+  const SlowGroup* group = reported_slow_group(x);
   std::vector<Finding> found;
   std::vector<std::int64_t> ranks;
   for (const auto& r : x.per_rank) {
-    // Flagged by score, or the slowest rank in most updates.
-    if (!r.straggler && r.times_slowest * 2 <= n) continue;
+    if (!straggler_finding_for(x, r) || in_group(group, r.rank)) continue;
     double others_wait = 0;
     std::size_t others = 0;
     for (const auto& o : x.per_rank)
@@ -108,17 +146,17 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
         others_wait += o.wait_ms.median;
         ++others;
       }
-    std::vector<double> margins;
-    for (const auto& u : x.per_update)
-      if (u.slowest_rank == r.rank) margins.push_back(u.margin_ms);
-    const auto margin = summarize(margins);
-    // Being the slowest in most updates by a hair is chance (with two ranks, one of them
-    // is), not a straggler: unflagged ranks must be behind by 5 % of their own work.
-    if (!r.straggler && (!margin || margin->median < 0.05 * r.compute_ms.median)) continue;
+    std::size_t slowest_in = 0;
+    const auto margin = margins_when_slowest(x, r, &slowest_in);
     Finding f;
     f.kind = "straggler";
     f.subject = fmt::format("rank {}", r.rank);
-    f.ms_per_update = margin ? margin->median * static_cast<double>(margins.size()) / static_cast<double>(n) : 0;
+    f.ms_per_update = margin ? margin->median * static_cast<double>(slowest_in) / static_cast<double>(n) : 0;
+    // A slow group of this rank alone (cross_rank.hpp): its time at stake is the update's
+    // gain if the rank kept up with the others' slowest; the margin over the median rank
+    // understates it (with two ranks the median is their mean: half the gap).
+    const bool alone = x.slow_group && x.slow_group->slow.size() == 1 && x.slow_group->slow.front() == r.rank;
+    if (alone) f.ms_per_update = std::max(f.ms_per_update, x.slow_group->at_stake_ms);
     f.title = fmt::format("rank {} is {}the slowest rank in {} of {} updates (relative score {:.2f})", r.rank,
                           r.straggler ? "a straggler: " : "", r.times_slowest, n, r.relative_score);
     f.evidence = fmt::format(
@@ -130,6 +168,11 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
                : std::string("it is never the slowest rank (a slower one always is), so no time is at stake on it "
                              "alone"),
         others ? others_wait / static_cast<double>(others) : 0.0);
+    if (alone)
+      f.evidence += fmt::format(
+          "; time at stake: its own work minus the slowest other rank's, 0 when another rank was the slowest, mean "
+          "over updates: {:.0f} ms",
+          x.slow_group->at_stake_ms);
     f.action = fmt::format(
         "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
         "balancing the work across ranks saves the time at stake on every rank",
@@ -160,57 +203,63 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
   });
 }
 
-// True when the straggler finding speaks of `rank` (flagged by score, or the slowest rank
-// in most updates): other findings about the same lag leave it to that one.
-bool named_straggler(const CrossRankResult& x, std::int64_t rank) {
-  return std::any_of(x.per_rank.begin(), x.per_rank.end(), [&](const RankStraggler& r) {
-    return r.rank == rank && (r.straggler || r.times_slowest * 2 > x.steps_aligned);
-  });
+std::string ranks_text(const std::vector<std::int64_t>& v) {
+  return fmt::format("{} {}", v.size() == 1 ? "rank" : "ranks", detail::rank_numbers(v));
 }
 
-// The slow group (cross_rank.hpp, SlowGroup) when a finding is made of it: not when the
-// straggler finding names every one of its ranks already.
-const SlowGroup* reported_slow_group(const CrossRankResult& x) {
-  if (!x.available || !x.slow_group) return nullptr;
-  const auto& slow = x.slow_group->slow;
-  if (std::all_of(slow.begin(), slow.end(), [&](std::int64_t r) { return named_straggler(x, r); })) return nullptr;
-  return &*x.slow_group;
-}
-
-// Ranks slower than the others throughout, together (cross_rank.hpp, SlowGroup).
+// Ranks slower than the others together (cross_rank.hpp, SlowGroup).
 void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   const SlowGroup* g = reported_slow_group(x);
   if (!g) return;
-  double worst_score = 1, fast_wait = 0;
+  double low_score = 1, high_score = 0, fast_wait = 0;
+  const RankStraggler* slowest = nullptr;
+  std::vector<std::int64_t> flagged;
   for (const auto& r : x.per_rank) {
-    if (std::binary_search(g->slow.begin(), g->slow.end(), r.rank)) worst_score = std::min(worst_score, r.relative_score);
-    else fast_wait = std::max(fast_wait, r.wait_ms.median);
+    if (in_group(g, r.rank)) {
+      low_score = std::min(low_score, r.relative_score);
+      high_score = std::max(high_score, r.relative_score);
+      if (!slowest || r.compute_ms.median > slowest->compute_ms.median) slowest = &r;
+      if (straggler_finding_for(x, r)) flagged.push_back(r.rank);
+    } else {
+      fast_wait = std::max(fast_wait, r.wait_ms.median);
+    }
   }
-  const auto ranks_text = [](const std::vector<std::int64_t>& v) {
-    return fmt::format("{} {}", v.size() == 1 ? "rank" : "ranks", detail::rank_numbers(v));
-  };
+  const std::string comm = x.comm_region.empty() ? std::string("nothing (no communication region)") : x.comm_region;
   Finding f;
   f.kind = "slow-ranks";
   f.subject = ranks_text(g->slow);
   f.ms_per_update = g->at_stake_ms;
-  f.title = fmt::format("{} of {} ranks are slower throughout: {} take {:.2f}x the own work of {} ({:.0f} against "
-                        "{:.0f} ms per update, median)",
-                        g->slow.size(), x.per_rank.size(), ranks_text(g->slow), g->slow_ms / g->fast_ms,
-                        ranks_text(g->fast), g->slow_ms, g->fast_ms);
+  f.title = fmt::format("{} of {} ranks are slower {}: {} take {:.2f}x the own work of {} ({:.0f} against {:.0f} ms "
+                        "per update, mean)",
+                        g->slow.size(), x.per_rank.size(),
+                        10 * g->updates_apart >= 9 * g->updates ? std::string("throughout")
+                                                                : fmt::format("in {} of {} updates", g->updates_apart,
+                                                                              g->updates),
+                        ranks_text(g->slow), g->slow_ms / g->fast_ms, ranks_text(g->fast), g->slow_ms, g->fast_ms);
   f.evidence = fmt::format(
-      "own work = wall_ms minus {}; the ranks' median own work splits at its largest gap, {:.0f} ms, against at most "
-      "{:.0f} ms between the ranks of either side, and in {} of {} updates their median own work exceeds the "
-      "others' by at least half the difference; the lowest relative score among them is {:.2f} (a straggler "
-      "is below {:.2f}), but every update waits for the slowest of them: the time at stake is the slowest rank's own work minus the slowest fast rank's (median over "
-      "updates); a fast rank waits up to {:.0f} ms per update (median)",
-      x.comm_region.empty() ? std::string("nothing: no communication region") : x.comm_region, g->gap_ms,
-      g->spread_ms, g->updates_apart, g->updates, worst_score, x.threshold, fast_wait);
+      "own work = wall_ms minus {}; the ranks' mean own work splits at a gap of {:.0f} ms, wider than the fast ranks' "
+      "whole range ({:.0f} ms); in {} of {} updates the slow ranks' median own work exceeds the fast ranks' by at "
+      "least half the difference, and in {} one of them was the slowest rank; their relative scores are {:.2f} to "
+      "{:.2f} (a straggler is below {:.2f}){}; time at stake: the slowest rank's own work minus the slowest fast "
+      "rank's, 0 when a fast rank was the slowest, mean over updates (a lower bound if {} also holds compute); a fast "
+      "rank waits up to {:.0f} ms per update (median)",
+      comm, g->gap_ms, g->spread_ms, g->updates_apart, g->updates, g->updates_slowest, low_score, high_score,
+      x.threshold,
+      flagged.empty() ? std::string()
+                      : fmt::format("; {} would be a straggler finding of {} own, counted here", ranks_text(flagged),
+                                    flagged.size() == 1 ? "its" : "their"),
+      comm, fast_wait);
+  if (slowest && g->slow.size() > 1)
+    f.evidence += fmt::format("; the slowest of them is rank {} ({:.0f} ms own work, median)", slowest->rank,
+                              slowest->compute_ms.median);
   f.action = fmt::format(
-      "find what {} share and the others lack: a node, switch or network link, a GPU model or clock, their data "
-      "(frames, tokens, code paths in their logs); bringing them to the others' speed saves the time at stake on "
+      "find what {} share that {} {}: their nodes or GPUs (model, clocks, temperature, other processes), their data "
+      "(frames, tokens, code paths in their logs){}; bringing them to the others' speed saves the time at stake on "
       "every rank",
-      ranks_text(g->slow));
+      ranks_text(g->slow), ranks_text(g->fast), g->fast.size() == 1 ? "lacks" : "lack",
+      g->fast.size() == 1 ? fmt::format(", or what makes rank {} faster (a smaller data shard?)", g->fast.front())
+                          : std::string());
   out.push_back(std::move(f));
 }
 
@@ -224,8 +273,7 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   for (const auto& e : x.episodes) {
     // A rank the straggler or slow-ranks finding names already, behind for half the run
     // or more: the same issue, not counted twice.
-    const bool named = named_straggler(x, e.rank) ||
-                       (group && std::binary_search(group->slow.begin(), group->slow.end(), e.rank));
+    const bool named = straggler_finding_for(x, e.rank) || in_group(group, e.rank);
     if (named && 2 * e.updates >= x.steps_aligned) continue;
     Finding f;
     f.kind = "straggler_episode";

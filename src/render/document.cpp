@@ -379,12 +379,16 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                        episodes.empty() ? fmt::format("no rank (3 or more updates more than {} behind the median rank)",
                                                       ms(x.episode_threshold_ms))
                                         : episodes);
-  if (const auto& g = x.slow_group)
+  if (const auto& g = x.slow_group) {
+    auto ranks = [](const std::vector<std::int64_t>& v) {
+      return fmt::format("{} {}", v.size() == 1 ? "rank" : "ranks", rank_numbers(v));
+    };
     f.items.emplace_back("slower ranks",
-                         fmt::format("ranks {}: own work {} against {} on ranks {} (median), the largest gap between ranks; the "
-                                     "update waits {} for them (median)",
-                                     rank_numbers(g->slow), ms(g->slow_ms), ms(g->fast_ms), rank_numbers(g->fast),
-                                     ms(g->at_stake_ms)));
+                         fmt::format("{}: own work {} against {} on {} (mean), apart in {} of {} updates; the update "
+                                     "ends {} later for them (mean)",
+                                     ranks(g->slow), ms(g->slow_ms), ms(g->fast_ms), ranks(g->fast), g->updates_apart,
+                                     g->updates, ms(g->at_stake_ms)));
+  }
   s.blocks.emplace_back(std::move(f));
 
   Table t{{"rank", "own work ms (median)", "slowest in", "wait ms (median / max)", "relative score", "individual score",

@@ -112,39 +112,45 @@ struct RankWork {
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
                                                       double& threshold_ms, const std::vector<RankWork>& ranks = {});
 
-/// Ranks slower than the others over the whole window, together: a slower node, GPU model
-/// or network link, or a data shard of longer samples. Half the ranks 1.3x slower has no
-/// straggler (relative score 0.77 >= 0.75), no rank that is the slowest in most updates
-/// (each update's slowest is one of the slow half, by chance) and no episode (their lag is
-/// every update's typical), yet the other half waits about 23 % of the slow ranks' own
-/// work in every update. See find_slow_group.
+/// Ranks slower than the others together, in most updates: a slower node or GPU model, a
+/// data shard of longer samples. Half the ranks 1.3x slower has no straggler (relative
+/// score 0.77 >= 0.75), no rank that is the slowest in most updates (each update's slowest
+/// is one of the slow half, by chance) and no episode (their lag is every update's
+/// typical), yet the other half waits about 23 % of the slow ranks' own work in every
+/// update. See find_slow_group.
 struct SlowGroup {
   std::vector<std::int64_t> slow;  ///< the slower ranks (ascending)
   std::vector<std::int64_t> fast;  ///< the other ranks (ascending)
-  double slow_ms = 0;  ///< median over the slow ranks of their median own work [ms]
-  double fast_ms = 0;  ///< median over the fast ranks of their median own work [ms]
-  double gap_ms = 0;   ///< fastest slow rank's median own work - slowest fast rank's [ms]
-  double spread_ms = 0;  ///< the larger of the two groups' ranges of median own work [ms]
-  /// Median over the aligned updates of (the slowest rank's own work - the slowest fast
-  /// rank's) [ms]: how much sooner the update would end if the slow ranks took no longer
-  /// than the slowest fast rank (clipped at 0 per update).
+  double slow_ms = 0;    ///< median over the slow ranks of their mean own work [ms]
+  double fast_ms = 0;    ///< median over the fast ranks of their mean own work [ms]
+  double gap_ms = 0;     ///< fastest slow rank's mean own work - slowest fast rank's [ms]
+  double spread_ms = 0;  ///< the fast ranks' range of mean own work [ms]
+  double slow_spread_ms = 0;  ///< the slow ranks' range of mean own work [ms]
+  /// Mean over the aligned updates of (the slowest rank's own work - the slowest fast
+  /// rank's, 0 when a fast rank was the slowest) [ms]: how much sooner the update would
+  /// end if the slow ranks took no longer than the slowest fast rank. A lower bound when
+  /// the communication region also holds compute (see the file comment).
   double at_stake_ms = 0;
   std::size_t updates = 0;  ///< aligned updates [count]
   /// Of those, the updates in which the slow ranks' median own work exceeded the fast
   /// ranks' by at least half of slow_ms - fast_ms [count].
   std::size_t updates_apart = 0;
+  std::size_t updates_slowest = 0;  ///< updates in which a slow rank was the slowest [count]
 };
 
 /// The ranks of `ranks` (own work per aligned update, as for find_straggler_episodes) split
-/// in two at the largest gap between consecutive median own works `median_ms` (one per
-/// rank, in the order of `ranks`), when the split is clear and large:
-///   gap > spread (the groups do not overlap, and are farther apart than either is wide),
+/// in two where their mean own work has a clear, large gap. Splits are tried by decreasing
+/// gap (on a tie, the one with fewer slow ranks first); the first that meets
+///   gap > spread (the fast ranks are closer to each other than to the slow ones) and
+///   gap >= slow_spread / 2 (the slow side may hold tiers, e.g. 1.15x and 1.3x, but ranks
+///   spread evenly, 100, 104, ..., 120 ms, are not a group of all but the fastest),
 ///   slow_ms - fast_ms >= 5 % of fast_ms (the floor the episodes use),
-///   updates_apart >= 90 % of the updates (slower throughout, not in a stretch of the run:
-///   that is an episode), and at_stake_ms > 0.
-/// nullopt otherwise, and with fewer than 2 ranks. Ties in the largest gap go to the split
-/// with the fewest slow ranks.
-std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks, const std::vector<double>& median_ms);
+///   updates_apart >= 50 % of the updates (slower in most updates, not in a short stretch:
+///   that is an episode), and at_stake_ms > 0
+/// is the slow group. Means, not medians: a group slow in half the run has a bimodal own
+/// work whose median is either mode. nullopt when none meets them, and with fewer than 2
+/// ranks or no update.
+std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks);
 
 struct CrossRankResult {
   bool available = false;
@@ -168,7 +174,7 @@ struct CrossRankResult {
   std::optional<Summary> margin_ms;         ///< slowest - median, over updates [ms]
   std::vector<StragglerEpisode> episodes;   ///< stretches in which a rank fell far behind
   double episode_threshold_ms = 0;          ///< median over ranks of the margin above which a rank counts as behind [ms]
-  std::optional<SlowGroup> slow_group;      ///< ranks slower than the others throughout, together
+  std::optional<SlowGroup> slow_group;      ///< ranks slower than the others together, in most updates
 };
 
 /// `waiting` are the single-rank results of the same ranks (for the comparison columns);
