@@ -296,7 +296,9 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     std::set_union(steps.begin(), steps.end(), mine.begin(), mine.end(), std::back_inserter(merged));
     steps.swap(merged);
   }
-  // compute_ms [step index * ranks + rank index]; NaN where the rank lacks the step.
+  // compute_ms [step index * ranks + rank index]; NaN where the rank lacks the step,
+  // kNoComm where its update lacks the communication region.
+  constexpr double kNoComm = -1;
   const std::size_t nr = ranks.size();
   std::vector<double> compute_at(steps.size() * nr, std::numeric_limits<double>::quiet_NaN());
   std::vector<std::vector<double>> comm_series(nr);
@@ -305,17 +307,24 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     std::size_t s = 0;
     for (std::size_t j = 0; j < ranks[i]->updates.size(); ++j) {
       const UpdateRecord& u = ranks[i]->updates[j];
+      // The communication time: device time, or host time in an update without it; an
+      // update without the region has an unknown own work (its wall time holds the wait).
       double c = 0;
+      bool known = true;
       if (comm) {
-        if (auto t = first ? in.region_ms_of(*first + j, u, *comm, comm_dev) : region_ms(u, *comm, comm_dev)) {
+        auto t = first ? in.region_ms_of(*first + j, u, *comm, comm_dev) : region_ms(u, *comm, comm_dev);
+        if (!t && comm_dev) t = first ? in.region_ms_of(*first + j, u, *comm, false) : region_ms(u, *comm, false);
+        if (t) {
           c = *t;
           comm_series[i].push_back(*t);
+        } else {
+          known = false;
         }
       }
       if (s + 1 < steps.size() && steps[s + 1] == u.step) ++s;  // usually the next step
       else if (steps[s] != u.step)  // any order is found
         s = static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), u.step) - steps.begin());
-      compute_at[s * nr + i] = std::max(0.0, u.wall_ms - c);
+      compute_at[s * nr + i] = known ? std::max(0.0, u.wall_ms - c) : kNoComm;
     }
   }
 
@@ -325,12 +334,19 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   for (std::size_t si = 0; si < steps.size(); ++si) {
     const std::int64_t step = steps[si];
     const double* row = &compute_at[si * nr];
-    std::vector<std::int64_t> lacking;
-    for (std::size_t i = 0; i < nr; ++i)
+    std::vector<std::int64_t> lacking, without_comm;
+    for (std::size_t i = 0; i < nr; ++i) {
       if (std::isnan(row[i])) lacking.push_back(*ranks[i]->rank);
+      else if (row[i] == kNoComm) without_comm.push_back(*ranks[i]->rank);
+    }
     if (!lacking.empty()) {
       ++out.steps_incomplete;
       if (out.incomplete_examples.size() < 10) out.incomplete_examples.emplace_back(step, std::move(lacking));
+      continue;
+    }
+    if (!without_comm.empty()) {
+      ++out.steps_without_comm;
+      if (out.without_comm_examples.size() < 10) out.without_comm_examples.emplace_back(step, std::move(without_comm));
       continue;
     }
     ++out.steps_aligned;
@@ -347,7 +363,11 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     }
   }
   if (out.steps_aligned == 0) {
-    out.why_not = "no step is present in every rank's log";
+    out.why_not = out.steps_without_comm > 0
+                      ? fmt::format("in every step some rank's update lacks the communication region {}, so its own "
+                                    "work is unknown",
+                                    out.comm_region)
+                      : std::string("no step is present in every rank's log");
     return out;
   }
   out.available = true;

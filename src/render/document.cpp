@@ -339,6 +339,15 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
       ex += fmt::format("{}step {} (no rank {})", ex.empty() ? "" : "; ", step, rank_numbers(lacking));
     f.items.emplace_back("steps not in every log", fmt::format("{} not analyzed across ranks: {}", x.steps_incomplete, ex));
   }
+  if (x.steps_without_comm) {
+    std::string ex;
+    for (const auto& [step, without] : x.without_comm_examples)
+      ex += fmt::format("{}step {} (rank {})", ex.empty() ? "" : "; ", step, rank_numbers(without));
+    f.items.emplace_back(fmt::format("steps without {}", x.comm_region),
+                         fmt::format("{} not analyzed across ranks (a rank's own work is unknown there: its wall time "
+                                     "holds its wait): {}",
+                                     x.steps_without_comm, ex));
+  }
   if (!x.ranks_missing.empty())
     f.items.emplace_back("ranks without a log", rank_numbers(x.ranks_missing));
   if (!x.ranks_without_comm.empty())

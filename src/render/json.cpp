@@ -238,6 +238,8 @@ Json cross_rank(const CrossRankResult& x) {
     slow_group = {{"slow_ranks", g->slow},  {"fast_ranks", g->fast},     {"slow_ms", g->slow_ms},
                   {"fast_ms", g->fast_ms},   {"gap_ms", g->gap_ms},       {"spread_ms", g->spread_ms}, {"slow_spread_ms", g->slow_spread_ms},
                   {"at_stake_ms", g->at_stake_ms}, {"updates", g->updates}, {"updates_apart", g->updates_apart}};
+  Json without_comm = Json::array();
+  for (const auto& [step, ranks] : x.without_comm_examples) without_comm.push_back({{"step", step}, {"ranks", ranks}});
   Json incomplete = Json::array();
   for (const auto& [step, lacking] : x.incomplete_examples)
     incomplete.push_back({{"step", step}, {"ranks_missing", lacking}});
@@ -249,6 +251,8 @@ Json cross_rank(const CrossRankResult& x) {
               {"ranks", x.ranks},
               {"steps_aligned", x.steps_aligned},
               {"steps_incomplete", x.steps_incomplete},
+              {"steps_without_comm_region", x.steps_without_comm},
+              {"without_comm_region_examples", without_comm},
               {"incomplete_examples", incomplete},
               {"ranks_missing", x.ranks_missing},
               {"ranks_without_comm_region", x.ranks_without_comm},

@@ -497,3 +497,27 @@ def test_two_ranks_the_straggler_is_priced_by_the_whole_gap(tmp_path):
     assert f["ms_per_update"] == pytest.approx(rep["cross_rank"]["slow_group"]["at_stake_ms"])
     assert f["ms_per_update"] == pytest.approx(r0["wait_ms"]["median"], rel=0.1)
     assert not any(f["kind"] == "slow-ranks" for f in rep["findings"])
+
+
+def test_an_update_without_the_communication_region_is_not_compared(tmp_path):
+    # Rank 0's updates 50..55 lack backward_and_communication (a renamed or dropped region):
+    # its own work there is unknown (its wall time holds its wait), not its whole wall time,
+    # which made it an episode of "6149 ms behind".
+    synth(tmp_path, "--ranks", 8, "--updates", 100)
+    path = tmp_path / "logs" / "rank0.jsonl"
+    recs = [json.loads(l) for l in path.read_text().splitlines()]
+    comm = "backward_and_communication"
+    for r in recs:
+        if r["type"] == "update" and 50 <= r["step"] <= 55:
+            for key in ("cuda_stream_ms", "cpu_call_ms", "calls", "parents"):
+                r[key].pop(comm, None)
+            r["parents"] = {k: v for k, v in r["parents"].items() if v != comm}
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    assert x["steps_without_comm_region"] == 6 and x["steps_aligned"] == 94
+    assert x["without_comm_region_examples"][0] == {"step": 50, "ranks": [0]}
+    assert x["episodes"] == [] and x["stragglers"] == []
+    assert not any(f["kind"] in ("straggler", "straggler_episode", "slow-ranks") for f in rep["findings"])
+    text = run("report", tmp_path / "logs").stdout
+    assert "steps without backward_and_communication  6 not analyzed across ranks" in text, text

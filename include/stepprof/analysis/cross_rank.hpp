@@ -163,6 +163,11 @@ struct CrossRankResult {
   std::size_t steps_incomplete = 0;  ///< steps missing from at least one rank (not analyzed)
   /// The first few incomplete steps with the ranks that lack them.
   std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> incomplete_examples;
+  /// Steps in every rank's log in which some rank's update lacks the communication region
+  /// (neither device nor host time): that rank's own work is unknown, as its wall time
+  /// holds its wait; not analyzed. With the first few of them and those ranks.
+  std::size_t steps_without_comm = 0;
+  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> without_comm_examples;
   std::vector<std::int64_t> ranks_missing;  ///< 0..world_size-1 without a log
   /// Ranks whose logs never have comm_region (e.g. it is named differently there), left
   /// out of the comparison: their own work would be their whole wall_ms, waits included,
