@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -270,6 +271,7 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   const SlowGroup* group = reported_slow_group(x);
   std::vector<Finding> found;
   std::vector<std::int64_t> ranks;
+  std::vector<const StragglerEpisode*> listed;
   for (const auto& e : x.episodes) {
     // A rank the straggler or slow-ranks finding names already, behind for half the run
     // or more: the same issue, not counted twice.
@@ -307,13 +309,28 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
         e.rank, e.first_step, e.last_step);
     found.push_back(std::move(f));
     ranks.push_back(e.rank);
+    listed.push_back(&e);
   }
   each_or_grouped(found, out, [&](Finding& g, const Finding& worst) {
+    // Stretches in the same updates are one wait, not one each (the job waits for the
+    // slowest rank): per update, the slowest rank's margin beyond the lowest typical
+    // margin of the stretches there, summed over the updates any stretch covers.
+    double excess = 0;
+    for (const auto& u : x.per_update) {
+      double typical = std::numeric_limits<double>::infinity();
+      for (const StragglerEpisode* e : listed)
+        if (e->first_step <= u.step && u.step <= e->last_step) typical = std::min(typical, e->typical_margin_ms);
+      if (std::isfinite(typical)) excess += std::max(0.0, u.margin_ms - typical);
+    }
+    g.ms_per_update = std::min(g.ms_per_update, excess / static_cast<double>(x.steps_aligned));
     g.subject = fmt::format("{} stretches", found.size());
     g.title = fmt::format("in {} stretches of updates a rank fell far behind (ranks {})", found.size(),
                           detail::rank_numbers(ranks));
-    g.evidence = fmt::format("the longest wait, {}: {}; every stretch is listed in the waiting section", worst.title,
-                             worst.evidence);
+    g.evidence = fmt::format(
+        "the longest wait, {}: {}; every stretch is listed in the waiting section; time at stake: per update, the "
+        "slowest rank's margin beyond the typical one, over the updates of these stretches (stretches in the same "
+        "updates are one wait, not one each)",
+        worst.title, worst.evidence);
     g.action =
         "look for what these stretches share: the same host or GPU, the same data, a periodic job on the nodes "
         "(checkpoints, evaluation, logging)";

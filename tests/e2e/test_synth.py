@@ -521,3 +521,21 @@ def test_an_update_without_the_communication_region_is_not_compared(tmp_path):
     assert not any(f["kind"] in ("straggler", "straggler_episode", "slow-ranks") for f in rep["findings"])
     text = run("report", tmp_path / "logs").stdout
     assert "steps without backward_and_communication  6 not analyzed across ranks" in text, text
+
+
+def test_stretches_in_the_same_updates_are_one_wait(tmp_path):
+    # Five ranks fall behind in the same 11 updates: the job waits for the slowest of them
+    # there, once; summing the five excesses claimed five times that.
+    slow = [3, 17, 29, 41, 60]
+    synth(tmp_path, "--ranks", 64, "--updates", 60, *[a for r in slow for a in ("--straggler", f"{r}:20:30:1.5")])
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    eps = x["episodes"]
+    assert sorted(e["rank"] for e in eps) == slow
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert f["subject"] == "5 stretches"
+    typical = min(e["typical_margin_ms"] for e in eps)
+    first, last = min(e["first_step"] for e in eps), max(e["last_step"] for e in eps)
+    union = sum(max(0, u["margin_ms"] - typical) for u in x["per_update"] if first <= u["step"] <= last)
+    assert f["ms_per_update"] == pytest.approx(union / x["steps_aligned"], rel=1e-9)
+    assert f["ms_per_update"] < 1.5 * max(e["excess_ms"] for e in eps) / x["steps_aligned"]
