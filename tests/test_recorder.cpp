@@ -2,6 +2,8 @@
 // nlohmann-json, independently of stepprof's reader, and with stepprof's reader) and
 // compared with independent measurements and hand-counted expectations.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -396,6 +398,57 @@ TEST_F(RecorderTest, AppendKeepsEarlierRecords) {
   const auto lines = read_lines(log.path);
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[3]["step"], 1);
+}
+
+// A job killed mid-record and resumed with `append`: the cut line is ended before the
+// first new record, so the new records are lines of their own and the reader loses only
+// the record that was in flight.
+TEST_F(RecorderTest, AppendAfterACutRecordStartsOnANewLine) {
+  TempLog log("append-cut");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  {
+    std::ofstream cut(log.path, std::ios::app);
+    cut << R"({"type":"update","rank":0,"step":1,"wall_ms":1)";  // no newline: the kill
+  }
+  Options o = host_only(log.path);
+  o.append = true;
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(end_update(2), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_TRUE(lines[2].is_string());  // the cut record, alone on its line
+  EXPECT_EQ(lines[3]["type"], "config");
+  EXPECT_EQ(lines[4]["step"], 2);
+}
+
+// Another process recording to the same file (here: another open of it holding the lock,
+// as a second recorder's would): open() neither truncates nor writes it, and says why.
+TEST_F(RecorderTest, AFileAnotherProcessRecordsToIsLeftAlone) {
+  TempLog log("locked");
+  {
+    std::ofstream earlier(log.path);
+    earlier << "{\"type\":\"config\",\"schema\":1}\n";
+  }
+  const int holder = ::open(log.path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(holder, 0);
+  ASSERT_EQ(::flock(holder, LOCK_EX | LOCK_NB), 0);
+  std::string message;
+  EXPECT_EQ(open(host_only(log.path), &message), Status::kWarnIo);
+  EXPECT_NE(message.find("another process is recording to this file"), std::string::npos) << message;
+  ASSERT_EQ(end_update(0), Status::kWarnIo);
+  close();
+  ::close(holder);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["schema"], 1);
+  // Once the other process is gone (its lock with it), the file is the recorder's.
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  EXPECT_EQ(read_lines(log.path).size(), 2u);
 }
 
 TEST_F(RecorderTest, StepprofReaderReadsWhatTheRecorderWrote) {

@@ -1,5 +1,7 @@
 // The default LineSink: a file written with one write(2) per record.
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,11 +50,22 @@ class FileSink final : public LineSink {
   int fd_;
 };
 
+// True when the file's last byte (at size - 1) is a newline, or cannot be read.
+bool ends_with_newline(const std::string& path, off_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char last = '\n';
+  const bool read = ::pread(fd, &last, 1, size - 1) == 1;
+  ::close(fd);
+  return !read || last == '\n';
+}
+
 }  // namespace
 
 std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, int& error) {
   error = 0;
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC);
+  // Not O_TRUNC: the file is truncated only once this process holds its lock.
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
   auto open_it = [&] {
     int fd = -1;
     do {
@@ -77,6 +90,35 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
   if (fd < 0) {
     error = errno;
     return nullptr;
+  }
+  // Regular files only (not /dev/null, /dev/full, a pipe): another live process
+  // recording to this file (a module-level recorder run again in a spawned DataLoader
+  // worker, two ranks given one path) holds its lock: neither truncate nor write it. A
+  // file system without flock() (ENOLCK, EINVAL) goes unlocked.
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    int locked = 0;
+    do {
+      locked = ::flock(fd, LOCK_EX | LOCK_NB);
+    } while (locked != 0 && errno == EINTR);
+    if (locked != 0 && (errno == EWOULDBLOCK || errno == EAGAIN)) {
+      ::close(fd);
+      error = kErrFileLocked;
+      return nullptr;
+    }
+    if (!append && st.st_size > 0 && ::ftruncate(fd, 0) != 0) {
+      error = errno;
+      ::close(fd);
+      return nullptr;
+    }
+    if (append && st.st_size > 0 && !ends_with_newline(path, st.st_size)) {
+      // A job killed mid-record left a cut last line: end it, so that the first record
+      // appended is a line of its own (the cut one stays one malformed line).
+      ssize_t n = 0;
+      do {
+        n = ::write(fd, "\n", 1);
+      } while (n < 0 && errno == EINTR);
+    }
   }
   try {
     return std::make_unique<FileSink>(fd);

@@ -29,6 +29,16 @@
 namespace stepprof::detail {
 namespace {
 
+// Why the log could not be opened (open_file_sink's error).
+std::string open_error_text(int err) {
+  if (err == kErrFileLocked)
+    return "another process is recording to this file (it holds the file's lock); the file was left as it is. Give "
+           "each process its own path (e.g. logs/rank{rank}.jsonl), and open the recorder inside the training "
+           "function, not at module level, where spawned workers (DataLoader with the spawn or forkserver start "
+           "method) run it again";
+  return std::strerror(err);
+}
+
 std::int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -353,7 +363,7 @@ Status Core::open(const Options& o, std::string* message) {
     return fail(Status::kWarnIo, std::move(msg));
   }
   if (open_errno_) {
-    std::string msg = "stepprof: cannot open the log " + path_ + ": " + std::strerror(open_errno_) +
+    std::string msg = "stepprof: cannot open the log " + path_ + ": " + open_error_text(open_errno_) +
                       "; the recorder keeps running and counts the records it cannot write";
     if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
     return fail(Status::kWarnIo, std::move(msg));
@@ -680,7 +690,7 @@ Status Core::close(std::string* message) {
                     kinds + "); " + std::to_string(records_written_) + " record(s) written";
   if (total_[static_cast<std::size_t>(ErrorKind::kUnwrittenAtClose)])
     msg += "; what was recorded after the last end_update() was not written (call end_update() before close())";
-  if (open_errno_) msg += "; the file could not be opened: " + std::string(std::strerror(open_errno_));
+  if (open_errno_) msg += "; the file could not be opened: " + open_error_text(open_errno_);
   else if (write_errno_) msg += "; last write error: " + std::string(std::strerror(write_errno_));
   if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
   if (message) *message = std::move(msg);

@@ -4,6 +4,7 @@ compare with what the test measured itself."""
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -404,3 +405,44 @@ def test_a_fork_child_sees_the_parents_recorder_closed(tmp_path):
     assert steps == [0, 1]  # nothing of the child's
     child = [json.loads(l) for l in (tmp_path / "child.jsonl").read_text().splitlines()]
     assert [r.get("step") for r in child[1:]] == [7]
+
+
+SPAWN_SCRIPT = '''
+import multiprocessing, sys, warnings
+import stepprof
+
+# At module level, as a @rec.timed decorator needs it: a spawned worker runs this again.
+rec = stepprof.Recorder(sys.argv[1], device_timing="off")
+
+
+def work(x):
+    return x * x
+
+
+def main():
+    for step in range(3):
+        rec.end_update(step)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:  # a spawn-method DataLoader's workers
+        assert pool.map(work, range(8)) == [x * x for x in range(8)]
+    for step in range(3, 6):
+        rec.end_update(step)
+    rec.close()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_spawned_worker_running_a_module_level_recorder_again_leaves_the_log_alone(tmp_path):
+    # Each spawned worker imports the main module again and opens a recorder on the same
+    # path: it truncated the parent's log, which lost steps 0..2 and held two configs.
+    script = tmp_path / "train.py"
+    script.write_text(SPAWN_SCRIPT)
+    log = tmp_path / "rank0.jsonl"
+    r = subprocess.run([sys.executable, str(script), str(log)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    config, updates = read_log(log)
+    assert [u["step"] for u in updates] == list(range(6))
+    assert "another process is recording to this file" in r.stderr  # each worker says why it writes nothing
