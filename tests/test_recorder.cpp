@@ -451,6 +451,36 @@ TEST_F(RecorderTest, AFileAnotherProcessRecordsToIsLeftAlone) {
   EXPECT_EQ(read_lines(log.path).size(), 2u);
 }
 
+// Dimensions, indices and micro-batch counts above 2^53 are not exact in a record: the
+// reader rejected the whole record (its regions and counters lost, with no error said).
+// They are not recorded, and counted; the record stays readable.
+TEST_F(RecorderTest, ValuesARecordCannotHoldAreCountedNotWritten) {
+  TempLog log("huge");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  constexpr std::int64_t kOver = (std::int64_t{1} << 53) + 1;
+  { STEPPROF_REGION("huge_region"); }
+  input_shape({INT64_MAX, 3});
+  input_shape({2, kOver});
+  const std::int64_t idx[] = {1, kOver};
+  sample_indices(idx);
+  const std::int64_t frames[] = {kOver}, tokens[] = {10};
+  EXPECT_EQ(microbatch(frames, tokens), Status::kErrArgument);
+  input_shape({2, std::int64_t{1} << 53});  // 2^53 itself is exact: recorded
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["input_shapes"], (Json{{"(2, 9007199254740992)", 1}}));
+  EXPECT_FALSE(lines[1].contains("sample_indices"));
+  EXPECT_EQ(lines[1]["recorder_errors"]["bad_argument"], 4);
+  Diagnostics diag;
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(diag.count(Severity::kError), 0u);  // (a warning says the recorder counted errors)
+  ASSERT_EQ(d.ranks.size(), 1u);
+  ASSERT_EQ(d.ranks[0].updates.size(), 1u);
+  EXPECT_TRUE(d.regions.find("huge_region"));
+}
+
 TEST_F(RecorderTest, StepprofReaderReadsWhatTheRecorderWrote) {
   TempLog log("reader");
   Options o = host_only(log.path);

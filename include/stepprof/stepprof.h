@@ -91,7 +91,9 @@ int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind);
 int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* needed);
 
 /* Registers region name `name` once (hashes it), giving the id for enter/exit.
- * Past 1024 names the id records nothing (counted as too_many_regions). */
+ * Past 1024 names (counted as too_many_regions), and for an empty name or one over 1024
+ * bytes as written (counted as bad_argument), *out gets an id that records nothing and
+ * the call returns STEPPROF_ERR_ARGUMENT. The same for counter names. */
 int stepprof_region_register(const char* name, stepprof_region_id* out);
 /* Enter/exit region `id` on the calling thread; regions nest per thread. No hashing,
  * allocation or locking. An exit that does not match the innermost open region is
@@ -104,6 +106,9 @@ int stepprof_region_exit(stepprof_region_id id);
  * STEPPROF_ERR_ARGUMENT; an update's sum above 2^53 is left out of its record and counted. */
 int stepprof_counter_register(const char* name, stepprof_counter_id* out);
 int stepprof_counter_add(stepprof_counter_id id, int64_t n);
+/* Counts, dimensions and indices below are 0 to 2^53 (what a record holds exactly); a
+ * call with another value records nothing, counts a bad_argument and returns
+ * STEPPROF_ERR_ARGUMENT. */
 /* Adds `samples` samples with `frames` frames each to the update's frame_histogram. */
 int stepprof_frame_histogram_add(int64_t frames, int64_t samples);
 /* Counts one micro-batch whose token tensor has shape dims[0..ndims) in input_shapes. */
@@ -124,8 +129,9 @@ int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t sam
 /* Times the calling thread's regions on CUstream `cu_stream` (NULL: legacy default stream). */
 int stepprof_set_device_stream(void* cu_stream);
 
-/* The message of the last failed or warning call on this thread ("" if none). Valid
- * until the next stepprof call on this thread. */
+/* The message of the last failed or warning call on this thread ("" if none). Read it
+ * right after a call that returned a status other than STEPPROF_OK: a call that succeeds
+ * leaves it as it was. Valid until the next stepprof call on this thread. */
 const char* stepprof_last_error(void);
 /* Stable name of a status code, e.g. "ok", "warn-io", "error-argument". */
 const char* stepprof_status_name(int status);

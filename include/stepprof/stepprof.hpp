@@ -270,13 +270,13 @@ inline void count(const CounterSite& site, std::int64_t n) noexcept {
 }
 
 /// Adds `samples` samples with `frames` frames each to the update's `frame_histogram`.
-/// Negative values, frames above 2^53, and an add that would take the update's count for
+/// Negative values, values above 2^53, and an add that would take the update's count for
 /// `frames` above 2^53 are ignored and counted as `bad_argument`.
 void frame_histogram_add(std::int64_t frames, std::int64_t samples = 1) noexcept;
 
 /// Counts one micro-batch whose token tensor has shape `dims` (e.g. {batch, padded_length})
-/// in the update's `input_shapes`. No dimensions or a negative one: ignored and counted as
-/// `bad_argument`.
+/// in the update's `input_shapes`. No dimensions, or one that is negative or above 2^53 (what
+/// a record holds exactly): ignored and counted as `bad_argument`.
 void input_shape(std::span<const std::int64_t> dims) noexcept;
 inline void input_shape(std::initializer_list<std::int64_t> dims) noexcept {
   input_shape(std::span<const std::int64_t>(dims.begin(), dims.size()));
@@ -295,16 +295,17 @@ inline void input_shape_of(Dims... dims) noexcept {
 }
 
 /// Appends dataset indices of the update's samples to `sample_indices`, in order. A call
-/// with a negative index records none of its indices (and counts a bad_argument error).
+/// with an index that is negative or above 2^53 records none of its indices (and counts a
+/// bad_argument error).
 void sample_indices(std::span<const std::int64_t> indices) noexcept;
 
 /// Records one micro-batch of the update's per-micro-batch detail (`microbatches`, in call
 /// order): each sample's frame count and valid (non-padding) token count, the code-path
 /// region it took (e.g. "vggt_batched"; empty: not said) and the token length it was
 /// padded to (< 0: the longest sample's tokens). `frames` or `tokens` may be empty; when
-/// both are given they hold one entry per sample. Negative counts, different lengths, or
-/// a padded length below a sample's tokens are rejected (counted as `bad_argument`,
-/// kErrArgument). The what-if analyses (docs/whatif.md) use this detail when present.
+/// both are given they hold one entry per sample. Counts that are negative or above 2^53,
+/// different lengths, or a padded length below a sample's tokens are rejected (counted as
+/// `bad_argument`, kErrArgument). The what-if analyses (docs/whatif.md) use this detail when present.
 Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens,
                   std::string_view path = {}, std::int64_t padded_length = -1) noexcept;
 

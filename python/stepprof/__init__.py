@@ -52,6 +52,18 @@ def _integer(value: Any, what: str) -> int:
     return n
 
 
+_MAX_COUNT = 2 ** 53  # the largest count a record holds exactly (the reader rejects more)
+
+
+def _count(value: Any, what: str) -> int:
+    """`value` as a count, dimension or dataset index: an integer (as _integer) from 0 to
+    2^53; ValueError outside that range."""
+    n = _integer(value, what)
+    if not 0 <= n <= _MAX_COUNT:
+        raise ValueError(f"{what} {n} is outside 0 to 2^53 (what a record holds exactly)")
+    return n
+
+
 def _name(name: Any, what: str) -> str:
     """`name` checked as a region or counter name: a str without NUL characters (the
     C ABI would cut the name there)."""
@@ -256,25 +268,25 @@ class Recorder:
         _core.counter_add(c, n)
 
     def frame(self, frames: int, samples: int = 1) -> None:
-        """Adds `samples` samples with `frames` frames each to the update's frame_histogram."""
+        """Adds `samples` samples with `frames` frames each to the update's frame_histogram.
+        Raises ValueError for a value outside 0 to 2^53."""
         self._not_closed()
-        frames, samples = _integer(frames, "frames"), _integer(samples, "samples")
-        if frames < 0 or samples < 0:
-            raise ValueError(f"frames ({frames}) and samples ({samples}) must be >= 0")
-        _core.frame_histogram_add(frames, samples)
+        _core.frame_histogram_add(_count(frames, "frames"), _count(samples, "samples"))
 
     def input_shape(self, shape: Sequence[int]) -> None:
-        """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length)."""
+        """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length).
+        Raises ValueError for no dimensions or one outside 0 to 2^53."""
         self._not_closed()
-        dims = [_integer(d, "input shape dimension") for d in shape]
-        if not dims or any(d < 0 for d in dims):
-            raise ValueError(f"an input shape needs dimensions >= 0, got {tuple(dims)}")
+        dims = [_count(d, "input shape dimension") for d in shape]
+        if not dims:
+            raise ValueError("an input shape needs at least one dimension")
         _core.input_shape(dims)
 
     def sample_indices(self, indices: Iterable[int]) -> None:
-        """Appends dataset indices to the update's sample_indices."""
+        """Appends dataset indices to the update's sample_indices. Raises ValueError for
+        an index outside 0 to 2^53 (and records none of them)."""
         self._not_closed()
-        _core.sample_indices([_integer(i, "sample index") for i in indices])
+        _core.sample_indices([_count(i, "sample index") for i in indices])
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
@@ -306,17 +318,15 @@ class Recorder:
 
             rec.microbatch(frames=[9, 9, 3, 9], tokens=[121, 98, 40, 110], path="vggt_single")
 
-        Raises ValueError for negative counts, frames and tokens of different lengths, or a
-        padded length below a sample's tokens, and RuntimeError once closed."""
+        Raises ValueError for counts outside 0 to 2^53, frames and tokens of different
+        lengths, or a padded length below a sample's tokens, and RuntimeError once closed."""
         self._not_closed()
-        f = [_integer(x, "frames") for x in frames] if frames is not None else []
-        t = [_integer(x, "tokens") for x in tokens] if tokens is not None else []
+        f = [_count(x, "frames") for x in frames] if frames is not None else []
+        t = [_count(x, "tokens") for x in tokens] if tokens is not None else []
         if f and t and len(f) != len(t):
             raise ValueError(f"frames ({len(f)}) and tokens ({len(t)}) must have one entry per sample")
-        if any(x < 0 for x in f) or any(x < 0 for x in t):
-            raise ValueError("frame and token counts must be >= 0")
-        pad = -1 if padded_length is None else _integer(padded_length, "padded_length")
-        if padded_length is not None and (pad < 0 or any(x > pad for x in t)):
+        pad = -1 if padded_length is None else _count(padded_length, "padded_length")
+        if padded_length is not None and any(x > pad for x in t):
             raise ValueError(f"padded_length {padded_length} is below a sample's tokens or negative")
         _core.microbatch(f, t, "" if path is None else _name(path, "code path region"), pad)
 

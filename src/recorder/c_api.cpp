@@ -208,6 +208,11 @@ int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* ne
 int stepprof_region_register(const char* name, stepprof_region_id* out) {
   if (!name || !out) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_register: NULL argument");
   *out = stepprof::region_id(name);
+  if (*out == stepprof::detail::kOverflowRegion)  // (counted by region_id)
+    return set_error(STEPPROF_ERR_ARGUMENT,
+                     stepprof::detail::names().region_count.load(std::memory_order_relaxed) >= stepprof::detail::kMaxRegions
+                         ? "stepprof_region_register: 1024 region names registered already; this one records nothing"
+                         : "stepprof_region_register: the name is empty or over 1024 bytes as written; it records nothing");
   return STEPPROF_OK;
 }
 
@@ -230,6 +235,11 @@ int stepprof_region_exit(stepprof_region_id id) {
 int stepprof_counter_register(const char* name, stepprof_counter_id* out) {
   if (!name || !out) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_register: NULL argument");
   *out = stepprof::counter_id(name);
+  if (*out == stepprof::detail::kMaxCounters)  // (counted by counter_id)
+    return set_error(STEPPROF_ERR_ARGUMENT,
+                     stepprof::detail::names().counter_count.load(std::memory_order_relaxed) >= stepprof::detail::kMaxCounters
+                         ? "stepprof_counter_register: 1024 counter names registered already; this one records nothing"
+                         : "stepprof_counter_register: the name is empty or over 1024 bytes as written; it records nothing");
   return STEPPROF_OK;
 }
 
@@ -244,8 +254,8 @@ int stepprof_counter_add(stepprof_counter_id id, int64_t n) {
 
 int stepprof_frame_histogram_add(int64_t frames, int64_t samples) {
   stepprof::frame_histogram_add(frames, samples);  // (counts a bad_argument itself)
-  if (frames < 0 || samples < 0)
-    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_frame_histogram_add: frames and samples must be >= 0");
+  if (!stepprof::detail::count_ok(frames) || !stepprof::detail::count_ok(samples))
+    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_frame_histogram_add: frames and samples must be 0 to 2^53");
   return STEPPROF_OK;
 }
 
@@ -254,13 +264,18 @@ int stepprof_input_shape(const int64_t* dims, size_t ndims) {
   stepprof::input_shape(dims ? std::span<const std::int64_t>(dims, ndims) : std::span<const std::int64_t>());
   if (!dims || ndims == 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_input_shape: no dimensions");
   for (size_t i = 0; i < ndims; ++i)
-    if (dims[i] < 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_input_shape: negative dimension");
+    if (!stepprof::detail::count_ok(dims[i]))
+      return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_input_shape: a dimension is negative or above 2^53");
   return STEPPROF_OK;
 }
 
 int stepprof_sample_indices(const int64_t* indices, size_t n) {
   if (!indices && n) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_sample_indices: indices is NULL");
-  if (n) stepprof::sample_indices(std::span<const std::int64_t>(indices, n));
+  if (n) stepprof::sample_indices(std::span<const std::int64_t>(indices, n));  // (counts a bad_argument itself)
+  for (size_t i = 0; i < n; ++i)
+    if (!stepprof::detail::count_ok(indices[i]))
+      return set_error(STEPPROF_ERR_ARGUMENT,
+                       "stepprof_sample_indices: an index is negative or above 2^53; none of them was recorded");
   return STEPPROF_OK;
 }
 
@@ -276,7 +291,7 @@ int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t sam
   const Status s = stepprof::microbatch(std::span<const std::int64_t>(frames, nf),
                                         std::span<const std::int64_t>(tokens, nt), path ? path : "", padded_length);
   if (s != Status::kOk)
-    return set_error(status(s), "stepprof_microbatch: counts must be >= 0 and padded_length >= every sample's tokens");
+    return set_error(status(s), "stepprof_microbatch: counts must be 0 to 2^53 and padded_length >= every sample's tokens");
   return STEPPROF_OK;
 }
 

@@ -17,6 +17,13 @@ namespace stepprof::detail {
 
 inline constexpr std::uint32_t kMaxCounters = 1024;  ///< distinct counter names per process
 
+/// The largest count, dimension or index a record holds: 2^53, the last integer a double
+/// holds exactly (what the reader admits as a count; a larger value makes it reject the
+/// whole record).
+inline constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
+/// True for a count, dimension or dataset index a record can hold: 0 to kMaxCount.
+inline constexpr bool count_ok(std::int64_t v) noexcept { return v >= 0 && v <= kMaxCount; }
+
 /// What the recorder counts instead of failing; names are the `recorder_errors` keys.
 enum class ErrorKind : std::uint8_t {
   kWriteFailed,             ///< a record could not be written whole (it is lost)

@@ -778,8 +778,8 @@ Status set_device_stream(void* cu_stream) noexcept { return core().set_device_st
 
 void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept {
   // Counts are >= 0 and at most 2^53 (a double's exact integers, what the reader admits).
-  constexpr std::int64_t kExact = std::int64_t{1} << 53;
-  if (frames < 0 || samples < 0 || frames > kExact) {
+  constexpr std::int64_t kExact = detail::kMaxCount;
+  if (!detail::count_ok(frames) || !detail::count_ok(samples)) {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return;
   }
@@ -796,7 +796,7 @@ void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept {
 }
 
 void input_shape(std::span<const std::int64_t> dims) noexcept {
-  if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](std::int64_t v) { return v < 0; })) {
+  if (dims.empty() || !std::all_of(dims.begin(), dims.end(), detail::count_ok)) {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return;
   }
@@ -811,9 +811,9 @@ void input_shape(std::span<const std::int64_t> dims) noexcept {
 }
 
 void sample_indices(std::span<const std::int64_t> indices) noexcept {
-  // A negative index is not a position in a dataset (and the reader would reject the
-  // record): such calls are not recorded.
-  if (std::any_of(indices.begin(), indices.end(), [](std::int64_t i) { return i < 0; })) {
+  // A negative index is not a position in a dataset, and one above 2^53 is not exact in
+  // the reader (it would reject the record): such calls are not recorded.
+  if (!std::all_of(indices.begin(), indices.end(), detail::count_ok)) {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return;
   }
@@ -822,9 +822,9 @@ void sample_indices(std::span<const std::int64_t> indices) noexcept {
 
 Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens, std::string_view path,
                   std::int64_t padded_length) noexcept {
-  const auto negative = [](std::int64_t v) { return v < 0; };
-  bool bad = std::any_of(frames.begin(), frames.end(), negative) || std::any_of(tokens.begin(), tokens.end(), negative) ||
-             (!frames.empty() && !tokens.empty() && frames.size() != tokens.size());
+  bool bad = !std::all_of(frames.begin(), frames.end(), detail::count_ok) ||
+             !std::all_of(tokens.begin(), tokens.end(), detail::count_ok) ||
+             (!frames.empty() && !tokens.empty() && frames.size() != tokens.size()) || padded_length > detail::kMaxCount;
   if (padded_length >= 0)
     bad = bad || std::any_of(tokens.begin(), tokens.end(), [&](std::int64_t t) { return t > padded_length; });
   if (bad) {

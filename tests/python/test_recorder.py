@@ -446,3 +446,23 @@ def test_a_spawned_worker_running_a_module_level_recorder_again_leaves_the_log_a
     config, updates = read_log(log)
     assert [u["step"] for u in updates] == list(range(6))
     assert "another process is recording to this file" in r.stderr  # each worker says why it writes nothing
+
+
+def test_values_a_record_cannot_hold_raise(tmp_path):
+    # An index or dimension above 2^53 made the reader reject the whole record; a
+    # negative sample index was dropped silently while negative counts raised.
+    rec = stepprof.Recorder(str(tmp_path / "r.jsonl"), device_timing="off")
+    with pytest.raises(ValueError, match="sample index -5"):
+        rec.sample_indices([3, -5])
+    with pytest.raises(ValueError, match="2\\^53"):
+        rec.input_shape((2 ** 63 - 1, 1))
+    with pytest.raises(ValueError, match="2\\^53"):
+        rec.frame(2 ** 60)
+    with pytest.raises(ValueError, match="2\\^53"):
+        rec.microbatch(frames=[1], tokens=[2 ** 54])
+    rec.input_shape((2, 2 ** 53))
+    rec.end_update(0)
+    rec.close()
+    _, updates = read_log(tmp_path / "r.jsonl")
+    assert updates[0]["input_shapes"] == {f"(2, {2 ** 53})": 1}
+    assert "sample_indices" not in updates[0]
