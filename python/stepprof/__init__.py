@@ -28,6 +28,7 @@ import operator
 import json
 import math
 import os
+import sys
 import warnings
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
@@ -50,6 +51,16 @@ def _integer(value: Any, what: str) -> int:
     if not -(2 ** 63) <= n < 2 ** 63:
         raise ValueError(f"{what} {n} is outside the 64-bit integer range the log holds")
     return n
+
+
+def _warn_in_loop(message: str) -> None:
+    """A RecorderWarning from a call in the training loop. With warnings turned into
+    errors (python -W error, a filter's "error"), the message goes to stderr instead: the
+    recorder never raises into the training loop for what it cannot do."""
+    try:
+        warnings.warn(message, RecorderWarning, stacklevel=3)
+    except Warning:
+        print(f"{message} (RecorderWarning, not raised)", file=sys.stderr, flush=True)
 
 
 _MAX_COUNT = 2 ** 53  # the largest count a record holds exactly (the reader rejects more)
@@ -342,7 +353,7 @@ class Recorder:
         try:
             _core.set_device_stream(address)
         except RuntimeError as e:
-            warnings.warn(f"stepprof: regions of this thread keep host time only: {e}", RecorderWarning, stacklevel=2)
+            _warn_in_loop(f"stepprof: regions of this thread keep host time only: {e}")
 
     def begin_update(self) -> None:
         """Restarts the current update's wall clock (e.g. after evaluation)."""
@@ -356,8 +367,8 @@ class Recorder:
         status = _core.end_update(self._live(), _integer(step, "step"))
         if status == _STATUS_WARN_IO and not self._warned_write:
             self._warned_write = True
-            warnings.warn(f"stepprof: the record of update {step} could not be written to {self.info['path']}; "
-                          "it is counted, as are further failures (see close())", RecorderWarning, stacklevel=2)
+            _warn_in_loop(f"stepprof: the record of update {step} could not be written to {self.info['path']}; "
+                          "it is counted, as are further failures (see close())")
 
     # ---- lifetime -----------------------------------------------------------------------
 
@@ -392,7 +403,7 @@ class Recorder:
         status, message = _core.close(self._handle)
         self._handle = 0
         if status == _STATUS_WARN_ERRORS:
-            warnings.warn(message, RecorderWarning, stacklevel=2)
+            _warn_in_loop(message)
         return errors
 
     def __enter__(self) -> "Recorder":

@@ -466,3 +466,17 @@ def test_values_a_record_cannot_hold_raise(tmp_path):
     _, updates = read_log(tmp_path / "r.jsonl")
     assert updates[0]["input_shapes"] == {f"(2, {2 ** 53})": 1}
     assert "sample_indices" not in updates[0]
+
+
+def test_warnings_as_errors_do_not_raise_into_the_training_loop(capfd):
+    # python -W error: a write that fails mid-run raised RecorderWarning from end_update.
+    with pytest.warns(stepprof.RecorderWarning):
+        rec = stepprof.Recorder("/dev/full", device_timing="off")  # every write fails: ENOSPC
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rec.end_update(0)
+        rec.end_update(1)
+        errors = rec.close()
+    assert errors.get("write_failed", 0) >= 2
+    err = capfd.readouterr().err
+    assert "could not be written to /dev/full" in err and "(RecorderWarning, not raised)" in err
