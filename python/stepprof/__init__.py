@@ -249,7 +249,9 @@ class Recorder:
         function's qualified name). A recursive function counts every call and its
         time once. On a generator or async function it times only the call that
         creates the generator or coroutine, not the work done when it is iterated or
-        awaited: put `with rec.region(...)` inside it instead."""
+        awaited. Inside one, a `with rec.region(...)` must not span an `await` or a
+        `yield` (regions nest per thread: docs/recorder.md, "Threads"); time the code
+        between two of them."""
 
         def decorate(fn: F) -> F:
             region = self.region(name or fn.__qualname__)
