@@ -1058,6 +1058,20 @@ TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
       << e->message;
 }
 
+TEST_F(ReaderTest, BatchSizesBelowOneAreNotUsed) {
+  // micro_batch -1 made the report print "global batch -2" and negative samples per second.
+  const auto p = write("mb.jsonl", R"({"type": "config", "rank": 0, "micro_batch": -1, "accumulation": 0, "global_batch": 4})"
+                                   "\n" + update(1) + "\n");
+  const Dataset d = read({p});
+  ASSERT_TRUE(d.ranks.at(0).config);
+  EXPECT_FALSE(d.ranks[0].config->micro_batch);
+  EXPECT_FALSE(d.ranks[0].config->accumulation);
+  EXPECT_EQ(d.ranks[0].config->global_batch, 4);
+  ASSERT_EQ(diag_.count(Problem::kBadField), 2u);
+  EXPECT_NE(first(Problem::kBadField)->message.find("\"micro_batch\" should be at least 1, found -1"), std::string::npos)
+      << first(Problem::kBadField)->message;
+}
+
 TEST_F(ReaderTest, AConfigValueThatCannotBeWrittenBackIsLeftOutAndTheConfigKept) {
   // Python's json writes NaN and Infinity; simdjson stops at some spellings and not at
   // others. Each is now the same bad-field error, and the rest of the config is used.

@@ -321,6 +321,18 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
   EXPECT_EQ(attempt(o), Status::kErrArgument);
   o.config_json = R"({"region_alternatives": {"a": 1}})";
   EXPECT_EQ(attempt(o), Status::kErrArgument);
+  // Values the reader would reject or leave out: every analysis of the log exited 1, or
+  // printed "global batch -2".
+  for (const char* bad : {R"({"micro_batch": "8"})", R"({"micro_batch": 8.5})", R"({"micro_batch": -1})",
+                          R"({"accumulation": 0})", R"({"model": 5})"}) {
+    SCOPED_TRACE(bad);
+    o.config_json = bad;
+    std::string message;
+    EXPECT_EQ(open(o, &message), Status::kErrArgument);
+    EXPECT_NE(message.find("config field"), std::string::npos) << message;
+  }
+  o.config_json = "{\"x\": " + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
   o.config_json = R"({"region_roles": {"nccl": "comm", "loader": "background"}})";  // accepted
   ASSERT_EQ(open(o), Status::kOk);
   ASSERT_EQ(close(), Status::kOk);

@@ -150,6 +150,15 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
                                    p.find("; ") == std::string::npos ? "that entry is" : "those entries are"));
     }
   }
+  // Batch sizes count samples and micro-batches: below 1 they would make every rate and
+  // the global batch nonsense (micro_batch -1: "global batch -2").
+  const std::pair<std::string_view, std::optional<std::int64_t>*> batch_sizes[] = {
+      {s::kMicroBatch, &c.micro_batch}, {s::kAccumulation, &c.accumulation}, {s::kGlobalBatch, &c.global_batch}};
+  for (const auto& [key, value] : batch_sizes)
+    if (*value && **value < 1) {
+      note(problems, fmt::format("config field \"{}\" should be at least 1, found {}; it is not used", key, **value));
+      value->reset();
+    }
   // Kept as written (the rank still names the file's rank), but said: ranks are
   // numbered 0 .. world_size - 1.
   if (c.rank && *c.rank < 0) note(problems, fmt::format("config field \"rank\" is negative ({})", *c.rank));

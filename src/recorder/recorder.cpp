@@ -262,6 +262,18 @@ Status Core::open(const Options& o, std::string* message) {
   if (!o.region_roles.empty())
     if (auto p = check_region_map(s::kRegionRoles, json_string_map(o.region_roles)); !p.empty())
       return fail(Status::kErrArgument, "region_roles: " + p);
+  // A config field the reader would reject or leave out (micro_batch "8" or -1, model 5,
+  // a value nested 100 deep) is rejected here, as unknown roles are: the analyzer would
+  // not use it, and reading the log would report an error.
+  {
+    std::vector<std::string> problems;
+    (void)make_config(user, &problems);
+    if (!problems.empty()) {
+      std::string all;
+      for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+      return fail(Status::kErrArgument, all);
+    }
+  }
 
   opts_ = o;
   opts_.config.clear();
