@@ -83,6 +83,14 @@ int check(int status) {
   return status;
 }
 
+// `s` as a Python str: a message or info naming a path that is not UTF-8 would make
+// pybind11's conversion raise UnicodeDecodeError (at close(), in the training job).
+py::str text(std::string_view s, const char* errors) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), errors);
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
 stepprof_recorder* handle(std::uintptr_t h) {
   if (h == 0) throw std::invalid_argument("the recorder is closed");
   return reinterpret_cast<stepprof_recorder*>(h);
@@ -104,7 +112,7 @@ PYBIND11_MODULE(_core, m) {
         stepprof_recorder* rec = nullptr;
         const int status = stepprof_open(path.c_str(), rank, world_size, config_json.c_str(), options_json.c_str(), &rec);
         check(status);
-        return py::make_tuple(reinterpret_cast<std::uintptr_t>(rec), status, std::string(stepprof_last_error()));
+        return py::make_tuple(reinterpret_cast<std::uintptr_t>(rec), status, text(stepprof_last_error(), "replace"));
       },
       py::arg("path"), py::arg("rank"), py::arg("world_size"), py::arg("config_json"), py::arg("options_json"),
       "Opens the recorder; returns (handle, status, message). Raises on an argument or state error.");
@@ -118,7 +126,7 @@ PYBIND11_MODULE(_core, m) {
       "close",
       [](std::uintptr_t h) {
         const int status = stepprof_close(handle(h));
-        return py::make_tuple(status, std::string(stepprof_last_error()));
+        return py::make_tuple(status, text(stepprof_last_error(), "replace"));
       },
       "Closes the recorder; returns (status, message); status 2: errors were counted.");
   m.def(
@@ -136,14 +144,16 @@ PYBIND11_MODULE(_core, m) {
     std::string buf(needed + 1, '\0');
     check(stepprof_info_json(handle(h), buf.data(), buf.size(), &needed));
     buf.resize(needed);
-    return buf;
+    return text(buf, "surrogateescape");  // (a path that is not UTF-8 comes back as os.fsdecode gives it)
   });
 
   m.def(
       "region",
       [](const std::string& name) {
         stepprof_region_id id = 0;
-        check(stepprof_region_register(name.c_str(), &id));
+        // A name that records nothing (past 1024 names; empty or over 1024 bytes as written)
+        // is counted by the recorder and reported, never raised into the training loop.
+        (void)stepprof_region_register(name.c_str(), &id);
         auto* obj = PyObject_New(RegionObject, region_type);
         if (!obj) throw py::error_already_set();
         obj->id = id;
@@ -155,7 +165,7 @@ PYBIND11_MODULE(_core, m) {
       "counter",
       [](const std::string& name) {
         stepprof_counter_id id = 0;
-        check(stepprof_counter_register(name.c_str(), &id));
+        (void)stepprof_counter_register(name.c_str(), &id);  // (as for regions)
         return id;
       },
       py::arg("name"), "Registers counter `name`; returns its id.");
@@ -188,5 +198,5 @@ PYBIND11_MODULE(_core, m) {
       "Times this thread's regions on CUstream `stream` (an integer address, e.g. "
       "torch.cuda.current_stream().cuda_stream; 0: the legacy default stream).");
   m.def("clock_name", [] { return std::string(stepprof_clock_name()); });
-  m.def("last_error", [] { return std::string(stepprof_last_error()); });
+  m.def("last_error", [] { return text(stepprof_last_error(), "replace"); });
 }

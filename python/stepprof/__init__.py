@@ -75,25 +75,42 @@ def _count(value: Any, what: str) -> int:
     return n
 
 
+def _utf8(text: str) -> str:
+    """`text` as UTF-8 can hold it: lone surrogates (a str made from bytes that are not
+    UTF-8 with os.fsdecode or errors="surrogateescape") become U+FFFD, one per byte, as
+    the C++ recorder writes bad bytes."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # a surrogate that is not an escaped byte
+            return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 def _name(name: Any, what: str) -> str:
     """`name` checked as a region or counter name: a str without NUL characters (the
-    C ABI would cut the name there)."""
+    C ABI would cut the name there); lone surrogates become U+FFFD (_utf8)."""
     if not isinstance(name, str):
         raise TypeError(f"{what} name must be a str, not {type(name).__name__}")
     if "\0" in name:
         raise ValueError(f"{what} name {name!r} contains a NUL character")
-    return name
+    return _utf8(name)
 
 def _finite(value: Any) -> Any:
     """`value` with every float that JSON cannot hold (inf, -inf, nan), and every int
     beyond a double's range, at any depth of dicts, lists and tuples, as its str()
-    ("inf"): a config such as {"max_grad_norm": float("inf")} is written, not rejected."""
+    ("inf"): a config such as {"max_grad_norm": float("inf")} is written, not rejected.
+    Strings go through _utf8 (a lone surrogate is not valid JSON text)."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2 ** 1023:
         return str(value)  # (beyond a double: the recorder's JSON reader would reject it)
+    if isinstance(value, str):
+        return _utf8(value)
     if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
+        return {_utf8(k) if isinstance(k, str) else k: _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
@@ -199,14 +216,15 @@ class Recorder:
             user.pop("region_roles", None)
             cfg["region_roles"] = dict(roles)
         cfg.update(user)
-        path = os.fsdecode(os.fspath(path))
-        if "\0" in path:
+        path = os.fspath(path)
+        if ("\0" if isinstance(path, str) else b"\0") in path:
             raise ValueError(f"log path {path!r} contains a NUL character")
+        path = os.fsencode(path)  # bytes: a path that is not UTF-8 is passed as it is
         # Problems at open and close are raised as RecorderWarning, not also printed.
         options: dict[str, Any] = {"sync_at_update": bool(sync_at_update), "append": bool(append),
                                    "print_warnings": False}
         if run_id is not None:
-            options["run_id"] = str(run_id)
+            options["run_id"] = _utf8(str(run_id))
         options["device_timing"] = device_timing
         # With torch and a GPU, time regions on torch's current stream and device;
         # otherwise "auto" lets the recorder probe libcuda, so the config says why not.

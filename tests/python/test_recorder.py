@@ -480,3 +480,27 @@ def test_warnings_as_errors_do_not_raise_into_the_training_loop(capfd):
     assert errors.get("write_failed", 0) >= 2
     err = capfd.readouterr().err
     assert "could not be written to /dev/full" in err and "(RecorderWarning, not raised)" in err
+
+
+def test_names_past_the_limit_and_text_that_is_not_utf8_do_not_raise(tmp_path):
+    # 1030 region names (f"batch_{step}") must not raise into the loop past the 1024th;
+    # str made from bytes that are not UTF-8 (os.fsdecode) raised TypeError or ValueError.
+    raw = os.fsencode(str(tmp_path)) + b"/log-\xff.jsonl"
+    rec = stepprof.Recorder(raw, device_timing="off", run_id="r\udcff", config={"note": "caf\udce9"})
+    with rec.region("a\udcff"):
+        pass
+    rec.microbatch(frames=[1], tokens=[2], path="p\udcfe")
+    for i in range(1030):
+        with rec.region(f"batch_{i}"):
+            pass
+        rec.count(f"items_{i}", 1)
+    with rec.region(""):  # empty: records nothing, counted
+        pass
+    rec.end_update(0)
+    assert rec.info["path"].endswith("/log-\ufffd.jsonl")  # (shown with U+FFFD, as in the records)
+    with pytest.warns(stepprof.RecorderWarning, match="too_many_regions"):
+        errors = rec.close()
+    assert errors["too_many_regions"] >= 6 and errors["too_many_counters"] >= 6 and errors["bad_argument"] >= 1
+    config, updates = read_log(raw.decode("utf-8", "surrogateescape"))
+    assert config["run_id"] == "r\ufffd" and config["note"] == "caf\ufffd"
+    assert "a\ufffd" in updates[0]["calls"] and "batch_0" in updates[0]["calls"]
