@@ -67,7 +67,10 @@ PyType_Slot region_slots[] = {
     {0, nullptr},
 };
 
-PyType_Spec region_spec = {"stepprof._core.Region", sizeof(RegionObject), 0, Py_TPFLAGS_DEFAULT, region_slots};
+// Made only by Recorder.region(name): `stepprof.Region()` made an object with id 0 that
+// added its calls to whichever region was registered first.
+PyType_Spec region_spec = {"stepprof._core.Region", sizeof(RegionObject), 0,
+                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, region_slots};
 
 PyTypeObject* region_type = nullptr;
 

@@ -504,3 +504,8 @@ def test_names_past_the_limit_and_text_that_is_not_utf8_do_not_raise(tmp_path):
     config, updates = read_log(raw.decode("utf-8", "surrogateescape"))
     assert config["run_id"] == "r\ufffd" and config["note"] == "caf\ufffd"
     assert "a\ufffd" in updates[0]["calls"] and "batch_0" in updates[0]["calls"]
+
+
+def test_a_region_object_is_made_by_the_recorder_only():
+    with pytest.raises(TypeError):
+        stepprof.Region()
