@@ -75,6 +75,31 @@ TEST(Regions, ChildrenExceedingTheParentAreFlagged) {
   EXPECT_DOUBLE_EQ(t.violations[0].children_ms, 60);
 }
 
+// A region around several updates (an epoch) exits in one of them, taking longer than
+// that update: the nesting finding says it spans updates, and it gets no exclusive-time
+// finding ("49 ms per update outside its children, 401 % of the update").
+TEST(Regions, ARegionSpanningUpdatesIsNamedAndNotPricedPerUpdate) {
+  Builder b;
+  for (int step = 1; step <= 5; ++step) {
+    auto& u = b.add(step, 12);
+    b.region(u, "step", std::nullopt, 11.0);
+    if (step == 5) b.region(u, "epoch", std::nullopt, 61.0);  // 5 updates' time, children 55 of it
+  }
+  const Hierarchy h = parse("epoch\n  step\n");
+  const AnalysisInput in{b.d, &h};
+  const Report r = build_report(in);
+  ASSERT_EQ(r.regions.violations.size(), 1u);
+  EXPECT_EQ(r.regions.violations[0].step, 5);
+  EXPECT_EQ(r.regions.violations[0].longer_child, "epoch");
+  EXPECT_DOUBLE_EQ(r.regions.violations[0].longer_child_ms, 61);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "nesting");
+  EXPECT_NE(r.findings[0].action.find("epoch alone takes 61.0 ms in step 5, longer than that update"),
+            std::string::npos)
+      << r.findings[0].action;
+  for (const auto& f : r.findings) EXPECT_FALSE(f.kind == "exclusive-time" && f.subject == "epoch") << f.title;
+}
+
 TEST(Regions, WithoutNestingNoSelfTimeAndSortedByShare) {
   Builder b;
   auto& u = b.add(1, 100);

@@ -404,6 +404,11 @@ bool outgapped(const FindingInputs& in, const RegionRow& row) {
 void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
   for (const auto& row : in.regions.rows) {
     if (row.background) continue;  // another thread's time: not time the update could save
+    // A region that spans updates (the nesting finding says so) is no update's part: its
+    // time "per update" would be several updates' (401 % of an update for an epoch).
+    if (std::any_of(in.regions.violations.begin(), in.regions.violations.end(),
+                    [&](const NestingViolation& v) { return v.longer_child == row.name; }))
+      continue;
     const HierarchyNode* node = in.hierarchy ? in.hierarchy->find(row.name) : nullptr;
     const auto& basis = row.device_ms ? row.device_ms : row.host_ms;
     // (Negligible data loading, under 1 % of the time and 1 ms, is no finding.)
@@ -498,6 +503,13 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
         "\"background\" (region_roles) so that they are not counted as its parts",
         from_file ? "check the --hierarchy file (a region may sit under the wrong parent); or " : "",
         whole_update ? "the update" : v.parent);
+    if (!v.longer_child.empty())
+      f.action = fmt::format(
+          "{} alone takes {:.1f} ms in step {}, longer than that update: it spans updates (entered before an earlier "
+          "end_update(), e.g. around an epoch), and a region counts in the update it exits in, with the regions "
+          "inside it as its children; end regions before end_update() (time an epoch outside the recorder, or as a "
+          "counter); otherwise, {}",
+          v.longer_child, v.longer_child_ms, v.step, f.action);
     out.push_back(std::move(f));
   }
 }

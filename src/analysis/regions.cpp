@@ -189,7 +189,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
           const UpdateRecord* u = updates[k];
           if (out.violations.size() < kMaxViolationsKept)
             out.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), own,
-                                      kids, d});
+                                      kids, d, {}, 0});
         }
       }
     }
@@ -240,17 +240,29 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       for (auto id : top) top_columns.emplace_back(in, updates, id);
       for (std::size_t k = 0; k < updates.size(); ++k) {
         const UpdateRecord* u = updates[k];
-        double inside = 0;
-        for (const auto& tc : top_columns)  // as outside_regions_ms: host time, absent counts 0
-          if (const double h = tc.get().host[k]; !std::isnan(h)) inside += h;
+        double inside = 0, longest = 0;
+        std::size_t longest_at = 0;
+        for (std::size_t j = 0; j < top_columns.size(); ++j)  // as outside_regions_ms: host time, absent counts 0
+          if (const double h = top_columns[j].get().host[k]; !std::isnan(h)) {
+            inside += h;
+            if (h > longest) longest = h, longest_at = j;
+          }
         const double o = u->wall_ms - inside;
         outside.push_back(o);
         // Top-level regions are consecutive parts of the update: together they cannot
         // take longer than it.
         if (o < -nesting_tolerance_ms(u->wall_ms)) {
           ++t.violation_count;
-          if (t.violations.size() < kMaxViolationsKept)
-            t.violations.push_back({std::string(kUpdateAsParent), u->step, u->rank.value_or(-1), u->wall_ms, inside, false});
+          if (t.violations.size() < kMaxViolationsKept) {
+            NestingViolation v{std::string(kUpdateAsParent), u->step, u->rank.value_or(-1), u->wall_ms, inside, false,
+                               {}, 0};
+            // One region longer than the update: it began before an earlier end_update().
+            if (longest > u->wall_ms + nesting_tolerance_ms(u->wall_ms)) {
+              v.longer_child = std::string(in.data.regions.name(top[longest_at]));
+              v.longer_child_ms = longest;
+            }
+            t.violations.push_back(std::move(v));
+          }
         }
       }
     }

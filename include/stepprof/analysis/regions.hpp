@@ -56,6 +56,10 @@ struct NestingViolation {
   std::int64_t rank = -1;  ///< -1: the log names no rank
   double parent_ms = 0, children_ms = 0;
   bool device = true;
+  /// For the update as parent: a top-level region that alone took longer than the update
+  /// (it was entered before an earlier end_update(), e.g. an epoch), with its time [ms].
+  std::string longer_child;
+  double longer_child_ms = 0;
 };
 
 struct RegionTable {
