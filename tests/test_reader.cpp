@@ -1060,7 +1060,7 @@ TEST_F(ReaderTest, AnUnknownRegionRoleIsAnErrorNamingTheRegion) {
 
 TEST_F(ReaderTest, BatchSizesBelowOneAreNotUsed) {
   // micro_batch -1 made the report print "global batch -2" and negative samples per second.
-  const auto p = write("mb.jsonl", R"({"type": "config", "rank": 0, "micro_batch": -1, "accumulation": 0, "global_batch": 4})"
+  const auto p = write("mb.jsonl", R"({"type": "config", "rank": 1, "micro_batch": -1, "accumulation": 0, "global_batch": 4})"
                                    "\n" + update(1) + "\n");
   const Dataset d = read({p});
   ASSERT_TRUE(d.ranks.at(0).config);
@@ -1070,6 +1070,16 @@ TEST_F(ReaderTest, BatchSizesBelowOneAreNotUsed) {
   ASSERT_EQ(diag_.count(Problem::kBadField), 2u);
   EXPECT_NE(first(Problem::kBadField)->message.find("\"micro_batch\" should be at least 1, found -1"), std::string::npos)
       << first(Problem::kBadField)->message;
+}
+
+TEST_F(ReaderTest, AKnownConfigFieldThatIsNullIsNotKnown) {
+  // {"global_batch": None, "model": None} from a Python config: not given, no error.
+  const Dataset d = read({write("null.jsonl", R"({"type": "config", "rank": 1, "global_batch": null, "model": null})"
+                                              "\n" + update(1) + "\n")});
+  ASSERT_TRUE(d.ranks.at(0).config);
+  EXPECT_FALSE(d.ranks[0].config->global_batch);
+  EXPECT_FALSE(d.ranks[0].config->model);
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
 }
 
 TEST_F(ReaderTest, AConfigValueThatCannotBeWrittenBackIsLeftOutAndTheConfigKept) {

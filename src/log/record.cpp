@@ -27,6 +27,7 @@ void note(std::vector<std::string>* problems, std::string msg) {
 void take_int(const RawField& f, std::optional<std::int64_t>& out,
               std::vector<std::string>* problems) {
   auto v = nlohmann::json::parse(f.json, nullptr, /*allow_exceptions=*/false);
+  if (v.is_null()) return;  // not known (Python's None): as if not given
   if (v.is_number_integer()) {
     out = v.get<std::int64_t>();
   } else if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))) {
@@ -39,6 +40,7 @@ void take_int(const RawField& f, std::optional<std::int64_t>& out,
 void take_string(const RawField& f, std::optional<std::string>& out,
                  std::vector<std::string>* problems) {
   auto v = nlohmann::json::parse(f.json, nullptr, false);
+  if (v.is_null()) return;  // not known: as if not given
   if (v.is_string()) {
     out = v.get<std::string>();
   } else {
