@@ -103,11 +103,15 @@ std::optional<Summary> margins_when_slowest(const CrossRankResult& x, const Rank
 }
 
 // True when the straggler finding speaks of `r`: flagged by score, or the slowest rank in
-// most updates by at least 5 % of its own work (by a hair is chance: with two ranks, one
-// of them is the slowest in most updates).
+// most updates, more often than chance would make it (with two ranks one of them is the
+// slowest in most updates: 102 of 200 is chance), by at least 5 % of its own work (by a
+// hair is chance too). Chance: k ranks equally fast make a rank the slowest in n/k of n
+// updates, give or take sqrt(n (1/k) (1 - 1/k)) (binomial); more than 3 of those is not.
 bool straggler_finding_for(const CrossRankResult& x, const RankStraggler& r) {
   if (r.straggler) return true;
-  if (r.times_slowest * 2 <= x.steps_aligned) return false;
+  const double n = static_cast<double>(x.steps_aligned), p = 1.0 / static_cast<double>(std::max<std::size_t>(x.per_rank.size(), 1));
+  const double slowest = static_cast<double>(r.times_slowest);
+  if (2 * slowest <= n || slowest <= n * p + 3 * std::sqrt(n * p * (1 - p))) return false;
   const auto margin = margins_when_slowest(x, r, nullptr);
   return margin && margin->median >= 0.05 * r.compute_ms.median;
 }
@@ -231,13 +235,15 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
   f.kind = "slow-ranks";
   f.subject = ranks_text(g->slow);
   f.ms_per_update = g->at_stake_ms;
-  f.title = fmt::format("{} of {} ranks are slower {}: {} take {:.2f}x the own work of {} ({:.0f} against {:.0f} ms "
+  const bool one = g->slow.size() == 1;
+  f.title = fmt::format("{} of {} ranks {} slower {}: {} {} {:.2f}x the own work of {} ({:.0f} against {:.0f} ms "
                         "per update, mean)",
-                        g->slow.size(), x.per_rank.size(),
+                        g->slow.size(), x.per_rank.size(), one ? "is" : "are",
                         10 * g->updates_apart >= 9 * g->updates ? std::string("throughout")
                                                                 : fmt::format("in {} of {} updates", g->updates_apart,
                                                                               g->updates),
-                        ranks_text(g->slow), g->slow_ms / g->fast_ms, ranks_text(g->fast), g->slow_ms, g->fast_ms);
+                        ranks_text(g->slow), one ? "takes" : "take", g->slow_ms / g->fast_ms, ranks_text(g->fast),
+                        g->slow_ms, g->fast_ms);
   f.evidence = fmt::format(
       "own work = wall_ms minus {}; the ranks' mean own work splits at a gap of {:.0f} ms, wider than the fast ranks' "
       "whole range ({:.0f} ms); in {} of {} updates the slow ranks' median own work exceeds the fast ranks' by at "

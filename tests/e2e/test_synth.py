@@ -539,3 +539,18 @@ def test_stretches_in_the_same_updates_are_one_wait(tmp_path):
     union = sum(max(0, u["margin_ms"] - typical) for u in x["per_update"] if first <= u["step"] <= last)
     assert f["ms_per_update"] == pytest.approx(union / x["steps_aligned"], rel=1e-9)
     assert f["ms_per_update"] < 1.5 * max(e["excess_ms"] for e in eps) / x["steps_aligned"]
+
+
+def test_two_equal_ranks_are_not_a_straggler_by_chance(tmp_path):
+    # With two ranks one is the slowest in most updates: 102 of 200 is chance, not a
+    # straggler (4 of 8 such jobs had one, "rank 0 is the slowest rank in 102 of 200").
+    for seed in (2, 3, 5, 6):  # (each had a straggler finding before)
+        synth(tmp_path / str(seed), "--ranks", 2, "--updates", 200, "--fallback-rate", 0.3, "--seed", seed)
+        rep = report(tmp_path / str(seed) / "logs")
+        slowest = max(r["times_slowest"] for r in rep["cross_rank"]["per_rank"])
+        assert slowest < 100 + 3 * (200 * 0.25) ** 0.5  # chance: within 3 binomial standard deviations
+        assert not any(f["kind"] in ("straggler", "slow-ranks") for f in rep["findings"]), rep["findings"]
+    # One of two ranks 1.1x slower throughout is found (a group of one rank).
+    synth(tmp_path / "slow", "--ranks", 2, "--updates", 200, "--seed", 3, "--straggler", "1:1:200:1.1")
+    found = [f for f in report(tmp_path / "slow" / "logs")["findings"] if f["kind"] in ("straggler", "slow-ranks")]
+    assert len(found) == 1 and found[0]["subject"] == "rank 1", found
