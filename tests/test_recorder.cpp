@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -491,6 +492,38 @@ TEST_F(RecorderTest, ValuesARecordCannotHoldAreCountedNotWritten) {
   ASSERT_EQ(d.ranks.size(), 1u);
   ASSERT_EQ(d.ranks[0].updates.size(), 1u);
   EXPECT_TRUE(d.regions.find("huge_region"));
+}
+
+// A fork() child (a persistent DataLoader worker) outlives the parent's close(): its copy
+// of the file held the lock, and the parent's next open() of its own log was refused.
+TEST_F(RecorderTest, AForkedChildDoesNotKeepTheLogLocked) {
+  TempLog log("fork-lock");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // (the fork handlers have run when fork() returns here)
+    const char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    ::sleep(30);  // (killed below)
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ASSERT_EQ(close(), Status::kOk);
+  Options o = host_only(log.path);
+  o.append = true;
+  std::string message;
+  EXPECT_EQ(open(o, &message), Status::kOk) << message;
+  ASSERT_EQ(end_update(1), Status::kOk);
+  EXPECT_EQ(close(), Status::kOk);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(read_lines(log.path).size(), 4u);  // config, 0, config, 1
 }
 
 TEST_F(RecorderTest, StepprofReaderReadsWhatTheRecorderWrote) {

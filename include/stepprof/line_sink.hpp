@@ -21,6 +21,10 @@ class LineSink {
   virtual int sync() noexcept { return 0; }
   /// Closes the sink; 0 or errno.
   virtual int close() noexcept { return 0; }
+  /// In a child of fork(), whose copy of the sink is the parent's: lets go of what the
+  /// child's copy holds without touching the parent's (a file sink closes its copy of the
+  /// descriptor, so the file's lock goes with the parent's close). Async-signal-safe.
+  virtual void release_in_child() noexcept {}
 };
 
 /// The `error` of open_file_sink when another process holds the file's lock (not an

@@ -39,6 +39,14 @@ class FileSink final : public LineSink {
     return ::fdatasync(fd_) == 0 ? 0 : errno;
   }
 
+  // The child's descriptor shares the parent's open file and its flock lock: the lock
+  // stays until every copy is closed, so a child (a persistent DataLoader worker) would
+  // keep the parent from opening the file again. Closing the copy leaves the parent's.
+  void release_in_child() noexcept override {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
   int close() noexcept override {
     if (fd_ < 0) return 0;
     const int r = ::close(fd_);

@@ -169,7 +169,9 @@ void Core::forget_after_fork() noexcept {
   is_open.store(false, std::memory_order_release);
   for (ThreadStateFull* st : thread_registry().states) st->device.store(false, std::memory_order_release);
   // Kept, never destroyed: destroying the sink could flush or close what the parent
-  // writes, and the device timer's events are the parent's.
+  // writes, and the device timer's events are the parent's. The sink lets go of its copy
+  // of the file (and so of the file's lock).
+  if (sink_) sink_->release_in_child();
   try {
     parent_sinks_.push_back(std::move(sink_));
     if (timer_) old_timers_.push_back(std::move(timer_));
