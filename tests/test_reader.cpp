@@ -1101,6 +1101,14 @@ TEST_F(ReaderTest, AConfigValueThatCannotBeWrittenBackIsLeftOutAndTheConfigKept)
     EXPECT_EQ(diag_.count(Problem::kMissingConfig), 0u);
     EXPECT_EQ(d.update_count(), 1u);
   }
+  // With a NaN before it (read another way), a value nested 100,000 deep overflowed the
+  // stack while the fields were written back.
+  {
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    const Dataset d = read({write("nan-deep.jsonl", R"({"type": "config", "rank": 1, "a": NaN, "x": )" + deep + "}\n" +
+                                                        update(1) + "\n")});
+    EXPECT_EQ(d.update_count(), 1u);
+  }
   // A value nested 100,000 deep made the JSON report overflow the stack (and 30,000 deep
   // wrote 1.8 GB of indentation).
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');

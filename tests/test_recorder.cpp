@@ -334,6 +334,8 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
   }
   o.config_json = "{\"x\": " + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_EQ(attempt(o), Status::kErrArgument);
+  o.config_json = "{\"x\": " + std::string(200000, '[') + std::string(200000, ']') + "}";  // (overflowed the stack)
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
   o.config_json = R"({"region_roles": {"nccl": "comm", "loader": "background"}})";  // accepted
   ASSERT_EQ(open(o), Status::kOk);
   ASSERT_EQ(close(), Status::kOk);

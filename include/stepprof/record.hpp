@@ -78,7 +78,8 @@ std::string check_region_map(std::string_view key, std::string_view json);
 /// Splits the text of one JSON object into fields (key, raw JSON value text), in order,
 /// e.g. `{"micro_batch": 8, "model": "m"}` -> {("micro_batch", "8"), ("model", "\"m\"")}.
 /// Returns false, with `error` describing the problem, when the text is not one JSON
-/// object or repeats a key. Used by the recorder for the user's config fields.
+/// object, repeats a key or holds a value nested more than kMaxConfigDepth levels deep.
+/// Used by the recorder for the user's config fields.
 bool parse_object_fields(std::string_view json_object, std::vector<RawField>& out, std::string& error);
 
 /// Sentinel parent id: the region is top-level (its parent is the update itself).

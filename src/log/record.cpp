@@ -182,6 +182,13 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
 
 bool parse_object_fields(std::string_view json_object, std::vector<RawField>& out, std::string& error) {
   out.clear();
+  // Written back with nlohmann's recursive dump(): 100,000 levels overflowed the stack
+  // (a segfault in the training job's open()). The object is one level; its values may
+  // hold kMaxConfigDepth more.
+  if (const auto d = nesting_depth(json_object); d > kMaxConfigDepth + 1) {
+    error = fmt::format("a value is nested {} levels deep (more than {})", d - 1, kMaxConfigDepth);
+    return false;
+  }
   // ordered_json keeps the key order; duplicates are found on the way in.
   std::vector<std::string> keys;
   std::string dup;
