@@ -98,11 +98,21 @@ def _name(name: Any, what: str) -> str:
         raise ValueError(f"{what} name {name!r} contains a NUL character")
     return _utf8(name)
 
-def _finite(value: Any) -> Any:
-    """`value` with every float that JSON cannot hold (inf, -inf, nan), and every int
-    beyond a double's range, at any depth of dicts, lists and tuples, as its str()
-    ("inf"): a config such as {"max_grad_norm": float("inf")} is written, not rejected.
-    Strings go through _utf8 (a lone surrogate is not valid JSON text)."""
+def _finite(value: Any, depth: int = 0) -> Any:
+    """`value` made writable as JSON, at any depth of dicts, lists and tuples:
+    - numpy and torch scalars (and 0-d arrays and tensors) as the Python number they hold
+      (`json.dumps(default=str)` would write np.int64(8) as the string "8");
+    - every float that JSON cannot hold (inf, -inf, nan), and every int beyond a double's
+      range, as its str() ("inf"): {"max_grad_norm": float("inf")} is written, not rejected;
+    - strings through _utf8 (a lone surrogate is not valid JSON text).
+    ValueError for a value nested more than 64 levels deep (the recorder refuses those)."""
+    if depth > 64:
+        raise ValueError("a config value is nested more than 64 levels deep")
+    if not isinstance(value, (int, float, str, bytes, Mapping, list, tuple)) and getattr(value, "ndim", None) == 0:
+        try:
+            value = value.item()  # numpy scalar or 0-d array, torch 0-d tensor
+        except (AttributeError, TypeError, ValueError, RuntimeError):
+            pass
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2 ** 1023:
@@ -110,9 +120,9 @@ def _finite(value: Any) -> Any:
     if isinstance(value, str):
         return _utf8(value)
     if isinstance(value, Mapping):
-        return {_utf8(k) if isinstance(k, str) else k: _finite(v) for k, v in value.items()}
+        return {_utf8(k) if isinstance(k, str) else k: _finite(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [_finite(v, depth + 1) for v in value]
     return value
 
 

@@ -509,3 +509,26 @@ def test_names_past_the_limit_and_text_that_is_not_utf8_do_not_raise(tmp_path):
 def test_a_region_object_is_made_by_the_recorder_only():
     with pytest.raises(TypeError):
         stepprof.Region()
+
+
+def test_numpy_and_torch_scalars_in_the_config_are_numbers(tmp_path):
+    # json.dumps(default=str) wrote np.int64(8) as "8", which open() then refused.
+    np = pytest.importorskip("numpy")
+    cfg = {"micro_batch": np.int64(8), "accumulation": np.int32(2), "seed": np.uint32(1234),
+           "lr": np.float32(0.5), "nested": {"warmup": np.int16(3)}}
+    try:
+        import torch
+        cfg["global_batch"] = torch.tensor(64)
+    except ImportError:
+        cfg["global_batch"] = np.array(64)
+    rec = stepprof.Recorder(str(tmp_path / "r.jsonl"), device_timing="off", config=cfg)
+    rec.end_update(0)
+    rec.close()
+    config, _ = read_log(tmp_path / "r.jsonl")
+    assert (config["micro_batch"], config["accumulation"], config["seed"], config["global_batch"]) == (8, 2, 1234, 64)
+    assert config["lr"] == 0.5 and config["nested"] == {"warmup": 3}
+    deep = 0
+    for _ in range(1000):
+        deep = [deep]
+    with pytest.raises(ValueError, match="nested more than 64"):
+        stepprof.Recorder(str(tmp_path / "d.jsonl"), device_timing="off", config={"x": deep})
