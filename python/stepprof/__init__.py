@@ -245,7 +245,11 @@ class Recorder:
         self._handle, status, message = _core.open(
             path, rank, world_size, json.dumps(_finite(cfg), default=str), json.dumps(options)
         )
-        if status == _STATUS_WARN_IO:
+        if status == _STATUS_WARN_IO and "another process is recording to this file" in message:
+            # A spawned worker running a module-level recorder again: raising (python -W
+            # error) would kill the worker, and the DataLoader with it.
+            _warn_in_loop(message)
+        elif status == _STATUS_WARN_IO:
             try:
                 warnings.warn(message, RecorderWarning, stacklevel=2)  # (it says the run goes on)
             except BaseException:  # warnings turned into errors: this object is lost, so close it

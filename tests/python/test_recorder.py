@@ -440,12 +440,13 @@ def test_a_spawned_worker_running_a_module_level_recorder_again_leaves_the_log_a
     script = tmp_path / "train.py"
     script.write_text(SPAWN_SCRIPT)
     log = tmp_path / "rank0.jsonl"
-    r = subprocess.run([sys.executable, str(script), str(log)], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert r.returncode == 0, r.stderr
-    config, updates = read_log(log)
-    assert [u["step"] for u in updates] == list(range(6))
-    assert "another process is recording to this file" in r.stderr  # each worker says why it writes nothing
+    for flags in ([], ["-W", "error"]):  # (with warnings as errors the workers died at import)
+        r = subprocess.run([sys.executable, *flags, str(script), str(log)], capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert r.returncode == 0, r.stderr
+        config, updates = read_log(log)
+        assert [u["step"] for u in updates] == list(range(6))
+        assert "another process is recording to this file" in r.stderr  # each worker says why it writes nothing
 
 
 def test_values_a_record_cannot_hold_raise(tmp_path):
