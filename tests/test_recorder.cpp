@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -526,6 +527,17 @@ TEST_F(RecorderTest, AForkedChildDoesNotKeepTheLogLocked) {
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   EXPECT_EQ(read_lines(log.path).size(), 4u);  // config, 0, config, 1
+}
+
+// A FIFO that no process reads blocked open() forever.
+TEST_F(RecorderTest, AFifoWithoutAReaderIsAnErrorNotAHang) {
+  TempLog log("fifo");
+  ASSERT_EQ(::mkfifo(log.path.c_str(), 0600), 0);
+  std::string message;
+  EXPECT_EQ(open(host_only(log.path), &message), Status::kWarnIo);
+  EXPECT_NE(message.find("FIFO (named pipe) that no process reads"), std::string::npos) << message;
+  EXPECT_EQ(end_update(0), Status::kWarnIo);
+  close();
 }
 
 TEST_F(RecorderTest, StepprofReaderReadsWhatTheRecorderWrote) {

@@ -30,14 +30,17 @@ class LineSink {
 /// The `error` of open_file_sink when another process holds the file's lock (not an
 /// errno value).
 inline constexpr int kErrFileLocked = -1;
+/// The `error` of open_file_sink for a FIFO (named pipe) that no process reads yet.
+inline constexpr int kErrFifoNoReader = -2;
 
 /// Opens `path` for writing records: created with mode 0644 (and its missing parent
-/// directories, as `mkdir -p` would), locked with flock(LOCK_EX) for as long as it is
-/// open, then truncated unless `append` (with `append`, a cut last line is ended with a
-/// newline first), written with O_APPEND and one write(2) per record (no user-space
+/// directories, as `mkdir -p` would); a regular file other than the one stdout or stderr
+/// writes to is locked with flock(LOCK_EX) for as long as it is open, then truncated
+/// unless `append` (with `append`, a cut last line is ended with a newline first); written with O_APPEND and one write(2) per record (no user-space
 /// buffer, so a record is in the file as soon as end_update returns). Returns null with
-/// `error` set to the errno value when the file cannot be opened, or to kErrFileLocked
-/// when another process holds its lock (records to it); the file is then left as it is.
+/// `error` set to the errno value when the file cannot be opened, to kErrFileLocked
+/// when another process holds its lock (records to it; the file is then left as it is),
+/// or to kErrFifoNoReader (never blocks).
 std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, int& error);
 
 }  // namespace stepprof

@@ -58,6 +58,17 @@ class FileSink final : public LineSink {
   int fd_;
 };
 
+// True for the file this process's stdout or stderr writes to (a path of /dev/stdout, a
+// job's output file given as the log): several ranks share it, and it holds more than
+// the log; it is neither locked nor truncated.
+bool same_file_as_stdout_or_stderr(const struct stat& st) {
+  for (const int std_fd : {1, 2}) {
+    struct stat o {};
+    if (::fstat(std_fd, &o) == 0 && o.st_dev == st.st_dev && o.st_ino == st.st_ino) return true;
+  }
+  return false;
+}
+
 // True when the file's last byte (at size - 1) is a newline, or cannot be read.
 bool ends_with_newline(const std::string& path, off_t size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -73,7 +84,9 @@ bool ends_with_newline(const std::string& path, off_t size) {
 std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, int& error) {
   error = 0;
   // Not O_TRUNC: the file is truncated only once this process holds its lock.
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
+  // O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking open() forever;
+  // it is cleared once open, so writes behave as before.
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK;
   auto open_it = [&] {
     int fd = -1;
     do {
@@ -96,15 +109,16 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
     else errno = ENOENT;
   }
   if (fd < 0) {
-    error = errno;
+    error = errno == ENXIO ? kErrFifoNoReader : errno;
     return nullptr;
   }
+  if (const int fl = ::fcntl(fd, F_GETFL); fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   // Regular files only (not /dev/null, /dev/full, a pipe): another live process
   // recording to this file (a module-level recorder run again in a spawned DataLoader
   // worker, two ranks given one path) holds its lock: neither truncate nor write it. A
   // file system without flock() (ENOLCK, EINVAL) goes unlocked.
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !same_file_as_stdout_or_stderr(st)) {
     int locked = 0;
     do {
       locked = ::flock(fd, LOCK_EX | LOCK_NB);

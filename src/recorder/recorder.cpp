@@ -36,6 +36,8 @@ std::string open_error_text(int err) {
            "each process its own path (e.g. logs/rank{rank}.jsonl), and open the recorder inside the training "
            "function, not at module level, where spawned workers (DataLoader with the spawn or forkserver start "
            "method) run it again";
+  if (err == kErrFifoNoReader)
+    return "it is a FIFO (named pipe) that no process reads: start its reader before the recorder opens it";
   return std::strerror(err);
 }
 

@@ -533,3 +533,23 @@ def test_numpy_and_torch_scalars_in_the_config_are_numbers(tmp_path):
         deep = [deep]
     with pytest.raises(ValueError, match="nested more than 64"):
         stepprof.Recorder(str(tmp_path / "d.jsonl"), device_timing="off", config={"x": deep})
+
+
+def test_a_log_on_stdout_redirected_to_a_file_neither_truncates_nor_locks_it(tmp_path):
+    # `python train.py /dev/stdout >> job.log`: the job's earlier output was erased, and a
+    # second rank writing to the same output file found it locked.
+    out = tmp_path / "job.log"
+    out.write_text("earlier output\n")
+    script = ("import stepprof, sys\nprint('printed before open', flush=True)\n"
+              "rec = stepprof.Recorder('/dev/stdout', rank=int(sys.argv[1]), world_size=2, run_id='j', "
+              "device_timing='off')\nrec.end_update(0)\nrec.close()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with open(out, "a") as f:
+        procs = [subprocess.Popen([sys.executable, "-c", script, str(r)], stdout=f, stderr=subprocess.PIPE, env=env)
+                 for r in (0, 1)]
+        errs = [p.communicate(timeout=60)[1].decode() for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    text = out.read_text()
+    assert text.startswith("earlier output\n") and text.count("printed before open") == 2
+    assert text.count('"type":"config"') == 2 and text.count('"type":"update"') == 2, text
+    assert not any("another process" in e for e in errs), errs
