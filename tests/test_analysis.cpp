@@ -541,17 +541,18 @@ TEST(SlowUpdates, BackgroundRegionsAndTheirChildrenAreNotWhatGrew) {
   EXPECT_EQ(t.violation_count, 0u);  // loader is not a part of the update
 }
 
-// Ranks slower together (find_slow_group, cross_rank.hpp). 6 ranks, 10 updates; own work
+// Ranks slower together (find_slow_group, cross_rank.hpp). 6 ranks, 100 updates; own work
 // 100, 102, 101, 120, 121, 119 ms in every update. Sorted means 100, 101, 102, 119, 120,
 // 121: gaps 1, 1, 17, 1, 1, so ranks 3, 4, 5 are the slow group; gap 17 ms against the
 // fast ranks' range 2 (and the slow ranks' 2 <= 2 x 17); fast 101, slow 120 (19 ms >= 5 %
-// of 101). Every update: slowest 121 minus the slowest fast rank's 102 = 19 ms at stake;
-// the groups' medians 120 and 101 are 19 >= 9.5 ms apart.
+// of 101). The lead (slow median 120 - fast median 101) is 19 in every update (no spread:
+// no t statistic). Without it the slow ranks take 101, 102, 100: the update's slowest
+// would be 102, against 121: 19 ms at stake.
 TEST(SlowGroup, RanksSlowerTogether) {
   std::vector<std::vector<double>> compute(6);
   auto set = [&](std::initializer_list<double> work) {
     std::size_t r = 0;
-    for (const double w : work) compute[r++].assign(10, w);
+    for (const double w : work) compute[r++].assign(100, w);
   };
   set({100, 102, 101, 120, 121, 119});
   std::vector<RankWork> ranks;
@@ -566,26 +567,32 @@ TEST(SlowGroup, RanksSlowerTogether) {
   EXPECT_DOUBLE_EQ(g->fast_ms, 101);
   EXPECT_DOUBLE_EQ(g->slow_ms, 120);
   EXPECT_DOUBLE_EQ(g->at_stake_ms, 19);
-  EXPECT_EQ(g->updates, 10u);
-  EXPECT_EQ(g->updates_apart, 10u);
-  EXPECT_EQ(g->updates_slowest, 10u);
+  EXPECT_FALSE(g->lead_t);
+  EXPECT_EQ(g->updates, 100u);
+  EXPECT_EQ(g->updates_apart, 100u);
+  EXPECT_EQ(g->updates_slowest, 100u);
 
-  // Slow in updates 0..5 only (100 ms after): means 112, 112.6, 111.4 against 100, 102,
-  // 101 (gap 9.4 > 2; 11.6 >= 5.05); apart in 6 of 10 updates (>= 50 %); at stake 19 in
-  // 6 updates and 0 in 4 (a fast rank is the slowest there): mean 11.4.
+  // Slow in updates 0..59 only (100 ms after): means 112, 112.6, 111.4 against 100, 102,
+  // 101 (gap 9.4 > 2; 11 >= 5.05). Lead 19 in 60 updates and 100 - 101 = -1 in 40:
+  // median 19, mean 11, standard deviation sqrt((60 x 8^2 + 40 x 12^2) / 99) = 9.847,
+  // so the median's standard error 1.2533 x 9.847 / 10 = 1.234 and t = 15.4 >= 5. At
+  // stake: 19 in 60 updates (as above), 0 in 40 (a fast rank is the slowest): 11.4.
   for (std::size_t r = 3; r < 6; ++r)
-    for (std::size_t i = 6; i < 10; ++i) compute[r][i] = 100;
+    for (std::size_t i = 60; i < 100; ++i) compute[r][i] = 100;
   const auto most = find_slow_group(ranks);
   ASSERT_TRUE(most);
   EXPECT_EQ(most->slow, (std::vector<std::int64_t>{3, 4, 5}));
-  EXPECT_EQ(most->updates_apart, 6u);
-  EXPECT_EQ(most->updates_slowest, 6u);
-  EXPECT_NEAR(most->at_stake_ms, 11.4, 1e-12);
-  EXPECT_NEAR(most->slow_ms, 112, 1e-12);
+  EXPECT_EQ(most->updates_apart, 60u);
+  EXPECT_EQ(most->updates_slowest, 60u);
+  EXPECT_NEAR(most->at_stake_ms, 11.4, 1e-9);
+  EXPECT_NEAR(most->slow_ms, 112, 1e-9);
+  ASSERT_TRUE(most->lead_t);
+  EXPECT_NEAR(*most->lead_t, 19 / (1.2533 * std::sqrt((60 * 64.0 + 40 * 144.0) / 99) / 10), 1e-9);
 
-  // Slow in updates 0..3 only: apart in 4 of 10, under half: a stretch (an episode), not
-  // a group.
-  for (std::size_t r = 3; r < 6; ++r) compute[r][4] = compute[r][5] = 100;
+  // Slow in updates 0..39 only: the lead's median is -1: a stretch (an episode), not a
+  // group.
+  for (std::size_t r = 3; r < 6; ++r)
+    for (std::size_t i = 40; i < 60; ++i) compute[r][i] = 100;
   EXPECT_FALSE(find_slow_group(ranks));
 
   // 4 % slower (104, 105, 103 against 101): under the 5 % floor.
@@ -595,21 +602,22 @@ TEST(SlowGroup, RanksSlowerTogether) {
   // Tiers: 100, 101, 110, 119, 120, 121. Gaps 1, 9, 9, 1, 1; the tie is tried with the
   // fewer slow ranks first (3, 4, 5), but the fast side's range 110 - 100 = 10 is not
   // below the gap 9; then ranks 2..5 (fast range 1 < 9, slow range 11 <= 2 x 9): slow
-  // median 119.5, fast 100.5, at stake 121 - 101 = 20.
+  // median 119.5, fast 100.5, lead 19; without it the slow ranks take 91, 100, 101, 102:
+  // at stake 121 - 102 = 19.
   set({100, 101, 110, 119, 120, 121});
   const auto tiers = find_slow_group(ranks);
   ASSERT_TRUE(tiers);
   EXPECT_EQ(tiers->slow, (std::vector<std::int64_t>{2, 3, 4, 5}));
   EXPECT_DOUBLE_EQ(tiers->gap_ms, 9);
   EXPECT_DOUBLE_EQ(tiers->slow_ms, 119.5);
-  EXPECT_DOUBLE_EQ(tiers->at_stake_ms, 20);
+  EXPECT_DOUBLE_EQ(tiers->at_stake_ms, 19);
 
   // Spread evenly (100, 104, ..., 120): every gap 4; only ranks 1..5 over rank 0 has a
   // fast range (0) below it, and their range 16 is over 2 x 4: no group.
   set({100, 104, 108, 112, 116, 120});
   EXPECT_FALSE(find_slow_group(ranks));
 
-  // Two ranks: the slower is a group of one (100 against 120: at stake 20).
+  // Two ranks: the slower is a group of one (100 against 120: lead 20, at stake 20).
   ranks.resize(2);
   set({100, 120});
   const auto two = find_slow_group(ranks);

@@ -177,11 +177,11 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
 }
 
 std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
-  constexpr double kApartShare = 0.5;  // apart in at least this share of the updates
+  constexpr double kMinT = 5;  // the lead's t statistic at least (the split is chosen from the data)
   const std::size_t n = ranks.size();
   if (n < 2) return std::nullopt;
   const std::size_t updates = ranks.front().compute_ms->size();
-  if (updates == 0) return std::nullopt;
+  if (updates < 2) return std::nullopt;
   std::vector<double> mean(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     for (const double c : *ranks[i].compute_ms) mean[i] += c;
@@ -198,7 +198,7 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
     const double ga = m(a) - m(a - 1), gb = m(b) - m(b - 1);
     return ga != gb ? ga > gb : a > b;
   });
-  std::vector<double> v, slow_row, fast_row;
+  std::vector<double> v, slow_row, fast_row, lead;
   for (const std::size_t split : splits) {
     SlowGroup g;
     g.gap_ms = m(split) - m(split - 1);
@@ -211,26 +211,48 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
     v.clear();
     for (std::size_t k = split; k < n; ++k) v.push_back(m(k));
     g.slow_ms = *median(v);
-    if (g.slow_ms - g.fast_ms < 0.05 * g.fast_ms) continue;
-    g.updates = updates;
-    double gain = 0;
+    if (!(g.fast_ms > 0) || g.slow_ms - g.fast_ms < 0.05 * g.fast_ms) continue;
+    // Per update, the slow ranks' lead: their median own work minus the fast ranks'.
+    lead.clear();
     for (std::size_t i = 0; i < updates; ++i) {
-      double all = -std::numeric_limits<double>::infinity(), fast = all;
       slow_row.clear();
       fast_row.clear();
+      for (std::size_t k = 0; k < n; ++k) (k < split ? fast_row : slow_row).push_back((*ranks[order[k]].compute_ms)[i]);
+      lead.push_back(*median(slow_row) - *median(fast_row));
+      if (lead.back() >= 0.5 * (g.slow_ms - g.fast_ms)) ++g.updates_apart;
+    }
+    double sum = 0, sq = 0;
+    for (const double d : lead) sum += d;
+    const double lead_mean = sum / static_cast<double>(updates);
+    for (const double d : lead) sq += (d - lead_mean) * (d - lead_mean);
+    const double se = std::sqrt(sq / static_cast<double>(updates - 1) / static_cast<double>(updates));
+    v = lead;
+    const double lead_median = *median(v);
+    // Slower in most updates, beyond chance: the lead's median (a stretch of updates moves
+    // the mean, not the median) at least kMinT standard errors above 0 (1.2533 x the
+    // mean's, for normal data), and at least half its mean.
+    const double se_median = 1.2533 * se;
+    if (!(lead_median > 0) || (se_median > 0 && lead_median < kMinT * se_median) || lead_median < 0.5 * lead_mean)
+      continue;
+    if (se_median > 0) g.lead_t = lead_median / se_median;
+    g.updates = updates;
+    // The update without the slowdown: each slow rank's own work less that update's lead
+    // (its own jitter stays), against the fast ranks'.
+    double gain = 0;
+    for (std::size_t i = 0; i < updates; ++i) {
+      double all = -std::numeric_limits<double>::infinity(), fast = all, without = all;
+      const double shift = std::max(0.0, lead[i]);
       for (std::size_t k = 0; k < n; ++k) {
         const double c = (*ranks[order[k]].compute_ms)[i];
         all = std::max(all, c);
         if (k < split) fast = std::max(fast, c);
-        (k < split ? fast_row : slow_row).push_back(c);
+        else without = std::max(without, c - shift);
       }
-      gain += all - fast;
+      gain += all - std::max(fast, without);
       if (all > fast) ++g.updates_slowest;
-      if (*median(slow_row) - *median(fast_row) >= 0.5 * (g.slow_ms - g.fast_ms)) ++g.updates_apart;
     }
     g.at_stake_ms = gain / static_cast<double>(updates);
-    if (static_cast<double>(g.updates_apart) < kApartShare * static_cast<double>(updates) || !(g.at_stake_ms > 0))
-      continue;
+    if (!(g.at_stake_ms > 0)) continue;
     for (std::size_t k = 0; k < n; ++k) (k < split ? g.fast : g.slow).push_back(ranks[order[k]].rank);
     std::sort(g.fast.begin(), g.fast.end());
     std::sort(g.slow.begin(), g.slow.end());

@@ -158,10 +158,10 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
     f.subject = fmt::format("rank {}", r.rank);
     f.ms_per_update = margin ? margin->median * static_cast<double>(slowest_in) / static_cast<double>(n) : 0;
     // A slow group of this rank alone (cross_rank.hpp): its time at stake is the update's
-    // gain if the rank kept up with the others' slowest; the margin over the median rank
-    // understates it (with two ranks the median is their mean: half the gap).
+    // gain without the rank's slowdown; the margin over the median rank misjudges it (with
+    // two ranks the median is their mean: half the gap).
     const bool alone = x.slow_group && x.slow_group->slow.size() == 1 && x.slow_group->slow.front() == r.rank;
-    if (alone) f.ms_per_update = std::max(f.ms_per_update, x.slow_group->at_stake_ms);
+    if (alone) f.ms_per_update = x.slow_group->at_stake_ms;
     f.title = fmt::format("rank {} is {}the slowest rank in {} of {} updates (relative score {:.2f})", r.rank,
                           r.straggler ? "a straggler: " : "", r.times_slowest, n, r.relative_score);
     f.evidence = fmt::format(
@@ -175,8 +175,8 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
         others ? others_wait / static_cast<double>(others) : 0.0);
     if (alone)
       f.evidence += fmt::format(
-          "; time at stake: its own work minus the slowest other rank's, 0 when another rank was the slowest, mean "
-          "over updates: {:.0f} ms",
+          "; time at stake: how much sooner the slowest rank would finish its own work without this rank's lead, "
+          "mean over updates: {:.0f} ms",
           x.slow_group->at_stake_ms);
     f.action = fmt::format(
         "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
@@ -245,28 +245,33 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
                         ranks_text(g->slow), one ? "takes" : "take", g->slow_ms / g->fast_ms, ranks_text(g->fast),
                         g->slow_ms, g->fast_ms);
   f.evidence = fmt::format(
-      "own work = wall_ms minus {}; the ranks' mean own work splits at a gap of {:.0f} ms, wider than the fast ranks' "
-      "whole range ({:.0f} ms); in {} of {} updates the slow ranks' median own work exceeds the fast ranks' by at "
-      "least half the difference, and in {} one of them was the slowest rank; their relative scores are {:.2f} to "
-      "{:.2f} (a straggler is below {:.2f}){}; time at stake: the slowest rank's own work minus the slowest fast "
-      "rank's, 0 when a fast rank was the slowest, mean over updates (a lower bound if {} also holds compute); a fast "
-      "rank waits up to {:.0f} ms per update (median)",
-      comm, g->gap_ms, g->spread_ms, g->updates_apart, g->updates, g->updates_slowest, low_score, high_score,
+      "own work = wall_ms minus {}; the ranks' mean own work splits at a gap of {:.0f} ms, wider than the fast {} "
+      "({:.0f} ms); in {} of {} updates the slow {} median own work exceeds the fast {} by at least half the "
+      "difference, and in {} {} the slowest rank; {} (a straggler is below {:.2f}){}; time at stake: how much "
+      "sooner the slowest rank would finish its own work without the slow {} lead (each keeping its own jitter), "
+      "mean over updates (a lower bound if {} also holds compute); a fast rank waits up to {:.0f} ms per update "
+      "(median)",
+      comm, g->gap_ms, g->fast.size() == 1 ? "rank's own work" : "ranks' whole range", g->spread_ms,
+      g->updates_apart, g->updates, one ? "rank's" : "ranks'", g->fast.size() == 1 ? "rank's" : "ranks'",
+      g->updates_slowest, one ? "it was" : "one of them was",
+      one ? fmt::format("its relative score is {:.2f}", low_score)
+          : fmt::format("their relative scores are {:.2f} to {:.2f}", low_score, high_score),
       x.threshold,
       flagged.empty() ? std::string()
                       : fmt::format("; {} would be a straggler finding of {} own, counted here", ranks_text(flagged),
                                     flagged.size() == 1 ? "its" : "their"),
-      comm, fast_wait);
+      one ? "rank's" : "ranks'", comm, fast_wait);
   if (slowest && g->slow.size() > 1)
     f.evidence += fmt::format("; the slowest of them is rank {} ({:.0f} ms own work, median)", slowest->rank,
                               slowest->compute_ms.median);
   f.action = fmt::format(
-      "find what {} share that {} {}: their nodes or GPUs (model, clocks, temperature, other processes), their data "
-      "(frames, tokens, code paths in their logs){}; bringing them to the others' speed saves the time at stake on "
-      "every rank",
-      ranks_text(g->slow), ranks_text(g->fast), g->fast.size() == 1 ? "lacks" : "lack",
+      "find what {} {} that {} {}: {} (model, clocks, temperature, other processes), {} data (frames, tokens, "
+      "code paths in {}){}; bringing {} to the others' speed saves the time at stake on every rank",
+      ranks_text(g->slow), one ? "has" : "share", ranks_text(g->fast), g->fast.size() == 1 ? "lacks" : "lack",
+      one ? "its node or GPU" : "their nodes or GPUs", one ? "its" : "their", one ? "its log" : "their logs",
       g->fast.size() == 1 ? fmt::format(", or what makes rank {} faster (a smaller data shard?)", g->fast.front())
-                          : std::string());
+                          : std::string(),
+      one ? "it" : "them");
   out.push_back(std::move(f));
 }
 

@@ -345,10 +345,23 @@ def own_work(logs, comm):
     return out
 
 
+def median(v):
+    v = sorted(v)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
 def mean_gain(own, fast):
-    """Mean over steps of (slowest rank's own work - the slowest of `fast`'s), 0 at least."""
-    steps = next(iter(own.values())).keys()
-    return sum(max(0, max(w[s] for w in own.values()) - max(own[r][s] for r in fast)) for s in steps) / len(steps)
+    """Mean over steps of how much sooner the slowest rank would finish its own work if
+    the other ranks' lead (their median own work minus `fast`'s median) were gone:
+    slowest - max(slowest of `fast`, slowest other rank less that lead)."""
+    slow = [r for r in own if r not in fast]
+    total = 0
+    steps = list(next(iter(own.values())).keys())
+    for s in steps:
+        lead = max(0, median([own[r][s] for r in slow]) - median([own[r][s] for r in fast]))
+        without = max(max(own[r][s] for r in fast), max(own[r][s] - lead for r in slow))
+        total += max(w[s] for w in own.values()) - without
+    return total / len(steps)
 
 
 def test_many_stragglers_are_one_finding_that_leaves_room_for_the_others(tmp_path):
@@ -432,16 +445,11 @@ def test_half_the_ranks_slower_throughout_is_a_finding(tmp_path):
                for u in map(json.loads, open(tmp_path / "logs" / f"rank{r}.jsonl")) if u["type"] == "update"}
            for r in range(8)}
 
-    def median(v):
-        v = sorted(v)
-        return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
-
     mean = {r: sum(own[r].values()) / len(own[r]) for r in own}
     assert g["fast_ms"] == pytest.approx(median([mean[r] for r in range(4)]), rel=1e-9)
     assert g["slow_ms"] == pytest.approx(median([mean[r] for r in slow]), rel=1e-9)
     assert g["gap_ms"] == pytest.approx(min(mean[r] for r in slow) - max(mean[r] for r in range(4)), rel=1e-9)
-    gains = [max(own[r][s] for r in range(8)) - max(own[r][s] for r in range(4)) for s in own[0]]
-    at_stake = sum(max(0, x) for x in gains) / len(gains)
+    at_stake = mean_gain(own, [0, 1, 2, 3])
     assert g["at_stake_ms"] == pytest.approx(at_stake, rel=1e-9)
     assert g["updates_apart"] == g["updates"] == 100
     (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]

@@ -126,11 +126,17 @@ struct SlowGroup {
   double gap_ms = 0;     ///< fastest slow rank's mean own work - slowest fast rank's [ms]
   double spread_ms = 0;  ///< the fast ranks' range of mean own work [ms]
   double slow_spread_ms = 0;  ///< the slow ranks' range of mean own work [ms]
-  /// Mean over the aligned updates of (the slowest rank's own work - the slowest fast
-  /// rank's, 0 when a fast rank was the slowest) [ms]: how much sooner the update would
-  /// end if the slow ranks took no longer than the slowest fast rank. A lower bound when
-  /// the communication region also holds compute (see the file comment).
+  /// Mean over the aligned updates of how much sooner the slowest rank would finish its
+  /// own work without the slowdown [ms]: the slowest rank's own work minus the larger of
+  /// the slowest fast rank's and the slowest of (each slow rank's own work less that
+  /// update's lead), so the slow ranks' own jitter stays. A lower bound when the
+  /// communication region also holds compute (see the file comment); an estimate under
+  /// noise.
   double at_stake_ms = 0;
+  /// The lead (per update, the slow ranks' median own work - the fast ranks') as a t
+  /// statistic: its median over its standard error (1.2533 x the mean's); nullopt when the
+  /// lead is the same in every update.
+  std::optional<double> lead_t;
   std::size_t updates = 0;  ///< aligned updates [count]
   /// Of those, the updates in which the slow ranks' median own work exceeded the fast
   /// ranks' by at least half of slow_ms - fast_ms [count].
@@ -145,8 +151,11 @@ struct SlowGroup {
 ///   gap >= slow_spread / 2 (the slow side may hold tiers, e.g. 1.15x and 1.3x, but ranks
 ///   spread evenly, 100, 104, ..., 120 ms, are not a group of all but the fastest),
 ///   slow_ms - fast_ms >= 5 % of fast_ms (the floor the episodes use),
-///   updates_apart >= 50 % of the updates (slower in most updates, not in a short stretch:
-///   that is an episode), and at_stake_ms > 0
+///   the lead (per update, the slow ranks' median own work minus the fast ranks') has a
+///   median at least 5 standard errors above 0 (not chance: the best-looking split of
+///   equal ranks has a lead too; the median, as a stretch of updates moves the mean only)
+///   and at least half its mean (slower in most updates, not in a stretch of them: that
+///   is an episode), and at_stake_ms > 0
 /// is the slow group. Means, not medians: a group slow in half the run has a bimodal own
 /// work whose median is either mode. nullopt when none meets them, and with fewer than 2
 /// ranks or no update.
