@@ -288,11 +288,14 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   // A rank whose log never has the communication region (named differently there) cannot
   // be compared: its own work would be its whole wall_ms, waits included, and it would
   // look like the straggler. It is left out, and named.
+  // The same for a rank whose log has it in under half of its updates: compared in those
+  // only, it would leave every other update of every rank out.
   if (comm) {
     std::vector<const RankLog*> with;
     for (const auto* r : ranks) {
-      const bool has = std::any_of(r->updates.begin(), r->updates.end(),
+      const auto n = std::count_if(r->updates.begin(), r->updates.end(),
                                    [&](const UpdateRecord& u) { return u.region(*comm) != nullptr; });
+      const bool has = n > 0 && 2 * static_cast<std::size_t>(n) >= r->updates.size();
       if (has) with.push_back(r);
       else out.ranks_without_comm.push_back(*r->rank);
     }

@@ -353,7 +353,8 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   if (!x.ranks_without_comm.empty())
     f.items.emplace_back(
         fmt::format("ranks without {}", x.comm_region),
-        fmt::format("{}: left out of the comparison (their own work would be their whole wall_ms, waits "
+        fmt::format("{}: not in half of their updates or more; left out of the comparison (their own work would be "
+                    "their whole wall_ms, waits "
                     "included, and they would look like stragglers); does their log name the region differently?",
                     rank_numbers(x.ranks_without_comm)));
   f.items.emplace_back(

@@ -425,7 +425,7 @@ def test_ranks_without_the_communication_region_are_named(tmp_path):
     assert [r["rank"] for r in x["per_rank"]] == [0, 1, 2, 3, 4]  # left out of the comparison
     assert x["stragglers"] == [2]
     assert all(f["subject"] != "rank 5" for f in rep["findings"])
-    assert "ranks without backward_and_communication  5: left out of the comparison" in \
+    assert "ranks without backward_and_communication  5: not in half of their updates" in \
         run("report", tmp_path / "logs").stdout
 
 
@@ -562,3 +562,21 @@ def test_two_equal_ranks_are_not_a_straggler_by_chance(tmp_path):
     synth(tmp_path / "slow", "--ranks", 2, "--updates", 200, "--seed", 3, "--straggler", "1:1:200:1.1")
     found = [f for f in report(tmp_path / "slow" / "logs")["findings"] if f["kind"] in ("straggler", "slow-ranks")]
     assert len(found) == 1 and found[0]["subject"] == "rank 1", found
+
+
+def test_a_rank_with_the_communication_region_in_few_updates_is_left_out(tmp_path):
+    # Rank 5 has it in step 50 only: compared there alone, 99 of 100 steps of every rank
+    # were left out, and a group was "slower throughout, apart in 1 of 1 updates".
+    synth(tmp_path, "--ranks", 8, "--updates", 100)
+    path = tmp_path / "logs" / "rank5.jsonl"
+    recs = [json.loads(l) for l in path.read_text().splitlines()]
+    comm = "backward_and_communication"
+    for r in recs:
+        if r["type"] == "update" and r["step"] != 50:
+            for key in ("cuda_stream_ms", "cpu_call_ms", "calls", "parents"):
+                r[key].pop(comm, None)
+            r["parents"] = {k: v for k, v in r["parents"].items() if v != comm}
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    x = report(tmp_path / "logs")["cross_rank"]
+    assert x["ranks_without_comm_region"] == [5]
+    assert x["steps_aligned"] == 100 and x["steps_without_comm_region"] == 0

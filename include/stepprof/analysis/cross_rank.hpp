@@ -178,9 +178,9 @@ struct CrossRankResult {
   std::size_t steps_without_comm = 0;
   std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> without_comm_examples;
   std::vector<std::int64_t> ranks_missing;  ///< 0..world_size-1 without a log
-  /// Ranks whose logs never have comm_region (e.g. it is named differently there), left
-  /// out of the comparison: their own work would be their whole wall_ms, waits included,
-  /// so they would look slow and the others fast.
+  /// Ranks whose logs never have comm_region (e.g. it is named differently there), or have
+  /// it in under half of their updates, left out of the comparison: their own work would
+  /// be their whole wall_ms, waits included, so they would look slow and the others fast.
   std::vector<std::int64_t> ranks_without_comm;
   std::vector<UpdateSlowest> per_update;    ///< one per aligned step
   std::vector<RankStraggler> per_rank;      ///< ascending rank
