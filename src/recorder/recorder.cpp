@@ -19,6 +19,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "internal.hpp"
 #include "stepprof/device_timer.hpp"
 #include "stepprof/line_sink.hpp"
@@ -191,12 +193,33 @@ std::string expand_rank(std::string path, std::int64_t rank) {
   return path;
 }
 
+// The run_id a recorder wrote in a config line too long to parse whole: its own fields
+// come first (`{"type":"config","schema":1,"run_id":"..."`), so it is in the line's head.
+std::optional<std::string> run_id_in_head(std::string_view head) {
+  constexpr std::string_view kStart = R"({"type":"config",)", kKey = R"("run_id":")";
+  if (head.substr(0, kStart.size()) != kStart) return std::nullopt;
+  const auto at = head.find(kKey);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::size_t end = at + kKey.size();
+  while (end < head.size() && head[end] != '"') end += head[end] == '\\' ? 2 : 1;
+  if (end >= head.size()) return std::nullopt;
+  const auto v = nlohmann::json::parse(head.substr(at + kKey.size() - 1, end - at - kKey.size() + 2), nullptr, false);
+  if (!v.is_string()) return std::nullopt;
+  return v.get<std::string>();
+}
+
 // The run_id of the config record on the first line of the log at `path`, if there is one.
 std::optional<std::string> run_id_in_log(const std::string& path) noexcept {
   try {
     std::ifstream in(path, std::ios::binary);
     std::string line;
-    if (!in || !std::getline(in, line) || line.size() > (std::size_t{1} << 20)) return std::nullopt;
+    constexpr std::size_t kWhole = std::size_t{1} << 20;  // lines parsed whole up to this
+    line.resize(kWhole + 1);
+    in.read(line.data(), static_cast<std::streamsize>(line.size()));
+    line.resize(static_cast<std::size_t>(in.gcount()));
+    if (const auto nl = line.find('\n'); nl != std::string::npos) line.resize(nl);
+    else if (line.size() > kWhole) return run_id_in_head(line);  // (a config of 60,000 shard paths)
+    if (line.empty()) return std::nullopt;
     std::vector<RawField> fields;
     std::string err;
     if (!parse_object_fields(line, fields, err)) return std::nullopt;
