@@ -1068,8 +1068,20 @@ TEST_F(ReaderTest, BatchSizesBelowOneAreNotUsed) {
   EXPECT_FALSE(d.ranks[0].config->accumulation);
   EXPECT_EQ(d.ranks[0].config->global_batch, 4);
   ASSERT_EQ(diag_.count(Problem::kBadField), 2u);
-  EXPECT_NE(first(Problem::kBadField)->message.find("\"micro_batch\" should be at least 1, found -1"), std::string::npos)
+  EXPECT_NE(first(Problem::kBadField)->message.find("\"micro_batch\" should be 1 to 2^32, found -1"), std::string::npos)
       << first(Problem::kBadField)->message;
+  // Too large: 2^62 x 4 overflowed into "global batch 0"; 2^64 - 1 read as -1. A seed
+  // from torch.seed() (up to 2^64 - 1) is kept as written, with no problem.
+  diag_ = Diagnostics{};
+  const Dataset big = read({write("big.jsonl", R"({"type": "config", "rank": 1, "micro_batch": 4611686018427387904, )"
+                                               R"("global_batch": 18446744073709551615, "seed": 18446744073709551611})"
+                                               "\n" + update(1) + "\n")});
+  ASSERT_TRUE(big.ranks.at(0).config);
+  EXPECT_FALSE(big.ranks[0].config->micro_batch);
+  EXPECT_FALSE(big.ranks[0].config->global_batch);
+  EXPECT_FALSE(big.ranks[0].config->seed);
+  ASSERT_NE(big.ranks[0].config->find("seed"), nullptr);
+  EXPECT_EQ(diag_.count(Problem::kBadField), 2u);
 }
 
 TEST_F(ReaderTest, AKnownConfigFieldThatIsNullIsNotKnown) {

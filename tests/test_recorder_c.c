@@ -96,6 +96,9 @@ int main(void) {
   CHECK(stepprof_input_shape(huge_shape, 2) == STEPPROF_ERR_ARGUMENT);
   CHECK(stepprof_frame_histogram_add((int64_t)1 << 60, 1) == STEPPROF_ERR_ARGUMENT);
   stepprof_region_id empty = 0;
+  stepprof_counter_id huge = 0;
+  CHECK(stepprof_counter_register("huge", &huge) == STEPPROF_OK);
+  CHECK(stepprof_counter_add(huge, (int64_t)1 << 60) == STEPPROF_ERR_ARGUMENT); /* left out of the record */
   CHECK(stepprof_region_register("", &empty) == STEPPROF_ERR_ARGUMENT);
   CHECK_CONTAINS(stepprof_last_error(), "empty or over 1024 bytes");
   CHECK(stepprof_region_enter(empty) == STEPPROF_OK); /* an id that records nothing */
@@ -110,10 +113,11 @@ int main(void) {
   CHECK(stepprof_region_exit(inner) == STEPPROF_OK);
   CHECK(stepprof_region_exit(outer) == STEPPROF_OK);
   CHECK(stepprof_error_count(rec, "mismatched_exit") == 1);
-  /* + bad_argument 7: the negative frames, the shape without dimensions, the bad index,
-   * the huge dimension and frame count, the empty name, the padding fraction 2.0 */
-  CHECK(stepprof_error_count(rec, "bad_argument") == 7);
-  CHECK(stepprof_error_count(rec, NULL) == 8);
+  /* + bad_argument 8: the negative frames, the shape without dimensions, the bad index,
+   * the huge dimension and frame count, the empty name, the padding fraction 2.0, the
+   * counter sum above 2^53 */
+  CHECK(stepprof_error_count(rec, "bad_argument") == 8);
+  CHECK(stepprof_error_count(rec, NULL) == 9);
   /* Per-micro-batch detail: two micro-batches written, one rejected (40 tokens > 30). */
   const int64_t mb_frames[2] = {9, 3}, mb_tokens[2] = {40, 20};
   CHECK(stepprof_microbatch(mb_frames, mb_tokens, 2, "c_inner", 48) == STEPPROF_OK);
@@ -143,7 +147,7 @@ int main(void) {
     CHECK_CONTAINS(text, "\"step\":7,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1,\"c_inner\":2},\"parents\":{\"c_outer\":null,\"c_inner\":\"c_outer\"}");
     CHECK_CONTAINS(text, "\"counts\":{\"samples\":8},\"frame_histogram\":{\"3\":2},\"input_shapes\":{\"(2, 128)\":1},"
-                         "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":7}}\n");
+                         "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":8}}\n");
     CHECK_CONTAINS(text, "\"step\":8,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1},\"parents\":{\"c_outer\":null},\"microbatches\":[{\"path\":\"c_inner\","
                          "\"frames\":[9,3],\"tokens\":[40,20],\"padded_length\":48},{\"frames\":[9,3]}],"

@@ -147,7 +147,7 @@ PYBIND11_MODULE(_core, m) {
     std::string buf(needed + 1, '\0');
     check(stepprof_info_json(handle(h), buf.data(), buf.size(), &needed));
     buf.resize(needed);
-    return text(buf, "surrogateescape");  // (a path that is not UTF-8 comes back as os.fsdecode gives it)
+    return text(buf, "replace");  // (valid UTF-8: the recorder writes bad bytes of a path as U+FFFD)
   });
 
   m.def(

@@ -302,11 +302,13 @@ class Recorder:
     def count(self, name: str, n: int = 1) -> None:
         """Adds n [count] to counter `name` in the current update (thread-safe).
         Raises TypeError for a non-integer n and ValueError for a negative one (counts
-        of work items are >= 0), RuntimeError once closed."""
+        of work items are >= 0) or one above 2^53, RuntimeError once closed."""
         self._not_closed()
         n = _integer(n, "count")
         if n < 0:
             raise ValueError(f"count {n} for counter {name!r} is negative (counts are >= 0)")
+        if n > _MAX_COUNT:
+            raise ValueError(f"count {n} for counter {name!r} is above 2^53 (what a record holds exactly)")
         c = self._counters.get(name)
         if c is None:
             c = self._counters[name] = _core.counter(_name(name, "counter"))

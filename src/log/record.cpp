@@ -28,6 +28,12 @@ void take_int(const RawField& f, std::optional<std::int64_t>& out,
               std::vector<std::string>* problems) {
   auto v = nlohmann::json::parse(f.json, nullptr, /*allow_exceptions=*/false);
   if (v.is_null()) return;  // not known (Python's None): as if not given
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+    // (a seed from torch.seed() may be up to 2^64 - 1: kept as written, not used)
+    if (f.key != schema::kSeed)
+      note(problems, fmt::format("config field \"{}\" is out of range ({}; at most 2^63 - 1)", f.key, f.json));
+    return;
+  }
   if (v.is_number_integer()) {
     out = v.get<std::int64_t>();
   } else if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))) {
@@ -153,12 +159,14 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
     }
   }
   // Batch sizes count samples and micro-batches: below 1 they would make every rate and
-  // the global batch nonsense (micro_batch -1: "global batch -2").
+  // the global batch nonsense (micro_batch -1: "global batch -2"), and their product
+  // must not overflow (2^62 x 4 printed "global batch 0").
+  constexpr std::int64_t kMaxBatch = std::int64_t{1} << 32;
   const std::pair<std::string_view, std::optional<std::int64_t>*> batch_sizes[] = {
       {s::kMicroBatch, &c.micro_batch}, {s::kAccumulation, &c.accumulation}, {s::kGlobalBatch, &c.global_batch}};
   for (const auto& [key, value] : batch_sizes)
-    if (*value && **value < 1) {
-      note(problems, fmt::format("config field \"{}\" should be at least 1, found {}; it is not used", key, **value));
+    if (*value && (**value < 1 || **value > kMaxBatch)) {
+      note(problems, fmt::format("config field \"{}\" should be 1 to 2^32, found {}; it is not used", key, **value));
       value->reset();
     }
   // Kept as written (the rank still names the file's rank), but said: ranks are

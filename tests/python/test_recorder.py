@@ -179,11 +179,13 @@ def test_warnings_as_errors_at_open_leave_no_recorder_open(tmp_path):
     rec.close()
 
 
-def test_a_counter_sum_that_wraps_around_int64_is_left_out_and_counted(tmp_path):
+def test_a_counter_sum_above_2_53_is_left_out_and_counted(tmp_path):
     path = tmp_path / "wrap.jsonl"
     rec = stepprof.Recorder(str(path), device_timing="off")
+    with pytest.raises(ValueError, match="above 2\\^53"):
+        rec.count("big", 2**62)  # one count beyond what a record holds exactly
     for _ in range(4):
-        rec.count("big", 2**62)  # 2^64 in all: wraps to 0 in int64
+        rec.count("big", 2**52)  # 2^54 in all: above 2^53
     rec.count("fine", 3)
     rec.end_update(0)
     with warnings.catch_warnings():
