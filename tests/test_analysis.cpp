@@ -601,19 +601,22 @@ TEST(SlowGroup, RanksSlowerTogether) {
 
   // Tiers: 100, 101, 110, 119, 120, 121. Gaps 1, 9, 9, 1, 1; the tie is tried with the
   // fewer slow ranks first (3, 4, 5), but the fast side's range 110 - 100 = 10 is not
-  // below the gap 9; then ranks 2..5 (fast range 1 < 9, slow range 11 <= 2 x 9): slow
-  // median 119.5, fast 100.5, lead 19; without it the slow ranks take 91, 100, 101, 102:
-  // at stake 121 - 102 = 19.
+  // below the gap 9; then ranks 2..5 (fast range 1 < 9; slow range 11 less its largest
+  // inner gap 9 is 2 <= 9): slow median 119.5, fast 100.5, lead 19. Without it, each
+  // slow rank less the lead scaled by its own excess (9.5 / 19, 18.5 / 19, 19.5 / 19,
+  // 20.5 / 19 of it) takes 100.5, 100.5, 99.5, 99.5; the fast ranks' slowest 101 stays:
+  // at stake 121 - 101 = 20.
   set({100, 101, 110, 119, 120, 121});
   const auto tiers = find_slow_group(ranks);
   ASSERT_TRUE(tiers);
   EXPECT_EQ(tiers->slow, (std::vector<std::int64_t>{2, 3, 4, 5}));
   EXPECT_DOUBLE_EQ(tiers->gap_ms, 9);
   EXPECT_DOUBLE_EQ(tiers->slow_ms, 119.5);
-  EXPECT_DOUBLE_EQ(tiers->at_stake_ms, 19);
+  EXPECT_DOUBLE_EQ(tiers->at_stake_ms, 20);
 
   // Spread evenly (100, 104, ..., 120): every gap 4; only ranks 1..5 over rank 0 has a
-  // fast range (0) below it, and their range 16 is over 2 x 4: no group.
+  // fast range (0) below it, and their range 16 less its largest inner gap 4 is 12 > 4:
+  // no group.
   set({100, 104, 108, 112, 116, 120});
   EXPECT_FALSE(find_slow_group(ranks));
 
@@ -625,4 +628,18 @@ TEST(SlowGroup, RanksSlowerTogether) {
   EXPECT_EQ(two->slow, std::vector<std::int64_t>{1});
   EXPECT_DOUBLE_EQ(two->at_stake_ms, 20);
   EXPECT_FALSE(find_slow_group({ranks[0]}));
+
+  // Two tiers: ranks 0, 1 at 100, ranks 2, 3 at 120, rank 4 at 200. Rank 4 alone (gap 80)
+  // would save 200 - 120 = 80; ranks 2..4 (gap 20 > fast range 0; slow range 80 less its
+  // inner gap 80 is 0) save more: lead 20 (medians 120 and 100), rank 4 less 20 x 100 / 20
+  // = 100, ranks 2, 3 less 20 = 100: at stake 200 - 100 = 100. The larger is the group.
+  std::vector<std::vector<double>> tiered = {std::vector<double>(10, 100), std::vector<double>(10, 100),
+                                             std::vector<double>(10, 120), std::vector<double>(10, 120),
+                                             std::vector<double>(10, 200)};
+  std::vector<RankWork> tier_ranks;
+  for (std::size_t r = 0; r < 5; ++r) tier_ranks.push_back({static_cast<std::int64_t>(r), &tiered[r]});
+  const auto both = find_slow_group(tier_ranks);
+  ASSERT_TRUE(both);
+  EXPECT_EQ(both->slow, (std::vector<std::int64_t>{2, 3, 4}));
+  EXPECT_DOUBLE_EQ(both->at_stake_ms, 100);
 }

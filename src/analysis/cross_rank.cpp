@@ -199,12 +199,17 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
     return ga != gb ? ga > gb : a > b;
   });
   std::vector<double> v, slow_row, fast_row, lead;
+  std::optional<SlowGroup> best;
   for (const std::size_t split : splits) {
     SlowGroup g;
     g.gap_ms = m(split) - m(split - 1);
     g.spread_ms = m(split - 1) - m(0);
     g.slow_spread_ms = m(n - 1) - m(split);
-    if (!(g.gap_ms > g.spread_ms) || 2 * g.gap_ms < g.slow_spread_ms) continue;
+    // The slow side may hold two tiers (1.2x and 2x): its range less its largest inner gap
+    // must not exceed the gap; ranks spread evenly (100, 104, ..., 120 ms) do not pass.
+    double inner = 0;
+    for (std::size_t k = split + 1; k < n; ++k) inner = std::max(inner, m(k) - m(k - 1));
+    if (!(g.gap_ms > g.spread_ms) || g.slow_spread_ms - inner > g.gap_ms) continue;
     v.clear();
     for (std::size_t k = 0; k < split; ++k) v.push_back(m(k));
     g.fast_ms = *median(v);
@@ -236,8 +241,9 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
       continue;
     if (se_median > 0) g.lead_t = lead_median / se_median;
     g.updates = updates;
-    // The update without the slowdown: each slow rank's own work less that update's lead
-    // (its own jitter stays), against the fast ranks'.
+    // The update without the slowdown: each slow rank's own work less that update's lead,
+    // scaled by the rank's own excess over the fast ranks (a 2x tier's is 5 times a 1.2x
+    // tier's), against the fast ranks'; each keeps its own jitter.
     double gain = 0;
     for (std::size_t i = 0; i < updates; ++i) {
       double all = -std::numeric_limits<double>::infinity(), fast = all, without = all;
@@ -246,7 +252,7 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
         const double c = (*ranks[order[k]].compute_ms)[i];
         all = std::max(all, c);
         if (k < split) fast = std::max(fast, c);
-        else without = std::max(without, c - shift);
+        else without = std::max(without, c - shift * std::max(0.0, m(k) - g.fast_ms) / (g.slow_ms - g.fast_ms));
       }
       gain += all - std::max(fast, without);
       if (all > fast) ++g.updates_slowest;
@@ -256,9 +262,11 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
     for (std::size_t k = 0; k < n; ++k) (k < split ? g.fast : g.slow).push_back(ranks[order[k]].rank);
     std::sort(g.fast.begin(), g.fast.end());
     std::sort(g.slow.begin(), g.slow.end());
-    return g;
+    // Of the splits that qualify, the one whose slowdown costs most: with tiers (ranks 0-2
+    // at 1.2x, rank 3 at 2x), rank 3 alone leaves the 1.2x tier unnamed.
+    if (!best || g.at_stake_ms > best->at_stake_ms) best = std::move(g);
   }
-  return std::nullopt;
+  return best;
 }
 
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,

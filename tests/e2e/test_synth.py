@@ -352,14 +352,18 @@ def median(v):
 
 def mean_gain(own, fast):
     """Mean over steps of how much sooner the slowest rank would finish its own work if
-    the other ranks' lead (their median own work minus `fast`'s median) were gone:
-    slowest - max(slowest of `fast`, slowest other rank less that lead)."""
+    the other ranks' lead (their median own work minus `fast`'s median) were gone, each
+    slow rank's share scaled by its mean excess over the fast ranks':
+    slowest - max(slowest of `fast`, slowest other rank less its share of that lead)."""
     slow = [r for r in own if r not in fast]
+    mean = {r: sum(own[r].values()) / len(own[r]) for r in own}
+    fast_ms, slow_ms = median([mean[r] for r in fast]), median([mean[r] for r in slow])
+    scale = {r: max(0, mean[r] - fast_ms) / (slow_ms - fast_ms) for r in slow}
     total = 0
     steps = list(next(iter(own.values())).keys())
     for s in steps:
         lead = max(0, median([own[r][s] for r in slow]) - median([own[r][s] for r in fast]))
-        without = max(max(own[r][s] for r in fast), max(own[r][s] - lead for r in slow))
+        without = max(max(own[r][s] for r in fast), max(own[r][s] - lead * scale[r] for r in slow))
         total += max(w[s] for w in own.values()) - without
     return total / len(steps)
 
@@ -580,3 +584,19 @@ def test_a_rank_with_the_communication_region_in_few_updates_is_left_out(tmp_pat
     x = report(tmp_path / "logs")["cross_rank"]
     assert x["ranks_without_comm_region"] == [5]
     assert x["steps_aligned"] == 100 and x["steps_without_comm_region"] == 0
+
+
+def test_two_tiers_of_slow_ranks_are_one_group(tmp_path):
+    # Ranks 0-2 at 1.2x and rank 3 at 2x: only rank 3 was named (a straggler), and the
+    # 1.2x tier, which still costs over a second per update, nowhere.
+    synth(tmp_path, "--ranks", 8, "--updates", 100,
+          *[a for r, f in ((0, 1.2), (1, 1.2), (2, 1.2), (3, 2.0)) for a in ("--straggler", f"{r}:1:100:{f}")])
+    rep = report(tmp_path / "logs")
+    g = rep["cross_rank"]["slow_group"]
+    assert g["slow_ranks"] == [0, 1, 2, 3]
+    own = own_work(tmp_path / "logs", rep["cross_rank"]["comm_region"])
+    assert g["at_stake_ms"] == pytest.approx(mean_gain(own, [4, 5, 6, 7]), rel=1e-9)
+    assert g["at_stake_ms"] > mean_gain(own, [0, 1, 2, 4, 5, 6, 7])  # more than rank 3 alone
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
+    assert "the slowest of them is rank 3" in f["evidence"]
+    assert not any(f["kind"] == "straggler" for f in rep["findings"])

@@ -145,18 +145,19 @@ struct SlowGroup {
 };
 
 /// The ranks of `ranks` (own work per aligned update, as for find_straggler_episodes) split
-/// in two where their mean own work has a clear, large gap. Splits are tried by decreasing
-/// gap (on a tie, the one with fewer slow ranks first); the first that meets
+/// in two where their mean own work has a clear, large gap. Of the splits that meet
 ///   gap > spread (the fast ranks are closer to each other than to the slow ones) and
-///   gap >= slow_spread / 2 (the slow side may hold tiers, e.g. 1.15x and 1.3x, but ranks
-///   spread evenly, 100, 104, ..., 120 ms, are not a group of all but the fastest),
+///   slow_spread minus the slow side's largest inner gap <= gap (the slow side may hold
+///   two tiers, e.g. 1.2x and 2x, but ranks spread evenly, 100, 104, ..., 120 ms, are not
+///   a group of all but the fastest),
 ///   slow_ms - fast_ms >= 5 % of fast_ms (the floor the episodes use),
 ///   the lead (per update, the slow ranks' median own work minus the fast ranks') has a
 ///   median at least 5 standard errors above 0 (not chance: the best-looking split of
 ///   equal ranks has a lead too; the median, as a stretch of updates moves the mean only)
 ///   and at least half its mean (slower in most updates, not in a stretch of them: that
-///   is an episode), and at_stake_ms > 0
-/// is the slow group. Means, not medians: a group slow in half the run has a bimodal own
+///   is an episode), and at_stake_ms > 0,
+/// the slow group is the one with the largest at_stake_ms (with tiers, the top tier
+/// alone would leave the lower one unnamed). Means, not medians: a group slow in half the run has a bimodal own
 /// work whose median is either mode. nullopt when none meets them, and with fewer than 2
 /// ranks or no update.
 std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks);
