@@ -335,6 +335,18 @@ def test_ctrl_c_during_the_analyses_ends_at_once_with_status_130(tmp_path):
     assert not list(tmp_path.glob("whatif.txt.tmp-*"))
 
 
+def drop_region(path, region, in_step):
+    """Rewrites the log at `path` without `region` in the updates whose step `in_step`
+    accepts (its times, calls and parent, and as anyone's parent)."""
+    recs = [json.loads(l) for l in Path(path).read_text().splitlines()]
+    for r in recs:
+        if r["type"] == "update" and in_step(r["step"]):
+            for key in ("cuda_stream_ms", "cpu_call_ms", "calls", "parents"):
+                r[key].pop(region, None)
+            r["parents"] = {k: v for k, v in r["parents"].items() if v != region}
+    Path(path).write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
 def own_work(logs, comm):
     """{rank: {step: wall_ms - the communication region's device time}} from the raw lines."""
     out = {}
@@ -516,15 +528,7 @@ def test_an_update_without_the_communication_region_is_not_compared(tmp_path):
     # its own work there is unknown (its wall time holds its wait), not its whole wall time,
     # which made it an episode of "6149 ms behind".
     synth(tmp_path, "--ranks", 8, "--updates", 100)
-    path = tmp_path / "logs" / "rank0.jsonl"
-    recs = [json.loads(l) for l in path.read_text().splitlines()]
-    comm = "backward_and_communication"
-    for r in recs:
-        if r["type"] == "update" and 50 <= r["step"] <= 55:
-            for key in ("cuda_stream_ms", "cpu_call_ms", "calls", "parents"):
-                r[key].pop(comm, None)
-            r["parents"] = {k: v for k, v in r["parents"].items() if v != comm}
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    drop_region(tmp_path / "logs" / "rank0.jsonl", "backward_and_communication", lambda step: 50 <= step <= 55)
     rep = report(tmp_path / "logs")
     x = rep["cross_rank"]
     assert x["steps_without_comm_region"] == 6 and x["steps_aligned"] == 94
@@ -572,15 +576,7 @@ def test_a_rank_with_the_communication_region_in_few_updates_is_left_out(tmp_pat
     # Rank 5 has it in step 50 only: compared there alone, 99 of 100 steps of every rank
     # were left out, and a group was "slower throughout, apart in 1 of 1 updates".
     synth(tmp_path, "--ranks", 8, "--updates", 100)
-    path = tmp_path / "logs" / "rank5.jsonl"
-    recs = [json.loads(l) for l in path.read_text().splitlines()]
-    comm = "backward_and_communication"
-    for r in recs:
-        if r["type"] == "update" and r["step"] != 50:
-            for key in ("cuda_stream_ms", "cpu_call_ms", "calls", "parents"):
-                r[key].pop(comm, None)
-            r["parents"] = {k: v for k, v in r["parents"].items() if v != comm}
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    drop_region(tmp_path / "logs" / "rank5.jsonl", "backward_and_communication", lambda step: step != 50)
     x = report(tmp_path / "logs")["cross_rank"]
     assert x["ranks_without_comm_region"] == [5]
     assert x["steps_aligned"] == 100 and x["steps_without_comm_region"] == 0
