@@ -416,7 +416,9 @@ class Reader {
                           }) == b.updates.end();
       if (unique) {
         log.updates = std::move(b.updates);
-        log.updates.shrink_to_fit();  // the bucket grew by doubling
+        // A bucket that grew by doubling is shrunk; one a file's reader sized from the file
+        // (within 1/16, file_reader.cpp) is kept: shrinking moves every record.
+        if (log.updates.capacity() - log.updates.size() > log.updates.size() / 16) log.updates.shrink_to_fit();
         ds_.ranks.push_back(std::move(log));
         continue;
       }
