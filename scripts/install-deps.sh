@@ -9,7 +9,7 @@ profile=${1:-build}
 
 build_pkgs=(g++ cmake ninja-build pkg-config
             libsimdjson-dev libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
-            libeigen3-dev pybind11-dev python3-dev nodejs)
+            libeigen3-dev libjemalloc-dev pybind11-dev python3-dev nodejs)
 test_pkgs=(googletest libgtest-dev libgmock-dev libbenchmark-dev python3-pytest
            python3-torch python3-numpy chromium clang-14 libclang-rt-14-dev)
 

@@ -6,13 +6,14 @@
 
 #include <fmt/format.h>
 
+#include "allocator.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 
 int main(int argc, char** argv) {
   using namespace stepprof::cli;
   CLI::App app{"stepprof: per-update performance telemetry for distributed training"};
-  app.set_version_flag("--version", "stepprof 0.1.0");
+  app.set_version_flag("--version", "stepprof 0.1.0\nallocator: " + allocator_description());
   app.require_subcommand(1);
   std::function<int()> action;
   auto set_action = [&action](std::function<int()> f) { action = std::move(f); };

@@ -593,3 +593,19 @@ def test_a_markdown_document_holding_the_table_is_read(tmp_path):
     assert json.loads(r.stdout)["run"]["updates"] == len(updates)
     assert f"{jl}:1:1: note: 2 heading, comment or text lines before the first record (lines 1..2); skipped" \
         in r.stderr, r.stderr
+
+
+def test_version_names_the_allocator():
+    # The build says whether the command is linked with jemalloc (STEPPROF_JEMALLOC);
+    # src/cli/allocator.cpp compiles in thp:always, and MALLOC_CONF overrides it.
+    out = run("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("stepprof ")
+    if os.environ.get("STEPPROF_JEMALLOC") == "1":
+        assert "allocator: jemalloc 5." in out.stdout
+        assert "transparent huge pages: always" in out.stdout
+        env = dict(os.environ, MALLOC_CONF="thp:never")
+        over = subprocess.run([BIN, "--version"], capture_output=True, text=True, timeout=60, env=env)
+        assert "transparent huge pages: never" in over.stdout
+    else:
+        assert "allocator: glibc malloc" in out.stdout

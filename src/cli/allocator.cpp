@@ -1,0 +1,46 @@
+// Why the stepprof command links jemalloc, with transparent huge pages.
+//
+// `stepprof report` keeps every update's summary (about 2 KB per update record, docs/scale.md),
+// so 64 ranks x 10,000 updates allocate over a gigabyte in small blocks. On glibc's malloc
+// with 4 KiB pages that was 370,000 page faults, and on a virtual machine whose first touch of
+// a page is slow they were most of the run: 5.3 s wall, 3.7 s of it in the kernel. Backing the
+// heap with 2 MiB transparent huge pages makes them a few thousand: 1.8-2.2 s on the same files
+// (docs/scale.md, "Allocator"). jemalloc does that when asked (`thp:always`: it madvise()s its
+// memory MADV_HUGEPAGE, which the kernel honours in its default THP mode "madvise"); glibc's
+// malloc can only through the GLIBC_TUNABLES environment variable, read before main().
+//
+// The setting is compiled in through jemalloc's `malloc_conf` symbol (jemalloc(3), "TUNING"),
+// so it holds without any environment; MALLOC_CONF still overrides it. Only the command is
+// linked this way: the recorder and the Python module run inside the training job and keep its
+// allocator.
+#include "allocator.hpp"
+
+#include <fmt/format.h>
+
+#ifdef STEPPROF_JEMALLOC
+#include <jemalloc/jemalloc.h>
+
+// Read by jemalloc when it initializes (before main). metadata_thp: its own bookkeeping too.
+extern "C" {
+// NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables): jemalloc's documented hook
+const char* malloc_conf = "thp:always,metadata_thp:always";
+}
+#endif
+
+namespace stepprof::cli {
+
+std::string allocator_description() {
+#ifdef STEPPROF_JEMALLOC
+  auto read = [](const char* name) -> std::string {
+    const char* value = nullptr;
+    std::size_t size = sizeof(value);
+    if (mallctl(name, static_cast<void*>(&value), &size, nullptr, 0) != 0 || value == nullptr) return "unknown";
+    return value;
+  };
+  return fmt::format("jemalloc {} (transparent huge pages: {})", read("version"), read("opt.thp"));
+#else
+  return "glibc malloc";
+#endif
+}
+
+}  // namespace stepprof::cli
