@@ -93,26 +93,49 @@ void each_or_grouped(std::vector<Finding>& found, std::vector<Finding>& out, Gro
   out.push_back(std::move(g));
 }
 
-// The margins (its own work - the median rank's) of the updates `r` was the slowest in.
-std::optional<Summary> margins_when_slowest(const CrossRankResult& x, const RankStraggler& r, std::size_t* count) {
-  std::vector<double> margins;
-  for (const auto& u : x.per_update)
-    if (u.slowest_rank == r.rank) margins.push_back(u.margin_ms);
-  if (count) *count = margins.size();
-  return summarize(margins);
+// True when update `step` lies in one of `rank`'s stretches that are findings of their
+// own (straggler episodes shorter than half the run; a longer one is the straggler
+// finding's own story, see straggler_episodes).
+bool in_own_episode(const CrossRankResult& x, std::int64_t rank, std::int64_t step) {
+  return std::any_of(x.episodes.begin(), x.episodes.end(), [&](const StragglerEpisode& e) {
+    return e.rank == rank && 2 * e.updates < x.steps_aligned && e.first_step <= step && step <= e.last_step;
+  });
+}
+
+// The updates a straggler finding about `r` judges: the aligned updates outside its own
+// episodes (those are priced by the episode findings; counting them here too made one
+// stretch of 60 slow updates of 200 both an episode and a straggler of the whole run).
+struct OutsideEpisodes {
+  std::size_t updates = 0;      ///< aligned updates outside r's own episodes [count]
+  std::vector<double> margins;  ///< its margins over the median rank where it was the slowest [ms]
+  std::size_t skipped = 0;      ///< aligned updates inside them [count]
+};
+OutsideEpisodes outside_episodes(const CrossRankResult& x, const RankStraggler& r) {
+  OutsideEpisodes o;
+  for (const auto& u : x.per_update) {
+    if (in_own_episode(x, r.rank, u.step)) {
+      ++o.skipped;
+      continue;
+    }
+    ++o.updates;
+    if (u.slowest_rank == r.rank) o.margins.push_back(u.margin_ms);
+  }
+  return o;
 }
 
 // True when the straggler finding speaks of `r`: flagged by score, or the slowest rank in
-// most updates, more often than chance would make it (with two ranks one of them is the
-// slowest in most updates: 102 of 200 is chance), by at least 5 % of its own work (by a
-// hair is chance too). Chance: k ranks equally fast make a rank the slowest in n/k of n
-// updates, give or take sqrt(n (1/k) (1 - 1/k)) (binomial); more than 3 of those is not.
+// most updates outside its own episodes, more often than chance would make it (with two
+// ranks one of them is the slowest in most updates: 102 of 200 is chance), by at least
+// 5 % of its own work (by a hair is chance too). Chance: k ranks equally fast make a rank
+// the slowest in n/k of n updates, give or take sqrt(n (1/k) (1 - 1/k)) (binomial); more
+// than 3 of those is not.
 bool straggler_finding_for(const CrossRankResult& x, const RankStraggler& r) {
   if (r.straggler) return true;
-  const double n = static_cast<double>(x.steps_aligned), p = 1.0 / static_cast<double>(std::max<std::size_t>(x.per_rank.size(), 1));
-  const double slowest = static_cast<double>(r.times_slowest);
+  const OutsideEpisodes o = outside_episodes(x, r);
+  const double n = static_cast<double>(o.updates), p = 1.0 / static_cast<double>(std::max<std::size_t>(x.per_rank.size(), 1));
+  const double slowest = static_cast<double>(o.margins.size());
   if (2 * slowest <= n || slowest <= n * p + 3 * std::sqrt(n * p * (1 - p))) return false;
-  const auto margin = margins_when_slowest(x, r, nullptr);
+  const auto margin = summarize(o.margins);
   return margin && margin->median >= 0.05 * r.compute_ms.median;
 }
 
@@ -151,19 +174,27 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
         others_wait += o.wait_ms.median;
         ++others;
       }
-    std::size_t slowest_in = 0;
-    const auto margin = margins_when_slowest(x, r, &slowest_in);
+    // Time at stake: its typical margin (median outside its own episodes, whose excess
+    // beyond the typical margin those findings price) in every update it was the slowest.
+    const OutsideEpisodes outside = outside_episodes(x, r);
+    const std::size_t slowest_in = outside.margins.size();
+    const auto margin = summarize(outside.margins);
     Finding f;
     f.kind = "straggler";
     f.subject = fmt::format("rank {}", r.rank);
-    f.ms_per_update = margin ? margin->median * static_cast<double>(slowest_in) / static_cast<double>(n) : 0;
+    f.ms_per_update = margin ? margin->median * static_cast<double>(r.times_slowest) / static_cast<double>(n) : 0;
     // A slow group of this rank alone (cross_rank.hpp): its time at stake is the update's
     // gain without the rank's slowdown; the margin over the median rank misjudges it (with
     // two ranks the median is their mean: half the gap).
     const bool alone = x.slow_group && x.slow_group->slow.size() == 1 && x.slow_group->slow.front() == r.rank;
     if (alone) f.ms_per_update = x.slow_group->at_stake_ms;
-    f.title = fmt::format("rank {} is {}the slowest rank in {} of {} updates (relative score {:.2f})", r.rank,
-                          r.straggler ? "a straggler: " : "", r.times_slowest, n, r.relative_score);
+    f.title = outside.skipped == 0
+                  ? fmt::format("rank {} is {}the slowest rank in {} of {} updates (relative score {:.2f})", r.rank,
+                                r.straggler ? "a straggler: " : "", r.times_slowest, n, r.relative_score)
+                  : fmt::format("rank {} is {}the slowest rank in {} of {} updates outside its stretches of "
+                                "falling behind (relative score {:.2f})",
+                                r.rank, r.straggler ? "a straggler: " : "", slowest_in, outside.updates,
+                                r.relative_score);
     f.evidence = fmt::format(
         "its own work (wall_ms minus {}) takes {:.0f} ms per update (median) against {:.0f} ms on the fastest rank; "
         "{}; the other ranks wait {:.0f} ms per update on average (median per rank)",
@@ -173,6 +204,10 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
                : std::string("it is never the slowest rank (a slower one always is), so no time is at stake on it "
                              "alone"),
         others ? others_wait / static_cast<double>(others) : 0.0);
+    if (outside.skipped > 0)
+      f.evidence += fmt::format(
+          "; the {} updates of its stretches of falling behind are left out here: they are findings of their own",
+          outside.skipped);
     if (alone)
       f.evidence += fmt::format(
           "; time at stake: how much sooner the slowest rank would finish its own work without this rank's lead, "

@@ -596,3 +596,30 @@ def test_two_tiers_of_slow_ranks_are_one_group(tmp_path):
     (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
     assert "the slowest of them is rank 3" in f["evidence"]
     assert not any(f["kind"] == "straggler" for f in rep["findings"])
+
+
+def test_a_stretch_of_falling_behind_is_not_also_a_straggler_of_the_whole_run(tmp_path):
+    # Rank 1 of 3 is 1.3x slower in steps 1..60 of 200 only. Outside that stretch it is the
+    # slowest about as often as chance makes it (1 in 3), but with the stretch it was "the
+    # slowest rank in 108 of 200 updates": a straggler finding of the whole run, priced on
+    # top of the stretch's own finding.
+    for seed in (2, 3):  # (each had that straggler finding before)
+        synth(tmp_path / str(seed), "--ranks", 3, "--updates", 200, "--seed", seed, "--straggler", "1:1:60:1.3")
+        rep = report(tmp_path / str(seed) / "logs")
+        x = rep["cross_rank"]
+        outside = [u for u in x["per_update"] if u["step"] > 60]
+        slowest = sum(u["slowest_rank"] == 1 for u in outside)
+        assert slowest < len(outside) / 3 + 3 * (len(outside) * 2 / 9) ** 0.5  # chance, the test's premise
+        kinds = [(f["kind"], f["subject"]) for f in rep["findings"]]
+        assert ("straggler_episode", "rank 1") in kinds
+        assert not any(k in ("straggler", "slow-ranks") for k, _ in kinds), kinds
+    # A rank slower throughout with a worse stretch keeps both findings; the straggler one
+    # says which updates it judged.
+    synth(tmp_path / "both", "--ranks", 4, "--updates", 200, "--straggler", "1:1:49:1.15",
+          "--straggler", "1:50:80:1.6", "--straggler", "1:81:200:1.15")
+    rep = report(tmp_path / "both" / "logs")
+    (s,) = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert s["subject"] == "rank 1"
+    assert "in 169 of 169 updates outside its stretches of falling behind" in s["title"]
+    assert "the 31 updates of its stretches of falling behind are left out here" in s["evidence"]
+    assert [f["subject"] for f in rep["findings"] if f["kind"] == "straggler_episode"] == ["rank 1"]
