@@ -623,3 +623,28 @@ def test_a_stretch_of_falling_behind_is_not_also_a_straggler_of_the_whole_run(tm
     assert "in 169 of 169 updates outside its stretches of falling behind" in s["title"]
     assert "the 31 updates of its stretches of falling behind are left out here" in s["evidence"]
     assert [f["subject"] for f in rep["findings"] if f["kind"] == "straggler_episode"] == ["rank 1"]
+
+
+def test_two_listed_stretches_in_the_same_updates_share_one_wait(tmp_path):
+    # Ranks 2 and 5 of 8 fall behind in steps 40..49 (each listed: fewer than 4 stretches),
+    # rank 7 in steps 120..129. The job waits once for the slowest in 40..49: the two
+    # stretches claimed 172 and 105 ms per update where removing both buys 172.
+    synth(tmp_path, "--ranks", 8, "--updates", 200, "--straggler", "2:40:49:1.3", "--straggler", "5:40:49:1.5",
+          "--straggler", "7:120:129:1.4")
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    eps = {e["rank"]: e for e in x["episodes"]}
+    assert sorted(eps) == [2, 5, 7]
+    found = {f["subject"]: f for f in rep["findings"] if f["kind"] == "straggler_episode"}
+    assert sorted(found) == ["rank 2", "rank 5", "rank 7"]
+    n = x["steps_aligned"]
+    typical = min(eps[r]["typical_margin_ms"] for r in (2, 5))
+    union = sum(max(0, u["margin_ms"] - typical) for u in x["per_update"] if 40 <= u["step"] <= 49) / n
+    assert found["rank 2"]["ms_per_update"] + found["rank 5"]["ms_per_update"] == pytest.approx(union, rel=1e-9)
+    own = {r: eps[r]["excess_ms"] / n for r in (2, 5)}
+    for r in (2, 5):  # in proportion to each one's own excess
+        assert found[f"rank {r}"]["ms_per_update"] == pytest.approx(union * own[r] / sum(own.values()), rel=1e-9)
+        assert "the job waited once for the slowest" in found[f"rank {r}"]["evidence"]
+    # A stretch that overlaps none keeps its own excess.
+    assert found["rank 7"]["ms_per_update"] == pytest.approx(eps[7]["excess_ms"] / n, rel=1e-9)
+    assert "waited once" not in found["rank 7"]["evidence"]
