@@ -643,3 +643,74 @@ TEST(SlowGroup, RanksSlowerTogether) {
   EXPECT_EQ(both->slow, (std::vector<std::int64_t>{2, 3, 4}));
   EXPECT_DOUBLE_EQ(both->at_stake_ms, 100);
 }
+
+// The straggler finding judges a rank on the updates outside its own stretches of falling
+// behind (findings.cpp, straggler_finding_for), built by hand: 3 ranks, 200 aligned
+// updates. Rank 1 is the slowest in steps 1..60 (a stretch, margin 2000 ms) and in 100 of
+// the other 140 (margin 500 ms; ranks 0 and 2 take 20 each, margin 100 ms). Chance for 3
+// ranks in 140 updates: 46.7 +- 3 x 5.58 = 63.4, below 100: a straggler outside the
+// stretch. Its time at stake: the median margin outside (500 ms) in every update it was the
+// slowest (160 of 200): 400 ms per update; the stretch's own finding prices the excess.
+TEST(StragglerFinding, JudgedOutsideItsOwnStretches) {
+  CrossRankResult x;
+  x.available = true;
+  x.comm_region = "backward_and_communication";
+  x.steps_aligned = 200;
+  for (std::int64_t step = 1; step <= 200; ++step) {
+    UpdateSlowest u;
+    u.step = step;
+    u.median_compute_ms = 10'000;
+    const bool stretch = step <= 60, theirs = !stretch && (step % 7 == 0 || step % 7 == 3);  // 40 of 140
+    u.slowest_rank = theirs ? (step % 2) * 2 : 1;
+    u.margin_ms = stretch ? 2000 : theirs ? 100 : 500;
+    x.per_update.push_back(u);
+  }
+  std::vector<double> margins;
+  for (const auto& u : x.per_update) margins.push_back(u.margin_ms);
+  x.margin_ms = summarize(margins);
+  for (std::int64_t rank = 0; rank < 3; ++rank) {
+    RankStraggler r;
+    r.rank = rank;
+    r.compute_ms.median = rank == 1 ? 9'000 : 8'500;  // (a margin must be 5 % of it: 450 ms)
+    r.relative_score = rank == 1 ? 0.95 : 1.0;
+    for (const auto& u : x.per_update) r.times_slowest += u.slowest_rank == rank ? 1 : 0;
+    x.per_rank.push_back(r);
+  }
+  ASSERT_EQ(x.per_rank[1].times_slowest, 160u);
+  StragglerEpisode e;
+  e.rank = 1, e.first_step = 1, e.last_step = 60, e.updates = 60, e.behind = 60;
+  e.margin_ms = 2000, e.typical_margin_ms = 500, e.excess_ms = 60 * 1500.0;
+  x.episodes.push_back(e);
+
+  const UpdateTimeResult time;
+  const RegionTable regions;
+  const CodePathResult paths;
+  const PaddingResult padding;
+  const std::vector<WaitingResult> waiting;
+  const std::optional<SlowUpdates> slow;
+  const auto findings = derive_findings({time, regions, paths, padding, waiting, x, nullptr, slow});
+  const Finding* straggler = nullptr;
+  const Finding* stretch = nullptr;
+  for (const auto& f : findings) {
+    if (f.kind == "straggler") straggler = &f;
+    if (f.kind == "straggler_episode") stretch = &f;
+  }
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_EQ(straggler->subject, "rank 1");
+  EXPECT_NE(straggler->title.find("in 100 of 140 updates outside its stretches"), std::string::npos) << straggler->title;
+  EXPECT_NE(straggler->evidence.find("the 60 updates of its stretches of falling behind are left out"), std::string::npos);
+  EXPECT_DOUBLE_EQ(straggler->ms_per_update, 500.0 * 160 / 200);
+  ASSERT_NE(stretch, nullptr);
+  EXPECT_DOUBLE_EQ(stretch->ms_per_update, 60 * 1500.0 / 200);
+
+  // Rank 1 the slowest in only 50 of the 140 (chance): the stretch alone is a finding.
+  int moved = 0;
+  for (auto& u : x.per_update)
+    if (u.step > 60 && u.slowest_rank == 1 && moved < 50) {
+      u.slowest_rank = 0, u.margin_ms = 100;
+      ++moved;
+    }
+  x.per_rank[1].times_slowest = 110;
+  const auto fewer = derive_findings({time, regions, paths, padding, waiting, x, nullptr, slow});
+  for (const auto& f : fewer) EXPECT_NE(f.kind, "straggler") << f.title;
+}

@@ -96,10 +96,29 @@ void each_or_grouped(std::vector<Finding>& found, std::vector<Finding>& out, Gro
 // True when update `step` lies in one of `rank`'s stretches that are findings of their
 // own (straggler episodes shorter than half the run; a longer one is the straggler
 // finding's own story, see straggler_episodes).
+// A rank of the slow group (cross_rank.hpp, SlowGroup): its time at stake, a mean over
+// every update, holds its stretches of falling behind too.
+bool in_slow_group(const CrossRankResult& x, std::int64_t rank) {
+  return x.slow_group && std::binary_search(x.slow_group->slow.begin(), x.slow_group->slow.end(), rank);
+}
+
 bool in_own_episode(const CrossRankResult& x, std::int64_t rank, std::int64_t step) {
+  if (in_slow_group(x, rank)) return false;
   return std::any_of(x.episodes.begin(), x.episodes.end(), [&](const StragglerEpisode& e) {
     return e.rank == rank && 2 * e.updates < x.steps_aligned && e.first_step <= step && step <= e.last_step;
   });
+}
+
+// "; ... are in this time at stake": the slow group's stretches of falling behind, which
+// are not findings of their own (they would count their updates twice); empty if none.
+std::string group_stretches_text(const CrossRankResult& x) {
+  std::vector<std::string> parts;
+  for (const auto& e : x.episodes)
+    if (in_slow_group(x, e.rank) && 2 * e.updates < x.steps_aligned) parts.push_back(fmt::format("rank {} in steps {}..{}", e.rank, e.first_step, e.last_step));
+  if (parts.empty()) return {};
+  return fmt::format("; its stretches of falling further behind ({}) are in this time at stake, not findings of "
+                     "their own",
+                     fmt::join(parts, ", "));
 }
 
 // The updates a straggler finding about `r` judges: the aligned updates outside its own
@@ -210,9 +229,10 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
           outside.skipped);
     if (alone)
       f.evidence += fmt::format(
-          "; time at stake: how much sooner the slowest rank would finish its own work without this rank's lead, "
-          "mean over updates: {:.0f} ms",
-          x.slow_group->at_stake_ms);
+                        "; time at stake: how much sooner the slowest rank would finish its own work without this "
+                        "rank's lead, mean over updates: {:.0f} ms",
+                        x.slow_group->at_stake_ms) +
+                    group_stretches_text(x);
     f.action = fmt::format(
         "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
         "balancing the work across ranks saves the time at stake on every rank",
@@ -299,6 +319,7 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
   if (slowest && g->slow.size() > 1)
     f.evidence += fmt::format("; the slowest of them is rank {} ({:.0f} ms own work, median)", slowest->rank,
                               slowest->compute_ms.median);
+  f.evidence += group_stretches_text(x);
   f.action = fmt::format(
       "find what {} {} that {} {}: {} (model, clocks, temperature, other processes), {} data (frames, tokens, "
       "code paths in {}){}; bringing {} to the others' speed saves the time at stake on every rank",
@@ -310,16 +331,21 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+// What a margin over the median rank is worth in time at stake: with two ranks the median
+// rank is their mean, so a margin is half the gap the other rank waits (2); else 1.
+double margin_to_gap(const CrossRankResult& x) { return x.per_rank.size() == 2 ? 2.0 : 1.0; }
+
 // Stretches in the same updates are one wait, not one each (the job waits for the slowest
 // rank): per update, the slowest rank's margin beyond the lowest typical margin of the
 // stretches there, summed over the updates any of `stretches` covers [ms].
 double union_excess_ms(const CrossRankResult& x, const std::vector<const StragglerEpisode*>& stretches) {
   double excess = 0;
+  const double gap = margin_to_gap(x);
   for (const auto& u : x.per_update) {
     double typical = std::numeric_limits<double>::infinity();
     for (const StragglerEpisode* e : stretches)
       if (e->first_step <= u.step && u.step <= e->last_step) typical = std::min(typical, e->typical_margin_ms);
-    if (std::isfinite(typical)) excess += std::max(0.0, u.margin_ms - typical);
+    if (std::isfinite(typical)) excess += gap * std::max(0.0, u.margin_ms - typical);
   }
   return excess;
 }
@@ -381,11 +407,11 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     // A rank the straggler or slow-ranks finding names already, behind for half the run
     // or more: the same issue, not counted twice.
     const bool named = straggler_finding_for(x, e.rank) || in_group(group, e.rank);
-    if (named && 2 * e.updates >= x.steps_aligned) continue;
+    if ((named && 2 * e.updates >= x.steps_aligned) || in_slow_group(x, e.rank)) continue;
     Finding f;
     f.kind = "straggler_episode";
     f.subject = fmt::format("rank {}", e.rank);
-    f.ms_per_update = e.excess_ms / static_cast<double>(x.steps_aligned);
+    f.ms_per_update = margin_to_gap(x) * e.excess_ms / static_cast<double>(x.steps_aligned);
     f.title = fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of those {} updates",
                           e.rank, e.first_step, e.last_step, e.behind, e.updates);
     f.evidence =
@@ -403,6 +429,9 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
                   "behind the median rank (that typical margin plus the larger of 3 robust standard deviations and "
                   "5 % of the own work); the median rank and every faster one waited at least that long",
                   e.margin_ms, e.typical_margin_ms, e.threshold_ms);
+    if (margin_to_gap(x) != 1)
+      f.evidence += "; with two ranks the median rank is their mean, so the other rank waited twice that margin, "
+                    "which the time at stake counts";
     if (e.shared > 0)
       f.evidence += fmt::format(
           "; in {} of these {} updates another rank was behind too ({} {}), and the job waited for the slowest of "
