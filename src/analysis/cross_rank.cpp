@@ -20,6 +20,23 @@ std::pair<double, double> median_and_robust_sd(std::vector<double>& v) {
   return {mid, 1.4826 * *median(v)};
 }
 
+// P(X >= k) for X ~ Binomial(n, p): the chance that k or more of n updates are behind
+// when each is with probability p on its own (sum of the probability mass function in
+// log space, lgamma for the binomial coefficients).
+double binomial_upper_tail(std::size_t k, std::size_t n, double p) {
+  if (k == 0) return 1;
+  if (k > n || p <= 0) return 0;
+  if (p >= 1) return 1;
+  const double ln_p = std::log(p), ln_q = std::log1p(-p), ln_n1 = std::lgamma(static_cast<double>(n) + 1);
+  double sum = 0;
+  for (std::size_t i = k; i <= n; ++i) {
+    const double di = static_cast<double>(i);
+    sum += std::exp(ln_n1 - std::lgamma(di + 1) - std::lgamma(static_cast<double>(n - i) + 1) + di * ln_p +
+                    static_cast<double>(n - i) * ln_q);
+  }
+  return std::min(1.0, sum);
+}
+
 }  // namespace
 
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
@@ -80,6 +97,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   };
   // Runs of one rank's behind updates with at most kMaxGap others between two of them.
   constexpr std::size_t kMaxGap = 2, kMinBehind = 3, kAlongsideUpTo = 8;
+  constexpr double kChanceAtMost = 0.01;      // pass 1: a run's chance, over all the places it could start
   constexpr std::size_t kLongMinBehind = 10;  // pass 2: at least this many behind,
   constexpr double kLongMinDensity = 0.9;     // in at least this share of the stretch's updates
   std::vector<double> run_margins;
@@ -89,8 +107,18 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         std::size_t e = first + 1;
         while (e < at.size() && at[e].first - at[e - 1].first <= kMaxGap + 1) ++e;
         const std::size_t n = e - first, span = at[e - 1].first - at[first].first + 1;
+        // Pass 1: a run must also be beyond chance. A rank behind in a share p of the
+        // updates outside the run (rare fallbacks, say; (behind + 1) / (updates + 2), so
+        // that none outside is not a certainty) has k of the run's updates behind by chance
+        // with probability P(Binomial(span, p) >= k); over every place a run could start
+        // (Bonferroni), that must stay below 1 %. With 2-3 ranks and occasional fallbacks,
+        // 3 fallback updates within 6 made an episode in 7 of 10 jobs.
+        const double p_rank = static_cast<double>(at.size() - n + 1) /
+                              static_cast<double>(per_update.size() - span + 2);
         const bool keep = long_pass ? n >= kLongMinBehind && static_cast<double>(n) >= kLongMinDensity * static_cast<double>(span)
-                                    : n >= kMinBehind;
+                                    : n >= kMinBehind && binomial_upper_tail(n, span, p_rank) *
+                                                                 static_cast<double>(per_update.size()) <
+                                                             kChanceAtMost;
         // Pass 2's stretch replaces the pieces pass 1 found of it (random delays on other
         // ranks can split a long stretch there). It is dropped when a piece is more than
         // twice as far behind (a sharp episode of a rank a little behind throughout: the

@@ -675,3 +675,19 @@ def test_with_two_ranks_a_stretch_is_priced_by_the_whole_gap(tmp_path):
     # typical gap, docs/report-json.md; that is 3 % here)
     assert f["ms_per_update"] == pytest.approx(truth, rel=0.05)
     assert "with two ranks the median rank is their mean" in f["evidence"]
+
+
+def test_clustered_fallbacks_in_small_jobs_are_not_stretches(tmp_path):
+    # With 2-3 ranks and occasional fallbacks, three slow updates of one rank within six
+    # happen by chance; they were "stretches of falling behind" in most such jobs (rank 1,
+    # steps 9..14, in a 3-rank job of 30 updates). A stretch must now be beyond chance.
+    for ranks, updates, seed in ((3, 30, 6), (2, 100, 11), (3, 100, 12), (3, 100, 14)):
+        d = tmp_path / f"{ranks}-{updates}-{seed}"
+        synth(d, "--ranks", ranks, "--updates", updates, "--seed", seed, "--fallback-rate", 0.1)
+        rep = report(d / "logs")
+        assert rep["cross_rank"]["episodes"] == [], (ranks, updates, seed)
+        assert not any(f["kind"] in ("straggler_episode", "straggler", "slow-ranks") for f in rep["findings"])
+    # A 5-update stretch among them is found, alone (there were 12 chance stretches too).
+    synth(tmp_path / "real", "--ranks", 2, "--updates", 1000, "--fallback-rate", 0.1, "--straggler", "1:10:14:1.4")
+    rep = report(tmp_path / "real" / "logs")
+    assert [(e["rank"], e["last_step"]) for e in rep["cross_rank"]["episodes"]] == [(1, 14)]

@@ -96,7 +96,11 @@ struct RankWork {
 /// compared (two stragglers at once are both found); without, only each update's slowest.
 /// An episode is a run of one rank's behind updates with at most 2 other updates between
 /// two of them (other ranks' outlying updates among them do not end it), and at least 3
-/// behind updates (a single slow update is update-time variance, not a straggler).
+/// behind updates (a single slow update is update-time variance, not a straggler), and
+/// beyond chance: for a rank behind in a share p of the n updates outside the run
+/// ((behind there + 1) / (outside + 2)), a run of k behind among its L updates must have
+/// P(Binomial(L, p) >= k) x n < 1 % (Bonferroni over the places a run can start), so that
+/// occasional slow updates (rare fallbacks) that happen to cluster are not an episode.
 /// Second pass, with `ranks`: when stragglers fill most updates (one rank behind for most
 /// of the run, or ranks behind in turn), their lag is the first pass's typical value and
 /// they are missed. So the same bound is computed over every rank's margin in every
