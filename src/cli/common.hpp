@@ -22,6 +22,8 @@ enum Exit : int {
   kInputErrors = 1, ///< some input was rejected (or --strict stopped at the first problem)
   kUsage = 2,       ///< bad command line, bad --hierarchy file, output not writable
   kNoData = 3,      ///< nothing to analyze: no update records could be read
+  kOutOfMemory = 4, ///< memory ran out (std::bad_alloc): the input needs more than the limit allows
+  kInternal = 70,   ///< a bug: an exception no command expects (EX_SOFTWARE)
 };
 
 struct InputOptions {

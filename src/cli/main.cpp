@@ -1,7 +1,10 @@
 // The stepprof command: reads step logs and explains them.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 
 #include <fmt/format.h>
@@ -62,8 +65,19 @@ int main(int argc, char** argv) {
   }
   try {
     return action ? action() : kUsage;
+  } catch (const std::bad_alloc&) {
+    struct rlimit as {};
+    std::string limit;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+      limit = fmt::format(" (the address-space limit, ulimit -v, is {} MB)", as.rlim_cur >> 20);
+    fmt::print(stderr,
+               "stepprof: out of memory{}: stepprof keeps every update's summary (about 2 KB per update record for a "
+               "report, docs/scale.md); "
+               "allow more memory, or read fewer updates (--steps A:B) or fewer files\n",
+               limit);
+    return kOutOfMemory;
   } catch (const std::exception& e) {
     fmt::print(stderr, "stepprof: internal error: {}\n", e.what());
-    return 70;  // EX_SOFTWARE
+    return kInternal;
   }
 }

@@ -114,8 +114,16 @@ class Reader {
       }
     };
     std::vector<std::thread> pool;
+    pool.reserve(threads);
     if (n > 0)
-      for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+      for (unsigned t = 0; t < threads; ++t) {
+        try {
+          pool.emplace_back(worker);
+        } catch (const std::exception&) {  // no thread (EAGAIN, out of memory): fewer read
+          break;
+        }
+      }
+    if (n > 0 && pool.empty()) worker();  // none at all: every file on this thread first
 
     for (std::size_t i = 0; i < n && !diag_.should_stop(); ++i) {
       std::optional<detail::FileResult> r;

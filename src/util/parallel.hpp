@@ -20,7 +20,9 @@ inline unsigned threads_at_most(unsigned most) {
 
 /// Calls job(i) for every i in [0, n), on `threads` threads (0: one per hardware
 /// thread, at most n; 1: on the calling thread). Each i runs once; results must go to
-/// per-i slots. The first exception a job throws is rethrown here after all stop.
+/// per-i slots. The first exception a job throws is rethrown here after all stop. When a
+/// thread cannot be started (address-space limit, out of memory) the work is done by the
+/// threads that could, at least the calling one.
 template <typename Job>
 void parallel_for(std::size_t n, unsigned threads, Job&& job) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -44,7 +46,14 @@ void parallel_for(std::size_t n, unsigned threads, Job&& job) {
     }
   };
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  pool.reserve(threads - 1);
+  for (unsigned t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::exception&) {  // no thread (EAGAIN, out of memory): fewer do the work
+      break;
+    }
+  }
   worker();
   for (auto& t : pool) t.join();
   if (error) std::rethrow_exception(error);

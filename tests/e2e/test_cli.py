@@ -609,3 +609,31 @@ def test_version_names_the_allocator():
         assert "transparent huge pages: never" in over.stdout
     else:
         assert "allocator: glibc malloc" in out.stdout
+
+
+@pytest.mark.skipif(os.environ.get("STEPPROF_SANITIZE", "") != "",
+                    reason="sanitizers reserve terabytes of address space: no address-space limit fits them")
+def test_out_of_memory_is_its_own_status_with_a_clear_message(tmp_path):
+    # 16 ranks x 2000 updates need about 65 MB; under a 60 MB address-space limit the
+    # report runs out of memory: exit 4 and a message that says so and what to do (it was
+    # "internal error: std::bad_alloc", exit 70; jemalloc used to crash at 30-48 MB).
+    import resource
+    logs = tmp_path / "logs"
+    r = run("synth", "-o", logs, "--ranks", 16, "--updates", 2000)
+    assert r.returncode == 0, r.stderr
+
+    def limit(mb):
+        return lambda: resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
+
+    out = subprocess.run([BIN, "report", "--format", "json", str(logs)], capture_output=True, text=True,
+                         timeout=120, preexec_fn=limit(60))
+    assert out.returncode == 4, (out.returncode, out.stderr)
+    assert "out of memory (the address-space limit, ulimit -v, is 60 MB)" in out.stderr
+    assert "--steps A:B" in out.stderr and out.stdout == ""
+    for mb in (32, 40, 48):  # never a crash, whatever the limit
+        small = subprocess.run([BIN, "report", "--format", "json", str(LOG)], capture_output=True, text=True,
+                               timeout=120, preexec_fn=limit(mb))
+        assert small.returncode in (0, 4), (mb, small.returncode, small.stderr)
+    ok = subprocess.run([BIN, "report", "--format", "json", str(logs)], capture_output=True, timeout=120,
+                        preexec_fn=limit(400))
+    assert ok.returncode == 0
