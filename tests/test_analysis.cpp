@@ -653,6 +653,19 @@ TEST(SlowGroup, RanksSlowerTogether) {
   ASSERT_TRUE(both);
   EXPECT_EQ(both->slow, (std::vector<std::int64_t>{2, 3, 4}));
   EXPECT_DOUBLE_EQ(both->at_stake_ms, 100);
+
+  // A rank 0.9 % slower is no tier (a real 4-rank gloo job): ranks 0, 1 at 1400 and 1402,
+  // rank 3 at 1414, rank 2 at 1935. Ranks 2, 3 pass the tiers rule (gap 12 > fast range 2;
+  // slow range 521 less its inner gap 521 is 0) and would save 533 against rank 2's 521,
+  // but rank 3 is 13 ms (under 5 %) above the fast ranks' 1401: rank 2 alone.
+  std::vector<std::vector<double>> job = {std::vector<double>(10, 1400), std::vector<double>(10, 1402),
+                                          std::vector<double>(10, 1935), std::vector<double>(10, 1414)};
+  std::vector<RankWork> job_ranks;
+  for (std::size_t r = 0; r < 4; ++r) job_ranks.push_back({static_cast<std::int64_t>(r), &job[r]});
+  const auto alone = find_slow_group(job_ranks);
+  ASSERT_TRUE(alone);
+  EXPECT_EQ(alone->slow, (std::vector<std::int64_t>{2}));
+  EXPECT_DOUBLE_EQ(alone->at_stake_ms, 1935 - 1414);
 }
 
 // The straggler finding judges a rank on the updates outside its own stretches of falling

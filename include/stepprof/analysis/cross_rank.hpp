@@ -154,7 +154,8 @@ struct SlowGroup {
 ///   slow_spread minus the slow side's largest inner gap <= gap (the slow side may hold
 ///   two tiers, e.g. 1.2x and 2x, but ranks spread evenly, 100, 104, ..., 120 ms, are not
 ///   a group of all but the fastest),
-///   slow_ms - fast_ms >= 5 % of fast_ms (the floor the episodes use),
+///   slow_ms - fast_ms >= 5 % of fast_ms (the floor the episodes use), and so is every
+///   slow rank's mean (a rank 0.8 % slower is no tier of a 1.4x one),
 ///   the lead (per update, the slow ranks' median own work minus the fast ranks') has a
 ///   median at least 5 standard errors above 0 (not chance: the best-looking split of
 ///   equal ranks has a lead too; the median, as a stretch of updates moves the mean only)
