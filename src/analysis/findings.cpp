@@ -93,15 +93,15 @@ void each_or_grouped(std::vector<Finding>& found, std::vector<Finding>& out, Gro
   out.push_back(std::move(g));
 }
 
-// True when update `step` lies in one of `rank`'s stretches that are findings of their
-// own (straggler episodes shorter than half the run; a longer one is the straggler
-// finding's own story, see straggler_episodes).
 // A rank of the slow group (cross_rank.hpp, SlowGroup): its time at stake, a mean over
 // every update, holds its stretches of falling behind too.
 bool in_slow_group(const CrossRankResult& x, std::int64_t rank) {
   return x.slow_group && std::binary_search(x.slow_group->slow.begin(), x.slow_group->slow.end(), rank);
 }
 
+// True when update `step` lies in one of `rank`'s stretches that are findings of their
+// own (straggler episodes shorter than half the run, of a rank outside the slow group; a
+// longer one is the straggler finding's own story, see straggler_episodes).
 bool in_own_episode(const CrossRankResult& x, std::int64_t rank, std::int64_t step) {
   if (in_slow_group(x, rank)) return false;
   return std::any_of(x.episodes.begin(), x.episodes.end(), [&](const StragglerEpisode& e) {
@@ -114,7 +114,8 @@ bool in_own_episode(const CrossRankResult& x, std::int64_t rank, std::int64_t st
 std::string group_stretches_text(const CrossRankResult& x) {
   std::vector<std::string> parts;
   for (const auto& e : x.episodes)
-    if (in_slow_group(x, e.rank) && 2 * e.updates < x.steps_aligned) parts.push_back(fmt::format("rank {} in steps {}..{}", e.rank, e.first_step, e.last_step));
+    if (in_slow_group(x, e.rank) && 2 * e.updates < x.steps_aligned)
+      parts.push_back(fmt::format("rank {} in steps {}..{}", e.rank, e.first_step, e.last_step));
   if (parts.empty()) return {};
   return fmt::format("; its stretches of falling further behind ({}) are in this time at stake, not findings of "
                      "their own",
