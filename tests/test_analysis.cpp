@@ -348,14 +348,17 @@ TEST(CrossRank, OneRankIsNotEnough) {
 // Ranks 9 and 2 (one update) and 4 (two) are below the 3 updates an episode needs.
 TEST(StragglerEpisodes, FromMarginsBuiltByHand) {
   std::vector<UpdateSlowest> per_update;
-  for (std::int64_t step = 1; step <= 40; ++step) {
-    UpdateSlowest u;
-    u.step = step;
-    u.slowest_rank = step % 3;
-    u.median_compute_ms = 100;
-    u.margin_ms = 10 + static_cast<double>((step - 1) % 5);
-    per_update.push_back(u);
-  }
+  const auto add_quiet = [&](std::int64_t first, std::int64_t last) {  // the steady pattern above
+    for (std::int64_t step = first; step <= last; ++step) {
+      UpdateSlowest u;
+      u.step = step;
+      u.slowest_rank = step % 3;
+      u.median_compute_ms = 100;
+      u.margin_ms = 10 + static_cast<double>((step - 1) % 5);
+      per_update.push_back(u);
+    }
+  };
+  add_quiet(1, 40);
   const auto set = [&](std::int64_t step, std::int64_t rank, double margin) {
     per_update[static_cast<std::size_t>(step - 1)].slowest_rank = rank;
     per_update[static_cast<std::size_t>(step - 1)].margin_ms = margin;
@@ -380,14 +383,7 @@ TEST(StragglerEpisodes, FromMarginsBuiltByHand) {
   // either: p = 4 / 39, p^3 x 40 = 4 % > 1 %), so the run goes on quietly to step 400.
   set(14, 0, 11), set(15, 1, 12), set(16, 7, 45), set(17, 7, 46), set(18, 7, 47);
   EXPECT_TRUE(find_straggler_episodes(per_update, threshold).empty());
-  for (std::int64_t step = 41; step <= 400; ++step) {
-    UpdateSlowest u;
-    u.step = step;
-    u.slowest_rank = step % 3;
-    u.median_compute_ms = 100;
-    u.margin_ms = 10 + static_cast<double>((step - 1) % 5);
-    per_update.push_back(u);
-  }
+  add_quiet(41, 400);
   const auto split = find_straggler_episodes(per_update, threshold);
   ASSERT_EQ(split.size(), 2u);
   EXPECT_EQ(std::make_pair(split[0].first_step, split[0].last_step), std::make_pair(std::int64_t{10}, std::int64_t{12}));

@@ -95,8 +95,12 @@ void each_or_grouped(std::vector<Finding>& found, std::vector<Finding>& out, Gro
 
 // A rank of the slow group (cross_rank.hpp, SlowGroup): its time at stake, a mean over
 // every update, holds its stretches of falling behind too.
+bool in_group(const SlowGroup* g, std::int64_t rank) {
+  return g && std::binary_search(g->slow.begin(), g->slow.end(), rank);
+}
+
 bool in_slow_group(const CrossRankResult& x, std::int64_t rank) {
-  return x.slow_group && std::binary_search(x.slow_group->slow.begin(), x.slow_group->slow.end(), rank);
+  return in_group(x.slow_group ? &*x.slow_group : nullptr, rank);
 }
 
 // True when update `step` lies in one of `rank`'s stretches that are findings of their
@@ -172,10 +176,6 @@ const SlowGroup* reported_slow_group(const CrossRankResult& x) {
   const SlowGroup& g = *x.slow_group;
   if (g.slow.size() == 1 && straggler_finding_for(x, g.slow.front())) return nullptr;
   return &g;
-}
-
-bool in_group(const SlowGroup* g, std::int64_t rank) {
-  return g && std::binary_search(g->slow.begin(), g->slow.end(), rank);
 }
 
 void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
