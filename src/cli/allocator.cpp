@@ -16,6 +16,7 @@
 #include "allocator.hpp"
 
 #include <fmt/format.h>
+#include <sys/types.h>
 
 #ifdef STEPPROF_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -26,9 +27,16 @@
 // allocation, and when that fails for want of address space (`ulimit -v` of 30-48 MB) it
 // dereferences a null pointer; with one arena that step is never taken. On the 64 x
 // 10,000 report the two settings measured the same (three runs each, interleaved).
+// dirty_decay_ms:-1, muzzy_decay_ms:-1: freed pages are kept for reuse until the command
+// exits, never handed back to the kernel. By default jemalloc purges pages freed 10 s ago
+// or more in steps as it runs; the analyses' working vectors, freed and allocated again,
+// then faulted in once more (15,000-19,000 page faults on the 64 x 10,000 report against
+// 3,400 without purging, and 1.70-1.76 s against 2.21-2.4 s at best; docs/scale.md). A
+// command lives seconds to minutes, and its resident memory stays at its peak, which is
+// what a purge could only lower after the peak had passed.
 extern "C" {
 // NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables): jemalloc's documented hook
-const char* malloc_conf = "thp:always,metadata_thp:always,narenas:1";
+const char* malloc_conf = "thp:always,metadata_thp:always,narenas:1,dirty_decay_ms:-1,muzzy_decay_ms:-1";
 }
 #endif
 
@@ -42,7 +50,15 @@ std::string allocator_description() {
     if (mallctl(name, static_cast<void*>(&value), &size, nullptr, 0) != 0 || value == nullptr) return "unknown";
     return value;
   };
-  return fmt::format("jemalloc {} (transparent huge pages: {})", read("version"), read("opt.thp"));
+  // opt.dirty_decay_ms is an ssize_t: -1 keeps freed pages until exit.
+  ssize_t decay = 0;
+  std::size_t decay_size = sizeof(decay);
+  const std::string purge = mallctl("opt.dirty_decay_ms", static_cast<void*>(&decay), &decay_size, nullptr, 0) != 0
+                                ? "unknown"
+                            : decay < 0 ? "never"
+                                        : fmt::format("after {} ms", decay);
+  return fmt::format("jemalloc {} (transparent huge pages: {}; freed pages returned to the kernel: {})",
+                     read("version"), read("opt.thp"), purge);
 #else
   return "glibc malloc";
 #endif
