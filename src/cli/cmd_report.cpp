@@ -32,6 +32,13 @@ struct ReportOptions {
 bool write_csv(const std::string& dir, const Report& report, const AnalysisInput& in) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  // The directories this call makes (DIR and any missing parents, innermost first): a
+  // failure removes them again, so that it leaves no empty directory behind.
+  std::vector<fs::path> made;
+  for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    made.push_back(p);
+    if (p == p.parent_path()) break;
+  }
   fs::create_directories(dir, ec);
   if (ec) {
     fmt::print(stderr, "stepprof: cannot create directory {}: {}\n", dir, ec.message());
@@ -40,6 +47,7 @@ bool write_csv(const std::string& dir, const Report& report, const AnalysisInput
   std::vector<std::pair<fs::path, fs::path>> staged;  // (written, its place)
   auto drop = [&] {
     for (const auto& [written, place] : staged) fs::remove(written, ec);
+    for (const auto& d : made) fs::remove(d, ec);  // (only removes a directory that is empty)
     return false;
   };
   for (const auto& file : render_csv(report, build_series(in, report))) {

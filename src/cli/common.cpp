@@ -172,8 +172,20 @@ bool write_output(const std::string& path, const std::string& text) {
   // A regular file is written next to the target, then renamed over it: the file is
   // complete or absent, also when the command is interrupted.
   const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  if (!write_all(std::fopen(tmp.c_str(), "wb"), text) || interrupted() ||
-      std::rename(tmp.c_str(), path.c_str()) != 0) {
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) {
+    // Say which step failed: "No such file or directory" alone reads as if the output
+    // had to exist already (for `-o /proc/version`, or a directory not made yet).
+    const int saved = errno;
+    const fs::path dir = fs::path(path).parent_path();
+    if (!dir.empty() && !fs::is_directory(dir, ec))
+      fmt::print(stderr, "stepprof: cannot write {}: the directory {} does not exist\n", path, dir.string());
+    else
+      fmt::print(stderr, "stepprof: cannot write {}: cannot create the temporary file {} beside it: {}\n", path, tmp,
+                 std::strerror(saved));
+    return false;
+  }
+  if (!write_all(f, text) || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int saved = errno;
     std::remove(tmp.c_str());
     errno = saved;

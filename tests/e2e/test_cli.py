@@ -279,9 +279,16 @@ def test_output_through_a_symlink_or_into_a_fifo_keeps_them(tmp_path):
 
 
 def test_an_unwritable_output_says_why(tmp_path):
+    # The message names the step that failed: "No such file or directory" alone read as if
+    # the output file itself had to exist.
     r = run("report", LOG, "-o", tmp_path / "missing" / "out.txt")
     assert r.returncode == 2
-    assert "out.txt: No such file or directory" in r.stderr
+    assert f"out.txt: the directory {tmp_path / 'missing'} does not exist" in r.stderr, r.stderr
+    # procfs lets no file be made beside /proc/version, so the temporary file cannot be.
+    r = run("report", LOG, "-o", "/proc/version")
+    assert r.returncode == 2
+    assert "cannot write /proc/version: cannot create the temporary file /proc/version.tmp-" in r.stderr, r.stderr
+    assert "beside it: No such file or directory" in r.stderr
 
 
 def test_a_directory_as_the_nesting_file_says_so(tmp_path):

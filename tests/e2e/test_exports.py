@@ -412,6 +412,31 @@ def test_a_csv_export_that_fails_leaves_the_earlier_one_whole(tmp_path):
     assert after == {**{k: v for k, v in before.items() if k != last}, last: None}  # no table replaced, nothing left
 
 
+def test_a_csv_export_that_fails_leaves_no_new_directory(tmp_path):
+    # A write that fails (here: a 1 KB file-size limit, as a full disk would) removed the
+    # tables it had staged but left the directories it had made, empty.
+    import resource
+    import signal
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+
+    out = tmp_path / "new" / "csv"
+    r = subprocess.run([BIN, "report", "--format", "csv", "--out", out, fx.LOG], capture_output=True, text=True,
+                       timeout=120, preexec_fn=limit)
+    assert r.returncode == 2 and "cannot write" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
+    # A directory that was there stays, with what it held.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    r = subprocess.run([BIN, "report", "--format", "csv", "--out", kept, fx.LOG], capture_output=True, text=True,
+                       timeout=120, preexec_fn=limit)
+    assert r.returncode == 2
+    assert [p.name for p in kept.iterdir()] == ["notes.txt"]
+
+
 # ---------------------------------------------------------------------------------------
 # HTML (parsed; the browser test opens it in Chromium)
 
