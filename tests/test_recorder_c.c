@@ -154,6 +154,20 @@ int main(void) {
                          "\"recorder_errors\":{\"mismatched_exit\":1,\"bad_argument\":1}}\n");
   }
   remove(path);
+
+  /* Every status other than ok leaves its own message: a status passed on bare (here
+   * stepprof_flush on a recorder whose log could not be made, since procfs lets no file
+   * be made) left the previous failed call's message in place. */
+  stepprof_recorder* nolog = NULL;
+  CHECK(stepprof_open("/proc/stepprof-c-test.jsonl", 0, 1, NULL, "{\"print_warnings\": false}", &nolog) ==
+        STEPPROF_WARN_IO);
+  CHECK(nolog != NULL);
+  CHECK(stepprof_sample_indices(NULL, 2) == STEPPROF_ERR_ARGUMENT);
+  CHECK_CONTAINS(stepprof_last_error(), "stepprof_sample_indices");
+  CHECK(stepprof_flush(nolog) == STEPPROF_WARN_IO);
+  CHECK_CONTAINS(stepprof_last_error(), "stepprof_flush: the log could not be written or persisted");
+  stepprof_close(nolog);
+
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
   else printf("all C ABI checks passed\n");
   return failures ? 1 : 0;

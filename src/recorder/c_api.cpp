@@ -34,6 +34,27 @@ int set_error(int code, std::string msg) {
   return code;
 }
 
+// The status of a call that passes a recorder status through, with a message in
+// last_error whenever it is not ok (stepprof.h promises one for every such status; a
+// status passed on bare left the previous call's message there).
+int checked(Status s, const char* call) {
+  if (s == Status::kOk) return STEPPROF_OK;
+  const char* why = "failed";
+  switch (s) {
+    case Status::kWarnIo: why = "the log could not be written or persisted (counted: stepprof_error_count)"; break;
+    case Status::kWarnErrors: why = "errors were counted (stepprof_error_count)"; break;
+    case Status::kErrArgument: why = "invalid argument"; break;
+    case Status::kErrState: why = "no recorder is open"; break;
+    case Status::kErrNoMemory: why = "out of memory"; break;
+    default: break;
+  }
+  try {
+    return set_error(status(s), std::string(call) + ": " + why);
+  } catch (...) {
+    return set_error(status(s), {});
+  }
+}
+
 bool valid(const stepprof_recorder* rec) {
   return rec && rec->generation != 0 && rec->generation == g_open_generation.load(std::memory_order_acquire);
 }
@@ -144,17 +165,17 @@ int stepprof_end_update(stepprof_recorder* rec, int64_t step) {
   if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_end_update: not an open recorder");
   const Status s = stepprof::end_update(step);
   if (s == Status::kWarnIo) return set_error(status(s), "the update record could not be written (counted)");
-  return status(s);
+  return checked(s, "stepprof_end_update");
 }
 
 int stepprof_begin_update(stepprof_recorder* rec) {
   if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_begin_update: not an open recorder");
-  return status(stepprof::begin_update());
+  return checked(stepprof::begin_update(), "stepprof_begin_update");
 }
 
 int stepprof_flush(stepprof_recorder* rec) {
   if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_flush: not an open recorder");
-  return status(stepprof::flush());
+  return checked(stepprof::flush(), "stepprof_flush");
 }
 
 int stepprof_close(stepprof_recorder* rec) {
@@ -174,7 +195,7 @@ int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind) {
   return guarded([&]() -> int64_t {
     if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_error_count: not an open recorder");
     std::vector<std::pair<std::string, std::int64_t>> counts;
-    if (Status s = stepprof::error_counts(counts); s != Status::kOk) return status(s);
+    if (Status s = stepprof::error_counts(counts); s != Status::kOk) return checked(s, "stepprof_error_count");
     int64_t n = 0;
     for (const auto& [k, c] : counts)
       if (!kind || k == kind) n += c;
@@ -187,8 +208,8 @@ int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* ne
     if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_info_json: not an open recorder");
     stepprof::RecorderInfo info;
     std::vector<std::pair<std::string, std::int64_t>> counts;
-    if (Status s = stepprof::info(info); s != Status::kOk) return status(s);
-    if (Status s = stepprof::error_counts(counts); s != Status::kOk) return status(s);
+    if (Status s = stepprof::info(info); s != Status::kOk) return checked(s, "stepprof_info_json");
+    if (Status s = stepprof::error_counts(counts); s != Status::kOk) return checked(s, "stepprof_info_json");
     nlohmann::ordered_json j{{"path", info.path},   {"run_id", info.run_id},
                              {"clock", info.clock}, {"device_timing", info.device_timing},
                              {"records_written", info.records_written}};
