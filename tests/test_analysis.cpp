@@ -662,6 +662,23 @@ TEST(SlowGroup, RanksSlowerTogether) {
   ASSERT_TRUE(alone);
   EXPECT_EQ(alone->slow, (std::vector<std::int64_t>{2}));
   EXPECT_DOUBLE_EQ(alone->at_stake_ms, 1935 - 1414);
+
+  // A rank slow only in a stretch is no member: ranks 0-2 at 100, rank 3 at 115
+  // throughout, rank 4 at 150 in updates 0..30 of 200 and 100 after (mean 107.75). Ranks
+  // 3, 4 pass every rule of the group (gap 7.75 > fast range 0; slow range 7.25 less its
+  // inner gap 7.25 is 0; lead 32.5 in 31 updates and 7.5 in 169: median 7.5 against 5
+  // standard errors 5 x 1.2533 x 9.07 / sqrt(200) = 4.02 and half the mean 11.375), and
+  // were a group of two. Rank 4's own lead over the fast ranks is 50 in 31 updates and 0
+  // in 169: median 0, under 5 % of 100. Rank 3 alone leaves rank 4 on the fast side,
+  // whose range 7.75 is not below the gap 7.25: no group (rank 3 is then a straggler and
+  // rank 4's stretch an episode).
+  std::vector<std::vector<double>> stretch = {std::vector<double>(200, 100), std::vector<double>(200, 100),
+                                              std::vector<double>(200, 100), std::vector<double>(200, 115),
+                                              std::vector<double>(200, 100)};
+  for (std::size_t i = 0; i < 31; ++i) stretch[4][i] = 150;
+  std::vector<RankWork> stretch_ranks;
+  for (std::size_t r = 0; r < 5; ++r) stretch_ranks.push_back({static_cast<std::int64_t>(r), &stretch[r]});
+  EXPECT_FALSE(find_slow_group(stretch_ranks));
 }
 
 // The straggler finding judges a rank on the updates outside its own stretches of falling

@@ -156,6 +156,9 @@ struct SlowGroup {
 ///   a group of all but the fastest),
 ///   slow_ms - fast_ms >= 5 % of fast_ms (the floor the episodes use), and so is every
 ///   slow rank's mean (a rank 0.8 % slower is no tier of a 1.4x one),
+///   every slow rank is slower in most updates itself: its own work less the fast ranks'
+///   median, per update, has a median >= 5 % of fast_ms and >= half its mean (a rank
+///   slow only in a stretch is an episode, not a member),
 ///   the lead (per update, the slow ranks' median own work minus the fast ranks') has a
 ///   median at least 5 standard errors above 0 (not chance: the best-looking split of
 ///   equal ranks has a lead too; the median, as a stretch of updates moves the mean only)
