@@ -31,7 +31,8 @@
 // exits, never handed back to the kernel. By default jemalloc purges pages freed 10 s ago
 // or more in steps as it runs; the analyses' working vectors, freed and allocated again,
 // then faulted in once more (15,000-19,000 page faults on the 64 x 10,000 report against
-// 3,400 without purging, and 1.70-1.76 s against 2.21-2.4 s at best; docs/scale.md). A
+// 3,400 without purging; five interleaved pairs took 1.86-2.79 s with purging and
+// 1.70-2.41 s without, the kernel's share moving with the host; docs/scale.md). A
 // command lives seconds to minutes, and its resident memory stays at its peak, which is
 // what a purge could only lower after the peak had passed.
 extern "C" {
