@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "../util/parallel.hpp"
 #include "file_reader.hpp"
 #include "dataset_checks.hpp"
 #include "file_kind.hpp"
@@ -114,16 +115,8 @@ class Reader {
       }
     };
     std::vector<std::thread> pool;
-    pool.reserve(threads);
-    if (n > 0)
-      for (unsigned t = 0; t < threads; ++t) {
-        try {
-          pool.emplace_back(worker);
-        } catch (const std::exception&) {  // no thread (EAGAIN, out of memory): fewer read
-          break;
-        }
-      }
-    if (n > 0 && pool.empty()) worker();  // none at all: every file on this thread first
+    if (n > 0 && detail::start_threads(pool, threads, worker) == 0)
+      worker();  // none at all: every file on this thread first
 
     for (std::size_t i = 0; i < n && !diag_.should_stop(); ++i) {
       std::optional<detail::FileResult> r;

@@ -18,6 +18,22 @@ inline unsigned threads_at_most(unsigned most) {
   return std::max(1u, std::min(most, std::thread::hardware_concurrency()));
 }
 
+/// Starts up to `count` threads running `worker` into `pool`, fewer when one cannot be
+/// started (std::system_error for EAGAIN, std::bad_alloc under an address-space limit):
+/// the ones that started do the work. Returns how many started.
+template <typename Worker>
+std::size_t start_threads(std::vector<std::thread>& pool, std::size_t count, const Worker& worker) {
+  pool.reserve(pool.size() + count);
+  for (std::size_t t = 0; t < count; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::exception&) {
+      return t;
+    }
+  }
+  return count;
+}
+
 /// Calls job(i) for every i in [0, n), on `threads` threads (0: one per hardware
 /// thread, at most n; 1: on the calling thread). Each i runs once; results must go to
 /// per-i slots. The first exception a job throws is rethrown here after all stop. When a
@@ -46,14 +62,7 @@ void parallel_for(std::size_t n, unsigned threads, Job&& job) {
     }
   };
   std::vector<std::thread> pool;
-  pool.reserve(threads - 1);
-  for (unsigned t = 1; t < threads; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::exception&) {  // no thread (EAGAIN, out of memory): fewer do the work
-      break;
-    }
-  }
+  start_threads(pool, threads - 1, worker);
   worker();
   for (auto& t : pool) t.join();
   if (error) std::rethrow_exception(error);
