@@ -664,21 +664,65 @@ TEST(SlowGroup, RanksSlowerTogether) {
   EXPECT_DOUBLE_EQ(alone->at_stake_ms, 1935 - 1414);
 
   // A rank slow only in a stretch is no member: ranks 0-2 at 100, rank 3 at 115
-  // throughout, rank 4 at 150 in updates 0..30 of 200 and 100 after (mean 107.75). Ranks
-  // 3, 4 pass every rule of the group (gap 7.75 > fast range 0; slow range 7.25 less its
-  // inner gap 7.25 is 0; lead 32.5 in 31 updates and 7.5 in 169: median 7.5 against 5
-  // standard errors 5 x 1.2533 x 9.07 / sqrt(200) = 4.02 and half the mean 11.375), and
-  // were a group of two. Rank 4's own lead over the fast ranks is 50 in 31 updates and 0
-  // in 169: median 0, under 5 % of 100. Rank 3 alone leaves rank 4 on the fast side,
-  // whose range 7.75 is not below the gap 7.25: no group (rank 3 is then a straggler and
-  // rank 4's stretch an episode).
+  // throughout, rank 4 at 150 in updates 0..30 of 200 and 100 after (mean 107.75). By
+  // means, rank 4 sat between: ranks 3, 4 passed every rule of the group (gap 7.75 > fast
+  // range 0; lead 32.5 in 31 updates and 7.5 in 169: median 7.5 against 5 standard errors
+  // 5 x 1.2533 x 9.07 / sqrt(200) = 4.02 and half the mean 11.375) and were a group of
+  // two; rank 3 alone left rank 4's 107.75 on the fast side, a range of 7.75 against a
+  // gap of 7.25. By medians (100, 100, 100, 115, 100) the only gap is rank 3's: 15 against
+  // a fast range of 0. Fast 100 (median of the means 100, 100, 100, 107.75), lead 15 in
+  // every update; at stake 0 in updates 0..30 (rank 4, a fast rank, is the slowest) and
+  // 115 - 100 = 15 in the other 169: 15 x 169 / 200 = 12.675. Rank 4's stretch is an
+  // episode.
   std::vector<std::vector<double>> stretch = {std::vector<double>(200, 100), std::vector<double>(200, 100),
                                               std::vector<double>(200, 100), std::vector<double>(200, 115),
                                               std::vector<double>(200, 100)};
   for (std::size_t i = 0; i < 31; ++i) stretch[4][i] = 150;
   std::vector<RankWork> stretch_ranks;
   for (std::size_t r = 0; r < 5; ++r) stretch_ranks.push_back({static_cast<std::int64_t>(r), &stretch[r]});
-  EXPECT_FALSE(find_slow_group(stretch_ranks));
+  const auto persistent = find_slow_group(stretch_ranks);
+  ASSERT_TRUE(persistent);
+  EXPECT_EQ(persistent->slow, std::vector<std::int64_t>{3});
+  EXPECT_EQ(persistent->fast, (std::vector<std::int64_t>{0, 1, 2, 4}));
+  EXPECT_DOUBLE_EQ(persistent->spread_ms, 0);
+  EXPECT_DOUBLE_EQ(persistent->gap_ms, 15);
+  EXPECT_DOUBLE_EQ(persistent->fast_ms, 100);
+  EXPECT_FALSE(persistent->lead_t);
+  EXPECT_EQ(persistent->updates_slowest, 169u);
+  EXPECT_NEAR(persistent->at_stake_ms, 12.675, 1e-9);
+
+  // A stretch that raises a rank's median above the gap: every rank's work moves with the
+  // update (a = 100 in even updates, 120 in odd ones: medians 110); rank 3 takes a + 15
+  // throughout (median 125), rank 4 a + 60 in updates 0..29 and a after (values 100 and
+  // 120 85 times each, 160 and 180 15 times each: median 120). By medians 110, 110, 110,
+  // 120, 125 the gap above rank 4 (5) is below the fast range with it (10); ranks 3, 4
+  // pass the gap rules (10 > 0) and the lead's (7.5 in 170 updates, 37.5 in 30: median
+  // 7.5 >= 5 x 1.2533 x 10.74 / sqrt(200) = 4.76 and >= half the mean 12), but rank 4's
+  // own lead over the fast ranks (0 in 170 updates, 60 in 30) has median 0 < 5.5. It goes
+  // to the fast side: rank 3 against ranks 0, 1, 2, 4, gap 125 - 110 = 15, fast 110
+  // (median of the means 110, 110, 110, 119), lead 15 in every update (the fast ranks'
+  // median is a, also in the stretch); at stake 15 in the 170 updates outside the
+  // stretch, 0 in it (rank 4 is the slowest): 12.75.
+  std::vector<std::vector<double>> moving(5, std::vector<double>(200));
+  for (std::size_t i = 0; i < 200; ++i) {
+    const double a = i % 2 == 0 ? 100 : 120;
+    moving[0][i] = moving[1][i] = moving[2][i] = a;
+    moving[3][i] = a + 15;
+    moving[4][i] = i < 30 ? a + 60 : a;
+  }
+  std::vector<RankWork> moving_ranks;
+  for (std::size_t r = 0; r < 5; ++r) moving_ranks.push_back({static_cast<std::int64_t>(r), &moving[r]});
+  const auto raised = find_slow_group(moving_ranks);
+  ASSERT_TRUE(raised);
+  EXPECT_EQ(raised->slow, std::vector<std::int64_t>{3});
+  EXPECT_EQ(raised->fast, (std::vector<std::int64_t>{0, 1, 2, 4}));
+  EXPECT_DOUBLE_EQ(raised->gap_ms, 15);
+  EXPECT_DOUBLE_EQ(raised->spread_ms, 0);
+  EXPECT_DOUBLE_EQ(raised->fast_ms, 110);
+  EXPECT_DOUBLE_EQ(raised->slow_ms, 125);
+  EXPECT_FALSE(raised->lead_t);
+  EXPECT_EQ(raised->updates_slowest, 170u);
+  EXPECT_NEAR(raised->at_stake_ms, 12.75, 1e-9);
 }
 
 // The straggler finding judges a rank on the updates outside its own stretches of falling

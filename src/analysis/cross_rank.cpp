@@ -210,52 +210,61 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
   if (n < 2) return std::nullopt;
   const std::size_t updates = ranks.front().compute_ms->size();
   if (updates < 2) return std::nullopt;
-  std::vector<double> mean(n, 0);
+  std::vector<double> mean(n, 0), typical(n, 0), v;
   for (std::size_t i = 0; i < n; ++i) {
     for (const double c : *ranks[i].compute_ms) mean[i] += c;
     mean[i] /= static_cast<double>(updates);
+    v = *ranks[i].compute_ms;
+    typical[i] = *median(v);
   }
+  // The split is chosen on each rank's median own work: a rank slow only in a stretch has
+  // the mean of a slightly slow rank, and by means it sat between the fast and the slow
+  // ranks, narrowing the gap and widening the fast side (ranks 1.15-1.2x slower throughout
+  // were then no group, or a group with it). A group is slower in most updates (the lead
+  // rule below), so its ranks' medians are slow too.
   std::vector<std::size_t> order(n);
   for (std::size_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return mean[a] < mean[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return typical[a] < typical[b]; });
+  auto t = [&](std::size_t k) { return typical[order[k]]; };
   auto m = [&](std::size_t k) { return mean[order[k]]; };
   // Splits (order[k..] slow) by decreasing gap; on a tie, the fewer slow ranks first.
   std::vector<std::size_t> splits;
   for (std::size_t k = 1; k < n; ++k) splits.push_back(k);
   std::stable_sort(splits.begin(), splits.end(), [&](std::size_t a, std::size_t b) {
-    const double ga = m(a) - m(a - 1), gb = m(b) - m(b - 1);
+    const double ga = t(a) - t(a - 1), gb = t(b) - t(b - 1);
     return ga != gb ? ga > gb : a > b;
   });
-  std::vector<double> v, slow_row, fast_row, lead, fast_median, own;
+  std::vector<double> slow_row, fast_row, lead, fast_median, own;
   std::optional<SlowGroup> best;
-  for (const std::size_t split : splits) {
-    SlowGroup g;
-    g.gap_ms = m(split) - m(split - 1);
-    g.spread_ms = m(split - 1) - m(0);
-    g.slow_spread_ms = m(n - 1) - m(split);
-    // The slow side may hold two tiers (1.2x and 2x): its range less its largest inner gap
-    // must not exceed the gap; ranks spread evenly (100, 104, ..., 120 ms) do not pass.
-    double inner = 0;
-    for (std::size_t k = split + 1; k < n; ++k) inner = std::max(inner, m(k) - m(k - 1));
-    if (!(g.gap_ms > g.spread_ms) || g.slow_spread_ms - inner > g.gap_ms) continue;
+  // Judges a split given its slow side (`is_slow`, by place in `order`): the rules after
+  // the gap rules, and the time at stake. Slow-side ranks that are not slower in most
+  // updates themselves are put in `stretch_only`, and nullopt is returned.
+  std::vector<std::size_t> stretch_only;
+  auto judge = [&](SlowGroup g, const std::vector<char>& is_slow) -> std::optional<SlowGroup> {
+    stretch_only.clear();
     v.clear();
-    for (std::size_t k = 0; k < split; ++k) v.push_back(m(k));
+    for (std::size_t k = 0; k < n; ++k)
+      if (!is_slow[k]) v.push_back(m(k));
     g.fast_ms = *median(v);
     v.clear();
-    for (std::size_t k = split; k < n; ++k) v.push_back(m(k));
+    for (std::size_t k = 0; k < n; ++k)
+      if (is_slow[k]) v.push_back(m(k));
     g.slow_ms = *median(v);
     // Each slow rank 5 % slower, not only their median: with two slow ranks the median is
     // their mean, and a rank 0.8 % slower joined a 1.4x straggler as a "tier" (a real
     // 4-rank gloo job: ranks 2, 3 against 0, 1, where rank 2 alone was slow).
-    if (!(g.fast_ms > 0) || g.slow_ms - g.fast_ms < 0.05 * g.fast_ms || m(split) - g.fast_ms < 0.05 * g.fast_ms)
-      continue;
+    double slow_least = std::numeric_limits<double>::infinity();
+    for (std::size_t k = 0; k < n; ++k)
+      if (is_slow[k]) slow_least = std::min(slow_least, m(k));
+    if (!(g.fast_ms > 0) || g.slow_ms - g.fast_ms < 0.05 * g.fast_ms || slow_least - g.fast_ms < 0.05 * g.fast_ms)
+      return std::nullopt;
     // Per update, the slow ranks' lead: their median own work minus the fast ranks'.
     lead.clear();
     fast_median.clear();
     for (std::size_t i = 0; i < updates; ++i) {
       slow_row.clear();
       fast_row.clear();
-      for (std::size_t k = 0; k < n; ++k) (k < split ? fast_row : slow_row).push_back((*ranks[order[k]].compute_ms)[i]);
+      for (std::size_t k = 0; k < n; ++k) (is_slow[k] ? slow_row : fast_row).push_back((*ranks[order[k]].compute_ms)[i]);
       fast_median.push_back(*median(fast_row));
       lead.push_back(*median(slow_row) - fast_median.back());
       if (lead.back() >= 0.5 * (g.slow_ms - g.fast_ms)) ++g.updates_apart;
@@ -272,25 +281,18 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
     // mean's, for normal data), and at least half its mean.
     const double se_median = 1.2533 * se;
     if (!(lead_median > 0) || (se_median > 0 && lead_median < kMinT * se_median) || lead_median < 0.5 * lead_mean)
-      continue;
+      return std::nullopt;
     if (se_median > 0) g.lead_t = lead_median / se_median;
     // Each slow rank slower in most updates itself, as the group is: its own lead (its own
-    // work less the fast ranks' median, per update) has a median of at least 5 % of fast_ms
-    // and at least half its mean. A rank 1.5x slower in 31 of 200 updates has the mean of
-    // a 1.08x rank, and joined a rank slower throughout as a group of two; its stretch is
-    // an episode.
-    bool each_slower = true;
-    for (std::size_t k = split; k < n && each_slower; ++k) {
+    // work less the fast ranks' median, per update) has a median of at least 5 % of
+    // fast_ms. A rank slow only in a stretch is not: it joined ranks slower throughout.
+    for (std::size_t k = 0; k < n; ++k) {
+      if (!is_slow[k]) continue;
       own.clear();
-      double own_sum = 0;
-      for (std::size_t i = 0; i < updates; ++i) {
-        own.push_back((*ranks[order[k]].compute_ms)[i] - fast_median[i]);
-        own_sum += own.back();
-      }
-      const double own_median = *median(own);
-      each_slower = own_median >= 0.05 * g.fast_ms && own_median >= 0.5 * own_sum / static_cast<double>(updates);
+      for (std::size_t i = 0; i < updates; ++i) own.push_back((*ranks[order[k]].compute_ms)[i] - fast_median[i]);
+      if (*median(own) < 0.05 * g.fast_ms) stretch_only.push_back(k);
     }
-    if (!each_slower) continue;
+    if (!stretch_only.empty()) return std::nullopt;
     g.updates = updates;
     // The update without the slowdown: each slow rank's own work less that update's lead,
     // scaled by the rank's own excess over the fast ranks (a 2x tier's is 5 times a 1.2x
@@ -302,17 +304,49 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
       for (std::size_t k = 0; k < n; ++k) {
         const double c = (*ranks[order[k]].compute_ms)[i];
         all = std::max(all, c);
-        if (k < split) fast = std::max(fast, c);
+        if (!is_slow[k]) fast = std::max(fast, c);
         else without = std::max(without, c - shift * std::max(0.0, m(k) - g.fast_ms) / (g.slow_ms - g.fast_ms));
       }
       gain += all - std::max(fast, without);
       if (all > fast) ++g.updates_slowest;
     }
     g.at_stake_ms = gain / static_cast<double>(updates);
-    if (!(g.at_stake_ms > 0)) continue;
-    for (std::size_t k = 0; k < n; ++k) (k < split ? g.fast : g.slow).push_back(ranks[order[k]].rank);
+    if (!(g.at_stake_ms > 0)) return std::nullopt;
+    for (std::size_t k = 0; k < n; ++k) (is_slow[k] ? g.slow : g.fast).push_back(ranks[order[k]].rank);
     std::sort(g.fast.begin(), g.fast.end());
     std::sort(g.slow.begin(), g.slow.end());
+    return g;
+  };
+  for (const std::size_t split : splits) {
+    SlowGroup g;
+    g.gap_ms = t(split) - t(split - 1);
+    g.spread_ms = t(split - 1) - t(0);
+    g.slow_spread_ms = t(n - 1) - t(split);
+    // The slow side may hold two tiers (1.2x and 2x): its range less its largest inner gap
+    // must not exceed the gap; ranks spread evenly (100, 104, ..., 120 ms) do not pass.
+    double inner = 0;
+    for (std::size_t k = split + 1; k < n; ++k) inner = std::max(inner, t(k) - t(k - 1));
+    if (!(g.gap_ms > g.spread_ms) || g.slow_spread_ms - inner > g.gap_ms) continue;
+    std::vector<char> is_slow(n, 0);
+    for (std::size_t k = split; k < n; ++k) is_slow[k] = 1;
+    std::optional<SlowGroup> judged = judge(g, is_slow);
+    // Ranks slow only in a stretch (the stretch raised their median above the gap) go to
+    // the fast side, once, and the others are judged again: the gap is then the others'
+    // least median over the fast ranks' greatest, and the fast ranks' range is as before.
+    if (!judged && !stretch_only.empty() && stretch_only.size() < n - split) {
+      for (const std::size_t k : stretch_only) is_slow[k] = 0;
+      double least = std::numeric_limits<double>::infinity(), most = -least;
+      for (std::size_t k = split; k < n; ++k)
+        if (is_slow[k]) {
+          least = std::min(least, t(k));
+          most = std::max(most, t(k));
+        }
+      g.gap_ms = least - t(split - 1);
+      g.slow_spread_ms = most - least;
+      judged = judge(g, is_slow);
+    }
+    if (!judged) continue;
+    g = std::move(*judged);
     // Of the splits that qualify, the one whose slowdown costs most: with tiers (ranks 0-2
     // at 1.2x, rank 3 at 2x), rank 3 alone leaves the 1.2x tier unnamed.
     if (!best || g.at_stake_ms > best->at_stake_ms) best = std::move(g);

@@ -301,7 +301,7 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
                         ranks_text(g->slow), one ? "takes" : "take", g->slow_ms / g->fast_ms, ranks_text(g->fast),
                         g->slow_ms, g->fast_ms);
   f.evidence = fmt::format(
-      "own work = wall_ms minus {}; the ranks' mean own work splits at a gap of {:.0f} ms, wider than the fast {} "
+      "own work = wall_ms minus {}; the ranks' median own work splits at a gap of {:.0f} ms, wider than the fast {} "
       "({:.0f} ms); in {} of {} updates the slow {} median own work exceeds the fast {} by at least half the "
       "difference, and in {} {} the slowest rank; {} (a straggler is below {:.2f}){}; time at stake: how much "
       "sooner the slowest rank would finish its own work without the slow {} lead (each keeping its own jitter), "

@@ -445,6 +445,25 @@ def test_ranks_without_the_communication_region_are_named(tmp_path):
         run("report", tmp_path / "logs").stdout
 
 
+@pytest.mark.parametrize("fallback_rate", [0, 0.2])
+def test_a_rank_slow_in_a_stretch_is_no_member_of_the_slow_group(tmp_path, fallback_rate):
+    # Ranks 3, 4 1.2x slower throughout and rank 5 1.6x in steps 1..20 (its mean about
+    # 1.12x, between them and the others). By means, the split put rank 5 in the group
+    # ("ranks 3, 4, 5 slower throughout"); with the fallbacks of rate 0.2 the stretch also
+    # raised rank 5's median above the gap, and judging each rank alone then lost ranks 3, 4
+    # altogether. Now: ranks 3, 4 a group, rank 5 an episode.
+    synth(tmp_path, "--ranks", 8, "--updates", 100, "--seed", 5, "--fallback-rate", fallback_rate,
+          "--straggler", "3:1:100:1.2", "--straggler", "4:1:100:1.2", "--straggler", "5:1:20:1.6")
+    rep = report(tmp_path / "logs")
+    g = rep["cross_rank"]["slow_group"]
+    assert g is not None and g["slow_ranks"] == [3, 4], g
+    kinds = {(f["kind"], f["subject"]) for f in rep["findings"]}
+    assert ("slow-ranks", "ranks 3, 4") in kinds, kinds
+    assert ("straggler_episode", "rank 5") in kinds, kinds
+    (e,) = [e for e in rep["cross_rank"]["episodes"] if e["rank"] == 5]
+    assert (e["first_step"], e["last_step"]) == (1, 20)
+
+
 def test_half_the_ranks_slower_throughout_is_a_finding(tmp_path):
     # One slow node of two: ranks 4..7 1.3x slower in every update. No rank is flagged
     # (relative score about 0.77) or the slowest in most updates, yet ranks 0..3 wait.
@@ -464,7 +483,10 @@ def test_half_the_ranks_slower_throughout_is_a_finding(tmp_path):
     mean = {r: sum(own[r].values()) / len(own[r]) for r in own}
     assert g["fast_ms"] == pytest.approx(median([mean[r] for r in range(4)]), rel=1e-9)
     assert g["slow_ms"] == pytest.approx(median([mean[r] for r in slow]), rel=1e-9)
-    assert g["gap_ms"] == pytest.approx(min(mean[r] for r in slow) - max(mean[r] for r in range(4)), rel=1e-9)
+    typical = {r: median(list(own[r].values())) for r in own}  # the split is chosen on medians
+    assert g["gap_ms"] == pytest.approx(min(typical[r] for r in slow) - max(typical[r] for r in range(4)), rel=1e-9)
+    assert g["spread_ms"] == pytest.approx(max(typical[r] for r in range(4)) - min(typical[r] for r in range(4)),
+                                           rel=1e-9)
     at_stake = mean_gain(own, [0, 1, 2, 3])
     assert g["at_stake_ms"] == pytest.approx(at_stake, rel=1e-9)
     assert g["updates_apart"] == g["updates"] == 100

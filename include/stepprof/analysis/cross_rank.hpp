@@ -127,9 +127,11 @@ struct SlowGroup {
   std::vector<std::int64_t> fast;  ///< the other ranks (ascending)
   double slow_ms = 0;    ///< median over the slow ranks of their mean own work [ms]
   double fast_ms = 0;    ///< median over the fast ranks of their mean own work [ms]
-  double gap_ms = 0;     ///< fastest slow rank's mean own work - slowest fast rank's [ms]
-  double spread_ms = 0;  ///< the fast ranks' range of mean own work [ms]
-  double slow_spread_ms = 0;  ///< the slow ranks' range of mean own work [ms]
+  /// The slow ranks' least median own work - the fast ranks' greatest [ms] (the fast
+  /// ranks without those slow only in a stretch, which the split put on the fast side).
+  double gap_ms = 0;
+  double spread_ms = 0;       ///< the fast ranks' range of median own work [ms] (as gap_ms)
+  double slow_spread_ms = 0;  ///< the slow ranks' range of median own work [ms]
   /// Mean over the aligned updates of how much sooner the slowest rank would finish its
   /// own work without the slowdown [ms]: the slowest rank's own work minus the larger of
   /// the slowest fast rank's and the slowest of (each slow rank's own work less that
@@ -149,25 +151,28 @@ struct SlowGroup {
 };
 
 /// The ranks of `ranks` (own work per aligned update, as for find_straggler_episodes) split
-/// in two where their mean own work has a clear, large gap. Of the splits that meet
+/// in two where their median own work has a clear, large gap. Medians, since a group is
+/// slower in most updates (the lead rule below), while a rank slow only in a stretch has a
+/// raised mean: by means it sat between the fast and the slow ranks, narrowing the gap and
+/// widening the fast ranks' range. Of the splits that meet
 ///   gap > spread (the fast ranks are closer to each other than to the slow ones) and
 ///   slow_spread minus the slow side's largest inner gap <= gap (the slow side may hold
 ///   two tiers, e.g. 1.2x and 2x, but ranks spread evenly, 100, 104, ..., 120 ms, are not
 ///   a group of all but the fastest),
 ///   slow_ms - fast_ms >= 5 % of fast_ms (the floor the episodes use), and so is every
 ///   slow rank's mean (a rank 0.8 % slower is no tier of a 1.4x one),
-///   every slow rank is slower in most updates itself: its own work less the fast ranks'
-///   median, per update, has a median >= 5 % of fast_ms and >= half its mean (a rank
-///   slow only in a stretch is an episode, not a member),
 ///   the lead (per update, the slow ranks' median own work minus the fast ranks') has a
 ///   median at least 5 standard errors above 0 (not chance: the best-looking split of
 ///   equal ranks has a lead too; the median, as a stretch of updates moves the mean only)
 ///   and at least half its mean (slower in most updates, not in a stretch of them: that
-///   is an episode), and at_stake_ms > 0,
+///   is an episode),
+///   every slow rank is slower in most updates itself: its own work less the fast ranks'
+///   median, per update, has a median >= 5 % of fast_ms (a stretch can raise a rank's
+///   median above the gap; such ranks are put on the fast side, once, and the rest of
+///   the slow side is judged again, its gap measured without them), and at_stake_ms > 0,
 /// the slow group is the one with the largest at_stake_ms (with tiers, the top tier
-/// alone would leave the lower one unnamed). Means, not medians: a group slow in half the run has a bimodal own
-/// work whose median is either mode. nullopt when none meets them, and with fewer than 2
-/// ranks or no update.
+/// alone would leave the lower one unnamed). slow_ms and fast_ms are medians of the
+/// ranks' means. nullopt when none meets them, and with fewer than 2 ranks or no update.
 std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks);
 
 struct CrossRankResult {
