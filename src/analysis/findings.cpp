@@ -418,11 +418,12 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     f.evidence =
         e.long_stretch
             ? fmt::format(
-                  "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for a "
-                  "typical rank and update; a long stretch counts when a rank is more than {:.0f} ms behind the "
-                  "median rank (that typical margin plus the larger of 3 robust standard deviations of all ranks' "
-                  "margins and 5 % of the own work) in at least 10 updates and 90 % of the stretch; the median "
-                  "rank and every faster one waited at least that long",
+                  "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for "
+                  "the slowest other rank (median), which the job would still wait for without it; a long stretch "
+                  "counts when a rank is more than {:.0f} ms behind the median rank (a typical rank's margin plus "
+                  "the larger of 3 robust standard deviations of all ranks' margins and 5 % of the own work) in at "
+                  "least 10 updates and 75 % of the stretch; time at stake: per update, its margin beyond the "
+                  "slowest other rank's",
                   e.margin_ms, e.typical_margin_ms, e.threshold_ms)
             : fmt::format(
                   "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for "

@@ -681,6 +681,30 @@ def test_a_slow_ranks_stretch_of_falling_further_behind_is_in_its_time_at_stake(
     assert f["ms_per_update"] == pytest.approx(mean_gain(own, [r for r in own if r != 1]), rel=1e-9)
 
 
+@pytest.mark.parametrize("fallback_rate", [0.1, 0.2])
+def test_long_stretches_among_fallbacks_are_found_and_priced_by_what_removing_them_buys(tmp_path, fallback_rate):
+    # Ranks 3 and 6 of 8 are 1.3x slower in steps 20..80 and 100..160, with fallbacks on
+    # every rank. At rate 0.2 rank 3 was behind in 82 % of its stretch and only 5 of its
+    # updates were found (priced 44 ms per update); at 0.1 both stretches were priced
+    # against a typical rank's margin of 0, 1.6x what removing them buys.
+    synth(tmp_path, "--ranks", 8, "--updates", 200, "--fallback-rate", fallback_rate,
+          "--straggler", "3:20:80:1.3", "--straggler", "6:100:160:1.3")
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    eps = {e["rank"]: e for e in x["episodes"]}
+    assert sorted(eps) == [3, 6], x["episodes"]
+    own = own_work(tmp_path / "logs", x["comm_region"])
+    found = {f["subject"]: f for f in rep["findings"] if f["kind"] == "straggler_episode"}
+    for rank, (first, last) in ((3, (20, 80)), (6, (100, 160))):
+        e = eps[rank]
+        assert abs(e["first_step"] - first) <= 3 and abs(e["last_step"] - last) <= 3, e
+        # What removing its lag buys: per step of the injected stretch, the slowest rank's
+        # own work less the slowest other rank's, from the raw lines.
+        truth = sum(max(w[s] for w in own.values()) - max(own[r][s] for r in own if r != rank)
+                    for s in range(first, last + 1)) / len(own[rank])
+        assert found[f"rank {rank}"]["ms_per_update"] == pytest.approx(truth, rel=0.10), (rank, truth)
+
+
 def test_with_two_ranks_a_stretch_is_priced_by_the_whole_gap(tmp_path):
     # With two ranks the median rank is their mean: the margin is half the gap the other
     # rank waits, and the stretch was priced at half (272 ms per update against 535).

@@ -65,11 +65,15 @@ struct StragglerEpisode {
   std::size_t behind = 0;       ///< of those, updates in which its own work exceeded the median rank's by more than threshold_ms [count]
   double margin_ms = 0;         ///< median margin (its own work - the median rank's) in those updates [ms]
   /// The typical margin it is measured against [ms]: the slowest rank's (median over the
-  /// aligned updates); for a long stretch, any rank's (median over ranks and updates).
+  /// aligned updates); for a long stretch, the median over its behind updates of the
+  /// slowest other rank's margin (ranks behind in an episode of their own there left out),
+  /// or of any rank's typical margin (median over ranks and updates) where that is larger.
   double typical_margin_ms = 0;
   double threshold_ms = 0;      ///< the margin above which it counts as behind [ms]
   bool long_stretch = false;    ///< found by the second pass (see find_straggler_episodes)
-  double excess_ms = 0;         ///< sum over those updates of (margin - typical margin) [ms]
+  /// Sum over its behind updates of (margin - typical margin) [ms]; for a long stretch, of
+  /// (margin - that update's bound, never below 0): what removing its lag alone buys.
+  double excess_ms = 0;
   /// Of the `behind` updates, those in which another rank was behind too [count]. There
   /// the job waited for the slowest of them, so removing this rank's lag alone buys less
   /// than excess_ms (nothing where another rank was further behind).
@@ -105,12 +109,16 @@ struct RankWork {
 /// of the run, or ranks behind in turn), their lag is the first pass's typical value and
 /// they are missed. So the same bound is computed over every rank's margin in every
 /// update (a typical rank, not the slowest), and a run of at least 10 updates beyond it
-/// that fill at least 90 % of the run's updates is an episode too (`long_stretch`). It
-/// replaces the first pass's episodes of the rank inside it (random delays on other
-/// ranks can split a long stretch there), and is dropped when one of them is more than
-/// twice as far behind (a sharp episode of a rank a little behind throughout: it says
-/// more) or reaches beyond it. Density and length keep random delays out: they are not behind in 9 of 10
-/// consecutive updates.
+/// that fill at least 75 % of the run's updates, beyond chance as in the first pass, is an
+/// episode too (`long_stretch`). It replaces the first pass's episodes of the rank inside
+/// it (random delays on other ranks can split a long stretch there; fallbacks on the rank
+/// make sharper pieces of it), and is dropped when one of them reaches beyond it, or when
+/// it spans half the aligned updates or more and one of them is more than twice as far
+/// behind (a sharp episode of a rank a little behind throughout: it says more, and the
+/// straggler finding prices the rest). Density, length and the chance test keep random
+/// delays out. A long stretch is priced per behind update against the slowest other rank
+/// there (see typical_margin_ms): with fallbacks on the other ranks the job still waits
+/// for one of them without it.
 /// `threshold_ms` is set to the first pass's threshold (0 when `per_update` is empty).
 /// Episodes are in step order (then rank order).
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
