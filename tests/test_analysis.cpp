@@ -727,6 +727,33 @@ TEST(SlowGroup, RanksSlowerTogether) {
   EXPECT_NEAR(raised->at_stake_ms, 12.75, 1e-9);
 }
 
+// A rank slow in a stretch, with fallbacks outside it, is judged outside its own stretch.
+// 4 ranks, 200 updates: ranks 0-2 take 100 ms; rank 3 takes 130 in updates 0..79 (an
+// episode of 80 < 100 updates), and 108 and 100 in turn after (its fallbacks). Over all
+// updates its lead over the fast ranks' median is 30 x 80, 8 x 60, 0 x 60: median 8 >= 5 %
+// of 100, so it was a group of one (median own work 108, gap 8 > spread 0; mean 114.4;
+// lead mean 14.4, standard deviation 12.63, the median's standard error 1.2533 x 12.63 /
+// sqrt(200) = 1.12, t = 7.1 >= 5; 8 >= half of 14.4). Outside its stretch the lead is
+// 8 x 60 and 0 x 60: median 4 < 5, so it is no member, and there is no group.
+TEST(SlowGroup, ARankIsJudgedOutsideItsOwnStretch) {
+  std::vector<std::vector<double>> compute(4, std::vector<double>(200, 100));
+  for (std::size_t i = 0; i < 200; ++i) compute[3][i] = i < 80 ? 130 : (i % 2 == 0 ? 108 : 100);
+  std::vector<RankWork> ranks;
+  for (std::size_t r = 0; r < 4; ++r) ranks.push_back({static_cast<std::int64_t>(r), &compute[r]});
+  std::vector<UpdateSlowest> per_update;
+  for (std::int64_t step = 1; step <= 200; ++step) per_update.push_back({step, 3, compute[3][step - 1], 100, 0});
+  const auto without = find_slow_group(ranks);
+  ASSERT_TRUE(without);
+  EXPECT_EQ(without->slow, (std::vector<std::int64_t>{3}));
+  EXPECT_DOUBLE_EQ(without->gap_ms, 8);
+  StragglerEpisode e;
+  e.rank = 3, e.first_step = 1, e.last_step = 80, e.updates = 80;
+  EXPECT_FALSE(find_slow_group(ranks, per_update, {e}));
+  // An episode over half the updates or more is the rank's lag itself: it still counts.
+  e.last_step = 100, e.updates = 100;
+  EXPECT_TRUE(find_slow_group(ranks, per_update, {e}));
+}
+
 // The straggler finding judges a rank on the updates outside its own stretches of falling
 // behind (findings.cpp, straggler_finding_for), built by hand: 3 ranks, 200 aligned
 // updates. Rank 1 is the slowest in steps 1..60 (a stretch, margin 2000 ms) and in 100 of

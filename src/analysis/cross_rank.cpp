@@ -229,7 +229,9 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   return out;
 }
 
-std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
+std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
+                                         const std::vector<UpdateSlowest>& per_update,
+                                         const std::vector<StragglerEpisode>& episodes) {
   constexpr double kMinT = 5;  // the lead's t statistic at least (the split is chosen from the data)
   const std::size_t n = ranks.size();
   if (n < 2) return std::nullopt;
@@ -246,21 +248,25 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
   // the mean of a slightly slow rank, and by means it sat between the fast and the slow
   // ranks, narrowing the gap and widening the fast side (ranks 1.15-1.2x slower throughout
   // were then no group, or a group with it). A group is slower in most updates (the lead
-  // rule below), so its ranks' medians are slow too.
+  // rule below), so its ranks' medians are slow too. The splits by means are tried as
+  // well: with fallbacks in about half the updates (rate 0.3) a rank's median falls in
+  // either mode, and the fast ranks' medians spread wider than the gap to ranks 1.2x
+  // slower throughout, whose means stand apart.
   std::vector<std::size_t> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return typical[a] < typical[b]; });
-  auto t = [&](std::size_t k) { return typical[order[k]]; };
+  const std::vector<double>* split_on = &typical;
+  auto t = [&](std::size_t k) { return (*split_on)[order[k]]; };
   auto m = [&](std::size_t k) { return mean[order[k]]; };
-  // Splits (order[k..] slow) by decreasing gap; on a tie, the fewer slow ranks first.
   std::vector<std::size_t> splits;
-  for (std::size_t k = 1; k < n; ++k) splits.push_back(k);
-  std::stable_sort(splits.begin(), splits.end(), [&](std::size_t a, std::size_t b) {
-    const double ga = t(a) - t(a - 1), gb = t(b) - t(b - 1);
-    return ga != gb ? ga > gb : a > b;
-  });
   std::vector<double> slow_row, fast_row, lead, fast_median, own;
   std::optional<SlowGroup> best;
+  // Whether update i is in an episode of `rank` spanning less than half the updates.
+  auto in_own_stretch = [&](std::int64_t rank, std::size_t i) {
+    if (per_update.size() != updates) return false;
+    const std::int64_t step = per_update[i].step;
+    return std::any_of(episodes.begin(), episodes.end(), [&](const StragglerEpisode& e) {
+      return e.rank == rank && 2 * e.updates < updates && e.first_step <= step && step <= e.last_step;
+    });
+  };
   // Judges a split given its slow side (`is_slow`, by place in `order`): the rules after
   // the gap rules, and the time at stake. Slow-side ranks that are not slower in most
   // updates themselves are put in `stretch_only`, and nullopt is returned.
@@ -310,12 +316,15 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
     if (se_median > 0) g.lead_t = lead_median / se_median;
     // Each slow rank slower in most updates itself, as the group is: its own lead (its own
     // work less the fast ranks' median, per update) has a median of at least 5 % of
-    // fast_ms. A rank slow only in a stretch is not: it joined ranks slower throughout.
+    // fast_ms, outside its own stretches shorter than half the run. A rank slow only in a
+    // stretch is not: it joined ranks slower throughout; with fallbacks, its stretch and
+    // its fallbacks outside it made most of its updates.
     for (std::size_t k = 0; k < n; ++k) {
       if (!is_slow[k]) continue;
       own.clear();
-      for (std::size_t i = 0; i < updates; ++i) own.push_back((*ranks[order[k]].compute_ms)[i] - fast_median[i]);
-      if (*median(own) < 0.05 * g.fast_ms) stretch_only.push_back(k);
+      for (std::size_t i = 0; i < updates; ++i)
+        if (!in_own_stretch(ranks[order[k]].rank, i)) own.push_back((*ranks[order[k]].compute_ms)[i] - fast_median[i]);
+      if (own.empty() || *median(own) < 0.05 * g.fast_ms) stretch_only.push_back(k);
     }
     if (!stretch_only.empty()) return std::nullopt;
     g.updates = updates;
@@ -342,40 +351,56 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks) {
     std::sort(g.slow.begin(), g.slow.end());
     return g;
   };
-  for (const std::size_t split : splits) {
-    SlowGroup g;
-    g.gap_ms = t(split) - t(split - 1);
-    g.spread_ms = t(split - 1) - t(0);
-    g.slow_spread_ms = t(n - 1) - t(split);
-    // The slow side may hold two tiers (1.2x and 2x): its range less its largest inner gap
-    // must not exceed the gap; ranks spread evenly (100, 104, ..., 120 ms) do not pass.
-    double inner = 0;
-    for (std::size_t k = split + 1; k < n; ++k) inner = std::max(inner, t(k) - t(k - 1));
-    if (!(g.gap_ms > g.spread_ms) || g.slow_spread_ms - inner > g.gap_ms) continue;
-    std::vector<char> is_slow(n, 0);
-    for (std::size_t k = split; k < n; ++k) is_slow[k] = 1;
-    std::optional<SlowGroup> judged = judge(g, is_slow);
-    // Ranks slow only in a stretch (the stretch raised their median above the gap) go to
-    // the fast side, once, and the others are judged again: the gap is then the others'
-    // least median over the fast ranks' greatest, and the fast ranks' range is as before.
-    if (!judged && !stretch_only.empty() && stretch_only.size() < n - split) {
-      for (const std::size_t k : stretch_only) is_slow[k] = 0;
-      double least = std::numeric_limits<double>::infinity(), most = -least;
-      for (std::size_t k = split; k < n; ++k)
-        if (is_slow[k]) {
-          least = std::min(least, t(k));
-          most = std::max(most, t(k));
-        }
-      g.gap_ms = least - t(split - 1);
-      g.slow_spread_ms = most - least;
-      judged = judge(g, is_slow);
+  // Every qualifying split of the ranks ordered by `stat`, judged; keeps the best.
+  auto try_splits = [&](const std::vector<double>& stat, const char* name) {
+    split_on = &stat;
+    for (std::size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return stat[a] < stat[b]; });
+    // Splits (order[k..] slow) by decreasing gap; on a tie, the fewer slow ranks first.
+    splits.clear();
+    for (std::size_t k = 1; k < n; ++k) splits.push_back(k);
+    std::stable_sort(splits.begin(), splits.end(), [&](std::size_t a, std::size_t b) {
+      const double ga = t(a) - t(a - 1), gb = t(b) - t(b - 1);
+      return ga != gb ? ga > gb : a > b;
+    });
+    for (const std::size_t split : splits) {
+      SlowGroup g;
+      g.split_on = name;
+      g.gap_ms = t(split) - t(split - 1);
+      g.spread_ms = t(split - 1) - t(0);
+      g.slow_spread_ms = t(n - 1) - t(split);
+      // The slow side may hold two tiers (1.2x and 2x): its range less its largest inner gap
+      // must not exceed the gap; ranks spread evenly (100, 104, ..., 120 ms) do not pass.
+      double inner = 0;
+      for (std::size_t k = split + 1; k < n; ++k) inner = std::max(inner, t(k) - t(k - 1));
+      if (!(g.gap_ms > g.spread_ms) || g.slow_spread_ms - inner > g.gap_ms) continue;
+      std::vector<char> is_slow(n, 0);
+      for (std::size_t k = split; k < n; ++k) is_slow[k] = 1;
+      std::optional<SlowGroup> judged = judge(g, is_slow);
+      // Ranks slow only in a stretch (the stretch raised their median above the gap) go to
+      // the fast side, once, and the others are judged again: the gap is then the others'
+      // least median over the fast ranks' greatest, and the fast ranks' range is as before.
+      if (!judged && !stretch_only.empty() && stretch_only.size() < n - split) {
+        for (const std::size_t k : stretch_only) is_slow[k] = 0;
+        double least = std::numeric_limits<double>::infinity(), most = -least;
+        for (std::size_t k = split; k < n; ++k)
+          if (is_slow[k]) {
+            least = std::min(least, t(k));
+            most = std::max(most, t(k));
+          }
+        g.gap_ms = least - t(split - 1);
+        g.slow_spread_ms = most - least;
+        judged = judge(g, is_slow);
+      }
+      if (!judged) continue;
+      g = std::move(*judged);
+      // Of the splits that qualify, the one whose slowdown costs most: with tiers (ranks 0-2
+      // at 1.2x, rank 3 at 2x), rank 3 alone leaves the 1.2x tier unnamed.
+      if (!best || g.at_stake_ms > best->at_stake_ms) best = std::move(g);
     }
-    if (!judged) continue;
-    g = std::move(*judged);
-    // Of the splits that qualify, the one whose slowdown costs most: with tiers (ranks 0-2
-    // at 1.2x, rank 3 at 2x), rank 3 alone leaves the 1.2x tier unnamed.
-    if (!best || g.at_stake_ms > best->at_stake_ms) best = std::move(g);
-  }
+  };
+  try_splits(typical, "medians");
+  try_splits(mean, "means");
   return best;
 }
 
@@ -537,7 +562,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       }
     out.per_rank.push_back(r);
   }
-  out.slow_group = find_slow_group(work);
+  out.slow_group = find_slow_group(work, out.per_update, out.episodes);
   for (auto& r : out.per_rank) {
     r.relative_score = r.compute_ms.median > 0 ? fastest_median / r.compute_ms.median : 1;
     r.individual_score = r.compute_ms.median > 0 ? r.compute_ms.min / r.compute_ms.median : 1;

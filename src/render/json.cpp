@@ -236,7 +236,7 @@ Json cross_rank(const CrossRankResult& x) {
   Json slow_group = nullptr;
   if (const auto& g = x.slow_group)
     slow_group = {{"slow_ranks", g->slow},  {"fast_ranks", g->fast},     {"slow_ms", g->slow_ms},
-                  {"fast_ms", g->fast_ms},   {"gap_ms", g->gap_ms},       {"spread_ms", g->spread_ms}, {"slow_spread_ms", g->slow_spread_ms},
+                  {"fast_ms", g->fast_ms},   {"split_on", g->split_on}, {"gap_ms", g->gap_ms},       {"spread_ms", g->spread_ms}, {"slow_spread_ms", g->slow_spread_ms},
                   {"at_stake_ms", g->at_stake_ms}, {"updates", g->updates}, {"updates_apart", g->updates_apart},
                   {"updates_slowest", g->updates_slowest}, {"lead_t", opt(g->lead_t)}};
   Json without_comm = Json::array();

@@ -464,6 +464,48 @@ def test_a_rank_slow_in_a_stretch_is_no_member_of_the_slow_group(tmp_path, fallb
     assert (e["first_step"], e["last_step"]) == (1, 20)
 
 
+def test_a_stretch_among_fallbacks_is_an_episode_not_a_slow_group(tmp_path):
+    # Rank 2 of 8 is 1.3x slower in steps 40..99 of 200, with fallbacks on every rank
+    # (rate 0.2). Its stretch and its own fallbacks outside it made most of its updates 5 %
+    # slower, and it was "1 of 8 ranks is slower in 110 of 200 updates" (485 ms per update,
+    # 1.2x what removing the stretch buys). Now it is judged outside its own stretch.
+    synth(tmp_path, "--ranks", 8, "--updates", 200, "--seed", 2, "--fallback-rate", 0.2,
+          "--straggler", "2:40:99:1.3")
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    assert x["slow_group"] is None, x["slow_group"]
+    found = [(f["kind"], f["subject"]) for f in rep["findings"] if f["kind"] in ("straggler", "slow-ranks", "straggler_episode")]
+    assert found == [("straggler_episode", "rank 2")], found
+    (e,) = x["episodes"]
+    assert e["rank"] == 2 and abs(e["first_step"] - 40) <= 3 and abs(e["last_step"] - 99) <= 5, e
+    own = own_work(tmp_path / "logs", x["comm_region"])
+    truth = sum(max(w[s] for w in own.values()) - max(own[r][s] for r in own if r != 2) for s in range(40, 100)) / 200
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert f["ms_per_update"] == pytest.approx(truth, rel=0.10)
+
+
+def test_ranks_slower_throughout_among_many_fallbacks_are_a_group(tmp_path):
+    # Ranks 1 and 3 of 8 are 1.2x slower throughout, with fallbacks on every rank at rate
+    # 0.3 (about half the updates have one). Each rank's median own work falls in either
+    # mode, and the fast ranks' medians spread wider (809 ms) than their gap to the slow
+    # ones (590 ms): no group was found. Their means stand apart (gap 1229 ms, spread 270).
+    synth(tmp_path, "--ranks", 8, "--updates", 100, "--seed", 2, "--fallback-rate", 0.3,
+          "--straggler", "1:1:100:1.2", "--straggler", "3:1:100:1.2")
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    g = x["slow_group"]
+    assert g is not None and g["slow_ranks"] == [1, 3] and g["split_on"] == "means", g
+    own = own_work(tmp_path / "logs", x["comm_region"])
+    means = sorted((sum(w.values()) / len(w), r) for r, w in own.items())
+    assert sorted(r for _, r in means[-2:]) == [1, 3]
+    assert g["gap_ms"] == pytest.approx(means[-2][0] - means[-3][0], rel=1e-9)
+    assert g["spread_ms"] == pytest.approx(means[-3][0] - means[0][0], rel=1e-9)
+    assert g["at_stake_ms"] == pytest.approx(mean_gain(own, [0, 2, 4, 5, 6, 7]), rel=1e-9)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
+    assert f["subject"] == "ranks 1, 3"
+    assert f"the ranks' mean own work splits at a gap of {means[-2][0] - means[-3][0]:.0f} ms" in f["evidence"]
+
+
 def test_half_the_ranks_slower_throughout_is_a_finding(tmp_path):
     # One slow node of two: ranks 4..7 1.3x slower in every update. No rank is flagged
     # (relative score about 0.77) or the slowest in most updates, yet ranks 0..3 wait.

@@ -135,6 +135,9 @@ struct SlowGroup {
   std::vector<std::int64_t> fast;  ///< the other ranks (ascending)
   double slow_ms = 0;    ///< median over the slow ranks of their mean own work [ms]
   double fast_ms = 0;    ///< median over the fast ranks of their mean own work [ms]
+  /// What the ranks were split on: "medians" (each rank's median own work) or "means"
+  /// (its mean: tried too, see find_slow_group). gap_ms and the spreads are of it.
+  std::string split_on;
   /// The slow ranks' least median own work - the fast ranks' greatest [ms] (the fast
   /// ranks without those slow only in a stretch, which the split put on the fast side).
   double gap_ms = 0;
@@ -162,7 +165,10 @@ struct SlowGroup {
 /// in two where their median own work has a clear, large gap. Medians, since a group is
 /// slower in most updates (the lead rule below), while a rank slow only in a stretch has a
 /// raised mean: by means it sat between the fast and the slow ranks, narrowing the gap and
-/// widening the fast ranks' range. Of the splits that meet
+/// widening the fast ranks' range. The splits of the ranks ordered by mean own work are
+/// tried too (gap and spreads then of means): with fallbacks in about half the updates a
+/// rank's median falls in either mode, and the fast ranks' medians spread wider than their
+/// gap to ranks 1.2x slower throughout. Of the splits that meet
 ///   gap > spread (the fast ranks are closer to each other than to the slow ones) and
 ///   slow_spread minus the slow side's largest inner gap <= gap (the slow side may hold
 ///   two tiers, e.g. 1.2x and 2x, but ranks spread evenly, 100, 104, ..., 120 ms, are not
@@ -175,13 +181,20 @@ struct SlowGroup {
 ///   and at least half its mean (slower in most updates, not in a stretch of them: that
 ///   is an episode),
 ///   every slow rank is slower in most updates itself: its own work less the fast ranks'
-///   median, per update, has a median >= 5 % of fast_ms (a stretch can raise a rank's
-///   median above the gap; such ranks are put on the fast side, once, and the rest of
-///   the slow side is judged again, its gap measured without them), and at_stake_ms > 0,
+///   median, per update, has a median >= 5 % of fast_ms, over the updates outside its
+///   own `episodes` that span less than half of them (a stretch can raise a rank's
+///   median above the gap; with fallbacks on every rank, a rank 1.3x slower in a third
+///   of the updates was slower by 5 % in most of them; such ranks are put on the fast
+///   side, once, and the rest of the slow side is judged again, its gap measured without
+///   them), and at_stake_ms > 0,
 /// the slow group is the one with the largest at_stake_ms (with tiers, the top tier
 /// alone would leave the lower one unnamed). slow_ms and fast_ms are medians of the
 /// ranks' means. nullopt when none meets them, and with fewer than 2 ranks or no update.
-std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks);
+/// `per_update` (the aligned updates, as for find_straggler_episodes) gives the steps of
+/// `ranks`' updates, for `episodes`; without them every update counts.
+std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
+                                         const std::vector<UpdateSlowest>& per_update = {},
+                                         const std::vector<StragglerEpisode>& episodes = {});
 
 struct CrossRankResult {
   bool available = false;
