@@ -37,6 +37,21 @@ double binomial_upper_tail(std::size_t k, std::size_t n, double p) {
   return std::min(1.0, sum);
 }
 
+// The `q` quantile (the order statistic round(q x (n - 1)) of n) of each value's window of
+// `window` values centred on it (fewer at the ends).
+std::vector<double> running_quantiles(const std::vector<double>& x, std::size_t window, double q) {
+  std::vector<double> out(x.size()), buf;
+  const std::size_t half = window / 2;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    buf.assign(x.begin() + static_cast<std::ptrdiff_t>(i >= half ? i - half : 0),
+               x.begin() + static_cast<std::ptrdiff_t>(std::min(x.size(), i + half + 1)));
+    const auto k = static_cast<std::ptrdiff_t>(std::lround(q * static_cast<double>(buf.size() - 1)));
+    std::nth_element(buf.begin(), buf.begin() + k, buf.end());
+    out[i] = buf[static_cast<std::size_t>(k)];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
@@ -67,11 +82,39 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
     pooled_typical = t;
     pooled_threshold = std::max(t + std::max(3 * d, floor_ms), floor_ms);
   }
+  // Pass 3, with `ranks`: the same on each rank's running lower quartile of margins (the
+  // 4th smallest of the kWindow = 11 around each update), for long stretches that
+  // frequent slow updates on every rank hide from pass 2: a straggler is slower in every
+  // update, a fallback in some. With fallbacks in half the updates or more (rate 0.3-0.5
+  // in synth), margins spread about 650-820 ms (robust standard deviation) around a 1.3x
+  // straggler's 2000-2500, and pass 2 found none of 24 such stretches whole. A running
+  // median is no good: where a quarter to a third of the updates have a fallback, a rank
+  // has fallbacks in most of 9 updates now and then, and runs of 10-16 updates stood out
+  // by chance. The bound is 6 robust standard deviations of all ranks' running quartiles
+  // over their median, and at least 8 % of the own work: in 180 synth jobs without a
+  // straggler (2-16 ranks, fallback rates 0.05-0.5) no rank's quartiles were beyond it in
+  // more than 4 updates of a run (a stretch needs 10).
+  constexpr std::size_t kWindow = 11;
+  constexpr double kQuartile = 0.3, kSmoothSds = 6, kSmoothFloor = 0.08;
+  std::vector<std::vector<double>> smooth;
+  double smooth_threshold = 0;
+  if (!ranks.empty()) {
+    std::vector<double> series(per_update.size());
+    margins.clear();
+    for (const RankWork& r : ranks) {
+      for (std::size_t i = 0; i < per_update.size(); ++i) series[i] = margin_of(r, i);
+      smooth.push_back(running_quantiles(series, kWindow, kQuartile));
+      margins.insert(margins.end(), smooth.back().begin(), smooth.back().end());
+    }
+    const auto [t, d] = median_and_robust_sd(margins);
+    const double smooth_floor = kSmoothFloor / 0.05 * floor_ms;  // (floor_ms is 5 % of the own work)
+    smooth_threshold = std::max(t + std::max(kSmoothSds * d, smooth_floor), smooth_floor);
+  }
 
   // Each pass's behind updates per rank (index into per_update, margin), and how many
   // ranks are behind in each update (pass 1).
   using Behind = std::map<std::int64_t, std::vector<std::pair<std::size_t, double>>>;
-  Behind behind, behind_long;
+  Behind behind, behind_long, behind_smooth;
   std::vector<std::uint32_t> behind_in(per_update.size(), 0);
   for (std::size_t i = 0; i < per_update.size(); ++i) {
     const UpdateSlowest& u = per_update[i];
@@ -82,7 +125,8 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
       }
       continue;
     }
-    for (const RankWork& r : ranks) {
+    for (std::size_t k = 0; k < ranks.size(); ++k) {
+      const RankWork& r = ranks[k];
       const double m = margin_of(r, i);
       if (m > pooled_threshold) behind_long[r.rank].emplace_back(i, m);
       if (u.margin_ms <= threshold_ms || m <= threshold_ms) continue;
@@ -90,6 +134,10 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
       ++behind_in[i];
     }
   }
+  // Pass 3's behind updates: beyond the bound in their running quartile.
+  for (std::size_t k = 0; k < smooth.size(); ++k)
+    for (std::size_t i = 0; i < per_update.size(); ++i)
+      if (smooth[k][i] > smooth_threshold) behind_smooth[ranks[k].rank].emplace_back(i, margin_of(ranks[k], i));
   // The ranks beyond `thr` in update i other than `rank` (for `alongside`).
   auto others_in = [&](std::size_t i, std::int64_t rank, double thr, std::vector<std::int64_t>& into) {
     for (const RankWork& r : ranks)
@@ -101,7 +149,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   constexpr std::size_t kLongMinBehind = 10;  // pass 2: at least this many behind (and beyond chance),
   constexpr double kLongMinDensity = 0.75;    // in at least this share of the stretch's updates
   std::vector<double> run_margins;
-  auto collect = [&](const Behind& from, bool long_pass, double base, double thr) {
+  auto collect = [&](const Behind& from, bool long_pass, double base, double thr, bool smoothed) {
     for (const auto& [rank, at] : from) {
       for (std::size_t first = 0; first < at.size();) {
         std::size_t e = first + 1;
@@ -141,7 +189,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
           for (std::size_t k = first; k < e; ++k) run_margins.push_back(at[k].second);
           const double stretch_margin = *median(run_margins);
           for (const auto& x : out)
-            if (overlaps(x) && (x.first_step < from_step || x.last_step > to_step ||
+            if (overlaps(x) && ((smoothed && x.long_stretch) || x.first_step < from_step || x.last_step > to_step ||
                                 (2 * span >= per_update.size() && x.margin_ms > 2 * stretch_margin)))
               known = true;
           if (!known) out.erase(std::remove_if(out.begin(), out.end(), overlaps), out.end());
@@ -149,14 +197,38 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         if (keep && !known) {
           StragglerEpisode ep;
           ep.rank = rank;
-          ep.first_step = per_update[at[first].first].step;
-          ep.last_step = per_update[at[e - 1].first].step;
-          ep.updates = span;
-          ep.behind = n;
+          run_margins.clear();
+          // Pass 3's stretch ends where a window's quartile is no longer the stretch's,
+          // 2 or more updates early at each end: it takes the updates around it whose own
+          // margin is beyond the bound, up to half a window, as a run does (at most kMaxGap
+          // others between two).
+          std::size_t lo = at[first].first, hi = at[e - 1].first, more = 0;
+          if (smoothed) {
+            const RankWork& w =
+                *std::find_if(ranks.begin(), ranks.end(), [&](const RankWork& r) { return r.rank == ep.rank; });
+            const std::size_t lo_most = lo >= kWindow / 2 ? lo - kWindow / 2 : 0,
+                              hi_most = std::min(per_update.size() - 1, hi + kWindow / 2);
+            for (std::size_t j = lo; j-- > lo_most && lo - j <= kMaxGap + 1;)
+              if (margin_of(w, j) > thr) {
+                lo = j;
+                ++more;
+                run_margins.push_back(margin_of(w, j));
+              }
+            for (std::size_t j = hi + 1; j <= hi_most && j - hi <= kMaxGap + 1; ++j)
+              if (margin_of(w, j) > thr) {
+                hi = j;
+                ++more;
+                run_margins.push_back(margin_of(w, j));
+              }
+          }
+          ep.first_step = per_update[lo].step;
+          ep.last_step = per_update[hi].step;
+          ep.updates = hi - lo + 1;
+          ep.behind = n + more;
           ep.typical_margin_ms = base;
           ep.threshold_ms = thr;
           ep.long_stretch = long_pass;
-          run_margins.clear();
+          ep.running_quartile = smoothed;
           for (std::size_t k = first; k < e; ++k) {
             run_margins.push_back(at[k].second);
             ep.excess_ms += at[k].second - base;
@@ -175,14 +247,16 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
       }
     }
   };
-  collect(behind, false, typical, threshold_ms);
-  collect(behind_long, true, pooled_typical, pooled_threshold);
+  collect(behind, false, typical, threshold_ms, false);
+  collect(behind_long, true, pooled_typical, pooled_threshold, false);
+  // Pass 3's stretch likewise, unless pass 2 found one there (its own margins say more).
+  collect(behind_smooth, true, pooled_typical, smooth_threshold, true);
   // A long stretch's company: the ranks of other episodes behind (beyond their own
   // threshold) in its behind updates. (Against the typical rank's bound, random delays
   // would put every rank there now and then.)
-  // And its price: in each behind update, its margin beyond the slowest of the other ranks
+  // And its price: in each of its updates, its margin beyond the slowest of the other ranks
   // that are not behind in an episode of their own there (those are the company: the
-  // findings share such waits), or beyond the typical rank's margin if that is larger;
+  // findings share such waits), or beyond the typical rank's margin if that is larger (never below 0);
   // the typical margin is the median of those bounds. Against the typical rank's margin
   // alone, a stretch was priced 1.6-1.8x what removing it buys when fallbacks on the
   // other ranks keep the slowest of them well behind the median rank.
@@ -202,14 +276,15 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
       for (auto i = static_cast<std::size_t>(lo - per_update.begin());
            i < per_update.size() && per_update[i].step <= ep.last_step; ++i) {
         const double m = margin_of(*work_of[ep.rank], i);
-        if (m <= ep.threshold_ms) continue;
         company.clear();
         for (const StragglerEpisode& o : out)
           if (o.rank != ep.rank && o.first_step <= per_update[i].step && per_update[i].step <= o.last_step &&
               margin_of(*work_of[o.rank], i) > o.threshold_ms)
             company.push_back(o.rank);
-        ep.shared += company.empty() ? 0 : 1;
-        ep.alongside.insert(ep.alongside.end(), company.begin(), company.end());
+        if (m > ep.threshold_ms) {
+          ep.shared += company.empty() ? 0 : 1;
+          ep.alongside.insert(ep.alongside.end(), company.begin(), company.end());
+        }
         double bound = pooled_typical;
         for (const RankWork& r : ranks)
           if (r.rank != ep.rank && std::find(company.begin(), company.end(), r.rank) == company.end())

@@ -416,16 +416,24 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     f.ms_per_update = margin_to_gap(x) * e.excess_ms / static_cast<double>(x.steps_aligned);
     f.title = fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of those {} updates",
                           e.rank, e.first_step, e.last_step, e.behind, e.updates);
+    const std::string long_rule =
+        e.running_quartile
+            ? fmt::format("a long stretch among frequent slow updates counts when a rank's running lower quartile of "
+                          "margins (the 4th smallest of the 11 updates around each) is more than {:.0f} ms (all "
+                          "ranks' median plus the larger of 6 robust standard deviations and 8 % of the own work)",
+                          e.threshold_ms)
+            : fmt::format("a long stretch counts when a rank is more than {:.0f} ms behind the median rank (a typical "
+                          "rank's margin plus the larger of 3 robust standard deviations of all ranks' margins and 5 % "
+                          "of the own work)",
+                          e.threshold_ms);
     f.evidence =
         e.long_stretch
             ? fmt::format(
                   "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for "
-                  "the slowest other rank (median), which the job would still wait for without it; a long stretch "
-                  "counts when a rank is more than {:.0f} ms behind the median rank (a typical rank's margin plus "
-                  "the larger of 3 robust standard deviations of all ranks' margins and 5 % of the own work) in at "
-                  "least 10 updates and 75 % of the stretch; time at stake: per update, its margin beyond the "
-                  "slowest other rank's",
-                  e.margin_ms, e.typical_margin_ms, e.threshold_ms)
+                  "the slowest other rank (median), which the job would still wait for without it; {} in at least "
+                  "10 updates and 75 % of the stretch; time at stake: per update, its margin beyond the slowest "
+                  "other rank's",
+                  e.margin_ms, e.typical_margin_ms, long_rule)
             : fmt::format(
                   "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for "
                   "the slowest rank in a typical update; a rank counts as behind when it is more than {:.0f} ms "

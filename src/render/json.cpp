@@ -230,6 +230,7 @@ Json cross_rank(const CrossRankResult& x) {
                         {"typical_margin_ms", e.typical_margin_ms},
                         {"threshold_ms", e.threshold_ms},
                         {"long_stretch", e.long_stretch},
+                        {"running_quartile", e.running_quartile},
                         {"excess_ms", e.excess_ms},
                         {"shared", e.shared},
                         {"alongside", e.alongside}});

@@ -747,6 +747,38 @@ def test_long_stretches_among_fallbacks_are_found_and_priced_by_what_removing_th
         assert found[f"rank {rank}"]["ms_per_update"] == pytest.approx(truth, rel=0.10), (rank, truth)
 
 
+def test_a_long_stretch_hidden_by_frequent_fallbacks_is_found(tmp_path):
+    # Rank 5 of 8 is 1.3x slower in steps 40..99, with fallbacks in about half of every
+    # rank's updates (rate 0.3): its margins spread as widely as its lag, and no episode
+    # was found. Its running lower quartile of margins stands out.
+    synth(tmp_path, "--ranks", 8, "--updates", 200, "--seed", 1, "--fallback-rate", 0.3,
+          "--straggler", "5:40:99:1.3")
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    (e,) = x["episodes"]
+    assert e["rank"] == 5 and e["long_stretch"], e
+    assert abs(e["first_step"] - 40) <= 4 and abs(e["last_step"] - 99) <= 4, e
+    own = own_work(tmp_path / "logs", x["comm_region"])
+    truth = sum(max(w[s] for w in own.values()) - max(own[r][s] for r in own if r != 5) for s in range(40, 100)) / 200
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert f["subject"] == "rank 5"
+    assert f["ms_per_update"] == pytest.approx(truth, rel=0.10)
+
+
+@pytest.mark.parametrize("ranks", [4, 8, 16])
+@pytest.mark.parametrize("fallback_rate", [0.2, 0.3, 0.5])
+def test_frequent_fallbacks_alone_are_no_stretch(tmp_path, ranks, fallback_rate):
+    # Where a quarter to a third of the updates have a fallback, a rank has fallbacks in
+    # most of 9 updates now and then: running medians of margins stood out for 10-16
+    # updates by chance (8 ranks at rate 0.2, seeds 14, 16 and 18 among them).
+    for seed in (14, 16, 18):
+        d = tmp_path / str(seed)
+        synth(d, "--ranks", ranks, "--updates", 100, "--seed", seed, "--fallback-rate", fallback_rate)
+        rep = report(d / "logs")
+        assert rep["cross_rank"]["episodes"] == [], (seed, rep["cross_rank"]["episodes"])
+        assert not any(f["kind"] in ("straggler_episode", "straggler", "slow-ranks") for f in rep["findings"])
+
+
 def test_with_two_ranks_a_stretch_is_priced_by_the_whole_gap(tmp_path):
     # With two ranks the median rank is their mean: the margin is half the gap the other
     # rank waits, and the stretch was priced at half (272 ms per update against 535).

@@ -70,7 +70,10 @@ struct StragglerEpisode {
   /// or of any rank's typical margin (median over ranks and updates) where that is larger.
   double typical_margin_ms = 0;
   double threshold_ms = 0;      ///< the margin above which it counts as behind [ms]
-  bool long_stretch = false;    ///< found by the second pass (see find_straggler_episodes)
+  bool long_stretch = false;    ///< found by the second or third pass (see find_straggler_episodes)
+  /// Found by the third pass, on running lower quartiles of margins; threshold_ms is then
+  /// their bound.
+  bool running_quartile = false;
   /// Sum over its behind updates of (margin - typical margin) [ms]; for a long stretch, of
   /// (margin - that update's bound, never below 0): what removing its lag alone buys.
   double excess_ms = 0;
@@ -116,7 +119,16 @@ struct RankWork {
 /// it spans half the aligned updates or more and one of them is more than twice as far
 /// behind (a sharp episode of a rank a little behind throughout: it says more, and the
 /// straggler finding prices the rest). Density, length and the chance test keep random
-/// delays out. A long stretch is priced per behind update against the slowest other rank
+/// delays out.
+/// Third pass, with `ranks`: frequent slow updates on every rank (fallbacks in half the
+/// updates) spread the margins as widely as a straggler's lag, and pass 2 misses its
+/// stretch. Each rank's margins are replaced by their running lower quartile (the 4th
+/// smallest of the 11 updates centred on each: a straggler is slower in every update, a
+/// fallback in some), and a run as in pass 2 beyond median + max(6 x 1.4826 x MAD, 8 % of
+/// the median rank's own work) of all ranks' running quartiles is a long stretch too
+/// (`running_quartile`), unless pass 2 found one of the rank there; it takes the updates
+/// around it whose own margin is beyond that bound (up to 5 each side, as a run does:
+/// the quartile of a window the stretch fills less of is not the stretch's). A long stretch is priced per behind update against the slowest other rank
 /// there (see typical_margin_ms): with fallbacks on the other ranks the job still waits
 /// for one of them without it.
 /// `threshold_ms` is set to the first pass's threshold (0 when `per_update` is empty).
