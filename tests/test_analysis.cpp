@@ -824,3 +824,63 @@ TEST(StragglerFinding, JudgedOutsideItsOwnStretches) {
   const auto fewer = derive_findings({time, regions, paths, padding, waiting, x, nullptr, slow});
   for (const auto& f : fewer) EXPECT_NE(f.kind, "straggler") << f.title;
 }
+
+// The analyses' index: a region in at least 1/32 of the updates gets columns, a rarer
+// one a list of its samples (a name per step made a column per name over every update).
+// 64 updates: "fwd" in all, "rare" in updates 5 and 40 (2 of 64 >= 1/32: columns),
+// "once" in update 9 only (1 of 64 < 1/32: listed), listed twice there (the first entry
+// wins, as in UpdateRecord::region).
+TEST(UpdateIndex, RareRegionsAreListedNotGivenColumns) {
+  Dataset d;
+  const auto fwd = d.regions.intern("fwd"), rare = d.regions.intern("rare"), once = d.regions.intern("once");
+  RankLog log;
+  log.rank = 0;
+  for (int s = 0; s < 64; ++s) {
+    UpdateRecord u;
+    u.step = s;
+    u.wall_ms = 100;
+    RegionSample f;
+    f.region = fwd, f.host_ms = 10.0 + s, f.calls = std::int64_t{1};
+    u.regions.push_back(f);
+    if (s == 5 || s == 40) {
+      RegionSample r;
+      r.region = rare, r.device_ms = 3.0 + s;
+      u.regions.push_back(r);
+    }
+    if (s == 9) {
+      RegionSample o;
+      o.region = once, o.host_ms = 7.0, o.calls = std::int64_t{2};
+      u.regions.push_back(o);
+      o.host_ms = 8.0;
+      u.regions.push_back(o);
+    }
+    log.updates.push_back(std::move(u));
+  }
+  d.ranks.push_back(std::move(log));
+  const AnalysisInput plain{d};
+  const auto updates = plain.updates();
+  const UpdateIndex index(updates, d.regions.size());
+  EXPECT_EQ(index.columns(fwd).present.size(), 64u);
+  EXPECT_EQ(index.columns(rare).present.size(), 64u);
+  EXPECT_TRUE(index.listing(fwd).empty());
+  EXPECT_TRUE(index.columns(once).present.empty());
+  const auto listed = index.listing(once);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].k, 9u);
+  EXPECT_EQ(listed[0].sample, &updates[9]->regions[1]);
+  for (std::size_t k = 0; k < 64; ++k) {
+    const auto v = index.find(k, *updates[k], once);
+    ASSERT_EQ(v.has_value(), k == 9) << k;
+    EXPECT_EQ(index.time(k, *updates[k], once, false), k == 9 ? std::optional<double>(7.0) : std::nullopt);
+    EXPECT_EQ(index.find(k, *updates[k], fwd)->host_ms, 10.0 + static_cast<double>(k));
+  }
+  EXPECT_EQ(index.find(9, *updates[9], once)->calls, 2);
+  const AnalysisInput in{d, nullptr, &index};
+  const RegionColumns c(in, updates, once);
+  for (std::size_t k = 0; k < 64; ++k) {
+    EXPECT_EQ(c.get().present[k], k == 9 ? 1 : 0) << k;
+    EXPECT_EQ(std::isnan(c.get().host[k]), k != 9) << k;
+  }
+  EXPECT_EQ(c.get().host[9], 7.0);
+  EXPECT_EQ(c.get().calls[9], 2.0);
+}

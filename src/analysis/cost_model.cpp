@@ -49,6 +49,10 @@ bool any_histogram(const Dataset& data) {
 }  // namespace
 
 std::optional<std::size_t> FeatureSpace::find(Feature::Kind kind, NameTable::Id id) const {
+  if (kind == Feature::Kind::kCalls) {
+    if (id < calls_feature.size() && calls_feature[id] != kNone) return calls_feature[id];
+    return std::nullopt;
+  }
   for (std::size_t i = 0; i < features.size(); ++i)
     if (features[i].kind == kind && (kind == Feature::Kind::kFramesSq || features[i].id == id)) return i;
   return std::nullopt;
@@ -56,13 +60,16 @@ std::optional<std::size_t> FeatureSpace::find(Feature::Kind kind, NameTable::Id 
 
 std::vector<double> FeatureSpace::values(const UpdateRecord& u) const {
   std::vector<double> x(features.size(), 0.0);
+  // The update's own regions' calls (in reverse: the first entry of a region wins, as in
+  // UpdateRecord::region), not every region's feature looked up in the update.
+  for (auto r = u.regions.rbegin(); r != u.regions.rend(); ++r)
+    if (r->region < calls_feature.size() && calls_feature[r->region] != kNone)
+      x[calls_feature[r->region]] = static_cast<double>(r->calls.value_or(0));
   for (std::size_t i = 0; i < features.size(); ++i) {
     const Feature& f = features[i];
     switch (f.kind) {
       case Feature::Kind::kCounter: x[i] = u.counter(f.id).value_or(0.0); break;
-      case Feature::Kind::kCalls:
-        if (const auto* r = u.region(f.id)) x[i] = static_cast<double>(r->calls.value_or(0));
-        break;
+      case Feature::Kind::kCalls: break;
       case Feature::Kind::kFramesSq:
         for (const auto& [frames, samples] : u.frame_histogram)
           x[i] += static_cast<double>(frames) * static_cast<double>(frames) * static_cast<double>(samples);
@@ -130,8 +137,19 @@ FeatureSpace build_feature_space(const AnalysisInput& in) {
         add_counter(p.microbatches);
         s.paths.push_back(std::move(p));
       }
+  // (A region is listed once per update: the reader refuses a repeated key.)
+  s.region_updates.assign(in.data.regions.size(), 0);
+  for (const auto& r : in.data.ranks)
+    for (const auto& u : r.updates)
+      for (const auto& sample : u.regions)
+        if (sample.region < s.region_updates.size()) ++s.region_updates[sample.region];
+  const std::size_t least = std::min(kMinUpdates, in.data.update_count());
+  s.calls_feature.assign(in.data.regions.size(), FeatureSpace::kNone);
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id)
-    s.features.push_back({Feature::Kind::kCalls, id, "calls", "call"});
+    if (s.region_updates[id] >= least) {
+      s.calls_feature[id] = s.features.size();
+      s.features.push_back({Feature::Kind::kCalls, id, "calls", "call"});
+    }
   return s;
 }
 
@@ -189,6 +207,20 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
   x.reserve(updates.size());
   for (const auto* u : updates) x.push_back(set.space.values(*u));
 
+  // The time of each region in fewer than kMinUpdates updates, summed over its samples
+  // (one pass; looking each one up in every update took 12 s for 50,000 such regions).
+  // Device time where any update has it, else host time (AnalysisInput::has_device_time).
+  std::vector<double> rare_sum(in.data.regions.size(), 0.0);
+  std::vector<char> rare_device(in.data.regions.size(), 0);
+  auto rare = [&](const RegionSample& s) {
+    return s.region < rare_sum.size() && set.space.calls_feature[s.region] == FeatureSpace::kNone;
+  };
+  for (const auto* u : updates)
+    for (const auto& s : u->regions)
+      if (rare(s) && s.device_ms) rare_device[s.region] = 1;
+  for (const auto* u : updates)
+    for (const auto& s : u->regions)
+      if (rare(s)) rare_sum[s.region] += std::max(0.0, (rare_device[s.region] ? s.device_ms : s.host_ms).value_or(0.0));
   // Each region's model is fitted on its own (on several threads: the held-out error of
   // every candidate set is a least-squares solve over all updates); kept in region order.
   auto fit_region = [&](NameTable::Id id) -> std::optional<RegionModel> {
@@ -197,6 +229,13 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
     m.id = id;
     m.device = in.has_device_time(id);
     m.updates = updates.size();
+    if (set.space.calls_feature[id] == FeatureSpace::kNone) {  // (in fewer than kMinUpdates updates)
+      if (!(rare_sum[id] > 0)) return std::nullopt;  // (never ran, as below)
+      m.mean_ms = rare_sum[id] / static_cast<double>(updates.size());
+      m.why_not = fmt::format("listed in {} of the {} updates: at least {} are needed", set.space.region_updates[id],
+                              updates.size(), kMinUpdates);
+      return m;
+    }
     std::vector<double> y;
     y.reserve(updates.size());
     for (const auto* u : updates) y.push_back(region_time(*u, id, m.device));

@@ -21,61 +21,114 @@ bool AnalysisInput::device_time_is_busy_union() const {
   return false;
 }
 
+namespace {
+
+// Each name's column: names present in at least 1/UpdateIndex::kMinShare of `n` updates
+// (`count`) get one, in id order, while `cell` bytes per (update, name) stay within
+// UpdateIndex::kMaxBytes; the others get `none`. Returns the number of columns.
+std::size_t assign_slots(const std::vector<std::size_t>& count, std::size_t n, std::size_t cell, std::uint32_t none,
+                         std::vector<std::uint32_t>& slot) {
+  slot.assign(count.size(), none);
+  if (n == 0) return 0;
+  std::size_t used = 0;
+  for (std::size_t id = 0; id < count.size(); ++id)
+    if (count[id] * UpdateIndex::kMinShare >= n && used + 1 <= UpdateIndex::kMaxBytes / cell / n)
+      slot[id] = static_cast<std::uint32_t>(used++);
+  return used;
+}
+
+}  // namespace
+
 UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::size_t region_names,
                          std::size_t counter_names)
     : width_(region_names), counter_width_(counter_names), n_(updates.size()), device_any_(region_names, false),
       data_any_(region_names, false) {
   constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
   constexpr std::size_t kCell = 3 * sizeof(double) + 1;  // device, host, calls, present
-  const bool regions = region_names > 0 && n_ > 0 && region_names <= kMaxBytes / kCell / n_;
-  const bool counters = counter_names > 0 && n_ > 0 && counter_names <= kMaxBytes / sizeof(double) / n_;
-  if (regions) {
-    for (auto* column : {&device_, &host_, &calls_}) column->reset(new double[width_ * n_]);
-    present_.reset(new std::uint8_t[width_ * n_]);
-  }
-  if (counters) counters_.reset(new double[counter_width_ * n_]);
-  // Ranges of updates fill disjoint parts of every column, on several threads for
-  // large inputs; each range notes which regions have data, and those notes are
-  // combined after.
+  // Ranges of updates are read on several threads for large inputs: first to count each
+  // name's updates and note which regions have data (combined after), then to fill
+  // disjoint parts of every column.
   constexpr std::size_t kChunk = 1 << 15;  // updates
   const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
+  const unsigned threads = chunks >= 4 ? 0 : 1;  // (0: every core)
   std::vector<std::vector<std::uint8_t>> seen(chunks, std::vector<std::uint8_t>(width_, 0));  // 1 data, 2 device
-  detail::parallel_for(chunks, chunks >= 4 ? 0 : 1, [&](std::size_t c) {
+  std::vector<std::vector<std::size_t>> region_count(chunks), counter_count(chunks);
+  detail::parallel_for(chunks, threads, [&](std::size_t c) {
     std::vector<std::uint8_t>& flags = seen[c];
-    const std::size_t first = c * kChunk, last = std::min(n_, (c + 1) * kChunk);
-    for (std::size_t id = 0; regions && id < width_; ++id) {
-      for (auto* column : {&device_, &host_, &calls_})
-        std::fill(column->get() + id * n_ + first, column->get() + id * n_ + last, kAbsent);
-      std::fill(present_.get() + id * n_ + first, present_.get() + id * n_ + last, std::uint8_t{0});
-    }
-    for (std::size_t id = 0; counters && id < counter_width_; ++id)
-      std::fill(counters_.get() + id * n_ + first, counters_.get() + id * n_ + last, kAbsent);
-    for (std::size_t k = first; k < last; ++k) {
+    region_count[c].assign(width_, 0);
+    counter_count[c].assign(counter_width_, 0);
+    std::vector<std::size_t> last(width_, n_);  // the update a region was last counted in
+    for (std::size_t k = c * kChunk; k < std::min(n_, (c + 1) * kChunk); ++k) {
       for (const auto& r : updates[k]->regions) {
         if (r.region >= width_) continue;
+        if (last[r.region] != k) ++region_count[c][r.region];  // (updates, not entries)
+        last[r.region] = k;
         if (r.device_ms) flags[r.region] |= 2;
         if (r.device_ms || r.host_ms || r.calls) flags[r.region] |= 1;
-        if (!regions) continue;
-        const std::size_t at = r.region * n_ + k;
+      }
+      for (const auto& x : updates[k]->counters)
+        if (x.name < counter_width_) ++counter_count[c][x.name];
+    }
+  });
+  std::vector<std::size_t> regions_in(width_, 0), counters_in(counter_width_, 0);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    for (std::size_t id = 0; id < width_; ++id) {
+      regions_in[id] += region_count[c][id];
+      if (seen[c][id] & 1) data_any_[id] = true;
+      if (seen[c][id] & 2) device_any_[id] = true;
+    }
+    for (std::size_t id = 0; id < counter_width_; ++id) counters_in[id] += counter_count[c][id];
+  }
+  const std::size_t columns = assign_slots(regions_in, n_, kCell, kNoSlot, slot_);
+  const std::size_t counter_columns = assign_slots(counters_in, n_, sizeof(double), kNoSlot, counter_slot_);
+  if (columns > 0) {
+    for (auto* column : {&device_, &host_, &calls_}) column->reset(new double[columns * n_]);
+    present_.reset(new std::uint8_t[columns * n_]);
+  }
+  if (counter_columns > 0) counters_.reset(new double[counter_columns * n_]);
+  if (columns > 0) {  // (without columns, present_ is null and lookups read the records)
+    listed_begin_.assign(width_, 0);
+    std::size_t total = 0;
+    for (std::size_t id = 0; id < width_; ++id) {
+      listed_begin_[id] = total;
+      if (slot_[id] == kNoSlot) total += regions_in[id];
+    }
+    listed_.resize(total);
+    listed_end_ = listed_begin_;
+    for (std::size_t k = 0; total > 0 && k < n_; ++k)
+      for (const auto& r : updates[k]->regions) {
+        if (r.region >= width_ || slot_[r.region] != kNoSlot) continue;
+        std::size_t& end = listed_end_[r.region];
+        if (end > listed_begin_[r.region] && listed_[end - 1].k == k) continue;  // the first entry wins
+        listed_[end++] = {k, &r};
+      }
+  }
+  detail::parallel_for(chunks, threads, [&](std::size_t c) {
+    const std::size_t first = c * kChunk, last = std::min(n_, (c + 1) * kChunk);
+    for (std::size_t at = 0; at < columns; ++at) {
+      for (auto* column : {&device_, &host_, &calls_})
+        std::fill(column->get() + at * n_ + first, column->get() + at * n_ + last, kAbsent);
+      std::fill(present_.get() + at * n_ + first, present_.get() + at * n_ + last, std::uint8_t{0});
+    }
+    for (std::size_t at = 0; at < counter_columns; ++at)
+      std::fill(counters_.get() + at * n_ + first, counters_.get() + at * n_ + last, kAbsent);
+    for (std::size_t k = first; k < last; ++k) {
+      for (const auto& r : updates[k]->regions) {
+        if (columns == 0 || r.region >= width_ || slot_[r.region] == kNoSlot) continue;
+        const std::size_t at = slot_[r.region] * n_ + k;
         if (present_[at]) continue;  // the first entry wins, as in UpdateRecord::region
         present_[at] = 1;
         if (r.device_ms) device_[at] = *r.device_ms;
         if (r.host_ms) host_[at] = *r.host_ms;
         if (r.calls) calls_[at] = static_cast<double>(*r.calls);
       }
-      if (counters)
-        for (const auto& x : updates[k]->counters) {
-          if (x.name >= counter_width_) continue;
-          double& slot = counters_[x.name * n_ + k];
-          if (std::isnan(slot)) slot = x.value;  // the first entry wins, as in UpdateRecord::counter
-        }
+      for (const auto& x : updates[k]->counters) {
+        if (counter_columns == 0 || x.name >= counter_width_ || counter_slot_[x.name] == kNoSlot) continue;
+        double& value = counters_[counter_slot_[x.name] * n_ + k];
+        if (std::isnan(value)) value = x.value;  // the first entry wins, as in UpdateRecord::counter
+      }
     }
   });
-  for (const auto& flags : seen)
-    for (NameTable::Id id = 0; id < width_; ++id) {
-      if (flags[id] & 1) data_any_[id] = true;
-      if (flags[id] & 2) device_any_[id] = true;
-    }
 }
 
 RegionColumns::RegionColumns(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,
@@ -87,13 +140,20 @@ RegionColumns::RegionColumns(const AnalysisInput& in, const std::vector<const Up
   constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
   for (auto* column : {&device_, &host_, &calls_}) column->assign(updates.size(), kAbsent);
   present_.assign(updates.size(), 0);
-  for (std::size_t k = 0; k < updates.size(); ++k) {
-    const RegionSample* s = updates[k]->region(id);
-    if (!s) continue;
+  auto put = [&](std::size_t k, const RegionSample* s) {
+    if (!s) return;
     present_[k] = 1;
     if (s->device_ms) device_[k] = *s->device_ms;
     if (s->host_ms) host_[k] = *s->host_ms;
     if (s->calls) calls_[k] = static_cast<double>(*s->calls);
+  };
+  // A region without columns: from its listings when the index has them (looking it up
+  // in every update took seconds for thousands of such regions).
+  const auto listing = in.index ? in.index->listing(id) : std::span<const UpdateIndex::Listing>{};
+  if (!listing.empty()) {
+    for (const auto& l : listing) put(l.k, l.sample);
+  } else {
+    for (std::size_t k = 0; k < updates.size(); ++k) put(k, updates[k]->region(id));
   }
   view_ = {device_, host_, calls_, present_};
 }

@@ -25,7 +25,11 @@ int run_html(const HtmlOptions& opt) {
   input.output = opt.output;
   if (auto stop = load_input(input, diag, in)) return *stop;
   arm_exit_on_interrupt();  // (until the output is written)
-  const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
+  // One index for the report, the what-ifs and the charts (without it, the what-ifs and
+  // charts looked every region up in every update record).
+  const AnalysisInput plain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
+  const UpdateIndex index(plain.updates(), in.data.regions.size(), in.data.counters.size());
+  const AnalysisInput ain{in.data, plain.hierarchy, &index};
   const Report report = build_report(ain);
   std::vector<WhatIfResult> whatifs;
   if (!opt.no_whatif)

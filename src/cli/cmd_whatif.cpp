@@ -85,7 +85,9 @@ int run_whatif_command(WhatIfCliOptions opt) {
       return kUsage;
     }
   }
-  const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
+  const AnalysisInput plain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
+  const UpdateIndex index(plain.updates(), in.data.regions.size(), in.data.counters.size());
+  const AnalysisInput ain{in.data, plain.hierarchy, &index};
   const WhatIfResult result = run_whatif(ain, opt.whatif);
   std::string text;
   if (opt.format == "json") text = render_whatif_json(result, diag);

@@ -622,6 +622,35 @@ def test_version_names_the_allocator():
 
 @pytest.mark.skipif(os.environ.get("STEPPROF_SANITIZE", "") != "",
                     reason="sanitizers reserve terabytes of address space: no address-space limit fits them")
+def test_region_names_new_in_every_update_cost_memory_per_sample(tmp_path):
+    # A name per step ("batch_1", "batch_2", ...): the analyses' index held a column per
+    # name over every update, 6,500 updates of 0.8 MB took 1.08 GB in `report`, and
+    # 12,000 took 3.66 GB (and 22 s) in `html`, whose cost models had a feature per name.
+    # Now each such name keeps a list of its samples: both fit in 300 MB. (Beyond 1 GB the
+    # index was left out, so 7,000 updates took 34 MB.)
+    import resource
+    log = tmp_path / "oneoff.jsonl"
+    with open(log, "w") as f:
+        f.write(json.dumps({"type": "config", "rank": 0, "world_size": 1}) + "\n")
+        for s in range(1, 6501):
+            f.write(json.dumps({"type": "update", "rank": 0, "step": s, "wall_ms": 400,
+                                "cpu_call_ms": {"fwd": 100, "bwd": 200, f"batch_{s}": 5}}) + "\n")
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (300 << 20, 300 << 20))  # noqa: E731
+    for cmd in (["report", "--format", "json"], ["html", "-o", str(tmp_path / "r.html")]):
+        r = subprocess.run([BIN, *cmd, str(log)], capture_output=True, text=True, timeout=300, preexec_fn=limit)
+        assert r.returncode == 0, (cmd, r.returncode, r.stderr[-2000:])
+        assert "[one-off-names]" in r.stderr
+    rep = json.loads(subprocess.run([BIN, "report", "--format", "json", str(log)], capture_output=True, text=True,
+                                    timeout=300).stdout)
+    rows = {row["name"]: row for row in rep["regions"]["rows"]}
+    assert len(rows) == 6502
+    for name in ("batch_1", "batch_77", "batch_6500"):  # each one-off region: its one sample
+        assert rows[name]["updates_present"] == 1 and rows[name]["host_ms"]["median"] == 5
+    assert rows["bwd"]["updates_present"] == 6500 and rows["bwd"]["host_ms"]["median"] == 200
+
+
+@pytest.mark.skipif(os.environ.get("STEPPROF_SANITIZE", "") != "",
+                    reason="sanitizers reserve terabytes of address space: no address-space limit fits them")
 def test_out_of_memory_is_its_own_status_with_a_clear_message(tmp_path):
     # 16 ranks x 2000 updates need about 65 MB; under a 60 MB address-space limit the
     # report runs out of memory: exit 4 and a message that says so and what to do (it was

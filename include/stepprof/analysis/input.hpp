@@ -1,6 +1,7 @@
 // What every analysis reads: the validated dataset and, when known, the region nesting.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -26,13 +27,17 @@ struct RegionValues {
 /// columns of doubles (NaN when absent), so that an analysis that goes over every update
 /// once per region reads memory in order instead of one update record after another
 /// (an update's samples lie far from the next update's). Indexes the updates in
-/// AnalysisInput::updates() order. Costs 25 bytes per (update, region name) and 8 bytes
-/// per (update, counter name) [bytes]; a part is not built (lookups fall back to
-/// UpdateRecord::region and ::counter) beyond kMaxBytes, e.g. for logs with thousands of
-/// region names.
+/// AnalysisInput::updates() order. Costs 25 bytes per (update, indexed region name) and 8
+/// bytes per (update, indexed counter name) [bytes]. Only names present in at least
+/// 1/kMinShare of the updates get columns, so the index holds at most kMinShare x 25 bytes
+/// per region sample; each other region has the list of its updates and samples (16
+/// bytes per sample), and other counters fall back to UpdateRecord::counter: a log whose region names are new in every update (batch_1,
+/// batch_2, ...) made 6,500 updates of 0.8 MB a 1 GB index. A part is not built beyond
+/// kMaxBytes either.
 class UpdateIndex {
  public:
   static constexpr std::size_t kMaxBytes = std::size_t{1} << 30;
+  static constexpr std::size_t kMinShare = 32;
   UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::size_t region_names,
               std::size_t counter_names = 0);
 
@@ -40,24 +45,25 @@ class UpdateIndex {
   /// the region is absent there.
   [[nodiscard]] std::optional<RegionValues> find(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
     if (!present_ || id >= width_) return values_of(u.region(id));
-    const std::size_t at = id * n_ + k;
+    if (slot_[id] == kNoSlot) return values_of(listed(k, id));
+    const std::size_t at = slot_[id] * n_ + k;
     if (!present_[at]) return std::nullopt;
     return RegionValues{value(device_[at]), value(host_[at]), calls_of(calls_[at])};
   }
   /// The device (`device` true) or host time of region `id` in the k-th update (which
   /// must be `u`) [ms], or nullopt when absent.
   [[nodiscard]] std::optional<double> time(std::size_t k, const UpdateRecord& u, NameTable::Id id, bool device) const {
-    if (!present_ || id >= width_) {
-      const RegionSample* s = u.region(id);
+    if (!present_ || id >= width_ || slot_[id] == kNoSlot) {
+      const RegionSample* s = present_ && id < width_ ? listed(k, id) : u.region(id);
       if (!s) return std::nullopt;
       return device ? s->device_ms : s->host_ms;
     }
-    return value((device ? device_ : host_)[id * n_ + k]);
+    return value((device ? device_ : host_)[slot_[id] * n_ + k]);
   }
   /// The value of counter `id` in the k-th update (which must be `u`), or nullopt.
   [[nodiscard]] std::optional<double> counter(std::size_t k, const UpdateRecord& u, NameTable::Id id) const {
-    if (!counters_ || id >= counter_width_) return u.counter(id);
-    return value(counters_[id * n_ + k]);
+    if (!counters_ || id >= counter_width_ || counter_slot_[id] == kNoSlot) return u.counter(id);
+    return value(counters_[counter_slot_[id] * n_ + k]);
   }
   /// A region's columns, one entry per update in updates() order: device times and host
   /// times [ms] and calls [count], NaN where absent, and presence (1 where the update
@@ -66,12 +72,24 @@ class UpdateIndex {
     std::span<const double> device, host, calls;
     std::span<const std::uint8_t> present;
   };
-  /// Region `id`'s columns; empty spans when the index has none (beyond kMaxBytes) or
-  /// does not know the region.
+  /// Region `id`'s columns; empty spans when the index has none (beyond kMaxBytes, or a
+  /// region in fewer than 1/kMinShare of the updates) or does not know the region.
   [[nodiscard]] Columns columns(NameTable::Id id) const {
-    if (!present_ || id >= width_) return {};
-    const std::size_t at = id * n_;
+    if (!present_ || id >= width_ || slot_[id] == kNoSlot) return {};
+    const std::size_t at = slot_[id] * n_;
     return {{device_.get() + at, n_}, {host_.get() + at, n_}, {calls_.get() + at, n_}, {present_.get() + at, n_}};
+  }
+  /// A region without columns (in fewer than 1/kMinShare of the updates): an update that
+  /// lists it (its position in updates() order) and its sample there.
+  struct Listing {
+    std::size_t k;
+    const RegionSample* sample;
+  };
+  /// Region `id`'s listings, by ascending k; empty when it has columns, or the index has
+  /// none (then lookups read the records).
+  [[nodiscard]] std::span<const Listing> listing(NameTable::Id id) const {
+    if (!present_ || id >= width_ || slot_[id] != kNoSlot) return {};
+    return {listed_.data() + listed_begin_[id], listed_end_[id] - listed_begin_[id]};
   }
   /// True when any update has a device time for the region.
   [[nodiscard]] bool has_device_time(NameTable::Id id) const { return id < device_any_.size() && device_any_[id]; }
@@ -85,6 +103,13 @@ class UpdateIndex {
   }
 
  private:
+  // Region id's sample in the k-th update, from its listings, or nullptr.
+  [[nodiscard]] const RegionSample* listed(std::size_t k, NameTable::Id id) const {
+    const auto list = listing(id);
+    const auto at =
+        std::lower_bound(list.begin(), list.end(), k, [](const Listing& l, std::size_t x) { return l.k < x; });
+    return at != list.end() && at->k == k ? at->sample : nullptr;
+  }
   static std::optional<double> value(double v) {
     if (std::isnan(v)) return std::nullopt;  // absent (the reader admits only finite values)
     return v;
@@ -93,11 +118,18 @@ class UpdateIndex {
     if (std::isnan(v)) return std::nullopt;
     return static_cast<std::int64_t>(v);
   }
+  static constexpr std::uint32_t kNoSlot = 0xFFFFFFFFu;
   std::size_t width_ = 0, counter_width_ = 0, n_ = 0;
+  // Each name's column (in the arrays below), or kNoSlot when it has none.
+  std::vector<std::uint32_t> slot_, counter_slot_;
+  // Region id's listings (regions without columns) are listed_[listed_begin_[id] ..
+  // listed_end_[id]).
+  std::vector<std::size_t> listed_begin_, listed_end_;
+  std::vector<Listing> listed_;
   // Filled by ranges of updates on several threads (allocated without initializing).
-  std::unique_ptr<double[]> device_, host_, calls_;  // [id * n + k], NaN when absent
-  std::unique_ptr<std::uint8_t[]> present_;          // [id * n + k]: 1 when the update lists the region
-  std::unique_ptr<double[]> counters_;               // [id * n + k], NaN when absent
+  std::unique_ptr<double[]> device_, host_, calls_;  // [slot * n + k], NaN when absent
+  std::unique_ptr<std::uint8_t[]> present_;          // [slot * n + k]: 1 when the update lists the region
+  std::unique_ptr<double[]> counters_;               // [slot * n + k], NaN when absent
   std::vector<bool> device_any_, data_any_;
 };
 
