@@ -51,7 +51,7 @@ void add_html_command(CLI::App& app, std::function<void(std::function<int()>)> s
   CLI::App* cmd = app.add_subcommand(
       "html", "write the report with charts as one self-contained HTML file that opens offline in any browser");
   add_input_options(*cmd, opt->input);
-  cmd->add_option("-o,--output", opt->output, "write the page to FILE (e.g. report.html) instead of stdout");
+  cmd->add_option("-o,--output", opt->output, "write the page to FILE (e.g. report.html) instead of stdout")->check(kNonEmptyPath);
   cmd->add_flag("--no-whatif", opt->no_whatif, "leave out the what-if section (stepprof whatif, docs/whatif.md)");
   cmd->callback([opt, set_action] { set_action([opt] { return run_html(*opt); }); });
 }

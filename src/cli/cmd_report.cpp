@@ -120,7 +120,7 @@ void add_report_command(CLI::App& app, std::function<void(std::function<int()>)>
   add_input_options(*cmd, opt->input);
   cmd->add_option("--format", opt->format, "text (default), json, markdown, or csv (tables in --out DIR)")
       ->check(CLI::IsMember({"text", "json", "markdown", "csv"}));
-  cmd->add_option("-o,--output", opt->output, "write the report to FILE instead of stdout");
+  cmd->add_option("-o,--output", opt->output, "write the report to FILE instead of stdout")->check(kNonEmptyPath);
   cmd->add_option("--out", opt->out_dir,
                   "with --format csv: directory for updates.csv, regions.csv and summary.csv (created if missing)");
   cmd->callback([opt, set_action] { set_action([opt] { return run_report(*opt); }); });

@@ -117,8 +117,12 @@ int run_synth(SynthOptions& opt) {
     fmt::print(stderr, "stepprof synth: {}\n", e.what());
     return kUsage;
   }
-  fmt::print(stderr, "stepprof synth: wrote {} file(s), {} updates each, {:.2f} GB, to {}\n", man.files.size(),
-             opt.model.updates, static_cast<double>(man.bytes) / 1e9, opt.dir);
+  const double mb = static_cast<double>(man.bytes) / 1e6;
+  fmt::print(stderr, "stepprof synth: wrote {} file(s), {} updates each, {}, to {}\n", man.files.size(),
+             opt.model.updates,
+             mb >= 1000 ? fmt::format("{:.2f} GB", mb / 1000)
+                        : (mb >= 1 ? fmt::format("{:.1f} MB", mb) : fmt::format("{:.0f} KB", mb * 1000)),
+             opt.dir);
   const std::string where = synth::describe(man);
   fmt::print(stderr, "{}", where.empty() ? "nothing injected\n" : where);
   if (!opt.manifest.empty() && !write_output(opt.manifest, synth::manifest_to_json(man))) return output_failed();
@@ -132,12 +136,15 @@ void add_synth_command(CLI::App& app, std::function<void(std::function<int()>)> 
   CLI::App* cmd = app.add_subcommand(
       "synth", "write realistic multi-rank step logs with stragglers, fallbacks and padding spikes at known places");
   auto& m = opt->model;
-  cmd->add_option("-o,--output", opt->dir, "directory for the logs (one rank<N>.jsonl per rank)")->required();
+  cmd->add_option("-o,--output", opt->dir, "directory for the logs (one rank<N>.jsonl per rank)")->required()->check(kNonEmptyPath);
   cmd->add_option("--ranks", m.ranks, "world size: number of ranks (files)")->capture_default_str();
   cmd->add_option("--updates", m.updates, "optimizer updates per rank")->capture_default_str();
   cmd->add_option("--first-step", m.first_step, "step number of the first update")->capture_default_str();
   cmd->add_option("--seed", m.seed, "random seed; the same options and seed give the same files")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(  // (CLI11 reads -1 as 2^64 - 1)
+          [](const std::string& s) { return s.starts_with('-') ? std::string("must not be negative") : std::string(); },
+          "SEED"));
   cmd->add_option("--micro-batch", m.micro_batch, "samples per micro-batch")->capture_default_str();
   cmd->add_option("--accumulation", m.accumulation, "micro-batches per update")->capture_default_str();
   cmd->add_option("--fallback-rate", m.fallback_rate,
@@ -154,7 +161,9 @@ void add_synth_command(CLI::App& app, std::function<void(std::function<int()>)> 
   cmd->add_option("--random-stragglers", m.random_stragglers, "add N stragglers at random ranks and windows");
   cmd->add_option("--random-fallbacks", m.random_fallbacks, "add N fallbacks at random ranks and updates");
   cmd->add_option("--random-padding-spikes", m.random_padding_spikes, "add N padding spikes at random places");
-  cmd->add_option("--manifest", opt->manifest, "also write what was injected where as JSON to FILE");
+  cmd->add_option("--manifest", opt->manifest,
+                  "also write what was injected where as JSON to FILE (its directory is made, as the logs' is)")
+      ->check(kNonEmptyPath);
   cmd->add_flag("--gzip", opt->gzip, "write rank<N>.jsonl.gz");
   cmd->add_flag("--no-parents", opt->no_parents,
                 "leave out `parents` (like the real log; the nesting must then come from --hierarchy)");

@@ -45,7 +45,7 @@ void add_trace_command(CLI::App& app, std::function<void(std::function<int()>)> 
   CLI::App* cmd = app.add_subcommand(
       "trace", "write the updates and regions as a Chrome trace (JSON) for the Perfetto UI or chrome://tracing");
   add_input_options(*cmd, opt->input);
-  cmd->add_option("-o,--output", opt->output, "write the trace to FILE (e.g. trace.json) instead of stdout");
+  cmd->add_option("-o,--output", opt->output, "write the trace to FILE (e.g. trace.json) instead of stdout")->check(kNonEmptyPath);
   cmd->callback([opt, set_action] { set_action([opt] { return run_trace(*opt); }); });
 }
 

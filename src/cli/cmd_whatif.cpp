@@ -141,7 +141,7 @@ void add_whatif_command(CLI::App& app, std::function<void(std::function<int()>)>
   add_input_options(*cmd, opt->input);
   cmd->add_option("--format", opt->format, "text (default), json or markdown")
       ->check(CLI::IsMember({"text", "json", "markdown"}));
-  cmd->add_option("-o,--output", opt->output, "write to FILE instead of stdout");
+  cmd->add_option("-o,--output", opt->output, "write to FILE instead of stdout")->check(kNonEmptyPath);
   cmd->add_option("--variant", opt->whatif.variant,
                   "batched-geometry: pad (frames padded to the micro-batch's largest) or group (samples grouped by "
                   "frame count); default both")

@@ -35,6 +35,11 @@ struct InputOptions {
   std::string output;
 };
 
+/// Refuses an empty -o (it wrote to stdout, as if none had been given).
+inline const CLI::Validator kNonEmptyPath(
+    [](const std::string& s) { return s.empty() ? std::string("an empty path: give a file name, or - for stdout") : std::string(); },
+    "PATH");
+
 /// Adds LOG..., --steps, --hierarchy and --strict to a subcommand.
 void add_input_options(CLI::App& cmd, InputOptions& opt);
 

@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
       return kUsage;
     }
     const std::string word = argv[i];
+    if (at == &app && word == "--version" && argc > 2) {
+      fmt::print(stderr, "stepprof: --version takes nothing after it\n");
+      return kUsage;
+    }
     if (word == "-h" || word == "--help" || (at == &app && word == "--version")) break;
     CLI::App* next = nullptr;
     for (auto* sub : subs)

@@ -107,6 +107,13 @@ class TraceReader {
                          "them; nothing of this trace is used");
       return std::nullopt;
     }
+    if (model_.steps() == 0 && rejected_steps_ > 0) {
+      report(Severity::kError, Problem::kBadTrace, {},
+             fmt::format("no usable ProfilerStep#N range: the trace's {} {} rejected (the problems above), so it has "
+                         "no optimizer updates to analyze",
+                         rejected_steps_, rejected_steps_ == 1 ? "was" : "were"));
+      return std::nullopt;
+    }
     if (model_.steps() == 0) {
       report(Severity::kError, Problem::kBadTrace, {},
              fmt::format("no ProfilerStep#N range among {} events{}: the trace was not recorded with "
@@ -170,6 +177,7 @@ class TraceReader {
     if (!ev.has_ts) return missing(scan, piece, "ts");
     if (!ev.has_dur) return missing(scan, piece, "dur");
     if (ev.dur_ns < 0) {
+      if (ev.name.starts_with("ProfilerStep#")) ++rejected_steps_;
       report(Severity::kError, Problem::kNegativeTime, scan.position(piece.text.data()),
              fmt::format("event \"{}\" has a negative duration ({} us); event skipped", shorten(ev.name),
                          static_cast<double>(ev.dur_ns) / 1e3));
@@ -184,6 +192,7 @@ class TraceReader {
           if (!step_number(ev.name, n)) {
             const auto digits = ev.name.substr(std::string_view("ProfilerStep#").size());
             const bool all_digits = !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+            ++rejected_steps_;
             report(Severity::kWarning, Problem::kBadField, scan.position(piece.text.data()),
                    fmt::format("\"{}\" {}; not used as an update", shorten(ev.name),
                                all_digits ? "has a step number beyond the int64 range" : "has no step number after '#'"));
@@ -215,6 +224,7 @@ class TraceReader {
   }
 
   void missing(const detail::TraceScanner& scan, const detail::TraceScanner::Piece& piece, std::string_view field) {
+    if (ev_.name.starts_with("ProfilerStep#")) ++rejected_steps_;
     report(Severity::kError, Problem::kMissingField, scan.position(piece.text.data()),
            fmt::format("event \"{}\" has no \"{}\"; event skipped", shorten(ev_.name), field));
   }
@@ -365,6 +375,7 @@ class TraceReader {
   }
 
   TextPosition first_not_complete_;
+  std::uint64_t rejected_steps_ = 0;  // ProfilerStep#N events rejected (bad ts, dur or step number)
   const std::string& path_;
   std::uint32_t fi_;
   NameTable& regions_;

@@ -602,6 +602,18 @@ def test_a_markdown_document_holding_the_table_is_read(tmp_path):
         in r.stderr, r.stderr
 
 
+def test_an_empty_output_path_and_words_after_version_are_usage_errors(tmp_path):
+    # `-o ""` wrote to stdout as if no -o had been given; `--version extra` printed the
+    # version and ended with status 0.
+    for cmd in (["report", LOG], ["html", LOG], ["trace", LOG], ["whatif", "no-padding", LOG],
+                ["synth", "--ranks", 2, "--updates", 3]):
+        r = run(*cmd, "-o", "")
+        assert r.returncode == 2 and "an empty path" in r.stderr and r.stdout == "", (cmd, r.returncode, r.stderr)
+    r = run("--version", "extra")
+    assert r.returncode == 2 and "--version takes nothing after it" in r.stderr and r.stdout == ""
+    assert run("--version").returncode == 0
+
+
 def test_version_names_the_allocator():
     # The build says whether the command is linked with jemalloc (STEPPROF_JEMALLOC);
     # src/cli/allocator.cpp compiles in thp:always and no purging, and MALLOC_CONF overrides them.

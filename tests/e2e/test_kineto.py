@@ -370,6 +370,22 @@ def test_small_trace_is_read(tmp_path):
     assert u["step"] == 7 and u["wall_ms"] == 0.5 and u["cpu_call_ms"] == {"## forward ##": 0.2}
 
 
+def test_a_trace_whose_steps_were_all_rejected_says_so(tmp_path):
+    # It went on to say the trace "was not recorded with torch.profiler's schedule and
+    # prof.step()", as if it had no ProfilerStep at all.
+    for step, why in (({"dur": -5}, "has a negative duration"), ({"dur": None}, "has no \"dur\""),
+                      ({"name": "ProfilerStep#99999999999999999999"}, "beyond the int64 range")):
+        doc = small_trace()
+        doc["traceEvents"][0].update(step)
+        doc["traceEvents"][0] = {k: v for k, v in doc["traceEvents"][0].items() if v is not None}
+        p = write(tmp_path, "t.json", doc)
+        r = run("report", p)
+        assert r.returncode == 3, r.stderr
+        assert why in r.stderr, r.stderr
+        assert "no usable ProfilerStep#N range: the trace's 1 was rejected (the problems above)" in r.stderr
+        assert "prof.step()" not in r.stderr
+
+
 def test_no_distributed_info(tmp_path):
     p = write(tmp_path, "t.json", small_trace(distributedInfo=None))
     r = run("report", p)

@@ -236,6 +236,8 @@ def test_bad_injections_are_usage_errors(tmp_path):
                      (["--padding-spike", "0:1:0"], "LENGTH must be a positive number"),
                      (["--ranks", 0], "--ranks must be between 1"),
                      (["--updates", 10 ** 10], "--updates must be between 1 and 1000000000"),
+                     (["--seed", -1], "--seed: must not be negative"),  # (was "must be below 2^63")
+                     (["--manifest", ""], "an empty path"),
                      (["--manifest", tmp_path / "file" / "m.json"], "cannot make its directory")):
         base = ([] if "--updates" in bad else ["--updates", 10]) + ([] if "--ranks" in bad else ["--ranks", 4])
         r = run("synth", "-o", tmp_path / "x", *base, *bad)
