@@ -673,6 +673,24 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       f.action = fmt::format("look at what makes {} slower in those steps: its inputs (frames, tokens, code paths in "
                              "the log) and the host and GPU at that time",
                              s->grew[s->first_chain - 1].region);
+      // Growth in the communication region, with a rank found behind: these steps waited
+      // for it. Its own findings say which rank and price the wait; "look at its inputs"
+      // pointed at the wrong thing (a 1.3x straggler in steps 20..80 of 200).
+      const auto& x = in.cross_rank;
+      const bool waited = !x.comm_region.empty() &&
+                          std::any_of(s->grew.begin(), s->grew.begin() + static_cast<std::ptrdiff_t>(s->first_chain),
+                                      [&](const auto& g) { return g.region == x.comm_region; });
+      std::vector<std::string> behind;
+      for (const auto& o : out)
+        if (o.kind == "straggler" || o.kind == "slow-ranks" || o.kind == "straggler_episode") behind.push_back(o.subject);
+      if (waited && !behind.empty()) {
+        f.evidence += fmt::format("; {} holds the wait for the slowest rank, and a rank was behind ({}): much of "
+                                  "this time is that wait, which those findings price",
+                                  x.comm_region, fmt::join(behind, "; "));
+        f.action = fmt::format("first act on the slower rank ({}): these steps waited for it in {}; what is left "
+                               "after that is this variability's own",
+                               fmt::join(behind, "; "), x.comm_region);
+      }
     }
   }
   out.push_back(std::move(f));

@@ -781,6 +781,24 @@ def test_frequent_fallbacks_alone_are_no_stretch(tmp_path, ranks, fallback_rate)
         assert not any(f["kind"] in ("straggler_episode", "straggler", "slow-ranks") for f in rep["findings"])
 
 
+def test_variability_from_waiting_for_a_straggler_points_at_the_straggler(tmp_path):
+    # Rank 3 of 8 is 1.3x slower in steps 20..80: the slowest steps are those, and in them
+    # the communication region grew (the other ranks waited). The variability finding said
+    # "look at what makes backward_and_communication slower in those steps: its inputs".
+    synth(tmp_path, "--ranks", 8, "--updates", 200, "--fallback-rate", 0.2, "--straggler", "3:20:80:1.3")
+    rep = report(tmp_path / "logs")
+    comm = rep["cross_rank"]["comm_region"]
+    s = rep["update_time"]["slow_updates"]
+    assert comm in [g["region"] for g in s["grew"][:s["first_chain"]]], s["grew"]
+    (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert v["action"].startswith("first act on the slower rank (rank 3): these steps waited for it in " + comm)
+    assert "its inputs" not in v["action"]
+    # Without a straggler the action is about the region's own inputs.
+    synth(tmp_path / "none", "--ranks", 8, "--updates", 200, "--fallback-rate", 0.2)
+    rep = report(tmp_path / "none" / "logs")
+    assert not any(f["kind"] == "variability" and f["action"].startswith("first act") for f in rep["findings"])
+
+
 def test_with_two_ranks_a_stretch_is_priced_by_the_whole_gap(tmp_path):
     # With two ranks the median rank is their mean: the margin is half the gap the other
     # rank waits, and the stretch was priced at half (272 ms per update against 535).
