@@ -178,6 +178,14 @@ const SlowGroup* reported_slow_group(const CrossRankResult& x) {
   return &g;
 }
 
+// Own work is wall_ms minus the communication region: its compute there is not seen.
+std::string own_work_caveat(const CrossRankResult& x) {
+  if (x.comm_region.empty()) return {};
+  return fmt::format("; own work is wall_ms minus {0}: a lag inside {0} (a backward pass that overlaps its "
+                     "all-reduce) is not counted, so the time at stake is a lower bound if {0} holds compute",
+                     x.comm_region);
+}
+
 void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   if (!x.available || !x.margin_ms) return;
@@ -234,6 +242,7 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
                         "rank's lead, mean over updates: {:.0f} ms",
                         x.slow_group->at_stake_ms) +
                     group_stretches_text(x);
+    f.evidence += own_work_caveat(x);
     f.action = fmt::format(
         "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
         "balancing the work across ranks saves the time at stake on every rank",
@@ -443,6 +452,7 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     if (margin_to_gap(x) != 1)
       f.evidence += "; with two ranks the median rank is their mean, so the other rank waited twice that margin, "
                     "which the time at stake counts";
+    f.evidence += own_work_caveat(x);
     if (e.shared > 0)
       f.evidence += fmt::format(
           "; in {} of these {} updates another rank was behind too ({} {}), and the job waited for the slowest of "
