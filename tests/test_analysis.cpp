@@ -749,6 +749,11 @@ TEST(SlowGroup, ARankIsJudgedOutsideItsOwnStretch) {
   StragglerEpisode e;
   e.rank = 3, e.first_step = 1, e.last_step = 80, e.updates = 80;
   EXPECT_FALSE(find_slow_group(ranks, per_update, {e}));
+  // Episodes shorter than half the run that cover half of it together (steps 1..80 and
+  // 101..130: 110 of 200) are the rank's lag found in pieces: it is judged on every update.
+  StragglerEpisode e2;
+  e2.rank = 3, e2.first_step = 101, e2.last_step = 130, e2.updates = 30;
+  EXPECT_TRUE(find_slow_group(ranks, per_update, {e, e2}));
   // An episode over half the updates or more is the rank's lag itself: it still counts.
   e.last_step = 100, e.updates = 100;
   EXPECT_TRUE(find_slow_group(ranks, per_update, {e}));

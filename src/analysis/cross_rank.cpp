@@ -334,14 +334,21 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
   std::vector<std::size_t> splits;
   std::vector<double> slow_row, fast_row, lead, fast_median, own;
   std::optional<SlowGroup> best;
-  // Whether update i is in an episode of `rank` spanning less than half the updates.
-  auto in_own_stretch = [&](std::int64_t rank, std::size_t i) {
-    if (per_update.size() != updates) return false;
-    const std::int64_t step = per_update[i].step;
-    return std::any_of(episodes.begin(), episodes.end(), [&](const StragglerEpisode& e) {
-      return e.rank == rank && 2 * e.updates < updates && e.first_step <= step && step <= e.last_step;
-    });
-  };
+  // Per rank (as in `ranks`) and update: 1 in an episode of the rank spanning less than
+  // half the updates, unless its episodes together cover half or more (a rank slow
+  // throughout whose lag was found in pieces is judged on all its updates).
+  std::vector<std::vector<char>> in_stretch(n, std::vector<char>(updates, 0));
+  for (std::size_t r = 0; r < n && per_update.size() == updates; ++r) {
+    std::size_t covered = 0;
+    for (std::size_t i = 0; i < updates; ++i) {
+      const std::int64_t step = per_update[i].step;
+      in_stretch[r][i] = std::any_of(episodes.begin(), episodes.end(), [&](const StragglerEpisode& e) {
+        return e.rank == ranks[r].rank && 2 * e.updates < updates && e.first_step <= step && step <= e.last_step;
+      });
+      covered += in_stretch[r][i] ? 1 : 0;
+    }
+    if (2 * covered >= updates) std::fill(in_stretch[r].begin(), in_stretch[r].end(), 0);
+  }
   // Judges a split given its slow side (`is_slow`, by place in `order`): the rules after
   // the gap rules, and the time at stake. Slow-side ranks that are not slower in most
   // updates themselves are put in `stretch_only`, and nullopt is returned.
@@ -398,7 +405,7 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
       if (!is_slow[k]) continue;
       own.clear();
       for (std::size_t i = 0; i < updates; ++i)
-        if (!in_own_stretch(ranks[order[k]].rank, i)) own.push_back((*ranks[order[k]].compute_ms)[i] - fast_median[i]);
+        if (!in_stretch[order[k]][i]) own.push_back((*ranks[order[k]].compute_ms)[i] - fast_median[i]);
       if (own.empty() || *median(own) < 0.05 * g.fast_ms) stretch_only.push_back(k);
     }
     if (!stretch_only.empty()) return std::nullopt;

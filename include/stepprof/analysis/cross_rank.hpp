@@ -194,7 +194,8 @@ struct SlowGroup {
 ///   is an episode),
 ///   every slow rank is slower in most updates itself: its own work less the fast ranks'
 ///   median, per update, has a median >= 5 % of fast_ms, over the updates outside its
-///   own `episodes` that span less than half of them (a stretch can raise a rank's
+///   own `episodes` that span less than half of them (unless those cover half the
+///   updates together: a lag found in pieces is the rank's own) (a stretch can raise a rank's
 ///   median above the gap; with fallbacks on every rank, a rank 1.3x slower in a third
 ///   of the updates was slower by 5 % in most of them; such ranks are put on the fast
 ///   side, once, and the rest of the slow side is judged again, its gap measured without
