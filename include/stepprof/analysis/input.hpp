@@ -31,9 +31,10 @@ struct RegionValues {
 /// bytes per (update, indexed counter name) [bytes]. Only names present in at least
 /// 1/kMinShare of the updates get columns, so the index holds at most kMinShare x 25 bytes
 /// per region sample; each other region has the list of its updates and samples (16
-/// bytes per sample), and other counters fall back to UpdateRecord::counter: a log whose region names are new in every update (batch_1,
-/// batch_2, ...) made 6,500 updates of 0.8 MB a 1 GB index. A part is not built beyond
-/// kMaxBytes either.
+/// bytes per sample), and other counters fall back to UpdateRecord::counter. (A column per
+/// name made a log whose region names are new in every update, batch_1, batch_2, ...,
+/// a 1 GB index for 6,500 updates of 0.8 MB.) Columns stop at kMaxBytes; without any,
+/// lookups read the records.
 class UpdateIndex {
  public:
   static constexpr std::size_t kMaxBytes = std::size_t{1} << 30;
