@@ -141,12 +141,15 @@ def compare(binary: str, scenario: str, predict_from: Path, measure: Path, *what
 
 
 def batched_geometry(binary: str, out: Path, updates: int, ranks: int, seed: int, env: dict,
-                     micro_batch: int = 4) -> dict:
+                     micro_batch: int = 4, threshold: float | None = None) -> dict:
+    """`threshold`: whatif --threshold (the held-out error up to which a cost model is
+    used), or None for its default."""
     a, b = out / "random", out / "by-frames"
     mb = ("--micro-batch", str(micro_batch))
     run_pair(workload(a, updates, ranks, seed, "--sampler", "random", *mb),
              workload(b, updates, ranks, seed, "--sampler", "by-frames", *mb), env)
-    return compare(binary, "batched-geometry", a, b, "--variant", "group")
+    extra = ("--threshold", str(threshold)) if threshold is not None else ()
+    return compare(binary, "batched-geometry", a, b, "--variant", "group", *extra)
 
 
 def balanced_ranks(binary: str, out: Path, updates: int, ranks: int, seed: int, env: dict, slow_rank: int,
