@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <span>
 
 namespace stepprof {
 namespace {
@@ -46,14 +47,28 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
 
   // Positions in in.updates() let the index find regions in O(1).
   const std::optional<std::size_t> first = in.first_update_of(rank);
-  auto ms = [&](std::size_t i, NameTable::Id id, bool dev) {
+  // Region id's time column over this rank's updates (NaN where absent), when the index
+  // has one: read in order, as the lookups below would give them.
+  const auto column = [&](NameTable::Id id, bool dev) -> std::span<const double> {
+    if (!first || !in.index) return {};
+    const auto cols = in.index->columns(id);
+    const auto col = dev ? cols.device : cols.host;
+    return col.empty() ? col : col.subspan(*first, rank.updates.size());
+  };
+  // Region id's time in the rank's i-th update [ms], or nullopt when absent; `col` is column(id, dev).
+  auto ms = [&](std::span<const double> col, std::size_t i, NameTable::Id id, bool dev) -> std::optional<double> {
+    if (!col.empty()) {
+      if (std::isnan(col[i])) return std::nullopt;
+      return col[i];
+    }
     const UpdateRecord& u = rank.updates[i];
     return first ? in.region_ms_of(*first + i, u, id, dev) : region_ms(u, id, dev);
   };
   std::vector<std::size_t> ups;  // indices into rank.updates
   std::vector<double> c;
+  const auto comm_col = column(*comm, comm_dev);
   for (std::size_t i = 0; i < rank.updates.size(); ++i)
-    if (auto t = ms(i, *comm, comm_dev)) {
+    if (auto t = ms(comm_col, i, *comm, comm_dev)) {
       ups.push_back(i);
       c.push_back(*t);
     }
@@ -67,7 +82,7 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
     int depth;
     std::vector<double> t;
   };
-  std::optional<Cand> best;
+  const Cand* best = nullptr;
   std::vector<Cand> cands;
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
     if (id == *comm) continue;
@@ -75,9 +90,11 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
     if (in.hierarchy && (in.hierarchy->is_ancestor(name, w.comm_region) || in.hierarchy->is_ancestor(w.comm_region, name)))
       continue;
     const bool dev = in.has_device_time(id);
+    const auto col = column(id, dev);
     std::vector<double> t;
+    t.reserve(ups.size());
     for (const std::size_t i : ups) {
-      auto v = ms(i, id, dev);
+      auto v = ms(col, i, id, dev);
       if (!v) break;
       t.push_back(*v);
     }
@@ -89,9 +106,9 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
   if (cands.empty()) return w;
   double best_r = 1;
   for (const auto& k : cands) best_r = std::min(best_r, k.r);
-  for (auto& k : cands)
+  for (const auto& k : cands)
     if (k.r <= best_r + 0.02 && (!best || k.depth < best->depth || (k.depth == best->depth && k.r < best->r)))
-      best = k;
+      best = &k;
 
   w.compute_region = std::string(in.data.regions.name(best->id));
   w.correlation = best->r;
