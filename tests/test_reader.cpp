@@ -1355,3 +1355,35 @@ TEST_F(ReaderTest, MalformedNumbersAreSyntaxErrors) {
     EXPECT_EQ(first(Problem::kNonFinite), nullptr) << v;
   }
 }
+
+TEST_F(ReaderTest, StringFaultsAreNamedInPlainWordsWithTheirColumn) {
+  // simdjson's own wording leaked ("Problem while parsing a string", "Within strings, some
+  // characters must be escaped, ...") without a column for the second.
+  std::string e1 = update(2), e2 = update(3), e3 = update(4);
+  e1.replace(e1.find("\"bwd\""), 5, "\"b\\xd\"");          // an escape JSON lacks
+  e2.replace(e2.find("\"fwd\""), 5, std::string("\"f\x01w\""));  // a raw control byte
+  e3.replace(e3.find("\"bwd\""), 5, "\"\\u12\"");           // \u with two hex digits
+  const Dataset d = read({write("str.jsonl", kConfig + "\n" + update(1) + "\n" + e1 + "\n" + e2 + "\n" + e3 + "\n")});
+  EXPECT_EQ(d.update_count(), 1u);
+  ASSERT_EQ(diag_.count(Problem::kMalformedJson), 3u);
+  std::vector<const Diagnostic*> found;
+  for (const auto& x : diag_.kept())
+    if (x.problem == Problem::kMalformedJson) found.push_back(&x);
+  ASSERT_EQ(found.size(), 3u);
+  // Columns are 1-based and point at the offending byte.
+  EXPECT_EQ(found[0]->line, 3u);
+  EXPECT_EQ(found[0]->column, e1.find("\\x") + 1);
+  EXPECT_NE(found[0]->message.find("invalid escape \\x"), std::string::npos) << found[0]->message;
+  EXPECT_EQ(found[1]->line, 4u);
+  EXPECT_EQ(found[1]->column, e2.find('\x01') + 1);
+  EXPECT_NE(found[1]->message.find("unescaped control byte 0x01 in a string (JSON writes it as \\u0001)"),
+            std::string::npos)
+      << found[1]->message;
+  EXPECT_EQ(found[2]->line, 5u);
+  EXPECT_EQ(found[2]->column, e3.find("\\u12") + 1);
+  EXPECT_NE(found[2]->message.find("\\u needs four hex digits"), std::string::npos) << found[2]->message;
+  for (const auto* x : found) {
+    EXPECT_EQ(x->message.find("Problem while"), std::string::npos) << x->message;
+    EXPECT_EQ(x->message.find("Within strings"), std::string::npos) << x->message;
+  }
+}

@@ -1,4 +1,5 @@
 #include "kineto_event.hpp"
+#include "json_error.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -64,7 +65,10 @@ class Fields {
     return false;
   }
   bool fail_json(simdjson::error_code e, const char* at, std::string_view what) {
-    return fail(at, fmt::format("malformed JSON in {}: {}", what, simdjson::error_message(e)));
+    std::optional<std::size_t> fault;
+    const std::string why = describe_json_error(e, text_, fault);
+    if (fault) at = text_.data() + *fault;
+    return fail(at, fmt::format("malformed JSON in {}: {}", what, why));
   }
 
  private:
@@ -190,7 +194,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
     if (doc.current_location().get(at)) at = nullptr;
     return f.fail(at ? at : text.data(), e == simdjson::INCORRECT_TYPE
                                              ? std::string("an event should be a JSON object")
-                                             : fmt::format("malformed JSON in an event: {}", simdjson::error_message(e)));
+                                             : fmt::format("malformed JSON in an event: {}", json_error_text(e)));
   }
   std::string_view cat;
   bool have_cat = false, have_name = false;

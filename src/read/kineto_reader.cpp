@@ -11,6 +11,7 @@
 #include <simdjson.h>
 
 #include "byte_source.hpp"
+#include "json_error.hpp"
 #include "kineto_event.hpp"
 #include "kineto_model.hpp"
 #include "stepprof/kineto.hpp"
@@ -251,7 +252,7 @@ class TraceReader {
     simdjson::dom::element root;
     if (auto e = dom_.parse(piece.text.data(), piece.text.size(), true).get(root)) {
       report(Severity::kError, Problem::kMalformedJson, piece.where,
-             fmt::format("malformed JSON in distributedInfo: {}", simdjson::error_message(e)));
+             fmt::format("malformed JSON in distributedInfo: {}", detail::json_error_text(e)));
       return;
     }
     simdjson::dom::object obj;

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "json_error.hpp"
 #include "record_parser.hpp"
 #include "stepprof/schema.hpp"
 
@@ -65,9 +66,12 @@ class Ctx {
   }
   void set_cause(std::string_view cause) { err_.cause = cause; }
   bool fail_json(error_code e, const char* where, std::string_view context) {
+    std::optional<std::size_t> at;
+    const std::string what = describe_json_error(e, text_, at);
+    if (at) where = text_.data() + *at;
     return fail(Problem::kMalformedJson, where,
-                context.empty() ? fmt::format("malformed JSON: {}", simdjson::error_message(e))
-                                : fmt::format("malformed JSON {}: {}", context, simdjson::error_message(e)));
+                context.empty() ? fmt::format("malformed JSON: {}", what)
+                                : fmt::format("malformed JSON {}: {}", context, what));
   }
 
  private:

@@ -1,0 +1,86 @@
+#include "json_error.hpp"
+
+#include <fmt/format.h>
+
+namespace stepprof::detail {
+
+std::string_view json_error_text(simdjson::error_code e) {
+  switch (e) {
+    case simdjson::CAPACITY: return "the text is too large for the JSON parser (4 GiB at most)";
+    case simdjson::MEMALLOC: return "out of memory while parsing";
+    case simdjson::TAPE_ERROR: return "the JSON structure is broken (a bracket, brace, comma or colon is misplaced or missing)";
+    case simdjson::DEPTH_ERROR: return "arrays and objects are nested too deeply";
+    case simdjson::STRING_ERROR: return "a string holds an invalid escape sequence";
+    case simdjson::T_ATOM_ERROR: return "a value starting with 't' is not true";
+    case simdjson::F_ATOM_ERROR: return "a value starting with 'f' is not false";
+    case simdjson::N_ATOM_ERROR: return "a value starting with 'n' is not null";
+    case simdjson::NUMBER_ERROR: return "a number is malformed";
+    case simdjson::UTF8_ERROR: return "the text is not valid UTF-8";
+    case simdjson::EMPTY: return "there is no JSON value (the text is empty or blank)";
+    case simdjson::UNESCAPED_CHARS: return "a string holds an unescaped control character";
+    case simdjson::UNCLOSED_STRING: return "a string is not closed (a quote is missing)";
+    case simdjson::INCORRECT_TYPE: return "a value has an unexpected type";
+    case simdjson::NUMBER_OUT_OF_RANGE: return "a number is out of range";
+    case simdjson::INCOMPLETE_ARRAY_OR_OBJECT: return "the text ends inside an array or object (a ']' or '}' is missing)";
+    case simdjson::TRAILING_CONTENT: return "there is more text after the JSON value";
+    default: return simdjson::error_message(e);
+  }
+}
+
+namespace {
+
+bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// How a byte is shown in a message: printable ASCII as itself, anything else as 0xNN.
+std::string shown_byte(unsigned char c) {
+  if (c >= 0x20 && c < 0x7f) return std::string(1, static_cast<char>(c));
+  return fmt::format("0x{:02X}", c);
+}
+
+}  // namespace
+
+std::optional<StringFault> find_string_fault(std::string_view text) {
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (!in_string) {
+      if (c == '"') in_string = true;
+      else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+        return StringFault{i, fmt::format("a control byte 0x{:02X} between values", c)};
+      continue;
+    }
+    if (c == '"') {
+      in_string = false;
+    } else if (c < 0x20) {
+      return StringFault{i, fmt::format("an unescaped control byte 0x{:02X} in a string (JSON writes it as \\u{:04X})", c, c)};
+    } else if (c == '\\') {
+      if (i + 1 >= text.size()) return StringFault{i, "a backslash at the end of the text"};
+      const char n = text[i + 1];
+      if (n == 'u') {
+        std::size_t h = 0;
+        while (h < 4 && i + 2 + h < text.size() && is_hex(text[i + 2 + h])) ++h;
+        if (h < 4)
+          return StringFault{i, fmt::format("invalid escape \\u{} (\\u needs four hex digits)",
+                                            text.substr(i + 2, std::min<std::size_t>(h + 1, text.size() - i - 2)))};
+        i += 5;
+      } else if (n == '"' || n == '\\' || n == '/' || n == 'b' || n == 'f' || n == 'n' || n == 'r' || n == 't') {
+        ++i;
+      } else {
+        return StringFault{i, fmt::format("invalid escape \\{} (JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)",
+                                          shown_byte(static_cast<unsigned char>(n)))};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::string describe_json_error(simdjson::error_code e, std::string_view text, std::optional<std::size_t>& at) {
+  std::string out(json_error_text(e));
+  if (e != simdjson::UNESCAPED_CHARS && e != simdjson::STRING_ERROR) return out;
+  const auto fault = find_string_fault(text);
+  if (!fault) return out;
+  at = fault->offset;
+  return fault->what;
+}
+
+}  // namespace stepprof::detail

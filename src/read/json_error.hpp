@@ -1,0 +1,36 @@
+// simdjson's errors in words for people reading messages about a log line or a trace
+// event, and where in the text a string's fault lies. simdjson's own texts name its
+// internals ("TAPE_ERROR", "Problem while parsing a string") and say nothing of where.
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace stepprof::detail {
+
+/// What simdjson's error `e` means, in a few words (no trailing period): for example
+/// "a string is not closed (a quote is missing)". Errors that a well-formed input cannot
+/// cause (misuse of simdjson) fall back to simdjson's own text.
+std::string_view json_error_text(simdjson::error_code e);
+
+/// A fault in one of a JSON text's strings, or a control byte between values.
+struct StringFault {
+  std::size_t offset = 0;  ///< of the offending byte in the text (0-based) [bytes]
+  std::string what;        ///< e.g. "invalid escape \x (JSON allows \" \\ \/ \b \f \n \r \t \uXXXX)"
+};
+
+/// The first unescaped control byte (below 0x20) in a string or between values (other
+/// than whitespace: tab, line feed, carriage return), or invalid escape sequence in a
+/// string, scanning `text` from its start; nullopt when there is none. For simdjson's
+/// UNESCAPED_CHARS and STRING_ERROR, which say neither what nor where.
+std::optional<StringFault> find_string_fault(std::string_view text);
+
+/// json_error_text(e); for a string error whose fault find_string_fault finds, that
+/// fault's `what` instead, and `at` set to its offset in `text` (else `at` is left as is).
+std::string describe_json_error(simdjson::error_code e, std::string_view text, std::optional<std::size_t>& at);
+
+}  // namespace stepprof::detail
