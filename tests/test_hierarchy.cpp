@@ -48,6 +48,10 @@ TEST(Hierarchy, ErrorsNameLineAndColumn) {
       {"a\n  b\n  a\n", 3, 3, "appears twice"},
       {"a\n  b junk\n", 2, 5, "key=value"},
       {"# only a comment\n", 0, 0, "names no regions"},
+      // Not text (a binary file given by mistake): the bytes are named, not echoed.
+      {"a\n  vision_\x01x\n", 2, 10, "control byte 0x01"},
+      {"a\n  b # \x7F\n", 2, 7, "control byte 0x7F"},
+      {"a\n  vis\xC3\xA4on\n  vi\xFF\xFEsion\n", 3, 5, "not UTF-8"},
   };
   for (const auto& c : cases) {
     Diagnostics diag;

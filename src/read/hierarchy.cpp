@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "stepprof/schema.hpp"
 
@@ -36,6 +37,24 @@ std::optional<RegionRole> parse_role(std::string_view s) {
   if (s == "background") return RegionRole::kBackground;
   return std::nullopt;
 }
+
+// Why a line of a nesting file is not text, with the 1-based column of the first bad
+// byte: a control byte (other than tab and carriage return), or bytes that are not UTF-8
+// (region names are JSON strings in the log, so UTF-8; checked with simdjson's validator,
+// the column is then that of the first non-ASCII byte). nullopt for a line of text.
+std::optional<std::pair<std::uint64_t, std::string>> not_text(std::string_view line) {
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7F)
+      return std::pair{i + 1, fmt::format("control byte 0x{:02X}: a nesting file is text (is this the right file?)", c)};
+  }
+  if (simdjson::validate_utf8(line.data(), line.size())) return std::nullopt;
+  std::size_t i = 0;
+  while (i < line.size() && static_cast<unsigned char>(line[i]) < 0x80) ++i;
+  return std::pair{i + 1, std::string("bytes that are not UTF-8 text (at or after this column): a nesting file "
+                                      "names regions as the log writes them (is this the right file?)")};
+}
+
 }  // namespace
 
 void Hierarchy::add(HierarchyNode node) {
@@ -123,6 +142,10 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
     std::string_view line = text.substr(pos, nl - pos);
     pos = nl + 1;
     ++line_no;
+    if (auto bad = not_text(line)) {  // (a binary file, or the wrong one: its bytes are not echoed)
+      error(line_no, bad->first, bad->second);
+      continue;
+    }
     if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) line.remove_suffix(1);
     if (line.empty()) continue;
