@@ -1387,3 +1387,24 @@ TEST_F(ReaderTest, StringFaultsAreNamedInPlainWordsWithTheirColumn) {
     EXPECT_EQ(x->message.find("Within strings"), std::string::npos) << x->message;
   }
 }
+
+TEST_F(ReaderTest, AOneLineArrayOfTraceEventsIsNamedNotACutRecord) {
+  // The Chrome trace format's array form on one line (no newline at the end) was "the
+  // last line ends mid-record (was the writing job killed?)".
+  const std::string events =
+      R"([{"ph": "X", "name": "aten::mm", "ts": 10, "dur": 5, "pid": 1, "tid": 1}, {"ph": "X", "name": "k", "ts": 20, "dur": 2, "pid": 1, "tid": 7}])";
+  const Dataset d = read({write("events.json", events)});
+  EXPECT_EQ(d.update_count(), 0u);
+  EXPECT_EQ(diag_.count(Problem::kTruncatedLine), 0u);
+  const Diagnostic* e = first(Problem::kBadTrace);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 1u);
+  EXPECT_NE(e->message.find("JSON array of trace events"), std::string::npos) << e->message;
+
+  // A record followed by a whole JSON array as the last line (no newline): an error
+  // about that line, not a cut record.
+  const Dataset d2 = read({write("tail.jsonl", kConfig + "\n" + update(1) + "\n[1, 2, 3]")});
+  EXPECT_EQ(d2.update_count(), 1u);
+  EXPECT_EQ(diag_.count(Problem::kTruncatedLine), 0u);
+  EXPECT_EQ(diag_.count(Severity::kError), 1u);
+}

@@ -37,6 +37,16 @@ bool looks_like_trace_start(std::string_view first) {
   return false;
 }
 
+// The first line of a trace in the Chrome trace format's array form: '[' and an event
+// object with a "ph" (phase) key in its first 200 bytes.
+bool looks_like_trace_event_array(std::string_view first) {
+  if (!first.starts_with('[')) return false;
+  const auto head = first.substr(0, 200);
+  const auto brace = head.find('{');
+  return brace != std::string_view::npos && head.find_first_not_of(" \t", 1) == brace &&
+         head.find("\"ph\"") != std::string_view::npos;
+}
+
 // Where another record starts in `text` after its first byte; npos when none does.
 // Finds records that lost the newline between them. A '{' where a JSON value goes (after
 // ':', ',' or '[') is an object inside the record, not the start of another, even when
@@ -208,7 +218,9 @@ class FileParser {
           std::string_view whole = text;
           while (!whole.empty() && (whole.back() == ' ' || whole.back() == '\t' || whole.back() == '\r'))
             whole.remove_suffix(1);
-          const bool complete = rerr.problem != Problem::kMalformedJson && whole.ends_with('}');
+          // (A JSON array is whole when it ends with ']': a one-line array is not a record.)
+          const bool complete = (rerr.problem != Problem::kMalformedJson && whole.ends_with('}')) ||
+                                (trim(text).starts_with('[') && whole.ends_with(']'));
           if (!terminated && !complete) {
             if (col == 0) col = line.size() + 1;  // where the record was cut
             truncated = true;
@@ -377,6 +389,13 @@ class FileParser {
         if (looks_like_trace_start(text) && !records_in_head_ && !own_output_.empty()) {
           report(Severity::kError, Problem::kMalformedJson, ln, 1,
                  own_output_ + ": give `stepprof report` the logs it was made from");
+          return;
+        }
+        if (looks_like_trace_event_array(text) && !records_in_head_) {
+          report(Severity::kError, Problem::kBadTrace, ln, 1,
+                 "this is a JSON array of trace events (the Chrome trace format's array form), not a step log "
+                 "or a PyTorch profiler trace: stepprof reads a trace as one JSON object with a \"traceEvents\" "
+                 "array, as torch.profiler writes it");
           return;
         }
         if (looks_like_trace_start(text) && !records_in_head_) {  // (a lone "{" before records: damage)
