@@ -507,12 +507,18 @@ class FileParser {
                                        : fmt::format("the {} update record(s) read before the cut are kept",
                                                      out_.updates.size())));
     } else if (!src.error().empty()) {
-      report(Severity::kError, Problem::kUnreadable, src.line_number(), 0,
-             fmt::format("cannot read the rest of the file ({}): it is corrupt or unreadable; {}", src.error(),
+      // Either the last line read is the corrupt one (corrupt_tail: it is named), or
+      // every line read was whole and what is corrupt comes after the last of them.
+      const std::string where =
+          corrupt_tail ? std::string() : fmt::format(" after line {}", src.line_number());
+      report(Severity::kError, Problem::kUnreadable, corrupt_tail ? src.line_number() : 0, 0,
+             fmt::format("cannot read the rest of the file{} ({}): it is corrupt or unreadable; {}", where,
+                         src.error(),
                          opt_.strict ? std::string("reading stops (--strict)")
-                                     : fmt::format("the {} update record(s) read before line {} are kept",
-                                                   out_.updates.size(),
-                                                   src.line_number() + (corrupt_tail ? 0 : 1))));
+                         : corrupt_tail ? fmt::format("the {} update record(s) read before this line are kept",
+                                                      out_.updates.size())
+                                        : fmt::format("the {} update record(s) read up to there are kept",
+                                                      out_.updates.size())));
     }
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
