@@ -1411,3 +1411,27 @@ TEST_F(ReaderTest, AOneLineArrayOfTraceEventsIsNamedNotACutRecord) {
   EXPECT_EQ(diag_.count(Problem::kTruncatedLine), 0u);
   EXPECT_EQ(diag_.count(Severity::kError), 1u);
 }
+
+TEST_F(ReaderTest, NegativeStepsAndRanksAreBadFields) {
+  // A step of -5 (or INT64_MIN, which the dataset checks take for "no step seen") and a
+  // rank of -1 were accepted without a word.
+  std::string neg_step = update(2), min_step = update(3), neg_rank = update(4);
+  neg_step.replace(neg_step.find("\"step\": 2"), 9, "\"step\": -5");
+  min_step.replace(min_step.find("\"step\": 3"), 9, "\"step\": -9223372036854775808");
+  neg_rank.replace(neg_rank.find("\"rank\": 1"), 9, "\"rank\": -1");
+  const Dataset d = read({write("neg.jsonl", kConfig + "\n" + update(1) + "\n" + neg_step + "\n" + min_step + "\n" +
+                                                 neg_rank + "\n" + update(5) + "\n")});
+  EXPECT_EQ(d.update_count(), 2u);
+  ASSERT_EQ(diag_.count(Problem::kBadField), 3u);
+  std::vector<const Diagnostic*> bad;
+  for (const auto& x : diag_.kept())
+    if (x.problem == Problem::kBadField) bad.push_back(&x);
+  ASSERT_EQ(bad.size(), 3u);
+  EXPECT_EQ(bad[0]->line, 3u);
+  EXPECT_EQ(bad[0]->column, neg_step.find("-5") + 1);
+  EXPECT_NE(bad[0]->message.find("negative step -5"), std::string::npos) << bad[0]->message;
+  EXPECT_EQ(bad[1]->line, 4u);
+  EXPECT_NE(bad[1]->message.find("negative step -9223372036854775808"), std::string::npos) << bad[1]->message;
+  EXPECT_EQ(bad[2]->line, 5u);
+  EXPECT_NE(bad[2]->message.find("negative rank -1"), std::string::npos) << bad[2]->message;
+}

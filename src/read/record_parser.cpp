@@ -833,10 +833,20 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       continue;
     } else if (key == s::kRank) {
       std::int64_t r = 0;
-      ok = read_int(v, token_of(v), c, {key, {}}, r);
+      const std::string_view tok = token_of(v);
+      ok = read_int(v, tok, c, {key, {}}, r);
+      if (ok && r < 0)
+        ok = c.fail(Problem::kBadField, trim(tok).data(),
+                    fmt::format("rank: negative rank {} (ranks are 0 to world size - 1)", r));
       u.rank = r;
     } else if (key == s::kStep) {
-      ok = read_int(v, token_of(v), c, {key, {}}, u.step);
+      const std::string_view tok = token_of(v);
+      ok = read_int(v, tok, c, {key, {}}, u.step);
+      // (Steps number optimizer updates from 0 or 1 up; a negative one is a corrupt value,
+      // and INT64_MIN is what the dataset checks take for "no step seen".)
+      if (ok && u.step < 0)
+        ok = c.fail(Problem::kBadField, trim(tok).data(),
+                    fmt::format("step: negative step {} (steps number optimizer updates, from 0 up)", u.step));
       have_step = true;
     } else if (key == s::kWallMs) {
       ok = read_time(v, token_of(v), c, {key, {}}, u.wall_ms);
