@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdint>
+#include <ctime>
 
 namespace stepprof::cli {
 namespace {
@@ -20,10 +22,31 @@ constexpr char kMessage[] = "stepprof: interrupted\n";
   ::_exit(kInterrupted);
 }
 
-extern "C" void on_signal(int sig) {
+// When the first interrupt came [ns, CLOCK_MONOTONIC]; 0 before it.
+std::atomic<std::int64_t> g_first_ns{0};
+static_assert(std::atomic<std::int64_t>::is_always_lock_free, "the time is written from a signal handler");
+
+// A second signal within this time of the first is the same interrupt delivered twice:
+// timeout(1) signals the command and then its whole process group, and a job launcher
+// may forward a terminal's Ctrl-C that the process also received itself. Pressing Ctrl-C
+// twice takes longer.
+constexpr std::int64_t kSameInterruptNs = 100'000'000;
+
+std::int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);  // (async-signal-safe)
+  return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+extern "C" void on_signal(int) {
   if (g_exit_at_once.load(std::memory_order_relaxed)) exit_interrupted();
-  g_interrupted.store(true, std::memory_order_relaxed);
-  std::signal(sig, SIG_DFL);  // a second Ctrl-C kills at once
+  const std::int64_t now = monotonic_ns();
+  std::int64_t first = 0;
+  if (g_first_ns.compare_exchange_strong(first, now, std::memory_order_relaxed)) {
+    g_interrupted.store(true, std::memory_order_relaxed);
+    return;
+  }
+  if (now - first >= kSameInterruptNs) exit_interrupted();  // a second Ctrl-C stops at once
 }
 
 }  // namespace

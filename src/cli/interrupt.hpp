@@ -1,7 +1,11 @@
 // Ctrl-C for long-running subcommands: the first SIGINT (or SIGTERM) sets a flag that
 // readers and writers poll, so the command stops cleanly, removes partial output and
 // exits with status 130 (128 + SIGINT, as shells report a command killed by Ctrl-C).
-// A second signal kills the process at once (the default action is restored).
+// A second signal, 100 ms or more after the first, ends the process at once with the
+// same message and status; one sooner is the first delivered twice (timeout(1) signals
+// the command and then its process group) and is ignored. (The default action used to
+// be restored after the first, so `timeout -s INT` ended the command by its second
+// signal, with status 130 and no message.)
 #pragma once
 
 #include <atomic>

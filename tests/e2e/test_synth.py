@@ -315,6 +315,32 @@ def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path):
     assert not list(tmp_path.glob("report.json.tmp-*"))
 
 
+def test_an_interrupt_delivered_twice_still_stops_cleanly(tmp_path):
+    # timeout(1) signals the command and then its process group: two SIGINTs at once,
+    # taken by two of the reader's threads. The second used to find the default action
+    # restored and kill the process without a word (`timeout -s INT` gave 130 with no
+    # message, partial output left behind).
+    import signal
+    import time
+    synth(tmp_path, "--ranks", 8, "--updates", 6000)
+    seconds_sent = []
+    for gap_s in (0.0, 0.002, 0.02):
+        out = tmp_path / f"report-{gap_s}.json"
+        proc = subprocess.Popen([BIN, "report", "--format", "json", "-o", out, tmp_path / "logs"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.1)  # reading 8 x 6,000 updates takes longer
+        proc.send_signal(signal.SIGINT)
+        time.sleep(gap_s)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            seconds_sent.append(gap_s)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, (gap_s, err)
+        assert err.strip().endswith("stepprof: interrupted"), (gap_s, err)
+        assert not out.exists()
+    assert 0.0 in seconds_sent, "the report ended before the test could signal it twice"
+
+
 def test_ctrl_c_during_the_analyses_ends_at_once_with_status_130(tmp_path):
     # After the input was read, Ctrl-C exited 2 without a word, and only after the
     # analyses (minutes, for a trace or what-if of a large input) were done.
