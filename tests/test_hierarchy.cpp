@@ -3,6 +3,7 @@
 
 #include "stepprof/hierarchy.hpp"
 #include "stepprof/reader.hpp"
+#include "test_util.hpp"
 
 using namespace stepprof;
 
@@ -51,7 +52,9 @@ TEST(Hierarchy, ErrorsNameLineAndColumn) {
       // Not text (a binary file given by mistake): the bytes are named, not echoed.
       {"a\n  vision_\x01x\n", 2, 10, "control byte 0x01"},
       {"a\n  b # \x7F\n", 2, 7, "control byte 0x7F"},
-      {"a\n  vis\xC3\xA4on\n  vi\xFF\xFEsion\n", 3, 5, "not UTF-8"},
+      {"a\n  vis\xC3\xA4on\n  vi\xFF\xFEsion\n", 3, 5, "byte 0xFF is not UTF-8"},
+      {"ab\x91\x10c\n", 1, 3, "byte 0x91 is not UTF-8"},  // the first bad byte, not the control byte after it
+      {"a\xED\xA0\x80b\n", 1, 2, "byte 0xED is not UTF-8"},   // an encoded surrogate
   };
   for (const auto& c : cases) {
     Diagnostics diag;
@@ -133,4 +136,25 @@ TEST(Hierarchy, FromTheLogConflictsKeepTheFirstParent) {
   EXPECT_EQ(h->find("b")->parent, "a");
   EXPECT_EQ(diag.total() - before, 1u);  // steps 2 and 3 disagree the same way: one warning
   for (const auto* top : h->children("")) EXPECT_FALSE(top->name.empty());
+}
+
+class HierarchyFile : public test::TempDirTest {};
+
+TEST_F(HierarchyFile, LargeBinaryAndUtf16FilesGetOneErrorWithoutBeingReadWhole) {
+  // A 2 GB binary given by mistake was read whole (6.3 GB peak) before its first byte
+  // was judged; /dev/zero without end; a UTF-16 file gave an error per line.
+  const auto big = (dir_ / "big.bin").string();
+  std::filesystem::resize_file(write("big.bin", ""), std::uintmax_t{64} << 20);  // sparse: zeros
+  const auto utf16 = write("h16.txt", std::string("a\0\n\0 \0 \0b\0\n\0", 12));
+  const auto binary = write("h.bin", std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0e\x0f\x10\x11\x12\x13\x14"
+                                                 "\x15\x16\x17\x18abc\n", 24));
+  const std::pair<std::string, std::string> cases[] = {
+      {big, "larger than 16 MiB"}, {utf16, "UTF-16LE text"}, {binary, "binary data, not text"}};
+  for (const auto& [path, says] : cases) {
+    Diagnostics diag;
+    EXPECT_FALSE(load_hierarchy(path, diag)) << path;
+    ASSERT_EQ(diag.kept().size(), 1u) << path;
+    EXPECT_EQ(diag.kept().front().line, 0u);
+    EXPECT_NE(diag.kept().front().message.find(says), std::string::npos) << diag.kept().front().message;
+  }
 }

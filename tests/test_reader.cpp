@@ -1389,6 +1389,22 @@ TEST_F(ReaderTest, StringFaultsAreNamedInPlainWordsWithTheirColumn) {
     EXPECT_EQ(x->message.find("Problem while"), std::string::npos) << x->message;
     EXPECT_EQ(x->message.find("Within strings"), std::string::npos) << x->message;
   }
+  // (The diagnostics above are gone after the next read.)
+  // A lone surrogate escape and a byte that is not UTF-8: named, at their column.
+  std::string e4 = update(6), e5 = update(7);
+  e4.replace(e4.find("\"bwd\""), 5, "\"b\\ud800\"");
+  e5.replace(e5.find("\"bwd\""), 5, std::string("\"b\xC3(d\""));
+  const Dataset d2 = read({write("str2.jsonl", kConfig + "\n" + e4 + "\n" + e5 + "\n" + update(8) + "\n")});
+  EXPECT_EQ(d2.update_count(), 1u);
+  ASSERT_EQ(diag_.count(Problem::kMalformedJson), 2u);
+  std::vector<const Diagnostic*> more;
+  for (const auto& x : diag_.kept())
+    if (x.problem == Problem::kMalformedJson) more.push_back(&x);
+  ASSERT_EQ(more.size(), 2u);
+  EXPECT_EQ(more[0]->column, e4.find("\\ud800") + 1);
+  EXPECT_NE(more[0]->message.find("unpaired surrogate escape \\ud800"), std::string::npos) << more[0]->message;
+  EXPECT_EQ(more[1]->column, e5.find('\xC3') + 1);
+  EXPECT_NE(more[1]->message.find("byte 0xC3 is not UTF-8 text"), std::string::npos) << more[1]->message;
 }
 
 TEST_F(ReaderTest, AOneLineArrayOfTraceEventsIsNamedNotACutRecord) {

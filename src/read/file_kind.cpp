@@ -96,7 +96,7 @@ bool has_table_row(std::string_view text) {
   return false;
 }
 
-std::string unreadable_format(std::string_view head) {
+std::string unreadable_format(std::string_view head, std::string_view expected) {
   struct Magic {
     std::string_view bytes, what, undo;
   };
@@ -135,9 +135,8 @@ std::string unreadable_format(std::string_view head) {
   // A log with damage in it (a burst of random bytes) still holds records: it is read,
   // and its bad lines are said one by one.
   if (control >= 16 && control * 100 > text && !has_record_start(head))
-    return fmt::format("binary data, not text ({} of its first {} bytes are control characters): not a step log or "
-                       "a profiler trace",
-                       control, head.size());
+    return fmt::format("binary data, not text ({} of its first {} bytes are control characters): not {}", control,
+                       head.size(), expected);
   return {};
 }
 

@@ -34,8 +34,9 @@ bool has_table_row(std::string_view text);
 /// than 1 % (and at least 16) of the first bytes are control characters other than
 /// tab, newline, form feed, escape, carriage return and NUL, and no step-log record
 /// starts among them (a log with a burst of damage is read, its bad lines said). NUL
-/// bytes alone are not binary: a crash zero-fills what was being written.
-std::string unreadable_format(std::string_view head);
+/// bytes alone are not binary: a crash zero-fills what was being written. `expected`
+/// ends the message for binary data: "binary data, not text (...): not <expected>".
+std::string unreadable_format(std::string_view head, std::string_view expected = "a step log or a profiler trace");
 
 /// For a file found in a directory (not named): why it is not a step log or a profiler
 /// trace, e.g. "a text file, not JSON lines (a training log?)"; empty when it is one or

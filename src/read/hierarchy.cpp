@@ -5,13 +5,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <simdjson.h>
 
+#include "file_kind.hpp"
+#include "json_error.hpp"
 #include "stepprof/schema.hpp"
 
 namespace stepprof {
@@ -39,20 +39,26 @@ std::optional<RegionRole> parse_role(std::string_view s) {
 }
 
 // Why a line of a nesting file is not text, with the 1-based column of the first bad
-// byte: a control byte (other than tab and carriage return), or bytes that are not UTF-8
-// (region names are JSON strings in the log, so UTF-8; checked with simdjson's validator,
-// the column is then that of the first non-ASCII byte). nullopt for a line of text.
+// byte: a control byte (other than tab and carriage return) or a byte that is not UTF-8
+// (region names are JSON strings in the log, so UTF-8). nullopt for a line of text.
 std::optional<std::pair<std::uint64_t, std::string>> not_text(std::string_view line) {
+  std::size_t control = line.size();
   for (std::size_t i = 0; i < line.size(); ++i) {
     const auto c = static_cast<unsigned char>(line[i]);
-    if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7F)
-      return std::pair{i + 1, fmt::format("control byte 0x{:02X}: a nesting file is text (is this the right file?)", c)};
+    if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7F) {
+      control = i;
+      break;
+    }
   }
-  if (simdjson::validate_utf8(line.data(), line.size())) return std::nullopt;
-  std::size_t i = 0;
-  while (i < line.size() && static_cast<unsigned char>(line[i]) < 0x80) ++i;
-  return std::pair{i + 1, std::string("bytes that are not UTF-8 text (at or after this column): a nesting file "
-                                      "names regions as the log writes them (is this the right file?)")};
+  const std::size_t bad_utf8 = detail::first_invalid_utf8(line.substr(0, control)).value_or(line.size());
+  if (bad_utf8 < control)
+    return std::pair{bad_utf8 + 1, fmt::format("byte 0x{:02X} is not UTF-8 text: a nesting file names regions as the "
+                                               "log writes them (is this the right file?)",
+                                               static_cast<unsigned char>(line[bad_utf8]))};
+  if (control < line.size())
+    return std::pair{control + 1, fmt::format("control byte 0x{:02X}: a nesting file is text (is this the right file?)",
+                                              static_cast<unsigned char>(line[control]))};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -237,9 +243,29 @@ std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& di
                  fmt::format("cannot read the hierarchy file{}", errno ? ": " + std::string(std::strerror(errno)) : "")});
     return std::nullopt;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_hierarchy(ss.str(), path, diag);
+  // A nesting file lists a job's regions: kilobytes. Reading a large file or a device
+  // whole (a binary given by mistake, /dev/zero) took gigabytes before its first byte
+  // was judged.
+  constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxBytes) {
+    diag.report({Severity::kError, Problem::kHierarchy, path, 0, 0,
+                 "larger than 16 MiB: a nesting file lists a job's regions, one per line (is this the right file?)"});
+    return std::nullopt;
+  }
+  if (in.bad()) {
+    diag.report({Severity::kError, Problem::kUnreadable, path, 0, 0, "cannot read the hierarchy file"});
+    return std::nullopt;
+  }
+  // Compressed data, UTF-16 and binary files: one error, not one per line.
+  if (auto format = detail::unreadable_format(std::string_view(text).substr(0, std::size_t{1} << 16), "a nesting file");
+      !format.empty()) {
+    diag.report({Severity::kError, Problem::kHierarchy, path, 0, 0, format});
+    return std::nullopt;
+  }
+  return parse_hierarchy(text, path, diag);
 }
 
 std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& diag) {

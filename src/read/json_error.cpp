@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
+
 namespace stepprof::detail {
 
 std::string_view json_error_text(simdjson::error_code e) {
@@ -14,7 +17,7 @@ std::string_view json_error_text(simdjson::error_code e) {
     case simdjson::T_ATOM_ERROR: return "a value starting with 't' is not true";
     case simdjson::F_ATOM_ERROR: return "a value starting with 'f' is not false";
     case simdjson::N_ATOM_ERROR: return "a value starting with 'n' is not null";
-    case simdjson::NUMBER_ERROR: return "a number is malformed";
+    case simdjson::NUMBER_ERROR: return "a number is malformed or out of range";
     case simdjson::UTF8_ERROR: return "the text is not valid UTF-8";
     case simdjson::EMPTY: return "there is no JSON value (the text is empty or blank)";
     case simdjson::UNESCAPED_CHARS: return "a string holds an unescaped control character";
@@ -39,6 +42,34 @@ std::string shown_byte(unsigned char c) {
 
 }  // namespace
 
+std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char c = byte(i);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // The sequence's length and the range of its second byte (RFC 3629, section 4).
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) len = 3, lo = 0xA0;
+    else if (c == 0xED) len = 3, hi = 0x9F;
+    else if (c >= 0xE1 && c <= 0xEF) len = 3;
+    else if (c == 0xF0) len = 4, lo = 0x90;
+    else if (c == 0xF4) len = 4, hi = 0x8F;
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else return i;
+    if (i + len > text.size()) return i;
+    if (byte(i + 1) < lo || byte(i + 1) > hi) return i;
+    for (std::size_t k = 2; k < len; ++k)
+      if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return i;
+    i += len;
+  }
+  return std::nullopt;
+}
+
 std::optional<StringFault> find_string_fault(std::string_view text) {
   bool in_string = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -62,6 +93,26 @@ std::optional<StringFault> find_string_fault(std::string_view text) {
         if (h < 4)
           return StringFault{i, fmt::format("invalid escape \\u{} (\\u needs four hex digits)",
                                             text.substr(i + 2, std::min<std::size_t>(h + 1, text.size() - i - 2)))};
+        // UTF-16 surrogates come in pairs: \uD800-\uDBFF, then \uDC00-\uDFFF.
+        const auto unit = [&](std::size_t at) {  // (four hex digits, checked before)
+          unsigned u = 0;
+          std::from_chars(text.data() + at, text.data() + at + 4, u, 16);
+          return u;
+        };
+        const unsigned u = unit(i + 2);
+        if (u >= 0xDC00 && u <= 0xDFFF)
+          return StringFault{i, fmt::format("unpaired surrogate escape \\u{} (a low surrogate without a high one "
+                                            "before it)", text.substr(i + 2, 4))};
+        if (u >= 0xD800 && u <= 0xDBFF) {
+          const bool paired = i + 12 <= text.size() && text[i + 6] == '\\' && text[i + 7] == 'u' &&
+                              std::all_of(text.begin() + static_cast<std::ptrdiff_t>(i + 8),
+                                          text.begin() + static_cast<std::ptrdiff_t>(i + 12), is_hex) &&
+                              unit(i + 8) >= 0xDC00 && unit(i + 8) <= 0xDFFF;
+          if (!paired)
+            return StringFault{i, fmt::format("unpaired surrogate escape \\u{} (a high surrogate needs a low one, "
+                                              "\\uDC00-\\uDFFF, right after it)", text.substr(i + 2, 4))};
+          i += 6;
+        }
         i += 5;
       } else if (n == '"' || n == '\\' || n == '/' || n == 'b' || n == 'f' || n == 'n' || n == 'r' || n == 't') {
         ++i;
@@ -76,6 +127,13 @@ std::optional<StringFault> find_string_fault(std::string_view text) {
 
 std::string describe_json_error(simdjson::error_code e, std::string_view text, std::optional<std::size_t>& at) {
   std::string out(json_error_text(e));
+  if (e == simdjson::UTF8_ERROR) {
+    const auto bad = first_invalid_utf8(text);
+    if (!bad) return out;
+    at = *bad;
+    return fmt::format("byte 0x{:02X} is not UTF-8 text (logs and traces are UTF-8)",
+                       static_cast<unsigned char>(text[*bad]));
+  }
   if (e != simdjson::UNESCAPED_CHARS && e != simdjson::STRING_ERROR) return out;
   const auto fault = find_string_fault(text);
   if (!fault) return out;

@@ -24,13 +24,21 @@ struct StringFault {
 };
 
 /// The first unescaped control byte (below 0x20) in a string or between values (other
-/// than whitespace: tab, line feed, carriage return), or invalid escape sequence in a
-/// string, scanning `text` from its start; nullopt when there is none. For simdjson's
+/// than whitespace: tab, line feed, carriage return), invalid escape sequence or unpaired
+/// UTF-16 surrogate escape (\uD800-\uDFFF) in a string, scanning `text` from its start;
+/// nullopt when there is none. For simdjson's
 /// UNESCAPED_CHARS and STRING_ERROR, which say neither what nor where.
 std::optional<StringFault> find_string_fault(std::string_view text);
 
+/// The offset of the first byte of `text` that is not part of well-formed UTF-8 (RFC 3629,
+/// section 4: no overlong forms, no surrogates, nothing beyond U+10FFFF; a sequence cut
+/// short by the end of the text included); nullopt when all of it is. (simdjson's
+/// validator says only whether.)
+std::optional<std::size_t> first_invalid_utf8(std::string_view text);
+
 /// json_error_text(e); for a string error whose fault find_string_fault finds, that
-/// fault's `what` instead, and `at` set to its offset in `text` (else `at` is left as is).
+/// fault's `what` instead, and `at` set to its offset in `text`; for UTF8_ERROR, the
+/// first byte that is not UTF-8, named, and `at` set to it (else `at` is left as is).
 std::string describe_json_error(simdjson::error_code e, std::string_view text, std::optional<std::size_t>& at);
 
 }  // namespace stepprof::detail
