@@ -47,8 +47,9 @@ bool step_number(std::string_view name, std::int64_t& n) {
   constexpr std::string_view prefix = "ProfilerStep#";
   if (!name.starts_with(prefix)) return false;
   const auto digits = name.substr(prefix.size());
+  if (digits.empty() || digits[0] < '0' || digits[0] > '9') return false;  // (no sign: steps are >= 0)
   const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  return ec == std::errc() && p == digits.data() + digits.size() && !digits.empty();
+  return ec == std::errc() && p == digits.data() + digits.size();
 }
 
 // PyTorch's own record_function names for data loading and the optimizer step.
@@ -148,6 +149,9 @@ class TraceReader {
   void event(const detail::TraceScanner& scan, const detail::TraceScanner::Piece& piece) {
     detail::EventError err;
     if (!parser_.parse(piece.text, ev_, err)) {
+      // (A ProfilerStep event rejected for a bad field: the trace then has no step
+      // because of it, not for want of torch.profiler's schedule.)
+      if (piece.text.find("\"ProfilerStep#") != std::string_view::npos) ++rejected_steps_;
       report(Severity::kError, err.problem, scan.position(piece.text.data() + err.offset),
              err.message + "; event skipped");
       return;
@@ -193,10 +197,14 @@ class TraceReader {
           if (!step_number(ev.name, n)) {
             const auto digits = ev.name.substr(std::string_view("ProfilerStep#").size());
             const bool all_digits = !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+            const bool negative = digits.size() > 1 && digits[0] == '-' &&
+                                  digits.find_first_not_of("0123456789", 1) == std::string_view::npos;
             ++rejected_steps_;
             report(Severity::kWarning, Problem::kBadField, scan.position(piece.text.data()),
                    fmt::format("\"{}\" {}; not used as an update", shorten(ev.name),
-                               all_digits ? "has a step number beyond the int64 range" : "has no step number after '#'"));
+                               all_digits ? "has a step number beyond the int64 range"
+                               : negative ? "has a negative step number (steps are >= 0)"
+                                          : "has no step number after '#'"));
             return;
           }
           ++stats_.steps;

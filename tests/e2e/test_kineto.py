@@ -373,8 +373,13 @@ def test_small_trace_is_read(tmp_path):
 def test_a_trace_whose_steps_were_all_rejected_says_so(tmp_path):
     # It went on to say the trace "was not recorded with torch.profiler's schedule and
     # prof.step()", as if it had no ProfilerStep at all.
+    # A dur of the wrong type, or beyond what stepprof reads, and a negative step number
+    # (which `import kineto` wrote into a log that `report` then rejected) likewise.
     for step, why in (({"dur": -5}, "has a negative duration"), ({"dur": None}, "has no \"dur\""),
-                      ({"name": "ProfilerStep#99999999999999999999"}, "beyond the int64 range")):
+                      ({"name": "ProfilerStep#99999999999999999999"}, "beyond the int64 range"),
+                      ({"dur": "14455"}, "\"dur\" should be a number of microseconds"),
+                      ({"dur": 1e300}, "\"dur\" is not a time stepprof reads"),
+                      ({"name": "ProfilerStep#-3"}, "has a negative step number")):
         doc = small_trace()
         doc["traceEvents"][0].update(step)
         doc["traceEvents"][0] = {k: v for k, v in doc["traceEvents"][0].items() if v is not None}
