@@ -919,15 +919,34 @@ TEST_F(ReaderTest, TrailingTextAfterRecord) {
   const Diagnostic* e = first(Problem::kMalformedJson);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->line, 2u);
-  // Text that is not a second object: the message says the record does not end with its
-  // '}' and points at the last character (not at column 1, as simdjson's message would).
-  const std::string line = update(11) + " x";
+  // Text that is not a second object: the message says where the record closes and
+  // points at the text after it (not at column 1, as simdjson's message would; it said
+  // "the record ends with 'x' instead of its closing '}'", pointing at the last byte).
+  const std::string line = update(11) + " xyz";
   read({write("tx.jsonl", kConfig + "\n" + line + "\n" + update(12) + "\n")});
   e = first(Problem::kMalformedJson);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->line, 2u);
-  EXPECT_EQ(e->column, line.size());
-  EXPECT_NE(e->message.find("the record ends with 'x' instead of its closing '}'"), std::string::npos) << e->message;
+  EXPECT_EQ(e->column, update(11).size() + 2);
+  EXPECT_NE(e->message.find(fmt::format("the record closes at column {}, and text follows it (xyz)", update(11).size())),
+            std::string::npos)
+      << e->message;
+  // A record cut short (no closing '}' at all) still says so, at its last byte; one cut
+  // inside a string points at the string's opening quote (it had no column).
+  const std::string cut = update(13).substr(0, update(13).find(", \"cuda"));
+  const std::string in_string = update(13).substr(0, update(13).find("cuda_") + 5);
+  read({write("cut.jsonl", kConfig + "\n" + cut + "\n" + in_string + "\n" + update(14) + "\n")});
+  std::vector<const Diagnostic*> cuts;
+  for (const auto& x : diag_.kept())
+    if (x.problem == Problem::kMalformedJson) cuts.push_back(&x);
+  ASSERT_EQ(cuts.size(), 2u);
+  EXPECT_EQ(cuts[0]->column, cut.size());
+  EXPECT_NE(cuts[0]->message.find("the record ends with '0' instead of its closing '}': the line was cut short"),
+            std::string::npos)
+      << cuts[0]->message;
+  EXPECT_EQ(cuts[1]->column, in_string.rfind('"') + 1);
+  EXPECT_NE(cuts[1]->message.find("a string is not closed: the text ends inside it"), std::string::npos)
+      << cuts[1]->message;
 }
 
 TEST_F(ReaderTest, UnknownUpdateFieldsAreKept) {

@@ -125,6 +125,26 @@ std::optional<StringFault> find_string_fault(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<std::size_t> closing_bracket(std::string_view text) {
+  if (text.empty() || (text[0] != '{' && text[0] != '[')) return std::nullopt;
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
 std::string describe_json_error(simdjson::error_code e, std::string_view text, std::optional<std::size_t>& at) {
   std::string out(json_error_text(e));
   if (e == simdjson::UTF8_ERROR) {
@@ -133,6 +153,17 @@ std::string describe_json_error(simdjson::error_code e, std::string_view text, s
     at = *bad;
     return fmt::format("byte 0x{:02X} is not UTF-8 text (logs and traces are UTF-8)",
                        static_cast<unsigned char>(text[*bad]));
+  }
+  if (e == simdjson::UNCLOSED_STRING) {
+    // The last string opened and never closed: the line ends inside it.
+    std::optional<std::size_t> open;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (open && text[i] == '\\') ++i;
+      else if (text[i] == '"') open = open ? std::nullopt : std::optional<std::size_t>(i);
+    }
+    if (!open) return out;
+    at = *open;
+    return "a string is not closed: the text ends inside it (cut short?)";
   }
   if (e != simdjson::UNESCAPED_CHARS && e != simdjson::STRING_ERROR) return out;
   const auto fault = find_string_fault(text);

@@ -36,9 +36,15 @@ std::optional<StringFault> find_string_fault(std::string_view text);
 /// validator says only whether.)
 std::optional<std::size_t> first_invalid_utf8(std::string_view text);
 
+/// The offset of the '}' or ']' that closes the object or array opening at text[0]
+/// (strings and their escapes skipped, brackets counted), or nullopt when the text ends
+/// first or does not start with '{' or '['. For text after a whole record.
+std::optional<std::size_t> closing_bracket(std::string_view text);
+
 /// json_error_text(e); for a string error whose fault find_string_fault finds, that
 /// fault's `what` instead, and `at` set to its offset in `text`; for UTF8_ERROR, the
-/// first byte that is not UTF-8, named, and `at` set to it (else `at` is left as is).
+/// first byte that is not UTF-8, named, and `at` set to it; for UNCLOSED_STRING, `at`
+/// set to the opening quote of the string the text ends in (else `at` is left as is).
 std::string describe_json_error(simdjson::error_code e, std::string_view text, std::optional<std::size_t>& at);
 
 }  // namespace stepprof::detail

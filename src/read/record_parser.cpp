@@ -668,13 +668,20 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
     const std::string_view t = trim(text);
     if (e == simdjson::INCORRECT_TYPE)
       c.fail(Problem::kMalformedJson, at, "expected a JSON object {...} for the record");
-    else if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT && t.starts_with('{') && !t.ends_with('}')) {
+    else if (const auto close = closing_bracket(t);
+             e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT && close && t.starts_with('{') && !t.ends_with('}')) {
+      // The record closes before the end of the line: text follows it.
+      const std::string_view after = trim(t.substr(*close + 1));
+      c.fail(Problem::kMalformedJson, after.data(),
+             fmt::format("malformed JSON: the record closes at column {}, and text follows it ({})",
+                         c.column(&t[*close]), shown(after.substr(0, 40))));
+    } else if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT && t.starts_with('{') && !t.ends_with('}')) {
       // (simdjson checks the last character before it reads the object.)
       c.fail(Problem::kMalformedJson, &t.back(),
              fmt::format("malformed JSON: the record ends with {} instead of its closing '}}'",
                          t.back() > ' ' && t.back() < 0x7f ? fmt::format("'{}'", t.back())
                                                            : std::string("a byte that is not printable ASCII")));
-      c.set_cause("text after the record, or the line was cut short");
+      c.set_cause("the line was cut short");
     } else
       c.fail_json(e, at, "");
     return RecordKind::kError;
