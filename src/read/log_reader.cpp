@@ -395,9 +395,14 @@ class Reader {
       }
       if (b.config && b.updates.empty())
         report(Severity::kWarning, Problem::kEmptyInput, b.config->source.file, b.config->source.line, 0,
-               fmt::format("{} has a config but no update records{}: did its job stop before the first optimizer "
-                           "update ended?",
-                           rank_text(b.rank), opt_.steps ? " in the --steps window" : ""));
+               // (With records left out by the window, the window is the likely reason.)
+               opt_.steps && ds_.updates_outside_window > 0
+                   ? fmt::format("{} has a config but no update records in the --steps window (update records "
+                                 "outside it are left out)",
+                                 rank_text(b.rank))
+                   : fmt::format("{} has a config but no update records{}: did its job stop before the first "
+                                 "optimizer update ended?",
+                                 rank_text(b.rank), opt_.steps ? " in the --steps window" : ""));
       if (!b.config && !b.updates.empty()) {
         const auto& first = b.updates.front().source;
         report(Severity::kWarning, Problem::kMissingConfig, first.file, 0, 0,

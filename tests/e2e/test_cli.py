@@ -209,6 +209,13 @@ def test_exit_status_for_bad_input(tmp_path):
     assert r.returncode == 3 and "nothing to analyze" in r.stderr
 
     assert run("report", "--steps", "x:y", LOG).returncode == 2
+    # A window that holds none of the log's steps (11..30) says so, without asking
+    # whether the job stopped before its first update.
+    r = run("report", "--steps", "100:200", LOG)
+    assert r.returncode == 3, r.stderr
+    assert "rank 1 has a config but no update records in the --steps window (update records outside it are " \
+        "left out)" in r.stderr, r.stderr
+    assert "did its job stop" not in r.stderr and "all 20 update records are outside the --steps window" in r.stderr
     assert run("report", "--format", "pdf", LOG).returncode == 2
     r = run("report", "--hierarchy", tmp_path / "none.txt", LOG)
     assert r.returncode == 2
