@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -64,7 +65,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // CLI11's own text ("The following argument was not expected: --bogus"), after the
+    // command it is about, as stepprof's other messages are.
+    std::string what = e.what();
+    if (what.size() > 1 && std::isupper(static_cast<unsigned char>(what[0])) &&
+        std::islower(static_cast<unsigned char>(what[1])))
+      what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));
+    fmt::print(stderr, "{}: {} (see {} --help)\n", path, what, path);
     return kUsage;
   }
   try {

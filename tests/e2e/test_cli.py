@@ -216,7 +216,15 @@ def test_exit_status_for_bad_input(tmp_path):
     assert "rank 1 has a config but no update records in the --steps window (update records outside it are " \
         "left out)" in r.stderr, r.stderr
     assert "did its job stop" not in r.stderr and "all 20 update records are outside the --steps window" in r.stderr
-    assert run("report", "--format", "pdf", LOG).returncode == 2
+    r = run("report", "--format", "pdf", LOG)
+    assert r.returncode == 2
+    # Option errors name the command, as stepprof's other messages do (CLI11's text was
+    # printed alone: "--format: pdf not in {...}", "The following argument was not expected").
+    assert r.stderr.startswith("stepprof report: --format: pdf not in {text,json,markdown,csv} (see stepprof report "
+                               "--help)"), r.stderr
+    r = run("report", "--bogus", LOG)
+    assert r.returncode == 2 and r.stderr.startswith("stepprof report: the following argument was not expected: "
+                                                     "--bogus"), r.stderr
     r = run("report", "--hierarchy", tmp_path / "none.txt", LOG)
     assert r.returncode == 2
     assert "in the --hierarchy file; nothing was analyzed" in r.stderr, r.stderr
