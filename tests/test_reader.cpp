@@ -1470,3 +1470,19 @@ TEST_F(ReaderTest, NegativeStepsAndRanksAreBadFields) {
   EXPECT_EQ(bad[2]->line, 5u);
   EXPECT_NE(bad[2]->message.find("negative rank -1"), std::string::npos) << bad[2]->message;
 }
+
+TEST_F(ReaderTest, PrettyPrintedRecordsAreNamedNotTakenForATrace) {
+  // `jq . log.jsonl` output (each record over several lines) was "this starts like a
+  // PyTorch profiler trace, but no "traceEvents" key ...; convert it with stepprof
+  // import kineto".
+  const std::string pretty = "{\n  \"type\": \"config\",\n  \"rank\": 1\n}\n{\n  \"type\": \"update\",\n  \"rank\": 1,\n"
+                             "  \"step\": 1,\n  \"wall_ms\": 5\n}\n";
+  const Dataset d = read({write("pretty.jsonl", pretty)});
+  EXPECT_EQ(d.update_count(), 0u);
+  EXPECT_EQ(diag_.count(Problem::kBadTrace), 0u);
+  const Diagnostic* e = first(Problem::kMalformedJson);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 1u);
+  EXPECT_NE(e->message.find("the records span several lines each"), std::string::npos) << e->message;
+  EXPECT_EQ(diag_.count(Problem::kMalformedJson), 1u);  // one error for the file, not one per line
+}

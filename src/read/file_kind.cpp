@@ -63,9 +63,14 @@ std::string read_head(const std::string& path, std::size_t bytes) {
   return std::string(src->data(), std::min(src->size(), bytes));
 }
 
-bool record_starts_at(std::string_view text, std::size_t at) {
+namespace {
+
+// record_starts_at, with line breaks allowed between the tokens when `across_lines`.
+bool record_starts_at(std::string_view text, std::size_t at, bool across_lines) {
   auto skip_space = [&](std::size_t i) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    while (i < text.size() &&
+           (text[i] == ' ' || text[i] == '\t' || (across_lines && (text[i] == '\n' || text[i] == '\r'))))
+      ++i;
     return i;
   };
   auto word = [&](std::size_t i, std::string_view w) { return text.substr(i, w.size()) == w ? i + w.size() : 0; };
@@ -78,11 +83,19 @@ bool record_starts_at(std::string_view text, std::size_t at) {
   return word(i, "\"config\"") || word(i, "\"update\"");
 }
 
-bool has_record_start(std::string_view head) {
+bool has_record_start(std::string_view head, bool across_lines) {
   for (auto at = head.find('{'); at != std::string_view::npos; at = head.find('{', at + 1))
-    if (record_starts_at(head, at)) return true;
+    if (record_starts_at(head, at, across_lines)) return true;
   return false;
 }
+
+}  // namespace
+
+bool record_starts_at(std::string_view text, std::size_t at) { return record_starts_at(text, at, false); }
+
+bool has_record_start(std::string_view head) { return has_record_start(head, false); }
+
+bool has_pretty_record_start(std::string_view head) { return has_record_start(head, true); }
 
 bool has_table_row(std::string_view text) {
   for (std::size_t at = 0; at < text.size();) {

@@ -22,6 +22,10 @@ bool record_starts_at(std::string_view text, std::size_t at);
 /// True when a step-log record starts anywhere in `text` (record_starts_at at some '{').
 bool has_record_start(std::string_view text);
 
+/// True when a record starts in `text` with line breaks between '{', "type" and its
+/// value: records over several lines each (pretty-printed JSON, as `jq .` writes it).
+bool has_pretty_record_start(std::string_view text);
+
 /// True when a line of `text` is a markdown table row holding a step-log record: it
 /// starts with '|' (after spaces) and a record starts in it.
 bool has_table_row(std::string_view text);

@@ -118,6 +118,7 @@ class FileParser {
       }
     }
     records_in_head_ = has_record_start(head);
+    pretty_records_in_head_ = !records_in_head_ && has_pretty_record_start(head);
     table_rows_in_head_ = has_table_row(head);
     own_output_ = stepprof_output(head);
     // Format dispatch: JSON lines, or the same pasted as a markdown table (both
@@ -141,6 +142,7 @@ class FileParser {
   Severity truncation_severity() const { return opt_.strict ? Severity::kError : Severity::kWarning; }
 
   bool records_in_head_ = false;  // a step-log record starts in the input's first 64 KiB
+  bool pretty_records_in_head_ = false;  // none does, but one over several lines does
   bool table_rows_in_head_ = false;  // and a markdown table row holding one
   std::string own_output_;        // what it is, when the input is stepprof's own JSON output
 
@@ -396,6 +398,12 @@ class FileParser {
                  "this is a JSON array of trace events (the Chrome trace format's array form), not a step log "
                  "or a PyTorch profiler trace: stepprof reads a trace as one JSON object with a \"traceEvents\" "
                  "array, as torch.profiler writes it");
+          return;
+        }
+        if (looks_like_trace_start(text) && pretty_records_in_head_) {
+          report(Severity::kError, Problem::kMalformedJson, ln, 1,
+                 "the records span several lines each (pretty-printed JSON, as `jq .` writes it): a step log holds "
+                 "one record per line; convert it first (`jq -c . FILE`, or `jq -c '.[]' FILE` for an array)");
           return;
         }
         if (looks_like_trace_start(text) && !records_in_head_) {  // (a lone "{" before records: damage)
