@@ -1486,3 +1486,17 @@ TEST_F(ReaderTest, PrettyPrintedRecordsAreNamedNotTakenForATrace) {
   EXPECT_NE(e->message.find("the records span several lines each"), std::string::npos) << e->message;
   EXPECT_EQ(diag_.count(Problem::kMalformedJson), 1u);  // one error for the file, not one per line
 }
+
+TEST_F(ReaderTest, AByteOrderMarkInsideTheFileIsSkippedWithANote) {
+  // `cat a.jsonl b.jsonl`, b starting with a UTF-8 byte-order mark: the record after it
+  // was "cut short by another that starts at column 4".
+  const Dataset d =
+      read({write("bom.jsonl", kConfig + "\n" + update(1) + "\n\xEF\xBB\xBF" + update(2) + "\n" + update(3) + "\n")});
+  EXPECT_EQ(d.update_count(), 3u);
+  EXPECT_EQ(diag_.count(Severity::kError) + diag_.count(Severity::kWarning), 0u);
+  const Diagnostic* n = first(Problem::kJoinedRecords);
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->severity, Severity::kNote);
+  EXPECT_EQ(n->line, 3u);
+  EXPECT_NE(n->message.find("byte-order mark"), std::string::npos) << n->message;
+}

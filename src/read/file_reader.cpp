@@ -181,6 +181,7 @@ class FileParser {
       prelude_lines = 0;
     };
     bool cut_said = false;  // the last line's warning said the input ends early
+    bool bom_said = false;  // a note said a line after the first starts with a byte-order mark
     std::uint64_t records = 0, rejected_after_mix = 0, mixed_at = 0;
     std::string cell;  // markdown cell with `\|` unescaped, plus parser padding
     RecordParser parser(out_.regions, out_.counters);
@@ -366,6 +367,16 @@ class FileParser {
       }
       if (ln == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // a UTF-8 byte-order mark
       std::string_view text = trim(line);
+      if (ln > 1 && text.starts_with("\xEF\xBB\xBF")) {
+        // Files joined with cat, the second starting with a byte-order mark: it was "a
+        // record cut short by another that starts at column 4".
+        text = trim(text.substr(3));
+        if (!bom_said)
+          report(Severity::kNote, Problem::kJoinedRecords, ln, 1,
+                 "a UTF-8 byte-order mark starts this line (files joined with cat, one starting with a mark?); "
+                 "skipped");
+        bom_said = true;
+      }
       if (text.empty()) continue;
       if (!mode_known && table_rows_in_head_) {
         // A markdown document holding the table (rows `| {record} |` among its first
