@@ -256,6 +256,8 @@ TraceScanner::Item TraceScanner::next(Piece& out) {
         }
         const std::string key(src_.data() + 1, klen - 2);
         if (key == "traceEvents") {
+          // (Parsers differ on repeated keys: the first array, the last, or both.)
+          if (saw_events_) return fail(out, "a second \"traceEvents\" key: a trace has one array of events", 0);
           if (src_.data()[i] != '[')
             return fail(out, fmt::format("traceEvents is not an array (found '{}')", src_.data()[i]), i);
           consume(i + 1);

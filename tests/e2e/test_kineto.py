@@ -391,6 +391,16 @@ def test_a_trace_whose_steps_were_all_rejected_says_so(tmp_path):
         assert "prof.step()" not in r.stderr
 
 
+def test_a_second_trace_events_key_is_an_error(tmp_path):
+    # It was read without a word (the second array used); JSON parsers differ on which.
+    text = json.dumps(small_trace())
+    text = text.replace('"traceEvents":', '"traceEvents": [], "traceEvents":', 1)
+    p = write(tmp_path, "dup.json", text)
+    r = run("report", p)
+    assert r.returncode == 3, r.stderr
+    assert 'a second "traceEvents" key: a trace has one array of events' in r.stderr, r.stderr
+
+
 def test_no_distributed_info(tmp_path):
     p = write(tmp_path, "t.json", small_trace(distributedInfo=None))
     r = run("report", p)
