@@ -56,6 +56,13 @@ TEST(Hierarchy, ErrorsNameLineAndColumn) {
       {"ab\x91\x10c\n", 1, 3, "byte 0x91 is not UTF-8"},  // the first bad byte, not the control byte after it
       {"a\xED\xA0\x80b\n", 1, 2, "byte 0xED is not UTF-8"},   // an encoded surrogate
   };
+  {
+    // An indented first region is one error, not one more for each top-level line after it.
+    Diagnostics diag;
+    EXPECT_FALSE(parse_hierarchy("  a\nb\nc\n", "h.txt", diag));
+    ASSERT_EQ(diag.kept().size(), 1u);
+    EXPECT_NE(diag.kept().front().message.find("first region must not be indented"), std::string::npos);
+  }
   for (const auto& c : cases) {
     Diagnostics diag;
     EXPECT_FALSE(parse_hierarchy(c.text, "h.txt", diag)) << c.text;

@@ -139,6 +139,7 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
   };
   // Open ancestors: (indent, name).
   std::vector<std::pair<std::size_t, std::string>> stack;
+  bool first_indented = false;  // the first region was indented (an error said so)
   std::uint64_t line_no = 0;
   // A UTF-8 byte-order mark (Notepad writes one) would be part of the first region's name.
   std::size_t pos = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
@@ -206,13 +207,16 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
     }
     while (!stack.empty() && stack.back().first >= indent) {
       if (stack.back().first > indent && (stack.size() < 2 || stack[stack.size() - 2].first < indent)) {
-        error(line_no, indent + 1, "indentation does not match any enclosing level");
+        // (After an indented first region every later top-level line would be one more
+        // error: the first says it.)
+        if (!first_indented) error(line_no, indent + 1, "indentation does not match any enclosing level");
         break;
       }
       stack.pop_back();
     }
     if (stack.empty() && indent > 0 && h.nodes().empty()) {
       error(line_no, 1, "the first region must not be indented");
+      first_indented = true;
     }
     node.parent = stack.empty() ? std::string() : stack.back().second;
     if (const auto* prev = h.find(node.name)) {
