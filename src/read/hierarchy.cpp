@@ -251,9 +251,10 @@ std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& di
   // whole (a binary given by mistake, /dev/zero) took gigabytes before its first byte
   // was judged.
   constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
-  std::string text(kMaxBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  std::string text;
+  char chunk[1 << 16];
+  while (text.size() <= kMaxBytes && in.read(chunk, sizeof chunk).gcount() > 0)
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
   if (text.size() > kMaxBytes) {
     diag.report({Severity::kError, Problem::kHierarchy, path, 0, 0,
                  "larger than 16 MiB: a nesting file lists a job's regions, one per line (is this the right file?)"});

@@ -668,8 +668,8 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
     const std::string_view t = trim(text);
     if (e == simdjson::INCORRECT_TYPE)
       c.fail(Problem::kMalformedJson, at, "expected a JSON object {...} for the record");
-    else if (const auto close = closing_bracket(t);
-             e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT && close && t.starts_with('{') && !t.ends_with('}')) {
+    else if (const auto close = closing_bracket(t); e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT && close &&
+                                                      *close + 1 < t.size() && t.starts_with('{') && !t.ends_with('}')) {
       // The record closes before the end of the line: text follows it.
       const std::string_view after = trim(t.substr(*close + 1));
       c.fail(Problem::kMalformedJson, after.data(),
@@ -681,7 +681,7 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
              fmt::format("malformed JSON: the record ends with {} instead of its closing '}}'",
                          t.back() > ' ' && t.back() < 0x7f ? fmt::format("'{}'", t.back())
                                                            : std::string("a byte that is not printable ASCII")));
-      c.set_cause("the line was cut short");
+      c.set_cause(closing_bracket(t) ? "a bracket is misplaced" : "the line was cut short");
     } else
       c.fail_json(e, at, "");
     return RecordKind::kError;
