@@ -154,7 +154,7 @@ TEST_F(HierarchyFile, LargeBinaryAndUtf16FilesGetOneErrorWithoutBeingReadWhole) 
   std::filesystem::resize_file(write("big.bin", ""), std::uintmax_t{64} << 20);  // sparse: zeros
   const auto utf16 = write("h16.txt", std::string("a\0\n\0 \0 \0b\0\n\0", 12));
   const auto binary = write("h.bin", std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0e\x0f\x10\x11\x12\x13\x14"
-                                                 "\x15\x16\x17\x18abc\n", 24));
+                                                 "\x15\x16\x17\x18" "abc\n", 24));
   const std::pair<std::string, std::string> cases[] = {
       {big, "larger than 16 MiB"}, {utf16, "UTF-16LE text"}, {binary, "binary data, not text"}};
   for (const auto& [path, says] : cases) {

@@ -315,6 +315,22 @@ def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path):
     assert not list(tmp_path.glob("report.json.tmp-*"))
 
 
+def sigint_caught(pid):
+    """True when process `pid` has a handler for SIGINT (bit 1 of SigCgt in /proc/PID/status)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) & (1 << (signal_number("SIGINT") - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def signal_number(name):
+    import signal
+    return int(getattr(signal, name))
+
+
 def test_an_interrupt_delivered_twice_still_stops_cleanly(tmp_path):
     # timeout(1) signals the command and then its process group: two SIGINTs at once,
     # taken by two of the reader's threads. The second used to find the default action
@@ -328,7 +344,12 @@ def test_an_interrupt_delivered_twice_still_stops_cleanly(tmp_path):
         out = tmp_path / f"report-{gap_s}.json"
         proc = subprocess.Popen([BIN, "report", "--format", "json", "-o", out, tmp_path / "logs"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.1)  # reading 8 x 6,000 updates takes longer
+        # Once the handler is installed (SigCgt in /proc: a fixed wait was too short under
+        # AddressSanitizer, whose start is slower, and the default action killed it), and
+        # while it reads (8 x 6,000 updates take longer).
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline and not sigint_caught(proc.pid):
+            time.sleep(0.005)
         proc.send_signal(signal.SIGINT)
         time.sleep(gap_s)
         if proc.poll() is None:
