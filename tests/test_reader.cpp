@@ -54,6 +54,14 @@ class ReaderTest : public test::TempDirTest {
     return nullptr;
   }
 
+  // The kept diagnostics of kind `p`, in order (valid until the next read()).
+  std::vector<const Diagnostic*> all(Problem p) const {
+    std::vector<const Diagnostic*> out;
+    for (const auto& d : diag_.kept())
+      if (d.problem == p) out.push_back(&d);
+    return out;
+  }
+
   Diagnostics diag_;
 };
 
@@ -769,9 +777,7 @@ TEST_F(ReaderTest, EmptyAndOverlongNamesAreRejected) {
   const Dataset d = read({write("names.jsonl", kConfig + "\n" + empty + "\n" + longer + "\n" + longest_ok + "\n")});
   EXPECT_EQ(d.update_count(), 1u);  // step 4: a name of 1024 bytes is fine
   ASSERT_EQ(diag_.count(Problem::kBadField), 2u);
-  std::vector<const Diagnostic*> bad;
-  for (const auto& x : diag_.kept())
-    if (x.problem == Problem::kBadField) bad.push_back(&x);
+  const std::vector<const Diagnostic*> bad = all(Problem::kBadField);
   EXPECT_EQ(bad[0]->line, 2u);
   EXPECT_EQ(bad[0]->column, empty.find("\"\"") + 1);
   EXPECT_NE(bad[0]->message.find("cuda_stream_ms: a name is empty"), std::string::npos) << bad[0]->message;
@@ -936,9 +942,7 @@ TEST_F(ReaderTest, TrailingTextAfterRecord) {
   const std::string cut = update(13).substr(0, update(13).find(", \"cuda"));
   const std::string in_string = update(13).substr(0, update(13).find("cuda_") + 5);
   read({write("cut.jsonl", kConfig + "\n" + cut + "\n" + in_string + "\n" + update(14) + "\n")});
-  std::vector<const Diagnostic*> cuts;
-  for (const auto& x : diag_.kept())
-    if (x.problem == Problem::kMalformedJson) cuts.push_back(&x);
+  const std::vector<const Diagnostic*> cuts = all(Problem::kMalformedJson);
   ASSERT_EQ(cuts.size(), 2u);
   EXPECT_EQ(cuts[0]->column, cut.size());
   EXPECT_NE(cuts[0]->message.find("the record ends with '0' instead of its closing '}': the line was cut short"),
@@ -1388,9 +1392,7 @@ TEST_F(ReaderTest, StringFaultsAreNamedInPlainWordsWithTheirColumn) {
   const Dataset d = read({write("str.jsonl", kConfig + "\n" + update(1) + "\n" + e1 + "\n" + e2 + "\n" + e3 + "\n")});
   EXPECT_EQ(d.update_count(), 1u);
   ASSERT_EQ(diag_.count(Problem::kMalformedJson), 3u);
-  std::vector<const Diagnostic*> found;
-  for (const auto& x : diag_.kept())
-    if (x.problem == Problem::kMalformedJson) found.push_back(&x);
+  const std::vector<const Diagnostic*> found = all(Problem::kMalformedJson);
   ASSERT_EQ(found.size(), 3u);
   // Columns are 1-based and point at the offending byte.
   EXPECT_EQ(found[0]->line, 3u);
@@ -1416,9 +1418,7 @@ TEST_F(ReaderTest, StringFaultsAreNamedInPlainWordsWithTheirColumn) {
   const Dataset d2 = read({write("str2.jsonl", kConfig + "\n" + e4 + "\n" + e5 + "\n" + update(8) + "\n")});
   EXPECT_EQ(d2.update_count(), 1u);
   ASSERT_EQ(diag_.count(Problem::kMalformedJson), 2u);
-  std::vector<const Diagnostic*> more;
-  for (const auto& x : diag_.kept())
-    if (x.problem == Problem::kMalformedJson) more.push_back(&x);
+  const std::vector<const Diagnostic*> more = all(Problem::kMalformedJson);
   ASSERT_EQ(more.size(), 2u);
   EXPECT_EQ(more[0]->column, e4.find("\\ud800") + 1);
   EXPECT_NE(more[0]->message.find("unpaired surrogate escape \\ud800"), std::string::npos) << more[0]->message;
@@ -1458,9 +1458,7 @@ TEST_F(ReaderTest, NegativeStepsAndRanksAreBadFields) {
                                                  neg_rank + "\n" + update(5) + "\n")});
   EXPECT_EQ(d.update_count(), 2u);
   ASSERT_EQ(diag_.count(Problem::kBadField), 3u);
-  std::vector<const Diagnostic*> bad;
-  for (const auto& x : diag_.kept())
-    if (x.problem == Problem::kBadField) bad.push_back(&x);
+  const std::vector<const Diagnostic*> bad = all(Problem::kBadField);
   ASSERT_EQ(bad.size(), 3u);
   EXPECT_EQ(bad[0]->line, 3u);
   EXPECT_EQ(bad[0]->column, neg_step.find("-5") + 1);

@@ -9,6 +9,7 @@
 
 #include "stepprof/dataset.hpp"
 #include "stepprof/schema.hpp"
+#include "../util/json_brackets.hpp"
 
 namespace stepprof {
 
@@ -57,20 +58,11 @@ void take_string(const RawField& f, std::optional<std::string>& out,
 // The deepest nesting of arrays and objects in JSON text (strings skipped).
 std::size_t nesting_depth(std::string_view json) {
   std::size_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < json.size(); ++i) {
-    const char ch = json[i];
-    if (in_string) {
-      if (ch == '\\') ++i;
-      else if (ch == '"') in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((ch == ']' || ch == '}') && depth > 0) {
-      --depth;
-    }
-  }
+  detail::find_bracket(json, [&](std::size_t, char ch) {
+    if (ch == '[' || ch == '{') deepest = std::max(deepest, ++depth);
+    else if (depth > 0) --depth;
+    return false;
+  });
   return deepest;
 }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "../util/json_brackets.hpp"
+
 namespace stepprof::detail {
 
 std::string_view json_error_text(simdjson::error_code e) {
@@ -128,21 +130,10 @@ std::optional<StringFault> find_string_fault(std::string_view text) {
 std::optional<std::size_t> closing_bracket(std::string_view text) {
   if (text.empty() || (text[0] != '{' && text[0] != '[')) return std::nullopt;
   std::size_t depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth == 0) {
-      return i;
-    }
-  }
-  return std::nullopt;
+  const std::size_t at =
+      find_bracket(text, [&](std::size_t, char c) { return (c == '{' || c == '[') ? (++depth, false) : --depth == 0; });
+  if (at == std::string_view::npos) return std::nullopt;
+  return at;
 }
 
 std::string describe_json_error(simdjson::error_code e, std::string_view text, std::optional<std::size_t>& at) {
