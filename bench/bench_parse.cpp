@@ -3,7 +3,9 @@
 // itself does on the same bytes, per core:
 //   BM_SimdjsonStructureOnly   stage 1 (structure, UTF-8) and skipping the record whole;
 //   BM_SimdjsonEveryValue      visiting every value, every number read as a double;
-//   BM_RecordParser            stepprof's record parser: every field validated and kept.
+//   BM_RecordParser/1          stepprof's record parser: every field validated and kept;
+//   BM_RecordParser/0          the same, sample indices checked but not kept (as
+//                              `stepprof report` reads them).
 // bytes_per_second is of record text. docs/scale.md quotes the figures.
 #include <benchmark/benchmark.h>
 #include <simdjson.h>
@@ -94,6 +96,7 @@ BENCHMARK(BM_SimdjsonEveryValue)->Unit(benchmark::kMillisecond);
 void BM_RecordParser(benchmark::State& state) {
   stepprof::NameTable regions, counters;
   stepprof::detail::RecordParser parser(regions, counters);
+  parser.set_keep_sample_indices(state.range(0) != 0);
   std::vector<stepprof::RawField> config;
   stepprof::UpdateRecord u;
   std::string unknown;
@@ -109,7 +112,7 @@ void BM_RecordParser(benchmark::State& state) {
   benchmark::DoNotOptimize(sink);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text_bytes()));
 }
-BENCHMARK(BM_RecordParser)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RecordParser)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -93,6 +93,19 @@ Outcome record(const std::uint8_t* data, std::size_t size) {
     if (kind == detail::RecordKind::kError) o.diagnostics = 1;
   }
   if (o.updates) (void)make_config(config);
+  // A parser that does not keep sample indices (as `stepprof report` reads) skips a
+  // plain index array unread: it must reach the same verdict, word for word.
+  detail::RecordParser skipping(regions, counters);
+  skipping.set_keep_sample_indices(false);
+  detail::RecordError skipped_error;
+  UpdateRecord skipped;
+  const auto kind = parser.parse(std::string_view(text.data(), size), config, u, unknown, error);
+  const auto skipped_kind = skipping.parse(std::string_view(text.data(), size), config, skipped, unknown, skipped_error);
+  if (kind != skipped_kind ||
+      (kind == detail::RecordKind::kError &&
+       (error.problem != skipped_error.problem || error.column != skipped_error.column ||
+        error.message != skipped_error.message || error.cause != skipped_error.cause)))
+    throw std::logic_error("the record parser's verdict depends on whether sample indices are kept");
   return o;
 }
 

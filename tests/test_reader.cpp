@@ -1008,6 +1008,48 @@ TEST_F(ReaderTest, SampleIndicesCanBeLeftOutButAreStillChecked) {
   EXPECT_NE(e->message.find("sample_indices[1]"), std::string::npos) << e->message;
 }
 
+// A reader that does not keep sample indices leaves a plain array of indices unread
+// and parses any other: the records kept and every word reported must be the same as
+// a reader that keeps them.
+TEST_F(ReaderTest, SampleIndicesLeftOutGiveTheSameVerdicts) {
+  const std::vector<std::string> arrays = {
+      "[]", "[ ]", "[0]", "[7, 0, 12]", "[1,2,3]", " [ 1 ,\t2 ]", "[999999999999999999]",  // plain
+      "[9999999999999999999]", "[99999999999999999999]",  // 19 and 20 digits: read, the second out of range
+      "[01]", "[00]", "[-1]", "[-0]", "[1.0]", "[2.5]", "[1e3]", "[1E3]", "[1, ]", "[, 1]", "[1 2]",
+      "[1,,2]", "[\"3\"]", "[[1]]", "[{}]", "[null]", "[true]", "[1]]", "[1", "[1,", "{}", "3", "\"[1]\"",
+      "[1] ", "[1, 2, -3]", "[1, 2, 3.5]", "[0x10]", "[+1]", "[1, 2] , \"x\": 1"};
+  std::string text = kConfig + "\n";
+  for (std::size_t i = 0; i < arrays.size(); ++i)
+    text += update(static_cast<int>(i + 1), 100.0, ", \"sample_indices\": " + arrays[i]) + "\n";
+  // The array as the record's last field, and before other fields.
+  text += R"({"type": "update", "rank": 1, "step": 900, "wall_ms": 10, "sample_indices": [4, 5]})" "\n";
+  text += R"({"type": "update", "rank": 1, "sample_indices": [4, -5], "step": 901, "wall_ms": 10})" "\n";
+  text += R"({"type": "update", "rank": 1, "sample_indices": [4, 5], "step": 902, "wall_ms": 10})" "\n";
+  const auto p = write("indices.jsonl", text);
+  auto verdicts = [&](bool keep) {
+    ReadOptions opt;
+    opt.keep_sample_indices = keep;
+    Diagnostics diag;
+    const Dataset d = read_logs({p}, opt, diag);
+    std::vector<std::string> out;
+    for (const auto& r : d.ranks)
+      for (const auto& u : r.updates) out.push_back(fmt::format("kept step {}", u.step));
+    for (const auto& x : diag.kept()) out.push_back(fmt::format("{}:{}: {}", x.line, x.column, x.message));
+    return out;
+  };
+  const auto kept = verdicts(true), left_out = verdicts(false);
+  EXPECT_EQ(kept, left_out);
+  // (The inputs do reach both paths: plain arrays are kept, the others rejected.)
+  auto has = [&](const std::string& s) { return std::find(kept.begin(), kept.end(), s) != kept.end(); };
+  EXPECT_TRUE(has("kept step 1"));    // []
+  EXPECT_TRUE(has("kept step 7"));    // 18 digits
+  EXPECT_TRUE(has("kept step 900"));
+  EXPECT_TRUE(has("kept step 902"));
+  EXPECT_FALSE(has("kept step 10"));  // [01]
+  EXPECT_FALSE(has("kept step 12"));  // [-1]
+  EXPECT_FALSE(has("kept step 901"));
+}
+
 TEST_F(ReaderTest, StepsUseTheWholeInt64Range) {
   // INT64_MAX is an integer a recorder can write; 2^63 and 1e19 are beyond int64.
   const auto p = write("big.jsonl", kConfig + "\n" +

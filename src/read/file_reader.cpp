@@ -185,6 +185,7 @@ class FileParser {
     std::uint64_t records = 0, rejected_after_mix = 0, mixed_at = 0;
     std::string cell;  // markdown cell with `\|` unescaped, plus parser padding
     RecordParser parser(out_.regions, out_.counters);
+    parser.set_keep_sample_indices(opt_.keep_sample_indices);
     UpdateRecord u;  // scratch: parsed into, then copied compactly when kept
     std::vector<RawField> cfg_fields;
     std::string unknown_type;

@@ -239,6 +239,38 @@ std::string bad_name(std::string_view name, std::string_view what) {
   return {};
 }
 
+// True when `text` (from a value's first byte to the line's end, followed by padding)
+// starts with a JSON array of integers that read_int takes and that are >= 0: '[', then
+// 1 to 18 digits without a leading zero (or a lone 0) per element, ',' between
+// elements, JSON whitespace anywhere between tokens, and ']'. Anything else (a sign, a
+// fraction, an exponent, a 19th digit, a missing element) is false: the caller then
+// parses the array value by value and reports what is wrong with it.
+bool plain_index_array(std::string_view text) {
+  auto is_space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; };
+  auto is_digit = [](char ch) { return ch >= '0' && ch <= '9'; };
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  auto skip_space = [&] {
+    while (i < n && is_space(text[i])) ++i;
+  };
+  if (n == 0 || text[0] != '[') return false;
+  ++i;
+  skip_space();
+  if (i < n && text[i] == ']') return true;
+  for (;;) {
+    const std::size_t start = i;
+    while (i < n && is_digit(text[i])) ++i;
+    const std::size_t digits = i - start;
+    if (digits == 0 || digits > 18 || (digits > 1 && text[start] == '0')) return false;
+    skip_space();
+    if (i >= n) return false;
+    if (text[i] == ']') return true;
+    if (text[i] != ',') return false;
+    ++i;
+    skip_space();
+  }
+}
+
 // Reads an integer; an integral floating-point value such as 2.0 is accepted.
 bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::int64_t& out) {
   // An integer as JSON writes it is taken whole, up to the int64 range (a recorder may
@@ -637,6 +669,7 @@ class RecordParser::Impl {
 
   RecordKind parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
                    std::string& unknown_type, RecordError& error);
+  void set_keep_sample_indices(bool keep) { keep_sample_indices_ = keep; }
 
  private:
   bool parse_update(od::document& doc, od::object& obj, std::string_view text, UpdateRecord& u, RecordError& error);
@@ -650,6 +683,7 @@ class RecordParser::Impl {
   std::vector<std::pair<NameTable::Id, RawName>> last_parent_;  // region id -> its parent in the last record
   std::size_t shapes_used_ = 0;               // input shapes filled in the current record
   TopKeys top_keys_;
+  bool keep_sample_indices_ = true;
 };
 
 RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
@@ -972,6 +1006,10 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     } else if (key == s::kSampleIndices) {
       od::array a;
       const std::string_view tok = token_of(v);
+      // Indices not kept: an array the full parse would accept without a word is left
+      // unread (the object's iteration skips it by its structure); any other is parsed.
+      if (!keep_sample_indices_ && plain_index_array({tok.data(), static_cast<std::size_t>(text.data() + text.size() - tok.data())}))
+        continue;
       if (v.get_array().get(a)) {
         ok = c.fail(Problem::kBadField, tok.data(),
                     fmt::format("sample_indices: expected an array of integers, found {}", shown(tok)));
@@ -1041,6 +1079,8 @@ RecordParser::RecordParser(NameTable& regions, NameTable& counters)
     : impl_(std::make_unique<Impl>(regions, counters)) {}
 
 RecordParser::~RecordParser() = default;
+
+void RecordParser::set_keep_sample_indices(bool keep) { impl_->set_keep_sample_indices(keep); }
 
 RecordKind RecordParser::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& update,
                                std::string& unknown_type, RecordError& error) {

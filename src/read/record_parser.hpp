@@ -48,6 +48,12 @@ class RecordParser {
   RecordKind parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& update,
                    std::string& unknown_type, RecordError& error);
 
+  /// Whether `update.sample_indices` is filled (default true). When false, a
+  /// `sample_indices` array of plain non-negative integers is checked by a scan of its
+  /// bytes and not parsed value by value (its values are not kept); any other array is
+  /// parsed as before, so the problems reported are the same either way.
+  void set_keep_sample_indices(bool keep);
+
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
