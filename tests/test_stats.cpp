@@ -1,12 +1,15 @@
 // Statistics helpers against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "stepprof/analysis/stats.hpp"
 
 using stepprof::pearson;
+using stepprof::running_quantile;
 using stepprof::summarize;
 
 TEST(Stats, EmptyHasNoSummary) { EXPECT_FALSE(summarize({}).has_value()); }
@@ -56,4 +59,37 @@ TEST(Stats, PearsonUndefinedForConstantOrShortSeries) {
   const std::vector<double> c{2, 2, 2}, x{1, 2, 3}, two{1, 2};
   EXPECT_FALSE(pearson(c, x).has_value());
   EXPECT_FALSE(pearson(two, two).has_value());
+}
+
+TEST(Stats, RunningQuantileByHand) {
+  // Window 3 (one each side), q = 0.5: the middle of each sorted window, the lower of
+  // two at the ends (round(0.5 x 1) = 1 rounds half away from zero: the larger).
+  // Windows: {5,1} {5,1,4} {1,4,4} {4,4,9} {4,9}.
+  const std::vector<double> x = {5, 1, 4, 4, 9};
+  EXPECT_EQ(running_quantile(x, 3, 0.5), (std::vector<double>{5, 4, 4, 4, 9}));
+  // q = 0: the window's minimum.
+  EXPECT_EQ(running_quantile(x, 3, 0.0), (std::vector<double>{1, 1, 1, 4, 4}));
+  EXPECT_TRUE(running_quantile(std::vector<double>{}, 11, 0.3).empty());
+  EXPECT_EQ(running_quantile(std::vector<double>{2.5}, 11, 0.3), (std::vector<double>{2.5}));
+}
+
+TEST(Stats, RunningQuantileAgainstSortingEachWindow) {
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> small(0, 5);  // many ties
+  std::normal_distribution<double> wide(100, 30);
+  for (const std::size_t window : {1u, 2u, 3u, 11u, 12u, 40u})
+    for (const double q : {0.0, 0.3, 0.5, 1.0})
+      for (const std::size_t n : {1u, 5u, 11u, 200u}) {
+        std::vector<double> x(n);
+        for (std::size_t i = 0; i < n; ++i) x[i] = (i % 2 ? wide(rng) : small(rng));
+        const auto got = running_quantile(x, window, q);
+        ASSERT_EQ(got.size(), n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t half = window / 2, lo = i >= half ? i - half : 0, hi = std::min(n, i + half + 1);
+          std::vector<double> w(x.begin() + static_cast<std::ptrdiff_t>(lo), x.begin() + static_cast<std::ptrdiff_t>(hi));
+          std::sort(w.begin(), w.end());
+          const auto k = static_cast<std::size_t>(std::lround(q * static_cast<double>(w.size() - 1)));
+          EXPECT_EQ(got[i], w[k]) << "window " << window << " q " << q << " n " << n << " i " << i;
+        }
+      }
 }

@@ -37,21 +37,6 @@ double binomial_upper_tail(std::size_t k, std::size_t n, double p) {
   return std::min(1.0, sum);
 }
 
-// The `q` quantile (the order statistic round(q x (n - 1)) of n) of each value's window of
-// `window` values centred on it (fewer at the ends).
-std::vector<double> running_quantiles(const std::vector<double>& x, std::size_t window, double q) {
-  std::vector<double> out(x.size()), buf;
-  const std::size_t half = window / 2;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    buf.assign(x.begin() + static_cast<std::ptrdiff_t>(i >= half ? i - half : 0),
-               x.begin() + static_cast<std::ptrdiff_t>(std::min(x.size(), i + half + 1)));
-    const auto k = static_cast<std::ptrdiff_t>(std::lround(q * static_cast<double>(buf.size() - 1)));
-    std::nth_element(buf.begin(), buf.begin() + k, buf.end());
-    out[i] = buf[static_cast<std::size_t>(k)];
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
@@ -103,7 +88,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
     margins.clear();
     for (const RankWork& r : ranks) {
       for (std::size_t i = 0; i < per_update.size(); ++i) series[i] = margin_of(r, i);
-      smooth.push_back(running_quantiles(series, kWindow, kQuartile));
+      smooth.push_back(running_quantile(series, kWindow, kQuartile));
       margins.insert(margins.end(), smooth.back().begin(), smooth.back().end());
     }
     const auto [t, d] = median_and_robust_sd(margins);

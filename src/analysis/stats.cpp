@@ -163,11 +163,20 @@ Summary summarize_long(const std::vector<double>& v) {
 
 }  // namespace
 
+// Series at least this long are summarized, and their median found, by the bucket
+// selection above (a comparison-based selection mispredicts about every other step).
+constexpr std::size_t kLongFrom = 4096;
+
 std::optional<double> median(std::vector<double>& values) {
   if (values.empty()) return std::nullopt;
   // quantile_sorted(0.5): the order statistic at floor((n-1)/2), interpolated with the
   // next one when n is even.
   const std::size_t n = values.size(), lo = (n - 1) / 2;
+  if (n >= kLongFrom) {
+    const auto [min, max] = std::minmax_element(values.begin(), values.end());
+    const auto x = order_statistics(values, *min, *max, {lo, std::min(lo + 1, n - 1)});
+    return n % 2 == 1 ? x[0] : x[0] + 0.5 * (x[1] - x[0]);
+  }
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(lo), values.end());
   const double a = values[lo];
   if (n % 2 == 1) return a;
@@ -179,7 +188,6 @@ std::optional<Summary> summarize(std::vector<double> values) {
   if (values.empty()) return std::nullopt;
   // Long series (every update of every rank: millions of values) are summarized
   // without sorting; their sum may differ from the sorted sum below in the last digit.
-  constexpr std::size_t kLongFrom = 4096;
   if (values.size() >= kLongFrom) return summarize_long(values);
   std::sort(values.begin(), values.end());
   Summary s;
@@ -194,6 +202,30 @@ std::optional<Summary> summarize(std::vector<double> values) {
   s.median = quantile_sorted(values, 0.50);
   s.p90 = quantile_sorted(values, 0.90);
   return s;
+}
+
+std::vector<double> running_quantile(std::span<const double> x, std::size_t window, double q) {
+  const std::size_t n = x.size(), half = window / 2;
+  std::vector<double> out(n), sorted;  // sorted: x[lo, hi) in ascending order
+  sorted.reserve(2 * half + 1);
+  std::size_t lo = 0, hi = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const std::size_t to = std::min(n, i + half + 1); hi < to; ++hi)
+      sorted.insert(std::upper_bound(sorted.begin(), sorted.end(), x[hi]), x[hi]);
+    for (const std::size_t from = i >= half ? i - half : 0; lo < from; ++lo) {
+      // The leaving value itself (bit for bit: 0.0 and -0.0 compare equal).
+      auto at = std::lower_bound(sorted.begin(), sorted.end(), x[lo]);
+      for (auto it = at; it != sorted.end() && *it == x[lo]; ++it)
+        if (std::memcmp(&*it, &x[lo], sizeof(double)) == 0) {
+          at = it;
+          break;
+        }
+      sorted.erase(at);
+    }
+    const auto k = static_cast<std::size_t>(std::lround(q * static_cast<double>(sorted.size() - 1)));
+    out[i] = sorted[k];
+  }
+  return out;
 }
 
 std::optional<double> pearson(std::span<const double> a, std::span<const double> b) {

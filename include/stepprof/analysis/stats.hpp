@@ -23,8 +23,15 @@ struct Summary {
 std::optional<Summary> summarize(std::vector<double> values);
 
 /// The median of `values` (any order; type 7, as Summary::median) without sorting them
-/// all (O(n)); nullopt when empty. Reorders `values`.
+/// all (O(n)); nullopt when empty. May reorder `values`.
 std::optional<double> median(std::vector<double>& values);
+
+/// For each value of `x`, the order statistic round(q x (m - 1)) (0-based, ascending;
+/// 0 <= q <= 1) of the m values of its window: the `window` values centred on it
+/// (window / 2 on each side), fewer at the ends of `x`. Same length as `x`. O(n x
+/// window) with a small constant: the window is kept sorted as it slides. Values must
+/// not be NaN.
+std::vector<double> running_quantile(std::span<const double> x, std::size_t window, double q);
 
 /// The q-quantile (0 <= q <= 1) of sorted values, type 7; `sorted` must be non-empty.
 double quantile_sorted(std::span<const double> sorted, double q);
