@@ -20,6 +20,7 @@ struct FirstSeen {
 template <typename EachId>
 void check(const Dataset& data, const NameTable& names, std::string_view what, std::string_view advice,
            EachId&& each_id, Diagnostics& diag) {
+  if (names.size() < kMinOneOffNames) return;  // (too few names in all to warn of: no need to look)
   std::vector<FirstSeen> seen(names.size());
   for (const auto& rank : data.ranks)
     for (const auto& u : rank.updates)
