@@ -83,6 +83,10 @@ TEST(StatsLong, MatchesSortedReferenceOnManyShapes) {
     expect_matches(wide, "wide range");
     expect_matches(tied, "two values");
     expect_matches(std::vector<double>(n, 42.0), "constant");
+    std::vector<double> ascending = normal;  // runs of values in one bucket
+    std::sort(ascending.begin(), ascending.end());
+    expect_matches(ascending, "ascending");
+    expect_matches(std::vector<double>(ascending.rbegin(), ascending.rend()), "descending");
     std::vector<double> extreme(n, 0.0);
     extreme[0] = -1.7e308;
     extreme[1] = 1.7e308;  // max - min overflows: selected directly

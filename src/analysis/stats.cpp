@@ -45,9 +45,10 @@ class CompensatedSum {
 // Compensated sums of a long series in four interleaved chains (each addition waits on
 // the one before it in its own chain only), each addition's rounding error found
 // without a branch by Knuth's TwoSum (TAOCP vol. 2, 4.2.2), added together at the end.
-// `f(i)` gives the i-th term.
-template <typename Term>
-double compensated_sum(std::size_t n, Term&& f) {
+// `f(i)` gives the i-th term; `also(i)` is called once for each i in the same pass
+// (another statistic taken along, so that the series is read once for both).
+template <typename Term, typename Also>
+double compensated_sum(std::size_t n, Term&& f, Also&& also) {
   double sum[4] = {0, 0, 0, 0}, comp[4] = {0, 0, 0, 0};
   auto add = [&](int lane, double x) {
     const double t = sum[lane] + x;
@@ -61,8 +62,15 @@ double compensated_sum(std::size_t n, Term&& f) {
     add(1, f(i + 1));
     add(2, f(i + 2));
     add(3, f(i + 3));
+    also(i);
+    also(i + 1);
+    also(i + 2);
+    also(i + 3);
   }
-  for (; i < n; ++i) add(0, f(i));
+  for (; i < n; ++i) {
+    add(0, f(i));
+    also(i);
+  }
   for (int lane = 0; lane < 4; ++lane)
     if (!std::isfinite(sum[lane])) {  // overflow: one chain in order, as a plain sum would go
       CompensatedSum in_order;
@@ -75,73 +83,106 @@ double compensated_sum(std::size_t n, Term&& f) {
   return total.value();
 }
 
-// The order statistics (0-based ranks, ascending) of `v` without sorting it: one pass
-// counts the values into kBuckets equal-width buckets between min and max (a monotone
-// map, so the r-th smallest value lies in the bucket where the running count passes
-// r), a second pass keeps only the values of the buckets that hold a wanted rank, and
-// a selection among those few finds each. O(n), and no data-dependent branch in the
-// counting pass (a comparison-based selection mispredicts about every other step).
-std::vector<double> order_statistics(const std::vector<double>& v, double min, double max,
-                                     const std::vector<std::size_t>& ranks) {
-  const std::size_t n = v.size();
-  std::vector<double> out(ranks.size(), min);
-  const double range = max - min;
-  if (!(range > 0)) return out;  // all equal
-  constexpr std::size_t kBuckets = 4096;
-  const double scale = static_cast<double>(kBuckets) / range;
-  auto bucket_of = [&](double x) {
-    const double b = (x - min) * scale;  // in [0, kBuckets]; monotone in x
-    return b >= static_cast<double>(kBuckets - 1) ? kBuckets - 1 : static_cast<std::size_t>(b);
-  };
-  if (!std::isfinite(scale) || !std::isfinite(range)) {  // extreme ranges: select directly
-    std::vector<double> copy = v;
+// The order statistics (0-based ranks, ascending) of a series without sorting it: one
+// pass counts the values into kBuckets equal-width buckets between min and max (a
+// monotone map, so the r-th smallest value lies in the bucket where the running count
+// passes r), a second pass keeps only the values of the buckets that hold a wanted
+// rank, and a selection among those few finds each. O(n), and no data-dependent branch
+// in the counting pass (a comparison-based selection mispredicts about every other
+// step). The counts are kept in four tables, value i in table i % 4, so that runs of
+// values in one bucket (a steady series) do not wait on each other's increments.
+class OrderStatistics {
+ public:
+  static constexpr std::size_t kBuckets = 4096;
+
+  OrderStatistics(double min, double max) : min_(min), range_(max - min) {
+    scale_ = static_cast<double>(kBuckets) / range_;
+    counting_ = range_ > 0 && std::isfinite(scale_) && std::isfinite(range_);
+    if (counting_)
+      for (auto& c : counts_) c.assign(kBuckets, 0);
+  }
+  // Counts value `x`, the series' i-th (every value once, before select()).
+  void count(std::size_t i, double x) {
+    if (counting_) ++counts_[i & 3][bucket_of(x)];
+  }
+  // The order statistics `ranks` of `v`, whose values were all counted.
+  std::vector<double> select(const std::vector<double>& v, const std::vector<std::size_t>& ranks) const {
+    std::vector<double> out(ranks.size(), min_);
+    if (!(range_ > 0)) return out;  // all equal
+    if (!counting_) {               // extreme ranges: select directly
+      std::vector<double> copy = v;
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(ranks[i]), copy.end());
+        out[i] = copy[ranks[i]];
+      }
+      return out;
+    }
+    std::vector<std::size_t> start(kBuckets + 1, 0);  // start[b]: values below bucket b
+    for (std::size_t b = 0; b < kBuckets; ++b)
+      start[b + 1] = start[b] + counts_[0][b] + counts_[1][b] + counts_[2][b] + counts_[3][b];
+    // The bucket of each wanted rank, and a slot for that bucket's values.
+    std::vector<std::size_t> rank_bucket(ranks.size());
+    std::vector<std::int32_t> slot(kBuckets, -1);
+    std::vector<std::vector<double>> members;
     for (std::size_t i = 0; i < ranks.size(); ++i) {
-      std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(ranks[i]), copy.end());
-      out[i] = copy[ranks[i]];
+      const std::size_t b =
+          static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), ranks[i]) - start.begin()) - 1;
+      rank_bucket[i] = b;
+      if (slot[b] < 0) {
+        slot[b] = static_cast<std::int32_t>(members.size());
+        members.emplace_back().reserve(start[b + 1] - start[b]);
+      }
+    }
+    for (double x : v)
+      if (const std::int32_t s = slot[bucket_of(x)]; s >= 0) members[static_cast<std::size_t>(s)].push_back(x);
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      auto& m = members[static_cast<std::size_t>(slot[rank_bucket[i]])];
+      const auto at = m.begin() + static_cast<std::ptrdiff_t>(ranks[i] - start[rank_bucket[i]]);
+      std::nth_element(m.begin(), at, m.end());
+      out[i] = *at;
     }
     return out;
   }
-  std::vector<std::size_t> start(kBuckets + 1, 0);
-  for (double x : v) ++start[bucket_of(x) + 1];
-  for (std::size_t b = 0; b < kBuckets; ++b) start[b + 1] += start[b];  // start[b]: values below bucket b
-  // The bucket of each wanted rank, and a slot for that bucket's values.
-  std::vector<std::size_t> rank_bucket(ranks.size());
-  std::vector<std::int32_t> slot(kBuckets, -1);
-  std::vector<std::vector<double>> members;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const std::size_t b =
-        static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), ranks[i]) - start.begin()) - 1;
-    rank_bucket[i] = b;
-    if (slot[b] < 0) {
-      slot[b] = static_cast<std::int32_t>(members.size());
-      members.emplace_back().reserve(start[b + 1] - start[b]);
-    }
+
+ private:
+  std::size_t bucket_of(double x) const {
+    const double b = (x - min_) * scale_;  // in [0, kBuckets]; monotone in x
+    return b >= static_cast<double>(kBuckets - 1) ? kBuckets - 1 : static_cast<std::size_t>(b);
   }
-  for (double x : v)
-    if (const std::int32_t s = slot[bucket_of(x)]; s >= 0) members[static_cast<std::size_t>(s)].push_back(x);
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    auto& m = members[static_cast<std::size_t>(slot[rank_bucket[i]])];
-    const auto at = m.begin() + static_cast<std::ptrdiff_t>(ranks[i] - start[rank_bucket[i]]);
-    std::nth_element(m.begin(), at, m.end());
-    out[i] = *at;
-  }
-  (void)n;
-  return out;
+
+  double min_, range_, scale_ = 0;
+  bool counting_ = false;
+  std::array<std::vector<std::uint32_t>, 4> counts_;  // (a series of 2^34 values or more would not fit in memory)
+};
+
+std::vector<double> order_statistics(const std::vector<double>& v, double min, double max,
+                                     const std::vector<std::size_t>& ranks) {
+  OrderStatistics os(min, max);
+  for (std::size_t i = 0; i < v.size(); ++i) os.count(i, v[i]);
+  return os.select(v, ranks);
 }
 
-// Summary of a long series in O(n) without sorting it: min and max by one scan, the
-// three quantiles from their order statistics (type 7: the values at floor(h) and the
-// next one), sum and spread by compensated sums.
+// Summary of a long series in O(n) without sorting it, in three passes: min, max and
+// sum; the spread's sum of squares, with the values counted into the quantiles'
+// buckets; the quantiles' order statistics (type 7: the values at floor(h) and the
+// next one). Sums are compensated.
 Summary summarize_long(const std::vector<double>& v) {
   Summary s;
   const std::size_t n = v.size();
   s.n = n;
-  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  s.min = *lo;
-  s.max = *hi;
-  s.sum = compensated_sum(n, [&](std::size_t i) { return v[i]; });
+  double lo = v[0], hi = v[0];  // (the first smallest and the last largest, as std::minmax_element)
+  s.sum = compensated_sum(
+      n, [&](std::size_t i) { return v[i]; },
+      [&](std::size_t i) {
+        lo = v[i] < lo ? v[i] : lo;
+        hi = v[i] >= hi ? v[i] : hi;
+      });
+  s.min = lo;
+  s.max = hi;
   s.mean = s.sum / static_cast<double>(n);
-  const double ss = compensated_sum(n, [&](std::size_t i) { return (v[i] - s.mean) * (v[i] - s.mean); });
+  OrderStatistics os(s.min, s.max);
+  const double ss = compensated_sum(
+      n, [&](std::size_t i) { return (v[i] - s.mean) * (v[i] - s.mean); }, [&](std::size_t i) { os.count(i, v[i]); });
   s.stdev = std::sqrt(ss / static_cast<double>(n - 1));
   s.cv = s.mean != 0 ? s.stdev / s.mean : 0;
   constexpr std::array<double, 3> qs = {0.10, 0.50, 0.90};
@@ -151,7 +192,7 @@ Summary summarize_long(const std::vector<double>& v) {
     ranks.push_back(k);
     ranks.push_back(std::min(k + 1, n - 1));
   }
-  const auto x = order_statistics(v, s.min, s.max, ranks);
+  const auto x = os.select(v, ranks);
   double* out[3] = {&s.p10, &s.median, &s.p90};
   for (std::size_t i = 0; i < qs.size(); ++i) {
     const double h = (static_cast<double>(n) - 1.0) * qs[i];
