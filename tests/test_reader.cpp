@@ -1540,3 +1540,26 @@ TEST_F(ReaderTest, AByteOrderMarkInsideTheFileIsSkippedWithANote) {
   EXPECT_EQ(n->line, 3u);
   EXPECT_NE(n->message.find("byte-order mark"), std::string::npos) << n->message;
 }
+
+TEST_F(ReaderTest, BrokenStructureInsideAFieldIsNamedAtItsByte) {
+  // A missing or doubled comma inside an array or an object had no column ("line 2:"
+  // alone); the message now points at the token where the structure breaks.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {update(2, 100.0, R"(, "sample_indices": [1 2])"), "2]"},
+      {update(3, 100.0, R"(, "frame_histogram": {"9": 14 "7": 1})"), "\"7\""},
+      {update(4, 100.0, R"(, "frame_histogram": {"9": 14,, "7": 1})"), ", \"7\""},
+  };
+  std::string text = kConfig + "\n" + update(1) + "\n";
+  for (const auto& [line, at] : cases) text += line + "\n";
+  const Dataset d = read({write("structure.jsonl", text)});
+  EXPECT_EQ(d.update_count(), 1u);
+  const std::vector<const Diagnostic*> found = all(Problem::kMalformedJson);
+  ASSERT_EQ(found.size(), cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(found[i]->line, i + 3);
+    // The second occurrence for the doubled comma: the first is the valid one.
+    const std::string& line = cases[i].first;
+    const std::size_t want = line.rfind(cases[i].second) + 1;
+    EXPECT_EQ(found[i]->column, want) << found[i]->message;
+  }
+}

@@ -65,7 +65,11 @@ class Ctx {
     return false;
   }
   void set_cause(std::string_view cause) { err_.cause = cause; }
+  // The document being iterated: where an error inside a value was found, when the
+  // caller cannot say (set once the document is open).
+  void set_document(od::document* doc) { doc_ = doc; }
   bool fail_json(error_code e, const char* where, std::string_view context) {
+    if (!where && doc_) where = document_location();
     std::optional<std::size_t> at;
     const std::string what = describe_json_error(e, text_, at);
     if (at) where = text_.data() + *at;
@@ -75,8 +79,11 @@ class Ctx {
   }
 
  private:
+  const char* document_location() const;
+
   std::string_view text_;
   RecordError& err_;
+  od::document* doc_ = nullptr;
 };
 
 // Where the parser is in the record, or nullptr when it cannot tell.
@@ -85,6 +92,8 @@ const char* location(od::document& doc) {
   if (doc.current_location().get(at)) return nullptr;
   return at;
 }
+
+const char* Ctx::document_location() const { return location(*doc_); }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
@@ -799,6 +808,7 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
 bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::string_view text, UpdateRecord& u,
                           RecordError& error) {
   Ctx c(text, error);
+  c.set_document(&doc);
   u.rank.reset();
   u.step = 0;
   u.wall_ms = 0;
