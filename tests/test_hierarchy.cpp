@@ -155,8 +155,16 @@ TEST_F(HierarchyFile, LargeBinaryAndUtf16FilesGetOneErrorWithoutBeingReadWhole) 
   const auto utf16 = write("h16.txt", std::string("a\0\n\0 \0 \0b\0\n\0", 12));
   const auto binary = write("h.bin", std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0e\x0f\x10\x11\x12\x13\x14"
                                                  "\x15\x16\x17\x18" "abc\n", 24));
+  // Compressed files: a nesting file is not read as gzip (logs are), and the message said
+  // "stepprof reads plain text and gzip".
+  const auto gz = write_gz("h.txt.gz", "forward\n  attention\n");
+  const auto xz = write("h.txt.xz", std::string("\xFD" "7zXZ\0\0\x04\xE6\xD6\xB4\x46", 12));
   const std::pair<std::string, std::string> cases[] = {
-      {big, "larger than 16 MiB"}, {utf16, "UTF-16LE text"}, {binary, "binary data, not text"}};
+      {big, "larger than 16 MiB"},
+      {utf16, "UTF-16LE text"},
+      {binary, "binary data, not text"},
+      {gz, "gzip-compressed data: a nesting file is read as plain text; decompress it first (`gunzip FILE`)"},
+      {xz, "xz-compressed data: a nesting file is read as plain text; decompress it first (`xz -d FILE`)"}};
   for (const auto& [path, says] : cases) {
     Diagnostics diag;
     EXPECT_FALSE(load_hierarchy(path, diag)) << path;

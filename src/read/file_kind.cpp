@@ -109,7 +109,7 @@ bool has_table_row(std::string_view text) {
   return false;
 }
 
-std::string unreadable_format(std::string_view head, std::string_view expected) {
+std::string unreadable_format(std::string_view head, std::string_view expected, bool reads_gzip) {
   struct Magic {
     std::string_view bytes, what, undo;
   };
@@ -121,9 +121,13 @@ std::string unreadable_format(std::string_view head, std::string_view expected) 
       {"PK\x03\x04", "a zip archive", "`unzip FILE`"},
       {"7z\xBC\xAF\x27\x1C", "a 7z archive", "`7z x FILE`"},
   }};
+  const std::string reads =
+      reads_gzip ? std::string("stepprof reads plain text and gzip") : fmt::format("{} is read as plain text", expected);
   for (const auto& m : kMagic)
     if (head.starts_with(m.bytes) && !(m.bytes == "BZh" && (head.size() < 4 || head[3] < '1' || head[3] > '9')))
-      return fmt::format("{}: stepprof reads plain text and gzip; decompress it first ({})", m.what, m.undo);
+      return fmt::format("{}: {}; decompress it first ({})", m.what, reads, m.undo);
+  if (!reads_gzip && head.starts_with("\x1f\x8b"))
+    return fmt::format("gzip-compressed data: {}; decompress it first (`gunzip FILE`)", reads);
   auto utf = [](std::string_view enc) {
     return fmt::format("{} text: stepprof reads UTF-8 (or ASCII); convert it first (`iconv -f {} -t UTF-8 FILE`)", enc,
                        enc);

@@ -40,7 +40,10 @@ bool has_table_row(std::string_view text);
 /// starts among them (a log with a burst of damage is read, its bad lines said). NUL
 /// bytes alone are not binary: a crash zero-fills what was being written. `expected`
 /// ends the message for binary data: "binary data, not text (...): not <expected>".
-std::string unreadable_format(std::string_view head, std::string_view expected = "a step log or a profiler trace");
+/// With `reads_gzip` false (a file read as plain text only), gzip data is named too, and
+/// compressed data is "<expected> is read as plain text; decompress it first (...)".
+std::string unreadable_format(std::string_view head, std::string_view expected = "a step log or a profiler trace",
+                              bool reads_gzip = true);
 
 /// For a file found in a directory (not named): why it is not a step log or a profiler
 /// trace, e.g. "a text file, not JSON lines (a training log?)"; empty when it is one or

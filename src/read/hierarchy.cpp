@@ -265,7 +265,8 @@ std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& di
     return std::nullopt;
   }
   // Compressed data, UTF-16 and binary files: one error, not one per line.
-  if (auto format = detail::unreadable_format(std::string_view(text).substr(0, std::size_t{1} << 16), "a nesting file");
+  if (auto format = detail::unreadable_format(std::string_view(text).substr(0, std::size_t{1} << 16), "a nesting file",
+                                              /*reads_gzip=*/false);
       !format.empty()) {
     diag.report({Severity::kError, Problem::kHierarchy, path, 0, 0, format});
     return std::nullopt;
