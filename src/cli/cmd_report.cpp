@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "../util/made_directories.hpp"
 #include "interrupt.hpp"
 #include "stepprof/analysis/report.hpp"
 #include "stepprof/analysis/series.hpp"
@@ -32,22 +33,16 @@ struct ReportOptions {
 bool write_csv(const std::string& dir, const Report& report, const AnalysisInput& in) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  // The directories this call makes (DIR and any missing parents, innermost first): a
-  // failure removes them again, so that it leaves no empty directory behind.
-  std::vector<fs::path> made;
-  for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-    made.push_back(p);
-    if (p == p.parent_path()) break;
-  }
-  fs::create_directories(dir, ec);
-  if (ec) {
+  // DIR and any missing parents: a failure removes them again.
+  detail::MadeDirectories made;
+  if (!made.make(dir, ec)) {
     fmt::print(stderr, "stepprof: cannot create directory {}: {}\n", dir, ec.message());
     return false;
   }
   std::vector<std::pair<fs::path, fs::path>> staged;  // (written, its place)
   auto drop = [&] {
     for (const auto& [written, place] : staged) fs::remove(written, ec);
-    for (const auto& d : made) fs::remove(d, ec);  // (only removes a directory that is empty)
+    made.remove_empty();
     return false;
   };
   for (const auto& file : render_csv(report, build_series(in, report))) {

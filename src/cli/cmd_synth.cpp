@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "../util/made_directories.hpp"
 #include "interrupt.hpp"
 #include "stepprof/synth.hpp"
 
@@ -89,13 +90,14 @@ int run_synth(SynthOptions& opt) {
     fmt::print(stderr, "stepprof synth: {}\n", *err);
     return kUsage;
   }
+  detail::MadeDirectories manifest_dir;  // the manifest's, removed again (where empty) when no logs are written
   if (!opt.manifest.empty() && opt.manifest != "-") {
     // Checked before the logs are written, which may take long: the manifest comes last.
     // Its directory is made as the logs' is.
     namespace fs = std::filesystem;
     std::error_code ec;
     const fs::path m(opt.manifest);
-    if (m.has_parent_path()) fs::create_directories(m.parent_path(), ec);
+    if (m.has_parent_path()) manifest_dir.make(m.parent_path(), ec);
     // (A manifest inside the logs' directory is fine: `stepprof report DIR` sees from
     // its schema that it is not a log, and lists it as a note.)
     std::error_code dir_ec;
@@ -110,6 +112,7 @@ int run_synth(SynthOptions& opt) {
   try {
     man = synth::generate(opt.model, opt.dir, opt.gzip, opt.threads, [] { return interrupted(); });
   } catch (const std::exception& e) {
+    manifest_dir.remove_empty();
     if (interrupted()) {
       fmt::print(stderr, "stepprof synth: interrupted; partial files removed\n");
       return kInterrupted;

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/made_directories.hpp"
 #include "../util/parallel.hpp"
 #include "../util/rank_numbers.hpp"
 #include "model.hpp"
@@ -228,8 +229,8 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
 
   // Pass 2: the files.
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
+  stepprof::detail::MadeDirectories made;  // removed again (where empty) when this fails
+  if (!made.make(dir, ec)) throw std::runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
   Manifest man;
   man.options = options;
   for (std::int64_t r = 0; r < o.ranks; ++r) man.files.push_back((fs::path(dir) / file_name(r, o.ranks, gzip)).string());
@@ -266,10 +267,12 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
     });
   } catch (...) {
     for (const auto& f : man.files) fs::remove(f, ec);
+    made.remove_empty();
     throw;
   }
   if (stop) {
     for (const auto& f : man.files) fs::remove(f, ec);
+    made.remove_empty();
     throw std::runtime_error("interrupted");
   }
   man.bytes = bytes;

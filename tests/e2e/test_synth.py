@@ -881,3 +881,22 @@ def test_clustered_fallbacks_in_small_jobs_are_not_stretches(tmp_path):
     synth(tmp_path / "real", "--ranks", 2, "--updates", 1000, "--fallback-rate", 0.1, "--straggler", "1:10:14:1.4")
     rep = report(tmp_path / "real" / "logs")
     assert [(e["rank"], e["last_step"]) for e in rep["cross_rank"]["episodes"]] == [(1, 14)]
+
+
+def test_an_interrupted_synth_leaves_no_directory_it_made(tmp_path):
+    # The logs' directory (and the manifest's) used to stay behind, empty.
+    import signal
+    import time
+    out = tmp_path / "new" / "logs"
+    manifest = tmp_path / "made" / "manifest.json"
+    proc = subprocess.Popen([BIN, "synth", "-o", out, "--ranks", "2", "--updates", "2000000", "--manifest", manifest],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out.is_dir() and any(out.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the first log is being written
+    assert proc.poll() is None, "synth ended before the test could interrupt it"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted; partial files removed" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
