@@ -889,3 +889,60 @@ TEST(UpdateIndex, RareRegionsAreListedNotGivenColumns) {
   EXPECT_EQ(c.get().host[9], 7.0);
   EXPECT_EQ(c.get().calls[9], 2.0);
 }
+
+TEST(UpdateIndex, LargeInputsJudgeColumnsOnASampleButAnswerLikeTheRecords) {
+  // From 65,536 updates, which names get columns is judged on every 16th update; every
+  // lookup must still give what the records hold (UpdateRecord::region), and which
+  // regions have data or device times must come from every update.
+  Dataset d;
+  const auto fwd = d.regions.intern("fwd"), half = d.regions.intern("half"), rare = d.regions.intern("rare");
+  RankLog log;
+  log.rank = 0;
+  constexpr int kUpdates = 70'000;
+  for (int s = 0; s < kUpdates; ++s) {
+    UpdateRecord u;
+    u.step = s;
+    u.wall_ms = 100;
+    RegionSample f;
+    f.region = fwd, f.host_ms = 10.0 + s, f.calls = std::int64_t{1};
+    u.regions.push_back(f);
+    if (s % 2 == 0) {
+      RegionSample h;
+      h.region = half, h.host_ms = 1.0 + s;
+      u.regions.push_back(h);
+    }
+    if (s % 1000 == 7) {  // k mod 16 is 7 or 15: in no sampled update
+      RegionSample r;
+      r.region = rare, r.device_ms = 3.0 + s;
+      u.regions.push_back(r);
+    }
+    log.updates.push_back(std::move(u));
+  }
+  d.ranks.push_back(std::move(log));
+  const AnalysisInput plain{d};
+  const auto updates = plain.updates();
+  const UpdateIndex index(updates, d.regions.size());
+  EXPECT_EQ(index.columns(fwd).present.size(), static_cast<std::size_t>(kUpdates));
+  EXPECT_EQ(index.columns(half).present.size(), static_cast<std::size_t>(kUpdates));
+  EXPECT_TRUE(index.columns(rare).present.empty());
+  const auto listed = index.listing(rare);
+  ASSERT_EQ(listed.size(), 70u);
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    EXPECT_EQ(listed[i].k, 1000 * i + 7);
+    EXPECT_EQ(listed[i].sample->device_ms, 3.0 + static_cast<double>(1000 * i + 7));
+  }
+  EXPECT_TRUE(index.has_device_time(rare));
+  EXPECT_FALSE(index.has_device_time(half));
+  EXPECT_TRUE(index.has_data(half));
+  for (std::size_t k = 0; k < updates.size(); ++k)
+    for (const auto id : {fwd, half, rare}) {
+      const RegionSample* s = updates[k]->region(id);
+      const auto v = index.find(k, *updates[k], id);
+      ASSERT_EQ(v.has_value(), s != nullptr) << k << " " << id;
+      if (!s) continue;
+      const std::optional<double> device = s->device_ms ? std::optional<double>(*s->device_ms) : std::nullopt;
+      const std::optional<double> host = s->host_ms ? std::optional<double>(*s->host_ms) : std::nullopt;
+      ASSERT_EQ(v->device_ms, device) << k;
+      ASSERT_EQ(v->host_ms, host) << k;
+    }
+}

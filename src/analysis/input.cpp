@@ -23,16 +23,17 @@ bool AnalysisInput::device_time_is_busy_union() const {
 
 namespace {
 
-// Each name's column: names present in at least 1/UpdateIndex::kMinShare of `n` updates
-// (`count`) get one, in id order, while `cell` bytes per (update, name) stay within
-// UpdateIndex::kMaxBytes; the others get `none`. Returns the number of columns.
-std::size_t assign_slots(const std::vector<std::size_t>& count, std::size_t n, std::size_t cell, std::uint32_t none,
-                         std::vector<std::uint32_t>& slot) {
+// Each name's column: names present in at least 1/UpdateIndex::kMinShare of the
+// `sampled` updates counted (`count`) get one, in id order, while `cell` bytes per
+// (update, name) over all `n` updates stay within UpdateIndex::kMaxBytes; the others get
+// `none`. Returns the number of columns.
+std::size_t assign_slots(const std::vector<std::size_t>& count, std::size_t sampled, std::size_t n, std::size_t cell,
+                         std::uint32_t none, std::vector<std::uint32_t>& slot) {
   slot.assign(count.size(), none);
-  if (n == 0) return 0;
+  if (n == 0 || sampled == 0) return 0;
   std::size_t used = 0;
   for (std::size_t id = 0; id < count.size(); ++id)
-    if (count[id] * UpdateIndex::kMinShare >= n && used + 1 <= UpdateIndex::kMaxBytes / cell / n)
+    if (count[id] * UpdateIndex::kMinShare >= sampled && used + 1 <= UpdateIndex::kMaxBytes / cell / n)
       slot[id] = static_cast<std::uint32_t>(used++);
   return used;
 }
@@ -45,66 +46,48 @@ UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::s
       data_any_(region_names, false) {
   constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
   constexpr std::size_t kCell = 3 * sizeof(double) + 1;  // device, host, calls, present
-  // Ranges of updates are read on several threads for large inputs: first to count each
-  // name's updates and note which regions have data (combined after), then to fill
-  // disjoint parts of every column.
-  constexpr std::size_t kChunk = 1 << 15;  // updates
-  const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
-  const unsigned threads = chunks >= 4 ? 0 : 1;  // (0: every core)
-  std::vector<std::vector<std::uint8_t>> seen(chunks, std::vector<std::uint8_t>(width_, 0));  // 1 data, 2 device
-  std::vector<std::vector<std::size_t>> region_count(chunks), counter_count(chunks);
-  detail::parallel_for(chunks, threads, [&](std::size_t c) {
-    std::vector<std::uint8_t>& flags = seen[c];
-    region_count[c].assign(width_, 0);
-    counter_count[c].assign(counter_width_, 0);
+  // Which names get columns is judged on every kStride-th update of a large input (one
+  // pass over every record costs as much as filling the columns: the records lie far
+  // apart). Where a name's values are kept changes no lookup's result, only the memory.
+  constexpr std::size_t kStride = 16, kSampleFrom = std::size_t{1} << 16;  // updates
+  const std::size_t stride = n_ >= kSampleFrom ? kStride : 1;
+  std::vector<std::size_t> regions_in(width_, 0), counters_in(counter_width_, 0);
+  std::size_t sampled = 0;
+  {
     std::vector<std::size_t> last(width_, n_);  // the update a region was last counted in
-    for (std::size_t k = c * kChunk; k < std::min(n_, (c + 1) * kChunk); ++k) {
+    for (std::size_t k = 0; k < n_; k += stride, ++sampled) {
       for (const auto& r : updates[k]->regions) {
-        if (r.region >= width_) continue;
-        if (last[r.region] != k) ++region_count[c][r.region];  // (updates, not entries)
+        if (r.region >= width_ || last[r.region] == k) continue;  // (updates, not entries)
+        ++regions_in[r.region];
         last[r.region] = k;
-        if (r.device_ms) flags[r.region] |= 2;
-        if (r.device_ms || r.host_ms || r.calls) flags[r.region] |= 1;
       }
       for (const auto& x : updates[k]->counters)
-        if (x.name < counter_width_) ++counter_count[c][x.name];
+        if (x.name < counter_width_) ++counters_in[x.name];
     }
-  });
-  std::vector<std::size_t> regions_in(width_, 0), counters_in(counter_width_, 0);
-  for (std::size_t c = 0; c < chunks; ++c) {
-    for (std::size_t id = 0; id < width_; ++id) {
-      regions_in[id] += region_count[c][id];
-      if (seen[c][id] & 1) data_any_[id] = true;
-      if (seen[c][id] & 2) device_any_[id] = true;
-    }
-    for (std::size_t id = 0; id < counter_width_; ++id) counters_in[id] += counter_count[c][id];
   }
-  const std::size_t columns = assign_slots(regions_in, n_, kCell, kNoSlot, slot_);
-  const std::size_t counter_columns = assign_slots(counters_in, n_, sizeof(double), kNoSlot, counter_slot_);
+  const std::size_t columns = assign_slots(regions_in, sampled, n_, kCell, kNoSlot, slot_);
+  const std::size_t counter_columns = assign_slots(counters_in, sampled, n_, sizeof(double), kNoSlot, counter_slot_);
   if (columns > 0) {
     for (auto* column : {&device_, &host_, &calls_}) column->reset(new double[columns * n_]);
     present_.reset(new std::uint8_t[columns * n_]);
   }
   if (counter_columns > 0) counters_.reset(new double[counter_columns * n_]);
-  if (columns > 0) {  // (without columns, present_ is null and lookups read the records)
-    listed_begin_.assign(width_, 0);
-    std::size_t total = 0;
-    for (std::size_t id = 0; id < width_; ++id) {
-      listed_begin_[id] = total;
-      if (slot_[id] == kNoSlot) total += regions_in[id];
-    }
-    listed_.resize(total);
-    listed_end_ = listed_begin_;
-    for (std::size_t k = 0; total > 0 && k < n_; ++k)
-      for (const auto& r : updates[k]->regions) {
-        if (r.region >= width_ || slot_[r.region] != kNoSlot) continue;
-        std::size_t& end = listed_end_[r.region];
-        if (end > listed_begin_[r.region] && listed_[end - 1].k == k) continue;  // the first entry wins
-        listed_[end++] = {k, &r};
-      }
-  }
+  // Ranges of updates are filled on several threads for large inputs, each noting which
+  // regions have data and listing the samples of regions without columns (put together
+  // after, in update order). Without columns, present_ is null and lookups read the
+  // records.
+  constexpr std::size_t kChunk = 1 << 15;  // updates
+  const std::size_t chunks = (n_ + kChunk - 1) / kChunk;
+  const unsigned threads = chunks >= 4 ? 0 : 1;  // (0: every core)
+  struct Found {
+    NameTable::Id id;
+    Listing listing;
+  };
+  std::vector<std::vector<std::uint8_t>> seen(chunks, std::vector<std::uint8_t>(width_, 0));  // 1 data, 2 device
+  std::vector<std::vector<Found>> found(chunks);
   detail::parallel_for(chunks, threads, [&](std::size_t c) {
     const std::size_t first = c * kChunk, last = std::min(n_, (c + 1) * kChunk);
+    std::vector<std::uint8_t>& flags = seen[c];
     for (std::size_t at = 0; at < columns; ++at) {
       for (auto* column : {&device_, &host_, &calls_})
         std::fill(column->get() + at * n_ + first, column->get() + at * n_ + last, kAbsent);
@@ -112,9 +95,19 @@ UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::s
     }
     for (std::size_t at = 0; at < counter_columns; ++at)
       std::fill(counters_.get() + at * n_ + first, counters_.get() + at * n_ + last, kAbsent);
+    std::vector<std::size_t> listed_in(columns > 0 ? width_ : 0, n_);  // the update a region was last listed in
     for (std::size_t k = first; k < last; ++k) {
       for (const auto& r : updates[k]->regions) {
-        if (columns == 0 || r.region >= width_ || slot_[r.region] == kNoSlot) continue;
+        if (r.region >= width_) continue;
+        if (r.device_ms) flags[r.region] |= 2;
+        if (r.device_ms || r.host_ms || r.calls) flags[r.region] |= 1;
+        if (columns == 0) continue;
+        if (slot_[r.region] == kNoSlot) {
+          if (listed_in[r.region] == k) continue;  // the first entry wins, as in UpdateRecord::region
+          listed_in[r.region] = k;
+          found[c].push_back({r.region, {k, &r}});
+          continue;
+        }
         const std::size_t at = slot_[r.region] * n_ + k;
         if (present_[at]) continue;  // the first entry wins, as in UpdateRecord::region
         present_[at] = 1;
@@ -129,6 +122,27 @@ UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::s
       }
     }
   });
+  for (std::size_t c = 0; c < chunks; ++c)
+    for (std::size_t id = 0; id < width_; ++id) {
+      if (seen[c][id] & 1) data_any_[id] = true;
+      if (seen[c][id] & 2) device_any_[id] = true;
+    }
+  if (columns > 0) {
+    // Each region's listings together, in update order (chunks are ascending ranges).
+    std::vector<std::size_t> listings(width_, 0);
+    for (const auto& f : found)
+      for (const Found& x : f) ++listings[x.id];
+    listed_begin_.assign(width_, 0);
+    std::size_t total = 0;
+    for (std::size_t id = 0; id < width_; ++id) {
+      listed_begin_[id] = total;
+      total += listings[id];
+    }
+    listed_.resize(total);
+    listed_end_ = listed_begin_;
+    for (const auto& f : found)
+      for (const Found& x : f) listed_[listed_end_[x.id]++] = x.listing;
+  }
 }
 
 RegionColumns::RegionColumns(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,

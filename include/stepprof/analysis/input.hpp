@@ -29,8 +29,9 @@ struct RegionValues {
 /// (an update's samples lie far from the next update's). Indexes the updates in
 /// AnalysisInput::updates() order. Costs 25 bytes per (update, indexed region name) and 8
 /// bytes per (update, indexed counter name) [bytes]. Only names present in at least
-/// 1/kMinShare of the updates get columns, so the index holds at most kMinShare x 25 bytes
-/// per region sample; each other region has the list of its updates and samples (16
+/// 1/kMinShare of the updates get columns (judged on every 16th update of an input of
+/// 65,536 updates or more), so the index holds about kMinShare x 25 bytes per region
+/// sample at most; each other region has the list of its updates and samples (16
 /// bytes per sample), and other counters fall back to UpdateRecord::counter. (A column per
 /// name made a log whose region names are new in every update, batch_1, batch_2, ...,
 /// a 1 GB index for 6,500 updates of 0.8 MB.) Columns stop at kMaxBytes; without any,
