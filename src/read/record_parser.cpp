@@ -1018,8 +1018,8 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       const std::string_view tok = token_of(v);
       // Indices not kept: an array the full parse would accept without a word is left
       // unread (the object's iteration skips it by its structure); any other is parsed.
-      if (!keep_sample_indices_ && plain_index_array({tok.data(), static_cast<std::size_t>(text.data() + text.size() - tok.data())}))
-        continue;
+      const std::string_view rest(tok.data(), static_cast<std::size_t>(text.data() + text.size() - tok.data()));
+      if (!keep_sample_indices_ && plain_index_array(rest)) continue;
       if (v.get_array().get(a)) {
         ok = c.fail(Problem::kBadField, tok.data(),
                     fmt::format("sample_indices: expected an array of integers, found {}", shown(tok)));
