@@ -520,17 +520,42 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
 
   // Every step of any rank, ascending; each rank's updates are in step order.
   // (Usually every rank has the same steps: a rank's list is merged in only when it differs.)
-  std::vector<std::int64_t> steps, mine, merged;
-  for (const auto* r : ranks) {
-    mine.clear();
-    for (const auto& u : r->updates) mine.push_back(u.step);
-    if (!std::is_sorted(mine.begin(), mine.end())) std::sort(mine.begin(), mine.end());
-    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
-    if (mine == steps) continue;
-    merged.clear();
-    std::set_union(steps.begin(), steps.end(), mine.begin(), mine.end(), std::back_inserter(merged));
-    steps.swap(merged);
+  std::vector<std::int64_t> steps;
+  std::vector<std::size_t> steps_of(ranks.size());  // each rank's distinct steps
+  auto gather_steps = [&] {
+    std::vector<std::int64_t> mine, merged;
+    steps.clear();
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      mine.clear();
+      for (const auto& u : ranks[i]->updates) mine.push_back(u.step);
+      if (!std::is_sorted(mine.begin(), mine.end())) std::sort(mine.begin(), mine.end());
+      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+      steps_of[i] = mine.size();
+      if (mine == steps) continue;
+      merged.clear();
+      std::set_union(steps.begin(), steps.end(), mine.begin(), mine.end(), std::back_inserter(merged));
+      steps.swap(merged);
+    }
+  };
+  gather_steps();
+  // A rank whose log holds under half of the steps (its job crashed, its log was cut)
+  // would leave every other rank's remaining steps out of the comparison: it is left out
+  // itself, and named, while two or more ranks remain.
+  {
+    std::vector<const RankLog*> full;
+    std::vector<std::pair<std::int64_t, std::size_t>> short_ranks;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      if (2 * steps_of[i] < steps.size()) short_ranks.emplace_back(*ranks[i]->rank, steps_of[i]);
+      else full.push_back(ranks[i]);
+    }
+    if (!short_ranks.empty() && full.size() >= 2) {
+      out.ranks_short = std::move(short_ranks);
+      ranks.swap(full);
+      steps_of.resize(ranks.size());
+      gather_steps();
+    }
   }
+  out.steps_total = steps.size();
   // compute_ms [step index * ranks + rank index]; NaN where the rank lacks the step,
   // kNoComm where its update lacks the communication region.
   constexpr double kNoComm = -1;

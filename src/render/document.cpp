@@ -331,8 +331,12 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
     return;
   }
   Fields f;
-  f.items.emplace_back("cross-rank", fmt::format("{} ranks, {} updates present in every rank's log", x.ranks,
-                                                 x.steps_aligned));
+  const std::size_t left_out = x.ranks_short.size() + x.ranks_without_comm.size();
+  f.items.emplace_back("cross-rank", left_out == 0 ? fmt::format("{} ranks, {} updates present in every rank's log",
+                                                                 x.ranks, x.steps_aligned)
+                                                   : fmt::format("{} ranks ({} compared, see below), {} updates "
+                                                                 "present in every compared rank's log",
+                                                                 x.ranks, x.ranks - left_out, x.steps_aligned));
   if (x.steps_incomplete) {
     std::string ex;
     for (const auto& [step, lacking] : x.incomplete_examples)
@@ -350,6 +354,15 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   }
   if (!x.ranks_missing.empty())
     f.items.emplace_back("ranks without a log", rank_numbers(x.ranks_missing));
+  if (!x.ranks_short.empty()) {
+    std::string which;
+    for (const auto& [rank, steps] : x.ranks_short)
+      which += fmt::format("{}rank {} ({} of {} steps)", which.empty() ? "" : ", ", rank, steps, x.steps_total);
+    f.items.emplace_back("ranks with short logs",
+                         fmt::format("{}: under half of the steps; left out of the comparison, which would otherwise "
+                                     "cover only the steps they hold (did their job stop early?)",
+                                     which));
+  }
   if (!x.ranks_without_comm.empty())
     f.items.emplace_back(
         fmt::format("ranks without {}", x.comm_region),

@@ -245,6 +245,8 @@ Json cross_rank(const CrossRankResult& x) {
   Json incomplete = Json::array();
   for (const auto& [step, lacking] : x.incomplete_examples)
     incomplete.push_back({{"step", step}, {"ranks_missing", lacking}});
+  Json short_ranks = Json::array();
+  for (const auto& [rank, steps] : x.ranks_short) short_ranks.push_back({{"rank", rank}, {"steps", steps}});
   return Json{{"available", x.available},
               {"why_not", x.why_not.empty() ? Json(nullptr) : Json(x.why_not)},
               {"comm_region", x.comm_region.empty() ? Json(nullptr) : Json(x.comm_region)},
@@ -258,6 +260,8 @@ Json cross_rank(const CrossRankResult& x) {
               {"incomplete_examples", incomplete},
               {"ranks_missing", x.ranks_missing},
               {"ranks_without_comm_region", x.ranks_without_comm},
+              {"ranks_short", short_ranks},
+              {"steps_total", x.steps_total},
               {"stragglers", x.stragglers},
               {"margin_ms", summary(x.margin_ms)},
               {"episodes", episodes},

@@ -144,6 +144,34 @@ def test_report_finds_the_straggler_window(job):
     assert f"steps {s['first_step']}..{s['last_step']}" in found[0]["title"]
 
 
+def test_a_rank_whose_log_was_cut_early_is_left_out_not_every_other_step(job, tmp_path):
+    # One rank's job stopped after 90 of 240 updates: the comparison covered only the
+    # steps that rank holds, in every rank, and the straggler window (steps 101..110)
+    # was gone without a word. That rank is now left out, and named.
+    manifest, _, _, _ = job
+    (s,) = manifest["injections"]["stragglers"]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    short_rank = 12
+    kept = 0
+    for f in manifest["files"]:
+        lines = Path(f).read_text().splitlines(keepends=True)
+        if json.loads(Path(f).read_text().splitlines()[0])["rank"] == short_rank:
+            lines = lines[:91]  # the config and 90 updates
+            kept = sum(json.loads(line)["type"] == "update" for line in lines)
+        (logs / Path(f).name).write_text("".join(lines))
+    assert kept == 90
+    x = report(logs)["cross_rank"]
+    assert x["ranks_short"] == [{"rank": short_rank, "steps": kept}]
+    assert x["steps_total"] == 240 and x["steps_aligned"] == 240
+    assert short_rank not in [r["rank"] for r in x["per_rank"]]
+    assert [(e["rank"], e["first_step"], e["last_step"]) for e in x["episodes"]] == \
+        [(s["rank"], s["first_step"], s["last_step"])]
+    text = run("report", logs)
+    assert text.returncode == 0, text.stderr
+    assert f"rank {short_rank} ({kept} of 240 steps)" in text.stdout
+
+
 def test_two_stragglers_at_once_are_both_found(tmp_path):
     # Ranks 2 (x1.3) and 5 (x1.5) fall behind in the same steps: rank 2 is never the
     # slowest, but it is far behind the median rank, and is an episode of its own.
