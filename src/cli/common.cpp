@@ -168,6 +168,10 @@ bool write_output(const std::string& path, const std::string& text) {
   const auto st = fs::symlink_status(path, ec);
   if (!ec && fs::exists(st) && !fs::is_regular_file(st))
     return write_all(std::fopen(path.c_str(), "wb"), text) || fail(path);
+  // An existing file is replaced only where the shell's `>` could write it, and keeps
+  // its permissions (the rename below would otherwise replace a read-only file).
+  const bool exists = !ec && fs::exists(st);
+  if (exists && ::access(path.c_str(), W_OK) != 0) return fail(path);
   disarm_exit_on_interrupt();  // (from here the temporary file is removed on an interrupt)
   // A regular file is written next to the target, then renamed over it: the file is
   // complete or absent, also when the command is interrupted.
@@ -185,6 +189,7 @@ bool write_output(const std::string& path, const std::string& text) {
                  std::strerror(saved));
     return false;
   }
+  if (exists) fs::permissions(tmp, st.permissions(), ec);  // (best effort: the text is what matters)
   if (!write_all(f, text) || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int saved = errno;
     std::remove(tmp.c_str());

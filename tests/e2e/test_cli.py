@@ -306,6 +306,27 @@ def test_an_unwritable_output_says_why(tmp_path):
     assert "beside it: No such file or directory" in r.stderr
 
 
+def test_an_existing_output_keeps_its_permissions_and_a_read_only_one_is_refused(tmp_path):
+    # The output was written beside the target and renamed over it: a file the user could
+    # not write was replaced, and every replaced file became 0644.
+    kept = tmp_path / "kept.txt"
+    kept.write_text("old")
+    kept.chmod(0o640)
+    assert run("report", LOG, "-o", kept).returncode == 0
+    assert kept.read_text() != "old" and (kept.stat().st_mode & 0o777) == 0o640
+    read_only = tmp_path / "ro.txt"
+    read_only.write_text("old")
+    read_only.chmod(0o444)
+    r = run("report", LOG, "-o", read_only)
+    if os.geteuid() == 0:  # root may write any file, as the shell's `>` would
+        assert r.returncode == 0 and read_only.read_text() != "old"
+    else:
+        assert r.returncode == 2 and f"cannot write {read_only}: Permission denied" in r.stderr, r.stderr
+        assert read_only.read_text() == "old"
+    assert (read_only.stat().st_mode & 0o777) == 0o444
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt", "ro.txt"]  # no temporary left
+
+
 def test_a_directory_as_the_nesting_file_says_so(tmp_path):
     r = run("report", "--hierarchy", tmp_path, LOG)
     assert r.returncode == 2
