@@ -1213,6 +1213,18 @@ TEST(StepRange, Parse) {
   EXPECT_FALSE(parse_step_range("a:b", err));
   EXPECT_FALSE(parse_step_range("20:10", err));
   EXPECT_NE(err.find("after"), std::string::npos);
+  // Steps are >= 0 (a record with a negative step is rejected); ":" alone says nothing;
+  // a step beyond int64 is named as such, not as "not an integer".
+  for (const char* negative : {"-3:5", "5:-1", "-2", ":-1"}) {
+    EXPECT_FALSE(parse_step_range(negative, err)) << negative;
+    EXPECT_NE(err.find("steps are >= 0"), std::string::npos) << err;
+  }
+  EXPECT_FALSE(parse_step_range(":", err));
+  EXPECT_NE(err.find("expected A:B, A:, :B or A"), std::string::npos) << err;
+  EXPECT_FALSE(parse_step_range("99999999999999999999:", err));
+  EXPECT_NE(err.find("a step beyond 9223372036854775807"), std::string::npos) << err;
+  r = parse_step_range("0:", err);
+  EXPECT_TRUE(r && r->first == 0 && r->contains(std::numeric_limits<std::int64_t>::max()));
 }
 
 TEST_F(ReaderTest, UnreadableFile) {

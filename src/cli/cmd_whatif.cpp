@@ -117,7 +117,8 @@ std::optional<std::uint64_t> whole_number(std::string_view text) {
 
 // A finite number from lo to hi, with a message that says which of the three is wrong
 // (CLI::Range said "Value abc not in range" for a word, and let NaN through).
-CLI::Validator number_from(double lo, double hi) {
+// A finite number from lo to hi; `type` names it in --help (e.g. FRACTION in [0 - 1]).
+CLI::Validator number_from(double lo, double hi, std::string_view type) {
   return CLI::Validator(
       [lo, hi](std::string& v) {
         char* end = nullptr;
@@ -126,7 +127,7 @@ CLI::Validator number_from(double lo, double hi) {
         if (!std::isfinite(x)) return std::string("use a finite number");
         return x >= lo && x <= hi ? std::string() : fmt::format("use a number from {} to {}", lo, hi);
       },
-      fmt::format("FLOAT in [{} - {}]", lo, hi));
+      fmt::format("{} in [{} - {}]", type, lo, hi));
 }
 
 }  // namespace
@@ -161,11 +162,11 @@ void add_whatif_command(CLI::App& app, std::function<void(std::function<int()>)>
           "0 OR 20..100000"));
   cmd->add_option("--threshold", opt->whatif.models.threshold,
                   "largest held-out error, as a fraction of a region's mean time, of a model used for predictions "
-                  "(default 0.5)")
-      ->check(number_from(0.0, 100.0));
+                  "(0 to 10; default 0.5, i.e. 50 %)")
+      ->check(number_from(0.0, 10.0, "FRACTION"));
   cmd->add_option("--min-gain", opt->whatif.models.min_gain,
                   "a feature enters a model only if it lowers the held-out error by this fraction (default 0.05)")
-      ->check(number_from(0.0, 1.0));
+      ->check(number_from(0.0, 1.0, "FRACTION"));
   cmd->add_option("--seed", opt->whatif.seed, "seed of the random draws and the bootstrap (default 20240607)")
       ->check(CLI::Validator(
           [](std::string& v) { return whole_number(v) ? std::string() : std::string("use a whole number 0..2^64-1"); },

@@ -473,34 +473,32 @@ class Reader {
 }  // namespace
 
 std::optional<StepRange> parse_step_range(std::string_view text, std::string& error) {
+  bool out_of_range = false;
   auto parse = [&](std::string_view s, std::int64_t& out) {
     const auto* end = s.data() + s.size();
     auto [p, ec] = std::from_chars(s.data(), end, out);
+    if (ec == std::errc::result_out_of_range && p == end) out_of_range = true;
     return ec == std::errc() && p == end;
   };
+  // (Steps are >= 0: an update record with a negative step is rejected.)
+  auto bad = [&](std::string_view why) {
+    error = fmt::format("bad step window \"{}\": {}", text, why);
+    return std::nullopt;
+  };
+  constexpr std::string_view kForm = "expected A:B, A:, :B or A (integers >= 0)";
   StepRange r;
   if (text.empty()) {
-    error = "empty step window: expected A:B, A:, :B or A (integers)";
+    error = fmt::format("empty step window: {}", kForm);
     return std::nullopt;
   }
   const auto colon = text.find(':');
-  if (colon == std::string_view::npos) {
-    if (!parse(text, r.first)) {
-      error = fmt::format("bad step window \"{}\": expected A:B, A:, :B or A (integers)", text);
-      return std::nullopt;
-    }
-    r.last = r.first;
-    return r;
-  }
-  const auto a = text.substr(0, colon), b = text.substr(colon + 1);
-  if ((!a.empty() && !parse(a, r.first)) || (!b.empty() && !parse(b, r.last))) {
-    error = fmt::format("bad step window \"{}\": expected A:B, A:, :B or A (integers)", text);
-    return std::nullopt;
-  }
-  if (r.first > r.last) {
-    error = fmt::format("bad step window \"{}\": the first step is after the last", text);
-    return std::nullopt;
-  }
+  const auto a = text.substr(0, colon), b = colon == std::string_view::npos ? a : text.substr(colon + 1);
+  const bool given_a = !a.empty(), given_b = !b.empty();
+  if ((given_a && !parse(a, r.first)) || (given_b && !parse(b, r.last)))
+    return bad(out_of_range ? std::string_view("a step beyond 9223372036854775807") : kForm);
+  if (colon != std::string_view::npos && !given_a && !given_b) return bad(kForm);
+  if ((given_a && r.first < 0) || (given_b && r.last < 0)) return bad("steps are >= 0");
+  if (r.first > r.last) return bad("the first step is after the last");
   return r;
 }
 

@@ -209,6 +209,8 @@ def test_exit_status_for_bad_input(tmp_path):
     assert r.returncode == 3 and "nothing to analyze" in r.stderr
 
     assert run("report", "--steps", "x:y", LOG).returncode == 2
+    empty = run("report", "--steps", "", LOG)  # (it meant the whole run)
+    assert empty.returncode == 2 and "--steps: an empty step window" in empty.stderr, empty.stderr
     # A window that holds none of the log's steps (11..30) says so, without asking
     # whether the job stopped before its first update.
     r = run("report", "--steps", "100:200", LOG)

@@ -320,6 +320,8 @@ def test_usage_errors_and_no_data(tmp_path):
                        (("no-padding", "--threshold", "abc"), '"abc" is not a number'),
                        (("no-padding", "--threshold", "0.5x"), '"0.5x" is not a number'),
                        (("no-padding", "--min-gain", "2"), "use a number from 0 to 1"),
+                       # (a fraction: 20 read as 2000 %, and --help said [0 - 100])
+                       (("no-padding", "--threshold", "20"), "use a number from 0 to 10"),
                        (("no-padding", "--seed", "-1"), "use a whole number"),
                        (("no-padding", "--seed", "99999999999999999999999"), "use a whole number"),
                        (("no-padding", "--bootstrap", "200000"), "20 to 100000 replicates")):
