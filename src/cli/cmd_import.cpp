@@ -108,7 +108,7 @@ void add_import_command(CLI::App& app, std::function<void(std::function<int()>)>
   kin->add_option("--steps", opt->steps, "keep only updates A..B (inclusive): A:B, A:, :B or A");
   kin->add_option("--rank", opt->rank, "rank of a trace without distributedInfo (overrides the trace's)")
       ->check(CLI::NonNegativeNumber);
-  kin->add_option("--world-size", opt->world_size, "world size of a trace without distributedInfo")
+  kin->add_option("--world-size", opt->world_size, "world size of a trace without distributedInfo (overrides the trace's)")
       ->check(CLI::PositiveNumber);
   kin->add_flag("--strict", opt->strict, "stop at the first problem in the input (exit status 1)");
   kin->callback([opt, set_action] { set_action([opt] { return run_import(*opt); }); });

@@ -355,6 +355,17 @@ class TraceReader {
   }
 
   void notes() {
+    // --rank and --world-size are for traces without distributedInfo; given for one that
+    // has it, they win, and the difference is said.
+    auto overridden = [&](const char* what, const std::optional<std::int64_t>& given,
+                          const std::optional<std::int64_t>& traced) {
+      if (given && traced && *given != *traced)
+        report(Severity::kWarning, Problem::kBadTrace, {},
+               fmt::format("the trace's distributedInfo says {} {}; --{} {} is used instead", what, *traced,
+                           what == std::string_view("rank") ? "rank" : "world-size", *given));
+    };
+    overridden("rank", opt_.rank, dist_rank_);
+    overridden("world size", opt_.world_size, dist_world_);
     if (stats_.overlapping_steps)
       report(Severity::kWarning, Problem::kBadTrace, {stats_.first_overlap_line, 0},
              fmt::format("{} ProfilerStep range(s) start before an earlier one ends (the first: ProfilerStep#{}); "

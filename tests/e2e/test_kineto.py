@@ -323,6 +323,17 @@ def test_report_reads_traces_and_imported_logs_alike(tmp_path):
         assert_close(a[k], b[k], k)
 
 
+def test_a_world_size_given_for_a_trace_that_has_one_is_used_and_said(tmp_path):
+    # HTA8 is rank 3 of 8 by its distributedInfo; --world-size 4 replaced 8 silently.
+    r = run("import", "kineto", "--world-size", "16", HTA8, "-o", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "warning: the trace's distributedInfo says world size 8; --world-size 16 is used instead" in r.stderr
+    config = json.loads((tmp_path / "rank3.jsonl").read_text().splitlines()[0])
+    assert config["world_size"] == 16
+    same = run("import", "kineto", "--world-size", "8", HTA8, "-o", tmp_path / "same")
+    assert same.returncode == 0 and "distributedInfo says" not in same.stderr
+
+
 def test_import_writes_one_log_per_rank(tmp_path):
     r = run("import", "kineto", *DLRM, "-o", tmp_path)
     assert r.returncode == 0, r.stderr
