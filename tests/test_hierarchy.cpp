@@ -35,6 +35,30 @@ TEST(Hierarchy, BundledFileGivesTheDocumentedTree) {
   EXPECT_EQ(kids, (std::vector<std::string>{"prepare_inputs", "vision_forward", "geometry_total", "language_forward"}));
 }
 
+TEST(Hierarchy, ProfilerNamesWithHashesAndSpaces) {
+  // PyTorch-profiler names: "## forward ##" (quoted: it starts with '#', and has
+  // spaces), "Optimizer.step#SGD.step" ('#' inside a name is not a comment). Any '#'
+  // used to start a comment, so neither could be named.
+  Diagnostics diag;
+  const auto h = parse_hierarchy(
+      "\"## forward ##\"  # the forward pass\n"
+      "  DistributedDataParallel.forward\n"
+      "\"## optimizer ##\" role=optimizer\n"
+      "  Optimizer.step#SGD.step alt=opt # a comment after a space\n"
+      "  \"say \\\"hi\\\" \\\\ bye\" alt=opt\n",
+      "h.txt", diag);
+  ASSERT_TRUE(h) << (diag.kept().empty() ? "" : diag.kept().front().message);
+  EXPECT_TRUE(diag.kept().empty());
+  ASSERT_NE(h->find("## forward ##"), nullptr);
+  EXPECT_EQ(h->find("DistributedDataParallel.forward")->parent, "## forward ##");
+  EXPECT_EQ(h->find("## optimizer ##")->role, RegionRole::kOptimizer);
+  ASSERT_NE(h->find("Optimizer.step#SGD.step"), nullptr);
+  EXPECT_EQ(h->find("Optimizer.step#SGD.step")->alt_group, "opt");
+  ASSERT_NE(h->find("say \"hi\" \\ bye"), nullptr);  // \" and \\ inside quotes
+  EXPECT_EQ(h->find("say \"hi\" \\ bye")->parent, "## optimizer ##");
+  EXPECT_EQ(h->nodes().size(), 5u);
+}
+
 TEST(Hierarchy, ErrorsNameLineAndColumn) {
   struct Case {
     std::string text;
@@ -48,6 +72,10 @@ TEST(Hierarchy, ErrorsNameLineAndColumn) {
       {"a\n    b\n  c\n", 3, 3, "indentation"},
       {"a\n  b\n  a\n", 3, 3, "appears twice"},
       {"a\n  b junk\n", 2, 5, "key=value"},
+      {"a\n  b alt=g alt=h\n", 2, 11, "attribute \"alt\" given twice (first at column 5)"},  // (the last won)
+      {"a\n  \"## forward\n", 2, 3, "a quoted region name is not closed"},
+      {"a\n  \"x\"y\n", 2, 6, "expected a space after the quoted region name"},
+      {"a\n  \"\"\n", 2, 3, "expected a region name"},
       {"# only a comment\n", 0, 0, "names no regions"},
       // Not text (a binary file given by mistake): the bytes are named, not echoed.
       {"a\n  vision_\x01x\n", 2, 10, "control byte 0x01"},
@@ -56,6 +84,19 @@ TEST(Hierarchy, ErrorsNameLineAndColumn) {
       {"ab\x91\x10c\n", 1, 3, "byte 0x91 is not UTF-8"},  // the first bad byte, not the control byte after it
       {"a\xED\xA0\x80b\n", 1, 2, "byte 0xED is not UTF-8"},   // an encoded surrogate
   };
+  {
+    // Two communication regions: the analyses take one; a warning says which.
+    Diagnostics diag;
+    const auto h = parse_hierarchy("a role=communication\n  b\nc role=comm\n", "h.txt", diag);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->find("c")->role, RegionRole::kCommunication);  // (comm: the documented short form)
+    ASSERT_EQ(diag.kept().size(), 1u);
+    EXPECT_EQ(diag.kept().front().severity, Severity::kWarning);
+    EXPECT_EQ(diag.kept().front().line, 3u);
+    EXPECT_NE(diag.kept().front().message.find("\"c\" has role=communication as \"a\" (line 1) has"),
+              std::string::npos)
+        << diag.kept().front().message;
+  }
   {
     // An indented first region is one error, not one more for each top-level line after it.
     Diagnostics diag;

@@ -47,6 +47,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
       finish(hdiag, "in the --hierarchy file", false);
       return kUsage;
     }
+    for (const auto& d : hdiag.kept()) diag.report(d);  // (its warnings, listed with the input's)
   }
   const auto files = expand_inputs(opt.logs, diag);
   if (!opt.output.empty() && opt.output != "-") {

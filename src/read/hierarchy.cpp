@@ -1,5 +1,6 @@
 #include "stepprof/hierarchy.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -153,36 +154,62 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
       error(line_no, bad->first, bad->second);
       continue;
     }
-    if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) line.remove_suffix(1);
-    if (line.empty()) continue;
+    auto is_space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; };
+    const std::size_t content = std::find_if_not(line.begin(), line.end(), is_space) - line.begin();
+    if (content == line.size() || line[content] == '#') continue;  // blank, or a comment
     std::size_t indent = 0;
     while (indent < line.size() && line[indent] == ' ') ++indent;
     if (indent < line.size() && line[indent] == '\t') {
       error(line_no, indent + 1, "indent with spaces, not tabs");
       continue;
     }
-    if (indent == line.size()) continue;
 
-    // Tokens: name, then attributes key=value or flags.
-    std::vector<std::pair<std::size_t, std::string_view>> tokens;  // (column, token)
+    // Tokens: the name, then attributes key=value. A name with spaces or a leading '#'
+    // (profiler names such as "## forward ##") is written in double quotes, with \" and
+    // \\ inside; '#' at the start of a token starts a comment ("a#b" is a name).
+    std::vector<std::pair<std::size_t, std::string>> tokens;  // (column, token)
+    bool bad_quote = false;
     for (std::size_t i = indent; i < line.size();) {
-      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-      if (i >= line.size()) break;
+      while (i < line.size() && is_space(line[i])) ++i;
+      if (i >= line.size() || line[i] == '#') break;
       std::size_t j = i;
-      while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
-      tokens.emplace_back(i + 1, line.substr(i, j - i));
+      std::string token;
+      if (tokens.empty() && line[i] == '"') {
+        for (j = i + 1; j < line.size() && line[j] != '"'; ++j) {
+          if (line[j] == '\\' && j + 1 < line.size() && (line[j + 1] == '"' || line[j + 1] == '\\')) ++j;
+          token += line[j];
+        }
+        if (j >= line.size()) {
+          error(line_no, i + 1, "a quoted region name is not closed (a closing \" is missing)");
+          bad_quote = true;
+          break;
+        }
+        ++j;  // (past the closing quote)
+        if (j < line.size() && !is_space(line[j])) {
+          error(line_no, j + 1, "expected a space after the quoted region name");
+          bad_quote = true;
+          break;
+        }
+      } else {
+        while (j < line.size() && !is_space(line[j])) ++j;
+        token = std::string(line.substr(i, j - i));
+      }
+      tokens.emplace_back(i + 1, std::move(token));
       i = j;
     }
+    if (bad_quote) continue;
     HierarchyNode node;
-    node.name = std::string(tokens.front().second);
+    node.name = tokens.front().second;
     node.line = line_no;
-    if (node.name.find('=') != std::string::npos) {
+    const bool quoted = line[tokens.front().first - 1] == '"';
+    if (node.name.empty() || (!quoted && node.name.find('=') != std::string::npos)) {
       error(line_no, tokens.front().first, fmt::format("expected a region name, found \"{}\"", node.name));
       continue;
     }
+    std::vector<std::pair<std::string_view, std::size_t>> keys;  // the line's attributes: (key, column)
     for (std::size_t t = 1; t < tokens.size(); ++t) {
-      const auto [col, tok] = tokens[t];
+      const std::size_t col = tokens[t].first;
+      const std::string_view tok = tokens[t].second;
       const auto eq = tok.find('=');
       if (eq == std::string_view::npos || eq == 0 || eq + 1 == tok.size()) {
         error(line_no, col,
@@ -192,6 +219,13 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
       }
       const auto key = tok.substr(0, eq);
       const auto value = tok.substr(eq + 1);
+      if (const auto seen = std::find_if(keys.begin(), keys.end(), [&](const auto& k) { return k.first == key; });
+          seen != keys.end()) {
+        error(line_no, col, fmt::format("attribute \"{}\" given twice (first at column {}); give it once", key,
+                                        seen->second));
+        continue;
+      }
+      keys.emplace_back(key, col);
       if (key == "alt") node.alt_group = std::string(value);
       else if (key == "samples") node.samples_counter = std::string(value);
       else if (key == "frames") node.frames_counter = std::string(value);
@@ -230,6 +264,20 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
   }
   if (ok && h.nodes().empty()) error(0, 0, "the hierarchy file names no regions");
   if (!ok) return std::nullopt;
+  // The waiting and cross-rank analyses take one communication region: the first of
+  // these that occurs in the log.
+  const HierarchyNode* first_comm = nullptr;
+  for (const auto& n : h.nodes()) {
+    if (n.role != RegionRole::kCommunication) continue;
+    if (!first_comm) {
+      first_comm = &n;
+      continue;
+    }
+    diag.report({Severity::kWarning, Problem::kHierarchy, file_name, n.line, 0,
+                 fmt::format("\"{}\" has role=communication as \"{}\" (line {}) has: the analyses take one "
+                             "communication region, the first of these that occurs in the log",
+                             n.name, first_comm->name, first_comm->line)});
+  }
   return h;
 }
 
