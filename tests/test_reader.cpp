@@ -161,6 +161,25 @@ TEST_F(ReaderTest, MarkdownCellWithEscapedPipe) {
   EXPECT_EQ(diag_.count(Severity::kNote), 1u);  // the header row
 }
 
+TEST_F(ReaderTest, TableRowsInAFencedCodeBlockAreExamples) {
+  // A markdown document's code block showing a row was read as a record (step 99 joined
+  // the run); its lines are notes, like the fence lines themselves.
+  const auto p = write("doc.md", "# Run\n\n| record |\n|---|\n| " + kConfig + " |\n| " + update(1) + " |\n\n" +
+                                     "An example row:\n\n```\n| " + update(99) + " |\n```\n\n~~~json\n| " +
+                                     update(98) + " |\n~~~\n| " + update(2) + " |\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  std::vector<std::int64_t> steps;
+  for (const auto& u : d.ranks[0].updates) steps.push_back(u.step);
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2}));
+  const auto inside = all(Problem::kUnknownRecord);
+  std::vector<std::uint64_t> lines;
+  for (const auto* x : inside)
+    if (x->message.find("fenced code block") != std::string::npos) lines.push_back(x->line);
+  EXPECT_EQ(lines, (std::vector<std::uint64_t>{11, 15}));  // (lines 10-12 and 14-16 are the blocks)
+}
+
 TEST_F(ReaderTest, GzipInputIsDetectedFromContent) {
   const std::string text = slurp(kRealLog);
   const auto p = (dir_ / "log.data").string();  // no .gz in the name on purpose

@@ -169,6 +169,7 @@ class FileParser {
     std::optional<RunConfig>& file_config = out_.config;
     std::uint64_t file_config_line = 0;
     bool table_mode = false, mode_known = false, truncated = false, corrupt_tail = false;
+    bool in_fence = false;  // (table mode) between a markdown document's ``` or ~~~ lines
     // Heading, comment and text lines before the first record: one note for all of them.
     std::uint64_t prelude_lines = 0, prelude_first = 0, prelude_last = 0;
     auto say_prelude = [&] {
@@ -434,6 +435,15 @@ class FileParser {
       }
       std::uint64_t col_offset = static_cast<std::uint64_t>(text.data() - line.data());
       if (table_mode) {
+        // A fenced code block (``` or ~~~) of a markdown document holds examples: its
+        // lines, table rows too, are notes (docs/log-schema.md).
+        const bool fence = text.starts_with("```") || text.starts_with("~~~");
+        if (fence) in_fence = !in_fence;
+        if (in_fence && !fence) {
+          report(Severity::kNote, Problem::kUnknownRecord, ln, col_offset + 1,
+                 "inside a fenced code block of the markdown document (an example, not a record); skipped");
+          continue;
+        }
         if (text.front() != '|') {
           // Prose between a document's tables holds no record: a note. A record outside
           // the table is an error (it is not read).
