@@ -127,6 +127,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
   };
   std::vector<RowResult> results(plan.size());
   const bool busy_union = in.device_time_is_busy_union();
+  t.device_busy_union = busy_union;
   auto compute_row = [&](std::size_t i) {
     const Planned& p = plan[i];
     RowResult& out = results[i];

@@ -185,6 +185,10 @@ Section regions_section(const Report& rep) {
       "nested regions overlap, so shares of a parent and its children add up to more than the parent");
   if (!nesting)
     notes.push_back("exclusive (self) times need the nesting: the log does not record it; give --hierarchy FILE");
+  if (nesting && t.device_busy_union)
+    notes.push_back("self ms and self share are host time: the device times here are each region's busy time over "
+                    "its kernels on every stream, which do not subtract; share uses device time where recorded, so a "
+                    "region's self share can exceed its share, and a child's share its parent's");
   const bool any_gap = std::any_of(t.rows.begin(), t.rows.end(), [](const RegionRow& r) { return r.gap != TimeGap::kNone; });
   const bool any_device = std::any_of(t.rows.begin(), t.rows.end(), [](const RegionRow& r) { return r.device_ms.has_value(); });
   if (!any_device)

@@ -99,6 +99,7 @@ Json regions(const RegionTable& t) {
                           {"children_ms", v.children_ms},
                           {"clock", v.device ? "device" : "host"}});
   return Json{{"nesting_known", t.nesting_known},
+              {"device_busy_union", t.device_busy_union},
               {"nesting_source", t.nesting_source.empty() ? Json(nullptr) : Json(t.nesting_source)},
               {"updates", t.updates},
               {"rows", rows},

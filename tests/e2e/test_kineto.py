@@ -323,6 +323,20 @@ def test_report_reads_traces_and_imported_logs_alike(tmp_path):
         assert_close(a[k], b[k], k)
 
 
+def test_self_shares_of_a_trace_say_they_are_host_time():
+    # A trace's device times are busy unions (they do not subtract): self shares are host
+    # time while shares are device time, so a self share exceeded its share unexplained.
+    rep = json.loads(run("report", "--format", "json", DLRM[0]).stdout)
+    rows = {r["name"]: r for r in rep["regions"]["rows"]}
+    ddp = rows["DistributedDataParallel.forward"]
+    assert rep["regions"]["device_busy_union"] is True
+    assert ddp["self_share_fraction"] > ddp["share_fraction"]  # (the case the note explains)
+    text = run("report", DLRM[0]).stdout
+    assert "self ms and self share are host time" in " ".join(text.split())
+    real = json.loads(run("report", "--format", "json", SRC / "examples/qwen-vggt/rank1.jsonl").stdout)
+    assert real["regions"]["device_busy_union"] is False
+
+
 def test_a_world_size_given_for_a_trace_that_has_one_is_used_and_said(tmp_path):
     # HTA8 is rank 3 of 8 by its distributedInfo; --world-size 4 replaced 8 silently.
     r = run("import", "kineto", "--world-size", "16", HTA8, "-o", tmp_path)

@@ -65,6 +65,10 @@ struct NestingViolation {
 struct RegionTable {
   std::vector<RegionRow> rows;  ///< nesting order (depth-first) when known, else by share
   bool nesting_known = false;
+  /// Device times are each region's busy time over its kernels on every stream (a
+  /// profiler trace): they do not subtract, so self times and self shares are host
+  /// times while shares are device times where recorded.
+  bool device_busy_union = false;
   std::string nesting_source;
   std::size_t updates = 0;      ///< updates analyzed
   /// Host time per update outside every top-level region: wall_ms - sum(top-level host ms) [ms].
