@@ -100,7 +100,10 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
                        // (the range low to high: a slow-down reverses which end is which)
                        rate(p.samples_per_update, std::max(p.only_this_rank->median_ms, p.predicted.median_ms)),
                        rate(p.samples_per_update, std::min(p.only_this_rank->median_ms, p.predicted.median_ms)));
-    f.items.emplace_back("throughput (job)", tp + fmt::format(" ({} samples per update)", integer(*p.samples_per_update)));
+    f.items.emplace_back("throughput (job)",
+                         tp + fmt::format(" ({} samples per update, at the median update time; the report's "
+                                          "throughput is over the whole window, at the mean)",
+                                          integer(*p.samples_per_update)));
   }
   out.emplace_back(std::move(f));
   if (!p.regions.empty()) {
