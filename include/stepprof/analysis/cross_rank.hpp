@@ -230,12 +230,12 @@ struct CrossRankResult {
   /// it in under half of their updates, left out of the comparison: their own work would
   /// be their whole wall_ms, waits included, so they would look slow and the others fast.
   std::vector<std::int64_t> ranks_without_comm;
-  /// Ranks whose logs hold fewer than half of the steps any compared rank's log holds
-  /// (a job that crashed or whose log was cut), left out of the comparison when two or
-  /// more ranks remain: with them, only the steps they hold would be compared, and a
-  /// straggler elsewhere could go unseen. (rank, its steps), ascending rank.
+  /// Ranks whose logs hold fewer than half of the steps found in the ranks' logs together
+  /// (their union: a job that crashed or whose log was cut), left out of the comparison
+  /// when two or more ranks remain: with them, only the steps they hold would be compared,
+  /// and a straggler elsewhere could go unseen. (rank, its steps), ascending rank.
   std::vector<std::pair<std::int64_t, std::size_t>> ranks_short;
-  std::size_t steps_total = 0;  ///< steps in any compared rank's log
+  std::size_t steps_total = 0;  ///< steps in any compared rank's log (their union)
   std::vector<UpdateSlowest> per_update;    ///< one per aligned step
   std::vector<RankStraggler> per_rank;      ///< ascending rank
   std::vector<std::int64_t> stragglers;     ///< ranks flagged
