@@ -83,7 +83,12 @@ int run_report(const ReportOptions& opt) {
   LoadedInput in;
   InputOptions input = opt.input;
   input.output = opt.output;
-  if (auto stop = load_input(input, diag, in)) return *stop;
+  if (auto stop = load_input(input, diag, in)) {
+    // --format json: a document even when no record could be read, saying why.
+    if (*stop == kNoData && opt.format == "json" && !write_output(opt.output, render_json_unanalyzed(diag)))
+      return output_failed();
+    return *stop;
+  }
   arm_exit_on_interrupt();  // (until the output is written)
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const Report report = build_report(ain);

@@ -289,6 +289,7 @@ Json findings(const std::vector<Finding>& fs) {
 
 std::string render_json(const Report& r, const Diagnostics& diag) {
   Json j{{"schema", "stepprof.report/1"},
+         {"analyzed", true},
          {"run", run(r.run)},
          {"update_time", update_time(r.time, r.slow_updates)},
          {"regions", regions(r.regions)},
@@ -298,6 +299,11 @@ std::string render_json(const Report& r, const Diagnostics& diag) {
          {"cross_rank", cross_rank(r.cross_rank)},
          {"findings", findings(r.findings)},
          {"diagnostics", detail::diagnostics_json(diag)}};
+  return detail::dump_json(j);
+}
+
+std::string render_json_unanalyzed(const Diagnostics& diag) {
+  Json j{{"schema", "stepprof.report/1"}, {"analyzed", false}, {"diagnostics", detail::diagnostics_json(diag)}};
   return detail::dump_json(j);
 }
 

@@ -157,7 +157,8 @@ std::string validate(const Options& o) {
   if (o.micro_batch < 1 || o.micro_batch > 4096) return "--micro-batch must be between 1 and 4096";
   if (o.accumulation < 1 || o.accumulation > 4096) return "--accumulation must be between 1 and 4096";
   if (o.first_step < 0 || o.first_step > std::numeric_limits<std::int64_t>::max() / 2 - o.updates)
-    return "--first-step is out of range";
+    return fmt::format("--first-step must be between 0 and {} (for {} updates)",
+                       std::numeric_limits<std::int64_t>::max() / 2 - o.updates, o.updates);
   if (o.seed > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
     return "--seed must be below 2^63 (it is written as a JSON integer)";
   if (!(o.fallback_rate >= 0 && o.fallback_rate <= 1)) return "--fallback-rate must be in [0, 1]";

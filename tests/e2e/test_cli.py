@@ -218,6 +218,16 @@ def test_exit_status_for_bad_input(tmp_path):
     assert "rank 1 has a config but no update records in the --steps window (update records outside it are " \
         "left out)" in r.stderr, r.stderr
     assert "did its job stop" not in r.stderr and "all 20 update records are outside the --steps window" in r.stderr
+    # --format json still writes a document, saying why nothing was analyzed (it wrote
+    # nothing: a pipeline reading the JSON got an empty file).
+    r = run("report", "--format", "json", "--steps", "100:200", LOG)
+    assert r.returncode == 3, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "stepprof.report/1" and doc["analyzed"] is False and "run" not in doc, doc
+    messages = [d["message"] for d in doc["diagnostics"]["items"]]
+    assert any("all 20 update records are outside the --steps window" in m for m in messages), messages
+    assert doc["diagnostics"]["errors"] == sum(d["severity"] == "error" for d in doc["diagnostics"]["items"]) >= 1
+    assert json.loads(run("report", "--format", "json", LOG).stdout)["analyzed"] is True
     r = run("report", "--format", "pdf", LOG)
     assert r.returncode == 2
     # Option errors name the command, as stepprof's other messages do (CLI11's text was

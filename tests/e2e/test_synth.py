@@ -265,6 +265,8 @@ def test_bad_injections_are_usage_errors(tmp_path):
                      (["--ranks", 0], "--ranks must be between 1"),
                      (["--updates", 10 ** 10], "--updates must be between 1 and 1000000000"),
                      (["--seed", -1], "--seed: must not be negative"),  # (was "must be below 2^63")
+                     # the first step's range is said (2^62 - 1 less the 10 updates)
+                     (["--first-step", 2 ** 62], f"--first-step must be between 0 and {2 ** 62 - 1 - 10} (for 10"),
                      (["--manifest", ""], "an empty path"),
                      (["--manifest", tmp_path / "file" / "m.json"], "cannot make its directory")):
         base = ([] if "--updates" in bad else ["--updates", 10]) + ([] if "--ranks" in bad else ["--ranks", 4])

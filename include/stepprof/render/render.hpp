@@ -20,6 +20,11 @@ std::string render_markdown(const Report& report, const Diagnostics& diag);
 /// (docs/report-json.md). Keys carry their unit as a suffix (_ms, _per_s, _fraction).
 std::string render_json(const Report& report, const Diagnostics& diag);
 
+/// The "stepprof.report/1" document when nothing could be analyzed (no update record
+/// could be read: exit status 3): `schema`, `analyzed: false` and `diagnostics` only, so
+/// that a pipeline reading the JSON learns why (docs/report-json.md).
+std::string render_json_unanalyzed(const Diagnostics& diag);
+
 /// `stepprof whatif` as plain text / markdown: the cost models, each prediction with its
 /// interval, savings, the regions whose work changes, assumptions and notes.
 std::string render_whatif_text(const WhatIfResult& result, const Diagnostics& diag);
