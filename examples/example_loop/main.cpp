@@ -137,7 +137,13 @@ int main(int argc, char** argv) {
   app.add_option("--seed", a.seed, "data seed");
   app.add_option("--first-step", a.first_step, "index of the first update");
   app.add_flag("--progress", a.progress, "print \"step N\" on stdout (flushed) after each update's record is written");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints the message; its own codes (105 for a value that is not a number, ...)
+    // become 2, as for the stepprof command: a bad command line.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   std::error_code ec;
   std::filesystem::create_directories(a.out, ec);

@@ -159,3 +159,12 @@ def test_text_report_shows_the_nesting(log):
     assert "\n        vggt_single" in text
     assert "self ms" in text
     assert "group geometry (in geometry_total): " in text
+
+
+def test_bad_command_line_is_exit_2(tmp_path):
+    # CLI11's own codes leaked out (105 for a value that is not a number).
+    for bad in (["--updates", "abc"], ["--updates", 0], ["--bogus"], []):
+        r = run(EXAMPLE, *(["--out", tmp_path] if bad else []), *bad)
+        assert r.returncode == 2, (bad, r.returncode, r.stderr)
+        assert r.stderr.strip(), bad
+    assert run(EXAMPLE, "--help").returncode == 0
