@@ -49,7 +49,7 @@ bool write_csv(const std::string& dir, const Report& report, const AnalysisInput
     const fs::path place = fs::path(dir) / file.name;
     fs::path written = place;
     written += fmt::format(".partial-{}", ::getpid());
-    if (!write_output(written.string(), file.text)) return drop();
+    if (!write_output(written.string(), file.text, place.string())) return drop();
     staged.emplace_back(written, place);
   }
   if (interrupted()) return drop();

@@ -149,8 +149,9 @@ int output_failed() {
   return kInterrupted;
 }
 
-bool write_output(const std::string& path, const std::string& text) {
+bool write_output(const std::string& path, const std::string& text, const std::string& shown) {
   namespace fs = std::filesystem;
+  const std::string& name = shown.empty() ? path : shown;  // (in messages)
   auto fail = [&](const std::string& what) {
     if (!interrupted())
       fmt::print(stderr, "stepprof: cannot write {}: {}\n", what, errno ? std::strerror(errno) : "write error");
@@ -171,11 +172,11 @@ bool write_output(const std::string& path, const std::string& text) {
   std::error_code ec;
   const auto st = fs::symlink_status(path, ec);
   if (!ec && fs::exists(st) && !fs::is_regular_file(st))
-    return write_all(std::fopen(path.c_str(), "wb"), text) || fail(path);
+    return write_all(std::fopen(path.c_str(), "wb"), text) || fail(name);
   // An existing file is replaced only where the shell's `>` could write it, and keeps
   // its permissions (the rename below would otherwise replace a read-only file).
   const bool exists = !ec && fs::exists(st);
-  if (exists && ::access(path.c_str(), W_OK) != 0) return fail(path);
+  if (exists && ::access(path.c_str(), W_OK) != 0) return fail(name);
   disarm_exit_on_interrupt();  // (from here the temporary file is removed on an interrupt)
   // A regular file is written next to the target, then renamed over it: the file is
   // complete or absent, also when the command is interrupted.
@@ -187,7 +188,10 @@ bool write_output(const std::string& path, const std::string& text) {
     const int saved = errno;
     const fs::path dir = fs::path(path).parent_path();
     if (!dir.empty() && !fs::is_directory(dir, ec))
-      fmt::print(stderr, "stepprof: cannot write {}: the directory {} does not exist\n", path, dir.string());
+      fmt::print(stderr, "stepprof: cannot write {}: the directory {} does not exist\n", name, dir.string());
+    else if (!shown.empty())
+      fmt::print(stderr, "stepprof: cannot write {}: cannot create a file in {}: {}\n", name,
+                 dir.empty() ? std::string(".") : dir.string(), std::strerror(saved));
     else
       fmt::print(stderr, "stepprof: cannot write {}: cannot create the temporary file {} beside it: {}\n", path, tmp,
                  std::strerror(saved));
@@ -198,7 +202,7 @@ bool write_output(const std::string& path, const std::string& text) {
     const int saved = errno;
     std::remove(tmp.c_str());
     errno = saved;
-    return fail(path);
+    return fail(name);
   }
   return true;
 }

@@ -72,9 +72,11 @@ int finish(const Diagnostics& diag, std::string_view where = "in the input", boo
 
 /// Writes `text` to `path` ("-" or empty: stdout). A regular file is written through a
 /// temporary file renamed into place, so no partial file is left; a symlink, FIFO or
-/// device is written in place, through the path (the link or special file stays). Returns false on failure (and prints why, unless the command was
-/// interrupted: the caller then exits with kInterrupted).
-bool write_output(const std::string& path, const std::string& text);
+/// device is written in place, through the path (the link or special file stays). Returns
+/// false on failure (and prints why, unless the command was interrupted: the caller then
+/// exits with kInterrupted). Messages name `shown` when given (the file the user asked for,
+/// when `path` is a staging file of the caller's), else `path`.
+bool write_output(const std::string& path, const std::string& text, const std::string& shown = {});
 
 /// The exit status after write_output failed: kInterrupted (saying so) when an interrupt
 /// stopped it, else kUsage (write_output has said why).

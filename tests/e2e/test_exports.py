@@ -426,6 +426,9 @@ def test_a_csv_export_that_fails_leaves_no_new_directory(tmp_path):
     r = subprocess.run([BIN, "report", "--format", "csv", "--out", out, fx.LOG], capture_output=True, text=True,
                        timeout=120, preexec_fn=limit)
     assert r.returncode == 2 and "cannot write" in r.stderr, r.stderr
+    # The message names the table asked for, not a staging file (".partial-PID").
+    assert re.search(r"cannot write \S*/new/csv/[a-z_]+\.csv: File too large", r.stderr), r.stderr
+    assert ".partial" not in r.stderr and ".tmp" not in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
     # A directory that was there stays, with what it held.
     kept = tmp_path / "kept"
