@@ -1,6 +1,10 @@
 #include "format.hpp"
 
+#include <locale.h>
+#include <wchar.h>
+
 #include <cmath>
+#include <cwchar>
 #include <locale>
 
 #include <fmt/format.h>
@@ -48,11 +52,31 @@ std::string integer(double v) { return fmt::format(grouped(), "{:.0Lf}", v); }
 namespace stepprof::detail {
 
 namespace {
-// Display width of UTF-8 text: counts code points, not bytes.
+// Display width of UTF-8 text in a terminal's columns: the sum of each character's
+// wcwidth(3) in glibc's C.UTF-8 locale (an East Asian wide character or an emoji takes 2
+// columns, a combining mark 0). A byte that is not UTF-8, or a character wcwidth does not
+// know, counts 1; so does every character when the locale is missing (code points then).
 std::size_t width(const std::string& s) {
+  static const locale_t utf8 = ::newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t{});
+  const locale_t before = utf8 ? ::uselocale(utf8) : locale_t{};  // (this thread only)
   std::size_t w = 0;
-  for (unsigned char c : s)
-    if ((c & 0xC0) != 0x80) ++w;
+  std::mbstate_t state{};
+  for (std::size_t i = 0; i < s.size();) {
+    wchar_t c = 0;
+    const std::size_t n = utf8 ? std::mbrtowc(&c, s.data() + i, s.size() - i, &state) : 0;
+    if (n == 0 || n > s.size() - i) {  // not UTF-8: one byte; no locale: one code point
+      state = {};
+      ++i;
+      if (!utf8)
+        while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
+      ++w;
+      continue;
+    }
+    const int cw = ::wcwidth(c);
+    w += cw < 0 ? 1 : static_cast<std::size_t>(cw);
+    i += n;
+  }
+  if (utf8) ::uselocale(before);
   return w;
 }
 }  // namespace

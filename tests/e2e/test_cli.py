@@ -185,6 +185,34 @@ def test_without_nesting_says_so():
     assert "unknown: alternative code paths are marked in the nesting" in r.stdout
 
 
+def test_text_tables_align_wide_characters(tmp_path):
+    # A CJK or emoji region name takes two terminal columns per character: the columns
+    # after it were pushed right by one per such character (code points were counted).
+    import unicodedata
+
+    def columns(text):  # display width, from Unicode's East Asian Width property
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 0 if unicodedata.combining(c) else 1
+                   for c in text)
+
+    names = ["前向传播", "🚀 step", "backward"]
+    lines = [json.dumps({"type": "config", "schema": 1, "rank": 0, "world_size": 1})]
+    for step in range(1, 6):
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 100.0 + step,
+                                 "cuda_stream_ms": {n: 10.0 * (i + 1) + step for i, n in enumerate(names)},
+                                 "cpu_call_ms": {n: 10.0 * (i + 1) for i, n in enumerate(names)}},
+                                ensure_ascii=False))
+    log = tmp_path / "wide.jsonl"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    r = run("report", log)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.splitlines()
+    head = next(i for i, l in enumerate(text) if l.lstrip().startswith("region ") and "device ms" in l)
+    table = text[head:head + 2 + len(names)]
+    assert sorted(l.split()[0] if not l.split()[0].startswith("🚀") else "🚀 step" for l in table[2:]) == \
+        sorted(names), table
+    assert len({columns(l) for l in table}) == 1, [(columns(l), l) for l in table]
+
+
 def test_exit_status_for_bad_input(tmp_path):
     lines = LOG.read_text().splitlines()
     bad = tmp_path / "bad.jsonl"
