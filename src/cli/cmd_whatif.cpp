@@ -45,7 +45,12 @@ int run_whatif_command(WhatIfCliOptions opt) {
   LoadedInput in;
   InputOptions input = opt.input;
   input.output = opt.output;
-  if (auto stop = load_input(input, diag, in)) return *stop;
+  if (auto stop = load_input(input, diag, in)) {
+    // --format json: a document even when no record could be read, saying why.
+    if (*stop == kNoData && opt.format == "json" && !write_output(opt.output, render_whatif_json_unanalyzed(diag)))
+      return output_failed();
+    return *stop;
+  }
   arm_exit_on_interrupt();  // (until the output is written)
   // A --group the nesting does not have is a mistake on the command line, not a scenario
   // the data cannot answer.

@@ -303,8 +303,7 @@ std::string render_json(const Report& r, const Diagnostics& diag) {
 }
 
 std::string render_json_unanalyzed(const Diagnostics& diag) {
-  Json j{{"schema", "stepprof.report/1"}, {"analyzed", false}, {"diagnostics", detail::diagnostics_json(diag)}};
-  return detail::dump_json(j);
+  return detail::dump_json(detail::unanalyzed_json("stepprof.report/1", diag));
 }
 
 }  // namespace stepprof

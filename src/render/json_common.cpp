@@ -17,6 +17,10 @@ Json diagnostics_json(const Diagnostics& d) {
               {"items", items}};
 }
 
+Json unanalyzed_json(const char* schema, const Diagnostics& d) {
+  return Json{{"schema", schema}, {"analyzed", false}, {"diagnostics", diagnostics_json(d)}};
+}
+
 std::string dump_json(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"; }
 
 }  // namespace stepprof::detail

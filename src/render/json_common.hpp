@@ -26,6 +26,10 @@ inline Json rank_json(std::int64_t rank) { return rank < 0 ? Json(nullptr) : Jso
 /// (docs/report-json.md "diagnostics").
 Json diagnostics_json(const Diagnostics& d);
 
+/// The document of a command that analyzed nothing (exit status 3: no update record could
+/// be read): {"schema": `schema`, "analyzed": false, "diagnostics": ...}.
+Json unanalyzed_json(const char* schema, const Diagnostics& d);
+
 /// The document indented by 2, invalid UTF-8 from the logs replaced (U+FFFD), and a newline.
 std::string dump_json(const Json& j);
 

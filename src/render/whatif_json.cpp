@@ -113,6 +113,7 @@ std::string render_whatif_json(const WhatIfResult& r, const Diagnostics& diag) {
   Json predictions = Json::array();
   for (const auto& p : r.predictions) predictions.push_back(prediction(p));
   Json j{{"schema", "stepprof.whatif/1"},
+         {"analyzed", true},
          {"scenario", std::string(scenario_name(r.scenario))},
          {"ranks", r.ranks},
          {"updates", r.updates},
@@ -125,6 +126,10 @@ std::string render_whatif_json(const WhatIfResult& r, const Diagnostics& diag) {
          {"predictions", predictions},
          {"diagnostics", detail::diagnostics_json(diag)}};
   return detail::dump_json(j);
+}
+
+std::string render_whatif_json_unanalyzed(const Diagnostics& diag) {
+  return detail::dump_json(detail::unanalyzed_json("stepprof.whatif/1", diag));
 }
 
 }  // namespace stepprof

@@ -330,6 +330,12 @@ def test_usage_errors_and_no_data(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert run("whatif", "no-padding", empty).returncode == 3
+    # --format json still writes a document that says why (it wrote nothing).
+    r = run("whatif", "no-padding", "--format", "json", empty)
+    assert r.returncode == 3, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "stepprof.whatif/1" and doc["analyzed"] is False and "predictions" not in doc, doc
+    assert any("nothing to analyze" in d["message"] for d in doc["diagnostics"]["items"]), doc
     # Without the nesting nothing can be replayed: exit 3 and the reason on stderr.
     r = run("whatif", "no-padding", fx.LOG)
     assert r.returncode == 3 and "nesting" in r.stderr

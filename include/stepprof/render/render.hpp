@@ -34,4 +34,8 @@ std::string render_whatif_markdown(const WhatIfResult& result, const Diagnostics
 /// Keys carry their unit as a suffix (_ms, _fraction, _per_s), as in render_json.
 std::string render_whatif_json(const WhatIfResult& result, const Diagnostics& diag);
 
+/// The "stepprof.whatif/1" document when no update record could be read (exit status 3):
+/// `schema`, `analyzed: false` and `diagnostics` only (docs/whatif.md "JSON").
+std::string render_whatif_json_unanalyzed(const Diagnostics& diag);
+
 }  // namespace stepprof
