@@ -152,9 +152,12 @@ struct UpdateRecord {
   std::vector<RawField> extra;  ///< fields stepprof does not know, verbatim
   SourceLocation source;
 
-  /// The region sample for `id`, or nullptr when the region is absent in this update.
+  /// The region sample for `id`, or nullptr when the region is absent in this update. A
+  /// record lists a region at most once (the reader rejects one that lists it twice); of a
+  /// record built otherwise that does, either entry may be returned.
   [[nodiscard]] const RegionSample* region(NameTable::Id id) const;
-  /// The value of counter `id`, or nullopt when absent in this update.
+  /// The value of counter `id`, or nullopt when absent in this update (at most once per
+  /// record, as for region()).
   [[nodiscard]] std::optional<double> counter(NameTable::Id id) const;
 };
 

@@ -103,13 +103,13 @@ UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::s
         if (r.device_ms || r.host_ms || r.calls) flags[r.region] |= 1;
         if (columns == 0) continue;
         if (slot_[r.region] == kNoSlot) {
-          if (listed_in[r.region] == k) continue;  // the first entry wins, as in UpdateRecord::region
+          if (listed_in[r.region] == k) continue;  // (of a record that lists it twice: the first entry)
           listed_in[r.region] = k;
           found[c].push_back({r.region, {k, &r}});
           continue;
         }
         const std::size_t at = slot_[r.region] * n_ + k;
-        if (present_[at]) continue;  // the first entry wins, as in UpdateRecord::region
+        if (present_[at]) continue;  // (of a record that lists it twice: the first entry)
         present_[at] = 1;
         if (r.device_ms) device_[at] = *r.device_ms;
         if (r.host_ms) host_[at] = *r.host_ms;
@@ -118,7 +118,7 @@ UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::s
       for (const auto& x : updates[k]->counters) {
         if (counter_columns == 0 || x.name >= counter_width_ || counter_slot_[x.name] == kNoSlot) continue;
         double& value = counters_[counter_slot_[x.name] * n_ + k];
-        if (std::isnan(value)) value = x.value;  // the first entry wins, as in UpdateRecord::counter
+        if (std::isnan(value)) value = x.value;  // (of a record that lists it twice: the first entry)
       }
     }
   });
