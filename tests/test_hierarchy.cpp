@@ -81,8 +81,8 @@ TEST(Hierarchy, ErrorsNameLineAndColumn) {
       {"a\n  vision_\x01x\n", 2, 10, "control byte 0x01"},
       {"a\n  b # \x7F\n", 2, 7, "control byte 0x7F"},
       {"a\n  vis\xC3\xA4on\n  vi\xFF\xFEsion\n", 3, 5, "byte 0xFF is not UTF-8"},
-      {"ab\x91\x10c\n", 1, 3, "byte 0x91 is not UTF-8"},  // the first bad byte, not the control byte after it
-      {"a\xED\xA0\x80b\n", 1, 2, "byte 0xED is not UTF-8"},   // an encoded surrogate
+      {"ab\x91\x10" "c\n", 1, 3, "byte 0x91 is not UTF-8"},  // the first bad byte, not the control byte after it
+      {"a\xED\xA0\x80" "b\n", 1, 2, "byte 0xED is not UTF-8"},   // an encoded surrogate
   };
   {
     // Two communication regions: the analyses take one; a warning says which.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cmath>
 #include <cstdlib>
@@ -663,6 +664,76 @@ TEST_F(RecorderTest, PartialWriteIsTerminatedSoLaterRecordsRead) {
   EXPECT_EQ(d.ranks[0].updates[1].step, 2);
   EXPECT_EQ(d.ranks[0].updates[1].recorder_errors,
             (std::vector<std::pair<std::string, std::int64_t>>{{"write_failed", 1}}));
+}
+
+// A log written to a pipe (a log shipper on stdout, `/dev/stdout | tee`) whose reader
+// exits: the write raised SIGPIPE, whose default action ended the training job.
+TEST_F(RecorderTest, APipeWhoseReaderExitedIsAWriteErrorNotASignal) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const auto before = std::signal(SIGPIPE, SIG_DFL);  // (the default: the process ends)
+  Options o = host_only("/proc/self/fd/" + std::to_string(fds[1]));
+  ASSERT_EQ(open(o), Status::kOk);
+  ::close(fds[0]);  // the reader goes away
+  for (int step = 0; step < 5; ++step) {
+    { STEPPROF_REGION("pipe_work"); }
+    EXPECT_EQ(end_update(step), Status::kWarnIo);
+  }
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("write_failed 5"), std::string::npos) << message;
+  EXPECT_NE(message.find("Broken pipe"), std::string::npos) << message;
+  std::signal(SIGPIPE, before);
+  ::close(fds[1]);
+}
+
+// A pipe's reader that stops reading: end_update blocked in write(2) once the pipe's
+// buffer was full, and the training job with it. Now records wait in a bounded queue,
+// those beyond it are counted as failed writes, and close() gives the reader a second
+// to take what waits. Every line that arrives is whole.
+TEST_F(RecorderTest, AStalledPipeReaderNeverBlocksTheJob) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  Options o = host_only("/proc/self/fd/" + std::to_string(fds[1]));
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {  // a hang fails the test instead of timing it out
+    for (int i = 0; i < 600 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!done) {
+      std::fprintf(stderr, "end_update blocked on a full pipe\n");
+      std::_Exit(1);
+    }
+  });
+  ASSERT_EQ(open(o), Status::kOk);
+  constexpr int kUpdates = 20'000;  // (about 5 MB of records: beyond the 64 KB pipe and the 1 MiB queue)
+  int failed = 0;
+  for (int step = 0; step < kUpdates; ++step) {
+    { STEPPROF_REGION("stall_work"); }
+    stepprof::sample_indices(std::vector<std::int64_t>(16, step));
+    if (end_update(step) != Status::kOk) ++failed;
+  }
+  done = true;
+  watchdog.join();
+  EXPECT_GT(failed, 0);
+  // The reader catches up while close() waits.
+  std::string text;
+  std::thread reader([&] {
+    char buf[1 << 16];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  });
+  std::string message;
+  const Status closed = close(&message);
+  ::close(fds[1]);
+  reader.join();
+  ::close(fds[0]);
+  std::size_t lines = 0;
+  for (std::size_t pos = 0, nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1, ++lines)
+    EXPECT_TRUE(Json::accept(text.substr(pos, nl - pos))) << "line " << lines + 1;
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  // Every update is either a line that arrived or a failed write, counted.
+  EXPECT_EQ(closed, Status::kWarnErrors);
+  EXPECT_NE(message.find("write_failed " + std::to_string(kUpdates + 1 - lines)), std::string::npos)
+      << message << " (" << lines << " lines arrived)";
 }
 
 TEST_F(RecorderTest, DiskFullNeverThrowsAndIsReportedAtClose) {

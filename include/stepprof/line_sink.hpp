@@ -21,6 +21,11 @@ class LineSink {
   virtual int sync() noexcept { return 0; }
   /// Closes the sink; 0 or errno.
   virtual int close() noexcept { return 0; }
+  /// Records that write() took (returned 0) but that never reached the target, or have
+  /// not yet: a sink that queues what a slow reader has not taken (the file sink, for a
+  /// pipe or FIFO) counts those it dropped (the reader went away, or close() gave up
+  /// waiting) and those still queued [records]. 0 for a sink that queues nothing.
+  [[nodiscard]] virtual std::size_t unwritten_records() const noexcept { return 0; }
   /// In a child of fork(), whose copy of the sink is the parent's: lets go of what the
   /// child's copy holds without touching the parent's (a file sink closes its copy of the
   /// descriptor, so the file's lock goes with the parent's close). Async-signal-safe.
@@ -36,8 +41,13 @@ inline constexpr int kErrFifoNoReader = -2;
 /// Opens `path` for writing records: created with mode 0644 (and its missing parent
 /// directories, as `mkdir -p` would); a regular file other than the one stdout or stderr
 /// writes to is locked with flock(LOCK_EX) for as long as it is open, then truncated
-/// unless `append` (with `append`, a cut last line is ended with a newline first); written with O_APPEND and one write(2) per record (no user-space
-/// buffer, so a record is in the file as soon as end_update returns). Returns null with
+/// unless `append` (with `append`, a cut last line is ended with a newline first); written
+/// with O_APPEND and one write(2) per record (no user-space buffer, so a record is in the
+/// file as soon as end_update returns). A pipe, FIFO or terminal is written without ever
+/// blocking: what its reader has not taken yet waits in a queue of at most 1 MiB (a record
+/// that does not fit is a failed write, EAGAIN), sent first at the next write; close()
+/// gives the reader up to 1 s to take it. A reader that exits is an EPIPE error, never a
+/// SIGPIPE (which would end the process). Returns null with
 /// `error` set to the errno value when the file cannot be opened, to kErrFileLocked
 /// when another process holds its lock (records to it; the file is then left as it is),
 /// or to kErrFifoNoReader (never blocks).

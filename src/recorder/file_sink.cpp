@@ -1,11 +1,20 @@
-// The default LineSink: a file written with one write(2) per record.
+// The default LineSink: a file written with one write(2) per record. A pipe, FIFO or
+// terminal is written without blocking: what its reader has not taken yet waits in a
+// bounded queue, and a reader that went away is an error (EPIPE), not a SIGPIPE.
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <ctime>
 #include <filesystem>
+#include <string>
 #include <system_error>
 
 #include "stepprof/line_sink.hpp"
@@ -13,31 +22,65 @@
 namespace stepprof {
 namespace {
 
+// Calls `write` with SIGPIPE blocked on this thread, and takes back a SIGPIPE the call
+// raised (a pipe whose reader exited): the default action of SIGPIPE ends the process,
+// and the training job must not end because its log's reader did. A SIGPIPE that was
+// already pending stays pending. (The technique of POSIX's rationale for
+// pthread_sigmask; write(2) then fails with EPIPE.)
+template <typename Write>
+ssize_t without_sigpipe(Write&& write) noexcept {
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigemptyset(&pending);
+  const bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  const bool masked = pthread_sigmask(SIG_BLOCK, &pipe_only, &old) == 0;
+  const ssize_t n = write();
+  const int saved = errno;
+  if (masked) {
+    if (n < 0 && saved == EPIPE && !was_pending) {
+      const timespec zero{};
+      while (sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+  errno = saved;
+  return n;
+}
+
 class FileSink final : public LineSink {
  public:
-  explicit FileSink(int fd) : fd_(fd) {}
+  // `stream`: a pipe, FIFO, terminal or other non-regular file, opened O_NONBLOCK.
+  FileSink(int fd, bool stream) : fd_(fd), stream_(stream) {}
   ~FileSink() override { close(); }
 
   int write(std::string_view bytes, std::size_t& written) noexcept override {
     written = 0;
     if (fd_ < 0) return EBADF;
-    while (written < bytes.size()) {
-      // One call for the whole record; only a short write (a signal, a full disk) loops.
-      const ssize_t n = ::write(fd_, bytes.data() + written, bytes.size() - written);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return errno;
-      }
-      if (n == 0) return EIO;
-      written += static_cast<std::size_t>(n);
+    if (!stream_) return write_all(bytes, written);
+    // A stream: what waits goes first, so that records stay in order and whole.
+    if (const int err = drain(); err != 0 && err != EAGAIN) return err;
+    if (queue_.empty()) {
+      const int err = write_some(bytes, written);
+      if (err != EAGAIN) return err;
+      // The reader is behind: the rest of the record waits, if there is room.
+      if (!enqueue(bytes.substr(written))) return EAGAIN;
+      written = bytes.size();
+      return 0;
     }
+    if (!enqueue(bytes)) return EAGAIN;  // (nothing of it written: no partial line)
+    written = bytes.size();
     return 0;
   }
 
   int sync() noexcept override {
     if (fd_ < 0) return EBADF;
+    if (stream_) return drain();  // (a pipe has nothing to persist)
     return ::fdatasync(fd_) == 0 ? 0 : errno;
   }
+
+  std::size_t unwritten_records() const noexcept override { return lost_ + lines(queue_); }
 
   // The child's descriptor shares the parent's open file and its flock lock: the lock
   // stays until every copy is closed, so a child (a persistent DataLoader worker) would
@@ -49,13 +92,98 @@ class FileSink final : public LineSink {
 
   int close() noexcept override {
     if (fd_ < 0) return 0;
+    int err = 0;
+    if (stream_ && !queue_.empty()) {
+      // The reader gets up to kCloseWait to take what waits; what it leaves is lost
+      // (unwritten_records() says how many records).
+      const auto until = std::chrono::steady_clock::now() + kCloseWait;
+      while ((err = drain()) == EAGAIN) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        pollfd p{fd_, POLLOUT, 0};
+        ::poll(&p, 1, static_cast<int>(left.count()));
+      }
+    }
+    lost_ += lines(queue_);  // (what the reader left)
+    queue_.clear();
     const int r = ::close(fd_);
     fd_ = -1;
+    if (err != 0) return err;
     return r == 0 ? 0 : errno;
   }
 
  private:
+  // The most a stream's queue holds [bytes]: about 400 records of the real log's size.
+  // A record that does not fit is not written (counted as a failed write).
+  static constexpr std::size_t kMaxQueued = std::size_t{1} << 20;
+  static constexpr std::chrono::milliseconds kCloseWait{1000};
+
+  // A regular file: one write(2) for the whole record; only a short write (a signal, a
+  // full disk) loops.
+  int write_all(std::string_view bytes, std::size_t& written) noexcept {
+    while (written < bytes.size()) {
+      const ssize_t n = ::write(fd_, bytes.data() + written, bytes.size() - written);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      if (n == 0) return EIO;
+      written += static_cast<std::size_t>(n);
+    }
+    return 0;
+  }
+
+  // A stream: as much as the reader takes now; EAGAIN when it takes no more.
+  int write_some(std::string_view bytes, std::size_t& written) noexcept {
+    while (written < bytes.size()) {
+      const ssize_t n = without_sigpipe([&] { return ::write(fd_, bytes.data() + written, bytes.size() - written); });
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno == EWOULDBLOCK ? EAGAIN : errno;
+      }
+      if (n == 0) return EIO;
+      written += static_cast<std::size_t>(n);
+    }
+    return 0;
+  }
+
+  // Writes what waits, as far as the reader takes it: 0 when nothing waits any more,
+  // EAGAIN when some still does, or the error that makes the rest unwritable (EPIPE:
+  // the reader is gone; what waited is then dropped and counted).
+  int drain() noexcept {
+    if (queue_.empty()) return 0;
+    std::size_t done = 0;
+    const int err = write_some(queue_, done);
+    queue_.erase(0, done);
+    if (err != 0 && err != EAGAIN) {
+      lost_ += lines(queue_);
+      queue_.clear();
+    }
+    return err;
+  }
+
+  bool enqueue(std::string_view rest) noexcept {
+    if (queue_.size() + rest.size() > kMaxQueued) return false;
+    try {
+      queue_.append(rest);
+    } catch (...) {
+      return false;
+    }
+    return true;
+  }
+
+  // Records in `text`: its newlines (each record ends with one; a queued rest of a record
+  // counts as one).
+  static std::size_t lines(std::string_view text) noexcept {
+    std::size_t n = 0;
+    for (const char c : text) n += c == '\n' ? 1 : 0;
+    return n;
+  }
+
   int fd_;
+  bool stream_ = false;
+  std::string queue_;     // a stream's bytes its reader has not taken yet, whole lines
+  std::size_t lost_ = 0;  // queued records dropped: the stream broke, or close() gave up
 };
 
 // True for the file this process's stdout or stderr writes to (a path of /dev/stdout, a
@@ -112,7 +240,12 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
     error = errno == ENXIO ? kErrFifoNoReader : errno;
     return nullptr;
   }
-  if (const int fl = ::fcntl(fd, F_GETFL); fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  // A regular file is written blocking (O_NONBLOCK does nothing there); a pipe, FIFO or
+  // terminal stays O_NONBLOCK, so that a reader that stops reading never blocks the job.
+  struct stat kind {};
+  const bool stream = ::fstat(fd, &kind) == 0 && !S_ISREG(kind.st_mode);
+  if (!stream)
+    if (const int fl = ::fcntl(fd, F_GETFL); fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   // Regular files only (not /dev/null, /dev/full, a pipe): another live process
   // recording to this file (a module-level recorder run again in a spawned DataLoader
   // worker, two ranks given one path) holds its lock: neither truncate nor write it. A
@@ -143,7 +276,7 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
     }
   }
   try {
-    return std::make_unique<FileSink>(fd);
+    return std::make_unique<FileSink>(fd, stream);
   } catch (...) {
     ::close(fd);
     error = ENOMEM;

@@ -705,10 +705,13 @@ Status Core::close(std::string* message) {
   }
   collect_errors();
   if (sink_) {
-    if (const int err = sink_->close(); err != 0) {
-      write_errno_ = err;
-      ++total_[static_cast<std::size_t>(ErrorKind::kWriteFailed)];
-    }
+    const int err = sink_->close();
+    // Records the sink took but its reader never got (a pipe's reader that went away, or
+    // that left them queued): each a failed write, not a written record.
+    const std::size_t unwritten = sink_->unwritten_records();
+    if (err != 0) write_errno_ = err;
+    total_[static_cast<std::size_t>(ErrorKind::kWriteFailed)] += unwritten > 0 ? unwritten : err != 0 ? 1 : 0;
+    records_written_ -= std::min(records_written_, static_cast<std::int64_t>(unwritten));
     sink_.reset();
   }
   is_open.store(false, std::memory_order_release);
@@ -730,7 +733,9 @@ Status Core::close(std::string* message) {
   if (total_[static_cast<std::size_t>(ErrorKind::kUnwrittenAtClose)])
     msg += "; what was recorded after the last end_update() was not written (call end_update() before close())";
   if (open_errno_) msg += "; the file could not be opened: " + open_error_text(open_errno_);
-  else if (write_errno_) msg += "; last write error: " + std::string(std::strerror(write_errno_));
+  else if (write_errno_)
+    msg += "; last write error: " + std::string(std::strerror(write_errno_)) +
+           (write_errno_ == EAGAIN ? " (the pipe's reader did not take the records in time)" : "");
   if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
   if (message) *message = std::move(msg);
   return Status::kWarnErrors;
