@@ -201,6 +201,8 @@ Status close(std::string* message = nullptr) noexcept;
 bool is_open() noexcept;
 
 /// Errors counted since open(), by kind (e.g. {"write_failed", 2}); empty when none.
+/// After close(), until the next open(): the closed session's final counts, those close()
+/// counted included (e.g. unwritten_at_close). kErrState when no recorder was ever opened.
 Status error_counts(std::vector<std::pair<std::string, std::int64_t>>& out) noexcept;
 
 /// The open recorder's output path, run id, clock and device-timing status.

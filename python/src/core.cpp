@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "stepprof/stepprof.h"
+#include "stepprof/stepprof.hpp"
 
 namespace py = pybind11;
 
@@ -129,9 +130,16 @@ PYBIND11_MODULE(_core, m) {
       "close",
       [](std::uintptr_t h) {
         const int status = stepprof_close(handle(h));
-        return py::make_tuple(status, text(stepprof_last_error(), "replace"));
+        const std::string message = text(stepprof_last_error(), "replace");
+        // The session's final counts, those close() counted included (the C ABI's handle
+        // is gone: the C++ call gives them until the next open).
+        py::dict counts;
+        std::vector<std::pair<std::string, std::int64_t>> final_counts;
+        if (stepprof::error_counts(final_counts) == stepprof::Status::kOk)
+          for (const auto& [kind, n] : final_counts) counts[py::str(kind)] = n;
+        return py::make_tuple(status, message, counts);
       },
-      "Closes the recorder; returns (status, message); status 2: errors were counted.");
+      "Closes the recorder; returns (status, message, {kind: count}); status 2: errors were counted.");
   m.def(
       "error_count",
       [](std::uintptr_t h, py::object kind) {

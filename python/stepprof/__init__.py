@@ -428,19 +428,19 @@ class Recorder:
         return self._handle == 0 or self._pid != os.getpid()
 
     def close(self) -> dict[str, int]:
-        """Closes the recorder and returns the errors counted during the run (empty when
-        none); warns when there were any. Closing twice is a no-op."""
+        """Closes the recorder and returns the errors counted during the run, those
+        close() itself counts included (e.g. {"unwritten_at_close": 1}; empty when none);
+        warns when there were any. Closing twice is a no-op."""
         if self._handle == 0:
             return {}
         if self._pid != os.getpid():  # a fork() child: the recorder and its log are the parent's
             self._handle = 0
             return {}
-        errors = self.errors
-        status, message = _core.close(self._handle)
+        status, message, errors = _core.close(self._handle)
         self._handle = 0
         if status == _STATUS_WARN_ERRORS:
             _warn_in_loop(message)
-        return errors
+        return dict(errors)
 
     def __enter__(self) -> "Recorder":
         return self

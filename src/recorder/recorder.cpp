@@ -111,6 +111,7 @@ class Core {
   std::optional<std::int64_t> last_step_;  ///< step of the previous end_update of this session
   // Errors: kinds' totals at open (global counters), since open, and not yet written.
   std::array<std::uint64_t, kErrorKinds> global_base_{}, total_{}, unreported_{};
+  bool closed_ = false;  ///< close() ended the last session: total_ holds its final counts
 
   // Kept for the process's lifetime: a thread still inside a region when close() ran
   // may touch the previous session's timer or event flags (see docs/recorder.md).
@@ -384,6 +385,7 @@ Status Core::open(const Options& o, std::string* message) {
   }
   for (std::size_t k = 0; k < kErrorKinds; ++k) global_base_[k] = global_error_count(static_cast<ErrorKind>(k));
   total_ = {};
+  closed_ = false;
   unreported_ = {};
   if (open_errno_) count_global_error(ErrorKind::kOpenFailed);
 
@@ -715,6 +717,7 @@ Status Core::close(std::string* message) {
     sink_.reset();
   }
   is_open.store(false, std::memory_order_release);
+  closed_ = true;
 
   std::uint64_t errors = 0;
   std::string kinds;
@@ -744,8 +747,8 @@ Status Core::close(std::string* message) {
 Status Core::error_counts(std::vector<std::pair<std::string, std::int64_t>>& out) {
   std::lock_guard lock(mu);
   out.clear();
-  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
-  collect_errors();
+  if (is_open.load(std::memory_order_relaxed)) collect_errors();
+  else if (!closed_) return Status::kErrState;  // (after close(): that session's final counts)
   for (std::size_t k = 0; k < kErrorKinds; ++k)
     if (total_[k])
       out.emplace_back(std::string(error_name(static_cast<ErrorKind>(k))), static_cast<std::int64_t>(total_[k]));

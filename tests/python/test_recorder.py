@@ -264,6 +264,24 @@ def test_a_resumed_single_process_run_appends_to_one_run(tmp_path, monkeypatch):
     assert json.loads(r.stdout)["run"]["updates"] == 4
 
 
+def test_close_returns_the_errors_close_counted(tmp_path):
+    # close() returned the counts read before closing: {} while its own warning said
+    # "unwritten_at_close 1".
+    rec = stepprof.Recorder(str(tmp_path / "u{rank}.jsonl"), device_timing="off")
+    rec.end_update(1)
+    with rec.region("after_the_last_update"):
+        pass
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        errors = rec.close()
+    warned = [str(w.message) for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert errors == {"unwritten_at_close": 1}, errors
+    assert len(warned) == 1 and "unwritten_at_close 1" in warned[0], warned
+    clean = stepprof.Recorder(str(tmp_path / "c{rank}.jsonl"), device_timing="off")
+    clean.end_update(1)
+    assert clean.close() == {}
+
+
 def test_closed_recorder_is_a_programming_error(tmp_path):
     rec = stepprof.Recorder(str(tmp_path / "c{rank}.jsonl"), device_timing="off")
     rec.close()
