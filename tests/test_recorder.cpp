@@ -958,23 +958,25 @@ TEST_F(RecorderTest, NamesAndIndicesTheReaderWouldRejectAreNotRecorded) {
   EXPECT_EQ(diag.count(Severity::kError), 0u);
 }
 
-TEST_F(RecorderTest, AStepNotAboveThePreviousOrBelowZeroIsCounted) {
+TEST_F(RecorderTest, AStepNotAboveEveryEarlierOneOrBelowZeroIsCounted) {
   // end_update(5), (5), (3), (-1) were taken without a word; the report then found
-  // duplicate steps.
+  // duplicate steps. A step is judged against the highest before it: after 7 and -2, a
+  // 5 (written already) went uncounted when only the previous step (-2) was compared.
   TempLog log("steps");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);
-  for (const std::int64_t step : {4, 5, 5, 3, 6, -1, 7}) ASSERT_EQ(end_update(step), Status::kOk);
+  const std::vector<std::int64_t> given{4, 5, 5, 3, 6, -1, 7, -2, 5, 8};
+  for (const std::int64_t step : given) ASSERT_EQ(end_update(step), Status::kOk);
   EXPECT_EQ(close(), Status::kWarnErrors);
   const auto lines = read_lines(log.path);
-  ASSERT_EQ(lines.size(), 8u);  // every record is written
+  ASSERT_EQ(lines.size(), given.size() + 1);  // every record is written
   std::vector<std::int64_t> steps;
   std::vector<bool> counted;
   for (std::size_t i = 1; i < lines.size(); ++i) {
     steps.push_back(lines[i]["step"].get<std::int64_t>());
     counted.push_back(lines[i].contains("recorder_errors"));
   }
-  EXPECT_EQ(steps, (std::vector<std::int64_t>{4, 5, 5, 3, 6, -1, 7}));
-  EXPECT_EQ(counted, (std::vector<bool>{false, false, true, true, false, true, false}));
+  EXPECT_EQ(steps, given);
+  EXPECT_EQ(counted, (std::vector<bool>{false, false, true, true, false, true, false, true, true, false}));
   EXPECT_EQ(lines[3]["recorder_errors"], (Json{{"bad_argument", 1}}));
 }
 

@@ -181,7 +181,7 @@ Status open(const Options& options, std::string* message = nullptr) noexcept;
 /// reads back device events, and writes one update record holding everything since the
 /// previous end_update() (or open()). kWarnIo when the record could not be written (it
 /// is counted and reported in the next record); kErrState when no recorder is open.
-/// Steps are update indices: a step below 0 or not above the previous one's is written
+/// Steps are update indices: a step below 0 or not above every earlier one is written
 /// and counted as bad_argument (the reader reports a repeated step as duplicate-step).
 Status end_update(std::int64_t step) noexcept;
 

@@ -398,7 +398,7 @@ class Recorder:
     def end_update(self, step: int) -> None:
         """Writes the record of optimizer update `step` and starts the next update.
         A record that cannot be written is counted (reported in the next record and at
-        close()) and warned about once. A step below 0 or not above the previous one's
+        close()) and warned about once. A step below 0 or not above every earlier one
         is written and counted as bad_argument."""
         status = _core.end_update(self._live(), _integer(step, "step"))
         if status == _STATUS_WARN_IO and not self._warned_write:

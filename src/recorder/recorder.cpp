@@ -108,7 +108,7 @@ class Core {
   ClockPair anchor_{};
   double ns_per_tick_ = 1.0;
   std::int64_t update_start_ns_ = 0;
-  std::optional<std::int64_t> last_step_;  ///< step of the previous end_update of this session
+  std::optional<std::int64_t> last_step_;  ///< highest step given to end_update in this session
   // Errors: kinds' totals at open (global counters), since open, and not yet written.
   std::array<std::uint64_t, kErrorKinds> global_base_{}, total_{}, unreported_{};
   bool closed_ = false;  ///< close() ended the last session: total_ holds its final counts
@@ -540,10 +540,10 @@ Status Core::end_update(std::int64_t step) {
     for (void* stream : streams_)
       if (!timer_->synchronize(stream)) count_global_error(ErrorKind::kDeviceSyncFailed);
 
-  // Steps are update indices, >= 0 and increasing: a repeated or lower one is written
-  // (the reader reports it as a duplicate step) and counted.
+  // Steps are update indices, >= 0 and increasing: one not above the highest before it
+  // is written (the reader reports a repeated one as a duplicate step) and counted.
   if (step < 0 || (last_step_ && step <= *last_step_)) count_global_error(ErrorKind::kBadArgument);
-  last_step_ = step;
+  last_step_ = last_step_ ? std::max(*last_step_, step) : step;
   UpdateRecord u;
   u.rank = opts_.rank;
   u.step = step;
