@@ -333,7 +333,26 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
     std::string message;
     EXPECT_EQ(open(o, &message), Status::kErrArgument);
     EXPECT_NE(message.find("config field"), std::string::npos) << message;
+    // (the reader's words, "it is not used", read as if only the field were dropped)
+    EXPECT_EQ(message.rfind("the config is rejected, as the reader would reject it (no recorder is open): ", 0), 0u)
+        << message;
   }
+  o.config_json = "";
+  // A region listed twice in Options: the config's JSON object kept the last one.
+  o.region_roles = {{"x", "data"}, {"x", "optimizer"}};
+  std::string twice;
+  EXPECT_EQ(open(o, &twice), Status::kErrArgument);
+  EXPECT_EQ(twice, "region_roles: region \"x\" is given twice");
+  o.region_roles.clear();
+  o.region_alternatives = {{"a", "g"}, {"b", "g"}, {"a", "h"}};
+  EXPECT_EQ(open(o, &twice), Status::kErrArgument);
+  EXPECT_EQ(twice, "region_alternatives: region \"a\" is given twice");
+  o.region_alternatives.clear();
+  // A world size the reader would not use (above 2^20 ranks).
+  o.world_size = (std::int64_t{1} << 20) + 1;
+  EXPECT_EQ(open(o, &twice), Status::kErrArgument);
+  EXPECT_NE(twice.find("world_size must be at most 1048576"), std::string::npos) << twice;
+  o.world_size = 1;
   o.config_json = "{\"x\": " + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_EQ(attempt(o), Status::kErrArgument);
   o.config_json = "{\"x\": " + std::string(200000, '[') + std::string(200000, ']') + "}";  // (overflowed the stack)

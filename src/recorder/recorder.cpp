@@ -256,6 +256,9 @@ Status Core::open(const Options& o, std::string* message) {
   if (is_open.load(std::memory_order_relaxed))
     return fail(Status::kErrState, "a stepprof recorder is already open in this process; close() it first");
   if (o.world_size < 1) return fail(Status::kErrArgument, "world_size must be >= 1, got " + std::to_string(o.world_size));
+  if (o.world_size > kMaxWorldSize)  // (the reader would not use it: record.hpp)
+    return fail(Status::kErrArgument, "world_size must be at most " + std::to_string(kMaxWorldSize) +
+                                          " (the most ranks stepprof reads), got " + std::to_string(o.world_size));
   if (o.rank < 0 || o.rank >= o.world_size)
     return fail(Status::kErrArgument, "rank must be in [0, world_size), got rank " + std::to_string(o.rank) +
                                           " with world_size " + std::to_string(o.world_size));
@@ -287,6 +290,14 @@ Status Core::open(const Options& o, std::string* message) {
       if (auto p = check_region_map(k, user[i].json); !p.empty())
         return fail(Status::kErrArgument, "config field \"" + k + "\": " + p);
   }
+  // A region given twice in Options' lists: the JSON object written would keep one.
+  for (const auto* list : {&o.region_roles, &o.region_alternatives})
+    for (std::size_t i = 0; i < list->size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if ((*list)[j].first == (*list)[i].first)
+          return fail(Status::kErrArgument,
+                      std::string(list == &o.region_roles ? "region_roles" : "region_alternatives") + ": region \"" +
+                          (*list)[i].first + "\" is given twice");
   if (!o.region_roles.empty())
     if (auto p = check_region_map(s::kRegionRoles, json_string_map(o.region_roles)); !p.empty())
       return fail(Status::kErrArgument, "region_roles: " + p);
@@ -297,8 +308,8 @@ Status Core::open(const Options& o, std::string* message) {
     std::vector<std::string> problems;
     (void)make_config(user, &problems);
     if (!problems.empty()) {
-      std::string all;
-      for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+      std::string all = "the config is rejected, as the reader would reject it (no recorder is open): ";
+      for (std::size_t i = 0; i < problems.size(); ++i) all += (i ? "; " : "") + problems[i];
       return fail(Status::kErrArgument, all);
     }
   }
