@@ -102,8 +102,10 @@ def _finite(value: Any, depth: int = 0) -> Any:
     """`value` made writable as JSON, at any depth of dicts, lists and tuples:
     - numpy and torch scalars (and 0-d arrays and tensors) as the Python number they hold
       (`json.dumps(default=str)` would write np.int64(8) as the string "8");
-    - every float that JSON cannot hold (inf, -inf, nan), and every int beyond a double's
-      range, as its str() ("inf"): {"max_grad_norm": float("inf")} is written, not rejected;
+    - every float that JSON cannot hold (inf, -inf, nan), and every int beyond 64 bits
+      (below -2^63 or above 2^64 - 1, which JSON readers round to a double), as its str()
+      ("inf", "18446744073709551617"): {"max_grad_norm": float("inf")} is written, not
+      rejected, and a 65-bit int is not rounded without a word;
     - strings through _utf8 (a lone surrogate is not valid JSON text).
     ValueError for a value nested more than 64 levels deep (the recorder refuses those)."""
     if depth > 64:
@@ -115,8 +117,8 @@ def _finite(value: Any, depth: int = 0) -> Any:
             pass
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2 ** 1023:
-        return str(value)  # (beyond a double: the recorder's JSON reader would reject it)
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2 ** 63) <= value < 2 ** 64:
+        return str(value)  # (beyond 64 bits: JSON readers, the recorder's too, round it to a double)
     if isinstance(value, str):
         return _utf8(value)
     if isinstance(value, Mapping):

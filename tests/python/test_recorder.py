@@ -322,7 +322,7 @@ def test_a_path_with_a_nul_character_is_rejected(tmp_path):
 def test_a_config_with_inf_or_nan_is_written_with_them_as_text(tmp_path):
     # Recorder() failed: json.dumps writes Infinity, which JSON does not have.
     cfg = {"max_grad_norm": float("inf"), "nested": {"x": [1.5, float("nan"), float("-inf")]}, "lr": 1e-4,
-           "huge": 10 ** 400}
+           "huge": 10 ** 400, "u64": 2 ** 64 - 1, "i64": -(2 ** 63), "bigseed": 2 ** 64 + 1, "neg": -(2 ** 63) - 1}
     with stepprof.Recorder(str(tmp_path / "inf.jsonl"), config=cfg, alternatives={"a": "g"},
                            device_timing="off") as rec:
         rec.end_update(0)
@@ -331,6 +331,10 @@ def test_a_config_with_inf_or_nan_is_written_with_them_as_text(tmp_path):
     assert config["nested"] == {"x": [1.5, "nan", "-inf"]}
     assert config["lr"] == 1e-4
     assert config["huge"] == str(10 ** 400)
+    # 64-bit ints are written as they are; beyond them as text (2^64 + 1 was rounded to
+    # 1.8446744073709552e+19 without a word).
+    assert config["u64"] == 2 ** 64 - 1 and config["i64"] == -(2 ** 63)
+    assert config["bigseed"] == str(2 ** 64 + 1) and config["neg"] == str(-(2 ** 63) - 1)
     # region_alternatives before the user's fields, as the C++ recorder writes them.
     keys = list(config)
     assert keys.index("region_alternatives") < keys.index("max_grad_norm")
