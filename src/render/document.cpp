@@ -71,9 +71,17 @@ Section run_section(const Report& rep) {
   if (r.global_batch)
     batch += fmt::format("{}global batch {}{}", batch.empty() ? "" : "; ", *r.global_batch,
                          r.global_batch_derived ? " (micro-batch x accumulation x world size)" : "");
+  // Which of the two the config lacks (it said "no micro_batch and accumulation" when it
+  // had micro_batch).
+  const std::string lacks = r.micro_batch   ? "accumulation"
+                            : r.accumulation ? "micro_batch"
+                                             : "micro_batch and no accumulation";
+  if (batch.empty() && r.micro_batch)
+    batch = fmt::format("micro-batch {} per rank; samples per update unknown (the config has no accumulation)",
+                        *r.micro_batch);
   f.items.emplace_back("batch", !batch.empty()        ? batch
                                 : r.config.empty() ? std::string("unknown (no config record)")
-                                                   : std::string("unknown (the config has no micro_batch and accumulation)"));
+                                                   : fmt::format("unknown (the config has no {})", lacks));
   if (r.global_batch_mismatch) f.items.emplace_back("warning", *r.global_batch_mismatch);
   std::string window = r.first_step ? fmt::format("steps {}..{}, {} update record(s)", *r.first_step, *r.last_step, r.updates)
                                     : std::string("no updates");

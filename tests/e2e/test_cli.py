@@ -213,6 +213,23 @@ def test_text_tables_align_wide_characters(tmp_path):
     assert len({columns(l) for l in table}) == 1, [(columns(l), l) for l in table]
 
 
+def test_batch_line_names_what_the_config_lacks(tmp_path):
+    # It said "the config has no micro_batch and accumulation" when micro_batch was there.
+    update = {"type": "update", "rank": 0, "step": 1, "wall_ms": 10.0, "cpu_call_ms": {"a": 5.0}}
+    for extra, said in (({"micro_batch": 8}, "micro-batch 8 per rank; samples per update unknown (the config has "
+                                             "no accumulation)"),
+                        ({"accumulation": 4}, "unknown (the config has no micro_batch)"),
+                        ({}, "unknown (the config has no micro_batch and no accumulation)"),
+                        ({"micro_batch": 8, "accumulation": 4}, "micro-batch 8 x accumulation 4 = 32 samples")):
+        log = tmp_path / "b.jsonl"
+        log.write_text(json.dumps({"type": "config", "schema": 1, "rank": 0, "world_size": 1, **extra}) + "\n" +
+                       json.dumps(update) + "\n")
+        r = run("report", log)
+        assert r.returncode == 0, r.stderr
+        line = next(l for l in r.stdout.splitlines() if l.strip().startswith("batch "))
+        assert said in line, (extra, line)
+
+
 def test_exit_status_for_bad_input(tmp_path):
     lines = LOG.read_text().splitlines()
     bad = tmp_path / "bad.jsonl"
