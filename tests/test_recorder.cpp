@@ -977,6 +977,32 @@ TEST_F(RecorderTest, NamesAndIndicesTheReaderWouldRejectAreNotRecorded) {
   EXPECT_EQ(diag.count(Severity::kError), 0u);
 }
 
+TEST_F(RecorderTest, AnUnknownClockInTheEnvironmentIsCounted) {
+  // STEPPROF_CLOCK=bogus was ignored without a word.
+  TempLog log("clock-env");
+  ::setenv("STEPPROF_CLOCK", "bogus", 1);
+  Options o = host_only(log.path);
+  o.print_warnings = false;
+  const Status opened = open(o);
+  ::unsetenv("STEPPROF_CLOCK");
+  ASSERT_EQ(opened, Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(end_update(1), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 1}}));
+  EXPECT_FALSE(lines[2].contains("recorder_errors"));
+  // The names it knows are not counted.
+  for (const char* known : {"tsc", "steady_clock"}) {
+    ::setenv("STEPPROF_CLOCK", known, 1);
+    ASSERT_EQ(open(o), Status::kOk);
+    ::unsetenv("STEPPROF_CLOCK");
+    ASSERT_EQ(end_update(0), Status::kOk);
+    EXPECT_EQ(close(), Status::kOk) << known;
+  }
+}
+
 TEST_F(RecorderTest, AStepNotAboveEveryEarlierOneOrBelowZeroIsCounted) {
   // end_update(5), (5), (3), (-1) were taken without a word; the report then found
   // duplicate steps. A step is judged against the highest before it: after 7 and -2, a

@@ -399,6 +399,15 @@ Status Core::open(const Options& o, std::string* message) {
   closed_ = false;
   unreported_ = {};
   if (open_errno_) count_global_error(ErrorKind::kOpenFailed);
+  // STEPPROF_CLOCK names the host clock (clock.cpp): a value it does not know was ignored
+  // without a word. It is still ignored (the clock was chosen at start-up), and counted.
+  if (const char* env = std::getenv("STEPPROF_CLOCK");
+      env && std::strcmp(env, "steady_clock") != 0 && std::strcmp(env, "tsc") != 0) {
+    count_global_error(ErrorKind::kBadArgument);
+    if (opts_.print_warnings)
+      std::fprintf(stderr, "stepprof: STEPPROF_CLOCK=%s is not a clock stepprof knows (steady_clock, tsc); the clock "
+                   "is %s\n", env, g_use_tsc ? "tsc" : "steady_clock");
+  }
 
   ns_per_tick_ = initial_ns_per_tick();
   anchor_ = read_clock_pair();
