@@ -43,7 +43,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _integer(value: Any, what: str) -> int:
     """`value` as an int if it is an integer (int, numpy or torch integer scalar);
     TypeError otherwise (2.5 or "3" are not silently truncated or parsed), ValueError
-    beyond int64."""
+    beyond int64. A bool is not taken as 0 or 1 (count("samples", True) is a mistake)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, not bool {value!r}")
     try:
         n = operator.index(value)
     except TypeError:
@@ -164,7 +166,16 @@ def _default_rank_world() -> tuple[int, int]:
             return dist.get_rank(), dist.get_world_size()
     except Exception:  # noqa: BLE001
         pass
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    def from_env(name: str, default: int) -> int:
+        text = os.environ.get(name)
+        if text is None:
+            return default
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"${name} is {text!r}: expected an integer (or pass {name.lower()}= to Recorder)") from None
+
+    return from_env("RANK", 0), from_env("WORLD_SIZE", 1)
 
 
 class Recorder:
@@ -219,14 +230,17 @@ class Recorder:
         world_size = default_world if world_size is None else _integer(world_size, "world_size")
         # region_alternatives and region_roles first, then the user's fields, as the C++
         # recorder writes them (docs/recorder.md).
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping of field names to values (a dict), not {type(config).__name__}")
         user = dict(config or {})
         cfg: dict[str, Any] = {}
-        if alternatives:
-            user.pop("region_alternatives", None)
-            cfg["region_alternatives"] = dict(alternatives)
-        if roles:
-            user.pop("region_roles", None)
-            cfg["region_roles"] = dict(roles)
+        # Given both ways, one would be dropped without a word: as the C++ recorder does,
+        # that is an error.
+        for given, key, arg in ((alternatives, "region_alternatives", "alternatives"), (roles, "region_roles", "roles")):
+            if given and key in user:
+                raise ValueError(f'"{key}" is given both in config and as {arg}=: give it once')
+            if given:
+                cfg[key] = dict(given)
         cfg.update(user)
         path = os.fspath(path)
         if ("\0" if isinstance(path, str) else b"\0") in path:
@@ -340,10 +354,10 @@ class Recorder:
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
         it from the token_slots and valid_tokens counters. Raises TypeError for a
-        string (or anything float() cannot take as a number) and ValueError outside
+        string or a bool (or anything float() cannot take as a number) and ValueError outside
         [0, 1] or for NaN, RuntimeError once closed."""
         self._not_closed()
-        if isinstance(fraction, (str, bytes, bytearray)):
+        if isinstance(fraction, (str, bytes, bytearray, bool)):
             raise TypeError(f"padding fraction should be a number, got {type(fraction).__name__} {fraction!r}")
         f = float(fraction)
         if not 0.0 <= f <= 1.0:

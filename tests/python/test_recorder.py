@@ -282,6 +282,32 @@ def test_close_returns_the_errors_close_counted(tmp_path):
     assert clean.close() == {}
 
 
+def test_arguments_that_were_taken_or_failed_obscurely(tmp_path, monkeypatch):
+    # A bool counted as 1; config=[1, 2] failed inside dict(); roles= dropped
+    # config["region_roles"] without a word; RANK=abc said "invalid literal for int()".
+    with stepprof.Recorder(str(tmp_path / "a{rank}.jsonl"), device_timing="off") as rec:
+        with pytest.raises(TypeError, match="not bool"):
+            rec.count("samples", True)
+        with pytest.raises(TypeError, match="bool"):
+            rec.padding_fraction(True)
+        with pytest.raises(TypeError, match="not bool"):
+            rec.end_update(False)
+        rec.count("samples", 3)  # (an int still is)
+        rec.end_update(1)
+    with pytest.raises(TypeError, match="config must be a mapping .* not list"):
+        stepprof.Recorder(str(tmp_path / "b{rank}.jsonl"), config=[1, 2], device_timing="off")
+    with pytest.raises(ValueError, match='"region_roles" is given both in config and as roles='):
+        stepprof.Recorder(str(tmp_path / "c{rank}.jsonl"), config={"region_roles": {"x": "data"}},
+                          roles={"y": "optimizer"}, device_timing="off")
+    with pytest.raises(ValueError, match='"region_alternatives" is given both'):
+        stepprof.Recorder(str(tmp_path / "c{rank}.jsonl"), config={"region_alternatives": {"x": "g"}},
+                          alternatives={"y": "g"}, device_timing="off")
+    monkeypatch.setenv("RANK", "abc")
+    with pytest.raises(ValueError, match=r"\$RANK is 'abc': expected an integer"):
+        stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="off")
+    assert not any(p.name.startswith(("b", "c", "d")) for p in tmp_path.iterdir())
+
+
 def test_closed_recorder_is_a_programming_error(tmp_path):
     rec = stepprof.Recorder(str(tmp_path / "c{rank}.jsonl"), device_timing="off")
     rec.close()
