@@ -124,6 +124,9 @@ int main(void) {
   CHECK(stepprof_microbatch(mb_frames, NULL, 2, NULL, -1) == STEPPROF_OK);
   CHECK(stepprof_microbatch(mb_frames, mb_tokens, 2, NULL, 30) == STEPPROF_ERR_ARGUMENT);
   CHECK_CONTAINS(stepprof_last_error(), "padded_length");
+  /* Samples without their frames or tokens: it wrote {} (the sample count lost). */
+  CHECK(stepprof_microbatch(NULL, NULL, 3, NULL, -1) == STEPPROF_ERR_ARGUMENT);
+  CHECK_CONTAINS(stepprof_last_error(), "samples is 3 but frames and tokens are both NULL");
   CHECK(stepprof_end_update(rec, 8) == STEPPROF_OK);
 
   char info[512];
@@ -151,7 +154,7 @@ int main(void) {
     CHECK_CONTAINS(text, "\"step\":8,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1},\"parents\":{\"c_outer\":null},\"microbatches\":[{\"path\":\"c_inner\","
                          "\"frames\":[9,3],\"tokens\":[40,20],\"padded_length\":48},{\"frames\":[9,3]}],"
-                         "\"recorder_errors\":{\"mismatched_exit\":1,\"bad_argument\":1}}\n");
+                         "\"recorder_errors\":{\"mismatched_exit\":1,\"bad_argument\":2}}\n");
   }
   remove(path);
 

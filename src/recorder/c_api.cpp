@@ -310,6 +310,11 @@ int stepprof_set_padding_fraction(double fraction) {
 
 int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t samples, const char* path,
                         int64_t padded_length) {
+  if (samples > 0 && !frames && !tokens) {  // (the micro-batch was written as {}: its samples lost)
+    stepprof::detail::count_global_error(stepprof::detail::ErrorKind::kBadArgument);
+    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_microbatch: samples is " + std::to_string(samples) +
+                                                " but frames and tokens are both NULL: give the counts of one");
+  }
   const std::size_t nf = frames ? samples : 0, nt = tokens ? samples : 0;
   const Status s = stepprof::microbatch(std::span<const std::int64_t>(frames, nf),
                                         std::span<const std::int64_t>(tokens, nt), path ? path : "", padded_length);
