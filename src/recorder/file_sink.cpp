@@ -182,7 +182,9 @@ class FileSink final : public LineSink {
 
   int fd_;
   bool stream_ = false;
-  std::string queue_;     // a stream's bytes its reader has not taken yet (the first line may be the rest of one begun in the pipe)
+  // A stream's bytes its reader has not taken yet (the first line may be the rest of a
+  // record begun in the pipe).
+  std::string queue_;
   std::size_t lost_ = 0;  // queued records dropped: the stream broke, or close() gave up
 };
 
