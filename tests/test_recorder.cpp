@@ -977,6 +977,29 @@ TEST_F(RecorderTest, NamesAndIndicesTheReaderWouldRejectAreNotRecorded) {
   EXPECT_EQ(diag.count(Severity::kError), 0u);
 }
 
+TEST_F(RecorderTest, CloseInsideARegionIsCounted) {
+  // close() inside `with region:` left the region's time unwritten without a word.
+  TempLog log("close-inside");
+  Options o = host_only(log.path);
+  o.print_warnings = false;
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  std::string message;
+  Status closed = Status::kOk;
+  {
+    STEPPROF_REGION("ci_outer");
+    closed = close(&message);
+  }
+  EXPECT_EQ(closed, Status::kWarnErrors);
+  EXPECT_NE(message.find("unwritten_at_close 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("regions were still open on the closing thread"), std::string::npos) << message;
+  // Outside a region, after end_update: nothing counted.
+  ASSERT_EQ(open(o), Status::kOk);
+  { STEPPROF_REGION("ci_outer"); }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(close(), Status::kOk);
+}
+
 TEST_F(RecorderTest, AnUnknownClockInTheEnvironmentIsCounted) {
   // STEPPROF_CLOCK=bogus was ignored without a word.
   TempLog log("clock-env");

@@ -709,7 +709,10 @@ bool Core::recorded_since_last_update() {
 Status Core::close(std::string* message) {
   std::lock_guard lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
-  if (recorded_since_last_update()) count_global_error(ErrorKind::kUnwrittenAtClose);
+  // Regions still open on the closing thread (close() inside `with region:`) are not
+  // written either; other threads' open regions cannot be read from here without a race.
+  const bool open_here = t_state != nullptr && t_state->depth > 0;
+  if (recorded_since_last_update() || open_here) count_global_error(ErrorKind::kUnwrittenAtClose);
   if (timer_) {
     if (opts_.sync_at_update)
       for (void* stream : streams_) timer_->synchronize(stream);
@@ -754,7 +757,10 @@ Status Core::close(std::string* message) {
   std::string msg = "stepprof: the recorder counted " + std::to_string(errors) + " error(s) while recording to " + path_ + " (" +
                     kinds + "); " + std::to_string(records_written_) + " record(s) written";
   if (total_[static_cast<std::size_t>(ErrorKind::kUnwrittenAtClose)])
-    msg += "; what was recorded after the last end_update() was not written (call end_update() before close())";
+    msg += open_here ? "; what was recorded after the last end_update() was not written, and regions were still open "
+                       "on the closing thread (close() inside a region; call end_update() before close(), outside it)"
+                     : "; what was recorded after the last end_update() was not written (call end_update() before "
+                       "close())";
   if (open_errno_) msg += "; the file could not be opened: " + open_error_text(open_errno_);
   else if (write_errno_)
     msg += "; last write error: " + std::string(std::strerror(write_errno_)) +
