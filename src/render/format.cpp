@@ -52,34 +52,63 @@ std::string integer(double v) { return fmt::format(grouped(), "{:.0Lf}", v); }
 namespace stepprof::detail {
 
 namespace {
-// Display width of UTF-8 text in a terminal's columns: the sum of each character's
-// wcwidth(3) in glibc's C.UTF-8 locale (an East Asian wide character or an emoji takes 2
-// columns, a combining mark 0). A byte that is not UTF-8, or a character wcwidth does not
-// know, counts 1; so does every character when the locale is missing (code points then).
-std::size_t width(const std::string& s) {
+// Calls f(byte offset, bytes, columns) for each character of UTF-8 text, with its display
+// width in a terminal's columns: wcwidth(3) in glibc's C.UTF-8 locale (an East Asian wide
+// character or an emoji takes 2 columns, a combining mark 0). A byte that is not UTF-8, or
+// a character wcwidth does not know, counts 1; so does every character when the locale is
+// missing (code points then).
+template <class F>
+void each_char(const std::string& s, F&& f) {
   static const locale_t utf8 = ::newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t{});
   const locale_t before = utf8 ? ::uselocale(utf8) : locale_t{};  // (this thread only)
-  std::size_t w = 0;
   std::mbstate_t state{};
   for (std::size_t i = 0; i < s.size();) {
     wchar_t c = 0;
     const std::size_t n = utf8 ? std::mbrtowc(&c, s.data() + i, s.size() - i, &state) : 0;
     if (n == 0 || n > s.size() - i) {  // not UTF-8: one byte; no locale: one code point
       state = {};
-      ++i;
+      std::size_t j = i + 1;
       if (!utf8)
-        while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
-      ++w;
+        while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
+      f(i, j - i, std::size_t{1});
+      i = j;
       continue;
     }
     const int cw = ::wcwidth(c);
-    w += cw < 0 ? 1 : static_cast<std::size_t>(cw);
+    f(i, n, cw < 0 ? std::size_t{1} : static_cast<std::size_t>(cw));
     i += n;
   }
   if (utf8) ::uselocale(before);
+}
+
+std::size_t width(const std::string& s) {
+  std::size_t w = 0;
+  each_char(s, [&](std::size_t, std::size_t, std::size_t cols) { w += cols; });
   return w;
 }
 }  // namespace
+
+std::string shorten_middle(const std::string& s, std::size_t max_columns) {
+  struct Char {
+    std::size_t at, bytes, cols;
+  };
+  std::vector<Char> chars;
+  std::size_t total = 0;
+  each_char(s, [&](std::size_t at, std::size_t bytes, std::size_t cols) {
+    chars.push_back({at, bytes, cols});
+    total += cols;
+  });
+  if (total <= max_columns || max_columns < 3) return s;
+  const std::size_t room = max_columns - 1;  // (the ellipsis takes one column)
+  std::size_t head_end = 0, cols = 0;       // head: the first ceil(room / 2) columns
+  while (head_end < chars.size() && cols + chars[head_end].cols <= (room + 1) / 2) cols += chars[head_end++].cols;
+  std::size_t tail_begin = chars.size();
+  for (std::size_t tail_cols = 0; tail_begin > head_end && cols + tail_cols + chars[tail_begin - 1].cols <= room;)
+    tail_cols += chars[--tail_begin].cols;
+  const std::size_t head_bytes = head_end < chars.size() ? chars[head_end].at : s.size();
+  const std::size_t tail_at = tail_begin < chars.size() ? chars[tail_begin].at : s.size();
+  return s.substr(0, head_bytes) + "\u2026" + s.substr(tail_at);
+}
 
 std::string TextTable::str(const std::string& indent) const {
   std::vector<std::size_t> w;

@@ -28,6 +28,11 @@ std::string rank_label(std::int64_t rank);
 
 namespace stepprof::detail {
 
+/// `s` if it takes at most `max_columns` terminal columns (display width, as TextTable
+/// measures it); else its beginning and its end around "\u2026" (one column), at most
+/// `max_columns` in all, cut only between characters. (A `max_columns` below 3 returns `s`.)
+std::string shorten_middle(const std::string& s, std::size_t max_columns);
+
 /// Column-aligned plain-text table: first column left-aligned, the rest right-aligned
 /// (the last one left-aligned too with `text_last`, for a column of prose).
 class TextTable {

@@ -8,6 +8,9 @@ namespace stepprof {
 namespace {
 
 constexpr std::size_t kWidth = 110;
+// A table's first column (a region, path or rank) is shortened beyond this many columns,
+// so that one long name does not push every other column off the screen.
+constexpr std::size_t kNameColumns = 48;
 
 // Word-wraps `text` to kWidth columns; continuation lines start with `hang` spaces.
 std::string wrap(const std::string& text, std::size_t first_col, std::size_t hang) {
@@ -43,14 +46,22 @@ void block(const detail::Block& b, std::string& out) {
     }
   } else if (const auto* t = std::get_if<detail::Table>(&b)) {
     detail::TextTable tt(t->header, t->text_last);
+    bool shortened = false;
     for (std::size_t i = 0; i < t->rows.size(); ++i) {
       auto row = t->rows[i];
       for (auto& cell : row) cell = printable(cell);
       const int depth = i < t->depth.size() ? t->depth[i] : 0;
-      if (!row.empty()) row[0] = std::string(static_cast<std::size_t>(depth) * 2, ' ') + row[0];
+      if (!row.empty()) {
+        std::string name = detail::shorten_middle(row[0], kNameColumns);
+        shortened = shortened || name.size() != row[0].size();
+        row[0] = std::string(static_cast<std::size_t>(depth) * 2, ' ') + std::move(name);
+      }
       tt.add(std::move(row));
     }
     out += tt.str();
+    if (shortened)
+      out += fmt::format("  (names over {} columns are shortened in the middle, at \u2026; --format json has them whole)\n",
+                         kNameColumns);
   } else if (const auto* p = std::get_if<detail::Paragraph>(&b)) {
     out += "  " + wrap(printable(p->text), 2, 2) + "\n";
   } else if (const auto* l = std::get_if<detail::NumberedList>(&b)) {

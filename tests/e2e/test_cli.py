@@ -213,6 +213,35 @@ def test_text_tables_align_wide_characters(tmp_path):
     assert len({columns(l) for l in table}) == 1, [(columns(l), l) for l in table]
 
 
+def test_text_tables_shorten_very_long_names(tmp_path):
+    # A region name of 1,000 characters pushed every other column of the region table
+    # 1,000 columns to the right. The text table shortens it in the middle (its start and
+    # its end stay, so that names differing only at their end stay apart); JSON keeps it.
+    long_a = "a_" + "x" * 1000 + "_first"
+    long_b = "a_" + "x" * 1000 + "_second"
+    names = [long_a, long_b, "short"]
+    lines = [json.dumps({"type": "config", "schema": 1, "rank": 0, "world_size": 1})]
+    for step in range(1, 6):
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 100.0 + step,
+                                 "cpu_call_ms": {n: 10.0 * (i + 1) for i, n in enumerate(names)}}))
+    log = tmp_path / "long.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    r = run("report", log)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.splitlines()
+    head = next(i for i, l in enumerate(text) if l.lstrip().startswith("region ") and "host ms" in l)
+    table = text[head:head + 2 + len(names)]
+    assert max(len(l) for l in table) < 160, table
+    firsts = [l.split()[0] for l in table[2:]]
+    assert "short" in firsts, table
+    for end in ("_first", "_second"):
+        cell = next(c for c in firsts if c.endswith(end))
+        assert cell.startswith("a_xxx") and "\u2026" in cell and len(cell) <= 48, cell
+    assert "shortened in the middle" in r.stdout
+    doc = json.loads(run("report", "--format", "json", log).stdout)
+    assert {long_a, long_b} <= {row["name"] for row in doc["regions"]["rows"]}
+
+
 def test_batch_line_names_what_the_config_lacks(tmp_path):
     # It said "the config has no micro_batch and accumulation" when micro_batch was there.
     update = {"type": "update", "rank": 0, "step": 1, "wall_ms": 10.0, "cpu_call_ms": {"a": 5.0}}
