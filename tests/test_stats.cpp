@@ -43,6 +43,22 @@ TEST(Stats, SingleValueHasZeroSpread) {
   EXPECT_DOUBLE_EQ(s->cv, 0);
 }
 
+TEST(Stats, CoefficientOfVariationIsZeroWithoutSpreadAndNaNWithoutAMean) {
+  // All zeros (a rank that never waits): no variation, cv 0. Values varying around a
+  // mean of exactly 0 (margins of -1 and +1 ms): stdev / mean has no value; it was 0.
+  // Both summary paths: short series are sorted, series of 4096 or more are not.
+  for (const std::size_t n : {std::size_t{4}, std::size_t{5000}}) {
+    const auto zeros = summarize(std::vector<double>(n, 0.0));
+    EXPECT_EQ(zeros->cv, 0) << n;
+    std::vector<double> around(n);
+    for (std::size_t i = 0; i < n; ++i) around[i] = i % 2 ? 1.0 : -1.0;
+    const auto a = summarize(around);
+    EXPECT_EQ(a->mean, 0) << n;
+    EXPECT_GT(a->stdev, 0.99) << n;
+    EXPECT_TRUE(std::isnan(a->cv)) << n;
+  }
+}
+
 TEST(Stats, PearsonOfExactLinesIsPlusMinusOne) {
   const std::vector<double> x{1, 2, 3, 4}, up{3, 5, 7, 9}, down{8, 6, 4, 2};
   EXPECT_NEAR(*pearson(x, up), 1.0, 1e-12);

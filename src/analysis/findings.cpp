@@ -662,7 +662,7 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
 
 void variability(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& t = in.time.update_ms;
-  if (!t || t->n < 3 || t->cv < 0.05) return;
+  if (!t || t->n < 3 || !(t->cv >= 0.05)) return;  // (NaN: no mean to vary around)
   Finding f;
   f.kind = "variability";
   f.ms_per_update = t->p90 - t->median;

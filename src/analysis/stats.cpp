@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace stepprof {
@@ -23,6 +24,17 @@ double stdev(std::span<const double> v) {
   for (double x : v) ss += (x - mean) * (x - mean);
   return std::sqrt(ss / static_cast<double>(v.size() - 1));
 }
+
+namespace {
+
+// stdev / mean; 0 when the values do not vary (all equal, zeros included: n = 1 too);
+// NaN when they vary around a mean of 0, where the ratio means nothing.
+double coefficient_of_variation(double stdev, double mean) {
+  if (stdev == 0) return 0;
+  return mean != 0 ? stdev / mean : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
 
 namespace {
 
@@ -184,7 +196,7 @@ Summary summarize_long(const std::vector<double>& v) {
   const double ss = compensated_sum(
       n, [&](std::size_t i) { return (v[i] - s.mean) * (v[i] - s.mean); }, [&](std::size_t i) { os.count(i, v[i]); });
   s.stdev = std::sqrt(ss / static_cast<double>(n - 1));
-  s.cv = s.mean != 0 ? s.stdev / s.mean : 0;
+  s.cv = coefficient_of_variation(s.stdev, s.mean);
   constexpr std::array<double, 3> qs = {0.10, 0.50, 0.90};
   std::vector<std::size_t> ranks;
   for (double q : qs) {
@@ -236,7 +248,7 @@ std::optional<Summary> summarize(std::vector<double> values) {
   s.sum = std::accumulate(values.begin(), values.end(), 0.0);
   s.mean = s.sum / static_cast<double>(s.n);
   s.stdev = stdev(values);
-  s.cv = s.mean != 0 ? s.stdev / s.mean : 0;
+  s.cv = coefficient_of_variation(s.stdev, s.mean);
   s.min = values.front();
   s.max = values.back();
   s.p10 = quantile_sorted(values, 0.10);

@@ -35,7 +35,7 @@ std::string num(double v) {
 
 std::string ms(std::optional<double> v) { return v ? num(*v) + " ms" : std::string("-"); }
 
-std::string pct(double fraction) { return fmt::format("{:.1f} %", fraction * 100); }
+std::string pct(double fraction) { return std::isfinite(fraction) ? fmt::format("{:.1f} %", fraction * 100) : std::string("-"); }
 
 std::string sig3(double v) {
   const double a = std::fabs(v);

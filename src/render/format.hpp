@@ -12,7 +12,7 @@ namespace stepprof::detail {
 std::string num(double v);
 /// num(v) + " ms"; "-" for nullopt.
 std::string ms(std::optional<double> v);
-/// "8.7 %" from a fraction.
+/// "8.7 %" from a fraction; "-" for NaN or infinity (a ratio the input cannot give).
 std::string pct(double fraction);
 /// Three significant digits with thousands grouping: "1.03", "45,800".
 std::string sig3(double v);

@@ -11,7 +11,8 @@ namespace stepprof {
 /// Distribution of one quantity over updates. Units are those of the input values.
 /// Percentiles interpolate linearly between order statistics (NumPy's default,
 /// Hyndman & Fan 1996 type 7). cv = stdev / mean with the sample standard deviation
-/// (n - 1 denominator); stdev and cv are 0 for n = 1.
+/// (n - 1 denominator); stdev and cv are 0 for n = 1, and cv is 0 whenever the values
+/// do not vary (all zeros too) and NaN when they vary around a mean of exactly 0.
 struct Summary {
   std::size_t n = 0;
   double mean = 0, stdev = 0, cv = 0;
