@@ -241,8 +241,9 @@ void build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const std::vec
         samples += static_cast<double>(mb.samples());
         for (const auto f : mb.frames) frames += static_cast<double>(f);
       }
-      const auto fc = frames_id ? u->counter(*frames_id) : std::nullopt;
-      const auto sc = samples_id ? u->counter(*samples_id) : std::nullopt;
+      std::optional<double> fc, sc;  // (not `id ? counter : nullopt`: g++ 12 then warns of maybe-uninitialized)
+      if (frames_id) fc = u->counter(*frames_id);
+      if (samples_id) sc = u->counter(*samples_id);
       std::string what;
       if (fc && *fc != frames) what = fmt::format("{} frames in the detail, {} in the frames counter", frames, *fc);
       else if (sc && *sc != samples)
