@@ -1374,6 +1374,33 @@ TEST_F(ReaderTest, RepeatedParentsReadAsIfEachRecordWereAlone) {
   }
 }
 
+// A sample or micro-batch count beyond 2^32 in one update is no batch: the what-if
+// expanded {"9": 4611686018427387904} one entry per sample until memory ran out.
+TEST_F(ReaderTest, BatchCountsBeyond32BitsRejectTheRecord) {
+  const std::string base = R"({"type": "update", "step": 5, "wall_ms": 1, )";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {base + R"("frame_histogram": {"9": 4294967297}})",
+       "frame_histogram.9: 4294967297 samples in one update of one rank cannot be right (at most 4294967296"},
+      {base + R"j("input_shapes": {"(8, 100)": 4611686018427387904}})j",
+       "4611686018427387904 micro-batches in one update of one rank cannot be right"},
+  };
+  for (const auto& [line, message] : cases) {
+    const auto p = write("huge.jsonl", kConfig + "\n" + line + "\n" + update(6) + "\n");
+    const Dataset d = read({p});
+    const Diagnostic* e = first(Problem::kBadField);
+    ASSERT_NE(e, nullptr) << line;
+    EXPECT_EQ(e->line, 2u) << line;
+    EXPECT_NE(e->message.find(message), std::string::npos) << e->message;
+    EXPECT_EQ(d.update_count(), 1u) << line;
+  }
+  // 2^32 itself is read.
+  const auto p = write("edge.jsonl", kConfig + "\n" + base + R"("frame_histogram": {"9": 4294967296}})" + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(first(Problem::kBadField), nullptr);
+  ASSERT_EQ(d.update_count(), 1u);
+  EXPECT_EQ(d.ranks[0].updates[0].frame_histogram[0].second, std::int64_t{1} << 32);
+}
+
 // A key given twice, at any level, rejects the record: keeping either value would
 // silently drop the other (e.g. two "counts" objects, or "samples" twice in one).
 TEST_F(ReaderTest, KeysGivenTwiceRejectTheRecord) {

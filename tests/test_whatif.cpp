@@ -486,3 +486,32 @@ TEST(WhatIf, ReplayCountsEverySample) {
   EXPECT_EQ(replay.replay(7, change), 24u);  // 6 updates x 4 samples
   EXPECT_EQ(change.size(), 6u);
 }
+
+// A frame histogram is expanded one entry per sample: one whose counts disagree with the
+// update's samples counter ({"9": 2^62} beside 16 samples, from a hand-edited log) took
+// every byte of memory. Such a histogram is not used, and the variant says why.
+TEST(WhatIf, AHistogramThatDisagreesWithTheSamplesCounterIsNotExpanded) {
+  Dataset d = one_rank_job(1);
+  for (auto& u : d.ranks[0].updates) {
+    u.microbatches.clear();  // (the replay then rebuilds micro-batches from the histogram)
+    u.frame_histogram = {{3, 1}, {5, 3}};  // 4 samples, as the samples counter says
+  }
+  const Hierarchy h = parse(kNesting);
+  {
+    const AnalysisInput in{d, &h};
+    const CostModelSet models = fit_cost_models(in);
+    WhatIfReplay replay(in, models, WhatIfOptions{}, "group");
+    ASSERT_TRUE(replay.available()) << replay.why_not();
+    std::vector<double> change;
+    EXPECT_EQ(replay.replay(7, change), 24u);  // 6 updates x 4 samples
+  }
+  d.ranks[0].updates[2].frame_histogram = {{9, std::int64_t{1} << 32}};
+  const AnalysisInput in{d, &h};
+  const CostModelSet models = fit_cost_models(in);
+  WhatIfReplay replay(in, models, WhatIfOptions{}, "group");
+  EXPECT_FALSE(replay.available());
+  EXPECT_NE(replay.why_not().find("the frame_histogram disagrees with the samples counter in 1 of 6 updates (first: "
+                                  "rank 0 step 3: 4294967296 samples in the histogram, 4 in the samples counter)"),
+            std::string::npos)
+      << replay.why_not();
+}

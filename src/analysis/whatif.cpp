@@ -218,9 +218,42 @@ std::vector<std::size_t> leaf_models(const AnalysisInput& in, const CostModelSet
   return out;
 }
 
+// The replay holds one entry per sample: at most this many over all updates (16 bytes
+// each, twice: 8 GB), and Mb::first must stay within 32 bits.
+constexpr std::uint64_t kMaxReplaySamples = std::uint64_t{1} << 28;
+
+// Why the frame histograms cannot give the replay's samples, or an empty string: one that
+// disagrees with its update's samples counter (a hand-edited or mis-recorded log, e.g.
+// {"9": 4611686018427387904} beside 16 samples), or more samples than the replay holds.
+std::string check_histograms(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates) {
+  const auto samples_id = in.counter(schema::counter::kSamples);
+  std::size_t bad = 0;
+  std::string first;
+  std::uint64_t all = 0;
+  for (const auto* u : updates) {
+    std::uint64_t total = 0;  // (the reader takes at most 2^32 per entry: no overflow)
+    for (const auto& [frames, n] : u->frame_histogram) total += static_cast<std::uint64_t>(n);
+    all += total;
+    std::optional<double> counted;
+    if (samples_id) counted = u->counter(*samples_id);
+    if (!counted || *counted == static_cast<double>(total)) continue;
+    if (!bad++)
+      first = fmt::format("{}step {}: {} samples in the histogram, {} in the samples counter",
+                          u->rank ? fmt::format("rank {} ", *u->rank) : std::string(), u->step, total, *counted);
+  }
+  if (bad)
+    return fmt::format("the frame_histogram disagrees with the samples counter in {} of {} updates (first: {})", bad,
+                       updates.size(), first);
+  if (all > kMaxReplaySamples)
+    return fmt::format("the frame_histograms hold {} samples in all, more than the {} the replay expands one by one",
+                       all, kMaxReplaySamples);
+  return {};
+}
+
 // Fills the micro-batch layout of every update: from the per-micro-batch detail when every
 // update has it, else from the frame histogram (sizes from input_shapes or an even split).
-void build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const std::vector<NameTable::Id>& group_ids) {
+// Returns why it cannot (check_histograms), or an empty string.
+std::string build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const std::vector<NameTable::Id>& group_ids) {
   s.detail = !s.updates.empty();
   for (const auto* u : s.updates) {
     bool ok = !u->microbatches.empty();
@@ -264,6 +297,8 @@ void build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const std::vec
     for (const auto* u : s.updates)
       for (const auto& mb : u->microbatches)
         if (mb.tokens.size() != mb.frames.size()) s.tokens_known = false;
+  if (!s.detail)
+    if (auto why = check_histograms(in, s.updates); !why.empty()) return why;
   const auto micro_steps = in.counter(schema::counter::kMicroSteps);
   for (const auto* u : s.updates) {
     const auto first_mb = static_cast<std::uint32_t>(s.mbs.size());
@@ -288,9 +323,12 @@ void build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const std::vec
         for (std::int64_t k = 0; k < n; ++k) s.samples.push_back({frames, -1});
       const auto total = static_cast<std::uint32_t>(s.samples.size() - first_sample);
       std::vector<std::uint32_t> sizes;
-      for (const auto& shape : u->input_shapes)
-        for (std::int64_t k = 0; k < shape.microbatches && !shape.dims.empty(); ++k)
-          sizes.push_back(static_cast<std::uint32_t>(shape.dims[0]));
+      std::uint64_t shapes = 0;  // micro-batches the input_shapes list (each holds a sample or more)
+      for (const auto& shape : u->input_shapes) shapes += static_cast<std::uint64_t>(shape.microbatches);
+      if (shapes <= total)
+        for (const auto& shape : u->input_shapes)
+          for (std::int64_t k = 0; k < shape.microbatches && !shape.dims.empty(); ++k)
+            sizes.push_back(static_cast<std::uint32_t>(shape.dims[0]));
       if (std::accumulate(sizes.begin(), sizes.end(), 0u) != total) {
         sizes.clear();
         const auto m = static_cast<std::uint32_t>(std::max(1.0, micro_steps ? u->counter(*micro_steps).value_or(1) : 1.0));
@@ -316,6 +354,7 @@ void build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const std::vec
     for (std::size_t k = b; k < e; ++k) s.bucket[k] = {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(e)};
     b = e;
   }
+  return {};
 }
 
 }  // namespace
@@ -408,7 +447,7 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
       }
     }
     if (runs > 0) s.calls_per_mb = calls / runs;
-    build_layout(in, s, group_ids);
+    if (auto why = build_layout(in, s, group_ids); !why.empty()) { fail(std::move(why)); return; }
     if (s.pool.empty()) { fail("no sample frame counts: needs the frame_histogram or per-micro-batch detail"); return; }
     for (auto f : {s.t_samples, s.t_frames, s.t_mbs, s.t_fsq, s.t_calls})
       if (f) s.changed.push_back(*f);

@@ -324,6 +324,20 @@ bool read_count(od::value& v, std::string_view tok, Ctx& c, const Path& path, st
   return true;
 }
 
+// A count of samples or micro-batches in one update of one rank (frame_histogram,
+// input_shapes): read_count, and at most 2^32. A larger one is no real batch (2^62 with
+// 16 samples counted), and the what-if expands these counts one entry per sample.
+constexpr std::int64_t kMaxBatchCount = std::int64_t{1} << 32;
+bool read_batch_count(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::string_view what,
+                      std::int64_t& out) {
+  if (!read_count(v, tok, c, path, out)) return false;
+  if (out > kMaxBatchCount)
+    return c.fail(Problem::kBadField, trim(tok).data(),
+                  fmt::format("{}: {} {} in one update of one rank cannot be right (at most {} are read)", str(path),
+                              shown(tok), what, kMaxBatchCount));
+  return true;
+}
+
 bool get_object(od::value& v, Ctx& c, std::string_view path, od::object& obj) {
   const std::string_view tok = token_of(v);
   if (v.get_object().get(obj)) {
@@ -995,7 +1009,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
           return c.fail(Problem::kBadField, nullptr,
                         fmt::format("frame_histogram: key \"{}\" should be a frame count (a non-negative integer)",
                                     shown(name)));
-        if (!read_count(fv, token_of(fv), c, {"frame_histogram", name}, samples)) return false;
+        if (!read_batch_count(fv, token_of(fv), c, {"frame_histogram", name}, "samples", samples)) return false;
         u.frame_histogram.emplace_back(frames, samples);
         return true;
       });
@@ -1009,7 +1023,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         if (!parse_tuple(name, shape.dims))
           return c.fail(Problem::kBadField, nullptr,
                         fmt::format("input_shapes: key \"{}\" should be a shape such as \"(8, 3154)\"", shown(name)));
-        if (!read_count(fv, token_of(fv), c, {"input_shapes", name}, shape.microbatches)) return false;
+        if (!read_batch_count(fv, token_of(fv), c, {"input_shapes", name}, "micro-batches", shape.microbatches)) return false;
         ++shapes_used_;
         return true;
       });
