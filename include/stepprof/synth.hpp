@@ -65,6 +65,10 @@ struct Options {
   std::int64_t random_stragglers = 0, random_fallbacks = 0, random_padding_spikes = 0;
 };
 
+/// Memory `generate` holds for the whole job: per update, the slowest and the next
+/// slowest rank's arrival at the all-reduce and which rank was slowest [bytes].
+inline constexpr std::uint64_t kJobBytesPerUpdate = 24;
+
 /// Checks options against each other (ranks and steps in range, factors > 1, ...).
 /// Returns an empty string when valid, else what is wrong.
 std::string validate(const Options& options);
@@ -108,9 +112,11 @@ struct Manifest {
 /// Writes one log per rank into `dir` (created if missing) as `rank<N>.jsonl`
 /// (zero-padded, so names sort in rank order), or `.jsonl.gz` with `gzip`.
 /// `threads` files are written at once (0: one per hardware thread). `cancelled`, if
-/// given, is polled between updates; when it returns true writing stops and the
-/// partial files are removed. Throws std::runtime_error when a file cannot be written
-/// (the message names it) or `validate(options)` fails.
+/// given, is polled between updates; when it returns true writing stops, the partial
+/// files are removed and std::runtime_error("interrupted") is thrown. Holds
+/// kJobBytesPerUpdate x updates bytes before it writes. Throws std::runtime_error when a
+/// file cannot be written (the message names it) or `validate(options)` fails, and
+/// std::bad_alloc when that memory is not there.
 Manifest generate(const Options& options, const std::string& dir, bool gzip = false, unsigned threads = 0,
                   const std::function<bool()>& cancelled = {});
 

@@ -1,6 +1,7 @@
 // `stepprof synth`: writes realistic multi-rank step logs with known injections.
 #include <charconv>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -85,6 +86,19 @@ std::optional<std::string> parse_specs(SynthOptions& o) {
   return std::nullopt;
 }
 
+// MemAvailable of /proc/meminfo [bytes]: what the kernel can give without swapping;
+// nullopt where it cannot be read.
+std::optional<std::uint64_t> available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t kb = 0;
+  while (in >> key >> kb) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return std::nullopt;
+}
+
 int run_synth(SynthOptions& opt) {
   if (auto err = parse_specs(opt)) {
     fmt::print(stderr, "stepprof synth: {}\n", *err);
@@ -107,10 +121,29 @@ int run_synth(SynthOptions& opt) {
       return kUsage;
     }
   }
+  // The job's timing is held in memory first (24 bytes per update): a size that is not
+  // there is refused now (exit status 4), not found by the kernel's out-of-memory killer minutes later.
+  const std::uint64_t need = synth::kJobBytesPerUpdate * static_cast<std::uint64_t>(opt.model.updates);
+  // (Three quarters of what is available at most: the rest of the machine, the page cache
+  // of the logs being written, and the kernel's own accounting need room too.)
+  if (const auto available = available_memory_bytes(); available && need > *available / 4 * 3) {
+    fmt::print(stderr,
+               "stepprof synth: out of memory: {} updates need {:.1f} GB for the job's timing ({} bytes per update), "
+               "and {:.1f} GB is available (at most three quarters of it is taken); ask for fewer --updates\n",
+               opt.model.updates, static_cast<double>(need) / 1e9, synth::kJobBytesPerUpdate,
+               static_cast<double>(*available) / 1e9);
+    return kOutOfMemory;
+  }
   install_interrupt_handler();
   synth::Manifest man;
   try {
     man = synth::generate(opt.model, opt.dir, opt.gzip, opt.threads, [] { return interrupted(); });
+  } catch (const std::bad_alloc&) {
+    manifest_dir.remove_empty();
+    fmt::print(stderr, "stepprof synth: out of memory: {} updates need {:.1f} GB for the job's timing ({} bytes per "
+               "update); ask for fewer --updates, or allow more memory\n",
+               opt.model.updates, static_cast<double>(need) / 1e9, synth::kJobBytesPerUpdate);
+    return kOutOfMemory;
   } catch (const std::exception& e) {
     manifest_dir.remove_empty();
     if (interrupted()) {

@@ -930,3 +930,40 @@ def test_an_interrupted_synth_leaves_no_directory_it_made(tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted; partial files removed" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))
+
+
+@pytest.mark.skipif(os.environ.get("STEPPROF_SANITIZE", "") != "",
+                    reason="sanitizers reserve terabytes of address space: no address-space limit fits them")
+def test_synth_out_of_memory_is_status_4_with_a_message(tmp_path):
+    # It said "stepprof synth: std::bad_alloc" and exited 2 (a usage error); without a
+    # limit, --updates 10^9 (which the options allow) took 23 GB and the machine.
+    import resource
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # noqa: E731
+    r = subprocess.run([BIN, "synth", "-o", str(tmp_path / "logs"), "--ranks", "1", "--updates", "100000000"],
+                       capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert r.returncode == 4, r.stderr
+    assert "stepprof synth: out of memory: 100000000 updates need 2.4 GB for the job's timing (24 bytes per update)" \
+        in r.stderr, r.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+def test_synth_ctrl_c_is_seen_before_any_file_is_written(tmp_path):
+    # The first pass over every update (the ranks' arrivals at the all-reduce) did not poll
+    # the interrupt: with 60 million updates one Ctrl-C took 40 s to stop synth.
+    import signal
+    import time
+    proc = subprocess.Popen([BIN, "synth", "-o", str(tmp_path / "logs"), "--ranks", "2", "--updates", "20000000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not sigint_caught(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 5.0, err
+    assert "interrupted" in err
+    logs = tmp_path / "logs"
+    assert not logs.exists() or not list(logs.glob("*.jsonl"))
