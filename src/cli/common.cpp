@@ -104,6 +104,11 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     diag.report({Severity::kWarning, Problem::kHierarchy, opt.hierarchy, 0, 0,
                  "no region of this nesting file occurs in the logs: is it the nesting of another job?"});
   }
+  if (diag.should_stop()) {  // (--strict: a warning about the nesting, e.g. circular parents)
+    finish(diag);
+    fmt::print(stderr, "stepprof: stopped at the first problem (--strict)\n");
+    return kInputErrors;
+  }
   return std::nullopt;
 }
 

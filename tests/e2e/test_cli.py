@@ -259,6 +259,24 @@ def test_batch_line_names_what_the_config_lacks(tmp_path):
         assert said in line, (extra, line)
 
 
+def test_strict_stops_at_a_warning_about_the_nesting_too(tmp_path):
+    # --strict stopped at every other warning, but circular parents in the log (found
+    # once the logs were read, when the nesting is built) gave a report and exit 0.
+    log = tmp_path / "cycle.jsonl"
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    for step in range(1, 6):
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 100,
+                                 "cpu_call_ms": {"a": 10, "b": 5}, "parents": {"a": "b", "b": "a"}}))
+    log.write_text("\n".join(lines) + "\n")
+    r = run("report", log)
+    assert r.returncode == 0 and "circular parents" in r.stderr, r.stderr
+    for cmd in ("report", "trace"):
+        r = run(cmd, "--strict", log) if cmd == "report" else run(cmd, "--strict", "-o", tmp_path / "t.json", log)
+        assert r.returncode == 1, (cmd, r.stderr)
+        assert r.stdout == "" and "circular parents" in r.stderr and "stopped at the first problem (--strict)" in r.stderr
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_exit_status_for_bad_input(tmp_path):
     lines = LOG.read_text().splitlines()
     bad = tmp_path / "bad.jsonl"
