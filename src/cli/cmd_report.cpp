@@ -79,10 +79,16 @@ int run_report(const ReportOptions& opt) {
     fmt::print(stderr, "stepprof: --format csv writes to --out DIR, not -o FILE\n");
     return kUsage;
   }
+  if (opt.out_dir == "-") {  // (-o - is stdout; the CSV tables are several files)
+    fmt::print(stderr, "stepprof: --out - : the CSV tables are several files; give a directory\n");
+    return kUsage;
+  }
   Diagnostics diag(opt.input.strict);
   LoadedInput in;
   InputOptions input = opt.input;
   input.output = opt.output;
+  if (opt.format == "csv")
+    for (const auto& name : csv_table_names()) input.more_outputs.push_back((std::filesystem::path(opt.out_dir) / name).string());
   if (auto stop = load_input(input, diag, in)) {
     // --format json: a document even when no record could be read, saying why.
     if (*stop == kNoData && opt.format == "json" && !write_output(opt.output, render_json_unanalyzed(diag)))

@@ -50,15 +50,24 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     for (const auto& d : hdiag.kept()) diag.report(d);  // (its warnings, listed with the input's)
   }
   const auto files = expand_inputs(opt.logs, diag);
-  if (!opt.output.empty() && opt.output != "-") {
-    // -o naming one of the logs would replace it with the report.
+  // -o (or a CSV table in --out DIR) naming one of the logs would replace it with the output.
+  auto is_input = [&](const std::string& written) -> std::optional<std::string> {
     std::error_code ec;
     for (const auto& f : files)
-      if (f != "-" && std::filesystem::equivalent(f, opt.output, ec) && !ec) {
-        fmt::print(stderr, "stepprof: -o {} is one of the input logs ({}); write the output elsewhere\n", opt.output, f);
-        return kUsage;
-      }
-  }
+      if (f != "-" && std::filesystem::equivalent(f, written, ec) && !ec) return f;
+    return std::nullopt;
+  };
+  if (!opt.output.empty() && opt.output != "-")
+    if (auto f = is_input(opt.output)) {
+      fmt::print(stderr, "stepprof: -o {} is one of the input logs ({}); write the output elsewhere\n", opt.output, *f);
+      return kUsage;
+    }
+  for (const auto& table : opt.more_outputs)
+    if (auto f = is_input(table)) {
+      fmt::print(stderr, "stepprof: --out would write {}, which is one of the input logs ({}); write the output elsewhere\n",
+                 table, *f);
+      return kUsage;
+    }
   if (files.empty()) {
     std::string given;
     for (const auto& l : opt.logs) given += (given.empty() ? "" : " ") + l;

@@ -33,6 +33,8 @@ struct InputOptions {
   bool strict = false;
   /// The command's output file (-o FILE), if any: it must not be one of the inputs.
   std::string output;
+  /// Further files the command writes (the CSV tables in --out DIR): none may be an input.
+  std::vector<std::string> more_outputs;
 };
 
 /// Refuses an empty -o (it wrote to stdout, as if none had been given).

@@ -90,10 +90,11 @@ std::string summary_csv(const RegionTable& t) {
 
 }  // namespace
 
+std::vector<std::string> csv_table_names() { return {"updates.csv", "regions.csv", "summary.csv"}; }
+
 std::vector<CsvFile> render_csv(const Report& report, const UpdateSeries& series) {
-  return {{"updates.csv", updates_csv(series)},
-          {"regions.csv", regions_csv(series)},
-          {"summary.csv", summary_csv(report.regions)}};
+  const auto names = csv_table_names();
+  return {{names[0], updates_csv(series)}, {names[1], regions_csv(series)}, {names[2], summary_csv(report.regions)}};
 }
 
 }  // namespace stepprof

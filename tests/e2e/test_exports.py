@@ -658,3 +658,20 @@ def test_the_update_time_table_of_many_ranks_shows_the_stragglers_as_the_charts_
     _, page = html_page(tmp_path, logs)
     charted = {int(r["label"].split()[1]) for r in json.loads(page.scripts[0][1])["ranks"]}
     assert charted == table_ranks
+
+
+def test_csv_tables_never_replace_an_input_log(tmp_path):
+    # -o refused to overwrite an input log, but --out DIR wrote DIR/updates.csv over a log
+    # of that name; and --out - made a directory named "-" (-o - is stdout).
+    logs = tmp_path / "cdir"
+    logs.mkdir()
+    given = logs / "updates.csv"
+    given.write_bytes(fx.LOG.read_bytes())
+    r = run("report", "--format", "csv", "--out", logs, given)
+    assert r.returncode == 2, r.stderr
+    assert f"--out would write {logs / 'updates.csv'}, which is one of the input logs ({given})" in r.stderr
+    assert given.read_bytes() == fx.LOG.read_bytes()
+    assert sorted(p.name for p in logs.iterdir()) == ["updates.csv"]
+    r = run("report", "--format", "csv", "--out", "-", fx.LOG)
+    assert r.returncode == 2 and "give a directory" in r.stderr, r.stderr
+    assert not os.path.exists("-")

@@ -44,4 +44,8 @@ struct CsvFile {
 /// region present) and summary.csv (the region table); columns in docs/exports.md.
 std::vector<CsvFile> render_csv(const Report& report, const UpdateSeries& series);
 
+/// The names of the files render_csv returns, in its order: {"updates.csv", "regions.csv",
+/// "summary.csv"} (so that a command can check them before it analyzes anything).
+std::vector<std::string> csv_table_names();
+
 }  // namespace stepprof
