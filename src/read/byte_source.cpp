@@ -197,6 +197,9 @@ std::size_t ByteSource::inflate_into(std::size_t room) {
       continue;
     }
     error_ = zs_.msg ? zs_.msg : (rc == Z_MEM_ERROR ? "out of memory" : "corrupt gzip data");
+    // (zlib's words for the gzip trailer's checks, inflate.c: its only way of telling them.)
+    checksum_failed_ = zs_.msg && (std::strcmp(zs_.msg, "incorrect data check") == 0 ||
+                                   std::strcmp(zs_.msg, "incorrect length check") == 0);
     break;
   }
   return room - zs_.avail_out;

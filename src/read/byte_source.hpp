@@ -54,6 +54,10 @@ class ByteSource {
   /// With an error: true when the input just ends early (a gzip stream cut off), false
   /// when it is corrupt or could not be read (a bad checksum, an I/O error).
   [[nodiscard]] bool cut_off() const { return cut_; }
+  /// With an error: true when a gzip member's CRC-32 or length check failed at its end,
+  /// so the bytes already returned from that member may be altered (they decompressed,
+  /// but not to what was written).
+  [[nodiscard]] bool checksum_failed() const { return checksum_failed_; }
   /// Bytes consumed from the file itself (compressed bytes for gzip input), for progress.
   [[nodiscard]] std::uint64_t raw_bytes_read() const;
   /// Decompressed bytes before data() (the file offset of the first buffered byte).
@@ -97,6 +101,7 @@ class ByteSource {
   std::uint64_t squeezed_ = 0;  // zero bytes dropped by squeeze_zeros
   std::string error_;
   bool cut_ = false;
+  bool checksum_failed_ = false;
 };
 
 }  // namespace stepprof::detail

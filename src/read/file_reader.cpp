@@ -541,14 +541,20 @@ class FileParser {
       // every line read was whole and what is corrupt comes after the last of them.
       const std::string where =
           corrupt_tail ? std::string() : fmt::format(" after line {}", src.line_number());
+      // A failed gzip checksum: what was read decompressed, but not to what was written.
+      const std::string altered =
+          src.checksum_failed() ? ", but the gzip checksum over them failed: any of them may hold altered values "
+                                  "(a changed digit still parses); copy the file again from its source"
+                                : "";
       report(Severity::kError, Problem::kUnreadable, corrupt_tail ? src.line_number() : 0, 0,
-             fmt::format("cannot read the rest of the file{} ({}): it is corrupt or unreadable; {}", where,
+             fmt::format("cannot read the rest of the file{} ({}): it is corrupt or unreadable; {}{}", where,
                          src.error(),
                          opt_.strict ? std::string("reading stops (--strict)")
                          : corrupt_tail ? fmt::format("the {} update record(s) read before this line are kept",
                                                       out_.updates.size())
                                         : fmt::format("the {} update record(s) read up to there are kept",
-                                                      out_.updates.size())));
+                                                      out_.updates.size()),
+                         opt_.strict ? "" : altered));
     }
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,

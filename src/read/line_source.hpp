@@ -46,6 +46,8 @@ class LineSource {
   /// With an error: true when the input just ends early (a gzip stream cut off), false
   /// when it is corrupt or could not be read (a bad checksum, an I/O error).
   [[nodiscard]] bool cut_off() const { return src_->cut_off(); }
+  /// With an error: the lines already returned may be altered (ByteSource::checksum_failed).
+  [[nodiscard]] bool checksum_failed() const { return src_->checksum_failed(); }
   /// Bytes read from the (decompressed) input so far.
   [[nodiscard]] std::uint64_t bytes_read() const { return src_->bytes_read(); }
   /// Bytes consumed from the file itself (compressed bytes for gzip input), for progress.
