@@ -13,8 +13,13 @@
 namespace stepprof::detail {
 namespace {
 
+// `central` is the bootstrap interval's coverage, 0 with --bootstrap 0: a range is then
+// only the widening for what the log leaves unknown (docs/whatif.md), not a 90 % interval.
 std::string interval(const Interval& iv, double central) {
   if (iv.low_ms == iv.high_ms && iv.low_ms == iv.median_ms) return ms(iv.median_ms);  // no interval (--bootstrap 0)
+  if (central == 0)
+    return fmt::format("{} (from {} to {}: what the log leaves unknown; no bootstrap)", ms(iv.median_ms),
+                       num(iv.low_ms), num(iv.high_ms));
   return fmt::format("{} ({:.0f} % interval {} .. {})", ms(iv.median_ms), central * 100, num(iv.low_ms),
                      num(iv.high_ms));
 }
@@ -80,16 +85,16 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
   }
   Fields f;
   f.items.emplace_back("change", p.summary);
-  f.items.emplace_back("measured update time", interval(p.measured, r.interval));
+  f.items.emplace_back("measured update time", interval(p.measured, r.bootstrap ? r.interval : 0.0));
   if (p.range && p.only_this_rank) {
-    f.items.emplace_back("predicted (only this rank)", interval(*p.only_this_rank, r.interval));
-    f.items.emplace_back("predicted (every rank)", interval(p.predicted, r.interval));
+    f.items.emplace_back("predicted (only this rank)", interval(*p.only_this_rank, r.bootstrap ? r.interval : 0.0));
+    f.items.emplace_back("predicted (every rank)", interval(p.predicted, r.bootstrap ? r.interval : 0.0));
     f.items.emplace_back("saved (only this rank)", saving(*p.saved_only_ms, p.measured.median_ms));
     f.items.emplace_back("saved (every rank)", saving(p.saved_ms, p.measured.median_ms));
     f.items.emplace_back("range", "\"only this rank\": this rank improves and the others do not; \"every rank\": every "
                                   "rank improves alike");
   } else {
-    f.items.emplace_back("predicted update time", interval(p.predicted, r.interval));
+    f.items.emplace_back("predicted update time", interval(p.predicted, r.bootstrap ? r.interval : 0.0));
     f.items.emplace_back("saved", saving(p.saved_ms, p.measured.median_ms));
   }
   if (p.samples_per_update) {

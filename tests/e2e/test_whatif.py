@@ -395,3 +395,17 @@ def test_html_report_has_the_whatif_section(tmp_path):
     assert [s["label"] for s in predictions] == ["batched-geometry (pad)", "batched-geometry (group)", "no-padding"]
     r = run("html", "--no-whatif", "--hierarchy", fx.HIER, fx.LOG, "-o", out)
     assert r.returncode == 0 and 'id="whatif"' not in out.read_text()
+
+
+def test_bootstrap_0_does_not_call_the_widening_a_90_percent_interval():
+    # With --bootstrap 0 the group variant (no per-micro-batch detail in the real log)
+    # still printed "(90 % interval 13,267.1 .. 13,540.1)": the widening for the unknown
+    # token slots, labelled as a bootstrap interval the run never computed.
+    text = run("whatif", "batched-geometry", "--bootstrap", "0", "--hierarchy", fx.HIER, fx.LOG).stdout
+    assert "intervals        none (--bootstrap 0)" in text
+    assert "% interval" not in text, text
+    group = text[text.index("batched-geometry (group)"):]
+    line = next(l for l in group.splitlines() if "predicted (every rank)" in l)
+    assert "what the log leaves unknown" in line, line
+    with_boot = run("whatif", "batched-geometry", "--bootstrap", "40", "--hierarchy", fx.HIER, fx.LOG).stdout
+    assert "90 % interval" in with_boot
