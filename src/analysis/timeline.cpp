@@ -17,13 +17,23 @@ namespace {
 
 std::int64_t to_us(double ms) { return std::llround(ms * 1e3); }
 
-std::optional<double> start_unix_ms(const UpdateRecord& u) {
+// A Unix time in milliseconds is taken up to this (the year 5138): beyond it, the
+// microseconds from the earliest start would not fit the trace's 64-bit timestamps.
+constexpr double kMaxUnixMs = 1e14;
+
+// The update's `start_unix_ms`: absent (nullopt, `bad` empty), or why it cannot be used.
+std::optional<double> start_unix_ms(const UpdateRecord& u, std::string& bad) {
   for (const auto& f : u.extra) {
     if (f.key != schema::kStartUnixMs) continue;
     double v = 0;
     const auto* end = f.json.data() + f.json.size();
     const auto [ptr, ec] = std::from_chars(f.json.data(), end, v);
-    if (ec != std::errc() || ptr != end || !std::isfinite(v)) return std::nullopt;
+    if (ec != std::errc() || ptr != end || !std::isfinite(v) || v < 0 || v > kMaxUnixMs) {
+      bad = fmt::format("{}step {} has start_unix_ms {}: expected a Unix time in milliseconds (0 to 1e14)",
+                        u.rank ? fmt::format("rank {} ", *u.rank) : std::string(), u.step,
+                        f.json.size() > 40 ? f.json.substr(0, 40) + "..." : f.json);
+      return std::nullopt;
+    }
     return v;
   }
   return std::nullopt;
@@ -54,21 +64,41 @@ Starts synthetic_starts(const Dataset& data) {
   return s;
 }
 
+// The logged starts, when every update has a usable one; else nullopt, and `why_not` says
+// why unless no update has one at all (the usual case: the recorder does not write it).
 std::optional<Starts> real_starts(const Dataset& data, std::string& why_not) {
   std::optional<double> first;
-  for (const auto& r : data.ranks)
-    for (const auto& u : r.updates) {
-      const auto t = start_unix_ms(u);
-      if (!t) return std::nullopt;
+  const UpdateRecord* without = nullptr;  // the first update without one
+  std::vector<std::vector<double>> ms(data.ranks.size());
+  for (std::size_t ri = 0; ri < data.ranks.size(); ++ri)
+    for (const auto& u : data.ranks[ri].updates) {
+      std::string bad;
+      const auto t = start_unix_ms(u, bad);
+      if (!bad.empty()) {
+        why_not = std::move(bad);
+        return std::nullopt;
+      }
+      if (!t) {
+        if (!without) without = &u;
+        continue;
+      }
+      ms[ri].push_back(*t);
       first = std::min(first.value_or(*t), *t);
     }
+  if (without) {
+    if (first)
+      why_not = fmt::format("{}step {} has no start_unix_ms, while other updates have one",
+                            without->rank ? fmt::format("rank {} ", *without->rank) : std::string(), without->step);
+    return std::nullopt;
+  }
   Starts s;
   s.real = true;
-  for (const auto& r : data.ranks) {
+  for (std::size_t ri = 0; ri < data.ranks.size(); ++ri) {
+    const auto& r = data.ranks[ri];
     auto& v = s.us.emplace_back();
     for (std::size_t k = 0; k < r.updates.size(); ++k) {
       const auto& u = r.updates[k];
-      v.push_back(to_us(*start_unix_ms(u) - *first));
+      v.push_back(to_us(ms[ri][k] - *first));
       if (k > 0 && v[k] < v[k - 1] + to_us(r.updates[k - 1].wall_ms)) {
         why_not = fmt::format("the logged start_unix_ms of step {} falls inside step {}", u.step, r.updates[k - 1].step);
         return std::nullopt;
@@ -272,6 +302,7 @@ Timeline build_timeline(const AnalysisInput& in) {
         "updates laid out one after another: update k starts on every rank when the slowest rank's update k-1 "
         "ended (the logs hold per-update sums, not timestamps)");
   if (!why_not.empty()) t.notes.push_back("start_unix_ms not used: " + why_not);
+  t.timestamps_not_used = why_not;
 
   // Clocks present, and the regions the nesting does not place.
   bool host = false, device = false;

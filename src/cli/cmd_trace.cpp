@@ -25,7 +25,11 @@ int run_trace(const TraceOptions& opt) {
   if (auto stop = load_input(input, diag, in)) return *stop;
   arm_exit_on_interrupt();  // (until the output is written)
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
-  const std::string text = render_trace(build_timeline(ain));
+  const Timeline timeline = build_timeline(ain);
+  const std::string text = render_trace(timeline);
+  if (!timeline.timestamps_not_used.empty())  // (the trace's otherData.layout says it too)
+    fmt::print(stderr, "stepprof: note: start_unix_ms not used, updates laid out one after another: {}\n",
+               timeline.timestamps_not_used);
   const int status = finish(diag);
   if (!write_output(opt.output, text)) return output_failed();
   // (A trace of a thousand ranks' full logs is hundreds of MB: say so, and how to cut it.)

@@ -248,6 +248,44 @@ def test_trace_uses_logged_start_times(tmp_path):
     assert all(e["args"]["layout"] == "logged start_unix_ms" for e in roots)
 
 
+def test_trace_says_why_logged_start_times_are_not_used(tmp_path):
+    # "start_unix_ms": "now" fell back to the synthetic layout without a word, and 1e16 in
+    # one update (beyond 64-bit microseconds) said "falls inside step 29", which was false.
+    config, updates = fx.real_records()
+    base = 1_718_000_000_000.0
+
+    def timed(last=None, every=None, drop=None):
+        t0, recs = base, [config]
+        for k, u in enumerate(updates):
+            v = every if every is not None else t0
+            rec = dict(u, start_unix_ms=v)
+            if k == len(updates) - 1 and last is not None:
+                rec["start_unix_ms"] = last
+            if drop is not None and k == drop:
+                del rec["start_unix_ms"]
+            recs.append(rec)
+            t0 += u["wall_ms"] + 250.0
+        return recs
+
+    last_step = updates[-1]["step"]
+    cases = [("big", timed(last=1e16), f"rank 1 step {last_step} has start_unix_ms 1e+16: expected a Unix time"),
+             ("now", timed(every="now"), f'rank 1 step {updates[0]["step"]} has start_unix_ms "now": expected'),
+             ("some", timed(drop=3), f'rank 1 step {updates[3]["step"]} has no start_unix_ms, while other updates')]
+    for name, recs, why in cases:
+        log = fx.write_jsonl(tmp_path / f"{name}.jsonl", recs)
+        out = tmp_path / f"{name}.trace.json"
+        r = run("trace", "-o", out, log)
+        assert r.returncode == 0, r.stderr
+        assert "stepprof: note: start_unix_ms not used, updates laid out one after another: " + why in r.stderr, r.stderr
+        t = json.loads(out.read_text())
+        assert t["otherData"]["real_timestamps"] is False
+        assert any(n.startswith("start_unix_ms not used: ") and why in n for n in t["otherData"]["layout"]), name
+        assert not any("falls inside" in n for n in t["otherData"]["layout"]), name
+    # No start_unix_ms anywhere (the usual log) is no note.
+    r = run("trace", "-o", tmp_path / "plain.json", fx.LOG)
+    assert r.returncode == 0 and "start_unix_ms" not in r.stderr, r.stderr
+
+
 def test_trace_shrinks_children_that_exceed_their_parent(tmp_path):
     recs = [{"type": "config", "rank": 0},
             {"type": "update", "rank": 0, "step": 1, "wall_ms": 100.0,

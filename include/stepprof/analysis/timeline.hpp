@@ -81,6 +81,9 @@ struct Timeline {
   bool real_timestamps = false;    ///< updates placed at their logged start_unix_ms
   std::size_t shrunk_slices = 0;   ///< slices shrunk to fit their parent or update
   std::vector<std::string> notes;  ///< how the slices were laid out, one sentence each
+  /// Why the logs' start_unix_ms were not used (one update's is not a Unix time in ms, or
+  /// some updates lack it); empty when they were, or when no update has one.
+  std::string timestamps_not_used;
 };
 
 /// Lays out every update of every rank (rules above). The result refers to the names in
