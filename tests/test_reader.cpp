@@ -831,8 +831,25 @@ TEST_F(ReaderTest, MixedRunsInOneFile) {
   EXPECT_EQ(diag_.count(Problem::kMixedRuns), 2u);  // the config line and the skipped records
   const Diagnostic* e = first(Problem::kMixedRuns);
   EXPECT_EQ(e->line, 3u);
-  EXPECT_NE(e->message.find("world_size=8"), std::string::npos);
+  // It listed every run setting of both configs; it names the ones that differ.
+  EXPECT_NE(e->message.find("a second config record (rank 1) differs from the first at line 1 in its run settings "
+                            "(world_size 8 against 4, global_batch absent against 64)"),
+            std::string::npos)
+      << e->message;
   EXPECT_EQ(d.update_count(), 1u);
+
+  // The same across files: one run_id differs.
+  diag_ = Diagnostics();
+  const std::string with_id = R"({"type": "config", "rank": 1, "world_size": 4, "run_id": "b"})";
+  const auto a = write("a.jsonl", R"({"type": "config", "rank": 1, "world_size": 4, "run_id": "a"})" "\n" + update(1) + "\n");
+  const auto b = write("b.jsonl", with_id + "\n" + update(2) + "\n");
+  read({a, b});
+  const Diagnostic* f = first(Problem::kMixedRuns);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->message.find("config for rank 1 differs from the one in " + a +
+                            ":1 in its run settings (run_id b against a): these files come from different runs"),
+            std::string::npos)
+      << f->message;
 }
 
 TEST_F(ReaderTest, UpdateOfAnotherRankInAFile) {

@@ -275,10 +275,9 @@ class FileParser {
             if (!mixed_at) mixed_at = ln;  // skipping starts at the first
           } else if (run_identity(cfg) != run_identity(*file_config)) {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
-                   fmt::format("a second config record ({}, {}) differs from the first at line {} ({}, {}): "
-                               "this file mixes runs; records after this line are skipped",
-                               rank_text(cfg.rank), run_identity(cfg), file_config_line,
-                               rank_text(file_config->rank), run_identity(*file_config)));
+                   fmt::format("a second config record ({}) differs from the first at line {} in its run "
+                               "settings ({}): this file mixes runs; records after this line are skipped",
+                               rank_text(cfg.rank), file_config_line, identity_difference(cfg, *file_config)));
             if (!mixed_at) mixed_at = ln;  // skipping starts at the first
           } else {
             report(Severity::kNote, Problem::kUnknownRecord, ln, 0,
@@ -574,10 +573,12 @@ class FileParser {
 
 }  // namespace
 
-std::string run_identity(const RunConfig& c) {
-  std::string id;
+namespace {
+// The run settings of `c` that are present, in a fixed order, as (key, value text).
+std::vector<std::pair<std::string, std::string>> identity_fields(const RunConfig& c) {
+  std::vector<std::pair<std::string, std::string>> out;
   auto add = [&](std::string_view k, const auto& v) {
-    if (v) id += fmt::format("{}{}={}", id.empty() ? "" : ", ", k, *v);
+    if (v) out.emplace_back(std::string(k), fmt::format("{}", *v));
   };
   add(schema::kRunId, c.run_id);
   add(schema::kWorldSize, c.world_size);
@@ -590,7 +591,33 @@ std::string run_identity(const RunConfig& c) {
   // size): the GPU model tells two jobs' traces of one rank apart.
   if (c.find("trace_format"))
     if (const RawField* gpu = c.find("gpu_name")) add(std::string_view("gpu_name"), std::optional<std::string>(gpu->json));
+  return out;
+}
+}  // namespace
+
+std::string run_identity(const RunConfig& c) {
+  std::string id;
+  for (const auto& [k, v] : identity_fields(c)) id += fmt::format("{}{}={}", id.empty() ? "" : ", ", k, v);
   return id.empty() ? "(no run settings)" : id;
+}
+
+std::string identity_difference(const RunConfig& a, const RunConfig& b) {
+  const auto fa = identity_fields(a), fb = identity_fields(b);
+  auto value = [](const auto& fields, const std::string& key) -> std::string {
+    for (const auto& [k, v] : fields)
+      if (k == key) return v;
+    return "absent";
+  };
+  std::vector<std::string> keys;
+  for (const auto* fields : {&fa, &fb})
+    for (const auto& [k, v] : *fields)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  std::string out;
+  for (const auto& k : keys) {
+    const std::string va = value(fa, k), vb = value(fb, k);
+    if (va != vb) out += fmt::format("{}{} {} against {}", out.empty() ? "" : ", ", k, va, vb);
+  }
+  return out;
 }
 
 std::string rank_text(const std::optional<std::int64_t>& r) {

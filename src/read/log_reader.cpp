@@ -294,10 +294,9 @@ class Reader {
   // records are skipped.
   void report_other_run(std::uint32_t fi, const RunConfig& config, const RankBucket& b, std::size_t updates) {
     report(Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
-           fmt::format("config for {} ({}) differs from the one in {} ({}): these files come from "
-                       "different runs; this file's {} update record(s) are skipped",
-                       rank_text(config.rank), run_identity(config), b.config_where, run_identity(*b.config),
-                       updates));
+           fmt::format("config for {} differs from the one in {} in its run settings ({}): these files come "
+                       "from different runs; this file's {} update record(s) are skipped",
+                       rank_text(config.rank), b.config_where, detail::identity_difference(config, *b.config), updates));
   }
 
   // The file's first config: its rank's bucket takes it, or compares it with the one
