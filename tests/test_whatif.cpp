@@ -505,6 +505,23 @@ TEST(WhatIf, AHistogramThatDisagreesWithTheSamplesCounterIsNotExpanded) {
     std::vector<double> change;
     EXPECT_EQ(replay.replay(7, change), 24u);  // 6 updates x 4 samples
   }
+  // An update without a histogram has no samples to expand: no disagreement (and with no
+  // histogram anywhere, the variant says that it needs one).
+  {
+    Dataset one_without = d;
+    one_without.ranks[0].updates[4].frame_histogram.clear();
+    const AnalysisInput in{one_without, &h};
+    const CostModelSet models = fit_cost_models(in);
+    WhatIfReplay replay(in, models, WhatIfOptions{}, "group");
+    EXPECT_TRUE(replay.available()) << replay.why_not();
+    Dataset none = d;
+    for (auto& u : none.ranks[0].updates) u.frame_histogram.clear();
+    const AnalysisInput in_none{none, &h};
+    const CostModelSet models_none = fit_cost_models(in_none);
+    WhatIfReplay no_replay(in_none, models_none, WhatIfOptions{}, "group");
+    EXPECT_FALSE(no_replay.available());
+    EXPECT_NE(no_replay.why_not().find("needs the frame_histogram"), std::string::npos) << no_replay.why_not();
+  }
   d.ranks[0].updates[2].frame_histogram = {{9, std::int64_t{1} << 32}};
   const AnalysisInput in{d, &h};
   const CostModelSet models = fit_cost_models(in);

@@ -34,9 +34,6 @@ double coefficient_of_variation(double stdev, double mean) {
   return mean != 0 ? stdev / mean : std::numeric_limits<double>::quiet_NaN();
 }
 
-}  // namespace
-
-namespace {
 
 // Neumaier's compensated sum: the rounding error of each addition is carried along,
 // so the result is within about one rounding of the exact sum, in any order.

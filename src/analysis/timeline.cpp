@@ -21,6 +21,15 @@ std::int64_t to_us(double ms) { return std::llround(ms * 1e3); }
 // microseconds from the earliest start would not fit the trace's 64-bit timestamps.
 constexpr double kMaxUnixMs = 1e14;
 
+// A field's JSON text for a message: its first 40 bytes and "..." when longer, cut before
+// a UTF-8 continuation byte (so that no character is split).
+std::string shown_value(const std::string& json) {
+  if (json.size() <= 40) return json;
+  std::size_t n = 40;
+  while (n > 0 && (static_cast<unsigned char>(json[n]) & 0xC0) == 0x80) --n;
+  return json.substr(0, n) + "...";
+}
+
 // The update's `start_unix_ms`: absent (nullopt, `bad` empty), or why it cannot be used.
 std::optional<double> start_unix_ms(const UpdateRecord& u, std::string& bad) {
   for (const auto& f : u.extra) {
@@ -31,7 +40,7 @@ std::optional<double> start_unix_ms(const UpdateRecord& u, std::string& bad) {
     if (ec != std::errc() || ptr != end || !std::isfinite(v) || v < 0 || v > kMaxUnixMs) {
       bad = fmt::format("{}step {} has start_unix_ms {}: expected a Unix time in milliseconds (0 to 1e14)",
                         u.rank ? fmt::format("rank {} ", *u.rank) : std::string(), u.step,
-                        f.json.size() > 40 ? f.json.substr(0, 40) + "..." : f.json);
+                        shown_value(f.json));
       return std::nullopt;
     }
     return v;

@@ -218,8 +218,9 @@ std::vector<std::size_t> leaf_models(const AnalysisInput& in, const CostModelSet
   return out;
 }
 
-// The replay holds one entry per sample: at most this many over all updates (16 bytes
-// each, twice: 8 GB), and Mb::first must stay within 32 bits.
+// The replay holds one entry per sample: at most this many from the frame histograms over
+// all updates (16 bytes each, twice: 8 GB; docs/whatif.md), and Mb::first must stay within
+// 32 bits.
 constexpr std::uint64_t kMaxReplaySamples = std::uint64_t{1} << 28;
 
 // Why the frame histograms cannot give the replay's samples, or an empty string: one that
@@ -231,6 +232,7 @@ std::string check_histograms(const AnalysisInput& in, const std::vector<const Up
   std::string first;
   std::uint64_t all = 0;
   for (const auto* u : updates) {
+    if (u->frame_histogram.empty()) continue;  // (no samples to expand: not a disagreement)
     std::uint64_t total = 0;  // (the reader takes at most 2^32 per entry: no overflow)
     for (const auto& [frames, n] : u->frame_histogram) total += static_cast<std::uint64_t>(n);
     all += total;
@@ -245,7 +247,8 @@ std::string check_histograms(const AnalysisInput& in, const std::vector<const Up
     return fmt::format("the frame_histogram disagrees with the samples counter in {} of {} updates (first: {})", bad,
                        updates.size(), first);
   if (all > kMaxReplaySamples)
-    return fmt::format("the frame_histograms hold {} samples in all, more than the {} the replay expands one by one",
+    return fmt::format("the frame_histograms hold {} samples in all, more than the {} the replay expands one by one; "
+                       "read fewer updates (--steps A:B)",
                        all, kMaxReplaySamples);
   return {};
 }

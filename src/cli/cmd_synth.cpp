@@ -4,6 +4,8 @@
 #include <fstream>
 #include <memory>
 
+#include <sys/resource.h>
+
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -86,17 +88,31 @@ std::optional<std::string> parse_specs(SynthOptions& o) {
   return std::nullopt;
 }
 
-// MemAvailable of /proc/meminfo [bytes]: what the kernel can give without swapping;
-// nullopt where it cannot be read.
+// The memory this process can still take [bytes]: the least of /proc/meminfo's
+// MemAvailable (what the kernel can give without swapping), the room left under a
+// cgroup v2 limit (memory.max less memory.current: a container's, where MemAvailable is
+// the host's) and the address-space limit (ulimit -v); nullopt where none can be read.
 std::optional<std::uint64_t> available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  std::uint64_t kb = 0;
-  while (in >> key >> kb) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") return kb * 1024;
+  std::optional<std::uint64_t> least;
+  auto take = [&](std::uint64_t v) { least = std::min(least.value_or(v), v); };
+  {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    std::uint64_t kb = 0;
+    while (in >> key >> kb) {
+      std::getline(in, unit);
+      if (key == "MemAvailable:") {
+        take(kb * 1024);
+        break;
+      }
+    }
   }
-  return std::nullopt;
+  std::uint64_t max = 0, current = 0;
+  if ((std::ifstream("/sys/fs/cgroup/memory.max") >> max) && (std::ifstream("/sys/fs/cgroup/memory.current") >> current))
+    take(max > current ? max - current : 0);  // ("max", no limit, does not read as a number)
+  struct rlimit as {};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) take(as.rlim_cur);
+  return least;
 }
 
 int run_synth(SynthOptions& opt) {
@@ -140,8 +156,8 @@ int run_synth(SynthOptions& opt) {
     man = synth::generate(opt.model, opt.dir, opt.gzip, opt.threads, [] { return interrupted(); });
   } catch (const std::bad_alloc&) {
     manifest_dir.remove_empty();
-    fmt::print(stderr, "stepprof synth: out of memory: {} updates need {:.1f} GB for the job's timing ({} bytes per "
-               "update); ask for fewer --updates, or allow more memory\n",
+    fmt::print(stderr, "stepprof synth: out of memory: {} updates hold {:.1f} GB for the job's timing ({} bytes per "
+               "update) besides each file's buffers; ask for fewer --updates, or allow more memory\n",
                opt.model.updates, static_cast<double>(need) / 1e9, synth::kJobBytesPerUpdate);
     return kOutOfMemory;
   } catch (const std::exception& e) {

@@ -96,11 +96,12 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     fmt::print(stderr, "stepprof: interrupted\n");
     return kInterrupted;
   }
-  if (diag.should_stop()) {
+  auto strict_stop = [&] {
     finish(diag);
     fmt::print(stderr, "stepprof: stopped at the first problem (--strict)\n");
     return kInputErrors;
-  }
+  };
+  if (diag.should_stop()) return strict_stop();
   if (out.data.update_count() == 0) {
     finish(diag, "in the input", false);
     return kNoData;
@@ -113,11 +114,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     diag.report({Severity::kWarning, Problem::kHierarchy, opt.hierarchy, 0, 0,
                  "no region of this nesting file occurs in the logs: is it the nesting of another job?"});
   }
-  if (diag.should_stop()) {  // (--strict: a warning about the nesting, e.g. circular parents)
-    finish(diag);
-    fmt::print(stderr, "stepprof: stopped at the first problem (--strict)\n");
-    return kInputErrors;
-  }
+  if (diag.should_stop()) return strict_stop();  // (a warning about the nesting, e.g. circular parents)
   return std::nullopt;
 }
 

@@ -580,13 +580,16 @@ std::vector<std::pair<std::string, std::string>> identity_fields(const RunConfig
   auto add = [&](std::string_view k, const auto& v) {
     if (v) out.emplace_back(std::string(k), fmt::format("{}", *v));
   };
-  add(schema::kRunId, c.run_id);
+  auto add_text = [&](std::string_view k, const std::optional<std::string>& v) {  // quoted: "a b" against "a"
+    if (v) out.emplace_back(std::string(k), fmt::format("\"{}\"", *v));
+  };
+  add_text(schema::kRunId, c.run_id);
   add(schema::kWorldSize, c.world_size);
   add(schema::kMicroBatch, c.micro_batch);
   add(schema::kAccumulation, c.accumulation);
   add(schema::kGlobalBatch, c.global_batch);
   add(schema::kSeed, c.seed);
-  add(schema::kModel, c.model);
+  add_text(schema::kModel, c.model);
   // A config imported from a profiler trace has no run_id (and rarely more than the world
   // size): the GPU model tells two jobs' traces of one rank apart.
   if (c.find("trace_format"))
@@ -603,10 +606,10 @@ std::string run_identity(const RunConfig& c) {
 
 std::string identity_difference(const RunConfig& a, const RunConfig& b) {
   const auto fa = identity_fields(a), fb = identity_fields(b);
-  auto value = [](const auto& fields, const std::string& key) -> std::string {
+  auto value = [](const auto& fields, const std::string& key) -> std::optional<std::string> {
     for (const auto& [k, v] : fields)
       if (k == key) return v;
-    return "absent";
+    return std::nullopt;
   };
   std::vector<std::string> keys;
   for (const auto* fields : {&fa, &fb})
@@ -614,8 +617,9 @@ std::string identity_difference(const RunConfig& a, const RunConfig& b) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   std::string out;
   for (const auto& k : keys) {
-    const std::string va = value(fa, k), vb = value(fb, k);
-    if (va != vb) out += fmt::format("{}{} {} against {}", out.empty() ? "" : ", ", k, va, vb);
+    const auto va = value(fa, k), vb = value(fb, k);
+    if (va != vb)
+      out += fmt::format("{}{} {} against {}", out.empty() ? "" : ", ", k, va.value_or("absent"), vb.value_or("absent"));
   }
   return out;
 }

@@ -59,8 +59,8 @@ FileResult read_file(const std::string& path, std::uint32_t file, const FileOpti
 /// The settings that identify a run (run_id, world_size, micro_batch, accumulation,
 /// global_batch, seed, model): configs that differ in any of these are different runs.
 std::string run_identity(const RunConfig& c);
-/// The run settings in which `a` and `b` differ, for messages: "run_id other against
-/// absent, seed 1 against 2" (a's value first; "absent" where one lacks it).
+/// The run settings in which `a` and `b` differ, for messages: `run_id "b" against
+/// absent, seed 1 against 2` (a's value first, text quoted; absent where one lacks it).
 std::string identity_difference(const RunConfig& a, const RunConfig& b);
 /// "rank 3" or "unknown rank", for messages.
 std::string rank_text(const std::optional<std::int64_t>& r);

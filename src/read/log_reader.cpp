@@ -351,10 +351,11 @@ class Reader {
       if (id == run && held != run) {
         // The rank's first files were of another run than most ranks': those are skipped.
         report(Severity::kError, Problem::kMixedRuns, b.config->source.file, b.config->source.line, 0,
-               fmt::format("config for {} ({}) is not the run most ranks belong to ({}, as in {}): these files "
-                           "come from different runs; the {} update record(s) read for {} with this config are "
-                           "skipped",
-                           rank_text(b.rank), held, run, where, b.updates.size(), rank_text(b.rank)));
+               fmt::format("config for {} is not of the run most ranks belong to (as in {}; run settings: {}): "
+                           "these files come from different runs; the {} update record(s) read for {} with this "
+                           "config are skipped",
+                           rank_text(b.rank), where, detail::identity_difference(*b.config, o.config),
+                           b.updates.size(), rank_text(b.rank)));
         b.config = std::move(o.config);
         b.config_where = where;
         b.updates = std::move(o.updates);
@@ -383,12 +384,15 @@ class Reader {
       }
     const std::string ref_identity = ref ? run : std::string();
     const std::string ref_rank = ref ? rank_text(ref->rank) : std::string();
+    // (A copy: the loop below moves each bucket's config into the dataset, ref's among them.)
+    const std::optional<RunConfig> ref_config = ref ? ref->config : std::nullopt;
     for (auto& b : buckets_) {
       if (b.updates.empty() && !b.config) continue;
       if (ref && b.config && &b != ref && run_identity(*b.config) != ref_identity) {
         report(Severity::kError, Problem::kMixedRuns, b.config->source.file, b.config->source.line, 0,
-               fmt::format("{} comes from a different run ({}) than {} ({}); its {} update record(s) are skipped",
-                           rank_text(b.rank), run_identity(*b.config), ref_rank, ref_identity,
+               fmt::format("{} comes from a different run than {} (run settings: {}); its {} update record(s) are "
+                           "skipped",
+                           rank_text(b.rank), ref_rank, detail::identity_difference(*b.config, *ref_config),
                            b.updates.size()));
         continue;
       }

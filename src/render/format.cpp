@@ -105,6 +105,8 @@ std::string shorten_middle(const std::string& s, std::size_t max_columns) {
   std::size_t tail_begin = chars.size();
   for (std::size_t tail_cols = 0; tail_begin > head_end && cols + tail_cols + chars[tail_begin - 1].cols <= room;)
     tail_cols += chars[--tail_begin].cols;
+  // (A combining mark first in the tail would sit on the ellipsis: it goes with its base.)
+  while (tail_begin < chars.size() && chars[tail_begin].cols == 0) ++tail_begin;
   const std::size_t head_bytes = head_end < chars.size() ? chars[head_end].at : s.size();
   const std::size_t tail_at = tail_begin < chars.size() ? chars[tail_begin].at : s.size();
   return s.substr(0, head_bytes) + "\u2026" + s.substr(tail_at);

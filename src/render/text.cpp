@@ -53,7 +53,7 @@ void block(const detail::Block& b, std::string& out) {
       const int depth = i < t->depth.size() ? t->depth[i] : 0;
       if (!row.empty()) {
         std::string name = detail::shorten_middle(row[0], kNameColumns);
-        shortened = shortened || name.size() != row[0].size();
+        shortened = shortened || name != row[0];
         row[0] = std::string(static_cast<std::size_t>(depth) * 2, ' ') + std::move(name);
       }
       tt.add(std::move(row));

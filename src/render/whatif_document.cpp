@@ -84,17 +84,18 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
     return out;
   }
   Fields f;
+  const double central = r.bootstrap ? r.interval : 0.0;  // (0: no bootstrap interval, see interval())
   f.items.emplace_back("change", p.summary);
-  f.items.emplace_back("measured update time", interval(p.measured, r.bootstrap ? r.interval : 0.0));
+  f.items.emplace_back("measured update time", interval(p.measured, central));
   if (p.range && p.only_this_rank) {
-    f.items.emplace_back("predicted (only this rank)", interval(*p.only_this_rank, r.bootstrap ? r.interval : 0.0));
-    f.items.emplace_back("predicted (every rank)", interval(p.predicted, r.bootstrap ? r.interval : 0.0));
+    f.items.emplace_back("predicted (only this rank)", interval(*p.only_this_rank, central));
+    f.items.emplace_back("predicted (every rank)", interval(p.predicted, central));
     f.items.emplace_back("saved (only this rank)", saving(*p.saved_only_ms, p.measured.median_ms));
     f.items.emplace_back("saved (every rank)", saving(p.saved_ms, p.measured.median_ms));
     f.items.emplace_back("range", "\"only this rank\": this rank improves and the others do not; \"every rank\": every "
                                   "rank improves alike");
   } else {
-    f.items.emplace_back("predicted update time", interval(p.predicted, r.bootstrap ? r.interval : 0.0));
+    f.items.emplace_back("predicted update time", interval(p.predicted, central));
     f.items.emplace_back("saved", saving(p.saved_ms, p.measured.median_ms));
   }
   if (p.samples_per_update) {

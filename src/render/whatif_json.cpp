@@ -121,7 +121,7 @@ std::string render_whatif_json(const WhatIfResult& r, const Diagnostics& diag) {
          {"detail", r.detail},
          {"sync", r.sync},
          {"bootstrap", r.bootstrap},
-         {"interval_fraction", r.interval},
+         {"interval_fraction", r.bootstrap ? Json(r.interval) : Json(nullptr)},  // (no bootstrap: no interval)
          {"cost_models", models(r.models)},
          {"predictions", predictions},
          {"diagnostics", detail::diagnostics_json(diag)}};

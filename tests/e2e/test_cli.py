@@ -219,7 +219,8 @@ def test_text_tables_shorten_very_long_names(tmp_path):
     # its end stay, so that names differing only at their end stay apart); JSON keeps it.
     long_a = "a_" + "x" * 1000 + "_first"
     long_b = "a_" + "x" * 1000 + "_second"
-    names = [long_a, long_b, "short"]
+    accented = "e\u0301" * 60  # e + a combining acute accent (0 columns): never split from its e
+    names = [long_a, long_b, "short", accented]
     lines = [json.dumps({"type": "config", "schema": 1, "rank": 0, "world_size": 1})]
     for step in range(1, 6):
         lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 100.0 + step,
@@ -231,12 +232,16 @@ def test_text_tables_shorten_very_long_names(tmp_path):
     text = r.stdout.splitlines()
     head = next(i for i, l in enumerate(text) if l.lstrip().startswith("region ") and "host ms" in l)
     table = text[head:head + 2 + len(names)]
-    assert max(len(l) for l in table) < 160, table
+    import unicodedata
+    assert max(sum(0 if unicodedata.combining(c) else 1 for c in l) for l in table) < 160, table
     firsts = [l.split()[0] for l in table[2:]]
     assert "short" in firsts, table
     for end in ("_first", "_second"):
         cell = next(c for c in firsts if c.endswith(end))
         assert cell.startswith("a_xxx") and "\u2026" in cell and len(cell) <= 48, cell
+    cell = next(c for c in firsts if c.startswith("e\u0301"))
+    head, tail = cell.split("\u2026")
+    assert not unicodedata.combining(tail[0]) and unicodedata.combining(head[-1]), cell
     assert "shortened in the middle" in r.stdout
     doc = json.loads(run("report", "--format", "json", log).stdout)
     assert {long_a, long_b} <= {row["name"] for row in doc["regions"]["rows"]}

@@ -710,6 +710,7 @@ def test_csv_tables_never_replace_an_input_log(tmp_path):
     assert f"--out would write {logs / 'updates.csv'}, which is one of the input logs ({given})" in r.stderr
     assert given.read_bytes() == fx.LOG.read_bytes()
     assert sorted(p.name for p in logs.iterdir()) == ["updates.csv"]
-    r = run("report", "--format", "csv", "--out", "-", fx.LOG)
+    r = subprocess.run([BIN, "report", "--format", "csv", "--out", "-", str(fx.LOG)], capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and "give a directory" in r.stderr, r.stderr
-    assert not os.path.exists("-")
+    assert not (tmp_path / "-").exists()

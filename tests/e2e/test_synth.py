@@ -942,8 +942,9 @@ def test_synth_out_of_memory_is_status_4_with_a_message(tmp_path):
     r = subprocess.run([BIN, "synth", "-o", str(tmp_path / "logs"), "--ranks", "1", "--updates", "100000000"],
                        capture_output=True, text=True, timeout=300, preexec_fn=limit)
     assert r.returncode == 4, r.stderr
-    assert "stepprof synth: out of memory: 100000000 updates need 2.4 GB for the job's timing (24 bytes per update)" \
-        in r.stderr, r.stderr
+    # (The limit is seen before anything is held: refused up front, not by std::bad_alloc.)
+    assert "stepprof synth: out of memory: 100000000 updates need 2.4 GB for the job's timing (24 bytes per update)," \
+        " and " in r.stderr and " GB is available" in r.stderr, r.stderr
     assert not (tmp_path / "logs").exists()
 
 
