@@ -487,6 +487,17 @@ TEST(WhatIf, ReplayCountsEverySample) {
   EXPECT_EQ(change.size(), 6u);
 }
 
+// The group variant's replay of `data`, with what it points to (the dataset, the input
+// and the cost models fitted on it).
+struct GroupReplay {
+  GroupReplay(Dataset data, const Hierarchy& h)
+      : d(std::move(data)), in{d, &h}, models(fit_cost_models(in)), replay(in, models, WhatIfOptions{}, "group") {}
+  Dataset d;
+  AnalysisInput in;
+  CostModelSet models;
+  WhatIfReplay replay;
+};
+
 // A frame histogram is expanded one entry per sample: one whose counts disagree with the
 // update's samples counter ({"9": 2^62} beside 16 samples, from a hand-edited log) took
 // every byte of memory. Such a histogram is not used, and the variant says why.
@@ -498,34 +509,27 @@ TEST(WhatIf, AHistogramThatDisagreesWithTheSamplesCounterIsNotExpanded) {
   }
   const Hierarchy h = parse(kNesting);
   {
-    const AnalysisInput in{d, &h};
-    const CostModelSet models = fit_cost_models(in);
-    WhatIfReplay replay(in, models, WhatIfOptions{}, "group");
-    ASSERT_TRUE(replay.available()) << replay.why_not();
+    GroupReplay g(d, h);
+    ASSERT_TRUE(g.replay.available()) << g.replay.why_not();
     std::vector<double> change;
-    EXPECT_EQ(replay.replay(7, change), 24u);  // 6 updates x 4 samples
+    EXPECT_EQ(g.replay.replay(7, change), 24u);  // 6 updates x 4 samples
   }
   // An update without a histogram has no samples to expand: no disagreement (and with no
   // histogram anywhere, the variant says that it needs one).
   {
     Dataset one_without = d;
     one_without.ranks[0].updates[4].frame_histogram.clear();
-    const AnalysisInput in{one_without, &h};
-    const CostModelSet models = fit_cost_models(in);
-    WhatIfReplay replay(in, models, WhatIfOptions{}, "group");
-    EXPECT_TRUE(replay.available()) << replay.why_not();
+    GroupReplay g(std::move(one_without), h);
+    EXPECT_TRUE(g.replay.available()) << g.replay.why_not();
     Dataset none = d;
     for (auto& u : none.ranks[0].updates) u.frame_histogram.clear();
-    const AnalysisInput in_none{none, &h};
-    const CostModelSet models_none = fit_cost_models(in_none);
-    WhatIfReplay no_replay(in_none, models_none, WhatIfOptions{}, "group");
-    EXPECT_FALSE(no_replay.available());
-    EXPECT_NE(no_replay.why_not().find("needs the frame_histogram"), std::string::npos) << no_replay.why_not();
+    GroupReplay no(std::move(none), h);
+    EXPECT_FALSE(no.replay.available());
+    EXPECT_NE(no.replay.why_not().find("needs the frame_histogram"), std::string::npos) << no.replay.why_not();
   }
   d.ranks[0].updates[2].frame_histogram = {{9, std::int64_t{1} << 32}};
-  const AnalysisInput in{d, &h};
-  const CostModelSet models = fit_cost_models(in);
-  WhatIfReplay replay(in, models, WhatIfOptions{}, "group");
+  GroupReplay g(std::move(d), h);
+  const WhatIfReplay& replay = g.replay;
   EXPECT_FALSE(replay.available());
   EXPECT_NE(replay.why_not().find("the frame_histogram disagrees with the samples counter in 1 of 6 updates (first: "
                                   "rank 0 step 3: 4294967296 samples in the histogram, 4 in the samples counter)"),
