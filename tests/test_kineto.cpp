@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -337,6 +338,87 @@ TEST_F(KinetoTest, AttributionWorkedOutByHand) {
   EXPECT_EQ(stats.annotations_outside_steps, 1u);
   EXPECT_EQ(stats.gpu_ops_outside_steps, 1u);
   EXPECT_EQ(stats.gpu_ops_without_launch, 1u);
+}
+
+// A name called from several places is one region per place (torchrec calls
+// nccl:all_to_all under five annotations); worked out by hand:
+//   step 1 on thread 1, [0, 1000)
+//   thread 1: a [0, 100) { c [10, 40) }   b [200, 400) { c [250, 300), c [310, 330) }
+//             d [500, 600) { e [510, 520) }   "c (in a)" [900, 950) (a name that reads like a place)
+//   thread 2: c [205, 215): nothing open on its own thread, so it is not placed by what
+//             thread 1 has open (b, by chance): plain "c", its parent b as before
+//   launch 1 (thread 1, 260) in c under b: kernel s7 [300, 350)
+TEST_F(KinetoTest, ANameCalledFromSeveralPlacesIsARegionPerPlace) {
+  KinetoModel m;
+  m.add_step(1, 1, 0, 1000, 2);
+  m.add_annotation("a", 1, 0, 100);
+  m.add_annotation("c", 1, 10, 40);
+  m.add_annotation("b", 1, 200, 400);
+  m.add_annotation("c", 1, 250, 300);
+  m.add_annotation("c", 1, 310, 330);
+  m.add_annotation("d", 1, 500, 600);
+  m.add_annotation("e", 1, 510, 520);
+  m.add_annotation("c (in a)", 1, 900, 950);
+  m.add_annotation("c", 2, 205, 215);
+  m.add_launch(1, 1, 260);
+  m.add_gpu(GpuKind::kKernel, false, 1, 0, 7, 300, 350);
+  KinetoStats stats;
+  const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
+  ASSERT_EQ(updates.size(), 1u);
+  const UpdateRecord& u = updates[0];
+  EXPECT_EQ(stats.names_at_several_places, 1u);
+  EXPECT_EQ(stats.first_split_name, "c");
+
+  const auto* in_a = region(u, "c (in a)");
+  ASSERT_TRUE(in_a);
+  EXPECT_EQ(*in_a->calls, 1);
+  EXPECT_DOUBLE_EQ(*in_a->host_ms, 30e-6);
+  EXPECT_EQ(*in_a->parent, *regions_.find("a"));
+  EXPECT_FALSE(in_a->device_ms);
+
+  const auto* in_b = region(u, "c (in b)");
+  ASSERT_TRUE(in_b);
+  EXPECT_EQ(*in_b->calls, 2);
+  EXPECT_DOUBLE_EQ(*in_b->host_ms, 70e-6);  // 50 + 20
+  EXPECT_EQ(*in_b->parent, *regions_.find("b"));
+  EXPECT_DOUBLE_EQ(*in_b->device_ms, 50e-6);
+  EXPECT_DOUBLE_EQ(*region(u, "b")->device_ms, 50e-6);
+
+  const auto* other_thread = region(u, "c");
+  ASSERT_TRUE(other_thread);
+  EXPECT_EQ(*other_thread->calls, 1);
+  EXPECT_DOUBLE_EQ(*other_thread->host_ms, 10e-6);
+  EXPECT_EQ(*other_thread->parent, *regions_.find("b"));
+
+  // e is at one place only: its own name.
+  ASSERT_TRUE(region(u, "e"));
+  EXPECT_EQ(*region(u, "e")->parent, *regions_.find("d"));
+  // The trace's own "c (in a)" keeps apart from the place c in a.
+  const auto* literal = region(u, "c (in a) [2]");
+  ASSERT_TRUE(literal);
+  EXPECT_DOUBLE_EQ(*literal->host_ms, 50e-6);
+  EXPECT_EQ(*literal->parent, kTopLevel);
+  EXPECT_EQ(u.regions.size(), 8u);  // a, b, d, e, c in a, c in b, c, the literal
+}
+
+// x and y nested alternately 100 deep: every level is a place of its own, and the names
+// stay distinct and short (a place deeper than 256 characters of qualifiers is numbered).
+TEST_F(KinetoTest, DeepAlternatingNestingGivesDistinctBoundedNames) {
+  KinetoModel m;
+  m.add_step(1, 1, 0, 1000, 2);
+  for (int i = 0; i < 100; ++i) m.add_annotation(i % 2 ? "y" : "x", 1, i, 1000 - i);
+  KinetoStats stats;
+  const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
+  ASSERT_EQ(updates.size(), 1u);
+  ASSERT_EQ(updates[0].regions.size(), 100u);
+  std::set<std::string> names;
+  for (const auto& r : updates[0].regions) {
+    const auto name = std::string(regions_.name(r.region));
+    EXPECT_LE(name.size(), 256u + 40u) << name;
+    names.insert(name);
+  }
+  EXPECT_EQ(names.size(), 100u);
+  EXPECT_EQ(stats.names_at_several_places, 2u);
 }
 
 std::string small_trace(const std::string& top) {

@@ -7,7 +7,9 @@
 //    on how to read the times and `region_roles` ({"nccl": "communication", ...}).
 //  - one update per `ProfilerStep#N` range: step N, `wall_ms` = its duration [ms].
 //  - regions: every user annotation (`record_function` range, category
-//    `user_annotation`) that starts inside the step.
+//    `user_annotation`) that starts inside the step. A name called from several places
+//    on its thread (under different enclosing annotations) is one region per place,
+//    named "NAME (in PARENT)" (KinetoStats::names_at_several_places).
 //      cpu_call_ms  sum of the durations of its calls in the step [ms]; a call nested
 //                   inside a call of the same name is counted in `calls` but not again
 //                   in the time.
@@ -80,6 +82,11 @@ struct KinetoStats {
   std::uint64_t first_overlap_line = 0;
   std::int64_t first_overlap_step = 0;
   std::uint64_t model_bytes = 0;  ///< memory held for the compact event tables at the end [bytes]
+  /// Annotation names called from several places on their thread (under different
+  /// enclosing annotations): each place is a region of its own, "name (in parent)", so that
+  /// a parent holds only its own children's calls [count]; the first such name.
+  std::uint64_t names_at_several_places = 0;
+  std::string first_split_name;
 };
 
 /// One trace in the log model: one rank's config and its updates (sorted by step).

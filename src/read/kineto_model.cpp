@@ -5,6 +5,9 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
 
 namespace stepprof::detail {
 namespace {
@@ -17,7 +20,7 @@ struct RegionAgg {
   std::int64_t host_ns = 0;
   std::int64_t calls = 0;
   std::int64_t first_start = std::numeric_limits<std::int64_t>::max();
-  std::int32_t parent = kNone;  // annotation name id of the first call's parent, kNone: top level
+  std::int32_t parent = kNone;  // place id of the first call's parent, kNone: top level
   std::int64_t device_ns = -1;  // -1: launched no GPU work
 };
 
@@ -62,6 +65,75 @@ std::vector<std::int64_t> KinetoModel::devices() const {
 std::size_t KinetoModel::bytes() const {
   return steps_.capacity() * sizeof(Step) + annotations_.capacity() * sizeof(Annotation) +
          (launches_.capacity() + flows_.capacity()) * sizeof(Launch) + gpu_.capacity() * sizeof(Gpu);
+}
+
+KinetoModel::PlaceTable KinetoModel::make_places(const std::vector<std::int32_t>& place_parent,
+                                                 const std::vector<std::int32_t>& step_of_ann) const {
+  constexpr std::int32_t kUnset = -2;
+  // A qualified name longer than this is not qualified further (deep recursion in a
+  // crafted trace would make names quadratic in the depth): "name (place N)" instead.
+  constexpr std::size_t kMaxQualifier = 256;
+  const std::size_t na = annotations_.size();
+  struct Place {
+    std::uint32_t name;
+    std::int32_t parent;  // place id, kNone: none on the annotation's thread
+  };
+  std::vector<Place> list;
+  std::map<std::pair<std::uint32_t, std::int32_t>, std::int32_t> ids;
+  std::vector<std::uint32_t> places_of_name(names_.size(), 0);
+  PlaceTable t;
+  // The parent that places an annotation: the enclosing one when it is on the same thread.
+  auto placing_parent = [&](std::size_t i) -> std::int32_t {
+    const std::int32_t p = place_parent[i];
+    return p != kNone && annotations_[static_cast<std::size_t>(p)].tid == annotations_[i].tid ? p : kNone;
+  };
+  std::vector<std::int32_t> of(na, kUnset);
+  std::vector<std::size_t> pending;  // an annotation's unplaced ancestors, innermost first
+  for (std::size_t i = 0; i < na; ++i) {
+    if (step_of_ann[i] == kNone || of[i] != kUnset) continue;
+    pending.clear();
+    for (std::int32_t j = static_cast<std::int32_t>(i); j != kNone && of[static_cast<std::size_t>(j)] == kUnset;
+         j = placing_parent(static_cast<std::size_t>(j)))
+      pending.push_back(static_cast<std::size_t>(j));
+    for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
+      const std::int32_t p = placing_parent(*it);
+      const std::int32_t parent_place = p == kNone ? kNone : of[static_cast<std::size_t>(p)];
+      const std::uint32_t name = annotations_[*it].name;
+      const auto [pos, added] = ids.try_emplace({name, parent_place}, static_cast<std::int32_t>(list.size()));
+      if (added) {
+        list.push_back({name, parent_place});
+        if (++places_of_name[name] == 2 && t.names_at_several_places++ == 0)
+          t.first_split_name = std::string(names_.name(name));
+      }
+      of[*it] = pos->second;
+    }
+  }
+  t.of.assign(na, 0);
+  for (std::size_t i = 0; i < na; ++i)
+    if (of[i] >= 0) t.of[i] = static_cast<std::uint32_t>(of[i]);
+  // Names, parents first (a place's parent has a smaller id). A name in the trace may read
+  // like a qualified one ("c (in a)"): a taken name gets " [2]", " [3]", ...
+  t.display.resize(list.size());
+  std::unordered_set<std::string> used;
+  std::unordered_map<std::string, std::size_t> next_suffix;
+  for (std::size_t p = 0; p < list.size(); ++p) {
+    const std::string_view name = names_.name(list[p].name);
+    std::string d;
+    if (places_of_name[list[p].name] < 2 || list[p].parent == kNone) d = std::string(name);
+    else if (const auto& outer = t.display[static_cast<std::size_t>(list[p].parent)]; outer.size() <= kMaxQualifier)
+      d = fmt::format("{} (in {})", name, outer);
+    else
+      d = fmt::format("{} (place {})", name, p);
+    if (!used.insert(d).second) {
+      std::size_t& k = next_suffix.try_emplace(d, 2).first->second;
+      std::string alt;
+      do alt = fmt::format("{} [{}]", d, k++);
+      while (!used.insert(alt).second);
+      d = std::move(alt);
+    }
+    t.display[p] = std::move(d);
+  }
+  return t;
 }
 
 std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& counters, std::string_view nccl_region,
@@ -154,7 +226,35 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     }
   }
 
-  // Host time, calls and parent per (step, name).
+  // Each annotation's place: the nearest enclosing annotation of another name in its step
+  // (`place_parent`, kNone: top level), and whether one of its own name encloses it nearer
+  // than that (a recursive call: the same region, its time counted once).
+  std::vector<std::int32_t> place_parent(na, kNone);
+  std::vector<std::uint8_t> recursive(na, 0);
+  for (std::size_t i = 0; i < na; ++i) {
+    const std::int32_t s = step_of_ann[i];
+    if (s == kNone) continue;
+    for (std::int32_t p = parent[i]; p != kNone; p = parent[static_cast<std::size_t>(p)]) {
+      const auto pi = static_cast<std::size_t>(p);
+      if (step_of_ann[pi] != s) break;
+      if (annotations_[pi].name != annotations_[i].name) {
+        place_parent[i] = p;
+        break;
+      }
+      recursive[i] = 1;
+    }
+  }
+  // Regions are places, not names: a name called from several places on its thread
+  // (torchrec's nccl:all_to_all under five different annotations) is one region per place,
+  // so that a parent holds only its own children's calls. A place is the name and the
+  // place of its parent on the same thread; a parent found on the step's thread (an
+  // annotation at the top of a worker thread) does not split a name, as what is open
+  // there at the time is chance. Place ids are made parents first.
+  const PlaceTable places = make_places(place_parent, step_of_ann);
+  stats.names_at_several_places = places.names_at_several_places;
+  if (!places.first_split_name.empty()) stats.first_split_name = places.first_split_name;
+
+  // Host time, calls and parent per (step, place).
   std::vector<std::unordered_map<std::uint32_t, RegionAgg>> agg(steps_.size());
   std::vector<std::vector<std::uint32_t>> region_order(steps_.size());
   for (std::size_t i = 0; i < na; ++i) {
@@ -164,27 +264,16 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
       continue;
     }
     const auto& a = annotations_[i];
-    bool nested_in_same = false;
-    std::int32_t reported = kNone;
-    bool reported_set = false;
-    for (std::int32_t p = parent[i]; p != kNone; p = parent[static_cast<std::size_t>(p)]) {
-      const auto pi = static_cast<std::size_t>(p);
-      if (step_of_ann[pi] != s) break;
-      if (annotations_[pi].name == a.name) {
-        nested_in_same = true;
-      } else if (!reported_set) {
-        reported = static_cast<std::int32_t>(annotations_[pi].name);
-        reported_set = true;
-      }
-    }
-    auto [it, inserted] = agg[static_cast<std::size_t>(s)].try_emplace(a.name);
-    if (inserted) region_order[static_cast<std::size_t>(s)].push_back(a.name);
+    const std::uint32_t place = places.of[i];
+    auto [it, inserted] = agg[static_cast<std::size_t>(s)].try_emplace(place);
+    if (inserted) region_order[static_cast<std::size_t>(s)].push_back(place);
     RegionAgg& r = it->second;
     ++r.calls;
-    if (!nested_in_same) r.host_ns += a.end - a.start;
+    if (!recursive[i]) r.host_ns += a.end - a.start;
     if (a.start < r.first_start) {
       r.first_start = a.start;
-      r.parent = reported;
+      const std::int32_t pp = place_parent[i];
+      r.parent = pp == kNone ? kNone : static_cast<std::int32_t>(places.of[static_cast<std::size_t>(pp)]);
     }
   }
   for (std::size_t s = 0; s < steps_.size(); ++s)
@@ -238,8 +327,8 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   const NameTable::Id c_memcpys = counters.intern("gpu_memcpys");
   const NameTable::Id c_memsets = counters.intern("gpu_memsets");
   const NameTable::Id c_nccl = counters.intern("nccl_kernels");
-  std::vector<NameTable::Id> region_id(names_.size());
-  for (NameTable::Id i = 0; i < names_.size(); ++i) region_id[i] = regions.intern(names_.name(i));
+  std::vector<NameTable::Id> region_id(places.display.size());
+  for (std::size_t i = 0; i < places.display.size(); ++i) region_id[i] = regions.intern(places.display[i]);
 
   std::vector<Charge> charges;
   std::vector<std::uint32_t> chain;
@@ -265,10 +354,10 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
       for (std::int32_t a = resolved[r].annotation; a != kNone; a = parent[static_cast<std::size_t>(a)]) {
         const auto ai = static_cast<std::size_t>(a);
         if (step_of_ann[ai] != static_cast<std::int32_t>(s)) break;
-        const std::uint32_t name = annotations_[ai].name;
-        if (std::find(chain.begin(), chain.end(), name) == chain.end()) chain.push_back(name);
+        const std::uint32_t place = places.of[ai];
+        if (std::find(chain.begin(), chain.end(), place) == chain.end()) chain.push_back(place);
       }
-      for (std::uint32_t name : chain) charges.push_back({name, stream, op.start, op.end});
+      for (std::uint32_t place : chain) charges.push_back({place, stream, op.start, op.end});
     }
     // Union of the intervals per (region, stream), summed over streams.
     std::sort(charges.begin(), charges.end(), [](const Charge& x, const Charge& y) {
@@ -299,10 +388,10 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     u.step = st.step;
     u.wall_ms = static_cast<double>(st.end - st.start) / 1e6;
     u.source = {file_index, st.line};
-    for (std::uint32_t name : region_order[s]) {
-      const RegionAgg& a = agg[s][name];
+    for (std::uint32_t place : region_order[s]) {
+      const RegionAgg& a = agg[s][place];
       RegionSample rs;
-      rs.region = region_id[name];
+      rs.region = region_id[place];
       rs.host_ms = static_cast<double>(a.host_ns) / 1e6;
       rs.calls = a.calls;
       rs.parent = a.parent == kNone ? kTopLevel : region_id[static_cast<std::size_t>(a.parent)];

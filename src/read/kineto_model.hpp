@@ -64,6 +64,20 @@ class KinetoModel {
     bool nccl;
   };
 
+  /// Regions by place (see build()): the place of each annotation that starts in a step,
+  /// and each place's region name: the annotation's name, or, for a name at several
+  /// places on its thread, "name (in parent's region name)".
+  struct PlaceTable {
+    std::vector<std::uint32_t> of;     // per annotation, its place id (annotations in steps)
+    std::vector<std::string> display;  // per place id, the region name (unique)
+    std::uint64_t names_at_several_places = 0;
+    std::string first_split_name;  // the first such name
+  };
+  /// `place_parent`: per annotation, the nearest enclosing annotation of another name in
+  /// its step, or -1; `step_of_ann`: its step, -1 for none.
+  [[nodiscard]] PlaceTable make_places(const std::vector<std::int32_t>& place_parent,
+                                       const std::vector<std::int32_t>& step_of_ann) const;
+
   NameTable names_;  // annotation names
   std::vector<Step> steps_;
   std::vector<Annotation> annotations_;

@@ -387,6 +387,12 @@ class TraceReader {
              fmt::format("{} of {} GPU kernel(s)/copies were launched outside every ProfilerStep range and are not "
                          "counted",
                          stats_.gpu_ops_outside_steps, stats_.gpu_ops));
+    if (stats_.names_at_several_places)
+      report(Severity::kNote, Problem::kHierarchy, {},
+             fmt::format("{} annotation name(s) are called from several places on their thread (the first: \"{}\"): "
+                         "each place is a region of its own, named \"NAME (in PARENT)\", so that a parent's self "
+                         "time holds only its own children's calls",
+                         stats_.names_at_several_places, stats_.first_split_name));
     if (stats_.gpu_ops_without_launch)
       report(Severity::kNote, Problem::kUnattributed, {},
              fmt::format("{} of {} GPU kernel(s)/copies have no launching runtime call or flow in the trace (by "

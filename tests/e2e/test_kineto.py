@@ -148,6 +148,62 @@ def expected_device(t, name):
     return {t.steps[s]["name"]: union_ms(v) for s, v in per_step.items()}
 
 
+def expected_places(t):
+    """Per step, per region name: (calls, host ms, parent region name or None), with a name
+    called from several places split by place (docs/kineto.md, "Nesting"). An annotation's
+    place is its name under its parent's place; its parent, the innermost annotation of
+    another name open around it on its own thread in the same step (same-name ones in
+    between are recursive calls: a call, no time). A name with more than one place is
+    named "name (in <parent's region name>)" at every place that has a parent."""
+    info = []  # (annotation, step, parent index or None, recursive)
+    by_tid = defaultdict(list)
+    for i, a in enumerate(t.annotations):
+        by_tid[a["tid"]].append(i)
+    parent, recursive = {}, {}
+    for tid, idx in by_tid.items():
+        idx.sort(key=lambda i: (t.annotations[i]["ts"], -t.annotations[i]["dur"], i))
+        open_ = []
+        for i in idx:
+            a = t.annotations[i]
+            while open_ and t.annotations[open_[-1]]["ts"] + t.annotations[open_[-1]]["dur"] <= a["ts"]:
+                open_.pop()
+            parent[i], recursive[i] = None, False
+            for j in reversed(open_):
+                if t.step_index(t.annotations[j]["ts"]) != t.step_index(a["ts"]):
+                    break
+                if t.annotations[j]["name"] == a["name"]:
+                    recursive[i] = True
+                else:
+                    parent[i] = j
+                    break
+            open_.append(i)
+    path = {}
+    def path_of(i):
+        if i not in path:
+            p = parent[i]
+            path[i] = (path_of(p) if p is not None else ()) + (t.annotations[i]["name"],)
+        return path[i]
+    in_steps = [i for i in range(len(t.annotations)) if t.step_index(t.annotations[i]["ts"]) is not None]
+    places = defaultdict(set)
+    for i in in_steps:
+        places[t.annotations[i]["name"]].add(path_of(i))
+    def display(pth):
+        if len(places[pth[-1]]) < 2 or len(pth) == 1:
+            return pth[-1]
+        return f"{pth[-1]} (in {display(pth[:-1])})"
+    out = defaultdict(dict)
+    for i in in_steps:
+        a = t.annotations[i]
+        step = t.steps[t.step_index(a["ts"])]["name"]
+        name = display(path_of(i))
+        calls, ms, par = out[step].get(name, (0, Decimal(0), None))
+        if calls == 0:
+            par = display(path_of(parent[i])) if parent[i] is not None else None
+        out[step][name] = (calls + 1, ms + (0 if recursive[i] else Decimal(a["dur"])), par)
+    split = sorted(n for n, v in places.items() if len(v) > 1)
+    return out, split
+
+
 # ---- what stepprof wrote ----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -279,6 +335,27 @@ def test_config_keeps_device_and_distributed_info(imported, traces):
     assert config["gpu_name"] == props[0]["name"]
     assert config["visible_gpus"] == len(traces[HTA2].doc["deviceProperties"])
     assert config["region_roles"]["nccl"] == "communication"
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_a_name_called_from_several_places_is_a_region_per_place(path, imported, traces):
+    exp, split = expected_places(traces[path])
+    _, updates = imported[path]
+    for u in updates:
+        step = exp[f"ProfilerStep#{u['step']}"]
+        for name, (calls, ms, par) in step.items():
+            if any(name.startswith(f"{s} (in ") for s in split):
+                assert u["calls"][name] == calls, name
+                assert u["cpu_call_ms"][name] == pytest.approx(float(ms / 1000), rel=1e-12), name
+                if par is not None:
+                    assert u["parents"][name] == par, name
+        # With each call under its own place, no parent's host time is less than its
+        # children's (the nesting the report's self times subtract).
+        for region, ms in u["cpu_call_ms"].items():
+            kids = sum(v for c, v in u["cpu_call_ms"].items() if u["parents"].get(c) == region)
+            assert kids <= ms + 1e-9, (region, ms, kids)
+    if path in DLRM + [HTA8]:
+        assert "nccl:all_to_all" in split  # torchrec's collective, called under several annotations
 
 
 def test_report_on_all_eight_dlrm_ranks():
