@@ -3,9 +3,11 @@
 #include <locale.h>
 #include <wchar.h>
 
+#include <cctype>
 #include <cmath>
 #include <cwchar>
 #include <locale>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -107,8 +109,20 @@ std::string shorten_middle(const std::string& s, std::size_t max_columns) {
     tail_cols += chars[--tail_begin].cols;
   // (A combining mark first in the tail would sit on the ellipsis: it goes with its base.)
   while (tail_begin < chars.size() && chars[tail_begin].cols == 0) ++tail_begin;
-  const std::size_t head_bytes = head_end < chars.size() ? chars[head_end].at : s.size();
-  const std::size_t tail_at = tail_begin < chars.size() ? chars[tail_begin].at : s.size();
+  std::size_t head_bytes = head_end < chars.size() ? chars[head_end].at : s.size();
+  std::size_t tail_at = tail_begin < chars.size() ? chars[tail_begin].at : s.size();
+  // A cut inside an escape "\xNN" (printable()'s, four ASCII bytes) moves out of it: the
+  // head ends before it, the tail starts after it.
+  auto escape_around = [&](std::size_t cut) -> std::optional<std::size_t> {
+    for (std::size_t k = 1; k <= 3 && k <= cut; ++k)
+      if (cut - k + 4 <= s.size() && s[cut - k] == '\\' && s[cut - k + 1] == 'x' &&
+          std::isxdigit(static_cast<unsigned char>(s[cut - k + 2])) &&
+          std::isxdigit(static_cast<unsigned char>(s[cut - k + 3])))
+        return cut - k;
+    return std::nullopt;
+  };
+  if (const auto e = escape_around(head_bytes)) head_bytes = *e;
+  if (const auto e = escape_around(tail_at); e && tail_at < s.size()) tail_at = std::max(tail_at, *e + 4);
   return s.substr(0, head_bytes) + "\u2026" + s.substr(tail_at);
 }
 

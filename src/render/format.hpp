@@ -30,7 +30,8 @@ namespace stepprof::detail {
 
 /// `s` if it takes at most `max_columns` terminal columns (display width, as TextTable
 /// measures it); else its beginning and its end around "\u2026" (one column), at most
-/// `max_columns` in all, cut only between characters. (A `max_columns` below 3 returns `s`.)
+/// `max_columns` in all, cut only between characters, never inside an escape "\xNN"
+/// (printable()'s: cut before it). (A `max_columns` below 3 returns `s`.)
 std::string shorten_middle(const std::string& s, std::size_t max_columns);
 
 /// Column-aligned plain-text table: first column left-aligned, the rest right-aligned

@@ -8,6 +8,7 @@ import shutil
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -220,7 +221,8 @@ def test_text_tables_shorten_very_long_names(tmp_path):
     long_a = "a_" + "x" * 1000 + "_first"
     long_b = "a_" + "x" * 1000 + "_second"
     accented = "e\u0301" * 60  # e + a combining acute accent (0 columns): never split from its e
-    names = [long_a, long_b, "short", accented]
+    control = "ctl" + "\x01" * 60  # written \x01 each (4 columns)
+    names = [long_a, long_b, "short", accented, control]
     lines = [json.dumps({"type": "config", "schema": 1, "rank": 0, "world_size": 1})]
     for step in range(1, 6):
         lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 100.0 + step,
@@ -243,6 +245,12 @@ def test_text_tables_shorten_very_long_names(tmp_path):
     head, tail = cell.split("\u2026")
     assert not unicodedata.combining(tail[0]) and unicodedata.combining(head[-1]), cell
     assert "shortened in the middle" in r.stdout
+    # Control bytes are written \xNN, and the cut never splits one.
+    for cell in firsts:
+        if cell.startswith("ctl"):
+            head, tail = cell.split("\u2026")
+            for part in (head, tail):
+                assert re.fullmatch(r"(ctl)?(\\x01)*", part), cell
     doc = json.loads(run("report", "--format", "json", log).stdout)
     assert {long_a, long_b} <= {row["name"] for row in doc["regions"]["rows"]}
 
