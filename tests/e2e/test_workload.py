@@ -19,7 +19,7 @@ BIN = os.environ["STEPPROF_BIN"]
 SRC = Path(os.environ["STEPPROF_SOURCE_DIR"])
 PYPATH = os.environ["STEPPROF_PYTHONPATH"]
 COMPUTE = ("vision_forward", "vggt_batched", "vggt_single", "language_forward", "backward")
-UPDATES = 6
+UPDATES = 10
 
 
 def train(out, *extra):
@@ -76,17 +76,38 @@ def test_rank2_is_the_straggler_in_most_updates(slow_run):
     assert len(named) == 1, rep["findings"]
 
 
+def own_work_ms(out, rank):
+    """wall_ms minus the communication region's host time, per step: the doc's own work."""
+    lines = [json.loads(l) for l in (Path(out) / f"rank{rank}.jsonl").read_text().splitlines()]
+    return {u["step"]: u["wall_ms"] - u["cpu_call_ms"].get("gradient_allreduce", 0.0) for u in lines[1:]}
+
+
+def test_waits_follow_their_definition(slow_run):
+    """docs/report-json.md: a rank's wait in an update is the slowest rank's own work
+    (wall_ms minus communication) minus its own; recomputed here from the raw logs."""
+    out, rep = slow_run
+    per_rank = {p["rank"]: p for p in rep["cross_rank"]["per_rank"]}
+    own = {r: own_work_ms(out, r) for r in range(4)}
+    for r in range(4):
+        waits = [max(own[q][s] for q in range(4)) - own[r][s] for s in own[r]]
+        assert per_rank[r]["wait_ms"]["median"] == pytest.approx(statistics.median(waits), abs=1e-6), r
+
+
 def test_waits_match_the_injected_delay(slow_run):
+    """The injected delay shows as rank 2's extra time in the compute regions; the wait
+    also absorbs rank-to-rank differences outside them (data loading, the optimizer, and
+    4 ranks sharing 2 cores). Measured on this VM, with the tests running beside builds:
+    0.86x to 1.13x of the delay in 12 runs of 10 updates; with 6 updates it was 0.66x to
+    1.47x in 25 runs, and 1.41x failed CI's former bound of 1.35x."""
     out, rep = slow_run
     per_rank = {p["rank"]: p for p in rep["cross_rank"]["per_rank"]}
     slow = compute_ms(out, 2)
     for r in (0, 1, 3):
         mine = compute_ms(out, r)
-        expected = statistics.median(slow[s] - mine[s] for s in slow)
+        delay = statistics.median(slow[s] - mine[s] for s in slow)
         got = per_rank[r]["wait_ms"]["median"]
-        # The wait also absorbs rank-to-rank differences outside the compute regions
-        # (data loading, the optimizer); allow 35 % of the delay.
-        assert got == pytest.approx(expected, rel=0.35), (r, got, expected)
+        assert delay > 0, (r, delay)
+        assert 0.7 * delay <= got <= 1.5 * delay, (r, got, delay)
     assert per_rank[2]["wait_ms"]["median"] == 0
 
 
