@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <regex>
 #include <string>
 
 #include <fmt/format.h>
@@ -68,6 +69,10 @@ int main(int argc, char** argv) {
     // CLI11's own text ("The following argument was not expected: --bogus"), after the
     // command it is about, as stepprof's other messages are.
     std::string what = e.what();
+    // An option given twice: "--steps: At Most 1 required but received 2" (CLI11 2.x's words).
+    static const std::regex twice(R"(^(.+): At Most 1 required but received (\d+)$)");
+    if (std::smatch m; std::regex_match(what, m, twice))
+      what = fmt::format("{} is given {} times; give it once", m[1].str(), m[2].str());
     if (what.size() > 1 && std::isupper(static_cast<unsigned char>(what[0])) &&
         std::islower(static_cast<unsigned char>(what[1])))
       what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));

@@ -342,6 +342,10 @@ def test_exit_status_for_bad_input(tmp_path):
     r = run("report", "--bogus", LOG)
     assert r.returncode == 2 and r.stderr.startswith("stepprof report: the following argument was not expected: "
                                                      "--bogus"), r.stderr
+    # An option given twice: CLI11's "At Most 1 required but received 2" said it obscurely.
+    r = run("report", "--steps", "1:2", "--steps", "3:4", LOG)
+    assert r.returncode == 2 and r.stderr.startswith("stepprof report: --steps is given 2 times; give it once "
+                                                     "(see stepprof report --help)"), r.stderr
     r = run("report", "--hierarchy", tmp_path / "none.txt", LOG)
     assert r.returncode == 2
     assert "in the --hierarchy file; nothing was analyzed" in r.stderr, r.stderr
