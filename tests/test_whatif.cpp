@@ -475,18 +475,6 @@ TEST(WhatIf, ScenariosSayWhyTheyCannotRun) {
   EXPECT_NE(r.why_not.find("lang is not a path of group geometry"), std::string::npos) << r.why_not;
 }
 
-TEST(WhatIf, ReplayCountsEverySample) {
-  const Dataset d = one_rank_job(1);
-  const Hierarchy h = parse(kNesting);
-  const AnalysisInput in{d, &h};
-  const CostModelSet models = fit_cost_models(in);
-  WhatIfReplay replay(in, models, WhatIfOptions{}, "group");
-  ASSERT_TRUE(replay.available()) << replay.why_not();
-  std::vector<double> change;
-  EXPECT_EQ(replay.replay(7, change), 24u);  // 6 updates x 4 samples
-  EXPECT_EQ(change.size(), 6u);
-}
-
 // The group variant's replay of `data`, with what it points to (the dataset, the input
 // and the cost models fitted on it).
 struct GroupReplay {
@@ -497,6 +485,15 @@ struct GroupReplay {
   CostModelSet models;
   WhatIfReplay replay;
 };
+
+TEST(WhatIf, ReplayCountsEverySample) {
+  const Hierarchy h = parse(kNesting);  // (the input points to it)
+  GroupReplay g(one_rank_job(1), h);
+  ASSERT_TRUE(g.replay.available()) << g.replay.why_not();
+  std::vector<double> change;
+  EXPECT_EQ(g.replay.replay(7, change), 24u);  // 6 updates x 4 samples
+  EXPECT_EQ(change.size(), 6u);
+}
 
 // A frame histogram is expanded one entry per sample: one whose counts disagree with the
 // update's samples counter ({"9": 2^62} beside 16 samples, from a hand-edited log) took
