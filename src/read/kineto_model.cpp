@@ -63,8 +63,8 @@ std::vector<std::int64_t> KinetoModel::devices() const {
 }
 
 std::size_t KinetoModel::bytes() const {
-  return steps_.capacity() * sizeof(Step) + annotations_.capacity() * sizeof(Annotation) +
-         (launches_.capacity() + flows_.capacity()) * sizeof(Launch) + gpu_.capacity() * sizeof(Gpu);
+  return steps_.size() * sizeof(Step) + annotations_.size() * sizeof(Annotation) +
+         (launches_.size() + flows_.size()) * sizeof(Launch) + gpu_.size() * sizeof(Gpu);
 }
 
 KinetoModel::PlaceTable KinetoModel::make_places(const std::vector<std::int32_t>& place_parent,
@@ -284,7 +284,7 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   auto by_correlation = [](const Launch& a, const Launch& b) { return a.correlation < b.correlation; };
   std::sort(launches_.begin(), launches_.end(), by_correlation);
   std::sort(flows_.begin(), flows_.end(), by_correlation);
-  auto find_launch = [&](const std::vector<Launch>& v, std::int64_t corr) -> const Launch* {
+  auto find_launch = [&](const std::deque<Launch>& v, std::int64_t corr) -> const Launch* {
     auto it = std::lower_bound(v.begin(), v.end(), Launch{corr, 0, 0}, by_correlation);
     return it != v.end() && it->correlation == corr ? &*it : nullptr;
   };
