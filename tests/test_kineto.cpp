@@ -343,22 +343,23 @@ TEST_F(KinetoTest, AttributionWorkedOutByHand) {
 // A name called from several places is one region per place (torchrec calls
 // nccl:all_to_all under five annotations); worked out by hand:
 //   step 1 on thread 1, [0, 1000)
-//   thread 1: a [0, 100) { c [10, 40) }   b [200, 400) { c [250, 300), c [310, 330) }
-//             d [500, 600) { e [510, 520) }   "c (in a)" [900, 950) (a name that reads like a place)
-//   thread 2: c [205, 215): nothing open on its own thread, so it is not placed by what
-//             thread 1 has open (b, by chance): plain "c", its parent b as before
+//   thread 1: "c (in a)" [0, 5) (a name that reads like a place: it keeps its name)
+//             a [10, 100) { c [10, 40) }   b [200, 400) { c [250, 300), c [310, 330) }
+//             d [500, 600) { e [510, 520) }
+//   thread 2: c [205, 215): nothing open on its own thread; hangs under b (open on thread
+//             1 then), a place of its own, "c (other thread)"
 //   launch 1 (thread 1, 260) in c under b: kernel s7 [300, 350)
 TEST_F(KinetoTest, ANameCalledFromSeveralPlacesIsARegionPerPlace) {
   KinetoModel m;
   m.add_step(1, 1, 0, 1000, 2);
-  m.add_annotation("a", 1, 0, 100);
+  m.add_annotation("c (in a)", 1, 0, 5);
+  m.add_annotation("a", 1, 10, 100);
   m.add_annotation("c", 1, 10, 40);
   m.add_annotation("b", 1, 200, 400);
   m.add_annotation("c", 1, 250, 300);
   m.add_annotation("c", 1, 310, 330);
   m.add_annotation("d", 1, 500, 600);
   m.add_annotation("e", 1, 510, 520);
-  m.add_annotation("c (in a)", 1, 900, 950);
   m.add_annotation("c", 2, 205, 215);
   m.add_launch(1, 1, 260);
   m.add_gpu(GpuKind::kKernel, false, 1, 0, 7, 300, 350);
@@ -368,13 +369,18 @@ TEST_F(KinetoTest, ANameCalledFromSeveralPlacesIsARegionPerPlace) {
   const UpdateRecord& u = updates[0];
   EXPECT_EQ(stats.names_at_several_places, 1u);
   EXPECT_EQ(stats.first_split_name, "c");
+  EXPECT_FALSE(stats.places_not_used);
 
-  const auto* in_a = region(u, "c (in a)");
+  const auto* in_a = region(u, "c (in a) [2]");  // "c (in a)" is the trace's own name
   ASSERT_TRUE(in_a);
   EXPECT_EQ(*in_a->calls, 1);
   EXPECT_DOUBLE_EQ(*in_a->host_ms, 30e-6);
   EXPECT_EQ(*in_a->parent, *regions_.find("a"));
   EXPECT_FALSE(in_a->device_ms);
+  const auto* literal = region(u, "c (in a)");
+  ASSERT_TRUE(literal);
+  EXPECT_DOUBLE_EQ(*literal->host_ms, 5e-6);
+  EXPECT_EQ(*literal->parent, kTopLevel);
 
   const auto* in_b = region(u, "c (in b)");
   ASSERT_TRUE(in_b);
@@ -384,41 +390,91 @@ TEST_F(KinetoTest, ANameCalledFromSeveralPlacesIsARegionPerPlace) {
   EXPECT_DOUBLE_EQ(*in_b->device_ms, 50e-6);
   EXPECT_DOUBLE_EQ(*region(u, "b")->device_ms, 50e-6);
 
-  const auto* other_thread = region(u, "c");
+  const auto* other_thread = region(u, "c (other thread)");
   ASSERT_TRUE(other_thread);
   EXPECT_EQ(*other_thread->calls, 1);
   EXPECT_DOUBLE_EQ(*other_thread->host_ms, 10e-6);
   EXPECT_EQ(*other_thread->parent, *regions_.find("b"));
+  EXPECT_EQ(region(u, "c"), nullptr);
 
   // e is at one place only: its own name.
   ASSERT_TRUE(region(u, "e"));
   EXPECT_EQ(*region(u, "e")->parent, *regions_.find("d"));
-  // The trace's own "c (in a)" keeps apart from the place c in a.
-  const auto* literal = region(u, "c (in a) [2]");
-  ASSERT_TRUE(literal);
-  EXPECT_DOUBLE_EQ(*literal->host_ms, 50e-6);
-  EXPECT_EQ(*literal->parent, kTopLevel);
-  EXPECT_EQ(u.regions.size(), 8u);  // a, b, d, e, c in a, c in b, c, the literal
+  EXPECT_EQ(u.regions.size(), 8u);  // the literal, a, b, d, e, c in a, c in b, c on thread 2
 }
 
-// x and y nested alternately 100 deep: every level is a place of its own, and the names
-// stay distinct and short (a place deeper than 256 characters of qualifiers is numbered).
-TEST_F(KinetoTest, DeepAlternatingNestingGivesDistinctBoundedNames) {
+// Calls at the top of a worker thread, worked out by hand (step 1 on thread 1, [0, 1000)):
+//   thread 1: P [0, 500) { a [100, 400) }   fwd [600, 700)   q [800, 900)
+//   thread 2: a [150, 250): inside a on thread 1, by its own name: a recursive call of it
+//             (a call, no time), not a region of its own with no time
+//   thread 3: q [610, 620): at the top of its thread, under fwd by timing, and q [800, 900)
+//             on thread 1 at the top level: two places, so fwd's self time stays 100 - 10
+TEST_F(KinetoTest, CallsAtTheTopOfAWorkerThread) {
   KinetoModel m;
   m.add_step(1, 1, 0, 1000, 2);
-  for (int i = 0; i < 100; ++i) m.add_annotation(i % 2 ? "y" : "x", 1, i, 1000 - i);
+  m.add_annotation("P", 1, 0, 500);
+  m.add_annotation("a", 1, 100, 400);
+  m.add_annotation("a", 2, 150, 250);
+  m.add_annotation("fwd", 1, 600, 700);
+  m.add_annotation("q", 3, 610, 620);
+  m.add_annotation("q", 1, 800, 900);
   KinetoStats stats;
   const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
   ASSERT_EQ(updates.size(), 1u);
-  ASSERT_EQ(updates[0].regions.size(), 100u);
-  std::set<std::string> names;
-  for (const auto& r : updates[0].regions) {
-    const auto name = std::string(regions_.name(r.region));
-    EXPECT_LE(name.size(), 256u + 40u) << name;
-    names.insert(name);
+  const UpdateRecord& u = updates[0];
+  const auto* a = region(u, "a");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a->calls, 2);
+  EXPECT_DOUBLE_EQ(*a->host_ms, 300e-6);
+  EXPECT_EQ(*a->parent, *regions_.find("P"));
+  const auto* q = region(u, "q");
+  ASSERT_TRUE(q);
+  EXPECT_DOUBLE_EQ(*q->host_ms, 100e-6);
+  EXPECT_EQ(*q->parent, kTopLevel);
+  const auto* q_worker = region(u, "q (other thread)");
+  ASSERT_TRUE(q_worker);
+  EXPECT_DOUBLE_EQ(*q_worker->host_ms, 10e-6);
+  EXPECT_EQ(*q_worker->parent, *regions_.find("fwd"));
+  EXPECT_EQ(u.regions.size(), 5u);
+  EXPECT_EQ(stats.names_at_several_places, 1u);
+}
+
+// x and y nested alternately: 60 deep, every level is a place of its own, and the names
+// stay distinct and short (a place deeper than 256 characters of qualifiers is numbered);
+// 100 deep, over the 64 levels places are kept to, one region per name.
+TEST_F(KinetoTest, DeepAlternatingNesting) {
+  for (const int depth : {60, 100}) {
+    KinetoModel m;
+    m.add_step(1, 1, 0, 1000, 2);
+    for (int i = 0; i < depth; ++i) m.add_annotation(i % 2 ? "y" : "x", 1, i, 1000 - i);
+    KinetoStats stats;
+    const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
+    ASSERT_EQ(updates.size(), 1u);
+    const auto& u = updates[0];
+    if (depth == 60) {
+      EXPECT_FALSE(stats.places_not_used);
+      ASSERT_EQ(u.regions.size(), 60u);
+      std::set<std::string> names;
+      for (const auto& r : u.regions) {
+        const auto name = std::string(regions_.name(r.region));
+        EXPECT_LE(name.size(), 256u + 40u) << name;
+        names.insert(name);
+      }
+      EXPECT_EQ(names.size(), 60u);
+      EXPECT_EQ(stats.names_at_several_places, 2u);
+    } else {
+      EXPECT_TRUE(stats.places_not_used);
+      EXPECT_EQ(stats.names_at_several_places, 0u);
+      ASSERT_EQ(u.regions.size(), 2u);
+      const auto* x = region(u, "x");
+      ASSERT_TRUE(x);
+      EXPECT_EQ(*x->calls, 50);
+      EXPECT_DOUBLE_EQ(*x->host_ms, 1000e-6);  // the outermost call's; the others are inside it
+      EXPECT_EQ(*x->parent, kTopLevel);
+      EXPECT_EQ(*region(u, "y")->parent, *regions_.find("x"));
+      EXPECT_DOUBLE_EQ(*region(u, "y")->host_ms, 998e-6);
+    }
   }
-  EXPECT_EQ(names.size(), 100u);
-  EXPECT_EQ(stats.names_at_several_places, 2u);
 }
 
 std::string small_trace(const std::string& top) {

@@ -9,10 +9,11 @@
 //  - regions: every user annotation (`record_function` range, category
 //    `user_annotation`) that starts inside the step. A name called from several places
 //    on its thread (under different enclosing annotations) is one region per place,
-//    named "NAME (in PARENT)" (KinetoStats::names_at_several_places).
-//      cpu_call_ms  sum of the durations of its calls in the step [ms]; a call nested
-//                   inside a call of the same name is counted in `calls` but not again
-//                   in the time.
+//    named "NAME (in PARENT)" (KinetoStats::names_at_several_places; over 10,000 places,
+//    or nested over 64 deep: one region per name, KinetoStats::places_not_used).
+//      cpu_call_ms  sum of the durations of its calls in the step [ms]; a call whose
+//                   enclosing annotation has its own name is counted in `calls` but not
+//                   again in the time.
 //      calls        number of calls in the step.
 //      parents      the innermost annotation of another name that was open on the same
 //                   thread when the call started; for a call on another thread with no
@@ -87,6 +88,9 @@ struct KinetoStats {
   /// a parent holds only its own children's calls [count]; the first such name.
   std::uint64_t names_at_several_places = 0;
   std::string first_split_name;
+  /// True when places would have been over 10,000, or nested over 64 deep (a generated
+  /// or crafted trace): one region per name then, its parent its first call's.
+  bool places_not_used = false;
 };
 
 /// One trace in the log model: one rank's config and its updates (sorted by step).

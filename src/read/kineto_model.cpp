@@ -67,59 +67,125 @@ std::size_t KinetoModel::bytes() const {
          (launches_.size() + flows_.size()) * sizeof(Launch) + gpu_.size() * sizeof(Gpu);
 }
 
-KinetoModel::PlaceTable KinetoModel::make_places(const std::vector<std::int32_t>& place_parent,
+KinetoModel::PlaceTable KinetoModel::make_places(const std::vector<std::int32_t>& parent,
                                                  const std::vector<std::int32_t>& step_of_ann) const {
-  constexpr std::int32_t kUnset = -2;
-  // A qualified name longer than this is not qualified further (deep recursion in a
-  // crafted trace would make names quadratic in the depth): "name (place N)" instead.
+  // Beyond these, places are not used (one region per name, as before places): a crafted
+  // or generated trace could make a region per call path, hundreds of thousands of them,
+  // or a nesting thousands deep that the analyses walk.
+  constexpr std::size_t kMaxPlaces = 10'000;
+  constexpr std::uint32_t kMaxDepth = 64;
+  // A qualified name longer than this is not qualified further: "name (place N)".
   constexpr std::size_t kMaxQualifier = 256;
+  // The key of a call at the top of a worker thread (its parent is on the step's thread).
+  constexpr std::int32_t kOtherThread = -3;
   const std::size_t na = annotations_.size();
+  PlaceTable t;
+  t.place_parent.assign(na, kNone);
+  t.recursive.assign(na, 0);
+  auto in_step = [&](std::int32_t p, std::size_t i) {
+    return p != kNone && step_of_ann[static_cast<std::size_t>(p)] == step_of_ann[i];
+  };
+  auto same_name = [&](std::int32_t p, std::size_t i) {
+    return annotations_[static_cast<std::size_t>(p)].name == annotations_[i].name;
+  };
+  // The annotations in a step, each after its parent (parents form a forest).
+  std::vector<std::size_t> topo;
+  {
+    std::vector<std::uint8_t> seen(na, 0);
+    std::vector<std::size_t> pending;
+    for (std::size_t i = 0; i < na; ++i) {
+      if (step_of_ann[i] == kNone || seen[i]) continue;
+      pending.clear();
+      for (std::int32_t j = static_cast<std::int32_t>(i); in_step(j, i) && !seen[static_cast<std::size_t>(j)];
+           j = parent[static_cast<std::size_t>(j)]) {
+        seen[static_cast<std::size_t>(j)] = 1;
+        pending.push_back(static_cast<std::size_t>(j));
+      }
+      topo.insert(topo.end(), pending.rbegin(), pending.rend());
+    }
+  }
+  // The nearest enclosing annotation of another name (through calls of the same name,
+  // which make a call recursive: the same region, its time counted once).
+  for (const std::size_t i : topo) {
+    const std::int32_t p = parent[i];
+    if (!in_step(p, i)) continue;
+    if (same_name(p, i)) {
+      t.recursive[i] = 1;
+      t.place_parent[i] = t.place_parent[static_cast<std::size_t>(p)];
+    } else {
+      t.place_parent[i] = p;
+    }
+  }
   struct Place {
     std::uint32_t name;
-    std::int32_t parent;  // place id, kNone: none on the annotation's thread
+    std::int32_t parent;  // place id; kNone: top level; kOtherThread: top of a worker thread
+    std::uint32_t depth;
   };
   std::vector<Place> list;
   std::map<std::pair<std::uint32_t, std::int32_t>, std::int32_t> ids;
   std::vector<std::uint32_t> places_of_name(names_.size(), 0);
-  PlaceTable t;
-  // The parent that places an annotation: the enclosing one when it is on the same thread.
-  auto placing_parent = [&](std::size_t i) -> std::int32_t {
-    const std::int32_t p = place_parent[i];
-    return p != kNone && annotations_[static_cast<std::size_t>(p)].tid == annotations_[i].tid ? p : kNone;
-  };
-  std::vector<std::int32_t> of(na, kUnset);
-  std::vector<std::size_t> pending;  // an annotation's unplaced ancestors, innermost first
-  for (std::size_t i = 0; i < na; ++i) {
-    if (step_of_ann[i] == kNone || of[i] != kUnset) continue;
-    pending.clear();
-    for (std::int32_t j = static_cast<std::int32_t>(i); j != kNone && of[static_cast<std::size_t>(j)] == kUnset;
-         j = placing_parent(static_cast<std::size_t>(j)))
-      pending.push_back(static_cast<std::size_t>(j));
-    for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
-      const std::int32_t p = placing_parent(*it);
-      const std::int32_t parent_place = p == kNone ? kNone : of[static_cast<std::size_t>(p)];
-      const std::uint32_t name = annotations_[*it].name;
-      const auto [pos, added] = ids.try_emplace({name, parent_place}, static_cast<std::int32_t>(list.size()));
-      if (added) {
-        list.push_back({name, parent_place});
-        if (++places_of_name[name] == 2 && t.names_at_several_places++ == 0)
-          t.first_split_name = std::string(names_.name(name));
-      }
-      of[*it] = pos->second;
+  std::vector<std::int32_t> of(na, kNone);
+  bool too_many = false;
+  for (const std::size_t i : topo) {
+    if (t.recursive[i]) {
+      of[i] = of[static_cast<std::size_t>(parent[i])];
+      continue;
     }
+    const std::int32_t pp = t.place_parent[i];
+    const std::int32_t key = pp == kNone                                                ? kNone
+                             : annotations_[static_cast<std::size_t>(pp)].tid != annotations_[i].tid ? kOtherThread
+                                                                                         : of[static_cast<std::size_t>(pp)];
+    const std::uint32_t name = annotations_[i].name;
+    const auto [pos, added] = ids.try_emplace({name, key}, static_cast<std::int32_t>(list.size()));
+    if (added) {
+      const std::uint32_t depth = key >= 0 ? list[static_cast<std::size_t>(key)].depth + 1 : 1;
+      list.push_back({name, key, depth});
+      if (list.size() > kMaxPlaces || depth > kMaxDepth) {
+        too_many = true;
+        break;
+      }
+      if (++places_of_name[name] == 2 && t.names_at_several_places++ == 0)
+        t.first_split_name = std::string(names_.name(name));
+    }
+    of[i] = pos->second;
   }
   t.of.assign(na, 0);
+  if (too_many) {
+    // One region per name; a call inside a call of its name anywhere up its chain in the
+    // step adds a call, not time.
+    t.by_name = true;
+    t.names_at_several_places = 0;
+    t.first_split_name.clear();
+    for (std::size_t i = 0; i < na; ++i) {
+      t.of[i] = annotations_[i].name;
+      t.recursive[i] = 0;
+      if (step_of_ann[i] == kNone) continue;
+      for (std::int32_t p = parent[i]; in_step(p, i); p = parent[static_cast<std::size_t>(p)])
+        if (same_name(p, i)) {
+          t.recursive[i] = 1;
+          break;
+        }
+    }
+    t.display.reserve(names_.size());
+    for (NameTable::Id n = 0; n < names_.size(); ++n) t.display.emplace_back(names_.name(n));
+    return t;
+  }
   for (std::size_t i = 0; i < na; ++i)
     if (of[i] >= 0) t.of[i] = static_cast<std::uint32_t>(of[i]);
-  // Names, parents first (a place's parent has a smaller id). A name in the trace may read
-  // like a qualified one ("c (in a)"): a taken name gets " [2]", " [3]", ...
+  // Names. The trace's own names first, so that one that reads like a qualified name
+  // ("c (in a)") keeps it; then the qualified ones, parents first (a place's parent has a
+  // smaller id), a taken one getting " [2]", " [3]", ...
   t.display.resize(list.size());
   std::unordered_set<std::string> used;
+  auto qualified = [&](const Place& p) { return places_of_name[p.name] >= 2 && p.parent != kNone; };
+  for (std::size_t p = 0; p < list.size(); ++p)
+    if (!qualified(list[p])) used.insert(t.display[p] = std::string(names_.name(list[p].name)));
   std::unordered_map<std::string, std::size_t> next_suffix;
   for (std::size_t p = 0; p < list.size(); ++p) {
+    if (!qualified(list[p])) continue;
     const std::string_view name = names_.name(list[p].name);
     std::string d;
-    if (places_of_name[list[p].name] < 2 || list[p].parent == kNone) d = std::string(name);
+    if (list[p].parent == kOtherThread) d = fmt::format("{} (other thread)", name);
     else if (const auto& outer = t.display[static_cast<std::size_t>(list[p].parent)]; outer.size() <= kMaxQualifier)
       d = fmt::format("{} (in {})", name, outer);
     else
@@ -226,32 +292,14 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     }
   }
 
-  // Each annotation's place: the nearest enclosing annotation of another name in its step
-  // (`place_parent`, kNone: top level), and whether one of its own name encloses it nearer
-  // than that (a recursive call: the same region, its time counted once).
-  std::vector<std::int32_t> place_parent(na, kNone);
-  std::vector<std::uint8_t> recursive(na, 0);
-  for (std::size_t i = 0; i < na; ++i) {
-    const std::int32_t s = step_of_ann[i];
-    if (s == kNone) continue;
-    for (std::int32_t p = parent[i]; p != kNone; p = parent[static_cast<std::size_t>(p)]) {
-      const auto pi = static_cast<std::size_t>(p);
-      if (step_of_ann[pi] != s) break;
-      if (annotations_[pi].name != annotations_[i].name) {
-        place_parent[i] = p;
-        break;
-      }
-      recursive[i] = 1;
-    }
-  }
   // Regions are places, not names: a name called from several places on its thread
   // (torchrec's nccl:all_to_all under five different annotations) is one region per place,
   // so that a parent holds only its own children's calls. A place is the name and the
-  // place of its parent on the same thread; a parent found on the step's thread (an
-  // annotation at the top of a worker thread) does not split a name, as what is open
-  // there at the time is chance. Place ids are made parents first.
-  const PlaceTable places = make_places(place_parent, step_of_ann);
+  // place of its parent on the same thread; a call at the top of a worker thread (its
+  // parent found on the step's thread, by chance of timing) is one place per name.
+  const PlaceTable places = make_places(parent, step_of_ann);
   stats.names_at_several_places = places.names_at_several_places;
+  stats.places_not_used = places.by_name;
   if (!places.first_split_name.empty()) stats.first_split_name = places.first_split_name;
 
   // Host time, calls and parent per (step, place).
@@ -269,10 +317,10 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     if (inserted) region_order[static_cast<std::size_t>(s)].push_back(place);
     RegionAgg& r = it->second;
     ++r.calls;
-    if (!recursive[i]) r.host_ns += a.end - a.start;
+    if (!places.recursive[i]) r.host_ns += a.end - a.start;
     if (a.start < r.first_start) {
       r.first_start = a.start;
-      const std::int32_t pp = place_parent[i];
+      const std::int32_t pp = places.place_parent[i];
       r.parent = pp == kNone ? kNone : static_cast<std::int32_t>(places.of[static_cast<std::size_t>(pp)]);
     }
   }
@@ -331,7 +379,8 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   for (std::size_t i = 0; i < places.display.size(); ++i) region_id[i] = regions.intern(places.display[i]);
 
   std::vector<Charge> charges;
-  std::vector<std::uint32_t> chain;
+  std::vector<std::uint64_t> charged(places.display.size(), 0);
+  std::uint64_t stamp = 0;
   std::size_t r = 0;
   out.reserve(steps_.size());
   for (std::size_t s = 0; s < steps_.size(); ++s) {
@@ -350,14 +399,15 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
         ++nccl_kernels;
         charges.push_back({kNcclSlot, stream, op.start, op.end});
       }
-      chain.clear();
+      ++stamp;  // each place on the launch's chain is charged once
       for (std::int32_t a = resolved[r].annotation; a != kNone; a = parent[static_cast<std::size_t>(a)]) {
         const auto ai = static_cast<std::size_t>(a);
         if (step_of_ann[ai] != static_cast<std::int32_t>(s)) break;
         const std::uint32_t place = places.of[ai];
-        if (std::find(chain.begin(), chain.end(), place) == chain.end()) chain.push_back(place);
+        if (charged[place] == stamp) continue;
+        charged[place] = stamp;
+        charges.push_back({place, stream, op.start, op.end});
       }
-      for (std::uint32_t place : chain) charges.push_back({place, stream, op.start, op.end});
     }
     // Union of the intervals per (region, stream), summed over streams.
     std::sort(charges.begin(), charges.end(), [](const Charge& x, const Charge& y) {

@@ -65,18 +65,25 @@ class KinetoModel {
     bool nccl;
   };
 
-  /// Regions by place (see build()): the place of each annotation that starts in a step,
-  /// and each place's region name: the annotation's name, or, for a name at several
-  /// places on its thread, "name (in parent's region name)".
+  /// Regions by place (see build()). Per annotation that starts in a step: its place id,
+  /// the nearest enclosing annotation of another name in its step (-1: none) and whether
+  /// it is a recursive call (inside a call of its own name: the same region, no time
+  /// added). Per place id: its region name, unique: the annotation's name, or, for a name
+  /// at several places, "name (in parent's region name)" or "name (other thread)".
+  /// by_name: places were not used (over 10,000 of them, or nested over 64 deep): one
+  /// region per name, place ids being name ids.
   struct PlaceTable {
-    std::vector<std::uint32_t> of;     // per annotation, its place id (annotations in steps)
-    std::vector<std::string> display;  // per place id, the region name (unique)
+    std::vector<std::uint32_t> of;
+    std::vector<std::int32_t> place_parent;
+    std::vector<std::uint8_t> recursive;
+    std::vector<std::string> display;
     std::uint64_t names_at_several_places = 0;
     std::string first_split_name;  // the first such name
+    bool by_name = false;
   };
-  /// `place_parent`: per annotation, the nearest enclosing annotation of another name in
-  /// its step, or -1; `step_of_ann`: its step, -1 for none.
-  [[nodiscard]] PlaceTable make_places(const std::vector<std::int32_t>& place_parent,
+  /// `parent`: per annotation, its enclosing annotation (on its thread, else on the step's
+  /// thread) or -1; `step_of_ann`: its step, -1 for none.
+  [[nodiscard]] PlaceTable make_places(const std::vector<std::int32_t>& parent,
                                        const std::vector<std::int32_t>& step_of_ann) const;
 
   NameTable names_;  // annotation names

@@ -154,7 +154,9 @@ def expected_places(t):
     place is its name under its parent's place; its parent, the innermost annotation of
     another name open around it on its own thread in the same step (same-name ones in
     between are recursive calls: a call, no time). A name with more than one place is
-    named "name (in <parent's region name>)" at every place that has a parent."""
+    named "name (in <parent's region name>)" at every place that has a parent. (The rules
+    for calls at the top of a worker thread do not arise in these traces' split names;
+    tests/test_kineto.cpp works them out by hand.)"""
     info = []  # (annotation, step, parent index or None, recursive)
     by_tid = defaultdict(list)
     for i, a in enumerate(t.annotations):
