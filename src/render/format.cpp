@@ -3,6 +3,7 @@
 #include <locale.h>
 #include <wchar.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cwchar>
@@ -124,6 +125,13 @@ std::string shorten_middle(const std::string& s, std::size_t max_columns) {
   if (const auto e = escape_around(head_bytes)) head_bytes = *e;
   if (const auto e = escape_around(tail_at); e && tail_at < s.size()) tail_at = std::max(tail_at, *e + 4);
   return s.substr(0, head_bytes) + "\u2026" + s.substr(tail_at);
+}
+
+std::string indented(std::string_view unit, int depth, const std::string& name) {
+  std::string out;
+  for (int d = 0; d < std::min(depth, kMaxIndentLevels); ++d) out += unit;
+  if (depth > kMaxIndentLevels) out += fmt::format("(level {}) ", depth);
+  return out + name;
 }
 
 std::string TextTable::str(const std::string& indent) const {

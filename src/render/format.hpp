@@ -34,6 +34,15 @@ namespace stepprof::detail {
 /// (printable()'s: cut before it). (A `max_columns` below 3 returns `s`.)
 std::string shorten_middle(const std::string& s, std::size_t max_columns);
 
+/// Nesting levels a table indents its first column by; a deeper row is indented that
+/// far and its name starts "(level N) " (a trace nested thousands deep made the text
+/// report quadratic in the depth: 20,000 levels, 800 MB of spaces).
+inline constexpr int kMaxIndentLevels = 16;
+
+/// `name` indented by `depth` levels of `unit` (e.g. two spaces), at most
+/// kMaxIndentLevels of them, with "(level N) " before the name of a deeper row.
+std::string indented(std::string_view unit, int depth, const std::string& name);
+
 /// Column-aligned plain-text table: first column left-aligned, the rest right-aligned
 /// (the last one left-aligned too with `text_last`, for a column of prose).
 class TextTable {

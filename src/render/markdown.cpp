@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "document.hpp"
+#include "format.hpp"
 #include "stepprof/render/render.hpp"
 
 namespace stepprof {
@@ -43,8 +44,7 @@ void block(const detail::Block& b, std::string& out) {
       out += "|";
       for (std::size_t i = 0; i < t->rows[r].size(); ++i) {
         std::string cell = esc(t->rows[r][i]);
-        if (i == 0 && r < t->depth.size())
-          for (int d = 0; d < t->depth[r]; ++d) cell = "&nbsp;&nbsp;" + cell;
+        if (i == 0 && r < t->depth.size()) cell = detail::indented("&nbsp;&nbsp;", t->depth[r], cell);
         out += " " + cell + " |";
       }
       out += "\n";

@@ -54,7 +54,7 @@ void block(const detail::Block& b, std::string& out) {
       if (!row.empty()) {
         std::string name = detail::shorten_middle(row[0], kNameColumns);
         shortened = shortened || name != row[0];
-        row[0] = std::string(static_cast<std::size_t>(depth) * 2, ' ') + std::move(name);
+        row[0] = detail::indented("  ", depth, name);
       }
       tt.add(std::move(row));
     }

@@ -255,6 +255,30 @@ def test_text_tables_shorten_very_long_names(tmp_path):
     assert {long_a, long_b} <= {row["name"] for row in doc["regions"]["rows"]}
 
 
+def test_deep_nesting_is_indented_at_most_16_levels(tmp_path):
+    # A trace nested 20,000 deep made the text report 800 MB of indentation (22 s).
+    # Rows deeper than 16 levels are indented 16 levels and say their level.
+    names = [f"r{i}" for i in range(40)]
+    lines = [json.dumps({"type": "config", "schema": 1, "rank": 0, "world_size": 1})]
+    for step in range(1, 4):
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 100.0,
+                                 "cpu_call_ms": {n: 90.0 - i for i, n in enumerate(names)},
+                                 "parents": {n: (names[i - 1] if i else None) for i, n in enumerate(names)}}))
+    log = tmp_path / "deep.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    text = run("report", log)
+    assert text.returncode == 0, text.stderr
+    rows = {}
+    for line in text.stdout.splitlines():
+        if m := re.match(r"^( +)(\(level (\d+)\) )?(r\d+) ", line):
+            rows[m.group(4)] = (len(m.group(1)), m.group(3))
+    for i, n in enumerate(names):  # (the table itself is indented 2 columns)
+        assert rows[n] == ((2 + 2 * i, None) if i <= 16 else (2 + 2 * 16, str(i))), (n, rows[n])
+    md = run("report", "--format", "markdown", log).stdout
+    assert "| " + "&nbsp;&nbsp;" * 16 + "(level 39) r39 |" in md
+    assert "| " + "&nbsp;&nbsp;" * 5 + "r5 |" in md
+
+
 def test_batch_line_names_what_the_config_lacks(tmp_path):
     # It said "the config has no micro_batch and accumulation" when micro_batch was there.
     update = {"type": "update", "rank": 0, "step": 1, "wall_ms": 10.0, "cpu_call_ms": {"a": 5.0}}
