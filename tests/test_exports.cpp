@@ -232,6 +232,24 @@ TEST(Timeline, AbsentParentsChildrenTakeItsPlaceAndOverfullParentsShrink) {
   EXPECT_EQ(t.shrunk_slices, 2u);
 }
 
+// A nesting 300 deep is laid out to 256 levels (a crafted trace nested 50,000 deep
+// overflowed the stack in the recursive layout).
+TEST(Timeline, DeepNestingIsLaidOutTo256Levels) {
+  Builder b;
+  auto& u = b.add(1, 100);
+  std::string nesting;
+  for (int i = 0; i < 300; ++i) {
+    b.region(u, "n" + std::to_string(i), 50.0, std::nullopt);
+    nesting += std::string(static_cast<std::size_t>(i) * 2, ' ') + "n" + std::to_string(i) + "\n";
+  }
+  const Hierarchy h = parse(nesting);
+  const Timeline t = build_timeline({b.d, &h});
+  const auto& s = t.processes[0].tracks.at(0).slices;
+  ASSERT_EQ(s.size(), 1u + 256u);  // the update, then n0 .. n255, each inside the one before
+  EXPECT_EQ(s.back().region, "n255");
+  EXPECT_EQ(s.back().dur_us, 50000);
+}
+
 TEST(Timeline, StepsAlignAcrossRanksAtTheSlowest) {
   Builder b(2);
   b.add(1, 100, 0);

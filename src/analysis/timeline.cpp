@@ -136,7 +136,7 @@ class NestedLayout {
   void update(const UpdateRecord& u, std::int64_t start, std::vector<TimelineSlice>& out) {
     TimelineSlice root{{}, start, to_us(u.wall_ms), u.step, true, u.wall_ms, {}, {}};
     out.push_back(root);
-    place(u, "", start, root.dur_us, out);
+    place(u, "", start, root.dur_us, 0, out);
   }
 
  private:
@@ -155,7 +155,7 @@ class NestedLayout {
 
   // The regions laid out directly under `parent`: its children that have a time on this
   // clock, with the children of an absent child in its place.
-  void items(const UpdateRecord& u, std::string_view parent, std::vector<Item>& out) const {
+  void items(const UpdateRecord& u, std::string_view parent, std::vector<Item>& out, int depth = 0) const {
     const auto kids = in_.hierarchy->children(parent);
     if (kids.size() > u.regions.size()) {
       // Far more children than the update has regions (names made with the step in them:
@@ -185,12 +185,13 @@ class NestedLayout {
       const RegionSample* s = id ? u.region(*id) : nullptr;
       const auto t = s ? (device_ ? s->device_ms : s->host_ms) : std::nullopt;
       if (t) out.push_back({s, node->name, *t});
-      else items(u, node->name, out);
+      else if (depth < kMaxDepth) items(u, node->name, out, depth + 1);
     }
   }
 
-  void place(const UpdateRecord& u, std::string_view parent, std::int64_t start, std::int64_t avail,
+  void place(const UpdateRecord& u, std::string_view parent, std::int64_t start, std::int64_t avail, int depth,
              std::vector<TimelineSlice>& out) {
+    if (depth >= kMaxDepth) return;
     std::vector<Item> kids;
     items(u, parent, kids);
     std::int64_t total = 0;
@@ -207,10 +208,14 @@ class NestedLayout {
         ++shrunk_;
       }
       out.push_back(std::move(s));
-      place(u, k.name, cursor, dur, out);
+      place(u, k.name, cursor, dur, depth + 1, out);
       cursor += dur;
     }
   }
+
+  // Levels of the nesting laid out; deeper regions are left out (a crafted trace nested
+  // 50,000 deep overflowed the stack here; no trace viewer shows such depths).
+  static constexpr int kMaxDepth = 256;
 
   const AnalysisInput& in_;
   bool device_;
