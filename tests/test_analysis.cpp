@@ -100,6 +100,27 @@ TEST(Regions, ARegionSpanningUpdatesIsNamedAndNotPricedPerUpdate) {
   for (const auto& f : r.findings) EXPECT_FALSE(f.kind == "exclusive-time" && f.subject == "epoch") << f.title;
 }
 
+// A nesting 30,000 deep (each region the parent of the next, as a log's `parents` say):
+// the walk over the nesting was recursive and overflowed the stack (a crafted trace).
+TEST(Regions, ANestingThirtyThousandDeepIsWalkedWithoutRecursion) {
+  Builder b;
+  auto& u = b.add(1, 100.0);
+  constexpr int kDepth = 30'000;
+  for (int i = 0; i < kDepth; ++i) {
+    b.region(u, "r" + std::to_string(i), std::nullopt, 50.0);
+    u.regions.back().parent = i == 0 ? kTopLevel : u.regions[static_cast<std::size_t>(i - 1)].region;
+  }
+  Diagnostics diag;
+  const auto h = hierarchy_from_log(b.d, diag);
+  ASSERT_TRUE(h);
+  const RegionTable t = analyze_regions({b.d, &*h});
+  ASSERT_EQ(t.rows.size(), static_cast<std::size_t>(kDepth));
+  EXPECT_EQ(t.rows.front().name, "r0");
+  EXPECT_EQ(t.rows.back().name, "r29999");
+  EXPECT_EQ(t.rows.back().depth, kDepth - 1);
+  EXPECT_DOUBLE_EQ(row(t, "r0").host_self_ms->median, 0.0);  // 50 - 50
+}
+
 TEST(Regions, WithoutNestingNoSelfTimeAndSortedByShare) {
   Builder b;
   auto& u = b.add(1, 100);

@@ -408,7 +408,8 @@ TEST_F(KinetoTest, ANameCalledFromSeveralPlacesIsARegionPerPlace) {
 //   thread 2: a [150, 250): inside a on thread 1, by its own name: a recursive call of it
 //             (a call, no time), not a region of its own with no time
 //   thread 3: q [610, 620): at the top of its thread, under fwd by timing, and q [800, 900)
-//             on thread 1 at the top level: two places, so fwd's self time stays 100 - 10
+//             on thread 1 at the top level: two places, so fwd's self time stays 100 - 10;
+//             q [950, 960) with nothing open on thread 1 is at the worker place too
 TEST_F(KinetoTest, CallsAtTheTopOfAWorkerThread) {
   KinetoModel m;
   m.add_step(1, 1, 0, 1000, 2);
@@ -418,6 +419,7 @@ TEST_F(KinetoTest, CallsAtTheTopOfAWorkerThread) {
   m.add_annotation("fwd", 1, 600, 700);
   m.add_annotation("q", 3, 610, 620);
   m.add_annotation("q", 1, 800, 900);
+  m.add_annotation("q", 3, 950, 960);  // nothing open on thread 1: the same worker place
   KinetoStats stats;
   const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
   ASSERT_EQ(updates.size(), 1u);
@@ -433,7 +435,8 @@ TEST_F(KinetoTest, CallsAtTheTopOfAWorkerThread) {
   EXPECT_EQ(*q->parent, kTopLevel);
   const auto* q_worker = region(u, "q (other thread)");
   ASSERT_TRUE(q_worker);
-  EXPECT_DOUBLE_EQ(*q_worker->host_ms, 10e-6);
+  EXPECT_EQ(*q_worker->calls, 2);
+  EXPECT_DOUBLE_EQ(*q_worker->host_ms, 20e-6);
   EXPECT_EQ(*q_worker->parent, *regions_.find("fwd"));
   EXPECT_EQ(u.regions.size(), 5u);
   EXPECT_EQ(stats.names_at_several_places, 1u);
@@ -473,6 +476,41 @@ TEST_F(KinetoTest, DeepAlternatingNesting) {
       EXPECT_EQ(*x->parent, kTopLevel);
       EXPECT_EQ(*region(u, "y")->parent, *regions_.find("x"));
       EXPECT_DOUBLE_EQ(*region(u, "y")->host_ms, 998e-6);
+    }
+  }
+}
+
+// The limit on places counts those beyond a name's first: 1,500 names made with a number
+// in them (one place each) keep places; a name under 1,002 different parents (1,001
+// places beyond its first, over the 1,000 allowed) makes the trace one region per name.
+TEST_F(KinetoTest, PlacesBeyondANamesFirstAreLimitedTo1000) {
+  for (const int parents : {1'001, 1'002}) {
+    KinetoModel m;
+    m.add_step(1, 1, 0, 1'000'000, 2);
+    for (int i = 0; i < 1'500; ++i) m.add_annotation("batch_" + std::to_string(i), 1, 10 * i, 10 * i + 5);
+    for (int i = 0; i < parents; ++i) {
+      const std::int64_t at = 100'000 + 100 * i;
+      m.add_annotation("p" + std::to_string(i), 1, at, at + 50);
+      m.add_annotation("x", 1, at + 10, at + 20);
+    }
+    KinetoStats stats;
+    const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
+    ASSERT_EQ(updates.size(), 1u);
+    const auto& u = updates[0];
+    if (parents == 1'001) {
+      EXPECT_FALSE(stats.places_not_used);
+      EXPECT_EQ(stats.names_at_several_places, 1u);
+      ASSERT_TRUE(region(u, "x (in p1000)"));
+      EXPECT_EQ(*region(u, "x (in p1000)")->parent, *regions_.find("p1000"));
+      EXPECT_EQ(u.regions.size(), 1'500u + 2u * 1'001u);
+    } else {
+      EXPECT_TRUE(stats.places_not_used);
+      const auto* x = region(u, "x");
+      ASSERT_TRUE(x);
+      EXPECT_EQ(*x->calls, 1'002);
+      EXPECT_DOUBLE_EQ(*x->host_ms, 1'002 * 10e-6);
+      EXPECT_EQ(*x->parent, *regions_.find("p0"));  // its first call's
+      EXPECT_EQ(u.regions.size(), 1'500u + 1'002u + 1u);
     }
   }
 }

@@ -8,9 +8,9 @@
 //  - one update per `ProfilerStep#N` range: step N, `wall_ms` = its duration [ms].
 //  - regions: every user annotation (`record_function` range, category
 //    `user_annotation`) that starts inside the step. A name called from several places
-//    on its thread (under different enclosing annotations) is one region per place,
-//    named "NAME (in PARENT)" (KinetoStats::names_at_several_places; over 10,000 places,
-//    or nested over 64 deep: one region per name, KinetoStats::places_not_used).
+//    (under different enclosing annotations) is one region per place, named
+//    "NAME (in PARENT)" (KinetoStats::names_at_several_places; over 1,000 extra places, or
+//    nested over 64 deep: one region per name, KinetoStats::places_not_used).
 //      cpu_call_ms  sum of the durations of its calls in the step [ms]; a call whose
 //                   enclosing annotation has its own name is counted in `calls` but not
 //                   again in the time.
@@ -83,13 +83,15 @@ struct KinetoStats {
   std::uint64_t first_overlap_line = 0;
   std::int64_t first_overlap_step = 0;
   std::uint64_t model_bytes = 0;  ///< memory held for the compact event tables at the end [bytes]
-  /// Annotation names called from several places on their thread (under different
-  /// enclosing annotations): each place is a region of its own, "name (in parent)", so that
+  /// Annotation names called from several places (under different enclosing annotations,
+  /// or at the top of a worker thread): each place is a region of its own, "name (in
+  /// parent)" or "name (other thread)", so that
   /// a parent holds only its own children's calls [count]; the first such name.
   std::uint64_t names_at_several_places = 0;
   std::string first_split_name;
-  /// True when places would have been over 10,000, or nested over 64 deep (a generated
-  /// or crafted trace): one region per name then, its parent its first call's.
+  /// True when places would have been over 1,000 beyond each name's first, or nested over
+  /// 64 deep on one thread (a generated or crafted trace): one region per name then, its
+  /// parent its first call's.
   bool places_not_used = false;
 };
 

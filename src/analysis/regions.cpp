@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
+#include <unordered_set>
 #include <limits>
 
 namespace stepprof {
@@ -89,28 +89,51 @@ RegionTable analyze_regions(const AnalysisInput& in) {
   };
   if (in.hierarchy) {
     const Hierarchy& h = *in.hierarchy;
-    // A node is shown when it or a descendant occurs in the log.
-    std::function<bool(const std::string&)> shown = [&](const std::string& name) {
-      if (is_present(name)) return true;
-      for (const auto* c : h.children(name))
-        if (shown(c->name)) return true;
-      return false;
+    // The nesting is walked depth first, children in order, without recursion: a crafted
+    // trace nested 27,000 deep overflowed the stack here.
+    struct Frame {
+      const HierarchyNode* node;
+      int depth;
     };
-    std::function<void(const std::string&, int)> visit = [&](const std::string& parent, int depth) {
-      for (const auto* node : h.children(parent)) {
-        if (!is_present(node->name)) {
-          t.not_in_log.push_back(node->name);
-          if (!shown(node->name)) continue;
-        }
-        Planned p{in.data.regions.find(node->name).value_or(NameTable::Id(-1)), node->parent, depth, true, {}};
-        for (const auto* c : h.children(node->name))  // background children overlap, not part of it
-          if (auto id = in.region(c->name); id && present[*id] && c->role != RegionRole::kBackground)
-            p.kids.push_back(*id);
-        if (p.id != NameTable::Id(-1)) plan.push_back(std::move(p));
-        visit(node->name, depth + 1);
+    auto walk = [&](auto&& enter) {  // enter(frame) -> whether to walk the node's children
+      std::vector<Frame> stack;
+      auto push_children = [&](const std::string& name, int depth) {
+        const auto kids = h.children(name);
+        for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back({*it, depth});
+      };
+      push_children("", 0);
+      while (!stack.empty()) {
+        const Frame f = stack.back();
+        stack.pop_back();
+        if (enter(f)) push_children(f.node->name, f.depth + 1);
       }
     };
-    visit("", 0);
+    // A node is shown when it or a descendant occurs in the log: decided children first
+    // (the reverse of the walk's order).
+    std::vector<const HierarchyNode*> preorder;
+    walk([&](const Frame& f) {
+      preorder.push_back(f.node);
+      return true;
+    });
+    std::unordered_set<std::string_view> shown;
+    for (auto it = preorder.rbegin(); it != preorder.rend(); ++it) {
+      bool s = is_present((*it)->name);
+      for (const auto* c : h.children((*it)->name)) s = s || shown.contains(c->name);
+      if (s) shown.insert((*it)->name);
+    }
+    walk([&](const Frame& f) {
+      const HierarchyNode* node = f.node;
+      if (!is_present(node->name)) {
+        t.not_in_log.push_back(node->name);
+        if (!shown.contains(node->name)) return false;
+      }
+      Planned p{in.data.regions.find(node->name).value_or(NameTable::Id(-1)), node->parent, f.depth, true, {}};
+      for (const auto* c : h.children(node->name))  // background children overlap, not part of it
+        if (auto id = in.region(c->name); id && present[*id] && c->role != RegionRole::kBackground)
+          p.kids.push_back(*id);
+      if (p.id != NameTable::Id(-1)) plan.push_back(std::move(p));
+      return true;
+    });
     for (NameTable::Id id = 0; id < n_names; ++id)
       if (present[id] && !h.find(in.data.regions.name(id))) plan.push_back({id, "", 0, false, {}});
   } else {

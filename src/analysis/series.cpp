@@ -105,7 +105,9 @@ std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>
   }
   std::vector<std::optional<double>> outside;
   for (const auto& u : rank.updates) outside.emplace_back(outside_regions_ms(u, top));
-  for (int level = 0; level <= max_depth; ++level) {
+  // (At most kMaxBreakdownLevels cuts: each costs a pass over every region, and a crafted
+  // nesting 30,000 deep took html 77 s here.)
+  for (int level = 0; level <= std::min(max_depth, kMaxBreakdownLevels - 1); ++level) {
     Breakdown b{level, true, {}};
     std::vector<std::pair<std::size_t, StackPart::Kind>> rows;
     for (std::size_t i = 0; i < regions.size(); ++i) {

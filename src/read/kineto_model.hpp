@@ -70,7 +70,8 @@ class KinetoModel {
   /// it is a recursive call (inside a call of its own name: the same region, no time
   /// added). Per place id: its region name, unique: the annotation's name, or, for a name
   /// at several places, "name (in parent's region name)" or "name (other thread)".
-  /// by_name: places were not used (over 10,000 of them, or nested over 64 deep): one
+  /// by_name: places were not used (over 1,000 beyond each name's first, or nested over 64
+  /// deep on one thread): one
   /// region per name, place ids being name ids.
   struct PlaceTable {
     std::vector<std::uint32_t> of;

@@ -389,15 +389,16 @@ class TraceReader {
                          stats_.gpu_ops_outside_steps, stats_.gpu_ops));
     if (stats_.names_at_several_places)
       report(Severity::kNote, Problem::kHierarchy, {},
-             fmt::format("{} annotation name(s) are called from several places on their thread (the first: \"{}\"): "
+             fmt::format("{} annotation name(s) are called from several places (the first: \"{}\"): "
                          "each place is a region of its own, named \"NAME (in PARENT)\", so that a parent's self "
                          "time holds only its own children's calls",
                          stats_.names_at_several_places, stats_.first_split_name));
     if (stats_.places_not_used)
       report(Severity::kWarning, Problem::kHierarchy, {},
-             "the annotations are called from over 10,000 places (distinct paths of enclosing annotations), or "
-             "nested over 64 deep: each name is one region, under its first call's parent, so a parent's self time "
-             "may be understated where a name is called from several places");
+             "the annotation names are called from over 1,000 places beyond each name's first (distinct paths "
+             "of enclosing annotations), or nested over 64 deep on one thread: each name is one region, under its "
+             "first call's parent, so a parent's self time may be understated where a name is called from "
+             "several places");
     if (stats_.gpu_ops_without_launch)
       report(Severity::kNote, Problem::kUnattributed, {},
              fmt::format("{} of {} GPU kernel(s)/copies have no launching runtime call or flow in the trace (by "

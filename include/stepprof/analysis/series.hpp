@@ -49,6 +49,10 @@ struct StackPart {
   std::vector<std::optional<double>> ms;  ///< per update of the rank; absent where the region is [ms]
 };
 
+/// Levels of the nesting an update's time is cut at (0..15): each cut is a pass over every
+/// region, and deeper cuts are not read in a chart.
+inline constexpr int kMaxBreakdownLevels = 16;
+
 /// An update's time cut at one level of the nesting: the regions at depth `level`, plus,
 /// above that level, the leaves and the exclusive time of the parents, plus the time
 /// outside every top-level region. With the nesting known the parts of one update add up
@@ -93,7 +97,7 @@ struct RankSeries {
   std::vector<std::optional<double>> outside_ms;
   std::vector<std::vector<std::optional<double>>> counters;  ///< [counter index][update] [count]
   std::vector<RegionPoint> regions;   ///< update by update, in region order; absent regions not listed
-  std::vector<Breakdown> breakdowns;  ///< levels 0..max depth; one unstacked entry without nesting
+  std::vector<Breakdown> breakdowns;  ///< levels 0..min(max depth, kMaxBreakdownLevels - 1); one unstacked entry without nesting
   std::vector<PathGroupSeries> paths;  ///< as the report's code-path groups
 };
 
