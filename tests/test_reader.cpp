@@ -1308,6 +1308,28 @@ TEST_F(ReaderTest, NegativeAndHugeCountsAreRejected) {
   EXPECT_EQ(d.update_count(), 1u);
 }
 
+// An integer config field too long for 64 bits is read by the JSON parser as a float;
+// converting it was undefined behaviour (a fuzzer's "world_size" of 73 digits, UBSan).
+// Out of range either way is a bad field; a whole float ("4.0") is the integer.
+TEST_F(ReaderTest, ConfigIntegersBeyond64BitsAreOutOfRange) {
+  const auto p = write("cfg.jsonl",
+                       R"({"type": "config", "schema": 1, "rank": 0, "world_size": 7777777777777777777777777777, )"
+                       R"("micro_batch": -1e19, "accumulation": 4.0})"
+                       "\n" + update(1) + "\n");
+  const Dataset d = read({p});
+  ASSERT_EQ(d.ranks.size(), 1u);
+  ASSERT_TRUE(d.ranks[0].config);
+  EXPECT_FALSE(d.ranks[0].config->world_size);
+  EXPECT_FALSE(d.ranks[0].config->micro_batch);
+  EXPECT_EQ(d.ranks[0].config->accumulation, 4);
+  std::vector<std::string> messages;
+  for (const auto& diag : diag_.kept())
+    if (diag.problem == Problem::kBadField) messages.push_back(diag.message);
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_NE(messages[0].find("config field \"world_size\" is out of range"), std::string::npos) << messages[0];
+  EXPECT_NE(messages[1].find("config field \"micro_batch\" is out of range"), std::string::npos) << messages[1];
+}
+
 TEST_F(ReaderTest, ByteOrderMarkIsSkipped) {
   const auto p = write("bom.jsonl", "\xEF\xBB\xBF" + kConfig + "\n" + update(1) + "\n");
   const Dataset d = read({p});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -37,8 +38,20 @@ void take_int(const RawField& f, std::optional<std::int64_t>& out,
   }
   if (v.is_number_integer()) {
     out = v.get<std::int64_t>();
-  } else if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))) {
-    out = static_cast<std::int64_t>(v.get<double>());
+  } else if (v.is_number_float()) {
+    // A whole number written as a float ("8.0"), or an integer too long for 64 bits, which
+    // the JSON parser reads as a float ("world_size": 7777...74, 73 digits, from a fuzzer):
+    // converting a double outside the int64 range is undefined behaviour, so it is checked
+    // first. 2^63 is exact in a double; every double below it converts.
+    const double d = v.get<double>();
+    constexpr double kTwo63 = 9223372036854775808.0;
+    if (!(d >= -kTwo63 && d < kTwo63))
+      note(problems, fmt::format("config field \"{}\" is out of range ({}; an integer from -2^63 to 2^63 - 1)",
+                                 f.key, f.json));
+    else if (d == std::trunc(d))
+      out = static_cast<std::int64_t>(d);
+    else
+      note(problems, fmt::format("config field \"{}\" should be an integer, found {}", f.key, f.json));
   } else {
     note(problems, fmt::format("config field \"{}\" should be an integer, found {}", f.key, f.json));
   }
