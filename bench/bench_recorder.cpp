@@ -7,6 +7,9 @@
 #include "stepprof/stepprof.h"
 #include "stepprof/stepprof.hpp"
 
+#include <string>
+#include <vector>
+
 namespace {
 
 // Opens a recorder writing to /dev/null for the duration of a benchmark.
@@ -85,6 +88,31 @@ void BM_EndUpdate20Regions(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_EndUpdate20Regions);
+
+// One update boundary with N regions, named as a per-layer instrumented model names
+// them ("layer.17.mlp": 8 regions in each of N / 8 layers, the layers at the top
+// level), each entered and exited once: the cost per region of collecting and writing a
+// large record, which should not grow with N (a deep model's boundary with 1,000
+// regions costs what 50 boundaries with 20 regions cost).
+void BM_EndUpdateRegions(benchmark::State& state) {
+  static constexpr const char* kParts[8] = {"block", "input_norm", "attention", "qkv",
+                                            "core_attention", "post_norm", "mlp", "mlp_fc2"};
+  const auto n = static_cast<int>(state.range(0));
+  std::vector<stepprof::RegionId> ids;
+  for (int i = 0; i < n; ++i)
+    ids.push_back(stepprof::region_id("layer." + std::to_string(i / 8) + "." + kParts[i % 8]));
+  OpenRecorder rec;
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < n; i += 8) {
+      stepprof::Region block(ids[static_cast<std::size_t>(i)]);
+      for (int k = 1; k < 8 && i + k < n; ++k) stepprof::Region inner(ids[static_cast<std::size_t>(i + k)]);
+    }
+    benchmark::DoNotOptimize(stepprof::end_update(step++));
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_EndUpdateRegions)->Arg(16)->Arg(128)->Arg(1024)->Arg(4096);
 
 }  // namespace
 

@@ -71,6 +71,45 @@ TEST(RecordWriter, ShapeOfAWrittenUpdate) {
             R"x("counts":{"samples":16},"input_shapes":{"(8,)":1}})x");
 }
 
+// A record that lists a name twice (only a hand-built one can) still writes each name
+// once: the later entry's values replace the earlier ones where the earlier one stood.
+TEST(RecordWriter, ANameListedTwiceIsWrittenOnce) {
+  NameTable regions, counters;
+  UpdateRecord u;
+  u.step = 1;
+  u.wall_ms = 2;
+  const auto a = regions.intern("a");
+  const auto b = regions.intern("b");
+  u.regions.push_back({a, kTopLevel, std::nullopt, 1.5, 1});
+  u.regions.push_back({b, kTopLevel, std::nullopt, 2.5, 1});
+  u.regions.push_back({a, kTopLevel, std::nullopt, 4.5, 3});
+  const auto n = counters.intern("n");
+  u.counters.push_back({n, 1});
+  u.counters.push_back({n, 2});
+  EXPECT_EQ(update_to_json(u, regions, counters),
+            R"({"type":"update","step":1,"wall_ms":2.0,"cpu_call_ms":{"a":4.5,"b":2.5},"calls":{"a":3,"b":1},)"
+            R"("parents":{"a":null,"b":null},"counts":{"n":2}})");
+}
+
+// append_update_json appends to what the buffer holds and gives update_to_json's text;
+// a record of many regions lists them in its order.
+TEST(RecordWriter, AppendWritesTheSameTextAfterTheBuffersContent) {
+  NameTable regions, counters;
+  UpdateRecord u;
+  u.step = 3;
+  u.wall_ms = 1;
+  std::string expected_host;
+  for (int i = 0; i < 300; ++i) {
+    const auto id = regions.intern("layer." + std::to_string(299 - i));
+    u.regions.push_back({id, kTopLevel, std::nullopt, 0.25, std::nullopt});
+    expected_host += (i ? "," : "") + std::string("\"layer.") + std::to_string(299 - i) + "\":0.25";
+  }
+  std::string out = "kept|";
+  append_update_json(u, regions, counters, out);
+  EXPECT_EQ(out, "kept|" + update_to_json(u, regions, counters));
+  EXPECT_NE(out.find("\"cpu_call_ms\":{" + expected_host + "}"), std::string::npos);
+}
+
 // The helpers the recorder builds its config record with.
 TEST(RecordWriter, JsonStringEscapes) {
   EXPECT_EQ(json_string("plain"), "\"plain\"");

@@ -27,6 +27,11 @@ std::string config_to_json(const RunConfig& config);
 std::string update_to_json(const UpdateRecord& update, const NameTable& regions,
                            const NameTable& counters);
 
+/// update_to_json, appended to `out` (which keeps its capacity: the recorder writes
+/// every record through one buffer). Linear in the record's size.
+void append_update_json(const UpdateRecord& update, const NameTable& regions, const NameTable& counters,
+                        std::string& out);
+
 /// A string as JSON text (quoted, escaped), for a RawField value: `a"b` -> `"a\"b"`.
 /// Invalid UTF-8 is replaced (U+FFFD), as in the record serializers.
 std::string json_string(std::string_view text);
