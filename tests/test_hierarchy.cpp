@@ -1,6 +1,10 @@
 // The hierarchy format (docs/hierarchy-format.md) and nesting recorded in logs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <set>
+
 #include "stepprof/hierarchy.hpp"
 #include "stepprof/reader.hpp"
 #include "test_util.hpp"
@@ -184,6 +188,92 @@ TEST(Hierarchy, FromTheLogConflictsKeepTheFirstParent) {
   EXPECT_EQ(h->find("b")->parent, "a");
   EXPECT_EQ(diag.total() - before, 1u);  // steps 2 and 3 disagree the same way: one warning
   for (const auto* top : h->children("")) EXPECT_FALSE(top->name.empty());
+}
+
+// A chain 3,000 deep whose records list each region before its parent: placing parents
+// first took one pass over the regions per level, and after 1,000 passes the rest were
+// reported as "circular parents" and left out.
+TEST(Hierarchy, FromTheLogAChainListedChildFirstIsPlacedWhole) {
+  test::DatasetBuilder b;
+  auto& u = b.add(1, 100.0);
+  constexpr int kDepth = 3'000;
+  for (int i = kDepth - 1; i >= 0; --i) b.region(u, "r" + std::to_string(i), std::nullopt, 1.0);
+  for (int i = 0; i < kDepth; ++i) {  // u.regions[k] is r(kDepth - 1 - k); r(i)'s parent is r(i - 1)
+    auto& r = u.regions[static_cast<std::size_t>(kDepth - 1 - i)];
+    r.parent = i == 0 ? kTopLevel : u.regions[static_cast<std::size_t>(kDepth - i)].region;
+  }
+  Diagnostics diag;
+  const auto h = hierarchy_from_log(b.d, diag);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(diag.total(), 0u) << (diag.kept().empty() ? "" : diag.kept().front().message);
+  ASSERT_EQ(h->nodes().size(), static_cast<std::size_t>(kDepth));
+  EXPECT_EQ(h->find("r2999")->parent, "r2998");
+  EXPECT_EQ(h->nodes().front().name, "r0");  // parents first
+  EXPECT_EQ(h->nodes().back().name, "r2999");
+}
+
+// Random parent graphs (forests, with loops, self-parents and parents with no parent of
+// their own) against a simulation of the passes the placement is defined by: each pass
+// goes over the regions in first-seen order and places every one whose parent is placed
+// (or is the top level, or a region with no recorded parent, which goes to the top level
+// just before its first child). Regions never placed are in or under a loop.
+TEST(Hierarchy, FromTheLogPlacesInTheOrderOfRepeatedPasses) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 300; ++round) {
+    const int n = 1 + static_cast<int>(rng() % 40);
+    const int extra = static_cast<int>(rng() % 4);  // names only ever seen as parents
+    std::vector<int> parent(static_cast<std::size_t>(n));  // -1: top level; >= n: an "extra" name
+    for (auto& p : parent) {
+      const auto pick = rng() % 10;
+      p = pick == 0 ? -1 : pick == 1 && extra ? n + static_cast<int>(rng() % static_cast<unsigned>(extra))
+                                               : static_cast<int>(rng() % static_cast<unsigned>(n));
+    }
+    test::DatasetBuilder b;
+    auto& u = b.add(1, 10.0);
+    auto name = [](int i) { return "n" + std::to_string(i); };
+    for (int i = 0; i < n; ++i) b.region(u, name(i), std::nullopt, 1.0);
+    for (int i = 0; i < n; ++i) {
+      const int p = parent[static_cast<std::size_t>(i)];
+      u.regions[static_cast<std::size_t>(i)].parent = p < 0 ? kTopLevel : b.d.regions.intern(name(p));
+    }
+    // The simulation.
+    std::vector<std::string> expected;
+    std::vector<std::string> expected_parent;
+    std::set<int> placed;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int i = 0; i < n; ++i) {
+        if (placed.count(i)) continue;
+        const int p = parent[static_cast<std::size_t>(i)];
+        if (p >= 0 && p < n && !placed.count(p)) continue;
+        if (p >= n && !placed.count(p)) {
+          expected.push_back(name(p));
+          expected_parent.push_back("");
+          placed.insert(p);
+        }
+        expected.push_back(name(i));
+        expected_parent.push_back(p < 0 ? "" : name(p));
+        placed.insert(i);
+        progress = true;
+      }
+    }
+    const std::size_t left_out = static_cast<std::size_t>(n) - std::count_if(placed.begin(), placed.end(),
+                                                                             [&](int i) { return i < n; });
+    Diagnostics diag;
+    const auto h = hierarchy_from_log(b.d, diag);
+    ASSERT_TRUE(h);
+    ASSERT_EQ(h->nodes().size(), expected.size()) << "round " << round;
+    for (std::size_t k = 0; k < expected.size(); ++k) {
+      EXPECT_EQ(h->nodes()[k].name, expected[k]) << "round " << round << ", node " << k;
+      EXPECT_EQ(h->nodes()[k].parent, expected_parent[k]) << "round " << round << ", node " << k;
+    }
+    EXPECT_EQ(diag.total(), left_out ? 1u : 0u) << "round " << round;
+    if (left_out) {
+      EXPECT_NE(diag.kept().back().message.find(std::to_string(left_out) + " region(s) have circular parents"),
+                std::string::npos)
+          << diag.kept().back().message;
+    }
+  }
 }
 
 class HierarchyFile : public test::TempDirTest {};

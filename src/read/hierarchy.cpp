@@ -373,36 +373,69 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
 
   Hierarchy h;
   h.source = std::string(kNestingFromLog);
-  // Add parents before children: repeat passes until all are placed.
-  std::vector<bool> placed(order.size(), false);
-  std::size_t remaining = order.size();
-  for (int pass = 0; remaining > 0 && pass < 1000; ++pass) {
-    bool progress = false;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      if (placed[i]) continue;
-      const auto parent = parent_of[order[i]].parent;
-      std::string pname = parent == kTopLevel ? std::string() : std::string(data.regions.name(parent));
-      if (!pname.empty() && !h.find(pname)) {
-        if (!parent_of[parent].known) {
-          // The parent itself has no recorded parent: place it at the top level.
-          h.add(HierarchyNode{pname, "", "", RegionRole::kNone, "", "", "", 0});
-        } else {
-          continue;
-        }
+  // Parents before children. The order is the one repeated passes over the first-seen
+  // order would give (each pass places, in that order, every region whose parent is
+  // placed): pass(r) = pass(parent) when the parent comes earlier in that order, else
+  // pass(parent) + 1, and 0 under the top level or a parent with no recorded parent.
+  // The passes are computed, not run: a chain listed child first is linear, not one
+  // pass per level. A region whose chain of parents loops is left out, with the regions
+  // under it.
+  constexpr std::uint32_t kNotInOrder = UINT32_MAX;
+  std::vector<std::uint32_t> index_of(data.regions.size(), kNotInOrder);
+  for (std::size_t i = 0; i < order.size(); ++i) index_of[order[i]] = static_cast<std::uint32_t>(i);
+  enum class State : std::uint8_t { kNew, kOnPath, kPlaced, kInLoop };
+  std::vector<State> state(order.size(), State::kNew);
+  std::vector<std::uint64_t> pass(order.size(), 0);
+  std::vector<std::uint32_t> path;  // a chain of unplaced regions, child first
+  for (std::size_t start = 0; start < order.size(); ++start) {
+    path.clear();
+    // Walk up until the top level or a parent with no recorded parent (placeable), a
+    // placed region (placeable), a region in a loop, or the path itself (a loop).
+    std::uint32_t i = static_cast<std::uint32_t>(start);
+    bool placeable = true;
+    while (true) {
+      if (state[i] != State::kNew) {
+        placeable = state[i] == State::kPlaced;  // kOnPath: the path closed on itself
+        break;
       }
-      HierarchyNode node;
-      node.name = std::string(data.regions.name(order[i]));
-      node.parent = pname;
-      if (auto it = alt.find(node.name); it != alt.end()) node.alt_group = it->second;
-      if (auto it = role.find(node.name); it != role.end())
-        if (auto r = parse_role(it->second)) node.role = *r;
-      if (!h.find(node.name)) h.add(std::move(node));
-      placed[i] = true;
-      --remaining;
-      progress = true;
+      state[i] = State::kOnPath;
+      path.push_back(i);
+      const auto parent = parent_of[order[i]].parent;
+      if (parent == kTopLevel || index_of[parent] == kNotInOrder) break;
+      i = index_of[parent];
     }
-    if (!progress) break;  // a cycle: leave the rest out
+    const bool loop = !placeable;
+    for (auto it = path.rbegin(); it != path.rend(); ++it) {
+      const std::uint32_t n = *it;
+      if (loop) {
+        state[n] = State::kInLoop;
+        continue;
+      }
+      const auto parent = parent_of[order[n]].parent;
+      const std::uint32_t p = parent == kTopLevel ? kNotInOrder : index_of[parent];
+      pass[n] = p == kNotInOrder ? 0 : pass[p] + (p < n ? 0 : 1);
+      state[n] = State::kPlaced;
+    }
   }
+  std::vector<std::uint32_t> placement;
+  for (std::uint32_t i = 0; i < order.size(); ++i)
+    if (state[i] == State::kPlaced) placement.push_back(i);
+  std::stable_sort(placement.begin(), placement.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return pass[a] < pass[b]; });
+  for (const std::uint32_t i : placement) {
+    const auto parent = parent_of[order[i]].parent;
+    std::string pname = parent == kTopLevel ? std::string() : std::string(data.regions.name(parent));
+    if (!pname.empty() && !h.find(pname))  // a parent with no recorded parent of its own: at the top level
+      h.add(HierarchyNode{pname, "", "", RegionRole::kNone, "", "", "", 0});
+    HierarchyNode node;
+    node.name = std::string(data.regions.name(order[i]));
+    node.parent = pname;
+    if (auto it = alt.find(node.name); it != alt.end()) node.alt_group = it->second;
+    if (auto it = role.find(node.name); it != role.end())
+      if (auto r = parse_role(it->second)) node.role = *r;
+    if (!h.find(node.name)) h.add(std::move(node));
+  }
+  const std::size_t remaining = order.size() - placement.size();
   if (remaining > 0)
     diag.report({Severity::kWarning, Problem::kHierarchy, data.files.empty() ? "" : data.files.front(), 0, 0,
                  fmt::format("{} region(s) have circular parents in the log and are left out of the nesting",
