@@ -5,6 +5,9 @@ measured in the same process:
   BM_RegionHostClock   <= 1.3 x BM_TwoClockReads   (one region entry + exit)
   BM_RegionCompiledOut indistinguishable from BM_EmptyLoop
                        (within 10% or 0.25 ns per iteration, whichever is larger)
+  BM_EndUpdateRegions  an update boundary's cost per region with 1,024 regions
+                       <= 2 x that with 128 (linear in the regions; it was 2.9x when
+                       the JSON writer searched the names already written)
 
 Each benchmark runs --repetitions times, interleaved at random with the others, and the
 minimum CPU time per iteration is compared (the minimum is the least disturbed by other
@@ -25,8 +28,9 @@ import time
 import gbench
 
 TARGETS = ["BM_EmptyLoop", "BM_RegionCompiledOut", "BM_TwoClockReads", "BM_RegionHostClock",
-           "BM_RegionCAbi", "BM_EndUpdate20Regions"]
+           "BM_RegionCAbi", "BM_EndUpdate20Regions", "BM_EndUpdateRegions/128", "BM_EndUpdateRegions/1024"]
 REGION_MAX_RATIO = 1.3
+END_UPDATE_MAX_GROWTH = 2.0  # per-region cost, 1,024 regions against 128
 COMPILED_OUT_REL, COMPILED_OUT_ABS_NS = 0.10, 0.25
 
 
@@ -56,7 +60,9 @@ def measure(args):
     for b in data["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
-        name = b.get("run_name", b["name"]).split("/")[0]
+        # (the name with its arguments, e.g. "BM_EndUpdateRegions/128", without settings
+        # such as "/min_time:0.050")
+        name = "/".join(p for p in b.get("run_name", b["name"]).split("/") if ":" not in p)
         ns = to_ns(b["cpu_time"], b["time_unit"])
         best[name] = min(ns, best.get(name, float("inf")))
         if b.get("label"):
@@ -88,6 +94,12 @@ def measure(args):
           % (out - empty, out / empty if empty else float("nan"), allowed, "ok" if ok else "MISSED"))
     print("BM_RegionCAbi / BM_TwoClockReads = %.3f (information)" % (best["BM_RegionCAbi"] / best["BM_TwoClockReads"]))
     print("BM_EndUpdate20Regions = %.1f us per update (information)" % (best["BM_EndUpdate20Regions"] / 1e3))
+    small, large = best["BM_EndUpdateRegions/128"] / 128, best["BM_EndUpdateRegions/1024"] / 1024
+    growth = large / small
+    ok = growth <= END_UPDATE_MAX_GROWTH
+    failed |= not ok
+    print("update boundary per region: %.0f ns with 1,024 regions, %.0f ns with 128: %.2fx (target <= %.1fx): %s"
+          % (large, small, growth, END_UPDATE_MAX_GROWTH, "ok" if ok else "MISSED"))
     return 1 if failed else 0
 
 

@@ -102,8 +102,9 @@ class Core {
   int open_errno_ = 0, write_errno_ = 0;
   bool partial_line_ = false;
   // The line being written, newline included; it keeps its capacity from one record to
-  // the next (a record of 1,024 regions is about 100 KB: allocating it anew each time
-  // cost page faults on every update).
+  // the next, up to kKeptLineBytes (a record of 1,024 regions is about 100 KB:
+  // allocating it anew each time cost page faults on every update).
+  static constexpr std::size_t kKeptLineBytes = std::size_t{1} << 20;
   std::string line_buf_;
   std::int64_t records_written_ = 0;
   std::shared_ptr<DeviceTimer> timer_;  // null: no device timing
@@ -678,7 +679,9 @@ Status Core::end_update(std::int64_t step) {
     append_update_json(u, nr.regions, nr.counters, line_buf_);
   }
   line_buf_ += '\n';
-  if (!write_buffer()) return Status::kWarnIo;
+  const bool written = write_buffer();
+  if (line_buf_.capacity() > kKeptLineBytes) std::string().swap(line_buf_);  // (one record with a long tail)
+  if (!written) return Status::kWarnIo;
   unreported_ = {};
   return Status::kOk;
 }
@@ -752,6 +755,7 @@ Status Core::close(std::string* message) {
   }
   is_open.store(false, std::memory_order_release);
   closed_ = true;
+  std::string().swap(line_buf_);
 
   std::uint64_t errors = 0;
   std::string kinds;
