@@ -104,6 +104,12 @@ void forget_frames(ThreadStateFull* t, std::uint32_t from) noexcept {
   for (std::uint32_t d = top; d-- > from;) t->acc[t->stack[d].region].open = t->stack[d].reentered;
 }
 
+std::uint32_t recorded_parent(const ThreadState* t, std::uint32_t d) noexcept {
+  while (d-- > 0)
+    if (t->stack[d].region != kOverflowRegion) return t->stack[d].region;
+  return kTopParent;
+}
+
 void depth_overflow(ThreadState* t) noexcept {
   static_cast<ThreadStateFull*>(t)->count_error(ErrorKind::kDepthOverflow);
 }

@@ -557,6 +557,46 @@ def test_names_past_the_limit_and_text_that_is_not_utf8_do_not_raise(tmp_path):
     assert "a\ufffd" in updates[0]["calls"] and "batch_0" in updates[0]["calls"]
 
 
+PAST_THE_LIMIT_SCRIPT = r'''
+import sys
+import stepprof
+
+rec = stepprof.Recorder(sys.argv[1], device_timing="off")
+for i in range(1022):  # with "outer" and "inner", the 1,024 names the recorder takes
+    with rec.region(f"filler_{i}"):
+        pass
+with rec.region("outer"):
+    with rec.region("inner_0"):
+        pass
+    with rec.region("past_the_limit"):  # the 1,025th name: not recorded
+        with rec.region("inner_0"):
+            pass
+        with rec.region("past_the_limit_2"):
+            with rec.region("inner_0"):
+                pass
+rec.end_update(0)
+rec.close()
+'''
+
+
+def test_a_region_inside_one_past_the_name_limit_keeps_the_enclosing_recorded_parent(tmp_path):
+    # A region entered inside one past the 1,024-name limit had no `parents` entry: its
+    # parent was the unrecorded slot, so the report put it outside the nesting. (A new
+    # process: the name limit is per process.)
+    script = tmp_path / "limit.py"
+    script.write_text(PAST_THE_LIMIT_SCRIPT)
+    log = tmp_path / "r.jsonl"
+    r = subprocess.run([sys.executable, str(script), str(log)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    assert "too_many_regions" in r.stderr
+    _, updates = read_log(log)
+    u = updates[0]
+    assert u["calls"]["inner_0"] == 3 and "past_the_limit" not in u["calls"]
+    assert u["parents"]["inner_0"] == "outer" and u["parents"]["outer"] is None
+    assert u["recorder_errors"]["too_many_regions"] >= 1
+
+
 def test_a_region_object_is_made_by_the_recorder_only():
     with pytest.raises(TypeError):
         stepprof.Region()

@@ -68,6 +68,10 @@ ThreadState* attach_thread() noexcept;
 void device_enter(ThreadState* t, Frame& f) noexcept;
 void device_exit(ThreadState* t, const Frame& f) noexcept;
 void depth_overflow(ThreadState* t) noexcept;
+/// The nearest region below stack index `d` of `t` that is recorded (not past the name
+/// limit, kOverflowRegion), or kTopParent: the parent of a region entered inside one past
+/// the limit. `d` < kMaxDepth.
+std::uint32_t recorded_parent(const ThreadState* t, std::uint32_t d) noexcept;
 
 /// One read of the recorder's host clock [ticks]: rdtsc where the TSC is invariant,
 /// else steady_clock [ns]. Ticks convert to ns with the calibration in clock.cpp.
@@ -116,7 +120,9 @@ inline void leave(ThreadState* t, std::uint32_t d) noexcept {
     a.open = f.reentered;
     if (f.reentered == 0) [[likely]] {  // (a recursive entry: inside the outermost one's time and parent)
       a.ticks.store(a.ticks.load(std::memory_order_relaxed) + (end - f.start), std::memory_order_relaxed);
-      a.parent.store(d ? t->stack[d - 1].region : kTopParent, std::memory_order_relaxed);
+      std::uint32_t parent = d ? t->stack[d - 1].region : kTopParent;
+      if (parent == kOverflowRegion) [[unlikely]] parent = recorded_parent(t, d - 1);
+      a.parent.store(parent, std::memory_order_relaxed);
     }
     // Release: a reader that sees this call also sees its ticks and parent.
     a.calls.store(a.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);
