@@ -121,6 +121,36 @@ TEST(Regions, ANestingThirtyThousandDeepIsWalkedWithoutRecursion) {
   EXPECT_DOUBLE_EQ(row(t, "r0").host_self_ms->median, 0.0);  // 50 - 50
 }
 
+// A parent named in `parents` but timed in no update (a region open across every
+// update boundary, such as one around the whole training loop, is written only when it
+// ends): the time outside every region was not computed at all. Its children are the
+// top level now: 100 ms updates with k (10 ms) under the untimed "loop" leave 90 ms
+// outside every region.
+TEST(Regions, AParentTimedInNoUpdateLeavesItsChildrenAtTheTopLevel) {
+  Builder b;
+  const auto loop = b.d.regions.intern("loop");
+  for (int step = 1; step <= 3; ++step) {
+    auto& u = b.add(step, 100.0);
+    b.region(u, "k", std::nullopt, 10.0);
+    b.region(u, "m", std::nullopt, 4.0);
+    u.regions[0].parent = loop;
+    u.regions[1].parent = u.regions[0].region;
+  }
+  Diagnostics diag;
+  const auto h = hierarchy_from_log(b.d, diag);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->find("loop"), nullptr);
+  ASSERT_NE(h->find("k"), nullptr);
+  EXPECT_EQ(h->find("k")->parent, "");
+  EXPECT_EQ(h->find("m")->parent, "k");
+  EXPECT_EQ(diag.count(Severity::kNote), 1u);
+  const RegionTable t = analyze_regions({b.d, &*h});
+  ASSERT_TRUE(t.outside_regions_ms);
+  EXPECT_DOUBLE_EQ(t.outside_regions_ms->median, 90.0);
+  EXPECT_DOUBLE_EQ(row(t, "k").host_self_ms->median, 6.0);  // 10 - 4
+  EXPECT_EQ(row(t, "k").depth, 0);
+}
+
 TEST(Regions, WithoutNestingNoSelfTimeAndSortedByShare) {
   Builder b;
   auto& u = b.add(1, 100);

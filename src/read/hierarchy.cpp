@@ -333,9 +333,11 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
   };
   std::vector<Parent> parent_of(data.regions.size());
   std::vector<NameTable::Id> order;
+  std::vector<char> occurs(data.regions.size(), 0);  // 1: a region of some update
   for (const auto& rank : data.ranks)
     for (const auto& u : rank.updates)
       for (const auto& r : u.regions) {
+        occurs[r.region] = 1;
         // (A region with an empty name cannot be placed: "" is the top level.)
         if (!r.parent || data.regions.name(r.region).empty()) continue;
         Parent& p = parent_of[r.region];
@@ -422,9 +424,22 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
     if (state[i] == State::kPlaced) placement.push_back(i);
   std::stable_sort(placement.begin(), placement.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return pass[a] < pass[b]; });
+  // A parent that is a region of no update (named in `parents` only: a region open
+  // across every update boundary, which is written when it ends, or one the log left
+  // out) has no time to nest in: its children are placed at the top level, so that the
+  // time outside them counts as outside every region.
+  std::vector<NameTable::Id> untimed;  // such parents, in order of their first child
+  const Parent* first_untimed = nullptr;
   for (const std::uint32_t i : placement) {
     const auto parent = parent_of[order[i]].parent;
-    std::string pname = parent == kTopLevel ? std::string() : std::string(data.regions.name(parent));
+    const bool untimed_parent = parent != kTopLevel && index_of[parent] == kNotInOrder && occurs[parent] != 1 &&
+                                !data.regions.name(parent).empty();
+    if (untimed_parent) {
+      if (!first_untimed) first_untimed = &parent_of[order[i]];
+      if (occurs[parent] == 0) untimed.push_back(parent), occurs[parent] = 2;  // (2: listed, still untimed)
+    }
+    std::string pname =
+        parent == kTopLevel || untimed_parent ? std::string() : std::string(data.regions.name(parent));
     if (!pname.empty() && !h.find(pname))  // a parent with no recorded parent of its own: at the top level
       h.add(HierarchyNode{pname, "", "", RegionRole::kNone, "", "", "", 0});
     HierarchyNode node;
@@ -436,6 +451,18 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
     if (!h.find(node.name)) h.add(std::move(node));
   }
   const std::size_t remaining = order.size() - placement.size();
+  if (first_untimed) {
+    std::string names;
+    for (std::size_t k = 0; k < untimed.size() && k < 3; ++k)
+      names += fmt::format("{}\"{}\"", k ? ", " : "", data.regions.name(untimed[k]));
+    if (untimed.size() > 3) names += fmt::format(" and {} more", untimed.size() - 3);
+    diag.report({Severity::kNote, Problem::kHierarchy, data.files[first_untimed->where.file], first_untimed->where.line,
+                 0,
+                 fmt::format("{} {} a parent in the log's `parents` but no region of any update (not timed: e.g. a "
+                             "region open across every update boundary, written only when it ends); the regions "
+                             "under {} are placed at the top level",
+                             names, untimed.size() == 1 ? "is" : "are", untimed.size() == 1 ? "it" : "them")});
+  }
   if (remaining > 0)
     diag.report({Severity::kWarning, Problem::kHierarchy, data.files.empty() ? "" : data.files.front(), 0, 0,
                  fmt::format("{} region(s) have circular parents in the log and are left out of the nesting",
