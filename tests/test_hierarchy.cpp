@@ -270,6 +270,21 @@ TEST(Hierarchy, FromTheLogPlacesInTheOrderOfRepeatedPasses) {
       if (d.severity == Severity::kWarning) {
         EXPECT_NE(d.message.find(std::to_string(left_out) + " region(s) have circular parents"), std::string::npos)
             << d.message;
+        // It names the first three regions (in the log's order) that are their own ancestor.
+        int named = 0;
+        for (int i = 0; i < n && named < 3; ++i) {
+          int j = i;
+          bool own_ancestor = false;
+          for (int steps = 0; steps <= n && !own_ancestor; ++steps) {
+            j = parent[static_cast<std::size_t>(j)];
+            if (j < 0 || j >= n) break;
+            own_ancestor = j == i;
+          }
+          if (!own_ancestor) continue;
+          ++named;
+          EXPECT_NE(d.message.find("\"" + name(i) + "\""), std::string::npos) << "round " << round << ": " << d.message;
+        }
+        EXPECT_GT(named, 0);
       }
       if (d.severity == Severity::kNote) {
         for (const int p : untimed_parents)  // (at most 3: all named)

@@ -463,10 +463,47 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
                              "under {} are placed at the top level",
                              names, untimed.size() == 1 ? "is" : "are", untimed.size() == 1 ? "it" : "them")});
   }
-  if (remaining > 0)
-    diag.report({Severity::kWarning, Problem::kHierarchy, data.files.empty() ? "" : data.files.front(), 0, 0,
-                 fmt::format("{} region(s) have circular parents in the log and are left out of the nesting",
-                             remaining)});
+  if (remaining > 0) {
+    // Named: the first few regions on a loop itself (an ancestor of itself), in the log's
+    // order, and where the first one's parent was read. Each region is walked once: a
+    // walk ends where it meets an earlier one, or goes round a loop, which it marks.
+    std::vector<std::uint32_t> walked(order.size(), 0);  // 1 + the start of the walk that passed it
+    std::vector<char> on_loop(order.size(), 0);
+    auto up = [&](std::uint32_t j) -> std::optional<std::uint32_t> {
+      const auto parent = parent_of[order[j]].parent;
+      if (parent == kTopLevel || index_of[parent] == kNotInOrder) return std::nullopt;
+      return index_of[parent];
+    };
+    for (std::uint32_t i = 0; i < order.size(); ++i) {
+      if (state[i] != State::kInLoop || walked[i]) continue;
+      for (std::optional<std::uint32_t> j = i; j; j = up(*j)) {
+        if (walked[*j] == i + 1) {  // round a loop: mark it
+          std::uint32_t k = *j;
+          do {
+            on_loop[k] = 1;
+            k = *up(k);
+          } while (k != *j);
+          break;
+        }
+        if (walked[*j]) break;
+        walked[*j] = i + 1;
+      }
+    }
+    std::string names;
+    std::size_t named = 0;
+    const Parent* first = nullptr;
+    for (std::uint32_t i = 0; i < order.size() && named < 3; ++i) {
+      if (!on_loop[i]) continue;
+      if (!first) first = &parent_of[order[i]];
+      names += fmt::format("{}\"{}\"", named++ ? ", " : "", data.regions.name(order[i]));
+    }
+    diag.report({Severity::kWarning, Problem::kHierarchy,
+                 first ? data.files[first->where.file] : (data.files.empty() ? "" : data.files.front()),
+                 first ? first->where.line : 0, 0,
+                 fmt::format("{} region(s) have circular parents in the log (each an ancestor of itself: {}{}), or "
+                             "are under such a region, and are left out of the nesting",
+                             remaining, names, named == 3 ? ", ..." : "")});
+  }
   return h;
 }
 
