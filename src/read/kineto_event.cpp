@@ -1,5 +1,6 @@
 #include "kineto_event.hpp"
 #include "json_error.hpp"
+#include "ondemand_alloc.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -186,6 +187,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
   ev = TraceEvent{};
   Fields f(text, error);
   od::document doc;
+  reserve_or_throw(parser_, text.size());
   if (auto e = parser_.iterate(text.data(), text.size(), text.size() + simdjson::SIMDJSON_PADDING).get(doc))
     return f.fail_json(e, nullptr, "an event");
   od::object obj;

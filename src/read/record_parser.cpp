@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "json_error.hpp"
+#include "ondemand_alloc.hpp"
 #include "record_parser.hpp"
 #include "stepprof/schema.hpp"
 
@@ -714,6 +715,7 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
   Ctx c(text, error);
   od::document doc;
   simdjson::padded_string_view padded(text.data(), text.size(), text.size() + kParsePadding);
+  reserve_or_throw(parser_, text.size());
   if (auto e = parser_.iterate(padded).get(doc)) {
     c.fail_json(e, nullptr, "");
     return RecordKind::kError;
