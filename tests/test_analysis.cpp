@@ -151,6 +151,20 @@ TEST(Regions, AParentTimedInNoUpdateLeavesItsChildrenAtTheTopLevel) {
   EXPECT_EQ(row(t, "k").depth, 0);
 }
 
+TEST(Regions, EveryRegionOfTheNestingThatIsNotInTheLogIsNamed) {
+  Builder b;
+  auto& u = b.add(1, 100);
+  b.region(u, "a", 10.0, 10.0);
+  // "gone" and both regions below it never occur; "half" is shown for its child "b".
+  const Hierarchy h = parse("a\ngone\n  x\n    y\nhalf\n  b\n  z\n");
+  b.region(u, "b", 5.0, 5.0);
+  const RegionTable t = analyze_regions({b.d, &h});
+  EXPECT_EQ(t.not_in_log, (std::vector<std::string>{"gone", "x", "y", "half", "z"}));
+  std::vector<std::string> rows;
+  for (const auto& r : t.rows) rows.push_back(r.name);
+  EXPECT_EQ(rows, (std::vector<std::string>{"a", "b"}));
+}
+
 TEST(Regions, WithoutNestingNoSelfTimeAndSortedByShare) {
   Builder b;
   auto& u = b.add(1, 100);

@@ -124,8 +124,8 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     walk([&](const Frame& f) {
       const HierarchyNode* node = f.node;
       if (!is_present(node->name)) {
-        t.not_in_log.push_back(node->name);
-        if (!shown.contains(node->name)) return false;
+        t.not_in_log.push_back(node->name);  // (and, walking on, each absent region below it)
+        if (!shown.contains(node->name)) return true;
       }
       Planned p{in.data.regions.find(node->name).value_or(NameTable::Id(-1)), node->parent, f.depth, true, {}};
       for (const auto* c : h.children(node->name))  // background children overlap, not part of it

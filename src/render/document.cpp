@@ -216,8 +216,11 @@ Section regions_section(const Report& rep) {
                                 t.violation_count, t.violations.front().step, t.violations.front().parent,
                                 ms(t.violations.front().children_ms), ms(t.violations.front().parent_ms)));
   if (!t.not_in_log.empty()) {
+    constexpr std::size_t kNamed = 20;  // (the JSON report lists them all)
     std::string names;
-    for (const auto& n : t.not_in_log) names += (names.empty() ? "" : ", ") + n;
+    for (std::size_t i = 0; i < std::min(kNamed, t.not_in_log.size()); ++i)
+      names += (names.empty() ? "" : ", ") + t.not_in_log[i];
+    if (t.not_in_log.size() > kNamed) names += fmt::format(" and {} more", t.not_in_log.size() - kNamed);
     notes.push_back("in the nesting but never in the log: " + names);
   }
   for (auto& n : notes) s.blocks.emplace_back(Paragraph{std::move(n)});

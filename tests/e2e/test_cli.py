@@ -413,6 +413,21 @@ def test_a_nesting_of_another_job_is_warned_about(tmp_path):
     assert "no region of this nesting" not in run("report", "--hierarchy", HIER, LOG).stderr
 
 
+def test_regions_of_the_nesting_absent_from_the_log_are_named(tmp_path):
+    # The bundled nesting plus a branch of 25 regions (each inside the one before) that
+    # the log never has: the text report names the first 20 and counts the rest; the
+    # JSON report lists all 25.
+    nesting = tmp_path / "nesting.txt"
+    absent = [f"unused_{i}" for i in range(25)]
+    nesting.write_text(HIER.read_text() + "".join("  " * i + n + "\n" for i, n in enumerate(absent)))
+    text = run("report", "--hierarchy", nesting, LOG)
+    assert text.returncode == 0, text.stderr
+    flowed = " ".join(text.stdout.split())  # (the text report wraps long paragraphs)
+    assert "in the nesting but never in the log: " + ", ".join(absent[:20]) + " and 5 more" in flowed
+    r = run("report", "--format", "json", "--hierarchy", nesting, LOG)
+    assert json.loads(r.stdout)["regions"]["not_in_log"][-25:] == absent
+
+
 def test_output_through_a_symlink_or_into_a_fifo_keeps_them(tmp_path):
     # -o writes a regular file through a temporary file renamed into place; a symlink or
     # a FIFO given as -o must stay what it is and receive the text.
