@@ -290,6 +290,10 @@ TEST(WhatIf, PadVariantByHand) {
   EXPECT_NEAR(p.measured.median_ms, median(measured), 1e-9);
   EXPECT_NEAR(p.predicted.median_ms, median(predicted), 1e-6);
   EXPECT_NEAR(p.saved_ms, median(measured) - median(predicted), 1e-6);
+  // The total over 1,000 updates: the mean of the per-update savings, 5 (a + b) - 4 max(a, b).
+  double mean_saving = 0;
+  for (int k = 0; k < 6; ++k) mean_saving += (5.0 * sum(k) - 4.0 * mx(k)) / 6;
+  EXPECT_NEAR(p.saved_mean_ms, mean_saving, 1e-6);
   // Exact data: every bootstrap refit gives the same costs, so the interval is the point
   // up to the resampling of updates (the median of a resample lies within the data).
   EXPECT_LE(p.predicted.low_ms, p.predicted.median_ms);

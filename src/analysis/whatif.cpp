@@ -790,6 +790,15 @@ void finish(Prediction& p, const SyncData& d, const StepTimes& point, const std:
     p.saved_only_ms = p.measured.median_ms - p.only_this_rank->median_ms;
   }
   p.samples_per_update = samples;
+  // The total over 1,000 updates: the mean of the per-update savings.
+  auto mean_saving = [&](const std::vector<double>& after) {
+    double sum = 0;
+    const std::size_t n = std::min(point.measured.size(), after.size());
+    for (std::size_t k = 0; k < n; ++k) sum += point.measured[k] - after[k];
+    return n ? sum / static_cast<double>(n) : 0.0;
+  };
+  p.saved_mean_ms = mean_saving(point.predicted);
+  if (p.saved_only_ms) p.saved_only_mean_ms = mean_saving(point.only);
   for (std::size_t k = 0; k < point.measured.size(); ++k) {
     UpdatePrediction u;
     u.step = d.step_numbers[k];

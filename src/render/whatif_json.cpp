@@ -93,7 +93,8 @@ Json prediction(const Prediction& p) {
   j["only_this_rank_update_ms"] = p.only_this_rank ? interval(*p.only_this_rank) : Json(nullptr);
   j["saved_ms_per_update"] = p.saved_ms;
   j["saved_fraction"] = p.measured.median_ms > 0 ? Json(p.saved_ms / p.measured.median_ms) : Json(nullptr);
-  j["saved_s_per_1000_updates"] = p.saved_ms;  // ms per update x 1000 updates / 1000 ms per s
+  j["saved_mean_ms_per_update"] = p.saved_mean_ms;
+  j["saved_s_per_1000_updates"] = p.saved_mean_ms;  // mean ms per update x 1000 updates / 1000 ms per s
   j["only_this_rank_saved_ms_per_update"] = opt(p.saved_only_ms);
   j["samples_per_update"] = opt(p.samples_per_update);
   j["throughput"] = {{"measured_samples_per_s", per_s(p.measured.median_ms)},

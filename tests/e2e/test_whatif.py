@@ -95,6 +95,23 @@ def test_real_log_one_rank_range():
     assert p["throughput"]["measured_samples_per_s"] == pytest.approx(64 / p["measured_update_ms"]["median"] * 1000)
 
 
+
+def test_real_log_saving_per_1000_updates_is_the_mean_saving():
+    # no-padding on the bundled log: language_forward costs a fitted ms per token slot, so
+    # each update saves that cost times its padded slots; the saving varies between
+    # updates, and 1,000 updates save 1,000 times its mean (not the difference of the
+    # medians, which is larger here).
+    _, updates = fx.real_records()
+    doc = whatif_json("no-padding", "--hierarchy", fx.HIER, fx.LOG)
+    (p,) = doc["predictions"]
+    per_slot = model(doc, "language_forward")
+    (term,) = [t for t in per_slot["terms"] if t["feature"] == "token_slots"]
+    padded = [u["counts"]["token_slots"] - u["counts"]["valid_tokens"] for u in updates]
+    mean_saving = term["ms_per_unit"] * statistics.fmean(padded)
+    assert p["saved_mean_ms_per_update"] == pytest.approx(mean_saving, rel=1e-9)
+    assert p["saved_s_per_1000_updates"] == pytest.approx(mean_saving, rel=1e-9)
+    assert p["saved_ms_per_update"] > mean_saving * 1.1  # the medians' difference, documented as such
+
 # ---- a generated two-rank log with per-micro-batch detail ----------------------------------
 
 FAST, SLOW, SLOT, PER_CALL = 2.0, 5.0, 0.5, 50.0  # ms per frame, per frame, per token slot, per call

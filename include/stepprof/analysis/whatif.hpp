@@ -100,7 +100,12 @@ struct Prediction {
   Interval predicted;   ///< predicted (every rank improves alike, when a range) [ms]
   std::optional<Interval> only_this_rank;
   double saved_ms = 0;  ///< measured.median - predicted.median, per update [ms]
+  /// Mean over the updates of measured - predicted (every rank alike, when a range) [ms]:
+  /// x 1000 the time 1,000 such updates save. Differs from saved_ms when the saving
+  /// varies between updates (the difference of two medians is not a median saving).
+  double saved_mean_ms = 0;
   std::optional<double> saved_only_ms;
+  std::optional<double> saved_only_mean_ms;  ///< as saved_mean_ms, for only_this_rank [ms]
   std::optional<double> samples_per_update;  ///< samples per update of the job [count]
   std::vector<RegionChange> regions;  ///< leaf regions whose work changes
   std::vector<RankBalance> ranks;     ///< balanced-ranks only
