@@ -756,6 +756,37 @@ TEST_F(ReaderTest, MissingConfigIsReported) {
   EXPECT_EQ(d.ranks[0].updates.size(), 2u);
 }
 
+TEST_F(ReaderTest, AConfigWithoutAUsableRankIsTheRankOfTheFilesUpdates) {
+  // No rank, and a negative one (an error: not used): either way the file's updates all
+  // name rank 1, so the config is rank 1's and every update is read under it.
+  for (const std::string rank_field : {std::string(), std::string(R"("rank": -1, )")}) {
+    diag_ = Diagnostics();
+    const std::string config =
+        R"({"type": "config", )" + rank_field + R"("world_size": 4, "micro_batch": 8, "accumulation": 2})";
+    const auto p = write("r.jsonl", config + "\n" + update(11) + "\n" + update(12) + "\n");
+    const Dataset d = read({p});
+    ASSERT_EQ(d.ranks.size(), 1u) << rank_field;
+    ASSERT_TRUE(d.ranks[0].config.has_value()) << rank_field;
+    EXPECT_EQ(d.ranks[0].config->rank, 1);
+    EXPECT_EQ(d.ranks[0].config->micro_batch, 8);
+    EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+    EXPECT_EQ(diag_.count(Problem::kMixedRuns), 0u);
+    EXPECT_EQ(diag_.count(Severity::kError), rank_field.empty() ? 0u : 1u);
+    const Diagnostic* n = first(Problem::kMissingConfig);
+    ASSERT_NE(n, nullptr);
+    EXPECT_EQ(n->severity, Severity::kNote);
+    EXPECT_NE(n->message.find("read as rank 1's"), std::string::npos) << n->message;
+  }
+  // Updates of two ranks: the config stays without a rank.
+  diag_ = Diagnostics();
+  std::string other = update(13);
+  other.replace(other.find("\"rank\": 1"), 9, "\"rank\": 2");
+  const auto p = write("two.jsonl", R"({"type": "config", "world_size": 4})" "\n" + update(11) + "\n" + other + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 2u);
+  for (const auto& k : diag_.kept()) EXPECT_EQ(k.message.find("read as rank"), std::string::npos) << k.message;
+}
+
 TEST_F(ReaderTest, DuplicateStepKeepsTheFirstAndSaysWhere) {
   const auto p = write("d.jsonl", kConfig + "\n" + update(11, 100) + "\n" + update(11, 200) + "\n");
   const Dataset d = read({p});

@@ -174,9 +174,14 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
       note(problems, fmt::format("config field \"{}\" should be 1 to 2^32, found {}; it is not used", key, **value));
       value->reset();
     }
-  // Kept as written (the rank still names the file's rank), but said: ranks are
-  // numbered 0 .. world_size - 1.
-  if (c.rank && *c.rank < 0) note(problems, fmt::format("config field \"rank\" is negative ({})", *c.rank));
+  // Ranks are numbered 0 .. world_size - 1. A negative one is not used: the reader then
+  // takes the file's rank from its update records (file_reader.cpp).
+  if (c.rank && *c.rank < 0) {
+    note(problems, fmt::format("config field \"rank\" is negative ({}); it is not used (the rank is taken from the "
+                               "update records)",
+                               *c.rank));
+    c.rank.reset();
+  }
   if (c.world_size && *c.world_size > kMaxWorldSize) {
     note(problems, fmt::format("config field \"world_size\" is {}, above the {} ranks stepprof reads; it is not used",
                                *c.world_size, kMaxWorldSize));

@@ -555,6 +555,7 @@ class FileParser {
                                                       out_.updates.size()),
                          opt_.strict ? "" : altered));
     }
+    adopt_update_rank(file_config, file_config_line);
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
              fmt::format("{} update record(s) after the differing config at line {} were skipped", rejected_after_mix,
@@ -562,6 +563,23 @@ class FileParser {
     say_prelude();
     if (records == 0 && !truncated && src.error().empty())
       report(Severity::kWarning, Problem::kEmptyInput, 0, 0, "file holds no records");
+  }
+
+  // A config that names no usable rank (none, or a negative one) is the config of the
+  // rank the file's update records name, when they all name the same one: a file holds
+  // one rank's log. Without this its updates had no config ("no config record for rank
+  // 1") and the config no updates.
+  void adopt_update_rank(std::optional<RunConfig>& config, std::uint64_t config_line) {
+    if (!config || config->rank || out_.updates.empty()) return;
+    const std::optional<std::int64_t> rank = out_.updates.front().rank;
+    if (!rank) return;
+    for (const auto& u : out_.updates)
+      if (u.rank != rank) return;  // several ranks: the messages about them stand
+    config->rank = rank;
+    report(Severity::kNote, Problem::kMissingConfig, config_line, 0,
+           fmt::format("the config names no rank; it is read as rank {}'s, the rank all {} update record(s) of the "
+                       "file name",
+                       *rank, out_.updates.size()));
   }
 
   const std::string& path_;
