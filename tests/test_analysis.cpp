@@ -389,8 +389,50 @@ TEST(CrossRank, IncompleteStepsAreReportedAndSkipped) {
   EXPECT_EQ(x.steps_aligned, 3u);
   EXPECT_EQ(x.steps_incomplete, 1u);
   ASSERT_EQ(x.incomplete_examples.size(), 1u);
-  EXPECT_EQ(x.incomplete_examples[0].first, 4);
-  EXPECT_EQ(x.incomplete_examples[0].second, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(x.incomplete_examples[0].first_step, 4);
+  EXPECT_EQ(x.incomplete_examples[0].last_step, 4);
+  EXPECT_EQ(x.incomplete_examples[0].ranks, (std::vector<std::int64_t>{1}));
+}
+
+TEST(CrossRank, IncompleteStepsAreListedAsRunsAndTheRestCounted) {
+  // Three ranks, steps 1..60. Rank 2 lacks 5..15 (one run of 11), rank 1 lacks 20; then
+  // rank 1 lacks every other step from 30 to 58: 15 runs of one step. The first 10 runs
+  // are listed (5..15, 20, 30, 32, ..., 44); 11 + 1 + 8 = 20 of the 27 steps.
+  Dataset d;
+  d.files = {"mem"};
+  const auto comm = d.regions.intern("allreduce");
+  std::size_t expected_missing = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto& log = d.ranks.emplace_back();
+    log.rank = r;
+    for (int s = 1; s <= 60; ++s) {
+      const bool lacks = (r == 2 && s >= 5 && s <= 15) || (r == 1 && (s == 20 || (s >= 30 && s <= 58 && s % 2 == 0)));
+      if (lacks) {
+        ++expected_missing;
+        continue;
+      }
+      auto& u = log.updates.emplace_back();
+      u.rank = r;
+      u.step = s;
+      u.wall_ms = 1000;
+      u.regions.push_back({comm, std::nullopt, 400.0 + r, 400.0 + r, 1});
+    }
+  }
+  const CrossRankResult x = analyze_cross_rank({d, nullptr}, {}, std::nullopt);
+  EXPECT_EQ(x.steps_incomplete, expected_missing);
+  EXPECT_EQ(expected_missing, 27u);
+  ASSERT_EQ(x.incomplete_examples.size(), 10u);
+  EXPECT_EQ(x.incomplete_examples[0].first_step, 5);
+  EXPECT_EQ(x.incomplete_examples[0].last_step, 15);
+  EXPECT_EQ(x.incomplete_examples[0].steps, 11u);
+  EXPECT_EQ(x.incomplete_examples[0].ranks, (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(x.incomplete_examples[1].first_step, 20);
+  EXPECT_EQ(x.incomplete_examples[1].steps, 1u);
+  EXPECT_EQ(x.incomplete_examples[9].first_step, 44);
+  EXPECT_EQ(x.incomplete_examples[9].ranks, (std::vector<std::int64_t>{1}));
+  std::size_t listed = 0;
+  for (const auto& run : x.incomplete_examples) listed += run.steps;
+  EXPECT_EQ(listed, 20u);
 }
 
 TEST(CrossRank, OneRankIsNotEnough) {

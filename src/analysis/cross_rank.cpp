@@ -13,6 +13,30 @@ namespace stepprof {
 
 namespace {
 
+// Collects the first few runs of steps: a step joins the run before it when it is the
+// next step of the logs (index si) and has the same ranks.
+class StepRuns {
+ public:
+  static constexpr std::size_t kMostRuns = 10;
+  explicit StepRuns(std::vector<StepRun>& runs) : runs_(runs) {}
+  void add(std::size_t si, std::int64_t step, std::vector<std::int64_t>&& ranks) {
+    const bool joins = open_ && si == last_si_ + 1 && runs_.back().ranks == ranks;
+    last_si_ = si;
+    if (joins) {
+      runs_.back().last_step = step;
+      ++runs_.back().steps;
+      return;
+    }
+    open_ = runs_.size() < kMostRuns;
+    if (open_) runs_.push_back({step, step, 1, std::move(ranks)});
+  }
+
+ private:
+  std::vector<StepRun>& runs_;
+  std::size_t last_si_ = 0;
+  bool open_ = false;  // the previous step is in runs_.back()
+};
+
 // Median and 1.4826 x MAD of `v` (reordered).
 std::pair<double, double> median_and_robust_sd(std::vector<double>& v) {
   const double mid = *median(v);
@@ -591,6 +615,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   std::vector<std::vector<double>> compute(nr), wait(nr);
   std::vector<std::size_t> slowest_count(nr, 0);
   std::vector<double> margins, v(nr);
+  StepRuns incomplete_runs{out.incomplete_examples}, without_comm_runs{out.without_comm_examples};
   for (std::size_t si = 0; si < steps.size(); ++si) {
     const std::int64_t step = steps[si];
     const double* row = &compute_at[si * nr];
@@ -601,12 +626,12 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     }
     if (!lacking.empty()) {
       ++out.steps_incomplete;
-      if (out.incomplete_examples.size() < 10) out.incomplete_examples.emplace_back(step, std::move(lacking));
+      incomplete_runs.add(si, step, std::move(lacking));
       continue;
     }
     if (!without_comm.empty()) {
       ++out.steps_without_comm;
-      if (out.without_comm_examples.size() < 10) out.without_comm_examples.emplace_back(step, std::move(without_comm));
+      without_comm_runs.add(si, step, std::move(without_comm));
       continue;
     }
     ++out.steps_aligned;

@@ -352,21 +352,32 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                                    : fmt::format("{} ranks ({} compared, see below), {} updates "
                                                                  "present in every compared rank's log",
                                                                  x.ranks, x.ranks - left_out, x.steps_aligned));
-  if (x.steps_incomplete) {
+  // "steps 30..40 (no rank 3); step 52 (no rank 1); and 4 more"
+  auto runs_text = [](const std::vector<StepRun>& runs, std::size_t total, std::string_view ranks_word) {
     std::string ex;
-    for (const auto& [step, lacking] : x.incomplete_examples)
-      ex += fmt::format("{}step {} (no rank {})", ex.empty() ? "" : "; ", step, rank_numbers(lacking));
-    f.items.emplace_back("steps not in every log", fmt::format("{} not analyzed across ranks: {}", x.steps_incomplete, ex));
-  }
-  if (x.steps_without_comm) {
-    std::string ex;
-    for (const auto& [step, without] : x.without_comm_examples)
-      ex += fmt::format("{}step {} (rank {})", ex.empty() ? "" : "; ", step, rank_numbers(without));
+    std::size_t shown = 0;
+    for (const auto& r : runs) {
+      ex += ex.empty() ? "" : "; ";
+      ex += r.steps == 1 ? fmt::format("step {}", r.first_step)
+                         : fmt::format("steps {}..{}{}", r.first_step, r.last_step,
+                                       r.last_step - r.first_step + 1 == static_cast<std::int64_t>(r.steps)
+                                           ? std::string()
+                                           : fmt::format(" ({} of them)", r.steps));
+      ex += fmt::format(" ({}{})", ranks_word, rank_numbers(r.ranks));
+      shown += r.steps;
+    }
+    if (shown < total) ex += fmt::format("; and {} more", total - shown);
+    return ex;
+  };
+  if (x.steps_incomplete)
+    f.items.emplace_back("steps not in every log",
+                         fmt::format("{} not analyzed across ranks: {}", x.steps_incomplete,
+                                     runs_text(x.incomplete_examples, x.steps_incomplete, "no rank ")));
+  if (x.steps_without_comm)
     f.items.emplace_back(fmt::format("steps without {}", x.comm_region),
                          fmt::format("{} not analyzed across ranks (a rank's own work is unknown there: its wall time "
                                      "holds its wait): {}",
-                                     x.steps_without_comm, ex));
-  }
+                                     x.steps_without_comm, runs_text(x.without_comm_examples, x.steps_without_comm, "rank ")));
   if (!x.ranks_missing.empty())
     f.items.emplace_back("ranks without a log", rank_numbers(x.ranks_missing));
   if (!x.ranks_short.empty()) {

@@ -242,10 +242,12 @@ Json cross_rank(const CrossRankResult& x) {
                   {"at_stake_ms", g->at_stake_ms}, {"updates", g->updates}, {"updates_apart", g->updates_apart},
                   {"updates_slowest", g->updates_slowest}, {"lead_t", opt(g->lead_t)}};
   Json without_comm = Json::array();
-  for (const auto& [step, ranks] : x.without_comm_examples) without_comm.push_back({{"step", step}, {"ranks", ranks}});
+  for (const auto& r : x.without_comm_examples)
+    without_comm.push_back({{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {"ranks", r.ranks}});
   Json incomplete = Json::array();
-  for (const auto& [step, lacking] : x.incomplete_examples)
-    incomplete.push_back({{"step", step}, {"ranks_missing", lacking}});
+  for (const auto& r : x.incomplete_examples)
+    incomplete.push_back(
+        {{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {"ranks_missing", r.ranks}});
   Json short_ranks = Json::array();
   for (const auto& [rank, steps] : x.ranks_short) short_ranks.push_back({{"rank", rank}, {"steps", steps}});
   return Json{{"available", x.available},

@@ -675,11 +675,13 @@ def test_an_update_without_the_communication_region_is_not_compared(tmp_path):
     rep = report(tmp_path / "logs")
     x = rep["cross_rank"]
     assert x["steps_without_comm_region"] == 6 and x["steps_aligned"] == 94
-    assert x["without_comm_region_examples"][0] == {"step": 50, "ranks": [0]}
+    # Steps 50..55 are one run (consecutive steps, the same rank).
+    assert x["without_comm_region_examples"] == [{"step": 50, "last_step": 55, "steps": 6, "ranks": [0]}]
     assert x["episodes"] == [] and x["stragglers"] == []
     assert not any(f["kind"] in ("straggler", "straggler_episode", "slow-ranks") for f in rep["findings"])
     text = run("report", tmp_path / "logs").stdout
     assert "steps without backward_and_communication  6 not analyzed across ranks" in text, text
+    assert "holds its wait): steps 50..55 (rank 0)" in " ".join(text.split()), text
 
 
 def test_stretches_in_the_same_updates_are_one_wait(tmp_path):

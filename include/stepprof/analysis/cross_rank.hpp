@@ -209,6 +209,14 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
                                          const std::vector<UpdateSlowest>& per_update = {},
                                          const std::vector<StragglerEpisode>& episodes = {});
 
+/// A run of steps, consecutive in the steps of the logs, that share a set of ranks (the
+/// ranks that lack them, or whose update there lacks the communication region).
+struct StepRun {
+  std::int64_t first_step = 0, last_step = 0;
+  std::size_t steps = 0;  ///< steps in the run [count]
+  std::vector<std::int64_t> ranks;
+};
+
 struct CrossRankResult {
   bool available = false;
   std::string why_not;             ///< when not available, e.g. "one rank only"
@@ -218,13 +226,14 @@ struct CrossRankResult {
   std::size_t ranks = 0;
   std::size_t steps_aligned = 0;   ///< steps present in every rank's log
   std::size_t steps_incomplete = 0;  ///< steps missing from at least one rank (not analyzed)
-  /// The first few incomplete steps with the ranks that lack them.
-  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> incomplete_examples;
+  /// The first few runs of incomplete steps (consecutive in the steps of the logs, each
+  /// lacking the same ranks), with the ranks that lack them.
+  std::vector<StepRun> incomplete_examples;
   /// Steps in every rank's log in which some rank's update lacks the communication region
   /// (neither device nor host time): that rank's own work is unknown, as its wall time
-  /// holds its wait; not analyzed. With the first few of them and those ranks.
+  /// holds its wait; not analyzed. With the first few runs of them and those ranks.
   std::size_t steps_without_comm = 0;
-  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> without_comm_examples;
+  std::vector<StepRun> without_comm_examples;
   std::vector<std::int64_t> ranks_missing;  ///< 0..world_size-1 without a log
   /// Ranks whose logs never have comm_region (e.g. it is named differently there), or have
   /// it in under half of their updates, left out of the comparison: their own work would
