@@ -223,6 +223,37 @@ TEST(CodePaths, CostPerFrameCauseAndSaving) {
   EXPECT_DOUBLE_EQ(*g.saving_ms_per_update, 600);
 }
 
+// The slow-path finding's advice: grouping or padding frames only where frame counts
+// tell the slow-path updates apart. Ten updates, slow path on even steps; frame counts
+// either the same in every update (3 frames x 2 samples) or mixed exactly in the
+// slow-path updates.
+std::string slow_path_action(bool slow_updates_mix_frames) {
+  Builder b;
+  for (int step = 0; step < 10; ++step) {
+    const bool slow = step % 2 == 0;
+    auto& u = b.add(step, 100);
+    b.region(u, slow ? "slow" : "fast", slow ? 30.0 : 12.0, slow ? 30.0 : 12.0);
+    b.counter(u, slow ? "slow_frames" : "fast_frames", 6);
+    b.counter(u, slow ? "slow_samples" : "fast_samples", 2);
+    u.frame_histogram = slow && slow_updates_mix_frames ? std::vector<std::pair<std::int64_t, std::int64_t>>{{2, 1}, {4, 1}}
+                                                        : std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 2}};
+  }
+  const Hierarchy h = parse("geo\n  fast alt=g\n  slow alt=g\n");
+  const Report r = build_report({b.d, &h});
+  for (const auto& f : r.findings)
+    if (f.kind == "slow-path") return f.action;
+  ADD_FAILURE() << "no slow-path finding";
+  return {};
+}
+
+TEST(Findings, SlowPathAdvisesOnFramesOnlyWhenFrameCountsTellItsUpdatesApart) {
+  const std::string same = slow_path_action(false);
+  EXPECT_EQ(same.find("group samples by frame count"), std::string::npos) << same;
+  EXPECT_NE(same.find("frame counts do not tell the updates that ran slow from the others"), std::string::npos) << same;
+  const std::string mixed = slow_path_action(true);
+  EXPECT_NE(mixed.find("group samples by frame count"), std::string::npos) << mixed;
+}
+
 TEST(CodePaths, WithoutNestingSaysSo) {
   Builder b;
   b.add(1, 10);

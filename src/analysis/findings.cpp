@@ -61,10 +61,27 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
       f.evidence += fmt::format("; {} of {} such updates mixed frame counts, {} of {} fast-only updates did",
                                 g.slow_updates_mixed_frames, g.updates_with_slow, g.fast_only_updates_mixed_frames,
                                 g.updates_fast_only);
-    f.action = fmt::format(
-        "send every micro-batch down {}: group samples by frame count in the sampler, or pad frames up to the "
-        "micro-batch maximum",
-        g.fast);
+    // Frame counts explain the slow path when a frame count comes only with it, or when
+    // updates that ran it mixed frame counts more often than fast-only updates did. When
+    // the log says frame counts (histograms, and updates of both kinds) and neither holds,
+    // grouping or padding frames would not help: the advice says to look elsewhere.
+    const bool frames_known = !g.frame_counts.empty() && g.updates_with_slow > 0 && g.updates_fast_only > 0;
+    const bool frames_explain =
+        !g.frame_counts_only_with_slow.empty() ||
+        (g.slow_updates_mixed_frames > 0 &&
+         static_cast<double>(g.slow_updates_mixed_frames) / static_cast<double>(g.updates_with_slow) >
+             static_cast<double>(g.fast_only_updates_mixed_frames) / static_cast<double>(g.updates_fast_only));
+    if (frames_known && !frames_explain)
+      f.action = fmt::format(
+          "send every micro-batch down {}: frame counts do not tell the updates that ran {} from the others, so "
+          "find what else selects it (a size limit, a flag, a fallback condition) where the code chooses between "
+          "them",
+          g.fast, g.slow);
+    else
+      f.action = fmt::format(
+          "send every micro-batch down {}: group samples by frame count in the sampler, or pad frames up to the "
+          "micro-batch maximum",
+          g.fast);
     if (wait && in.waiting.size() == 1)
       f.action += fmt::format(
           "; {} already waits about {:.0f} ms per update for other ranks, so the update time falls only if "
