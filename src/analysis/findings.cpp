@@ -736,7 +736,7 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   region_findings(in, out);
   variability(in, out);
   const double median = in.time.update_ms ? in.time.update_ms->median : 0;
-  for (auto& f : out) f.share = median > 0 ? f.ms_per_update / median : 0;
+  for (auto& f : out) f.share = median > 0 ? std::optional<double>(f.ms_per_update / median) : std::nullopt;
   // Problems with the nesting come first: they make other figures wrong.
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     const bool na = a.kind == "nesting", nb = b.kind == "nesting";

@@ -547,7 +547,8 @@ Section findings_section(const Report& rep) {
   for (const auto& f : rep.findings) {
     ListItem item;
     item.title = f.ms_per_update > 0
-                     ? fmt::format("[{} per update, {} of the update] {}", ms(f.ms_per_update), pct(f.share), f.title)
+                     ? fmt::format("[{} per update{}] {}", ms(f.ms_per_update),
+                                   f.share ? fmt::format(", {} of the update", pct(*f.share)) : std::string(), f.title)
                      : f.title;
     item.details.emplace_back("evidence", f.evidence);
     item.details.emplace_back("action", f.action);

@@ -280,7 +280,7 @@ Json findings(const std::vector<Finding>& fs) {
     out.push_back({{"kind", f.kind},
                    {"subject", f.subject.empty() ? Json(nullptr) : Json(f.subject)},
                    {"ms_per_update", f.ms_per_update},
-                   {"share_fraction", f.share},
+                   {"share_fraction", opt(f.share)},
                    {"title", f.title},
                    {"evidence", f.evidence},
                    {"action", f.action}});

@@ -428,6 +428,22 @@ def test_regions_of_the_nesting_absent_from_the_log_are_named(tmp_path):
     assert json.loads(r.stdout)["regions"]["not_in_log"][-25:] == absent
 
 
+def test_findings_of_a_log_whose_updates_all_took_0_ms_give_no_share(tmp_path):
+    # Every wall_ms 0 (a broken clock): no finding is "0.0 % of the update".
+    log = tmp_path / "zero.jsonl"
+    with open(LOG) as src:
+        rows = [json.loads(line) for line in src]
+    for r in rows:
+        if r.get("type") == "update":
+            r["wall_ms"] = 0
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = run("report", log)
+    assert "zero-wall-time" in text.stderr
+    assert "% of the update]" not in text.stdout and "ms per update]" in text.stdout, text.stdout
+    findings = json.loads(run("report", "--format", "json", log).stdout)["findings"]
+    assert findings and all(f["share_fraction"] is None for f in findings)
+
+
 def test_output_through_a_symlink_or_into_a_fifo_keeps_them(tmp_path):
     # -o writes a regular file through a temporary file renamed into place; a symlink or
     # a FIFO given as -o must stay what it is and receive the text.

@@ -22,7 +22,9 @@ struct Finding {
                          ///< data-loading, exclusive-time, untracked-time, variability, time-gap, nesting
   std::string subject;   ///< the region (or group) concerned, if any
   double ms_per_update = 0;  ///< time at stake per update [ms] (the ranking key)
-  double share = 0;          ///< ms_per_update / median update time [fraction]
+  /// ms_per_update / median update time [fraction]; nullopt when that median is not
+  /// above 0 (every wall_ms 0: a `zero-wall-time` warning says so).
+  std::optional<double> share;
   std::string title;     ///< one line: what is happening
   std::string evidence;  ///< the measurements behind it, with units
   std::string action;    ///< what to change or look at next
