@@ -787,6 +787,21 @@ TEST_F(ReaderTest, AConfigWithoutAUsableRankIsTheRankOfTheFilesUpdates) {
   for (const auto& k : diag_.kept()) EXPECT_EQ(k.message.find("read as rank"), std::string::npos) << k.message;
 }
 
+TEST_F(ReaderTest, RecorderErrorsAreSaidToBeOfTheRecordsStepOrBefore) {
+  // A record's recorder_errors were counted since the previous record: during its own
+  // update too, not only before it.
+  const auto p = write("e.jsonl", kConfig + "\n" + update(11) + "\n" +
+                                      update(12, 100.0, R"(, "recorder_errors": {"too_many_regions": 81})") + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 2u);
+  const Diagnostic* w = first(Problem::kRecorderErrors);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->line, 3u);
+  EXPECT_NE(w->message.find("since its previous record, up to the end of step 12: 81 too_many_regions"),
+            std::string::npos)
+      << w->message;
+}
+
 TEST_F(ReaderTest, DuplicateStepKeepsTheFirstAndSaysWhere) {
   const auto p = write("d.jsonl", kConfig + "\n" + update(11, 100) + "\n" + update(11, 200) + "\n");
   const Dataset d = read({p});

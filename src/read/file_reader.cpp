@@ -310,7 +310,9 @@ class FileParser {
             std::string kinds;
             for (const auto& [k, n] : u.recorder_errors) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, k);
             report(Severity::kWarning, Problem::kRecorderErrors, ln, 0,
-                   fmt::format("the recorder reported errors before step {}: {} (records may be missing)", u.step,
+                   fmt::format("the recorder counted errors since its previous record, up to the end of step {}: {} "
+                               "(records may be missing)",
+                               u.step,
                                kinds));
           }
           u.source = {file_, ln};
