@@ -163,6 +163,41 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
       for (std::size_t first = 0; first < at.size();) {
         std::size_t e = first + 1;
         while (e < at.size() && at[e].first - at[e - 1].first <= kMaxGap + 1) ++e;
+        // The run is cut to its part most likely to be one stretch: lags of the rank just
+        // before or after a stretch (fallbacks, behind in a share p of the other updates)
+        // joined it across the gaps, and a stretch started 3 to 16 updates early. Each
+        // update scores its log-likelihood ratio of "in the stretch" (behind with the run's
+        // density q) against "outside" (behind with p): log(q/p) if behind, else
+        // log((1-q)/(1-p)); the run keeps its highest-scoring part (Kadane's maximum
+        // subarray). A run without gaps, or no denser than outside, stays whole.
+        const std::size_t run_end = e;  // (the next run starts after it, cut or not)
+        if (e - first > 1) {
+          const double span0 = static_cast<double>(at[e - 1].first - at[first].first + 1);
+          const double q = static_cast<double>(e - first) / span0;
+          const double p_out = static_cast<double>(at.size() - (e - first) + 1) /
+                               (static_cast<double>(per_update.size()) - span0 + 2);
+          if (q < 1 && q > p_out) {
+            const double up = std::log(q / p_out), down = std::log((1 - q) / (1 - p_out));
+            double cur = up, best = up;
+            std::size_t start = first, best_first = first, best_end = first + 1;
+            for (std::size_t k = first + 1; k < e; ++k) {
+              const double extended = cur + static_cast<double>(at[k].first - at[k - 1].first - 1) * down + up;
+              if (extended >= up) {
+                cur = extended;
+              } else {
+                cur = up;
+                start = k;
+              }
+              if (cur >= best) {
+                best = cur;
+                best_first = start;
+                best_end = k + 1;
+              }
+            }
+            first = best_first;
+            e = best_end;
+          }
+        }
         const std::size_t n = e - first, span = at[e - 1].first - at[first].first + 1;
         // Pass 1: a run must also be beyond chance. A rank behind in a share p of the
         // updates outside the run (rare fallbacks, say; (behind + 1) / (updates + 2), so
@@ -252,7 +287,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
           ep.margin_ms = *median(run_margins);
           out.push_back(std::move(ep));
         }
-        first = e;
+        first = run_end;
       }
     }
   };

@@ -5,6 +5,7 @@ module -- never from the report itself.
 """
 import json
 import os
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -971,3 +972,22 @@ def test_synth_ctrl_c_is_seen_before_any_file_is_written(tmp_path):
     assert "interrupted" in err
     logs = tmp_path / "logs"
     assert not logs.exists() or not list(logs.glob("*.jsonl"))
+
+
+def test_a_lag_just_before_a_stretch_does_not_widen_it(tmp_path):
+    # Rank 3 is 1.5x slower in steps 100..140 and, by chance, behind at step 97 (a
+    # fallback) but not at 98 or 99: the stretch is 100..140, not 97..140.
+    synth(tmp_path, "--ranks", 8, "--updates", 500, "--fallback-rate", 0.1, "--straggler", "3:100:140:1.5",
+          "--random-fallbacks", 5, "--random-padding-spikes", 5, "--fallback", "5:200:2", "--padding-spike", "6:300",
+          "--seed", 7)
+    # The lag at 97, worked out from the logs: rank 3's own work beyond the median rank's.
+    def own_work(rank, step):
+        for line in (tmp_path / "logs" / f"rank{rank}.jsonl").read_text().splitlines():
+            u = json.loads(line)
+            if u.get("type") == "update" and u["step"] == step:
+                return u["wall_ms"] - u["cpu_call_ms"]["backward_and_communication"]
+    def margin(step):
+        return own_work(3, step) - statistics.median(own_work(r, step) for r in range(8))
+    assert margin(97) > 1000 and margin(98) < 100 and margin(99) < 100
+    (ep,) = [e for e in report(tmp_path / "logs")["cross_rank"]["episodes"] if e["rank"] == 3]
+    assert (ep["first_step"], ep["last_step"]) == (100, 140)
