@@ -23,6 +23,11 @@ RunSummary summarize_run(const AnalysisInput& in) {
     }
     if (!cfg && r.config) cfg = &*r.config;
   }
+  // (A rank's log holds each step once: the reader keeps the first of a step given twice.)
+  if (s.first_step)
+    for (const auto& r : in.data.ranks)
+      if (!r.updates.empty())
+        s.steps_without_record += static_cast<std::uint64_t>(*s.last_step - *s.first_step) + 1 - r.updates.size();
   if (cfg) {
     s.config = cfg->fields;
     s.world_size = cfg->world_size;

@@ -86,6 +86,10 @@ Section run_section(const Report& rep) {
   std::string window = r.first_step ? fmt::format("steps {}..{}, {} update record(s)", *r.first_step, *r.last_step, r.updates)
                                     : std::string("no updates");
   if (r.updates_outside_window) window += fmt::format(" ({} outside --steps not analyzed)", r.updates_outside_window);
+  if (r.steps_without_record)
+    window += r.updates_per_rank.size() > 1
+                  ? fmt::format("; {} (rank, step) pair(s) of these steps have no update record", r.steps_without_record)
+                  : fmt::format("; {} of these steps have no update record", r.steps_without_record);
   f.items.emplace_back("window", window);
   if (r.updates_per_rank.size() > 1) f.items.emplace_back("updates per rank", updates_per_rank(r.updates_per_rank));
   f.items.emplace_back("nesting", r.nesting_source.empty() ? "unknown (give --hierarchy FILE for exclusive times and code paths)"

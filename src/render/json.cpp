@@ -44,6 +44,7 @@ Json run(const RunSummary& r) {
               {"first_step", opt(r.first_step)},
               {"last_step", opt(r.last_step)},
               {"updates_outside_window", r.updates_outside_window},
+              {"steps_without_record", r.steps_without_record},
               {"nesting_source", r.nesting_source.empty() ? Json(nullptr) : Json(r.nesting_source)},
               {"config", config},
               {"files", r.files}};

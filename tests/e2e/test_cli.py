@@ -444,6 +444,21 @@ def test_findings_of_a_log_whose_updates_all_took_0_ms_give_no_share(tmp_path):
     assert findings and all(f["share_fraction"] is None for f in findings)
 
 
+def test_steps_without_an_update_record_are_counted(tmp_path):
+    # Every other update record of the bundled log left out: the steps of the window
+    # without a record are counted, not only the records there are.
+    config, updates = records()
+    kept = [u for u in updates if u["step"] % 2 == 1]
+    log = tmp_path / "odd.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in [config] + kept))
+    steps = [u["step"] for u in kept]
+    expected = max(steps) - min(steps) + 1 - len(kept)
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    assert rep["run"]["steps_without_record"] == expected == 9
+    assert f"{len(kept)} update record(s); {expected} of these steps have no update record" in run("report", log).stdout
+    assert json.loads(run("report", "--format", "json", LOG).stdout)["run"]["steps_without_record"] == 0
+
+
 def test_output_through_a_symlink_or_into_a_fifo_keeps_them(tmp_path):
     # -o writes a regular file through a temporary file renamed into place; a symlink or
     # a FIFO given as -o must stay what it is and receive the text.

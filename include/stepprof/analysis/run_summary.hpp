@@ -25,6 +25,10 @@ struct RunSummary {
   std::size_t updates = 0;                       ///< update records analyzed, all ranks
   std::vector<std::pair<std::int64_t, std::size_t>> updates_per_rank;  ///< (rank, update records); rank -1: the log names no rank
   std::optional<std::int64_t> first_step, last_step;  ///< the analyzed window (inclusive)
+  /// Steps of first_step..last_step that a rank's log has no update record of, summed over
+  /// the ranks (a rank's first or last steps too) [count]: lost records, a job that logs
+  /// only some updates, or a rank that started late or stopped early.
+  std::uint64_t steps_without_record = 0;
   std::uint64_t updates_outside_window = 0;     ///< dropped by --steps
   std::vector<RawField> config;                 ///< config fields of the lowest rank, verbatim
   std::vector<std::string> files;
