@@ -227,7 +227,9 @@ TEST(CodePaths, CostPerFrameCauseAndSaving) {
 // tell the slow-path updates apart. Ten updates, slow path on even steps; frame counts
 // either the same in every update (3 frames x 2 samples) or mixed exactly in the
 // slow-path updates.
-std::string slow_path_action(bool slow_updates_mix_frames) {
+// `slow_mixed` of the 5 slow-path updates and `fast_mixed` of the 5 fast-only ones have
+// 2 and 4 frames, the others 3 and 3: no frame count comes only with the slow path.
+std::string slow_path_action(int slow_mixed, int fast_mixed) {
   Builder b;
   for (int step = 0; step < 10; ++step) {
     const bool slow = step % 2 == 0;
@@ -235,8 +237,9 @@ std::string slow_path_action(bool slow_updates_mix_frames) {
     b.region(u, slow ? "slow" : "fast", slow ? 30.0 : 12.0, slow ? 30.0 : 12.0);
     b.counter(u, slow ? "slow_frames" : "fast_frames", 6);
     b.counter(u, slow ? "slow_samples" : "fast_samples", 2);
-    u.frame_histogram = slow && slow_updates_mix_frames ? std::vector<std::pair<std::int64_t, std::int64_t>>{{2, 1}, {4, 1}}
-                                                        : std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 2}};
+    const bool mixed = step / 2 < (slow ? slow_mixed : fast_mixed);
+    u.frame_histogram = mixed ? std::vector<std::pair<std::int64_t, std::int64_t>>{{2, 1}, {4, 1}}
+                              : std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 2}};
   }
   const Hierarchy h = parse("geo\n  fast alt=g\n  slow alt=g\n");
   const Report r = build_report({b.d, &h});
@@ -247,10 +250,15 @@ std::string slow_path_action(bool slow_updates_mix_frames) {
 }
 
 TEST(Findings, SlowPathAdvisesOnFramesOnlyWhenFrameCountsTellItsUpdatesApart) {
-  const std::string same = slow_path_action(false);
-  EXPECT_EQ(same.find("group samples by frame count"), std::string::npos) << same;
-  EXPECT_NE(same.find("frame counts do not tell the updates that ran slow from the others"), std::string::npos) << same;
-  const std::string mixed = slow_path_action(true);
+  for (const auto [slow_mixed, fast_mixed] : {std::pair{0, 0}, std::pair{2, 2}, std::pair{1, 3}}) {
+    const std::string action = slow_path_action(slow_mixed, fast_mixed);
+    EXPECT_EQ(action.find("group samples by frame count"), std::string::npos) << action;
+    EXPECT_NE(action.find("frame counts do not tell the updates that ran slow from the others"), std::string::npos)
+        << action;
+  }
+  // Mixed more often with the slow path (4 of 5 against 1 of 5), with no frame count
+  // only with it: frames explain it.
+  const std::string mixed = slow_path_action(4, 1);
   EXPECT_NE(mixed.find("group samples by frame count"), std::string::npos) << mixed;
 }
 

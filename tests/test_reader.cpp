@@ -775,16 +775,45 @@ TEST_F(ReaderTest, AConfigWithoutAUsableRankIsTheRankOfTheFilesUpdates) {
     const Diagnostic* n = first(Problem::kMissingConfig);
     ASSERT_NE(n, nullptr);
     EXPECT_EQ(n->severity, Severity::kNote);
-    EXPECT_NE(n->message.find("read as rank 1's"), std::string::npos) << n->message;
+    EXPECT_NE(n->message.find("read as rank 1's, the rank of the first update record after it (line 2)"),
+              std::string::npos)
+        << n->message;
   }
-  // Updates of two ranks: the config stays without a rank.
+  // A record of another rank after that: one file holds one rank's log, as under a
+  // config that names its rank.
   diag_ = Diagnostics();
   std::string other = update(13);
   other.replace(other.find("\"rank\": 1"), 9, "\"rank\": 2");
   const auto p = write("two.jsonl", R"({"type": "config", "world_size": 4})" "\n" + update(11) + "\n" + other + "\n");
   const Dataset d = read({p});
-  EXPECT_EQ(d.update_count(), 2u);
-  for (const auto& k : diag_.kept()) EXPECT_EQ(k.message.find("read as rank"), std::string::npos) << k.message;
+  EXPECT_EQ(d.update_count(), 1u);
+  EXPECT_EQ(diag_.count(Problem::kMixedRuns), 1u);
+  // A second config of the same run that names rank 1 (the job fixed its config and
+  // appended): the same run's, and every record is read.
+  diag_ = Diagnostics();
+  const auto q = write("again.jsonl", R"({"type": "config", "world_size": 4, "micro_batch": 8})" "\n" + update(11) +
+                                          "\n" R"({"type": "config", "rank": 1, "world_size": 4, "micro_batch": 8})"
+                                          "\n" + update(12) + "\n");
+  const Dataset e = read({q});
+  EXPECT_EQ(e.update_count(), 2u);
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+}
+
+TEST_F(ReaderTest, StrictModeKeepsTheRankAConfigWasReadAsWhenItStopsThere) {
+  // b's config names no rank and is of another run (seed) than a's rank-1 config: strict
+  // mode stops at b's config, as for a config that names rank 1 (it read b again up to
+  // the config, which has no update record after it to learn the rank from).
+  const auto a = write("a.jsonl", R"({"type": "config", "rank": 1, "world_size": 4, "seed": 42})" "\n" + update(11) + "\n");
+  const auto b = write("b.jsonl", R"({"type": "config", "world_size": 4, "seed": 43})" "\n" + update(12) + "\n");
+  const Dataset d = read({a, b}, /*strict=*/true);
+  const Diagnostic* m = first(Problem::kMixedRuns);
+  ASSERT_NE(m, nullptr);
+  EXPECT_NE(m->message.find("rank 1"), std::string::npos) << m->message;
+  EXPECT_NE(m->message.find("differs from the one in"), std::string::npos) << m->message;
+  EXPECT_EQ(diag_.count(Problem::kEmptyInput), 0u);  // not "unknown rank has a config but no update records"
+  EXPECT_EQ(diag_.count(Severity::kError), 1u);
+  EXPECT_TRUE(diag_.should_stop());
+  for (const auto& r : d.ranks) EXPECT_TRUE(r.rank.has_value());  // no "unknown rank" bucket
 }
 
 TEST_F(ReaderTest, RecorderErrorsAreSaidToBeOfTheRecordsStepOrBefore) {

@@ -177,8 +177,8 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
   // Ranks are numbered 0 .. world_size - 1. A negative one is not used: the reader then
   // takes the file's rank from its update records (file_reader.cpp).
   if (c.rank && *c.rank < 0) {
-    note(problems, fmt::format("config field \"rank\" is negative ({}); it is not used (the rank is taken from the "
-                               "update records)",
+    note(problems, fmt::format("config field \"rank\" is negative ({}); it is not used (the rank is then that of the "
+                               "file's first update record after it that names one)",
                                *c.rank));
     c.rank.reset();
   }

@@ -262,6 +262,7 @@ class FileParser {
           if (!file_config) {
             file_config = std::move(cfg);
             file_config_line = ln;
+            if (!file_config->rank && opt_.config_rank) file_config->rank = opt_.config_rank;  // (strict's re-read)
             // The rank's bucket is looked up at this point when the files are merged.
             out_.diags_before_config = out_.diags.size();
             out_.updates_before_config = out_.updates.size();
@@ -294,6 +295,7 @@ class FileParser {
             ++rejected_after_mix;
             break;
           }
+          if (u.rank && file_config && !file_config->rank) adopt_rank(*file_config, file_config_line, *u.rank, ln);
           if (!u.rank && file_config) u.rank = file_config->rank;
           if (file_config && file_config->rank && u.rank != file_config->rank) {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
@@ -557,7 +559,6 @@ class FileParser {
                                                       out_.updates.size()),
                          opt_.strict ? "" : altered));
     }
-    adopt_update_rank(file_config, file_config_line);
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
              fmt::format("{} update record(s) after the differing config at line {} were skipped", rejected_after_mix,
@@ -568,20 +569,17 @@ class FileParser {
   }
 
   // A config that names no usable rank (none, or a negative one) is the config of the
-  // rank the file's update records name, when they all name the same one: a file holds
-  // one rank's log. Without this its updates had no config ("no config record for rank
-  // 1") and the config no updates.
-  void adopt_update_rank(std::optional<RunConfig>& config, std::uint64_t config_line) {
-    if (!config || config->rank || out_.updates.empty()) return;
-    const std::optional<std::int64_t> rank = out_.updates.front().rank;
-    if (!rank) return;
-    for (const auto& u : out_.updates)
-      if (u.rank != rank) return;  // several ranks: the messages about them stand
-    config->rank = rank;
+  // rank of the first update record after it that names one: a file holds one rank's
+  // log. Without this its updates had no config ("no config record for rank 1") and the
+  // config no updates. Later records of another rank are then "one file should hold one
+  // rank" errors, as under a config that names its rank; a second config of the same
+  // run and rank is the same run's.
+  void adopt_rank(RunConfig& config, std::uint64_t config_line, std::int64_t rank, std::uint64_t update_line) {
+    config.rank = rank;
     report(Severity::kNote, Problem::kMissingConfig, config_line, 0,
-           fmt::format("the config names no rank; it is read as rank {}'s, the rank all {} update record(s) of the "
-                       "file name",
-                       *rank, out_.updates.size()));
+           fmt::format("the config names no rank; it is read as rank {}'s, the rank of the first update record "
+                       "after it (line {}): a file holds one rank's log",
+                       rank, update_line));
   }
 
   const std::string& path_;

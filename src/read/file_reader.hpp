@@ -44,6 +44,10 @@ struct FileOptions {
   /// Strict mode: stop after this line, as if it had held a problem (used when the
   /// problem is found only when the file is merged with the others).
   std::uint64_t stop_after_line = 0;
+  /// The rank the file's first config is read as when it names none, learned by a full
+  /// read of the file (from its first update record after that config); strict mode's
+  /// read up to the config line has no update record to learn it from.
+  std::optional<std::int64_t> config_rank;
   const std::atomic<bool>* cancel = nullptr;  ///< polled per line
   /// Called every few thousand lines with the file's bytes consumed since the last call
   /// (compressed bytes for gzip input, to compare with the file's size).

@@ -189,6 +189,7 @@ class Reader {
       // file again only up to it, as reading the files in order would have.
       detail::FileOptions again = fopt;
       again.stop_after_line = r.config->source.line;
+      again.config_rank = r.config->rank;  // (learned from an update record after the config, if it names none)
       again.on_bytes = nullptr;
       r = detail::read_file(ds_.files[fi], fi, again);
     }

@@ -96,6 +96,7 @@ Json prediction(const Prediction& p) {
   j["saved_mean_ms_per_update"] = p.saved_mean_ms;
   j["saved_s_per_1000_updates"] = p.saved_mean_ms;  // mean ms per update x 1000 updates / 1000 ms per s
   j["only_this_rank_saved_ms_per_update"] = opt(p.saved_only_ms);
+  j["only_this_rank_saved_mean_ms_per_update"] = opt(p.saved_only_mean_ms);
   j["samples_per_update"] = opt(p.samples_per_update);
   j["throughput"] = {{"measured_samples_per_s", per_s(p.measured.median_ms)},
                      {"predicted_samples_per_s", per_s(p.predicted.median_ms)},
