@@ -303,6 +303,24 @@ TEST(Csv, QuotingAndAbsentValues) {
             "0,1,\"a,\"\"b\"\"\",,,5,,1,,\r\n");
 }
 
+TEST(Csv, ControlBytesInNamesAreWrittenAsEscapes) {
+  Builder b;
+  auto& u = b.add(1, 100);
+  b.region(u, std::string("a\0b\x1b[2J\tc", 9), 5.0, std::nullopt);
+  b.counter(u, std::string("n\x7f", 2), 3);
+  const AnalysisInput in{b.d, nullptr};
+  const Report rep = build_report(in);
+  const auto files = render_csv(rep, build_series(in, rep));
+  ASSERT_EQ(files.size(), 3u);
+  // NUL, ESC and DEL as the text report shows them; the tab is kept (a CSV field may hold it).
+  EXPECT_EQ(files[0].text,
+            "rank,step,wall_ms,outside_regions_ms,padding_fraction,counts.n\\x7f\r\n"
+            "0,1,100,,,3\r\n");
+  EXPECT_EQ(files[1].text,
+            "rank,step,region,parent,depth,device_ms,host_ms,calls,device_self_ms,host_self_ms\r\n"
+            "0,1,a\\x00b\\x1b[2J\tc,,,5,,1,,\r\n");
+}
+
 TEST(HtmlEscape, TextAndScriptJson) {
   using detail::html_escape;
   using detail::json_for_script;

@@ -1,13 +1,29 @@
 // CSV tables (RFC 4180): per update, per region and update, and the region table.
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "stepprof/diagnostics.hpp"
+
 #include "stepprof/render/exports.hpp"
 
 namespace stepprof {
 namespace {
 
 // One RFC 4180 field: quoted when it holds a comma, a quote, CR or LF (quotes doubled).
+// Other control bytes (NUL, ESC, ...; tab stays) are written as printable()'s `\xNN`, as
+// in the text report: a NUL ends the field for C-string readers (R's read.csv cuts the
+// line there) and an escape sequence redraws a terminal showing the file.
 std::string field(std::string_view text) {
+  const auto control = [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t' && c != '\r' && c != '\n') || u == 0x7f;
+  };
+  std::string shown;
+  if (std::any_of(text.begin(), text.end(), control)) {
+    for (char c : text) shown += control(c) ? printable(std::string_view(&c, 1)) : std::string(1, c);
+    text = shown;
+  }
   if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
   std::string out = "\"";
   for (char c : text) {
