@@ -212,6 +212,72 @@ TEST(Hierarchy, FromTheLogAChainListedChildFirstIsPlacedWhole) {
   EXPECT_EQ(h->nodes().back().name, "r2999");
 }
 
+// depth(), is_ancestor() and in_background() against a walk up the parents by name, on
+// random forests (a node's parent is any earlier node, or the top level; some nodes
+// background; some names repeated, whose later nodes find() does not return) and on one
+// chain 30,000 deep (the old walk stopped at 1,000 levels).
+TEST(Hierarchy, DepthAncestorsAndBackgroundMatchAWalkUpTheParents) {
+  auto check = [](const Hierarchy& h, const std::vector<std::string>& names, std::mt19937& rng, int pairs) {
+    auto chain = [&](const std::string& name) {  // the node and its ancestors, by name
+      std::vector<const HierarchyNode*> up;
+      for (const HierarchyNode* n = h.find(name); n; n = n->parent.empty() ? nullptr : h.find(n->parent))
+        up.push_back(n);
+      return up;
+    };
+    for (const auto& name : names) {
+      const auto up = chain(name);
+      EXPECT_EQ(h.depth(name), static_cast<int>(up.size()) - 1) << name;
+      const bool bg = std::any_of(up.begin(), up.end(), [](auto* n) { return n->role == RegionRole::kBackground; });
+      EXPECT_EQ(h.in_background(name), bg) << name;
+    }
+    std::uniform_int_distribution<std::size_t> pick(0, names.size() - 1);
+    for (int k = 0; k < pairs; ++k) {
+      const auto& a = names[pick(rng)];
+      const auto& n = names[pick(rng)];
+      const auto up = chain(n);
+      const bool expected = std::any_of(up.begin() + 1, up.end(), [&](auto* x) { return x->name == a; });
+      ASSERT_EQ(h.is_ancestor(a, n), expected) << a << " over " << n;
+    }
+  };
+  std::mt19937 rng(7);
+  for (int forest = 0; forest < 40; ++forest) {
+    Hierarchy h;
+    std::vector<std::string> names;
+    const std::size_t n = 1 + rng() % 300;
+    for (std::size_t i = 0; i < n; ++i) {
+      HierarchyNode node;
+      node.name = i > 0 && rng() % 20 == 0 ? names[rng() % names.size()] : "r" + std::to_string(i);
+      node.parent = i == 0 || rng() % 5 == 0 ? "" : names[rng() % names.size()];
+      if (rng() % 15 == 0) node.role = RegionRole::kBackground;
+      names.push_back(node.name);
+      h.add(std::move(node));
+    }
+    names.push_back("not-a-region");
+    EXPECT_EQ(h.depth("not-a-region"), -1);
+    check(h, names, rng, 2'000);
+  }
+  Hierarchy deep;
+  std::vector<std::string> names;
+  constexpr int kDepth = 30'000;
+  for (int i = 0; i < kDepth; ++i) {
+    names.push_back("r" + std::to_string(i));
+    deep.add(HierarchyNode{names.back(), i ? names[static_cast<std::size_t>(i - 1)] : "", "",
+                           i == 20'000 ? RegionRole::kBackground : RegionRole::kNone, "", "", "", 0});
+  }
+  EXPECT_EQ(deep.depth("r29999"), kDepth - 1);
+  EXPECT_TRUE(deep.is_ancestor("r0", "r29999"));
+  EXPECT_TRUE(deep.is_ancestor("r29998", "r29999"));
+  EXPECT_FALSE(deep.is_ancestor("r29999", "r0"));
+  EXPECT_FALSE(deep.is_ancestor("r5", "r5"));
+  EXPECT_FALSE(deep.in_background("r19999"));
+  EXPECT_TRUE(deep.in_background("r25000"));
+  std::uniform_int_distribution<int> level(0, kDepth - 1);
+  for (int k = 0; k < 20'000; ++k) {  // in a chain, a is above n exactly when its number is lower
+    const int a = level(rng), n = level(rng);
+    ASSERT_EQ(deep.is_ancestor(names[static_cast<std::size_t>(a)], names[static_cast<std::size_t>(n)]), a < n);
+  }
+}
+
 // Random parent graphs (forests, with loops, self-parents and parents that are no region
 // of any update) against a simulation of the passes the placement is defined by: each
 // pass goes over the regions in first-seen order and places every one whose parent is

@@ -53,7 +53,9 @@ std::optional<std::size_t> FeatureSpace::find(Feature::Kind kind, NameTable::Id 
     if (id < calls_feature.size() && calls_feature[id] != kNone) return calls_feature[id];
     return std::nullopt;
   }
-  for (std::size_t i = 0; i < features.size(); ++i)
+  // The work features come first and are few; the kCalls features after them may be
+  // thousands (one per region), so the scan stops there.
+  for (std::size_t i = 0; i < features.size() && features[i].kind != Feature::Kind::kCalls; ++i)
     if (features[i].kind == kind && (kind == Feature::Kind::kFramesSq || features[i].id == id)) return i;
   return std::nullopt;
 }

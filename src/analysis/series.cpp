@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -234,11 +235,14 @@ UpdateSeries build_series(const AnalysisInput& in, const Report& report) {
     plans.push_back({id, {}});
   }
   // Children: rows in the nesting whose parent is the row (the regions analysis's rule).
+  // (Rows by name, not a scan of every row for each: 30,000 regions made that 9 s.)
+  std::unordered_map<std::string_view, std::vector<std::size_t>> nesting_rows;
+  for (std::size_t j = 0; j < s.regions.size(); ++j)
+    if (s.regions[j].in_nesting) nesting_rows[s.regions[j].name].push_back(j);
   for (std::size_t i = 0; i < s.regions.size(); ++i) {
-    if (!s.regions[i].in_nesting || s.regions[i].parent.empty()) continue;
-    for (std::size_t j = 0; j < s.regions.size(); ++j)
-      if (s.regions[j].in_nesting && s.regions[j].name == s.regions[i].parent && plans[i].id)
-        plans[j].kids.push_back(*plans[i].id);
+    if (!s.regions[i].in_nesting || s.regions[i].parent.empty() || !plans[i].id) continue;
+    if (const auto it = nesting_rows.find(s.regions[i].parent); it != nesting_rows.end())
+      for (const std::size_t j : it->second) plans[j].kids.push_back(*plans[i].id);
   }
   for (const auto& rank : in.data.ranks) s.ranks.push_back(rank_series(in, report, s, plans, rank));
   add_matrices(s, in, report);

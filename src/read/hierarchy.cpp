@@ -66,9 +66,21 @@ std::optional<std::pair<std::uint64_t, std::string>> not_text(std::string_view l
 
 void Hierarchy::add(HierarchyNode node) {
   const std::size_t at = nodes_.size();
+  Link link{kNoParent, at, 0, node.role == RegionRole::kBackground};
+  if (const auto p = node.parent.empty() ? index_.end() : index_.find(node.parent); p != index_.end()) {
+    const Link& up = links_[p->second];
+    link.parent = p->second;
+    link.depth = up.depth + 1;
+    link.background = link.background || up.background;
+    // Jump as far as the parent's jump goes again when the parent's jump and its jump's
+    // jump cover equal spans (Myers 1983); else to the parent.
+    const Link& j = links_[up.jump];
+    link.jump = up.depth - j.depth == j.depth - links_[j.jump].depth ? j.jump : p->second;
+  }
   index_.try_emplace(node.name, at);
   children_[node.parent].push_back(at);
   nodes_.push_back(std::move(node));
+  links_.push_back(link);
 }
 
 const HierarchyNode* Hierarchy::find(std::string_view name) const {
@@ -85,35 +97,28 @@ std::vector<const HierarchyNode*> Hierarchy::children(std::string_view parent) c
   return out;
 }
 
+std::size_t Hierarchy::ancestor_at_depth(std::size_t node, int depth) const {
+  while (links_[node].depth > depth)
+    node = links_[links_[node].jump].depth >= depth ? links_[node].jump : links_[node].parent;
+  return node;
+}
+
 bool Hierarchy::is_ancestor(std::string_view ancestor, std::string_view name) const {
-  const HierarchyNode* n = find(name);
-  for (int guard = 0; n && !n->parent.empty() && guard < 1000; ++guard) {
-    if (n->parent == ancestor) return true;
-    n = find(n->parent);
-  }
-  return false;
+  const auto a = index_.find(ancestor);
+  const auto n = index_.find(name);
+  if (a == index_.end() || n == index_.end()) return false;
+  const int d = links_[a->second].depth;
+  return links_[n->second].depth > d && ancestor_at_depth(n->second, d) == a->second;
 }
 
 bool Hierarchy::in_background(std::string_view name) const {
-  const HierarchyNode* n = find(name);
-  for (int guard = 0; n && guard < 1000; ++guard) {
-    if (n->role == RegionRole::kBackground) return true;
-    if (n->parent.empty()) return false;
-    n = find(n->parent);
-  }
-  return false;
+  const auto it = index_.find(name);
+  return it != index_.end() && links_[it->second].background;
 }
 
 int Hierarchy::depth(std::string_view name) const {
-  const HierarchyNode* n = find(name);
-  if (!n) return -1;
-  int d = 0;
-  while (!n->parent.empty() && d < 1000) {
-    n = find(n->parent);
-    if (!n) break;
-    ++d;
-  }
-  return d;
+  const auto it = index_.find(name);
+  return it == index_.end() ? -1 : links_[it->second].depth;
 }
 
 std::vector<std::pair<std::string, std::vector<const HierarchyNode*>>> Hierarchy::alternatives() const {

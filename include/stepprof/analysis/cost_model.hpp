@@ -59,6 +59,8 @@ struct PathCounters {
 
 /// Every feature any model may use, and how to compute them for an update.
 struct FeatureSpace {
+  /// The work features (counters, frames^2, paths' frames^2), then the kCalls features
+  /// (find() relies on that order).
   std::vector<Feature> features;
   WorkCounters counters;
   std::vector<PathCounters> paths;  ///< in nesting order
