@@ -1,7 +1,6 @@
 // `stepprof import kineto TRACE... -o DIR`: converts PyTorch profiler traces into step
 // logs, one per rank (DIR/rank<R>.jsonl), written by the one record serializer.
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -23,17 +22,12 @@ struct ImportOptions {
   bool strict = false;
 };
 
-// Writes one rank's log; false (with a message) when the file cannot be written.
-bool write_rank(const std::filesystem::path& file, const RankLog& log, const Dataset& data) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (log.config) out << config_to_json(*log.config) << '\n';
-  for (const auto& u : log.updates) out << update_to_json(u, data.regions, data.counters) << '\n';
-  out.close();
-  if (!out) {
-    fmt::print(stderr, "stepprof: cannot write {}\n", file.string());
-    return false;
-  }
-  return true;
+// One rank's log, as the file's text.
+std::string rank_log_text(const RankLog& log, const Dataset& data) {
+  std::string text;
+  if (log.config) text += config_to_json(*log.config) + '\n';
+  for (const auto& u : log.updates) text += update_to_json(u, data.regions, data.counters) + '\n';
+  return text;
 }
 
 int run_import(const ImportOptions& opt) {
@@ -88,7 +82,9 @@ int run_import(const ImportOptions& opt) {
       continue;
     }
     const auto file = dir / fmt::format("rank{}.jsonl", log.rank.value_or(0));
-    if (!write_rank(file, log, data)) return kUsage;
+    // (Through a temporary file renamed into place: a full disk leaves no partial log,
+    // which `report` would read as a job killed mid-write.)
+    if (!write_output(file.string(), rank_log_text(log, data))) return output_failed();
     fmt::print(stderr, "stepprof: wrote {}: rank {}, {} update(s), steps {}..{}\n", file.string(),
                log.rank.value_or(0), log.updates.size(), log.updates.front().step, log.updates.back().step);
   }

@@ -163,4 +163,23 @@ std::string describe_json_error(simdjson::error_code e, std::string_view text, s
   return fault->what;
 }
 
+bool json_number_syntax(std::string_view tok) {
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < tok.size() && tok[i] >= '0' && tok[i] <= '9') ++i;
+    return i > from;
+  };
+  if (i < tok.size() && tok[i] == '-') ++i;
+  if (i < tok.size() && tok[i] == '0') ++i;
+  else if (!digits()) return false;
+  if (i < tok.size() && tok[i] == '.' && (++i, !digits())) return false;
+  if (i < tok.size() && (tok[i] == 'e' || tok[i] == 'E')) {
+    ++i;
+    if (i < tok.size() && (tok[i] == '+' || tok[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == tok.size();
+}
+
 }  // namespace stepprof::detail

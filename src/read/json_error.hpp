@@ -47,4 +47,10 @@ std::optional<std::size_t> closing_bracket(std::string_view text);
 /// set to the opening quote of the string the text ends in (else `at` is left as is).
 std::string describe_json_error(simdjson::error_code e, std::string_view text, std::optional<std::size_t>& at);
 
+/// True when `tok` is a number as JSON writes them (RFC 8259, section 6):
+/// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, whatever its magnitude. Tells a
+/// number out of range (simdjson's NUMBER_ERROR for 1e999 or 400 digits) from one JSON
+/// does not allow (`02`, `1.`, `2x0`).
+bool json_number_syntax(std::string_view tok);
+
 }  // namespace stepprof::detail

@@ -98,9 +98,10 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
     return true;
   }
   double d = 0;
-  if (auto e = v.get_double().get(d)) return f.fail_json(e, nullptr, what);
-  if (!(std::fabs(d) < 9.0e18)) {
-    std::string_view raw = trim_token(v.raw_json_token());
+  const std::string_view raw = trim_token(v.raw_json_token());
+  const auto e = v.get_double().get(d);
+  if (e && !json_number_syntax(raw)) return f.fail_json(e, nullptr, what);
+  if (e || !(std::fabs(d) < 9.0e18)) {  // (e: a JSON number beyond a double's range)
     return f.fail(raw.data(), fmt::format("\"{}\" is out of range: {}", what, raw.substr(0, 40)), Problem::kBadField);
   }
   out = static_cast<std::int64_t>(d);
@@ -115,8 +116,10 @@ bool read_time(od::value v, Fields& f, std::string_view what, std::int64_t& out)
     const bool other_json = !v.type().get(t) && t != od::json_type::number && !raw.empty() &&
                             (raw[0] == '"' || raw[0] == '{' || raw[0] == '[' || raw == "true" || raw == "false" ||
                              raw == "null");
-    double as_double = 0;  // a JSON number (the type alone says only that it starts like one), but not a time
-    if (!v.type().get(t) && t == od::json_type::number && !v.get_double().get(as_double))
+    // A JSON number (the type alone says only that it starts like one; one beyond a
+    // double's range fails get_double), but not a time.
+    double as_double = 0;
+    if (!v.type().get(t) && t == od::json_type::number && (!v.get_double().get(as_double) || json_number_syntax(raw)))
       return f.fail(raw.data(),
                     fmt::format("\"{}\" is not a time stepprof reads: {} (expected microseconds as Kineto writes "
                                 "them: digits, at most three decimals, no exponent, below 9.2e15)",
@@ -200,6 +203,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
   }
   std::string_view cat;
   bool have_cat = false, have_name = false;
+  const char* name_at = nullptr;  // the "name" key
   // The fields stepprof reads, each at most once: a repeated one would silently win.
   unsigned seen = 0;
   auto once = [&](unsigned bit, const char* at, std::string_view key) {
@@ -253,6 +257,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
           if (auto e = v.get_string().get(name)) return f.fail_json(e, k, "\"name\"");
           ev.name = name;
           have_name = true;
+          name_at = k;
           // An operator matters only as the ProfilerStep#N range; stop reading the others.
           if (have_cat && ev.kind == EventKind::kCpuOp && !name.starts_with("ProfilerStep#")) {
             ev.kind = EventKind::kOther;
@@ -317,6 +322,11 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
     ev.kind = EventKind::kOther;
   }
   if (ev.kind == EventKind::kLaunch && !ev.has_correlation) ev.kind = EventKind::kOther;
+  // An annotation is a region by its name: without one it would be a region named "",
+  // which no step log may hold (`import kineto` wrote logs `report` then rejected).
+  if ((ev.kind == EventKind::kUserAnnotation || ev.kind == EventKind::kGpuAnnotation) && ev.name.empty())
+    return have_name ? f.fail(name_at, "an annotation's \"name\" is empty", Problem::kBadField)
+                     : f.fail(text.data(), "an annotation has no \"name\"", Problem::kMissingField);
   return true;
 }
 

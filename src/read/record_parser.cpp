@@ -162,27 +162,6 @@ bool config_fields_with_non_finite(std::string_view text, std::vector<RawField>&
   return true;
 }
 
-// True when `tok` is a number as JSON writes them (RFC 8259, section 6):
-// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-bool json_number_syntax(std::string_view tok) {
-  std::size_t i = 0;
-  const auto digits = [&] {
-    const std::size_t from = i;
-    while (i < tok.size() && tok[i] >= '0' && tok[i] <= '9') ++i;
-    return i > from;
-  };
-  if (i < tok.size() && tok[i] == '-') ++i;
-  if (i < tok.size() && tok[i] == '0') ++i;
-  else if (!digits()) return false;
-  if (i < tok.size() && tok[i] == '.' && (++i, !digits())) return false;
-  if (i < tok.size() && (tok[i] == 'e' || tok[i] == 'E')) {
-    ++i;
-    if (i < tok.size() && (tok[i] == '+' || tok[i] == '-')) ++i;
-    if (!digits()) return false;
-  }
-  return i == tok.size();
-}
-
 // Why `v` is not a finite number (called only when reading it as one failed).
 // `tok` is the value's raw text, taken before reading it.
 bool number_problem(std::string_view tok, Ctx& c, const Path& path, error_code e) {

@@ -10,6 +10,7 @@ out again from that text, in a different formulation from the C++ reader.
 import gzip
 import json
 import os
+import re
 from decimal import Decimal
 import subprocess
 from collections import defaultdict
@@ -701,3 +702,53 @@ def test_profiler_steps_as_begin_end_pairs_say_why_nothing_was_read(tmp_path):
     assert r.returncode == 3
     assert "no ProfilerStep#N range among 2 events (2 events of the categories stepprof reads are not complete" \
         in r.stderr
+
+
+def test_an_annotation_without_a_name_is_skipped_and_the_imported_log_reads_cleanly(tmp_path):
+    # `import kineto` wrote it as a region named "", and `report` then rejected every
+    # record of the log it had written (exit 3); `report` on the trace showed a blank row.
+    for name, why, code in (("", 'an annotation\'s "name" is empty', "bad-field"),
+                            (None, 'an annotation has no "name"', "missing-field")):
+        doc = small_trace()
+        doc["traceEvents"].append({"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": 0, "tid": 7,
+                                   "ts": 1020, "dur": 100})
+        doc["traceEvents"][-1] = {k: v for k, v in doc["traceEvents"][-1].items() if v is not None}
+        p = write(tmp_path, "t.json", doc)
+        out = tmp_path / f"out-{code}"
+        r = run("import", "kineto", p, "-o", out)
+        assert r.returncode == 1, r.stderr
+        assert f"{why}; event skipped [{code}]" in r.stderr, r.stderr
+        r = run("report", out, "--format", "json")
+        assert r.returncode == 0, r.stderr
+        assert [row["name"] for row in json.loads(r.stdout)["regions"]["rows"]] == ["## forward ##"]
+
+
+def test_a_time_or_id_beyond_a_doubles_range_is_a_bad_field(tmp_path):
+    # A 400-digit integer is JSON; it was called malformed JSON.
+    for field, why in (("dur", '"dur" is not a time stepprof reads: 1000000000'), ("tid", '"tid" is out of range: 1000000000')):
+        doc = small_trace()
+        text = json.dumps(doc).replace('"dur": 200' if field == "dur" else '"tid": 1, "ts": 1010', '"dur": 1' + "0" * 400
+                                       if field == "dur" else '"tid": 1' + "0" * 400 + ', "ts": 1010')
+        assert "0" * 400 in text
+        p = write(tmp_path, f"{field}.json", text)
+        r = run("report", p)
+        assert r.returncode == 1, r.stderr
+        assert why in r.stderr and "[bad-field]" in r.stderr and "malformed" not in r.stderr, r.stderr
+
+
+def test_an_import_that_cannot_be_written_leaves_no_partial_log(tmp_path):
+    # A full disk (here: a 4 KB file-size limit) left a log cut short, which `report` read
+    # as a job killed mid-write, and the message did not say why.
+    import resource
+    import signal
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    out = tmp_path / "imp"
+    r = subprocess.run([BIN, "import", "kineto", str(HTA8), "-o", str(out)], capture_output=True, text=True,
+                       timeout=300, preexec_fn=limit)
+    assert r.returncode == 2, r.stderr
+    assert re.search(r"cannot write \S*/imp/rank3\.jsonl: File too large", r.stderr), r.stderr
+    assert list(out.iterdir()) == []
