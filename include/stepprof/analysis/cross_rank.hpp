@@ -65,7 +65,7 @@ struct StragglerEpisode {
   std::size_t behind = 0;       ///< of those, updates in which its own work exceeded the median rank's by more than threshold_ms [count]
   double margin_ms = 0;         ///< median margin (its own work - the median rank's) in those updates [ms]
   /// The typical margin it is measured against [ms]: the slowest rank's (median over the
-  /// aligned updates); for a long stretch, the median over its behind updates of the
+  /// aligned updates); for a long stretch, the median over its updates (behind or not) of the
   /// slowest other rank's margin (ranks behind in an episode of their own there left out),
   /// or of any rank's typical margin (median over ranks and updates) where that is larger.
   double typical_margin_ms = 0;
@@ -74,8 +74,9 @@ struct StragglerEpisode {
   /// Found by the third pass, on running lower quartiles of margins; threshold_ms is then
   /// their bound.
   bool running_quartile = false;
-  /// Sum over its behind updates of (margin - typical margin) [ms]; for a long stretch, of
-  /// (margin - that update's bound, never below 0): what removing its lag alone buys.
+  /// Sum over its behind updates of (margin - typical margin) [ms]; for a long stretch,
+  /// over all its updates of (margin - that update's bound, never below 0): what removing
+  /// its lag alone buys.
   double excess_ms = 0;
   /// Of the `behind` updates, those in which another rank was behind too [count]. There
   /// the job waited for the slowest of them, so removing this rank's lag alone buys less
@@ -135,7 +136,8 @@ struct RankWork {
 /// the median rank's own work) of all ranks' running quartiles is a long stretch too
 /// (`running_quartile`), unless pass 2 found one of the rank there; it takes the updates
 /// around it whose own margin is beyond that bound (up to 5 each side, as a run does:
-/// the quartile of a window the stretch fills less of is not the stretch's). A long stretch is priced per behind update against the slowest other rank
+/// the quartile of a window the stretch fills less of is not the stretch's). A long stretch is priced per update of it (behind the
+/// threshold or not: a straggler is slower throughout) against the slowest other rank
 /// there (see typical_margin_ms): with fallbacks on the other ranks the job still waits
 /// for one of them without it.
 /// `threshold_ms` is set to the first pass's threshold (0 when `per_update` is empty).
