@@ -215,7 +215,10 @@ std::string_view clock_name() noexcept;
 
 /// The id of `name`, registering it on first use (hashes the name: call once, keep the id).
 /// Past 1024 distinct names, returns an id whose regions are not recorded (counted as
-/// `too_many_regions`).
+/// `too_many_regions`). A name that is empty or longer than 1024 bytes as written (bytes
+/// that are not UTF-8 become U+FFFD) returns such an id too, counted as `bad_argument`:
+/// the reader would reject every record holding it. The limit on names is per process
+/// and outlives close() (docs/recorder.md).
 RegionId region_id(std::string_view name) noexcept;
 
 /// The id of a call site's region (registered on the site's first use).
@@ -258,7 +261,9 @@ class Region {
 // a short lock and may allocate (not for inner loops). All are summed into the update
 // that end_update() closes next; none are recorded while no recorder is open. ----
 
-/// The id of counter `name`, registering it on first use (up to 1024 names).
+/// The id of counter `name`, registering it on first use (up to 1024 names; past them, or
+/// for a name that is empty or over 1024 bytes as written, an id whose counts are not
+/// recorded, counted as `too_many_counters` or `bad_argument`).
 CounterId counter_id(std::string_view name) noexcept;
 
 /// Adds `n` to counter `id` for this update [count]. A counter never added to in an
