@@ -23,7 +23,46 @@ bool ran(const std::optional<RegionValues>& r) {
   return r && (r->calls.value_or(0) > 0 || r->device_ms.value_or(0) > 0 || r->host_ms.value_or(0) > 0);
 }
 
+// Whether a path's work comes from micro-batch detail (see PathCost), and whether its
+// frames do: every micro-batch of the path with samples lists their frames.
+void choose_work_source(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates, PathCost& p) {
+  if (!p.region_id || p.samples_id || p.frames_id || p.microbatches_id) return;
+  bool named = false, frames = true;
+  for (std::size_t k = 0; k < updates.size(); ++k) {
+    const UpdateRecord& u = *updates[k];
+    if (u.microbatches.empty()) {
+      if (ran(in.region_of(k, u, *p.region_id))) return;  // ran without detail: its work is unknown
+      continue;
+    }
+    for (const MicroBatch& mb : u.microbatches)
+      if (mb.path == p.region_id) {
+        named = true;
+        if (mb.frames.empty() && mb.samples() > 0) frames = false;
+      }
+  }
+  p.work_from_microbatches = named;
+  p.microbatch_frames = named && frames;
+}
+
 }  // namespace
+
+std::optional<double> path_work(const PathCost& p, PathWork what, const UpdateRecord& u) {
+  if (!p.work_from_microbatches) {
+    const auto& id = what == PathWork::kSamples ? p.samples_id : what == PathWork::kFrames ? p.frames_id : p.microbatches_id;
+    if (!id) return std::nullopt;
+    return u.counter(*id);
+  }
+  if (what == PathWork::kFrames && !p.microbatch_frames) return std::nullopt;
+  double work = 0;
+  for (const MicroBatch& mb : u.microbatches) {
+    if (mb.path != p.region_id) continue;
+    if (what == PathWork::kMicrobatches) work += 1;
+    else if (what == PathWork::kSamples) work += static_cast<double>(mb.samples());
+    else
+      for (const std::int64_t f : mb.frames) work += static_cast<double>(f);
+  }
+  return work;
+}
 
 CodePathResult analyze_code_paths(const AnalysisInput& in) {
   CodePathResult out;
@@ -43,7 +82,11 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       p.samples_counter = node->samples();
       p.frames_counter = node->frames();
       p.microbatches_counter = node->microbatches();
+      p.samples_id = in.counter(p.samples_counter);
+      p.frames_id = in.counter(p.frames_counter);
+      p.microbatches_id = in.counter(p.microbatches_counter);
       const auto id = in.region(node->name);
+      p.region_id = id;
       ids.push_back(id);
       if (id) {
         p.device = in.has_device_time(*id);
@@ -55,9 +98,27 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           p.calls += static_cast<double>(r->calls.value_or(0));
         }
       }
-      p.samples = sum_counter(in, updates, in.counter(p.samples_counter));
-      p.frames = sum_counter(in, updates, in.counter(p.frames_counter));
-      p.microbatches = sum_counter(in, updates, in.counter(p.microbatches_counter));
+      choose_work_source(in, updates, p);
+      if (p.work_from_microbatches) {
+        // (The counter names stay empty: the work is not a counter's.)
+        auto sum = [&](PathWork what) -> std::optional<double> {
+          double s = 0;
+          for (const UpdateRecord* u : updates)
+            if (const auto w = path_work(p, what, *u)) s += *w;
+            else return std::nullopt;
+          return s;
+        };
+        p.samples = sum(PathWork::kSamples);
+        p.frames = sum(PathWork::kFrames);
+        p.microbatches = sum(PathWork::kMicrobatches);
+        p.samples_counter.clear();
+        p.frames_counter.clear();
+        p.microbatches_counter.clear();
+      } else {
+        p.samples = sum_counter(in, updates, p.samples_id);
+        p.frames = sum_counter(in, updates, p.frames_id);
+        p.microbatches = sum_counter(in, updates, p.microbatches_id);
+      }
       p.ms_per_sample = per(p.total_ms, p.samples);
       p.ms_per_frame = per(p.total_ms, p.frames);
       p.ms_per_microbatch = per(p.total_ms, p.microbatches);
@@ -87,8 +148,9 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       g.slow = slow->region;
       g.slow_over_fast = *unit_cost(*slow) / *unit_cost(*fast);
       const auto slow_id = ids[static_cast<std::size_t>(slow - g.paths.data())];
-      const auto slow_work =
-          in.counter(by_frame ? slow->frames_counter : slow->samples_counter);
+      const PathWork slow_unit = by_frame ? PathWork::kFrames : PathWork::kSamples;
+      const auto slow_counter = by_frame ? slow->frames_id : slow->samples_id;
+      const bool slow_work = slow->work_from_microbatches || slow_counter;
       std::vector<std::optional<NameTable::Id>> fast_ids;
       for (std::size_t i = 0; i < g.paths.size(); ++i)
         if (&g.paths[i] != slow) fast_ids.push_back(ids[i]);
@@ -122,7 +184,9 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         }
         if (slow_ran && slow_work) {
           const auto t = in.region_ms_of(k, *u, *slow_id, slow->device);
-          saving += t.value_or(0) - in.counter_or_zero(k, *u, slow_work) * *unit_cost(*fast);
+          const double work = slow->work_from_microbatches ? path_work(*slow, slow_unit, *u).value_or(0)
+                                                           : in.counter_or_zero(k, *u, slow_counter);
+          saving += t.value_or(0) - work * *unit_cost(*fast);
         }
       }
       for (std::int64_t f = 0; f < kTable; ++f)

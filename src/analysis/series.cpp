@@ -131,10 +131,10 @@ std::vector<PathGroupSeries> path_series(const AnalysisInput& in, const CodePath
     for (const auto& p : g.paths) {
       PathSeries ps{p.region, p.device, {}};
       const auto id = in.region(p.region);
-      const auto work = in.counter(g.unit == "frame" ? p.frames_counter : p.samples_counter);
+      const PathWork unit = g.unit == "frame" ? PathWork::kFrames : PathWork::kSamples;
       for (const auto& u : rank.updates) {
         const auto t = id ? region_ms(u, *id, p.device) : std::nullopt;
-        const auto w = work ? u.counter(*work) : std::nullopt;
+        const auto w = path_work(p, unit, u);
         ps.ms_per_unit.push_back(t && w && *w > 0 ? std::optional<double>(*t / *w) : std::nullopt);
       }
       gs.paths.push_back(std::move(ps));

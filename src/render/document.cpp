@@ -258,6 +258,12 @@ Section paths_section(const Report& rep) {
                           p.ms_per_frame ? num(*p.ms_per_frame) : "-",
                           p.ms_per_microbatch ? num(*p.ms_per_microbatch) : "-"});
     s.blocks.emplace_back(std::move(tab));
+    std::string from_detail;
+    for (const auto& p : g.paths)
+      if (p.work_from_microbatches) from_detail += (from_detail.empty() ? "" : ", ") + p.region;
+    if (!from_detail.empty())
+      s.blocks.emplace_back(Paragraph{fmt::format(
+          "Work of {} counted from the per-micro-batch detail (the log has no counters for it).", from_detail)});
     if (g.similar_cost) {
       s.blocks.emplace_back(Paragraph{fmt::format(
           "The paths cost within 10 % of each other per {} ({:.2f}x): neither is a slow path here.", g.unit,

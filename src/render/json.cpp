@@ -124,6 +124,7 @@ Json code_paths(const CodePathResult& c) {
                        {"samples", opt(p.samples)},
                        {"frames", opt(p.frames)},
                        {"microbatches", opt(p.microbatches)},
+                       {"work_from", p.work_from_microbatches ? "microbatches" : "counters"},
                        {"counters", {{"samples", p.samples_counter}, {"frames", p.frames_counter},
                                      {"microbatches", p.microbatches_counter}}},
                        {"ms_per_sample", opt(p.ms_per_sample)},

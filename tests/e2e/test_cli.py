@@ -915,3 +915,54 @@ def test_out_of_memory_is_its_own_status_with_a_clear_message(tmp_path):
     ok = subprocess.run([BIN, "report", "--format", "json", str(logs)], capture_output=True, timeout=120,
                         preexec_fn=limit(400))
     assert ok.returncode == 0
+
+
+def test_code_paths_count_work_from_micro_batch_detail_when_the_log_has_no_path_counters(tmp_path):
+    # A training loop that records each micro-batch's path and frames (the recorder's
+    # microbatch()) and no <path>_frames counters: the code-path table showed "-" for
+    # every unit of work. Expected values are summed here from the records written.
+    import random
+    rnd = random.Random(5)
+    hier = tmp_path / "h.txt"
+    hier.write_text("geometry\n  fast_path alt=g\n  slow_path alt=g\n")
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    per = {"fast_path": [0.0, 0, 0, 0], "slow_path": [0.0, 0, 0, 0]}  # ms, micro-batches, samples, frames
+    for step in range(1, 41):
+        mbs, dev = [], {"fast_path": 0.0, "slow_path": 0.0}
+        for _ in range(2):
+            path = "slow_path" if rnd.random() < 0.3 else "fast_path"
+            frames = [rnd.choice([3, 5, 9]) for _ in range(4)]
+            mbs.append({"path": path, "frames": frames})
+            ms = sum(frames) * (2.0 if path == "slow_path" else 0.5)
+            dev[path] += ms
+            per[path][0] += ms
+            per[path][1] += 1
+            per[path][2] += len(frames)
+            per[path][3] += sum(frames)
+        dev = {k: v for k, v in dev.items() if v > 0}
+        dev["geometry"] = sum(dev.values())
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": dev["geometry"] + 5,
+                                 "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}, "microbatches": mbs}))
+    log = tmp_path / "mb.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    r = run("report", log, "--hierarchy", hier, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    (group,) = json.loads(r.stdout)["code_paths"]["groups"]
+    for p in group["paths"]:
+        ms, n_mb, samples, frames = per[p["region"]]
+        assert p["work_from"] == "microbatches"
+        assert (p["microbatches"], p["samples"], p["frames"]) == (n_mb, samples, frames)
+        assert p["ms_per_frame"] == pytest.approx(ms / frames, rel=1e-12)
+    assert group["slow"] == "slow_path" and group["slow_over_fast"] == pytest.approx(4.0, rel=1e-12)
+    assert group["saving_ms_per_update"] == pytest.approx(per["slow_path"][3] * (2.0 - 0.5) / 40, rel=1e-9)
+    text = run("report", log, "--hierarchy", hier).stdout
+    assert "Work of fast_path, slow_path counted from the per-micro-batch detail" in text
+    # With the path counters in the log, they are used as before.
+    with_counters = [json.loads(l) for l in lines]
+    for rec in with_counters[1:]:
+        rec["counts"] = {"slow_path_frames": sum(sum(m["frames"]) for m in rec["microbatches"] if m["path"] == "slow_path")}
+    log.write_text("\n".join(map(json.dumps, with_counters)) + "\n")
+    (group,) = json.loads(run("report", log, "--hierarchy", hier, "--format", "json").stdout)["code_paths"]["groups"]
+    by = {p["region"]: p for p in group["paths"]}
+    assert by["slow_path"]["work_from"] == "counters" and by["slow_path"]["frames"] == per["slow_path"][3]
+    assert by["fast_path"]["work_from"] == "microbatches"

@@ -19,10 +19,27 @@ struct PathCost {
   std::size_t updates = 0;     ///< updates in which the path ran
   double total_ms = 0;         ///< summed over the window [ms]
   double calls = 0;            ///< summed calls [count]
-  std::optional<double> samples, frames, microbatches;  ///< summed work counters [count]; absent if the log lacks them
+  std::optional<double> samples, frames, microbatches;  ///< summed work [count]; absent if the log lacks it
   std::string samples_counter, frames_counter, microbatches_counter;  ///< counter names used
   std::optional<double> ms_per_sample, ms_per_frame, ms_per_microbatch;  ///< total_ms / work [ms per unit]
+  /// The work is counted from the per-micro-batch detail (the recorder's microbatch():
+  /// the micro-batches that name this path), not from counters: set when the log has none
+  /// of the path's three counters, some micro-batch names the path, and every update that
+  /// ran it has micro-batch detail. Frames then only when every such micro-batch lists them.
+  bool work_from_microbatches = false;
+  bool microbatch_frames = false;  ///< with work_from_microbatches: every micro-batch of the path lists its frames
+  std::optional<NameTable::Id> region_id;                             ///< the path's region in the dataset
+  std::optional<NameTable::Id> samples_id, frames_id, microbatches_id;  ///< the counters, when the log has them
 };
+
+/// A unit of a path's work.
+enum class PathWork : std::uint8_t { kSamples, kFrames, kMicrobatches };
+
+/// Path `p`'s work of kind `what` in update `u` [count]: its counter's value (nullopt when
+/// the update lacks it), or with `p.work_from_microbatches` the sum over the update's
+/// micro-batches that took the path (samples, frames, or 1 each); nullopt when the log
+/// has no such work for the path.
+std::optional<double> path_work(const PathCost& p, PathWork what, const UpdateRecord& u);
 
 /// How often one frame count occurs in updates that ran the slow path and in the others.
 struct FrameCountEvidence {
