@@ -73,6 +73,33 @@ TEST(Regions, ChildrenExceedingTheParentAreFlagged) {
   EXPECT_EQ(t.violation_count, 2u);  // device and host
   EXPECT_EQ(t.violations[0].parent, "outer");
   EXPECT_DOUBLE_EQ(t.violations[0].children_ms, 60);
+  using Kids = std::vector<std::pair<std::string, double>>;
+  EXPECT_EQ(t.violations[0].children, (Kids{{"a", 40.0}, {"b", 20.0}}));  // longest first
+  EXPECT_EQ(violation_children_text(t.violations[0]), " (a 40.0 ms, b 20.0 ms)");
+}
+
+// Which children overlap: a thread pool's regions at the top level with the update's
+// own (the recorder nests per thread). The finding names the longest four, and counts
+// the rest.
+TEST(Regions, AViolationNamesItsLongestChildren) {
+  Builder b;
+  auto& u = b.add(3, 100);
+  b.region(u, "forward", std::nullopt, 70.0);
+  for (int w = 0; w < 6; ++w) b.region(u, "worker_op" + std::to_string(w), std::nullopt, 10.0 + w);
+  const Hierarchy h = parse("forward\nworker_op0\nworker_op1\nworker_op2\nworker_op3\nworker_op4\nworker_op5\n");
+  const AnalysisInput in{b.d, &h};
+  const Report r = build_report(in);
+  ASSERT_EQ(r.regions.violations.size(), 1u);
+  const auto& v = r.regions.violations[0];
+  EXPECT_EQ(v.parent, kUpdateAsParent);
+  EXPECT_DOUBLE_EQ(v.children_ms, 70 + 10 + 11 + 12 + 13 + 14 + 15);
+  EXPECT_EQ(v.children_total, 7u);
+  const auto it = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& f) { return f.kind == "nesting"; });
+  ASSERT_NE(it, r.findings.end());
+  EXPECT_NE(it->evidence.find("take 145.0 ms (forward 70.0 ms, worker_op5 15.0 ms, worker_op4 14.0 ms, worker_op3 "
+                              "13.0 ms and 3 more), more than its 100.0 ms"),
+            std::string::npos)
+      << it->evidence;
 }
 
 // A region around several updates (an epoch) exits in one of them, taking longer than

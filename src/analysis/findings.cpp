@@ -655,8 +655,8 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
     f.subject = v.parent;
     f.title = fmt::format("the nesting does not fit the data in {} place(s): exclusive times are not to be trusted",
                           t.violation_count);
-    f.evidence = fmt::format("e.g. step {}: the children of {} take {:.1f} ms, more than its {:.1f} ms", v.step,
-                             v.parent, v.children_ms, v.parent_ms);
+    f.evidence = fmt::format("e.g. step {}: the children of {} take {:.1f} ms{}, more than its {:.1f} ms", v.step,
+                             v.parent, v.children_ms, violation_children_text(v), v.parent_ms);
     // Regions that add up to more than what holds them ran at the same time: on another
     // thread (the recorder nests per thread), or, in a nesting file, under the wrong parent.
     const bool whole_update = v.parent == kUpdateAsParent;

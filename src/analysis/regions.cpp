@@ -7,6 +7,8 @@
 #include <unordered_set>
 #include <limits>
 
+#include <fmt/format.h>
+
 namespace stepprof {
 
 double nesting_tolerance_ms(double parent_ms) { return std::max(0.5, 0.01 * parent_ms); }
@@ -47,6 +49,19 @@ struct Series {
   double basis_total = 0, self_total = 0;
   std::size_t present = 0;
 };
+
+// The children of a nesting violation in update `u`, longest first (the first
+// kViolationChildrenNamed), with their times on the violation's clock [ms].
+void name_children(NestingViolation& v, const AnalysisInput& in, const UpdateRecord& u,
+                   const std::vector<NameTable::Id>& kids, bool device) {
+  auto& out = v.children;
+  for (const NameTable::Id kid : kids)
+    if (const RegionSample* r = u.region(kid))
+      if (const auto ms = device ? r->device_ms : r->host_ms) out.emplace_back(in.data.regions.name(kid), *ms);
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  v.children_total = out.size();
+  if (out.size() > kViolationChildrenNamed) out.resize(kViolationChildrenNamed);
+}
 
 }  // namespace
 
@@ -211,9 +226,11 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         if (any_kid && self < -nesting_tolerance_ms(own)) {
           ++out.violation_count;
           const UpdateRecord* u = updates[k];
-          if (out.violations.size() < kMaxViolationsKept)
+          if (out.violations.size() < kMaxViolationsKept) {
             out.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), own,
-                                      kids, d, {}, 0});
+                                      kids, d, {}, 0, {}, 0});
+            name_children(out.violations.back(), in, *u, p.kids, d);
+          }
         }
       }
     }
@@ -279,7 +296,8 @@ RegionTable analyze_regions(const AnalysisInput& in) {
           ++t.violation_count;
           if (t.violations.size() < kMaxViolationsKept) {
             NestingViolation v{std::string(kUpdateAsParent), u->step, u->rank.value_or(-1), u->wall_ms, inside, false,
-                               {}, 0};
+                               {}, 0, {}, 0};
+            name_children(v, in, *u, top, false);
             // One region longer than the update: it began before an earlier end_update().
             if (longest > u->wall_ms + nesting_tolerance_ms(u->wall_ms)) {
               v.longer_child = std::string(in.data.regions.name(top[longest_at]));
@@ -295,6 +313,14 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (!row.in_hierarchy) t.not_in_nesting.push_back(row.name);
   }
   return t;
+}
+
+std::string violation_children_text(const NestingViolation& v) {
+  if (v.children.empty()) return {};
+  std::string out;
+  for (const auto& [name, ms] : v.children) out += fmt::format("{}{} {:.1f} ms", out.empty() ? "" : ", ", name, ms);
+  if (v.children_total > v.children.size()) out += fmt::format(" and {} more", v.children_total - v.children.size());
+  return " (" + out + ")";
 }
 
 }  // namespace stepprof

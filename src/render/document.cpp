@@ -216,9 +216,10 @@ Section regions_section(const Report& rep) {
                           : "device-host: no region's device and host times differ by more than max(1 ms, 20 %)");
   if (t.violation_count)
     notes.push_back(fmt::format("the nesting does not fit the data in {} (update, parent) pair(s), e.g. step {}: "
-                                "children of {} sum to {} against {}",
+                                "children of {} sum to {}{} against {}",
                                 t.violation_count, t.violations.front().step, t.violations.front().parent,
-                                ms(t.violations.front().children_ms), ms(t.violations.front().parent_ms)));
+                                ms(t.violations.front().children_ms), violation_children_text(t.violations.front()),
+                                ms(t.violations.front().parent_ms)));
   if (!t.not_in_log.empty()) {
     constexpr std::size_t kNamed = 20;  // (the JSON report lists them all)
     std::string names;

@@ -91,6 +91,11 @@ Json regions(const RegionTable& t) {
                     {"self_share_fraction", r.self_share},
                     {"gap_ms", opt(r.gap_ms)},
                     {"gap", gap_name(r.gap)}});
+  auto children_json = [](const std::vector<std::pair<std::string, double>>& kids) {
+    Json out = Json::array();
+    for (const auto& [name, ms] : kids) out.push_back({{"region", name}, {"ms", ms}});
+    return out;
+  };
   Json violations = Json::array();
   for (const auto& v : t.violations)
     violations.push_back({{"parent", v.parent},
@@ -98,6 +103,8 @@ Json regions(const RegionTable& t) {
                           {"rank", rank_json(v.rank)},
                           {"parent_ms", v.parent_ms},
                           {"children_ms", v.children_ms},
+                          {"children", children_json(v.children)},
+                          {"children_total", v.children_total},
                           {"clock", v.device ? "device" : "host"}});
   return Json{{"nesting_known", t.nesting_known},
               {"device_busy_union", t.device_busy_union},
