@@ -27,3 +27,17 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/stepprofConfigVersion.cma
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/stepprofConfig.cmake ${PROJECT_BINARY_DIR}/stepprofConfigVersion.cmake
         DESTINATION ${_cfg_dir})
+
+# pkg-config file for the recorder (stepprof-recorder.pc), for builds without CMake.
+file(RELATIVE_PATH STEPPROF_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" STEPPROF_PC_TO_PREFIX "${STEPPROF_PC_TO_PREFIX}")
+if(STEPPROF_PC_TO_PREFIX STREQUAL "")
+  set(STEPPROF_PC_TO_PREFIX ".")
+endif()
+set(STEPPROF_PC_FMT "-lfmt")
+set(STEPPROF_PC_DL "")
+if(CMAKE_DL_LIBS)
+  set(STEPPROF_PC_DL "-l${CMAKE_DL_LIBS}")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/stepprof-recorder.pc.in ${PROJECT_BINARY_DIR}/stepprof-recorder.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/stepprof-recorder.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,6 +1,6 @@
 # Packaging test (CTest "packaging"): installs the build, then builds and runs a consumer
 # with find_package(stepprof), another with add_subdirectory(stepprof), and a C-only
-# program that uses only the recorder.
+# program that uses only the recorder, built with CMake and with the pkg-config file.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P run.cmake
 foreach(v BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT ${v})
@@ -57,3 +57,34 @@ if(NOT n EQUAL 4)
   message(FATAL_ERROR "c-recorder: expected a config and 3 update records in ${b}/log.jsonl, found ${n} lines")
 endif()
 message(STATUS "c-recorder: ok")
+
+# The same C program built without CMake, with the flags of the installed pkg-config file.
+find_program(PKG_CONFIG pkg-config)
+find_program(C_COMPILER NAMES cc gcc)
+if(PKG_CONFIG AND C_COMPILER)
+  file(GLOB_RECURSE pc_files ${WORK_DIR}/prefix/*/stepprof-recorder.pc)
+  if(NOT pc_files)
+    message(FATAL_ERROR "pkg-config: cmake --install did not install stepprof-recorder.pc")
+  endif()
+  list(GET pc_files 0 pc_file)
+  get_filename_component(pc_dir ${pc_file} DIRECTORY)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pc_dir} ${PKG_CONFIG} --cflags --libs
+                          stepprof-recorder
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE flags OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config --cflags --libs stepprof-recorder failed (${rc})")
+  endif()
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  set(b ${WORK_DIR}/pkg-config)
+  file(MAKE_DIRECTORY ${b})
+  run(${C_COMPILER} ${SOURCE_DIR}/tests/packaging/c-recorder-test/consumer.c -o ${b}/consumer ${flags})
+  run(${b}/consumer ${b}/log.jsonl)
+  file(STRINGS ${b}/log.jsonl lines)
+  list(LENGTH lines n)
+  if(NOT n EQUAL 4)
+    message(FATAL_ERROR "pkg-config: expected a config and 3 update records in ${b}/log.jsonl, found ${n} lines")
+  endif()
+  message(STATUS "pkg-config: ok (${flags})")
+else()
+  message(STATUS "pkg-config: not tried (no pkg-config or C compiler)")
+endif()
