@@ -148,7 +148,13 @@ TEST_F(KinetoTest, ScannerRejectsWhatIsNotATraceObject) {
       {"  [1, 2]", "expected a JSON object ('{'), found '['", 1, 3},
       {"hello", "expected a JSON object ('{'), found 'h'", 1, 1},
       {"{\"traceEvents\": [\n {\"a\": 1}\n {\"b\": 2}]}", "expected ',' or ']' between events, found '{'", 3, 2},
-      {"{\"traceEvents\": [\n {\"a\": 1},\n {\"b\": ", "the input ends inside an event: the trace is truncated", 3, 8},
+      // (At the event's start, not at the end of the input.)
+      {"{\"traceEvents\": [\n {\"a\": 1},\n {\"b\": ", "the input ends inside the event that starts here: the trace is truncated", 3, 2},
+      // An event without its '}' runs on until the array's ']' closes it: said at the event.
+      {"{\"traceEvents\": [\n {\"a\": 1,\n {\"b\": 2},\n {\"c\": [3]}\n]}",
+       "the object that starts here is closed by a ']' at line 5, column 1: a bracket is missing or misplaced inside it", 2, 2},
+      {"{\"traceEvents\": [\n {\"a\": [1, 2}\n]}",
+       "the object that starts here is closed by a ']' at line 3, column 1: a bracket is missing or misplaced inside it", 2, 2},
       {"{\"x\": 1} tail", "unexpected 't' after the end of the trace object", 1, 10},
       {"{\"x\" 1}", "expected ':' after a key, found '1'", 1, 6},
       {"{\"traceEvents\": 3}", "traceEvents is not an array (found '3')", 1, 17},
@@ -559,7 +565,7 @@ TEST_F(KinetoTest, BadTraces) {
        "no ProfilerStep#N range among 1 events"},
       {"noevents.json", "{" + dist + R"("x": 1})", "no \"traceEvents\" array"},
       {"norank.json", small_trace(R"("distributedInfo": {"world_size": 2},)"), "distributedInfo has no integer \"rank\""},
-      {"cut.json", small_trace(dist).substr(0, 120), "the input ends inside an event: the trace is truncated"},
+      {"cut.json", small_trace(dist).substr(0, 120), "the input ends inside the event that starts here: the trace is truncated"},
   };
   for (const auto& c : cases) {
     const auto path = write(c.name, c.text);

@@ -118,13 +118,13 @@ TraceScanner::Item TraceScanner::fail(Piece& out, std::string message, std::size
   return last_ = Item::kError;
 }
 
-TraceScanner::Item TraceScanner::fail_eof(Piece& out, std::string_view context) {
+TraceScanner::Item TraceScanner::fail_eof(Piece& out, std::string_view context, std::optional<std::size_t> at) {
   if (!src_.error().empty() && !src_.cut_off())  // e.g. zlib's "incorrect data check"
     return fail(out, fmt::format("the compressed data is corrupt ({})", src_.error()), src_.size());
   const std::string why = src_.error().empty()
                               ? std::string("the input ends")
                               : fmt::format("the input is cut off ({})", src_.error());
-  return fail(out, fmt::format("{} {}: the trace is truncated", why, context), src_.size());
+  return fail(out, fmt::format("{} {}: the trace is truncated", why, context), at.value_or(src_.size()));
 }
 
 bool TraceScanner::value_length(std::size_t& len, Piece& out) {
@@ -140,6 +140,18 @@ bool TraceScanner::value_length(std::size_t& len, Piece& out) {
       if (!src_.fill()) return false;
     }
     len = scan.pos;
+    // Brackets are counted, not matched: an object that lacks its '}' (a hand edit) runs
+    // on over the values after it until the ']' of the array around it closes it. Said
+    // here, at the object's start, rather than as a truncated trace at the end of the file.
+    if (const char last = src_.data()[len - 1]; (first == '{') != (last == '}')) {
+      const TextPosition close = position(src_.data() + len - 1);
+      fail(out,
+           fmt::format("the {} that starts here is closed by a '{}' at line {}, column {}: a bracket is missing or "
+                       "misplaced inside it",
+                       first == '{' ? "object" : "array", last, close.line, close.column),
+           0);
+      return false;
+    }
     return true;
   }
   if (first == '"') {
@@ -294,7 +306,10 @@ TraceScanner::Item TraceScanner::next(Piece& out) {
           if (c < 0) return fail_eof(out, "inside traceEvents");
         }
         std::size_t vlen = 0;
-        if (!value_length(vlen, out)) return state_ == State::kFailed ? Item::kError : fail_eof(out, "inside an event");
+        // (Pointing at the event: at its start, the buffered input's.)
+        if (!value_length(vlen, out))
+          return state_ == State::kFailed ? Item::kError
+                                          : fail_eof(out, "inside the event that starts here", 0);
         out = Piece{};
         out.text = std::string_view(src_.data(), vlen);
         out.where = TextPosition{line_, col_, src_.offset()};

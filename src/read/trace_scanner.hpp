@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -67,7 +68,8 @@ class TraceScanner {
   // Returns false (with out.error set) when the input ends or the value is too large.
   bool value_length(std::size_t& len, Piece& out);
   Item fail(Piece& out, std::string message, std::size_t at);
-  Item fail_eof(Piece& out, std::string_view context);
+  // `at`: where to point (an offset into the buffered input); the end of it by default.
+  Item fail_eof(Piece& out, std::string_view context, std::optional<std::size_t> at = std::nullopt);
 
   ByteSource& src_;
   std::uint64_t trailing_zeros_ = 0;

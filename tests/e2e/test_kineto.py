@@ -569,8 +569,11 @@ def test_truncated_json(tmp_path):
     text = json.dumps(small_trace(), indent=1)
     p = write(tmp_path, "cut.json", text[: text.index("## forward")])
     r = run("import", "kineto", p, "-o", tmp_path / "out")
-    assert r.returncode == 3 and "the input ends inside an event: the trace is truncated" in r.stderr
-    assert f"{p}:" in r.stderr
+    assert r.returncode == 3 and "the input ends inside the event that starts here: the trace is truncated" in r.stderr
+    lines = text.splitlines()
+    at = next(i for i, l in enumerate(lines) if "## forward" in l)
+    line = max(i for i in range(at) if lines[i].strip() == "{") + 1  # the line of the event's "{"
+    assert f"{p}:{line}:" in r.stderr, r.stderr
 
 
 def test_not_json(tmp_path):
