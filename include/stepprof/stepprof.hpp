@@ -215,9 +215,10 @@ std::string_view clock_name() noexcept;
 
 /// The id of `name`, registering it on first use (hashes the name: call once, keep the id).
 /// Past 1024 distinct names, returns an id whose regions are not recorded (counted as
-/// `too_many_regions`). A name that is empty or longer than 1024 bytes as written (bytes
-/// that are not UTF-8 become U+FFFD) returns such an id too, counted as `bad_argument`:
-/// the reader would reject every record holding it. The limit on names is per process
+/// `too_many_regions`). A name that is empty or longer than 1024 bytes as written
+/// returns such an id too, counted as `bad_argument`: the reader would reject every
+/// record holding it. Bytes that are not UTF-8 are written as U+FFFD (so "a\xff" and
+/// "a\xfe" are one region), each such call counted as `bad_argument` too. The limit on names is per process
 /// and outlives close() (docs/recorder.md).
 RegionId region_id(std::string_view name) noexcept;
 

@@ -30,15 +30,16 @@ void choose_work_source(const AnalysisInput& in, const std::vector<const UpdateR
   bool named = false, frames = true;
   for (std::size_t k = 0; k < updates.size(); ++k) {
     const UpdateRecord& u = *updates[k];
-    if (u.microbatches.empty()) {
-      if (ran(in.region_of(k, u, *p.region_id))) return;  // ran without detail: its work is unknown
-      continue;
-    }
+    bool named_here = false;
     for (const MicroBatch& mb : u.microbatches)
       if (mb.path == p.region_id) {
-        named = true;
+        named_here = true;
         if (mb.frames.empty() && mb.samples() > 0) frames = false;
       }
+    // Ran with no micro-batch that names it (no detail, or micro-batches without a
+    // path): its work there is unknown, and 0 would charge its time to too little work.
+    if (!named_here && ran(in.region_of(k, u, *p.region_id))) return;
+    named = named || named_here;
   }
   p.work_from_microbatches = named;
   p.microbatch_frames = named && frames;

@@ -1,6 +1,7 @@
 #include "kineto_event.hpp"
 #include "json_error.hpp"
 #include "ondemand_alloc.hpp"
+#include "stepprof/schema.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -324,9 +325,17 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
   if (ev.kind == EventKind::kLaunch && !ev.has_correlation) ev.kind = EventKind::kOther;
   // An annotation is a region by its name: without one it would be a region named "",
   // which no step log may hold (`import kineto` wrote logs `report` then rejected).
-  if ((ev.kind == EventKind::kUserAnnotation || ev.kind == EventKind::kGpuAnnotation) && ev.name.empty())
-    return have_name ? f.fail(name_at, "an annotation's \"name\" is empty", Problem::kBadField)
-                     : f.fail(text.data(), "an annotation has no \"name\"", Problem::kMissingField);
+  // Nor one longer than a step log's names may be.
+  if (ev.kind == EventKind::kUserAnnotation || ev.kind == EventKind::kGpuAnnotation) {
+    if (ev.name.empty())
+      return have_name ? f.fail(name_at, "an annotation's \"name\" is empty", Problem::kBadField)
+                       : f.fail(text.data(), "an annotation has no \"name\"", Problem::kMissingField);
+    if (ev.name.size() > schema::kMaxNameBytes)
+      return f.fail(name_at,
+                    fmt::format("an annotation's \"name\" of {} bytes is longer than a region name may be ({} bytes)",
+                                ev.name.size(), schema::kMaxNameBytes),
+                    Problem::kBadField);
+  }
   return true;
 }
 

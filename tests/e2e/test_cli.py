@@ -966,3 +966,14 @@ def test_code_paths_count_work_from_micro_batch_detail_when_the_log_has_no_path_
     by = {p["region"]: p for p in group["paths"]}
     assert by["slow_path"]["work_from"] == "counters" and by["slow_path"]["frames"] == per["slow_path"][3]
     assert by["fast_path"]["work_from"] == "microbatches"
+    # Micro-batches that do not say their path, in updates that ran it: its work there is
+    # unknown, so no path counts work from the detail (0 would charge its time to too
+    # little work and make a slow path of it).
+    unnamed = [json.loads(l) for l in lines]
+    for rec in unnamed[31:]:
+        for m in rec["microbatches"]:
+            del m["path"]
+    log.write_text("\n".join(map(json.dumps, unnamed)) + "\n")
+    (group,) = json.loads(run("report", log, "--hierarchy", hier, "--format", "json").stdout)["code_paths"]["groups"]
+    assert [p["work_from"] for p in group["paths"]] == ["counters", "counters"]
+    assert all(p["frames"] is None for p in group["paths"]) and group["slow"] is None

@@ -707,11 +707,13 @@ def test_profiler_steps_as_begin_end_pairs_say_why_nothing_was_read(tmp_path):
         in r.stderr
 
 
-def test_an_annotation_without_a_name_is_skipped_and_the_imported_log_reads_cleanly(tmp_path):
+def test_an_annotation_without_a_usable_name_is_skipped_and_the_imported_log_reads_cleanly(tmp_path):
     # `import kineto` wrote it as a region named "", and `report` then rejected every
     # record of the log it had written (exit 3); `report` on the trace showed a blank row.
     for name, why, code in (("", 'an annotation\'s "name" is empty', "bad-field"),
-                            (None, 'an annotation has no "name"', "missing-field")):
+                            (None, 'an annotation has no "name"', "missing-field"),
+                            ("x" * 1025, 'an annotation\'s "name" of 1025 bytes is longer than a region name may be '
+                                         '(1024 bytes)', "bad-field-long")):
         doc = small_trace()
         doc["traceEvents"].append({"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": 0, "tid": 7,
                                    "ts": 1020, "dur": 100})
@@ -720,7 +722,7 @@ def test_an_annotation_without_a_name_is_skipped_and_the_imported_log_reads_clea
         out = tmp_path / f"out-{code}"
         r = run("import", "kineto", p, "-o", out)
         assert r.returncode == 1, r.stderr
-        assert f"{why}; event skipped [{code}]" in r.stderr, r.stderr
+        assert f"{why}; event skipped [{code.removesuffix('-long')}]" in r.stderr, r.stderr
         r = run("report", out, "--format", "json")
         assert r.returncode == 0, r.stderr
         assert [row["name"] for row in json.loads(r.stdout)["regions"]["rows"]] == ["## forward ##"]

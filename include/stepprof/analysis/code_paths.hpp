@@ -24,8 +24,8 @@ struct PathCost {
   std::optional<double> ms_per_sample, ms_per_frame, ms_per_microbatch;  ///< total_ms / work [ms per unit]
   /// The work is counted from the per-micro-batch detail (the recorder's microbatch():
   /// the micro-batches that name this path), not from counters: set when the log has none
-  /// of the path's three counters, some micro-batch names the path, and every update that
-  /// ran it has micro-batch detail. Frames then only when every such micro-batch lists them.
+  /// of the path's three counters and in every update that ran the path some micro-batch
+  /// names it. Frames then only when every such micro-batch lists them.
   bool work_from_microbatches = false;
   bool microbatch_frames = false;  ///< with work_from_microbatches: every micro-batch of the path lists its frames
   std::optional<NameTable::Id> region_id;                             ///< the path's region in the dataset
