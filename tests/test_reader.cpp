@@ -587,9 +587,20 @@ TEST_F(ReaderTest, UpdatesWithoutAWallTimeAreNamed) {
   EXPECT_EQ(z->line, 3u);
   EXPECT_TRUE(z->message.starts_with("wall_ms is 0 in 2 of 4 update(s), first step 2, though their regions took time"))
       << z->message;
-  // An update that did nothing in 0 ms is not one.
-  read({write("empty.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 1, "wall_ms": 0})" + "\n")});
+  // An update that did nothing in 0 ms is not one, beside others that took time.
+  read({write("empty.jsonl", kConfig + "\n" + update(1) + "\n" +
+                                 R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 0})" + "\n")});
   EXPECT_EQ(diag_.total(), 0u);
+  // But when no update took any time (a trace whose ProfilerStep ranges last 0 us), the
+  // report's every figure is 0: said once, at the first update.
+  read({write("untimed.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 1, "wall_ms": 0})" + "\n" +
+                                   R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 0, "cpu_call_ms": {"f": 0}})" +
+                                   "\n")});
+  ASSERT_EQ(diag_.count(Problem::kZeroWallTime), 1u);
+  z = first(Problem::kZeroWallTime);
+  EXPECT_EQ(z->line, 2u);
+  EXPECT_TRUE(z->message.starts_with("every update (2) has wall_ms 0 and no region with time: nothing was timed"))
+      << z->message;
 }
 
 TEST_F(ReaderTest, DirectoriesBeyondTheDepthOrBehindALinkAreNoted) {

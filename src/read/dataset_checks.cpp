@@ -69,8 +69,9 @@ void check_one_off_names(const Dataset& data, Diagnostics& diag) {
 }
 
 void check_zero_wall_time(const Dataset& data, Diagnostics& diag) {
-  std::uint64_t zero = 0, all = 0;
+  std::uint64_t zero = 0, all = 0, untimed = 0;
   const UpdateRecord* first = nullptr;
+  const UpdateRecord* first_untimed = nullptr;
   for (const auto& rank : data.ranks)
     for (const auto& u : rank.updates) {
       ++all;
@@ -78,10 +79,22 @@ void check_zero_wall_time(const Dataset& data, Diagnostics& diag) {
       const bool timed = std::any_of(u.regions.begin(), u.regions.end(), [](const RegionSample& s) {
         return (s.host_ms && *s.host_ms > 0) || (s.device_ms && *s.device_ms > 0);
       });
-      if (!timed) continue;
+      if (!timed) {
+        if (!first_untimed) first_untimed = &u;
+        ++untimed;
+        continue;
+      }
       if (!first) first = &u;
       ++zero;
     }
+  // Nothing timed at all (a trace whose ProfilerStep ranges all last 0 us, a loop whose
+  // clock was never started): every figure would be a quiet 0.
+  if (untimed == all && first_untimed)
+    diag.report({Severity::kWarning, Problem::kZeroWallTime, data.files[first_untimed->source.file],
+                 first_untimed->source.line, 0,
+                 fmt::format("every update ({}) has wall_ms 0 and no region with time: nothing was timed, so every "
+                             "figure of the report is 0 (in a profiler trace: ProfilerStep ranges of duration 0)",
+                             all)});
   if (!first) return;
   diag.report({Severity::kWarning, Problem::kZeroWallTime, data.files[first->source.file], first->source.line, 0,
                fmt::format("wall_ms is 0 in {} of {} update(s), first step {}, though their regions took time: the "
