@@ -17,6 +17,17 @@ function(run)
   endif()
 endfunction()
 
+# Runs the C consumer built in `dir`, which records three updates: its log must hold a
+# config and 3 update records.
+function(run_c_consumer what dir)
+  run(${dir}/consumer ${dir}/log.jsonl)
+  file(STRINGS ${dir}/log.jsonl lines)
+  list(LENGTH lines n)
+  if(NOT n EQUAL 4)
+    message(FATAL_ERROR "${what}: expected a config and 3 update records in ${dir}/log.jsonl, found ${n} lines")
+  endif()
+endfunction()
+
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
 
 # The Python package, when built, is installed too: import it from the prefix alone and
@@ -50,12 +61,7 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/c-recorder-test -B ${b} -G
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_DISABLE_FIND_PACKAGE_simdjson=TRUE
     -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=TRUE -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=TRUE)
 run(${CMAKE_COMMAND} --build ${b} -j 2)
-run(${b}/consumer ${b}/log.jsonl)
-file(STRINGS ${b}/log.jsonl lines)
-list(LENGTH lines n)
-if(NOT n EQUAL 4)
-  message(FATAL_ERROR "c-recorder: expected a config and 3 update records in ${b}/log.jsonl, found ${n} lines")
-endif()
+run_c_consumer(c-recorder ${b})
 message(STATUS "c-recorder: ok")
 
 # The same C program built without CMake, with the flags of the installed pkg-config file.
@@ -78,12 +84,7 @@ if(PKG_CONFIG AND C_COMPILER)
   set(b ${WORK_DIR}/pkg-config)
   file(MAKE_DIRECTORY ${b})
   run(${C_COMPILER} ${SOURCE_DIR}/tests/packaging/c-recorder-test/consumer.c -o ${b}/consumer ${flags})
-  run(${b}/consumer ${b}/log.jsonl)
-  file(STRINGS ${b}/log.jsonl lines)
-  list(LENGTH lines n)
-  if(NOT n EQUAL 4)
-    message(FATAL_ERROR "pkg-config: expected a config and 3 update records in ${b}/log.jsonl, found ${n} lines")
-  endif()
+  run_c_consumer(pkg-config ${b})
   message(STATUS "pkg-config: ok (${flags})")
 else()
   message(STATUS "pkg-config: not tried (no pkg-config or C compiler)")
