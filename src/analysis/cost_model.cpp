@@ -77,13 +77,34 @@ std::vector<double> FeatureSpace::values(const UpdateRecord& u) const {
           x[i] += static_cast<double>(frames) * static_cast<double>(frames) * static_cast<double>(samples);
         break;
       case Feature::Kind::kPathFramesSq:
-        for (const auto& mb : u.microbatches)
-          if (mb.path == f.id)
-            for (const std::int64_t fr : mb.frames) x[i] += static_cast<double>(fr) * static_cast<double>(fr);
+      case Feature::Kind::kPathFrames:
+      case Feature::Kind::kPathSamples:
+      case Feature::Kind::kPathMicrobatches:
+        for (const auto& mb : u.microbatches) {
+          if (mb.path != f.id) continue;
+          if (f.kind == Feature::Kind::kPathMicrobatches) x[i] += 1;
+          else if (f.kind == Feature::Kind::kPathSamples) x[i] += static_cast<double>(mb.samples());
+          else
+            for (const std::int64_t fr : mb.frames)
+              x[i] += f.kind == Feature::Kind::kPathFrames ? static_cast<double>(fr)
+                                                           : static_cast<double>(fr) * static_cast<double>(fr);
+        }
         break;
     }
   }
   return x;
+}
+
+std::optional<std::size_t> FeatureSpace::path_feature(const PathCounters& p, PathWork what) const {
+  if (p.work_from_microbatches) {
+    if (!p.id) return std::nullopt;
+    return find(what == PathWork::kFrames    ? Feature::Kind::kPathFrames
+                : what == PathWork::kSamples ? Feature::Kind::kPathSamples
+                                             : Feature::Kind::kPathMicrobatches,
+                *p.id);
+  }
+  const auto& id = what == PathWork::kFrames ? p.frames : what == PathWork::kSamples ? p.samples : p.microbatches;
+  return id ? find(Feature::Kind::kCounter, *id) : std::nullopt;
 }
 
 double RegionModel::predict(std::span<const double> x) const {
@@ -132,11 +153,18 @@ FeatureSpace build_feature_space(const AnalysisInput& in) {
         p.samples = in.counter(node->samples());
         p.frames = in.counter(node->frames());
         p.microbatches = in.counter(node->microbatches());
+        p.work_from_microbatches = s.microbatch_frames && p.id && !p.samples && !p.frames && !p.microbatches;
+        auto add_detail = [&](Feature::Kind kind, std::string name, const char* unit) {
+          if (p.work_from_microbatches) s.features.push_back({kind, *p.id, std::move(name), unit});
+        };
         add_counter(p.frames);
+        add_detail(Feature::Kind::kPathFrames, node->frames(), "frame");
         add_counter(p.samples);
+        add_detail(Feature::Kind::kPathSamples, node->samples(), "sample");
         if (s.microbatch_frames && p.id)
           s.features.push_back({Feature::Kind::kPathFramesSq, *p.id, node->name + "_frames_sq", "frame^2"});
         add_counter(p.microbatches);
+        add_detail(Feature::Kind::kPathMicrobatches, node->microbatches(), "micro-batch");
         s.paths.push_back(std::move(p));
       }
   // (A region is listed once per update: the reader refuses a repeated key.)
@@ -164,10 +192,10 @@ std::vector<std::size_t> candidate_features(const FeatureSpace& space, NameTable
     return id ? space.find(Feature::Kind::kCounter, *id) : std::nullopt;
   };
   auto path_work = [&](const PathCounters& p) {
-    add(counter(p.frames));
-    add(counter(p.samples));
+    add(space.path_feature(p, PathWork::kFrames));
+    add(space.path_feature(p, PathWork::kSamples));
     if (p.id) add(space.find(Feature::Kind::kPathFramesSq, *p.id));
-    add(counter(p.microbatches));
+    add(space.path_feature(p, PathWork::kMicrobatches));
   };
   const auto path = std::find_if(space.paths.begin(), space.paths.end(),
                                  [&](const PathCounters& p) { return p.id == region; });

@@ -424,14 +424,15 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
     std::vector<NameTable::Id> group_ids;
     for (const auto* p : members)
       if (p->id) group_ids.push_back(*p->id);
-    s.t_samples = counter_feature(tp.samples);
-    s.t_frames = counter_feature(tp.frames);
-    s.t_mbs = counter_feature(tp.microbatches);
+    s.t_samples = space.path_feature(tp, PathWork::kSamples);
+    s.t_frames = space.path_feature(tp, PathWork::kFrames);
+    s.t_mbs = space.path_feature(tp, PathWork::kMicrobatches);
     s.t_fsq = space.find(Feature::Kind::kPathFramesSq, *tp.id);
     s.t_calls = space.find(Feature::Kind::kCalls, *tp.id);
     for (const auto* p : members) {
       if (p == &tp) continue;
-      for (auto f : {counter_feature(p->samples), counter_feature(p->frames), counter_feature(p->microbatches),
+      for (auto f : {space.path_feature(*p, PathWork::kSamples), space.path_feature(*p, PathWork::kFrames),
+                     space.path_feature(*p, PathWork::kMicrobatches),
                      p->id ? space.find(Feature::Kind::kPathFramesSq, *p->id) : std::nullopt,
                      p->id ? space.find(Feature::Kind::kCalls, *p->id) : std::nullopt})
         if (f) s.zeroed.push_back(*f);

@@ -16,6 +16,9 @@ std::string kind_name(Feature::Kind k) {
     case Feature::Kind::kCounter: return "counter";
     case Feature::Kind::kFramesSq: return "frames_squared";
     case Feature::Kind::kPathFramesSq: return "path_frames_squared";
+    case Feature::Kind::kPathFrames: return "path_frames";
+    case Feature::Kind::kPathSamples: return "path_samples";
+    case Feature::Kind::kPathMicrobatches: return "path_microbatches";
   }
   return "unknown";
 }

@@ -292,6 +292,48 @@ def test_generated_log_group_variant_and_no_padding(tmp_path):
         assert u["predicted_ms"] == pytest.approx(max(news) + (u["measured_ms"] - max(cs)), rel=1e-9)
 
 
+def test_path_work_from_micro_batch_detail_when_the_log_has_no_path_counters(tmp_path):
+    # A C++ engine that records each micro-batch's path and frames (the recorder's
+    # microbatch()) and no <path>_frames counters: the cost models had only frames^2 and
+    # calls for the paths and priced a linear cost badly. Each path here costs a fixed ms
+    # per frame, so the models are exact and the pad variant's prediction is worked out
+    # here: fast_path's new time is FAST_MS x 4 x the largest frame count of each
+    # micro-batch, slow_path's is 0.
+    fast_ms, slow_ms = 0.5, 2.0
+    rnd = random.Random(5)
+    hier = tmp_path / "h.txt"
+    hier.write_text("geometry\n  fast_path alt=g\n  slow_path alt=g\n")
+    records = [{"type": "config", "rank": 0, "world_size": 1}]
+    for step in range(1, 41):
+        mbs, dev = [], {"fast_path": 0.0, "slow_path": 0.0}
+        for _ in range(2):
+            path = "slow_path" if rnd.random() < 0.3 else "fast_path"
+            frames = [rnd.choice([3, 5, 9]) for _ in range(4)]
+            mbs.append({"path": path, "frames": frames})
+            dev[path] += sum(frames) * (slow_ms if path == "slow_path" else fast_ms)
+        dev = {k: v for k, v in dev.items() if v > 0}
+        dev["geometry"] = dev.get("fast_path", 0.0) + dev.get("slow_path", 0.0)
+        records.append({"type": "update", "rank": 0, "step": step, "wall_ms": dev["geometry"] + 5,
+                        "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}, "microbatches": mbs})
+    log = fx.write_jsonl(tmp_path / "mb.jsonl", records)
+    doc = whatif_json("batched-geometry", "--variant", "pad", "--bootstrap", "0", "--hierarchy", hier, log)
+    for region, per_frame in [("fast_path", fast_ms), ("slow_path", slow_ms)]:
+        (term,) = model(doc, region)["terms"]
+        assert (term["feature"], term["kind"], term["unit"]) == (f"{region}_frames", "path_frames", "frame")
+        assert term["ms_per_unit"] == pytest.approx(per_frame, rel=1e-9)
+    assert {"fast_path_samples", "fast_path_microbatches"} <= set(model(doc, "fast_path")["candidates"])
+    (p,) = doc["predictions"]
+    assert p["available"], p["why_not"]
+    news = []
+    for u, rec in zip(p["updates"], records[1:]):
+        new = rec["wall_ms"] - rec["cuda_stream_ms"].get("fast_path", 0) - rec["cuda_stream_ms"].get("slow_path", 0)
+        new += fast_ms * sum(len(m["frames"]) * max(m["frames"]) for m in rec["microbatches"])
+        assert (u["step"], u["predicted_ms"]) == (rec["step"], pytest.approx(new, rel=1e-9))
+        news.append(new)
+    saved = statistics.fmean(r["wall_ms"] for r in records[1:]) - statistics.fmean(news)
+    assert p["saved_mean_ms_per_update"] == pytest.approx(saved, rel=1e-9)
+
+
 def test_balanced_ranks_needs_several_ranks(tmp_path):
     paths, _ = generate(tmp_path)
     r = run("whatif", "balanced-ranks", paths[0])

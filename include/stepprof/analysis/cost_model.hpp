@@ -6,8 +6,10 @@
 // where t_R is the region's device time per update (host time where the log has no
 // device time for R; 0 in updates where R is absent) [ms] and the x_j are work features
 // of the update: R's own calls (a cost per call), per-update counters (samples, frames,
-// token slots, valid tokens, supervised tokens, micro-batches), the frames and samples of
-// each alternative code path, and the sum over samples of frames squared (VGGT's global
+// token slots, valid tokens, supervised tokens, micro-batches), the frames, samples and
+// micro-batches of each alternative code path (its counters; summed from the
+// per-micro-batch detail when the log has none of them), and the sum over samples of
+// frames squared (VGGT's global
 // attention grows with the square of a sample's frame count), overall from the frame
 // histogram and per path from the per-micro-batch detail. There is no free intercept: a
 // region that does not run costs 0; its fixed cost is a cost per call. Coefficients are
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "stepprof/analysis/code_paths.hpp"
 #include "stepprof/analysis/input.hpp"
 
 namespace stepprof {
@@ -37,9 +40,14 @@ struct Feature {
     kCounter,       ///< counter `id` [its unit]
     kFramesSq,      ///< sum over the update's samples of frames^2, from frame_histogram [frame^2]
     kPathFramesSq,  ///< the same over the samples that took path region `id` (per-micro-batch detail) [frame^2]
+    /// Path region `id`'s work summed over the update's micro-batches that name it, for a
+    /// path the log has no counters of (PathCounters::work_from_microbatches):
+    kPathFrames,        ///< their frames [frame]
+    kPathSamples,       ///< their samples [sample]
+    kPathMicrobatches,  ///< how many [micro-batch]
   };
   Kind kind = Kind::kCounter;
-  NameTable::Id id = 0;  ///< region (kCalls, kPathFramesSq) or counter (kCounter)
+  NameTable::Id id = 0;  ///< region (kCalls and the kPath* kinds) or counter (kCounter)
   std::string name;      ///< e.g. "calls", "token_slots", "frames_sq", "vggt_single_frames_sq"
   std::string unit;      ///< singular unit: "call", "token slot", "frame", "sample", "micro-batch", "frame^2", ...
 };
@@ -55,6 +63,12 @@ struct PathCounters {
   std::string group;
   std::optional<NameTable::Id> id;  ///< region id, when the log has the region
   std::optional<NameTable::Id> samples, frames, microbatches;  ///< counter ids, when the log has them
+  /// The log has none of the three counters, the path ran, and every update has
+  /// per-micro-batch detail naming each micro-batch's path and frames
+  /// (FeatureSpace::microbatch_frames): the path's work features are summed from that
+  /// detail (Feature::Kind::kPathFrames, kPathSamples, kPathMicrobatches), as the code-path
+  /// table does (code_paths.hpp, PathCost::work_from_microbatches).
+  bool work_from_microbatches = false;
 };
 
 /// Every feature any model may use, and how to compute them for an update.
@@ -75,6 +89,10 @@ struct FeatureSpace {
 
   /// Index of a feature, or nullopt.
   [[nodiscard]] std::optional<std::size_t> find(Feature::Kind kind, NameTable::Id id) const;
+  /// Index of path `p`'s work feature of kind `what`: its counter's feature, or with
+  /// `p.work_from_microbatches` the one summed from the micro-batch detail; nullopt when
+  /// the log has neither.
+  [[nodiscard]] std::optional<std::size_t> path_feature(const PathCounters& p, PathWork what) const;
   /// The value of every feature for update `u` (same order as `features`); absent counters are 0.
   [[nodiscard]] std::vector<double> values(const UpdateRecord& u) const;
 };
