@@ -67,6 +67,42 @@ TEST_F(MicroBatchTest, ReadsEveryField) {
   EXPECT_FALSE(mbs[1].padded_length);
 }
 
+// Each file is read with its own name tables and merged into the dataset's: a micro-batch's
+// path is a region id, so it must name the same region after the merge. Rank 0 meets
+// `fast` first, rank 1 meets `slow` first (and a region that is only a path).
+TEST_F(MicroBatchTest, PathsNameTheirRegionAfterFilesAreMerged) {
+  const fs::path dir = fs::path(testing::TempDir()) / "stepprof_mb_merge";
+  fs::create_directories(dir);
+  auto rank = [](int r, const std::string& first, const std::string& second) {
+    const std::string rs = std::to_string(r);
+    std::string text = R"({"type": "config", "rank": )" + rs + R"(, "world_size": 2})" "\n";
+    for (int step = 1; step <= 3; ++step)
+      text += R"({"type": "update", "rank": )" + rs + R"(, "step": )" + std::to_string(step) +
+              R"(, "wall_ms": 10.0, "cpu_call_ms": {")" + first + R"(": 1.0, ")" + second +
+              R"(": 2.0}, "microbatches": [{"path": ")" + first + R"(", "frames": [1]}, {"path": ")" + second +
+              R"(", "frames": [3]}, {"path": "only_a_path_)" + rs + R"(", "frames": [5]}]})" "\n";
+    return text;
+  };
+  std::ofstream(dir / "rank0.jsonl", std::ios::binary) << rank(0, "fast", "slow");
+  std::ofstream(dir / "rank1.jsonl", std::ios::binary) << rank(1, "slow", "fast");
+  for (const unsigned threads : {1u, 2u}) {
+    ReadOptions opt;
+    opt.threads = threads;
+    Diagnostics diag;
+    const Dataset d = read_logs({(dir / "rank0.jsonl").string(), (dir / "rank1.jsonl").string()}, opt, diag);
+    ASSERT_EQ(d.ranks.size(), 2u);
+    for (const auto& r : d.ranks)
+      for (const auto& u : r.updates) {
+        ASSERT_EQ(u.microbatches.size(), 3u);
+        const std::string first = *r.rank == 0 ? "fast" : "slow", second = *r.rank == 0 ? "slow" : "fast";
+        EXPECT_EQ(d.regions.name(*u.microbatches[0].path), first) << "rank " << *r.rank << ", threads " << threads;
+        EXPECT_EQ(d.regions.name(*u.microbatches[1].path), second);
+        EXPECT_EQ(d.regions.name(*u.microbatches[2].path), "only_a_path_" + std::to_string(*r.rank));
+      }
+  }
+  fs::remove_all(dir);
+}
+
 TEST_F(MicroBatchTest, EveryKeyIsOptional) {
   const Dataset d = read_text(kConfig + "\n" + update(1, R"([{"frames": [4]}, {"tokens": [7, 8, 9]}, {}])") + "\n");
   ASSERT_EQ(diag_.total(), 0u);

@@ -616,6 +616,23 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       f.action = row.gap == TimeGap::kDeviceLonger
                      ? "the device is the bottleneck here (or it waits on a stream dependency)"
                      : "the GPU idles while the host prepares work: move host work off the critical path";
+      if (in.regions.device_busy_union) {
+        // A trace's device time is the busy time of the region's own GPU work, not a span
+        // on the stream: a host that outlasts it may be waiting for kernels launched
+        // before the region (a synchronize, a blocking copy) while the GPU is busy.
+        f.title = fmt::format("{}: the host spends {:.1f} ms longer in it than the GPU spends on the work it "
+                              "launches",
+                              row.name, -*row.gap_ms);
+        f.evidence = fmt::format("median GPU busy time of its own kernels and copies {:.1f} ms vs host {:.1f} ms "
+                                 "per update; a trace's device time is busy time, so it does not say whether the "
+                                 "GPU idled meanwhile or ran work launched earlier",
+                                 row.device_ms ? row.device_ms->median : 0.0,
+                                 row.host_ms ? row.host_ms->median : 0.0);
+        f.action = "look at the GPU timeline over this region in the trace: if the GPU idles there, the host is the "
+                   "bottleneck (move host work off the critical path); if it runs work launched earlier, the "
+                   "region waits for the GPU (a synchronize or blocking copy), and that earlier work is what to "
+                   "shorten";
+      }
       out.push_back(std::move(f));
     }
   }

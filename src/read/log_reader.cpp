@@ -238,11 +238,14 @@ class Reader {
     const bool csame = table_map(r.counters, ds_.counters, cmap);
     if (rsame && csame) return;
     for (auto& u : r.updates) {
-      if (!rsame)
+      if (!rsame) {
         for (auto& s : u.regions) {
           s.region = rmap[s.region];
           if (s.parent && *s.parent != kTopLevel) s.parent = rmap[*s.parent];
         }
+        for (auto& mb : u.microbatches)
+          if (mb.path) mb.path = rmap[*mb.path];
+      }
       if (!csame)
         for (auto& c : u.counters) c.name = cmap[c.name];
     }
