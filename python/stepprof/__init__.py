@@ -144,11 +144,13 @@ def clock_name() -> str:
 
 
 def _torch_cuda_stream() -> Optional[tuple[int, int]]:
-    """(current CUDA stream address, device index) when torch is importable and has a
-    GPU, else None. Never raises."""
+    """(current CUDA stream address, device index) when the process has imported torch
+    and it has a GPU, else None. Never raises. torch is not imported here: the import
+    takes seconds, and a job that has not imported torch runs no work on its streams."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
     try:
-        import torch  # noqa: PLC0415 (optional dependency)
-
         if torch.cuda.is_available():
             return int(torch.cuda.current_stream().cuda_stream), int(torch.cuda.current_device())
     except Exception:  # noqa: BLE001 - torch is optional; any failure means host-only timing
@@ -157,14 +159,14 @@ def _torch_cuda_stream() -> Optional[tuple[int, int]]:
 
 
 def _default_rank_world() -> tuple[int, int]:
-    """Rank and world size from torch.distributed when initialized, else from the
-    RANK / WORLD_SIZE environment (torchrun's), else 0 and 1."""
+    """Rank and world size from torch.distributed when the process has imported it and
+    initialized it, else from the RANK / WORLD_SIZE environment (torchrun's), else 0
+    and 1. torch is not imported here (an initialized process group has imported it)."""
+    dist = sys.modules.get("torch.distributed")
     try:
-        import torch.distributed as dist  # noqa: PLC0415
-
-        if dist.is_available() and dist.is_initialized():
+        if dist is not None and dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a half-initialized torch: fall back to the environment
         pass
     def from_env(name: str, default: int) -> int:
         text = os.environ.get(name)
@@ -185,6 +187,10 @@ class Recorder:
         path: output file; "{rank}" is replaced by the rank. Truncated unless append=True.
         rank, world_size: data-parallel rank and number of ranks (default: from
             torch.distributed if initialized, else $RANK / $WORLD_SIZE, else 0 and 1).
+
+    A log that cannot be opened (an unwritable directory, a full disk) does not raise:
+    the recorder runs on, counts the records it cannot write, and warns
+    (RecorderWarning; printed to stderr instead when warnings are turned into errors).
         config: the run's settings, written in the config record in this order (e.g.
             micro_batch, accumulation, global_batch, seed, ...). Values must be
             JSON-serializable; others are written as their str(), and so are the
@@ -199,8 +205,10 @@ class Recorder:
             $TORCHELASTIC_RUN_ID or $SLURM_JOB_ID; else generated when world_size is
             1, and left out otherwise, since a per-process id would make the ranks of
             one run look like different runs).
-        device_timing: "auto" (time regions on torch's current CUDA stream when torch has
-            a GPU; otherwise host time only and the config record says why) or "off".
+        device_timing: "auto" (time regions on torch's current CUDA stream when the
+            process has imported torch and it has a GPU; else the recorder looks for
+            libcuda itself and times the default stream, or keeps host time only and the
+            config record says why) or "off". Recorder() never imports torch.
         sync_at_update: synchronize the stream at each end_update() so device and host
             time agree per update (default True, as the real log's note says).
         append: append to the file instead of truncating it.
@@ -225,7 +233,8 @@ class Recorder:
     ) -> None:
         if device_timing not in ("auto", "off"):
             raise ValueError(f"device_timing must be 'auto' or 'off', not {device_timing!r}")
-        default_rank, default_world = _default_rank_world()
+        if rank is None or world_size is None:
+            default_rank, default_world = _default_rank_world()
         rank = default_rank if rank is None else _integer(rank, "rank")
         world_size = default_world if world_size is None else _integer(world_size, "world_size")
         # region_alternatives and region_roles first, then the user's fields, as the C++
@@ -261,17 +270,11 @@ class Recorder:
         self._handle, status, message = _core.open(
             path, rank, world_size, json.dumps(_finite(cfg), default=str), json.dumps(options)
         )
-        if status == _STATUS_WARN_IO and "another process is recording to this file" in message:
-            # A spawned worker running a module-level recorder again: raising (python -W
-            # error) would kill the worker, and the DataLoader with it.
+        if status == _STATUS_WARN_IO:
+            # The recorder runs on and counts what it cannot write: with warnings turned
+            # into errors (python -W error, pytest's filterwarnings = error) raising would
+            # stop the job, or a spawned DataLoader worker that opens it again.
             _warn_in_loop(message)
-        elif status == _STATUS_WARN_IO:
-            try:
-                warnings.warn(message, RecorderWarning, stacklevel=2)  # (it says the run goes on)
-            except BaseException:  # warnings turned into errors: this object is lost, so close it
-                _core.close(self._handle)
-                self._handle = 0
-                raise
         self.rank = rank
         self.world_size = world_size
         self._regions: dict[str, Region] = {}
@@ -408,15 +411,24 @@ class Recorder:
             _warn_in_loop(f"stepprof: regions of this thread keep host time only: {e}")
 
     def begin_update(self) -> None:
-        """Restarts the current update's wall clock (e.g. after evaluation)."""
+        """Restarts the current update's wall clock (e.g. after evaluation). Does nothing
+        in a fork() child."""
+        if self._forked():
+            return
         _core.begin_update(self._live())
 
     def end_update(self, step: int) -> None:
         """Writes the record of optimizer update `step` and starts the next update.
         A record that cannot be written is counted (reported in the next record and at
         close()) and warned about once. A step below 0 or not above every earlier one
-        is written and counted as bad_argument."""
-        status = _core.end_update(self._live(), _integer(step, "step"))
+        is written and counted as bad_argument. In a fork() child (a DataLoader worker),
+        whose copy of the recorder is closed, it does nothing, as region() and count()
+        do there. TypeError / ValueError for a step that is not a 64-bit integer;
+        RuntimeError once closed."""
+        step = _integer(step, "step")
+        if self._forked():
+            return
+        status = _core.end_update(self._live(), step)
         if status == _STATUS_WARN_IO and not self._warned_write:
             self._warned_write = True
             _warn_in_loop(f"stepprof: the record of update {step} could not be written to {self.info['path']}; "
@@ -425,7 +437,10 @@ class Recorder:
     # ---- lifetime -----------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Asks the OS to persist what was written (records are written whole per update)."""
+        """Asks the OS to persist what was written (records are written whole per update).
+        Does nothing in a fork() child."""
+        if self._forked():
+            return
         _core.flush(self._live())
 
     @property
@@ -482,6 +497,10 @@ class Recorder:
         # DataLoader worker, they do nothing: its copy of the recorder is closed there.)
         if self._handle == 0:
             raise RuntimeError("the stepprof recorder is closed")
+
+    def _forked(self) -> bool:
+        # A fork() child of the process that opened this recorder: its copy is closed.
+        return self._handle != 0 and self._pid != os.getpid()
 
     def _live(self) -> int:
         if self._handle == 0:
