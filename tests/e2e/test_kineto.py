@@ -12,6 +12,7 @@ import json
 import os
 import re
 from decimal import Decimal
+import statistics
 import subprocess
 from collections import defaultdict
 from pathlib import Path
@@ -415,6 +416,26 @@ def test_self_shares_of_a_trace_say_they_are_host_time():
     assert "self ms and self share are host time" in " ".join(text.split())
     real = json.loads(run("report", "--format", "json", SRC / "examples/qwen-vggt/rank1.jsonl").stdout)
     assert real["regions"]["device_busy_union"] is False
+
+
+def test_a_host_longer_than_a_traces_busy_time_is_not_called_host_bound(tmp_path):
+    # A trace's device time is the busy time of a region's own kernels, so a host that
+    # outlasts it may be waiting on kernels launched earlier: on this trace the GPU is busy
+    # about 99 % of `## wait_sparse_data_dist ##`, which was called host-bound ("the GPU
+    # idles"). The gap is worked out here from the imported log.
+    r = run("import", "kineto", HTA8, "-o", tmp_path)
+    assert r.returncode == 0, r.stderr
+    ups = [json.loads(l) for l in (tmp_path / "rank3.jsonl").read_text().splitlines()[1:]]
+    name = "## wait_sparse_data_dist ##"
+    gap = statistics.median(u["cpu_call_ms"][name] - u["cuda_stream_ms"].get(name, 0.0) for u in ups)
+    rep = json.loads(run("report", "--format", "json", HTA8).stdout)
+    gaps = [f for f in rep["findings"] if f["kind"] == "time-gap"]
+    (f,) = [f for f in gaps if f["subject"] == name]
+    assert f["ms_per_update"] == pytest.approx(gap, rel=1e-9)
+    assert f"the host spends {gap:.1f} ms longer in it than the GPU spends on the work it launches" in f["title"]
+    for f in gaps:
+        assert "host-bound" not in f["title"] and "the GPU idles while" not in f["action"]
+        assert "look at the GPU timeline" in f["action"]
 
 
 def test_a_world_size_given_for_a_trace_that_has_one_is_used_and_said(tmp_path):
