@@ -718,7 +718,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   for (auto& r : out.per_rank) {
     r.relative_score = r.compute_ms.median > 0 ? fastest_median / r.compute_ms.median : 1;
     r.individual_score = r.compute_ms.median > 0 ? r.compute_ms.min / r.compute_ms.median : 1;
-    r.straggler = r.relative_score < threshold;
+    r.straggler = r.relative_score < threshold && out.steps_aligned >= kMinStragglerUpdates;
     if (r.straggler) out.stragglers.push_back(r.rank);
   }
   return out;

@@ -422,7 +422,11 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   if (x.margin_ms)
     f.items.emplace_back("slowest vs median rank", fmt::format("median {}, max {} per update", ms(x.margin_ms->median),
                                                               ms(x.margin_ms->max)));
-  f.items.emplace_back("stragglers", x.stragglers.empty()                ? std::string("none flagged")
+  f.items.emplace_back("stragglers", x.steps_aligned < kMinStragglerUpdates
+                                         ? fmt::format("none flagged: {} update(s) compared, at least {} are needed to "
+                                                       "tell a slow rank from a slow update",
+                                                       x.steps_aligned, kMinStragglerUpdates)
+                                     : x.stragglers.empty()                ? std::string("none flagged")
                                      : x.stragglers.size() <= kListedUpTo ? "rank " + join(x.stragglers, ", rank ")
                                                                           : fmt::format("{} ranks: {}", x.stragglers.size(),
                                                                                         rank_numbers(x.stragglers)));

@@ -16,7 +16,9 @@
 //   relative score   = fastest rank's median compute_ms / this rank's median compute_ms
 //   individual score = this rank's best (minimum) compute_ms / its median compute_ms
 // A rank is flagged a straggler when its relative score is below the threshold (0.75 by
-// default, the threshold NVIDIA's examples use).
+// default, the threshold NVIDIA's examples use) and at least kMinStragglerUpdates steps
+// are compared: the median of one or two steps is a slow step, not a slow rank (a
+// profiler trace often holds one step).
 #pragma once
 
 #include <cstdint>
@@ -225,6 +227,9 @@ struct StepRun {
   std::size_t steps = 0;  ///< steps in the run [count]
   std::vector<std::int64_t> ranks;
 };
+
+/// The fewest steps compared for a rank to be flagged a straggler by its score [count].
+inline constexpr std::size_t kMinStragglerUpdates = 3;
 
 struct CrossRankResult {
   bool available = false;
