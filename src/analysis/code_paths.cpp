@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include <fmt/format.h>
+
 namespace stepprof {
 namespace {
 
@@ -45,7 +47,27 @@ void choose_work_source(const AnalysisInput& in, const std::vector<const UpdateR
   p.microbatch_frames = named && frames;
 }
 
+// Inserts `u` into `kept` (largest excess first, earlier updates first among equals, at
+// most PathGroup::kCostliestKept) when its excess is positive and large enough.
+void keep_costliest(std::vector<SlowPathUpdate>& kept, const SlowPathUpdate& u) {
+  if (!(u.excess_ms > 0)) return;
+  if (kept.size() == PathGroup::kCostliestKept && !(u.excess_ms > kept.back().excess_ms)) return;
+  const auto at = std::find_if(kept.begin(), kept.end(), [&](const SlowPathUpdate& k) { return u.excess_ms > k.excess_ms; });
+  kept.insert(at, u);
+  if (kept.size() > PathGroup::kCostliestKept) kept.pop_back();
+}
+
 }  // namespace
+
+std::string slow_updates_text(const std::vector<SlowPathUpdate>& updates, std::size_t n) {
+  std::string s;
+  for (std::size_t i = 0; i < updates.size() && i < n; ++i) {
+    const SlowPathUpdate& u = updates[i];
+    s += fmt::format("{}{}step {} (+{:.1f} ms)", i ? ", " : "", u.rank ? fmt::format("rank {} ", *u.rank) : "",
+                     u.step, u.excess_ms);
+  }
+  return s;
+}
 
 std::optional<double> path_work(const PathCost& p, PathWork what, const UpdateRecord& u) {
   if (!p.work_from_microbatches) {
@@ -187,7 +209,9 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           const auto t = in.region_ms_of(k, *u, *slow_id, slow->device);
           const double work = slow->work_from_microbatches ? path_work(*slow, slow_unit, *u).value_or(0)
                                                            : in.counter_or_zero(k, *u, slow_counter);
-          saving += t.value_or(0) - work * *unit_cost(*fast);
+          const double excess = t.value_or(0) - work * *unit_cost(*fast);
+          saving += excess;
+          keep_costliest(g.costliest, {u->rank, u->step, t.value_or(0), excess});
         }
       }
       for (std::int64_t f = 0; f < kTable; ++f)

@@ -61,6 +61,8 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
       f.evidence += fmt::format("; {} of {} such updates mixed frame counts, {} of {} fast-only updates did",
                                 g.slow_updates_mixed_frames, g.updates_with_slow, g.fast_only_updates_mixed_frames,
                                 g.updates_fast_only);
+    if (!g.costliest.empty())
+      f.evidence += fmt::format("; it cost most in {}", slow_updates_text(g.costliest, 3));
     // Frame counts explain the slow path when a frame count comes only with it, or when
     // updates that ran it mixed frame counts more often than fast-only updates did. When
     // the log says frame counts (histograms, and updates of both kinds) and neither holds,

@@ -290,10 +290,20 @@ Section paths_section(const Report& rep) {
           only, g.slow_updates_mixed_frames, g.updates_with_slow, g.slow, g.fast_only_updates_mixed_frames,
           g.updates_fast_only));
     }
+    const bool several = rep.run.ranks.size() > 1;
     if (g.saving_ms_per_update)
-      lines.push_back(fmt::format(
-          "Doing all of {}'s work at {}'s cost per {} would save {} per update of this rank's compute.", g.slow,
-          g.fast, g.unit, ms(*g.saving_ms_per_update)));
+      lines.push_back(
+          several ? fmt::format("Doing all of {}'s work at {}'s cost per {} would save {} of compute per rank and "
+                                "update (mean over every rank's updates); the step waits for its slowest rank, so a "
+                                "slow path on one rank can cost the whole step its excess (stepprof whatif "
+                                "batched-geometry with every rank's log prices that).",
+                                g.slow, g.fast, g.unit, ms(*g.saving_ms_per_update))
+                  : fmt::format("Doing all of {}'s work at {}'s cost per {} would save {} per update of this rank's "
+                                "compute.",
+                                g.slow, g.fast, g.unit, ms(*g.saving_ms_per_update)));
+    if (!g.costliest.empty())
+      lines.push_back(fmt::format("Where {} cost most beyond the same work on {}: {}.", g.slow, g.fast,
+                                  slow_updates_text(g.costliest, g.costliest.size())));
     for (auto& l : lines) s.blocks.emplace_back(Paragraph{std::move(l)});
     if (!g.frame_counts.empty() && g.updates_fast_only > 0 && g.updates_with_slow > 0) {
       Table fc{{"frames per sample", "samples", "updates with it", fmt::format("... that ran {}", g.slow)}, {}, {}};

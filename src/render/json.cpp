@@ -143,6 +143,9 @@ Json code_paths(const CodePathResult& c) {
                         {"samples", e.samples},
                         {"updates_with", e.updates_with},
                         {"updates_with_slow", e.updates_with_slow}});
+    Json costliest = Json::array();
+    for (const auto& u : g.costliest)
+      costliest.push_back({{"rank", opt(u.rank)}, {"step", u.step}, {"slow_ms", u.slow_ms}, {"excess_ms", u.excess_ms}});
     groups.push_back({{"group", g.group},
                       {"parent", g.parent.empty() ? Json(nullptr) : Json(g.parent)},
                       {"paths", paths},
@@ -158,7 +161,8 @@ Json code_paths(const CodePathResult& c) {
                       {"fast_only_updates_mixed_frames", g.fast_only_updates_mixed_frames},
                       {"frame_counts", frames},
                       {"frame_counts_only_with_slow", g.frame_counts_only_with_slow},
-                      {"saving_ms_per_update", opt(g.saving_ms_per_update)}});
+                      {"saving_ms_per_update", opt(g.saving_ms_per_update)},
+                      {"costliest_slow_updates", costliest}});
   }
   return Json{{"nesting_known", c.nesting_known}, {"groups", groups}};
 }

@@ -991,3 +991,25 @@ def test_a_lag_just_before_a_stretch_does_not_widen_it(tmp_path):
     assert margin(97) > 1000 and margin(98) < 100 and margin(99) < 100
     (ep,) = [e for e in report(tmp_path / "logs")["cross_rank"]["episodes"] if e["rank"] == 3]
     assert (ep["first_step"], ep["last_step"]) == (100, 140)
+
+
+def test_the_costliest_slow_path_updates_are_located(tmp_path):
+    # "2 of 2400 updates ran the slow path" named neither rank nor step. Each update's
+    # excess (the slow path's time minus its frames at the fast path's ms per frame over
+    # the window) is worked out here from the records.
+    manifest, _ = synth(tmp_path, "--ranks", "4", "--updates", "60", "--seed", "3", "--fallback", "2:10:1",
+                        "--fallback", "3:40:2", "--fallback", "0:20:1", "--fallback", "1:50:2")
+    ups = raw_updates(manifest)
+    dev = [u["cuda_stream_ms"] for u in ups]
+    per_frame = sum(d.get("vggt_batched", 0) for d in dev) / sum(u["counts"].get("vggt_batched_frames", 0) for u in ups)
+    excess = sorted(((d["vggt_single"] - u["counts"]["vggt_single_frames"] * per_frame, u["rank"], u["step"])
+                     for u, d in zip(ups, dev) if "vggt_single" in d), key=lambda e: -e[0])
+    assert len(excess) == 4 and excess[-1][0] > 0
+    rep = report(tmp_path / "logs")
+    (g,) = rep["code_paths"]["groups"]
+    got = g["costliest_slow_updates"]
+    assert [(c["rank"], c["step"]) for c in got] == [(r, s) for _, r, s in excess]
+    assert [c["excess_ms"] for c in got] == pytest.approx([e for e, _, _ in excess], rel=1e-9)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-path"]
+    top = ", ".join(f"rank {r} step {s} (+{e:.1f} ms)" for e, r, s in excess[:3])
+    assert f"it cost most in {top}" in f["evidence"]

@@ -49,6 +49,18 @@ struct FrameCountEvidence {
   std::int64_t samples = 0;            ///< samples with this frame count over the window
 };
 
+/// An update that ran the slow path, and what that cost beyond the same work on the fast path.
+struct SlowPathUpdate {
+  std::optional<std::int64_t> rank;
+  std::int64_t step = 0;
+  double slow_ms = 0;    ///< the slow path's time in the update [ms]
+  double excess_ms = 0;  ///< slow_ms minus its work at the fast path's unit cost [ms], > 0
+};
+
+/// The first `n` of `updates` in words: "rank 6 step 200 (+1964.2 ms), step 50 (+12.0 ms)"
+/// (the rank when the update has one; the excess over the fast path's cost, 1 decimal).
+std::string slow_updates_text(const std::vector<SlowPathUpdate>& updates, std::size_t n);
+
 struct PathGroup {
   std::string group;   ///< the alternatives' group name (alt=...)
   std::string parent;  ///< common parent region, if any
@@ -70,6 +82,11 @@ struct PathGroup {
   /// unit cost [ms per update]: what moving all its work to the fast path would save on
   /// this rank's compute (before any waiting for other ranks absorbs it).
   std::optional<double> saving_ms_per_update;
+  /// The updates in which the slow path cost most beyond the fast path's cost for the same
+  /// work (largest excess_ms first, then in update order; at most kCostliestKept; only
+  /// updates with a positive excess): where the fallbacks happened, with their rank.
+  std::vector<SlowPathUpdate> costliest;
+  static constexpr std::size_t kCostliestKept = 5;
 };
 
 struct CodePathResult {
