@@ -684,7 +684,10 @@ SyncData build_sync(const AnalysisInput& in) {
       d.description = comm ? fmt::format(
                                  "one rank's log of a job of {} ranks: a range from \"only this rank improves\" (its "
                                  "saving is absorbed by waiting for the others; a slow-down counts beyond its wait "
-                                 "in {}) to \"every rank improves alike\" (the whole change counts)",
+                                 "in {}) to \"every rank improves alike\" (the whole change counts; not a bound: "
+                                 "when ranks wait for each other's slow updates, a change on every rank also "
+                                 "removes those waits, which one rank's log cannot see; every rank's log prices "
+                                 "them)",
                                  world ? std::to_string(*world) : std::string("multi"), comm_name)
                            : std::string("one rank's log of a multi-rank job: a range from \"only this rank improves\" "
                                          "(no saving counts: the other ranks still take as long) to \"every rank "

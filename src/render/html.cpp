@@ -362,8 +362,9 @@ std::string render_html(const Report& report, const UpdateSeries& series, const 
     if (s.id == "whatif" && !whatif.is_null())
       figure({"whatif", "Measured and predicted update time per update",
               whatif["range"].get<bool>()
-                  ? "From one rank's log: the predictions shown assume every rank improves alike (the upper end of "
-                    "the saving); the tables give the range."
+                  ? "From one rank's log: the predictions shown assume every rank improves alike; the tables give "
+                    "the range from only this rank improving. Not a bound: a change on every rank also removes "
+                    "their waits for each other, which one rank's log cannot see."
                   : "Each what-if replays the same updates with the scenario's work, priced by the cost models.",
               false, false, false},
              out);

@@ -157,7 +157,9 @@ Document build_whatif_document(const WhatIfResult& r, const Diagnostics& diag) {
   f.items.emplace_back("micro-batches", r.detail);
   f.items.emplace_back("synchronization", r.sync);
   f.items.emplace_back("intervals", r.bootstrap ? fmt::format("{:.0f} % percentile bootstrap over updates, {} replicates "
-                                                              "(models refitted on each)",
+                                                              "(models refitted on each): they cover the cost "
+                                                              "models' fit and the sample of updates, not the "
+                                                              "assumptions below",
                                                               r.interval * 100, r.bootstrap)
                                                 : std::string("none (--bootstrap 0)"));
   in.blocks.emplace_back(std::move(f));
