@@ -520,6 +520,23 @@ void waiting(const FindingInputs& in, std::vector<Finding>& out) {
     f.action =
         "find the slowest rank (run `stepprof report` on every rank's log) and balance its work; speeding up this "
         "rank alone will not shorten the update";
+    // This rank waits less in the updates in which it ran a slow path, and more in the
+    // others: it waits for whichever rank ran the slow path, not for one slow rank.
+    for (const auto& g : in.paths.groups) {
+      if (g.slow.empty() || g.fast.empty()) continue;
+      const auto pw = std::find_if(w.path_waits.begin(), w.path_waits.end(),
+                                   [&](const PathWait& p) { return p.region == g.slow; });
+      if (pw == w.path_waits.end() || !(pw->wait_with_ms < pw->wait_without_ms)) continue;
+      f.evidence += fmt::format("; it waits {:.0f} ms (median) in the {} updates in which it did not run {}, {:.0f} ms "
+                                "in the {} in which it did",
+                                pw->wait_without_ms, pw->updates_without, g.slow, pw->wait_with_ms, pw->updates_with);
+      f.action = fmt::format(
+          "the rank it waits for is likely the one that ran {} in that update (it waits least when it ran it "
+          "itself): sending every micro-batch down {} on every rank removes those waits as well; check with "
+          "`stepprof report` on every rank's log, which names each update's slowest rank",
+          g.slow, g.fast);
+      break;
+    }
     out.push_back(std::move(f));
   }
 }

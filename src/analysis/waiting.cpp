@@ -122,6 +122,21 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
   std::vector<double> wait;
   for (double x : c) wait.push_back(x - w.comm_floor_ms);
   w.wait_ms = summarize(wait);
+  if (w.waiting && in.hierarchy)
+    for (const auto& [group, nodes] : in.hierarchy->alternatives())
+      for (const HierarchyNode* node : nodes) {
+        const auto id = in.region(node->name);
+        if (!id) continue;
+        std::vector<double> with, without;
+        for (std::size_t k = 0; k < ups.size(); ++k) {
+          const UpdateRecord& u = rank.updates[ups[k]];
+          const auto r = first ? in.region_of(*first + ups[k], u, *id) : UpdateIndex::values_of(u.region(*id));
+          const bool ran = r && (r->calls.value_or(0) > 0 || r->device_ms.value_or(0) > 0 || r->host_ms.value_or(0) > 0);
+          (ran ? with : without).push_back(wait[k]);
+        }
+        if (with.empty() || without.empty()) continue;
+        w.path_waits.push_back({node->name, with.size(), without.size(), *median(with), *median(without)});
+      }
   return w;
 }
 

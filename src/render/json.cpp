@@ -197,7 +197,14 @@ Json padding(const PaddingResult& p) {
 
 Json waiting(const std::vector<WaitingResult>& ws) {
   Json out = Json::array();
-  for (const auto& w : ws)
+  for (const auto& w : ws) {
+    Json paths = Json::array();
+    for (const auto& p : w.path_waits)
+      paths.push_back({{"region", p.region},
+                       {"updates_with", p.updates_with},
+                       {"wait_with_ms", p.wait_with_ms},
+                       {"updates_without", p.updates_without},
+                       {"wait_without_ms", p.wait_without_ms}});
     out.push_back({{"rank", opt(w.rank)},
                    {"comm_region", w.comm_region.empty() ? Json(nullptr) : Json(w.comm_region)},
                    {"comm_found_by", w.comm_found_by.empty() ? Json(nullptr) : Json(w.comm_found_by)},
@@ -209,7 +216,9 @@ Json waiting(const std::vector<WaitingResult>& ws) {
                    {"waiting", w.waiting},
                    {"comm_floor_ms", w.comm_floor_ms},
                    {"wait_ms", summary(w.wait_ms)},
+                   {"path_waits", paths},
                    {"updates", w.updates}});
+  }
   return out;
 }
 

@@ -154,6 +154,25 @@ def test_waiting(report):
     assert w["wait_ms"]["median"] == pytest.approx(statistics.median([x - min(c) for x in c]))
 
 
+def test_waiting_split_by_the_slow_path_points_at_it(report):
+    # Rank 1 waits least in the updates in which it ran vggt_single itself and most in the
+    # others: it waits for whichever rank ran the slow path, so "find the slowest rank and
+    # balance its work" was the wrong advice. The split is worked out here.
+    _, updates = records()
+    c = [u["cuda_stream_ms"]["backward_and_communication"] for u in updates]
+    ran = ["vggt_single" in u["cuda_stream_ms"] or u["calls"].get("vggt_single", 0) > 0 for u in updates]
+    with_ = [x - min(c) for x, r in zip(c, ran) if r]
+    without = [x - min(c) for x, r in zip(c, ran) if not r]
+    (pw,) = [p for p in report["waiting"][0]["path_waits"] if p["region"] == "vggt_single"]
+    assert (pw["updates_with"], pw["updates_without"]) == (len(with_), len(without)) == (17, 3)
+    assert pw["wait_with_ms"] == pytest.approx(statistics.median(with_), rel=1e-12)
+    assert pw["wait_without_ms"] == pytest.approx(statistics.median(without), rel=1e-12)
+    (f,) = [f for f in report["findings"] if f["kind"] == "waiting"]
+    assert (f"it waits {statistics.median(without):.0f} ms (median) in the 3 updates in which it did not run "
+            f"vggt_single, {statistics.median(with_):.0f} ms in the 17 in which it did") in f["evidence"]
+    assert "sending every micro-batch down vggt_batched on every rank removes those waits" in f["action"]
+
+
 def test_findings_ranked_with_units(report):
     f = report["findings"]
     assert [x["kind"] for x in f[:3]] == ["slow-path", "waiting", "padding"]

@@ -19,6 +19,17 @@
 
 namespace stepprof {
 
+/// This rank's wait split by whether an alternative code path (alt= in the nesting) ran in
+/// the update: a rank that waits less when it ran the slow path, and more when it did
+/// not, waits for other ranks' slow paths rather than for one slow rank.
+struct PathWait {
+  std::string region;                  ///< the path
+  std::size_t updates_with = 0;        ///< updates (with the communication region) in which it ran
+  std::size_t updates_without = 0;     ///< ... in which it did not
+  double wait_with_ms = 0;             ///< median wait over the first [ms]
+  double wait_without_ms = 0;          ///< median wait over the second [ms]
+};
+
 struct WaitingResult {
   /// The communication region: role=communication in the nesting, else the first region
   /// whose name contains "comm", "allreduce", "all_reduce", "nccl" or "reduce_scatter".
@@ -33,6 +44,9 @@ struct WaitingResult {
   bool waiting = false;
   double comm_floor_ms = 0;  ///< lowest comm time in the window, taken as "no wait" [ms]
   std::optional<Summary> wait_ms;  ///< comm - floor per update [ms]
+  /// With `waiting` and the nesting: for each alternative path that ran in some of the
+  /// updates but not all, the wait in each kind of update; in nesting order.
+  std::vector<PathWait> path_waits;
   std::size_t updates = 0;
   bool single_rank = true;  ///< false when several ranks' logs were given (see the cross-rank section)
 };
