@@ -209,7 +209,8 @@ Section regions_section(const Report& rep) {
   for (const auto& r : t.rows)
     if (r.background) background += (background.empty() ? "" : ", ") + r.name;
   if (!background.empty())
-    notes.push_back("background (role \"background\": on another thread, alongside the update, not part of it): " +
+    notes.push_back("background (role \"background\": on another thread, alongside the update, not part of it; its "
+                    "time is summed over its threads and calls, so its share of the update time can exceed 100 %): " +
                     background);
   if (any_device)  // (without device times, the note above says so)
     notes.push_back(any_gap ? "device-host: regions flagged where the median device-minus-host time exceeds max(1 ms, 20 %)"
@@ -573,7 +574,11 @@ Section findings_section(const Report& rep) {
     ListItem item;
     item.title = f.ms_per_update > 0
                      ? fmt::format("[{} per update{}] {}", ms(f.ms_per_update),
-                                   f.share ? fmt::format(", {} of the update", pct(*f.share)) : std::string(), f.title)
+                                   !f.share        ? std::string()
+                                   : *f.share <= 1 ? fmt::format(", {} of the update", pct(*f.share))
+                                                   // (more than the median update: a variability's p90 - median)
+                                                   : fmt::format(", {:.1f}x the median update", *f.share),
+                                   f.title)
                      : f.title;
     item.details.emplace_back("evidence", f.evidence);
     item.details.emplace_back("action", f.action);

@@ -173,6 +173,21 @@ def test_waiting_split_by_the_slow_path_points_at_it(report):
     assert "sending every micro-batch down vggt_batched on every rank removes those waits" in f["action"]
 
 
+def test_a_time_at_stake_above_the_median_update_is_a_multiple_not_a_percentage(tmp_path):
+    # "[13.7 ms per update, 450.5 % of the update]": the variability finding's p90 minus
+    # median can exceed the median update itself.
+    walls = [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 20.0, 24.0]
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    lines += [json.dumps({"type": "update", "rank": 0, "step": i, "wall_ms": w, "cpu_call_ms": {"work": w - 0.5}})
+              for i, w in enumerate(walls)]
+    log = tmp_path / "v.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    stake = quantile(walls, 0.9) - statistics.median(walls)
+    text = run("report", log).stdout
+    assert f"{stake:.1f} ms per update, {stake / statistics.median(walls):.1f}x the median update]" in text
+    assert "% of the update]" not in text
+
+
 def test_findings_ranked_with_units(report):
     f = report["findings"]
     assert [x["kind"] for x in f[:3]] == ["slow-path", "waiting", "padding"]
