@@ -30,7 +30,7 @@ import math
 import os
 import sys
 import warnings
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import _core
 
@@ -184,7 +184,8 @@ class Recorder:
     """The process's step-log recorder (one open at a time per process).
 
     Args:
-        path: output file; "{rank}" is replaced by the rank. Truncated unless append=True.
+        path: output file (str, bytes or path-like; not empty); "{rank}" is replaced by the
+            rank. Truncated unless append=True.
         rank, world_size: data-parallel rank and number of ranks (default: from
             torch.distributed if initialized, else $RANK / $WORLD_SIZE, else 0 and 1).
 
@@ -219,7 +220,7 @@ class Recorder:
 
     def __init__(
         self,
-        path: str = "stepprof-rank{rank}.jsonl",
+        path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"] = "stepprof-rank{rank}.jsonl",
         *,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
@@ -252,6 +253,8 @@ class Recorder:
                 cfg[key] = dict(given)
         cfg.update(user)
         path = os.fspath(path)
+        if not path:
+            raise ValueError("the log path is empty")
         if ("\0" if isinstance(path, str) else b"\0") in path:
             raise ValueError(f"log path {path!r} contains a NUL character")
         path = os.fsencode(path)  # bytes: a path that is not UTF-8 is passed as it is
@@ -267,6 +270,7 @@ class Recorder:
         if stream is not None:
             options["cuda_stream"], options["cuda_device"] = stream
         self._pid = os.getpid()  # a fork() child holds a closed copy (docs/recorder.md)
+        self._errors_at_close: dict[str, int] = {}
         self._handle, status, message = _core.open(
             path, rank, world_size, json.dumps(_finite(cfg), default=str), json.dumps(options)
         )
@@ -290,7 +294,7 @@ class Recorder:
         thread. The object is cached per name and may be kept and reused (it records
         into whichever recorder of the process is open). RuntimeError once closed."""
         self._not_closed()
-        r = self._regions.get(name)
+        r = self._regions.get(name) if isinstance(name, str) else None  # (a list is unhashable)
         if r is None:
             r = self._regions[name] = _core.region(_name(name, "region"))
         return r
@@ -328,7 +332,7 @@ class Recorder:
             raise ValueError(f"count {n} for counter {name!r} is negative (counts are >= 0)")
         if n > _MAX_COUNT:
             raise ValueError(f"count {n} for counter {name!r} is above 2^53 (what a record holds exactly)")
-        c = self._counters.get(name)
+        c = self._counters.get(name) if isinstance(name, str) else None
         if c is None:
             c = self._counters[name] = _core.counter(_name(name, "counter"))
         _core.counter_add(c, n)
@@ -445,7 +449,10 @@ class Recorder:
 
     @property
     def errors(self) -> dict[str, int]:
-        """Errors counted since open, by kind (e.g. {"write_failed": 3})."""
+        """Errors counted since open, by kind (e.g. {"write_failed": 3}); after close(),
+        those close() returned."""
+        if self._handle == 0:
+            return dict(self._errors_at_close)
         return dict(self.info.get("errors", {}))
 
     @property
@@ -469,6 +476,7 @@ class Recorder:
             return {}
         status, message, errors = _core.close(self._handle)
         self._handle = 0
+        self._errors_at_close = dict(errors)
         if status == _STATUS_WARN_ERRORS:
             _warn_in_loop(message)
         return dict(errors)

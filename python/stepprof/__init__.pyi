@@ -1,5 +1,6 @@
 """Type stubs of the stepprof package (see __init__.py for the documentation)."""
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
+import os
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 from ._core import Region as Region
 
@@ -14,7 +15,7 @@ class Recorder:
     world_size: int
     def __init__(
         self,
-        path: str = ...,
+        path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"] = ...,
         *,
         rank: Optional[int] = ...,
         world_size: Optional[int] = ...,

@@ -357,6 +357,25 @@ def test_a_closed_recorders_calls_raise_and_do_not_reach_the_next_one(tmp_path):
     assert "frame_histogram" not in updates[0] and "sample_indices" not in updates[0]
 
 
+def test_small_misuses_get_clear_answers(tmp_path):
+    # A list as a name gave "unhashable type: 'list'" (the cache lookup came first); an
+    # empty path was taken and warned about as a file that cannot be opened; errors after
+    # close() raised RuntimeError.
+    rec = stepprof.Recorder(str(tmp_path / "r.jsonl"), device_timing="off")
+    with pytest.raises(TypeError, match="region name must be a str, not list"):
+        rec.region(["a"])
+    with pytest.raises(TypeError, match="counter name must be a str, not list"):
+        rec.count(["a"], 1)
+    rec.end_update(5)
+    rec.end_update(5)  # a step not above the previous one: counted as bad_argument
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        closed_with = rec.close()
+    assert closed_with == {"bad_argument": 1} and rec.errors == closed_with
+    with pytest.raises(ValueError, match="the log path is empty"):
+        stepprof.Recorder("", device_timing="off")
+
+
 def test_a_path_with_a_nul_character_is_rejected(tmp_path):
     # It was cut at the NUL: the log went to tmp_path/"a".
     with pytest.raises(ValueError, match="NUL"):
