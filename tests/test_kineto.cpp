@@ -297,7 +297,7 @@ KinetoModel small_model() {
 TEST_F(KinetoTest, AttributionWorkedOutByHand) {
   KinetoModel m = small_model();
   KinetoStats stats;
-  const auto updates = m.build(regions_, counters_, "nccl", 4, stats);
+  const auto updates = m.build(regions_, counters_, "nccl", "nccl_exposed", 4, stats);
   ASSERT_EQ(updates.size(), 1u);
   const UpdateRecord& u = updates[0];
   EXPECT_EQ(u.step, 3);
@@ -336,6 +336,11 @@ TEST_F(KinetoTest, AttributionWorkedOutByHand) {
   EXPECT_EQ(*nccl->calls, 2);
   EXPECT_DOUBLE_EQ(*nccl->device_ms, 200e-6);  // [700, 800) and [750, 900) on stream 9
   EXPECT_FALSE(nccl->host_ms);
+  // Compute kernels of the step: [100, 400), 99 [500, 520), 8 [960, 980): none overlaps [700, 900).
+  const auto* exposed = region(u, "nccl_exposed");
+  ASSERT_TRUE(exposed);
+  EXPECT_DOUBLE_EQ(*exposed->device_ms, 200e-6);
+  EXPECT_EQ(*exposed->parent, *regions_.find("nccl"));
 
   EXPECT_EQ(counter(u, "gpu_kernels"), 6);  // 1, 2, 3, 7, 8, 99
   EXPECT_EQ(counter(u, "gpu_memcpys"), 1);
@@ -344,6 +349,40 @@ TEST_F(KinetoTest, AttributionWorkedOutByHand) {
   EXPECT_EQ(stats.annotations_outside_steps, 1u);
   EXPECT_EQ(stats.gpu_ops_outside_steps, 1u);
   EXPECT_EQ(stats.gpu_ops_without_launch, 1u);
+}
+
+// Exposed communication, worked out by hand: step [0, 1000) on thread 1.
+//   NCCL kernels: [100, 300) stream 9, [250, 400) stream 10, [600, 700) stream 9
+//     union over streams [100, 400) + [600, 700); per-stream unions 300 + 150 = 450 (nccl)
+//   compute kernels: [50, 150), [200, 220) stream 7, [350, 650) stream 8; a memcpy
+//     [150, 200) stream 7 is not compute
+//   exposed: [100, 400) less 50 + 20 + 50 = 180, [600, 700) less 50 = 50: 230
+TEST_F(KinetoTest, ExposedCommunicationWorkedOutByHand) {
+  KinetoModel m;
+  m.add_step(1, 1, 0, 1000, 2);
+  const std::int64_t spans[][4] = {{1, 9, 100, 300},  {2, 10, 250, 400}, {3, 9, 600, 700},
+                                   {4, 7, 50, 150},   {5, 7, 200, 220},  {6, 8, 350, 650}, {7, 7, 150, 200}};
+  for (const auto& [corr, stream, start, end] : spans) {
+    m.add_launch(corr, 1, 10 * corr);
+    m.add_gpu(corr == 7 ? GpuKind::kMemcpy : GpuKind::kKernel, corr <= 3, corr, 0, stream, start, end);
+  }
+  KinetoStats stats;
+  const auto updates = m.build(regions_, counters_, "nccl", "nccl_exposed", 0, stats);
+  ASSERT_EQ(updates.size(), 1u);
+  const auto* nccl = region(updates[0], "nccl");
+  const auto* exposed = region(updates[0], "nccl_exposed");
+  ASSERT_TRUE(nccl && exposed);
+  EXPECT_DOUBLE_EQ(*nccl->device_ms, 450e-6);
+  EXPECT_DOUBLE_EQ(*exposed->device_ms, 230e-6);
+  EXPECT_EQ(*exposed->calls, 3);
+  EXPECT_FALSE(exposed->host_ms);
+  // Without a name for it, no exposed region is written.
+  KinetoModel again;
+  again.add_step(1, 1, 0, 1000, 2);
+  again.add_launch(1, 1, 10);
+  again.add_gpu(GpuKind::kKernel, true, 1, 0, 9, 100, 300);
+  const auto without = again.build(regions_, counters_, "nccl", "", 0, stats);
+  EXPECT_EQ(region(without[0], "nccl_exposed"), nullptr);
 }
 
 // A name called from several places is one region per place (torchrec calls
@@ -370,7 +409,7 @@ TEST_F(KinetoTest, ANameCalledFromSeveralPlacesIsARegionPerPlace) {
   m.add_launch(1, 1, 260);
   m.add_gpu(GpuKind::kKernel, false, 1, 0, 7, 300, 350);
   KinetoStats stats;
-  const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
+  const auto updates = m.build(regions_, counters_, "nccl", "", 0, stats);
   ASSERT_EQ(updates.size(), 1u);
   const UpdateRecord& u = updates[0];
   EXPECT_EQ(stats.names_at_several_places, 1u);
@@ -427,7 +466,7 @@ TEST_F(KinetoTest, CallsAtTheTopOfAWorkerThread) {
   m.add_annotation("q", 1, 800, 900);
   m.add_annotation("q", 3, 950, 960);  // nothing open on thread 1: the same worker place
   KinetoStats stats;
-  const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
+  const auto updates = m.build(regions_, counters_, "nccl", "", 0, stats);
   ASSERT_EQ(updates.size(), 1u);
   const UpdateRecord& u = updates[0];
   const auto* a = region(u, "a");
@@ -457,7 +496,7 @@ TEST_F(KinetoTest, DeepAlternatingNesting) {
     m.add_step(1, 1, 0, 1000, 2);
     for (int i = 0; i < depth; ++i) m.add_annotation(i % 2 ? "y" : "x", 1, i, 1000 - i);
     KinetoStats stats;
-    const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
+    const auto updates = m.build(regions_, counters_, "nccl", "", 0, stats);
     ASSERT_EQ(updates.size(), 1u);
     const auto& u = updates[0];
     if (depth == 60) {
@@ -500,7 +539,7 @@ TEST_F(KinetoTest, PlacesBeyondANamesFirstAreLimitedTo1000) {
       m.add_annotation("x", 1, at + 10, at + 20);
     }
     KinetoStats stats;
-    const auto updates = m.build(regions_, counters_, "nccl", 0, stats);
+    const auto updates = m.build(regions_, counters_, "nccl", "", 0, stats);
     ASSERT_EQ(updates.size(), 1u);
     const auto& u = updates[0];
     if (parents == 1'001) {

@@ -86,4 +86,9 @@ inline constexpr std::string_view kSupervisedTokens = "supervised_tokens";
 inline constexpr std::string_view kFrames = "frames";
 }  // namespace counter
 
+/// The child of a communication region that holds the part of its kernels' time during
+/// which no compute kernel of the step ran: `<communication region>_exposed` (written by
+/// `stepprof import kineto`, docs/kineto.md "Exposed communication").
+inline constexpr std::string_view kExposedSuffix = "_exposed";
+
 }  // namespace stepprof::schema

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "../util/rank_numbers.hpp"
+#include "stepprof/schema.hpp"
 
 namespace stepprof {
 namespace {
@@ -759,6 +760,41 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+// Communication that overlaps no compute (a trace's `<comm>_exposed` child, written by
+// the Kineto import: docs/kineto.md): the update waits for it, or for another rank in it.
+void exposed_communication(const FindingInputs& in, std::vector<Finding>& out) {
+  std::string comm = in.cross_rank.comm_region;
+  for (const auto& w : in.waiting)
+    if (comm.empty()) comm = w.comm_region;
+  if (comm.empty()) return;
+  const std::string name = comm + std::string(schema::kExposedSuffix);
+  const RegionRow* exposed = nullptr;
+  const RegionRow* whole = nullptr;
+  for (const auto& r : in.regions.rows) {
+    if (r.name == name && r.parent == comm) exposed = &r;
+    if (r.name == comm) whole = &r;
+  }
+  if (!exposed || !whole || !exposed->device_ms || !whole->device_ms || !(whole->share > 0)) return;
+  const double ms = exposed->device_ms->median;
+  if (ms < 1.0 || exposed->share < 0.01) return;
+  Finding f;
+  f.kind = "exposed-communication";
+  f.subject = comm;
+  f.ms_per_update = ms;
+  f.title = fmt::format("{:.1f} ms per update of {}'s kernel time overlaps no compute kernel", ms, comm);
+  f.evidence = fmt::format(
+      "median per update: {} busy {:.1f} ms, of which {:.1f} ms with no compute kernel of the update running ({}); "
+      "over the window {:.0f} % of its kernel time is exposed, {:.0f} % overlapped with compute",
+      comm, whole->device_ms->median, ms, name, 100 * exposed->share / whole->share,
+      100 * (1 - exposed->share / whole->share));
+  f.action = fmt::format(
+      "start communication earlier so that compute hides it (DDP: smaller gradient buckets, bucket_cap_mb, so the "
+      "all-reduce starts during backward; FSDP: backward and forward prefetch; launch all-to-alls before compute "
+      "that does not need their result); with every rank's trace, exposed time that differs between ranks is "
+      "waiting for the slowest rank (see the straggler findings)");
+  out.push_back(std::move(f));
+}
+
 }  // namespace
 
 std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_findings) {
@@ -769,6 +805,7 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   straggler_episodes(in, out);
   waiting(in, out);
   padding(in, out);
+  exposed_communication(in, out);
   region_findings(in, out);
   variability(in, out);
   const double median = in.time.update_ms ? in.time.update_ms->median : 0;

@@ -211,8 +211,40 @@ KinetoModel::PlaceTable KinetoModel::make_places(const std::vector<std::int32_t>
   return t;
 }
 
+namespace {
+
+// The length of the union of `comm` outside the union of `compute` [ns] (both sorted and
+// merged in place).
+std::int64_t exposed_ns(std::vector<std::pair<std::int64_t, std::int64_t>>& comm,
+                        std::vector<std::pair<std::int64_t, std::int64_t>>& compute) {
+  auto merge = [](std::vector<std::pair<std::int64_t, std::int64_t>>& v) {
+    std::sort(v.begin(), v.end());
+    std::size_t n = 0;
+    for (const auto& iv : v) {
+      if (n > 0 && iv.first <= v[n - 1].second) v[n - 1].second = std::max(v[n - 1].second, iv.second);
+      else v[n++] = iv;
+    }
+    v.resize(n);
+  };
+  merge(comm);
+  merge(compute);
+  std::int64_t exposed = 0;
+  std::size_t j = 0;
+  for (const auto& [start, end] : comm) {
+    std::int64_t covered = 0;
+    while (j < compute.size() && compute[j].second <= start) ++j;
+    for (std::size_t k = j; k < compute.size() && compute[k].first < end; ++k)
+      covered += std::min(end, compute[k].second) - std::max(start, compute[k].first);
+    exposed += (end - start) - covered;
+  }
+  return exposed;
+}
+
+}  // namespace
+
 std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& counters, std::string_view nccl_region,
-                                             std::uint32_t file_index, KinetoStats& stats) {
+                                             std::string_view exposed_name, std::uint32_t file_index,
+                                             KinetoStats& stats) {
   std::vector<UpdateRecord> out;
   if (steps_.empty()) return out;
   std::stable_sort(steps_.begin(), steps_.end(), [](const Step& a, const Step& b) { return a.start < b.start; });
@@ -388,6 +420,8 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   for (std::size_t i = 0; i < places.display.size(); ++i) region_id[i] = regions.intern(places.display[i]);
 
   std::vector<Charge> charges;
+  std::vector<std::pair<std::int64_t, std::int64_t>> comm_spans, compute_spans;
+  std::optional<NameTable::Id> exposed_id;
   std::vector<std::uint64_t> charged(places.display.size(), 0);
   std::uint64_t stamp = 0;
   std::size_t r = 0;
@@ -396,6 +430,8 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     const Step& st = steps_[s];
     std::int64_t kernels = 0, memcpys = 0, memsets = 0, nccl_kernels = 0, nccl_ns = -1;
     charges.clear();
+    comm_spans.clear();
+    compute_spans.clear();
     for (; r < resolved.size() && resolved[r].step == static_cast<std::int32_t>(s); ++r) {
       const auto& op = gpu_[resolved[r].gpu];
       const std::uint32_t stream = stream_of[resolved[r].gpu];
@@ -407,6 +443,9 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
       if (op.nccl) {
         ++nccl_kernels;
         charges.push_back({kNcclSlot, stream, op.start, op.end});
+        comm_spans.emplace_back(op.start, op.end);
+      } else if (op.kind == GpuKind::kKernel) {
+        compute_spans.emplace_back(op.start, op.end);
       }
       ++stamp;  // each place on the launch's chain is charged once
       for (std::int32_t a = resolved[r].annotation; a != kNone; a = parent[static_cast<std::size_t>(a)]) {
@@ -465,6 +504,15 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
       rs.calls = nccl_kernels;
       rs.parent = kTopLevel;
       u.regions.push_back(rs);
+      if (!exposed_name.empty()) {
+        RegionSample ex;
+        if (!exposed_id) exposed_id = regions.intern(exposed_name);
+        ex.region = *exposed_id;
+        ex.device_ms = static_cast<double>(exposed_ns(comm_spans, compute_spans)) / 1e6;
+        ex.calls = nccl_kernels;
+        ex.parent = *nccl_id;
+        u.regions.push_back(ex);
+      }
     }
     u.counters = {{c_kernels, static_cast<double>(kernels)},
                   {c_memcpys, static_cast<double>(memcpys)},

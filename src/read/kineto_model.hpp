@@ -42,10 +42,13 @@ class KinetoModel {
   [[nodiscard]] std::size_t bytes() const;
 
   /// The update records, sorted by step (then start), with regions interned into
-  /// `regions` and counters into `counters`; `nccl_region` names the NCCL group.
-  /// Fills the attribution counts of `stats`. `file_index` goes into each SourceLocation.
+  /// `regions` and counters into `counters`; `nccl_region` names the NCCL group, and
+  /// `exposed_name` (unless empty) its child holding the exposed part: per step, the time
+  /// in the union of the step's NCCL kernel intervals (all streams) during which none of
+  /// its other kernels ran [ms]. Fills the attribution counts of `stats`. `file_index`
+  /// goes into each SourceLocation.
   std::vector<UpdateRecord> build(NameTable& regions, NameTable& counters, std::string_view nccl_region,
-                                  std::uint32_t file_index, KinetoStats& stats);
+                                  std::string_view exposed_name, std::uint32_t file_index, KinetoStats& stats);
 
  private:
   struct Step {

@@ -131,7 +131,10 @@ class TraceReader {
     stats_.model_bytes = model_.bytes();
     const std::string nccl = model_.has_annotation(kNcclRegion) ? std::string(kNcclRegion) + "_kernels"
                                                                 : std::string(kNcclRegion);
-    trace.updates = model_.build(regions_, counters_, nccl, fi_, stats_);
+    // (An annotation of that name would be merged with it: then none is written.)
+    const std::string exposed = nccl + std::string(schema::kExposedSuffix);
+    trace.updates =
+        model_.build(regions_, counters_, nccl, model_.has_annotation(exposed) ? std::string() : exposed, fi_, stats_);
     const std::int64_t rank = opt_.rank ? *opt_.rank : *dist_rank_;
     for (auto& u : trace.updates) u.rank = rank;
     trace.config = config(rank, trace.updates, nccl);

@@ -266,6 +266,61 @@ def test_nccl_kernel_count_and_time(path, imported, traces):
             assert "nccl" not in u["cuda_stream_ms"]
 
 
+def merged(spans):
+    out = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def expected_exposed(t):
+    """Per step: the time [ms] in the union of its NCCL kernels (all streams) during which
+    none of its other kernels runs, by subtracting interval by interval."""
+    comm, compute = defaultdict(list), defaultdict(list)
+    for op in t.gpu:
+        if op["cat"] != "kernel":
+            continue
+        s = t.gpu_step(op)
+        if s is not None:
+            (comm if "nccl" in op["name"].lower() else compute)[s].append((op["ts"], op["ts"] + op["dur"]))
+    out = {}
+    for s, spans in comm.items():
+        busy = merged(compute[s])
+        total = Decimal(0)
+        for a, b in merged(spans):
+            total += (b - a) - sum(max(Decimal(0), min(b, e) - max(a, c)) for c, e in busy)
+        out[t.steps[s]["name"]] = float(total / 1000)
+    return out
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_exposed_communication(path, imported, traces):
+    # Holistic Trace Analysis leads with how much communication compute hides; the
+    # import writes the rest as nccl_exposed, a child of nccl.
+    exp = expected_exposed(traces[path])
+    _, updates = imported[path]
+    for u in updates:
+        name = f"ProfilerStep#{u['step']}"
+        if name in exp:
+            assert u["cuda_stream_ms"]["nccl_exposed"] == pytest.approx(exp[name], rel=1e-9, abs=1e-9)
+            assert u["parents"]["nccl_exposed"] == "nccl"
+            assert u["cuda_stream_ms"]["nccl_exposed"] <= u["cuda_stream_ms"]["nccl"] + 1e-9
+        else:
+            assert "nccl_exposed" not in u["cuda_stream_ms"]
+
+
+def test_exposed_communication_is_a_finding():
+    rep = json.loads(run("report", "--format", "json", HTA8).stdout)
+    exp = expected_exposed(Trace(HTA8))
+    (f,) = [f for f in rep["findings"] if f["kind"] == "exposed-communication"]
+    assert f["subject"] == "nccl"
+    assert f["ms_per_update"] == pytest.approx(statistics.median(exp.values()), rel=1e-9)
+    assert "start communication earlier" in f["action"]
+
+
 @pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
 def test_gpu_activity_counts(path, imported, traces):
     t = traces[path]
