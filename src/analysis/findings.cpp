@@ -558,6 +558,18 @@ void padding(const FindingInputs& in, std::vector<Finding>& out) {
       "per update in the forward pass alone",
       regions, ms_text(*p.cost_ms_per_update, 0));
   f.action = "bucket samples by length or pack sequences so token slots approach valid tokens";
+  if (p.spike_count > 0 && p.spike_threshold) {
+    std::string where;
+    for (std::size_t i = 0; i < p.spikes.size() && i < 3; ++i) {
+      const PaddingSpike& k = p.spikes[i];
+      where += fmt::format("{}{}step {} ({:.1f} %)", i ? ", " : "", k.rank >= 0 ? fmt::format("rank {} ", k.rank) : "",
+                           k.step, k.fraction * 100);
+    }
+    f.evidence += fmt::format("; {} update(s) spike above {:.1f} % padding: {}{}", p.spike_count,
+                              *p.spike_threshold * 100, where, p.spike_count > 3 ? ", ..." : "");
+    f.action += "; a spike is usually one long sample padding its whole micro-batch: cap sequence length or put "
+                "long samples in micro-batches of their own";
+  }
   out.push_back(std::move(f));
 }
 

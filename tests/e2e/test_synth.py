@@ -106,6 +106,12 @@ def test_report_finds_every_padding_spike(job):
     others = [1 - u["counts"]["valid_tokens"] / u["counts"]["token_slots"] for k, u in by_key.items()
               if k not in injected]
     assert max(others) < spikes["threshold_fraction"]
+    # The padding finding names the three largest (from the injections: synth's own record).
+    (f,) = [f for f in rep["findings"] if f["kind"] == "padding"]
+    top = sorted(manifest["injections"]["padding_spikes"], key=lambda s: -s["padding_fraction"])[:3]
+    where = ", ".join(f"rank {s['rank']} step {s['step']} ({s['padding_fraction'] * 100:.1f} %)" for s in top)
+    assert f"{len(injected)} update(s) spike above" in f["evidence"] and f"padding: {where}, ..." in f["evidence"]
+    assert "cap sequence length" in f["action"]
 
 
 def test_non_straggler_ranks_absorb_the_straggler_in_their_communication(job):
