@@ -559,6 +559,21 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
         { fail(fmt::format("the cost model of {} is not usable: {}", p.region, m->why_not)); return; }
     }
   }
+  // A model whose terms explain little of the region's variation (its held-out error is
+  // small because the time hardly varies): its unit cost is about the mean time over the
+  // mean work, so the prediction rests on the time being proportional to that work.
+  for (const std::size_t i : s.leaves) {
+    const RegionModel& m = models.models[i];
+    const bool prices = std::any_of(m.terms.begin(), m.terms.end(), [&](const CostTerm& t) {
+      return std::find(s.changed.begin(), s.changed.end(), t.feature) != s.changed.end();
+    });
+    if (prices && m.r2 && *m.r2 < kWeakR2)
+      s.notes.push_back(fmt::format(
+          "the model of {} explains {:.0f} % of its variation over these updates (R² {:.2f}): its cost per unit is "
+          "close to its mean time over its mean work, so the prediction assumes its time is proportional to that "
+          "work, with no fixed part, beyond the range of work seen",
+          m.region, std::max(0.0, *m.r2) * 100, *m.r2));
+  }
   if (!unpriced.empty())
     s.notes.push_back(fmt::format("taken as unchanged, having no usable cost model although their work may change: {}",
                                   fmt::join(unpriced, ", ")));

@@ -112,6 +112,21 @@ def test_real_log_saving_per_1000_updates_is_the_mean_saving():
     assert p["saved_s_per_1000_updates"] == pytest.approx(mean_saving, rel=1e-9)
     assert p["saved_ms_per_update"] > mean_saving * 1.1  # the medians' difference, documented as such
 
+def test_a_model_that_explains_little_is_a_weak_point():
+    # language_forward's cost per token slot prices no-padding with a 1.1 % held-out error
+    # but explains little of its variation (its time hardly varies): the prediction rests
+    # on proportionality, which the output did not say. R² worked out here.
+    _, updates = fx.real_records()
+    x = [u["counts"]["token_slots"] for u in updates]
+    y = [u["cuda_stream_ms"]["language_forward"] for u in updates]
+    _, _, r2 = through_origin(x, y)
+    assert r2 < 0.3
+    doc = whatif_json("no-padding", "--hierarchy", fx.HIER, fx.LOG)
+    (p,) = doc["predictions"]
+    assert any(f"the model of language_forward explains {r2 * 100:.0f} % of its variation over these updates "
+               f"(R² {r2:.2f})" in n for n in p["notes"]), p["notes"]
+
+
 # ---- a generated two-rank log with per-micro-batch detail ----------------------------------
 
 FAST, SLOW, SLOT, PER_CALL = 2.0, 5.0, 0.5, 50.0  # ms per frame, per frame, per token slot, per call

@@ -130,6 +130,9 @@ struct CostModelOptions {
 };
 
 inline constexpr std::size_t kMinUpdates = 5;  ///< fewer updates: no usable model
+/// A usable model with a lower R² that prices a what-if's change gets a "weak point" note
+/// (the prediction then rests on proportionality, not on the variation seen).
+inline constexpr double kWeakR2 = 0.3;
 
 struct CostModelSet {
   FeatureSpace space;
