@@ -188,10 +188,6 @@ class Recorder:
             rank. Truncated unless append=True.
         rank, world_size: data-parallel rank and number of ranks (default: from
             torch.distributed if initialized, else $RANK / $WORLD_SIZE, else 0 and 1).
-
-    A log that cannot be opened (an unwritable directory, a full disk) does not raise:
-    the recorder runs on, counts the records it cannot write, and warns
-    (RecorderWarning; printed to stderr instead when warnings are turned into errors).
         config: the run's settings, written in the config record in this order (e.g.
             micro_batch, accumulation, global_batch, seed, ...). Values must be
             JSON-serializable; others are written as their str(), and so are the
@@ -213,6 +209,10 @@ class Recorder:
         sync_at_update: synchronize the stream at each end_update() so device and host
             time agree per update (default True, as the real log's note says).
         append: append to the file instead of truncating it.
+
+    A log that cannot be opened (an unwritable directory, a full disk) does not raise:
+    the recorder runs on, counts the records it cannot write, and warns
+    (RecorderWarning; printed to stderr instead when warnings are turned into errors).
 
     Units: region times are written in milliseconds (cuda_stream_ms, cpu_call_ms), wall
     time of the update in milliseconds (wall_ms), counters as counts.
@@ -450,7 +450,9 @@ class Recorder:
     @property
     def errors(self) -> dict[str, int]:
         """Errors counted since open, by kind (e.g. {"write_failed": 3}); after close(),
-        those close() returned."""
+        those close() returned; in a fork() child, {} (the parent counts its own)."""
+        if self._forked():
+            return {}
         if self._handle == 0:
             return dict(self._errors_at_close)
         return dict(self.info.get("errors", {}))

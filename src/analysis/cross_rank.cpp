@@ -355,7 +355,7 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
   const std::size_t n = ranks.size();
   if (n < 2) return std::nullopt;
   const std::size_t updates = ranks.front().compute_ms->size();
-  if (updates < 2) return std::nullopt;
+  if (updates < kMinStragglerUpdates) return std::nullopt;  // (two values make any lead look steady)
   std::vector<double> mean(n, 0), typical(n, 0), v;
   for (std::size_t i = 0; i < n; ++i) {
     for (const double c : *ranks[i].compute_ms) mean[i] += c;

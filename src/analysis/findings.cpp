@@ -174,6 +174,7 @@ OutsideEpisodes outside_episodes(const CrossRankResult& x, const RankStraggler& 
 // the slowest in n/k of n updates, give or take sqrt(n (1/k) (1 - 1/k)) (binomial); more
 // than 3 of those is not.
 bool straggler_finding_for(const CrossRankResult& x, const RankStraggler& r) {
+  if (x.steps_aligned < kMinStragglerUpdates) return false;  // a slow step, not a slow rank
   if (r.straggler) return true;
   const OutsideEpisodes o = outside_episodes(x, r);
   const double n = static_cast<double>(o.updates), p = 1.0 / static_cast<double>(std::max<std::size_t>(x.per_rank.size(), 1));
@@ -521,20 +522,29 @@ void waiting(const FindingInputs& in, std::vector<Finding>& out) {
     f.action =
         "find the slowest rank (run `stepprof report` on every rank's log) and balance its work; speeding up this "
         "rank alone will not shorten the update";
-    // This rank waits less in the updates in which it ran a slow path, and more in the
-    // others: it waits for whichever rank ran the slow path, not for one slow rank.
+    // The wait split by this rank's own slow path. Running it raises this rank's own work,
+    // so its wait drops whatever the cause. When it hardly waits then (at most half the
+    // wait of the other updates), its own slow path sets the update time there; what it
+    // waits for in the others, another rank's slow path or a rank slower throughout, one
+    // rank's log cannot tell (both give this split), so the action says both.
+    constexpr std::size_t kEachAtLeast = 3;  // updates of each kind
     for (const auto& g : in.paths.groups) {
       if (g.slow.empty() || g.fast.empty()) continue;
       const auto pw = std::find_if(w.path_waits.begin(), w.path_waits.end(),
                                    [&](const PathWait& p) { return p.region == g.slow; });
-      if (pw == w.path_waits.end() || !(pw->wait_with_ms < pw->wait_without_ms)) continue;
+      if (pw == w.path_waits.end() || pw->updates_with < kEachAtLeast || pw->updates_without < kEachAtLeast ||
+          !(pw->wait_with_ms < pw->wait_without_ms))
+        continue;
       f.evidence += fmt::format("; it waits {:.0f} ms (median) in the {} updates in which it did not run {}, {:.0f} ms "
                                 "in the {} in which it did",
                                 pw->wait_without_ms, pw->updates_without, g.slow, pw->wait_with_ms, pw->updates_with);
+      if (!(pw->wait_with_ms <= 0.5 * pw->wait_without_ms)) break;
       f.action = fmt::format(
-          "the rank it waits for is likely the one that ran {} in that update (it waits least when it ran it "
-          "itself): sending every micro-batch down {} on every rank removes those waits as well; check with "
-          "`stepprof report` on every rank's log, which names each update's slowest rank",
+          "where it ran {0} it hardly waits: its own slow path sets the update time there; in the other updates "
+          "it waits for another rank, which one rank's log cannot name: if the other ranks run {0} as often (the "
+          "same data pipeline), sending every micro-batch down {1} on every rank removes those waits as well, and "
+          "if one rank is slower throughout, balance its work; `stepprof report` on every rank's log names each "
+          "update's slowest rank",
           g.slow, g.fast);
       break;
     }
@@ -783,7 +793,7 @@ void exposed_communication(const FindingInputs& in, std::vector<Finding>& out) {
   const RegionRow* exposed = nullptr;
   const RegionRow* whole = nullptr;
   for (const auto& r : in.regions.rows) {
-    if (r.name == name && r.parent == comm) exposed = &r;
+    if (r.name == name) exposed = &r;  // (its parent is comm unless a nesting file says otherwise)
     if (r.name == comm) whole = &r;
   }
   if (!exposed || !whole || !exposed->device_ms || !whole->device_ms || !(whole->share > 0)) return;
@@ -795,10 +805,11 @@ void exposed_communication(const FindingInputs& in, std::vector<Finding>& out) {
   f.ms_per_update = ms;
   f.title = fmt::format("{:.1f} ms per update of {}'s kernel time overlaps no compute kernel", ms, comm);
   f.evidence = fmt::format(
-      "median per update: {} busy {:.1f} ms, of which {:.1f} ms with no compute kernel of the update running ({}); "
-      "over the window {:.0f} % of its kernel time is exposed, {:.0f} % overlapped with compute",
-      comm, whole->device_ms->median, ms, name, 100 * exposed->share / whole->share,
-      100 * (1 - exposed->share / whole->share));
+      "median per update: {} busy {:.1f} ms (summed over streams), of which {:.1f} ms with no compute kernel of "
+      "the update running ({}); over the window {:.0f} % of its kernel time is exposed (the rest overlaps compute, "
+      "or NCCL kernels on other streams); exposed time includes waiting for other ranks, which the straggler "
+      "findings price too when every rank's trace is given",
+      comm, whole->device_ms->median, ms, name, 100 * exposed->share / whole->share);
   f.action = fmt::format(
       "start communication earlier so that compute hides it (DDP: smaller gradient buckets, bucket_cap_mb, so the "
       "all-reduce starts during backward; FSDP: backward and forward prefetch; launch all-to-alls before compute "

@@ -706,7 +706,9 @@ SyncData build_sync(const AnalysisInput& in) {
                                  world ? std::to_string(*world) : std::string("multi"), comm_name)
                            : std::string("one rank's log of a multi-rank job: a range from \"only this rank improves\" "
                                          "(no saving counts: the other ranks still take as long) to \"every rank "
-                                         "improves alike\"; no communication region, so its wait is unknown");
+                                         "improves alike\" (not a bound: waits for other ranks' slow updates go too, "
+                                         "which one rank's log cannot see); no communication region, so its wait is "
+                                         "unknown");
     else
       d.description = "a single-rank job: the update time changes by the change of its compute";
   }

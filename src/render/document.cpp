@@ -1,6 +1,7 @@
 #include "document.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 #include <numeric>
 #include <functional>
 #include <map>
@@ -171,6 +172,9 @@ Section regions_section(const Report& rep) {
             {},
             {}};
   const bool nesting = t.nesting_known;
+  std::unordered_set<std::string_view> parents;
+  for (const auto& r : t.rows)
+    if (!r.parent.empty()) parents.insert(r.parent);
   for (const auto& r : t.rows) {
     std::string name = r.name;
     if (nesting && !r.in_hierarchy) name += " (not in nesting)";
@@ -180,9 +184,12 @@ Section regions_section(const Report& rep) {
     if (r.calls)
       calls = r.calls->min == r.calls->max ? integer(r.calls->median)
                                            : fmt::format("{}..{}", integer(r.calls->min), integer(r.calls->max));
+    // A parent without a self time (a trace's region with device busy time only, which
+    // does not subtract) is not a leaf.
+    const bool leaf = !parents.contains(r.name);
     tab.rows.push_back({name, med_p90_max(r.device_ms), r.host_ms ? num(r.host_ms->median) : "-", calls, pct(r.share),
-                        self ? num(self->median) : (nesting ? "(leaf)" : "n/a"),
-                        self ? pct(r.self_share) : (nesting ? pct(r.self_share) : "n/a"), gap_cell(r)});
+                        self ? num(self->median) : (!nesting ? "n/a" : leaf ? "(leaf)" : "-"),
+                        self ? pct(r.self_share) : (!nesting ? "n/a" : leaf ? pct(r.self_share) : "-"), gap_cell(r)});
     tab.depth.push_back(r.depth);
   }
   if (t.outside_regions_ms) {
@@ -428,8 +435,8 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                         x.comm_region, x.comm_found_by, x.comm_region));
   f.items.emplace_back("scores", fmt::format("NVIDIA straggler-detection scores: relative = fastest rank's median own "
                                              "work / this rank's, individual = its best / its median; straggler if "
-                                             "relative < {:.2f}",
-                                             x.threshold));
+                                             "relative < {:.2f} over {} or more updates",
+                                             x.threshold, kMinStragglerUpdates));
   if (x.margin_ms)
     f.items.emplace_back("slowest vs median rank", fmt::format("median {}, max {} per update", ms(x.margin_ms->median),
                                                               ms(x.margin_ms->max)));
@@ -555,8 +562,18 @@ Section waiting_section(const Report& rep) {
                       "a lower bound",
                       ms(w.wait_ms->median), ms(w.wait_ms->max), w.comm_region, ms(w.comm_floor_ms)));
     } else {
-      f.items.emplace_back("meaning", "no sign of waiting: the two do not offset each other (needs r <= -0.5 and "
-                                      "sd(sum) < 0.6 x the smaller sd)");
+      std::string meaning = "no sign of waiting: the two do not offset each other (needs r <= -0.5 and sd(sum) < "
+                            "0.6 x the smaller sd)";
+      // A wait that hardly varies (another rank slower in every update by about as
+      // much) does not show this way; a communication region that takes much of the
+      // update may hold one.
+      for (const auto& row : rep.regions.rows)
+        if (row.name == w.comm_region && row.share >= 0.3)
+          meaning += fmt::format("; a wait that hardly varies does not show this way, and {} takes {} of the update "
+                                 "time, which one rank's log cannot tell from slow communication: give every rank's "
+                                 "log to compare",
+                                 w.comm_region, pct(row.share));
+      f.items.emplace_back("meaning", std::move(meaning));
     }
     s.blocks.emplace_back(std::move(f));
   }
@@ -577,7 +594,7 @@ Section findings_section(const Report& rep) {
                                    !f.share        ? std::string()
                                    : *f.share <= 1 ? fmt::format(", {} of the update", pct(*f.share))
                                                    // (more than the median update: a variability's p90 - median)
-                                                   : fmt::format(", {:.1f}x the median update", *f.share),
+                                                   : fmt::format(", {:.2f}x the median update", *f.share),
                                    f.title)
                      : f.title;
     item.details.emplace_back("evidence", f.evidence);

@@ -1019,3 +1019,20 @@ def test_the_costliest_slow_path_updates_are_located(tmp_path):
     (f,) = [f for f in rep["findings"] if f["kind"] == "slow-path"]
     top = ", ".join(f"rank {r} step {s} (+{e:.1f} ms)" for e, r, s in excess[:3])
     assert f"it cost most in {top}" in f["evidence"]
+
+
+@pytest.mark.parametrize("ranks,updates", [(16, 1), (8, 2), (4, 2)])
+def test_one_or_two_steps_make_no_straggler(tmp_path, ranks, updates):
+    # A profiled step or two: the slowest rank of a step was a straggler (by its score, or
+    # by being the slowest in "most" of 1 or 2 updates), and two ranks slower in two steps
+    # a slow group "slower throughout".
+    stragglers = ["--straggler", f"3:1:{updates}:1.5"]
+    if ranks == 4:
+        stragglers = ["--straggler", f"1:1:{updates}:1.5", "--straggler", f"2:1:{updates}:1.5"]
+    synth(tmp_path, "--ranks", ranks, "--updates", updates, *stragglers)
+    rep = report(tmp_path / "logs")
+    assert rep["cross_rank"]["steps_aligned"] == updates
+    assert rep["cross_rank"]["stragglers"] == [] and rep["cross_rank"]["slow_group"] is None
+    assert not any(f["kind"] in ("straggler", "slow-ranks", "straggler_episode") for f in rep["findings"])
+    text = run("report", tmp_path / "logs").stdout
+    assert f"none flagged: {updates} update(s) compared, at least 3 are needed" in " ".join(text.split())

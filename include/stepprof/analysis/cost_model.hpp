@@ -63,11 +63,12 @@ struct PathCounters {
   std::string group;
   std::optional<NameTable::Id> id;  ///< region id, when the log has the region
   std::optional<NameTable::Id> samples, frames, microbatches;  ///< counter ids, when the log has them
-  /// The log has none of the three counters, the path ran, and every update has
-  /// per-micro-batch detail naming each micro-batch's path and frames
+  /// The log has none of the three counters, the log has the path's region, and every
+  /// update has per-micro-batch detail naming each micro-batch's path and frames
   /// (FeatureSpace::microbatch_frames): the path's work features are summed from that
-  /// detail (Feature::Kind::kPathFrames, kPathSamples, kPathMicrobatches), as the code-path
-  /// table does (code_paths.hpp, PathCost::work_from_microbatches).
+  /// detail (Feature::Kind::kPathFrames, kPathSamples, kPathMicrobatches). (The code-path
+  /// table, code_paths.hpp PathCost::work_from_microbatches, asks less: detail in every
+  /// update that ran the path.)
   bool work_from_microbatches = false;
 };
 

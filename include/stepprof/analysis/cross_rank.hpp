@@ -228,7 +228,8 @@ struct StepRun {
   std::vector<std::int64_t> ranks;
 };
 
-/// The fewest steps compared for a rank to be flagged a straggler by its score [count].
+/// The fewest steps compared for a rank to be flagged a straggler (by its score or by
+/// being the slowest in most updates) or ranks a slow group [count].
 inline constexpr std::size_t kMinStragglerUpdates = 3;
 
 struct CrossRankResult {
