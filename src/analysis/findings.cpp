@@ -754,11 +754,21 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     for (const auto& g : s->grew)
       grew += fmt::format("{}{} +{:.1f} ms ({:.1f} against {:.1f})", grew.empty() ? "" : ", ", g.region, g.grew_ms(),
                           g.slow_ms, g.typical_ms);
+    // With the ranks compared by own work, the regions are the rank's the others waited
+    // for (the longest update is a waiting rank's, its communication region the wait).
+    std::string on;
+    if (s->by_own_work && s->set_by_rank)
+      on = s->set_by_steps == s->steps.size()
+               ? fmt::format(", on rank {} (the rank the others waited for)", *s->set_by_rank)
+               : fmt::format(", on each step's rank with the most own work (the one the others waited for; rank {} "
+                             "in {} of the {})",
+                             *s->set_by_rank, s->set_by_steps, s->steps.size());
     if (!grew.empty()) {
-      f.evidence += "; in them " + grew;
-      f.action = fmt::format("look at what makes {} slower in those steps: its inputs (frames, tokens, code paths in "
-                             "the log) and the host and GPU at that time",
-                             s->grew[s->first_chain - 1].region);
+      f.evidence += fmt::format("; in them{}{} {}", on, on.empty() ? "" : ":", grew);
+      f.action = fmt::format("look at what makes {} slower{} in those steps: its inputs (frames, tokens, code paths "
+                             "in the log) and the host and GPU at that time",
+                             s->grew[s->first_chain - 1].region,
+                             s->by_own_work && s->set_by_rank ? fmt::format(" on rank {}", *s->set_by_rank) : "");
       // Growth in the communication region, with a rank found behind: these steps waited
       // for it. Its own findings say which rank and price the wait; "look at its inputs"
       // pointed at the wrong thing (a 1.3x straggler in steps 20..80 of 200).
@@ -776,6 +786,10 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
         f.action = fmt::format("first act on the slower rank ({}): these steps waited for it in {}; what is left "
                                "after that is this variability's own",
                                fmt::join(behind, "; "), x.comm_region);
+      } else if (s->by_own_work && !behind.empty()) {
+        // The slow steps' regions are already the rank's that was behind.
+        f.evidence += fmt::format("; a rank was behind ({}): those findings price its lag", fmt::join(behind, "; "));
+        f.action = fmt::format("first act on the slower rank ({}); then {}", fmt::join(behind, "; "), f.action);
       }
     }
   }

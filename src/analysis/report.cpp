@@ -22,9 +22,9 @@ Report build_report(const AnalysisInput& given) {
       [&] {
         for (const auto& rank : in.data.ranks) r.waiting.push_back(analyze_waiting(in, rank));
         r.cross_rank = analyze_cross_rank(in, r.waiting, r.run.world_size);
+        r.slow_updates = analyze_slow_updates(in, &r.cross_rank);  // (compares the ranks' own work)
       },
       [&] { r.time = analyze_update_time(in, r.run); },
-      [&] { r.slow_updates = analyze_slow_updates(in); },
       [&] { r.padding = analyze_padding(in); },
       [&] { r.paths = analyze_code_paths(in); },
   };

@@ -16,7 +16,7 @@ double median_or_zero(std::vector<double> v) { return median(v).value_or(0.0); }
 
 }  // namespace
 
-std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in) {
+std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const CrossRankResult* cross) {
   // Per step, the update of the slowest rank (positions in updates() order).
   const auto updates = in.updates();
   std::map<std::int64_t, std::size_t> slowest;  // step -> k
@@ -25,6 +25,17 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in) {
     if (!inserted && updates[k]->wall_ms > updates[it->second]->wall_ms) it->second = k;
   }
   if (slowest.size() < kMinSteps) return std::nullopt;
+  // Per step, the update whose regions are compared: the rank with the most own work where
+  // the ranks were compared by it, else the longest update.
+  std::map<std::int64_t, std::int64_t> setter;  // step -> rank
+  if (cross && cross->available && !cross->comm_region.empty())
+    for (const auto& p : cross->per_update) setter[p.step] = p.slowest_rank;
+  std::map<std::int64_t, std::size_t> compared = slowest;  // step -> k
+  if (!setter.empty())
+    for (std::size_t k = 0; k < updates.size(); ++k) {
+      const auto it = setter.find(updates[k]->step);
+      if (it != setter.end() && updates[k]->rank == it->second) compared[it->first] = k;
+    }
   std::vector<double> walls;
   for (const auto& [step, k] : slowest) walls.push_back(updates[k]->wall_ms);
   const auto time = summarize(walls);
@@ -38,12 +49,15 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in) {
   const double robust_sd = 1.4826 * median_or_zero(deviations);
   out.threshold_ms = time->median + std::max(3 * robust_sd, 0.1 * time->median);
   if (time->max <= out.threshold_ms) out.threshold_ms = time->p90;
-  std::vector<std::size_t> all, slow;  // positions in updates()
+  std::vector<std::size_t> all, slow;  // positions in updates() of the compared updates
   std::vector<double> slow_walls;
+  std::map<std::int64_t, std::size_t> set_by;  // rank -> slow steps it set
+  out.by_own_work = !setter.empty();
   for (const auto& [step, k] : slowest) {
-    all.push_back(k);
+    all.push_back(compared[step]);
     if (updates[k]->wall_ms > out.threshold_ms) {
-      slow.push_back(k);
+      slow.push_back(compared[step]);
+      if (const auto it = setter.find(step); it != setter.end()) ++set_by[it->second];
       out.steps.push_back(step);
       slow_walls.push_back(updates[k]->wall_ms);
       out.excess_ms_per_update += updates[k]->wall_ms - out.typical_ms;
@@ -52,6 +66,11 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in) {
   out.excess_ms_per_update /= static_cast<double>(all.size());
   if (slow.empty()) return std::nullopt;
   out.slow_ms = median_or_zero(slow_walls);
+  for (const auto& [rank, n] : set_by)  // (the lowest rank on a tie)
+    if (n > out.set_by_steps) {
+      out.set_by_rank = rank;
+      out.set_by_steps = n;
+    }
 
   // Every region's median over the slow steps against every step; background regions are
   // left out (marked as not grown).

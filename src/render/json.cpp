@@ -57,7 +57,9 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
     grew.push_back({{"region", g.region}, {"slow_ms", g.slow_ms}, {"typical_ms", g.typical_ms}});
   return Json{{"threshold_ms", s->threshold_ms}, {"steps", s->steps},  {"slow_ms", s->slow_ms},
               {"typical_ms", s->typical_ms},     {"excess_ms_per_update", s->excess_ms_per_update},
-              {"grew", grew},                    {"first_chain", s->first_chain}};
+              {"grew", grew},                    {"first_chain", s->first_chain},
+              {"by_own_work", s->by_own_work},   {"set_by_rank", s->set_by_rank ? Json(*s->set_by_rank) : Json()},
+              {"set_by_steps", s->set_by_steps}};
 }
 
 Json update_time(const UpdateTimeResult& t, const std::optional<SlowUpdates>& slow) {

@@ -870,22 +870,71 @@ def test_frequent_fallbacks_alone_are_no_stretch(tmp_path, ranks, fallback_rate)
         assert not any(f["kind"] in ("straggler_episode", "straggler", "slow-ranks") for f in rep["findings"])
 
 
+def setter_growth(logs, comm, slow_steps):
+    """{region: (median over slow_steps, median over all steps)} of the device time of
+    each step's rank with the most own work (wall_ms - comm), a step without the region
+    counting 0, from the raw lines."""
+    recs = {}
+    for path in sorted(Path(logs).glob("rank*.jsonl")):
+        for line in path.read_text().splitlines():
+            u = json.loads(line)
+            if u["type"] == "update":
+                recs[(u["rank"], u["step"])] = u
+    steps = sorted({s for _, s in recs})
+    setter = {}
+    for s in steps:
+        rank = max((r for r, t in recs if t == s), key=lambda r: (recs[(r, s)]["wall_ms"] - recs[(r, s)]["cuda_stream_ms"][comm], -r))
+        setter[s] = recs[(rank, s)]
+    regions = {name for u in setter.values() for name in u["cuda_stream_ms"]}
+    return {name: (median([setter[s]["cuda_stream_ms"].get(name, 0.0) for s in slow_steps]),
+                   median([setter[s]["cuda_stream_ms"].get(name, 0.0) for s in steps])) for name in regions}, setter
+
+
 def test_variability_from_waiting_for_a_straggler_points_at_the_straggler(tmp_path):
-    # Rank 3 of 8 is 1.3x slower in steps 20..80: the slowest steps are those, and in them
-    # the communication region grew (the other ranks waited). The variability finding said
-    # "look at what makes backward_and_communication slower in those steps: its inputs".
+    # Rank 3 of 8 is 1.3x slower in steps 20..80: the slowest steps are those. The longest
+    # update of each is a waiting rank's, whose communication region grew (the wait): the
+    # variability finding said "look at what makes backward_and_communication slower in
+    # those steps: its inputs". Its regions are now the rank's the others waited for.
     synth(tmp_path, "--ranks", 8, "--updates", 200, "--fallback-rate", 0.2, "--straggler", "3:20:80:1.3")
     rep = report(tmp_path / "logs")
     comm = rep["cross_rank"]["comm_region"]
     s = rep["update_time"]["slow_updates"]
-    assert comm in [g["region"] for g in s["grew"][:s["first_chain"]]], s["grew"]
+    assert s["by_own_work"] and s["set_by_rank"] == 3, s
+    assert comm not in [g["region"] for g in s["grew"][:s["first_chain"]]], s["grew"]
+    growth, setter = setter_growth(tmp_path / "logs", comm, s["steps"])
+    assert s["set_by_steps"] == sum(1 for step in s["steps"] if setter[step]["rank"] == 3)
+    for g in s["grew"]:
+        assert (g["slow_ms"], g["typical_ms"]) == pytest.approx(growth[g["region"]], rel=1e-9), g
+    # The first listed is the region that grew most on that rank (no region grew more).
+    most = max(growth, key=lambda n: growth[n][0] - growth[n][1])
+    assert s["grew"][0]["region"] == most
     (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
-    assert v["action"].startswith("first act on the slower rank (rank 3): these steps waited for it in " + comm)
-    assert "its inputs" not in v["action"]
+    assert v["action"].startswith("first act on the slower rank (rank 3); then look at what makes ")
+    assert " slower on rank 3 in those steps" in v["action"]
     # Without a straggler the action is about the region's own inputs.
     synth(tmp_path / "none", "--ranks", 8, "--updates", 200, "--fallback-rate", 0.2)
     rep = report(tmp_path / "none" / "logs")
     assert not any(f["kind"] == "variability" and f["action"].startswith("first act") for f in rep["findings"])
+
+
+def test_steps_slow_from_one_ranks_fallbacks_name_that_rank_not_the_wait(tmp_path):
+    # Rank 2 of 4 alone takes the slow fallback path, in a few steps: those steps are the
+    # slowest, and each one's longest update is a rank that waited for rank 2 in the
+    # communication region. The finding named that region ("look at what makes
+    # backward_and_communication slower: its inputs"); it now names rank 2 and the region
+    # that grew on it.
+    synth(tmp_path, "--ranks", 4, "--updates", 30, "--fallback", "2:5:2", "--fallback", "2:11:2", "--fallback", "2:17:2", "--fallback", "2:23:2")
+    rep = report(tmp_path / "logs")
+    comm = rep["cross_rank"]["comm_region"]
+    s = rep["update_time"]["slow_updates"]
+    assert len(s["steps"]) >= 3 and set(s["steps"]) <= {5, 11, 17, 23}, s
+    assert s["set_by_rank"] == 2 and s["set_by_steps"] == len(s["steps"])
+    growth, _ = setter_growth(tmp_path / "logs", comm, s["steps"])
+    most = max(growth, key=lambda n: growth[n][0] - growth[n][1])
+    assert s["grew"][0]["region"] == most != comm
+    (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert ", on rank 2 (the rank the others waited for): " + most in v["evidence"], v["evidence"]
+    assert v["action"].startswith("look at what makes ") and " slower on rank 2 in those steps" in v["action"]
 
 
 def test_with_two_ranks_a_stretch_is_priced_by_the_whole_gap(tmp_path):

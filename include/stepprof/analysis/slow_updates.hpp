@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "stepprof/analysis/cross_rank.hpp"
 #include "stepprof/analysis/input.hpp"
 
 namespace stepprof {
@@ -22,7 +23,11 @@ struct RegionGrowth {
 /// The slowest updates: beyond the median update time by more than 3 robust standard
 /// deviations (1.4826 x the median absolute deviation) and 10 % of the median, or, when
 /// none is that far out, above the 90th percentile. An update here is a step: with
-/// several ranks, the step's slowest rank's update (the one the job waited for).
+/// several ranks, its time is the step's longest update (what the job took). Where the
+/// ranks are compared by own work (cross_rank.hpp: wall time less the communication
+/// region), the regions are those of the rank with the most own work in each step (the
+/// rank the others waited for: the longest update is often a waiting rank's, whose
+/// communication region holds the wait); elsewhere those of the longest update.
 struct SlowUpdates {
   double threshold_ms = 0;          ///< slow means above this update time [ms]
   std::vector<std::int64_t> steps;  ///< the slow steps, in step order
@@ -38,10 +43,19 @@ struct SlowUpdates {
   std::vector<RegionGrowth> grew;
   /// How many entries of `grew` are the first chain (the last of them is the deepest).
   std::size_t first_chain = 0;
+  /// True when `grew` compares, per step, the regions of the rank with the most own work
+  /// (see above); false when those of the step's longest update.
+  bool by_own_work = false;
+  /// With by_own_work: the rank with the most own work in the most slow steps, and in how
+  /// many of them [count].
+  std::optional<std::int64_t> set_by_rank;
+  std::size_t set_by_steps = 0;
 };
 
 /// Nullopt with fewer than 10 steps or no slow update. The region time is
 /// device time where the log has it for the region, else host time (as the region table).
-std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in);
+/// `cross`: the cross-rank comparison of the same input (null, or not available: the
+/// longest update's regions are compared).
+std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const CrossRankResult* cross = nullptr);
 
 }  // namespace stepprof
