@@ -563,10 +563,15 @@ void padding(const FindingInputs& in, std::vector<Finding>& out) {
   f.ms_per_update = *p.cost_ms_per_update;
   f.title = fmt::format("{:.1f} % of token slots are padding ({:.0f} slots per update)", p.fraction * 100,
                         p.padding_slots_per_update);
+  // (The cost is the padding fraction of those regions' median time: the regions the
+  // padding analysis found to follow token slots, forward or backward alike.)
   f.evidence = fmt::format(
       "token-weighted over the window; if the time of {} is proportional to token slots, padding costs {} ms "
-      "per update in the forward pass alone",
-      regions, ms_text(*p.cost_ms_per_update, 0));
+      "per update in {} alone{}",
+      regions, ms_text(*p.cost_ms_per_update, 0), p.token_bound.size() == 1 ? "that region" : "those regions",
+      in.cross_rank.ranks > 1 ? " (per rank; a rank's padded update delays every rank: `stepprof whatif no-padding` "
+                                "prices that for the job)"
+                              : "");
   f.action = "bucket samples by length or pack sequences so token slots approach valid tokens";
   if (p.spike_count > 0 && p.spike_threshold) {
     std::string where;

@@ -16,13 +16,44 @@ bool looks_like_comm(std::string_view name) {
   return std::any_of(keys.begin(), keys.end(), [&](std::string_view k) { return lower.find(k) != std::string::npos; });
 }
 
+// Ranks whose first kLookedAt updates list region `id`.
+std::size_t ranks_with(const AnalysisInput& in, NameTable::Id id) {
+  constexpr std::size_t kLookedAt = 100;
+  std::size_t n = 0;
+  for (const auto& rank : in.data.ranks) {
+    const std::size_t end = std::min(rank.updates.size(), kLookedAt);
+    for (std::size_t k = 0; k < end; ++k)
+      if (rank.updates[k].region(id)) {
+        ++n;
+        break;
+      }
+  }
+  return n;
+}
+
 }  // namespace
 
 std::optional<CommRegion> find_comm_region(const AnalysisInput& in) {
+  // Of several regions with the role (a pipeline's sends and receives besides the
+  // gradient all-reduce), the one most ranks have: a region only some ranks run would
+  // leave the others out of the comparison.
+  std::optional<NameTable::Id> best;
+  std::size_t best_ranks = 0, candidates = 0;
   if (in.hierarchy)
     for (const auto& n : in.hierarchy->nodes())
       if (n.role == RegionRole::kCommunication)
-        if (auto id = in.region(n.name)) return CommRegion{*id, "role in the nesting"};
+        if (auto id = in.region(n.name)) {
+          if (++candidates == 1) {
+            best = id;
+            continue;
+          }
+          if (candidates == 2) best_ranks = ranks_with(in, *best);
+          if (const std::size_t r = ranks_with(in, *id); r > best_ranks) {
+            best = id;
+            best_ranks = r;
+          }
+        }
+  if (best) return CommRegion{*best, "role in the nesting"};
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
     const auto name = in.data.regions.name(id);
     const HierarchyNode* node = in.hierarchy ? in.hierarchy->find(name) : nullptr;

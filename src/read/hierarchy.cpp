@@ -29,6 +29,13 @@ std::string_view role_name(RegionRole r) {
 }
 
 namespace {
+
+// What several regions of role communication mean (find_comm_region, waiting.hpp).
+constexpr std::string_view kOneCommunicationRegion =
+    "the analyses take one communication region, of these the one the most ranks have (the first on a tie), and "
+    "count time in the others as each rank's own work (a rank that waits in a pipeline's receive looks busy): "
+    "time a rank's sends, receives and collectives inside one region to compare the ranks' own work";
+
 // One case per schema::kRegionRoleNames entry.
 std::optional<RegionRole> parse_role(std::string_view s) {
   static_assert(schema::kRegionRoleNames.size() == 5, "a role was added: map it here");
@@ -279,9 +286,8 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
       continue;
     }
     diag.report({Severity::kWarning, Problem::kHierarchy, file_name, n.line, 0,
-                 fmt::format("\"{}\" has role=communication as \"{}\" (line {}) has: the analyses take one "
-                             "communication region, the first of these that occurs in the log",
-                             n.name, first_comm->name, first_comm->line)});
+                 fmt::format("\"{}\" has role=communication as \"{}\" (line {}) has: {}", n.name, first_comm->name,
+                             first_comm->line, kOneCommunicationRegion)});
   }
   return h;
 }
@@ -508,6 +514,19 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
                  fmt::format("{} region(s) have circular parents in the log (each an ancestor of itself: {}{}), or "
                              "are under such a region, and are left out of the nesting",
                              remaining, names, named == 3 ? ", ..." : "")});
+  }
+  // Several communication regions from the config's roles: as for a nesting file.
+  std::vector<std::string> comm;
+  for (const auto& n : h.nodes())
+    if (n.role == RegionRole::kCommunication) comm.push_back(fmt::format("\"{}\"", n.name));
+  if (comm.size() > 1) {
+    const RankLog* with = nullptr;
+    for (const auto& rank : data.ranks)
+      if (!with && rank.config && rank.config->find(schema::kRegionRoles)) with = &rank;
+    diag.report({Severity::kWarning, Problem::kHierarchy, data.files[with->config->source.file],
+                 with->config->source.line, 0,
+                 fmt::format("{} regions have role communication in region_roles ({}): {}", comm.size(),
+                             fmt::join(comm, ", "), kOneCommunicationRegion)});
   }
   return h;
 }

@@ -1033,3 +1033,47 @@ def test_code_paths_count_work_from_micro_batch_detail_when_the_log_has_no_path_
     (group,) = json.loads(run("report", log, "--hierarchy", hier, "--format", "json").stdout)["code_paths"]["groups"]
     assert [p["work_from"] for p in group["paths"]] == ["counters", "counters"]
     assert all(p["frames"] is None for p in group["paths"]) and group["slow"] is None
+
+
+def test_padding_finding_says_which_regions_it_prices(report):
+    # The cost is the padding fraction of the token-bound regions' median time; it was
+    # said to be "in the forward pass alone" whatever those regions were.
+    (f,) = [f for f in report["findings"] if f["kind"] == "padding"]
+    bound = report["padding"]["token_bound_regions"]
+    assert "forward pass alone" not in f["evidence"]
+    assert ("in that region alone" if len(bound) == 1 else "in those regions alone") in f["evidence"]
+
+
+def test_of_several_communication_regions_the_one_every_rank_has_is_compared(tmp_path):
+    # A 2-stage pipeline: ranks 0 and 1 send activations, ranks 2 and 3 receive them, all
+    # four all-reduce gradients; region_roles marks all three as communication, the send
+    # first. The send was taken (the first that occurs), and ranks 2 and 3, without it,
+    # were left out of the comparison.
+    roles = {"send_activation": "communication", "recv_activation": "communication",
+             "gradient_allreduce": "communication"}
+    for rank in range(4):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 4, "region_roles": roles})]
+        p2p = "send_activation" if rank < 2 else "recv_activation"
+        for step in range(12):
+            compute = 100.0 + 10 * rank + step % 3
+            dev = {"compute": compute, p2p: 5.0, "gradient_allreduce": 140.0 - compute}
+            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 150.0,
+                                     "cuda_stream_ms": dev, "cpu_call_ms": dev,
+                                     "calls": {k: 1 for k in dev}, "parents": {k: None for k in dev}}))
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("report", "--format", "json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    x = rep["cross_rank"]
+    assert x["comm_region"] == "gradient_allreduce"
+    assert x["ranks_without_comm_region"] == [] and len(x["per_rank"]) == 4
+    # Own work = wall - all-reduce = compute + the p2p region's 5 ms on every rank.
+    for pr in x["per_rank"]:
+        own = [150.0 - (140.0 - (100.0 + 10 * pr["rank"] + s % 3)) for s in range(12)]
+        assert pr["compute_ms"]["median"] == pytest.approx(statistics.median(own), rel=1e-12)
+    (w,) = [d for d in rep["diagnostics"]["items"] if "role communication" in d["message"]]
+    assert w["severity"] == "warning" and w["line"] == 1
+    # (in the order the nesting meets them: rank 0's regions first)
+    assert ('3 regions have role communication in region_roles ("send_activation", "gradient_allreduce", '
+            '"recv_activation")') in w["message"]
+    assert "of these the one the most ranks have" in w["message"]

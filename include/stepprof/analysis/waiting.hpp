@@ -51,9 +51,11 @@ struct WaitingResult {
   bool single_rank = true;  ///< false when several ranks' logs were given (see the cross-rank section)
 };
 
-/// The region that holds collective communication: role=communication in the nesting,
-/// else the first region whose name contains "comm", "allreduce", "all_reduce", "nccl",
-/// "reduce_scatter" or "all_gather".
+/// The region that holds collective communication: role=communication in the nesting
+/// (of several such regions in the log, the one the most ranks list in their first 100
+/// updates, the first in nesting order on a tie: a pipeline stage's sends and receives
+/// exist on some ranks only), else the first region whose name contains "comm",
+/// "allreduce", "all_reduce", "nccl", "reduce_scatter" or "all_gather".
 struct CommRegion {
   NameTable::Id id;
   std::string found_by;  ///< "role in the nesting" or "region name"
