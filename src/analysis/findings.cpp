@@ -552,6 +552,45 @@ void waiting(const FindingInputs& in, std::vector<Finding>& out) {
   }
 }
 
+// Ranks of the job without a log, while the ranks given wait, by their own logs, much
+// longer than for one another: the rank they wait for may be one without a log (with
+// the straggler's log missing, the comparison said "no straggler" and waits of 67 ms
+// where each rank's own log showed 1.5 s).
+void missing_ranks(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& x = in.cross_rank;
+  if (!x.available || x.ranks_missing.empty() || x.per_rank.empty()) return;
+  // Each rank's wait by its own log (its communication time above its lowest, waiting.hpp)
+  // against its wait for the ranks given: what the latter leaves unexplained must be at
+  // least 5 % of the ranks' own work (median over the ranks given; a job with every rank
+  // given shows no such gap, and the wait by one log holds communication jitter too).
+  std::vector<double> single, among, unexplained, own;
+  for (const auto& r : x.per_rank) {
+    if (!r.single_rank_wait_median_ms) return;
+    single.push_back(*r.single_rank_wait_median_ms);
+    among.push_back(r.wait_ms.median);
+    unexplained.push_back(*r.single_rank_wait_median_ms - r.wait_ms.median);
+    own.push_back(r.compute_ms.median);
+  }
+  const double single_ms = *median(single), among_ms = *median(among), unexplained_ms = *median(unexplained);
+  if (!(unexplained_ms > 0.05 * *median(own))) return;
+  Finding f;
+  f.kind = "missing-ranks";
+  f.subject = x.comm_region;
+  f.ms_per_update = unexplained_ms;
+  const std::string missing = ranks_text(x.ranks_missing);
+  f.title = fmt::format("the ranks given wait in {} for more than they explain: {} ha{} no log", x.comm_region,
+                        missing, x.ranks_missing.size() == 1 ? "s" : "ve");
+  f.evidence = fmt::format(
+      "by their own logs ({} above its lowest value) the {} ranks given wait {:.0f} ms per update (median over "
+      "them), against {:.0f} ms that the comparison among them finds; no log for {}",
+      x.comm_region, x.per_rank.size(), single_ms, among_ms, missing);
+  f.action = fmt::format(
+      "run stepprof on {}'s log as well: the rank everyone waits for may be one without a log; until then the "
+      "stragglers, waits and slowest ranks here compare the ranks given only",
+      missing);
+  out.push_back(std::move(f));
+}
+
 void padding(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& p = in.padding;
   if (!p.available || !p.cost_ms_per_update || p.fraction <= 0.01) return;
@@ -846,6 +885,7 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   slow_group(in, out);
   straggler_episodes(in, out);
   waiting(in, out);
+  missing_ranks(in, out);
   padding(in, out);
   exposed_communication(in, out);
   region_findings(in, out);

@@ -1085,3 +1085,32 @@ def test_one_or_two_steps_make_no_straggler(tmp_path, ranks, updates):
     assert not any(f["kind"] in ("straggler", "slow-ranks", "straggler_episode") for f in rep["findings"])
     text = run("report", tmp_path / "logs").stdout
     assert f"none flagged: {updates} update(s) compared, at least 3 are needed" in " ".join(text.split())
+
+
+def test_a_straggler_without_its_log_is_pointed_at(tmp_path):
+    # Rank 2 of 4 is 1.4x slower throughout, and its log is not given: the comparison of
+    # the other three found no straggler and waits of under 100 ms, while each of their
+    # own logs shows them waiting 1.5 s or more per update, and nothing said so.
+    synth(tmp_path, "--ranks", 4, "--updates", 40, "--straggler", "2:1:40:1.4")
+    logs = tmp_path / "logs"
+    assert not any(f["kind"] == "missing-ranks" for f in report(logs)["findings"])
+    (logs / "rank2.jsonl").unlink()
+    rep = report(logs)
+    x = rep["cross_rank"]
+    assert x["ranks_missing"] == [2] and x["stragglers"] == []
+    comm = x["comm_region"]
+    own = own_work(logs, comm)
+    comm_ms = {}
+    for path in sorted(logs.glob("rank*.jsonl")):
+        ups = [json.loads(l) for l in path.read_text().splitlines()][1:]
+        comm_ms[ups[0]["rank"]] = [u["cuda_stream_ms"][comm] for u in ups]
+    steps = sorted(own[0])
+    single = {r: median([c - min(v) for c in v]) for r, v in comm_ms.items()}
+    among = {r: median([max(own[o][s] for o in own) - own[r][s] for s in steps]) for r in own}
+    unexplained = median([single[r] - among[r] for r in own])
+    assert unexplained > 0.05 * median([median(list(own[r].values())) for r in own])
+    (f,) = [f for f in rep["findings"] if f["kind"] == "missing-ranks"]
+    assert f["ms_per_update"] == pytest.approx(unexplained, rel=1e-9)
+    assert f["title"] == f"the ranks given wait in {comm} for more than they explain: rank 2 has no log"
+    assert f"wait {median(list(single.values())):.0f} ms per update" in f["evidence"]
+    assert f["action"].startswith("run stepprof on rank 2's log as well")

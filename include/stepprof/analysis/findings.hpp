@@ -18,7 +18,7 @@
 namespace stepprof {
 
 struct Finding {
-  std::string kind;      ///< stable id: slow-path, straggler, slow-ranks, straggler_episode, waiting, padding,
+  std::string kind;      ///< stable id: slow-path, straggler, slow-ranks, straggler_episode, waiting, missing-ranks, padding,
                          ///< data-loading, exclusive-time, untracked-time, variability, time-gap, nesting
   std::string subject;   ///< the region (or group) concerned, if any
   double ms_per_update = 0;  ///< time at stake per update [ms] (the ranking key)
