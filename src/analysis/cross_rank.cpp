@@ -617,9 +617,12 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   out.steps_total = steps.size();
   // compute_ms [step index * ranks + rank index]; NaN where the rank lacks the step,
   // kNoComm where its update lacks the communication region.
-  constexpr double kNoComm = -1;
+  // kZeroWall where its wall time is 0 (a clock never started: a `zero-wall-time`
+  // warning says so; its own work would read 0 and every other rank would wait for it).
+  constexpr double kNoComm = -1, kZeroWall = -2;
   const std::size_t nr = ranks.size();
   std::vector<double> compute_at(steps.size() * nr, std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> comm_at(steps.size() * nr, 0.0);  // its communication time [ms]
   std::vector<std::vector<double>> comm_series(nr);
   for (std::size_t i = 0; i < nr; ++i) {
     const auto first = in.first_update_of(*ranks[i]);
@@ -643,25 +646,33 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       if (s + 1 < steps.size() && steps[s + 1] == u.step) ++s;  // usually the next step
       else if (steps[s] != u.step)  // any order is found
         s = static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), u.step) - steps.begin());
-      compute_at[s * nr + i] = known ? std::max(0.0, u.wall_ms - c) : kNoComm;
+      compute_at[s * nr + i] = !(u.wall_ms > 0) ? kZeroWall : known ? std::max(0.0, u.wall_ms - c) : kNoComm;
+      comm_at[s * nr + i] = c;
     }
   }
 
   std::vector<std::vector<double>> compute(nr), wait(nr);
   std::vector<std::size_t> slowest_count(nr, 0);
   std::vector<double> margins, v(nr);
-  StepRuns incomplete_runs{out.incomplete_examples}, without_comm_runs{out.without_comm_examples};
+  StepRuns incomplete_runs{out.incomplete_examples}, without_comm_runs{out.without_comm_examples},
+      zero_wall_runs{out.zero_wall_examples};
   for (std::size_t si = 0; si < steps.size(); ++si) {
     const std::int64_t step = steps[si];
     const double* row = &compute_at[si * nr];
-    std::vector<std::int64_t> lacking, without_comm;
+    std::vector<std::int64_t> lacking, without_comm, zero_wall;
     for (std::size_t i = 0; i < nr; ++i) {
       if (std::isnan(row[i])) lacking.push_back(*ranks[i]->rank);
+      else if (row[i] == kZeroWall) zero_wall.push_back(*ranks[i]->rank);
       else if (row[i] == kNoComm) without_comm.push_back(*ranks[i]->rank);
     }
     if (!lacking.empty()) {
       ++out.steps_incomplete;
       incomplete_runs.add(si, step, std::move(lacking));
+      continue;
+    }
+    if (!zero_wall.empty()) {
+      ++out.steps_zero_wall;
+      zero_wall_runs.add(si, step, std::move(zero_wall));
       continue;
     }
     if (!without_comm.empty()) {
@@ -679,11 +690,16 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     ++slowest_count[slow];
     for (std::size_t i = 0; i < nr; ++i) {
       compute[i].push_back(row[i]);
-      wait[i].push_back(slowest - row[i]);
+      // A rank waits inside its communication region only: with wall times that do not
+      // line up (one rank's update holds time the others did not wait through, e.g. a
+      // checkpoint after the collective) the difference of own work would exceed it.
+      wait[i].push_back(std::min(slowest - row[i], comm ? comm_at[si * nr + i] : slowest - row[i]));
     }
   }
   if (out.steps_aligned == 0) {
-    out.why_not = out.steps_without_comm > 0
+    out.why_not = out.steps_zero_wall > 0 && out.steps_without_comm == 0
+                      ? std::string("in every step some rank's update has a wall time of 0, so its own work is unknown")
+                  : out.steps_without_comm > 0
                       ? fmt::format("in every step some rank's update lacks the communication region {}, so its own "
                                     "work is unknown",
                                     out.comm_region)

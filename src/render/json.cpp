@@ -268,6 +268,9 @@ Json cross_rank(const CrossRankResult& x) {
   Json without_comm = Json::array();
   for (const auto& r : x.without_comm_examples)
     without_comm.push_back({{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {"ranks", r.ranks}});
+  Json zero_wall = Json::array();
+  for (const auto& r : x.zero_wall_examples)
+    zero_wall.push_back({{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {"ranks", r.ranks}});
   Json incomplete = Json::array();
   for (const auto& r : x.incomplete_examples)
     incomplete.push_back(
@@ -284,6 +287,8 @@ Json cross_rank(const CrossRankResult& x) {
               {"steps_incomplete", x.steps_incomplete},
               {"steps_without_comm_region", x.steps_without_comm},
               {"without_comm_region_examples", without_comm},
+              {"steps_zero_wall", x.steps_zero_wall},
+              {"zero_wall_examples", zero_wall},
               {"incomplete_examples", incomplete},
               {"ranks_missing", x.ranks_missing},
               {"ranks_without_comm_region", x.ranks_without_comm},

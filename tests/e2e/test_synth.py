@@ -1114,3 +1114,40 @@ def test_a_straggler_without_its_log_is_pointed_at(tmp_path):
     assert f["title"] == f"the ranks given wait in {comm} for more than they explain: rank 2 has no log"
     assert f"wait {median(list(single.values())):.0f} ms per update" in f["evidence"]
     assert f["action"].startswith("run stepprof on rank 2's log as well")
+
+
+def test_a_zero_or_an_hour_long_wall_time_does_not_make_every_rank_wait(tmp_path):
+    # Rank 1's update of step 10 has wall_ms 0 (its clock never started) and that of step
+    # 20 an hour: its own work read 0 in step 10, so it "waited" 8.4 s there, and the
+    # other ranks "waited" up to 3.59e6 ms in step 20, though their own updates took 14 s.
+    synth(tmp_path, "--ranks", 4, "--updates", 40)
+    logs = tmp_path / "logs"
+    path = logs / "rank1.jsonl"
+    recs = [json.loads(l) for l in path.read_text().splitlines()]
+    for r in recs:
+        if r.get("step") == 10:
+            r["wall_ms"] = 0
+        if r.get("step") == 20:
+            r["wall_ms"] = 3.6e6
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    rep = report(logs)
+    x = rep["cross_rank"]
+    assert x["steps_zero_wall"] == 1
+    assert x["zero_wall_examples"] == [{"step": 10, "last_step": 10, "steps": 1, "ranks": [1]}]
+    comm = x["comm_region"]
+    ups = {}
+    for p in sorted(logs.glob("rank*.jsonl")):
+        for l in p.read_text().splitlines():
+            u = json.loads(l)
+            if u["type"] == "update":
+                ups[(u["rank"], u["step"])] = u
+    steps = sorted({s for _, s in ups if s != 10})
+    own = {(r, s): max(0.0, ups[(r, s)]["wall_ms"] - ups[(r, s)]["cuda_stream_ms"][comm]) for r, s in ups}
+    for pr in x["per_rank"]:
+        r = pr["rank"]
+        waits = [min(max(own[(o, s)] for o in range(4)) - own[(r, s)], ups[(r, s)]["cuda_stream_ms"][comm])
+                 for s in steps]
+        assert pr["wait_ms"]["median"] == pytest.approx(median(waits), rel=1e-9)
+        assert pr["wait_ms"]["max"] == pytest.approx(max(waits), rel=1e-9)
+        assert pr["wait_ms"]["max"] < 20000
+        assert pr["compute_ms"]["min"] > 0

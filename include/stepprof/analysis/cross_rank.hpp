@@ -249,6 +249,11 @@ struct CrossRankResult {
   /// holds its wait; not analyzed. With the first few runs of them and those ranks.
   std::size_t steps_without_comm = 0;
   std::vector<StepRun> without_comm_examples;
+  /// Steps in every rank's log in which some rank's update has a wall time of 0 (its
+  /// clock was never started: its own work would read 0 and every other rank wait for
+  /// it); not analyzed. With the first few runs of them and those ranks.
+  std::size_t steps_zero_wall = 0;
+  std::vector<StepRun> zero_wall_examples;
   std::vector<std::int64_t> ranks_missing;  ///< 0..world_size-1 without a log
   /// Ranks whose logs never have comm_region (e.g. it is named differently there), or have
   /// it in under half of their updates, left out of the comparison: their own work would
