@@ -108,10 +108,21 @@ std::optional<Starts> real_starts(const Dataset& data, std::string& why_not) {
     for (std::size_t k = 0; k < r.updates.size(); ++k) {
       const auto& u = r.updates[k];
       v.push_back(to_us(ms[ri][k] - *first));
-      if (k > 0 && v[k] < v[k - 1] + to_us(r.updates[k - 1].wall_ms)) {
-        why_not = fmt::format("the logged start_unix_ms of step {} falls inside step {}", u.step, r.updates[k - 1].step);
-        return std::nullopt;
+      if (k == 0) continue;
+      // A start within 1 ms before the previous update's end is the rounding of times
+      // logged in whole (or rounded) milliseconds: the update starts at that end.
+      constexpr double kRoundingMs = 1.0;
+      const std::int64_t prev_end = v[k - 1] + to_us(r.updates[k - 1].wall_ms);
+      if (v[k] >= prev_end) continue;
+      if (prev_end - v[k] <= to_us(kRoundingMs)) {
+        v[k] = prev_end;
+        continue;
       }
+      why_not = fmt::format("{}:{}: the logged start_unix_ms of {}step {} falls {:.1f} ms inside step {}",
+                            u.source.file < data.files.size() ? data.files[u.source.file] : std::string("?"),
+                            u.source.line, r.rank ? fmt::format("rank {} ", *r.rank) : std::string(), u.step,
+                            static_cast<double>(prev_end - v[k]) / 1e3, r.updates[k - 1].step);
+      return std::nullopt;
     }
   }
   return s;

@@ -7,6 +7,7 @@ import csv
 import html
 import html.parser
 import json
+import math
 import os
 import re
 import statistics
@@ -246,6 +247,39 @@ def test_trace_uses_logged_start_times(tmp_path):
     roots = [e for e in t["traceEvents"] if e["ph"] == "X" and e["cat"] == "update" and e["tid"] == 1]
     assert [e["ts"] for e in roots] == [us(r["start_unix_ms"] - base) for r in recs[1:]]
     assert all(e["args"]["layout"] == "logged start_unix_ms" for e in roots)
+
+
+def test_trace_takes_start_times_rounded_to_the_millisecond(tmp_path):
+    # Back-to-back updates logged in whole milliseconds start up to 1 ms before the
+    # previous one ends: the trace fell back to the synthetic layout ("start_unix_ms of
+    # step 8 falls inside step 7"). Such a start is now the previous update's end; more
+    # than 1 ms early is still refused, naming file, line, rank and by how much.
+    config, updates = fx.real_records()
+    base = 1_718_000_000_000
+    recs, t0 = [config], float(base)
+    for u in updates:
+        recs.append(dict(u, start_unix_ms=math.floor(t0)))
+        t0 += u["wall_ms"]
+    log = fx.write_jsonl(tmp_path / "rounded.jsonl", recs)
+    t = load_trace(tmp_path, "--hierarchy", fx.HIER, log)
+    assert t["otherData"]["real_timestamps"] is True
+    roots = [e for e in t["traceEvents"] if e["ph"] == "X" and e["cat"] == "update" and e["tid"] == 1]
+    expect, end = [], None
+    for r in recs[1:]:
+        start = us(r["start_unix_ms"] - base)
+        if end is not None and end - 1000 <= start < end:
+            start = end
+        expect.append(start)
+        end = start + us(r["wall_ms"])
+    assert [e["ts"] for e in roots] == expect
+    # 5 ms early at the fourth update: refused, and said where.
+    recs[4] = dict(recs[4], start_unix_ms=recs[4]["start_unix_ms"] - 5)
+    log = fx.write_jsonl(tmp_path / "early.jsonl", recs)
+    r = run("trace", "-o", tmp_path / "early.trace.json", log)
+    assert r.returncode == 0, r.stderr
+    assert (f"start_unix_ms not used, updates laid out one after another: {log}:5: the logged start_unix_ms of "
+            f"rank 1 step {updates[3]['step']} falls ") in r.stderr, r.stderr
+    assert f" ms inside step {updates[2]['step']}" in r.stderr
 
 
 def test_trace_says_why_logged_start_times_are_not_used(tmp_path):
