@@ -28,6 +28,28 @@ RunSummary summarize_run(const AnalysisInput& in) {
     for (const auto& r : in.data.ranks)
       if (!r.updates.empty())
         s.steps_without_record += static_cast<std::uint64_t>(*s.last_step - *s.first_step) + 1 - r.updates.size();
+  // Fields that differ between ranks: every value and its ranks.
+  {
+    std::vector<std::string> keys;
+    std::vector<const RankLog*> with;
+    for (const auto& r : in.data.ranks)
+      if (r.rank && r.config) {
+        with.push_back(&r);
+        for (const auto& f : r.config->fields)
+          if (f.key != "rank" && std::find(keys.begin(), keys.end(), f.key) == keys.end()) keys.push_back(f.key);
+      }
+    for (const auto& key : keys) {
+      ConfigDifference d{key, {}};
+      for (const RankLog* r : with) {
+        const RawField* f = r->config->find(key);
+        const std::string value = f ? f->json : std::string();
+        auto it = std::find_if(d.values.begin(), d.values.end(), [&](const auto& v) { return v.first == value; });
+        if (it == d.values.end()) it = d.values.insert(d.values.end(), {value, {}});
+        it->second.push_back(*r->rank);
+      }
+      if (d.values.size() > 1) s.config_differences.push_back(std::move(d));
+    }
+  }
   if (cfg) {
     s.config = cfg->fields;
     s.world_size = cfg->world_size;

@@ -96,6 +96,16 @@ Section run_section(const Report& rep) {
   f.items.emplace_back("nesting", r.nesting_source.empty() ? "unknown (give --hierarchy FILE for exclusive times and code paths)"
                                                           : r.nesting_source);
   for (const auto& field : r.config) f.items.emplace_back("config " + field.key, field.json);
+  // (Values shown as the lowest rank has them above; here every value and its ranks.)
+  constexpr std::size_t kValuesShown = 4;
+  for (const auto& d : r.config_differences) {
+    std::string values;
+    for (std::size_t i = 0; i < d.values.size() && i < kValuesShown; ++i)
+      values += fmt::format("{}{} ({})", i ? ", " : "", d.values[i].first.empty() ? "absent" : d.values[i].first,
+                            fmt::format("{} {}", d.values[i].second.size() == 1 ? "rank" : "ranks", rank_numbers(d.values[i].second)));
+    if (d.values.size() > kValuesShown) values += fmt::format(" and {} more values", d.values.size() - kValuesShown);
+    f.items.emplace_back("config " + d.key + " differs", values);
+  }
   f.items.emplace_back("input", file_list(r.files));
   s.blocks.emplace_back(std::move(f));
   return s;

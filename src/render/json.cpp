@@ -30,6 +30,15 @@ Json run(const RunSummary& r) {
   }
   Json per_rank = Json::array();
   for (const auto& [rank, n] : r.updates_per_rank) per_rank.push_back({{"rank", rank_json(rank)}, {"updates", n}});
+  Json differences = Json::array();
+  for (const auto& d : r.config_differences) {
+    Json values = Json::array();
+    for (const auto& [text, ranks] : d.values) {
+      auto v = text.empty() ? Json() : Json::parse(text, nullptr, false);
+      values.push_back({{"value", v.is_discarded() ? Json(text) : v}, {"absent", text.empty()}, {"ranks", ranks}});
+    }
+    differences.push_back({{"key", d.key}, {"values", values}});
+  }
   return Json{{"ranks", r.ranks},
               {"missing_ranks", r.missing_ranks},
               {"world_size", opt(r.world_size)},
@@ -47,6 +56,7 @@ Json run(const RunSummary& r) {
               {"steps_without_record", r.steps_without_record},
               {"nesting_source", r.nesting_source.empty() ? Json(nullptr) : Json(r.nesting_source)},
               {"config", config},
+              {"config_differences", differences},
               {"files", r.files}};
 }
 

@@ -1077,3 +1077,24 @@ def test_of_several_communication_regions_the_one_every_rank_has_is_compared(tmp
     assert ('3 regions have role communication in region_roles ("send_activation", "gradient_allreduce", '
             '"recv_activation")') in w["message"]
     assert "of these the one the most ranks have" in w["message"]
+
+
+def test_config_fields_that_differ_between_ranks_are_listed(tmp_path):
+    # The run section showed the lowest rank's config only: a data-loader setting changed
+    # on one rank (a plausible straggler cause) went unseen.
+    for rank, extra in ((0, {"workers": 8, "prefetch": 4}), (1, {"workers": 2, "prefetch": 4}),
+                        (2, {"workers": 8})):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 3, **extra})]
+        for step in range(3):
+            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 10.0}))
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("report", "--format", "json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["run"]["config_differences"]
+    assert d == [{"key": "workers", "values": [{"value": 8, "absent": False, "ranks": [0, 2]},
+                                               {"value": 2, "absent": False, "ranks": [1]}]},
+                 {"key": "prefetch", "values": [{"value": 4, "absent": False, "ranks": [0, 1]},
+                                                {"value": None, "absent": True, "ranks": [2]}]}]
+    text = run("report", tmp_path).stdout
+    assert re.search(r"config workers differs +8 \(ranks 0, 2\), 2 \(rank 1\)", text), text
+    assert re.search(r"config prefetch differs +4 \(ranks 0, 1\), absent \(rank 2\)", text), text

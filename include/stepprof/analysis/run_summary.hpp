@@ -10,6 +10,15 @@
 
 namespace stepprof {
 
+/// A config field whose value is not the same on every rank (e.g. a data-loader setting
+/// changed on one node, a pipeline stage).
+struct ConfigDifference {
+  std::string key;
+  /// Each value as written (JSON text; "" where a rank's config lacks the field) and the
+  /// ranks that have it, ascending; values in the order of their lowest rank.
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> values;
+};
+
 struct RunSummary {
   std::vector<std::int64_t> ranks;               ///< ranks with records, ascending
   std::vector<std::int64_t> missing_ranks;       ///< 0..world_size-1 without records (world size known)
@@ -31,6 +40,9 @@ struct RunSummary {
   std::uint64_t steps_without_record = 0;
   std::uint64_t updates_outside_window = 0;     ///< dropped by --steps
   std::vector<RawField> config;                 ///< config fields of the lowest rank, verbatim
+  /// Config fields (other than `rank`) that differ between the ranks' configs, in the
+  /// order of their first appearance.
+  std::vector<ConfigDifference> config_differences;
   std::vector<std::string> files;
   std::string nesting_source;                   ///< empty when the nesting is unknown
 };
