@@ -207,6 +207,35 @@ std::string own_work_caveat(const CrossRankResult& x) {
                      x.comm_region);
 }
 
+// A config field whose value `slow` (ascending) alone have, all of them the same (e.g.
+// a pipeline stage): the lag may be the work given to them, not their hardware. Empty
+// when there is none.
+struct SharedConfig {
+  std::string key, value, others;
+};
+std::optional<SharedConfig> config_only_on(const FindingInputs& in, const std::vector<std::int64_t>& slow) {
+  if (!in.run) return std::nullopt;
+  for (const auto& d : in.run->config_differences)
+    for (const auto& [value, ranks] : d.values) {
+      if (value.empty() || ranks != slow) continue;
+      std::vector<std::string> others;
+      for (const auto& [v, r] : d.values)
+        if (v != value) others.push_back(v.empty() ? std::string("absent") : v);
+      return SharedConfig{d.key, value, fmt::format("{}", fmt::join(others, ", "))};
+    }
+  return std::nullopt;
+}
+
+// The evidence and the first part of the action for SharedConfig `c` of `who`.
+void say_shared_config(const SharedConfig& c, const std::string& who, bool one, Finding& f) {
+  f.evidence += fmt::format("; {} alone {} {} = {} in {} config (the other ranks: {})", who, one ? "has" : "have",
+                            c.key, c.value, one ? "its" : "their", c.others);
+  f.action = fmt::format("if {} sets the work a rank does (a pipeline stage, a model shard), the lag is the work "
+                         "given to {}, not {} hardware: balance it (move layers between stages, re-shard); "
+                         "otherwise, {}",
+                         c.key, who, one ? "its" : "their", f.action);
+}
+
 void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   if (!x.available || !x.margin_ms) return;
@@ -268,6 +297,8 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
         "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
         "balancing the work across ranks saves the time at stake on every rank",
         r.rank);
+    if (const auto c = config_only_on(in, {r.rank}); c && x.per_rank.size() > 1)
+      say_shared_config(*c, fmt::format("rank {}", r.rank), true, f);
     found.push_back(std::move(f));
     ranks.push_back(r.rank);
   }
@@ -360,6 +391,7 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
       g->fast.size() == 1 ? fmt::format(", or what makes rank {} faster (a smaller data shard?)", g->fast.front())
                           : std::string(),
       one ? "it" : "them");
+  if (const auto c = config_only_on(in, g->slow)) say_shared_config(*c, ranks_text(g->slow), one, f);
   out.push_back(std::move(f));
 }
 

@@ -31,7 +31,7 @@ Report build_report(const AnalysisInput& given) {
   detail::parallel_for(std::size(jobs), in.data.update_count() >= kThreadFrom ? 0 : 1,
                        [&](std::size_t i) { jobs[i](); });
   r.findings = derive_findings(
-      {r.time, r.regions, r.paths, r.padding, r.waiting, r.cross_rank, in.hierarchy, r.slow_updates});
+      {r.time, r.regions, r.paths, r.padding, r.waiting, r.cross_rank, in.hierarchy, r.slow_updates, &r.run});
   return r;
 }
 

@@ -1098,3 +1098,37 @@ def test_config_fields_that_differ_between_ranks_are_listed(tmp_path):
     text = run("report", tmp_path).stdout
     assert re.search(r"config workers differs +8 \(ranks 0, 2\), 2 \(rank 1\)", text), text
     assert re.search(r"config prefetch differs +4 \(ranks 0, 1\), absent \(rank 2\)", text), text
+
+
+def test_slow_ranks_that_alone_share_a_config_value_are_told_it_may_be_their_work(tmp_path):
+    # A 2-stage pipeline whose second stage (ranks 2 and 3) has 3x the work: the finding
+    # sent the user to the ranks' nodes, GPUs and data. Their config's stage, which they
+    # alone have, is now named, and balancing the stages comes first.
+    import random
+    rnd = random.Random(4)
+    for rank in range(4):
+        stage = rank // 2
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 4, "stage": stage})]
+        for step in range(20):
+            own = (300.0 if stage else 100.0) + rnd.uniform(-2, 2)
+            dev = {"compute": own, "comm": 400.0 - own}
+            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 400.0,
+                                     "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}}))
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("report", "--format", "json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
+    assert f["subject"] == "ranks 2, 3"
+    assert "ranks 2, 3 alone have stage = 1 in their config (the other ranks: 0)" in f["evidence"]
+    assert f["action"].startswith("if stage sets the work a rank does (a pipeline stage, a model shard), the lag "
+                                  "is the work given to ranks 2, 3, not their hardware")
+    # Without the config field the action is about the ranks' hardware and data, as before.
+    for rank in range(4):
+        p = tmp_path / f"rank{rank}.jsonl"
+        lines = p.read_text().splitlines()
+        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 4})
+        p.write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
+    assert f["action"].startswith("find what ranks 2, 3 share that ranks 0, 1 lack")

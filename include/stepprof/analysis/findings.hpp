@@ -12,6 +12,7 @@
 #include "stepprof/analysis/cross_rank.hpp"
 #include "stepprof/analysis/padding.hpp"
 #include "stepprof/analysis/regions.hpp"
+#include "stepprof/analysis/run_summary.hpp"
 #include "stepprof/analysis/update_time.hpp"
 #include "stepprof/analysis/waiting.hpp"
 
@@ -40,6 +41,8 @@ struct FindingInputs {
   const CrossRankResult& cross_rank;
   const Hierarchy* hierarchy;
   const std::optional<SlowUpdates>& slow;  ///< what the slowest updates are made of
+  /// The run section (config fields that differ between ranks); null: not used.
+  const RunSummary* run = nullptr;
 };
 
 /// Findings sorted by time at stake, largest first; at most `max_findings`.
