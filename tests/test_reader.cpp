@@ -910,6 +910,69 @@ TEST_F(ReaderTest, NonFiniteTimesAreRejected) {
   }
 }
 
+TEST_F(ReaderTest, AnElasticJobsAppendedRunIsTheOneMostRanksHaveWhateverTheFilesLayout) {
+  // Ranks 0 and 1 ran at world size 2 for steps 1..20, then all four ranks at world size 4
+  // for steps 21..40, ranks 0 and 1 appending to their files. The world-2 run was kept
+  // (the records after a file's second, differing config were skipped and did not count),
+  // while the same records split into one file per run kept the world-4 run, as the log
+  // schema says; and --steps 21:40 kept nothing ("outside the window").
+  auto config = [](int rank, int world) {
+    return fmt::format(R"({{"type": "config", "rank": {}, "world_size": {}}})", rank, world) + "\n";
+  };
+  auto updates = [](int rank, int first, int last) {
+    std::string t;
+    for (int step = first; step <= last; ++step)
+      t += fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": {}}})", rank, step, 10 + rank) + "\n";
+    return t;
+  };
+  const auto dir = (dir_ / "grow").string();
+  const auto split = (dir_ / "split").string();
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_directories(split);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string later = config(rank, 4) + updates(rank, 21, 40);
+    const std::string early = rank < 2 ? config(rank, 2) + updates(rank, 1, 20) : std::string();
+    write("grow/rank" + std::to_string(rank) + ".jsonl", early + later);
+    write("split/rank" + std::to_string(rank) + ".b.jsonl", later);
+    if (rank < 2) write("split/rank" + std::to_string(rank) + ".a.jsonl", early);
+  }
+  for (const auto& input : {dir, split}) {
+    const Dataset d = read({input});
+    ASSERT_EQ(d.ranks.size(), 4u) << input;
+    for (const auto& r : d.ranks) {
+      ASSERT_TRUE(r.config) << input;
+      EXPECT_EQ(r.config->world_size, 4) << input;
+      ASSERT_EQ(r.updates.size(), 20u) << input << " rank " << *r.rank;
+      EXPECT_EQ(r.updates.front().step, 21);
+      EXPECT_EQ(r.updates.back().step, 40);
+    }
+    // Each of ranks 0 and 1: its world-2 records are skipped, and said so.
+    std::size_t skipped = 0;
+    for (const auto* m : all(Problem::kMixedRuns))
+      if (m->message.find("is not of the run most ranks belong to") != std::string::npos &&
+          m->message.find("the 20 update record(s) read for rank") != std::string::npos)
+        ++skipped;
+    EXPECT_EQ(skipped, 2u) << input;
+  }
+  const Dataset window = read({dir}, false, StepRange{21, 40});
+  EXPECT_EQ(window.update_count(), 80u);
+  // The other way round (world 4, then 2 appended by ranks 0 and 1): the world-4 run
+  // stays, and the appended records are skipped, said to be after their config.
+  std::filesystem::create_directories(dir_ / "shrink");
+  for (int rank = 0; rank < 4; ++rank)
+    write("shrink/rank" + std::to_string(rank) + ".jsonl",
+          config(rank, 4) + updates(rank, 1, 20) + (rank < 2 ? config(rank, 2) + updates(rank, 21, 40) : ""));
+  const Dataset shrink = read({(dir_ / "shrink").string()});
+  EXPECT_EQ(shrink.update_count(), 80u);
+  for (const auto& r : shrink.ranks) EXPECT_EQ(r.config->world_size, 4);
+  std::size_t after = 0;
+  for (const auto* m : all(Problem::kMixedRuns))
+    if (m->message.find("it is another run's, appended to the file; the 20 update record(s) after it are skipped") !=
+        std::string::npos)
+      ++after;
+  EXPECT_EQ(after, 2u);
+}
+
 TEST_F(ReaderTest, MixedRunsInOneFile) {
   const std::string other = R"({"type": "config", "rank": 1, "world_size": 8, "micro_batch": 8, "accumulation": 2})";
   const auto p = write("mix.jsonl", kConfig + "\n" + update(11) + "\n" + other + "\n" + update(1) + "\n" + update(2) + "\n");
@@ -918,7 +981,7 @@ TEST_F(ReaderTest, MixedRunsInOneFile) {
   const Diagnostic* e = first(Problem::kMixedRuns);
   EXPECT_EQ(e->line, 3u);
   // It listed every run setting of both configs; it names the ones that differ.
-  EXPECT_NE(e->message.find("a second config record (rank 1) differs from the first at line 1 in its run settings "
+  EXPECT_NE(e->message.find("a second config record (rank 1) differs from the one at line 1 in its run settings "
                             "(world_size 8 against 4, global_batch absent against 64)"),
             std::string::npos)
       << e->message;

@@ -140,6 +140,12 @@ class FileParser {
     if (opt_.strict && sev != Severity::kNote) out_.stopped = true;
   }
   Severity truncation_severity() const { return opt_.strict ? Severity::kError : Severity::kWarning; }
+  // Update records kept so far, later runs' too.
+  std::size_t kept_updates() const {
+    std::size_t n = out_.updates.size();
+    for (const auto& r : out_.later_runs) n += r.updates.size();
+    return n;
+  }
 
   bool records_in_head_ = false;  // a step-log record starts in the input's first 64 KiB
   bool pretty_records_in_head_ = false;  // none does, but one over several lines does
@@ -166,7 +172,10 @@ class FileParser {
   }
 
   void read_lines(LineSource& src) {
-    std::optional<RunConfig>& file_config = out_.config;
+    // The config the records are read under, and where they go: the file's first, then
+    // each later run's (RunSegment).
+    std::optional<RunConfig>* cur_config = &out_.config;
+    std::vector<UpdateRecord>* kept = &out_.updates;
     std::uint64_t file_config_line = 0;
     bool table_mode = false, mode_known = false, truncated = false, corrupt_tail = false;
     bool in_fence = false;  // (table mode) between a markdown document's ``` or ~~~ lines
@@ -240,7 +249,7 @@ class FileParser {
                                           : std::string("the last line ends mid-record (was the writing job killed?)"),
                                rerr.message,
                                opt_.strict ? std::string("reading stops (--strict)")
-                                           : fmt::format("the {} update record(s) read before it are kept", out_.updates.size())));
+                                           : fmt::format("the {} update record(s) read before it are kept", kept_updates())));
           } else {
             report(Severity::kError, rerr.problem, ln, col,
                    rerr.message + (rerr.cause.empty() ? "" : ": ") + std::string(rerr.cause) +
@@ -259,27 +268,41 @@ class FileParser {
           cfg_fields.clear();
           cfg.source = {file_, ln};
           for (auto& p : problems) report(Severity::kError, Problem::kBadField, ln, 0, std::move(p));
-          if (!file_config) {
-            file_config = std::move(cfg);
+          if (!(*cur_config)) {
+            (*cur_config) = std::move(cfg);
             file_config_line = ln;
-            if (!file_config->rank && opt_.config_rank) file_config->rank = opt_.config_rank;  // (strict's re-read)
+            if (!(*cur_config)->rank && opt_.config_rank) (*cur_config)->rank = opt_.config_rank;  // (strict's re-read)
             // The rank's bucket is looked up at this point when the files are merged.
             out_.diags_before_config = out_.diags.size();
             out_.updates_before_config = out_.updates.size();
-          } else if (run_identity(cfg) == run_identity(*file_config) && cfg.rank != file_config->rank) {
+          } else if (run_identity(cfg) == run_identity(*(*cur_config)) && cfg.rank != (*cur_config)->rank) {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
                    fmt::format("a second config record, of {}, follows the config of {} at line {}: this file holds "
                                "several ranks' logs (concatenated?), and is read as {}'s; records after this line "
                                "are skipped (give each rank's log as its own file)",
-                               rank_text(cfg.rank), rank_text(file_config->rank), file_config_line,
-                               rank_text(file_config->rank)));
+                               rank_text(cfg.rank), rank_text((*cur_config)->rank), file_config_line,
+                               rank_text((*cur_config)->rank)));
             if (!mixed_at) mixed_at = ln;  // skipping starts at the first
-          } else if (run_identity(cfg) != run_identity(*file_config)) {
+          } else if (run_identity(cfg) != run_identity(*(*cur_config)) && (opt_.strict || mixed_at)) {
+            // (Strict mode stops here; after a concatenation's skip, skipping goes on.)
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
-                   fmt::format("a second config record ({}) differs from the first at line {} in its run "
+                   fmt::format("a second config record ({}) differs from the one at line {} in its run "
                                "settings ({}): this file mixes runs; records after this line are skipped",
-                               rank_text(cfg.rank), file_config_line, identity_difference(cfg, *file_config)));
+                               rank_text(cfg.rank), file_config_line, identity_difference(cfg, *(*cur_config))));
             if (!mixed_at) mixed_at = ln;  // skipping starts at the first
+          } else if (run_identity(cfg) != run_identity(*(*cur_config))) {
+            // Another run appended (an elastic job restarted with another world size): its
+            // records are read as its own, and the merge keeps the run most ranks have.
+            report(Severity::kError, Problem::kMixedRuns, ln, 0,
+                   fmt::format("a second config record ({}) differs from the one at line {} in its run "
+                               "settings ({}): this file mixes runs (a job restarted with other settings and "
+                               "appended?); the records after it are read as that run's, and only the run most "
+                               "ranks have a config of is analyzed",
+                               rank_text(cfg.rank), file_config_line, identity_difference(cfg, *(*cur_config))));
+            out_.later_runs.push_back({std::move(cfg), {}});
+            cur_config = &out_.later_runs.back().config;
+            kept = &out_.later_runs.back().updates;
+            file_config_line = ln;
           } else {
             report(Severity::kNote, Problem::kUnknownRecord, ln, 0,
                    fmt::format("a second config record of the same run as at line {} (the job restarted and "
@@ -295,13 +318,13 @@ class FileParser {
             ++rejected_after_mix;
             break;
           }
-          if (u.rank && file_config && !file_config->rank) adopt_rank(*file_config, file_config_line, *u.rank, ln);
-          if (!u.rank && file_config) u.rank = file_config->rank;
-          if (file_config && file_config->rank && u.rank != file_config->rank) {
+          if (u.rank && (*cur_config) && !(*cur_config)->rank) adopt_rank(*(*cur_config), file_config_line, *u.rank, ln);
+          if (!u.rank && (*cur_config)) u.rank = (*cur_config)->rank;
+          if ((*cur_config) && (*cur_config)->rank && u.rank != (*cur_config)->rank) {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
                    fmt::format("update for {} in a file whose config (line {}) is for rank {}: "
                                "one file should hold one rank; record skipped",
-                               rank_text(u.rank), file_config_line, *file_config->rank));
+                               rank_text(u.rank), file_config_line, *(*cur_config)->rank));
             break;
           }
           if (opt_.steps && !opt_.steps->contains(u.step)) {
@@ -318,7 +341,7 @@ class FileParser {
                                kinds));
           }
           u.source = {file_, ln};
-          out_.updates.push_back(compact_copy(u, opt_.keep_sample_indices));
+          kept->push_back(compact_copy(u, opt_.keep_sample_indices));
           break;
         }
       }
@@ -538,7 +561,7 @@ class FileParser {
                fmt::format("input ends early ({}): the file was cut off; {}", src.error(),
                            opt_.strict ? std::string("reading stops (--strict)")
                                        : fmt::format("the {} update record(s) read before the cut are kept",
-                                                     out_.updates.size())));
+                                                     kept_updates())));
     } else if (!src.error().empty()) {
       // Either the last line read is the corrupt one (corrupt_tail: it is named), or
       // every line read was whole and what is corrupt comes after the last of them.
@@ -554,9 +577,9 @@ class FileParser {
                          src.error(),
                          opt_.strict ? std::string("reading stops (--strict)")
                          : corrupt_tail ? fmt::format("the {} update record(s) read before this line are kept",
-                                                      out_.updates.size())
+                                                      kept_updates())
                                         : fmt::format("the {} update record(s) read up to there are kept",
-                                                      out_.updates.size()),
+                                                      kept_updates()),
                          opt_.strict ? "" : altered));
     }
     if (rejected_after_mix)

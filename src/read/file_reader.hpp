@@ -23,12 +23,23 @@ namespace stepprof::detail {
 
 /// What reading one file found. Region and counter ids in `updates` refer to the
 /// file's own name tables, whose ids follow first appearance in the file.
+/// The records after a config of another run than the file's first (an elastic job
+/// restarted with another world size and appended): read as that run's, so that the
+/// merge keeps the run most ranks have a config of whatever the files' layout.
+struct RunSegment {
+  std::optional<RunConfig> config;  ///< always set
+  std::vector<UpdateRecord> updates;  ///< in line order (ids of the file's name tables)
+};
+
 struct FileResult {
   std::vector<Diagnostic> diags;       ///< in the order they arose, at most Diagnostics::kDefaultMaxKept per kind
   /// Problems beyond those, counted: [problem][severity].
   std::array<std::array<std::uint64_t, 3>, static_cast<int>(Problem::kCount_)> unkept{};
   std::vector<UpdateRecord> updates;   ///< accepted updates (rank resolved, window applied), in line order
   std::optional<RunConfig> config;     ///< the file's first config record, if any
+  /// After a config of another run (not in strict mode): that config and its records,
+  /// each differing config starting the next.
+  std::vector<RunSegment> later_runs;
   std::size_t diags_before_config = 0;    ///< diags that arose before the config's rank was looked up
   std::size_t updates_before_config = 0;  ///< updates accepted before the config line
   std::uint64_t outside_window = 0;    ///< valid updates dropped by the --steps window

@@ -208,16 +208,26 @@ class Reader {
       for (auto& d : r.diags) diag_.report(std::move(d));
       count_unkept();
       others_.push_back({fi, std::move(*r.config), std::move(r.updates)});
-      ds_.updates_outside_window += r.outside_window;
-      return;
+    } else {
+      for (std::size_t k = 0; k < d0; ++k) diag_.report(std::move(r.diags[k]));
+      if (!other_run) add_updates(fi, r.updates, 0, u0);
+      if (r.config) add_config(fi, *r.config, r.updates.size());
+      for (std::size_t k = d0; k < r.diags.size(); ++k) diag_.report(std::move(r.diags[k]));
+      count_unkept();
+      if (!other_run) add_updates(fi, r.updates, u0, r.updates.size());
     }
-    for (std::size_t k = 0; k < d0; ++k) diag_.report(std::move(r.diags[k]));
-    if (!other_run) add_updates(fi, r.updates, 0, u0);
-    if (r.config) add_config(fi, *r.config, r.updates.size());
-    for (std::size_t k = d0; k < r.diags.size(); ++k) diag_.report(std::move(r.diags[k]));
-    count_unkept();
-    if (!other_run) add_updates(fi, r.updates, u0, r.updates.size());
     ds_.updates_outside_window += r.outside_window;
+    // Runs appended to the file after a config of another run: as if each were a file of
+    // its own (their diagnostics are the file's, reported above).
+    for (auto& later : r.later_runs) {
+      RunConfig& config = *later.config;
+      if (config_conflicts(config)) {
+        others_.push_back({fi, std::move(config), std::move(later.updates), true});
+        continue;
+      }
+      add_config(fi, config, later.updates.size());
+      add_updates(fi, later.updates, 0, later.updates.size());
+    }
   }
 
   // Ids in a file's records refer to its own name tables; intern the names in the
@@ -237,7 +247,10 @@ class Reader {
     const bool rsame = table_map(r.regions, ds_.regions, rmap);
     const bool csame = table_map(r.counters, ds_.counters, cmap);
     if (rsame && csame) return;
-    for (auto& u : r.updates) {
+    std::vector<std::vector<UpdateRecord>*> lists{&r.updates};
+    for (auto& later : r.later_runs) lists.push_back(&later.updates);
+    for (auto* list : lists)
+    for (auto& u : *list) {
       if (!rsame) {
         for (auto& s : u.regions) {
           s.region = rmap[s.region];
@@ -296,11 +309,15 @@ class Reader {
 
   // File `fi`, whose `config` is another run's than rank bucket `b` holds: its `updates`
   // records are skipped.
-  void report_other_run(std::uint32_t fi, const RunConfig& config, const RankBucket& b, std::size_t updates) {
+  // (`appended`: the config starts a later run in its file, RunSegment.)
+  void report_other_run(std::uint32_t fi, const RunConfig& config, const RankBucket& b, std::size_t updates,
+                        bool appended = false) {
     report(Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
-           fmt::format("config for {} differs from the one in {} in its run settings ({}): these files come "
-                       "from different runs; this file's {} update record(s) are skipped",
-                       rank_text(config.rank), b.config_where, detail::identity_difference(config, *b.config), updates));
+           fmt::format("config for {} differs from the one in {} in its run settings ({}): {}; {} {} update "
+                       "record(s){} are skipped",
+                       rank_text(config.rank), b.config_where, detail::identity_difference(config, *b.config),
+                       appended ? "it is another run's, appended to the file" : "these files come from different runs",
+                       appended ? "the" : "this file's", updates, appended ? " after it" : ""));
   }
 
   // The file's first config: its rank's bucket takes it, or compares it with the one
@@ -366,7 +383,7 @@ class Reader {
         b.files = {o.file};
         continue;
       }
-      report_other_run(o.file, o.config, b, o.updates.size());
+      report_other_run(o.file, o.config, b, o.updates.size(), o.appended);
     }
     others_.clear();
   }
@@ -468,6 +485,7 @@ class Reader {
     std::uint32_t file;
     RunConfig config;
     std::vector<UpdateRecord> updates;
+    bool appended = false;  ///< a later run in the file (RunSegment), not the whole file
   };
   std::vector<OtherRun> others_;
   std::size_t last_bucket_ = 0;
