@@ -542,6 +542,12 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     for (std::int64_t r = 0; r < *world_size; ++r)
       if (std::none_of(ranks.begin(), ranks.end(), [&](const RankLog* l) { return *l->rank == r; }))
         out.ranks_missing.push_back(r);
+  if (ranks.size() >= 2) {
+    std::int64_t last = INT64_MIN;
+    for (const RankLog* r : ranks) last = std::max(last, r->updates.back().step);  // (sorted by step)
+    for (const RankLog* r : ranks)
+      if (r->updates.back().step < last) out.ended_early.emplace_back(*r->rank, r->updates.back().step);
+  }
   if (ranks.size() < 2) {
     out.why_not = ranks.size() == 1 ? "one rank only: give every rank's log" : "no rank numbers in the logs";
     return out;

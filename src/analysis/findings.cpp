@@ -821,6 +821,7 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
   f.title = fmt::format("update time varies: coefficient of variation {:.1f} %", t->cv * 100);
   f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms", t->median, t->p90, t->max);
   f.action = "compare the slow updates' regions and counters with the median ones";
+  std::string stopped;  // the action's start when a slow step follows a rank's last record
   if (const auto& s = in.slow; s && !s->steps.empty()) {
     f.ms_per_update = s->excess_ms_per_update;
     // Which updates, and where their extra time went (step numbers written as rank lists are).
@@ -839,6 +840,18 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
                : fmt::format(", on each step's rank with the most own work (the one the others waited for; rank {} "
                              "in {} of the {})",
                              *s->set_by_rank, s->set_by_steps, s->steps.size());
+    // A slow step right after a rank's last record: the others likely waited for it (a
+    // crashed or hung rank, found by a collective's timeout), whatever grew.
+    std::vector<std::string> after_end;
+    for (const auto& [rank, last] : in.cross_rank.ended_early)
+      if (std::find(s->steps.begin(), s->steps.end(), last + 1) != s->steps.end())
+        after_end.push_back(fmt::format("step {} is the first after rank {}'s last record", last + 1, rank));
+    if (!after_end.empty()) {
+      f.evidence += fmt::format("; {}", fmt::join(after_end, ", "));
+      stopped = fmt::format("first find out why {} stopped (did it crash or hang? the other ranks may have waited "
+                            "for it until a collective's timeout); then ",
+                            after_end.size() == 1 ? "that rank" : "those ranks");
+    }
     if (!grew.empty()) {
       f.evidence += fmt::format("; in them{}{} {}", on, on.empty() ? "" : ":", grew);
       f.action = fmt::format("look at what makes {} slower{} in those steps: its inputs (frames, tokens, code paths "
@@ -869,6 +882,7 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       }
     }
   }
+  f.action = stopped + f.action;
   out.push_back(std::move(f));
 }
 

@@ -285,6 +285,8 @@ Json cross_rank(const CrossRankResult& x) {
   for (const auto& r : x.incomplete_examples)
     incomplete.push_back(
         {{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {"ranks_missing", r.ranks}});
+  Json ended_early = Json::array();
+  for (const auto& [rank, step] : x.ended_early) ended_early.push_back({{"rank", rank}, {"last_step", step}});
   Json short_ranks = Json::array();
   for (const auto& [rank, steps] : x.ranks_short) short_ranks.push_back({{"rank", rank}, {"steps", steps}});
   return Json{{"available", x.available},
@@ -303,6 +305,7 @@ Json cross_rank(const CrossRankResult& x) {
               {"ranks_missing", x.ranks_missing},
               {"ranks_without_comm_region", x.ranks_without_comm},
               {"ranks_short", short_ranks},
+              {"ended_early", ended_early},
               {"steps_total", x.steps_total},
               {"stragglers", x.stragglers},
               {"margin_ms", summary(x.margin_ms)},

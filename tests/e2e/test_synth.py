@@ -1151,3 +1151,30 @@ def test_a_zero_or_an_hour_long_wall_time_does_not_make_every_rank_wait(tmp_path
         assert pr["wait_ms"]["max"] == pytest.approx(max(waits), rel=1e-9)
         assert pr["wait_ms"]["max"] < 20000
         assert pr["compute_ms"]["min"] > 0
+
+
+def test_a_slow_step_right_after_a_ranks_last_record_says_so(tmp_path):
+    # Rank 3 was killed after step 12; the others waited in their all-reduce until a 5 s
+    # timeout in step 13 and went on. The finding blamed the all-reduce ("look at its
+    # inputs") and did not connect the step with the rank that stopped.
+    synth(tmp_path, "--ranks", 4, "--updates", 30)
+    logs = tmp_path / "logs"
+    comm = report(logs)["cross_rank"]["comm_region"]
+    for rank in range(4):
+        p = logs / f"rank{rank}.jsonl"
+        recs = [json.loads(l) for l in p.read_text().splitlines()]
+        if rank == 3:
+            recs = [r for r in recs if r["type"] == "config" or r["step"] <= 12]
+        else:
+            for r in recs:
+                if r.get("step") == 13:
+                    r["wall_ms"] += 5000.0
+                    r["cuda_stream_ms"][comm] += 5000.0
+                    r["cpu_call_ms"][comm] += 5000.0
+        p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    rep = report(logs)
+    assert rep["cross_rank"]["ended_early"] == [{"rank": 3, "last_step": 12}]
+    (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert 13 in rep["update_time"]["slow_updates"]["steps"]
+    assert "step 13 is the first after rank 3's last record" in v["evidence"], v["evidence"]
+    assert v["action"].startswith("first find out why that rank stopped (did it crash or hang?")

@@ -255,6 +255,9 @@ struct CrossRankResult {
   std::size_t steps_zero_wall = 0;
   std::vector<StepRun> zero_wall_examples;
   std::vector<std::int64_t> ranks_missing;  ///< 0..world_size-1 without a log
+  /// Ranks whose log ends before the last step of any rank's log (a crash, a hang, a
+  /// killed job): (rank, its last step), ascending rank. Filled with two or more ranks.
+  std::vector<std::pair<std::int64_t, std::int64_t>> ended_early;
   /// Ranks whose logs never have comm_region (e.g. it is named differently there), or have
   /// it in under half of their updates, left out of the comparison: their own work would
   /// be their whole wall_ms, waits included, so they would look slow and the others fast.
