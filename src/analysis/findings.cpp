@@ -539,6 +539,27 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
 void waiting(const FindingInputs& in, std::vector<Finding>& out) {
   if (in.cross_rank.available) return;  // every rank's log: the straggler finding says it better
   for (const auto& w : in.waiting) {
+    if (!w.waiting && !w.spike_steps.empty()) {
+      // Waits in a few updates only: the anti-correlation misses them when the rank's own
+      // compute hardly varies (another rank's long input in those steps).
+      Finding f;
+      f.kind = "waiting";
+      f.subject = w.comm_region;
+      f.ms_per_update = w.spike_ms_per_update;
+      const std::string who = w.rank ? fmt::format("rank {}", *w.rank) : std::string("this rank");
+      f.title = fmt::format("{} waits in {} in {} of {} updates while its own work stays typical", who,
+                            w.comm_region, w.spike_steps.size(), w.updates);
+      f.evidence = fmt::format(
+          "in steps {} {} takes {:.0f} ms more than its median (median over them; above {:.0f} ms) while wall_ms "
+          "minus {} stays within its usual range: the time went to waiting for a rank slower in those steps, or "
+          "to a slow collective (the network), which one rank's log cannot tell apart",
+          detail::rank_numbers(w.spike_steps), w.comm_region, w.spike_excess_ms, w.spike_threshold_ms,
+          w.comm_region);
+      f.action = "run `stepprof report` on every rank's log: it names each step's slowest rank and what grew on it "
+                 "(a long input, a fallback); if no rank was slower there, look at the network in those steps";
+      out.push_back(std::move(f));
+      continue;
+    }
     if (!w.waiting || !w.wait_ms) continue;
     Finding f;
     f.kind = "waiting";
@@ -812,6 +833,13 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
   }
 }
 
+// True when `s`'s first chain holds the communication region of a one-rank analysis.
+bool waited_alone(const FindingInputs& in, const SlowUpdates& s) {
+  if (in.cross_rank.available || in.waiting.size() != 1 || in.waiting.front().comm_region.empty()) return false;
+  return std::any_of(s.grew.begin(), s.grew.begin() + static_cast<std::ptrdiff_t>(s.first_chain),
+                     [&](const auto& g) { return g.region == in.waiting.front().comm_region; });
+}
+
 void variability(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& t = in.time.update_ms;
   if (!t || t->n < 3 || !(t->cv >= 0.05)) return;  // (NaN: no mean to vary around)
@@ -868,7 +896,18 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       std::vector<std::string> behind;
       for (const auto& o : out)
         if (o.kind == "straggler" || o.kind == "slow-ranks" || o.kind == "straggler_episode") behind.push_back(o.subject);
-      if (waited && !behind.empty()) {
+      // One rank's log: its communication region grew in these steps while its own work
+      // stayed typical (the waiting finding's spikes): they waited for another rank.
+      std::size_t spiked = 0;
+      for (const auto& w : in.waiting)
+        for (const auto step : w.spike_steps)
+          spiked += std::count(s->steps.begin(), s->steps.end(), step);
+      if (waited_alone(in, *s) && 2 * spiked >= s->steps.size()) {
+        f.evidence += fmt::format("; in {} of them {} grew while the rank's own work stayed typical: it waited there",
+                                  spiked, x.comm_region.empty() ? in.waiting.front().comm_region : x.comm_region);
+        f.action = "these steps waited for another rank (or a slow collective): run `stepprof report` on every "
+                   "rank's log to name the rank and what grew on it";
+      } else if (waited && !behind.empty()) {
         f.evidence += fmt::format("; {} holds the wait for the slowest rank, and a rank was behind ({}): much of "
                                   "this time is that wait, which those findings price",
                                   x.comm_region, fmt::join(behind, "; "));

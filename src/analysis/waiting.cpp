@@ -62,6 +62,42 @@ std::optional<CommRegion> find_comm_region(const AnalysisInput& in) {
   return std::nullopt;
 }
 
+namespace {
+
+double robust_sd(const std::vector<double>& v, double centre) {
+  std::vector<double> dev;
+  dev.reserve(v.size());
+  for (const double x : v) dev.push_back(std::fabs(x - centre));
+  return 1.4826 * median(dev).value_or(0.0);
+}
+
+// WaitingResult::spike_steps and the rest, from the communication times `c` of the
+// rank's updates `ups`.
+void find_wait_spikes(const RankLog& rank, const std::vector<std::size_t>& ups, const std::vector<double>& c,
+                      WaitingResult& w) {
+  std::vector<double> own(c.size());
+  for (std::size_t k = 0; k < c.size(); ++k) own[k] = rank.updates[ups[k]].wall_ms - c[k];
+  std::vector<double> scratch = c;  // (median reorders its input)
+  const double c_med = *median(scratch);
+  scratch = own;
+  const double own_med = *median(scratch);
+  w.spike_threshold_ms = c_med + std::max(3 * robust_sd(c, c_med), 0.5 * c_med);
+  const double own_limit = own_med + std::max(3 * robust_sd(own, own_med), 0.05 * own_med);
+  std::vector<double> excess;
+  for (std::size_t k = 0; k < c.size(); ++k)
+    if (c[k] > w.spike_threshold_ms && own[k] <= own_limit) {
+      w.spike_steps.push_back(rank.updates[ups[k]].step);
+      excess.push_back(c[k] - c_med);
+    }
+  if (excess.empty()) return;
+  w.spike_excess_ms = *median(excess);
+  double sum = 0;
+  for (const double e : excess) sum += e;
+  w.spike_ms_per_update = sum / static_cast<double>(c.size());
+}
+
+}  // namespace
+
 WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
   WaitingResult w;
   w.rank = rank.rank;
@@ -153,6 +189,7 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
   std::vector<double> wait;
   for (double x : c) wait.push_back(x - w.comm_floor_ms);
   w.wait_ms = summarize(wait);
+  if (!w.waiting) find_wait_spikes(rank, ups, c, w);
   if (w.waiting && in.hierarchy)
     for (const auto& [group, nodes] : in.hierarchy->alternatives())
       for (const HierarchyNode* node : nodes) {

@@ -587,6 +587,11 @@ Section waiting_section(const Report& rep) {
                                  "time, which one rank's log cannot tell from slow communication: give every rank's "
                                  "log to compare",
                                  w.comm_region, pct(row.share));
+      if (!w.spike_steps.empty())
+        meaning += fmt::format("; but in {} update(s) (steps {}) {} took more than {} while its own work stayed "
+                               "typical: it waited there (see the findings)",
+                               w.spike_steps.size(), rank_numbers(w.spike_steps), w.comm_region,
+                               ms(w.spike_threshold_ms));
       f.items.emplace_back("meaning", std::move(meaning));
     }
     s.blocks.emplace_back(std::move(f));

@@ -229,6 +229,11 @@ Json waiting(const std::vector<WaitingResult>& ws) {
                    {"comm_floor_ms", w.comm_floor_ms},
                    {"wait_ms", summary(w.wait_ms)},
                    {"path_waits", paths},
+                   {"spikes", w.spike_steps.empty() ? Json(nullptr)
+                                                    : Json{{"steps", w.spike_steps},
+                                                           {"threshold_ms", w.spike_threshold_ms},
+                                                           {"excess_ms", w.spike_excess_ms},
+                                                           {"ms_per_update", w.spike_ms_per_update}}},
                    {"updates", w.updates}});
   }
   return out;

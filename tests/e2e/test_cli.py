@@ -1132,3 +1132,46 @@ def test_slow_ranks_that_alone_share_a_config_value_are_told_it_may_be_their_wor
     rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
     (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
     assert f["action"].startswith("find what ranks 2, 3 share that ranks 0, 1 lack")
+
+
+def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
+    # Rank 0 of a data-parallel job: in steps 3, 7, 8 and 15 another rank had a long input
+    # and rank 0 waited about 190 ms in its all-reduce, its own compute flat. The report
+    # said "no sign of waiting" and told the user to look at the all-reduce's inputs.
+    import random
+    rnd = random.Random(2)
+    spikes = {3, 7, 8, 15}
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 4})]
+    comm, own = {}, {}
+    for step in range(20):
+        compute = 100.0 + rnd.uniform(-1, 1)
+        c = 10.0 + rnd.uniform(-0.5, 0.5) + (190.0 if step in spikes else 0.0)
+        comm[step], own[step] = c, compute + 1.0
+        dev = {"compute": compute, "gradient_allreduce": c}
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": compute + c + 1.0,
+                                 "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}}))
+    log = tmp_path / "rank0.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    (w,) = rep["waiting"]
+    assert w["waiting"] is False and w["spikes"]["steps"] == sorted(spikes)
+    med = statistics.median(comm.values())
+    excess = [comm[s] - med for s in sorted(spikes)]
+    assert w["spikes"]["excess_ms"] == pytest.approx(statistics.median(excess), rel=1e-12)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "waiting"]
+    assert f["title"] == "rank 0 waits in gradient_allreduce in 4 of 20 updates while its own work stays typical"
+    assert f["ms_per_update"] == pytest.approx(sum(excess) / 20, rel=1e-12)
+    (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert v["action"].startswith("these steps waited for another rank (or a slow collective)")
+    # When its own compute grows with the all-reduce (its own long input), it did not wait.
+    lines = [lines[0]]
+    for step in range(20):
+        compute = 100.0 + (190.0 if step in spikes else 0.0)
+        c = 10.0 + (190.0 if step in spikes else 0.0)
+        dev = {"compute": compute, "gradient_allreduce": c}
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": compute + c + 1.0,
+                                 "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}}))
+    log.write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    assert rep["waiting"][0]["spikes"] is None
+    assert not any(f["kind"] == "waiting" for f in rep["findings"])

@@ -47,6 +47,17 @@ struct WaitingResult {
   /// With `waiting` and the nesting: for each alternative path that ran in some of the
   /// updates but not all, the wait in each kind of update; in nesting order.
   std::vector<PathWait> path_waits;
+  /// Updates in which the communication region took far longer than usual while this
+  /// rank's own work (wall_ms minus it) stayed typical: it waited there for a rank slow
+  /// in those updates only (or the collective itself was slow), which the
+  /// anti-correlation above misses when its own compute hardly varies. Far longer:
+  /// beyond the median by more than 3 robust standard deviations (1.4826 x MAD) and
+  /// half the median; typical: at most the median own work plus the larger of 3 robust
+  /// standard deviations and 5 %. Filled when not `waiting`.
+  std::vector<std::int64_t> spike_steps;
+  double spike_threshold_ms = 0;        ///< communication time above which an update counts [ms]
+  double spike_excess_ms = 0;           ///< median over them of the time beyond the median [ms]
+  double spike_ms_per_update = 0;       ///< that excess summed, over all updates with the region [ms]
   std::size_t updates = 0;
   bool single_rank = true;  ///< false when several ranks' logs were given (see the cross-rank section)
 };
