@@ -1,6 +1,8 @@
 #include "stepprof/analysis/run_summary.hpp"
 
 #include <algorithm>
+#include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -23,11 +25,23 @@ RunSummary summarize_run(const AnalysisInput& in) {
     }
     if (!cfg && r.config) cfg = &*r.config;
   }
+  // A job that logs every k-th update: the steps' common stride.
+  if (s.first_step) {
+    std::uint64_t g = 0;
+    std::set<std::int64_t> distinct;
+    for (const auto& r : in.data.ranks)
+      for (const auto& u : r.updates) {
+        g = std::gcd(g, static_cast<std::uint64_t>(u.step - *s.first_step));
+        if (distinct.size() < 3) distinct.insert(u.step);
+      }
+    if (distinct.size() >= 3 && g > 1) s.step_stride = static_cast<std::int64_t>(g);
+  }
   // (A rank's log holds each step once: the reader keeps the first of a step given twice.)
   if (s.first_step)
     for (const auto& r : in.data.ranks)
       if (!r.updates.empty())
-        s.steps_without_record += static_cast<std::uint64_t>(*s.last_step - *s.first_step) + 1 - r.updates.size();
+        s.steps_without_record +=
+            static_cast<std::uint64_t>((*s.last_step - *s.first_step) / s.step_stride) + 1 - r.updates.size();
   // Fields that differ between ranks: every value and its ranks.
   {
     std::vector<std::string> keys;

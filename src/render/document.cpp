@@ -86,6 +86,7 @@ Section run_section(const Report& rep) {
   if (r.global_batch_mismatch) f.items.emplace_back("warning", *r.global_batch_mismatch);
   std::string window = r.first_step ? fmt::format("steps {}..{}, {} update record(s)", *r.first_step, *r.last_step, r.updates)
                                     : std::string("no updates");
+  if (r.step_stride > 1) window += fmt::format("; every {} steps (the log's stride)", r.step_stride);
   if (r.updates_outside_window) window += fmt::format(" ({} outside --steps not analyzed)", r.updates_outside_window);
   if (r.steps_without_record)
     window += r.updates_per_rank.size() > 1

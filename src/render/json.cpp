@@ -54,6 +54,7 @@ Json run(const RunSummary& r) {
               {"last_step", opt(r.last_step)},
               {"updates_outside_window", r.updates_outside_window},
               {"steps_without_record", r.steps_without_record},
+              {"step_stride", r.step_stride},
               {"nesting_source", r.nesting_source.empty() ? Json(nullptr) : Json(r.nesting_source)},
               {"config", config},
               {"config_differences", differences},

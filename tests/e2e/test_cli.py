@@ -1175,3 +1175,29 @@ def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
     rep = json.loads(run("report", "--format", "json", log).stdout)
     assert rep["waiting"][0]["spikes"] is None
     assert not any(f["kind"] == "waiting" for f in rep["findings"])
+
+
+def test_a_log_of_every_fifth_update_is_not_lost_records(tmp_path):
+    # A job that logs every 5th update: "624 (rank, step) pair(s) of these steps have no
+    # update record", as if records were lost.
+    def write(drop=None):
+        for rank in range(3):
+            lines = [json.dumps({"type": "config", "rank": rank, "world_size": 3})]
+            for step in range(5, 101, 5):
+                if (rank, step) != drop:
+                    lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 10.0}))
+            (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+        return json.loads(run("report", "--format", "json", tmp_path).stdout)["run"]
+    r = write()
+    assert (r["step_stride"], r["steps_without_record"]) == (5, 0)
+    assert "every 5 steps (the log's stride)" in run("report", tmp_path).stdout
+    r = write(drop=(1, 50))  # one record lost: counted on the stride
+    assert (r["step_stride"], r["steps_without_record"]) == (5, 1)
+    # Consecutive steps have no stride.
+    lines = [json.dumps({"type": "config", "rank": 0})] + [
+        json.dumps({"type": "update", "rank": 0, "step": s, "wall_ms": 10.0}) for s in (1, 2, 3, 5)]
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "r.jsonl").write_text("\n".join(lines) + "\n")
+    r = json.loads(run("report", "--format", "json", one).stdout)["run"]
+    assert (r["step_stride"], r["steps_without_record"]) == (1, 1)

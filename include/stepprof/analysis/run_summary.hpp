@@ -38,6 +38,11 @@ struct RunSummary {
   /// the ranks (a rank's first or last steps too) [count]: lost records, a job that logs
   /// only some updates, or a rank that started late or stopped early.
   std::uint64_t steps_without_record = 0;
+  /// The steps' stride: the greatest common divisor of every step's distance from
+  /// first_step, when the window holds 3 or more distinct steps and it is above 1 (a job
+  /// that logs every k-th update); else 1. steps_without_record counts the steps of that
+  /// stride only.
+  std::int64_t step_stride = 1;
   std::uint64_t updates_outside_window = 0;     ///< dropped by --steps
   std::vector<RawField> config;                 ///< config fields of the lowest rank, verbatim
   /// Config fields (other than `rank`) that differ between the ranks' configs, in the
