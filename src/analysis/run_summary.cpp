@@ -15,8 +15,9 @@ RunSummary summarize_run(const AnalysisInput& in) {
   if (in.hierarchy) s.nesting_source = in.hierarchy->source;
   const RunConfig* cfg = nullptr;
   for (const auto& r : in.data.ranks) {
-    if (r.rank) s.ranks.push_back(*r.rank);
-    else s.updates_without_rank += r.updates.size();
+    // (A rank with a config but no update record kept is not one with records: missing.)
+    if (r.rank && !r.updates.empty()) s.ranks.push_back(*r.rank);
+    else if (!r.rank) s.updates_without_rank += r.updates.size();
     s.updates += r.updates.size();
     s.updates_per_rank.emplace_back(r.rank.value_or(-1), r.updates.size());
     for (const auto& u : r.updates) {

@@ -325,6 +325,7 @@ class FileParser {
                    fmt::format("update for {} in a file whose config (line {}) is for rank {}: "
                                "one file should hold one rank; record skipped",
                                rank_text(u.rank), file_config_line, *(*cur_config)->rank));
+            ++out_.rejected_updates;
             break;
           }
           if (opt_.steps && !opt_.steps->contains(u.step)) {
@@ -582,6 +583,7 @@ class FileParser {
                                                       kept_updates()),
                          opt_.strict ? "" : altered));
     }
+    out_.rejected_updates += rejected_after_mix;
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
              fmt::format("{} update record(s) after the differing config at line {} were skipped", rejected_after_mix,

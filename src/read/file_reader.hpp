@@ -43,6 +43,9 @@ struct FileResult {
   std::size_t diags_before_config = 0;    ///< diags that arose before the config's rank was looked up
   std::size_t updates_before_config = 0;  ///< updates accepted before the config line
   std::uint64_t outside_window = 0;    ///< valid updates dropped by the --steps window
+  /// Update records skipped with an error (another rank's in this rank's file, after a
+  /// concatenated log's config) [count]: a rank without records says why.
+  std::uint64_t rejected_updates = 0;
   NameTable regions, counters;
   bool stopped = false;                ///< strict mode: reading stopped at the first problem
 };

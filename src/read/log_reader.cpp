@@ -62,6 +62,7 @@ struct RankBucket {
   std::vector<UpdateRecord> updates;
   std::vector<std::uint32_t> files;
   std::unordered_map<std::int64_t, SourceLocation> first_seen;  // strict mode: step -> where
+  std::uint64_t rejected = 0;  // update records skipped with an error in files of its config
 };
 
 using detail::rank_text;
@@ -215,6 +216,7 @@ class Reader {
       for (std::size_t k = d0; k < r.diags.size(); ++k) diag_.report(std::move(r.diags[k]));
       count_unkept();
       if (!other_run) add_updates(fi, r.updates, u0, r.updates.size());
+      if (r.config) bucket(r.config->rank).rejected += r.rejected_updates;
     }
     ds_.updates_outside_window += r.outside_window;
     // Runs appended to the file after a config of another run: as if each were a file of
@@ -419,8 +421,12 @@ class Reader {
       }
       if (b.config && b.updates.empty())
         report(Severity::kWarning, Problem::kEmptyInput, b.config->source.file, b.config->source.line, 0,
-               // (With records left out by the window, the window is the likely reason.)
-               opt_.steps && ds_.updates_outside_window > 0
+               // (Records skipped with errors, or left out by the window, are the likely reason.)
+               b.rejected > 0
+                   ? fmt::format("{} has a config but none of its update records were kept: {} update record(s) "
+                                 "in its file(s) were skipped with the errors above",
+                                 rank_text(b.rank), b.rejected)
+               : opt_.steps && ds_.updates_outside_window > 0
                    ? fmt::format("{} has a config but no update records in the --steps window (update records "
                                  "outside it are left out)",
                                  rank_text(b.rank))

@@ -36,9 +36,10 @@ std::string rank_list(const RunSummary& r) {
                                       : fmt::format("{} ranks ({})", r.ranks.size(), rank_numbers(r.ranks));
   if (r.world_size) s += fmt::format(" of world size {}", *r.world_size);
   if (!r.missing_ranks.empty() && r.missing_ranks.size() <= kListedUpTo)
-    s += fmt::format("; no log for rank{} {}", r.missing_ranks.size() > 1 ? "s" : "", join(r.missing_ranks));
+    s += fmt::format("; no update records from rank{} {}", r.missing_ranks.size() > 1 ? "s" : "",
+                     join(r.missing_ranks));
   else if (!r.missing_ranks.empty())
-    s += fmt::format("; no log for {} ranks ({})", r.missing_ranks.size(), rank_numbers(r.missing_ranks));
+    s += fmt::format("; no update records from {} ranks ({})", r.missing_ranks.size(), rank_numbers(r.missing_ranks));
   return s + unknown;
 }
 

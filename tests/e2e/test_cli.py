@@ -1202,3 +1202,24 @@ def test_a_log_of_every_fifth_update_is_not_lost_records(tmp_path):
     (one / "r.jsonl").write_text("\n".join(lines) + "\n")
     r = json.loads(run("report", "--format", "json", one).stdout)["run"]
     assert (r["step_stride"], r["steps_without_record"]) == (1, 1)
+
+
+def test_a_rank_whose_records_were_all_skipped_is_missing_and_says_why(tmp_path):
+    # rank2.jsonl's config says rank 2 and its updates say rank 1: every update was
+    # skipped ("one file should hold one rank"), yet the run listed "4 ranks (0, 1, 2, 3)"
+    # with missing_ranks [], and rank 2's warning asked whether its job stopped before the
+    # first update.
+    for rank in range(4):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 4})]
+        for step in range(5):
+            lines.append(json.dumps({"type": "update", "rank": 1 if rank == 2 else rank, "step": step,
+                                     "wall_ms": 10.0}))
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("report", "--format", "json", tmp_path)
+    assert r.returncode == 1, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["run"]["ranks"] == [0, 1, 3] and rep["run"]["missing_ranks"] == [2]
+    (w,) = [d for d in rep["diagnostics"]["items"] if d["code"] == "empty-input"]
+    assert w["message"] == ("rank 2 has a config but none of its update records were kept: 5 update record(s) in "
+                            "its file(s) were skipped with the errors above")
+    assert "3 ranks (0, 1, 3) of world size 4; no update records from rank 2" in run("report", tmp_path).stdout
