@@ -545,8 +545,17 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   if (ranks.size() >= 2) {
     std::int64_t last = INT64_MIN;
     for (const RankLog* r : ranks) last = std::max(last, r->updates.back().step);  // (sorted by step)
-    for (const RankLog* r : ranks)
-      if (r->updates.back().step < last) out.ended_early.emplace_back(*r->rank, r->updates.back().step);
+    for (const RankLog* r : ranks) {
+      const std::int64_t end = r->updates.back().step;
+      if (end >= last) continue;
+      std::int64_t next = last;  // the first step after `end` in any rank's log
+      for (const RankLog* o : ranks) {
+        const auto it = std::upper_bound(o->updates.begin(), o->updates.end(), end,
+                                         [](std::int64_t s, const UpdateRecord& u) { return s < u.step; });
+        if (it != o->updates.end()) next = std::min(next, it->step);
+      }
+      out.ended_early.push_back({*r->rank, end, next});
+    }
   }
   if (ranks.size() < 2) {
     out.why_not = ranks.size() == 1 ? "one rank only: give every rank's log" : "no rank numbers in the logs";

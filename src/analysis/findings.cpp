@@ -215,7 +215,13 @@ struct SharedConfig {
 };
 std::optional<SharedConfig> config_only_on(const FindingInputs& in, const std::vector<std::int64_t>& slow) {
   if (!in.run) return std::nullopt;
-  for (const auto& d : in.run->config_differences)
+  for (const auto& d : in.run->config_differences) {
+    // A field that sets each rank apart (a hostname, a pid, a trace id) sets every
+    // straggler apart too: only one whose other values are shared by several ranks.
+    const bool shared_elsewhere = std::any_of(d.values.begin(), d.values.end(), [&](const auto& v) {
+      return v.second != slow && v.second.size() > 1;
+    });
+    if (!shared_elsewhere) continue;
     for (const auto& [value, ranks] : d.values) {
       if (value.empty() || ranks != slow) continue;
       std::vector<std::string> others;
@@ -223,6 +229,7 @@ std::optional<SharedConfig> config_only_on(const FindingInputs& in, const std::v
         if (v != value) others.push_back(v.empty() ? std::string("absent") : v);
       return SharedConfig{d.key, value, fmt::format("{}", fmt::join(others, ", "))};
     }
+  }
   return std::nullopt;
 }
 
@@ -230,10 +237,10 @@ std::optional<SharedConfig> config_only_on(const FindingInputs& in, const std::v
 void say_shared_config(const SharedConfig& c, const std::string& who, bool one, Finding& f) {
   f.evidence += fmt::format("; {} alone {} {} = {} in {} config (the other ranks: {})", who, one ? "has" : "have",
                             c.key, c.value, one ? "its" : "their", c.others);
-  f.action = fmt::format("if {} sets the work a rank does (a pipeline stage, a model shard), the lag is the work "
-                         "given to {}, not {} hardware: balance it (move layers between stages, re-shard); "
-                         "otherwise, {}",
-                         c.key, who, one ? "its" : "their", f.action);
+  f.action = fmt::format("{} = {} sets {} apart: if it sets the work a rank does (a pipeline stage, a model shard), "
+                         "the lag is that work: balance it (move layers between stages, re-shard); if it names a "
+                         "node or device, look at that hardware; otherwise, {}",
+                         c.key, c.value, one ? "it" : "them", f.action);
 }
 
 void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
@@ -861,19 +868,32 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
                           g.slow_ms, g.typical_ms);
     // With the ranks compared by own work, the regions are the rank's the others waited
     // for (the longest update is a waiting rank's, its communication region the wait).
-    std::string on;
-    if (s->by_own_work && s->set_by_rank)
-      on = s->set_by_steps == s->steps.size()
-               ? fmt::format(", on rank {} (the rank the others waited for)", *s->set_by_rank)
-               : fmt::format(", on each step's rank with the most own work (the one the others waited for; rank {} "
-                             "in {} of the {})",
-                             *s->set_by_rank, s->set_by_steps, s->steps.size());
+    // Which rank's regions (SlowUpdates::by_own_work), and whether to name one: the rank
+    // the others waited for, when it was that rank in at least 2/3 of the steps and not
+    // every rank's own work grew.
+    std::string on, on_rank;
+    const bool every_rank = s->by_own_work && s->most_own_work_grew_ms > 0 &&
+                            s->median_own_work_grew_ms >= 0.5 * s->most_own_work_grew_ms;
+    if (every_rank)
+      on = fmt::format(", on each step's rank with the most own work (every rank's own work grew: the median "
+                       "rank's by {:.1f} ms)",
+                       s->median_own_work_grew_ms);
+    else if (s->by_own_work && s->set_by_rank && s->set_by_steps == s->steps.size())
+      on = fmt::format(", on rank {} (the rank the others waited for)", *s->set_by_rank);
+    else if (s->by_own_work && s->set_by_rank)
+      on = fmt::format(", on each step's rank with the most own work (the one the others waited for; rank {} "
+                       "in {} of the {})",
+                       *s->set_by_rank, s->set_by_steps, s->steps.size());
+    if (every_rank) on_rank = " on every rank";
+    else if (s->by_own_work && s->set_by_rank && 3 * s->set_by_steps >= 2 * s->steps.size())
+      on_rank = fmt::format(" on rank {}", *s->set_by_rank);
+    else if (s->by_own_work) on_rank = " on the rank with the most own work in each step";
     // A slow step right after a rank's last record: the others likely waited for it (a
     // crashed or hung rank, found by a collective's timeout), whatever grew.
     std::vector<std::string> after_end;
-    for (const auto& [rank, last] : in.cross_rank.ended_early)
-      if (std::find(s->steps.begin(), s->steps.end(), last + 1) != s->steps.end())
-        after_end.push_back(fmt::format("step {} is the first after rank {}'s last record", last + 1, rank));
+    for (const auto& e : in.cross_rank.ended_early)
+      if (std::find(s->steps.begin(), s->steps.end(), e.next_step) != s->steps.end())
+        after_end.push_back(fmt::format("step {} is the first after rank {}'s last record", e.next_step, e.rank));
     if (!after_end.empty()) {
       f.evidence += fmt::format("; {}", fmt::join(after_end, ", "));
       stopped = fmt::format("first find out why {} stopped (did it crash or hang? the other ranks may have waited "
@@ -884,8 +904,20 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       f.evidence += fmt::format("; in them{}{} {}", on, on.empty() ? "" : ":", grew);
       f.action = fmt::format("look at what makes {} slower{} in those steps: its inputs (frames, tokens, code paths "
                              "in the log) and the host and GPU at that time",
-                             s->grew[s->first_chain - 1].region,
-                             s->by_own_work && s->set_by_rank ? fmt::format(" on rank {}", *s->set_by_rank) : "");
+                             s->grew[s->first_chain - 1].region, on_rank);
+      if (s->own_work_typical) {
+        // No rank given had more own work than usual: every rank waited in those steps.
+        const auto& x = in.cross_rank;
+        f.evidence += fmt::format("; no rank given had more own work than usual in them (the most of any rank {:+.1f} "
+                                  "ms against its median): every rank waited",
+                                  s->most_own_work_grew_ms);
+        f.action = fmt::format("these steps waited for something outside the ranks given: {}a rank that stopped, or a "
+                               "slow collective (the network); look there, not at {}'s inputs",
+                               x.ranks_missing.empty()
+                                   ? std::string()
+                                   : fmt::format("a rank without update records ({}), ", ranks_text(x.ranks_missing)),
+                               s->grew[s->first_chain - 1].region);
+      }
       // Growth in the communication region, with a rank found behind: these steps waited
       // for it. Its own findings say which rank and price the wait; "look at its inputs"
       // pointed at the wrong thing (a 1.3x straggler in steps 20..80 of 200).

@@ -20,7 +20,8 @@ Report build_report(const AnalysisInput& given) {
   const std::function<void()> jobs[] = {
       [&] { r.regions = analyze_regions(in); },
       [&] {
-        for (const auto& rank : in.data.ranks) r.waiting.push_back(analyze_waiting(in, rank));
+        const auto comm = find_comm_region(in);
+        for (const auto& rank : in.data.ranks) r.waiting.push_back(analyze_waiting(in, rank, comm));
         r.cross_rank = analyze_cross_rank(in, r.waiting, r.run.world_size);
         r.slow_updates = analyze_slow_updates(in, &r.cross_rank);  // (compares the ranks' own work)
       },

@@ -48,7 +48,7 @@ RunSummary summarize_run(const AnalysisInput& in) {
     std::vector<std::string> keys;
     std::vector<const RankLog*> with;
     for (const auto& r : in.data.ranks)
-      if (r.rank && r.config) {
+      if (r.rank && r.config && !r.updates.empty()) {  // (the ranks analyzed)
         with.push_back(&r);
         for (const auto& f : r.config->fields)
           if (f.key != "rank" && std::find(keys.begin(), keys.end(), f.key) == keys.end()) keys.push_back(f.key);

@@ -49,22 +49,53 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
   const double robust_sd = 1.4826 * median_or_zero(deviations);
   out.threshold_ms = time->median + std::max(3 * robust_sd, 0.1 * time->median);
   if (time->max <= out.threshold_ms) out.threshold_ms = time->p90;
+  for (const auto& [step, k] : slowest)
+    if (updates[k]->wall_ms > out.threshold_ms) out.steps.push_back(step);
+  if (out.steps.empty()) return std::nullopt;
+  // With the ranks compared by own work: did the rank with the most own work have more
+  // than usual in the slow steps? If not, no rank given made them slow (every rank
+  // waited: for a rank without a log, one that stopped, or a slow collective), and the
+  // longest updates' regions say where the time went. And did every rank's grow?
+  if (!setter.empty()) {
+    std::vector<double> most_all, most_slow, median_all, median_slow;
+    for (const auto& p : cross->per_update) {
+      most_all.push_back(p.slowest_compute_ms);
+      median_all.push_back(p.median_compute_ms);
+      if (std::binary_search(out.steps.begin(), out.steps.end(), p.step)) {
+        most_slow.push_back(p.slowest_compute_ms);
+        median_slow.push_back(p.median_compute_ms);
+      }
+    }
+    if (!most_slow.empty()) {
+      const double typical = median_or_zero(most_all);
+      std::vector<double> dev;
+      for (const double v : most_all) dev.push_back(std::fabs(v - typical));
+      const double band = std::max(3 * 1.4826 * median_or_zero(dev), 0.05 * typical);
+      out.most_own_work_grew_ms = median_or_zero(most_slow) - typical;
+      out.median_own_work_grew_ms = median_or_zero(median_slow) - median_or_zero(median_all);
+      if (!(out.most_own_work_grew_ms > band)) {
+        out.own_work_typical = true;
+        setter.clear();
+        compared = slowest;
+      }
+    }
+  }
   std::vector<std::size_t> all, slow;  // positions in updates() of the compared updates
   std::vector<double> slow_walls;
   std::map<std::int64_t, std::size_t> set_by;  // rank -> slow steps it set
-  out.by_own_work = !setter.empty();
   for (const auto& [step, k] : slowest) {
     all.push_back(compared[step]);
     if (updates[k]->wall_ms > out.threshold_ms) {
       slow.push_back(compared[step]);
-      if (const auto it = setter.find(step); it != setter.end()) ++set_by[it->second];
-      out.steps.push_back(step);
+      if (const auto it = setter.find(step); it != setter.end()) {
+        ++set_by[it->second];
+        out.by_own_work = true;  // (some slow step was compared by own work)
+      }
       slow_walls.push_back(updates[k]->wall_ms);
       out.excess_ms_per_update += updates[k]->wall_ms - out.typical_ms;
     }
   }
   out.excess_ms_per_update /= static_cast<double>(all.size());
-  if (slow.empty()) return std::nullopt;
   out.slow_ms = median_or_zero(slow_walls);
   for (const auto& [rank, n] : set_by)  // (the lowest rank on a tie)
     if (n > out.set_by_steps) {

@@ -83,9 +83,14 @@ void find_wait_spikes(const RankLog& rank, const std::vector<std::size_t>& ups, 
   const double own_med = *median(scratch);
   w.spike_threshold_ms = c_med + std::max(3 * robust_sd(c, c_med), 0.5 * c_med);
   const double own_limit = own_med + std::max(3 * robust_sd(own, own_med), 0.05 * own_med);
+  // A wait worth naming: at least 5 % of the median update (noise of a millisecond in a
+  // short collective is not one).
+  std::vector<double> walls;
+  for (const std::size_t i : ups) walls.push_back(rank.updates[i].wall_ms);
+  const double least = 0.05 * *median(walls);
   std::vector<double> excess;
   for (std::size_t k = 0; k < c.size(); ++k)
-    if (c[k] > w.spike_threshold_ms && own[k] <= own_limit) {
+    if (c[k] > w.spike_threshold_ms && c[k] - c_med >= least && least > 0 && own[k] <= own_limit) {
       w.spike_steps.push_back(rank.updates[ups[k]].step);
       excess.push_back(c[k] - c_med);
     }
@@ -99,12 +104,15 @@ void find_wait_spikes(const RankLog& rank, const std::vector<std::size_t>& ups, 
 }  // namespace
 
 WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
+  return analyze_waiting(in, rank, find_comm_region(in));
+}
+
+WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank, const std::optional<CommRegion>& found) {
   WaitingResult w;
   w.rank = rank.rank;
   w.single_rank = in.data.ranks.size() == 1;
   w.updates = rank.updates.size();
 
-  const auto found = find_comm_region(in);
   if (!found) return w;
   const std::optional<NameTable::Id> comm = found->id;
   w.comm_found_by = found->found_by;
@@ -140,6 +148,9 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
       c.push_back(*t);
     }
   if (c.size() < 3) return w;
+  // (From the communication region and wall_ms alone: also when no compute region is
+  // logged or it never varies; dropped below if the anti-correlation finds a wait.)
+  find_wait_spikes(rank, ups, c, w);
 
   // The compute region most anti-correlated with comm (present in every such update),
   // preferring the shallowest of near-equals: the whole forward pass over one of its parts.
@@ -189,7 +200,10 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
   std::vector<double> wait;
   for (double x : c) wait.push_back(x - w.comm_floor_ms);
   w.wait_ms = summarize(wait);
-  if (!w.waiting) find_wait_spikes(rank, ups, c, w);
+  if (w.waiting) {
+    w.spike_steps.clear();
+    w.spike_threshold_ms = w.spike_excess_ms = w.spike_ms_per_update = 0;
+  }
   if (w.waiting && in.hierarchy)
     for (const auto& [group, nodes] : in.hierarchy->alternatives())
       for (const HierarchyNode* node : nodes) {

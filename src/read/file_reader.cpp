@@ -299,6 +299,8 @@ class FileParser {
                                "appended?); the records after it are read as that run's, and only the run most "
                                "ranks have a config of is analyzed",
                                rank_text(cfg.rank), file_config_line, identity_difference(cfg, *(*cur_config))));
+            // (A file holds one rank's log: a later config that names no rank is its rank's.)
+            if (!cfg.rank && out_.config && out_.config->rank) cfg.rank = out_.config->rank;
             out_.later_runs.push_back({std::move(cfg), {}});
             cur_config = &out_.later_runs.back().config;
             kept = &out_.later_runs.back().updates;

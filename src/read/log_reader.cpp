@@ -320,6 +320,7 @@ class Reader {
                        rank_text(config.rank), b.config_where, detail::identity_difference(config, *b.config),
                        appended ? "it is another run's, appended to the file" : "these files come from different runs",
                        appended ? "the" : "this file's", updates, appended ? " after it" : ""));
+    skipped_other_run_ += updates;
   }
 
   // The file's first config: its rank's bucket takes it, or compares it with the one
@@ -379,6 +380,7 @@ class Reader {
                            "config are skipped",
                            rank_text(b.rank), where, detail::identity_difference(*b.config, o.config),
                            b.updates.size(), rank_text(b.rank)));
+        skipped_other_run_ += b.updates.size();
         b.config = std::move(o.config);
         b.config_where = where;
         b.updates = std::move(o.updates);
@@ -417,6 +419,7 @@ class Reader {
                            "skipped",
                            rank_text(b.rank), ref_rank, detail::identity_difference(*b.config, *ref_config),
                            b.updates.size()));
+        skipped_other_run_ += b.updates.size();
         continue;
       }
       if (b.config && b.updates.empty())
@@ -476,6 +479,12 @@ class Reader {
                             ? fmt::format("all {} update records are outside the --steps window",
                                           ds_.updates_outside_window)
                             : std::string("no update records were read");
+      // (Records of another run were skipped whole: the window may have held only those.)
+      if (ds_.updates_outside_window && skipped_other_run_)
+        why = fmt::format("{} update records are outside the --steps window, and the {} inside it are of another "
+                          "run than the one analyzed (the one most ranks have a config of) and were skipped (see "
+                          "the mixed-runs errors)",
+                          ds_.updates_outside_window, skipped_other_run_);
       diag_.report({Severity::kError, Problem::kEmptyInput,
                     ds_.files.size() == 1 ? ds_.files.front() : std::string("(input)"), 0, 0,
                     fmt::format("nothing to analyze: {}", why)});
@@ -494,6 +503,7 @@ class Reader {
     bool appended = false;  ///< a later run in the file (RunSegment), not the whole file
   };
   std::vector<OtherRun> others_;
+  std::uint64_t skipped_other_run_ = 0;  // update records skipped as another run's
   std::size_t last_bucket_ = 0;
   std::atomic<bool> abort_{false};
   std::atomic<std::uint64_t> bytes_done_{0};

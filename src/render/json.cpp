@@ -70,7 +70,10 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
               {"typical_ms", s->typical_ms},     {"excess_ms_per_update", s->excess_ms_per_update},
               {"grew", grew},                    {"first_chain", s->first_chain},
               {"by_own_work", s->by_own_work},   {"set_by_rank", s->set_by_rank ? Json(*s->set_by_rank) : Json()},
-              {"set_by_steps", s->set_by_steps}};
+              {"set_by_steps", s->set_by_steps},
+              {"most_own_work_grew_ms", s->most_own_work_grew_ms},
+              {"median_own_work_grew_ms", s->median_own_work_grew_ms},
+              {"own_work_typical", s->own_work_typical}};
 }
 
 Json update_time(const UpdateTimeResult& t, const std::optional<SlowUpdates>& slow) {
@@ -292,7 +295,8 @@ Json cross_rank(const CrossRankResult& x) {
     incomplete.push_back(
         {{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {"ranks_missing", r.ranks}});
   Json ended_early = Json::array();
-  for (const auto& [rank, step] : x.ended_early) ended_early.push_back({{"rank", rank}, {"last_step", step}});
+  for (const auto& e : x.ended_early)
+    ended_early.push_back({{"rank", e.rank}, {"last_step", e.last_step}, {"next_step", e.next_step}});
   Json short_ranks = Json::array();
   for (const auto& [rank, steps] : x.ranks_short) short_ranks.push_back({{"rank", rank}, {"steps", steps}});
   return Json{{"available", x.available},

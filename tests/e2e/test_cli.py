@@ -1122,8 +1122,18 @@ def test_slow_ranks_that_alone_share_a_config_value_are_told_it_may_be_their_wor
     (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
     assert f["subject"] == "ranks 2, 3"
     assert "ranks 2, 3 alone have stage = 1 in their config (the other ranks: 0)" in f["evidence"]
-    assert f["action"].startswith("if stage sets the work a rank does (a pipeline stage, a model shard), the lag "
-                                  "is the work given to ranks 2, 3, not their hardware")
+    assert f["action"].startswith("stage = 1 sets them apart: if it sets the work a rank does (a pipeline stage, "
+                                  "a model shard), the lag is that work: balance it")
+    # A field every rank has its own value of (a hostname) sets every straggler apart:
+    # it is not named.
+    for rank in range(4):
+        p = tmp_path / f"rank{rank}.jsonl"
+        lines = p.read_text().splitlines()
+        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 4, "hostname": f"node{rank}"})
+        p.write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
+    assert "hostname" not in f["evidence"] and "hostname" not in f["action"]
     # Without the config field the action is about the ranks' hardware and data, as before.
     for rank in range(4):
         p = tmp_path / f"rank{rank}.jsonl"

@@ -256,8 +256,12 @@ struct CrossRankResult {
   std::vector<StepRun> zero_wall_examples;
   std::vector<std::int64_t> ranks_missing;  ///< 0..world_size-1 without a log
   /// Ranks whose log ends before the last step of any rank's log (a crash, a hang, a
-  /// killed job): (rank, its last step), ascending rank. Filled with two or more ranks.
-  std::vector<std::pair<std::int64_t, std::int64_t>> ended_early;
+  /// killed job), ascending rank: its last step, and the next step any rank logged (a
+  /// job that logs every k-th update: k later). Filled with two or more ranks.
+  struct EndedEarly {
+    std::int64_t rank = -1, last_step = 0, next_step = 0;
+  };
+  std::vector<EndedEarly> ended_early;
   /// Ranks whose logs never have comm_region (e.g. it is named differently there), or have
   /// it in under half of their updates, left out of the comparison: their own work would
   /// be their whole wall_ms, waits included, so they would look slow and the others fast.

@@ -50,6 +50,16 @@ struct SlowUpdates {
   /// many of them [count].
   std::optional<std::int64_t> set_by_rank;
   std::size_t set_by_steps = 0;
+  /// Where the ranks were compared by own work: the median over the slow steps of the
+  /// most own work of any rank, and of the median rank's, each minus its median over
+  /// every compared step [ms] (0 otherwise).
+  double most_own_work_grew_ms = 0;
+  double median_own_work_grew_ms = 0;
+  /// True when the most own work in the slow steps is within its usual range (the
+  /// median plus the larger of 3 robust standard deviations and 5 %): no rank given made
+  /// them slow, every rank waited (for a rank without a log, one that stopped, or a slow
+  /// collective); `grew` then compares the longest updates (by_own_work is false).
+  bool own_work_typical = false;
 };
 
 /// Nullopt with fewer than 10 steps or no slow update. The region time is

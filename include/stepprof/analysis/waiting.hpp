@@ -52,8 +52,9 @@ struct WaitingResult {
   /// in those updates only (or the collective itself was slow), which the
   /// anti-correlation above misses when its own compute hardly varies. Far longer:
   /// beyond the median by more than 3 robust standard deviations (1.4826 x MAD) and
-  /// half the median; typical: at most the median own work plus the larger of 3 robust
-  /// standard deviations and 5 %. Filled when not `waiting`.
+  /// half the median, and by at least 5 % of the median update; typical: at most the
+  /// median own work plus the larger of 3 robust standard deviations and 5 %. Filled when
+  /// not `waiting`, also when no compute region is logged.
   std::vector<std::int64_t> spike_steps;
   double spike_threshold_ms = 0;        ///< communication time above which an update counts [ms]
   double spike_excess_ms = 0;           ///< median over them of the time beyond the median [ms]
@@ -75,5 +76,8 @@ std::optional<CommRegion> find_comm_region(const AnalysisInput& in);
 
 /// The analysis for one rank's updates.
 WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank);
+/// The same with the communication region found once for every rank (find_comm_region
+/// reads every rank's first updates when several regions have the role).
+WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank, const std::optional<CommRegion>& comm);
 
 }  // namespace stepprof
