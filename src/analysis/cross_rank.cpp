@@ -633,7 +633,8 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   // compute_ms [step index * ranks + rank index]; NaN where the rank lacks the step,
   // kNoComm where its update lacks the communication region.
   // kZeroWall where its wall time is 0 (a clock never started: a `zero-wall-time`
-  // warning says so; its own work would read 0 and every other rank would wait for it).
+  // warning says so) or shorter than its communication region (the nesting check says
+  // so): its own work would read 0 and every other rank would wait for it.
   constexpr double kNoComm = -1, kZeroWall = -2;
   const std::size_t nr = ranks.size();
   std::vector<double> compute_at(steps.size() * nr, std::numeric_limits<double>::quiet_NaN());
@@ -661,7 +662,10 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       if (s + 1 < steps.size() && steps[s + 1] == u.step) ++s;  // usually the next step
       else if (steps[s] != u.step)  // any order is found
         s = static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), u.step) - steps.begin());
-      compute_at[s * nr + i] = !(u.wall_ms > 0) ? kZeroWall : known ? std::max(0.0, u.wall_ms - c) : kNoComm;
+      // (A wall time of 0, or shorter than the communication region: own work unknown.)
+      compute_at[s * nr + i] = !(u.wall_ms > 0) || (known && c > u.wall_ms) ? kZeroWall
+                               : known                                     ? u.wall_ms - c
+                                                                           : kNoComm;
       comm_at[s * nr + i] = c;
     }
   }
@@ -670,7 +674,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   std::vector<std::size_t> slowest_count(nr, 0);
   std::vector<double> margins, v(nr);
   StepRuns incomplete_runs{out.incomplete_examples}, without_comm_runs{out.without_comm_examples},
-      zero_wall_runs{out.zero_wall_examples};
+      zero_wall_runs{out.bad_wall_examples};
   for (std::size_t si = 0; si < steps.size(); ++si) {
     const std::int64_t step = steps[si];
     const double* row = &compute_at[si * nr];
@@ -686,7 +690,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       continue;
     }
     if (!zero_wall.empty()) {
-      ++out.steps_zero_wall;
+      ++out.steps_bad_wall;
       zero_wall_runs.add(si, step, std::move(zero_wall));
       continue;
     }
@@ -712,8 +716,9 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     }
   }
   if (out.steps_aligned == 0) {
-    out.why_not = out.steps_zero_wall > 0 && out.steps_without_comm == 0
-                      ? std::string("in every step some rank's update has a wall time of 0, so its own work is unknown")
+    out.why_not = out.steps_bad_wall > 0 && out.steps_without_comm == 0
+                      ? std::string("in every step some rank's update has a wall time of 0 or shorter than its communication "
+                                  "region, so its own work is unknown")
                   : out.steps_without_comm > 0
                       ? fmt::format("in every step some rank's update lacks the communication region {}, so its own "
                                     "work is unknown",

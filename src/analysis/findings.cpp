@@ -638,15 +638,15 @@ void missing_ranks(const FindingInputs& in, std::vector<Finding>& out) {
   f.subject = x.comm_region;
   f.ms_per_update = unexplained_ms;
   const std::string missing = ranks_text(x.ranks_missing);
-  f.title = fmt::format("the ranks given wait in {} for more than they explain: {} ha{} no log", x.comm_region,
-                        missing, x.ranks_missing.size() == 1 ? "s" : "ve");
+  f.title = fmt::format("the ranks given wait in {} for more than they explain: no update records from {}",
+                        x.comm_region, missing);
   f.evidence = fmt::format(
       "by their own logs ({} above its lowest value) the {} ranks given wait {:.0f} ms per update (median over "
-      "them), against {:.0f} ms that the comparison among them finds; no log for {}",
+      "them), against {:.0f} ms that the comparison among them finds; no update records from {}",
       x.comm_region, x.per_rank.size(), single_ms, among_ms, missing);
   f.action = fmt::format(
-      "run stepprof on {}'s log as well: the rank everyone waits for may be one without a log; until then the "
-      "stragglers, waits and slowest ranks here compare the ranks given only",
+      "add {}'s log (or fix the input errors that skipped its records): the rank everyone waits for may be one "
+      "without records; until then the stragglers, waits and slowest ranks here compare the ranks given only",
       missing);
   out.push_back(std::move(f));
 }

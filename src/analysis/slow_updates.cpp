@@ -44,10 +44,7 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
   // Slow: beyond the median by more than 3 robust standard deviations (1.4826 x the median
   // absolute deviation) and 10 % of the median; when no
   // update is that far out (a wide spread rather than outliers), above the p90.
-  std::vector<double> deviations;
-  for (const double w : walls) deviations.push_back(std::fabs(w - time->median));
-  const double robust_sd = 1.4826 * median_or_zero(deviations);
-  out.threshold_ms = time->median + std::max(3 * robust_sd, 0.1 * time->median);
+  out.threshold_ms = time->median + std::max(3 * robust_sd(walls, time->median), 0.1 * time->median);
   if (time->max <= out.threshold_ms) out.threshold_ms = time->p90;
   for (const auto& [step, k] : slowest)
     if (updates[k]->wall_ms > out.threshold_ms) out.steps.push_back(step);
@@ -68,9 +65,7 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
     }
     if (!most_slow.empty()) {
       const double typical = median_or_zero(most_all);
-      std::vector<double> dev;
-      for (const double v : most_all) dev.push_back(std::fabs(v - typical));
-      const double band = std::max(3 * 1.4826 * median_or_zero(dev), 0.05 * typical);
+      const double band = std::max(3 * robust_sd(most_all, typical), 0.05 * typical);
       out.most_own_work_grew_ms = median_or_zero(most_slow) - typical;
       out.median_own_work_grew_ms = median_or_zero(median_slow) - median_or_zero(median_all);
       if (!(out.most_own_work_grew_ms > band)) {

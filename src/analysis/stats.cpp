@@ -217,6 +217,13 @@ Summary summarize_long(const std::vector<double>& v) {
 // selection above (a comparison-based selection mispredicts about every other step).
 constexpr std::size_t kLongFrom = 4096;
 
+double robust_sd(const std::vector<double>& values, double centre) {
+  std::vector<double> dev;
+  dev.reserve(values.size());
+  for (const double x : values) dev.push_back(std::fabs(x - centre));
+  return 1.4826 * median(dev).value_or(0.0);
+}
+
 std::optional<double> median(std::vector<double>& values) {
   if (values.empty()) return std::nullopt;
   // quantile_sorted(0.5): the order statistic at floor((n-1)/2), interpolated with the

@@ -64,13 +64,6 @@ std::optional<CommRegion> find_comm_region(const AnalysisInput& in) {
 
 namespace {
 
-double robust_sd(const std::vector<double>& v, double centre) {
-  std::vector<double> dev;
-  dev.reserve(v.size());
-  for (const double x : v) dev.push_back(std::fabs(x - centre));
-  return 1.4826 * median(dev).value_or(0.0);
-}
-
 // WaitingResult::spike_steps and the rest, from the communication times `c` of the
 // rank's updates `ups`.
 void find_wait_spikes(const RankLog& rank, const std::vector<std::size_t>& ups, const std::vector<double>& c,

@@ -419,10 +419,10 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                          fmt::format("{} not analyzed across ranks (a rank's own work is unknown there: its wall time "
                                      "holds its wait): {}",
                                      x.steps_without_comm, runs_text(x.without_comm_examples, x.steps_without_comm, "rank ")));
-  if (x.steps_zero_wall)
-    f.items.emplace_back("steps with a wall time of 0",
+  if (x.steps_bad_wall)
+    f.items.emplace_back(fmt::format("steps with a wall time of 0 or below {}", x.comm_region),
                          fmt::format("{} not analyzed across ranks (a rank's own work is unknown there): {}",
-                                     x.steps_zero_wall, runs_text(x.zero_wall_examples, x.steps_zero_wall, "rank ")));
+                                     x.steps_bad_wall, runs_text(x.bad_wall_examples, x.steps_bad_wall, "rank ")));
   if (!x.ranks_missing.empty())
     f.items.emplace_back("ranks without a log", rank_numbers(x.ranks_missing));
   if (!x.ranks_short.empty()) {

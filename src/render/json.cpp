@@ -284,16 +284,16 @@ Json cross_rank(const CrossRankResult& x) {
                   {"fast_ms", g->fast_ms},   {"split_on", g->split_on}, {"gap_ms", g->gap_ms},       {"spread_ms", g->spread_ms}, {"slow_spread_ms", g->slow_spread_ms},
                   {"at_stake_ms", g->at_stake_ms}, {"updates", g->updates}, {"updates_apart", g->updates_apart},
                   {"updates_slowest", g->updates_slowest}, {"lead_t", opt(g->lead_t)}};
-  Json without_comm = Json::array();
-  for (const auto& r : x.without_comm_examples)
-    without_comm.push_back({{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {"ranks", r.ranks}});
-  Json zero_wall = Json::array();
-  for (const auto& r : x.zero_wall_examples)
-    zero_wall.push_back({{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {"ranks", r.ranks}});
-  Json incomplete = Json::array();
-  for (const auto& r : x.incomplete_examples)
-    incomplete.push_back(
-        {{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {"ranks_missing", r.ranks}});
+  // Runs of steps (StepRun) and the ranks named with them, under `ranks_key`.
+  auto runs = [](const std::vector<StepRun>& examples, const char* ranks_key) {
+    Json out = Json::array();
+    for (const auto& r : examples)
+      out.push_back({{"step", r.first_step}, {"last_step", r.last_step}, {"steps", r.steps}, {ranks_key, r.ranks}});
+    return out;
+  };
+  const Json without_comm = runs(x.without_comm_examples, "ranks");
+  const Json zero_wall = runs(x.bad_wall_examples, "ranks");
+  const Json incomplete = runs(x.incomplete_examples, "ranks_missing");
   Json ended_early = Json::array();
   for (const auto& e : x.ended_early)
     ended_early.push_back({{"rank", e.rank}, {"last_step", e.last_step}, {"next_step", e.next_step}});
@@ -309,8 +309,8 @@ Json cross_rank(const CrossRankResult& x) {
               {"steps_incomplete", x.steps_incomplete},
               {"steps_without_comm_region", x.steps_without_comm},
               {"without_comm_region_examples", without_comm},
-              {"steps_zero_wall", x.steps_zero_wall},
-              {"zero_wall_examples", zero_wall},
+              {"steps_bad_wall", x.steps_bad_wall},
+              {"bad_wall_examples", zero_wall},
               {"incomplete_examples", incomplete},
               {"ranks_missing", x.ranks_missing},
               {"ranks_without_comm_region", x.ranks_without_comm},

@@ -250,10 +250,11 @@ struct CrossRankResult {
   std::size_t steps_without_comm = 0;
   std::vector<StepRun> without_comm_examples;
   /// Steps in every rank's log in which some rank's update has a wall time of 0 (its
-  /// clock was never started: its own work would read 0 and every other rank wait for
-  /// it); not analyzed. With the first few runs of them and those ranks.
-  std::size_t steps_zero_wall = 0;
-  std::vector<StepRun> zero_wall_examples;
+  /// clock was never started) or shorter than its communication region: its own work
+  /// would read 0 and every other rank wait for it; not analyzed. With the first few
+  /// runs of them and those ranks.
+  std::size_t steps_bad_wall = 0;
+  std::vector<StepRun> bad_wall_examples;
   std::vector<std::int64_t> ranks_missing;  ///< 0..world_size-1 without a log
   /// Ranks whose log ends before the last step of any rank's log (a crash, a hang, a
   /// killed job), ascending rank: its last step, and the next step any rank logged (a

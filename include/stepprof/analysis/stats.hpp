@@ -27,6 +27,11 @@ std::optional<Summary> summarize(std::vector<double> values);
 /// all (O(n)); nullopt when empty. May reorder `values`.
 std::optional<double> median(std::vector<double>& values);
 
+/// 1.4826 x the median absolute deviation of `values` from `centre`: a standard
+/// deviation that outliers do not move (it estimates sigma for normal data; Rousseeuw and
+/// Croux, JASA 1993). 0 when empty.
+double robust_sd(const std::vector<double>& values, double centre);
+
 /// For each value of `x`, the order statistic round(q x (m - 1)) (0-based, ascending;
 /// 0 <= q <= 1) of the m values of its window: the `window` values centred on it
 /// (window / 2 on each side), fewer at the ends of `x`. Same length as `x`. O(n x
