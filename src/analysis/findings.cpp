@@ -866,8 +866,6 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     for (const auto& g : s->grew)
       grew += fmt::format("{}{} +{:.1f} ms ({:.1f} against {:.1f})", grew.empty() ? "" : ", ", g.region, g.grew_ms(),
                           g.slow_ms, g.typical_ms);
-    // With the ranks compared by own work, the regions are the rank's the others waited
-    // for (the longest update is a waiting rank's, its communication region the wait).
     // Which rank's regions (SlowUpdates::by_own_work), and whether to name one: the rank
     // the others waited for, when it was that rank in at least 2/3 of the steps and not
     // every rank's own work grew.
