@@ -251,18 +251,19 @@ class Reader {
     if (rsame && csame) return;
     std::vector<std::vector<UpdateRecord>*> lists{&r.updates};
     for (auto& later : r.later_runs) lists.push_back(&later.updates);
-    for (auto* list : lists)
-    for (auto& u : *list) {
-      if (!rsame) {
-        for (auto& s : u.regions) {
-          s.region = rmap[s.region];
-          if (s.parent && *s.parent != kTopLevel) s.parent = rmap[*s.parent];
+    for (auto* list : lists) {
+      for (auto& u : *list) {
+        if (!rsame) {
+          for (auto& s : u.regions) {
+            s.region = rmap[s.region];
+            if (s.parent && *s.parent != kTopLevel) s.parent = rmap[*s.parent];
+          }
+          for (auto& mb : u.microbatches)
+            if (mb.path) mb.path = rmap[*mb.path];
         }
-        for (auto& mb : u.microbatches)
-          if (mb.path) mb.path = rmap[*mb.path];
+        if (!csame)
+          for (auto& c : u.counters) c.name = cmap[c.name];
       }
-      if (!csame)
-        for (auto& c : u.counters) c.name = cmap[c.name];
     }
     r.regions = NameTable();
     r.counters = NameTable();
