@@ -19,7 +19,8 @@ RunSummary summarize_run(const AnalysisInput& in) {
     if (r.rank && !r.updates.empty()) s.ranks.push_back(*r.rank);
     else if (!r.rank) s.updates_without_rank += r.updates.size();
     s.updates += r.updates.size();
-    s.updates_per_rank.emplace_back(r.rank.value_or(-1), r.updates.size());
+    // (Of the ranks with update records: one without is a missing rank, not "2: 0".)
+    if (!r.updates.empty()) s.updates_per_rank.emplace_back(r.rank.value_or(-1), r.updates.size());
     for (const auto& u : r.updates) {
       s.first_step = std::min(s.first_step.value_or(u.step), u.step);
       s.last_step = std::max(s.last_step.value_or(u.step), u.step);

@@ -1229,7 +1229,11 @@ def test_a_rank_whose_records_were_all_skipped_is_missing_and_says_why(tmp_path)
     assert r.returncode == 1, r.stderr
     rep = json.loads(r.stdout)
     assert rep["run"]["ranks"] == [0, 1, 3] and rep["run"]["missing_ranks"] == [2]
+    # (It was still listed as "2: 0" in "updates per rank".)
+    assert rep["run"]["updates_per_rank"] == [{"rank": r, "updates": 5} for r in (0, 1, 3)]
     (w,) = [d for d in rep["diagnostics"]["items"] if d["code"] == "empty-input"]
     assert w["message"] == ("rank 2 has a config but none of its update records were kept: 5 update record(s) in "
                             "its file(s) were skipped with the errors above")
-    assert "3 ranks (0, 1, 3) of world size 4; no update records from rank 2" in run("report", tmp_path).stdout
+    text = run("report", tmp_path).stdout
+    assert "3 ranks (0, 1, 3) of world size 4; no update records from rank 2" in text
+    assert re.search(r"updates per rank +0: 5, 1: 5, 3: 5\n", text), text
