@@ -65,6 +65,14 @@ struct RankBucket {
   std::uint64_t rejected = 0;  // update records skipped with an error in files of its config
 };
 
+// A record skipped for repeating its rank's step: where it is, where the kept one is, and
+// whether the two time alike (a copy of the log does; a rerun of the step does not).
+struct SkippedDuplicate {
+  SourceLocation at, kept;
+  std::int64_t step = 0;
+  bool same = false;
+};
+
 using detail::rank_text;
 using detail::run_identity;
 
@@ -462,16 +470,15 @@ class Reader {
         ds_.ranks.push_back(std::move(log));
         continue;
       }
+      std::vector<SkippedDuplicate> skipped;
       for (auto& u : b.updates) {
         if (!log.updates.empty() && log.updates.back().step == u.step) {
-          const auto& kept = log.updates.back().source;
-          report(Severity::kError, Problem::kDuplicateStep, u.source.file, u.source.line, 1,
-                 fmt::format("duplicate step {} for {} (first at {}:{}); this record is skipped", u.step,
-                             rank_text(b.rank), ds_.files[kept.file], kept.line));
+          skipped.push_back({u.source, log.updates.back().source, u.step, same_timing(log.updates.back(), u)});
           continue;
         }
         log.updates.push_back(std::move(u));
       }
+      report_duplicates(b.rank, skipped);
       log.updates.shrink_to_fit();
       ds_.ranks.push_back(std::move(log));
     }
@@ -489,6 +496,49 @@ class Reader {
       diag_.report({Severity::kError, Problem::kEmptyInput,
                     ds_.files.size() == 1 ? ds_.files.front() : std::string("(input)"), 0, 0,
                     fmt::format("nothing to analyze: {}", why)});
+    }
+  }
+
+  // Whether two records of one step time alike: the wall time, and every region's and
+  // counter's value, in the same order (what a copy of a log has; a rerun of the step does not).
+  static bool same_timing(const UpdateRecord& a, const UpdateRecord& b) {
+    auto same_region = [](const RegionSample& x, const RegionSample& y) {
+      return x.region == y.region && x.parent == y.parent && x.device_ms == y.device_ms && x.host_ms == y.host_ms &&
+             x.calls == y.calls;
+    };
+    auto same_counter = [](const Counter& x, const Counter& y) { return x.name == y.name && x.value == y.value; };
+    return a.wall_ms == b.wall_ms && std::equal(a.regions.begin(), a.regions.end(), b.regions.begin(),
+                                                b.regions.end(), same_region) &&
+           std::equal(a.counters.begin(), a.counters.end(), b.counters.begin(), b.counters.end(), same_counter);
+  }
+
+  // The duplicate steps of one rank, skipped: those timed alike in one file and the file of
+  // the records kept (a copy of the log, whole or overlapping) are one warning per pair of
+  // files; any other is an error each (a rerun of the step, or another job's log).
+  void report_duplicates(const std::optional<std::int64_t>& rank, const std::vector<SkippedDuplicate>& skipped) {
+    struct Copied {
+      std::size_t records = 0;
+      std::int64_t first = 0, last = 0;
+    };
+    std::map<std::pair<std::uint32_t, std::uint32_t>, Copied> copied;  // (file, file of the kept records)
+    for (const auto& s : skipped) {
+      if (s.same) {
+        Copied& c = copied[{s.at.file, s.kept.file}];
+        c.first = c.records++ == 0 ? s.step : std::min(c.first, s.step);
+        c.last = std::max(c.last, s.step);
+        continue;
+      }
+      report(Severity::kError, Problem::kDuplicateStep, s.at.file, s.at.line, 1,
+             fmt::format("duplicate step {} for {} (first at {}:{}); this record is skipped", s.step, rank_text(rank),
+                         ds_.files[s.kept.file], s.kept.line));
+    }
+    for (const auto& [files, c] : copied) {
+      const std::string where = files.first == files.second ? std::string("earlier ones in the same file")
+                                                            : "those in " + ds_.files[files.second];
+      report(Severity::kWarning, Problem::kDuplicateStep, files.first, 0, 0,
+             fmt::format("{} update record(s) of {} (steps {}..{}) repeat {} with the same times: a copy of that "
+                         "log? each step is read once",
+                         c.records, rank_text(rank), c.first, c.last, where));
     }
   }
 

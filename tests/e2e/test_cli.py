@@ -1237,3 +1237,32 @@ def test_a_rank_whose_records_were_all_skipped_is_missing_and_says_why(tmp_path)
     text = run("report", tmp_path).stdout
     assert "3 ranks (0, 1, 3) of world size 4; no update records from rank 2" in text
     assert re.search(r"updates per rank +0: 5, 1: 5, 3: 5\n", text), text
+
+
+def test_a_copy_of_a_log_is_one_warning_and_a_rerun_step_an_error_each(tmp_path):
+    # Giving a rank's log twice under two names (a copy, whole or the first part of it)
+    # gave one duplicate-step error per record and exit 1, though nothing was lost. Records
+    # of the same step with other times (a rerun) stay errors, one each.
+    def record(step, wall):
+        return json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": wall,
+                           "cpu_call_ms": {"forward": wall / 2}})
+    config = json.dumps({"type": "config", "rank": 0, "world_size": 1})
+    walls = {step: 100.0 + 7 * step for step in range(8)}
+    full = [config] + [record(s, w) for s, w in walls.items()]
+    (tmp_path / "a.jsonl").write_text("\n".join(full) + "\n")
+    (tmp_path / "copy.jsonl").write_text("\n".join(full[:4]) + "\n")  # steps 0..2 of it
+    (tmp_path / "rerun.jsonl").write_text(record(5, 300.0) + "\n" + record(6, 300.0) + "\n")
+    r = run("report", "--format", "json", tmp_path / "a.jsonl", tmp_path / "copy.jsonl")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    (d,) = rep["diagnostics"]["items"]
+    assert (d["severity"], d["code"], Path(d["file"]).name) == ("warning", "duplicate-step", "copy.jsonl")
+    assert d["message"].startswith("3 update record(s) of rank 0 (steps 0..2) repeat those in ") and "a.jsonl" in d["message"]
+    assert rep["run"]["updates"] == 8
+    # The copy given first: the full log's first three repeat it, the rest are kept.
+    rep = json.loads(run("report", "--format", "json", tmp_path / "copy.jsonl", tmp_path / "a.jsonl").stdout)
+    assert rep["run"]["updates"] == 8 and rep["update_time"]["update_ms"]["max"] == walls[7]
+    r = run("report", "--format", "json", tmp_path / "a.jsonl", tmp_path / "rerun.jsonl")
+    assert r.returncode == 1
+    errors = [d for d in json.loads(r.stdout)["diagnostics"]["items"] if d["severity"] == "error"]
+    assert [(d["line"], d["code"]) for d in errors] == [(1, "duplicate-step"), (2, "duplicate-step")]
