@@ -41,6 +41,7 @@ struct RunConfig {
   std::optional<std::int64_t> seed;
   std::optional<std::int64_t> first_step;  ///< first recorded update
   std::optional<std::int64_t> last_step;   ///< last recorded update
+  std::optional<std::int64_t> max_steps;   ///< optimizer updates the run was set to make
   std::optional<std::int64_t> schema;      ///< schema version (absent: 1)
   std::optional<std::string> model;
   std::optional<std::string> run_id;       ///< written by stepprof's recorder

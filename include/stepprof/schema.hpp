@@ -35,6 +35,7 @@ inline constexpr std::string_view kGlobalBatch = "global_batch";
 inline constexpr std::string_view kSeed = "seed";
 inline constexpr std::string_view kFirstStep = "first_step";
 inline constexpr std::string_view kLastStep = "last_step";
+inline constexpr std::string_view kMaxSteps = "max_steps";
 inline constexpr std::string_view kModel = "model";
 inline constexpr std::string_view kRunId = "run_id";
 inline constexpr std::string_view kSchema = "schema";

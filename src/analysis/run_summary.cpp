@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "stepprof/schema.hpp"
+
 namespace stepprof {
 
 RunSummary summarize_run(const AnalysisInput& in) {
@@ -44,6 +46,16 @@ RunSummary summarize_run(const AnalysisInput& in) {
       if (!r.updates.empty())
         s.steps_without_record +=
             static_cast<std::uint64_t>((*s.last_step - *s.first_step) / s.step_stride) + 1 - r.updates.size();
+  // Every rank's log ends before the end the config planned (and --steps cut nothing).
+  // (Steps are >= 0 and the config's values are int64: the differences cannot overflow
+  // unless they are negative, which fails the tests.)
+  if (cfg && s.last_step && s.updates_outside_window == 0) {
+    if (cfg->last_step && *cfg->last_step >= 0 && *cfg->last_step - *s.last_step >= s.step_stride)
+      s.stopped_early = StoppedEarly{std::string(schema::kLastStep), *cfg->last_step};
+    else if (!cfg->last_step && cfg->max_steps && *cfg->max_steps >= 0 &&
+             *cfg->max_steps - *s.last_step > s.step_stride)
+      s.stopped_early = StoppedEarly{std::string(schema::kMaxSteps), *cfg->max_steps};
+  }
   // Fields that differ between ranks: every value and its ranks.
   {
     std::vector<std::string> keys;

@@ -152,6 +152,7 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
     else if (f.key == s::kSeed) take_int(f, c.seed, problems);
     else if (f.key == s::kFirstStep) take_int(f, c.first_step, problems);
     else if (f.key == s::kLastStep) take_int(f, c.last_step, problems);
+    else if (f.key == s::kMaxSteps) take_int(f, c.max_steps, problems);
     else if (f.key == s::kSchema) take_int(f, c.schema, problems);
     else if (f.key == s::kModel) take_string(f, c.model, problems);
     else if (f.key == s::kRunId) take_string(f, c.run_id, problems);

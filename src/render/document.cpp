@@ -93,6 +93,10 @@ Section run_section(const Report& rep) {
     window += r.updates_per_rank.size() > 1
                   ? fmt::format("; {} (rank, step) pair(s) of these steps have no update record", r.steps_without_record)
                   : fmt::format("; {} of these steps have no update record", r.steps_without_record);
+  if (r.stopped_early)
+    window += fmt::format("; the config's {} is {}, and no rank's log goes beyond step {}: did the job stop early (a "
+                          "crash, a kill, a time limit) or were the logs cut?",
+                          r.stopped_early->field, r.stopped_early->value, *r.last_step);
   f.items.emplace_back("window", window);
   if (r.updates_per_rank.size() > 1) f.items.emplace_back("updates per rank", updates_per_rank(r.updates_per_rank));
   f.items.emplace_back("nesting", r.nesting_source.empty() ? "unknown (give --hierarchy FILE for exclusive times and code paths)"

@@ -55,6 +55,9 @@ Json run(const RunSummary& r) {
               {"updates_outside_window", r.updates_outside_window},
               {"steps_without_record", r.steps_without_record},
               {"step_stride", r.step_stride},
+              {"stopped_early", r.stopped_early ? Json{{"field", r.stopped_early->field},
+                                                       {"value", r.stopped_early->value}}
+                                                : Json(nullptr)},
               {"nesting_source", r.nesting_source.empty() ? Json(nullptr) : Json(r.nesting_source)},
               {"config", config},
               {"config_differences", differences},

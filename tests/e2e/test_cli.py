@@ -1266,3 +1266,30 @@ def test_a_copy_of_a_log_is_one_warning_and_a_rerun_step_an_error_each(tmp_path)
     assert r.returncode == 1
     errors = [d for d in json.loads(r.stdout)["diagnostics"]["items"] if d["severity"] == "error"]
     assert [(d["line"], d["code"]) for d in errors] == [(1, "duplicate-step"), (2, "duplicate-step")]
+
+
+def test_every_rank_stopping_before_the_configs_end_is_said(tmp_path):
+    # Every rank killed at the same step (a node failure, a time limit) could not be told
+    # from a run that ended as planned: the ranks compared alike. The config's last_step
+    # (or else max_steps) says where it would have ended.
+    def write(config_extra, last, stride=1):
+        for rank in range(2):
+            lines = [json.dumps({"type": "config", "rank": rank, "world_size": 2, **config_extra})]
+            lines += [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 50.0 + s})
+                      for s in range(0, last + 1, stride)]
+            (tmp_path / f"r{rank}.jsonl").write_text("\n".join(lines) + "\n")
+        return json.loads(run("report", "--format", "json", tmp_path).stdout)["run"]["stopped_early"]
+    assert write({"last_step": 40}, 24) == {"field": "last_step", "value": 40}
+    assert write({"last_step": 24}, 24) is None
+    # max_steps 25 with steps from 0: step 24 is the last; from 1, step 25. Either is an end.
+    assert write({"max_steps": 25}, 24) is None
+    assert write({"max_steps": 25}, 23) == {"field": "max_steps", "value": 25}
+    # Every 5th update logged: the last logged step of 0..39 is 35.
+    assert write({"last_step": 39}, 35, stride=5) is None
+    assert write({"last_step": 39}, 30, stride=5) == {"field": "last_step", "value": 39}
+    write({"last_step": 40}, 24)
+    text = run("report", tmp_path).stdout
+    assert "the config's last_step is 40, and no rank's" in text and "beyond step 24" in text
+    # --steps cutting the end is not a stop.
+    rep = json.loads(run("report", "--format", "json", "--steps", "0:10", tmp_path).stdout)
+    assert rep["run"]["stopped_early"] is None

@@ -19,6 +19,12 @@ struct ConfigDifference {
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> values;
 };
 
+/// The config's planned end of the run, which no rank's log reached.
+struct StoppedEarly {
+  std::string field;   ///< `last_step` (the window the recorder was set to record) or `max_steps`
+  std::int64_t value = 0;
+};
+
 struct RunSummary {
   std::vector<std::int64_t> ranks;               ///< ranks with records, ascending
   std::vector<std::int64_t> missing_ranks;       ///< 0..world_size-1 without records (world size known)
@@ -44,6 +50,12 @@ struct RunSummary {
   /// stride only.
   std::int64_t step_stride = 1;
   std::uint64_t updates_outside_window = 0;     ///< dropped by --steps
+  /// Set when every rank's log ends before the config (the lowest rank's) says the run
+  /// would: its `last_step` is at least one stride beyond last_step, or else its
+  /// `max_steps` is more than one stride beyond it (steps counted from 0 or from 1), and
+  /// --steps left no record out. A crash, a kill or a time limit that stopped every rank
+  /// alike, which a comparison of the ranks cannot see.
+  std::optional<StoppedEarly> stopped_early;
   std::vector<RawField> config;                 ///< config fields of the lowest rank, verbatim
   /// Config fields (other than `rank`) that differ between the ranks' configs, in the
   /// order of their first appearance.
