@@ -150,12 +150,38 @@ class NestedLayout {
     place(u, "", start, root.dur_us, 0, out);
   }
 
+  // A background region (role "background": another thread's, alongside the update) and
+  // its nest, on a track of its own from the update's start: the update's track does not
+  // hold it, as its time is not a part of the update's. Shrunk to the update's wall time
+  // (args.scale), as a region outside the nesting is, so that updates do not overlap.
+  void background(const UpdateRecord& u, const HierarchyNode& node, std::int64_t start,
+                  std::vector<TimelineSlice>& out) {
+    const RegionSample* s = nullptr;
+    const auto ms = time_of(u, node.name, s);
+    if (!ms) return;
+    const std::int64_t recorded = to_us(*ms), wall = to_us(u.wall_ms);
+    TimelineSlice slice{in_.data.regions.name(s->region), start, std::min(recorded, wall), u.step, false, *ms,
+                        s->calls, {}};
+    if (recorded > wall) {
+      slice.scale = static_cast<double>(wall) / static_cast<double>(recorded);
+      ++shrunk_;
+    }
+    const std::int64_t dur = slice.dur_us;
+    out.push_back(std::move(slice));
+    place(u, node.name, start, dur, 1, out);
+  }
+
  private:
   struct Item {
     const RegionSample* sample;
     std::string_view name;  // owned by the hierarchy
     double ms;
   };
+
+  // A background region under a parent that is not one: on a track of its own (background()).
+  bool starts_background(const HierarchyNode& node, std::string_view parent) const {
+    return node.role == RegionRole::kBackground && !in_.hierarchy->in_background(parent);
+  }
 
   // The time of region `name` in `u` on this clock, and its sample; nullopt when absent.
   std::optional<double> time_of(const UpdateRecord& u, std::string_view name, const RegionSample*& s) const {
@@ -178,7 +204,8 @@ class NestedLayout {
         const auto t = device_ ? s.device_ms : s.host_ms;
         const auto name = in_.data.regions.name(s.region);
         const HierarchyNode* node = t ? in_.hierarchy->find(name) : nullptr;
-        if (!node) continue;
+        // (A background region and its nest are on tracks of their own.)
+        if (!node || (in_.hierarchy->in_background(node->name) && !in_.hierarchy->in_background(parent))) continue;
         std::string_view up = node->parent;
         const RegionSample* ignored = nullptr;
         while (up != parent && !up.empty() && !time_of(u, up, ignored)) {
@@ -192,6 +219,7 @@ class NestedLayout {
       return;
     }
     for (const auto* node : kids) {
+      if (starts_background(*node, parent)) continue;
       const auto id = in_.region(node->name);
       const RegionSample* s = id ? u.region(*id) : nullptr;
       const auto t = s ? (device_ ? s->device_ms : s->host_ms) : std::nullopt;
@@ -355,6 +383,18 @@ Timeline build_timeline(const AnalysisInput& in) {
     t.notes.push_back(
         "nesting unknown (give --hierarchy FILE): each region on its own track, one slice per update starting at "
         "the update's start");
+  // Background regions not nested in another background region: each on a track of its own.
+  std::vector<const HierarchyNode*> background_roots;
+  if (in.hierarchy)
+    for (const auto& node : in.hierarchy->nodes())
+      if (node.role == RegionRole::kBackground && !in.hierarchy->in_background(node.parent) &&
+          in.hierarchy->find(node.name) == &node)
+        background_roots.push_back(&node);
+  if (!background_roots.empty())
+    t.notes.push_back(fmt::format(
+        "{} background region(s) (role \"background\": on another thread, alongside the update) each on a track "
+        "of its own, from the update's start",
+        background_roots.size()));
   if (in.hierarchy && !unplaced.empty())
     t.notes.push_back(fmt::format("{} region(s) not in the nesting, each on its own track", unplaced.size()));
 
@@ -378,6 +418,12 @@ Timeline build_timeline(const AnalysisInput& in) {
         NestedLayout layout(in, c, t.shrunk_slices);
         for (std::size_t k = 0; k < rank.updates.size(); ++k) layout.update(rank.updates[k], st[k], track.slices);
         p.tracks.push_back(std::move(track));
+        for (const HierarchyNode* node : background_roots) {
+          TimelineTrack bg{fmt::format("{} (background) [{}]", node->name, c == Clock::kDevice ? "device" : "host"), c,
+                           std::nullopt, {}};
+          for (std::size_t k = 0; k < rank.updates.size(); ++k) layout.background(rank.updates[k], *node, st[k], bg.slices);
+          if (!bg.slices.empty()) p.tracks.push_back(std::move(bg));
+        }
       }
     }
     for (NameTable::Id id : unplaced) {

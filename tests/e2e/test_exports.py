@@ -748,3 +748,55 @@ def test_csv_tables_never_replace_an_input_log(tmp_path):
                        timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and "give a directory" in r.stderr, r.stderr
     assert not (tmp_path / "-").exists()
+
+
+def test_background_regions_are_not_parts_of_the_update_in_trace_html_and_csv(tmp_path):
+    # A data-loader thread's region (role "background") runs alongside the update. The
+    # report left it out of the update, but the trace shrank every region of the update to
+    # make room for it (forward drawn at half its time), and the HTML chart stacked it as
+    # a part of the update, so "(outside every region)" went negative.
+    walls = [100.0, 120.0, 90.0, 110.0]
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1,
+                         "region_roles": {"prefetch": "background"}})]
+    for step, wall in enumerate(walls):
+        host = {"forward": 0.4 * wall, "backward": 0.5 * wall, "prefetch": 0.95 * wall + 5 * step,
+                "decode": 0.6 * wall, "opt": 0.05 * wall}
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": wall, "cpu_call_ms": host,
+                                 "calls": {k: 1 for k in host},
+                                 "parents": {"forward": None, "backward": None, "prefetch": None,
+                                             "decode": "prefetch", "opt": "backward"}}))
+    log = tmp_path / "bg.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    records = [json.loads(x) for x in lines[1:]]
+
+    by, names = tracks(load_trace(tmp_path, log))
+    track = {names[k]: v for k, v in by.items()}
+    assert sorted(track) == ["host (cpu_call_ms)", "prefetch (background) [host]"]
+    for e in track["host (cpu_call_ms)"]:
+        assert e["name"] not in ("prefetch", "decode")
+        if e["cat"] == "region":  # every region of the update at its own time
+            assert e["dur"] == us(records[e["args"]["step"]]["cpu_call_ms"][e["name"]]), e
+            assert "scale" not in e["args"]
+    bg = track["prefetch (background) [host]"]
+    assert [e["name"] for e in bg] == ["prefetch", "decode"] * len(walls)
+    parent = enclosing(bg)
+    for e in bg:
+        u = records[e["args"]["step"]]
+        recorded = us(u["cpu_call_ms"][e["name"]])
+        if e["name"] == "prefetch":  # from the update's start, at most its wall time
+            assert parent[id(e)] is None and e["dur"] == min(recorded, us(u["wall_ms"]))
+        else:
+            assert parent[id(e)]["name"] == "prefetch" and e["dur"] == min(recorded, parent[id(e)]["dur"])
+
+    outside = [u["wall_ms"] - u["cpu_call_ms"]["forward"] - u["cpu_call_ms"]["backward"] for u in records]
+    rows = read_csv(csv_dir(tmp_path, log) / "updates.csv")
+    assert [float(r["outside_regions_ms"]) for r in rows] == pytest.approx(outside)
+
+    _, page = html_page(tmp_path, log)
+    (rank,) = json.loads(page.scripts[0][1])["ranks"]
+    for b in rank["breakdowns"]:
+        parts = {p["label"]: p["ms"] for p in b["parts"]}
+        assert not {"prefetch", "decode"} & set(parts), parts
+        assert parts["(outside every region)"] == pytest.approx(outside)
+    deepest = {p["label"]: p["ms"] for p in rank["breakdowns"][-1]["parts"]}
+    assert deepest["backward (self)"] == pytest.approx([0.45 * w for w in walls])

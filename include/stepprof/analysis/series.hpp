@@ -20,6 +20,9 @@ struct SeriesRegion {
   std::string parent;       ///< "" at the top level or when the nesting is unknown
   int depth = 0;            ///< 0 at the top level
   bool in_nesting = false;  ///< false: nesting unknown, or the region is not in it
+  /// Role "background", its own or an ancestor's (regions.hpp RegionRow::background): not a
+  /// part of the update, so left out of the breakdowns and of its parent's children.
+  bool background = false;
   /// The clock its time is taken from: device-stream time when the log has any for the
   /// region, else host time (as the region table's shares).
   bool device = false;
