@@ -106,6 +106,11 @@ class FileSink final : public LineSink {
     }
     lost_ += lines(queue_);  // (what the reader left)
     queue_.clear();
+    // A fork() child shares this open file and its flock lock until its fork handler
+    // closes its copy (release_in_child), which may run after the parent's close(): the
+    // lock then outlived close(), and a quick open() of the same log again was refused and
+    // lost that session's records. Unlocking releases it for every copy.
+    if (!stream_) ::flock(fd_, LOCK_UN);
     const int r = ::close(fd_);
     fd_ = -1;
     if (err != 0) return err;
