@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -102,4 +103,49 @@ TEST_F(RecorderTest, ThreadsRecordConcurrentlyWithEndUpdate) {
   EXPECT_GT(device_inner, 0);
   // Each round is split by at least one boundary (while its workers wait halfway).
   EXPECT_GE(records_with_items, kRounds + 1);
+}
+
+// A Region destroyed on another thread than the one that made it (a scope object handed
+// to a thread pool): its exit wrote the owning thread's stack and totals while that thread
+// ran regions of its own (a data race: one run lost one of its 3,000,000 calls). It is
+// now counted and leaves the owning thread's state alone.
+TEST_F(RecorderTest, ARegionDestroyedOnAnotherThreadLeavesItsOwnersStateAlone) {
+  TempLog log("foreign-exit");
+  Options o;
+  o.path = log.path;
+  o.device_timing = DeviceTiming::kOff;
+  ASSERT_EQ(open(o), Status::kOk);
+  constexpr int kItems = 20000;
+  std::unique_ptr<Region> held;
+  std::atomic<int> phase{0};
+  std::thread owner([&] {
+    {
+      Region outer(region_id("fx_outer"));
+      held = std::make_unique<Region>(region_id("fx_held"));
+      phase = 1;
+      const RegionId work = region_id("fx_work");
+      for (int i = 0; i < kItems; ++i) {
+        Region r(work);
+        if (i == kItems / 2) {  // the other thread destroys `held` while this one works
+          phase = 2;
+          while (phase.load() != 3) std::this_thread::yield();
+        }
+      }
+    }  // outer's exit closes the still-open fx_held, unrecorded: a second mismatched exit
+    phase = 4;
+  });
+  while (phase.load() != 2) std::this_thread::yield();
+  held.reset();
+  phase = 3;
+  owner.join();
+  end_update(0);  // (says the errors were counted: kWarnErrors)
+  close();
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  const Json& u = lines[1];
+  EXPECT_EQ(u["calls"]["fx_work"], kItems);
+  EXPECT_EQ(u["calls"]["fx_outer"], 1);
+  EXPECT_FALSE(u["calls"].contains("fx_held")) << u.dump();  // never closed by its own thread
+  EXPECT_EQ(u["parents"]["fx_work"], "fx_held");
+  EXPECT_EQ(u["recorder_errors"], (Json{{"mismatched_exit", 2}}));
 }

@@ -83,6 +83,14 @@ ThreadState* attach_thread() noexcept {
 
 void leave_mismatched(const Entered& e) noexcept {
   auto* t = static_cast<ThreadStateFull*>(e.t);
+  if (t != t_state && t != fallback_state()) {
+    // Entered on another thread (a Region moved to, or destroyed on, another thread): that
+    // thread writes its state without a lock, so it is left alone. The region stays open
+    // there, unrecorded, until that thread exits a region further out (a mismatched exit
+    // that closes it). Counted on the calling thread.
+    this_thread_state()->count_error(ErrorKind::kMismatchedExit);
+    return;
+  }
   t->count_error(ErrorKind::kMismatchedExit);
   // Still open further out (regions entered inside it were not exited): those are closed
   // unrecorded, then it is. Otherwise it was exited already: nothing to record.

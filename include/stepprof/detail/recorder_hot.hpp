@@ -130,13 +130,17 @@ inline void leave(ThreadState* t, std::uint32_t d) noexcept {
   }
 }
 
-/// A scoped region's exit when it is not the innermost open region (thread_state.cpp).
+/// A scoped region's exit when it is not the innermost open region of the calling
+/// thread, or was entered on another thread (thread_state.cpp).
 void leave_mismatched(const Entered& e) noexcept;
 
-/// Closes a scoped region: the innermost open one as expected, else leave_mismatched.
+/// Closes a scoped region: the innermost open one of the thread that entered it, as
+/// expected, else leave_mismatched. (A Region destroyed on another thread must not touch
+/// the state of the thread that made it, which that thread writes without a lock.)
 inline void leave_checked(const Entered& e) noexcept {
   ThreadState* t = e.t;
-  if (t->depth == e.depth + 1 && (e.depth >= kMaxDepth || t->stack[e.depth].region == e.region)) [[likely]]
+  if (t == t_state && t->depth == e.depth + 1 && (e.depth >= kMaxDepth || t->stack[e.depth].region == e.region))
+      [[likely]]
     leave(t, e.depth);
   else
     leave_mismatched(e);
