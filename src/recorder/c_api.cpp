@@ -165,6 +165,11 @@ int stepprof_end_update(stepprof_recorder* rec, int64_t step) {
   if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_end_update: not an open recorder");
   const Status s = stepprof::end_update(step);
   if (s == Status::kWarnIo) return set_error(status(s), "the update record could not be written (counted)");
+  if (s == Status::kErrArgument)
+    return set_error(status(s), step < 0 ? "stepprof_end_update: a step below 0; the update was not written "
+                                           "(counted as bad_argument)"
+                                         : "stepprof_end_update: a step not above every earlier one; written, and "
+                                           "counted as bad_argument (the reader reports it as a duplicate step)");
   return checked(s, "stepprof_end_update");
 }
 

@@ -571,9 +571,12 @@ Status Core::end_update(std::int64_t step) {
       if (!timer_->synchronize(stream)) count_global_error(ErrorKind::kDeviceSyncFailed);
 
   // Steps are update indices, >= 0 and increasing: one not above the highest before it
-  // is written (the reader reports a repeated one as a duplicate step) and counted.
-  if (step < 0 || (last_step_ && step <= *last_step_)) count_global_error(ErrorKind::kBadArgument);
-  last_step_ = last_step_ ? std::max(*last_step_, step) : step;
+  // is written (the reader reports a repeated one as a duplicate step) and counted; one
+  // below 0 is counted and its record not written (the reader rejects it, and with it the
+  // errors it would carry: they go in the next record instead).
+  const bool bad_step = step < 0 || (last_step_ && step <= *last_step_);
+  if (bad_step) count_global_error(ErrorKind::kBadArgument);
+  if (step >= 0) last_step_ = last_step_ ? std::max(*last_step_, step) : step;
   UpdateRecord u;
   u.rank = opts_.rank;
   u.step = step;
@@ -657,6 +660,7 @@ Status Core::end_update(std::int64_t step) {
   u.microbatches = std::move(d.microbatches);
 
   collect_errors();
+  if (step < 0) return Status::kErrArgument;  // (the update's data is dropped with it)
   for (std::size_t k = 0; k < kErrorKinds; ++k)
     if (unreported_[k])
       u.recorder_errors.emplace_back(std::string(error_name(static_cast<ErrorKind>(k))),
@@ -683,7 +687,7 @@ Status Core::end_update(std::int64_t step) {
   if (line_buf_.capacity() > kKeptLineBytes) std::string().swap(line_buf_);  // (one record with a long tail)
   if (!written) return Status::kWarnIo;
   unreported_ = {};
-  return Status::kOk;
+  return bad_step ? Status::kErrArgument : Status::kOk;
 }
 
 Status Core::begin_update() {
