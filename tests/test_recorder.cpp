@@ -927,6 +927,52 @@ TEST_F(RecorderTest, DataRecordedAfterTheLastUpdateIsCountedAtClose) {
   }
 }
 
+// A data-loader thread's region (role "background") that ends after the last update made
+// every run with such a thread end in a warning (unwritten_at_close), which teaches users to
+// ignore it. Roles given in Options and in the config's region_roles are both seen.
+TEST_F(RecorderTest, ABackgroundRegionEndingAfterTheLastUpdateIsNotCountedAtClose) {
+  for (const bool in_config : {false, true}) {
+    TempLog log(in_config ? "bg-config" : "bg-options");
+    Options o = host_only(log.path);
+    if (in_config) o.config_json = R"({"region_roles": {"loader": "background", "fwd": "communication"}})";
+    else o.region_roles = {{"loader", "background"}};
+    ASSERT_EQ(open(o), Status::kOk);
+    { STEPPROF_REGION("fwd"); }
+    ASSERT_EQ(end_update(0), Status::kOk);
+    std::thread([] { STEPPROF_REGION("loader"); }).join();  // after the last update
+    std::string message;
+    EXPECT_EQ(close(&message), Status::kOk) << message;
+    // Any other region after the last update still is.
+    ASSERT_EQ(open(o), Status::kOk);
+    ASSERT_EQ(end_update(0), Status::kOk);
+    std::thread([] { STEPPROF_REGION("loader"); STEPPROF_REGION("not_background"); }).join();
+    EXPECT_EQ(close(&message), Status::kWarnErrors);
+    EXPECT_NE(message.find("unwritten_at_close 1"), std::string::npos) << message;
+  }
+}
+
+// end_update() inside a region of its own thread (the loop body's region around it): each
+// record held the previous update's region, and nothing said so.
+TEST_F(RecorderTest, EndUpdateInsideARegionIsCounted) {
+  TempLog log("open-at-end-update");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  for (std::int64_t step = 0; step < 3; ++step) {
+    STEPPROF_REGION("train_step");
+    end_update(step);  // (kOk: the error is counted, and reported in this record)
+  }
+  ASSERT_EQ(end_update(3), Status::kOk);  // outside: not counted
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("open_at_end_update 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("end_update() was called inside a region 3 time(s)"), std::string::npos) << message;
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 5u);
+  for (std::size_t i = 1; i <= 3; ++i) EXPECT_EQ(lines[i]["recorder_errors"], (Json{{"open_at_end_update", 1}}));
+  EXPECT_FALSE(lines[4].contains("recorder_errors"));
+  EXPECT_FALSE(lines[1].contains("calls"));  // the first record has none: it ended inside the region
+  EXPECT_EQ(lines[2]["calls"]["train_step"], 1);
+}
+
 TEST_F(RecorderTest, ACounterSumThatWrapsAroundInt64IsLeftOutAndCounted) {
   TempLog log("wrapcount");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);
@@ -1130,11 +1176,13 @@ TEST_F(RecorderTest, AForkedChildNeitherBlocksNorWritesTheParentsLog) {
   std::thread busy([&] {  // takes every lock of the recorder, over and over
     const std::vector<std::int64_t> idx{1, 2, 3}, dims{8, 512};
     for (std::int64_t k = 0; !stop.load(); ++k) {
-      STEPPROF_REGION("fk_busy");
-      sample_indices(idx);
-      input_shape(dims);
-      STEPPROF_COUNT("fk_items", 1);
-      if (k % 64 == 63) end_update(k / 64);
+      {
+        STEPPROF_REGION("fk_busy");
+        sample_indices(idx);
+        input_shape(dims);
+        STEPPROF_COUNT("fk_items", 1);
+      }
+      if (k % 64 == 63) end_update(k / 64);  // (outside the region: inside, it is an error)
     }
   });
   int blocked = 0, wrong = 0;

@@ -20,6 +20,31 @@
 namespace stepprof::detail {
 namespace {
 
+// What a recorder error kind (docs/recorder.md, "Errors") means for the records, for the
+// recorder-errors warning.
+std::string_view recorder_error_effect(std::string_view kind) {
+  static constexpr std::pair<std::string_view, std::string_view> kEffects[] = {
+      {"write_failed", "records are missing"},
+      {"open_failed", "records are missing"},
+      {"depth_overflow", "region calls nested too deep are not recorded"},
+      {"mismatched_exit", "some region calls are not recorded"},
+      {"too_many_regions", "regions past the name limit are not recorded"},
+      {"too_many_counters", "counters past the name limit are not recorded"},
+      {"bad_argument", "some values are not recorded"},
+      {"out_of_memory", "some data is not recorded"},
+      {"device_events_exhausted", "some region calls have host time only"},
+      {"device_record_failed", "some device times are missing"},
+      {"device_pending_full", "some device times are missing"},
+      {"device_read_failed", "some device times are missing"},
+      {"device_sync_failed", "device times may arrive in later records"},
+      {"device_threads_exhausted", "some threads have host time only"},
+      {"open_at_end_update", "a region open at end_update: its time is in a later record"},
+  };
+  for (const auto& [k, effect] : kEffects)
+    if (k == kind) return effect;
+  return "see docs/recorder.md";
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -336,12 +361,11 @@ class FileParser {
           }
           if (!u.recorder_errors.empty()) {
             std::string kinds;
-            for (const auto& [k, n] : u.recorder_errors) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, k);
+            for (const auto& [k, n] : u.recorder_errors)
+              kinds += fmt::format("{}{} {} ({})", kinds.empty() ? "" : ", ", n, k, recorder_error_effect(k));
             report(Severity::kWarning, Problem::kRecorderErrors, ln, 0,
-                   fmt::format("the recorder counted errors since its previous record, up to the end of step {}: {} "
-                               "(records may be missing)",
-                               u.step,
-                               kinds));
+                   fmt::format("the recorder counted errors since its previous record, up to the end of step {}: {}",
+                               u.step, kinds));
           }
           u.source = {file_, ln};
           kept->push_back(compact_copy(u, opt_.keep_sample_indices));

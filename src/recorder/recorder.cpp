@@ -115,6 +115,9 @@ class Core {
   double ns_per_tick_ = 1.0;
   std::int64_t update_start_ns_ = 0;
   std::optional<std::int64_t> last_step_;  ///< highest step given to end_update in this session
+  /// Regions of role "background" (Options::region_roles or the config's region_roles):
+  /// another thread's, which may end after the last end_update without losing the job's data.
+  std::vector<std::string> background_;
   // Errors: kinds' totals at open (global counters), since open, and not yet written.
   std::array<std::uint64_t, kErrorKinds> global_base_{}, total_{}, unreported_{};
   bool closed_ = false;  ///< close() ended the last session: total_ holds its final counts
@@ -365,6 +368,14 @@ Status Core::open(const Options& o, std::string* message) {
   if (!o.region_alternatives.empty())
     config.fields.push_back({std::string(s::kRegionAlternatives), json_string_map(o.region_alternatives)});
   if (!o.region_roles.empty()) config.fields.push_back({std::string(s::kRegionRoles), json_string_map(o.region_roles)});
+  background_.clear();
+  for (const auto& [region, role] : o.region_roles)
+    if (role == "background") background_.push_back(region);
+  for (const auto& f : user)
+    if (f.key == s::kRegionRoles)  // (checked above: an object of role names)
+      if (const auto roles = nlohmann::json::parse(f.json, nullptr, false); roles.is_object())
+        for (const auto& [region, role] : roles.items())
+          if (role == "background") background_.push_back(region);
   for (auto& f : user) config.fields.push_back(std::move(f));
 
   // The output.
@@ -576,6 +587,9 @@ Status Core::end_update(std::int64_t step) {
   // errors it would carry: they go in the next record instead).
   const bool bad_step = step < 0 || (last_step_ && step <= *last_step_);
   if (bad_step) count_global_error(ErrorKind::kBadArgument);
+  // Called inside a region of this thread (a loop body's region around end_update): that
+  // region ends after this record, so its time goes in the next update's record.
+  if (t_state != nullptr && t_state->depth > 0) count_global_error(ErrorKind::kOpenAtEndUpdate);
   if (step >= 0) last_step_ = last_step_ ? std::max(*last_step_, step) : step;
   UpdateRecord u;
   u.rank = opts_.rank;
@@ -706,14 +720,22 @@ Status Core::flush() {
 
 // True when a region call, a counter or any other per-update data was recorded after
 // the last end_update (or open): close() does not write it, so it is counted.
+// Regions of role "background" are not counted: a data-loader thread's region that ends
+// after the last update is what such a thread does, not data the job lost.
 bool Core::recorded_since_last_update() {
   const std::uint32_t n = names().region_count.load(std::memory_order_acquire);
+  std::vector<bool> background(n, false);
+  {
+    std::lock_guard nl(names().mu);
+    for (const auto& name : background_)
+      if (const auto id = names().regions.find(name); id && *id < n) background[*id] = true;
+  }
   {
     auto& reg = thread_registry();
     std::lock_guard tl(reg.mu);
     for (ThreadStateFull* st : reg.states)
       for (std::uint32_t r = 0; r < n; ++r)
-        if (st->acc[r].calls.load(std::memory_order_acquire) != st->base_calls[r]) return true;
+        if (!background[r] && st->acc[r].calls.load(std::memory_order_acquire) != st->base_calls[r]) return true;
   }
   auto& nr = names();
   const std::uint32_t nc = nr.counter_count.load(std::memory_order_acquire);
@@ -780,6 +802,10 @@ Status Core::close(std::string* message) {
                        "on the closing thread (close() inside a region; call end_update() before close(), outside it)"
                      : "; what was recorded after the last end_update() was not written (call end_update() before "
                        "close())";
+  if (total_[static_cast<std::size_t>(ErrorKind::kOpenAtEndUpdate)])
+    msg += "; end_update() was called inside a region " +
+           std::to_string(total_[static_cast<std::size_t>(ErrorKind::kOpenAtEndUpdate)]) +
+           " time(s): that region's time went in a later update's record (end the region before end_update())";
   if (open_errno_) msg += "; the file could not be opened: " + open_error_text(open_errno_);
   else if (write_errno_)
     msg += "; last write error: " + std::string(std::strerror(write_errno_)) +
