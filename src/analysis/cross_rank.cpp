@@ -1,11 +1,14 @@
 #include "stepprof/analysis/cross_rank.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -147,13 +150,34 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   for (std::size_t k = 0; k < smooth.size(); ++k)
     for (std::size_t i = 0; i < per_update.size(); ++i)
       if (smooth[k][i] > smooth_threshold) behind_smooth[ranks[k].rank].emplace_back(i, margin_of(ranks[k], i));
-  // The ranks beyond `thr` in update i other than `rank` (for `alongside`).
+  // The ranks beyond `thr` in update i other than `rank` (for `alongside`, which keeps the
+  // kAlongsideUpTo lowest): the lowest kAlongsideUpTo of them. Each update's ranks beyond
+  // `thr` are found once and kept, lowest first (a search of every rank for each behind
+  // update of each episode was quadratic in the ranks: minutes for 600 stragglers of 4,096).
+  constexpr std::size_t kAlongsideUpTo = 8;
+  std::vector<std::optional<std::vector<std::int64_t>>> beyond(per_update.size());
+  double beyond_thr = std::numeric_limits<double>::quiet_NaN();
   auto others_in = [&](std::size_t i, std::int64_t rank, double thr, std::vector<std::int64_t>& into) {
-    for (const RankWork& r : ranks)
-      if (r.rank != rank && margin_of(r, i) > thr) into.push_back(r.rank);
+    if (!(thr == beyond_thr)) {
+      for (auto& b : beyond) b.reset();
+      beyond_thr = thr;
+    }
+    if (!beyond[i]) {
+      auto& b = beyond[i].emplace();
+      for (const RankWork& r : ranks)
+        if (margin_of(r, i) > thr) b.push_back(r.rank);
+      std::sort(b.begin(), b.end());
+    }
+    std::size_t taken = 0;
+    for (const std::int64_t r : *beyond[i]) {
+      if (taken == kAlongsideUpTo) break;
+      if (r == rank) continue;
+      into.push_back(r);
+      ++taken;
+    }
   };
   // Runs of one rank's behind updates with at most kMaxGap others between two of them.
-  constexpr std::size_t kMaxGap = 2, kMinBehind = 3, kAlongsideUpTo = 8;
+  constexpr std::size_t kMaxGap = 2, kMinBehind = 3;
   constexpr double kChanceAtMost = 0.01;      // pass 1: a run's chance, over all the places it could start
   constexpr std::size_t kLongMinBehind = 10;  // pass 2: at least this many behind (and beyond chance),
   constexpr double kLongMinDensity = 0.75;    // in at least this share of the stretch's updates
@@ -304,35 +328,63 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   // the typical margin is the median of those bounds. Against the typical rank's margin
   // alone, a stretch was priced 1.6-1.8x what removing it buys when fallbacks on the
   // other ranks keep the slowest of them well behind the median rank.
-  if (!ranks.empty()) {
+  if (!ranks.empty() && std::any_of(out.begin(), out.end(), [](const auto& e) { return e.long_stretch; })) {
     std::map<std::int64_t, const RankWork*> work_of;
     for (const RankWork& r : ranks) work_of[r.rank] = &r;
+    auto first_of = [&](std::int64_t step) {
+      return static_cast<std::size_t>(
+          std::lower_bound(per_update.begin(), per_update.end(), step,
+                           [](const UpdateSlowest& u, std::int64_t s) { return u.step < s; }) -
+          per_update.begin());
+    };
+    // Per update, once (each episode's loop over every episode and every rank was
+    // quadratic in the stragglers): the ranks behind in an episode of their own there,
+    // lowest first, and the two largest margins of the other ranks, with their ranks.
+    std::vector<std::vector<std::int64_t>> in_episode(per_update.size());
+    for (const StragglerEpisode& o : out)
+      for (std::size_t i = first_of(o.first_step); i < per_update.size() && per_update[i].step <= o.last_step; ++i)
+        if (margin_of(*work_of[o.rank], i) > o.threshold_ms) in_episode[i].push_back(o.rank);
+    struct Top {
+      double margin = -std::numeric_limits<double>::infinity();
+      std::int64_t rank = 0;
+    };
+    std::vector<std::array<Top, 2>> top(per_update.size());
+    for (std::size_t i = 0; i < per_update.size(); ++i) {
+      auto& e = in_episode[i];
+      std::sort(e.begin(), e.end());
+      e.erase(std::unique(e.begin(), e.end()), e.end());
+      for (const RankWork& r : ranks) {
+        if (std::binary_search(e.begin(), e.end(), r.rank)) continue;
+        const Top t{margin_of(r, i), r.rank};
+        if (t.margin > top[i][0].margin) top[i] = {t, top[i][0]};
+        else if (t.margin > top[i][1].margin) top[i][1] = t;
+      }
+    }
     std::vector<double> bounds;
-    std::vector<std::int64_t> company;
     for (StragglerEpisode& ep : out) {
       if (!ep.long_stretch) continue;
       ep.shared = 0;
       ep.alongside.clear();
       ep.excess_ms = 0;
       bounds.clear();
-      const auto lo = std::lower_bound(per_update.begin(), per_update.end(), ep.first_step,
-                                       [](const UpdateSlowest& u, std::int64_t s) { return u.step < s; });
-      for (auto i = static_cast<std::size_t>(lo - per_update.begin());
-           i < per_update.size() && per_update[i].step <= ep.last_step; ++i) {
+      for (std::size_t i = first_of(ep.first_step); i < per_update.size() && per_update[i].step <= ep.last_step; ++i) {
         const double m = margin_of(*work_of[ep.rank], i);
-        company.clear();
-        for (const StragglerEpisode& o : out)
-          if (o.rank != ep.rank && o.first_step <= per_update[i].step && per_update[i].step <= o.last_step &&
-              margin_of(*work_of[o.rank], i) > o.threshold_ms)
-            company.push_back(o.rank);
+        // The company: the other ranks behind in an episode of their own here.
+        const auto& e = in_episode[i];
+        const bool self_in = std::binary_search(e.begin(), e.end(), ep.rank);
         if (m > ep.threshold_ms) {
-          ep.shared += company.empty() ? 0 : 1;
-          ep.alongside.insert(ep.alongside.end(), company.begin(), company.end());
+          ep.shared += e.size() > (self_in ? 1u : 0u) ? 1 : 0;
+          std::size_t taken = 0;  // (alongside keeps the kAlongsideUpTo lowest)
+          for (const std::int64_t r : e) {
+            if (taken == kAlongsideUpTo) break;
+            if (r == ep.rank) continue;
+            ep.alongside.push_back(r);
+            ++taken;
+          }
         }
-        double bound = pooled_typical;
-        for (const RankWork& r : ranks)
-          if (r.rank != ep.rank && std::find(company.begin(), company.end(), r.rank) == company.end())
-            bound = std::max(bound, margin_of(r, i));
+        // The slowest of the others outside the company, or the typical rank's margin.
+        const Top& t = top[i][0].rank != ep.rank ? top[i][0] : top[i][1];
+        const double bound = std::max(pooled_typical, t.margin);
         bounds.push_back(bound);
         ep.excess_ms += std::max(0.0, m - bound);
       }
@@ -538,10 +590,13 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   for (const auto& r : in.data.ranks)
     if (r.rank && !r.updates.empty()) ranks.push_back(&r);
   out.ranks = ranks.size();
-  if (world_size)
+  if (world_size && *world_size > 0) {  // (a search of the ranks for each was quadratic)
+    std::vector<bool> present(static_cast<std::size_t>(*world_size), false);
+    for (const RankLog* l : ranks)
+      if (*l->rank >= 0 && *l->rank < *world_size) present[static_cast<std::size_t>(*l->rank)] = true;
     for (std::int64_t r = 0; r < *world_size; ++r)
-      if (std::none_of(ranks.begin(), ranks.end(), [&](const RankLog* l) { return *l->rank == r; }))
-        out.ranks_missing.push_back(r);
+      if (!present[static_cast<std::size_t>(r)]) out.ranks_missing.push_back(r);
+  }
   if (ranks.size() >= 2) {
     std::int64_t last = INT64_MIN;
     for (const RankLog* r : ranks) last = std::max(last, r->updates.back().step);  // (sorted by step)
@@ -734,6 +789,9 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
 
   double fastest_median = 0;
   bool first = true;
+  std::unordered_map<std::int64_t, const WaitingResult*> waiting_of;  // the last of a rank's, as before
+  for (const auto& w : waiting)
+    if (w.rank && w.wait_ms) waiting_of[*w.rank] = &w;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     RankStraggler r;
     r.rank = *ranks[i]->rank;
@@ -743,11 +801,10 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     r.times_slowest = slowest_count[i];
     if (first || r.compute_ms.median < fastest_median) fastest_median = r.compute_ms.median;
     first = false;
-    for (const auto& w : waiting)
-      if (w.rank == r.rank && w.wait_ms) {
-        r.single_rank_wait_median_ms = w.wait_ms->median;
-        r.single_rank_waiting = w.waiting;
-      }
+    if (const auto it = waiting_of.find(r.rank); it != waiting_of.end()) {
+      r.single_rank_wait_median_ms = it->second->wait_ms->median;
+      r.single_rank_waiting = it->second->waiting;
+    }
     out.per_rank.push_back(r);
   }
   out.slow_group = find_slow_group(work, out.per_update, out.episodes);

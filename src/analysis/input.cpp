@@ -172,7 +172,25 @@ RegionColumns::RegionColumns(const AnalysisInput& in, const std::vector<const Up
   view_ = {device_, host_, calls_, present_};
 }
 
+std::vector<std::size_t> AnalysisInput::rank_offsets(const Dataset& data) {
+  std::vector<std::size_t> first;
+  first.reserve(data.ranks.size());
+  std::size_t k = 0;
+  for (const auto& r : data.ranks) {
+    first.push_back(k);
+    k += r.updates.size();
+  }
+  return first;
+}
+
 std::optional<std::size_t> AnalysisInput::first_update_of(const RankLog& rank) const {
+  if (rank_first && rank_first->size() == data.ranks.size() && !data.ranks.empty()) {
+    // (Compared as addresses: `rank` may be a RankLog of another dataset.)
+    const auto at = reinterpret_cast<std::uintptr_t>(&rank), begin = reinterpret_cast<std::uintptr_t>(data.ranks.data());
+    if (at >= begin && at < begin + data.ranks.size() * sizeof(RankLog) && (at - begin) % sizeof(RankLog) == 0)
+      return (*rank_first)[(at - begin) / sizeof(RankLog)];
+    return std::nullopt;
+  }
   std::size_t k = 0;
   for (const auto& r : data.ranks) {
     if (&r == &rank) return k;

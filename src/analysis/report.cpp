@@ -10,7 +10,8 @@ namespace stepprof {
 Report build_report(const AnalysisInput& given) {
   // One lookup index for every analysis that goes over all updates once per region.
   const UpdateIndex index(given.updates(), given.data.regions.size(), given.data.counters.size());
-  const AnalysisInput in{given.data, given.hierarchy, given.index ? given.index : &index};
+  const std::vector<std::size_t> rank_first = AnalysisInput::rank_offsets(given.data);
+  const AnalysisInput in{given.data, given.hierarchy, given.index ? given.index : &index, &rank_first};
   Report r;
   r.run = summarize_run(in);
   // The analyses only read the dataset and write their own part of the report: on large
