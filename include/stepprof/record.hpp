@@ -76,6 +76,12 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
 /// when there is none; the caller names the field.
 std::string check_region_map(std::string_view key, std::string_view json);
 
+/// The JSON text `json` in one canonical form, for comparing values written by different
+/// writers: parsed and written back compactly, object keys sorted (nlohmann::json), so
+/// that `{"a": 1, "b": 2}` and `{"b":2,"a":1}` compare equal. Text that does not parse
+/// is returned unchanged.
+std::string canonical_json(std::string_view json);
+
 /// Splits the text of one JSON object into fields (key, raw JSON value text), in order,
 /// e.g. `{"micro_batch": 8, "model": "m"}` -> {("micro_batch", "8"), ("model", "\"m\"")}.
 /// Returns false, with `error` describing the problem, when the text is not one JSON

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -56,7 +57,9 @@ RunSummary summarize_run(const AnalysisInput& in) {
              *cfg->max_steps - *s.last_step > s.step_stride)
       s.stopped_early = StoppedEarly{std::string(schema::kMaxSteps), *cfg->max_steps};
   }
-  // Fields that differ between ranks: every value and its ranks.
+  // Fields that differ between ranks: every value and its ranks. Values are compared in
+  // canonical form (whitespace and key order written differently are one value) and
+  // shown as the first rank with it wrote it.
   {
     std::vector<std::string> keys;
     std::vector<const RankLog*> with;
@@ -68,12 +71,13 @@ RunSummary summarize_run(const AnalysisInput& in) {
       }
     for (const auto& key : keys) {
       ConfigDifference d{key, {}};
+      std::unordered_map<std::string, std::size_t> value_of;  // canonical form -> element of d.values
       for (const RankLog* r : with) {
         const RawField* f = r->config->find(key);
         const std::string value = f ? f->json : std::string();
-        auto it = std::find_if(d.values.begin(), d.values.end(), [&](const auto& v) { return v.first == value; });
-        if (it == d.values.end()) it = d.values.insert(d.values.end(), {value, {}});
-        it->second.push_back(*r->rank);
+        const auto [it, fresh] = value_of.try_emplace(f ? canonical_json(value) : std::string(), d.values.size());
+        if (fresh) d.values.push_back({value, {}});
+        d.values[it->second].second.push_back(*r->rank);
       }
       if (d.values.size() > 1) s.config_differences.push_back(std::move(d));
     }

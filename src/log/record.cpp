@@ -102,6 +102,12 @@ std::string check_value(std::string_view json) {
 
 }  // namespace
 
+std::string canonical_json(std::string_view json) {
+  const auto v = nlohmann::json::parse(json, nullptr, false);
+  if (v.is_discarded()) return std::string(json);
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string check_region_map(std::string_view key, std::string_view json) {
   namespace s = schema;
   std::string problems;  // every bad entry, "; "-separated

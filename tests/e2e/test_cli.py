@@ -1101,6 +1101,23 @@ def test_config_fields_that_differ_between_ranks_are_listed(tmp_path):
     assert re.search(r"config prefetch differs +4 \(ranks 0, 1\), absent \(rank 2\)", text), text
 
 
+def test_config_values_written_differently_are_one_value(tmp_path):
+    # Ranks whose writers put different whitespace or key order in the same object (a
+    # compact and a default json.dumps) were listed as differing, and fed the "only these
+    # ranks share a config value" evidence.
+    roles = {"comm": "communication", "data": "data"}
+    writes = [json.dumps(roles, separators=(",", ":")), json.dumps(roles),
+              json.dumps(dict(reversed(roles.items())), indent=None), json.dumps({**roles, "data": "optimizer"})]
+    for rank, text in enumerate(writes):
+        config = json.dumps({"type": "config", "rank": rank, "world_size": 4})[:-1] + ', "region_roles": ' + text + "}"
+        lines = [config] + [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 10.0}) for s in range(3)]
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    d = json.loads(run("report", "--format", "json", tmp_path).stdout)["run"]["config_differences"]
+    assert d == [{"key": "region_roles", "values": [
+        {"value": roles, "absent": False, "ranks": [0, 1, 2]},
+        {"value": {**roles, "data": "optimizer"}, "absent": False, "ranks": [3]}]}]
+
+
 def test_slow_ranks_that_alone_share_a_config_value_are_told_it_may_be_their_work(tmp_path):
     # A 2-stage pipeline whose second stage (ranks 2 and 3) has 3x the work: the finding
     # sent the user to the ranks' nodes, GPUs and data. Their config's stage, which they
