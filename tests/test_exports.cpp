@@ -362,6 +362,15 @@ TEST(ManyRanks, RowsThatMatter) {
   const auto shown = rows_that_matter(40, [](std::size_t i) { return double(i); }, [](std::size_t i) { return i == 20; });
   ASSERT_TRUE(shown.has_value());
   EXPECT_EQ(*shown, (std::vector<std::size_t>{39, 38, 37, 36, 35, 34, 33, 32, 20, 2, 1, 0}));
-  // Every row marked: nothing is left out, so no cut table.
-  EXPECT_FALSE(rows_that_matter(40, [](std::size_t i) { return double(i); }, [](std::size_t) { return true; }));
+  // Every row marked: nothing is left out, so no cut table, up to 8 + 24 + 3 rows.
+  const auto all = [](std::size_t) { return true; };
+  EXPECT_FALSE(rows_that_matter(35, [](std::size_t i) { return double(i); }, all));
+  // Beyond that the 24 slowest marked rows after the 8 slowest (a slow pipeline stage of
+  // 1,024 ranks made a table of 1,035 rows): 39..8, then the 3 smallest.
+  const auto capped = rows_that_matter(40, [](std::size_t i) { return double(i); }, all);
+  ASSERT_TRUE(capped.has_value());
+  std::vector<std::size_t> want;
+  for (std::size_t i = 39; i >= 8; --i) want.push_back(i);
+  want.insert(want.end(), {2, 1, 0});
+  EXPECT_EQ(*capped, want);
 }

@@ -224,10 +224,15 @@ std::optional<SharedConfig> config_only_on(const FindingInputs& in, const std::v
     if (!shared_elsewhere) continue;
     for (const auto& [value, ranks] : d.values) {
       if (value.empty() || ranks != slow) continue;
+      // (At most kOthersUpTo of the other values: a node's hostname against 1,023 others.)
+      constexpr std::size_t kOthersUpTo = 5;
       std::vector<std::string> others;
       for (const auto& [v, r] : d.values)
-        if (v != value) others.push_back(v.empty() ? std::string("absent") : v);
-      return SharedConfig{d.key, value, fmt::format("{}", fmt::join(others, ", "))};
+        if (v != value && others.size() < kOthersUpTo) others.push_back(v.empty() ? std::string("absent") : v);
+      std::string listed = fmt::format("{}", fmt::join(others, ", "));
+      if (d.values.size() - 1 > others.size())
+        listed += fmt::format(" and {} other values", d.values.size() - 1 - others.size());
+      return SharedConfig{d.key, value, listed};
     }
   }
   return std::nullopt;

@@ -1,6 +1,7 @@
 #include "document.hpp"
 
 #include <algorithm>
+#include <ranges>
 #include <unordered_set>
 #include <numeric>
 #include <functional>
@@ -149,8 +150,9 @@ Section time_section(const Report& rep) {
       for (auto i : *shown) add(i);
     s.blocks.emplace_back(std::move(pr));
     if (shown)
-      s.blocks.emplace_back(rows_left_out(per.size(), *shown, median_of, "median update time",
-                                          ", with every straggler and every rank that fell behind"));
+      s.blocks.emplace_back(rows_left_out(per.size(), *shown, median_of,
+                                          [&](std::size_t i) { return flagged_rank(rep.cross_rank, per[i].first); },
+                                          "median update time", ", with the stragglers and the ranks that fell behind"));
   }
   Table tab{{"throughput", "per rank /s", "whole job /s", "how"}, {}, {}};
   auto row = [&](const std::string& name, const Rate& r, std::string how) {
@@ -468,8 +470,11 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                      : x.stragglers.size() <= kListedUpTo ? "rank " + join(x.stragglers, ", rank ")
                                                                           : fmt::format("{} ranks: {}", x.stragglers.size(),
                                                                                         rank_numbers(x.stragglers)));
+  // (The first kEpisodesListed, then a count: a slow pipeline stage of 1,024 ranks made
+  // 1,024 stretches of 2 lines each here; every one is in --format json.)
+  constexpr std::size_t kEpisodesListed = 8;
   std::string episodes;
-  for (const auto& e : x.episodes)
+  for (const auto& e : x.episodes | std::views::take(kEpisodesListed))
     episodes += fmt::format("{}rank {}, steps {}..{} (far behind in {} of {} updates, {} behind the median rank{})",
                             episodes.empty() ? "" : "; ", e.rank, e.first_step, e.last_step, e.behind, e.updates,
                             ms(e.margin_ms),
@@ -477,6 +482,12 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                                        e.alongside.size() == 1 ? "rank" : "ranks", join(e.alongside),
                                                        e.shared)
                                          : std::string());
+  if (x.episodes.size() > kEpisodesListed) {
+    std::vector<std::int64_t> more;
+    for (const auto& e : x.episodes | std::views::drop(kEpisodesListed)) more.push_back(e.rank);
+    episodes += fmt::format("; and {} more stretches, of {} {} (all in --format json)",
+                            x.episodes.size() - kEpisodesListed, more.size() == 1 ? "rank" : "ranks", rank_numbers(more));
+  }
   f.items.emplace_back("fell behind for a while",
                        episodes.empty() ? fmt::format("no rank (3 or more updates more than {} behind the median rank)",
                                                       ms(x.episode_threshold_ms))
@@ -516,8 +527,9 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                       r.straggler ? "yes" : ""});
   }
   s.blocks.emplace_back(std::move(t));
-  if (shown) s.blocks.emplace_back(rows_left_out(x.per_rank.size(), *shown, own_work, "median own work",
-                                                   ", with every straggler and every rank that fell behind"));
+  if (shown)
+    s.blocks.emplace_back(rows_left_out(x.per_rank.size(), *shown, own_work, flagged, "median own work",
+                                        ", with the stragglers and the ranks that fell behind"));
 
   // The updates with the largest margins (where the others waited most), in step order.
   constexpr std::size_t kShown = 12;

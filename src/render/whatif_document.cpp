@@ -137,7 +137,7 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
                         fmt::format("{:.2f}x", rb.relative_time)});
     }
     out.emplace_back(std::move(t));
-    if (shown) out.emplace_back(rows_left_out(p.ranks.size(), *shown, own_work, "median own work"));
+    if (shown) out.emplace_back(rows_left_out(p.ranks.size(), *shown, own_work, [](std::size_t) { return false; }, "median own work"));
   }
   Fields rests;
   for (const auto& s : p.assumptions) rests.items.emplace_back("assumption", s);

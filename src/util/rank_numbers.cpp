@@ -10,12 +10,9 @@ namespace stepprof::detail {
 std::string rank_numbers(std::vector<std::int64_t> v) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
-  auto all = [&] {
-    std::string s;
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s;
-  };
-  if (v.size() <= kListedUpTo) return all();
+  // Runs of consecutive ranks are written as ranges: of 3 or more in a long list, of 4 or
+  // more in a short one ("4088..4095", not "4088, 4089, ..., 4095"; "0, 1, 2" stays).
+  const std::int64_t min_span = v.size() <= kListedUpTo ? 3 : 2;
   std::vector<std::pair<std::int64_t, std::int64_t>> runs;  // first, last; consecutive ranks
   for (const auto r : v) {
     if (!runs.empty() && runs.back().second + 1 == r) runs.back().second = r;
@@ -25,7 +22,7 @@ std::string rank_numbers(std::vector<std::int64_t> v) {
   std::size_t items = 0, listed = 0;  // items written, ranks they cover
   for (const auto& [first, last] : runs) {
     if (items >= kListedUpTo) break;
-    if (last - first >= 2) {
+    if (last - first >= min_span) {
       s += fmt::format("{}{}..{}", items ? ", " : "", first, last);
       ++items;
       listed += static_cast<std::size_t>(last - first + 1);

@@ -8,6 +8,7 @@ import shutil
 import json
 import math
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -1310,3 +1311,37 @@ def test_every_rank_stopping_before_the_configs_end_is_said(tmp_path):
     # --steps cutting the end is not a stop.
     rep = json.loads(run("report", "--format", "json", "--steps", "0:10", tmp_path).stdout)
     assert rep["run"]["stopped_early"] is None
+
+
+def test_many_slow_ranks_keep_the_text_report_short(tmp_path):
+    # A pipeline whose last stage (1,024 of 4,096 ranks) is slower made a 4,315-line
+    # report: one "fell behind" stretch per slow rank and every one of them in each
+    # per-rank table. Now the first 8 stretches and a count, and per table the 8 slowest,
+    # the 24 slowest flagged after them and the 3 fastest, with the rest counted.
+    rng = random.Random(5)
+    world, steps, slow_from = 100, 30, 60
+    own = {(r, s): 1000.0 * (1.2 if r >= slow_from else 1.0) * (1 + 0.02 * rng.random())
+           for s in range(steps) for r in range(world)}
+    for r in range(world):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": world,
+                             "region_roles": {"allreduce": "communication"}})]
+        for s in range(steps):
+            top = max(own[q, s] for q in range(world))
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": top + 50,
+                                     "cpu_call_ms": {"compute": own[r, s], "allreduce": top - own[r, s] + 50},
+                                     "parents": {"compute": None, "allreduce": None}}))
+        (tmp_path / f"r{r:02d}.jsonl").write_text("\n".join(lines) + "\n")
+    episodes = json.loads(run("report", "--format", "json", tmp_path).stdout)["cross_rank"]["episodes"]
+    behind = sorted({e["rank"] for e in episodes})
+    assert len(episodes) > 8 + 24 and set(behind) <= set(range(slow_from, world))
+    text = run("report", tmp_path).stdout
+    section6 = text[text.index("6. Waiting and stragglers"):text.index("7. Findings")]
+    listed = re.findall(r"rank (\d+), steps \d+\.\.\d+ \(far behind", " ".join(section6.split()))
+    assert [int(r) for r in listed] == [e["rank"] for e in episodes[:8]]
+    assert f"and {len(episodes) - 8} more stretches" in " ".join(section6.split())
+    # The own-work table: 8 + 24 + 3 rows, and the others counted with their flagged ones.
+    rows = re.findall(r"^  (\d+) +[\d,.]+ +\d+ of \d+ ", section6, re.M)
+    assert len(rows) == 35, rows
+    flagged_out = len(set(behind) - {int(r) for r in rows})
+    assert f"the other {world - 35} ranks" in " ".join(section6.split())
+    assert f"{flagged_out} of them flagged too" in " ".join(section6.split())
