@@ -577,6 +577,14 @@ TEST_F(RecorderTest, ALogIsUnlockedAtCloseEvenWhileAForkedChildHoldsItsCopy) {
   EXPECT_EQ(read_lines(log.path).size(), 4u);  // config, 0, config, 1
 }
 
+// An empty path was taken, and warned about as a file that cannot be opened.
+TEST_F(RecorderTest, AnEmptyPathIsABadArgument) {
+  std::string message;
+  EXPECT_EQ(open(host_only(""), &message), Status::kErrArgument);
+  EXPECT_NE(message.find("the log path is empty"), std::string::npos) << message;
+  EXPECT_EQ(end_update(0), Status::kErrState);  // (nothing was opened)
+}
+
 // A FIFO that no process reads blocked open() forever.
 TEST_F(RecorderTest, AFifoWithoutAReaderIsAnErrorNotAHang) {
   TempLog log("fifo");

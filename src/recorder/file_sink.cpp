@@ -234,14 +234,18 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
     // The directory does not exist yet (e.g. "logs/rank{rank}.jsonl" in a fresh job):
     // create it, as `mkdir -p` would, and try again.
     bool made = false;
+    int mkdir_error = ENOENT;
     try {  // (path operations allocate; nothing may throw into the training job)
       std::error_code ec;
       const auto parent = std::filesystem::path(path).parent_path();
       made = !parent.empty() && (std::filesystem::create_directories(parent, ec), !ec);
+      // Why the directory could not be made (a read-only file system is EROFS, not the
+      // "No such file or directory" of the first open).
+      if (ec) mkdir_error = ec.value();
     } catch (...) {
     }
     if (made) fd = open_it();
-    else errno = ENOENT;
+    else errno = mkdir_error;
   }
   if (fd < 0) {
     error = errno == ENXIO ? kErrFifoNoReader : errno;

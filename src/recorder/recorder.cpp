@@ -271,6 +271,8 @@ Status Core::open(const Options& o, std::string* message) {
   if (o.rank < 0 || o.rank >= o.world_size)
     return fail(Status::kErrArgument, "rank must be in [0, world_size), got rank " + std::to_string(o.rank) +
                                           " with world_size " + std::to_string(o.world_size));
+  if (o.path.empty() && !o.sink)  // (it was taken, and warned about as a file that cannot be opened)
+    return fail(Status::kErrArgument, "the log path is empty (give Options::path, or Options::sink)");
 
   // The config record: the recorder's own fields, then the user's.
   namespace s = schema;
