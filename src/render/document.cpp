@@ -431,13 +431,37 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                      x.steps_bad_wall, runs_text(x.bad_wall_examples, x.steps_bad_wall, "rank ")));
   if (!x.ranks_missing.empty())
     f.items.emplace_back("ranks without a log", rank_numbers(x.ranks_missing));
+  if (!x.ended_early.empty()) {
+    // (Grouped by last step: a node that died takes 8 ranks at once.)
+    std::map<std::int64_t, std::vector<std::int64_t>> by_last;
+    for (const auto& e : x.ended_early) by_last[e.last_step].push_back(e.rank);
+    std::string which;
+    for (const auto& [last, ranks] : by_last)
+      which += fmt::format("{}{} {} (last step {})", which.empty() ? "" : "; ", ranks.size() == 1 ? "rank" : "ranks",
+                           rank_numbers(ranks), last);
+    f.items.emplace_back("logs that end early", fmt::format("{}: before the other ranks' last step; did they crash, "
+                                                            "hang or get killed?",
+                                                            which));
+  }
   if (!x.ranks_short.empty()) {
     std::string which;
-    for (const auto& [rank, steps] : x.ranks_short)
-      which += fmt::format("{}rank {} ({} of {} steps)", which.empty() ? "" : ", ", rank, steps, x.steps_total);
+    if (x.ranks_short.size() <= 8) {
+      for (const auto& [rank, steps] : x.ranks_short)
+        which += fmt::format("{}rank {} ({} of {} steps)", which.empty() ? "" : ", ", rank, steps, x.steps_total);
+    } else {  // (64 late ranks were listed one by one)
+      std::vector<std::int64_t> ranks;
+      std::size_t lo = x.ranks_short.front().second, hi = lo;
+      for (const auto& [rank, steps] : x.ranks_short) {
+        ranks.push_back(rank);
+        lo = std::min(lo, static_cast<std::size_t>(steps));
+        hi = std::max(hi, static_cast<std::size_t>(steps));
+      }
+      which = fmt::format("ranks {} ({} of {} steps)", rank_numbers(ranks),
+                          lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi), x.steps_total);
+    }
     f.items.emplace_back("ranks with short logs",
                          fmt::format("{}: under half of the steps; left out of the comparison, which would otherwise "
-                                     "cover only the steps they hold (did their job stop early?)",
+                                     "cover only the steps they hold (did their job start late or stop early?)",
                                      which));
   }
   if (!x.ranks_without_comm.empty())

@@ -1188,6 +1188,9 @@ def test_a_slow_step_right_after_a_ranks_last_record_says_so(tmp_path):
     assert 13 in rep["update_time"]["slow_updates"]["steps"]
     assert "step 13 is the first after rank 3's last record" in v["evidence"], v["evidence"]
     assert v["action"].startswith("first find out why that rank stopped (did it crash or hang?")
+    # The text report's section 6 says it too (only the JSON had it).
+    text = " ".join(run("report", logs).stdout.split())
+    assert "logs that end early rank 3 (last step 12): before the other ranks' last step" in text, text
 
 
 def test_slow_steps_that_no_given_rank_made_slow_say_every_rank_waited(tmp_path):
