@@ -205,7 +205,10 @@ Section regions_section(const Report& rep) {
     // A parent without a self time (a trace's region with device busy time only, which
     // does not subtract) is not a leaf.
     const bool leaf = !parents.contains(r.name);
-    tab.rows.push_back({name, med_p90_max(r.device_ms), r.host_ms ? num(r.host_ms->median) : "-", calls, pct(r.share),
+    // Host time as median / p90 / max where the region has no device time (the title's
+    // promise; a host-only log showed the median only), else its median.
+    const std::string host = !r.host_ms ? "-" : r.device_ms ? num(r.host_ms->median) : med_p90_max(r.host_ms);
+    tab.rows.push_back({name, med_p90_max(r.device_ms), host, calls, pct(r.share),
                         self ? num(self->median) : (!nesting ? "n/a" : leaf ? "(leaf)" : "-"),
                         self ? pct(r.self_share) : (!nesting ? "n/a" : leaf ? pct(r.self_share) : "-"), gap_cell(r)});
     tab.depth.push_back(r.depth);

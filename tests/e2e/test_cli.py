@@ -1345,3 +1345,16 @@ def test_many_slow_ranks_keep_the_text_report_short(tmp_path):
     flagged_out = len(set(behind) - {int(r) for r in rows})
     assert f"the other {world - 35} ranks" in " ".join(section6.split())
     assert f"{flagged_out} of them flagged too" in " ".join(section6.split())
+
+
+def test_host_only_regions_show_median_p90_and_max(tmp_path):
+    # The region table's title promises median / p90 / max; a log with host times only
+    # showed the median alone (rank 2's slow p90 hidden).
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    for step in range(11):  # forward 1..11 ms: median 6, p90 10 (any rule), max 11
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 20.0 + step,
+                                 "cpu_call_ms": {"forward": 1.0 + step}}))
+    (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
+    text = run("report", tmp_path / "r.jsonl").stdout
+    (row,) = [line for line in text.splitlines() if line.strip().startswith("forward ")]
+    assert re.match(r"\s*forward\s+-\s+6\.00? / 10\.0 / 11\.0\s", row), row
