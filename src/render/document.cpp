@@ -463,8 +463,8 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                           lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi), x.steps_total);
     }
     f.items.emplace_back("ranks with short logs",
-                         fmt::format("{}: under half of the steps; left out of the comparison, which would otherwise "
-                                     "cover only the steps they hold (did their job start late or stop early?)",
+                         fmt::format("{}: left out of the comparison, which would otherwise cover only the steps they "
+                                     "hold (did their job start late or stop early, or lose records?)",
                                      which));
   }
   if (!x.ranks_without_comm.empty())

@@ -1358,3 +1358,28 @@ def test_host_only_regions_show_median_p90_and_max(tmp_path):
     text = run("report", tmp_path / "r.jsonl").stdout
     (row,) = [line for line in text.splitlines() if line.strip().startswith("forward ")]
     assert re.match(r"\s*forward\s+-\s+6\.00? / 10\.0 / 11\.0\s", row), row
+
+
+def test_a_few_ranks_that_start_logging_late_do_not_hide_a_straggler(tmp_path):
+    # 64 of 2,048 ranks whose logs start at step 21 of 60 left steps 1..20 out of the
+    # comparison: a rank 1.5x slower in steps 5..15 went unseen, and the report blamed the
+    # all-reduce. Here 2 of 40 ranks start at step 12 of 30, and rank 7 is slow in 3..9.
+    world, steps, late, slow = 40, 30, (20, 21), 7
+    rng = random.Random(11)
+    own = {(r, s): 1000.0 * (1.5 if r == slow and 3 <= s <= 9 else 1.0) * (1 + 0.02 * rng.random())
+           for s in range(steps) for r in range(world)}
+    for r in range(world):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": world,
+                             "region_roles": {"allreduce": "communication"}})]
+        for s in range(12 if r in late else 0, steps):
+            top = max(own[q, s] for q in range(world))
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": top + 50,
+                                     "cpu_call_ms": {"compute": own[r, s], "allreduce": top - own[r, s] + 50},
+                                     "parents": {"compute": None, "allreduce": None}}))
+        (tmp_path / f"r{r:02d}.jsonl").write_text("\n".join(lines) + "\n")
+    x = json.loads(run("report", "--format", "json", tmp_path).stdout)["cross_rank"]
+    assert x["ranks_short"] == [{"rank": r, "steps": steps - 12} for r in late]
+    assert x["steps_aligned"] == steps and x["steps_incomplete"] == 0
+    assert [(e["rank"], e["first_step"], e["last_step"]) for e in x["episodes"]] == [(slow, 3, 9)]
+    text = " ".join(run("report", tmp_path).stdout.split())
+    assert "ranks with short logs rank 20 (18 of 30 steps), rank 21 (18 of 30 steps): left out" in text
