@@ -554,6 +554,10 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                       r.straggler ? "yes" : ""});
   }
   s.blocks.emplace_back(std::move(t));
+  s.blocks.emplace_back(Paragraph{
+      "single-rank wait: the wait read from the rank's own log alone (its communication region above its lowest "
+      "value, median per update; \"(waiting)\": that log shows it waiting for others), against the wait column's, "
+      "which compares the ranks"});
   if (shown)
     s.blocks.emplace_back(rows_left_out(x.per_rank.size(), *shown, own_work, flagged, "median own work",
                                         ", with the stragglers and the ranks that fell behind"));

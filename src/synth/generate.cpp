@@ -373,10 +373,12 @@ std::string manifest_to_json(const Manifest& m) {
 std::string describe(const Manifest& m) {
   std::string s;
   for (const auto& x : m.stragglers)
-    s += fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update; {:.0f} ms {} "
-                     "the slowest other rank on average, slowest in {} of {} updates)\n",
+    // (lead_ms > 0: its own work exceeds the slowest other rank's; "ahead of" read as
+    // "faster than".)
+    s += fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update; {:.0f} ms {} own "
+                     "work than the slowest other rank on average, slowest in {} of {} updates)\n",
                      x.spec.rank, x.spec.first_step, x.spec.last_step, x.spec.factor, x.extra_ms, std::fabs(x.lead_ms),
-                     x.lead_ms >= 0 ? "ahead of" : "behind", x.slowest_updates,
+                     x.lead_ms >= 0 ? "more" : "less", x.slowest_updates,
                      x.spec.last_step - x.spec.first_step + 1);
   for (const auto& x : m.fallbacks) {
     std::string counts;
