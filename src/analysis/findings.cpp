@@ -829,9 +829,16 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
     // thread (the recorder nests per thread), or, in a nesting file, under the wrong parent.
     const bool whole_update = v.parent == kUpdateAsParent;
     const bool from_file = t.nesting_source != kNestingFromLog;
+    // (Three causes, which the log alone cannot tell apart: the advice named the first
+    // only, also to a thread pool's regions and to a region left open across updates.)
     f.action = fmt::format(
-        "{}regions that run on another thread alongside {} (a data-loader thread) overlap it: give them the role "
-        "\"background\" (region_roles) so that they are not counted as its parts",
+        "{}regions that ran at the same time as one another overlap {}: a data-loader thread's regions alongside it: "
+        "give them the role \"background\" (region_roles) so that they are not counted as its parts; a thread "
+        "pool's regions doing its work in parallel (each thread's time counts, so they add up to more than the wall "
+        "time): time the pool's work as one region on the thread that waits for it, or give the pool's regions the "
+        "role \"background\"; on one thread, a region left open across end_update() (e.g. a loop body's region "
+        "around it: each record then holds the previous update's region; the recorder counts open_at_end_update): "
+        "end it before end_update()",
         from_file ? "check the --hierarchy file (a region may sit under the wrong parent); or " : "",
         whole_update ? "the update" : v.parent);
     if (!v.longer_child.empty())

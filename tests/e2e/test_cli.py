@@ -616,6 +616,10 @@ def test_regions_of_another_thread_overlap_the_update_until_marked_background(tm
     assert rep["regions"]["outside_regions_ms"]["median"] == pytest.approx(10.0 - (4.0 + 5.5 + 8.0))
     nesting = [f for f in rep["findings"] if f["kind"] == "nesting"]
     assert nesting and "background" in nesting[0]["action"] and "--hierarchy" not in nesting[0]["action"]
+    # The other two causes are named too: a thread pool's regions, a region open across
+    # end_update() (the advice was "a data-loader thread" for all three).
+    assert "a thread pool's regions" in nesting[0]["action"]
+    assert "a region left open across end_update()" in nesting[0]["action"]
 
     marked = run("report", "--format", "json", _thread_log(tmp_path / "marked.jsonl", {"loader": "background"}))
     assert marked.returncode == 0, marked.stderr
