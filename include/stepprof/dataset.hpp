@@ -28,6 +28,9 @@ struct Dataset {
   NameTable counters;              ///< counter names (`counts` keys)
   std::vector<RankLog> ranks;      ///< sorted by rank
   std::uint64_t updates_outside_window = 0;  ///< valid updates dropped by --steps
+  /// Update records skipped as another run's than the one analyzed (mixed-runs errors;
+  /// ReadOptions::run chooses the run).
+  std::uint64_t updates_of_other_runs = 0;
 
   /// Total number of update records over all ranks.
   [[nodiscard]] std::size_t update_count() const;

@@ -52,6 +52,12 @@ struct ReadOptions {
   /// commands leave them out to save about 8 bytes per index (144 bytes per update of
   /// the real log), `stepprof import` keeps them to write them out again.
   bool keep_sample_indices = true;
+  /// Which run to keep when the inputs hold several (docs/log-schema.md, "Runs").
+  enum class Run : std::uint8_t {
+    kMostRanks,  ///< the run most ranks have a config of (on a tie, the lowest rank's)
+    kLatest,     ///< the run whose update records reach the highest step (after a restart)
+  };
+  Run run = Run::kMostRanks;
 };
 
 /// The files `inputs` names: files as given, directories expanded to the log files in

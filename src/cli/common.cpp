@@ -29,9 +29,15 @@ void add_input_options(CLI::App& cmd, InputOptions& opt) {
   cmd.add_option("--hierarchy", opt.hierarchy,
                  "region nesting file (docs/hierarchy-format.md); default: the parents recorded in the log");
   cmd.add_flag("--strict", opt.strict, "stop at the first problem in the input (exit status 1)");
+  cmd.add_option("--run", opt.run,
+                 "with the records of several runs (a restart with another world size): analyze the one most ranks "
+                 "have (most-ranks) or the one whose records reach the highest step (latest)")
+      ->check(CLI::IsMember({"most-ranks", "latest"}))
+      ->capture_default_str();
 }
 
 std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out, ReadOptions ro) {
+  ro.run = opt.run == "latest" ? ReadOptions::Run::kLatest : ReadOptions::Run::kMostRanks;
   if (!opt.steps.empty()) {
     std::string err;
     ro.steps = parse_step_range(opt.steps, err);

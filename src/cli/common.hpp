@@ -30,6 +30,7 @@ struct InputOptions {
   std::vector<std::string> logs;
   std::string steps;      ///< --steps A:B
   std::string hierarchy;  ///< --hierarchy FILE
+  std::string run = "most-ranks";  ///< --run most-ranks|latest
   bool strict = false;
   /// The command's output file (-o FILE), if any: it must not be one of the inputs.
   std::string output;

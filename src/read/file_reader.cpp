@@ -321,8 +321,8 @@ class FileParser {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
                    fmt::format("a second config record ({}) differs from the one at line {} in its run "
                                "settings ({}): this file mixes runs (a job restarted with other settings and "
-                               "appended?); the records after it are read as that run's, and only the run most "
-                               "ranks have a config of is analyzed",
+                               "appended?); the records after it are read as that run's, and only one run is "
+                               "analyzed (--run: the one most ranks have, or the latest)",
                                rank_text(cfg.rank), file_config_line, identity_difference(cfg, *(*cur_config))));
             // (A file holds one rank's log: a later config that names no rank is its rank's.)
             if (!cfg.rank && out_.config && out_.config->rank) cfg.rank = out_.config->rank;

@@ -361,6 +361,12 @@ class Reader {
     }
   }
 
+  // Which run is kept, for messages.
+  std::string_view run_rule() const {
+    return opt_.run == ReadOptions::Run::kLatest ? "the run whose records reach the highest step (--run latest)"
+                                                 : "the run most ranks belong to (--run latest takes the newest)";
+  }
+
   // The run the dataset keeps: the one most ranks have a config of (a rank's files of
   // another run count for that run too); on a tie, the lowest rank's first.
   std::string majority_run() const {
@@ -380,6 +386,19 @@ class Reader {
     std::string best = lowest;
     for (const auto& [id, n] : votes)
       if (n > votes[best]) best = id;
+    if (opt_.run == ReadOptions::Run::kLatest) {
+      // The run whose records reach the highest step (an elastic restart continues the
+      // step numbers); on a tie, the one most ranks have.
+      std::map<std::string, std::int64_t> reach;
+      auto see = [&](const std::string& id, const std::vector<UpdateRecord>& updates) {
+        for (const auto& u : updates) reach[id] = std::max(reach.contains(id) ? reach[id] : u.step, u.step);
+      };
+      for (const auto& b : buckets_)
+        if (b.config) see(run_identity(*b.config), b.updates);
+      for (const auto& o : others_) see(run_identity(o.config), o.updates);
+      for (const auto& [id, step] : reach)
+        if (!reach.contains(best) || step > reach[best]) best = id;
+    }
     return best;
   }
 
@@ -398,10 +417,10 @@ class Reader {
       if (id == run && held != run) {
         // The rank's first files were of another run than most ranks': those are skipped.
         report(Severity::kError, Problem::kMixedRuns, b.config->source.file, b.config->source.line, 0,
-               fmt::format("config for {} is not of the run most ranks belong to (as in {}; run settings: {}): "
+               fmt::format("config for {} is not of {} (as in {}; run settings: {}): "
                            "these files come from different runs; the {} update record(s) read for {} with this "
                            "config are skipped",
-                           rank_text(b.rank), where, detail::identity_difference(*b.config, o.config),
+                           rank_text(b.rank), run_rule(), where, detail::identity_difference(*b.config, o.config),
                            b.updates.size(), rank_text(b.rank)));
         skipped_other_run_ += b.updates.size();
         b.config = std::move(o.config);
@@ -497,6 +516,7 @@ class Reader {
       log.updates.shrink_to_fit();
       ds_.ranks.push_back(std::move(log));
     }
+    ds_.updates_of_other_runs = skipped_other_run_;
     if (ds_.update_count() == 0) {
       std::string why = ds_.updates_outside_window
                             ? fmt::format("all {} update records are outside the --steps window",
@@ -505,9 +525,9 @@ class Reader {
       // (Records of another run were skipped whole: the window may have held only those.)
       if (ds_.updates_outside_window && skipped_other_run_)
         why = fmt::format("{} update records are outside the --steps window, and the {} inside it are of another "
-                          "run than the one analyzed (the one most ranks have a config of) and were skipped (see "
-                          "the mixed-runs errors)",
-                          ds_.updates_outside_window, skipped_other_run_);
+                          "run than the one analyzed ({}) and were skipped (see "
+                          "the mixed-runs errors; --run chooses the run)",
+                          ds_.updates_outside_window, skipped_other_run_, run_rule());
       diag_.report({Severity::kError, Problem::kEmptyInput,
                     ds_.files.size() == 1 ? ds_.files.front() : std::string("(input)"), 0, 0,
                     fmt::format("nothing to analyze: {}", why)});

@@ -90,6 +90,10 @@ Section run_section(const Report& rep) {
                                     : std::string("no updates");
   if (r.step_stride > 1) window += fmt::format("; every {} steps (the log's stride)", r.step_stride);
   if (r.updates_outside_window) window += fmt::format(" ({} outside --steps not analyzed)", r.updates_outside_window);
+  if (r.updates_of_other_runs)
+    window += fmt::format("; {} update record(s) of another run skipped (see the mixed-runs errors; --run chooses "
+                          "the run)",
+                          r.updates_of_other_runs);
   if (r.steps_without_record)
     window += r.updates_per_rank.size() > 1
                   ? fmt::format("; {} (rank, step) pair(s) of these steps have no update record", r.steps_without_record)

@@ -53,6 +53,7 @@ Json run(const RunSummary& r) {
               {"first_step", opt(r.first_step)},
               {"last_step", opt(r.last_step)},
               {"updates_outside_window", r.updates_outside_window},
+              {"updates_of_other_runs", r.updates_of_other_runs},
               {"steps_without_record", r.steps_without_record},
               {"step_stride", r.step_stride},
               {"stopped_early", r.stopped_early ? Json{{"field", r.stopped_early->field},

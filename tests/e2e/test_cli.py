@@ -1387,3 +1387,29 @@ def test_a_few_ranks_that_start_logging_late_do_not_hide_a_straggler(tmp_path):
     assert [(e["rank"], e["first_step"], e["last_step"]) for e in x["episodes"]] == [(slow, 3, 9)]
     text = " ".join(run("report", tmp_path).stdout.split())
     assert "ranks with short logs rank 20 (18 of 30 steps), rank 21 (18 of 30 steps): left out" in text
+
+
+def test_run_latest_analyzes_the_run_after_a_restart(tmp_path):
+    # A job restarted at world size 3 after step 9 appended to ranks 0..2's logs: the
+    # world-4 run (most ranks) was analyzed, there was no way to choose the new one, and
+    # the report's body did not say that one was skipped.
+    for rank in range(4):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 4, "run_id": "job"})]
+        lines += [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 100.0 + s}) for s in range(10)]
+        if rank < 3:
+            lines.append(json.dumps({"type": "config", "rank": rank, "world_size": 3, "run_id": "job"}))
+            lines += [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 200.0 + s})
+                      for s in range(10, 20)]
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    old = json.loads(run("report", "--format", "json", tmp_path).stdout)["run"]
+    assert (old["ranks"], old["first_step"], old["last_step"]) == ([0, 1, 2, 3], 0, 9)
+    assert old["updates_of_other_runs"] == 3 * 10
+    r = run("report", "--format", "json", "--run", "latest", tmp_path)
+    assert r.returncode == 1  # (the mixed-runs errors)
+    new = json.loads(r.stdout)["run"]
+    assert (new["ranks"], new["world_size"], new["first_step"], new["last_step"]) == ([0, 1, 2], 3, 10, 19)
+    assert new["updates_of_other_runs"] == 4 * 10
+    text = " ".join(run("report", "--run", "latest", tmp_path).stdout.split())
+    assert "40 update record(s) of another run skipped" in text
+    bad = run("report", "--run", "newest", tmp_path)
+    assert bad.returncode == 2 and "--run" in bad.stderr
