@@ -68,8 +68,8 @@ int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, c
 
 /* Writes the update record of optimizer update `step` (see stepprof::end_update).
  * STEPPROF_WARN_IO when it could not be written (counted, reported in the next record).
- * STEPPROF_ERR_ARGUMENT for a step not above every earlier one (written, and counted as
- * bad_argument) or below 0 (not written: its regions and counts are dropped; counted). */
+ * STEPPROF_ERR_ARGUMENT for a step below 0 (nothing written, the update goes on; counted
+ * as bad_argument); a step not above every earlier one is written and counted. */
 int stepprof_end_update(stepprof_recorder* rec, int64_t step);
 /* Restarts the current update's wall clock. */
 int stepprof_begin_update(stepprof_recorder* rec);

@@ -183,12 +183,11 @@ Status open(const Options& options, std::string* message = nullptr) noexcept;
 /// reads back device events, and writes one update record holding everything since the
 /// previous end_update() (or open()). kWarnIo when the record could not be written (it
 /// is counted and reported in the next record); kErrState when no recorder is open.
-/// Steps are update indices: a step not above every earlier one is written, counted as
-/// bad_argument, and returns kErrArgument (the reader reports a repeated step as
-/// duplicate-step); a step below 0 ends the update without writing it (the reader would
-/// reject the record): its regions and counts are dropped, the error is counted and
-/// reported in the next record with those it would have carried, and it returns
-/// kErrArgument.
+/// Steps are update indices: a step not above every earlier one is written and counted
+/// as bad_argument (the reader reports a repeated step as duplicate-step); a step below 0
+/// is kErrArgument and does nothing else (the update goes on, so what it recorded goes in
+/// the next record, with the error counted; a record of it would be rejected by the
+/// reader, and with it the errors it carries).
 Status end_update(std::int64_t step) noexcept;
 
 /// Restarts the current update's wall clock (e.g. after evaluation between updates).

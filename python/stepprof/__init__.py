@@ -425,9 +425,8 @@ class Recorder:
         """Writes the record of optimizer update `step` and starts the next update.
         A record that cannot be written is counted (reported in the next record and at
         close()) and warned about once. A step not above every earlier one is written
-        and counted as bad_argument; a step below 0 ends the update without writing it
-        (its regions and counts are dropped; counted as bad_argument and reported in the
-        next record). In a fork() child (a DataLoader worker),
+        and counted as bad_argument; a step below 0 writes nothing (the update goes on,
+        into the next record; counted as bad_argument). In a fork() child (a DataLoader worker),
         whose copy of the recorder is closed, it does nothing, as region() and count()
         do there. TypeError / ValueError for a step that is not a 64-bit integer;
         RuntimeError once closed."""

@@ -684,38 +684,56 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       gather_steps();
     }
   }
-  // Likewise the ranks that lack some steps (logs that start late, lost records) when
-  // leaving them out keeps more of the comparison than leaving out their missing steps:
-  // (ranks - k) x steps against ranks x steps every rank holds. 64 of 2,048 ranks that
-  // started logging at step 21 of 60 left steps 1..20 uncompared, and a straggler there
-  // unseen. At most a tenth of the ranks are left out so.
+  // Likewise ranks whose logs start late (they hold every step from their first to the
+  // last), when leaving them out keeps more of the comparison than leaving out the steps
+  // they lack, (ranks - k) x aligned' against ranks x aligned, and gains at least 3 steps
+  // and a tenth of them: 64 of 2,048 ranks that started logging at step 21 of 60 left
+  // steps 1..20 uncompared, and a straggler there unseen. At most a tenth of the ranks
+  // are left out so. (Not a rank that lost a record or stopped early: that is often the
+  // sick rank itself, and its other steps are compared.)
   {
     std::vector<std::size_t> lacking;
-    for (std::size_t i = 0; i < ranks.size(); ++i)
-      if (steps_of[i] < steps.size()) lacking.push_back(i);
-    if (!lacking.empty() && 10 * lacking.size() <= ranks.size() && ranks.size() - lacking.size() >= 2) {
-      std::vector<std::uint32_t> holding(steps.size(), 0);  // lacking ranks that hold each step
-      std::vector<std::int64_t> mine;
-      for (const std::size_t i : lacking) {
-        mine.clear();
-        for (const auto& u : ranks[i]->updates) mine.push_back(u.step);
-        std::sort(mine.begin(), mine.end());
-        mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
-        for (const std::int64_t st : mine)
-          ++holding[static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), st) - steps.begin())];
+    std::vector<bool> late;
+    std::vector<std::int64_t> mine;
+    std::vector<std::uint32_t> all(steps.size(), 0), others(steps.size(), 0);  // lacking ranks holding each step
+    std::size_t n_late = 0;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      if (steps_of[i] == steps.size()) continue;
+      mine.clear();
+      for (const auto& u : ranks[i]->updates) mine.push_back(u.step);
+      std::sort(mine.begin(), mine.end());
+      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+      const auto from = std::lower_bound(steps.begin(), steps.end(), mine.front());
+      const bool starts_late = mine.back() == steps.back() && static_cast<std::size_t>(steps.end() - from) == mine.size();
+      lacking.push_back(i);
+      late.push_back(starts_late);
+      n_late += starts_late ? 1 : 0;
+      for (const std::int64_t st : mine) {
+        const auto at = static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), st) - steps.begin());
+        ++all[at];
+        if (!starts_late) ++others[at];
       }
-      const auto aligned = static_cast<std::size_t>(
-          std::count(holding.begin(), holding.end(), static_cast<std::uint32_t>(lacking.size())));
-      if ((ranks.size() - lacking.size()) * steps.size() > ranks.size() * aligned) {
+    }
+    if (n_late > 0 && 10 * n_late <= ranks.size() && ranks.size() - n_late >= 2) {
+      const auto aligned_with = static_cast<std::size_t>(
+          std::count(all.begin(), all.end(), static_cast<std::uint32_t>(lacking.size())));
+      const auto aligned_without = static_cast<std::size_t>(
+          std::count(others.begin(), others.end(), static_cast<std::uint32_t>(lacking.size() - n_late)));
+      const std::size_t gain = aligned_without - std::min(aligned_without, aligned_with);
+      if ((ranks.size() - n_late) * aligned_without > ranks.size() * aligned_with && gain >= 3 &&
+          10 * gain >= steps.size()) {
         std::vector<const RankLog*> kept;
         std::size_t next = 0;
         for (std::size_t i = 0; i < ranks.size(); ++i) {
           if (next < lacking.size() && lacking[next] == i) {
-            out.ranks_short.emplace_back(*ranks[i]->rank, steps_of[i]);
+            if (late[next]) {
+              out.ranks_short.emplace_back(*ranks[i]->rank, steps_of[i]);
+              ++next;
+              continue;
+            }
             ++next;
-          } else {
-            kept.push_back(ranks[i]);
           }
+          kept.push_back(ranks[i]);
         }
         std::sort(out.ranks_short.begin(), out.ranks_short.end());
         ranks.swap(kept);

@@ -166,10 +166,8 @@ int stepprof_end_update(stepprof_recorder* rec, int64_t step) {
   const Status s = stepprof::end_update(step);
   if (s == Status::kWarnIo) return set_error(status(s), "the update record could not be written (counted)");
   if (s == Status::kErrArgument)
-    return set_error(status(s), step < 0 ? "stepprof_end_update: a step below 0; the update was not written "
-                                           "(counted as bad_argument)"
-                                         : "stepprof_end_update: a step not above every earlier one; written, and "
-                                           "counted as bad_argument (the reader reports it as a duplicate step)");
+    return set_error(status(s), "stepprof_end_update: a step below 0; nothing was written and the update goes on "
+                                "(counted as bad_argument)");
   return checked(s, "stepprof_end_update");
 }
 

@@ -78,6 +78,16 @@ struct ThreadStateFull : ThreadState {
   std::unique_ptr<std::uint64_t[]> base_calls, base_ticks;
   std::array<std::uint64_t, kErrorKinds> base_errors{};
 
+  // Exits of this thread's regions asked by other threads (a Region destroyed there), at
+  // their host clock; applied by this thread at its next entry (apply_foreign_exits).
+  // Under the thread registry's lock.
+  struct ForeignExit {
+    std::uint32_t depth, region;
+    std::uint64_t end;
+  };
+  std::array<ForeignExit, kMaxDepth> foreign{};
+  std::uint32_t foreign_n = 0;
+
   void count_error(ErrorKind k) noexcept {
     auto& e = errors[static_cast<std::size_t>(k)];
     e.store(e.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

@@ -579,20 +579,23 @@ void Core::drain_device(ThreadStateFull* s) {
 Status Core::end_update(std::int64_t step) {
   std::lock_guard lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  // A step below 0: nothing is done (the contract of an error status), and the update goes
+  // on; a record of it would be rejected by the reader, and with it the errors it carries.
+  if (step < 0) {
+    count_global_error(ErrorKind::kBadArgument);
+    return Status::kErrArgument;
+  }
   if (timer_ && opts_.sync_at_update)
     for (void* stream : streams_)
       if (!timer_->synchronize(stream)) count_global_error(ErrorKind::kDeviceSyncFailed);
 
   // Steps are update indices, >= 0 and increasing: one not above the highest before it
-  // is written (the reader reports a repeated one as a duplicate step) and counted; one
-  // below 0 is counted and its record not written (the reader rejects it, and with it the
-  // errors it would carry: they go in the next record instead).
-  const bool bad_step = step < 0 || (last_step_ && step <= *last_step_);
-  if (bad_step) count_global_error(ErrorKind::kBadArgument);
+  // is written (the reader reports a repeated one as a duplicate step) and counted.
+  if (last_step_ && step <= *last_step_) count_global_error(ErrorKind::kBadArgument);
   // Called inside a region of this thread (a loop body's region around end_update): that
   // region ends after this record, so its time goes in the next update's record.
   if (t_state != nullptr && t_state->depth > 0) count_global_error(ErrorKind::kOpenAtEndUpdate);
-  if (step >= 0) last_step_ = last_step_ ? std::max(*last_step_, step) : step;
+  last_step_ = last_step_ ? std::max(*last_step_, step) : step;
   UpdateRecord u;
   u.rank = opts_.rank;
   u.step = step;
@@ -676,7 +679,6 @@ Status Core::end_update(std::int64_t step) {
   u.microbatches = std::move(d.microbatches);
 
   collect_errors();
-  if (step < 0) return Status::kErrArgument;  // (the update's data is dropped with it)
   for (std::size_t k = 0; k < kErrorKinds; ++k)
     if (unreported_[k])
       u.recorder_errors.emplace_back(std::string(error_name(static_cast<ErrorKind>(k))),
@@ -703,7 +705,7 @@ Status Core::end_update(std::int64_t step) {
   if (line_buf_.capacity() > kKeptLineBytes) std::string().swap(line_buf_);  // (one record with a long tail)
   if (!written) return Status::kWarnIo;
   unreported_ = {};
-  return bad_step ? Status::kErrArgument : Status::kOk;
+  return Status::kOk;
 }
 
 Status Core::begin_update() {

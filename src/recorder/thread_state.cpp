@@ -2,6 +2,7 @@
 // hot path takes a lock), handed on to a new thread after its owner exits and
 // end_update has read its last totals. Never freed while the process runs, so a region
 // still running on any thread never touches freed memory.
+#include <algorithm>
 #include <new>
 
 #include "internal.hpp"
@@ -59,6 +60,8 @@ ThreadState* attach_thread() noexcept {
       if (old->exited.load(std::memory_order_acquire) &&
           old->pending_head.load(std::memory_order_relaxed) == old->pending_tail.load(std::memory_order_relaxed)) {
         old->exited.store(false, std::memory_order_relaxed);
+        old->foreign_n = 0;  // (its thread ended with those regions open: counted then)
+        old->foreign_exit.store(false, std::memory_order_relaxed);
         old->depth = 0;  // its device range, if any, stays with it for the session
         s = old;
         break;
@@ -84,11 +87,22 @@ ThreadState* attach_thread() noexcept {
 void leave_mismatched(const Entered& e) noexcept {
   auto* t = static_cast<ThreadStateFull*>(e.t);
   if (t != t_state && t != fallback_state()) {
-    // Entered on another thread (a Region moved to, or destroyed on, another thread): that
-    // thread writes its state without a lock, so it is left alone. The region stays open
-    // there, unrecorded, until that thread exits a region further out (a mismatched exit
-    // that closes it). Counted on the calling thread.
-    this_thread_state()->count_error(ErrorKind::kMismatchedExit);
+    // Entered on another thread (a coroutine resumed elsewhere, a scope object handed
+    // over): that thread writes its state without a lock, so it is asked to close the
+    // region itself, at its next entry, with this moment as its end. (Closing it from
+    // here raced with that thread's own regions; leaving it open stacked stale frames.)
+    const std::uint64_t end = read_clock();
+    bool full = false;
+    {
+      std::lock_guard lock(thread_registry().mu);
+      if (t->foreign_n < kMaxDepth) {
+        t->foreign[t->foreign_n++] = {e.depth, e.region, end};
+        t->foreign_exit.store(true, std::memory_order_release);
+      } else {
+        full = true;
+      }
+    }
+    if (full) this_thread_state()->count_error(ErrorKind::kMismatchedExit);  // (not closed: counted)
     return;
   }
   t->count_error(ErrorKind::kMismatchedExit);
@@ -98,6 +112,26 @@ void leave_mismatched(const Entered& e) noexcept {
     if (e.depth < kMaxDepth) forget_frames(t, e.depth + 1);
     leave(t, e.depth);
   }
+}
+
+void apply_foreign_exits(ThreadState* base) noexcept {
+  auto* t = static_cast<ThreadStateFull*>(base);
+  std::lock_guard lock(thread_registry().mu);
+  // The innermost first: a request waits while regions this thread entered later are open
+  // above it; one whose frame is gone (closed since, by a mismatched exit) is dropped.
+  for (bool again = true; again;) {
+    again = false;
+    for (std::uint32_t k = 0; k < t->foreign_n; ++k) {
+      const auto x = t->foreign[k];
+      const bool gone = x.depth >= t->depth || (x.depth < kMaxDepth && t->stack[x.depth].region != x.region);
+      if (!gone && x.depth + 1 != t->depth) continue;
+      if (!gone) leave_at(t, x.depth, x.depth < kMaxDepth ? std::max(x.end, t->stack[x.depth].start) : x.end);
+      t->foreign[k] = t->foreign[--t->foreign_n];
+      again = true;
+      break;
+    }
+  }
+  if (t->foreign_n == 0) t->foreign_exit.store(false, std::memory_order_relaxed);
 }
 
 ThreadStateFull* this_thread_state() noexcept {

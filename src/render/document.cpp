@@ -1,7 +1,6 @@
 #include "document.hpp"
 
 #include <algorithm>
-#include <ranges>
 #include <unordered_set>
 #include <numeric>
 #include <functional>
@@ -501,11 +500,23 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                      : x.stragglers.size() <= kListedUpTo ? "rank " + join(x.stragglers, ", rank ")
                                                                           : fmt::format("{} ranks: {}", x.stragglers.size(),
                                                                                         rank_numbers(x.stragglers)));
-  // (The first kEpisodesListed, then a count: a slow pipeline stage of 1,024 ranks made
+  // (kEpisodesListed of them, then a count: a slow pipeline stage of 1,024 ranks made
   // 1,024 stretches of 2 lines each here; every one is in --format json.)
   constexpr std::size_t kEpisodesListed = 8;
   std::string episodes;
-  for (const auto& e : x.episodes | std::views::take(kEpisodesListed))
+  // (Index loops, not std::views: clang 14, which builds the fuzz targets, cannot compile
+  // libstdc++ 12's ranges.)
+  // The kEpisodesListed with the most time at stake (excess_ms), in step order.
+  std::vector<std::size_t> listed(x.episodes.size());
+  std::iota(listed.begin(), listed.end(), std::size_t{0});
+  if (listed.size() > kEpisodesListed) {
+    std::stable_sort(listed.begin(), listed.end(),
+                     [&](std::size_t a, std::size_t b) { return x.episodes[a].excess_ms > x.episodes[b].excess_ms; });
+    listed.resize(kEpisodesListed);
+    std::sort(listed.begin(), listed.end());
+  }
+  for (const std::size_t k : listed) {
+    const auto& e = x.episodes[k];
     episodes += fmt::format("{}rank {}, steps {}..{} (far behind in {} of {} updates, {} behind the median rank{})",
                             episodes.empty() ? "" : "; ", e.rank, e.first_step, e.last_step, e.behind, e.updates,
                             ms(e.margin_ms),
@@ -513,11 +524,16 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                                        e.alongside.size() == 1 ? "rank" : "ranks", join(e.alongside),
                                                        e.shared)
                                          : std::string());
+  }
   if (x.episodes.size() > kEpisodesListed) {
     std::vector<std::int64_t> more;
-    for (const auto& e : x.episodes | std::views::drop(kEpisodesListed)) more.push_back(e.rank);
-    episodes += fmt::format("; and {} more stretches, of {} {} (all in --format json)",
-                            x.episodes.size() - kEpisodesListed, more.size() == 1 ? "rank" : "ranks", rank_numbers(more));
+    for (std::size_t k = 0; k < x.episodes.size(); ++k)
+      if (!std::binary_search(listed.begin(), listed.end(), k)) more.push_back(x.episodes[k].rank);
+    std::sort(more.begin(), more.end());
+    const auto ranks = static_cast<std::size_t>(std::unique(more.begin(), more.end()) - more.begin());
+    const std::size_t n = x.episodes.size() - listed.size();
+    episodes += fmt::format("; and {} more {}, of {} {} (all in --format json)", n, n == 1 ? "stretch" : "stretches",
+                            ranks == 1 ? "rank" : "ranks", rank_numbers(more));
   }
   f.items.emplace_back("fell behind for a while",
                        episodes.empty() ? fmt::format("no rank (3 or more updates more than {} behind the median rank)",

@@ -270,9 +270,11 @@ struct CrossRankResult {
   /// Ranks whose logs hold fewer than half of the steps found in the ranks' logs together
   /// (their union: a job that crashed or whose log was cut), left out of the comparison
   /// when two or more ranks remain: with them, only the steps they hold would be compared,
-  /// and a straggler elsewhere could go unseen. Then, likewise, the ranks that lack any
-  /// step, when they are at most a tenth of the ranks and leaving them out keeps more
-  /// (rank, step) pairs than leaving out the steps they lack (logs that start late).
+  /// and a straggler elsewhere could go unseen. Then, likewise, ranks whose logs start late
+  /// (every step from their first to the last), when they are at most a tenth of the
+  /// ranks and leaving them out keeps more (rank, step) pairs than leaving out the steps
+  /// they lack, gaining at least 3 steps and a tenth of them (not a rank that lost a
+  /// record or stopped early: often the sick rank itself).
   /// (rank, its steps), ascending rank.
   std::vector<std::pair<std::int64_t, std::size_t>> ranks_short;
   std::size_t steps_total = 0;  ///< steps in any compared rank's log (their union)

@@ -51,6 +51,9 @@ struct ThreadState {
   /// True while this thread records device events (the recorder is open with device
   /// timing and this thread opened it or called set_device_stream).
   std::atomic<bool> device{false};
+  /// Set by another thread that destroyed a Region of this thread (a coroutine resumed
+  /// elsewhere, a scope object handed over): this thread closes it at its next entry.
+  std::atomic<bool> foreign_exit{false};
   Frame stack[kMaxDepth] = {};
   RegionAcc acc[kMaxRegions + 1];
 };
@@ -72,6 +75,8 @@ void depth_overflow(ThreadState* t) noexcept;
 /// limit, kOverflowRegion), or kTopParent: the parent of a region entered inside one past
 /// the limit. `d` < kMaxDepth.
 std::uint32_t recorded_parent(const ThreadState* t, std::uint32_t d) noexcept;
+/// On the owning thread: closes the regions other threads asked to close (foreign_exit).
+void apply_foreign_exits(ThreadState* t) noexcept;
 
 /// One read of the recorder's host clock [ticks]: rdtsc where the TSC is invariant,
 /// else steady_clock [ns]. Ticks convert to ns with the calibration in clock.cpp.
@@ -93,6 +98,7 @@ struct Entered {
 inline Entered enter(std::uint32_t id) noexcept {
   ThreadState* t = t_state;
   if (t == nullptr) [[unlikely]] t = attach_thread();
+  if (t->foreign_exit.load(std::memory_order_acquire)) [[unlikely]] apply_foreign_exits(t);
   const std::uint32_t d = t->depth;
   t->depth = d + 1;
   if (d < kMaxDepth) [[likely]] {
@@ -110,9 +116,9 @@ inline Entered enter(std::uint32_t id) noexcept {
   return {t, d, id};
 }
 
-/// Closes the region at stack index `d` of the thread that owns `t` (the innermost one).
-inline void leave(ThreadState* t, std::uint32_t d) noexcept {
-  const std::uint64_t end = read_clock();
+/// Closes the region at stack index `d` of the thread that owns `t` (the innermost one),
+/// at host clock `end`.
+inline void leave_at(ThreadState* t, std::uint32_t d, std::uint64_t end) noexcept {
   t->depth = d;
   if (d < kMaxDepth) [[likely]] {
     const Frame& f = t->stack[d];
@@ -129,6 +135,9 @@ inline void leave(ThreadState* t, std::uint32_t d) noexcept {
     if (f.event != kNoEvent) [[unlikely]] device_exit(t, f);
   }
 }
+
+/// Closes the region at stack index `d` of the thread that owns `t` (the innermost one).
+inline void leave(ThreadState* t, std::uint32_t d) noexcept { leave_at(t, d, read_clock()); }
 
 /// A scoped region's exit when it is not the innermost open region of the calling
 /// thread, or was entered on another thread (thread_state.cpp).
