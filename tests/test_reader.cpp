@@ -1816,3 +1816,16 @@ TEST_F(ReaderTest, BrokenStructureInsideAFieldIsNamedAtItsByte) {
     EXPECT_EQ(found[i]->column, want) << found[i]->message;
   }
 }
+
+// Config values are compared in canonical form: whitespace and key order do not count,
+// but numbers a double cannot tell apart are compared as written (two 128-bit hashes
+// that differ in their last digits were one value).
+TEST(CanonicalJson, IgnoresLayoutButNotDigitsADoubleLoses) {
+  using stepprof::canonical_json;
+  EXPECT_EQ(canonical_json(R"({"b": 2, "a": [1, 2]})"), canonical_json(R"({"a":[1,2],"b":2})"));
+  EXPECT_NE(canonical_json(R"({"a": 1})"), canonical_json(R"({"a": 2})"));
+  EXPECT_NE(canonical_json("340282366920938463463374607431768211455"),
+            canonical_json("340282366920938463463374607431768211000"));
+  EXPECT_NE(canonical_json(R"({"h": 9007199254740993.0})"), canonical_json(R"({"h": 9007199254740992.0})"));
+  EXPECT_EQ(canonical_json("not json {"), "not json {");
+}

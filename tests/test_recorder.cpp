@@ -947,13 +947,19 @@ TEST_F(RecorderTest, ABackgroundRegionEndingAfterTheLastUpdateIsNotCountedAtClos
     ASSERT_EQ(open(o), Status::kOk);
     { STEPPROF_REGION("fwd"); }
     ASSERT_EQ(end_update(0), Status::kOk);
-    std::thread([] { STEPPROF_REGION("loader"); }).join();  // after the last update
+    std::thread([] {  // after the last update, with a region nested in it (background too)
+      STEPPROF_REGION("loader");
+      STEPPROF_REGION("decode");
+    }).join();
     std::string message;
     EXPECT_EQ(close(&message), Status::kOk) << message;
     // Any other region after the last update still is.
     ASSERT_EQ(open(o), Status::kOk);
     ASSERT_EQ(end_update(0), Status::kOk);
-    std::thread([] { STEPPROF_REGION("loader"); STEPPROF_REGION("not_background"); }).join();
+    std::thread([] {
+      { STEPPROF_REGION("loader"); }
+      STEPPROF_REGION("not_background");
+    }).join();
     EXPECT_EQ(close(&message), Status::kWarnErrors);
     EXPECT_NE(message.find("unwritten_at_close 1"), std::string::npos) << message;
   }

@@ -78,8 +78,9 @@ std::string check_region_map(std::string_view key, std::string_view json);
 
 /// The JSON text `json` in one canonical form, for comparing values written by different
 /// writers: parsed and written back compactly, object keys sorted (nlohmann::json), so
-/// that `{"a": 1, "b": 2}` and `{"b":2,"a":1}` compare equal. Text that does not parse
-/// is returned unchanged.
+/// that `{"a": 1, "b": 2}` and `{"b":2,"a":1}` compare equal. Text that does not parse,
+/// or holds a number a double cannot tell apart from its neighbours (2^53 or more written
+/// as a float or beyond 64-bit integers), is returned unchanged.
 std::string canonical_json(std::string_view json);
 
 /// Splits the text of one JSON object into fields (key, raw JSON value text), in order,

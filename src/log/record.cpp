@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -105,6 +106,16 @@ std::string check_value(std::string_view json) {
 std::string canonical_json(std::string_view json) {
   const auto v = nlohmann::json::parse(json, nullptr, false);
   if (v.is_discarded()) return std::string(json);
+  // A number beyond 64-bit integers is parsed as a double, and two such numbers could
+  // compare equal: such text is compared as written.
+  bool inexact = false;
+  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& x) {
+    if (x.is_number_float() && std::fabs(x.get<double>()) >= 9007199254740992.0) inexact = true;
+    else if (x.is_structured())
+      for (const auto& e : x) walk(e);
+  };
+  walk(v);
+  if (inexact) return std::string(json);
   return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -534,17 +535,40 @@ class Reader {
     }
   }
 
-  // Whether two records of one step time alike: the wall time, and every region's and
-  // counter's value, in the same order (what a copy of a log has; a rerun of the step does not).
+  // Whether two records of one step hold the same data: every field the reader keeps,
+  // regions and counters in any order (a copy re-serialized with sorted keys is a copy),
+  // everything else as read. What a copy of a log has; a rerun of the step does not.
   static bool same_timing(const UpdateRecord& a, const UpdateRecord& b) {
-    auto same_region = [](const RegionSample& x, const RegionSample& y) {
-      return x.region == y.region && x.parent == y.parent && x.device_ms == y.device_ms && x.host_ms == y.host_ms &&
-             x.calls == y.calls;
+    if (a.wall_ms != b.wall_ms || a.regions.size() != b.regions.size() || a.counters.size() != b.counters.size())
+      return false;
+    auto key = [](const RegionSample& x) {
+      return std::tuple(x.region, x.parent.value_or(kTopLevel - 1), x.device_ms.value_or(-1.0), x.host_ms.value_or(-1.0),
+                        x.calls.value_or(-1), x.parent.has_value(), x.device_ms.has_value(), x.host_ms.has_value(),
+                        x.calls.has_value());
     };
-    auto same_counter = [](const Counter& x, const Counter& y) { return x.name == y.name && x.value == y.value; };
-    return a.wall_ms == b.wall_ms && std::equal(a.regions.begin(), a.regions.end(), b.regions.begin(),
-                                                b.regions.end(), same_region) &&
-           std::equal(a.counters.begin(), a.counters.end(), b.counters.begin(), b.counters.end(), same_counter);
+    std::vector<decltype(key(RegionSample{}))> ra, rb;
+    for (const auto& x : a.regions) ra.push_back(key(x));
+    for (const auto& x : b.regions) rb.push_back(key(x));
+    std::sort(ra.begin(), ra.end());
+    std::sort(rb.begin(), rb.end());
+    std::vector<std::pair<NameTable::Id, double>> ca, cb;
+    for (const auto& c : a.counters) ca.emplace_back(c.name, c.value);
+    for (const auto& c : b.counters) cb.emplace_back(c.name, c.value);
+    std::sort(ca.begin(), ca.end());
+    std::sort(cb.begin(), cb.end());
+    auto same_shape = [](const InputShape& x, const InputShape& y) { return x.dims == y.dims && x.microbatches == y.microbatches; };
+    auto same_mb = [](const MicroBatch& x, const MicroBatch& y) {
+      return x.path == y.path && x.frames == y.frames && x.tokens == y.tokens && x.padded_length == y.padded_length;
+    };
+    auto same_field = [](const RawField& x, const RawField& y) { return x.key == y.key && x.json == y.json; };
+    return ra == rb && ca == cb && a.frame_histogram == b.frame_histogram &&
+           std::equal(a.input_shapes.begin(), a.input_shapes.end(), b.input_shapes.begin(), b.input_shapes.end(),
+                      same_shape) &&
+           a.sample_indices == b.sample_indices && a.padding_fraction == b.padding_fraction &&
+           std::equal(a.microbatches.begin(), a.microbatches.end(), b.microbatches.begin(), b.microbatches.end(),
+                      same_mb) &&
+           a.recorder_errors == b.recorder_errors &&
+           std::equal(a.extra.begin(), a.extra.end(), b.extra.begin(), b.extra.end(), same_field);
   }
 
   // The duplicate steps of one rank, skipped: those timed alike in one file and the file of

@@ -737,9 +737,19 @@ bool Core::recorded_since_last_update() {
   {
     auto& reg = thread_registry();
     std::lock_guard tl(reg.mu);
+    // (A region nested in a background one runs on its thread too: its parent chain, as
+    // last seen on that thread, is followed up to kMaxDepth levels.)
+    auto in_background = [&](const ThreadStateFull* st, std::uint32_t r) {
+      for (std::uint32_t level = 0; level <= kMaxDepth && r < n; ++level) {
+        if (background[r]) return true;
+        r = st->acc[r].parent.load(std::memory_order_relaxed);
+      }
+      return false;
+    };
     for (ThreadStateFull* st : reg.states)
       for (std::uint32_t r = 0; r < n; ++r)
-        if (!background[r] && st->acc[r].calls.load(std::memory_order_acquire) != st->base_calls[r]) return true;
+        if (st->acc[r].calls.load(std::memory_order_acquire) != st->base_calls[r] && !in_background(st, r))
+          return true;
   }
   auto& nr = names();
   const std::uint32_t nc = nr.counter_count.load(std::memory_order_acquire);

@@ -1288,6 +1288,16 @@ def test_a_copy_of_a_log_is_one_warning_and_a_rerun_step_an_error_each(tmp_path)
     assert r.returncode == 1
     errors = [d for d in json.loads(r.stdout)["diagnostics"]["items"] if d["severity"] == "error"]
     assert [(d["line"], d["code"]) for d in errors] == [(1, "duplicate-step"), (2, "duplicate-step")]
+    # A copy re-serialized with sorted keys is a copy; the same times with another counter
+    # or histogram are not (a copy's other data was taken as equal).
+    (tmp_path / "sorted.jsonl").write_text("".join(json.dumps(json.loads(x), sort_keys=True) + "\n" for x in full))
+    r = run("report", "--format", "json", tmp_path / "a.jsonl", tmp_path / "sorted.jsonl")
+    assert r.returncode == 0 and "8 update record(s) of rank 0 (steps 0..7) repeat" in r.stdout
+    other = json.loads(record(4, walls[4]))
+    other["counts"] = {"samples": 3}
+    (tmp_path / "counts.jsonl").write_text(json.dumps(other) + "\n")
+    r = run("report", "--format", "json", tmp_path / "a.jsonl", tmp_path / "counts.jsonl")
+    assert r.returncode == 1 and "duplicate step 4 for rank 0" in r.stdout
 
 
 def test_every_rank_stopping_before_the_configs_end_is_said(tmp_path):
