@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -183,6 +184,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       std::vector<FrameCountEvidence> table(kTable);
       std::map<std::int64_t, FrameCountEvidence> evidence;
       double saving = 0;
+      std::map<std::int64_t, double> step_excess;  // per step: the largest excess of any rank
       for (std::size_t k = 0; k < updates.size(); ++k) {
         const UpdateRecord* u = updates[k];
         const bool slow_ran = slow_id && ran(in.region_of(k, *u, *slow_id));
@@ -211,6 +213,8 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
                                                            : in.counter_or_zero(k, *u, slow_counter);
           const double excess = t.value_or(0) - work * *unit_cost(*fast);
           saving += excess;
+          auto [at, added] = step_excess.try_emplace(u->step, excess);
+          if (!added) at->second = std::max(at->second, excess);
           keep_costliest(g.costliest, {u->rank, u->step, t.value_or(0), excess});
         }
       }
@@ -220,7 +224,14 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         g.frame_counts.push_back(e);
         if (e.updates_with > 0 && e.updates_with == e.updates_with_slow) g.frame_counts_only_with_slow.push_back(frames);
       }
-      if (slow_work && !updates.empty()) g.saving_ms_per_update = saving / static_cast<double>(updates.size());
+      if (slow_work && !updates.empty()) {
+        g.saving_ms_per_update = saving / static_cast<double>(updates.size());
+        std::set<std::int64_t> steps;
+        for (const UpdateRecord* u : updates) steps.insert(u->step);
+        double sum = 0;
+        for (const auto& [step, excess] : step_excess) sum += excess;
+        g.step_saving_at_most_ms = sum / static_cast<double>(steps.size());
+      }
     }
     out.groups.push_back(std::move(g));
   }

@@ -278,6 +278,11 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
       m.why_not = "communication region: its time is mostly waiting for other ranks (the what-ifs model it apart)";
       return m;
     }
+    if (in.hierarchy && in.hierarchy->in_background(m.region)) {
+      m.why_not = "background region: it runs beside the updates on its own thread (a data loader), so its time is "
+                  "not part of an update's";
+      return m;
+    }
     m.candidates = candidate_features(set.space, id);
     if (updates.size() < 3) {
       m.why_not = fmt::format("fitted on {} update(s): at least {} are needed", updates.size(), kMinUpdates);

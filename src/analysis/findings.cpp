@@ -50,11 +50,21 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
     Finding f;
     f.kind = "slow-path";
     f.subject = g.group;
-    f.ms_per_update = *g.saving_ms_per_update;
-    f.title = fmt::format("{} of {} updates ran the slow path {} ({:.2f}x the cost per {} of {})",
-                          g.updates_with_slow, g.updates, g.slow, *g.slow_over_fast, g.unit, g.fast);
+    // With several ranks' logs the mean over every rank's updates shrinks as 1/ranks while
+    // a fallback on one rank holds up the whole step: the time at stake is per step, the
+    // largest excess of a rank in it (an upper bound: it counts when that rank is the one
+    // the step waits for).
+    const bool several = in.cross_rank.ranks > 1 && g.step_saving_at_most_ms;
+    f.ms_per_update = several ? *g.step_saving_at_most_ms : *g.saving_ms_per_update;
+    f.title = fmt::format("{} of {} {}updates ran the slow path {} ({:.2f}x the cost per {} of {})",
+                          g.updates_with_slow, g.updates, several ? "rank " : "", g.slow, *g.slow_over_fast, g.unit,
+                          g.fast);
     f.evidence = fmt::format("{}: {} ms per {}, {}: {} ms per {}", g.slow, ms_text(sc, 1), g.unit, g.fast,
                              ms_text(fc, 1), g.unit);
+    if (several)
+      f.evidence += fmt::format("; time at stake: up to {} ms per step (the largest excess of a rank in each step, "
+                                "when the step waits for that rank; {} ms per rank and update over all ranks)",
+                                ms_text(f.ms_per_update, 1), ms_text(*g.saving_ms_per_update, 1));
     if (!g.frame_counts_only_with_slow.empty() && g.updates_fast_only > 0)
       f.evidence += fmt::format("; every update with a sample of {} frames ran {}", join_ints(g.frame_counts_only_with_slow),
                                 g.slow);

@@ -92,6 +92,11 @@ struct WhatIfReplay::Impl {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> bucket;  // per pool entry: its frame count's [begin, end)
   std::optional<std::size_t> t_samples, t_frames, t_mbs, t_fsq, t_calls;
   std::vector<std::size_t> zeroed;  // the other paths' features
+  // Per update: the measured time of the other paths that have no usable cost model
+  // (e.g. a fallback in 3 of 204,800 updates). They no longer run, so that time goes;
+  // removing it needs no model. Empty when there are none.
+  std::vector<double> removed_ms;
+  std::vector<RegionChange> removed;  // those paths, with their mean change
   std::optional<std::size_t> f_frames, f_fsq, f_valid, f_slots;
   double calls_per_mb = 1;
 
@@ -187,7 +192,7 @@ double WhatIfReplay::Impl::change(std::size_t i, const std::vector<double>& xo,
       d += coef[k][j] * (xo[f] - x[i][f]);
     }
   }
-  return d;
+  return removed_ms.empty() ? d : d - removed_ms[i];
 }
 
 namespace {
@@ -510,10 +515,45 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
     return;
   }
 
+  // batched-geometry: the target path's work is priced by its model; another path of the
+  // group no longer runs, so one without a usable model has its measured time removed.
+  std::vector<NameTable::Id> removed_ids;
+  if (s.scenario == Scenario::kBatchedGeometry) {
+    for (const auto& p : space.paths) {
+      if (p.group != s.group || !p.id) continue;
+      const RegionModel* m = models.find(p.region);
+      if (!m || m->usable || !(m->mean_ms > 0)) continue;
+      if (p.region == s.target) {
+        fail(fmt::format("the cost model of {} is not usable: {}", p.region, m->why_not));
+        return;
+      }
+      removed_ids.push_back(*p.id);
+      s.removed_ms.resize(s.updates.size(), 0.0);
+      double sum = 0;
+      for (std::size_t i = 0; i < s.updates.size(); ++i) {
+        const double t = region_time(*s.updates[i], *p.id, m->device);
+        s.removed_ms[i] += t;
+        sum += t;
+      }
+      RegionChange rc;
+      rc.region = m->region;
+      rc.measured_ms = m->mean_ms;
+      rc.removed = true;
+      rc.change_ms = s.updates.empty() ? 0.0 : -sum / static_cast<double>(s.updates.size());
+      rc.note = fmt::format("no longer runs: its measured time is removed (its cost model is not usable: {})",
+                            m->why_not);
+      s.notes.push_back(fmt::format("{} has no usable cost model ({}): it no longer runs, so its measured time is "
+                                    "removed from the updates that ran it, and its work is priced at {}'s cost",
+                                    m->region, m->why_not, s.target));
+      s.removed.push_back(std::move(rc));
+    }
+  }
+
   // The models that price the change: usable leaf regions; say which ones cannot.
   std::vector<std::string> unpriced;
   for (const std::size_t i : leaf_models(in, models)) {
     const RegionModel& m = models.models[i];
+    if (std::find(removed_ids.begin(), removed_ids.end(), m.id) != removed_ids.end()) continue;
     const bool affected = std::any_of(m.candidates.begin(), m.candidates.end(), [&](std::size_t f) {
       return std::find(s.changed.begin(), s.changed.end(), f) != s.changed.end();
     });
@@ -550,14 +590,6 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
                      "would only restate that",
                      fmt::join(names, ", ")));
     return;
-  }
-  if (s.scenario == Scenario::kBatchedGeometry) {
-    for (const auto& p : space.paths) {
-      if (p.group != s.group || !p.id) continue;
-      const RegionModel* m = models.find(p.region);
-      if (m && !m->usable && m->mean_ms > 0)
-        { fail(fmt::format("the cost model of {} is not usable: {}", p.region, m->why_not)); return; }
-    }
   }
   // A model whose terms explain little of the region's variation (its held-out error is
   // small because the time hardly varies): its unit cost is about the mean time over the
@@ -923,7 +955,7 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
           const double* d = delta.data() + i * width;
           double sum = 0;
           for (std::size_t t = 0; t < width; ++t) sum += coef[t] * d[t];
-          ch[i] = sum;
+          ch[i] = s.removed_ms.empty() ? sum : sum - s.removed_ms[i];
         }
         return step_times(sync, ch, steps);
       });
@@ -969,6 +1001,7 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
     }
     p.regions.push_back(std::move(rc));
   }
+  for (const auto& rc : s.removed) p.regions.push_back(rc);
   p.assumptions = s.assumptions;
   p.assumptions.push_back(
       "each region keeps the unit costs its model measured in this window; the time a parent region spends outside "

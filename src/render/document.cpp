@@ -327,9 +327,11 @@ Section paths_section(const Report& rep) {
       lines.push_back(
           several ? fmt::format("Doing all of {}'s work at {}'s cost per {} would save {} of compute per rank and "
                                 "update (mean over every rank's updates); the step waits for its slowest rank, so a "
-                                "slow path on one rank can cost the whole step its excess (stepprof whatif "
-                                "batched-geometry with every rank's log prices that).",
-                                g.slow, g.fast, g.unit, ms(*g.saving_ms_per_update))
+                                "slow path on one rank can cost the whole step its excess: up to {} per update "
+                                "(mean over steps of the largest excess of a rank in the step; stepprof whatif "
+                                "batched-geometry with every rank's log prices it).",
+                                g.slow, g.fast, g.unit, ms(*g.saving_ms_per_update),
+                                ms(g.step_saving_at_most_ms.value_or(*g.saving_ms_per_update)))
                   : fmt::format("Doing all of {}'s work at {}'s cost per {} would save {} per update of this rank's "
                                 "compute.",
                                 g.slow, g.fast, g.unit, ms(*g.saving_ms_per_update)));

@@ -182,6 +182,7 @@ Json code_paths(const CodePathResult& c) {
                       {"frame_counts", frames},
                       {"frame_counts_only_with_slow", g.frame_counts_only_with_slow},
                       {"saving_ms_per_update", opt(g.saving_ms_per_update)},
+                      {"step_saving_at_most_ms", opt(g.step_saving_at_most_ms)},
                       {"costliest_slow_updates", costliest}});
   }
   return Json{{"nesting_known", c.nesting_known}, {"groups", groups}};

@@ -119,7 +119,8 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
   if (!p.regions.empty()) {
     Table t{{"region whose work changes", "measured ms/update", "change ms/update", "priced by its model"}, {}, {}};
     for (const auto& rc : p.regions)
-      t.rows.push_back({rc.region, num(rc.measured_ms), rc.modeled ? num(rc.change_ms) : "-", rc.modeled ? "yes" : "no"});
+      t.rows.push_back({rc.region, num(rc.measured_ms), rc.modeled || rc.removed ? num(rc.change_ms) : "-",
+                        rc.modeled ? "yes" : rc.removed ? "no: removed as measured" : "no"});
     out.emplace_back(std::move(t));
   }
   if (!p.ranks.empty()) {

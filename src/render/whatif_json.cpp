@@ -66,8 +66,9 @@ Json prediction(const Prediction& p) {
   for (const auto& r : p.regions)
     regions.push_back({{"region", r.region},
                        {"measured_ms", r.measured_ms},
-                       {"change_ms", r.modeled ? Json(r.change_ms) : Json(nullptr)},
+                       {"change_ms", r.modeled || r.removed ? Json(r.change_ms) : Json(nullptr)},
                        {"modeled", r.modeled},
+                       {"removed", r.removed},
                        {"note", r.note.empty() ? Json(nullptr) : Json(r.note)}});
   Json ranks = Json::array();
   for (const auto& r : p.ranks)

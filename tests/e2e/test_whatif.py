@@ -483,3 +483,83 @@ def test_bootstrap_0_does_not_call_the_widening_a_90_percent_interval():
     assert "what the log leaves unknown" in line, line
     with_boot = run("whatif", "batched-geometry", "--bootstrap", "40", "--hierarchy", fx.HIER, fx.LOG).stdout
     assert "90 % interval" in with_boot
+
+
+def _rare_fallback_job(tmp_path):
+    """16 ranks x 12 updates; the slow path runs in 3 rank-updates: ranks 3 and 9 in step 4,
+    rank 12 in step 8 (at 4,096 ranks the same shape was 3 of 204,800 updates)."""
+    out = tmp_path / "logs"
+    r = run("synth", "-o", out, "--ranks", 16, "--updates", 12, "--seed", 5,
+            "--fallback", "3:4", "--fallback", "9:4", "--fallback", "12:8")
+    assert r.returncode == 0, r.stderr
+    updates = [json.loads(line) for f in sorted(out.glob("rank*.jsonl")) for line in f.read_text().splitlines()]
+    return out, [u for u in updates if u["type"] == "update"]
+
+
+def test_a_slow_path_too_rare_for_a_model_is_removed_as_measured(tmp_path):
+    # whatif batched-geometry exited 3 ("the cost model of vggt_single is not usable: listed
+    # in 3 of the 192 updates"): the path that no longer runs needs no model, its measured
+    # time goes.
+    out, updates = _rare_fallback_job(tmp_path)
+    single = [u["cuda_stream_ms"].get("vggt_single", 0.0) for u in updates]
+    assert sum(1 for t in single if t > 0) == 3
+    doc = whatif_json("batched-geometry", out)
+    assert not model(doc, "vggt_single")["usable"]
+    assert "listed in 3 of the 192 updates" in model(doc, "vggt_single")["why_not"]
+    for p in doc["predictions"]:
+        assert p["available"], p
+        (row,) = [r for r in p["regions"] if r["region"] == "vggt_single"]
+        assert row["removed"] and not row["modeled"]
+        assert row["change_ms"] == pytest.approx(-sum(single) / len(updates), rel=1e-12)
+    text = run("whatif", "batched-geometry", out).stdout
+    assert "no: removed as measured" in text and "vggt_single has no usable cost model" in text
+
+
+def test_slow_path_time_at_stake_is_per_step_with_every_ranks_log(tmp_path):
+    # The finding's time at stake was the mean over all 192 rank-updates, so it shrank as
+    # 1/ranks (0.037 ms at 4,096 ranks) though the step waits for the rank that fell back.
+    out, updates = _rare_fallback_job(tmp_path)
+    frames = sum(u["counts"].get("vggt_batched_frames", 0) for u in updates)
+    fast = sum(u["cuda_stream_ms"].get("vggt_batched", 0.0) for u in updates) / frames
+    excess = {}
+    for u in updates:
+        if "vggt_single" in u["cuda_stream_ms"]:
+            e = u["cuda_stream_ms"]["vggt_single"] - u["counts"]["vggt_single_frames"] * fast
+            excess[u["step"]] = max(excess.get(u["step"], -1e300), e)
+    assert sorted(excess) == [4, 8]
+    r = run("report", out, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    (g,) = rep["code_paths"]["groups"]
+    steps = len({u["step"] for u in updates})
+    assert g["step_saving_at_most_ms"] == pytest.approx(sum(excess.values()) / steps, rel=1e-9)
+    all_excess = sum(u["cuda_stream_ms"]["vggt_single"] - u["counts"]["vggt_single_frames"] * fast
+                     for u in updates if "vggt_single" in u["cuda_stream_ms"])
+    assert g["saving_ms_per_update"] == pytest.approx(all_excess / len(updates), rel=1e-9)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-path"]
+    assert f["ms_per_update"] == pytest.approx(sum(excess.values()) / steps, rel=1e-9)
+    assert "3 of 192 rank updates" in f["title"]
+
+
+def test_a_background_region_gets_no_cost_model(tmp_path):
+    # A data loader's region runs beside the updates: a model of it priced nothing an
+    # update spends, yet was listed as used.
+    rnd = random.Random(3)
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1, "region_roles": {"loader": "background"}})]
+    for step in range(12):
+        slots = rnd.randint(800, 1200)
+        host = {"forward": 0.01 * slots, "loader": 5.0 + 0.002 * slots}
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": host["forward"] + 1,
+                                 "cpu_call_ms": host, "calls": {k: 1 for k in host},
+                                 "parents": {k: None for k in host},
+                                 "counts": {"token_slots": slots, "valid_tokens": slots - rnd.randint(0, 100)}}))
+    log = tmp_path / "bg.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    r = run("whatif", "no-padding", log, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    loader = model(doc, "loader")
+    assert not loader["usable"] and "background region" in loader["why_not"]
+    assert model(doc, "forward")["usable"]
+    (p,) = doc["predictions"]
+    assert [x["region"] for x in p["regions"]] == ["forward"]

@@ -82,6 +82,14 @@ struct PathGroup {
   /// unit cost [ms per update]: what moving all its work to the fast path would save on
   /// this rank's compute (before any waiting for other ranks absorbs it).
   std::optional<double> saving_ms_per_update;
+  /// Mean over the window's steps of the largest excess (slow path's time minus the same
+  /// work at the fast path's unit cost, as in `costliest`) of the ranks that ran it in that
+  /// step, 0 in steps where none did [ms per optimizer update]. A step waits for its
+  /// slowest rank, so this is what the step would save when the rank that ran the slow
+  /// path is the one it waits for: an upper bound for the job. With one rank's log it
+  /// equals saving_ms_per_update; with N ranks' logs and one rank per step running it,
+  /// saving_ms_per_update is about 1/N of it.
+  std::optional<double> step_saving_at_most_ms;
   /// The updates in which the slow path cost most beyond the fast path's cost for the same
   /// work (largest excess_ms first, then in update order; at most kCostliestKept; only
   /// updates with a positive excess): where the fallbacks happened, with their rank.

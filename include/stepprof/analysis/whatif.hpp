@@ -70,8 +70,11 @@ struct Interval {
 struct RegionChange {
   std::string region;
   double measured_ms = 0;  ///< mean measured time per update [ms]
-  double change_ms = 0;    ///< mean predicted change per update [ms] (0 when not modeled)
+  double change_ms = 0;    ///< mean predicted change per update [ms] (0 when neither modeled nor removed)
   bool modeled = false;    ///< a usable model priced the change
+  /// The region no longer runs in the scenario (another path of the group, without a
+  /// usable model): change_ms is minus its measured mean time, no model involved.
+  bool removed = false;
   std::string note;        ///< why not, when its work changes but its model is not usable
 };
 
