@@ -888,12 +888,12 @@ TEST_F(RecorderTest, DepthOverflowAndMismatchedExitsAreCounted) {
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);
   const RegionId deep = region_id("d_deep");
   for (int i = 0; i < 70; ++i) region_enter(deep);  // 64 recorded levels, 6 past the limit
-  for (int i = 0; i < 70; ++i) region_exit(deep);
+  for (int i = 0; i < 70; ++i) EXPECT_EQ(region_exit(deep), Status::kOk);
   const RegionId a = region_id("d_a"), b = region_id("d_b"), never = region_id("d_never_entered");
   region_enter(a);
   region_enter(b);
-  region_exit(a);      // mismatched: closes b unrecorded, then a
-  region_exit(never);  // mismatched: nothing open with that id, ignored
+  EXPECT_EQ(region_exit(a), Status::kWarnMismatch);      // closes b unrecorded, then a
+  EXPECT_EQ(region_exit(never), Status::kWarnMismatch);  // nothing open with that id, ignored
   ASSERT_EQ(end_update(0), Status::kOk);
   ASSERT_EQ(close(), Status::kWarnErrors);
   const auto lines = read_lines(log.path);

@@ -108,9 +108,10 @@ int main(void) {
   CHECK(stepprof_set_device_stream(NULL) == STEPPROF_ERR_STATE); /* device timing is off */
   CHECK(stepprof_end_update(rec, 7) == STEPPROF_OK);
 
-  /* A mismatched exit is counted, not fatal. */
+  /* A mismatched exit is counted, not fatal, and says so (it returned STEPPROF_OK). */
   CHECK(stepprof_region_enter(outer) == STEPPROF_OK);
-  CHECK(stepprof_region_exit(inner) == STEPPROF_OK);
+  CHECK(stepprof_region_exit(inner) == STEPPROF_WARN_MISMATCH);
+  CHECK_CONTAINS(stepprof_last_error(), "not the innermost open region");
   CHECK(stepprof_region_exit(outer) == STEPPROF_OK);
   CHECK(stepprof_error_count(rec, "mismatched_exit") == 1);
   /* + bad_argument 8: the negative frames, the shape without dimensions, the bad index,
@@ -138,6 +139,7 @@ int main(void) {
   CHECK_CONTAINS(info, "\"records_written\":3");
   CHECK(strcmp(stepprof_clock_name(), "tsc") == 0 || strcmp(stepprof_clock_name(), "steady_clock") == 0);
   CHECK(strcmp(stepprof_status_name(STEPPROF_WARN_IO), "warn-io") == 0);
+  CHECK(strcmp(stepprof_status_name(STEPPROF_WARN_MISMATCH), "warn-mismatch") == 0);
 
   CHECK(stepprof_close(rec) == STEPPROF_WARN_ERRORS);
   CHECK_CONTAINS(stepprof_last_error(), "mismatched_exit 1");

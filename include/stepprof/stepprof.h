@@ -34,6 +34,7 @@ extern "C" {
 #define STEPPROF_OK 0
 #define STEPPROF_WARN_IO 1           /* the log could not be opened / a record not written (counted) */
 #define STEPPROF_WARN_ERRORS 2       /* stepprof_close: the recorder counted errors during the run */
+#define STEPPROF_WARN_MISMATCH 3     /* stepprof_region_exit: not the innermost open region (counted) */
 #define STEPPROF_ERR_ARGUMENT (-1)   /* a bad argument: NULL pointer, bad JSON, unknown id, ... */
 #define STEPPROF_ERR_STATE (-2)      /* wrong state: already open, not open, no device timing */
 #define STEPPROF_ERR_NO_MEMORY (-3)
@@ -99,7 +100,9 @@ int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* ne
 int stepprof_region_register(const char* name, stepprof_region_id* out);
 /* Enter/exit region `id` on the calling thread; regions nest per thread. No hashing,
  * allocation or locking. An exit that does not match the innermost open region is
- * counted as mismatched_exit. STEPPROF_ERR_ARGUMENT for an id never registered. */
+ * counted as mismatched_exit, and returns STEPPROF_WARN_MISMATCH: regions opened inside
+ * `id` are closed unrecorded and `id` is closed when it is open further out, else the
+ * exit is ignored. STEPPROF_ERR_ARGUMENT for an id never registered. */
 int stepprof_region_enter(stepprof_region_id id);
 int stepprof_region_exit(stepprof_region_id id);
 

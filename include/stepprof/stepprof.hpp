@@ -47,6 +47,7 @@ enum class Status : int {
   kOk = 0,
   kWarnIo = 1,        ///< the log could not be opened or a record could not be written (counted)
   kWarnErrors = 2,    ///< close(): the recorder counted errors during the run (see the message)
+  kWarnMismatch = 3,  ///< region_exit(): not the innermost open region (counted as mismatched_exit)
   kErrArgument = -1,  ///< a bad argument (e.g. config JSON that is not an object, a bad id)
   kErrState = -2,     ///< wrong state (e.g. open() while a recorder is open, end_update() while none is)
   kErrNoMemory = -3,  ///< out of memory
@@ -58,6 +59,7 @@ constexpr std::string_view status_name(Status s) noexcept {
     case Status::kOk: return "ok";
     case Status::kWarnIo: return "warn-io";
     case Status::kWarnErrors: return "warn-errors";
+    case Status::kWarnMismatch: return "warn-mismatch";
     case Status::kErrArgument: return "error-argument";
     case Status::kErrState: return "error-state";
     case Status::kErrNoMemory: return "error-no-memory";
@@ -240,8 +242,9 @@ inline void region_enter(RegionId id) noexcept {
 
 /// Exits region `id` on the calling thread. When `id` is not the innermost open region,
 /// the exit is counted as `mismatched_exit`; regions opened inside `id` are closed
-/// unrecorded if `id` is open further out, else the call is ignored.
-void region_exit(RegionId id) noexcept;
+/// unrecorded if `id` is open further out, else the call is ignored. Returns kOk, or
+/// kWarnMismatch for such an exit (the count is kept either way).
+Status region_exit(RegionId id) noexcept;
 
 /// RAII region: host time (and device time, on a device-timing thread) from construction
 /// to destruction, summed per update with the calls; its parent is the region open
@@ -386,7 +389,7 @@ inline std::string_view clock_name() noexcept { return "off"; }
 inline RegionId region_id(std::string_view) noexcept { return 0; }
 inline RegionId region_id(const RegionSite&) noexcept { return 0; }
 inline void region_enter(RegionId) noexcept {}
-inline void region_exit(RegionId) noexcept {}
+inline Status region_exit(RegionId) noexcept { return Status::kOk; }
 class Region {
  public:
   explicit Region(const RegionSite&) noexcept {}

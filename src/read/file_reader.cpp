@@ -271,7 +271,7 @@ class FileParser {
                                "{}",
                                stream_cut ? fmt::format("input ends early ({}): the file was cut off mid-record",
                                                         src.error())
-                                          : std::string("the last line ends mid-record (was the writing job killed?)"),
+                                          : std::string("the last line ends mid-record (was the writing job killed, or its disk full?)"),
                                rerr.message,
                                opt_.strict ? std::string("reading stops (--strict)")
                                            : fmt::format("the {} update record(s) read before it are kept", kept_updates())));

@@ -106,6 +106,7 @@ std::string parse_options(const char* text, stepprof::Options& o) {
 
 static_assert(STEPPROF_OK == static_cast<int>(Status::kOk) && STEPPROF_WARN_IO == static_cast<int>(Status::kWarnIo) &&
               STEPPROF_WARN_ERRORS == static_cast<int>(Status::kWarnErrors) &&
+              STEPPROF_WARN_MISMATCH == static_cast<int>(Status::kWarnMismatch) &&
               STEPPROF_ERR_ARGUMENT == static_cast<int>(Status::kErrArgument) &&
               STEPPROF_ERR_STATE == static_cast<int>(Status::kErrState) &&
               STEPPROF_ERR_NO_MEMORY == static_cast<int>(Status::kErrNoMemory),
@@ -252,7 +253,9 @@ int stepprof_region_exit(stepprof_region_id id) {
   if (id >= stepprof::detail::names().region_count.load(std::memory_order_relaxed) &&
       id != stepprof::detail::kOverflowRegion)
     return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_exit: unknown region id");
-  stepprof::region_exit(id);
+  if (stepprof::region_exit(id) == Status::kWarnMismatch)
+    return set_error(STEPPROF_WARN_MISMATCH,
+                     "stepprof_region_exit: not the innermost open region of this thread (counted as mismatched_exit)");
   return STEPPROF_OK;
 }
 
@@ -341,6 +344,7 @@ const char* stepprof_status_name(int s) {
     case STEPPROF_OK: return "ok";
     case STEPPROF_WARN_IO: return "warn-io";
     case STEPPROF_WARN_ERRORS: return "warn-errors";
+    case STEPPROF_WARN_MISMATCH: return "warn-mismatch";
     case STEPPROF_ERR_ARGUMENT: return "error-argument";
     case STEPPROF_ERR_STATE: return "error-state";
     case STEPPROF_ERR_NO_MEMORY: return "error-no-memory";

@@ -161,13 +161,13 @@ void depth_overflow(ThreadState* t) noexcept {
 namespace stepprof {
 inline namespace recording {
 
-void region_exit(RegionId id) noexcept {
+Status region_exit(RegionId id) noexcept {
   using namespace detail;
   ThreadStateFull* t = this_thread_state();
   const std::uint32_t depth = t->depth;
   if (depth > 0 && (depth > kMaxDepth || t->stack[depth - 1].region == id)) {
     leave(t, depth - 1);  // the innermost region (or one past kMaxDepth, which is not recorded)
-    return;
+    return Status::kOk;
   }
   t->count_error(ErrorKind::kMismatchedExit);
   // Close the regions opened inside `id` unrecorded, then `id` itself.
@@ -175,8 +175,9 @@ void region_exit(RegionId id) noexcept {
     if (t->stack[d].region != id) continue;
     forget_frames(t, d + 1);
     leave(t, d);
-    return;
+    return Status::kWarnMismatch;
   }
+  return Status::kWarnMismatch;
 }
 
 }  // namespace recording
