@@ -972,6 +972,19 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
         f.action = fmt::format("first act on the slower rank ({}); then {}", fmt::join(behind, "; "), f.action);
       }
     }
+    // The logs' first update among the slow ones: its wall time counts from open() (or
+    // the last begin_update()), so it holds what ran before the loop, and warm-up.
+    const RunSummary* run = in.run;
+    if (run && run->first_step && run->updates_outside_window == 0 &&
+        std::find(s->steps.begin(), s->steps.end(), *run->first_step) != s->steps.end()) {
+      f.evidence += fmt::format("; step {} is the logs' first update", *run->first_step);
+      stopped += fmt::format(
+          "step {} is the first update: its time counts from when the recorder opened (or from the last "
+          "begin_update()), so it holds whatever ran before the training loop (model loading, compilation) and the "
+          "first update's warm-up (CUDA context, autotuning, allocator growth); call begin_update() (Python: "
+          "rec.begin_update()) just before the loop, and leave warm-up out with --steps {}:; ",
+          *run->first_step, *run->first_step + run->step_stride);
+    }
   }
   f.action = stopped + f.action;
   out.push_back(std::move(f));

@@ -1425,3 +1425,22 @@ def test_run_latest_analyzes_the_run_after_a_restart(tmp_path):
     assert "40 update record(s) of another run skipped" in text
     bad = run("report", "--run", "newest", tmp_path)
     assert bad.returncode == 2 and "--run" in bad.stderr
+
+
+def test_a_slow_first_update_suggests_begin_update(tmp_path):
+    # A recorder opened before the model loads puts that minute into the first update's
+    # wall time. The variability finding said only "compare the slow updates' regions".
+    config, updates = records()
+    updates = [dict(u) for u in updates]
+    first = updates[0]["step"]
+    updates[0]["wall_ms"] += 60000.0
+    log = tmp_path / "warm.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert f"step {first} is the logs' first update" in f["evidence"]
+    assert "begin_update()" in f["action"] and f"--steps {first + 1}:" in f["action"]
+    # Not said of the unchanged log, nor when --steps has left earlier updates out.
+    for args in ((LOG,), (log, "--steps", f"{first + 1}:")):
+        rep = json.loads(run("report", "--format", "json", *args).stdout)
+        assert not any("begin_update()" in f["action"] for f in rep["findings"]), args
