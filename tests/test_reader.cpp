@@ -359,26 +359,86 @@ TEST_F(ReaderTest, ManyBadLinesAreCountedAndTheLastProblemOfAnotherKindIsKept) {
   EXPECT_EQ(small.count(Problem::kZeroBytes, Severity::kWarning), 7u);
 }
 
-TEST_F(ReaderTest, ConcatenatedRankLogsAreCalledThatAndSkippingIsCountedFromTheFirst) {
-  // `cat rank*.jsonl > all.jsonl`: same run, other ranks. It was called a mix of runs, and
-  // the count of skipped records was put at the last config's line.
+TEST_F(ReaderTest, OneFileOfSeveralRanksIsReadAsEachRanksLog) {
+  // `cat rank*.jsonl > all.jsonl`, or a log shipper's stream of every rank's
+  // /dev/stdout: it was read as rank 0's, with an error per other rank and its records
+  // skipped. Now each record is its rank's, with one note.
   std::string text;
   for (int r = 0; r < 3; ++r) {
     text += fmt::format(R"({{"type": "config", "rank": {}, "world_size": 3}})", r) + "\n";
     for (int step = 1; step <= 2; ++step)
-      text += fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": 5}})", r, step) + "\n";
+      text += fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": {}}})", r, step, 10 * r + step) +
+              "\n";
   }
   const Dataset d = read({write("all.jsonl", text)});
-  EXPECT_EQ(d.update_count(), 2u);
-  std::vector<std::string> messages;
+  ASSERT_EQ(d.ranks.size(), 3u);
+  for (std::int64_t r = 0; r < 3; ++r) {
+    ASSERT_EQ(d.ranks[r].rank, r);
+    ASSERT_TRUE(d.ranks[r].config);
+    EXPECT_EQ(d.ranks[r].config->source.line, static_cast<std::uint64_t>(1 + 3 * r));
+    ASSERT_EQ(d.ranks[r].updates.size(), 2u);
+    EXPECT_EQ(d.ranks[r].updates[1].wall_ms, static_cast<double>(10 * r + 2));
+    EXPECT_EQ(d.ranks[r].updates[1].source.line, static_cast<std::uint64_t>(3 + 3 * r));
+  }
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  const Diagnostic* note = first(Problem::kMixedRuns);
+  ASSERT_NE(note, nullptr);
+  EXPECT_EQ(note->severity, Severity::kNote);
+  EXPECT_EQ(note->line, 4u);
+  EXPECT_NE(note->message.find("this file holds several ranks' logs"), std::string::npos) << note->message;
+}
+
+TEST_F(ReaderTest, InterleavedRanksAndAnUpdateBeforeItsRanksConfig) {
+  // Lines of two ranks interleaved, as a shipper merges them; rank 2's update comes before
+  // any config of rank 2: an error, skipped, as in a one-rank file.
+  const std::string text = std::string(R"({"type": "config", "rank": 0, "world_size": 3})") + "\n" +
+                           R"({"type": "config", "rank": 1, "world_size": 3})" + "\n" +
+                           R"({"type": "update", "rank": 1, "step": 1, "wall_ms": 11})" + "\n" +
+                           R"({"type": "update", "rank": 0, "step": 1, "wall_ms": 1})" + "\n" +
+                           R"({"type": "update", "rank": 2, "step": 1, "wall_ms": 21})" + "\n" +
+                           R"({"type": "update", "rank": 0, "step": 2, "wall_ms": 2})" + "\n" +
+                           R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 12})" + "\n" +
+                           R"({"type": "update", "step": 3, "wall_ms": 3})" + "\n";
+  const Dataset d = read({write("mix.jsonl", text)});
+  ASSERT_EQ(d.ranks.size(), 2u);
+  EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+  EXPECT_EQ(d.ranks[1].updates.size(), 2u);
+  EXPECT_EQ(d.ranks[0].updates[1].wall_ms, 2.0);
+  EXPECT_EQ(d.ranks[1].updates[0].wall_ms, 11.0);
+  // ... and an update that names no rank cannot be told whose: an error too (it was
+  // read as the last config's rank's).
+  std::vector<const Diagnostic*> errors;
   for (const auto& x : diag_.kept())
-    if (x.problem == Problem::kMixedRuns) messages.push_back(fmt::format("{}: {}", x.line, x.message));
-  ASSERT_EQ(messages.size(), 3u);
-  EXPECT_NE(messages[0].find("4: a second config record, of rank 1, follows the config of rank 0 at line 1: this "
-                             "file holds several ranks' logs"),
-            std::string::npos)
-      << messages[0];
-  EXPECT_EQ(messages[2], "4: 4 update record(s) after the differing config at line 4 were skipped");
+    if (x.severity == Severity::kError) errors.push_back(&x);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0]->line, 5u);
+  EXPECT_NE(errors[0]->message.find("update for rank 2"), std::string::npos) << errors[0]->message;
+  EXPECT_EQ(errors[1]->line, 8u);
+  EXPECT_NE(errors[1]->message.find("without a rank in a file of several ranks' logs"), std::string::npos);
+}
+
+TEST_F(ReaderTest, ARestartInAStreamOfSeveralRanksKeepsOneRun) {
+  // Every rank's stream, then the job restarted with another world size and appended:
+  // each rank's records after its new config are the new run's, as with one file per rank.
+  std::string text;
+  for (int r = 0; r < 2; ++r) text += fmt::format(R"({{"type": "config", "rank": {}, "world_size": 2}})", r) + "\n";
+  for (int step = 1; step <= 3; ++step)
+    for (int r = 0; r < 2; ++r)
+      text += fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": 5}})", r, step) + "\n";
+  for (int r = 0; r < 3; ++r) text += fmt::format(R"({{"type": "config", "rank": {}, "world_size": 3}})", r) + "\n";
+  for (int step = 4; step <= 5; ++step)
+    for (int r = 0; r < 3; ++r)
+      text += fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": 7}})", r, step) + "\n";
+  const Dataset d = read({write("restart.jsonl", text)});
+  // The run most ranks have: world size 3 (3 ranks against 2).
+  ASSERT_EQ(d.ranks.size(), 3u);
+  for (const auto& r : d.ranks) {
+    ASSERT_TRUE(r.config);
+    EXPECT_EQ(r.config->world_size, 3);
+    ASSERT_EQ(r.updates.size(), 2u) << r.rank.value_or(-1);
+    EXPECT_EQ(r.updates[0].step, 4);
+  }
+  EXPECT_EQ(d.updates_of_other_runs, 6u);
 }
 
 TEST_F(ReaderTest, ARestartedJobsSecondConfigIsNotedAndItsRepeatedStepsAreDuplicates) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <new>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -202,6 +203,18 @@ class FileParser {
     std::optional<RunConfig>* cur_config = &out_.config;
     std::vector<UpdateRecord>* kept = &out_.updates;
     std::uint64_t file_config_line = 0;
+    // A file that holds several ranks' logs of one run (a log shipper's stream of every
+    // rank's /dev/stdout, or rank files concatenated): each rank's config starts a segment
+    // (the first is out_'s own, -1; the others RunSegments), and each update goes to its
+    // rank's latest one.
+    std::ptrdiff_t cur_segment = -1;
+    std::unordered_map<std::int64_t, std::ptrdiff_t> segment_of_rank;
+    auto switch_to = [&](std::ptrdiff_t segment) {
+      cur_segment = segment;
+      cur_config = segment < 0 ? &out_.config : &out_.later_runs[static_cast<std::size_t>(segment)].config;
+      kept = segment < 0 ? &out_.updates : &out_.later_runs[static_cast<std::size_t>(segment)].updates;
+      file_config_line = (*cur_config)->source.line;
+    };
     bool table_mode = false, mode_known = false, truncated = false, corrupt_tail = false;
     bool in_fence = false;  // (table mode) between a markdown document's ``` or ~~~ lines
     // Heading, comment and text lines before the first record: one note for all of them.
@@ -300,6 +313,34 @@ class FileParser {
             // The rank's bucket is looked up at this point when the files are merged.
             out_.diags_before_config = out_.diags.size();
             out_.updates_before_config = out_.updates.size();
+          } else if (run_identity(cfg) == run_identity(*(*cur_config)) && cfg.rank && (*cur_config)->rank &&
+                     cfg.rank != (*cur_config)->rank && !mixed_at) {
+            // Another rank of the same run: the file holds several ranks' logs.
+            if (segment_of_rank.empty()) {
+              segment_of_rank.emplace(*(*cur_config)->rank, cur_segment);
+              report(Severity::kNote, Problem::kMixedRuns, ln, 0,
+                     fmt::format("a config record of {} follows the config of {} at line {}: this file holds "
+                                 "several ranks' logs (a log shipper's stream, or files concatenated); each update "
+                                 "record is read as its rank's",
+                                 rank_text(cfg.rank), rank_text((*cur_config)->rank), file_config_line));
+            }
+            const auto it = segment_of_rank.find(*cfg.rank);
+            if (it != segment_of_rank.end() && run_identity(*(it->second < 0 ? out_.config
+                                                                             : out_.later_runs[static_cast<std::size_t>(
+                                                                                                   it->second)].config)) ==
+                                                   run_identity(cfg)) {
+              switch_to(it->second);
+              report(Severity::kNote, Problem::kUnknownRecord, ln, 0,
+                     fmt::format("a second config record of {} of the same run as at line {} (the job restarted "
+                                 "and appended?): its updates after it are read as the same run; a step read "
+                                 "before is a duplicate-step error, and the first copy is kept",
+                                 rank_text(cfg.rank), file_config_line));
+            } else {
+              const std::int64_t rank = *cfg.rank;
+              out_.later_runs.push_back({std::move(cfg), {}});
+              segment_of_rank[rank] = static_cast<std::ptrdiff_t>(out_.later_runs.size()) - 1;
+              switch_to(static_cast<std::ptrdiff_t>(out_.later_runs.size()) - 1);
+            }
           } else if (run_identity(cfg) == run_identity(*(*cur_config)) && cfg.rank != (*cur_config)->rank) {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
                    fmt::format("a second config record, of {}, follows the config of {} at line {}: this file holds "
@@ -326,10 +367,10 @@ class FileParser {
                                rank_text(cfg.rank), file_config_line, identity_difference(cfg, *(*cur_config))));
             // (A file holds one rank's log: a later config that names no rank is its rank's.)
             if (!cfg.rank && out_.config && out_.config->rank) cfg.rank = out_.config->rank;
+            const std::optional<std::int64_t> rank = cfg.rank;
             out_.later_runs.push_back({std::move(cfg), {}});
-            cur_config = &out_.later_runs.back().config;
-            kept = &out_.later_runs.back().updates;
-            file_config_line = ln;
+            switch_to(static_cast<std::ptrdiff_t>(out_.later_runs.size()) - 1);
+            if (!segment_of_rank.empty() && rank) segment_of_rank[*rank] = cur_segment;
           } else {
             report(Severity::kNote, Problem::kUnknownRecord, ln, 0,
                    fmt::format("a second config record of the same run as at line {} (the job restarted and "
@@ -345,6 +386,15 @@ class FileParser {
             ++rejected_after_mix;
             break;
           }
+          if (!segment_of_rank.empty() && !u.rank) {
+            report(Severity::kError, Problem::kMixedRuns, ln, 0,
+                   "update record without a rank in a file of several ranks' logs: whose it is cannot be told; "
+                   "record skipped");
+            ++out_.rejected_updates;
+            break;
+          }
+          if (!segment_of_rank.empty() && u.rank != (*cur_config)->rank)
+            if (const auto it = segment_of_rank.find(*u.rank); it != segment_of_rank.end()) switch_to(it->second);
           if (u.rank && (*cur_config) && !(*cur_config)->rank) adopt_rank(*(*cur_config), file_config_line, *u.rank, ln);
           if (!u.rank && (*cur_config)) u.rank = (*cur_config)->rank;
           if ((*cur_config) && (*cur_config)->rank && u.rank != (*cur_config)->rank) {

@@ -1444,3 +1444,27 @@ def test_a_slow_first_update_suggests_begin_update(tmp_path):
     for args in ((LOG,), (log, "--steps", f"{first + 1}:")):
         rep = json.loads(run("report", "--format", "json", *args).stdout)
         assert not any("begin_update()" in f["action"] for f in rep["findings"]), args
+
+
+def test_every_ranks_log_in_one_stream_reads_as_one_file_per_rank(tmp_path):
+    # A log shipper's stream of every rank's /dev/stdout, lines interleaved (and `cat
+    # rank*.jsonl`): it was read as rank 0's log plus a mixed-runs error per other rank.
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 4, "--updates", 30, "--straggler", "2:10:20").returncode == 0
+    files = [f.read_text().splitlines() for f in sorted(out.glob("rank*.jsonl"))]
+    rnd = random.Random(7)
+    at, lines = [0] * len(files), []
+    while any(at[r] < len(files[r]) for r in range(len(files))):
+        r = rnd.choice([r for r in range(len(files)) if at[r] < len(files[r])])
+        lines.append(files[r][at[r]])
+        at[r] += 1
+    stream = "\n".join(lines) + "\n"
+    separate = json.loads(run("report", "--format", "json", *sorted(out.glob("rank*.jsonl"))).stdout)
+    r = run("report", "--format", "json", "-", stdin=stream)
+    assert r.returncode == 0, r.stderr
+    one = json.loads(r.stdout)
+    assert "this file holds several ranks' logs" in r.stderr
+    assert one["run"]["ranks"] == [0, 1, 2, 3]
+    for key in ("update_time", "regions", "code_paths", "padding", "waiting", "cross_rank", "findings"):
+        assert one[key] == separate[key], key
+    assert any(f["kind"] == "straggler_episode" and "rank 2" in f["title"] for f in one["findings"])
