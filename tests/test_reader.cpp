@@ -1013,6 +1013,9 @@ TEST_F(ReaderTest, AnElasticJobsAppendedRunIsTheOneMostRanksHaveWhateverTheFiles
           m->message.find("the 20 update record(s) read for rank") != std::string::npos)
         ++skipped;
     EXPECT_EQ(skipped, 2u) << input;
+    // Appended to each rank's file, a restart is not bad input: warnings. In files of
+    // their own, the runs cannot be told from a mix-up: errors.
+    EXPECT_EQ(diag_.count(Severity::kError), input == dir ? 0u : 2u) << input;
   }
   const Dataset window = read({dir}, false, StepRange{21, 40});
   EXPECT_EQ(window.update_count(), 80u);
@@ -1031,6 +1034,7 @@ TEST_F(ReaderTest, AnElasticJobsAppendedRunIsTheOneMostRanksHaveWhateverTheFiles
         std::string::npos)
       ++after;
   EXPECT_EQ(after, 2u);
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
 }
 
 TEST_F(ReaderTest, MixedRunsInOneFile) {

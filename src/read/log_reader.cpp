@@ -243,6 +243,15 @@ class Reader {
       if (r.config) bucket(r.config->rank).rejected += r.rejected_updates;
     }
     ds_.updates_outside_window += r.outside_window;
+    // A file that holds two runs' configs is a job restarted with other settings that
+    // appended to its logs: records of the run not kept are then skipped with warnings,
+    // not errors (an elastic restart is not bad input).
+    if (!r.later_runs.empty()) {
+      std::set<std::string> runs;
+      if (r.config) runs.insert(run_identity(*r.config));
+      for (const auto& later : r.later_runs) runs.insert(run_identity(*later.config));
+      if (runs.size() > 1) restart_runs_.insert(runs.begin(), runs.end());
+    }
     // Runs appended to the file after a config of another run: as if each were a file of
     // its own (their diagnostics are the file's, reported above).
     for (auto& later : r.later_runs) {
@@ -338,7 +347,7 @@ class Reader {
   // (`appended`: the config starts a later run in its file, RunSegment.)
   void report_other_run(std::uint32_t fi, const RunConfig& config, const RankBucket& b, std::size_t updates,
                         bool appended = false) {
-    report(Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
+    report(appended ? Severity::kWarning : Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
            fmt::format("config for {} differs from the one in {} in its run settings ({}): {}; {} {} update "
                        "record(s){} are skipped",
                        rank_text(config.rank), b.config_where, detail::identity_difference(config, *b.config),
@@ -417,11 +426,13 @@ class Reader {
       }
       if (id == run && held != run) {
         // The rank's first files were of another run than most ranks': those are skipped.
-        report(Severity::kError, Problem::kMixedRuns, b.config->source.file, b.config->source.line, 0,
-               fmt::format("config for {} is not of {} (as in {}; run settings: {}): "
-                           "these files come from different runs; the {} update record(s) read for {} with this "
-                           "config are skipped",
+        report(restarted(held, run) ? Severity::kWarning : Severity::kError, Problem::kMixedRuns,
+               b.config->source.file, b.config->source.line, 0,
+               fmt::format("config for {} is not of {} (as in {}; run settings: {}): {}; the {} update record(s) "
+                           "read for {} with this config are skipped",
                            rank_text(b.rank), run_rule(), where, detail::identity_difference(*b.config, o.config),
+                           restarted(held, run) ? "the job restarted with other settings and appended to its logs"
+                                                : "these files come from different runs",
                            b.updates.size(), rank_text(b.rank)));
         skipped_other_run_ += b.updates.size();
         b.config = std::move(o.config);
@@ -458,10 +469,13 @@ class Reader {
     for (auto& b : buckets_) {
       if (b.updates.empty() && !b.config) continue;
       if (ref && b.config && &b != ref && run_identity(*b.config) != ref_identity) {
-        report(Severity::kError, Problem::kMixedRuns, b.config->source.file, b.config->source.line, 0,
-               fmt::format("{} comes from a different run than {} (run settings: {}); its {} update record(s) are "
+        const bool restart = restarted(run_identity(*b.config), ref_identity);
+        report(restart ? Severity::kWarning : Severity::kError, Problem::kMixedRuns, b.config->source.file,
+               b.config->source.line, 0,
+               fmt::format("{} comes from a different run than {} (run settings: {}{}); its {} update record(s) are "
                            "skipped",
                            rank_text(b.rank), ref_rank, detail::identity_difference(*b.config, *ref_config),
+                           restart ? "; the job restarted with other settings: other ranks' logs hold both runs" : "",
                            b.updates.size()));
         skipped_other_run_ += b.updates.size();
         continue;
@@ -613,6 +627,12 @@ class Reader {
     bool appended = false;  ///< a later run in the file (RunSegment), not the whole file
   };
   std::vector<OtherRun> others_;
+  // Run identities of which some file holds two or more (a job restarted with other
+  // settings that appended to its logs): skipping one of them is a warning.
+  std::set<std::string> restart_runs_;
+  bool restarted(const std::string& a, const std::string& b) const {
+    return restart_runs_.contains(a) && restart_runs_.contains(b);
+  }
   std::uint64_t skipped_other_run_ = 0;  // update records skipped as another run's
   std::size_t last_bucket_ = 0;
   // Rank (nullopt: records whose rank is unknown) -> index in buckets_.
