@@ -31,6 +31,13 @@ struct StepRange {
 /// nullopt and sets `error` to what was wrong.
 std::optional<StepRange> parse_step_range(std::string_view text, std::string& error);
 
+/// An inclusive range of ranks (the same bounds as a StepRange).
+using RankRange = StepRange;
+
+/// Parses a list of ranks: items "A:B" (inclusive), "A:", ":B" or "A", comma-separated
+/// (e.g. "0:7,4095"). On bad text returns nullopt and sets `error` to what was wrong.
+std::optional<std::vector<RankRange>> parse_rank_list(std::string_view text, std::string& error);
+
 struct ReadOptions {
   std::optional<StepRange> steps;  ///< keep only updates in this window
   /// Read every input as a PyTorch profiler trace (`stepprof import kineto`). Otherwise

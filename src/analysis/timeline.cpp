@@ -339,7 +339,7 @@ std::vector<TimelineCounter> counters(const AnalysisInput& in, const RankLog& ra
 
 }  // namespace
 
-Timeline build_timeline(const AnalysisInput& in) {
+Timeline build_timeline(const AnalysisInput& in, const std::vector<RankRange>& only_ranks) {
   Timeline t;
   const Dataset& data = in.data;
   t.nesting_known = in.hierarchy != nullptr;
@@ -398,8 +398,14 @@ Timeline build_timeline(const AnalysisInput& in) {
   if (in.hierarchy && !unplaced.empty())
     t.notes.push_back(fmt::format("{} region(s) not in the nesting, each on its own track", unplaced.size()));
 
+  auto drawn = [&](const RankLog& rank) {
+    return only_ranks.empty() || (rank.rank && std::any_of(only_ranks.begin(), only_ranks.end(), [&](const RankRange& r) {
+                                    return r.contains(*rank.rank);
+                                  }));
+  };
   for (std::size_t ri = 0; ri < data.ranks.size(); ++ri) {
     const RankLog& rank = data.ranks[ri];
+    if (!drawn(rank)) continue;
     TimelineProcess p;
     p.rank = rank.rank;
     p.pid = rank.rank ? *rank.rank : 1000000 + static_cast<std::int64_t>(ri);

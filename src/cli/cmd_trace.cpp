@@ -7,7 +7,9 @@
 #include "common.hpp"
 #include "interrupt.hpp"
 #include "stepprof/analysis/timeline.hpp"
+#include "stepprof/reader.hpp"
 #include "stepprof/render/exports.hpp"
+#include "../util/rank_numbers.hpp"
 
 namespace stepprof::cli {
 namespace {
@@ -15,9 +17,20 @@ namespace {
 struct TraceOptions {
   InputOptions input;
   std::string output;
+  std::string ranks;  ///< --ranks LIST: draw only these ranks
 };
 
 int run_trace(const TraceOptions& opt) {
+  std::vector<RankRange> only;
+  if (!opt.ranks.empty()) {
+    std::string err;
+    const auto list = parse_rank_list(opt.ranks, err);
+    if (!list) {
+      fmt::print(stderr, "stepprof: --ranks: {}\n", err);
+      return kUsage;
+    }
+    only = *list;
+  }
   Diagnostics diag(opt.input.strict);
   LoadedInput in;
   InputOptions input = opt.input;
@@ -25,7 +38,16 @@ int run_trace(const TraceOptions& opt) {
   if (auto stop = load_input(input, diag, in)) return *stop;
   arm_exit_on_interrupt();  // (until the output is written)
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
-  const Timeline timeline = build_timeline(ain);
+  const Timeline timeline = build_timeline(ain, only);
+  if (!only.empty() && timeline.processes.empty()) {
+    std::vector<std::int64_t> ranks;
+    for (const auto& r : in.data.ranks)
+      if (r.rank) ranks.push_back(*r.rank);
+    finish(diag);
+    fmt::print(stderr, "stepprof: --ranks {}: no rank of the logs is in it (the logs' ranks: {}); nothing to draw\n",
+               opt.ranks, ranks.empty() ? std::string("none named") : detail::rank_numbers(ranks));
+    return kNoData;
+  }
   const std::string text = render_trace(timeline);
   if (!timeline.timestamps_not_used.empty())  // (the trace's otherData.layout says it too)
     fmt::print(stderr, "stepprof: note: start_unix_ms not used, updates laid out one after another: {}\n",
@@ -37,7 +59,7 @@ int run_trace(const TraceOptions& opt) {
   if (text.size() > kLargeTrace)
     fmt::print(stderr,
                "stepprof: the trace is {:.0f} MB: the Perfetto UI loads it slowly and chrome://tracing may not open "
-               "it; --steps A:B writes fewer updates\n",
+               "it; --steps A:B writes fewer updates, --ranks LIST fewer ranks\n",
                static_cast<double>(text.size()) / 1e6);
   return status;
 }
@@ -50,6 +72,9 @@ void add_trace_command(CLI::App& app, std::function<void(std::function<int()>)> 
       "trace", "write the updates and regions as a Chrome trace (JSON) for the Perfetto UI or chrome://tracing");
   add_input_options(*cmd, opt->input);
   cmd->add_option("-o,--output", opt->output, "write the trace to FILE (e.g. trace.json) instead of stdout")->check(kNonEmptyPath);
+  cmd->add_option("--ranks", opt->ranks,
+                  "draw only these ranks: ranks and ranges A:B, comma-separated (e.g. 0:7,4095); the updates keep the "
+                  "places every rank's times give them");
   cmd->callback([opt, set_action] { set_action([opt] { return run_trace(*opt); }); });
 }
 

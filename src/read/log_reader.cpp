@@ -645,7 +645,12 @@ class Reader {
 
 }  // namespace
 
-std::optional<StepRange> parse_step_range(std::string_view text, std::string& error) {
+namespace {
+
+// "A:B", "A:", ":B" or "A" of integers >= 0, for steps (`one` "step", `window` "step
+// window") or ranks ("rank", "rank range").
+std::optional<StepRange> parse_range(std::string_view text, std::string_view one, std::string_view window,
+                                     std::string& error) {
   bool out_of_range = false;
   auto parse = [&](std::string_view s, std::int64_t& out) {
     const auto* end = s.data() + s.size();
@@ -653,26 +658,50 @@ std::optional<StepRange> parse_step_range(std::string_view text, std::string& er
     if (ec == std::errc::result_out_of_range && p == end) out_of_range = true;
     return ec == std::errc() && p == end;
   };
-  // (Steps are >= 0: an update record with a negative step is rejected.)
   auto bad = [&](std::string_view why) {
-    error = fmt::format("bad step window \"{}\": {}", text, why);
+    error = fmt::format("bad {} \"{}\": {}", window, text, why);
     return std::nullopt;
   };
   constexpr std::string_view kForm = "expected A:B, A:, :B or A (integers >= 0)";
   StepRange r;
   if (text.empty()) {
-    error = fmt::format("empty step window: {}", kForm);
+    error = fmt::format("empty {}: {}", window, kForm);
     return std::nullopt;
   }
   const auto colon = text.find(':');
   const auto a = text.substr(0, colon), b = colon == std::string_view::npos ? a : text.substr(colon + 1);
   const bool given_a = !a.empty(), given_b = !b.empty();
   if ((given_a && !parse(a, r.first)) || (given_b && !parse(b, r.last)))
-    return bad(out_of_range ? std::string_view("a step beyond 9223372036854775807") : kForm);
+    return bad(out_of_range ? fmt::format("a {} beyond 9223372036854775807", one) : std::string(kForm));
   if (colon != std::string_view::npos && !given_a && !given_b) return bad(kForm);
-  if ((given_a && r.first < 0) || (given_b && r.last < 0)) return bad("steps are >= 0");
-  if (r.first > r.last) return bad("the first step is after the last");
+  if ((given_a && r.first < 0) || (given_b && r.last < 0)) return bad(fmt::format("{}s are >= 0", one));
+  if (r.first > r.last) return bad(fmt::format("the first {} is after the last", one));
   return r;
+}
+
+}  // namespace
+
+std::optional<StepRange> parse_step_range(std::string_view text, std::string& error) {
+  // (Steps are >= 0: an update record with a negative step is rejected.)
+  return parse_range(text, "step", "step window", error);
+}
+
+std::optional<std::vector<RankRange>> parse_rank_list(std::string_view text, std::string& error) {
+  std::vector<RankRange> out;
+  if (text.empty()) {
+    error = "empty rank list: expected ranks and ranges A:B, A:, :B, comma-separated (e.g. 0:7,4095)";
+    return std::nullopt;
+  }
+  for (std::size_t at = 0;;) {
+    const auto comma = text.find(',', at);
+    const auto item = text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+    const auto r = parse_range(item, "rank", "rank range", error);
+    if (!r) return std::nullopt;
+    out.push_back(*r);
+    if (comma == std::string_view::npos) break;
+    at = comma + 1;
+  }
+  return out;
 }
 
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, Diagnostics& diag) {

@@ -800,3 +800,27 @@ def test_background_regions_are_not_parts_of_the_update_in_trace_html_and_csv(tm
         assert parts["(outside every region)"] == pytest.approx(outside)
     deepest = {p["label"]: p["ms"] for p in rank["breakdowns"][-1]["parts"]}
     assert deepest["backward (self)"] == pytest.approx([0.45 * w for w in walls])
+
+
+def test_trace_ranks_draws_only_those_ranks_at_the_places_of_the_whole_trace(tmp_path):
+    # 8,192 ranks' trace was 57 MB per step, with no way to draw fewer ranks.
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 6, "--updates", 12, "--straggler", "4:3:8").returncode == 0
+    def events(*args):
+        r = run("trace", out, "-o", tmp_path / "t.json", *args)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads((tmp_path / "t.json").read_text())
+        return doc["traceEvents"] if isinstance(doc, dict) else doc
+    whole = events()
+    some = events("--ranks", "1,4:5")
+    assert {e["pid"] for e in some} == {1, 4, 5}
+    # Rank 4's straggling steps are as long in the filtered trace as in the whole one.
+    # (process_sort_index is the process's place among those drawn.)
+    def placed(evs):
+        return [e for e in evs if e["name"] != "process_sort_index"]
+    assert placed(some) == placed([e for e in whole if e["pid"] in (1, 4, 5)])
+    assert len(placed(some)) > 100
+    r = run("trace", out, "--ranks", "7:9", "-o", tmp_path / "none.json")
+    assert r.returncode == 3 and "no rank of the logs is in it (the logs' ranks: 0..5)" in r.stderr
+    r = run("trace", out, "--ranks", "3:1")
+    assert r.returncode == 2 and "the first rank is after the last" in r.stderr

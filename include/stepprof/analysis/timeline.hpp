@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "stepprof/analysis/input.hpp"
+#include "stepprof/reader.hpp"
 
 namespace stepprof {
 
@@ -93,6 +94,9 @@ struct Timeline {
 /// per group of alternatives in the nesting (0 for a path whose region and samples
 /// counter are both absent from the update: it did not run), then every other counter
 /// on its own track.
-Timeline build_timeline(const AnalysisInput& in);
+/// `only_ranks` (empty: every rank) draws only the ranks in those ranges (a log that
+/// names no rank is then left out); the updates are still placed by every rank's times,
+/// so a step keeps the length the slowest rank gave it.
+Timeline build_timeline(const AnalysisInput& in, const std::vector<RankRange>& only_ranks = {});
 
 }  // namespace stepprof
