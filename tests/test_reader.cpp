@@ -381,7 +381,7 @@ TEST_F(ReaderTest, OneFileOfSeveralRanksIsReadAsEachRanksLog) {
     EXPECT_EQ(d.ranks[r].updates[1].source.line, static_cast<std::uint64_t>(3 + 3 * r));
   }
   EXPECT_EQ(diag_.count(Severity::kError), 0u);
-  const Diagnostic* note = first(Problem::kMixedRuns);
+  const Diagnostic* note = first(Problem::kSeveralRanks);
   ASSERT_NE(note, nullptr);
   EXPECT_EQ(note->severity, Severity::kNote);
   EXPECT_EQ(note->line, 4u);
@@ -439,6 +439,55 @@ TEST_F(ReaderTest, ARestartInAStreamOfSeveralRanksKeepsOneRun) {
     EXPECT_EQ(r.updates[0].step, 4);
   }
   EXPECT_EQ(d.updates_of_other_runs, 6u);
+}
+
+TEST_F(ReaderTest, InAStreamOfSeveralRanksEachConfigIsComparedWithItsOwnRanks) {
+  auto config = [](int rank, int world, std::string_view run_id) {
+    return fmt::format(R"({{"type": "config", "run_id": "{}", "rank": {}, "world_size": {}}})", run_id, rank, world) +
+           "\n";
+  };
+  auto update = [](int rank, int step) {
+    return fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": 5}})", rank, step) + "\n";
+  };
+  // Rank 0 restarts alone (world size 1) after both ranks' configs: its warning named
+  // rank 1's config (line 2) as the one it differs from.
+  const std::string restart = config(0, 2, "a") + config(1, 2, "a") + update(0, 1) + update(1, 1) +
+                              config(0, 1, "a") + update(0, 2);
+  read({write("restart.jsonl", restart)});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  const Diagnostic* w = first(Problem::kMixedRuns);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->line, 5u);
+  EXPECT_NE(w->message.find("differs from the one at line 1 "), std::string::npos) << w->message;
+  // Rank files concatenated, rank 0's with a restart in it: rank 1's first config is
+  // no restart (it was warned of as one, differing from rank 0's second config).
+  const std::string cat = config(0, 2, "a") + update(0, 1) + config(0, 1, "a") + update(0, 2) + config(1, 2, "a") +
+                          update(1, 1);
+  read({write("cat.jsonl", cat)});
+  std::vector<std::uint64_t> warned;
+  for (const auto& x : diag_.kept())
+    if (x.problem == Problem::kMixedRuns && x.message.find("a second config record") != std::string::npos)
+      warned.push_back(x.line);
+  EXPECT_EQ(warned, std::vector<std::uint64_t>{3});
+  ASSERT_NE(first(Problem::kSeveralRanks), nullptr);
+  EXPECT_EQ(first(Problem::kSeveralRanks)->line, 5u);
+  // Two jobs (other run_ids) in one stream cannot be told apart: an error, and the
+  // records after it are skipped (they were filed under each rank's latest config).
+  const std::string two = config(0, 2, "a") + config(1, 2, "a") + update(0, 1) + update(1, 1) + config(0, 2, "b") +
+                          config(1, 2, "b") + update(0, 2) + update(0, 1);
+  const Dataset d = read({write("two.jsonl", two)});
+  EXPECT_EQ(d.update_count(), 2u);
+  ASSERT_GE(diag_.count(Severity::kError), 1u);
+  const Diagnostic* e = first(Problem::kMixedRuns);
+  EXPECT_EQ(e->line, 5u);
+  EXPECT_NE(e->message.find("this file mixes two jobs' records"), std::string::npos) << e->message;
+  // A config that names no rank in such a stream: an error, and the rest skipped.
+  read({write("norank.jsonl", config(0, 2, "a") + config(1, 2, "a") + update(1, 1) +
+                                  R"({"type": "config", "run_id": "a", "world_size": 4})" + "\n" + update(1, 2))});
+  bool said = false;
+  for (const auto& x : diag_.kept())
+    said = said || (x.severity == Severity::kError && x.line == 4 && x.message.starts_with("a config record without a rank"));
+  EXPECT_TRUE(said);
 }
 
 TEST_F(ReaderTest, ARestartedJobsSecondConfigIsNotedAndItsRepeatedStepsAreDuplicates) {

@@ -28,6 +28,7 @@ struct Dataset {
   NameTable counters;              ///< counter names (`counts` keys)
   std::vector<RankLog> ranks;      ///< sorted by rank
   std::uint64_t updates_outside_window = 0;  ///< valid updates dropped by --steps
+  std::uint64_t updates_before_window = 0;   ///< ... of which were before its first step
   /// Update records skipped as another run's than the one analyzed (mixed-runs errors;
   /// ReadOptions::run chooses the run).
   std::uint64_t updates_of_other_runs = 0;

@@ -39,6 +39,9 @@ enum class Problem : std::uint8_t {
   kJoinedRecords,    ///< two or more records on one line (a lost newline); each is read
   kOneOffNames,      ///< many region or counter names that occur in one step each (names made with the step in them)
   kZeroWallTime,     ///< updates with wall_ms 0 whose regions took time
+  kSeveralRanks,     ///< one file holds several ranks' logs (a log shipper's stream); each record is its rank's
+  kLinePrefix,       ///< records after a prefix on their line (torchrun's [rank3]:, srun --label, a log collector's timestamp)
+  kOtherOutput,      ///< lines that hold no record (a job's stdout: prints, progress bars, library messages)
   kCount_,
 };
 

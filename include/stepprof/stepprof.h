@@ -102,7 +102,10 @@ int stepprof_region_register(const char* name, stepprof_region_id* out);
  * allocation or locking. An exit that does not match the innermost open region is
  * counted as mismatched_exit, and returns STEPPROF_WARN_MISMATCH: regions opened inside
  * `id` are closed unrecorded and `id` is closed when it is open further out, else the
- * exit is ignored. STEPPROF_ERR_ARGUMENT for an id never registered. */
+ * exit is ignored. (Past 64 open levels an exit closes the innermost level whatever its
+ * id, as those levels are not recorded: STEPPROF_OK. The first mismatched exit on a
+ * thread may allocate its stepprof_last_error text.) STEPPROF_ERR_ARGUMENT for an id
+ * never registered. */
 int stepprof_region_enter(stepprof_region_id id);
 int stepprof_region_exit(stepprof_region_id id);
 

@@ -243,7 +243,9 @@ inline void region_enter(RegionId id) noexcept {
 /// Exits region `id` on the calling thread. When `id` is not the innermost open region,
 /// the exit is counted as `mismatched_exit`; regions opened inside `id` are closed
 /// unrecorded if `id` is open further out, else the call is ignored. Returns kOk, or
-/// kWarnMismatch for such an exit (the count is kept either way).
+/// kWarnMismatch for such an exit (the count is kept either way). Past detail::kMaxDepth (64)
+/// open levels an exit closes the innermost level whatever its id (those levels are not
+/// recorded): kOk.
 Status region_exit(RegionId id) noexcept;
 
 /// RAII region: host time (and device time, on a device-timing thread) from construction

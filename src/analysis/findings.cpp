@@ -975,7 +975,7 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     // The logs' first update among the slow ones: its wall time counts from open() (or
     // the last begin_update()), so it holds what ran before the loop, and warm-up.
     const RunSummary* run = in.run;
-    if (run && run->first_step && run->updates_outside_window == 0 &&
+    if (run && run->first_step && run->updates_before_window == 0 &&
         std::find(s->steps.begin(), s->steps.end(), *run->first_step) != s->steps.end()) {
       f.evidence += fmt::format("; step {} is the logs' first update", *run->first_step);
       stopped += fmt::format(

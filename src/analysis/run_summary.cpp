@@ -15,6 +15,7 @@ RunSummary summarize_run(const AnalysisInput& in) {
   RunSummary s;
   s.files = in.data.files;
   s.updates_outside_window = in.data.updates_outside_window;
+  s.updates_before_window = in.data.updates_before_window;
   s.updates_of_other_runs = in.data.updates_of_other_runs;
   if (in.hierarchy) s.nesting_source = in.hierarchy->source;
   const RunConfig* cfg = nullptr;

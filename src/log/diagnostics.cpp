@@ -26,6 +26,9 @@ std::string_view code_name(Problem p) {
     case Problem::kJoinedRecords: return "joined-records";
     case Problem::kOneOffNames: return "one-off-names";
     case Problem::kZeroWallTime: return "zero-wall-time";
+    case Problem::kSeveralRanks: return "several-ranks";
+    case Problem::kLinePrefix: return "line-prefix";
+    case Problem::kOtherOutput: return "other-output";
     case Problem::kCount_: break;
   }
   return "unknown";

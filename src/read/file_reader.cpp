@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -106,6 +107,7 @@ class FileParser {
     for (auto& u : trace->updates) {
       if (opt_.steps && !opt_.steps->contains(u.step)) {
         ++out_.outside_window;
+        if (u.step < opt_.steps->first) ++out_.before_window;
         continue;
       }
       out_.updates.push_back(std::move(u));
@@ -231,6 +233,12 @@ class FileParser {
     bool cut_said = false;  // the last line's warning said the input ends early
     bool bom_said = false;  // a note said a line after the first starts with a byte-order mark
     std::uint64_t records = 0, rejected_after_mix = 0, mixed_at = 0;
+    // A job's stdout as a log (a log shipper's stream, a Slurm output file): lines that
+    // carry a prefix before the record, and lines of other output, each said once.
+    std::uint64_t prefixed = 0, prefixed_first = 0, other = 0;
+    std::string prefix_example, other_example;
+    std::vector<std::uint64_t> other_lines;  // the first few
+    constexpr std::size_t kOtherLinesNamed = 5;
     std::string cell;  // markdown cell with `\|` unescaped, plus parser padding
     RecordParser parser(out_.regions, out_.counters);
     parser.set_keep_sample_indices(opt_.keep_sample_indices);
@@ -306,6 +314,9 @@ class FileParser {
           cfg_fields.clear();
           cfg.source = {file_, ln};
           for (auto& p : problems) report(Severity::kError, Problem::kBadField, ln, 0, std::move(p));
+          // In a file of several ranks' logs, a rank's later config is compared with its own
+          // rank's latest one.
+          if (!mixed_at && cfg.rank && segment_of_rank.contains(*cfg.rank)) switch_to(segment_of_rank.at(*cfg.rank));
           if (!(*cur_config)) {
             (*cur_config) = std::move(cfg);
             file_config_line = ln;
@@ -313,34 +324,36 @@ class FileParser {
             // The rank's bucket is looked up at this point when the files are merged.
             out_.diags_before_config = out_.diags.size();
             out_.updates_before_config = out_.updates.size();
-          } else if (run_identity(cfg) == run_identity(*(*cur_config)) && cfg.rank && (*cur_config)->rank &&
-                     cfg.rank != (*cur_config)->rank && !mixed_at) {
-            // Another rank of the same run: the file holds several ranks' logs.
+          } else if (!mixed_at && cfg.rank && (*cur_config)->rank && cfg.rank != (*cur_config)->rank &&
+                     !segment_of_rank.contains(*cfg.rank)) {
+            // Another rank's first config: the file holds several ranks' logs, and each
+            // rank's later configs are compared with its own (below).
             if (segment_of_rank.empty()) {
               segment_of_rank.emplace(*(*cur_config)->rank, cur_segment);
-              report(Severity::kNote, Problem::kMixedRuns, ln, 0,
+              report(Severity::kNote, Problem::kSeveralRanks, ln, 0,
                      fmt::format("a config record of {} follows the config of {} at line {}: this file holds "
                                  "several ranks' logs (a log shipper's stream, or files concatenated); each update "
                                  "record is read as its rank's",
                                  rank_text(cfg.rank), rank_text((*cur_config)->rank), file_config_line));
             }
-            const auto it = segment_of_rank.find(*cfg.rank);
-            if (it != segment_of_rank.end() && run_identity(*(it->second < 0 ? out_.config
-                                                                             : out_.later_runs[static_cast<std::size_t>(
-                                                                                                   it->second)].config)) ==
-                                                   run_identity(cfg)) {
-              switch_to(it->second);
-              report(Severity::kNote, Problem::kUnknownRecord, ln, 0,
-                     fmt::format("a second config record of {} of the same run as at line {} (the job restarted "
-                                 "and appended?): its updates after it are read as the same run; a step read "
-                                 "before is a duplicate-step error, and the first copy is kept",
-                                 rank_text(cfg.rank), file_config_line));
-            } else {
-              const std::int64_t rank = *cfg.rank;
-              out_.later_runs.push_back({std::move(cfg), {}});
-              segment_of_rank[rank] = static_cast<std::ptrdiff_t>(out_.later_runs.size()) - 1;
-              switch_to(static_cast<std::ptrdiff_t>(out_.later_runs.size()) - 1);
-            }
+            const std::int64_t rank = *cfg.rank;
+            out_.later_runs.push_back({std::move(cfg), {}});
+            segment_of_rank[rank] = static_cast<std::ptrdiff_t>(out_.later_runs.size()) - 1;
+            switch_to(static_cast<std::ptrdiff_t>(out_.later_runs.size()) - 1);
+          } else if (!mixed_at && !segment_of_rank.empty() && !cfg.rank) {
+            report(Severity::kError, Problem::kMixedRuns, ln, 0,
+                   "a config record without a rank in a file of several ranks' logs: whose log it starts cannot be "
+                   "told; records after this line are skipped (give each rank's log as its own file)");
+            mixed_at = ln;
+          } else if (!mixed_at && !segment_of_rank.empty() && cfg.run_id && (*cur_config)->run_id &&
+                     cfg.run_id != (*cur_config)->run_id) {
+            report(Severity::kError, Problem::kMixedRuns, ln, 0,
+                   fmt::format("a config record of {} with run_id \"{}\" follows its config at line {} with run_id "
+                               "\"{}\": this file mixes two jobs' records, which cannot be told apart in a stream of "
+                               "several ranks' logs; records after this line are skipped (give each job's logs apart)",
+                               rank_text(cfg.rank), printable(*cfg.run_id), file_config_line,
+                               printable(*(*cur_config)->run_id)));
+            mixed_at = ln;
           } else if (run_identity(cfg) == run_identity(*(*cur_config)) && cfg.rank != (*cur_config)->rank) {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
                    fmt::format("a second config record, of {}, follows the config of {} at line {}: this file holds "
@@ -391,11 +404,19 @@ class FileParser {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
                    "update record without a rank in a file of several ranks' logs: whose it is cannot be told; "
                    "record skipped");
-            ++out_.rejected_updates;
-            break;
+            break;  // (not counted as a rank's rejected update: it is no known rank's)
           }
-          if (!segment_of_rank.empty() && u.rank != (*cur_config)->rank)
-            if (const auto it = segment_of_rank.find(*u.rank); it != segment_of_rank.end()) switch_to(it->second);
+          if (!segment_of_rank.empty() && u.rank != (*cur_config)->rank) {
+            const auto it = segment_of_rank.find(*u.rank);
+            if (it == segment_of_rank.end()) {
+              report(Severity::kError, Problem::kMissingConfig, ln, 0,
+                     fmt::format("update for {} in a file of several ranks' logs, before any config record of {}: "
+                                 "which run it belongs to cannot be told; record skipped",
+                                 rank_text(u.rank), rank_text(u.rank)));
+              break;
+            }
+            switch_to(it->second);
+          }
           if (u.rank && (*cur_config) && !(*cur_config)->rank) adopt_rank(*(*cur_config), file_config_line, *u.rank, ln);
           if (!u.rank && (*cur_config)) u.rank = (*cur_config)->rank;
           if ((*cur_config) && (*cur_config)->rank && u.rank != (*cur_config)->rank) {
@@ -408,6 +429,7 @@ class FileParser {
           }
           if (opt_.steps && !opt_.steps->contains(u.step)) {
             ++out_.outside_window;
+            if (u.step < opt_.steps->first) ++out_.before_window;
             break;
           }
           if (!u.recorder_errors.empty()) {
@@ -582,6 +604,31 @@ class FileParser {
         }
       }
 
+      if (!table_mode && (text.front() != '{' || text.starts_with("{'")) && text.find('\0') == std::string_view::npos) {
+        // Not a record at the line's start: a record after a prefix (torchrun's "[rank3]:",
+        // srun --label's "3: ", a log collector's timestamp), or other output of the job.
+        std::size_t at = std::string_view::npos;
+        for (auto p = text.find('{'); p != std::string_view::npos && at == std::string_view::npos; p = text.find('{', p + 1))
+          if (record_starts_at(text, p)) at = p;
+        const std::string_view prefix = text.substr(0, at == std::string_view::npos ? 0 : at);
+        // (Not a prefix: a quote, or only brackets, which may belong to JSON around it.)
+        if (at != std::string_view::npos && prefix.find('"') == std::string_view::npos &&
+            prefix.find_first_not_of("[ \t") != std::string_view::npos) {
+          if (prefixed++ == 0) {
+            prefixed_first = ln;
+            prefix_example = printable(trim(prefix).substr(0, 48));
+          }
+          col_offset += at;
+          text = text.substr(at);
+        } else if (at == std::string_view::npos && other_output(text)) {
+          if (other++ == 0) other_example = printable(text.substr(0, 60));
+          if (other_lines.size() < kOtherLinesNamed) other_lines.push_back(ln);
+          if (opt_.strict)
+            report(Severity::kWarning, Problem::kOtherOutput, ln, col_offset + 1,
+                   "this line holds no record (other output of the job among the records?); reading stops (--strict)");
+          continue;
+        }
+      }
       auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
       if (kind == RecordKind::kError && text.find('\0') != std::string_view::npos) {
         // Zeros where a crash or power loss left the file's tail unwritten, then what a
@@ -660,6 +707,20 @@ class FileParser {
                                                       kept_updates()),
                          opt_.strict ? "" : altered));
     }
+    if (prefixed)
+      report(Severity::kNote, Problem::kLinePrefix, prefixed_first, 1,
+             fmt::format("{} record line(s) carry a prefix before the record, e.g. \"{}\" (torchrun's --tee or "
+                         "--log-line-prefix-template, srun --label, a log collector's timestamp); the prefix is skipped "
+                         "and the record read",
+                         prefixed, prefix_example));
+    if (other && !opt_.strict) {
+      std::string lines;
+      for (const auto l : other_lines) lines += fmt::format("{}{}", lines.empty() ? "" : ", ", l);
+      report(Severity::kWarning, Problem::kOtherOutput, other_lines.front(), 1,
+             fmt::format("{} line(s) hold no record (lines {}{}; the first: \"{}\"): other output of the job among "
+                         "its records (prints, progress bars, library messages); skipped",
+                         other, lines, other > other_lines.size() ? ", ..." : "", other_example));
+    }
     out_.rejected_updates += rejected_after_mix;
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
@@ -668,6 +729,23 @@ class FileParser {
     say_prelude();
     if (records == 0 && !truncated && src.error().empty())
       report(Severity::kWarning, Problem::kEmptyInput, 0, 0, "file holds no records");
+  }
+
+  // A line of a job's other output (a print, a progress bar, a library's message), not a
+  // damaged record: text (no control bytes but tab, carriage return and the escape of
+  // terminal colours), not a piece of JSON (no `":`, no closing brace at its end; a
+  // Python dict's print `{'loss': ...}`, after any prefix, is output), and not a JSON
+  // array's start.
+  static bool other_output(std::string_view text) {
+    for (const char c : text) {
+      const auto b = static_cast<unsigned char>(c);
+      if ((b < 0x20 && b != '\t' && b != '\r' && b != 0x1b) || b == 0x7f) return false;
+    }
+    if (const auto brace = text.find('{'); brace != std::string_view::npos && text.substr(brace).starts_with("{'"))
+      return true;
+    if (text.find("\":") != std::string_view::npos || text.find("\" :") != std::string_view::npos) return false;
+    if (text.back() == '}') return false;  // (every record ends with one: a record's tail)
+    return text.front() != '[' || (text.size() > 1 && std::isalpha(static_cast<unsigned char>(text[1])));
   }
 
   // A config that names no usable rank (none, or a negative one) is the config of the

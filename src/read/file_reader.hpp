@@ -43,6 +43,7 @@ struct FileResult {
   std::size_t diags_before_config = 0;    ///< diags that arose before the config's rank was looked up
   std::size_t updates_before_config = 0;  ///< updates accepted before the config line
   std::uint64_t outside_window = 0;    ///< valid updates dropped by the --steps window
+  std::uint64_t before_window = 0;     ///< ... of which were before its first step
   /// Update records skipped with an error (another rank's in this rank's file, after a
   /// concatenated log's config) [count]: a rank without records says why.
   std::uint64_t rejected_updates = 0;

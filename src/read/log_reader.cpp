@@ -243,6 +243,7 @@ class Reader {
       if (r.config) bucket(r.config->rank).rejected += r.rejected_updates;
     }
     ds_.updates_outside_window += r.outside_window;
+    ds_.updates_before_window += r.before_window;
     // A file that holds two runs' configs is a job restarted with other settings that
     // appended to its logs: records of the run not kept are then skipped with warnings,
     // not errors (an elastic restart is not bad input).
@@ -256,6 +257,15 @@ class Reader {
     // its own (their diagnostics are the file's, reported above).
     for (auto& later : r.later_runs) {
       RunConfig& config = *later.config;
+      if (config_conflicts(config) && diag_.strict()) {
+        // (A rank's log in a file of several ranks' logs, of another run than that rank's
+        // earlier files.)
+        const RankBucket& b = *find_bucket(config.rank);
+        report(Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
+               fmt::format("config for {} differs from the one in {} in its run settings ({}); stopping (--strict)",
+                           rank_text(config.rank), b.config_where, detail::identity_difference(config, *b.config)));
+        break;
+      }
       if (config_conflicts(config)) {
         others_.push_back({fi, std::move(config), std::move(later.updates), true});
         continue;

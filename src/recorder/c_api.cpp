@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +30,16 @@ int status(Status s) { return static_cast<int>(s); }
 int set_error(int code, std::string msg) {
   try {
     t_last_error = std::move(msg);
+  } catch (...) {
+  }
+  return code;
+}
+
+// set_error for the per-call functions: the text is copied into the thread's buffer,
+// which allocates only the first time it is too small (stepprof.h: no allocation per call).
+int set_error_in_place(int code, std::string_view msg) {
+  try {
+    t_last_error.assign(msg);
   } catch (...) {
   }
   return code;
@@ -254,8 +265,9 @@ int stepprof_region_exit(stepprof_region_id id) {
       id != stepprof::detail::kOverflowRegion)
     return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_exit: unknown region id");
   if (stepprof::region_exit(id) == Status::kWarnMismatch)
-    return set_error(STEPPROF_WARN_MISMATCH,
-                     "stepprof_region_exit: not the innermost open region of this thread (counted as mismatched_exit)");
+    return set_error_in_place(
+        STEPPROF_WARN_MISMATCH,
+        "stepprof_region_exit: not the innermost open region of this thread (counted as mismatched_exit)");
   return STEPPROF_OK;
 }
 

@@ -1445,6 +1445,10 @@ def test_a_slow_first_update_suggests_begin_update(tmp_path):
     (f,) = [f for f in rep["findings"] if f["kind"] == "variability"]
     assert f"step {first} is the logs' first update" in f["evidence"]
     assert "begin_update()" in f["action"] and f"--steps {first + 1}:" in f["action"]
+    # A window that leaves only later updates out starts at the first update still.
+    rep = json.loads(run("report", "--format", "json", log, "--steps", f"{first}:{first + 12}").stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert "begin_update()" in f["action"]
     # Not said of the unchanged log, nor when --steps has left earlier updates out.
     for args in ((LOG,), (log, "--steps", f"{first + 1}:")):
         rep = json.loads(run("report", "--format", "json", *args).stdout)
@@ -1473,3 +1477,38 @@ def test_every_ranks_log_in_one_stream_reads_as_one_file_per_rank(tmp_path):
     for key in ("update_time", "regions", "code_paths", "padding", "waiting", "cross_rank", "findings"):
         assert one[key] == separate[key], key
     assert any(f["kind"] == "straggler_episode" and "rank 2" in f["title"] for f in one["findings"])
+
+
+@pytest.mark.parametrize("prefix", ["[rank{r}]:", "[default{r}]:", "{r}: ", "2026-12-03T10:00:0{r}.123456789Z stdout F ",
+                                    "2026-12-03T10:00:0{r}.123456789Z "])
+def test_a_jobs_stdout_with_line_prefixes_and_other_output_is_read(tmp_path, prefix):
+    # torchrun's --tee prefix, srun --label, a Kubernetes (CRI) container log and `kubectl
+    # logs --timestamps`, with the job's prints, a progress bar and NCCL lines among the
+    # records. torchrun's and srun's read nothing (exit 3); the others gave an error per
+    # line (exit 1).
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 3, "--updates", 20, "--straggler", "1:5:12").returncode == 0
+    files = [f.read_text().splitlines() for f in sorted(out.glob("rank*.jsonl"))]
+    noise = ["NCCL INFO Channel 00/02 : 0 1 2", " 45%|####5     | 9/20 [00:09<00:11,  1.0it/s]\r",
+             "{'loss': 1.234, 'grad_norm': 0.5, 'epoch': 0.1}", "Warning: \"foo\" is deprecated, use bar"]
+    lines, other = ["starting the job"], 0
+    for k in range(max(map(len, files))):
+        for r, f in enumerate(files):
+            if k < len(f):
+                lines.append(prefix.format(r=r) + f[k])
+            if k % 5 == 2:
+                lines.append(prefix.format(r=r) + noise[(k + r) % len(noise)])
+                other += 1
+    stream = tmp_path / "job.out"
+    stream.write_text("\n".join(lines) + "\n")
+    separate = json.loads(run("report", "--format", "json", out).stdout)
+    r = run("report", "--format", "json", stream)
+    assert r.returncode == 0, r.stderr
+    one = json.loads(r.stdout)
+    for key in ("update_time", "regions", "waiting", "cross_rank", "findings"):
+        assert one[key] == separate[key], key
+    records = sum(map(len, files))
+    assert f"{records} record line(s) carry a prefix before the record" in r.stderr
+    assert f"{other} line(s) hold no record" in r.stderr
+    # --strict stops at the first line of other output.
+    assert run("report", "--strict", stream).returncode == 1

@@ -84,11 +84,12 @@ struct PathGroup {
   std::optional<double> saving_ms_per_update;
   /// Mean over the window's steps of the largest excess (slow path's time minus the same
   /// work at the fast path's unit cost, as in `costliest`) of the ranks that ran it in that
-  /// step, 0 in steps where none did [ms per optimizer update]. A step waits for its
-  /// slowest rank, so this is what the step would save when the rank that ran the slow
-  /// path is the one it waits for: an upper bound for the job. With one rank's log it
-  /// equals saving_ms_per_update; with N ranks' logs and one rank per step running it,
-  /// saving_ms_per_update is about 1/N of it.
+  /// step, taken as 0 where it is below 0 (the slow path was cheaper there) or no rank ran
+  /// it [ms per optimizer update]. A step waits for its slowest rank, so this is what the
+  /// step would save when the rank that ran the slow path is the one it waits for: an
+  /// upper bound for the job. With one rank's log it is saving_ms_per_update but for the
+  /// steps where the excess is below 0; with N ranks' logs and one rank per step running
+  /// it, saving_ms_per_update is about 1/N of it.
   std::optional<double> step_saving_at_most_ms;
   /// The updates in which the slow path cost most beyond the fast path's cost for the same
   /// work (largest excess_ms first, then in update order; at most kCostliestKept; only

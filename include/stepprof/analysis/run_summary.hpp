@@ -50,6 +50,7 @@ struct RunSummary {
   /// stride only.
   std::int64_t step_stride = 1;
   std::uint64_t updates_outside_window = 0;     ///< dropped by --steps
+  std::uint64_t updates_before_window = 0;      ///< ... of which were before its first step
   std::uint64_t updates_of_other_runs = 0;      ///< skipped as another run's (Dataset::updates_of_other_runs)
   /// Set when every rank's log ends before the config (the lowest rank's) says the run
   /// would: its `last_step` is at least one stride beyond last_step, or else its
