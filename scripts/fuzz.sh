@@ -42,6 +42,9 @@ for mode in 0 1 2 3 4 8 16; do
   { printf "\\x$(printf '%02x' $mode)"; head -n 6 "$ex/rank1.jsonl"; } > "$seeds/log/rank1.mode$mode"
 done
 { printf '\x00'; head -n 8 "$ex/rank1.table.md"; } > "$seeds/log/table"
+# Two ranks' records in one stream (a job's stdout): torchrun's prefixes, other output.
+{ printf '\x00'; head -n 3 "$ex/rank1.jsonl" | sed 's/^/[rank1]:/'; echo 'NCCL INFO Channel 00/02 : 0 1'
+  head -n 3 "$ex/rank1.jsonl" | sed 's/"rank": 1/"rank": 0/; s/^/[rank0]:/'; } > "$seeds/log/stream"
 cp "$ex/hierarchy.txt" "$seeds/hierarchy/"
 # One step of a real profiler trace (fuzz/kineto_seed.py), plain, gzip, cut and forced.
 for mode in 0 1 2 3; do
