@@ -17,6 +17,7 @@
 #include "file_kind.hpp"
 #include "line_source.hpp"
 #include "record_parser.hpp"
+#include "stdout_lines.hpp"
 #include "stepprof/schema.hpp"
 
 namespace stepprof::detail {
@@ -324,6 +325,20 @@ class FileParser {
             // The rank's bucket is looked up at this point when the files are merged.
             out_.diags_before_config = out_.diags.size();
             out_.updates_before_config = out_.updates.size();
+          } else if (mixed_at && !segment_of_rank.empty()) {
+            // (Skipped with the rest: the error at mixed_at said so.)
+          } else if (cfg.rank && (*cur_config)->rank && cfg.rank != (*cur_config)->rank &&
+                     !segment_of_rank.contains(*cfg.rank) && cfg.run_id && (*cur_config)->run_id &&
+                     cfg.run_id != (*cur_config)->run_id && !mixed_at) {
+            // Another rank's first config, of another job: two jobs' streams mixed.
+            report(Severity::kError, Problem::kMixedRuns, ln, 0,
+                   fmt::format("a config record of {} with run_id \"{}\" follows the config of {} at line {} with "
+                               "run_id \"{}\": this file mixes two jobs' records, which cannot be told apart in a "
+                               "stream of several ranks' logs; records after this line are skipped (give each "
+                               "job's logs apart, or one file per rank)",
+                               rank_text(cfg.rank), printable(*cfg.run_id), rank_text((*cur_config)->rank),
+                               file_config_line, printable(*(*cur_config)->run_id)));
+            mixed_at = ln;
           } else if (!mixed_at && cfg.rank && (*cur_config)->rank && cfg.rank != (*cur_config)->rank &&
                      !segment_of_rank.contains(*cfg.rank)) {
             // Another rank's first config: the file holds several ranks' logs, and each
@@ -350,7 +365,8 @@ class FileParser {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
                    fmt::format("a config record of {} with run_id \"{}\" follows its config at line {} with run_id "
                                "\"{}\": this file mixes two jobs' records, which cannot be told apart in a stream of "
-                               "several ranks' logs; records after this line are skipped (give each job's logs apart)",
+                               "several ranks' logs (a requeued job's too); records after this line are skipped "
+                               "(give each job's logs apart, or one file per rank)",
                                rank_text(cfg.rank), printable(*cfg.run_id), file_config_line,
                                printable(*(*cur_config)->run_id)));
             mixed_at = ln;
@@ -604,30 +620,32 @@ class FileParser {
         }
       }
 
-      if (!table_mode && (text.front() != '{' || text.starts_with("{'")) && text.find('\0') == std::string_view::npos) {
-        // Not a record at the line's start: a record after a prefix (torchrun's "[rank3]:",
-        // srun --label's "3: ", a log collector's timestamp), or other output of the job.
-        std::size_t at = std::string_view::npos;
-        for (auto p = text.find('{'); p != std::string_view::npos && at == std::string_view::npos; p = text.find('{', p + 1))
-          if (record_starts_at(text, p)) at = p;
-        const std::string_view prefix = text.substr(0, at == std::string_view::npos ? 0 : at);
-        // (Not a prefix: a quote, or only brackets, which may belong to JSON around it.)
-        if (at != std::string_view::npos && prefix.find('"') == std::string_view::npos &&
-            prefix.find_first_not_of("[ \t") != std::string_view::npos) {
-          if (prefixed++ == 0) {
+      if (!table_mode && text.front() != '{' && text.find('\0') == std::string_view::npos) {
+        // A job's stdout as its log (stdout_lines.hpp): a launcher's or collector's prefix
+        // before the line, then a record or other output of the job.
+        if (const std::size_t at = known_prefix_length(text); at > 0 && at < text.size()) {
+          const std::string_view rest = trim(text.substr(at));
+          if (!rest.empty() && rest.front() == '{' && !rest.starts_with("{'") && prefixed++ == 0) {
             prefixed_first = ln;
-            prefix_example = printable(trim(prefix).substr(0, 48));
+            prefix_example = printable(trim(text.substr(0, at)).substr(0, 48));
           }
-          col_offset += at;
-          text = text.substr(at);
-        } else if (at == std::string_view::npos && other_output(text)) {
-          if (other++ == 0) other_example = printable(text.substr(0, 60));
-          if (other_lines.size() < kOtherLinesNamed) other_lines.push_back(ln);
-          if (opt_.strict)
-            report(Severity::kWarning, Problem::kOtherOutput, ln, col_offset + 1,
-                   "this line holds no record (other output of the job among the records?); reading stops (--strict)");
-          continue;
+          col_offset += static_cast<std::uint64_t>(rest.data() - text.data());
+          text = rest;
+          if (text.empty()) continue;
         }
+      }
+      if (!table_mode && (text.front() != '{' || text.starts_with("{'")) && other_output(text)) {
+        if (other++ == 0) {
+          std::string_view first = text.substr(0, 60);
+          while (first.size() < text.size() && !first.empty() && (static_cast<unsigned char>(text[first.size()]) & 0xC0) == 0x80)
+            first.remove_suffix(1);  // (not in the middle of a UTF-8 character)
+          other_example = printable(first);
+        }
+        if (other_lines.size() < kOtherLinesNamed) other_lines.push_back(ln);
+        if (opt_.strict)
+          report(Severity::kWarning, Problem::kOtherOutput, ln, col_offset + 1,
+                 "this line holds no record (other output of the job among the records?); reading stops (--strict)");
+        continue;
       }
       auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
       if (kind == RecordKind::kError && text.find('\0') != std::string_view::npos) {
@@ -729,23 +747,6 @@ class FileParser {
     say_prelude();
     if (records == 0 && !truncated && src.error().empty())
       report(Severity::kWarning, Problem::kEmptyInput, 0, 0, "file holds no records");
-  }
-
-  // A line of a job's other output (a print, a progress bar, a library's message), not a
-  // damaged record: text (no control bytes but tab, carriage return and the escape of
-  // terminal colours), not a piece of JSON (no `":`, no closing brace at its end; a
-  // Python dict's print `{'loss': ...}`, after any prefix, is output), and not a JSON
-  // array's start.
-  static bool other_output(std::string_view text) {
-    for (const char c : text) {
-      const auto b = static_cast<unsigned char>(c);
-      if ((b < 0x20 && b != '\t' && b != '\r' && b != 0x1b) || b == 0x7f) return false;
-    }
-    if (const auto brace = text.find('{'); brace != std::string_view::npos && text.substr(brace).starts_with("{'"))
-      return true;
-    if (text.find("\":") != std::string_view::npos || text.find("\" :") != std::string_view::npos) return false;
-    if (text.back() == '}') return false;  // (every record ends with one: a record's tail)
-    return text.front() != '[' || (text.size() > 1 && std::isalpha(static_cast<unsigned char>(text[1])));
   }
 
   // A config that names no usable rank (none, or a negative one) is the config of the

@@ -1,0 +1,120 @@
+#include "stdout_lines.hpp"
+
+#include <simdjson.h>
+
+namespace stepprof::detail {
+namespace {
+
+bool digit(char c) { return c >= '0' && c <= '9'; }
+bool letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// Each returns the length of its prefix at the start of `s`, or 0.
+
+// `[rank3]:` or `[default3]:` (letters or `_`, then digits, in brackets, then a colon).
+std::size_t torchrun(std::string_view s) {
+  std::size_t i = 1;
+  if (s.empty() || s[0] != '[') return 0;
+  while (i < s.size() && (letter(s[i]) || s[i] == '_')) ++i;
+  const std::size_t digits = i;
+  while (i < s.size() && digit(s[i])) ++i;
+  if (i == digits || i + 1 >= s.size() || s[i] != ']' || s[i + 1] != ':') return 0;
+  return i + 2;
+}
+
+// `3: ` (srun --label: the task number, a colon, a blank).
+std::size_t srun_label(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && digit(s[i])) ++i;
+  if (i == 0 || i + 1 >= s.size() || s[i] != ':' || (s[i + 1] != ' ' && s[i + 1] != '\t')) return 0;
+  return i + 1;
+}
+
+// `2026-12-03T10:00:00.123456789Z` or `...+01:00`, then a blank; and a container
+// runtime's `stdout F ` / `stderr P ` after it (CRI).
+std::size_t timestamp(std::string_view s) {
+  auto digits = [&](std::size_t at, std::size_t n) {
+    for (std::size_t k = 0; k < n; ++k)
+      if (at + k >= s.size() || !digit(s[at + k])) return false;
+    return true;
+  };
+  auto is = [&](std::size_t at, char c) { return at < s.size() && s[at] == c; };
+  if (!(digits(0, 4) && is(4, '-') && digits(5, 2) && is(7, '-') && digits(8, 2) && is(10, 'T') && digits(11, 2) &&
+        is(13, ':') && digits(14, 2) && is(16, ':') && digits(17, 2)))
+    return 0;
+  std::size_t i = 19;
+  if (is(i, '.') || is(i, ',')) {
+    ++i;
+    while (i < s.size() && digit(s[i])) ++i;
+  }
+  if (is(i, 'Z')) {
+    ++i;
+  } else if (is(i, '+') || is(i, '-')) {
+    if (!digits(i + 1, 2)) return 0;
+    i += 3;
+    if (is(i, ':')) ++i;
+    if (!digits(i, 2)) return 0;
+    i += 2;
+  } else {
+    return 0;  // (RFC 3339 gives the zone)
+  }
+  if (!is(i, ' ') && !is(i, '\t')) return 0;
+  std::size_t j = i;
+  while (j < s.size() && (s[j] == ' ' || s[j] == '\t')) ++j;
+  for (const std::string_view stream : {std::string_view("stdout "), std::string_view("stderr ")})
+    if (s.substr(j, stream.size()) == stream && (is(j + 7, 'F') || is(j + 7, 'P')) && is(j + 8, ' ')) return j + 9;
+  return i;
+}
+
+// `[pod/NAME/CONTAINER] ` (kubectl logs --prefix).
+std::size_t kubectl_prefix(std::string_view s) {
+  if (!s.starts_with("[pod/")) return 0;
+  const std::size_t close = s.find(']');
+  if (close == std::string_view::npos || s.substr(0, close).find_first_of(" \t{\"") != std::string_view::npos) return 0;
+  return close + 1;
+}
+
+}  // namespace
+
+std::size_t known_prefix_length(std::string_view line) {
+  std::size_t at = 0;
+  for (int n = 0; n < 3; ++n) {
+    const std::string_view rest = line.substr(at);
+    std::size_t len = torchrun(rest);
+    if (!len) len = srun_label(rest);
+    if (!len) len = timestamp(rest);
+    if (!len) len = kubectl_prefix(rest);
+    if (!len) break;
+    at += len;
+    while (at < line.size() && (line[at] == ' ' || line[at] == '\t')) ++at;
+  }
+  // A progress bar redrawn with carriage returns, then a record on the same line.
+  const std::size_t brace = line.find('{', at);
+  if (brace != std::string_view::npos) {
+    const std::size_t cr = line.substr(0, brace).rfind('\r');
+    if (cr != std::string_view::npos && cr >= at) at = cr + 1;
+  }
+  return at;
+}
+
+bool other_output(std::string_view line) {
+  if (line.empty()) return false;
+  bool has_letter = false;
+  for (const char c : line) {
+    const auto b = static_cast<unsigned char>(c);
+    if ((b < 0x20 && b != '\t' && b != '\r' && b != 0x1b) || b == 0x7f) return false;
+    has_letter = has_letter || letter(c);
+  }
+  if (!has_letter || !simdjson::validate_utf8(line.data(), line.size())) return false;
+  if (line.starts_with("{'")) return true;  // a Python dict's print
+  for (std::size_t q = line.find('"'); q != std::string_view::npos; q = line.find('"', q + 1)) {
+    std::size_t i = q + 1;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    if (i < line.size() && line[i] == ':') return false;  // a JSON key: a piece of a record
+  }
+  if (line.back() == '}') return false;
+  // A JSON value as a whole (an array, a string) is not a record: the reader says so.
+  thread_local simdjson::dom::parser parser;
+  return parser.parse(line.data(), line.size(), true).error() != simdjson::SUCCESS;
+}
+
+}  // namespace stepprof::detail

@@ -1,0 +1,29 @@
+// The lines of a job's stdout saved as its log (a Slurm output file, a Kubernetes
+// container log, a log collector's stream): the prefixes launchers and collectors put
+// before each line, and the other output printed among the records. Internal to the
+// reader (docs/log-schema.md, "A job's stdout").
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace stepprof::detail {
+
+/// Length of the known prefixes at the start of `line` (0 when none), with the blanks
+/// after them: torchrun's `[rank3]:` / `[default3]:` (`--tee`,
+/// `--log-line-prefix-template`'s default), `srun --label`'s `3: `, an RFC 3339 timestamp
+/// (`kubectl logs --timestamps`) optionally followed by a container runtime's
+/// `stdout F ` / `stderr P ` (CRI log files), and `kubectl logs --prefix`'s
+/// `[pod/NAME/CONTAINER] `; up to three of them in a row. Then, when a carriage return
+/// comes before the first `{` (a progress bar redrawn on the line before a record), the
+/// text up to the last such carriage return.
+std::size_t known_prefix_length(std::string_view line);
+
+/// True when `line` (trimmed, after any known prefix) is other output of the job, not a
+/// record or a damaged piece of one: valid UTF-8 text without control bytes other than
+/// tab, carriage return and escape (terminal colours), holding a letter; either a Python
+/// dict's print (`{'loss': ...}`), or text that holds no `"` followed by `:` (a JSON key),
+/// does not end with `}` (as every record does) and is not a JSON value as a whole.
+bool other_output(std::string_view line);
+
+}  // namespace stepprof::detail

@@ -1,0 +1,65 @@
+// The lines of a job's stdout: launcher and collector prefixes, and other output told
+// from records and damaged pieces of them (src/read/stdout_lines.hpp).
+#include "stdout_lines.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace stepprof::detail {
+namespace {
+
+const std::string kRecord = R"({"type": "update", "rank": 3, "step": 1, "wall_ms": 5})";
+
+TEST(StdoutLines, KnownPrefixesAreMeasured) {
+  // Each prefix as its tool writes it, and the length of what comes before the record.
+  const std::pair<std::string, std::size_t> cases[] = {
+      {"[rank3]:", 8},
+      {"[default12]:", 12},
+      {"3: ", 3},
+      {"2026-12-03T10:00:00.123456789Z stdout F ", 40},
+      {"2026-12-03T10:00:00.123456789Z stderr P ", 40},
+      {"2026-12-03T10:00:00Z ", 21},
+      {"2026-12-03T10:00:00.5+01:00 ", 28},
+      {"[pod/train-0/main] ", 19},
+      {"2026-12-03T10:00:00.1Z [rank3]:", 31},  // kubectl --timestamps over torchrun's prefix
+      {"[pod/train-0/main] 2026-12-03T10:00:00Z ", 40},
+      {" 45%|####5     | 9/20 [00:09<00:11]\r", 36},  // a progress bar, then the record
+  };
+  for (const auto& [prefix, length] : cases) EXPECT_EQ(known_prefix_length(prefix + kRecord), length) << prefix;
+}
+
+TEST(StdoutLines, OtherTextIsNoPrefix) {
+  for (const std::string prefix : {"# ", "// ", "> ", "- ", "+", "\x01\x02", "rank3: ", "[rank]:", "[rank3] ",
+                                   "12:", "2026-12-03 10:00:00 ", "2026-12-03T10:00:00.1 ", "[pod/a b] ",
+                                   "ValueError: rejected record "})
+    EXPECT_EQ(known_prefix_length(prefix + kRecord), 0u) << prefix;
+  EXPECT_EQ(known_prefix_length(kRecord), 0u);
+}
+
+TEST(StdoutLines, OtherOutputIsTextThatHoldsNoRecord) {
+  for (const std::string line :
+       {"NCCL INFO Channel 00/02 : 0 1 2 3", "node1:123:456 [0] NCCL INFO Using network IB",
+        "[2026-12-03 10:00:01,234] [INFO] [logging.py:96:log_dist] step=10", "[1/20] loss=1.25",
+        " 45%|####5     | 9/20 [00:09<00:11,  1.0it/s]\r", "{'loss': 1.234, 'grad_norm': 0.5, 'epoch': 0.1}",
+        "Warning: \"foo\" is deprecated, use bar", "\x1b[32mstarting\x1b[0m", "Schrittweite geändert"})
+    EXPECT_TRUE(other_output(line)) << line;
+}
+
+TEST(StdoutLines, DamagedRecordsAndJsonAreNotOtherOutput) {
+  for (const std::string line :
+       {std::string(R"("micro_batch": 8, "accumulation": 2})"),  // a record cut at its start
+        std::string(R"(ples": 4, "frames"  : [1, 2)"),              // a middle piece, key before blanks
+        std::string("ples\": 4, \"frames\"\t: [1, 2"),             // ... before a tab
+        std::string("0.25, 0.5, 0.75"),                            // numbers only
+        std::string("wall_ms 5}"),                                  // a record's tail
+        std::string("[\"a\", \"b\"]"),                              // a JSON value
+        std::string("\"a string\""),
+        std::string("text with a \x01 control byte"),
+        std::string("bad \xff\xfe UTF-8"),
+        std::string("")})
+    EXPECT_FALSE(other_output(line)) << line;
+}
+
+}  // namespace
+}  // namespace stepprof::detail
