@@ -24,7 +24,8 @@ TEST(StdoutLines, KnownPrefixesAreMeasured) {
       {"[pod/train-0/main] ", 19},
       {"2026-12-03T10:00:00.1Z [rank3]:", 31},  // kubectl --timestamps over torchrun's prefix
       {"[pod/train-0/main] 2026-12-03T10:00:00Z ", 40},
-      {" 45%|####5     | 9/20 [00:09<00:11]\r", 36},  // a progress bar, then the record
+      {" 45%|####5     | 9/20 [00:09<00:11,  1.0it/s]\r", 46},  // a progress bar, then the record
+      {"\r 45%|####5     | 9/20 [00:09<00:11,  1.0it/s]", 46},  // tqdm: the bar redrawn, the record after it
   };
   for (const auto& [prefix, length] : cases) EXPECT_EQ(known_prefix_length(prefix + kRecord), length) << prefix;
 }
@@ -32,7 +33,7 @@ TEST(StdoutLines, KnownPrefixesAreMeasured) {
 TEST(StdoutLines, OtherTextIsNoPrefix) {
   for (const std::string prefix : {"# ", "// ", "> ", "- ", "+", "\x01\x02", "rank3: ", "[rank]:", "[rank3] ",
                                    "12:", "2026-12-03 10:00:00 ", "2026-12-03T10:00:00.1 ", "[pod/a b] ",
-                                   "ValueError: rejected record "})
+                                   "ValueError: rejected record ", ": 0.128}\r", "# \r"})
     EXPECT_EQ(known_prefix_length(prefix + kRecord), 0u) << prefix;
   EXPECT_EQ(known_prefix_length(kRecord), 0u);
 }
@@ -42,7 +43,8 @@ TEST(StdoutLines, OtherOutputIsTextThatHoldsNoRecord) {
        {"NCCL INFO Channel 00/02 : 0 1 2 3", "node1:123:456 [0] NCCL INFO Using network IB",
         "[2026-12-03 10:00:01,234] [INFO] [logging.py:96:log_dist] step=10", "[1/20] loss=1.25",
         " 45%|####5     | 9/20 [00:09<00:11,  1.0it/s]\r", "{'loss': 1.234, 'grad_norm': 0.5, 'epoch': 0.1}",
-        "Warning: \"foo\" is deprecated, use bar", "\x1b[32mstarting\x1b[0m", "Schrittweite geändert"})
+        "Warning: \"foo\" is deprecated, use bar", "\x1b[32mstarting\x1b[0m", "Schrittweite geändert",
+        "(RayTrainWorker pid=123) {'loss': 1.0, 'epoch': 2}", "    assert x == {'a': 1}"})
     EXPECT_TRUE(other_output(line)) << line;
 }
 
@@ -50,6 +52,8 @@ TEST(StdoutLines, DamagedRecordsAndJsonAreNotOtherOutput) {
   for (const std::string line :
        {std::string(R"("micro_batch": 8, "accumulation": 2})"),  // a record cut at its start
         std::string(R"(ples": 4, "frames"  : [1, 2)"),              // a middle piece, key before blanks
+        std::string(R"(8, 9], "ba)"),                               // ... cut inside a key
+        std::string(R"(total")"),                                   // ... or at a key's end
         std::string("ples\": 4, \"frames\"\t: [1, 2"),             // ... before a tab
         std::string("0.25, 0.5, 0.75"),                            // numbers only
         std::string("wall_ms 5}"),                                  // a record's tail

@@ -2,10 +2,19 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+
+#include "file_kind.hpp"
+
 namespace stepprof::detail {
 namespace {
 
 bool digit(char c) { return c >= '0' && c <= '9'; }
+std::string_view trim_blanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
 bool letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 // Each returns the length of its prefix at the start of `s`, or 0.
@@ -87,11 +96,14 @@ std::size_t known_prefix_length(std::string_view line) {
     at += len;
     while (at < line.size() && (line[at] == ' ' || line[at] == '\t')) ++at;
   }
-  // A progress bar redrawn with carriage returns, then a record on the same line.
-  const std::size_t brace = line.find('{', at);
-  if (brace != std::string_view::npos) {
-    const std::size_t cr = line.substr(0, brace).rfind('\r');
-    if (cr != std::string_view::npos && cr >= at) at = cr + 1;
+  // A progress bar redrawn with carriage returns (tqdm), then a record on the same line:
+  // the text between holds a carriage return and is other output (a cut record's tail
+  // or a comment mark before the record is not).
+  for (std::size_t p = line.find('{', at); p != std::string_view::npos; p = line.find('{', p + 1)) {
+    if (!record_starts_at(line, p)) continue;
+    const std::string_view between = line.substr(at, p - at);
+    if (between.find('\r') != std::string_view::npos && other_output(trim_blanks(between))) at = p;
+    break;
   }
   return at;
 }
@@ -105,12 +117,17 @@ bool other_output(std::string_view line) {
     has_letter = has_letter || letter(c);
   }
   if (!has_letter || !simdjson::validate_utf8(line.data(), line.size())) return false;
-  if (line.starts_with("{'")) return true;  // a Python dict's print
   for (std::size_t q = line.find('"'); q != std::string_view::npos; q = line.find('"', q + 1)) {
     std::size_t i = q + 1;
     while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
     if (i < line.size() && line[i] == ':') return false;  // a JSON key: a piece of a record
   }
+  // An odd number of quotes, or JSON's punctuation around strings: a piece of a record
+  // cut inside a key or value.
+  if (std::count(line.begin(), line.end(), '"') % 2 != 0) return false;
+  for (const std::string_view json : {"\",\"", "\", \"", ", \"", "[\"", "\"]", "{\"", "\"}"})
+    if (line.find(json) != std::string_view::npos) return false;
+  if (line.find("{'") != std::string_view::npos) return true;  // a Python dict's print, after text too
   if (line.back() == '}') return false;
   // A JSON value as a whole (an array, a string) is not a record: the reader says so.
   thread_local simdjson::dom::parser parser;

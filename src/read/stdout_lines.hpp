@@ -14,16 +14,17 @@ namespace stepprof::detail {
 /// `--log-line-prefix-template`'s default), `srun --label`'s `3: `, an RFC 3339 timestamp
 /// (`kubectl logs --timestamps`) optionally followed by a container runtime's
 /// `stdout F ` / `stderr P ` (CRI log files), and `kubectl logs --prefix`'s
-/// `[pod/NAME/CONTAINER] `; up to three of them in a row. Then, when a carriage return
-/// comes before the first `{` (a progress bar redrawn on the line before a record), the
-/// text up to the last such carriage return.
+/// `[pod/NAME/CONTAINER] `; up to three of them in a row. Then, when the text between
+/// them and a record's start holds a carriage return and is other output (a tqdm bar
+/// redrawn on the line before a record), that text too.
 std::size_t known_prefix_length(std::string_view line);
 
 /// True when `line` (trimmed, after any known prefix) is other output of the job, not a
 /// record or a damaged piece of one: valid UTF-8 text without control bytes other than
-/// tab, carriage return and escape (terminal colours), holding a letter; either a Python
-/// dict's print (`{'loss': ...}`), or text that holds no `"` followed by `:` (a JSON key),
-/// does not end with `}` (as every record does) and is not a JSON value as a whole.
+/// tab, carriage return and escape (terminal colours), holding a letter, with an even
+/// number of `"`, no `"` followed by `:` (a JSON key) nor JSON's punctuation around a
+/// string (`", "`, `["`, `{"`, ...); then either holding a Python dict's print (`{'loss': ...}`), or not ending
+/// with `}` (as every record does) and not a JSON value as a whole.
 bool other_output(std::string_view line);
 
 }  // namespace stepprof::detail
