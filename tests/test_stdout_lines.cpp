@@ -44,12 +44,15 @@ TEST(StdoutLines, OtherOutputIsTextThatHoldsNoRecord) {
         "[2026-12-03 10:00:01,234] [INFO] [logging.py:96:log_dist] step=10", "[1/20] loss=1.25",
         " 45%|####5     | 9/20 [00:09<00:11,  1.0it/s]\r", "{'loss': 1.234, 'grad_norm': 0.5, 'epoch': 0.1}",
         "Warning: \"foo\" is deprecated, use bar", "\x1b[32mstarting\x1b[0m", "Schrittweite geändert",
-        "(RayTrainWorker pid=123) {'loss': 1.0, 'epoch': 2}", "    assert x == {'a': 1}"})
+        "(RayTrainWorker pid=123) {'loss': 1.0, 'epoch': 2}", "    assert x == {'a': 1}",
+        // Separator lines of tables and banners (a Lightning model summary, rich's boxes).
+        "-----------------------------------------", "===", "| --- | --- |", "+-----+-----+",
+        "\xE2\x94\x8F\xE2\x94\x81\xE2\x94\x81\xE2\x94\x93", "\xE2\x95\x90\xE2\x95\x90\xE2\x95\x90"})
     EXPECT_TRUE(other_output(line)) << line;
 }
 
 TEST(StdoutLines, DamagedRecordsAndJsonAreNotOtherOutput) {
-  for (const std::string line :
+  for (const std::string& line :
        {std::string(R"("micro_batch": 8, "accumulation": 2})"),  // a record cut at its start
         std::string(R"(ples": 4, "frames"  : [1, 2)"),              // a middle piece, key before blanks
         std::string(R"(8, 9], "ba)"),                               // ... cut inside a key
@@ -61,6 +64,9 @@ TEST(StdoutLines, DamagedRecordsAndJsonAreNotOtherOutput) {
         std::string("\"a string\""),
         std::string("text with a \x01 control byte"),
         std::string("bad \xff\xfe UTF-8"),
+        std::string("--"),                                          // too short for a separator
+        std::string("-1"),                                          // a number
+        std::string("\xE2\x94"),                                  // a box character cut short
         std::string("")})
     EXPECT_FALSE(other_output(line)) << line;
 }

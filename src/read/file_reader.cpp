@@ -528,10 +528,13 @@ class FileParser {
         mode_known = true;
         table_mode = true;
       }
-      if (!mode_known && (text.front() == '#' || text.find_first_of("{\"|") == std::string_view::npos)) {
+      if (!mode_known && (text.front() == '#' || text.find_first_of("{\"|") == std::string_view::npos ||
+                          (text.front() == '|' && !records_in_head_ && !has_record_start(text)))) {
         // A markdown heading, a comment or prose before the first record or table row
         // (nothing in it could be part of a record): the format is told by the first
-        // line after it.
+        // line after it. So are table rows holding no record when the first 64 KiB hold
+        // no record at all: a table's header, or a job's model summary printed before a
+        // long stretch of other output.
         if (prelude_lines++ == 0) prelude_first = ln;
         prelude_last = ln;
         continue;
@@ -539,7 +542,9 @@ class FileParser {
       say_prelude();
       if (!mode_known) {
         mode_known = true;
-        table_mode = text.front() == '|';
+        // (A table whose rows hold no record, in a file whose first 64 KiB hold records
+        // outside any table, is the job's own output among its records.)
+        table_mode = text.front() == '|' && !records_in_head_;
         // Files are sniffed before they are opened (is_kineto_trace); stdin cannot be,
         // so a trace arriving there is recognized here, by its first line.
         if (looks_like_trace_start(text) && !records_in_head_ && !own_output_.empty()) {

@@ -82,6 +82,27 @@ std::size_t kubectl_prefix(std::string_view s) {
   return close + 1;
 }
 
+// A separator line: three or more of `-=_*#~+|` and blanks, or of the box-drawing
+// characters U+2500..U+257F (UTF-8 E2 94 xx, E2 95 xx), as tables and banners print them.
+// No piece of a record is made of these alone.
+bool separator(std::string_view line) {
+  std::size_t marks = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == ' ' || c == '\t') continue;
+    if (std::string_view("-=_*#~+|").find(c) != std::string_view::npos) {
+      ++marks;
+    } else if (c == '\xE2' && i + 2 < line.size() && (line[i + 1] == '\x94' || line[i + 1] == '\x95') &&
+               (static_cast<unsigned char>(line[i + 2]) & 0xC0) == 0x80) {
+      ++marks;
+      i += 2;
+    } else {
+      return false;
+    }
+  }
+  return marks >= 3;
+}
+
 }  // namespace
 
 std::size_t known_prefix_length(std::string_view line) {
@@ -110,6 +131,7 @@ std::size_t known_prefix_length(std::string_view line) {
 
 bool other_output(std::string_view line) {
   if (line.empty()) return false;
+  if (separator(line)) return true;
   bool has_letter = false;
   for (const char c : line) {
     const auto b = static_cast<unsigned char>(c);

@@ -1512,3 +1512,40 @@ def test_a_jobs_stdout_with_line_prefixes_and_other_output_is_read(tmp_path, pre
     assert f"{other} line(s) hold no record" in r.stderr
     # --strict stops at the first line of other output.
     assert run("report", "--strict", stream).returncode == 1
+
+
+@pytest.mark.parametrize("layers", [3, 2000])
+def test_a_model_summary_table_before_the_records_is_other_output(tmp_path, layers):
+    # PyTorch Lightning prints its model summary, a table of `|`-separated rows between
+    # dashed lines, to stdout before training starts: the file was read as a markdown
+    # table, every record after it an error (exit 1, nothing analyzed). With a summary
+    # longer than the 64 KiB looked at first (2,000 layers), its lines are text before the
+    # first record.
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 1, "--updates", 20).returncode == 0
+    records = (out / "rank0.jsonl").read_text().splitlines()
+    dashes = "-" * 60
+    summary = ["GPU available: True (cuda), used: True", "  | Name  | Type   | Params | Mode", dashes,
+               *[f"{k} | layer{k} | Linear | 4.2 K  | train" for k in range(layers)], dashes,
+               "4.2 K     Trainable params", "0         Non-trainable params",
+               "\u250f\u2501\u2501\u2513"]  # a box's edge, as rich draws it
+    job = tmp_path / "job.out"
+    job.write_text("\n".join(summary + records + [dashes, "Training finished"]) + "\n")
+    alone = json.loads(run("report", "--format", "json", out / "rank0.jsonl").stdout)
+    r = run("report", "--format", "json", job)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads(r.stdout)
+    assert rep["run"]["updates"] == alone["run"]["updates"] == len(records) - 1
+    for key in ("update_time", "regions", "findings"):
+        assert rep[key] == alone[key], key
+    assert ": error:" not in r.stderr and "0 error(s)" in r.stderr
+    # Every line that is not a record is said: text before the first record, then other
+    # output (the summary's rows, the dashes and the text after the records).
+    # With records in the first 64 KiB, the text line only is before the first record;
+    # else the lines up to the first row that does not start with `|`.
+    before = 1 if layers == 3 else 3
+    if before == 1:
+        assert "note: a heading, comment or text line before the first record" in r.stderr
+    else:
+        assert f"note: {before} heading, comment or text lines before the first record" in r.stderr
+    assert f"warning: {len(summary) + 2 - before} line(s) hold no record" in r.stderr
