@@ -45,6 +45,10 @@ done
 # Two ranks' records in one stream (a job's stdout): torchrun's prefixes, other output.
 { printf '\x00'; head -n 3 "$ex/rank1.jsonl" | sed 's/^/[rank1]:/'; echo 'NCCL INFO Channel 00/02 : 0 1'
   head -n 3 "$ex/rank1.jsonl" | sed 's/"rank": 1/"rank": 0/; s/^/[rank0]:/'; } > "$seeds/log/stream"
+# A container runtime's log file (CRI): records split into `P` parts, the other stream between.
+{ printf '\x00'; head -n 3 "$ex/rank1.jsonl" | while IFS= read -r l; do
+    printf '2026-12-03T10:00:00.1Z stdout P %s\n2026-12-03T10:00:00.2Z stderr F W1203 warning\n' "${l:0:300}"
+    printf '2026-12-03T10:00:00.3Z stdout F %s\n' "${l:300}"; done; } > "$seeds/log/cri"
 cp "$ex/hierarchy.txt" "$seeds/hierarchy/"
 # One step of a real profiler trace (fuzz/kineto_seed.py), plain, gzip, cut and forced.
 for mode in 0 1 2 3; do

@@ -30,6 +30,32 @@ TEST(StdoutLines, KnownPrefixesAreMeasured) {
   for (const auto& [prefix, length] : cases) EXPECT_EQ(known_prefix_length(prefix + kRecord), length) << prefix;
 }
 
+TEST(StdoutLines, CriLinesGiveTheirTagStreamAndContent) {
+  // The CRI logging format: `TIME STREAM TAG CONTENT`, one blank between the fields.
+  const std::string t = "2026-12-03T10:00:00.123456789Z";
+  struct Case {
+    std::string line;
+    std::size_t content_at;
+    bool partial, to_stderr;
+  };
+  const Case cases[] = {
+      {t + " stdout F " + kRecord, t.size() + 10, false, false},
+      {t + " stdout P {\"type\": \"upd", t.size() + 10, true, false},
+      {t + " stderr P  leading blank kept", t.size() + 10, true, true},
+      {t + " stderr F", t.size() + 9, false, true},  // an empty line
+      {"2026-12-03T10:00:00+01:00 stdout F x", 35, false, false},
+  };
+  for (const auto& c : cases) {
+    const CriLine cri = cri_line(c.line);
+    EXPECT_EQ(cri.content_at, c.content_at) << c.line;
+    EXPECT_EQ(cri.partial, c.partial) << c.line;
+    EXPECT_EQ(cri.to_stderr, c.to_stderr) << c.line;
+  }
+  for (const std::string& line : {kRecord, t + " " + kRecord, t + " stdout X " + kRecord, t + "  stdout P x",
+                                 t + " stdout Px", t + " stdin P x", std::string("2026-12-03 10:00:00Z stdout P x")})
+    EXPECT_EQ(cri_line(line).content_at, 0u) << line;
+}
+
 TEST(StdoutLines, OtherTextIsNoPrefix) {
   for (const std::string prefix : {"# ", "// ", "> ", "- ", "+", "\x01\x02", "rank3: ", "[rank]:", "[rank3] ",
                                    "12:", "2026-12-03 10:00:00 ", "2026-12-03T10:00:00.1 ", "[pod/a b] ",

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -487,6 +488,26 @@ class FileParser {
       if (!out_.stopped) take(parser.parse(text, cfg_fields, u, unknown_type, rerr), text, col_offset, ln, line, terminated);
     };
 
+    // Lines a container runtime split into parts (a CRI log file's `TIME stdout P part`
+    // lines, then `TIME stdout F last part`), joined per stream and read as one line; a
+    // part left without its last one at the end is read as a line cut short.
+    struct CriParts {
+      std::string text;
+      std::uint64_t first_line = 0;
+    };
+    std::array<CriParts, 2> cri_parts;  // stdout's, stderr's
+    std::string cri_joined;             // the line joined, plus parser padding
+    std::uint64_t cri_lines = 0, cri_first = 0;
+    auto joined_line = [&](CriParts& parts, std::string_view last) {
+      if (cri_lines++ == 0) cri_first = parts.first_line;
+      cri_joined.assign(parts.text).append(last);
+      parts.text.clear();
+      const std::size_t n = cri_joined.size();
+      cri_joined.resize(n + LineSource::padding);
+      return std::string_view(cri_joined.data(), n);
+    };
+    constexpr std::size_t kCriPartsMax = std::size_t{64} << 20;  // a runaway line's parts are dropped beyond
+
     std::string_view line;
     bool terminated = true;
     for (;;) {
@@ -495,8 +516,35 @@ class FileParser {
         out_.stopped = true;
         break;
       }
-      if (!src.next(line, terminated)) break;
+      bool drained = false;  // (line is what a CRI part left at the end)
+      if (!src.next(line, terminated)) {
+        const auto left = std::find_if(cri_parts.begin(), cri_parts.end(), [](const CriParts& p) { return !p.text.empty(); });
+        if (left == cri_parts.end() || !src.error().empty()) break;
+        line = joined_line(*left, {});
+        terminated = false;
+        drained = true;
+      }
       const std::uint64_t ln = src.line_number();
+      if (!drained) {
+        if (const CriLine cri = cri_line(line); cri.content_at > 0) {
+          CriParts& parts = cri_parts[cri.to_stderr ? 1 : 0];
+          const std::string_view content = line.substr(cri.content_at);
+          if (cri.partial) {
+            if (parts.text.empty()) parts.first_line = ln;
+            if (parts.text.size() + content.size() > kCriPartsMax) {
+              report(Severity::kError, Problem::kMalformedJson, parts.first_line, 0,
+                     fmt::format("the container runtime's parts of one line (`P` lines from line {}) run past {} MiB "
+                                 "without a last part (`F`): not a record; skipped",
+                                 parts.first_line, kCriPartsMax >> 20));
+              parts.text.clear();
+              parts.first_line = ln;
+            }
+            parts.text.append(content);
+            continue;
+          }
+          if (!parts.text.empty()) line = joined_line(parts, content);
+        }
+      }
       if (ln <= kSampleLines) {
         sampled_bytes += line.size() + 1;
         if (ln == kSampleLines && path_ != "-") reserve_for_file(sampled_bytes);
@@ -729,6 +777,11 @@ class FileParser {
                                                       kept_updates()),
                          opt_.strict ? "" : altered));
     }
+    if (cri_lines)
+      report(Severity::kNote, Problem::kLinePrefix, cri_first, 1,
+             fmt::format("{} line(s) of the job were split by the container runtime (CRI log lines tagged `P`, "
+                         "from line {}) and are read joined",
+                         cri_lines, cri_first));
     if (prefixed)
       report(Severity::kNote, Problem::kLinePrefix, prefixed_first, 1,
              fmt::format("{} record line(s) carry a prefix before the record, e.g. \"{}\" (torchrun's --tee or "

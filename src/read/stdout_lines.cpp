@@ -38,9 +38,8 @@ std::size_t srun_label(std::string_view s) {
   return i + 1;
 }
 
-// `2026-12-03T10:00:00.123456789Z` or `...+01:00`, then a blank; and a container
-// runtime's `stdout F ` / `stderr P ` after it (CRI).
-std::size_t timestamp(std::string_view s) {
+// `2026-12-03T10:00:00.123456789Z` or `...+01:00`: its length, or 0.
+std::size_t rfc3339(std::string_view s) {
   auto digits = [&](std::size_t at, std::size_t n) {
     for (std::size_t k = 0; k < n; ++k)
       if (at + k >= s.size() || !digit(s[at + k])) return false;
@@ -66,11 +65,20 @@ std::size_t timestamp(std::string_view s) {
   } else {
     return 0;  // (RFC 3339 gives the zone)
   }
-  if (!is(i, ' ') && !is(i, '\t')) return 0;
+  return i;
+}
+
+// An RFC 3339 timestamp, then a blank; and a container runtime's `stdout F ` /
+// `stderr P ` after it (CRI).
+std::size_t timestamp(std::string_view s) {
+  const std::size_t i = rfc3339(s);
+  if (i == 0 || i >= s.size() || (s[i] != ' ' && s[i] != '\t')) return 0;
   std::size_t j = i;
   while (j < s.size() && (s[j] == ' ' || s[j] == '\t')) ++j;
   for (const std::string_view stream : {std::string_view("stdout "), std::string_view("stderr ")})
-    if (s.substr(j, stream.size()) == stream && (is(j + 7, 'F') || is(j + 7, 'P')) && is(j + 8, ' ')) return j + 9;
+    if (s.substr(j, stream.size()) == stream && j + 8 < s.size() && (s[j + 7] == 'F' || s[j + 7] == 'P') &&
+        s[j + 8] == ' ')
+      return j + 9;
   return i;
 }
 
@@ -104,6 +112,21 @@ bool separator(std::string_view line) {
 }
 
 }  // namespace
+
+CriLine cri_line(std::string_view line) {
+  const std::size_t i = rfc3339(line);
+  if (i == 0) return {};
+  const std::string_view rest = line.substr(i);
+  for (const std::string_view stream : {std::string_view(" stdout "), std::string_view(" stderr ")}) {
+    if (!rest.starts_with(stream) || rest.size() < stream.size() + 1) continue;
+    const char tag = rest[stream.size()];
+    if (tag != 'P' && tag != 'F') return {};
+    const std::size_t after = i + stream.size() + 1;
+    if (after < line.size() && line[after] != ' ') return {};
+    return {std::min(after + 1, line.size()), tag == 'P', stream[4] == 'e'};
+  }
+  return {};
+}
 
 std::size_t known_prefix_length(std::string_view line) {
   std::size_t at = 0;

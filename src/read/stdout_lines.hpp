@@ -9,6 +9,18 @@
 
 namespace stepprof::detail {
 
+/// A line of a CRI container log file (Kubernetes' /var/log/pods/...): `TIME STREAM TAG
+/// CONTENT`, TIME in RFC 3339, STREAM `stdout` or `stderr`, TAG `F` for a whole line or
+/// its last part and `P` for a part of a line the runtime split (containerd and CRI-O
+/// split lines longer than 16 KiB; the kubelet's CRI logging spec). `content_at` is 0 when
+/// `line` is not of that form.
+struct CriLine {
+  std::size_t content_at = 0;  ///< where CONTENT starts (after the one blank that follows TAG)
+  bool partial = false;        ///< TAG is `P`: the line goes on in the stream's next line
+  bool to_stderr = false;      ///< STREAM is `stderr`
+};
+CriLine cri_line(std::string_view line);
+
 /// Length of the known prefixes at the start of `line` (0 when none), with the blanks
 /// after them: torchrun's `[rank3]:` / `[default3]:` (`--tee`,
 /// `--log-line-prefix-template`'s default), `srun --label`'s `3: `, an RFC 3339 timestamp

@@ -1514,6 +1514,51 @@ def test_a_jobs_stdout_with_line_prefixes_and_other_output_is_read(tmp_path, pre
     assert run("report", "--strict", stream).returncode == 1
 
 
+def test_lines_a_container_runtime_split_are_joined(tmp_path):
+    # A Kubernetes node's container log (/var/log/pods/...): containerd and CRI-O split a
+    # line over 16 KiB into `P` parts and a last `F` part, with the other stream's lines
+    # between them. Each part was an error (exit 1).
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 1, "--updates", 30).returncode == 0
+    records = (out / "rank0.jsonl").read_text().splitlines()
+    rnd = random.Random(5)
+    lines, split, done_at = [], 0, []  # (done_at: the line that ends each record)
+    for k, rec in enumerate(records):
+        t = f"2026-12-03T10:{k // 60:02d}:{k % 60:02d}.{k:09d}Z"
+        if k % 2:
+            cuts = sorted(rnd.sample(range(1, len(rec)), 4))
+            parts = [rec[a:b] for a, b in zip([0, *cuts], [*cuts, len(rec)])]
+            for part in parts[:-1]:
+                lines.append(f"{t} stdout P {part}")
+                if rnd.random() < 0.5:
+                    lines.append(f"{t} stderr F W1203 a warning of the job")
+            lines.append(f"{t} stdout F {parts[-1]}")
+            split += 1
+        else:
+            lines.append(f"{t} stdout F {rec}")
+        done_at.append(len(lines) - 1)
+    log = tmp_path / "0.log"
+    log.write_text("\n".join(lines) + "\n")
+    alone = json.loads(run("report", "--format", "json", out).stdout)
+    r = run("report", "--format", "json", log)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads(r.stdout)
+    assert rep["run"]["updates"] == len(records) - 1
+    for key in ("update_time", "regions", "findings"):
+        assert rep[key] == alone[key], key
+    assert f"{split} line(s) of the job were split by the container runtime" in r.stderr
+    # Cut inside a split record: its parts are read as one line cut short (a warning),
+    # and the records before it are kept.
+    last_p = max(k for k, line in enumerate(lines) if " stdout P " in line)
+    cut = tmp_path / "cut.log"
+    cut.write_text("\n".join(lines[: last_p + 1]) + "\n")
+    r = run("report", "--format", "json", cut)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "the last line ends mid-record" in r.stderr
+    kept = sum(1 for rec, end in zip(records, done_at) if end < last_p and '"update"' in rec)
+    assert json.loads(r.stdout)["run"]["updates"] == kept
+
+
 @pytest.mark.parametrize("layers", [3, 2000])
 def test_a_model_summary_table_before_the_records_is_other_output(tmp_path, layers):
     # PyTorch Lightning prints its model summary, a table of `|`-separated rows between
