@@ -49,6 +49,15 @@ done
 { printf '\x00'; head -n 3 "$ex/rank1.jsonl" | while IFS= read -r l; do
     printf '2026-12-03T10:00:00.1Z stdout P %s\n2026-12-03T10:00:00.2Z stderr F W1203 warning\n' "${l:0:300}"
     printf '2026-12-03T10:00:00.3Z stdout F %s\n' "${l:300}"; done; } > "$seeds/log/cri"
+# Docker's json-file log: each line escaped in an entry, one line split over two entries.
+/usr/bin/python3 - "$ex/rank1.jsonl" > "$seeds/log/docker" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()[:3]
+entry = lambda text, stream="stdout": json.dumps({"log": text, "stream": stream, "time": "2026-12-03T10:00:00Z"})
+out = [entry(lines[0] + "\n"), entry(lines[1][:200]), entry("W1203 warning\n", "stderr"), entry(lines[1][200:] + "\n"),
+       entry(lines[2] + "\n")]
+sys.stdout.write("\x00" + "\n".join(out) + "\n")
+PY
 cp "$ex/hierarchy.txt" "$seeds/hierarchy/"
 # One step of a real profiler trace (fuzz/kineto_seed.py), plain, gzip, cut and forced.
 for mode in 0 1 2 3; do

@@ -56,6 +56,30 @@ TEST(StdoutLines, CriLinesGiveTheirTagStreamAndContent) {
     EXPECT_EQ(cri_line(line).content_at, 0u) << line;
 }
 
+TEST(StdoutLines, DockerEntriesAreUnwrapped) {
+  // Docker's json-file driver: the job's line JSON-escaped in `log`, with its newline
+  // unless Docker split the line.
+  const std::string t = R"(,"time":"2026-12-03T10:00:00.1Z"})";
+  DockerLine d = docker_line(R"({"log":"{\"type\": \"update\"}\n","stream":"stdout")" + t);
+  EXPECT_TRUE(d.is_docker);
+  EXPECT_FALSE(d.partial);
+  EXPECT_FALSE(d.to_stderr);
+  EXPECT_EQ(d.text, R"({"type": "update"})");
+  d = docker_line(R"({"log":"{\"type\": \"upd","stream":"stderr")" + t);
+  EXPECT_TRUE(d.is_docker && d.partial && d.to_stderr);
+  EXPECT_EQ(d.text, R"({"type": "upd)");
+  d = docker_line(R"({"log":"\n","stream":"stdout")" + t);  // an empty line
+  EXPECT_TRUE(d.is_docker && !d.partial && d.text.empty());
+  for (const std::string& line :
+       {kRecord, std::string(R"({"log":"x\n","stream":"stdout"})"),                 // no time
+        std::string(R"({"log":"x\n","stream":"stdin")") + t,                         // no such stream
+        std::string(R"({"log":1,"stream":"stdout")") + t,                             // not a string
+        std::string(R"({"log":"x\n","stream":"stdout","type":"update")") + t,        // a record
+        std::string(R"({"log":"x\n","stream":"stdout","time":"2026-12-03T10:00)"),  // cut
+        std::string(R"( {"log":"x\n","stream":"stdout")") + t})                      // not Docker's form
+    EXPECT_FALSE(docker_line(line).is_docker) << line;
+}
+
 TEST(StdoutLines, OtherTextIsNoPrefix) {
   for (const std::string prefix : {"# ", "// ", "> ", "- ", "+", "\x01\x02", "rank3: ", "[rank]:", "[rank3] ",
                                    "12:", "2026-12-03 10:00:00 ", "2026-12-03T10:00:00.1 ", "[pod/a b] ",

@@ -10,6 +10,7 @@
 #include <simdjson.h>
 
 #include "byte_source.hpp"
+#include "stdout_lines.hpp"
 #include "stepprof/kineto.hpp"
 
 namespace stepprof::detail {
@@ -202,6 +203,16 @@ std::string not_a_log(const std::string& path) {
   simdjson::dom::object obj;
   if (doc.get_object().get(obj) != simdjson::SUCCESS) return {};
   if (obj["type"].error() == simdjson::SUCCESS) return {};
+  // Docker's json-file log (`{"log": ...}` entries) with records in the entries' text:
+  // the reader unwraps them.
+  if (docker_line(line).is_docker)
+    for (std::size_t at = first; at < head.size();) {
+      const auto nl = head.find('\n', at);
+      const std::string_view entry = head.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+      if (const DockerLine d = docker_line(entry); d.is_docker && has_record_start(d.text)) return {};
+      if (nl == std::string_view::npos) break;
+      at = nl + 1;
+    }
   if (std::string_view schema; obj["schema"].get_string().get(schema) == simdjson::SUCCESS &&
                                schema.starts_with("stepprof."))
     return own_output(std::string(schema));

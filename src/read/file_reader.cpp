@@ -488,25 +488,27 @@ class FileParser {
       if (!out_.stopped) take(parser.parse(text, cfg_fields, u, unknown_type, rerr), text, col_offset, ln, line, terminated);
     };
 
-    // Lines a container runtime split into parts (a CRI log file's `TIME stdout P part`
-    // lines, then `TIME stdout F last part`), joined per stream and read as one line; a
-    // part left without its last one at the end is read as a line cut short.
-    struct CriParts {
+    // Lines a container runtime split into parts, joined per stream and read as one line
+    // (a CRI log file's `TIME stdout P part` lines, then `TIME stdout F last part`; Docker's
+    // json-file entries whose text has no final newline, then the one that has it), and
+    // Docker's entries unwrapped; a part left without its last one at the end is read as
+    // a line cut short.
+    struct SplitParts {
       std::string text;
       std::uint64_t first_line = 0;
     };
-    std::array<CriParts, 2> cri_parts;  // stdout's, stderr's
-    std::string cri_joined;             // the line joined, plus parser padding
-    std::uint64_t cri_lines = 0, cri_first = 0;
-    auto joined_line = [&](CriParts& parts, std::string_view last) {
-      if (cri_lines++ == 0) cri_first = parts.first_line;
-      cri_joined.assign(parts.text).append(last);
+    std::array<SplitParts, 2> split_parts;  // stdout's, stderr's
+    std::string unwrapped;                  // the line joined or unescaped, plus parser padding
+    std::uint64_t joined_lines = 0, joined_first = 0, docker_entries = 0, docker_first = 0;
+    auto joined_line = [&](SplitParts& parts, std::string_view last) {
+      if (!parts.text.empty() && joined_lines++ == 0) joined_first = parts.first_line;
+      unwrapped.assign(parts.text).append(last);
       parts.text.clear();
-      const std::size_t n = cri_joined.size();
-      cri_joined.resize(n + LineSource::padding);
-      return std::string_view(cri_joined.data(), n);
+      const std::size_t n = unwrapped.size();
+      unwrapped.resize(n + LineSource::padding);
+      return std::string_view(unwrapped.data(), n);
     };
-    constexpr std::size_t kCriPartsMax = std::size_t{64} << 20;  // a runaway line's parts are dropped beyond
+    constexpr std::size_t kSplitPartsMax = std::size_t{64} << 20;  // a runaway line's parts are dropped beyond
 
     std::string_view line;
     bool terminated = true;
@@ -516,33 +518,48 @@ class FileParser {
         out_.stopped = true;
         break;
       }
-      bool drained = false;  // (line is what a CRI part left at the end)
+      bool drained = false;  // (line is what a split line's parts left at the end)
       if (!src.next(line, terminated)) {
-        const auto left = std::find_if(cri_parts.begin(), cri_parts.end(), [](const CriParts& p) { return !p.text.empty(); });
-        if (left == cri_parts.end() || !src.error().empty()) break;
+        const auto left =
+            std::find_if(split_parts.begin(), split_parts.end(), [](const SplitParts& p) { return !p.text.empty(); });
+        if (left == split_parts.end() || !src.error().empty()) break;
         line = joined_line(*left, {});
         terminated = false;
         drained = true;
       }
       const std::uint64_t ln = src.line_number();
       if (!drained) {
+        std::string_view content;
+        bool split_form = false, partial = false, to_stderr = false;
+        DockerLine docker;
         if (const CriLine cri = cri_line(line); cri.content_at > 0) {
-          CriParts& parts = cri_parts[cri.to_stderr ? 1 : 0];
-          const std::string_view content = line.substr(cri.content_at);
-          if (cri.partial) {
+          split_form = true;
+          content = line.substr(cri.content_at);
+          partial = cri.partial;
+          to_stderr = cri.to_stderr;
+        } else if (line.starts_with("{\"log\":") && (docker = docker_line(line)).is_docker) {
+          if (docker_entries++ == 0) docker_first = ln;
+          split_form = true;
+          content = docker.text;
+          partial = docker.partial;
+          to_stderr = docker.to_stderr;
+        }
+        if (split_form) {
+          SplitParts& parts = split_parts[to_stderr ? 1 : 0];
+          if (partial) {
             if (parts.text.empty()) parts.first_line = ln;
-            if (parts.text.size() + content.size() > kCriPartsMax) {
+            if (parts.text.size() + content.size() > kSplitPartsMax) {
               report(Severity::kError, Problem::kMalformedJson, parts.first_line, 0,
-                     fmt::format("the container runtime's parts of one line (`P` lines from line {}) run past {} MiB "
-                                 "without a last part (`F`): not a record; skipped",
-                                 parts.first_line, kCriPartsMax >> 20));
+                     fmt::format("the container runtime's parts of one line (from line {}) run past {} MiB without "
+                                 "a last part: not a record; skipped",
+                                 parts.first_line, kSplitPartsMax >> 20));
               parts.text.clear();
               parts.first_line = ln;
             }
             parts.text.append(content);
             continue;
           }
-          if (!parts.text.empty()) line = joined_line(parts, content);
+          if (!parts.text.empty() || docker.is_docker) line = joined_line(parts, content);
         }
       }
       if (ln <= kSampleLines) {
@@ -777,11 +794,16 @@ class FileParser {
                                                       kept_updates()),
                          opt_.strict ? "" : altered));
     }
-    if (cri_lines)
-      report(Severity::kNote, Problem::kLinePrefix, cri_first, 1,
-             fmt::format("{} line(s) of the job were split by the container runtime (CRI log lines tagged `P`, "
-                         "from line {}) and are read joined",
-                         cri_lines, cri_first));
+    if (docker_entries)
+      report(Severity::kNote, Problem::kLinePrefix, docker_first, 1,
+             fmt::format("{} line(s) are entries of Docker's json-file log (`{{\"log\": ...}}`); the job's line in "
+                         "each is read",
+                         docker_entries));
+    if (joined_lines)
+      report(Severity::kNote, Problem::kLinePrefix, joined_first, 1,
+             fmt::format("{} line(s) of the job were split by the container runtime (CRI log lines tagged `P`, or "
+                         "Docker entries without a final newline, from line {}) and are read joined",
+                         joined_lines, joined_first));
     if (prefixed)
       report(Severity::kNote, Problem::kLinePrefix, prefixed_first, 1,
              fmt::format("{} record line(s) carry a prefix before the record, e.g. \"{}\" (torchrun's --tee or "

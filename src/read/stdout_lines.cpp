@@ -128,6 +128,22 @@ CriLine cri_line(std::string_view line) {
   return {};
 }
 
+DockerLine docker_line(std::string_view line) {
+  if (!line.starts_with("{\"log\":")) return {};
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::object entry;
+  if (parser.parse(line.data(), line.size(), true).get_object().get(entry) != simdjson::SUCCESS) return {};
+  std::string_view log, stream, time;
+  if (entry["log"].get_string().get(log) != simdjson::SUCCESS ||
+      entry["stream"].get_string().get(stream) != simdjson::SUCCESS ||
+      entry["time"].get_string().get(time) != simdjson::SUCCESS || (stream != "stdout" && stream != "stderr") ||
+      entry["type"].error() != simdjson::NO_SUCH_FIELD)
+    return {};
+  DockerLine d{true, !log.ends_with('\n'), stream == "stderr", std::string(log)};
+  if (!d.partial) d.text.pop_back();
+  return d;
+}
+
 std::size_t known_prefix_length(std::string_view line) {
   std::size_t at = 0;
   for (int n = 0; n < 3; ++n) {

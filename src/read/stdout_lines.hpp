@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace stepprof::detail {
@@ -20,6 +21,19 @@ struct CriLine {
   bool to_stderr = false;      ///< STREAM is `stderr`
 };
 CriLine cri_line(std::string_view line);
+
+/// A line of Docker's json-file log driver (`/var/lib/docker/containers/ID/ID-json.log`):
+/// `{"log":"TEXT\n","stream":"stdout","time":"..."}`, TEXT being the job's line, JSON-escaped.
+/// Docker splits a line over 16 KiB into entries whose TEXT has no final `\n`. `is_docker`
+/// is false when `line` is not such an object (it must start with `{"log":` and have the
+/// string members `log`, `stream` (`stdout` or `stderr`) and `time`, and no `type`).
+struct DockerLine {
+  bool is_docker = false;
+  bool partial = false;    ///< TEXT does not end with `\n`: the line goes on in the stream's next entry
+  bool to_stderr = false;  ///< `stream` is `stderr`
+  std::string text;        ///< TEXT unescaped, without its final `\n`
+};
+DockerLine docker_line(std::string_view line);
 
 /// Length of the known prefixes at the start of `line` (0 when none), with the blanks
 /// after them: torchrun's `[rank3]:` / `[default3]:` (`--tee`,

@@ -1559,6 +1559,47 @@ def test_lines_a_container_runtime_split_are_joined(tmp_path):
     assert json.loads(r.stdout)["run"]["updates"] == kept
 
 
+def test_dockers_json_file_log_is_unwrapped(tmp_path):
+    # Docker's json-file driver (/var/lib/docker/containers/ID/ID-json.log): each line of
+    # the job JSON-escaped in {"log": ..., "stream": ..., "time": ...}, a line over 16 KiB
+    # split into entries without the final newline. Every entry was an error (exit 1),
+    # and in a directory the file was skipped as "not a step log".
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 1, "--updates", 30).returncode == 0
+    records = (out / "rank0.jsonl").read_text().splitlines()
+    rnd = random.Random(11)
+    entries, split = [], 0
+
+    def entry(text, stream="stdout"):
+        return json.dumps({"log": text, "stream": stream, "time": "2026-12-03T10:00:00.123456789Z"},
+                          separators=(",", ":"))
+
+    for k, rec in enumerate(records):
+        if k % 3 == 1:
+            a, b = sorted(rnd.sample(range(1, len(rec)), 2))
+            entries += [entry(rec[:a]), entry("W1203 a warning\n", "stderr"), entry(rec[a:b]), entry(rec[b:] + "\n")]
+            split += 1
+        else:
+            entries.append(entry(rec + "\n"))
+    job = tmp_path / "docker" / "0123abcd-json.log"
+    job.parent.mkdir()
+    job.write_text("\n".join(entries) + "\n")
+    alone = json.loads(run("report", "--format", "json", out).stdout)
+    for arg in (job, job.parent):
+        r = run("report", "--format", "json", arg)
+        assert r.returncode == 0, r.stderr[-2000:]
+        rep = json.loads(r.stdout)
+        assert rep["run"]["updates"] == len(records) - 1
+        for key in ("update_time", "regions", "findings"):
+            assert rep[key] == alone[key], key
+        assert f"{len(entries)} line(s) are entries of Docker's json-file log" in r.stderr
+        assert f"{split} line(s) of the job were split by the container runtime" in r.stderr
+    # Its last entry cut (the daemon killed while writing): a line cut short, a warning.
+    job.write_text("\n".join(entries)[:-30])
+    r = run("report", "--format", "json", job)
+    assert r.returncode == 0 and "the last line ends mid-record" in r.stderr, r.stderr[-2000:]
+
+
 @pytest.mark.parametrize("layers", [3, 2000])
 def test_a_model_summary_table_before_the_records_is_other_output(tmp_path, layers):
     # PyTorch Lightning prints its model summary, a table of `|`-separated rows between
