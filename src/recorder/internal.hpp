@@ -117,6 +117,11 @@ struct NameRegistry {
 };
 NameRegistry& names() noexcept;
 
+/// Registers (once) the fork handlers that hold every recorder lock across fork()
+/// (recorder.cpp): called before any of those locks is first made, so that a fork while
+/// another thread holds one, before or without open(), cannot leave it held in the child.
+void ensure_fork_handlers() noexcept;
+
 /// Releases the device events of thread `t`'s open frames at depth >= `from` (frames
 /// that are dropped unrecorded). Called by the owning thread.
 void release_open_frames(ThreadStateFull* t, std::uint32_t from) noexcept;

@@ -150,9 +150,8 @@ void unlock_after_fork_in_child() noexcept;
 
 Core& core() noexcept {
   static Core* c = [] {
-    auto* made = new Core;  // never destroyed: regions may run during static destruction
-    pthread_atfork(lock_for_fork, unlock_after_fork_in_parent, unlock_after_fork_in_child);
-    return made;
+    ensure_fork_handlers();
+    return new Core;  // never destroyed: regions may run during static destruction
   }();
   return *c;
 }
@@ -876,6 +875,15 @@ void with_data(F&& f) noexcept {
 }
 
 }  // namespace
+
+void ensure_fork_handlers() noexcept {
+  static const bool registered = [] {
+    pthread_atfork(lock_for_fork, unlock_after_fork_in_parent, unlock_after_fork_in_child);
+    return true;
+  }();
+  (void)registered;
+}
+
 }  // namespace stepprof::detail
 
 namespace stepprof {

@@ -9,11 +9,20 @@
 namespace stepprof::detail {
 
 NameRegistry& names() noexcept {
-  static NameRegistry* r = new NameRegistry;  // never destroyed: threads may outlive main
+  static NameRegistry* r = [] {
+    ensure_fork_handlers();
+    return new NameRegistry;  // never destroyed: threads may outlive main
+  }();
   return *r;
 }
 
 namespace {
+
+// Made while the program loads, before main() can start threads: a fork() while another
+// thread is making one of them (inside its static initialization, which holds a guard)
+// would leave the child waiting on that guard forever, at its first region. (Each is a
+// function-local static, so a use from another file's static initialization is safe too.)
+[[maybe_unused]] const bool g_registries_made = (names(), thread_registry(), true);
 
 std::array<std::atomic<std::uint64_t>, kErrorKinds>& global_errors() noexcept {
   static std::array<std::atomic<std::uint64_t>, kErrorKinds> e{};

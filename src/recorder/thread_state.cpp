@@ -40,7 +40,10 @@ ThreadStateFull* fallback_state() noexcept {
 }  // namespace
 
 ThreadRegistry& thread_registry() noexcept {
-  static ThreadRegistry* r = new ThreadRegistry;  // never destroyed
+  static ThreadRegistry* r = [] {
+    ensure_fork_handlers();
+    return new ThreadRegistry;  // never destroyed
+  }();
   return *r;
 }
 
@@ -60,6 +63,7 @@ ThreadState* attach_thread() noexcept {
       if (old->exited.load(std::memory_order_acquire) &&
           old->pending_head.load(std::memory_order_relaxed) == old->pending_tail.load(std::memory_order_relaxed)) {
         old->exited.store(false, std::memory_order_relaxed);
+        ++old->generation;  // (scoped regions its former owner entered are not the new one's)
         old->foreign_n = 0;  // (its thread ended with those regions open: counted then)
         old->foreign_exit.store(false, std::memory_order_relaxed);
         old->depth = 0;  // its device range, if any, stays with it for the session
@@ -86,16 +90,26 @@ ThreadState* attach_thread() noexcept {
 
 void leave_mismatched(const Entered& e) noexcept {
   auto* t = static_cast<ThreadStateFull*>(e.t);
+  if (t == t_state && t->generation != e.generation) {
+    // Entered by the thread that had this state before: it ended with the region open
+    // (counted then); this thread's own regions are not touched.
+    t->count_error(ErrorKind::kMismatchedExit);
+    return;
+  }
   if (t != t_state && t != fallback_state()) {
     // Entered on another thread (a coroutine resumed elsewhere, a scope object handed
     // over): that thread writes its state without a lock, so it is asked to close the
     // region itself, at its next entry, with this moment as its end. (Closing it from
     // here raced with that thread's own regions; leaving it open stacked stale frames.)
+    // A thread that ended (its state unused, or handed on to another thread) has no
+    // region left to close: the exit is counted.
     const std::uint64_t end = read_clock();
     bool full = false;
     {
       std::lock_guard lock(thread_registry().mu);
-      if (t->foreign_n < kMaxDepth) {
+      if (t->exited.load(std::memory_order_acquire) || t->generation != e.generation) {
+        full = true;
+      } else if (t->foreign_n < kMaxDepth) {
         t->foreign[t->foreign_n++] = {e.depth, e.region, end};
         t->foreign_exit.store(true, std::memory_order_release);
       } else {

@@ -54,6 +54,10 @@ struct ThreadState {
   /// Set by another thread that destroyed a Region of this thread (a coroutine resumed
   /// elsewhere, a scope object handed over): this thread closes it at its next entry.
   std::atomic<bool> foreign_exit{false};
+  /// Times this state was handed on to a new thread after its owner exited (modulo
+  /// 2^16): a scoped region entered by the previous owner is not this thread's. Written
+  /// under the thread registry's lock before the new owner runs.
+  std::uint16_t generation = 0;
   Frame stack[kMaxDepth] = {};
   RegionAcc acc[kMaxRegions + 1];
 };
@@ -90,9 +94,11 @@ inline std::uint64_t read_clock() noexcept {
 /// Where an entered region sits: its thread's state and its index on that thread's stack.
 struct Entered {
   ThreadState* t;
-  std::uint32_t depth;   ///< stack index (>= kMaxDepth: too deep, not recorded)
-  std::uint32_t region;  ///< region id
+  std::uint32_t depth;       ///< stack index (>= kMaxDepth: too deep, not recorded)
+  std::uint16_t region;      ///< region id (<= kOverflowRegion)
+  std::uint16_t generation;  ///< t->generation at entry
 };
+static_assert(kOverflowRegion <= 0xFFFF, "region ids fit Entered::region");
 
 /// Opens region `id` on the calling thread.
 inline Entered enter(std::uint32_t id) noexcept {
@@ -113,7 +119,7 @@ inline Entered enter(std::uint32_t id) noexcept {
   } else {
     depth_overflow(t);
   }
-  return {t, d, id};
+  return {t, d, static_cast<std::uint16_t>(id), t->generation};
 }
 
 /// Closes the region at stack index `d` of the thread that owns `t` (the innermost one),
@@ -145,11 +151,12 @@ void leave_mismatched(const Entered& e) noexcept;
 
 /// Closes a scoped region: the innermost open one of the thread that entered it, as
 /// expected, else leave_mismatched. (A Region destroyed on another thread must not touch
-/// the state of the thread that made it, which that thread writes without a lock.)
+/// the state of the thread that made it, which that thread writes without a lock; nor
+/// one whose thread ended, whose state another thread may now use.)
 inline void leave_checked(const Entered& e) noexcept {
   ThreadState* t = e.t;
-  if (t == t_state && t->depth == e.depth + 1 && (e.depth >= kMaxDepth || t->stack[e.depth].region == e.region))
-      [[likely]]
+  if (t == t_state && t->generation == e.generation && t->depth == e.depth + 1 &&
+      (e.depth >= kMaxDepth || t->stack[e.depth].region == e.region)) [[likely]]
     leave(t, e.depth);
   else
     leave_mismatched(e);

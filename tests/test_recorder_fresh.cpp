@@ -1,0 +1,99 @@
+// Recorder behaviour that depends on what the process did before: each test runs in a
+// process of its own (CTest runs every discovered test alone), so the recorder starts
+// unopened and no thread state has been made yet.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "recorder_test_util.hpp"
+
+namespace stepprof::test {
+namespace {
+
+// Threads that register names before any open() (a C++ engine whose workers start
+// first, or one that never opens the recorder) while the main thread forks: the fork
+// handlers were registered by the first open() only, so a child could inherit the name
+// registry's lock held and block on its first region (119 of 200 children, found by a
+// reviewer).
+TEST(RecorderFresh, AForkBeforeAnyOpenLeavesNoLockHeldInTheChild) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int k = 0; k < 2; ++k)
+    busy.emplace_back([&stop, k] {
+      for (long i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        (void)region_id("fresh_" + std::to_string(k) + "_" + std::to_string(i % 200));  // (400 of the 1,024 names)
+        (void)counter_id("fresh_c" + std::to_string(i % 200));
+        Region r(region_id("fresh_busy"));  // (and the thread registry's lock, once per thread)
+      }
+    });
+  int blocked = 0;
+  for (int i = 0; i < 100; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(2);  // a child that blocks is ended by SIGALRM
+      const RegionId r = region_id("fresh_child");
+      region_enter(r);
+      region_exit(r);
+      (void)counter_id("fresh_child_counter");
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++blocked;
+  }
+  stop = true;
+  for (auto& t : busy) t.join();
+  EXPECT_EQ(blocked, 0);
+}
+
+// A Region made on a thread that then ended, destroyed after a new thread took over that
+// thread's state and opened the same region at the same depth: the destruction closed
+// the new thread's region (5 ms instead of the 50 ms it enclosed, its child left without
+// a parent). It is counted as a mismatched exit and touches nothing.
+TEST(RecorderFresh, ARegionOfAThreadThatEndedLeavesItsSuccessorsRegionsAlone) {
+  TempLog log("fresh-handed");
+  Options o;
+  o.path = log.path;
+  o.device_timing = DeviceTiming::kOff;
+  ASSERT_EQ(open(o), Status::kOk);
+  const RegionId handed_id = region_id("fresh_handed"), child_id = region_id("fresh_child");
+  std::optional<Region> handed;
+  std::thread first([&] { handed.emplace(handed_id); });  // (a coroutine frame would hold it)
+  first.join();  // ends with the region open: counted
+  ASSERT_EQ(end_update(0), Status::kOk);  // (its state can be handed on once read)
+  std::atomic<int> phase{0};
+  std::thread second([&] {  // the process's only other thread: it gets the first one's state
+    Region mine(handed_id);
+    phase = 1;
+    while (phase.load() != 2) std::this_thread::yield();
+    Region kid(child_id);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  });
+  while (phase.load() != 1) std::this_thread::yield();
+  handed.reset();
+  phase = 2;
+  second.join();
+  ASSERT_EQ(end_update(1), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"mismatched_exit", 1}})) << lines[1].dump();
+  const Json& u = lines[2];
+  EXPECT_EQ(u["calls"]["fresh_handed"], 1) << u.dump();
+  EXPECT_EQ(u["calls"]["fresh_child"], 1);
+  EXPECT_EQ(u["parents"]["fresh_child"], "fresh_handed");
+  EXPECT_GE(u["cpu_call_ms"]["fresh_handed"].get<double>(), 50.0);
+  EXPECT_GE(u["cpu_call_ms"]["fresh_child"].get<double>(), 50.0);
+  EXPECT_EQ(u["recorder_errors"], (Json{{"mismatched_exit", 1}})) << u.dump();
+}
+
+}  // namespace
+}  // namespace stepprof::test
