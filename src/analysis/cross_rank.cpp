@@ -179,7 +179,11 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   // Runs of one rank's behind updates with at most kMaxGap others between two of them.
   constexpr std::size_t kMaxGap = 2, kMinBehind = 3;
   constexpr double kChanceAtMost = 0.01;      // pass 1: a run's chance, over all the places it could start
-  constexpr std::size_t kLongMinBehind = 10;  // pass 2: at least this many behind (and beyond chance),
+  // Pass 2: at least this many behind (and beyond chance), a quarter of the window in
+  // windows of fewer than 40 updates: there a stretch over nearly half the updates (9 of
+  // 20) moves pass 1's median slowest margin, so that one other slow update (a padding
+  // spike) lifted pass 1's bound from 0.6 to 8.8 s, and pass 2 asked for 10 updates.
+  const std::size_t kLongMinBehind = std::clamp<std::size_t>(per_update.size() / 4, kMinBehind, 10);
   constexpr double kLongMinDensity = 0.75;    // in at least this share of the stretch's updates
   std::vector<double> run_margins;
   auto collect = [&](const Behind& from, bool long_pass, double base, double thr, bool smoothed) {
@@ -236,7 +240,15 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         // in 54 of them, and a rule of 90 % lost it.
         const bool beyond_chance =
             binomial_upper_tail(n, span, p_rank) * static_cast<double>(per_update.size()) < kChanceAtMost;
-        const bool keep = beyond_chance && (long_pass ? n >= kLongMinBehind && static_cast<double>(n) >=
+        // A stretch shorter than 10 updates (a short window's) must be beyond chance over
+        // every rank as well: with 64 ranks and fallbacks in a fifth of the updates, some
+        // rank is behind in 6 of 7 updates by chance now and then.
+        const bool short_beyond_chance = n >= 10 || binomial_upper_tail(n, span, p_rank) *
+                                                            static_cast<double>(per_update.size()) *
+                                                            static_cast<double>(std::max<std::size_t>(ranks.size(), 1)) <
+                                                        kChanceAtMost;
+        const bool keep = beyond_chance && (long_pass ? n >= (smoothed ? 10 : kLongMinBehind) && short_beyond_chance &&
+                                                                  static_cast<double>(n) >=
                                                                                   kLongMinDensity * static_cast<double>(span)
                                                       : n >= kMinBehind);
         // Pass 2's stretch replaces the pieces pass 1 found of it (random delays on other
@@ -434,12 +446,17 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
   // half the updates, unless its episodes together cover half or more (a rank slow
   // throughout whose lag was found in pieces is judged on all its updates).
   std::vector<std::vector<char>> in_stretch(n, std::vector<char>(updates, 0));
+  std::unordered_map<std::int64_t, std::vector<const StragglerEpisode*>> episodes_of;  // (a search per rank was quadratic)
+  for (const auto& e : episodes)
+    if (2 * e.updates < updates) episodes_of[e.rank].push_back(&e);
   for (std::size_t r = 0; r < n && per_update.size() == updates; ++r) {
+    const auto it = episodes_of.find(ranks[r].rank);
+    if (it == episodes_of.end()) continue;
     std::size_t covered = 0;
     for (std::size_t i = 0; i < updates; ++i) {
       const std::int64_t step = per_update[i].step;
-      in_stretch[r][i] = std::any_of(episodes.begin(), episodes.end(), [&](const StragglerEpisode& e) {
-        return e.rank == ranks[r].rank && 2 * e.updates < updates && e.first_step <= step && step <= e.last_step;
+      in_stretch[r][i] = std::any_of(it->second.begin(), it->second.end(), [&](const StragglerEpisode* e) {
+        return e->first_step <= step && step <= e->last_step;
       });
       covered += in_stretch[r][i] ? 1 : 0;
     }
@@ -537,6 +554,10 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
     // Splits (order[k..] slow) by decreasing gap; on a tie, the fewer slow ranks first.
     splits.clear();
     for (std::size_t k = 1; k < n; ++k) splits.push_back(k);
+    // The largest gap between consecutive ranks above each place (a scan per split was
+    // quadratic in the ranks: 7 s at 65,536 ranks).
+    std::vector<double> inner_above(n + 1, 0.0);  // [k]: max of t(j) - t(j - 1) over j > k
+    for (std::size_t k = n - 1; k-- > 0;) inner_above[k] = std::max(inner_above[k + 1], t(k + 1) - t(k));
     std::stable_sort(splits.begin(), splits.end(), [&](std::size_t a, std::size_t b) {
       const double ga = t(a) - t(a - 1), gb = t(b) - t(b - 1);
       return ga != gb ? ga > gb : a > b;
@@ -549,8 +570,7 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
       g.slow_spread_ms = t(n - 1) - t(split);
       // The slow side may hold two tiers (1.2x and 2x): its range less its largest inner gap
       // must not exceed the gap; ranks spread evenly (100, 104, ..., 120 ms) do not pass.
-      double inner = 0;
-      for (std::size_t k = split + 1; k < n; ++k) inner = std::max(inner, t(k) - t(k - 1));
+      const double inner = inner_above[split];
       if (!(g.gap_ms > g.spread_ms) || g.slow_spread_ms - inner > g.gap_ms) continue;
       std::vector<char> is_slow(n, 0);
       for (std::size_t k = split; k < n; ++k) is_slow[k] = 1;

@@ -1214,3 +1214,19 @@ def test_slow_steps_that_no_given_rank_made_slow_say_every_rank_waited(tmp_path)
     assert "no rank given had more own work than usual in them" in v["evidence"]
     assert v["action"].startswith("these steps waited for something outside the ranks given: a rank without "
                                   "update records (rank 2)")
+
+
+@pytest.mark.parametrize("ranks", [16, 64])
+def test_a_padding_spike_does_not_hide_a_straggler_in_a_short_window(tmp_path, ranks):
+    # 20 updates, a rank 1.5x slower in 9 of them and one padding spike on another rank:
+    # the stretch filled nearly half the updates, so the spike moved the first pass's
+    # median slowest margin and lifted its bound from 0.6 to 8.8 s, and the second pass
+    # asked for 10 updates behind. No rank was said to fall behind.
+    straggler = ranks // 2 + 3
+    manifest, _ = synth(tmp_path, "--ranks", ranks, "--updates", 20, "--seed", 7, "--straggler",
+                        f"{straggler}:6:14:1.5", "--padding-spike", "5:17")
+    (s,) = manifest["injections"]["stragglers"]
+    rep = report(tmp_path / "logs")
+    found = [(e["rank"], e["first_step"], e["last_step"]) for e in rep["cross_rank"]["episodes"]]
+    assert found == [(s["rank"], s["first_step"], s["last_step"])], found
+    assert any(f["kind"] == "straggler_episode" and f"rank {straggler}" in f["title"] for f in rep["findings"])
