@@ -128,7 +128,8 @@ struct RankWork {
 /// ranks below 1 %): there a stretch over nearly half the updates moves the first pass's
 /// median, and one padding spike hid a rank 1.5x slower in 9 of 20 updates (in 120 synth
 /// jobs of 10-39 updates, 2-64 ranks, half with a straggler: 53 found against 41, two more
-/// jobs with an episode where none was injected, both fallback clusters priced at 0). It replaces the first pass's episodes of the rank inside
+/// jobs with an episode where none was injected: fallback clusters, priced at 0 to 0.12 s
+/// in all, below the slowest other rank's margin). It replaces the first pass's episodes of the rank inside
 /// it (random delays on other ranks can split a long stretch there; fallbacks on the rank
 /// make sharper pieces of it), and is dropped when one of them reaches beyond it, or when
 /// it spans half the aligned updates or more and one of them is more than twice as far
