@@ -349,6 +349,17 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
   EXPECT_EQ(open(o, &twice), Status::kErrArgument);
   EXPECT_EQ(twice, "region_alternatives: region \"a\" is given twice");
   o.region_alternatives.clear();
+  // The same in config_json (the C ABI's only way): the value written back kept one.
+  o.config_json = R"({"region_roles": {"x": "data", "x": "optimizer"}})";
+  EXPECT_EQ(open(o, &twice), Status::kErrArgument);
+  EXPECT_EQ(twice, "config_json: key \"x\" appears twice in an object of field \"region_roles\"");
+  o.config_json = R"({"region_alternatives": {"a": "g", "b": "g", "a": "h"}, "data": {"k": [{"z": 1, "z": 2}]}})";
+  EXPECT_EQ(open(o, &twice), Status::kErrArgument);
+  EXPECT_EQ(twice, "config_json: key \"a\" appears twice in an object of field \"region_alternatives\"");
+  o.config_json = R"({"m": {"k": 1}, "n": {"k": 2}})";  // the same key in two objects is fine
+  ASSERT_EQ(open(o, &twice), Status::kOk) << twice;
+  ASSERT_EQ(close(), Status::kOk);
+  o.config_json = "";
   // A world size the reader would not use (above 2^20 ranks).
   o.world_size = (std::int64_t{1} << 20) + 1;
   EXPECT_EQ(open(o, &twice), Status::kErrArgument);
@@ -845,6 +856,11 @@ TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted
   frame_histogram_add(9, std::int64_t{1} << 62);
   frame_histogram_add(9, std::int64_t{1} << 62);  // past 2^53 (and, summed, past int64): left out
   frame_histogram_add(3, 2);
+  // A bucket holds at most 2^32 samples (the reader's bound for one batch): the recorder
+  // wrote 2^32 + 1, and the reader then skipped the whole update record.
+  frame_histogram_add(5, std::int64_t{1} << 32);
+  frame_histogram_add(5, 1);                          // past 2^32: left out
+  frame_histogram_add(7, (std::int64_t{1} << 32) + 1);  // likewise
   ASSERT_EQ(end_update(1), Status::kOk);
   EXPECT_EQ(close(), Status::kWarnErrors);  // it says so at close
   const auto lines = read_lines(log.path);
@@ -852,11 +868,11 @@ TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted
   EXPECT_EQ(lines[1]["counts"], (Json{{"bc_ok", 5}}));
   EXPECT_EQ(lines[2]["counts"], (Json{{"bc_big", std::int64_t{1} << 53}}));
   EXPECT_TRUE(lines[2]["counts"]["bc_big"].is_number_integer());  // written 9007199254740992, not 9.007e+15
-  EXPECT_EQ(lines[2]["frame_histogram"], (Json{{"3", 2}}));
-  // Both were counted before the first record was written, which reports them; the two
+  EXPECT_EQ(lines[2]["frame_histogram"], (Json{{"3", 2}, {"5", std::int64_t{1} << 32}}));
+  // Both were counted before the first record was written, which reports them; the four
   // histogram adds before the second.
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 2}}));
-  EXPECT_EQ(lines[2]["recorder_errors"], (Json{{"bad_argument", 2}}));
+  EXPECT_EQ(lines[2]["recorder_errors"], (Json{{"bad_argument", 4}}));
   Diagnostics diag;  // and the reader takes both records
   const Dataset d = read_logs({log.path}, {}, diag);
   EXPECT_EQ(d.update_count(), 2u);

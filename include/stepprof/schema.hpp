@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace stepprof::schema {
@@ -18,6 +19,12 @@ inline constexpr int kVersion = 1;
 /// or a prompt, would be printed whole in every table), and the recorder does not record
 /// one (it counts a bad_argument error instead).
 inline constexpr std::size_t kMaxNameBytes = 1024;
+
+/// Largest count of samples (a `frame_histogram` bucket) or of micro-batches (an
+/// `input_shapes` entry) in one update of one rank that the reader accepts: 2^32. A larger
+/// one is no real batch, and the what-ifs expand these counts one entry per sample; the
+/// recorder refuses an add that would pass it (counted as `bad_argument`).
+inline constexpr std::int64_t kMaxBatchCount = std::int64_t{1} << 32;
 
 // Record types (the `type` field).
 inline constexpr std::string_view kTypeConfig = "config";

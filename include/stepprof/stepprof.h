@@ -117,7 +117,10 @@ int stepprof_counter_add(stepprof_counter_id id, int64_t n);
 /* Counts, dimensions and indices below are 0 to 2^53 (what a record holds exactly); a
  * call with another value records nothing, counts a bad_argument and returns
  * STEPPROF_ERR_ARGUMENT. */
-/* Adds `samples` samples with `frames` frames each to the update's frame_histogram. */
+/* Adds `samples` samples with `frames` frames each to the update's frame_histogram; an
+ * add that would take the update's count for `frames` above 2^32 (the reader's bound for
+ * one batch) records nothing and counts a bad_argument (STEPPROF_ERR_ARGUMENT when
+ * `samples` alone is above it). */
 int stepprof_frame_histogram_add(int64_t frames, int64_t samples);
 /* Counts one micro-batch whose token tensor has shape dims[0..ndims) in input_shapes. */
 int stepprof_input_shape(const int64_t* dims, size_t ndims);

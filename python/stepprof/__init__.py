@@ -68,6 +68,9 @@ def _warn_in_loop(message: str) -> None:
 _MAX_COUNT = 2 ** 53  # the largest count a record holds exactly (the reader rejects more)
 
 
+_MAX_BATCH_COUNT = 2**32  # samples of one frame count in one update (schema.hpp: kMaxBatchCount)
+
+
 def _count(value: Any, what: str) -> int:
     """`value` as a count, dimension or dataset index: an integer (as _integer) from 0 to
     2^53; ValueError outside that range."""
@@ -339,9 +342,14 @@ class Recorder:
 
     def frame(self, frames: int, samples: int = 1) -> None:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram.
-        Raises ValueError for a value outside 0 to 2^53."""
+        Raises ValueError for a value outside 0 to 2^53, or `samples` above 2^32 (no real
+        batch; the reader rejects such a count). An add that takes the update's count for
+        `frames` above 2^32 is left out and counted as a bad_argument error."""
         self._not_closed()
-        _core.frame_histogram_add(_count(frames, "frames"), _count(samples, "samples"))
+        n = _count(samples, "samples")
+        if n > _MAX_BATCH_COUNT:
+            raise ValueError(f"samples {n} is above 2^32 in one update (no real batch; the reader rejects it)")
+        _core.frame_histogram_add(_count(frames, "frames"), n)
 
     def input_shape(self, shape: Sequence[int]) -> None:
         """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length).

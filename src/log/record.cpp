@@ -225,14 +225,22 @@ bool parse_object_fields(std::string_view json_object, std::vector<RawField>& ou
     error = fmt::format("a value is nested {} levels deep (more than {})", d - 1, kMaxConfigDepth);
     return false;
   }
-  // ordered_json keeps the key order; duplicates are found on the way in.
-  std::vector<std::string> keys;
+  // ordered_json keeps the key order; duplicates are found on the way in, in every object
+  // (the value written back would keep one of them: `region_roles` {"x": "data", "x":
+  // "optimizer"} became {"x": "optimizer"} without a word).
+  std::vector<std::vector<std::string>> keys;  // of each object open, outermost first
   std::string dup;
   auto check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::ordered_json& parsed) {
-    if (depth == 1 && event == nlohmann::json::parse_event_t::key) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) keys.emplace_back();
+    if (event == E::object_end && !keys.empty()) keys.pop_back();
+    if (event == E::key && !keys.empty()) {
       const auto& k = parsed.get_ref<const std::string&>();
-      if (dup.empty() && std::find(keys.begin(), keys.end(), k) != keys.end()) dup = k;
-      keys.push_back(k);
+      auto& here = keys.back();
+      if (dup.empty() && std::find(here.begin(), here.end(), k) != here.end())
+        dup = depth == 1 ? fmt::format("key \"{}\" appears twice", k)
+                         : fmt::format("key \"{}\" appears twice in an object of field \"{}\"", k, keys.front().back());
+      here.push_back(k);
     }
     return true;
   };
@@ -246,7 +254,7 @@ bool parse_object_fields(std::string_view json_object, std::vector<RawField>& ou
     return false;
   }
   if (!dup.empty()) {
-    error = fmt::format("key \"{}\" appears twice", dup);
+    error = dup;
     return false;
   }
   for (auto& [k, v] : j.items()) out.push_back({k, v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});

@@ -307,7 +307,7 @@ bool read_count(od::value& v, std::string_view tok, Ctx& c, const Path& path, st
 // A count of samples or micro-batches in one update of one rank (frame_histogram,
 // input_shapes): read_count, and at most 2^32. A larger one is no real batch (2^62 with
 // 16 samples counted), and the what-if expands these counts one entry per sample.
-constexpr std::int64_t kMaxBatchCount = std::int64_t{1} << 32;
+constexpr std::int64_t kMaxBatchCount = schema::kMaxBatchCount;
 bool read_batch_count(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::string_view what,
                       std::int64_t& out) {
   if (!read_count(v, tok, c, path, out)) return false;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "internal.hpp"
+#include "stepprof/schema.hpp"
 #include "stepprof/record_writer.hpp"
 
 struct stepprof_recorder {
@@ -297,6 +298,8 @@ int stepprof_frame_histogram_add(int64_t frames, int64_t samples) {
   stepprof::frame_histogram_add(frames, samples);  // (counts a bad_argument itself)
   if (!stepprof::detail::count_ok(frames) || !stepprof::detail::count_ok(samples))
     return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_frame_histogram_add: frames and samples must be 0 to 2^53");
+  if (samples > stepprof::schema::kMaxBatchCount)
+    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_frame_histogram_add: samples above 2^32 in one update");
   return STEPPROF_OK;
 }
 

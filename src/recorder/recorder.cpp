@@ -917,8 +917,8 @@ Status info(RecorderInfo& out) noexcept {
 Status set_device_stream(void* cu_stream) noexcept { return core().set_device_stream(cu_stream); }
 
 void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept {
-  // Counts are >= 0 and at most 2^53 (a double's exact integers, what the reader admits).
-  constexpr std::int64_t kExact = detail::kMaxCount;
+  // Counts are >= 0, and a bucket holds at most 2^32 samples (what the reader admits).
+  constexpr std::int64_t kExact = schema::kMaxBatchCount;
   if (!detail::count_ok(frames) || !detail::count_ok(samples)) {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return;
