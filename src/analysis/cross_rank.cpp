@@ -268,9 +268,11 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
           run_margins.clear();
           for (std::size_t k = first; k < e; ++k) run_margins.push_back(at[k].second);
           const double stretch_margin = *median(run_margins);
+          // (A stretch of fewer than 10, a short window's, only fills in where the first
+          // pass found nothing of it: it is there for a first pass misled by the window.)
           for (const auto& x : out)
-            if (overlaps(x) && ((smoothed && x.long_stretch) || x.first_step < from_step || x.last_step > to_step ||
-                                (2 * span >= per_update.size() && x.margin_ms > 2 * stretch_margin)))
+            if (overlaps(x) && (n < 10 || (smoothed && x.long_stretch) || x.first_step < from_step ||
+                                x.last_step > to_step || (2 * span >= per_update.size() && x.margin_ms > 2 * stretch_margin)))
               known = true;
           if (!known) out.erase(std::remove_if(out.begin(), out.end(), overlaps), out.end());
         }
