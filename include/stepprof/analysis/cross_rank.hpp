@@ -125,7 +125,7 @@ struct RankWork {
 /// that fill at least 75 % of the run's updates, beyond chance as in the first pass, is an
 /// episode too (`long_stretch`). In a window of fewer than 40 updates, a quarter of them
 /// (at least 3) is enough, beyond chance over every rank as well (the chance times the
-/// ranks below 1 %): there a stretch over nearly half the updates moves the first pass's
+/// ranks below 1 %), where the first pass found nothing of it: there a stretch over nearly half the updates moves the first pass's
 /// median, and one padding spike hid a rank 1.5x slower in 9 of 20 updates (in 120 synth
 /// jobs of 10-39 updates, 2-64 ranks, half with a straggler: 53 found against 41, two more
 /// jobs with an episode where none was injected: fallback clusters, priced at 0 to 0.12 s
