@@ -501,12 +501,16 @@ class Recorder:
 
     def __del__(self) -> None:
         # A recorder dropped without close() is closed here, so that the process can open
-        # another (one is open at a time). Its counted errors were in its records.
+        # another (one is open at a time). What close() counts itself (data recorded after
+        # the last end_update(), records a pipe's reader never took) is in no record: it
+        # is said on stderr, as close() would warn (a warning from __del__ is often lost).
         handle = getattr(self, "_handle", 0)
         if handle and getattr(self, "_pid", None) == os.getpid():
             self._handle = 0
             try:
-                _core.close(handle)
+                status, message, _ = _core.close(handle)
+                if status == _STATUS_WARN_ERRORS and sys.stderr is not None:
+                    sys.stderr.write(f"stepprof: a Recorder dropped without close(): {message}\n")
             except Exception:  # interpreter shutdown: nothing left to report to
                 pass
 

@@ -169,6 +169,25 @@ def test_a_recorder_dropped_without_close_frees_the_process_for_another(tmp_path
     assert len((tmp_path / "a.jsonl").read_text().splitlines()) == 2
 
 
+def test_a_recorder_dropped_without_close_says_what_was_lost(tmp_path):
+    # Data recorded after the last end_update() is in no record; dropped without close()
+    # (garbage-collected, or left at interpreter exit) nothing said so.
+    code = ("import stepprof\n"
+            f"rec = stepprof.Recorder({str(tmp_path / 'r.jsonl')!r}, device_timing='off')\n"
+            "rec.end_update(0)\n"
+            "with rec.region('after_the_last_update'):\n    pass\n"
+            "del rec\n"
+            "print('alive')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0 and r.stdout == "alive\n", r.stderr
+    assert "a Recorder dropped without close()" in r.stderr and "unwritten_at_close 1" in r.stderr, r.stderr
+    # Nothing is said when nothing was lost.
+    code = code.replace("with rec.region('after_the_last_update'):\n    pass\n", "")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
 def test_warnings_as_errors_at_open_do_not_stop_the_job(tmp_path, capfd):
     # python -W error (or pytest's filterwarnings = error): a log that cannot be opened
     # raised RecorderWarning from Recorder(), whose message says the run goes on.
