@@ -73,6 +73,11 @@ int run_import(const ImportOptions& opt) {
                opt.output);
     return kUsage;
   }
+  // One line per log written for the first kNamed, then one for the rest (a line per
+  // rank was 1,045 lines for 1,024 traces).
+  constexpr std::size_t kNamed = 8;
+  std::size_t written = 0, updates_rest = 0;
+  std::vector<std::int64_t> ranks_rest;
   for (const auto& log : data.ranks) {
     if (log.config && log.rank && log.config->world_size && *log.rank >= *log.config->world_size) {
       // (A log the reader would reject: e.g. --world-size 2 for a trace of rank 3.)
@@ -85,9 +90,18 @@ int run_import(const ImportOptions& opt) {
     // (Through a temporary file renamed into place: a full disk leaves no partial log,
     // which `report` would read as a job killed mid-write.)
     if (!write_output(file.string(), rank_log_text(log, data))) return output_failed();
-    fmt::print(stderr, "stepprof: wrote {}: rank {}, {} update(s), steps {}..{}\n", file.string(),
-               log.rank.value_or(0), log.updates.size(), log.updates.front().step, log.updates.back().step);
+    if (written++ < kNamed) {
+      fmt::print(stderr, "stepprof: wrote {}: rank {}, {} update(s), steps {}..{}\n", file.string(),
+                 log.rank.value_or(0), log.updates.size(), log.updates.front().step, log.updates.back().step);
+    } else {
+      ranks_rest.push_back(log.rank.value_or(0));
+      updates_rest += log.updates.size();
+    }
   }
+  if (!ranks_rest.empty())
+    fmt::print(stderr, "stepprof: wrote {} more log(s) to {}: {}, {} update(s)\n", ranks_rest.size(), opt.output,
+               fmt::format("{} {}", ranks_rest.size() == 1 ? "rank" : "ranks", detail::rank_numbers(ranks_rest)),
+               updates_rest);
   return status;
 }
 

@@ -838,3 +838,18 @@ def test_an_import_that_cannot_be_written_leaves_no_partial_log(tmp_path):
     assert r.returncode == 2, r.stderr
     assert re.search(r"cannot write \S*/imp/rank3\.jsonl: File too large", r.stderr), r.stderr
     assert list(out.iterdir()) == []
+
+
+def test_importing_many_traces_names_the_first_logs_and_counts_the_rest(tmp_path):
+    # One stderr line per log written was 1,045 lines for 1,024 traces.
+    with gzip.open(DLRM[0], "rt") as f:
+        doc = json.load(f)
+    for r in range(12):
+        doc["distributedInfo"].update(rank=r, world_size=12)
+        (tmp_path / f"t{r}.json").write_text(json.dumps(doc))
+    r = run("import", "kineto", *sorted(tmp_path.glob("t*.json")), "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    wrote = [line for line in r.stderr.splitlines() if line.startswith("stepprof: wrote")]
+    assert len(wrote) == 9, r.stderr
+    assert wrote[-1] == f"stepprof: wrote 4 more log(s) to {tmp_path / 'out'}: ranks 8..11, 4 update(s)"  # (runs of 4 or more as ranges)
+    assert len(list((tmp_path / "out").glob("rank*.jsonl"))) == 12
