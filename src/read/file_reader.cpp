@@ -528,6 +528,17 @@ class FileParser {
         drained = true;
       }
       const std::uint64_t ln = src.line_number();
+      if (ln <= kSampleLines) {
+        sampled_bytes += line.size() + 1;
+        if (ln == kSampleLines && path_ != "-") reserve_for_file(sampled_bytes);
+      }
+      if ((ln & 4095) == 0) {
+        if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) break;
+        if (opt_.on_bytes) {
+          opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
+          bytes_reported = src.raw_bytes_read();
+        }
+      }
       if (!drained) {
         std::string_view content;
         bool split_form = false, partial = false, to_stderr = false;
@@ -560,17 +571,6 @@ class FileParser {
             continue;
           }
           if (!parts.text.empty() || docker.is_docker) line = joined_line(parts, content);
-        }
-      }
-      if (ln <= kSampleLines) {
-        sampled_bytes += line.size() + 1;
-        if (ln == kSampleLines && path_ != "-") reserve_for_file(sampled_bytes);
-      }
-      if ((ln & 4095) == 0) {
-        if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) break;
-        if (opt_.on_bytes) {
-          opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
-          bytes_reported = src.raw_bytes_read();
         }
       }
       if (ln == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // a UTF-8 byte-order mark
