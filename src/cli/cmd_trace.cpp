@@ -48,19 +48,27 @@ int run_trace(const TraceOptions& opt) {
                opt.ranks, ranks.empty() ? std::string("none named") : detail::rank_numbers(ranks));
     return kNoData;
   }
-  const std::string text = render_trace(timeline);
   if (!timeline.timestamps_not_used.empty())  // (the trace's otherData.layout says it too)
     fmt::print(stderr, "stepprof: note: start_unix_ms not used, updates laid out one after another: {}\n",
                timeline.timestamps_not_used);
   const int status = finish(diag);
-  if (!write_output(opt.output, text)) return output_failed();
+  // Written as it is made: a trace of thousands of ranks is gigabytes (held whole, and
+  // twice while the text grew, it took 2.9x its size in memory).
+  std::size_t bytes = 0;
+  const bool written = write_output_pieces(opt.output, [&](const std::function<bool(std::string_view)>& write) {
+    return render_trace(timeline, [&](std::string_view piece) {
+      bytes += piece.size();
+      return write(piece);
+    });
+  });
+  if (!written) return output_failed();
   // (A trace of a thousand ranks' full logs is hundreds of MB: say so, and how to cut it.)
   constexpr std::size_t kLargeTrace = std::size_t{256} << 20;
-  if (text.size() > kLargeTrace)
+  if (bytes > kLargeTrace)
     fmt::print(stderr,
                "stepprof: the trace is {:.0f} MB: the Perfetto UI loads it slowly and chrome://tracing may not open "
                "it; --steps A:B writes fewer updates, --ranks LIST fewer ranks\n",
-               static_cast<double>(text.size()) / 1e6);
+               static_cast<double>(bytes) / 1e6);
   return status;
 }
 

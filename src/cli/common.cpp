@@ -148,10 +148,16 @@ int finish(const Diagnostics& diag, std::string_view where, bool analyzed) {
 
 namespace {
 
-// Writes `text` to the stream and closes it; false with errno set on failure.
-bool write_all(std::FILE* f, const std::string& text) {
+// Writes the pieces to the stream; false with errno set on failure.
+bool write_pieces(std::FILE* f, const OutputPieces& pieces) {
+  return pieces([&](std::string_view piece) { return std::fwrite(piece.data(), 1, piece.size(), f) == piece.size(); }) &&
+         std::fflush(f) == 0 && !std::ferror(f);
+}
+
+// Writes the pieces to the stream and closes it; false with errno set on failure.
+bool write_all(std::FILE* f, const OutputPieces& pieces) {
   if (!f) return false;
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 && !std::ferror(f);
+  const bool ok = write_pieces(f, pieces);
   const int saved = errno;
   const bool closed = std::fclose(f) == 0;
   if (!ok) errno = saved;
@@ -167,6 +173,11 @@ int output_failed() {
 }
 
 bool write_output(const std::string& path, const std::string& text, const std::string& shown) {
+  return write_output_pieces(path, [&](const std::function<bool(std::string_view)>& write) { return write(text); },
+                             shown);
+}
+
+bool write_output_pieces(const std::string& path, const OutputPieces& pieces, const std::string& shown) {
   namespace fs = std::filesystem;
   const std::string& name = shown.empty() ? path : shown;  // (in messages)
   auto fail = [&](const std::string& what) {
@@ -180,16 +191,14 @@ bool write_output(const std::string& path, const std::string& text, const std::s
   // write blocks on a pipe nobody reads (the write is retried after a signal that
   // interrupts it halfway, so a flag would not be seen).
   if (path.empty() || path == "-") {
-    const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0 &&
-                    !std::ferror(stdout);
-    return ok || fail("to stdout");
+    return write_pieces(stdout, pieces) || fail("to stdout");
   }
   // A symlink, a FIFO or a device (/dev/stdout, /dev/null) is written in place, through
   // the path, so the link or the special file stays what it is.
   std::error_code ec;
   const auto st = fs::symlink_status(path, ec);
   if (!ec && fs::exists(st) && !fs::is_regular_file(st))
-    return write_all(std::fopen(path.c_str(), "wb"), text) || fail(name);
+    return write_all(std::fopen(path.c_str(), "wb"), pieces) || fail(name);
   // An existing file is replaced only where the shell's `>` could write it, and keeps
   // its permissions (the rename below would otherwise replace a read-only file).
   const bool exists = !ec && fs::exists(st);
@@ -215,7 +224,7 @@ bool write_output(const std::string& path, const std::string& text, const std::s
     return false;
   }
   if (exists) fs::permissions(tmp, st.permissions(), ec);  // (best effort: the text is what matters)
-  if (!write_all(f, text) || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!write_all(f, pieces) || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int saved = errno;
     std::remove(tmp.c_str());
     errno = saved;

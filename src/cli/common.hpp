@@ -2,6 +2,7 @@
 // diagnostics on stderr and the exit status (README "Exit status").
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -80,6 +81,13 @@ int finish(const Diagnostics& diag, std::string_view where = "in the input", boo
 /// exits with kInterrupted). Messages name `shown` when given (the file the user asked for,
 /// when `path` is a staging file of the caller's), else `path`.
 bool write_output(const std::string& path, const std::string& text, const std::string& shown = {});
+
+/// Hands each piece of an output, in order, to its argument, and returns false as soon as
+/// that returns false (a write failed).
+using OutputPieces = std::function<bool(const std::function<bool(std::string_view)>&)>;
+/// write_output for an output made in pieces as it is written (a trace of gigabytes is
+/// not held whole): the same places, temporary file and messages.
+bool write_output_pieces(const std::string& path, const OutputPieces& pieces, const std::string& shown = {});
 
 /// The exit status after write_output failed: kInterrupted (saying so) when an interrupt
 /// stopped it, else kUsage (write_output has said why).

@@ -40,8 +40,25 @@ class Quoted {
 }  // namespace
 
 std::string render_trace(const Timeline& t) {
+  std::string all;
+  render_trace(t, [&](std::string_view piece) {
+    all.append(piece);
+    return true;
+  });
+  return all;
+}
+
+bool render_trace(const Timeline& t, const std::function<bool(std::string_view)>& write) {
+  constexpr std::size_t kPiece = std::size_t{1} << 20;
   std::string out;
+  out.reserve(kPiece + 4096);
   auto it = std::back_inserter(out);
+  bool ok = true;
+  auto hand_on = [&] {  // (after each event: a piece ends between events)
+    if (out.size() < kPiece || !ok) return;
+    ok = write(out);
+    out.clear();
+  };
   Quoted q;
   bool first = true;
   auto sep = [&] {
@@ -92,6 +109,8 @@ std::string render_trace(const Timeline& t) {
         }
         if (s.scale) fmt::format_to(it, R"(,"scale":{})", *s.scale);
         fmt::format_to(it, "}}}}");
+        hand_on();
+        if (!ok) return false;
       }
     }
     for (const TimelineCounter& c : p.counters)
@@ -106,10 +125,12 @@ std::string render_trace(const Timeline& t) {
           first_arg = false;
         }
         fmt::format_to(it, "}}}}");
+        hand_on();
+        if (!ok) return false;
       }
   }
   fmt::format_to(it, "\n]}}\n");
-  return out;
+  return ok && write(out);
 }
 
 }  // namespace stepprof

@@ -4,7 +4,9 @@
 // (docs/exports.md describes every output).
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stepprof/analysis/report.hpp"
@@ -21,6 +23,10 @@ namespace stepprof {
 /// ts and dur in microseconds, counters as counter ("C") events. Every laid-out slice
 /// carries args.layout saying how it was placed (timeline.hpp).
 std::string render_trace(const Timeline& timeline);
+/// The same, handed to `write` in pieces of about 1 MiB as it is made (a trace of
+/// thousands of ranks is gigabytes, which render_trace() holds whole, twice while its
+/// string grows). Stops and returns false as soon as `write` returns false.
+bool render_trace(const Timeline& timeline, const std::function<bool(std::string_view)>& write);
 
 /// One HTML file that needs nothing else, online or offline: every section of the text
 /// report (the same layout), plus charts drawn by the Apache ECharts bundle compiled
