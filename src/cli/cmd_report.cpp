@@ -45,11 +45,12 @@ bool write_csv(const std::string& dir, const Report& report, const AnalysisInput
     made.remove_empty();
     return false;
   };
-  for (const auto& file : render_csv(report, build_series(in, report))) {
-    const fs::path place = fs::path(dir) / file.name;
+  const UpdateSeries series = build_series(in, report);
+  for (const auto& table : csv_tables(report, series)) {  // (each written as it is made)
+    const fs::path place = fs::path(dir) / table.name;
     fs::path written = place;
     written += fmt::format(".partial-{}", ::getpid());
-    if (!write_output(written.string(), file.text, place.string())) return drop();
+    if (!write_output_pieces(written.string(), table.write, place.string())) return drop();
     staged.emplace_back(written, place);
   }
   if (interrupted()) return drop();

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "stepprof/diagnostics.hpp"
 
@@ -37,23 +38,34 @@ std::string field(std::string_view text) {
 std::string number(std::optional<double> v) { return v ? fmt::format("{}", *v) : std::string(); }
 std::string integer(std::optional<std::int64_t> v) { return v ? std::to_string(*v) : std::string(); }
 
+// Rows, handed on to `write` in pieces of about 1 MiB (a table of every rank's every
+// update and region is hundreds of MB at thousands of ranks); done() hands on the rest.
 class Writer {
  public:
+  explicit Writer(const std::function<bool(std::string_view)>& write) : write_(write) { text_.reserve(kPiece + 4096); }
   void row(const std::vector<std::string>& cells) {
     for (std::size_t i = 0; i < cells.size(); ++i) {
       if (i) text_ += ',';
       text_ += field(cells[i]);
     }
     text_ += "\r\n";
+    if (text_.size() >= kPiece && ok_) {
+      ok_ = write_(text_);
+      text_.clear();
+    }
   }
-  std::string take() { return std::move(text_); }
+  bool ok() const { return ok_; }
+  bool done() { return ok_ && write_(text_); }
 
  private:
+  static constexpr std::size_t kPiece = std::size_t{1} << 20;
+  const std::function<bool(std::string_view)>& write_;
   std::string text_;
+  bool ok_ = true;
 };
 
-std::string updates_csv(const UpdateSeries& s) {
-  Writer w;
+bool updates_csv(const UpdateSeries& s, const std::function<bool(std::string_view)>& write) {
+  Writer w(write);
   std::vector<std::string> header{"rank", "step", "wall_ms", "outside_regions_ms", "padding_fraction"};
   for (const auto& c : s.counters) header.push_back("counts." + c);
   w.row(header);
@@ -63,12 +75,13 @@ std::string updates_csv(const UpdateSeries& s) {
                                    number(r.outside_ms[k]), number(r.padding_fraction[k])};
       for (const auto& c : r.counters) row.push_back(number(c[k]));
       w.row(row);
+      if (!w.ok()) return false;
     }
-  return w.take();
+  return w.done();
 }
 
-std::string regions_csv(const UpdateSeries& s) {
-  Writer w;
+bool regions_csv(const UpdateSeries& s, const std::function<bool(std::string_view)>& write) {
+  Writer w(write);
   w.row({"rank", "step", "region", "parent", "depth", "device_ms", "host_ms", "calls", "device_self_ms",
          "host_self_ms"});
   for (const auto& r : s.ranks)
@@ -77,12 +90,13 @@ std::string regions_csv(const UpdateSeries& s) {
       w.row({integer(r.rank), std::to_string(r.steps[p.update]), reg.name, reg.parent,
              reg.in_nesting ? std::to_string(reg.depth) : std::string(), number(p.device_ms), number(p.host_ms),
              integer(p.calls), number(p.device_self_ms), number(p.host_self_ms)});
+      if (!w.ok()) return false;
     }
-  return w.take();
+  return w.done();
 }
 
-std::string summary_csv(const RegionTable& t) {
-  Writer w;
+bool summary_csv(const RegionTable& t, const std::function<bool(std::string_view)>& write) {
+  Writer w(write);
   w.row({"region", "parent", "depth", "in_nesting", "updates_present", "device_ms_median", "device_ms_p90",
          "device_ms_max", "device_ms_mean", "host_ms_median", "host_ms_p90", "host_ms_max", "host_ms_mean",
          "calls_median", "calls_min", "calls_max", "device_self_ms_median", "host_self_ms_median", "share_fraction",
@@ -101,16 +115,30 @@ std::string summary_csv(const RegionTable& t) {
            stat(r.host_self_ms, &Summary::median), number(r.share), nested ? number(r.self_share) : std::string(),
            number(r.gap_ms), std::string(gap_name(r.gap))});
   }
-  return w.take();
+  return w.done();
 }
 
 }  // namespace
 
 std::vector<std::string> csv_table_names() { return {"updates.csv", "regions.csv", "summary.csv"}; }
 
-std::vector<CsvFile> render_csv(const Report& report, const UpdateSeries& series) {
+std::vector<CsvTable> csv_tables(const Report& report, const UpdateSeries& series) {
   const auto names = csv_table_names();
-  return {{names[0], updates_csv(series)}, {names[1], regions_csv(series)}, {names[2], summary_csv(report.regions)}};
+  return {{names[0], [&series](const auto& write) { return updates_csv(series, write); }},
+          {names[1], [&series](const auto& write) { return regions_csv(series, write); }},
+          {names[2], [&report](const auto& write) { return summary_csv(report.regions, write); }}};
+}
+
+std::vector<CsvFile> render_csv(const Report& report, const UpdateSeries& series) {
+  std::vector<CsvFile> out;
+  for (const auto& table : csv_tables(report, series)) {
+    CsvFile& f = out.emplace_back(CsvFile{table.name, {}});
+    table.write([&](std::string_view piece) {
+      f.text.append(piece);
+      return true;
+    });
+  }
+  return out;
 }
 
 }  // namespace stepprof
