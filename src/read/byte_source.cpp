@@ -14,6 +14,13 @@
 
 namespace stepprof::detail {
 
+void RawBuffer::grow(std::size_t n, std::size_t keep) {
+  auto bigger = std::make_unique_for_overwrite<char[]>(n);
+  std::memcpy(bigger.get(), bytes_.get(), keep);
+  bytes_ = std::move(bigger);
+  size_ = n;
+}
+
 namespace {
 
 bool cancelled(const std::atomic<bool>* cancel) { return cancel && cancel->load(std::memory_order_relaxed); }
@@ -82,7 +89,7 @@ std::unique_ptr<ByteSource> ByteSource::open(const std::string& path, std::strin
 
 ByteSource::ByteSource(int fd, std::size_t chunk_bytes, const std::atomic<bool>* cancel, bool wait)
     : fd_(fd), cancel_(cancel), wait_(wait), in_(std::size_t{1} << 18), chunk_(chunk_bytes), buf_(chunk_bytes + padding) {
-  zs_.next_in = in_.data();
+  zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
   zs_.avail_in = 0;
 }
 
@@ -128,8 +135,9 @@ ssize_t ByteSource::read_some(void* to, std::size_t n) {
 bool ByteSource::read_raw() {
   if (raw_eof_) return false;
   // Keep the unread bytes at the front.
-  if (zs_.avail_in > 0 && zs_.next_in != in_.data()) std::memmove(in_.data(), zs_.next_in, zs_.avail_in);
-  zs_.next_in = in_.data();
+  if (zs_.avail_in > 0 && zs_.next_in != reinterpret_cast<Bytef*>(in_.data()))
+    std::memmove(in_.data(), zs_.next_in, zs_.avail_in);
+  zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
   const std::size_t room = in_.size() - zs_.avail_in;
   if (room == 0) return true;
   const ssize_t got = read_some(in_.data() + zs_.avail_in, room);
@@ -213,7 +221,7 @@ bool ByteSource::fill() {
     begin_ = 0;
   }
   // Read a whole chunk when there is room for one; grow when the kept bytes fill the buffer.
-  if (buf_.size() - padding - end_ < chunk_ / 2) buf_.resize(std::max(buf_.size() * 2, end_ + chunk_ + padding));
+  if (buf_.size() - padding - end_ < chunk_ / 2) buf_.grow(std::max(buf_.size() * 2, end_ + chunk_ + padding), end_);
   const std::size_t want = std::min<std::size_t>(buf_.size() - padding - end_, INT_MAX);
   std::size_t got = 0;
   if (gzip_) {

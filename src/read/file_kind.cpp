@@ -142,6 +142,10 @@ std::string unreadable_format(std::string_view head, std::string_view expected, 
     return utf("UTF-16LE");
   if (head.size() >= 4 && head[0] == '\0' && head[1] != '\0' && head[2] == '\0' && head[3] != '\0')
     return utf("UTF-16BE");
+  // A log with damage in it (a burst of random bytes) still holds records: it is read,
+  // and its bad lines are said one by one. (Looked for first: in a log the first record
+  // is near the top, and the count below need not be made.)
+  if (has_record_start(head)) return {};
   std::size_t control = 0, text = 0;
   for (const char ch : head) {
     const auto c = static_cast<unsigned char>(ch);
@@ -150,9 +154,7 @@ std::string unreadable_format(std::string_view head, std::string_view expected, 
     // (DEL, 0x7f, is legal unescaped in JSON strings: not counted.)
     if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != 0x1b) ++control;
   }
-  // A log with damage in it (a burst of random bytes) still holds records: it is read,
-  // and its bad lines are said one by one.
-  if (control >= 16 && control * 100 > text && !has_record_start(head))
+  if (control >= 16 && control * 100 > text)
     return fmt::format("binary data, not text ({} of its first {} bytes are control characters): not {}", control,
                        head.size(), expected);
   return {};
