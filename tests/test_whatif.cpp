@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <numeric>
+#include <random>
+#include <stdexcept>
 
 #include "stepprof/analysis/cost_model.hpp"
 #include "stepprof/analysis/least_squares.hpp"
@@ -103,6 +105,84 @@ TEST(Nnls, ScalesOfColumnsDoNotMatter) {
   const auto x = nnls(view(a, b.size(), 2), b);
   EXPECT_NEAR(x[0], 0.05, 1e-9);
   EXPECT_NEAR(x[1], 80.0, 1e-6);
+}
+
+TEST(NnlsGroups, ExactSystemInGroupsIsSolvedExactly) {
+  // Steps of 6 ranks each (reduced to 3 rows per step): b = 0.05 slots + 80 calls exactly.
+  std::vector<double> a, b;
+  std::vector<std::vector<std::size_t>> groups(3);
+  for (std::size_t g = 0; g < 3; ++g)
+    for (std::size_t r = 0; r < 6; ++r) {
+      const double slots = 40000.0 + 1000.0 * static_cast<double>(g * 6 + r), calls = 1.0 + static_cast<double>(r % 2);
+      groups[g].push_back(b.size());
+      a.insert(a.end(), {slots, calls});
+      b.push_back(0.05 * slots + 80 * calls);
+    }
+  const GroupedRows g = reduce_groups(view(a, b.size(), 2), b, groups);
+  EXPECT_EQ(g.first_row.back(), 9u);  // 3 rows (2 columns + b) per group of 6
+  const std::vector<std::size_t> picks{2, 0, 2};
+  const auto x = nnls_groups(g, picks);
+  ASSERT_EQ(x.size(), 2u);
+  EXPECT_NEAR(x[0], 0.05, 1e-9);
+  EXPECT_NEAR(x[1], 80.0, 1e-6);
+}
+
+TEST(NnlsGroups, RepeatedGroupsWeighTheirRowsByHand) {
+  // Columns (1, t), t = 1..4 in both groups; group 0: b = 10, 9, 8, 7; group 1: b = 4, 3,
+  // 2, 1. Within each group the slope is -1 and t has the same mean, so the pooled
+  // least-squares slope is -1; with slope >= 0 it is 0 and the intercept is the mean of b
+  // over the picked rows: picks {0, 0, 1} give (2 x 8.5 + 2.5) / 3 = 6.5.
+  const std::vector<double> a{1, 1, 1, 2, 1, 3, 1, 4, 1, 1, 1, 2, 1, 3, 1, 4}, b{10, 9, 8, 7, 4, 3, 2, 1};
+  const GroupedRows g = reduce_groups(view(a, 8, 2), b, {{0, 1, 2, 3}, {4, 5, 6, 7}});
+  const std::vector<std::size_t> picks{0, 0, 1};
+  const auto x = nnls_groups(g, picks);
+  EXPECT_NEAR(x[0], 6.5, 1e-12);
+  EXPECT_EQ(x[1], 0.0);
+}
+
+TEST(NnlsGroups, SameAsNnlsOnTheStackedRows) {
+  // Random steps of 1 to 9 ranks (groups of up to 4 rows are kept as they are), three
+  // columns, one of them hurting the fit (its coefficient clamps to 0); a bootstrap-like
+  // pick with repeats. The reference is nnls() on the picked rows stacked one by one.
+  std::mt19937_64 gen(7);
+  auto below = [&](std::uint64_t n) { return static_cast<std::size_t>(gen() % n); };
+  std::vector<double> a, b;
+  std::vector<std::vector<std::size_t>> groups(12);
+  for (auto& grp : groups) {
+    const std::size_t m = 1 + below(9);
+    for (std::size_t r = 0; r < m; ++r) {
+      const auto f = static_cast<double>(1 + below(9)), t = static_cast<double>(1000 + below(5000)),
+                 c = static_cast<double>(below(3));
+      grp.push_back(b.size());
+      a.insert(a.end(), {f, t, c});
+      b.push_back(3.0 * f + 0.01 * t - 0.5 * c + 0.001 * static_cast<double>(below(100)));
+    }
+  }
+  const GroupedRows g = reduce_groups(view(a, b.size(), 3), b, groups);
+  for (std::uint64_t rep = 0; rep < 5; ++rep) {
+    std::vector<std::size_t> picks;
+    std::vector<double> sa, sb;
+    for (std::size_t k = 0; k < groups.size(); ++k) {
+      const std::size_t p = below(groups.size());
+      picks.push_back(p);
+      for (const std::size_t r : groups[p]) {
+        sa.insert(sa.end(), a.begin() + static_cast<std::ptrdiff_t>(3 * r), a.begin() + static_cast<std::ptrdiff_t>(3 * r + 3));
+        sb.push_back(b[r]);
+      }
+    }
+    const auto want = nnls(view(sa, sb.size(), 3), sb);
+    const auto got = nnls_groups(g, picks);
+    ASSERT_EQ(got.size(), 3u);
+    for (std::size_t j = 0; j < 3; ++j) EXPECT_NEAR(got[j], want[j], 1e-9 * std::max(1.0, std::abs(want[j]))) << j;
+    EXPECT_EQ(got[2], 0.0);
+  }
+}
+
+TEST(NnlsGroups, NoSuchGroupThrows) {
+  const std::vector<double> a{1, 2}, b{1, 2};
+  const GroupedRows g = reduce_groups(view(a, 2, 1), b, {{0, 1}});
+  const std::vector<std::size_t> picks{1};
+  EXPECT_THROW(nnls_groups(g, picks), std::out_of_range);
 }
 
 TEST(Nnls, LeaveOneOutErrorsByHand) {

@@ -335,15 +335,4 @@ std::vector<double> term_rows(const RegionModel& model, const std::vector<std::v
   return out;
 }
 
-std::vector<double> refit_terms(std::span<const double> terms_by_row, std::size_t terms, std::span<const double> y,
-                                std::span<const std::size_t> rows) {
-  std::vector<double> a(rows.size() * terms), b(rows.size());
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const double* from = terms_by_row.data() + rows[r] * terms;
-    std::copy(from, from + terms, a.begin() + static_cast<std::ptrdiff_t>(r * terms));
-    b[r] = y[rows[r]];
-  }
-  return nnls(MatrixView{a, rows.size(), terms}, b);
-}
-
 }  // namespace stepprof

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 
 #include <Eigen/Dense>
 
@@ -28,14 +29,21 @@ VectorXd solve_on(const MatrixXd& a, const VectorXd& b, const std::vector<Index>
   return sub.colPivHouseholderQr().solve(b);
 }
 
-// Lawson & Hanson's NNLS on a matrix whose columns have unit norm (or are zero).
-VectorXd nnls_scaled(const MatrixXd& a, const VectorXd& b) {
+// The tolerance of Lawson & Hanson's optimality test (a gradient entry above it lets its
+// column in): from the rows of the problem, the largest column sum of |A| (A scaled to unit
+// column norms) and the largest |b|.
+double nnls_tolerance(double rows, Index cols, double max_abs_col_sum, double max_abs_b) {
+  return 10.0 * std::numeric_limits<double>::epsilon() * std::max(rows, static_cast<double>(cols)) *
+         std::max(1.0, max_abs_col_sum) * std::max(1.0, max_abs_b);
+}
+
+// Lawson & Hanson's NNLS on a matrix whose columns have unit norm (or are zero), with the
+// optimality test's tolerance `tol` (nnls_tolerance).
+VectorXd nnls_scaled(const MatrixXd& a, const VectorXd& b, double tol) {
   const Index n = a.cols();
   VectorXd x = VectorXd::Zero(n);
   if (n == 0 || a.rows() == 0) return x;
   std::vector<bool> passive(static_cast<std::size_t>(n), false);
-  const double tol = 10.0 * std::numeric_limits<double>::epsilon() * static_cast<double>(std::max(a.rows(), n)) *
-                     std::max(1.0, a.cwiseAbs().colwise().sum().maxCoeff()) * std::max(1.0, b.cwiseAbs().maxCoeff());
   std::vector<bool> blocked(static_cast<std::size_t>(n), false);  // added and dropped at once: not again this round
   VectorXd w = a.transpose() * (b - a * x);
   for (int outer = 0; outer < 3 * static_cast<int>(n) + 10; ++outer) {
@@ -89,7 +97,11 @@ VectorXd nnls_eigen(const MatrixXd& a, const VectorXd& b) {
   MatrixXd scaled = a;
   for (Index j = 0; j < a.cols(); ++j)
     if (norms(j) > 0) scaled.col(j) /= norms(j);
-  VectorXd x = nnls_scaled(scaled, b);
+  const double tol =
+      a.size() ? nnls_tolerance(static_cast<double>(a.rows()), a.cols(), scaled.cwiseAbs().colwise().sum().maxCoeff(),
+                                b.size() ? b.cwiseAbs().maxCoeff() : 0.0)
+               : 0.0;
+  VectorXd x = nnls_scaled(scaled, b, tol);
   for (Index j = 0; j < a.cols(); ++j) x(j) = norms(j) > 0 ? x(j) / norms(j) : 0.0;
   return x;
 }
@@ -146,6 +158,75 @@ std::vector<double> nnls(const MatrixView& a, std::span<const double> b) {
   if (a.cols == 0) return {};
   const VectorXd vb = Eigen::Map<const VectorXd>(b.data(), static_cast<Index>(b.size()));
   return to_vector(nnls_eigen(to_eigen(a), vb));
+}
+
+GroupedRows reduce_groups(const MatrixView& a, std::span<const double> b,
+                          const std::vector<std::vector<std::size_t>>& groups) {
+  GroupedRows g;
+  g.cols = a.cols;
+  const std::size_t w = a.cols + 1;
+  g.first_row.push_back(0);
+  for (const auto& rows : groups) {
+    MatrixXd m(static_cast<Index>(rows.size()), static_cast<Index>(w));
+    std::vector<double> sums(a.cols, 0.0);
+    double max_b = 0;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      for (std::size_t c = 0; c < a.cols; ++c) {
+        const double v = a.at(rows[r], c);
+        m(static_cast<Index>(r), static_cast<Index>(c)) = v;
+        sums[c] += std::abs(v);
+      }
+      m(static_cast<Index>(r), static_cast<Index>(a.cols)) = b[rows[r]];
+      max_b = std::max(max_b, std::abs(b[rows[r]]));
+    }
+    if (rows.size() > w) {
+      const Eigen::HouseholderQR<MatrixXd> qr(m);
+      m = qr.matrixQR().topRows(static_cast<Index>(w)).triangularView<Eigen::Upper>();
+    }
+    for (Index r = 0; r < m.rows(); ++r)
+      for (Index c = 0; c < m.cols(); ++c) g.rows.push_back(m(r, c));
+    g.first_row.push_back(g.first_row.back() + static_cast<std::size_t>(m.rows()));
+    g.rows_before.push_back(rows.size());
+    g.abs_sums.insert(g.abs_sums.end(), sums.begin(), sums.end());
+    g.max_abs_b.push_back(max_b);
+  }
+  return g;
+}
+
+std::vector<double> nnls_groups(const GroupedRows& g, std::span<const std::size_t> picks) {
+  if (g.cols == 0) return {};
+  const std::size_t w = g.cols + 1;
+  std::size_t reduced = 0;
+  double rows = 0, max_b = 0;
+  std::vector<double> sums(g.cols, 0.0);
+  for (const std::size_t p : picks) {
+    if (p + 1 >= g.first_row.size()) throw std::out_of_range("nnls_groups: no such group");
+    reduced += g.first_row[p + 1] - g.first_row[p];
+    rows += static_cast<double>(g.rows_before[p]);
+    max_b = std::max(max_b, g.max_abs_b[p]);
+    for (std::size_t c = 0; c < g.cols; ++c) sums[c] += g.abs_sums[p * g.cols + c];
+  }
+  MatrixXd a(static_cast<Index>(reduced), static_cast<Index>(g.cols));
+  VectorXd b(static_cast<Index>(reduced));
+  Index at = 0;
+  for (const std::size_t p : picks)
+    for (std::size_t r = g.first_row[p]; r < g.first_row[p + 1]; ++r, ++at) {
+      const double* row = g.rows.data() + r * w;
+      for (std::size_t c = 0; c < g.cols; ++c) a(at, static_cast<Index>(c)) = row[c];
+      b(at) = row[g.cols];
+    }
+  // As nnls_eigen, with the tolerance of the original rows: the reduced rows have the
+  // same column norms, but not the same count, |A| sums or |b|.
+  const VectorXd norms = a.colwise().norm();
+  double max_sum = 0;
+  for (Index j = 0; j < a.cols(); ++j)
+    if (norms(j) > 0) {
+      a.col(j) /= norms(j);
+      max_sum = std::max(max_sum, sums[static_cast<std::size_t>(j)] / norms(j));
+    }
+  VectorXd x = nnls_scaled(a, b, nnls_tolerance(rows, a.cols(), max_sum, max_b));
+  for (Index j = 0; j < a.cols(); ++j) x(j) = norms(j) > 0 ? x(j) / norms(j) : 0.0;
+  return to_vector(x);
 }
 
 std::vector<double> nnls_loo_errors(const MatrixView& a, std::span<const double> b) {

@@ -931,11 +931,15 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   // work. The change of an update is sum over models and terms of coefficient x (feature
   // after - feature before), so the differences are taken once (`delta`, per update in
   // the order Impl::change sums them) and each replicate only weighs them anew.
-  std::vector<std::vector<double>> rows_by_model;  // term_rows of each used model
-  std::size_t width = 0;                           // terms over all used models
-  for (const std::size_t l : s.leaves) {
-    rows_by_model.push_back(term_rows(models.models[l], s.x));
-    width += models.models[l].terms.size();
+  // Each used model's terms and times, reduced per step once (GroupedRows): a replicate
+  // refits on a few rows per resampled step, not on every rank's update of it.
+  std::vector<GroupedRows> groups_by_model;
+  std::size_t width = 0;  // terms over all used models
+  for (std::size_t k = 0; k < s.leaves.size(); ++k) {
+    const RegionModel& m = models.models[s.leaves[k]];
+    const auto rows = term_rows(m, s.x);
+    groups_by_model.push_back(reduce_groups(MatrixView{rows, s.x.size(), m.terms.size()}, s.y[k], sync.steps));
+    width += m.terms.size();
   }
   std::vector<double> delta(s.updates.size() * width);
   for (std::size_t i = 0, at = 0; i < s.updates.size(); ++i)
@@ -944,10 +948,9 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   const std::size_t replicates = sync.steps.size() >= 2 ? opt.bootstrap : 0;
   const std::vector<StepTimes> boot =
       bootstrap(sync, replicates, mix(opt.seed, 0xB007), [&](const std::vector<std::size_t>& steps) {
-        const auto rows = rows_of(sync, steps);
         std::vector<double> coef;
-        for (std::size_t k = 0; k < s.leaves.size(); ++k) {
-          const auto c = refit_terms(rows_by_model[k], models.models[s.leaves[k]].terms.size(), s.y[k], rows);
+        for (const auto& g : groups_by_model) {
+          const auto c = nnls_groups(g, steps);
           coef.insert(coef.end(), c.begin(), c.end());
         }
         std::vector<double> ch(s.updates.size(), 0.0);
@@ -1126,10 +1129,11 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
   std::vector<double> terms_by_row(updates.size() * terms.size());  // x's work terms, row-major
   for (std::size_t i = 0; i < updates.size(); ++i)
     for (std::size_t k = 0; k < terms.size(); ++k) terms_by_row[i * terms.size() + k] = x[i][terms[k]];
+  const GroupedRows work_groups =
+      reduce_groups(MatrixView{terms_by_row, updates.size(), terms.size()}, compute, sync.steps);
   const std::vector<StepTimes> boot =
       bootstrap(sync, opt.bootstrap, mix(opt.seed, 0xBA1), [&](const std::vector<std::size_t>& steps) {
-        const std::vector<double> c =
-            terms.empty() ? coef : refit_terms(terms_by_row, terms.size(), compute, rows_of(sync, steps));
+        const std::vector<double> c = terms.empty() ? coef : nnls_groups(work_groups, steps);
         return balanced(steps, c, nullptr);
       });
   finish(p, sync, point, boot, opt.interval, job_samples_per_update(in, sync));

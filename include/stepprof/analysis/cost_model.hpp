@@ -168,15 +168,8 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
 
 /// A model's term features for every update, row-major (updates x model.terms.size()):
 /// element [i * terms + j] is x[i][model.terms[j].feature]. `x` holds one feature vector
-/// per update (FeatureSpace::values). Built once so that refit_terms gathers each
-/// resampled update from one place instead of from a vector per update.
+/// per update (FeatureSpace::values). The what-if bootstrap reduces it per step
+/// (reduce_groups) and refits the model's terms on resampled steps (nnls_groups).
 std::vector<double> term_rows(const RegionModel& model, const std::vector<std::vector<double>>& x);
-
-/// Refits a model's chosen terms (no new selection) by NNLS on the updates `rows` of
-/// `terms_by_row` (term_rows of the model; `terms` columns) and `y` (the region's time
-/// per update [ms]); used by the what-if bootstrap. Returns the coefficients in the order
-/// of the model's terms [ms per unit] (0 where NNLS drops a term).
-std::vector<double> refit_terms(std::span<const double> terms_by_row, std::size_t terms, std::span<const double> y,
-                                std::span<const std::size_t> rows);
 
 }  // namespace stepprof

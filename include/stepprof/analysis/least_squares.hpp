@@ -27,6 +27,36 @@ struct MatrixView {
 /// columns. `b` must have A.rows entries.
 std::vector<double> nnls(const MatrixView& a, std::span<const double> b);
 
+/// The rows of a least-squares problem (A | b) in groups, each group reduced once so that
+/// NNLS over any multiset of whole groups (a bootstrap resample of steps) costs a few rows
+/// per group instead of every row: a group of m > A.cols + 1 rows is replaced by the
+/// (A.cols + 1) x (A.cols + 1) R factor of the Householder QR of its m x (A.cols + 1)
+/// matrix (A_g | b_g). Q is orthogonal, so ||A_g x - b_g||^2 = ||R_g (x, -1)||^2 for every
+/// x, and the stacked R factors have the same least-squares solutions and column norms as
+/// the stacked rows (Golub & Van Loan, "Matrix Computations", 4th ed., section 5.3.3).
+/// Smaller groups are kept as they are. Build with reduce_groups.
+struct GroupedRows {
+  std::size_t cols = 0;                ///< columns of A
+  std::vector<double> rows;            ///< reduced rows, row-major, cols + 1 values each: A's, then b's
+  std::vector<std::size_t> first_row;  ///< group g's reduced rows are [first_row[g], first_row[g + 1])
+  std::vector<std::size_t> rows_before;  ///< group g's rows before reduction
+  std::vector<double> abs_sums;        ///< group g's sum of |A[r][j]| over its rows: [g * cols + j]
+  std::vector<double> max_abs_b;       ///< group g's largest |b[r]|
+};
+
+/// Reduces the groups of rows of (a | b): groups[g] lists row indices of `a` (each < a.rows;
+/// a row may be in several groups or none). `b` must have a.rows entries.
+GroupedRows reduce_groups(const MatrixView& a, std::span<const double> b,
+                          const std::vector<std::vector<std::size_t>>& groups);
+
+/// NNLS over the groups `picks` (indices into g's groups; a group picked twice counts
+/// twice): the solution of nnls() on the stacked original rows of those groups, to
+/// rounding, including the tolerance of Lawson & Hanson's optimality test, which is
+/// computed from the original rows (their count, column sums of |A| and largest |b|).
+/// Returns g.cols coefficients; {} when g.cols is 0. Throws std::out_of_range for a pick
+/// past the last group.
+std::vector<double> nnls_groups(const GroupedRows& g, std::span<const std::size_t> picks);
+
 /// Leave-one-out prediction errors of the NNLS fit: entry i is b[i] minus the prediction
 /// for row i of the model fitted without row i. Exact refits when rows <= kExactLooRows;
 /// beyond that, the PRESS shortcut e_i / (1 - h_ii) on the columns the full fit keeps
