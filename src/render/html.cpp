@@ -77,8 +77,18 @@ std::string part_label(const StackPart& p) {
 // numbers into the page, more than a browser draws: lines longer than kMaxChartPoints
 // are drawn as the means of `stride` consecutive updates, and the per-rank charts of
 // jobs with more than kAllRanksUpTo ranks show the ranks the tables show (the slowest,
-// the fastest and every straggler; the heatmaps keep every rank).
+// the fastest and every straggler). The heatmaps keep every rank, in rows of
+// `ranks_per_heatmap_row` consecutive ranks beyond kMaxHeatmapRows ranks.
 constexpr std::size_t kMaxChartPoints = 2000;
+
+// Beyond this many ranks a heatmap row is several consecutive ranks, each cell the largest
+// of their values: a straggler stays a dark row, and the chart stays readable (a row per
+// rank at 4,096 ranks is less than a pixel high).
+constexpr std::size_t kMaxHeatmapRows = 256;
+
+std::size_t ranks_per_heatmap_row(std::size_t ranks) {
+  return ranks <= kMaxHeatmapRows ? 1 : (ranks + kMaxHeatmapRows - 1) / kMaxHeatmapRows;
+}
 
 struct ChartPlan {
   std::size_t stride = 1;         // updates per point
@@ -165,12 +175,31 @@ Json chart_data(const UpdateSeries& s, const ChartPlan& plan) {
                      {"breakdowns", cuts},
                      {"paths", groups}});
   }
+  // A matrix has a row for every rank, or for every `per` consecutive ranks: the largest
+  // of their values in each column.
+  const std::size_t per = ranks_per_heatmap_row(s.ranks.size());
   Json matrices = Json::array(), labels = Json::array();
-  for (const auto& r : s.ranks) labels.push_back(rank_label(r));  // a matrix has a row for every rank
+  for (std::size_t i = 0; i < s.ranks.size(); i += per) {
+    const auto& first = s.ranks[i];
+    const auto& last = s.ranks[std::min(s.ranks.size(), i + per) - 1];
+    if (per == 1) labels.push_back(rank_label(first));
+    else if (first.rank && last.rank) labels.push_back(fmt::format("ranks {}..{}", *first.rank, *last.rank));
+    else labels.push_back(fmt::format("{} .. {}", rank_label(first), rank_label(last)));
+  }
   for (const auto& m : s.matrices) {
     Json rows = Json::array();
-    for (const auto& row : m.values) rows.push_back(thinned(row, k));
-    matrices.push_back({{"id", m.id}, {"title", m.title}, {"labels", labels}, {"values", rows}});
+    for (std::size_t i = 0; i < m.values.size(); i += per) {
+      Json row = thinned(m.values[i], k);
+      for (std::size_t j = i + 1; j < std::min(m.values.size(), i + per); ++j) {
+        const Json other = thinned(m.values[j], k);
+        for (std::size_t c = 0; c < row.size() && c < other.size(); ++c)
+          if (!other[c].is_null() && (row[c].is_null() || other[c].get<double>() > row[c].get<double>()))
+            row[c] = other[c];
+      }
+      rows.push_back(std::move(row));
+    }
+    matrices.push_back(
+        {{"id", m.id}, {"title", m.title}, {"labels", labels}, {"ranks_per_row", per}, {"values", rows}});
   }
   return Json{{"nesting_known", s.nesting_known}, {"steps", thinned_steps(s.steps, k)}, {"ranks", ranks},
               {"matrices", matrices}};
@@ -185,6 +214,9 @@ std::string chart_note(const UpdateSeries& s, const ChartPlan& plan) {
     note += fmt::format("{}Per-rank charts show {} of the {} ranks: the slowest and the fastest by median update "
                         "time and every straggler; the heatmaps show every rank.",
                         note.empty() ? "" : " ", plan.ranks.size(), s.ranks.size());
+  if (const std::size_t per = ranks_per_heatmap_row(s.ranks.size()); per > 1)
+    note += fmt::format("{}Each heatmap row is {} consecutive ranks, each cell the largest of their values.",
+                        note.empty() ? "" : " ", per);
   if (!note.empty()) note += " Every update of every rank is in `stepprof report --format json`.";
   return note;
 }

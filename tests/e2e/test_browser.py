@@ -74,6 +74,18 @@ def test_four_ranks_with_heatmaps():
                   "whatif"], ["rank 2"])
 
 
+def test_heatmaps_of_300_ranks_in_groups_of_ranks():
+    # Beyond 256 ranks a heatmap row is a group of consecutive ranks (here 2); the page
+    # says so in its header.
+    d = OUT / "300-ranks"
+    r = subprocess.run([BIN, "synth", "-o", str(d), "--ranks", "300", "--updates", "3", "--straggler", "77:1:3:1.8"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    html = page("300-ranks", "--no-whatif", d)
+    passes(html, ["update-time", "heatmap-update_ms", "heatmap-outside_comm_ms", "regions", "paths-0", "padding"],
+           ["Each heatmap row is 2 consecutive ranks"])
+
+
 def test_hostile_names_stay_text():
     d = OUT / "hostile"
     d.mkdir(exist_ok=True)

@@ -735,6 +735,33 @@ def test_html_charts_of_many_ranks_show_the_slowest_and_fastest(tmp_path):
         assert m["labels"] == [f"rank {r}" for r in range(40)] and len(m["values"]) == 40
 
 
+def test_html_heatmaps_of_more_than_256_ranks_show_the_largest_of_each_group_of_ranks(tmp_path):
+    # 300 ranks: rows of ceil(300 / 256) = 2 consecutive ranks (150 rows), each cell the
+    # largest wall_ms of the two; the straggler's row (ranks 76..77) stays the darkest of
+    # the time outside communication.
+    logs = tmp_path / "logs"
+    assert run("synth", "-o", logs, "--ranks", "300", "--updates", "3", "--straggler", "77:1:3:1.8").returncode == 0
+    wall = {}
+    for f in logs.glob("rank*.jsonl"):
+        rank = json.loads(f.read_text().splitlines()[0])["rank"]
+        wall[rank] = {u["step"]: u["wall_ms"] for u in log_updates(f)}
+    source, page = html_page(tmp_path, logs)
+    assert "Each heatmap row is 2 consecutive ranks, each cell the largest of their values." in source
+    data = json.loads(page.scripts[0][1])
+    (m,) = [m for m in data["matrices"] if m["id"] == "update_ms"]
+    assert m["ranks_per_row"] == 2
+    assert m["labels"] == [f"ranks {r}..{r + 1}" for r in range(0, 300, 2)]
+    steps = data["steps"]
+    expected = [[max(wall[r][s], wall[r + 1][s]) for s in steps] for r in range(0, 300, 2)]
+    assert len(m["values"]) == 150
+    for got, want in zip(m["values"], expected):
+        assert got == pytest.approx(want, rel=1e-12)
+    # (Every rank's wall_ms waits for the straggler; the time outside communication shows it.)
+    (outside,) = [m for m in data["matrices"] if m["id"] == "outside_comm_ms"]
+    darkest = max(range(150), key=lambda i: sum(outside["values"][i]))
+    assert outside["labels"][darkest] == "ranks 76..77"
+
+
 def test_the_update_time_table_of_many_ranks_shows_the_stragglers_as_the_charts_do(tmp_path):
     # The text table showed only the 8 slowest and 3 fastest, leaving out stragglers the
     # cross-rank table and the HTML charts show.

@@ -199,7 +199,8 @@ function heatmapChart(data, matrixIndex) {
     hi = Math.max(hi, v);
   }));
   if (cells.length === 0) { lo = 0; hi = 1; }
-  // (Rows are every rank; data.ranks may hold only the ranks the per-rank charts show.)
+  // (Rows are every rank, or groups of ranks_per_row consecutive ranks beyond 256 ranks;
+  // data.ranks may hold only the ranks the per-rank charts show.)
   const labels = m.labels || data.ranks.map((r) => r.label);
   return {
     animation: false,
@@ -208,7 +209,8 @@ function heatmapChart(data, matrixIndex) {
       confine: true,
       formatter(p) {
         const [x, y, v] = p.value;
-        return `${escapeHtml(labels[y])}, step ${escapeHtml(data.steps[x])}: <b>${escapeHtml(ms(v))}</b>`;
+        const of = m.ranks_per_row > 1 ? ' (the largest of these ranks)' : '';
+        return `${escapeHtml(labels[y])}, step ${escapeHtml(data.steps[x])}: <b>${escapeHtml(ms(v))}</b>${of}`;
       },
     },
     xAxis: { ...stepAxis(data.steps), splitArea: { show: true } },
