@@ -707,6 +707,70 @@ TEST_F(RecorderTest, FailedWritesAreCountedAndReportedInTheNextRecord) {
   EXPECT_FALSE(lines[2].contains("recorder_errors"));
 }
 
+// A full disk at open(): the config record was never written again, so the log had no
+// config (the reader's missing-config) although the disk had room again one update later.
+TEST_F(RecorderTest, AConfigRecordWhoseWriteFailedIsWrittenWithTheNextUpdate) {
+  auto sink = std::make_shared<ScriptedSink>();
+  sink->fail = {1, 2};  // the config record, then update 0 (with the config in front) fail
+  Options o = host_only("config-retry");
+  o.sink = sink;
+  o.rank = 3;
+  o.world_size = 4;
+  EXPECT_EQ(open(o), Status::kWarnIo);
+  EXPECT_EQ(end_update(0), Status::kWarnIo);
+  EXPECT_EQ(end_update(1), Status::kOk);
+  EXPECT_EQ(end_update(2), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+
+  std::vector<Json> lines;
+  for (std::size_t pos = 0, nl; (nl = sink->text.find('\n', pos)) != std::string::npos; pos = nl + 1)
+    lines.push_back(Json::parse(sink->text.substr(pos, nl - pos)));
+  ASSERT_EQ(lines.size(), 3u);  // the config once, then updates 1 and 2
+  EXPECT_EQ(lines[0]["type"], "config");
+  EXPECT_EQ(lines[0]["rank"], 3);
+  EXPECT_EQ(lines[1]["step"], 1);
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"write_failed", 2}}));
+  EXPECT_EQ(lines[2]["step"], 2);
+
+  TempLog log("config-retry");
+  std::ofstream(log.path, std::ios::binary) << sink->text;
+  Diagnostics diag;
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(diag.count(Problem::kMissingConfig), 0u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_EQ(d.ranks[0].rank, 3);
+  EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+}
+
+// The config record cut short at open(), then written whole with the next update: the
+// reader finds the cut line and the config after it, and no record is lost beyond them.
+TEST_F(RecorderTest, AConfigRecordCutShortAtOpenIsWrittenWholeAfterIt) {
+  auto sink = std::make_shared<ScriptedSink>();
+  sink->fail = {1};
+  sink->partial = 15;  // `{"type":"confi`
+  Options o = host_only("config-cut");
+  o.sink = sink;
+  o.rank = 1;
+  o.world_size = 4;
+  EXPECT_EQ(open(o), Status::kWarnIo);
+  EXPECT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(end_update(1), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  EXPECT_EQ(sink->text.substr(0, 16), std::string(R"({"type":"config)") + "\n");
+
+  TempLog log("config-cut");
+  std::ofstream(log.path, std::ios::binary) << sink->text;
+  Diagnostics diag;
+  const Dataset d = read_logs({log.path}, {}, diag);
+  EXPECT_EQ(diag.count(Problem::kMissingConfig), 0u);
+  EXPECT_EQ(diag.count(Problem::kMalformedJson), 1u);  // line 1, the cut config
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_EQ(d.ranks[0].rank, 1);
+  ASSERT_EQ(d.ranks[0].updates.size(), 2u);
+  EXPECT_EQ(d.ranks[0].updates[0].recorder_errors,
+            (std::vector<std::pair<std::string, std::int64_t>>{{"write_failed", 1}}));
+}
+
 TEST_F(RecorderTest, PartialWriteIsTerminatedSoLaterRecordsRead) {
   auto sink = std::make_shared<ScriptedSink>();
   sink->fail = {3};

@@ -89,7 +89,8 @@ class Core {
   void collect_errors();                    // mu held
   bool recorded_since_last_update();        // mu held
   bool write_line(std::string_view line);    // mu held
-  bool write_buffer();                       // mu held: writes line_buf_
+  // mu held: writes line_buf_; `written`, when given, gets the bytes written (also on failure).
+  bool write_buffer(std::size_t* written = nullptr);
   void drain_device(ThreadStateFull* s);     // mu and the thread registry's lock held
   void touch(std::uint32_t region);
   std::string run_id_for(const Options& o) const;
@@ -106,6 +107,9 @@ class Core {
   // allocating it anew each time cost page faults on every update).
   static constexpr std::size_t kKeptLineBytes = std::size_t{1} << 20;
   std::string line_buf_;
+  // The config record, newline included, while its write at open() failed (a full disk):
+  // written in front of the next update record, so that the log still starts with it.
+  std::string pending_config_;
   std::int64_t records_written_ = 0;
   std::shared_ptr<DeviceTimer> timer_;  // null: no device timing
   std::atomic<std::uint8_t>* busy_ = nullptr;
@@ -383,6 +387,7 @@ Status Core::open(const Options& o, std::string* message) {
   sink_ = o.sink;
   open_errno_ = write_errno_ = 0;
   partial_line_ = false;
+  pending_config_.clear();
   records_written_ = 0;
   if (!sink_) {
     int err = 0;
@@ -433,11 +438,14 @@ Status Core::open(const Options& o, std::string* message) {
   last_step_.reset();
   is_open.store(true, std::memory_order_release);
 
-  const bool config_written = write_line(config_to_json(config));
+  const std::string config_line = config_to_json(config);
+  const bool config_written = write_line(config_line);
   if (!config_written && !open_errno_) {
+    pending_config_ = config_line + '\n';
     std::string msg = "stepprof: cannot write the config record to " + path_ + ": " +
                       std::strerror(write_errno_ ? write_errno_ : EIO) +
-                      "; the recorder keeps running and counts the records it cannot write";
+                      "; the recorder keeps running, counts the records it cannot write, and writes the config "
+                      "record with the next update record";
     if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
     return fail(Status::kWarnIo, std::move(msg));
   }
@@ -526,14 +534,17 @@ bool Core::write_line(std::string_view line) {
   return write_buffer();
 }
 
-bool Core::write_buffer() {
+bool Core::write_buffer(std::size_t* written_out) {
+  if (written_out) *written_out = 0;
   if (!sink_) {
     count_global_error(ErrorKind::kWriteFailed);
     return false;
   }
   const std::string& buf = line_buf_;
   std::size_t written = 0;
-  if (const int err = sink_->write(buf, written); err != 0) {
+  const int err = sink_->write(buf, written);
+  if (written_out) *written_out = err != 0 ? written : buf.size();
+  if (err != 0) {
     if (written > 0) partial_line_ = buf[written - 1] != '\n';
     write_errno_ = err;
     count_global_error(ErrorKind::kWriteFailed);
@@ -685,6 +696,8 @@ Status Core::end_update(std::int64_t step) {
 
   line_buf_.clear();
   if (partial_line_) line_buf_ += '\n';  // end the partial line a failed write left behind
+  line_buf_ += pending_config_;           // (empty unless its write at open() failed)
+  const std::size_t config_end = pending_config_.empty() ? 0 : line_buf_.size();
   {
     std::lock_guard nl(nr.mu);
     if (!u.padding_fraction) {  // derived from the token counters, as the real log does
@@ -700,7 +713,12 @@ Status Core::end_update(std::int64_t step) {
     append_update_json(u, nr.regions, nr.counters, line_buf_);
   }
   line_buf_ += '\n';
-  const bool written = write_buffer();
+  std::size_t bytes = 0;
+  const bool written = write_buffer(&bytes);
+  if (config_end > 0 && (written || bytes >= config_end)) {  // the config record is out, whole
+    pending_config_.clear();
+    ++records_written_;
+  }
   if (line_buf_.capacity() > kKeptLineBytes) std::string().swap(line_buf_);  // (one record with a long tail)
   if (!written) return Status::kWarnIo;
   unreported_ = {};
