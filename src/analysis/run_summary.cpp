@@ -1,6 +1,7 @@
 #include "stepprof/analysis/run_summary.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -43,12 +44,17 @@ RunSummary summarize_run(const AnalysisInput& in) {
       }
     if (distinct.size() >= 3 && g > 1) s.step_stride = static_cast<std::int64_t>(g);
   }
-  // (A rank's log holds each step once: the reader keeps the first of a step given twice.)
+  // (A rank's log holds each step once: the reader keeps the first of a step given twice.
+  // Steps are >= 0, so a rank's count is below 2^63; the sum over ranks saturates.)
   if (s.first_step)
     for (const auto& r : in.data.ranks)
-      if (!r.updates.empty())
-        s.steps_without_record +=
+      if (!r.updates.empty()) {
+        const std::uint64_t missing =
             static_cast<std::uint64_t>((*s.last_step - *s.first_step) / s.step_stride) + 1 - r.updates.size();
+        s.steps_without_record = missing > std::numeric_limits<std::uint64_t>::max() - s.steps_without_record
+                                     ? std::numeric_limits<std::uint64_t>::max()
+                                     : s.steps_without_record + missing;
+      }
   // Every rank's log ends before the end the config planned (and --steps cut nothing).
   // (Steps are >= 0 and the config's values are int64: the differences cannot overflow
   // unless they are negative, which fails the tests.)

@@ -1,6 +1,7 @@
 #include "document.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_set>
 #include <numeric>
 #include <functional>
@@ -93,10 +94,14 @@ Section run_section(const Report& rep) {
     window += fmt::format("; {} update record(s) of another run skipped (see the mixed-runs errors; --run chooses "
                           "the run)",
                           r.updates_of_other_runs);
-  if (r.steps_without_record)
+  if (r.steps_without_record) {
+    const std::string count = r.steps_without_record == std::numeric_limits<std::uint64_t>::max()
+                                  ? std::string("2^64 - 1 or more")  // (the count saturates)
+                                  : std::to_string(r.steps_without_record);
     window += r.updates_per_rank.size() > 1
-                  ? fmt::format("; {} (rank, step) pair(s) of these steps have no update record", r.steps_without_record)
-                  : fmt::format("; {} of these steps have no update record", r.steps_without_record);
+                  ? fmt::format("; {} (rank, step) pair(s) of these steps have no update record", count)
+                  : fmt::format("; {} of these steps have no update record", count);
+  }
   if (r.stopped_early)
     window += fmt::format("; the config's {} is {}, and no rank's log goes beyond step {}: did the job stop early (a "
                           "crash, a kill, a time limit) or were the logs cut?",

@@ -1236,6 +1236,19 @@ def test_a_log_of_every_fifth_update_is_not_lost_records(tmp_path):
     assert (r["step_stride"], r["steps_without_record"]) == (1, 1)
 
 
+def test_steps_without_record_saturate_instead_of_wrapping(tmp_path):
+    # Three ranks with steps 0 and 2^63 - 1 each: 2^63 - 2 steps missing per rank, 3 x that
+    # in all, past 2^64 - 1. The sum wrapped around to 2^63 - 6.
+    for rank in range(3):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 3})] + [
+            json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 10.0}) for s in (0, 2**63 - 1)]
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    r = json.loads(run("report", "--format", "json", tmp_path).stdout)["run"]
+    assert 3 * (2**63 - 2) > 2**64 - 1
+    assert r["steps_without_record"] == 2**64 - 1
+    assert "2^64 - 1 or more (rank, step) pair(s)" in " ".join(run("report", tmp_path).stdout.split())
+
+
 def test_a_rank_whose_records_were_all_skipped_is_missing_and_says_why(tmp_path):
     # rank2.jsonl's config says rank 2 and its updates say rank 1: every update was
     # skipped ("one file should hold one rank"), yet the run listed "4 ranks (0, 1, 2, 3)"

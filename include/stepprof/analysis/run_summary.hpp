@@ -42,7 +42,8 @@ struct RunSummary {
   std::optional<std::int64_t> first_step, last_step;  ///< the analyzed window (inclusive)
   /// Steps of first_step..last_step that a rank's log has no update record of, summed over
   /// the ranks (a rank's first or last steps too) [count]: lost records, a job that logs
-  /// only some updates, or a rank that started late or stopped early.
+  /// only some updates, or a rank that started late or stopped early. Saturates at
+  /// 2^64 - 1 (steps near 2^63 on several ranks).
   std::uint64_t steps_without_record = 0;
   /// The steps' stride: the greatest common divisor of every step's distance from
   /// first_step, when the window holds 3 or more distinct steps and it is above 1 (a job
