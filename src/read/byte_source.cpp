@@ -91,6 +91,7 @@ ByteSource::ByteSource(int fd, std::size_t chunk_bytes, const std::atomic<bool>*
     : fd_(fd), cancel_(cancel), wait_(wait), in_(std::size_t{1} << 18), chunk_(chunk_bytes), buf_(chunk_bytes + padding) {
   zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
   zs_.avail_in = 0;
+  std::memset(buf_.data(), 0, padding);  // (the padding after the empty buffer)
 }
 
 ByteSource::~ByteSource() {
@@ -118,6 +119,7 @@ std::size_t ByteSource::squeeze_zeros(std::size_t from, std::size_t keep) {
   const std::size_t dropped = n - w;
   end_ -= dropped;
   squeezed_ += dropped;
+  std::memset(buf_.data() + end_, 0, padding);
   return dropped;
 }
 
@@ -221,7 +223,10 @@ bool ByteSource::fill() {
     begin_ = 0;
   }
   // Read a whole chunk when there is room for one; grow when the kept bytes fill the buffer.
-  if (buf_.size() - padding - end_ < chunk_ / 2) buf_.grow(std::max(buf_.size() * 2, end_ + chunk_ + padding), end_);
+  if (buf_.size() - padding - end_ < chunk_ / 2) {
+    buf_.grow(std::max(buf_.size() * 2, end_ + chunk_ + padding), end_);
+    std::memset(buf_.data() + end_, 0, padding);  // (readable even if nothing more comes)
+  }
   const std::size_t want = std::min<std::size_t>(buf_.size() - padding - end_, INT_MAX);
   std::size_t got = 0;
   if (gzip_) {

@@ -50,7 +50,7 @@ class ByteSource {
   ByteSource(const ByteSource&) = delete;
   ByteSource& operator=(const ByteSource&) = delete;
 
-  /// The buffered bytes [data(), data() + size()), followed by `padding` readable bytes.
+  /// The buffered bytes [data(), data() + size()), followed by `padding` zero bytes.
   [[nodiscard]] const char* data() const { return buf_.data() + begin_; }
   [[nodiscard]] std::size_t size() const { return end_ - begin_; }
   /// Drops the first `n` buffered bytes (n <= size()).
