@@ -110,6 +110,8 @@ class Core {
   // The config record, newline included, while its write at open() failed (a full disk):
   // written in front of the next update record, so that the log still starts with it.
   std::string pending_config_;
+  // The write_failed counted for it: taken back once it is out (no record was lost).
+  std::uint64_t pending_config_failures_ = 0;
   std::int64_t records_written_ = 0;
   std::shared_ptr<DeviceTimer> timer_;  // null: no device timing
   std::atomic<std::uint8_t>* busy_ = nullptr;
@@ -388,6 +390,7 @@ Status Core::open(const Options& o, std::string* message) {
   open_errno_ = write_errno_ = 0;
   partial_line_ = false;
   pending_config_.clear();
+  pending_config_failures_ = 0;
   records_written_ = 0;
   if (!sink_) {
     int err = 0;
@@ -442,6 +445,7 @@ Status Core::open(const Options& o, std::string* message) {
   const bool config_written = write_line(config_line);
   if (!config_written && !open_errno_) {
     pending_config_ = config_line + '\n';
+    pending_config_failures_ = 1;
     std::string msg = "stepprof: cannot write the config record to " + path_ + ": " +
                       std::strerror(write_errno_ ? write_errno_ : EIO) +
                       "; the recorder keeps running, counts the records it cannot write, and writes the config "
@@ -689,10 +693,14 @@ Status Core::end_update(std::int64_t step) {
   u.microbatches = std::move(d.microbatches);
 
   collect_errors();
-  for (std::size_t k = 0; k < kErrorKinds; ++k)
-    if (unreported_[k])
-      u.recorder_errors.emplace_back(std::string(error_name(static_cast<ErrorKind>(k))),
-                                     static_cast<std::int64_t>(unreported_[k]));
+  constexpr auto kWriteFailed = static_cast<std::size_t>(ErrorKind::kWriteFailed);
+  for (std::size_t k = 0; k < kErrorKinds; ++k) {
+    // (A config record written with this one is not a lost record: not said.)
+    const std::uint64_t said =
+        unreported_[k] - (k == kWriteFailed ? std::min(unreported_[k], pending_config_failures_) : 0);
+    if (said)
+      u.recorder_errors.emplace_back(std::string(error_name(static_cast<ErrorKind>(k))), static_cast<std::int64_t>(said));
+  }
 
   line_buf_.clear();
   if (partial_line_) line_buf_ += '\n';  // end the partial line a failed write left behind
@@ -718,6 +726,10 @@ Status Core::end_update(std::int64_t step) {
   if (config_end > 0 && (written || bytes >= config_end)) {  // the config record is out, whole
     pending_config_.clear();
     ++records_written_;
+    // Its failed write at open() lost nothing after all.
+    total_[kWriteFailed] -= std::min(total_[kWriteFailed], pending_config_failures_);
+    unreported_[kWriteFailed] -= std::min(unreported_[kWriteFailed], pending_config_failures_);
+    pending_config_failures_ = 0;
   }
   if (line_buf_.capacity() > kKeptLineBytes) std::string().swap(line_buf_);  // (one record with a long tail)
   if (!written) return Status::kWarnIo;
