@@ -200,7 +200,7 @@ std::vector<double> nnls_groups(const GroupedRows& g, std::span<const std::size_
   double rows = 0, max_b = 0;
   std::vector<double> sums(g.cols, 0.0);
   for (const std::size_t p : picks) {
-    if (p + 1 >= g.first_row.size()) throw std::out_of_range("nnls_groups: no such group");
+    if (p >= g.rows_before.size()) throw std::out_of_range("nnls_groups: no such group");
     reduced += g.first_row[p + 1] - g.first_row[p];
     rows += static_cast<double>(g.rows_before[p]);
     max_b = std::max(max_b, g.max_abs_b[p]);

@@ -180,11 +180,17 @@ Json chart_data(const UpdateSeries& s, const ChartPlan& plan) {
   const std::size_t per = ranks_per_heatmap_row(s.ranks.size());
   Json matrices = Json::array(), labels = Json::array();
   for (std::size_t i = 0; i < s.ranks.size(); i += per) {
-    const auto& first = s.ranks[i];
-    const auto& last = s.ranks[std::min(s.ranks.size(), i + per) - 1];
-    if (per == 1) labels.push_back(rank_label(first));
-    else if (first.rank && last.rank) labels.push_back(fmt::format("ranks {}..{}", *first.rank, *last.rank));
-    else labels.push_back(fmt::format("{} .. {}", rank_label(first), rank_label(last)));
+    const std::size_t end = std::min(s.ranks.size(), i + per);
+    std::vector<std::int64_t> numbers;  // the group's ranks, when each is known
+    for (std::size_t j = i; j < end; ++j)
+      if (s.ranks[j].rank) numbers.push_back(*s.ranks[j].rank);
+    if (end - i == 1 || numbers.size() != end - i)
+      labels.push_back(end - i == 1 ? rank_label(s.ranks[i])
+                                    : fmt::format("{} .. {}", rank_label(s.ranks[i]), rank_label(s.ranks[end - 1])));
+    else if (numbers.back() - numbers.front() + 1 == static_cast<std::int64_t>(numbers.size()))
+      labels.push_back(fmt::format("ranks {}..{}", numbers.front(), numbers.back()));
+    else  // ranks without a log in between: only those present ("ranks 99, 104")
+      labels.push_back("ranks " + detail::rank_numbers(numbers));
   }
   for (const auto& m : s.matrices) {
     Json rows = Json::array();

@@ -760,6 +760,13 @@ def test_html_heatmaps_of_more_than_256_ranks_show_the_largest_of_each_group_of_
     (outside,) = [m for m in data["matrices"] if m["id"] == "outside_comm_ms"]
     darkest = max(range(150), key=lambda i: sum(outside["values"][i]))
     assert outside["labels"][darkest] == "ranks 76..77"
+    # Rank 101's log missing: 299 ranks, still 2 per row; a row names the ranks it holds.
+    (logs / "rank101.jsonl").unlink()
+    _, page = html_page(tmp_path, logs, name="missing.html")
+    (m,) = [m for m in json.loads(page.scripts[0][1])["matrices"] if m["id"] == "update_ms"]
+    assert m["labels"][49:52] == ["ranks 98..99", "ranks 100, 102", "ranks 103..104"]
+    assert m["labels"][-1] == "rank 299" and len(m["values"]) == 150
+    assert m["values"][50] == pytest.approx([max(wall[100][s], wall[102][s]) for s in steps], rel=1e-12)
 
 
 def test_the_update_time_table_of_many_ranks_shows_the_stragglers_as_the_charts_do(tmp_path):
