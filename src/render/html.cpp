@@ -1,6 +1,8 @@
 // The HTML report: the text report's layout (document.hpp) as HTML, plus charts.
 // Everything from the logs is escaped (html_escape.hpp); the charts' data goes into the
 // page as JSON and is drawn by the script bundled at build time (web_assets.hpp).
+#include <unordered_map>
+
 #include <fmt/format.h>
 
 #include "document.hpp"
@@ -101,10 +103,13 @@ ChartPlan plan_charts(const Report& report, const UpdateSeries& s) {
   for (const auto& r : s.ranks) longest = std::max(longest, r.steps.size());
   plan.stride = longest <= kMaxChartPoints ? 1 : (longest + kMaxChartPoints - 1) / kMaxChartPoints;
   // The median update time of each series' rank, as the report's per-rank table has it.
+  // (By a map: a search of every rank for each was 268 million steps at 16,384 ranks.)
+  std::unordered_map<std::int64_t, double> median_of;
+  for (const auto& [rank, sum] : report.time.per_rank_ms) median_of.try_emplace(rank, sum.median);
   std::vector<double> medians(s.ranks.size(), 0.0);
   for (std::size_t i = 0; i < s.ranks.size(); ++i)
-    for (const auto& [rank, sum] : report.time.per_rank_ms)
-      if (s.ranks[i].rank == rank) medians[i] = sum.median;
+    if (s.ranks[i].rank)
+      if (const auto it = median_of.find(*s.ranks[i].rank); it != median_of.end()) medians[i] = it->second;
   auto flagged = [&](std::size_t i) { return s.ranks[i].rank && detail::flagged_rank(report.cross_rank, *s.ranks[i].rank); };
   const auto shown = detail::rows_that_matter(s.ranks.size(), [&](std::size_t i) { return medians[i]; }, flagged);
   if (shown) {
