@@ -98,6 +98,47 @@ TEST(Series, RegionPointsSelfTimesAndCuts) {
   EXPECT_TRUE(s.matrices.empty());  // one rank
 }
 
+TEST(Series, RanksNotInFullKeepWhatHeatmapsNeedOnly) {
+  // Two ranks with the same updates; rank 1 built in part: its steps, wall_ms, padding
+  // and outside time as rank 0's (given by hand in nested()), nothing per region.
+  Builder b(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto& u = b.add(1, 100, rank);
+    b.region(u, "top", 5.0, 5.0, 1);
+    b.region(u, "outer", 90.0, 91.0, 2);
+    b.counter(u, "token_slots", 1000);
+    b.counter(u, "valid_tokens", 750);
+  }
+  const Hierarchy h = parse("top\nouter\n");
+  const AnalysisInput in{b.d, &h};
+  const Report rep = build_report(in);
+  const std::vector<bool> full{true, false};
+  const UpdateSeries s = build_series(in, rep, &full);
+  ASSERT_EQ(s.ranks.size(), 2u);
+  for (const auto& r : s.ranks) {
+    EXPECT_EQ(r.steps, (std::vector<std::int64_t>{1}));
+    EXPECT_EQ(r.wall_ms, (std::vector<double>{100}));
+    EXPECT_DOUBLE_EQ(*r.padding_fraction[0], 0.25);
+    EXPECT_DOUBLE_EQ(*r.outside_ms[0], 4);  // 100 - (5 + 91)
+  }
+  EXPECT_FALSE(s.ranks[0].regions.empty());
+  EXPECT_FALSE(s.ranks[0].breakdowns.empty());
+  EXPECT_EQ(s.ranks[0].counters.size(), 2u);
+  EXPECT_TRUE(s.ranks[1].regions.empty());
+  EXPECT_TRUE(s.ranks[1].breakdowns.empty());
+  EXPECT_TRUE(s.ranks[1].counters.empty());
+  EXPECT_TRUE(s.ranks[1].paths.empty());
+  ASSERT_EQ(s.matrices.size(), 1u);  // (no communication region)
+  EXPECT_EQ(s.matrices[0].values[1], (std::vector<std::optional<double>>{100.0}));
+}
+
+TEST(Html, ChartsEveryRankOfSmallJobs) {
+  Builder b(3);
+  for (int rank = 0; rank < 3; ++rank) b.add(1, 100 + rank, rank);
+  const AnalysisInput in{b.d, nullptr};
+  EXPECT_EQ(html_chart_ranks(build_report(in), b.d), (std::vector<bool>{true, true, true}));
+}
+
 TEST(Series, WithoutNestingOneUnstackedBreakdown) {
   Builder b = nested();
   const AnalysisInput in{b.d, nullptr};

@@ -145,12 +145,12 @@ std::vector<PathGroupSeries> path_series(const AnalysisInput& in, const CodePath
 }
 
 RankSeries rank_series(const AnalysisInput& in, const Report& report, const UpdateSeries& s,
-                       const std::vector<Plan>& plans, const RankLog& rank) {
+                       const std::vector<Plan>& plans, const RankLog& rank, bool full) {
   RankSeries rs;
   rs.rank = rank.rank;
   const auto slots = in.counter(schema::counter::kTokenSlots);
   const auto valid = in.counter(schema::counter::kValidTokens);
-  rs.counters.resize(s.counters.size());
+  if (full) rs.counters.resize(s.counters.size());
   std::vector<NameTable::Id> top;
   for (std::size_t i = 0; i < s.regions.size(); ++i)
     if (s.regions[i].in_nesting && !s.regions[i].background && s.regions[i].depth == 0 && plans[i].id)
@@ -162,6 +162,7 @@ RankSeries rank_series(const AnalysisInput& in, const Report& report, const Upda
     rs.wall_ms.push_back(u.wall_ms);
     rs.padding_fraction.push_back(update_padding_fraction(u, slots, valid));
     rs.outside_ms.push_back(s.nesting_known ? std::optional<double>(outside_regions_ms(u, top)) : std::nullopt);
+    if (!full) continue;
     for (NameTable::Id c = 0; c < s.counters.size(); ++c) rs.counters[c].push_back(u.counter(c));
     for (std::size_t i = 0; i < s.regions.size(); ++i) {
       if (!plans[i].id) continue;
@@ -180,6 +181,7 @@ RankSeries rank_series(const AnalysisInput& in, const Report& report, const Upda
       rs.regions.push_back(p);
     }
   }
+  if (!full) return rs;
   rs.breakdowns = breakdowns(s, plans, rank);
   rs.paths = path_series(in, report.paths, rank);
   return rs;
@@ -223,7 +225,7 @@ void add_matrices(UpdateSeries& s, const AnalysisInput& in, const Report& report
 
 }  // namespace
 
-UpdateSeries build_series(const AnalysisInput& in, const Report& report) {
+UpdateSeries build_series(const AnalysisInput& in, const Report& report, const std::vector<bool>* full) {
   UpdateSeries s;
   s.nesting_known = report.regions.nesting_known;
   for (NameTable::Id c = 0; c < in.data.counters.size(); ++c) s.counters.emplace_back(in.data.counters.name(c));
@@ -249,7 +251,9 @@ UpdateSeries build_series(const AnalysisInput& in, const Report& report) {
     if (const auto it = nesting_rows.find(s.regions[i].parent); it != nesting_rows.end())
       for (const std::size_t j : it->second) plans[j].kids.push_back(*plans[i].id);
   }
-  for (const auto& rank : in.data.ranks) s.ranks.push_back(rank_series(in, report, s, plans, rank));
+  for (std::size_t i = 0; i < in.data.ranks.size(); ++i)
+    s.ranks.push_back(
+        rank_series(in, report, s, plans, in.data.ranks[i], !full || (i < full->size() && (*full)[i])));
   add_matrices(s, in, report);
   return s;
 }

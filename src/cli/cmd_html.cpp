@@ -38,7 +38,8 @@ int run_html(const HtmlOptions& opt) {
       wo.scenario = sc;
       whatifs.push_back(run_whatif(ain, wo));
     }
-  const std::string text = render_html(report, build_series(ain, report), diag, whatifs);
+  const std::vector<bool> charted = html_chart_ranks(report, ain.data);  // (the others: heatmap rows only)
+  const std::string text = render_html(report, build_series(ain, report, &charted), diag, whatifs);
   const int status = finish(diag);
   if (!write_output(opt.output, text)) return output_failed();
   return status;

@@ -97,27 +97,37 @@ struct ChartPlan {
   std::vector<std::size_t> ranks;  // indices into UpdateSeries::ranks, ascending
 };
 
+// The ranks charted one by one, as indices into `ranks` (each rank's number, if known),
+// ascending: the rows the report's per-rank tables show.
+std::vector<std::size_t> charted_ranks(const Report& report, const std::vector<std::optional<std::int64_t>>& ranks) {
+  // The median update time of each rank, as the report's per-rank table has it.
+  // (By a map: a search of every rank for each was 268 million steps at 16,384 ranks.)
+  std::unordered_map<std::int64_t, double> median_of;
+  for (const auto& [rank, sum] : report.time.per_rank_ms) median_of.try_emplace(rank, sum.median);
+  std::vector<double> medians(ranks.size(), 0.0);
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i])
+      if (const auto it = median_of.find(*ranks[i]); it != median_of.end()) medians[i] = it->second;
+  auto flagged = [&](std::size_t i) { return ranks[i] && detail::flagged_rank(report.cross_rank, *ranks[i]); };
+  const auto shown = detail::rows_that_matter(ranks.size(), [&](std::size_t i) { return medians[i]; }, flagged);
+  std::vector<std::size_t> out;
+  if (shown) {
+    out = *shown;
+    std::sort(out.begin(), out.end());
+  } else {
+    for (std::size_t i = 0; i < ranks.size(); ++i) out.push_back(i);
+  }
+  return out;
+}
+
 ChartPlan plan_charts(const Report& report, const UpdateSeries& s) {
   ChartPlan plan;
   std::size_t longest = s.steps.size();
   for (const auto& r : s.ranks) longest = std::max(longest, r.steps.size());
   plan.stride = longest <= kMaxChartPoints ? 1 : (longest + kMaxChartPoints - 1) / kMaxChartPoints;
-  // The median update time of each series' rank, as the report's per-rank table has it.
-  // (By a map: a search of every rank for each was 268 million steps at 16,384 ranks.)
-  std::unordered_map<std::int64_t, double> median_of;
-  for (const auto& [rank, sum] : report.time.per_rank_ms) median_of.try_emplace(rank, sum.median);
-  std::vector<double> medians(s.ranks.size(), 0.0);
-  for (std::size_t i = 0; i < s.ranks.size(); ++i)
-    if (s.ranks[i].rank)
-      if (const auto it = median_of.find(*s.ranks[i].rank); it != median_of.end()) medians[i] = it->second;
-  auto flagged = [&](std::size_t i) { return s.ranks[i].rank && detail::flagged_rank(report.cross_rank, *s.ranks[i].rank); };
-  const auto shown = detail::rows_that_matter(s.ranks.size(), [&](std::size_t i) { return medians[i]; }, flagged);
-  if (shown) {
-    plan.ranks = *shown;
-    std::sort(plan.ranks.begin(), plan.ranks.end());
-  } else {
-    for (std::size_t i = 0; i < s.ranks.size(); ++i) plan.ranks.push_back(i);
-  }
+  std::vector<std::optional<std::int64_t>> ranks;
+  for (const auto& r : s.ranks) ranks.push_back(r.rank);
+  plan.ranks = charted_ranks(report, ranks);
   return plan;
 }
 
@@ -311,7 +321,8 @@ std::vector<Figure> figures_for(std::string_view section, const Report& report, 
           "Nesting unknown (give --hierarchy FILE): each region's time per update, not stacked, since regions may "
           "contain each other.";
     }
-    const std::size_t levels = s.ranks.empty() ? 0 : s.ranks.front().breakdowns.size();
+    std::size_t levels = 0;  // (the same for every rank built in full; 0 for the others)
+    for (const auto& r : s.ranks) levels = std::max(levels, r.breakdowns.size());
     out.push_back({"regions", "Where each update's time goes", caption, several, levels > 1, true});
   } else if (section == "code-paths") {
     for (std::size_t g = 0; g < report.paths.groups.size() && !s.ranks.empty(); ++g) {
@@ -367,6 +378,14 @@ void block(const detail::Block& b, std::string& out) {
 }
 
 }  // namespace
+
+std::vector<bool> html_chart_ranks(const Report& report, const Dataset& data) {
+  std::vector<std::optional<std::int64_t>> ranks;
+  for (const auto& r : data.ranks) ranks.push_back(r.rank);
+  std::vector<bool> full(ranks.size(), false);
+  for (const std::size_t i : charted_ranks(report, ranks)) full[i] = true;
+  return full;
+}
 
 std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag,
                         const std::vector<WhatIfResult>& whatifs) {

@@ -131,7 +131,12 @@ std::optional<double> update_padding_fraction(const UpdateRecord& u, std::option
 
 /// Builds the series of every rank. `report` must have been built from the same input
 /// (its region rows give the order and nesting, its code-path groups the paths and units,
-/// its waiting results the communication regions).
-UpdateSeries build_series(const AnalysisInput& in, const Report& report);
+/// its waiting results the communication regions). `full` (optional; one entry per rank
+/// of in.data.ranks, in that order): a rank whose entry is false gets only its steps,
+/// wall_ms, padding_fraction and outside_ms (what heatmaps and the page's headers need),
+/// not its counters, regions, breakdowns or code paths: the HTML page charts only some
+/// ranks of a large job (html_chart_ranks, render/exports.hpp), and the full series of
+/// 16,384 ranks x 20 updates took 1.3 GB. Null: every rank in full.
+UpdateSeries build_series(const AnalysisInput& in, const Report& report, const std::vector<bool>* full = nullptr);
 
 }  // namespace stepprof

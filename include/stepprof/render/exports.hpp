@@ -28,6 +28,12 @@ std::string render_trace(const Timeline& timeline);
 /// string grows). Stops and returns false as soon as `write` returns false.
 bool render_trace(const Timeline& timeline, const std::function<bool(std::string_view)>& write);
 
+/// The ranks whose per-rank charts render_html draws, one entry per rank of `data.ranks`:
+/// every rank of a job of up to 32 ranks, else the slowest 8, the fastest 3 by median
+/// update time and the stragglers and ranks that fell behind (docs/exports.md, "Large
+/// jobs"). Give it to build_series, so that the other ranks' series are not built in full.
+std::vector<bool> html_chart_ranks(const Report& report, const Dataset& data);
+
 /// One HTML file that needs nothing else, online or offline: every section of the text
 /// report (the same layout), plus charts drawn by the Apache ECharts bundle compiled
 /// into stepprof. Text from the logs is HTML-escaped; the chart data sits in a
