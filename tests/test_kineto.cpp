@@ -29,7 +29,9 @@ using namespace stepprof::detail;
 // Fresh arrays from new[] are filled with 0xA5 in this test binary, so that a test can see
 // bytes a reader never wrote (ByteSource's buffers are not zeroed when made): zeros there
 // would come by chance from fresh pages. (A replacement of the global operators,
-// [replacement.functions]; sized and aligned forms fall back to these two.)
+// [replacement.functions]; sized and aligned forms fall back to these two. Not under a
+// sanitizer, whose runtime replaces them itself: its new[] met this delete[].)
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 void* operator new[](std::size_t n) {
   void* p = std::malloc(n ? n : 1);
   if (!p) throw std::bad_alloc();
@@ -38,6 +40,7 @@ void* operator new[](std::size_t n) {
 }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#endif
 
 namespace {
 
