@@ -3,8 +3,15 @@
 // are reused after their threads exit. Run under ThreadSanitizer (label "threads").
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -174,4 +181,131 @@ TEST_F(RecorderTest, ARegionDestroyedOnAnotherThreadIsClosedByItsOwnThread) {
   EXPECT_EQ(u["calls"]["fx_last"], 1);
   EXPECT_EQ(u["parents"]["fx_last"], nullptr);
   EXPECT_FALSE(u.contains("recorder_errors")) << u.dump();
+}
+
+namespace {
+
+// Reads `fd` (a pipe's read end) until `want` lines have arrived or `ms` milliseconds
+// have passed, whichever is first; returns the text.
+std::string read_lines_for(int fd, std::size_t want, int ms) {
+  std::string text;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) < want) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char buf[1 << 16];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+}  // namespace
+
+// A log written to a pipe whose reader fell behind: the records its reader had not
+// taken waited in the job's memory until the next end_update() or close(). While the
+// job made no update (a hang in a collective, a stalled data loader) they never left,
+// and a SIGKILL then lost them. A flusher thread now sends them as the reader takes
+// them; a fork() child while it runs neither blocks nor writes the parent's log.
+TEST_F(RecorderTest, APipesQueuedRecordsAreSentWhileTheJobMakesNoUpdate) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  Options o;
+  o.path = "/proc/self/fd/" + std::to_string(fds[1]);
+  o.device_timing = DeviceTiming::kOff;
+  o.run_id = "flusher";
+  ASSERT_EQ(open(o), Status::kOk);
+  // About 700 KB of records: beyond the pipe's 64 KB, within the 1 MiB queue.
+  constexpr int kUpdates = 1000;
+  const std::vector<std::int64_t> indices(64, 123456);
+  for (int step = 0; step < kUpdates; ++step) {
+    { STEPPROF_REGION("flusher_work"); }
+    sample_indices(indices);
+    ASSERT_EQ(end_update(step), Status::kOk) << "step " << step;  // queued, not lost
+  }
+  // A fork() now, with the flusher waiting for the reader (and maybe holding its lock).
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(5);  // a child that blocks is killed by SIGALRM
+    { STEPPROF_REGION("flusher_child"); }
+    _exit(end_update(1'000'000) == Status::kErrState ? 0 : 3);  // the child's copy is closed
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+
+  // The reader catches up; the job makes no update meanwhile. Every record arrives, whole.
+  const std::string text = read_lines_for(fds[0], kUpdates + 1, 10'000);
+  std::size_t lines = 0;
+  std::int64_t last_step = -1;
+  for (std::size_t pos = 0, nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1, ++lines) {
+    const auto j = Json::parse(text.substr(pos, nl - pos), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "line " << lines + 1;
+    if (lines == 0) continue;  // the config record
+    EXPECT_EQ(j["step"].get<std::int64_t>(), last_step + 1);
+    last_step = j["step"].get<std::int64_t>();
+  }
+  EXPECT_EQ(lines, static_cast<std::size_t>(kUpdates + 1)) << "records still queued in the job";
+  EXPECT_EQ(last_step, kUpdates - 1);
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kOk) << message;
+  ::close(fds[1]);
+  ::close(fds[0]);
+}
+
+// The flusher and end_update() write the same pipe while its reader takes the records
+// slowly: every record arrives whole and in order, or is counted as a failed write.
+TEST_F(RecorderTest, TheFlusherAndEndUpdateShareASlowlyReadPipe) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  Options o;
+  o.path = "/proc/self/fd/" + std::to_string(fds[1]);
+  o.device_timing = DeviceTiming::kOff;
+  o.run_id = "flusher-shared";
+  ASSERT_EQ(open(o), Status::kOk);
+  std::string text;
+  std::thread reader([&] {  // about 4 KB per 0.2 ms: behind the job, ahead of no one
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) {
+      text.append(buf, static_cast<std::size_t>(n));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  constexpr int kUpdates = 3000;
+  const std::vector<std::int64_t> indices(64, 654321);
+  int failed = 0;
+  for (int step = 0; step < kUpdates; ++step) {
+    { STEPPROF_REGION("shared_work"); }
+    sample_indices(indices);
+    if (end_update(step) != Status::kOk) ++failed;
+    if (step % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the flusher's turn
+  }
+  std::string message;
+  const Status closed = close(&message);
+  ::close(fds[1]);
+  reader.join();
+  ::close(fds[0]);
+  std::size_t lines = 0;
+  std::int64_t last_step = -1;
+  for (std::size_t pos = 0, nl; (nl = text.find('\n', pos)) != std::string::npos; pos = nl + 1, ++lines) {
+    const auto j = Json::parse(text.substr(pos, nl - pos), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "line " << lines + 1;
+    if (lines == 0) continue;
+    EXPECT_GT(j["step"].get<std::int64_t>(), last_step);
+    last_step = j["step"].get<std::int64_t>();
+  }
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  const std::size_t lost = kUpdates + 1 - lines;
+  if (lost == 0) {
+    EXPECT_EQ(closed, Status::kOk) << message;
+  } else {
+    EXPECT_NE(message.find("write_failed " + std::to_string(lost)), std::string::npos)
+        << message << " (" << lines << " lines arrived, " << failed << " end_update warnings)";
+  }
 }

@@ -45,9 +45,11 @@ inline constexpr int kErrFifoNoReader = -2;
 /// with O_APPEND and one write(2) per record (no user-space buffer, so a record is in the
 /// file as soon as end_update returns). A pipe, FIFO or terminal is written without ever
 /// blocking: what its reader has not taken yet waits in a queue of at most 1 MiB (a record
-/// that does not fit is a failed write, EAGAIN), sent first at the next write; close()
-/// gives the reader up to 1 s to take it. A reader that exits is an EPIPE error, never a
-/// SIGPIPE (which would end the process). Returns null with
+/// that does not fit is a failed write, EAGAIN), which a flusher thread (started when a
+/// record first waits, every signal blocked in it) sends as the reader takes it, and
+/// which goes before the next write; close() joins the flusher (at most 50 ms) and
+/// gives the reader up to 1 s to take what still waits. A reader that exits is an EPIPE
+/// error, never a SIGPIPE (which would end the process). Returns null with
 /// `error` set to the errno value when the file cannot be opened, to kErrFileLocked
 /// when another process holds its lock (records to it; the file is then left as it is),
 /// or to kErrFifoNoReader (never blocks).

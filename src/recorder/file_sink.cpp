@@ -1,6 +1,8 @@
 // The default LineSink: a file written with one write(2) per record. A pipe, FIFO or
 // terminal is written without blocking: what its reader has not taken yet waits in a
-// bounded queue, and a reader that went away is an error (EPIPE), not a SIGPIPE.
+// bounded queue, sent by a flusher thread as the reader takes it (so that records wait
+// in the job's memory no longer than the reader makes them, even while the job makes no
+// update), and a reader that went away is an error (EPIPE), not a SIGPIPE.
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -11,11 +13,15 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include "stepprof/line_sink.hpp"
 
@@ -59,7 +65,9 @@ class FileSink final : public LineSink {
     written = 0;
     if (fd_ < 0) return EBADF;
     if (!stream_) return write_all(bytes, written);
-    // A stream: what waits goes first, so that records stay in order and whole.
+    // A stream: what waits goes first, so that records stay in order and whole. (The
+    // flusher holds the lock only for one write(2) that does not block.)
+    std::lock_guard lock(mu_);
     if (const int err = drain(); err != 0 && err != EAGAIN) return err;
     if (queue_.empty()) {
       const int err = write_some(bytes, written);
@@ -76,23 +84,35 @@ class FileSink final : public LineSink {
 
   int sync() noexcept override {
     if (fd_ < 0) return EBADF;
-    if (stream_) return drain();  // (a pipe has nothing to persist)
+    if (stream_) {  // (a pipe has nothing to persist)
+      std::lock_guard lock(mu_);
+      return drain();
+    }
     return ::fdatasync(fd_) == 0 ? 0 : errno;
   }
 
-  std::size_t unwritten_records() const noexcept override { return lost_ + lines(queue_); }
+  std::size_t unwritten_records() const noexcept override {
+    std::lock_guard lock(mu_);
+    return lost_ + lines(queue_);
+  }
 
   // The child's descriptor shares the parent's open file and its flock lock: the lock
   // stays until every copy is closed, so a child (a persistent DataLoader worker) would
   // keep the parent from opening the file again. Closing the copy leaves the parent's.
+  // The flusher thread is the parent's: the child's copy of its handle is let go of
+  // without a join (no such thread runs in the child), and the lock it may have held at
+  // the fork is never taken in the child (close() returns at once once fd_ is -1).
   void release_in_child() noexcept override {
+    (void)flusher_.release();  // (its few bytes are leaked, once per fork)
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
 
   int close() noexcept override {
     if (fd_ < 0) return 0;
+    stop_flusher();
     int err = 0;
+    std::unique_lock lock(mu_);
     if (stream_ && !queue_.empty()) {
       // The reader gets up to kCloseWait to take what waits; what it leaves is lost
       // (unwritten_records() says how many records).
@@ -122,6 +142,9 @@ class FileSink final : public LineSink {
   // A record that does not fit is not written (counted as a failed write).
   static constexpr std::size_t kMaxQueued = std::size_t{1} << 20;
   static constexpr std::chrono::milliseconds kCloseWait{1000};
+  // The flusher's wait for the reader before it looks again whether close() stopped it
+  // [ms]: close() waits at most this long for the flusher to end.
+  static constexpr int kFlusherPollMs = 50;
 
   // A regular file: one write(2) for the whole record; only a short write (a signal, a
   // full disk) loops.
@@ -152,8 +175,8 @@ class FileSink final : public LineSink {
     return 0;
   }
 
-  // Writes what waits, as far as the reader takes it: 0 when nothing waits any more,
-  // EAGAIN when some still does, or the error that makes the rest unwritable (EPIPE:
+  // mu_ held. Writes what waits, as far as the reader takes it: 0 when nothing waits any
+  // more, EAGAIN when some still does, or the error that makes the rest unwritable (EPIPE:
   // the reader is gone; what waited is then dropped and counted).
   int drain() noexcept {
     if (queue_.empty()) return 0;
@@ -167,6 +190,7 @@ class FileSink final : public LineSink {
     return err;
   }
 
+  // mu_ held. Queues `rest` and has the flusher send it.
   bool enqueue(std::string_view rest) noexcept {
     if (queue_.size() + rest.size() > kMaxQueued) return false;
     try {
@@ -174,7 +198,55 @@ class FileSink final : public LineSink {
     } catch (...) {
       return false;
     }
+    start_flusher();
+    wake_.notify_one();
     return true;
+  }
+
+  // mu_ held. Starts the flusher the first time something is queued (a reader that keeps
+  // up never costs a thread), with every signal blocked in it, so that the job's signals
+  // (SIGINT, SIGTERM, ...) keep going to the job's own threads. If the thread cannot be
+  // made, the queue is sent by the next write() or by close(), as without a flusher.
+  void start_flusher() noexcept {
+    if (flusher_ || flusher_failed_) return;
+    sigset_t all, old;
+    sigfillset(&all);
+    const bool masked = pthread_sigmask(SIG_BLOCK, &all, &old) == 0;
+    try {
+      flusher_ = std::make_unique<std::thread>([this] { flush_queued(); });
+    } catch (...) {
+      flusher_failed_ = true;
+    }
+    if (masked) pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+
+  // The flusher: while something waits, sends it as the reader takes it.
+  void flush_queued() noexcept {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      pollfd p{fd_, POLLOUT, 0};
+      lock.unlock();
+      ::poll(&p, 1, kFlusherPollMs);  // (POLLERR, POLLHUP: drain() sees the error)
+      lock.lock();
+      if (stop_) return;
+      (void)drain();  // (EPIPE: what waited is dropped and counted in lost_)
+    }
+  }
+
+  void stop_flusher() noexcept {
+    if (!flusher_) return;
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    try {
+      flusher_->join();
+    } catch (...) {  // (cannot happen: the thread is joinable and not this one)
+    }
+    flusher_.reset();
   }
 
   // Records in `text`: its newlines (each record ends with one; a queued rest of a record
@@ -185,12 +257,18 @@ class FileSink final : public LineSink {
     return n;
   }
 
-  int fd_;
+  int fd_;  // (changed only by close() and release_in_child(), with no flusher running)
   bool stream_ = false;
+  // A stream's queue and what goes with it, shared with the flusher.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;  // something was queued, or stop_
   // A stream's bytes its reader has not taken yet (the first line may be the rest of a
   // record begun in the pipe).
   std::string queue_;
   std::size_t lost_ = 0;  // queued records dropped: the stream broke, or close() gave up
+  bool stop_ = false;
+  std::unique_ptr<std::thread> flusher_;  // only touched by the recorder's calls, not by the flusher
+  bool flusher_failed_ = false;
 };
 
 // True for the file this process's stdout or stderr writes to (a path of /dev/stdout, a
