@@ -1,7 +1,9 @@
 // `stepprof import kineto TRACE... -o DIR`: converts PyTorch profiler traces into step
 // logs, one per rank (DIR/rank<R>.jsonl), written by the one record serializer.
+#include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -62,9 +64,17 @@ int run_import(const ImportOptions& opt) {
   }
   // An earlier import's (or another job's) logs that this one would not replace would be
   // read with the new ones by `stepprof report DIR`: nothing is written then.
+  // DIR/rank<R>.jsonl, R zero-padded to the width of the world's last rank (as `synth`
+  // names them), so that the names sort in rank order: rank0000 .. rank1023.
+  std::int64_t last_rank = 0;
+  for (const auto& log : data.ranks) {
+    last_rank = std::max(last_rank, log.rank.value_or(0));
+    if (log.config && log.config->world_size) last_rank = std::max(last_rank, *log.config->world_size - 1);
+  }
+  const int width = static_cast<int>(std::to_string(last_rank).size());
+  const auto log_file = [&](std::int64_t rank) { return dir / fmt::format("rank{:0{}}.jsonl", rank, width); };
   std::vector<std::string> will_write;
-  for (const auto& log : data.ranks)
-    will_write.push_back((dir / fmt::format("rank{}.jsonl", log.rank.value_or(0))).string());
+  for (const auto& log : data.ranks) will_write.push_back(log_file(log.rank.value_or(0)).string());
   if (const auto stale = logs_besides(dir.string(), will_write); !stale.empty()) {
     fmt::print(stderr,
                "stepprof: {} holds {} log file(s) this import would not replace ({}): `stepprof report {}` would "
@@ -86,7 +96,7 @@ int run_import(const ImportOptions& opt) {
       status = kInputErrors;
       continue;
     }
-    const auto file = dir / fmt::format("rank{}.jsonl", log.rank.value_or(0));
+    const auto file = log_file(log.rank.value_or(0));
     // (Through a temporary file renamed into place: a full disk leaves no partial log,
     // which `report` would read as a job killed mid-write.)
     if (!write_output(file.string(), rank_log_text(log, data))) return output_failed();

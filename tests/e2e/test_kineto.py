@@ -503,7 +503,8 @@ def test_a_world_size_given_for_a_trace_that_has_one_is_used_and_said(tmp_path):
     r = run("import", "kineto", "--world-size", "16", HTA8, "-o", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "warning: the trace's distributedInfo says world size 8; --world-size 16 is used instead" in r.stderr
-    config = json.loads((tmp_path / "rank3.jsonl").read_text().splitlines()[0])
+    # (rank 3 of 16: named to the width of rank 15, so that the names sort in rank order)
+    config = json.loads((tmp_path / "rank03.jsonl").read_text().splitlines()[0])
     assert config["world_size"] == 16
     same = run("import", "kineto", "--world-size", "8", HTA8, "-o", tmp_path / "same")
     assert same.returncode == 0 and "distributedInfo says" not in same.stderr
@@ -852,4 +853,7 @@ def test_importing_many_traces_names_the_first_logs_and_counts_the_rest(tmp_path
     wrote = [line for line in r.stderr.splitlines() if line.startswith("stepprof: wrote")]
     assert len(wrote) == 9, r.stderr
     assert wrote[-1] == f"stepprof: wrote 4 more log(s) to {tmp_path / 'out'}: ranks 8..11, 4 update(s)"  # (runs of 4 or more as ranges)
-    assert len(list((tmp_path / "out").glob("rank*.jsonl"))) == 12
+    # Zero-padded, as `synth` names them, so that a shell's `rank*.jsonl` lists them in rank order.
+    names = sorted(p.name for p in (tmp_path / "out").glob("rank*.jsonl"))
+    assert names == [f"rank{i:02d}.jsonl" for i in range(12)]
+    assert [json.loads((tmp_path / "out" / n).read_text().splitlines()[0])["rank"] for n in names] == list(range(12))
