@@ -2,6 +2,8 @@
 // hand-built datasets whose answers are worked out in the comments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "html_escape.hpp"
@@ -130,6 +132,41 @@ TEST(Series, RanksNotInFullKeepWhatHeatmapsNeedOnly) {
   EXPECT_TRUE(s.ranks[1].paths.empty());
   ASSERT_EQ(s.matrices.size(), 1u);  // (no communication region)
   EXPECT_EQ(s.matrices[0].values[1], (std::vector<std::optional<double>>{100.0}));
+}
+
+TEST(Series, ARankBuiltForTheTablesHasItsCountersAndRegionsOnly) {
+  // The CSV tables build one rank at a time (SeriesBuilder, RankDetail::kTables): the
+  // values of the hand-made update (nested(): top 5 ms, outer 91 ms host), no charts.
+  Builder b(1);
+  auto& u = b.add(1, 100, 0);
+  b.region(u, "top", 5.0, 5.0, 1);
+  b.region(u, "outer", 90.0, 91.0, 2);
+  b.counter(u, "token_slots", 1000);
+  b.counter(u, "valid_tokens", 750);
+  const Hierarchy h = parse("top\nouter\n");
+  const AnalysisInput in{b.d, &h};
+  const Report rep = build_report(in);
+  const SeriesBuilder builder(in, rep);
+  ASSERT_EQ(builder.rank_count(), 1u);
+  EXPECT_EQ(builder.head().counters, (std::vector<std::string>{"token_slots", "valid_tokens"}));
+  EXPECT_TRUE(builder.head().ranks.empty());
+  const RankSeries t = builder.rank(0, RankDetail::kTables);
+  EXPECT_EQ(t.wall_ms, (std::vector<double>{100}));
+  ASSERT_EQ(t.counters.size(), 2u);
+  EXPECT_EQ(t.counters[0], (std::vector<std::optional<double>>{1000.0}));
+  EXPECT_EQ(t.counters[1], (std::vector<std::optional<double>>{750.0}));
+  ASSERT_EQ(t.regions.size(), 2u);
+  std::vector<double> host;
+  for (const auto& p : t.regions) host.push_back(*p.host_ms);
+  std::sort(host.begin(), host.end());
+  EXPECT_EQ(host, (std::vector<double>{5.0, 91.0}));
+  EXPECT_TRUE(t.breakdowns.empty());
+  EXPECT_TRUE(t.paths.empty());
+  const RankSeries headline = builder.rank(0, RankDetail::kHeadline);
+  EXPECT_TRUE(headline.regions.empty());
+  EXPECT_TRUE(headline.counters.empty());
+  EXPECT_DOUBLE_EQ(*headline.outside_ms[0], 4);  // 100 - (5 + 91)
+  EXPECT_FALSE(builder.rank(0, RankDetail::kFull).breakdowns.empty());
 }
 
 TEST(Html, ChartsEveryRankOfSmallJobs) {
@@ -332,7 +369,7 @@ TEST(Csv, QuotingAndAbsentValues) {
   b.add(2, 50);
   const AnalysisInput in{b.d, nullptr};
   const Report rep = build_report(in);
-  const auto files = render_csv(rep, build_series(in, rep));
+  const auto files = render_csv(rep, SeriesBuilder(in, rep));
   ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(files[0].name, "updates.csv");
   EXPECT_EQ(files[0].text,
@@ -351,7 +388,7 @@ TEST(Csv, ControlBytesInNamesAreWrittenAsEscapes) {
   b.counter(u, std::string("n\x7f", 2), 3);
   const AnalysisInput in{b.d, nullptr};
   const Report rep = build_report(in);
-  const auto files = render_csv(rep, build_series(in, rep));
+  const auto files = render_csv(rep, SeriesBuilder(in, rep));
   ASSERT_EQ(files.size(), 3u);
   // NUL, ESC and DEL as the text report shows them; the tab is kept (a CSV field may hold it).
   EXPECT_EQ(files[0].text,

@@ -21,11 +21,7 @@ std::optional<double> update_padding_fraction(const UpdateRecord& u, std::option
 
 namespace {
 
-// A region row with what the series need to compute its values.
-struct Plan {
-  std::optional<NameTable::Id> id;
-  std::vector<NameTable::Id> kids;  // children in the nesting that occur in the log
-};
+using Plan = detail::SeriesPlan;
 
 std::optional<double> self_ms(const UpdateRecord& u, const Plan& p, bool device) {
   const auto own = region_ms(u, *p.id, device);
@@ -145,7 +141,8 @@ std::vector<PathGroupSeries> path_series(const AnalysisInput& in, const CodePath
 }
 
 RankSeries rank_series(const AnalysisInput& in, const Report& report, const UpdateSeries& s,
-                       const std::vector<Plan>& plans, const RankLog& rank, bool full) {
+                       const std::vector<Plan>& plans, const RankLog& rank, RankDetail detail) {
+  const bool full = detail != RankDetail::kHeadline;
   RankSeries rs;
   rs.rank = rank.rank;
   const auto slots = in.counter(schema::counter::kTokenSlots);
@@ -181,7 +178,7 @@ RankSeries rank_series(const AnalysisInput& in, const Report& report, const Upda
       rs.regions.push_back(p);
     }
   }
-  if (!full) return rs;
+  if (detail != RankDetail::kFull) return rs;
   rs.breakdowns = breakdowns(s, plans, rank);
   rs.paths = path_series(in, report.paths, rank);
   return rs;
@@ -225,12 +222,12 @@ void add_matrices(UpdateSeries& s, const AnalysisInput& in, const Report& report
 
 }  // namespace
 
-UpdateSeries build_series(const AnalysisInput& in, const Report& report, const std::vector<bool>* full) {
-  UpdateSeries s;
+SeriesBuilder::SeriesBuilder(const AnalysisInput& in, const Report& report) : in_(in), report_(report) {
+  UpdateSeries& s = head_;
   s.nesting_known = report.regions.nesting_known;
   for (NameTable::Id c = 0; c < in.data.counters.size(); ++c) s.counters.emplace_back(in.data.counters.name(c));
 
-  std::vector<Plan> plans;
+  std::vector<Plan>& plans = plans_;
   for (const auto& row : report.regions.rows) {
     const auto id = in.region(row.name);
     s.regions.push_back({row.name, row.parent, row.depth, s.nesting_known && row.in_hierarchy, row.background,
@@ -251,9 +248,19 @@ UpdateSeries build_series(const AnalysisInput& in, const Report& report, const s
     if (const auto it = nesting_rows.find(s.regions[i].parent); it != nesting_rows.end())
       for (const std::size_t j : it->second) plans[j].kids.push_back(*plans[i].id);
   }
-  for (std::size_t i = 0; i < in.data.ranks.size(); ++i)
-    s.ranks.push_back(
-        rank_series(in, report, s, plans, in.data.ranks[i], !full || (i < full->size() && (*full)[i])));
+}
+
+RankSeries SeriesBuilder::rank(std::size_t i, RankDetail detail) const {
+  return rank_series(in_, report_, head_, plans_, in_.data.ranks[i], detail);
+}
+
+UpdateSeries build_series(const AnalysisInput& in, const Report& report, const std::vector<bool>* full) {
+  const SeriesBuilder builder(in, report);
+  UpdateSeries s = builder.head();
+  s.ranks.reserve(builder.rank_count());
+  for (std::size_t i = 0; i < builder.rank_count(); ++i)
+    s.ranks.push_back(builder.rank(
+        i, !full || (i < full->size() && (*full)[i]) ? RankDetail::kFull : RankDetail::kHeadline));
   add_matrices(s, in, report);
   return s;
 }

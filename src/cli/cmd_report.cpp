@@ -45,7 +45,7 @@ bool write_csv(const std::string& dir, const Report& report, const AnalysisInput
     made.remove_empty();
     return false;
   };
-  const UpdateSeries series = build_series(in, report);
+  const SeriesBuilder series(in, report);
   for (const auto& table : csv_tables(report, series)) {  // (each written as it is made)
     const fs::path place = fs::path(dir) / table.name;
     fs::path written = place;

@@ -129,6 +129,43 @@ struct UpdateSeries {
 std::optional<double> update_padding_fraction(const UpdateRecord& u, std::optional<NameTable::Id> token_slots,
                                               std::optional<NameTable::Id> valid_tokens);
 
+/// What a RankSeries holds.
+enum class RankDetail : std::uint8_t {
+  kHeadline,  ///< rank, steps, wall_ms, padding_fraction, outside_ms (what heatmaps need)
+  kTables,    ///< and counters and regions (what the CSV tables need)
+  kFull,      ///< and breakdowns and code paths (what the HTML page charts)
+};
+
+namespace detail {
+/// A region row with what the series need to compute its values.
+struct SeriesPlan {
+  std::optional<NameTable::Id> id;  ///< the region's name id; absent when no update has it
+  std::vector<NameTable::Id> kids;  ///< children in the nesting that occur in the log
+};
+}  // namespace detail
+
+/// Builds the series one rank at a time, as build_series() does for every rank: for a
+/// caller that writes a rank's rows and lets go of them (the CSV tables; every rank's
+/// series held at once took 1 GB more than the report itself at 16,384 ranks x 20
+/// updates). Keeps references to `in` and `report` (built from the same input, as for
+/// build_series), which must outlive it.
+class SeriesBuilder {
+ public:
+  SeriesBuilder(const AnalysisInput& in, const Report& report);
+  /// The series' counters, regions and nesting_known; no ranks, steps or matrices.
+  [[nodiscard]] const UpdateSeries& head() const { return head_; }
+  /// in.data.ranks.size().
+  [[nodiscard]] std::size_t rank_count() const { return in_.data.ranks.size(); }
+  /// The series of in.data.ranks[i], with what `detail` says. Precondition: i < rank_count().
+  [[nodiscard]] RankSeries rank(std::size_t i, RankDetail detail) const;
+
+ private:
+  const AnalysisInput& in_;
+  const Report& report_;
+  UpdateSeries head_;
+  std::vector<detail::SeriesPlan> plans_;  // one per head_.regions entry
+};
+
 /// Builds the series of every rank. `report` must have been built from the same input
 /// (its region rows give the order and nesting, its code-path groups the paths and units,
 /// its waiting results the communication regions). `full` (optional; one entry per rank

@@ -54,18 +54,19 @@ struct CsvFile {
 
 /// updates.csv (one row per rank and update), regions.csv (one row per rank, update and
 /// region present) and summary.csv (the region table); columns in docs/exports.md.
-std::vector<CsvFile> render_csv(const Report& report, const UpdateSeries& series);
+std::vector<CsvFile> render_csv(const Report& report, const SeriesBuilder& series);
 
 /// One CSV table made as it is written: `write(piece)` is handed its text in pieces of
 /// about 1 MiB, in order (it returns false to stop; write then returns false). Reads the
-/// report and series given to csv_tables(), which must outlive it.
+/// report and series builder given to csv_tables(), which must outlive it.
 struct CsvTable {
   std::string name;
   std::function<bool(const std::function<bool(std::string_view)>& piece)> write;
 };
 /// The tables of render_csv(), to be written one piece at a time (regions.csv of 16,384
-/// ranks x 20 updates is 531 MB, held whole by render_csv()).
-std::vector<CsvTable> csv_tables(const Report& report, const UpdateSeries& series);
+/// ranks x 20 updates is 496 MB, held whole by render_csv()), each rank's series built as
+/// its rows are written.
+std::vector<CsvTable> csv_tables(const Report& report, const SeriesBuilder& series);
 
 /// The names of the files render_csv returns, in its order: {"updates.csv", "regions.csv",
 /// "summary.csv"} (so that a command can check them before it analyzes anything).
