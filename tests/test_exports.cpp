@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "html_escape.hpp"
+#include "json_common.hpp"
 #include "many_ranks.hpp"
 #include "stepprof/analysis/series.hpp"
 #include "stepprof/analysis/timeline.hpp"
@@ -451,4 +452,77 @@ TEST(ManyRanks, RowsThatMatter) {
   for (std::size_t i = 39; i >= 8; --i) want.push_back(i);
   want.insert(want.end(), {2, 1, 0});
   EXPECT_EQ(*capped, want);
+}
+
+// The JSON report is written a member at a time (JsonWriter); every document must come
+// out byte for byte as nlohmann::json writes the whole tree (dump_json).
+TEST(JsonWriter, WritesWhatTheWholeTreeDumpsTo) {
+  using stepprof::detail::Json;
+  using stepprof::detail::JsonWriter;
+  Json inner = Json::object();
+  inner["empty_object"] = Json::object();
+  inner["empty_array"] = Json::array();
+  inner["text"] = "line\nbreak \"quoted\" \xff bad utf-8";
+  inner["nested"] = {{"a", {1, 2, {{"b", nullptr}}}}, {"c", 2.5}};
+  Json per_rank = Json::array();
+  for (int r = 0; r < 3; ++r) per_rank.push_back({{"rank", r}, {"x", {r, Json::object()}}});
+  const Json whole = {{"schema", "s/1"}, {"inner", inner}, {"list", per_rank}, {"none", Json::array()},
+                      {"head", {{"first", 1}, {"per_rank", per_rank}, {"last", Json::object()}}},
+                      {"empty_head", {{"per_rank", Json::array()}}}};
+  std::vector<std::string> pieces;
+  JsonWriter w([&](std::string_view piece) {
+    pieces.emplace_back(piece);
+    return true;
+  });
+  w.begin_object();
+  w.member("schema", "s/1");
+  w.member("inner", inner);
+  w.key("list");
+  w.begin_array();
+  for (const auto& e : per_rank) w.value(e);
+  w.end_array();
+  w.key("none");
+  w.begin_array();
+  w.end_array();
+  w.key("head");
+  w.object_with_array({{"first", 1}, {"per_rank", nullptr}, {"last", Json::object()}}, "per_rank", 3,
+                      [&](std::size_t i) { return per_rank[i]; });
+  w.key("empty_head");
+  w.object_with_array({{"per_rank", nullptr}}, "per_rank", 0, [&](std::size_t i) { return per_rank[i]; });
+  w.end_object();
+  ASSERT_TRUE(w.finish());
+  std::string text;
+  for (const auto& p : pieces) text += p;
+  EXPECT_EQ(text, stepprof::detail::dump_json(whole));
+}
+
+// More than a piece (1 MiB) of elements: several pieces, the same text; a write that
+// fails stops the document.
+TEST(JsonWriter, HandsOverPiecesOfAboutAMebibyteAndStopsWhenAWriteFails) {
+  using stepprof::detail::Json;
+  using stepprof::detail::JsonWriter;
+  Json big = Json::array();
+  for (int i = 0; i < 40'000; ++i) big.push_back({{"rank", i}, {"name", std::string(40, 'a' + i % 26)}});
+  std::vector<std::size_t> sizes;
+  std::string text;
+  JsonWriter w([&](std::string_view piece) {
+    sizes.push_back(piece.size());
+    text += piece;
+    return true;
+  });
+  w.begin_array();
+  for (const auto& e : big) w.value(e);
+  w.end_array();
+  ASSERT_TRUE(w.finish());
+  EXPECT_EQ(text, stepprof::detail::dump_json(big));
+  ASSERT_GE(sizes.size(), 3u);
+  for (std::size_t i = 0; i + 1 < sizes.size(); ++i) EXPECT_GE(sizes[i], std::size_t{1} << 20);
+
+  int calls = 0;
+  JsonWriter failing([&](std::string_view) { return ++calls > 1 ? false : true; });
+  failing.begin_array();
+  for (const auto& e : big) failing.value(e);
+  failing.end_array();
+  EXPECT_FALSE(failing.finish());
+  EXPECT_EQ(calls, 2);  // (nothing more is handed over after the failed write)
 }

@@ -80,12 +80,18 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
               {"own_work_typical", s->own_work_typical}};
 }
 
-Json update_time(const UpdateTimeResult& t, const std::optional<SlowUpdates>& slow) {
-  Json per_rank = Json::array();
-  for (const auto& [rank, s] : t.per_rank_ms) per_rank.push_back({{"rank", rank_json(rank)}, {"wall_ms", summary(s)}});
+// The sections with a member per rank are written a rank at a time (JsonWriter): each
+// such section is a head, with a placeholder where its per-rank array goes, and a
+// function that makes the array's i-th element.
+Json update_time_rank(const UpdateTimeResult& t, std::size_t i) {
+  const auto& [rank, s] = t.per_rank_ms[i];
+  return {{"rank", rank_json(rank)}, {"wall_ms", summary(s)}};
+}
+
+Json update_time_head(const UpdateTimeResult& t, const std::optional<SlowUpdates>& slow) {
   return Json{{"update_ms", summary(t.update_ms)},
               {"slow_updates", slow_updates(slow)},
-              {"per_rank", per_rank},
+              {"per_rank", nullptr},  // (update_time_rank)
               {"throughput",
                {{"samples", rate(t.samples)},
                 {"token_slots", rate(t.token_slots)},
@@ -216,39 +222,50 @@ Json padding(const PaddingResult& p) {
                           {"updates", spikes}}}};
 }
 
-Json waiting(const std::vector<WaitingResult>& ws) {
-  Json out = Json::array();
-  for (const auto& w : ws) {
-    Json paths = Json::array();
-    for (const auto& p : w.path_waits)
-      paths.push_back({{"region", p.region},
-                       {"updates_with", p.updates_with},
-                       {"wait_with_ms", p.wait_with_ms},
-                       {"updates_without", p.updates_without},
-                       {"wait_without_ms", p.wait_without_ms}});
-    out.push_back({{"rank", opt(w.rank)},
-                   {"comm_region", w.comm_region.empty() ? Json(nullptr) : Json(w.comm_region)},
-                   {"comm_found_by", w.comm_found_by.empty() ? Json(nullptr) : Json(w.comm_found_by)},
-                   {"compute_region", w.compute_region.empty() ? Json(nullptr) : Json(w.compute_region)},
-                   {"correlation", opt(w.correlation)},
-                   {"compute_sd_ms", w.compute_sd_ms},
-                   {"comm_sd_ms", w.comm_sd_ms},
-                   {"sum_sd_ms", w.sum_sd_ms},
-                   {"waiting", w.waiting},
-                   {"comm_floor_ms", w.comm_floor_ms},
-                   {"wait_ms", summary(w.wait_ms)},
-                   {"path_waits", paths},
-                   {"spikes", w.spike_steps.empty() ? Json(nullptr)
-                                                    : Json{{"steps", w.spike_steps},
-                                                           {"threshold_ms", w.spike_threshold_ms},
-                                                           {"excess_ms", w.spike_excess_ms},
-                                                           {"ms_per_update", w.spike_ms_per_update}}},
-                   {"updates", w.updates}});
-  }
-  return out;
+// One rank's element of the "waiting" array.
+Json waiting_rank(const WaitingResult& w) {
+  Json paths = Json::array();
+  for (const auto& p : w.path_waits)
+    paths.push_back({{"region", p.region},
+                     {"updates_with", p.updates_with},
+                     {"wait_with_ms", p.wait_with_ms},
+                     {"updates_without", p.updates_without},
+                     {"wait_without_ms", p.wait_without_ms}});
+  return {{"rank", opt(w.rank)},
+          {"comm_region", w.comm_region.empty() ? Json(nullptr) : Json(w.comm_region)},
+          {"comm_found_by", w.comm_found_by.empty() ? Json(nullptr) : Json(w.comm_found_by)},
+          {"compute_region", w.compute_region.empty() ? Json(nullptr) : Json(w.compute_region)},
+          {"correlation", opt(w.correlation)},
+          {"compute_sd_ms", w.compute_sd_ms},
+          {"comm_sd_ms", w.comm_sd_ms},
+          {"sum_sd_ms", w.sum_sd_ms},
+          {"waiting", w.waiting},
+          {"comm_floor_ms", w.comm_floor_ms},
+          {"wait_ms", summary(w.wait_ms)},
+          {"path_waits", paths},
+          {"spikes", w.spike_steps.empty() ? Json(nullptr)
+                                           : Json{{"steps", w.spike_steps},
+                                                  {"threshold_ms", w.spike_threshold_ms},
+                                                  {"excess_ms", w.spike_excess_ms},
+                                                  {"ms_per_update", w.spike_ms_per_update}}},
+          {"updates", w.updates}};
 }
 
-Json cross_rank(const CrossRankResult& x) {
+Json cross_rank_rank(const CrossRankResult& x, std::size_t i) {
+  const auto& r = x.per_rank[i];
+  return {{"rank", r.rank},
+          {"compute_ms", summary(r.compute_ms)},
+          {"wait_ms", summary(r.wait_ms)},
+          {"comm_ms", summary(r.comm_ms)},
+          {"relative_score", r.relative_score},
+          {"individual_score", r.individual_score},
+          {"times_slowest", r.times_slowest},
+          {"straggler", r.straggler},
+          {"single_rank_wait_median_ms", opt(r.single_rank_wait_median_ms)},
+          {"single_rank_waiting", r.single_rank_waiting}};
+}
+
+Json cross_rank_head(const CrossRankResult& x) {
   Json per_update = Json::array();
   for (const auto& u : x.per_update)
     per_update.push_back({{"step", u.step},
@@ -256,18 +273,6 @@ Json cross_rank(const CrossRankResult& x) {
                           {"slowest_compute_ms", u.slowest_compute_ms},
                           {"median_compute_ms", u.median_compute_ms},
                           {"margin_ms", u.margin_ms}});
-  Json per_rank = Json::array();
-  for (const auto& r : x.per_rank)
-    per_rank.push_back({{"rank", r.rank},
-                        {"compute_ms", summary(r.compute_ms)},
-                        {"wait_ms", summary(r.wait_ms)},
-                        {"comm_ms", summary(r.comm_ms)},
-                        {"relative_score", r.relative_score},
-                        {"individual_score", r.individual_score},
-                        {"times_slowest", r.times_slowest},
-                        {"straggler", r.straggler},
-                        {"single_rank_wait_median_ms", opt(r.single_rank_wait_median_ms)},
-                        {"single_rank_waiting", r.single_rank_waiting}});
   Json episodes = Json::array();
   for (const auto& e : x.episodes)
     episodes.push_back({{"rank", e.rank},
@@ -327,7 +332,7 @@ Json cross_rank(const CrossRankResult& x) {
               {"episodes", episodes},
               {"episode_threshold_ms", x.available ? Json(x.episode_threshold_ms) : Json(nullptr)},
               {"slow_group", slow_group},
-              {"per_rank", per_rank},
+              {"per_rank", nullptr},  // (cross_rank_rank)
               {"per_update", per_update}};
 }
 
@@ -346,19 +351,38 @@ Json findings(const std::vector<Finding>& fs) {
 
 }  // namespace
 
+bool render_json(const Report& r, const Diagnostics& diag, const std::function<bool(std::string_view)>& write) {
+  detail::JsonWriter w(write);
+  w.begin_object();
+  w.member("schema", "stepprof.report/1");
+  w.member("analyzed", true);
+  w.member("run", run(r.run));
+  w.key("update_time");
+  w.object_with_array(update_time_head(r.time, r.slow_updates), "per_rank", r.time.per_rank_ms.size(),
+                      [&](std::size_t i) { return update_time_rank(r.time, i); });
+  w.member("regions", regions(r.regions));
+  w.member("code_paths", code_paths(r.paths));
+  w.member("padding", padding(r.padding));
+  w.key("waiting");
+  w.begin_array();
+  for (const auto& x : r.waiting) w.value(waiting_rank(x));
+  w.end_array();
+  w.key("cross_rank");
+  w.object_with_array(cross_rank_head(r.cross_rank), "per_rank", r.cross_rank.per_rank.size(),
+                      [&](std::size_t i) { return cross_rank_rank(r.cross_rank, i); });
+  w.member("findings", findings(r.findings));
+  w.member("diagnostics", detail::diagnostics_json(diag));
+  w.end_object();
+  return w.finish();
+}
+
 std::string render_json(const Report& r, const Diagnostics& diag) {
-  Json j{{"schema", "stepprof.report/1"},
-         {"analyzed", true},
-         {"run", run(r.run)},
-         {"update_time", update_time(r.time, r.slow_updates)},
-         {"regions", regions(r.regions)},
-         {"code_paths", code_paths(r.paths)},
-         {"padding", padding(r.padding)},
-         {"waiting", waiting(r.waiting)},
-         {"cross_rank", cross_rank(r.cross_rank)},
-         {"findings", findings(r.findings)},
-         {"diagnostics", detail::diagnostics_json(diag)}};
-  return detail::dump_json(j);
+  std::string text;
+  render_json(r, diag, [&](std::string_view piece) {
+    text += piece;
+    return true;
+  });
+  return text;
 }
 
 std::string render_json_unanalyzed(const Diagnostics& diag) {

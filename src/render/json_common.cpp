@@ -21,6 +21,90 @@ Json unanalyzed_json(const char* schema, const Diagnostics& d) {
   return Json{{"schema", schema}, {"analyzed", false}, {"diagnostics", diagnostics_json(d)}};
 }
 
-std::string dump_json(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n"; }
+namespace {
+std::string dump_value(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace); }
+constexpr std::size_t kPiece = std::size_t{1} << 20;
+}  // namespace
+
+std::string dump_json(const Json& j) { return dump_value(j) + "\n"; }
+
+void JsonWriter::next_item() {
+  if (after_key_) {  // (the value of the member whose key was just written)
+    after_key_ = false;
+    return;
+  }
+  if (levels_.empty()) return;  // (the document itself)
+  buf_ += levels_.back().items++ ? ",\n" : "\n";
+  indent(levels_.size());
+}
+
+void JsonWriter::key(std::string_view k) {
+  next_item();
+  buf_ += dump_value(Json(std::string(k)));
+  buf_ += ": ";
+  after_key_ = true;
+}
+
+void JsonWriter::open(char bracket) {
+  next_item();
+  buf_ += bracket;
+  levels_.push_back({bracket == '{', 0});
+}
+
+void JsonWriter::close(char bracket) {
+  const bool empty = levels_.back().items == 0;
+  levels_.pop_back();
+  if (!empty) {  // (an empty object or array is "{}" or "[]", as nlohmann writes it)
+    buf_ += '\n';
+    indent(levels_.size());
+  }
+  buf_ += bracket;
+  put({});
+}
+
+// nlohmann writes `v` as if at the top level; each of its line breaks (never inside a
+// string, where it is escaped) gets the indent of the level it is written at.
+void JsonWriter::value(const Json& v) {
+  next_item();
+  const std::string text = dump_value(v);
+  const std::size_t width = 2 * levels_.size();
+  std::size_t from = 0;
+  for (std::size_t nl; (nl = text.find('\n', from)) != std::string::npos; from = nl + 1) {
+    buf_.append(text, from, nl + 1 - from);
+    buf_.append(width, ' ');
+  }
+  buf_.append(text, from);
+  put({});
+}
+
+void JsonWriter::object_with_array(const Json& head, std::string_view array_key, std::size_t n,
+                                   const std::function<Json(std::size_t)>& element) {
+  begin_object();
+  for (auto it = head.begin(); it != head.end(); ++it) {
+    key(it.key());
+    if (it.key() != array_key) {
+      value(it.value());
+      continue;
+    }
+    begin_array();
+    for (std::size_t i = 0; i < n; ++i) value(element(i));
+    end_array();
+  }
+  end_object();
+}
+
+void JsonWriter::put(std::string_view text) {
+  buf_ += text;
+  if (buf_.size() < kPiece) return;
+  if (ok_) ok_ = write_(buf_);
+  buf_.clear();
+}
+
+bool JsonWriter::finish() {
+  buf_ += '\n';
+  if (ok_ && !buf_.empty()) ok_ = write_(buf_);
+  buf_.clear();
+  return ok_;
+}
 
 }  // namespace stepprof::detail

@@ -2,8 +2,13 @@
 // absent-as-null, the diagnostics block, and the final text. Internal to the renderers.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,5 +37,52 @@ Json unanalyzed_json(const char* schema, const Diagnostics& d);
 
 /// The document indented by 2, invalid UTF-8 from the logs replaced (U+FFFD), and a newline.
 std::string dump_json(const Json& j);
+
+/// Writes a document in pieces, byte for byte as dump_json() writes it whole: members and
+/// array elements are given one at a time and each is formatted by nlohmann::json, so that
+/// a member per rank is never one tree (the report of 65,536 ranks is 183 MB of JSON,
+/// whose tree took about 870 MB). Hands `write` pieces of about 1 MiB, in order.
+/// Usage: begin_object(); key("a"); value(1); key("b"); begin_array(); value(2);
+/// end_array(); end_object(); finish().
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::function<bool(std::string_view)> write) : write_(std::move(write)) {}
+  void begin_object() { open('{'); }
+  void end_object() { close('}'); }
+  void begin_array() { open('['); }
+  void end_array() { close(']'); }
+  /// The next member's key (inside an object).
+  void key(std::string_view k);
+  /// A member's value (after key()) or the next element of an array.
+  void value(const Json& v);
+  void member(std::string_view k, const Json& v) {
+    key(k);
+    value(v);
+  }
+  /// Writes the object `head` member by member, except the member `array_key` (a
+  /// placeholder in `head`, where it goes): an array of `n` elements, element(i) made and
+  /// written one at a time.
+  void object_with_array(const Json& head, std::string_view array_key, std::size_t n,
+                         const std::function<Json(std::size_t)>& element);
+  /// Ends the document (its newline) and writes what is left; false when a write failed.
+  bool finish();
+
+ private:
+  struct Level {
+    bool object = false;
+    std::size_t items = 0;
+  };
+  void open(char bracket);
+  void close(char bracket);
+  void next_item();  // the separator and indent before a member or element
+  void put(std::string_view text);
+  void indent(std::size_t levels) { buf_.append(2 * levels, ' '); }
+
+  std::function<bool(std::string_view)> write_;
+  std::string buf_;
+  std::vector<Level> levels_;
+  bool after_key_ = false;
+  bool ok_ = true;
+};
 
 }  // namespace stepprof::detail

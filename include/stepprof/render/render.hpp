@@ -2,7 +2,9 @@
 // They compute nothing; every figure comes from the analyses.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "stepprof/analysis/report.hpp"
 #include "stepprof/analysis/whatif.hpp"
@@ -19,6 +21,9 @@ std::string render_markdown(const Report& report, const Diagnostics& diag);
 /// Every figure of the report as one JSON document, schema "stepprof.report/1"
 /// (docs/report-json.md). Keys carry their unit as a suffix (_ms, _per_s, _fraction).
 std::string render_json(const Report& report, const Diagnostics& diag);
+/// The same document handed to `write` in pieces of about 1 MiB as it is made, a rank's
+/// part at a time (65,536 ranks make 183 MB); false as soon as `write` returns false.
+bool render_json(const Report& report, const Diagnostics& diag, const std::function<bool(std::string_view)>& write);
 
 /// The "stepprof.report/1" document when nothing could be analyzed (no update record
 /// could be read: exit status 3): `schema`, `analyzed: false` and `diagnostics` only, so
