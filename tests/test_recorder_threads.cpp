@@ -309,3 +309,41 @@ TEST_F(RecorderTest, TheFlusherAndEndUpdateShareASlowlyReadPipe) {
         << message << " (" << lines << " lines arrived, " << failed << " end_update warnings)";
   }
 }
+
+// A scope object made on the thread that ends updates and destroyed on another one before
+// end_update(), with no region entered in between: end_update() found the region still
+// open (open_at_end_update in every record, "end_update() was called inside a region"),
+// its time went into the next update's record, and the last one was lost at close().
+// Now end_update() closes it first, at the time it was destroyed.
+TEST_F(RecorderTest, ARegionEndedOnAnotherThreadBeforeEndUpdateIsInThatUpdate) {
+  TempLog log("handed-before-end");
+  Options o;
+  o.path = log.path;
+  o.device_timing = DeviceTiming::kOff;
+  ASSERT_EQ(open(o), Status::kOk);
+  constexpr int kUpdates = 4;
+  std::vector<double> held_ms;  // measured here: from before the Region to after its delete
+  for (int step = 0; step < kUpdates; ++step) {
+    const double t0 = now_ms();
+    auto* r = new Region(region_id("handed_over"));
+    spin_ms(5);
+    std::thread([r] { delete r; }).join();  // ends here, on another thread
+    held_ms.push_back(now_ms() - t0);
+    spin_ms(10);
+    ASSERT_EQ(end_update(step), Status::kOk);
+  }
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kOk) << message;
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kUpdates + 1));
+  for (int step = 0; step < kUpdates; ++step) {
+    const Json& u = lines[static_cast<std::size_t>(step) + 1];
+    EXPECT_FALSE(u.contains("recorder_errors")) << u.dump();
+    ASSERT_TRUE(u["cpu_call_ms"].contains("handed_over")) << "step " << step << ": " << u.dump();
+    EXPECT_EQ(u["calls"]["handed_over"], 1);
+    const double ms = u["cpu_call_ms"]["handed_over"].get<double>();
+    EXPECT_GE(ms, 5.0);
+    EXPECT_LE(ms, held_ms[static_cast<std::size_t>(step)] + 0.5);  // (not the next update's 10 ms too)
+    EXPECT_LT(ms, u["wall_ms"].get<double>());
+  }
+}

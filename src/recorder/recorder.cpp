@@ -606,6 +606,10 @@ Status Core::end_update(std::int64_t step) {
   // Steps are update indices, >= 0 and increasing: one not above the highest before it
   // is written (the reader reports a repeated one as a duplicate step) and counted.
   if (last_step_ && step <= *last_step_) count_global_error(ErrorKind::kBadArgument);
+  // This thread's regions that other threads ended since its last region entry (a scope
+  // object handed over and destroyed there) are closed now, at the time they were
+  // destroyed: their time belongs in this record, and they are not open here any more.
+  if (t_state != nullptr && t_state->foreign_exit.load(std::memory_order_acquire)) apply_foreign_exits(t_state);
   // Called inside a region of this thread (a loop body's region around end_update): that
   // region ends after this record, so its time goes in the next update's record.
   if (t_state != nullptr && t_state->depth > 0) count_global_error(ErrorKind::kOpenAtEndUpdate);
@@ -794,6 +798,8 @@ Status Core::close(std::string* message) {
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
   // Regions still open on the closing thread (close() inside `with region:`) are not
   // written either; other threads' open regions cannot be read from here without a race.
+  // (Those other threads ended since this thread's last entry are closed first.)
+  if (t_state != nullptr && t_state->foreign_exit.load(std::memory_order_acquire)) apply_foreign_exits(t_state);
   const bool open_here = t_state != nullptr && t_state->depth > 0;
   if (recorded_since_last_update() || open_here) count_global_error(ErrorKind::kUnwrittenAtClose);
   if (timer_) {
