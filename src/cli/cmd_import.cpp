@@ -22,6 +22,7 @@ struct ImportOptions {
   std::string steps;
   std::optional<std::int64_t> rank, world_size;
   bool strict = false;
+  std::string run = "most-ranks";
 };
 
 // One rank's log, as the file's text.
@@ -48,6 +49,7 @@ int run_import(const ImportOptions& opt) {
   InputOptions in_opt;
   in_opt.logs = opt.traces;
   in_opt.steps = opt.steps;
+  in_opt.run = opt.run;
   in_opt.strict = opt.strict;
   Diagnostics diag(opt.strict);
   LoadedInput in;
@@ -131,6 +133,11 @@ void add_import_command(CLI::App& app, std::function<void(std::function<int()>)>
   kin->add_option("--world-size", opt->world_size, "world size of a trace without distributedInfo (overrides the trace's)")
       ->check(CLI::PositiveNumber);
   kin->add_flag("--strict", opt->strict, "stop at the first problem in the input (exit status 1)");
+  kin->add_option("--run", opt->run,
+                  "with the traces of several runs (jobs of other world sizes): convert the one most ranks have "
+                  "(most-ranks) or the one whose records reach the highest step (latest)")
+      ->check(CLI::IsMember({"most-ranks", "latest"}))
+      ->capture_default_str();
   kin->callback([opt, set_action] { set_action([opt] { return run_import(*opt); }); });
 }
 

@@ -857,3 +857,23 @@ def test_importing_many_traces_names_the_first_logs_and_counts_the_rest(tmp_path
     names = sorted(p.name for p in (tmp_path / "out").glob("rank*.jsonl"))
     assert names == [f"rank{i:02d}.jsonl" for i in range(12)]
     assert [json.loads((tmp_path / "out" / n).read_text().splitlines()[0])["rank"] for n in names] == list(range(12))
+
+
+def test_import_takes_the_run_option_its_messages_name(tmp_path):
+    # The bundled traces are three jobs. Their mixed-runs errors say "--run latest takes the
+    # newest", which `import kineto` did not accept ("the following argument was not expected").
+    default = run("import", "kineto", SRC / "examples/kineto", "-o", tmp_path / "most")
+    assert default.returncode == 1, default.stderr
+    assert "--run latest takes the newest" in default.stderr
+    assert sorted(p.name for p in (tmp_path / "most").iterdir()) == [f"rank{i}.jsonl" for i in range(8)]
+    latest = run("import", "kineto", "--run", "latest", SRC / "examples/kineto", "-o", tmp_path / "latest")
+    assert latest.returncode == 1, latest.stderr  # (the other jobs' traces are still errors, left out)
+    assert sorted(p.name for p in (tmp_path / "latest").iterdir()) == ["rank3.jsonl"]
+    # The HTA job's rank 3 reaches the highest step of the three jobs (its ProfilerStep#1014).
+    with gzip.open(HTA8, "rt") as f:
+        steps = sorted(int(e["name"].split("#")[1]) for e in json.load(f)["traceEvents"]
+                       if e.get("name", "").startswith("ProfilerStep#"))
+    updates = [json.loads(l) for l in (tmp_path / "latest/rank3.jsonl").read_text().splitlines()[1:]]
+    assert [u["step"] for u in updates] == steps
+    bad = run("import", "kineto", "--run", "newest", SRC / "examples/kineto", "-o", tmp_path / "bad")
+    assert bad.returncode == 2 and "--run" in bad.stderr
