@@ -1022,8 +1022,10 @@ def test_synth_ctrl_c_is_seen_before_any_file_is_written(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    # (Under the sanitizers the 480 MB of the first pass are zeroed and freed slowly: 5.1 s.)
-    assert time.monotonic() - sent < (5.0 if not os.environ.get("STEPPROF_SANITIZE") else 30.0), err
+    # It stopped in 0.2 to 1.9 s here, and in 6 s on a CI machine under a load of 7; the
+    # pass that did not poll took 40 s. (Under the sanitizers the 480 MB of the first pass
+    # are zeroed and freed slowly: 5.1 s.)
+    assert time.monotonic() - sent < (15.0 if not os.environ.get("STEPPROF_SANITIZE") else 30.0), err
     assert "interrupted" in err
     logs = tmp_path / "logs"
     assert not logs.exists() or not list(logs.glob("*.jsonl"))
