@@ -954,6 +954,68 @@ TEST(SlowGroup, ARankIsJudgedOutsideItsOwnStretch) {
 // ranks in 140 updates: 46.7 +- 3 x 5.58 = 63.4, below 100: a straggler outside the
 // stretch. Its time at stake: the median margin outside (500 ms) in every update it was the
 // slowest (160 of 200): 400 ms per update; the stretch's own finding prices the excess.
+// A rank flagged by its relative score (below 0.75) that is never the slowest (rank 2 is,
+// in every update): its finding said "a straggler: the slowest rank in 0 of 10 updates" and
+// gave the other ranks' wait, which is for rank 2, as if it were for it. And a score below
+// 0.75 from a lag of 0.02 % of the update (own work 0.07 against 0.05 ms of 100 ms
+// updates, built the same way) was a finding with nothing at stake.
+TEST(StragglerFinding, NeverTheSlowestSaysSoAndANegligibleLagIsNone) {
+  auto build = [](double fast_ms, double scored_ms) {
+    CrossRankResult x;
+    x.available = true;
+    x.comm_region = "allreduce";
+    x.steps_aligned = 10;
+    for (std::int64_t step = 0; step < 10; ++step) {
+      UpdateSlowest u;
+      u.step = step;
+      u.slowest_rank = 2;
+      u.median_compute_ms = scored_ms;
+      u.margin_ms = 50;
+      x.per_update.push_back(u);
+    }
+    x.margin_ms = summarize(std::vector<double>(10, 50.0));
+    for (std::int64_t rank = 0; rank < 3; ++rank) {
+      RankStraggler r;
+      r.rank = rank;
+      r.compute_ms.median = rank == 0 ? fast_ms : rank == 1 ? scored_ms : scored_ms + 50;
+      r.comm_ms = Summary{};
+      r.comm_ms->median = 100 - r.compute_ms.median;
+      r.wait_ms.median = rank == 2 ? 0 : 40;
+      r.relative_score = fast_ms / r.compute_ms.median;
+      r.straggler = r.relative_score < 0.75;
+      r.times_slowest = rank == 2 ? 10 : 0;
+      x.per_rank.push_back(r);
+    }
+    return x;
+  };
+  const UpdateTimeResult time;
+  const RegionTable regions;
+  const CodePathResult paths;
+  const PaddingResult padding;
+  const std::vector<WaitingResult> waiting;
+  const std::optional<SlowUpdates> slow;
+  auto about_rank1 = [&](const CrossRankResult& x) {
+    std::vector<Finding> out;
+    for (auto& f : derive_findings({time, regions, paths, padding, waiting, x, nullptr, slow}))
+      if (f.subject == "rank 1") out.push_back(f);
+    return out;
+  };
+  // Own work 6 against 4 ms: score 0.67, a lag of 2 ms, 2 % of the 100 ms update.
+  const auto found = about_rank1(build(4, 6));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, "straggler");
+  EXPECT_EQ(found[0].title,
+            "rank 1 is a straggler by its relative score (0.67) but never the slowest rank: a slower one always is");
+  EXPECT_EQ(found[0].ms_per_update, 0);
+  EXPECT_NE(found[0].evidence.find("takes 6 ms per update (median) against 4 ms on the fastest rank"),
+            std::string::npos)
+      << found[0].evidence;
+  EXPECT_NE(found[0].evidence.find("what the other ranks wait is for the slower ones"), std::string::npos);
+  EXPECT_EQ(found[0].evidence.find("on average"), std::string::npos) << found[0].evidence;
+  // Own work 0.07 against 0.05 ms: score 0.71, a lag of 0.02 ms, 0.02 % of the update.
+  EXPECT_TRUE(about_rank1(build(0.05, 0.07)).empty());
+}
+
 TEST(StragglerFinding, JudgedOutsideItsOwnStretches) {
   CrossRankResult x;
   x.available = true;

@@ -183,15 +183,23 @@ OutsideEpisodes outside_episodes(const CrossRankResult& x, const RankStraggler& 
 // 5 % of its own work (by a hair is chance too). Chance: k ranks equally fast make a rank
 // the slowest in n/k of n updates, give or take sqrt(n (1/k) (1 - 1/k)) (binomial); more
 // than 3 of those is not.
+// Either way its lag (behind the fastest rank's own work, or behind the median rank when
+// it is the slowest) must be at least kMaterialLag of its update (own work plus
+// communication, medians): a rank whose own work is 0.07 against 0.05 ms of 100 ms
+// updates scores 0.71, a straggler by NVIDIA's definition, with nothing to gain.
+constexpr double kMaterialLag = 0.01;
+
 bool straggler_finding_for(const CrossRankResult& x, const RankStraggler& r) {
   if (x.steps_aligned < kMinStragglerUpdates) return false;  // a slow step, not a slow rank
-  if (r.straggler) return true;
+  const double update_ms = r.compute_ms.median + (r.comm_ms ? r.comm_ms->median : 0.0);
+  const double lag_behind_fastest = r.compute_ms.median * (1 - r.relative_score);
+  if (r.straggler && lag_behind_fastest >= kMaterialLag * update_ms) return true;
   const OutsideEpisodes o = outside_episodes(x, r);
   const double n = static_cast<double>(o.updates), p = 1.0 / static_cast<double>(std::max<std::size_t>(x.per_rank.size(), 1));
   const double slowest = static_cast<double>(o.margins.size());
   if (2 * slowest <= n || slowest <= n * p + 3 * std::sqrt(n * p * (1 - p))) return false;
   const auto margin = summarize(o.margins);
-  return margin && margin->median >= 0.05 * r.compute_ms.median;
+  return margin && margin->median >= 0.05 * r.compute_ms.median && margin->median >= kMaterialLag * update_ms;
 }
 
 bool straggler_finding_for(const CrossRankResult& x, std::int64_t rank) {
@@ -202,10 +210,16 @@ bool straggler_finding_for(const CrossRankResult& x, std::int64_t rank) {
 // The slow group (cross_rank.hpp, SlowGroup) a slow-ranks finding is made of: a group of
 // two or more ranks (the straggler finding then leaves its ranks to it: their lags are
 // one time at stake, not one each), or of one rank the straggler finding does not name.
+// Not when its time at stake is below kMaterialLag of the typical update (own work plus
+// communication, the median over ranks of their medians).
 const SlowGroup* reported_slow_group(const CrossRankResult& x) {
   if (!x.available || !x.slow_group) return nullptr;
   const SlowGroup& g = *x.slow_group;
   if (g.slow.size() == 1 && straggler_finding_for(x, g.slow.front())) return nullptr;
+  std::vector<double> update_ms;
+  for (const auto& r : x.per_rank) update_ms.push_back(r.compute_ms.median + (r.comm_ms ? r.comm_ms->median : 0.0));
+  if (const auto typical = summarize(update_ms); typical && g.at_stake_ms < kMaterialLag * typical->median)
+    return nullptr;
   return &g;
 }
 
@@ -288,7 +302,11 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
     // two ranks the median is their mean: half the gap).
     const bool alone = x.slow_group && x.slow_group->slow.size() == 1 && x.slow_group->slow.front() == r.rank;
     if (alone) f.ms_per_update = x.slow_group->at_stake_ms;
-    f.title = outside.skipped == 0
+    f.title = r.times_slowest == 0
+                  ? fmt::format("rank {} is a straggler by its relative score ({:.2f}) but never the slowest rank: a "
+                                "slower one always is",
+                                r.rank, r.relative_score)
+              : outside.skipped == 0
                   ? fmt::format("rank {} is {}the slowest rank in {} of {} updates (relative score {:.2f})", r.rank,
                                 r.straggler ? "a straggler: " : "", r.times_slowest, n, r.relative_score)
                   : fmt::format("rank {} is {}the slowest rank in {} of {} updates outside its stretches of "
@@ -296,14 +314,15 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
                                 r.rank, r.straggler ? "a straggler: " : "", slowest_in, outside.updates,
                                 r.relative_score);
     f.evidence = fmt::format(
-        "its own work (wall_ms minus {}) takes {:.0f} ms per update (median) against {:.0f} ms on the fastest rank; "
-        "{}; the other ranks wait {:.0f} ms per update on average (median per rank)",
-        x.comm_region.empty() ? std::string("nothing: no communication region") : x.comm_region, r.compute_ms.median,
-        r.compute_ms.median * r.relative_score,
-        margin ? fmt::format("when it is the slowest it is {:.0f} ms behind the median rank", margin->median)
+        "its own work (wall_ms minus {}) takes {} ms per update (median) against {} ms on the fastest rank; {}",
+        x.comm_region.empty() ? std::string("nothing: no communication region") : x.comm_region,
+        ms_text(r.compute_ms.median, 0), ms_text(r.compute_ms.median * r.relative_score, 0),
+        margin ? fmt::format("when it is the slowest it is {} ms behind the median rank; the other ranks wait {} ms "
+                             "per update on average (median per rank)",
+                             ms_text(margin->median, 0),
+                             ms_text(others ? others_wait / static_cast<double>(others) : 0.0, 0))
                : std::string("it is never the slowest rank (a slower one always is), so no time is at stake on it "
-                             "alone"),
-        others ? others_wait / static_cast<double>(others) : 0.0);
+                             "alone, and what the other ranks wait is for the slower ones"));
     if (outside.skipped > 0)
       f.evidence += fmt::format(
           "; the {} updates of its stretches of falling behind are left out here: they are findings of their own",
@@ -375,23 +394,23 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
   f.subject = ranks_text(g->slow);
   f.ms_per_update = g->at_stake_ms;
   const bool one = g->slow.size() == 1;
-  f.title = fmt::format("{} of {} ranks {} slower {}: {} {} {:.2f}x the own work of {} ({:.0f} against {:.0f} ms "
+  f.title = fmt::format("{} of {} ranks {} slower {}: {} {} {:.2f}x the own work of {} ({} against {} ms "
                         "per update, mean)",
                         g->slow.size(), x.per_rank.size(), one ? "is" : "are",
                         10 * g->updates_apart >= 9 * g->updates ? std::string("throughout")
                                                                 : fmt::format("in {} of {} updates", g->updates_apart,
                                                                               g->updates),
                         ranks_text(g->slow), one ? "takes" : "take", g->slow_ms / g->fast_ms, ranks_text(g->fast),
-                        g->slow_ms, g->fast_ms);
+                        ms_text(g->slow_ms, 0), ms_text(g->fast_ms, 0));
   f.evidence = fmt::format(
-      "own work = wall_ms minus {}; the ranks' {} own work splits at a gap of {:.0f} ms, wider than the fast {} "
-      "({:.0f} ms); in {} of {} updates the slow {} median own work exceeds the fast {} by at least half the "
+      "own work = wall_ms minus {}; the ranks' {} own work splits at a gap of {} ms, wider than the fast {} "
+      "({} ms); in {} of {} updates the slow {} median own work exceeds the fast {} by at least half the "
       "difference, and in {} {} the slowest rank; {} (a straggler is below {:.2f}){}; time at stake: how much "
       "sooner the slowest rank would finish its own work without the slow {} lead (each keeping its own jitter), "
-      "mean over updates (a lower bound if {} also holds compute); a fast rank waits up to {:.0f} ms per update "
+      "mean over updates (a lower bound if {} also holds compute); a fast rank waits up to {} ms per update "
       "(median)",
-      comm, g->split_on == "means" ? "mean" : "median", g->gap_ms,
-      g->fast.size() == 1 ? "rank's own work" : "ranks' whole range", g->spread_ms,
+      comm, g->split_on == "means" ? "mean" : "median", ms_text(g->gap_ms, 0),
+      g->fast.size() == 1 ? "rank's own work" : "ranks' whole range", ms_text(g->spread_ms, 0),
       g->updates_apart, g->updates, one ? "rank's" : "ranks'", g->fast.size() == 1 ? "rank's" : "ranks'",
       g->updates_slowest, one ? "it was" : "one of them was",
       one ? fmt::format("its relative score is {:.2f}", low_score)
@@ -400,10 +419,10 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
       flagged.empty() ? std::string()
                       : fmt::format("; {} would be a straggler finding of {} own, counted here", ranks_text(flagged),
                                     flagged.size() == 1 ? "its" : "their"),
-      one ? "rank's" : "ranks'", comm, fast_wait);
+      one ? "rank's" : "ranks'", comm, ms_text(fast_wait, 0));
   if (slowest && g->slow.size() > 1)
-    f.evidence += fmt::format("; the slowest of them is rank {} ({:.0f} ms own work, median)", slowest->rank,
-                              slowest->compute_ms.median);
+    f.evidence += fmt::format("; the slowest of them is rank {} ({} ms own work, median)", slowest->rank,
+                              ms_text(slowest->compute_ms.median, 0));
   f.evidence += group_stretches_text(x);
   f.action = fmt::format(
       "find what {} {} that {} {}: {} (model, clocks, temperature, other processes), {} data (frames, tokens, "

@@ -1648,3 +1648,37 @@ def test_a_model_summary_table_before_the_records_is_other_output(tmp_path, laye
     else:
         assert f"note: {before} heading, comment or text lines before the first record" in r.stderr
     assert f"warning: {len(summary) + 2 - before} line(s) hold no record" in r.stderr
+
+
+def _two_rank_logs(path, own_ms, updates=10, wall=100.0):
+    # Rank r's own work is own_ms[r] (+ 0.001 ms per step), the rest of the update its all-reduce.
+    path.mkdir(parents=True, exist_ok=True)
+    for r, own in enumerate(own_ms):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": len(own_ms)})]
+        for s in range(updates):
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": wall,
+                                     "cpu_call_ms": {"allreduce": wall - own - 0.001 * s},
+                                     "calls": {"allreduce": 1}, "parents": {"allreduce": None}}))
+        (path / f"rank{r}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_a_straggler_by_score_with_nothing_at_stake_is_no_finding(tmp_path):
+    # Own work 0.07 against 0.05 ms of 100 ms updates: a relative score of about 0.72 (below
+    # NVIDIA's 0.75, so flagged in the JSON), but 0.02 ms at stake, 0.02 % of the update. It
+    # was finding 1, "rank 1 is a straggler ... 0 ms against 0 ms", sending the user to its GPU.
+    _two_rank_logs(tmp_path / "tiny", [0.050, 0.070])
+    r = run("report", "--format", "json", tmp_path / "tiny")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    (rank1,) = [p for p in rep["cross_rank"]["per_rank"] if p["rank"] == 1]
+    assert rank1["straggler"] and rank1["relative_score"] < 0.75
+    kinds = [f["kind"] for f in rep["findings"]]
+    assert "straggler" not in kinds and "slow-ranks" not in kinds, rep["findings"]
+    # 0.2 ms of own work more on 10 ms updates (2 %) is a finding, its times not "0 ms".
+    _two_rank_logs(tmp_path / "small", [0.4, 0.6], wall=10.0)
+    rep = json.loads(run("report", "--format", "json", tmp_path / "small").stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] in ("straggler", "slow-ranks")]
+    assert "rank 1" in f["title"] and f["ms_per_update"] > 0
+    # (medians over steps 0..9: 0.6045 and 0.4045 ms)
+    assert "takes 0.6 ms per update (median) against 0.4 ms on the fastest rank" in f["evidence"], f["evidence"]
+
