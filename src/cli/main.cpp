@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "../read/byte_source.hpp"
 #include "allocator.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -86,11 +87,21 @@ int main(int argc, char** argv) {
     std::string limit;
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
       limit = fmt::format(" (the address-space limit, ulimit -v, is {} MB)", as.rlim_cur >> 20);
+    // A line of tens of MB (a record with a huge unknown field, a log that lost its
+    // newlines) is held whole while it is read, at 2.5 to 5 times its size: reading fewer
+    // updates does not help then. (The buffer doubles when a line fills more than half of
+    // it, less half a 1 MiB chunk: the line was longer than half the buffer, less 1 MB.)
+    std::string long_line;
+    if (const std::size_t held = stepprof::detail::largest_buffer_bytes(); held >= (std::size_t{64} << 20))
+      long_line = fmt::format(
+          "; a line (or trace event) longer than {} MB was read: it is held whole while it is read and takes 2.5 to "
+          "5 times its size (docs/scale.md, \"Memory\"): split or shorten such lines",
+          (held >> 21) - 1);
     fmt::print(stderr,
                "stepprof: out of memory{}: stepprof keeps every update's summary (about 2 KB per update record for a "
                "report, docs/scale.md); "
-               "allow more memory, or read fewer updates (--steps A:B) or fewer files\n",
-               limit);
+               "allow more memory, or read fewer updates (--steps A:B) or fewer files{}\n",
+               limit, long_line);
     return kOutOfMemory;
   } catch (const std::exception& e) {
     fmt::print(stderr, "stepprof: internal error: {}\n", e.what());

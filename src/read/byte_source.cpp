@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -215,6 +216,12 @@ std::size_t ByteSource::inflate_into(std::size_t room) {
   return room - zs_.avail_out;
 }
 
+namespace {
+std::atomic<std::size_t> g_largest_buffer{0};
+}  // namespace
+
+std::size_t largest_buffer_bytes() noexcept { return g_largest_buffer.load(std::memory_order_relaxed); }
+
 bool ByteSource::fill() {
   if (eof_) return false;
   if (begin_ > 0) {
@@ -226,6 +233,9 @@ bool ByteSource::fill() {
   if (buf_.size() - padding - end_ < chunk_ / 2) {
     buf_.grow(std::max(buf_.size() * 2, end_ + chunk_ + padding), end_);
     std::memset(buf_.data() + end_, 0, padding);  // (readable even if nothing more comes)
+    for (std::size_t seen = g_largest_buffer.load(std::memory_order_relaxed);
+         seen < buf_.size() && !g_largest_buffer.compare_exchange_weak(seen, buf_.size(), std::memory_order_relaxed);) {
+    }
   }
   const std::size_t want = std::min<std::size_t>(buf_.size() - padding - end_, INT_MAX);
   std::size_t got = 0;

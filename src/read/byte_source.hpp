@@ -121,4 +121,9 @@ class ByteSource {
   bool checksum_failed_ = false;
 };
 
+/// The largest buffer a ByteSource of this process has grown to [bytes]: about the
+/// longest log line (or trace event) read so far, which is held whole while it is read.
+/// For the out-of-memory message.
+std::size_t largest_buffer_bytes() noexcept;
+
 }  // namespace stepprof::detail

@@ -979,6 +979,28 @@ def test_out_of_memory_is_its_own_status_with_a_clear_message(tmp_path):
     assert ok.returncode == 0
 
 
+@pytest.mark.skipif(os.environ.get("STEPPROF_SANITIZE", "") != "",
+                    reason="sanitizers reserve terabytes of address space: no address-space limit fits them")
+def test_out_of_memory_on_a_long_line_names_the_line(tmp_path):
+    # One record of the real log with a 100 MB field stepprof does not know: about 480 MB
+    # at the peak. Under a 400 MB limit the message said only "read fewer updates (--steps
+    # A:B) or fewer files", which cannot help with 21 records.
+    import resource
+    lines = LOG.read_text().splitlines()
+    lines[2] = lines[2][:-1] + ', "junk": "' + "x" * (100 << 20) + '"}'
+    log = tmp_path / "long.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (400 << 20, 400 << 20))  # noqa: E731
+    out = subprocess.run([BIN, "report", "--format", "json", str(log)], capture_output=True, text=True, timeout=120,
+                         preexec_fn=limit)
+    assert out.returncode == 4, (out.returncode, out.stderr[-2000:])
+    # (the buffer doubled to 128 MiB for the 100 MiB line: "longer than 63 MB")
+    assert "a line (or trace event) longer than 63 MB was read" in out.stderr, out.stderr
+    ok = subprocess.run([BIN, "report", "--format", "json", str(LOG)], capture_output=True, text=True, timeout=120,
+                        preexec_fn=limit)
+    assert ok.returncode == 0 and "line (or trace event)" not in ok.stderr
+
+
 def test_code_paths_count_work_from_micro_batch_detail_when_the_log_has_no_path_counters(tmp_path):
     # A training loop that records each micro-batch's path and frames (the recorder's
     # microbatch()) and no <path>_frames counters: the code-path table showed "-" for
