@@ -525,4 +525,16 @@ TEST(JsonWriter, HandsOverPiecesOfAboutAMebibyteAndStopsWhenAWriteFails) {
   failing.end_array();
   EXPECT_FALSE(failing.finish());
   EXPECT_EQ(calls, 2);  // (nothing more is handed over after the failed write)
+
+  // A per-rank array stops being made at the first failed write (a report of 16,384 ranks
+  // to /dev/full was made to its end).
+  std::size_t made = 0;
+  JsonWriter full([](std::string_view) { return false; });
+  full.object_with_array({{"per_rank", nullptr}}, "per_rank", big.size(), [&](std::size_t i) {
+    ++made;
+    return big[i];
+  });
+  EXPECT_FALSE(full.ok());
+  EXPECT_FALSE(full.finish());
+  EXPECT_LT(made, big.size() / 2);  // (about 1 MiB of 3.4 MB: the first piece)
 }

@@ -17,6 +17,7 @@
 
 #include "recorder_test_util.hpp"
 #include "stepprof/device_timer.hpp"
+#include "stepprof/line_sink.hpp"
 #include "stepprof/stepprof.hpp"
 
 using namespace stepprof;
@@ -346,4 +347,38 @@ TEST_F(RecorderTest, ARegionEndedOnAnotherThreadBeforeEndUpdateIsInThatUpdate) {
     EXPECT_LE(ms, held_ms[static_cast<std::size_t>(step)] + 0.5);  // (not the next update's 10 ms too)
     EXPECT_LT(ms, u["wall_ms"].get<double>());
   }
+}
+
+// A fork() child's copy of a pipe's sink whose flusher waits for work (on a condition
+// variable): glibc's destructor of the child's copy of that variable waited for the
+// waiter, which does not exist in the child, so a child that destroyed the sink (after
+// release_in_child, as a new open() in the child would) hung forever.
+TEST(FileSinkFork, AChildDestroysItsCopyOfASinkWhoseFlusherWaits) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  int error = 0;
+  auto sink = open_file_sink("/proc/self/fd/" + std::to_string(fds[1]), false, error);
+  ASSERT_NE(sink, nullptr) << error;
+  const std::string line(1000, 'x');
+  std::size_t written = 0;
+  for (int i = 0; i < 200; ++i)  // 200 KB: beyond the pipe's 64 KB, so some waits and the flusher starts
+    ASSERT_EQ(sink->write(line + "\n", written), 0);
+  const std::string text = read_lines_for(fds[0], 200, 10'000);  // the flusher sends the rest
+  ASSERT_EQ(std::count(text.begin(), text.end(), '\n'), 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // (the flusher back waiting for work)
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(5);  // a child that hangs is killed by SIGALRM
+    sink->release_in_child();
+    sink.reset();
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_EQ(sink->close(), 0);
+  EXPECT_EQ(sink->unwritten_records(), 0u);
+  ::close(fds[0]);
+  ::close(fds[1]);
 }

@@ -28,6 +28,13 @@ std::string ms_text(double v, int digits) {
   return fmt::format("{:.2g}", v);
 }
 
+// A rank's time in the cross-rank findings: whole ms from 10 ms up, two significant digits
+// below (own work of 2.0 against 2.4 ms read "2 ms against 2 ms"; 0.46 ms at stake "0 ms").
+std::string rank_ms_text(double v) {
+  if (v == 0 || std::fabs(v) >= 10) return fmt::format("{:.0f}", v);
+  return fmt::format("{:.2g}", v);
+}
+
 const WaitingResult* first_waiting(const std::vector<WaitingResult>& w) {
   for (const auto& x : w)
     if (x.waiting) return &x;
@@ -316,11 +323,11 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
     f.evidence = fmt::format(
         "its own work (wall_ms minus {}) takes {} ms per update (median) against {} ms on the fastest rank; {}",
         x.comm_region.empty() ? std::string("nothing: no communication region") : x.comm_region,
-        ms_text(r.compute_ms.median, 0), ms_text(r.compute_ms.median * r.relative_score, 0),
+        rank_ms_text(r.compute_ms.median), rank_ms_text(r.compute_ms.median * r.relative_score),
         margin ? fmt::format("when it is the slowest it is {} ms behind the median rank; the other ranks wait {} ms "
                              "per update on average (median per rank)",
-                             ms_text(margin->median, 0),
-                             ms_text(others ? others_wait / static_cast<double>(others) : 0.0, 0))
+                             rank_ms_text(margin->median),
+                             rank_ms_text(others ? others_wait / static_cast<double>(others) : 0.0))
                : std::string("it is never the slowest rank (a slower one always is), so no time is at stake on it "
                              "alone, and what the other ranks wait is for the slower ones"));
     if (outside.skipped > 0)
@@ -330,8 +337,8 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
     if (alone)
       f.evidence += fmt::format(
                         "; time at stake: how much sooner the slowest rank would finish its own work without this "
-                        "rank's lead, mean over updates: {:.0f} ms",
-                        x.slow_group->at_stake_ms) +
+                        "rank's lead, mean over updates: {} ms",
+                        rank_ms_text(x.slow_group->at_stake_ms)) +
                     group_stretches_text(x);
     f.evidence += own_work_caveat(x);
     f.action = fmt::format(
@@ -357,8 +364,8 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
                           detail::rank_numbers(ranks));
     g.evidence = fmt::format("the worst, {}: {}{}", worst.subject, worst.evidence,
                              most ? fmt::format("; they are most of the {} ranks, so the median rank is slow too: the "
-                                                "other ranks wait up to {:.0f} ms per update (median)",
-                                                x.per_rank.size(), fast_wait)
+                                                "other ranks wait up to {} ms per update (median)",
+                                                x.per_rank.size(), rank_ms_text(fast_wait))
                                   : std::string());
     g.action =
         "find what these ranks share: their nodes or GPUs (one host, one switch?), their data (frames, tokens, code "
@@ -401,7 +408,7 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
                                                                 : fmt::format("in {} of {} updates", g->updates_apart,
                                                                               g->updates),
                         ranks_text(g->slow), one ? "takes" : "take", g->slow_ms / g->fast_ms, ranks_text(g->fast),
-                        ms_text(g->slow_ms, 0), ms_text(g->fast_ms, 0));
+                        rank_ms_text(g->slow_ms), rank_ms_text(g->fast_ms));
   f.evidence = fmt::format(
       "own work = wall_ms minus {}; the ranks' {} own work splits at a gap of {} ms, wider than the fast {} "
       "({} ms); in {} of {} updates the slow {} median own work exceeds the fast {} by at least half the "
@@ -409,8 +416,8 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
       "sooner the slowest rank would finish its own work without the slow {} lead (each keeping its own jitter), "
       "mean over updates (a lower bound if {} also holds compute); a fast rank waits up to {} ms per update "
       "(median)",
-      comm, g->split_on == "means" ? "mean" : "median", ms_text(g->gap_ms, 0),
-      g->fast.size() == 1 ? "rank's own work" : "ranks' whole range", ms_text(g->spread_ms, 0),
+      comm, g->split_on == "means" ? "mean" : "median", rank_ms_text(g->gap_ms),
+      g->fast.size() == 1 ? "rank's own work" : "ranks' whole range", rank_ms_text(g->spread_ms),
       g->updates_apart, g->updates, one ? "rank's" : "ranks'", g->fast.size() == 1 ? "rank's" : "ranks'",
       g->updates_slowest, one ? "it was" : "one of them was",
       one ? fmt::format("its relative score is {:.2f}", low_score)
@@ -419,10 +426,10 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
       flagged.empty() ? std::string()
                       : fmt::format("; {} would be a straggler finding of {} own, counted here", ranks_text(flagged),
                                     flagged.size() == 1 ? "its" : "their"),
-      one ? "rank's" : "ranks'", comm, ms_text(fast_wait, 0));
+      one ? "rank's" : "ranks'", comm, rank_ms_text(fast_wait));
   if (slowest && g->slow.size() > 1)
     f.evidence += fmt::format("; the slowest of them is rank {} ({} ms own work, median)", slowest->rank,
-                              ms_text(slowest->compute_ms.median, 0));
+                              rank_ms_text(slowest->compute_ms.median));
   f.evidence += group_stretches_text(x);
   f.action = fmt::format(
       "find what {} {} that {} {}: {} (model, clocks, temperature, other processes), {} data (frames, tokens, "

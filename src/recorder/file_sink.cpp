@@ -67,7 +67,7 @@ class FileSink final : public LineSink {
     if (!stream_) return write_all(bytes, written);
     // A stream: what waits goes first, so that records stay in order and whole. (The
     // flusher holds the lock only for one write(2) that does not block.)
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(sync_->mu);
     if (const int err = drain(); err != 0 && err != EAGAIN) return err;
     if (queue_.empty()) {
       const int err = write_some(bytes, written);
@@ -85,14 +85,15 @@ class FileSink final : public LineSink {
   int sync() noexcept override {
     if (fd_ < 0) return EBADF;
     if (stream_) {  // (a pipe has nothing to persist)
-      std::lock_guard lock(mu_);
+      std::lock_guard lock(sync_->mu);
       return drain();
     }
     return ::fdatasync(fd_) == 0 ? 0 : errno;
   }
 
   std::size_t unwritten_records() const noexcept override {
-    std::lock_guard lock(mu_);
+    if (!sync_) return lost_ + lines(queue_);  // (a fork child's copy, released)
+    std::lock_guard lock(sync_->mu);
     return lost_ + lines(queue_);
   }
 
@@ -100,10 +101,14 @@ class FileSink final : public LineSink {
   // stays until every copy is closed, so a child (a persistent DataLoader worker) would
   // keep the parent from opening the file again. Closing the copy leaves the parent's.
   // The flusher thread is the parent's: the child's copy of its handle is let go of
-  // without a join (no such thread runs in the child), and the lock it may have held at
-  // the fork is never taken in the child (close() returns at once once fd_ is -1).
+  // without a join (no such thread runs in the child), and so are the copies of the lock
+  // it may have held at the fork and of the condition variable it may have been waiting
+  // on (glibc's destructor of that copy waits for a waiter that does not exist in the
+  // child: the child hung if it ever destroyed this sink). Once fd_ is -1 no method takes
+  // the lock.
   void release_in_child() noexcept override {
-    (void)flusher_.release();  // (its few bytes are leaked, once per fork)
+    (void)flusher_.release();  // (their few bytes are leaked, once per fork)
+    (void)sync_.release();
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
@@ -112,7 +117,7 @@ class FileSink final : public LineSink {
     if (fd_ < 0) return 0;
     stop_flusher();
     int err = 0;
-    std::unique_lock lock(mu_);
+    std::unique_lock lock(sync_->mu);
     if (stream_ && !queue_.empty()) {
       // The reader gets up to kCloseWait to take what waits; what it leaves is lost
       // (unwritten_records() says how many records).
@@ -175,7 +180,7 @@ class FileSink final : public LineSink {
     return 0;
   }
 
-  // mu_ held. Writes what waits, as far as the reader takes it: 0 when nothing waits any
+  // sync_->mu held. Writes what waits, as far as the reader takes it: 0 when nothing waits any
   // more, EAGAIN when some still does, or the error that makes the rest unwritable (EPIPE:
   // the reader is gone; what waited is then dropped and counted).
   int drain() noexcept {
@@ -190,7 +195,7 @@ class FileSink final : public LineSink {
     return err;
   }
 
-  // mu_ held. Queues `rest` and has the flusher send it.
+  // sync_->mu held. Queues `rest` and has the flusher send it.
   bool enqueue(std::string_view rest) noexcept {
     if (queue_.size() + rest.size() > kMaxQueued) return false;
     try {
@@ -199,11 +204,11 @@ class FileSink final : public LineSink {
       return false;
     }
     start_flusher();
-    wake_.notify_one();
+    sync_->wake.notify_one();
     return true;
   }
 
-  // mu_ held. Starts the flusher the first time something is queued (a reader that keeps
+  // sync_->mu held. Starts the flusher the first time something is queued (a reader that keeps
   // up never costs a thread), with every signal blocked in it, so that the job's signals
   // (SIGINT, SIGTERM, ...) keep going to the job's own threads. If the thread cannot be
   // made, the queue is sent by the next write() or by close(), as without a flusher.
@@ -222,9 +227,9 @@ class FileSink final : public LineSink {
 
   // The flusher: while something waits, sends it as the reader takes it.
   void flush_queued() noexcept {
-    std::unique_lock lock(mu_);
+    std::unique_lock lock(sync_->mu);
     for (;;) {
-      wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      sync_->wake.wait(lock, [this] { return stop_ || !queue_.empty(); });
       if (stop_) return;
       pollfd p{fd_, POLLOUT, 0};
       lock.unlock();
@@ -238,10 +243,10 @@ class FileSink final : public LineSink {
   void stop_flusher() noexcept {
     if (!flusher_) return;
     {
-      std::lock_guard lock(mu_);
+      std::lock_guard lock(sync_->mu);
       stop_ = true;
     }
-    wake_.notify_one();
+    sync_->wake.notify_one();
     try {
       flusher_->join();
     } catch (...) {  // (cannot happen: the thread is joinable and not this one)
@@ -260,8 +265,11 @@ class FileSink final : public LineSink {
   int fd_;  // (changed only by close() and release_in_child(), with no flusher running)
   bool stream_ = false;
   // A stream's queue and what goes with it, shared with the flusher.
-  mutable std::mutex mu_;
-  std::condition_variable wake_;  // something was queued, or stop_
+  struct Sync {
+    std::mutex mu;
+    std::condition_variable wake;  // something was queued, or stop_
+  };
+  std::unique_ptr<Sync> sync_ = std::make_unique<Sync>();  // (null in a fork child: release_in_child)
   // A stream's bytes its reader has not taken yet (the first line may be the rest of a
   // record begun in the pipe).
   std::string queue_;

@@ -599,6 +599,12 @@ Status Core::end_update(std::int64_t step) {
     count_global_error(ErrorKind::kBadArgument);
     return Status::kErrArgument;
   }
+  // This thread's regions that other threads ended since its last region entry (a scope
+  // object handed over and destroyed there) are closed now, at the time they were
+  // destroyed: their time belongs in this record, and they are not open here any more.
+  // (Before the stream is synchronized: their device end events are recorded now, and
+  // recorded after the synchronization they would not be complete yet.)
+  if (t_state != nullptr && t_state->foreign_exit.load(std::memory_order_acquire)) apply_foreign_exits(t_state);
   if (timer_ && opts_.sync_at_update)
     for (void* stream : streams_)
       if (!timer_->synchronize(stream)) count_global_error(ErrorKind::kDeviceSyncFailed);
@@ -606,10 +612,6 @@ Status Core::end_update(std::int64_t step) {
   // Steps are update indices, >= 0 and increasing: one not above the highest before it
   // is written (the reader reports a repeated one as a duplicate step) and counted.
   if (last_step_ && step <= *last_step_) count_global_error(ErrorKind::kBadArgument);
-  // This thread's regions that other threads ended since its last region entry (a scope
-  // object handed over and destroyed there) are closed now, at the time they were
-  // destroyed: their time belongs in this record, and they are not open here any more.
-  if (t_state != nullptr && t_state->foreign_exit.load(std::memory_order_acquire)) apply_foreign_exits(t_state);
   // Called inside a region of this thread (a loop body's region around end_update): that
   // region ends after this record, so its time goes in the next update's record.
   if (t_state != nullptr && t_state->depth > 0) count_global_error(ErrorKind::kOpenAtEndUpdate);

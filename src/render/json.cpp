@@ -365,7 +365,10 @@ bool render_json(const Report& r, const Diagnostics& diag, const std::function<b
   w.member("padding", padding(r.padding));
   w.key("waiting");
   w.begin_array();
-  for (const auto& x : r.waiting) w.value(waiting_rank(x));
+  for (const auto& x : r.waiting) {
+    if (!w.ok()) return false;  // (a write failed: the rest is not made)
+    w.value(waiting_rank(x));
+  }
   w.end_array();
   w.key("cross_rank");
   w.object_with_array(cross_rank_head(r.cross_rank), "per_rank", r.cross_rank.per_rank.size(),

@@ -87,7 +87,7 @@ void JsonWriter::object_with_array(const Json& head, std::string_view array_key,
       continue;
     }
     begin_array();
-    for (std::size_t i = 0; i < n; ++i) value(element(i));
+    for (std::size_t i = 0; i < n && ok_; ++i) value(element(i));
     end_array();
   }
   end_object();

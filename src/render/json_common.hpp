@@ -66,6 +66,9 @@ class JsonWriter {
                          const std::function<Json(std::size_t)>& element);
   /// Ends the document (its newline) and writes what is left; false when a write failed.
   bool finish();
+  /// False once a write failed: what is given after it is dropped, so a caller making a
+  /// long document stops (object_with_array does).
+  [[nodiscard]] bool ok() const { return ok_; }
 
  private:
   struct Level {

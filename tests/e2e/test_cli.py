@@ -1704,3 +1704,10 @@ def test_a_straggler_by_score_with_nothing_at_stake_is_no_finding(tmp_path):
     # (medians over steps 0..9: 0.6045 and 0.4045 ms)
     assert "takes 0.6 ms per update (median) against 0.4 ms on the fastest rank" in f["evidence"], f["evidence"]
 
+    # Own work 2.4 against 2.0 ms read "2 ms against 2 ms" (whole ms below 10 ms).
+    _two_rank_logs(tmp_path / "few", [2.0, 2.4], wall=10.0)
+    rep = json.loads(run("report", "--format", "json", tmp_path / "few").stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] in ("straggler", "slow-ranks")]
+    # (medians 2.4045 and 2.0045 ms)
+    assert "takes 2.4 ms per update (median) against 2 ms on the fastest rank" in f["evidence"], f["evidence"]
+    assert " 0 ms" not in f["evidence"], f["evidence"]
