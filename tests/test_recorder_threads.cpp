@@ -205,6 +205,15 @@ std::string read_lines_for(int fd, std::size_t want, int ms) {
   return text;
 }
 
+// Host-only recorder options for a log written to the pipe whose write end is `fd`.
+Options pipe_log(int fd, const char* run_id) {
+  Options o;
+  o.path = "/proc/self/fd/" + std::to_string(fd);
+  o.device_timing = DeviceTiming::kOff;
+  o.run_id = run_id;
+  return o;
+}
+
 }  // namespace
 
 // A log written to a pipe whose reader fell behind: the records its reader had not
@@ -215,11 +224,7 @@ std::string read_lines_for(int fd, std::size_t want, int ms) {
 TEST_F(RecorderTest, APipesQueuedRecordsAreSentWhileTheJobMakesNoUpdate) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
-  Options o;
-  o.path = "/proc/self/fd/" + std::to_string(fds[1]);
-  o.device_timing = DeviceTiming::kOff;
-  o.run_id = "flusher";
-  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(open(pipe_log(fds[1], "flusher")), Status::kOk);
   // About 700 KB of records: beyond the pipe's 64 KB, within the 1 MiB queue.
   constexpr int kUpdates = 1000;
   const std::vector<std::int64_t> indices(64, 123456);
@@ -264,11 +269,7 @@ TEST_F(RecorderTest, APipesQueuedRecordsAreSentWhileTheJobMakesNoUpdate) {
 TEST_F(RecorderTest, TheFlusherAndEndUpdateShareASlowlyReadPipe) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
-  Options o;
-  o.path = "/proc/self/fd/" + std::to_string(fds[1]);
-  o.device_timing = DeviceTiming::kOff;
-  o.run_id = "flusher-shared";
-  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(open(pipe_log(fds[1], "flusher-shared")), Status::kOk);
   std::string text;
   std::thread reader([&] {  // about 4 KB per 0.2 ms: behind the job, ahead of no one
     char buf[4096];
