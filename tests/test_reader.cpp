@@ -1627,6 +1627,27 @@ TEST_F(ReaderTest, StrictStopsAtTheFirstDuplicateStep) {
   EXPECT_EQ(first(Problem::kDuplicateStep)->line, 3u);
 }
 
+TEST_F(ReaderTest, StrictStopsAtTheFirstDuplicateStepInLineOrderInAStreamOfSeveralRanks) {
+  // Every rank's records interleaved in one stream; rank 1 repeats step 2 at line 7 and
+  // rank 0 repeats step 1 at line 9. Reading the stream in order meets line 7 first; the
+  // reader used to add the stream's records rank by rank and named rank 0's line 9. A
+  // malformed line after the first duplicate is never reached (reading stopped).
+  std::string text;
+  for (int r = 0; r < 2; ++r) text += fmt::format(R"({{"type": "config", "rank": {}, "world_size": 2}})", r) + "\n";
+  const auto rec = [](int r, int step) {
+    return fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": 10}})", r, step) + "\n";
+  };
+  text += rec(0, 1) + rec(1, 1) + rec(0, 2) + rec(1, 2) + rec(1, 2) + rec(0, 3) + rec(0, 1) + "{\"type\": \n";
+  read({write("stream.jsonl", text)}, /*strict=*/true);
+  EXPECT_TRUE(diag_.should_stop());
+  const auto dups = all(Problem::kDuplicateStep);
+  ASSERT_EQ(dups.size(), 1u);
+  EXPECT_EQ(dups[0]->line, 7u);
+  EXPECT_NE(dups[0]->message.find("duplicate step 2 for rank 1 (first at line 6)"), std::string::npos)
+      << dups[0]->message;
+  EXPECT_EQ(diag_.count(Severity::kError), 1u);
+}
+
 TEST_F(ReaderTest, TruncatedLineColumnIsWhereItWasCut) {
   const std::string cut = R"({"type": "update", "step": 12, "wall_ms": 15)";
   const auto p = write("cut.jsonl", kConfig + "\n" + update(11) + "\n" + cut);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <new>
 #include <unordered_map>
 
@@ -212,6 +213,10 @@ class FileParser {
     // rank's latest one.
     std::ptrdiff_t cur_segment = -1;
     std::unordered_map<std::int64_t, std::ptrdiff_t> segment_of_rank;
+    // --strict: the line of each (rank, step) kept, so that reading stops at the first
+    // duplicate step in line order (in a stream of several ranks too, whose records are
+    // kept rank by rank; duplicates across files are found when the files are merged).
+    std::map<std::pair<std::optional<std::int64_t>, std::int64_t>, std::uint64_t> strict_steps;
     auto switch_to = [&](std::ptrdiff_t segment) {
       cur_segment = segment;
       cur_config = segment < 0 ? &out_.config : &out_.later_runs[static_cast<std::size_t>(segment)].config;
@@ -455,6 +460,15 @@ class FileParser {
             report(Severity::kWarning, Problem::kRecorderErrors, ln, 0,
                    fmt::format("the recorder counted errors since its previous record, up to the end of step {}: {}",
                                u.step, kinds));
+          }
+          if (opt_.strict) {
+            const auto [it, fresh] = strict_steps.try_emplace({u.rank, u.step}, ln);
+            if (!fresh) {
+              report(Severity::kError, Problem::kDuplicateStep, ln, 1,
+                     fmt::format("duplicate step {} for {} (first at line {}); stopping (--strict)", u.step,
+                                 rank_text(u.rank), it->second));
+              break;
+            }
           }
           u.source = {file_, ln};
           kept->push_back(compact_copy(u, opt_.keep_sample_indices));
