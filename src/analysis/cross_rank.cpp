@@ -185,7 +185,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   // spike) lifted pass 1's bound from 0.6 to 8.8 s, and pass 2 asked for 10 updates.
   const std::size_t kLongMinBehind = std::clamp<std::size_t>(per_update.size() / 4, kMinBehind, 10);
   constexpr double kLongMinDensity = 0.75;    // in at least this share of the stretch's updates
-  std::vector<double> run_margins;
+  std::vector<double> run_margins, edge_margins;
   auto collect = [&](const Behind& from, bool long_pass, double base, double thr, bool smoothed) {
     for (const auto& [rank, at] : from) {
       for (std::size_t first = 0; first < at.size();) {
@@ -226,6 +226,19 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
             e = best_end;
           }
         }
+        // A long stretch (passes 2 and 3) is judged at its own level: beyond the bound, and
+        // at least half its median margin. A straggler 1.5x slower is about 3.4 s behind the
+        // median rank, a fallback 1 s: fallbacks next to the stretch joined it across the
+        // gaps (synth --straggler 3:100:150:1.5 with fallbacks: steps 100..153). Its ends are
+        // trimmed to updates beyond that level.
+        double level = thr;
+        if (long_pass) {
+          run_margins.clear();
+          for (std::size_t k = first; k < e; ++k) run_margins.push_back(at[k].second);
+          level = std::max(thr, 0.5 * *median(run_margins));
+          while (first + 1 < e && at[first].second <= level) ++first;
+          while (e - 1 > first && at[e - 1].second <= level) --e;
+        }
         const std::size_t n = e - first, span = at[e - 1].first - at[first].first + 1;
         // Pass 1: a run must also be beyond chance. A rank behind in a share p of the
         // updates outside the run (rare fallbacks, say; (behind + 1) / (updates + 2), so
@@ -247,7 +260,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
                                                             static_cast<double>(per_update.size()) *
                                                             static_cast<double>(std::max<std::size_t>(ranks.size(), 1)) <
                                                         kChanceAtMost;
-        const bool keep = beyond_chance && (long_pass ? n >= (smoothed ? 10 : kLongMinBehind) && short_beyond_chance &&
+        bool keep = beyond_chance && (long_pass ? n >= (smoothed ? 10 : kLongMinBehind) && short_beyond_chance &&
                                                                   static_cast<double>(n) >=
                                                                                   kLongMinDensity * static_cast<double>(span)
                                                       : n >= kMinBehind);
@@ -258,6 +271,49 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         // and the straggler finding prices the rest). A shorter stretch keeps its sharper
         // pieces (fallbacks on the straggler itself): a 61-update stretch gave way to 5 of
         // its updates, priced at an eighth of it.
+        // A long stretch must then be beyond chance at that level, over every rank and
+        // every place it could start (Bonferroni), with the rank's share p of updates
+        // beyond the level outside it. A running quartile is beyond its bound wherever most
+        // of 11 updates are, and a rank with fallbacks in a third of its updates has them in
+        // 16 of 19 now and then: 64 ranks x 2,000 updates (synth --fallback-rate 0.2, seed
+        // 9, no straggler) gave 8 "stretches" (14 of 14 updates, say) before. Pass 3's
+        // stretch ends where a window's quartile is no longer the stretch's, 2 or more
+        // updates early at each end: it takes the updates around it beyond the level, up to
+        // half a window, as a run does (at most kMaxGap others between two). Its updates
+        // "far behind" are those beyond the bound (a quartile beyond it is no update's).
+        std::size_t lo = at[first].first, hi = at[e - 1].first, far_behind = n;
+        edge_margins.clear();
+        if (keep && long_pass) {
+          const RankWork& w =
+              *std::find_if(ranks.begin(), ranks.end(), [&](const RankWork& r) { return r.rank == rank; });
+          if (smoothed) {
+            const std::size_t lo_most = lo >= kWindow / 2 ? lo - kWindow / 2 : 0,
+                              hi_most = std::min(per_update.size() - 1, hi + kWindow / 2);
+            for (std::size_t j = lo; j-- > lo_most && lo - j <= kMaxGap + 1;)
+              if (margin_of(w, j) > level) {
+                lo = j;
+                edge_margins.push_back(margin_of(w, j));
+              }
+            for (std::size_t j = hi + 1; j <= hi_most && j - hi <= kMaxGap + 1; ++j)
+              if (margin_of(w, j) > level) {
+                hi = j;
+                edge_margins.push_back(margin_of(w, j));
+              }
+          }
+          std::size_t inside = 0, outside = 0;
+          far_behind = 0;
+          for (std::size_t j = 0; j < per_update.size(); ++j) {
+            const double m = margin_of(w, j);
+            const bool in = j >= lo && j <= hi;
+            if (m > level) ++(in ? inside : outside);
+            if (in && m > thr) ++far_behind;
+          }
+          const std::size_t width = hi - lo + 1;
+          const double p_level = static_cast<double>(outside + 1) / static_cast<double>(per_update.size() - width + 2);
+          keep = binomial_upper_tail(inside, width, p_level) * static_cast<double>(per_update.size()) *
+                     static_cast<double>(ranks.size()) <
+                 kChanceAtMost;
+        }
         bool known = false;
         if (keep && long_pass) {
           const std::int64_t who = rank, from_step = per_update[at[first].first].step,
@@ -279,38 +335,15 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         if (keep && !known) {
           StragglerEpisode ep;
           ep.rank = rank;
-          run_margins.clear();
-          // Pass 3's stretch ends where a window's quartile is no longer the stretch's,
-          // 2 or more updates early at each end: it takes the updates around it whose own
-          // margin is beyond the bound, up to half a window, as a run does (at most kMaxGap
-          // others between two).
-          std::size_t lo = at[first].first, hi = at[e - 1].first, more = 0;
-          if (smoothed) {
-            const RankWork& w =
-                *std::find_if(ranks.begin(), ranks.end(), [&](const RankWork& r) { return r.rank == ep.rank; });
-            const std::size_t lo_most = lo >= kWindow / 2 ? lo - kWindow / 2 : 0,
-                              hi_most = std::min(per_update.size() - 1, hi + kWindow / 2);
-            for (std::size_t j = lo; j-- > lo_most && lo - j <= kMaxGap + 1;)
-              if (margin_of(w, j) > thr) {
-                lo = j;
-                ++more;
-                run_margins.push_back(margin_of(w, j));
-              }
-            for (std::size_t j = hi + 1; j <= hi_most && j - hi <= kMaxGap + 1; ++j)
-              if (margin_of(w, j) > thr) {
-                hi = j;
-                ++more;
-                run_margins.push_back(margin_of(w, j));
-              }
-          }
           ep.first_step = per_update[lo].step;
           ep.last_step = per_update[hi].step;
           ep.updates = hi - lo + 1;
-          ep.behind = n + more;
+          ep.behind = far_behind;
           ep.typical_margin_ms = base;
           ep.threshold_ms = thr;
           ep.long_stretch = long_pass;
           ep.running_quartile = smoothed;
+          run_margins = edge_margins;
           for (std::size_t k = first; k < e; ++k) {
             run_margins.push_back(at[k].second);
             ep.excess_ms += at[k].second - base;

@@ -870,6 +870,35 @@ def test_frequent_fallbacks_alone_are_no_stretch(tmp_path, ranks, fallback_rate)
         assert not any(f["kind"] in ("straggler_episode", "straggler", "slow-ranks") for f in rep["findings"])
 
 
+def test_runs_of_fallbacks_on_one_rank_of_many_are_no_stretch(tmp_path):
+    # 32 ranks x 1,000 updates, fallbacks in about a third of every rank's updates: some
+    # rank has them in 16 of 19 updates now and then, and its running lower quartile of
+    # margins stood out; seeds 3 and 4 gave 3 "stretches of falling behind" each (one
+    # "far behind in 19 of 19 updates" where 3 of them were faster than the median rank).
+    for seed in (3, 4):
+        d = tmp_path / str(seed)
+        synth(d, "--ranks", 32, "--updates", 1000, "--seed", seed, "--fallback-rate", 0.2)
+        rep = report(d / "logs")
+        assert rep["cross_rank"]["episodes"] == [], (seed, rep["cross_rank"]["episodes"])
+        assert not any(f["kind"] == "straggler_episode" for f in rep["findings"])
+
+
+def test_a_stretch_ends_where_the_straggler_does_not_at_a_fallback_next_to_it(tmp_path):
+    # Rank 3 of 16 is 1.5x slower in steps 100..150; its fallbacks in steps 151 and 153
+    # joined the stretch across the gap (reported 100..153, "behind in 54 of 54").
+    synth(tmp_path, "--ranks", 16, "--updates", 1000, "--seed", 1, "--fallback-rate", 0.2,
+          "--straggler", "3:100:150:1.5")
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    (e,) = x["episodes"]
+    assert (e["rank"], e["first_step"], e["last_step"]) == (3, 100, 150), e
+    # "behind" counts the stretch's updates whose own margin (own work less the median
+    # rank's, from the raw lines) is beyond the episode's threshold.
+    own = own_work(tmp_path / "logs", x["comm_region"])
+    margins = [own[3][s] - median([own[r][s] for r in own]) for s in range(100, 151)]
+    assert e["updates"] == 51 and e["behind"] == sum(m > e["threshold_ms"] for m in margins), e
+
+
 def setter_growth(logs, comm, slow_steps):
     """{region: (median over slow_steps, median over all steps)} of the device time of
     each step's rank with the most own work (wall_ms - comm), a step without the region

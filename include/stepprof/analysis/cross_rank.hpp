@@ -143,8 +143,16 @@ struct RankWork {
 /// fallback in some), and a run as in pass 2 beyond median + max(6 x 1.4826 x MAD, 8 % of
 /// the median rank's own work) of all ranks' running quartiles is a long stretch too
 /// (`running_quartile`), unless pass 2 found one of the rank there; it takes the updates
-/// around it whose own margin is beyond that bound (up to 5 each side, as a run does:
-/// the quartile of a window the stretch fills less of is not the stretch's). A long stretch is priced per update of it (behind the
+/// around it whose own margin is beyond its level (below; up to 5 each side, as a run
+/// does: the quartile of a window the stretch fills less of is not the stretch's).
+/// A long stretch (second or third pass) is judged at its own level, the larger of the
+/// bound and half its median margin: its ends are trimmed to updates beyond it (fallbacks
+/// next to a straggler's stretch joined it across the gaps), and its updates beyond it
+/// must be beyond chance over every rank (P(Binomial(L, p) >= k), p the rank's share of
+/// updates beyond the level outside it, times the aligned updates times the ranks, below
+/// 1 %: with fallbacks in a third of the updates, 32-64 ranks x 1,000-2,000 updates gave
+/// 1-8 "stretches" of 14-19 updates by chance). For a third-pass stretch `behind` counts
+/// its updates whose own margin is beyond the bound. A long stretch is priced per update of it (behind the
 /// threshold or not: a straggler is slower throughout) against the slowest other rank
 /// there (see typical_margin_ms): with fallbacks on the other ranks the job still waits
 /// for one of them without it.
