@@ -64,11 +64,24 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
       }
     }
     if (!most_slow.empty()) {
-      const double typical = median_or_zero(most_all);
+      // Each within its median plus the larger of 3 robust standard deviations and 5 %.
+      // Both must stay there: where one rank's slow path makes the most own work vary
+      // widely (fallbacks), every rank's own work grew 1.9 s in the slow steps, the most
+      // only within its wide band, and "every rank waited (the network)" was said.
+      const double typical = median_or_zero(most_all), typical_median = median_or_zero(median_all);
       const double band = std::max(3 * robust_sd(most_all, typical), 0.05 * typical);
+      const double median_band = std::max(3 * robust_sd(median_all, typical_median), 0.05 * typical_median);
       out.most_own_work_grew_ms = median_or_zero(most_slow) - typical;
-      out.median_own_work_grew_ms = median_or_zero(median_slow) - median_or_zero(median_all);
-      if (!(out.most_own_work_grew_ms > band)) {
+      out.median_own_work_grew_ms = median_or_zero(median_slow) - typical_median;
+      // And the most own work must not explain half the slow steps' extra time (their
+      // median update time less every step's): with a wide spread and no outliers (the
+      // p90 is the threshold), the slowest steps are those of the most own work, and its
+      // growth stays within a band that spread widens.
+      std::vector<double> slow_walls;
+      for (const std::int64_t step : out.steps) slow_walls.push_back(updates[slowest.at(step)]->wall_ms);
+      const double wall_grew = median_or_zero(slow_walls) - time->median;
+      if (!(out.most_own_work_grew_ms > band) && !(out.median_own_work_grew_ms > median_band) &&
+          !(out.most_own_work_grew_ms >= 0.5 * wall_grew)) {
         out.own_work_typical = true;
         setter.clear();
         compared = slowest;

@@ -56,7 +56,11 @@ struct SlowUpdates {
   double most_own_work_grew_ms = 0;
   double median_own_work_grew_ms = 0;
   /// True when the most own work in the slow steps is within its usual range (the
-  /// median plus the larger of 3 robust standard deviations and 5 %): no rank given made
+  /// median plus the larger of 3 robust standard deviations and 5 %), and the median
+  /// rank's within its own (where every rank's own work grew, the most own work can stay
+  /// in a band that one rank's frequent slow path widens), and the most own work grew by
+  /// less than half the slow steps' extra update time (median, against every step's):
+  /// no rank given made
   /// them slow, every rank waited (for a rank without a log, one that stopped, or a slow
   /// collective); `grew` then compares the longest updates (by_own_work is false).
   bool own_work_typical = false;
