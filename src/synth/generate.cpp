@@ -373,12 +373,14 @@ std::string manifest_to_json(const Manifest& m) {
 std::string describe(const Manifest& m) {
   std::string s;
   for (const auto& x : m.stragglers)
-    // (lead_ms > 0: its own work exceeds the slowest other rank's; "ahead of" read as
-    // "faster than".)
-    s += fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update; {:.0f} ms {} own "
-                     "work than the slowest other rank on average, slowest in {} of {} updates)\n",
+    // (lead_ms > 0: it reached the all-reduce after the slowest other rank. It said "more
+    // own work", which `stepprof report` measures as wall_ms less the communication
+    // region: the slowed backward pass inside that region is not in it, and the report's
+    // figure was 2.0 s against this 3.5 s.)
+    s += fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update; reached the "
+                     "all-reduce {:.0f} ms {} than the slowest other rank on average, slowest in {} of {} updates)\n",
                      x.spec.rank, x.spec.first_step, x.spec.last_step, x.spec.factor, x.extra_ms, std::fabs(x.lead_ms),
-                     x.lead_ms >= 0 ? "more" : "less", x.slowest_updates,
+                     x.lead_ms >= 0 ? "later" : "earlier", x.slowest_updates,
                      x.spec.last_step - x.spec.first_step + 1);
   for (const auto& x : m.fallbacks) {
     std::string counts;

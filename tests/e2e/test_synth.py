@@ -62,6 +62,10 @@ def test_manifest_and_stderr_say_what_was_injected(job):
     inj = manifest["injections"]
     assert len(inj["stragglers"]) == 1 and len(inj["fallbacks"]) == 5 and len(inj["padding_spikes"]) == 4
     assert "straggler: rank 3, steps 101..110, compute x1.50" in stderr
+    # lead_ms is when it reached the all-reduce, not the report's own work (wall_ms less the
+    # communication region, which holds the slowed backward pass too): it said "more own work".
+    (s,) = inj["stragglers"]
+    assert f"reached the all-reduce {s['lead_ms']:.0f} ms later than the slowest other rank" in stderr, stderr
     for f in inj["fallbacks"]:
         assert f"fallback: rank {f['rank']}, step {f['step']}" in stderr
     for s in inj["padding_spikes"]:
