@@ -1963,3 +1963,27 @@ TEST(CanonicalJson, IgnoresLayoutButNotDigitsADoubleLoses) {
   EXPECT_NE(canonical_json(R"({"h": 9007199254740993.0})"), canonical_json(R"({"h": 9007199254740992.0})"));
   EXPECT_EQ(canonical_json("not json {"), "not json {");
 }
+
+TEST_F(ReaderTest, TwoLogsWithoutARankSayWhyTheirStepsRepeat) {
+  // Both files are read as one unknown rank: each step of the second is a duplicate. The
+  // error said only "duplicate step 1 for unknown rank", which reads like a rerun.
+  const std::string cfg = R"({"type": "config", "world_size": 2})";
+  const auto rec = [](int step, int ms) {
+    return fmt::format(R"({{"type": "update", "step": {}, "wall_ms": {}}})", step, ms) + "\n";
+  };
+  const auto a = write("a.jsonl", cfg + "\n" + rec(1, 10) + rec(2, 10));
+  const auto b = write("b.jsonl", cfg + "\n" + rec(1, 11) + rec(2, 11));
+  read({a, b});
+  const auto dups = all(Problem::kDuplicateStep);
+  ASSERT_EQ(dups.size(), 2u);
+  for (const auto* d : dups)
+    EXPECT_NE(d->message.find("logs without a rank are read as one rank: give each log's config line its \"rank\""),
+              std::string::npos)
+        << d->message;
+  // A rerun of a step within one rankless log is a plain duplicate.
+  const auto c = write("c.jsonl", cfg + "\n" + rec(1, 10) + rec(1, 12));
+  read({c});
+  const auto again = all(Problem::kDuplicateStep);
+  ASSERT_FALSE(again.empty());
+  EXPECT_EQ(again.back()->message.find("without a rank"), std::string::npos) << again.back()->message;
+}

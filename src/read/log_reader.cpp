@@ -611,9 +611,14 @@ class Reader {
         c.last = std::max(c.last, s.step);
         continue;
       }
+      // Logs without a rank are all one rank here: two such files repeat each other's steps.
+      const bool rankless_files = !rank && s.at.file != s.kept.file;
       report(Severity::kError, Problem::kDuplicateStep, s.at.file, s.at.line, 1,
-             fmt::format("duplicate step {} for {} (first at {}:{}); this record is skipped", s.step, rank_text(rank),
-                         ds_.files[s.kept.file], s.kept.line));
+             fmt::format("duplicate step {} for {} (first at {}:{}); this record is skipped{}", s.step, rank_text(rank),
+                         ds_.files[s.kept.file], s.kept.line,
+                         rankless_files ? " (logs without a rank are read as one rank: give each log's config "
+                                          "line its \"rank\", or read them one at a time)"
+                                        : ""));
     }
     for (const auto& [files, c] : copied) {
       const std::string where = files.first == files.second ? std::string("earlier ones in the same file")
