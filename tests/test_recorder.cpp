@@ -1322,6 +1322,55 @@ TEST_F(RecorderTest, AForkedChildNeitherBlocksNorWritesTheParentsLog) {
   }
 }
 
+// A fork() child inherited the forking thread's open regions: a recorder it opened gave
+// the child's regions the parent's region as their parent and counted open_at_end_update
+// and unwritten_at_close. The child's stack starts empty, and the exits of the regions
+// entered in the parent (with region_exit or a scoped Region) are not errors there.
+TEST_F(RecorderTest, AForkChildStartsWithAnEmptyRegionStack) {
+  TempLog log("fork-stack"), child_log("fork-stack-child");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const RegionId outer = region_id("fs_outer"), inner = region_id("fs_inner");
+  pid_t pid = -1;
+  region_enter(outer);
+  {
+    STEPPROF_REGION("fs_scoped");
+    region_enter(inner);
+    pid = fork();
+    if (pid == 0) {  // the child: reports through its exit status only
+      alarm(10);
+      if (open(host_only(child_log.path)) != Status::kOk) _exit(2);
+      { STEPPROF_REGION("fs_child_work"); }
+      if (end_update(1) != Status::kOk) _exit(3);
+      if (region_exit(inner) != Status::kOk) _exit(4);  // entered in the parent
+    } else {
+      region_exit(inner);
+    }
+  }  // fs_scoped ends, in the child too
+  if (pid == 0) {
+    if (region_exit(outer) != Status::kOk) _exit(5);
+    { STEPPROF_REGION("fs_child_work"); }
+    if (end_update(2) != Status::kOk) _exit(6);
+    _exit(close() == Status::kOk ? 0 : 7);  // kWarnErrors: errors were counted
+  }
+  ASSERT_GT(pid, 0) << std::strerror(errno);
+  region_exit(outer);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(close(), Status::kOk);
+  const auto parent = read_lines(log.path);
+  ASSERT_EQ(parent.size(), 2u);
+  EXPECT_EQ(parent[1]["parents"], (Json{{"fs_outer", nullptr}, {"fs_inner", "fs_scoped"}, {"fs_scoped", "fs_outer"}}));
+  const auto child = read_lines(child_log.path);
+  ASSERT_EQ(child.size(), 3u);
+  for (std::size_t k = 1; k < child.size(); ++k) {
+    EXPECT_EQ(child[k]["parents"], (Json{{"fs_child_work", nullptr}})) << child[k].dump();
+    EXPECT_FALSE(child[k].contains("recorder_errors")) << child[k].dump();
+  }
+}
+
 TEST_F(RecorderTest, InputShapeMacroTakesAnyIntegerType) {
   TempLog log("shape-types");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

@@ -115,11 +115,16 @@ PYBIND11_MODULE(_core, m) {
          const std::string& options_json) {
         stepprof_recorder* rec = nullptr;
         const int status = stepprof_open(path.c_str(), rank, world_size, config_json.c_str(), options_json.c_str(), &rec);
+        // Another recorder is open in this process: not raised (the Python layer makes a
+        // recorder that records nothing and counts it); handle 0.
+        if (status == STEPPROF_ERR_STATE)
+          return py::make_tuple(std::uintptr_t{0}, status, text(stepprof_last_error(), "replace"));
         check(status);
         return py::make_tuple(reinterpret_cast<std::uintptr_t>(rec), status, text(stepprof_last_error(), "replace"));
       },
       py::arg("path"), py::arg("rank"), py::arg("world_size"), py::arg("config_json"), py::arg("options_json"),
-      "Opens the recorder; returns (handle, status, message). Raises on an argument or state error.");
+      "Opens the recorder; returns (handle, status, message); status -2 (STEPPROF_ERR_STATE, handle 0): another "
+      "recorder is open in this process. Raises ValueError on an argument error.");
   m.def(
       "end_update",
       [](std::uintptr_t h, std::int64_t step) { return stepprof_end_update(handle(h), step); }, py::arg("handle"),
@@ -164,22 +169,24 @@ PYBIND11_MODULE(_core, m) {
         stepprof_region_id id = 0;
         // A name that records nothing (past 1024 names; empty or over 1024 bytes as written)
         // is counted by the recorder and reported, never raised into the training loop.
-        (void)stepprof_region_register(name.c_str(), &id);
+        const bool recorded = stepprof_region_register(name.c_str(), &id) == STEPPROF_OK;
         auto* obj = PyObject_New(RegionObject, region_type);
         if (!obj) throw py::error_already_set();
         obj->id = id;
         obj->name = PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size()));
-        return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(obj));
+        return py::make_tuple(py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(obj)), recorded);
       },
-      py::arg("name"), "Registers region `name` (once per name) and returns its context manager.");
+      py::arg("name"),
+      "Registers region `name` and returns (its context manager, recorded); recorded is False for a name the "
+      "recorder refused (past 1,024 names, empty, over 1,024 bytes): its region records nothing (counted).");
   m.def(
       "counter",
       [](const std::string& name) {
         stepprof_counter_id id = 0;
-        (void)stepprof_counter_register(name.c_str(), &id);  // (as for regions)
-        return id;
+        const bool recorded = stepprof_counter_register(name.c_str(), &id) == STEPPROF_OK;  // (as for regions)
+        return py::make_tuple(id, recorded);
       },
-      py::arg("name"), "Registers counter `name`; returns its id.");
+      py::arg("name"), "Registers counter `name`; returns (its id, recorded), as region() does.");
   m.def("counter_add", [](stepprof_counter_id id, std::int64_t n) { return check(stepprof_counter_add(id, n)); });
   m.def("frame_histogram_add",
         [](std::int64_t frames, std::int64_t samples) { return check(stepprof_frame_histogram_add(frames, samples)); });

@@ -17,9 +17,11 @@ the frame histogram, input shapes and sample indices. `stepprof report` reads th
 This package is a thin layer over the C++ recorder (the compiled module stepprof._core,
 which binds the C ABI of include/stepprof/stepprof.h); nothing is timed in Python.
 The recorder never raises into the training loop for what it cannot do (a file it
-cannot write, a full disk): it counts those errors, reports them in the next record's
-`recorder_errors` and at close(), and warns once. Programming errors (a wrong type for
-an argument, using a closed recorder) raise TypeError / ValueError / RuntimeError.
+cannot write, a full disk) nor for the state it is in (a second Recorder while one is
+open, a call after close(), e.g. from a logging thread that outlives training): it counts
+those errors (`errors`, the next record's `recorder_errors`, close()), and warns once.
+A wrong type or value of an argument (a count of 1.5, a negative one) is a programming
+error found at the first call: TypeError / ValueError.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import operator
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
@@ -55,12 +58,12 @@ def _integer(value: Any, what: str) -> int:
     return n
 
 
-def _warn_in_loop(message: str) -> None:
+def _warn_in_loop(message: str, stacklevel: int = 3) -> None:
     """A RecorderWarning from a call in the training loop. With warnings turned into
     errors (python -W error, a filter's "error"), the message goes to stderr instead: the
     recorder never raises into the training loop for what it cannot do."""
     try:
-        warnings.warn(message, RecorderWarning, stacklevel=3)
+        warnings.warn(message, RecorderWarning, stacklevel=stacklevel)
     except Warning:
         print(f"{message} (RecorderWarning, not raised)", file=sys.stderr, flush=True)
 
@@ -103,6 +106,18 @@ def _name(name: Any, what: str) -> str:
         raise ValueError(f"{what} name {name!r} contains a NUL character")
     return _utf8(name)
 
+
+def _is_array(value: Any) -> bool:
+    """True for a numpy array or a torch tensor, when the process has imported numpy or
+    torch (never imported here: a job that has not imported them has none)."""
+    for module, attr in (("numpy", "ndarray"), ("torch", "Tensor")):
+        m = sys.modules.get(module)
+        cls = getattr(m, attr, None) if m is not None else None
+        if isinstance(cls, type) and isinstance(value, cls):
+            return True
+    return False
+
+
 def _finite(value: Any, depth: int = 0) -> Any:
     """`value` made writable as JSON, at any depth of dicts, lists and tuples:
     - numpy and torch scalars (and 0-d arrays and tensors) as the Python number they hold
@@ -111,15 +126,25 @@ def _finite(value: Any, depth: int = 0) -> Any:
       (below -2^63 or above 2^64 - 1, which JSON readers round to a double), as its str()
       ("inf", "18446744073709551617"): {"max_grad_norm": float("inf")} is written, not
       rejected, and a 65-bit int is not rounded without a word;
+    - numpy arrays and torch tensors of one or more dimensions as (nested) lists
+      (tolist(); json.dumps(default=str) wrote np.array([1, 2]) as the string "[1 2]"),
+      when the process has imported numpy or torch (neither is imported here);
     - strings through _utf8 (a lone surrogate is not valid JSON text).
     ValueError for a value nested more than 64 levels deep (the recorder refuses those)."""
     if depth > 64:
         raise ValueError("a config value is nested more than 64 levels deep")
-    if not isinstance(value, (int, float, str, bytes, Mapping, list, tuple)) and getattr(value, "ndim", None) == 0:
-        try:
-            value = value.item()  # numpy scalar or 0-d array, torch 0-d tensor
-        except (AttributeError, TypeError, ValueError, RuntimeError):
-            pass
+    if not isinstance(value, (int, float, str, bytes, Mapping, list, tuple)):
+        ndim = getattr(value, "ndim", None)
+        if ndim == 0:
+            try:
+                value = value.item()  # numpy scalar or 0-d array, torch 0-d tensor
+            except (AttributeError, TypeError, ValueError, RuntimeError):
+                pass
+        elif isinstance(ndim, int) and ndim > 0 and _is_array(value):
+            try:
+                value = value.tolist()  # nested lists of Python numbers
+            except (AttributeError, TypeError, ValueError, RuntimeError):
+                pass
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, int) and not isinstance(value, bool) and not -(2 ** 63) <= value < 2 ** 64:
@@ -135,6 +160,31 @@ def _finite(value: Any, depth: int = 0) -> Any:
 
 _STATUS_WARN_IO = 1
 _STATUS_WARN_ERRORS = 2
+_STATUS_ERR_STATE = -2  # open(): another recorder is open in this process
+
+# Names cached per Recorder at most (the recorder takes 1,024 region and 1,024 counter
+# names per process; names it refuses are not cached, so this bounds only str keys that
+# differ but name one region, e.g. lone surrogates replaced by U+FFFD).
+_MAX_CACHED_NAMES = 4096
+
+
+class _NullRegion:
+    """The region of a Recorder that records nothing (closed, or made while another was
+    open): `with` does nothing, and it never records into another recorder."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> "_NullRegion":
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False  # do not swallow the exception of the with-block
+
+    def __repr__(self) -> str:
+        return "<stepprof region of a recorder that records nothing>"
+
+
+_NULL_REGION = _NullRegion()
 
 
 class RecorderWarning(UserWarning):
@@ -183,18 +233,40 @@ def _default_rank_world() -> tuple[int, int]:
     return from_env("RANK", 0), from_env("WORLD_SIZE", 1)
 
 
+_RANK_FIELD = re.compile(rb"\{rank(?::([^{}]*))?\}")
+
+
+def _expand_path(path: bytes, rank: int) -> bytes:
+    """`path` with each "{rank}" replaced by the rank and each "{rank:SPEC}" by
+    format(rank, SPEC), Python's format spec for an integer ("{rank:03d}": 007, "{rank:>4}":
+    "   7"). Other text, braces included, is kept as it is. ValueError for a SPEC that is
+    not a format spec of an integer."""
+    def field(m: "re.Match[bytes]") -> bytes:
+        if m.group(1) is None:
+            return str(rank).encode()
+        spec = m.group(1).decode("utf-8", "surrogateescape")
+        try:
+            return os.fsencode(format(rank, spec))
+        except ValueError as e:
+            raise ValueError(f"log path {os.fsdecode(path)!r}: {{rank:{spec}}} is not a format spec of an integer "
+                             f"({e})") from None
+    return _RANK_FIELD.sub(field, path)
+
+
 class Recorder:
     """The process's step-log recorder (one open at a time per process).
 
     Args:
         path: output file (str, bytes or path-like; not empty); "{rank}" is replaced by the
-            rank. Truncated unless append=True.
+            rank, and "{rank:SPEC}" by the rank in Python's format spec SPEC for an
+            integer ("rank{rank:03d}.jsonl": rank007.jsonl); other braces are kept as they
+            are. Truncated unless append=True.
         rank, world_size: data-parallel rank and number of ranks (default: from
             torch.distributed if initialized, else $RANK / $WORLD_SIZE, else 0 and 1).
         config: the run's settings, written in the config record in this order (e.g.
             micro_batch, accumulation, global_batch, seed, ...). Values must be
-            JSON-serializable; others are written as their str(), and so are the
-            floats JSON cannot hold (inf, nan: "inf", "nan").
+            JSON-serializable; numpy arrays are written as lists, other values as their
+            str(), and so are the floats JSON cannot hold (inf, nan: "inf", "nan").
         alternatives: {region: group}: regions that are alternative code paths for the
             same work (e.g. {"vggt_batched": "geometry", "vggt_single": "geometry"}).
         roles: {region: "communication" | "data" | "optimizer" | "background"};
@@ -217,6 +289,19 @@ class Recorder:
     the recorder runs on, counts the records it cannot write, and warns
     (RecorderWarning; printed to stderr instead when warnings are turned into errors).
 
+    Nor does the recorder's state raise into the job:
+    - a Recorder made while another one of the process is open (not closed, and still
+      referenced) warns and records nothing: its calls do nothing (they never record into
+      the open one), `closed` is True, and `errors` and close() report
+      {"already_open": 1};
+    - after close(), region(), timed(), count(), frame(), input_shape(),
+      sample_indices(), padding_fraction(), microbatch(), set_cuda_stream(),
+      begin_update(), end_update() and flush() do nothing (a thread that outlives the
+      training loop, e.g. a logger's): each such call is counted as "used_after_close"
+      in `errors` (close()'s errors plus these), and the first one warns. region() then
+      returns a context manager that does nothing, and `info` is the info as of close().
+    A wrong argument type or value still raises TypeError / ValueError at the call.
+
     Units: region times are written in milliseconds (cuda_stream_ms, cpu_call_ms), wall
     time of the update in milliseconds (wall_ms), counters as counts.
     """
@@ -235,6 +320,18 @@ class Recorder:
         sync_at_update: bool = True,
         append: bool = False,
     ) -> None:
+        # First: __del__, close() and the properties read these, also when __init__ raises.
+        self._handle = 0
+        self._pid = os.getpid()  # a fork() child holds a closed copy (docs/recorder.md)
+        self._close_called = False
+        self._errors_at_close: dict[str, int] = {}
+        self._misuse: dict[str, int] = {}  # already_open, used_after_close
+        self._warned_misuse = False
+        self._info_at_open: dict[str, Any] = {}
+        self._info_at_close: Optional[dict[str, Any]] = None
+        self._regions: dict[str, Region] = {}
+        self._counters: dict[str, int] = {}
+        self._warned_write = False
         if device_timing not in ("auto", "off"):
             raise ValueError(f"device_timing must be 'auto' or 'off', not {device_timing!r}")
         if rank is None or world_size is None:
@@ -260,7 +357,9 @@ class Recorder:
             raise ValueError("the log path is empty")
         if ("\0" if isinstance(path, str) else b"\0") in path:
             raise ValueError(f"log path {path!r} contains a NUL character")
-        path = os.fsencode(path)  # bytes: a path that is not UTF-8 is passed as it is
+        # bytes: a path that is not UTF-8 is passed as it is; {rank:SPEC} expanded here
+        # (the C++ recorder expands only {rank}).
+        path = _expand_path(os.fsencode(path), rank)
         # Problems at open and close are raised as RecorderWarning, not also printed.
         options: dict[str, Any] = {"sync_at_update": bool(sync_at_update), "append": bool(append),
                                    "print_warnings": False}
@@ -272,35 +371,56 @@ class Recorder:
         stream = _torch_cuda_stream() if device_timing == "auto" else None
         if stream is not None:
             options["cuda_stream"], options["cuda_device"] = stream
-        self._pid = os.getpid()  # a fork() child holds a closed copy (docs/recorder.md)
-        self._errors_at_close: dict[str, int] = {}
-        self._handle, status, message = _core.open(
+        handle, status, message = _core.open(
             path, rank, world_size, json.dumps(_finite(cfg), default=str), json.dumps(options)
         )
+        self.rank = rank
+        self.world_size = world_size
+        if status == _STATUS_ERR_STATE:
+            # Another recorder is open (not closed, still referenced): raising would stop
+            # the job for its telemetry. This one records nothing and says why.
+            self._misuse["already_open"] = 1
+            self._info_at_open = {"path": path.decode("utf-8", "replace"), "records_written": 0, "errors": {}}
+            _warn_in_loop(f"stepprof: {message}: this Recorder ({self._info_at_open['path']}) records nothing "
+                          "(counted as already_open in its errors)")
+            return
+        self._handle = handle
+        try:
+            self._info_at_open = json.loads(_core.info_json(handle))
+        except Exception:  # noqa: BLE001 - only info; the recorder is open
+            self._info_at_open = {"path": path.decode("utf-8", "replace")}
         if status == _STATUS_WARN_IO:
             # The recorder runs on and counts what it cannot write: with warnings turned
             # into errors (python -W error, pytest's filterwarnings = error) raising would
             # stop the job, or a spawned DataLoader worker that opens it again.
             _warn_in_loop(message)
-        self.rank = rank
-        self.world_size = world_size
-        self._regions: dict[str, Region] = {}
-        self._counters: dict[str, int] = {}
-        self._warned_write = False
 
     # ---- regions ----------------------------------------------------------------------
 
-    def region(self, name: str) -> Region:
+    def region(self, name: str) -> Union[Region, _NullRegion]:
         """The context manager of region `name`: `with rec.region("forward"): ...` adds
         the block's host time (and device-stream time) and one call to the region in
         the current update, with the enclosing region as its parent. Regions nest per
         thread. The object is cached per name and may be kept and reused (it records
-        into whichever recorder of the process is open). RuntimeError once closed."""
-        self._not_closed()
-        r = self._regions.get(name) if isinstance(name, str) else None  # (a list is unhashable)
-        if r is None:
-            r = self._regions[name] = _core.region(_name(name, "region"))
-        return r
+        into whichever recorder of the process is open). TypeError / ValueError for a
+        name that is not a str or holds a NUL character. A name the recorder refuses
+        (past 1,024 names, empty, over 1,024 bytes) records nothing and is counted
+        (too_many_regions, bad_argument) at each call. Once closed (or made while
+        another recorder was open), a context manager that does nothing (a call after
+        close() is counted as used_after_close)."""
+        if self._handle:
+            r = self._regions.get(name) if isinstance(name, str) else None  # (a list is unhashable)
+            if r is not None:
+                return r
+            r, recorded = _core.region(_name(name, "region"))
+            # A refused name is not kept: a job making a new name per step would grow the
+            # cache without bound (they are counted at each call instead).
+            if recorded and len(self._regions) < _MAX_CACHED_NAMES:
+                self._regions[name] = r
+            return r
+        _name(name, "region")
+        self._usable("region")  # (counted)
+        return _NULL_REGION
 
     def timed(self, name: Optional[str] = None) -> Callable[[F], F]:
         """Decorator: every call of the function is region `name` (default: the
@@ -309,7 +429,8 @@ class Recorder:
         creates the generator or coroutine, not the work done when it is iterated or
         awaited. Inside one, a `with rec.region(...)` must not span an `await` or a
         `yield` (regions nest per thread: docs/recorder.md, "Threads"); time the code
-        between two of them."""
+        between two of them. Decorating with a closed recorder times nothing (as
+        region())."""
 
         def decorate(fn: F) -> F:
             region = self.region(name or fn.__qualname__)
@@ -328,56 +449,67 @@ class Recorder:
     def count(self, name: str, n: int = 1) -> None:
         """Adds n [count] to counter `name` in the current update (thread-safe).
         Raises TypeError for a non-integer n and ValueError for a negative one (counts
-        of work items are >= 0) or one above 2^53, RuntimeError once closed."""
-        self._not_closed()
+        of work items are >= 0) or one above 2^53. Once closed it does nothing (counted
+        as used_after_close)."""
         n = _integer(n, "count")
         if n < 0:
             raise ValueError(f"count {n} for counter {name!r} is negative (counts are >= 0)")
         if n > _MAX_COUNT:
             raise ValueError(f"count {n} for counter {name!r} is above 2^53 (what a record holds exactly)")
+        if not self._handle:
+            _name(name, "counter")
+            self._usable("count")  # (counted)
+            return
         c = self._counters.get(name) if isinstance(name, str) else None
         if c is None:
-            c = self._counters[name] = _core.counter(_name(name, "counter"))
+            c, recorded = _core.counter(_name(name, "counter"))
+            if recorded and len(self._counters) < _MAX_CACHED_NAMES:  # (as region())
+                self._counters[name] = c
         _core.counter_add(c, n)
 
     def frame(self, frames: int, samples: int = 1) -> None:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram.
         Raises ValueError for a value outside 0 to 2^53, or `samples` above 2^32 (no real
         batch; the reader rejects such a count). An add that takes the update's count for
-        `frames` above 2^32 is left out and counted as a bad_argument error."""
-        self._not_closed()
+        `frames` above 2^32 is left out and counted as a bad_argument error. Once closed
+        it does nothing (counted as used_after_close)."""
         n = _count(samples, "samples")
         if n > _MAX_BATCH_COUNT:
             raise ValueError(f"samples {n} is above 2^32 in one update (no real batch; the reader rejects it)")
-        _core.frame_histogram_add(_count(frames, "frames"), n)
+        f = _count(frames, "frames")
+        if self._usable("frame"):
+            _core.frame_histogram_add(f, n)
 
     def input_shape(self, shape: Sequence[int]) -> None:
         """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length).
-        Raises ValueError for no dimensions or one outside 0 to 2^53."""
-        self._not_closed()
+        Raises ValueError for no dimensions or one outside 0 to 2^53. Once closed it does
+        nothing (counted as used_after_close)."""
         dims = [_count(d, "input shape dimension") for d in shape]
         if not dims:
             raise ValueError("an input shape needs at least one dimension")
-        _core.input_shape(dims)
+        if self._usable("input_shape"):
+            _core.input_shape(dims)
 
     def sample_indices(self, indices: Iterable[int]) -> None:
         """Appends dataset indices to the update's sample_indices. Raises ValueError for
-        an index outside 0 to 2^53 (and records none of them)."""
-        self._not_closed()
-        _core.sample_indices([_count(i, "sample index") for i in indices])
+        an index outside 0 to 2^53 (and records none of them). Once closed it does
+        nothing (counted as used_after_close)."""
+        checked = [_count(i, "sample index") for i in indices]
+        if self._usable("sample_indices"):
+            _core.sample_indices(checked)
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
         it from the token_slots and valid_tokens counters. Raises TypeError for a
         string or a bool (or anything float() cannot take as a number) and ValueError outside
-        [0, 1] or for NaN, RuntimeError once closed."""
-        self._not_closed()
+        [0, 1] or for NaN. Once closed it does nothing (counted as used_after_close)."""
         if isinstance(fraction, (str, bytes, bytearray, bool)):
             raise TypeError(f"padding fraction should be a number, got {type(fraction).__name__} {fraction!r}")
         f = float(fraction)
         if not 0.0 <= f <= 1.0:
             raise ValueError(f"padding fraction {fraction} is outside [0, 1]")
-        _core.set_padding_fraction(f)
+        if self._usable("padding_fraction"):
+            _core.set_padding_fraction(f)
 
     def microbatch(
         self,
@@ -397,8 +529,8 @@ class Recorder:
             rec.microbatch(frames=[9, 9, 3, 9], tokens=[121, 98, 40, 110], path="vggt_single")
 
         Raises ValueError for counts outside 0 to 2^53, frames and tokens of different
-        lengths, or a padded length below a sample's tokens, and RuntimeError once closed."""
-        self._not_closed()
+        lengths, or a padded length below a sample's tokens. Once closed it does nothing
+        (counted as used_after_close)."""
         f = [_count(x, "frames") for x in frames] if frames is not None else []
         t = [_count(x, "tokens") for x in tokens] if tokens is not None else []
         if f and t and len(f) != len(t):
@@ -406,17 +538,21 @@ class Recorder:
         pad = -1 if padded_length is None else _count(padded_length, "padded_length")
         if padded_length is not None and any(x > pad for x in t):
             raise ValueError(f"padded_length {padded_length} is below a sample's tokens or negative")
-        _core.microbatch(f, t, "" if path is None else _name(path, "code path region"), pad)
+        p = "" if path is None else _name(path, "code path region")
+        if self._usable("microbatch"):
+            _core.microbatch(f, t, p, pad)
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
         cuda_stream address). When the recorder cannot (device timing is off, or every
         device event range is taken: device_threads), it warns (RecorderWarning) and the
-        thread's regions keep host time only; it does not raise into the training loop."""
-        self._not_closed()
+        thread's regions keep host time only; it does not raise into the training loop.
+        Once closed it does nothing (counted as used_after_close)."""
         address = _integer(getattr(stream, "cuda_stream", stream), "CUDA stream address")
         if address < 0:
             raise ValueError(f"CUDA stream address {address} is negative")
+        if not self._usable("set_cuda_stream"):
+            return
         try:
             _core.set_device_stream(address)
         except RuntimeError as e:
@@ -424,10 +560,9 @@ class Recorder:
 
     def begin_update(self) -> None:
         """Restarts the current update's wall clock (e.g. after evaluation). Does nothing
-        in a fork() child."""
-        if self._forked():
-            return
-        _core.begin_update(self._live())
+        in a fork() child, and once closed (counted as used_after_close)."""
+        if self._usable("begin_update") and not self._forked():
+            _core.begin_update(self._handle)
 
     def end_update(self, step: int) -> None:
         """Writes the record of optimizer update `step` and starts the next update.
@@ -436,12 +571,12 @@ class Recorder:
         and counted as bad_argument; a step below 0 writes nothing (the update goes on,
         into the next record; counted as bad_argument). In a fork() child (a DataLoader worker),
         whose copy of the recorder is closed, it does nothing, as region() and count()
-        do there. TypeError / ValueError for a step that is not a 64-bit integer;
-        RuntimeError once closed."""
+        do there. TypeError / ValueError for a step that is not a 64-bit integer. Once
+        closed it does nothing (counted as used_after_close)."""
         step = _integer(step, "step")
-        if self._forked():
+        if not self._usable("end_update") or self._forked():
             return
-        status = _core.end_update(self._live(), step)
+        status = _core.end_update(self._handle, step)
         if status == _STATUS_WARN_IO and not self._warned_write:
             self._warned_write = True
             _warn_in_loop(f"stepprof: the record of update {step} could not be written to {self.info['path']}; "
@@ -451,43 +586,66 @@ class Recorder:
 
     def flush(self) -> None:
         """Asks the OS to persist what was written (records are written whole per update).
-        Does nothing in a fork() child."""
-        if self._forked():
-            return
-        _core.flush(self._live())
+        Does nothing in a fork() child, and once closed (counted as used_after_close)."""
+        if self._usable("flush") and not self._forked():
+            _core.flush(self._handle)
 
     @property
     def errors(self) -> dict[str, int]:
         """Errors counted since open, by kind (e.g. {"write_failed": 3}); after close(),
-        those close() returned; in a fork() child, {} (the parent counts its own)."""
+        those close() returned plus the calls made since ({"used_after_close": n}); for a
+        Recorder made while another was open, {"already_open": 1}; in a fork() child,
+        {} (the parent counts its own)."""
         if self._forked():
             return {}
         if self._handle == 0:
-            return dict(self._errors_at_close)
+            out = dict(self._errors_at_close)
+            for kind, n in self._misuse.items():
+                out[kind] = out.get(kind, 0) + n
+            return out
         return dict(self.info.get("errors", {}))
 
     @property
     def info(self) -> dict[str, Any]:
-        """path, run_id, clock, device_timing, records_written and errors."""
-        return json.loads(_core.info_json(self._live()))
+        """path, run_id, clock, device_timing, records_written and errors. After close(),
+        as of close() (errors: as `errors`); for a Recorder made while another was open,
+        its path, records_written 0 and its errors; in a fork() child, as of open() with
+        errors {}. Never raises."""
+        if self._handle != 0 and self._pid == os.getpid():
+            return json.loads(_core.info_json(self._handle))
+        out = dict(self._info_at_close if self._info_at_close is not None else self._info_at_open)
+        out["errors"] = self.errors
+        return out
 
     @property
     def closed(self) -> bool:
-        """True after close(), and in a fork() child (the recorder is the parent's)."""
+        """True after close(), in a fork() child (the recorder is the parent's), and for a
+        Recorder made while another was open (it never opened)."""
         return self._handle == 0 or self._pid != os.getpid()
 
     def close(self) -> dict[str, int]:
         """Closes the recorder and returns the errors counted during the run, those
         close() itself counts included (e.g. {"unwritten_at_close": 1}; empty when none);
-        warns when there were any. Closing twice is a no-op."""
-        if self._handle == 0:
+        warns when there were any. A Recorder made while another was open returns
+        {"already_open": 1} (it warned when made). Closing twice is a no-op that returns {}."""
+        if self._close_called:
             return {}
+        self._close_called = True
+        if self._handle == 0:  # never opened: another recorder was open
+            return dict(self._misuse)
         if self._pid != os.getpid():  # a fork() child: the recorder and its log are the parent's
             self._handle = 0
             return {}
-        status, message, errors = _core.close(self._handle)
+        handle = self._handle
+        try:
+            self._info_at_close = json.loads(_core.info_json(handle))
+        except Exception:  # noqa: BLE001 - only info; close anyway
+            self._info_at_close = None
+        status, message, errors = _core.close(handle)
         self._handle = 0
         self._errors_at_close = dict(errors)
+        if self._info_at_close is not None:
+            self._info_at_close["errors"] = dict(errors)
         if status == _STATUS_WARN_ERRORS:
             _warn_in_loop(message)
         return dict(errors)
@@ -514,21 +672,28 @@ class Recorder:
             except Exception:  # interpreter shutdown: nothing left to report to
                 pass
 
-    def _not_closed(self) -> None:
+    def _usable(self, call: str) -> bool:
         # The per-update calls record into whichever recorder of the process is open: once
-        # this one is closed they would land in the next one. (In a fork() child, e.g. a
-        # DataLoader worker, they do nothing: its copy of the recorder is closed there.)
-        if self._handle == 0:
-            raise RuntimeError("the stepprof recorder is closed")
+        # this one is closed (or if it never opened) they would land in another one, so
+        # they do nothing. (In a fork() child, e.g. a DataLoader worker, its copy of the
+        # recorder is closed in the C++ recorder: they record nothing there either.)
+        if self._handle:
+            return True
+        self._misused(call)
+        return False
+
+    def _misused(self, call: str) -> None:
+        # A call after close(): counted and warned about once, never raised (a logging
+        # thread that outlives the training loop must not die of it). Before close(), a
+        # Recorder that never opened (already_open) counts nothing more.
+        if not self._close_called:
+            return
+        self._misuse["used_after_close"] = self._misuse.get("used_after_close", 0) + 1
+        if not self._warned_misuse:
+            self._warned_misuse = True
+            _warn_in_loop(f"stepprof: Recorder.{call}() after close() records nothing (counted as used_after_close "
+                          "in the recorder's errors; further calls are counted without a warning)", stacklevel=5)
 
     def _forked(self) -> bool:
         # A fork() child of the process that opened this recorder: its copy is closed.
         return self._handle != 0 and self._pid != os.getpid()
-
-    def _live(self) -> int:
-        if self._handle == 0:
-            raise RuntimeError("the stepprof recorder is closed")
-        if self._pid != os.getpid():
-            raise RuntimeError("this stepprof recorder belongs to the parent process (this is a fork() child, whose "
-                               "copy is closed); open a Recorder with another path here to record in this process")
-        return self._handle

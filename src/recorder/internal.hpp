@@ -88,6 +88,23 @@ struct ThreadStateFull : ThreadState {
   std::array<ForeignExit, kMaxDepth> foreign{};
   std::uint32_t foreign_n = 0;
 
+  // In a fork() child, the regions the forking thread had open in the parent (outermost
+  // first): dropped from the stack at the fork (forget_threads_after_fork), so that they
+  // are neither parents of the child's regions nor open at its end_update() or close();
+  // their exits in the child are taken here, not counted as mismatched. Owner only.
+  std::array<std::uint32_t, kMaxDepth> inherited{};
+  std::uint32_t inherited_n = 0;
+  /// Takes the exit of region `region` entered before the fork (and of the inherited
+  /// regions opened inside it): true if it was one.
+  bool take_inherited(std::uint32_t region) noexcept {
+    for (std::uint32_t k = inherited_n; k-- > 0;)
+      if (inherited[k] == region) {
+        inherited_n = k;
+        return true;
+      }
+    return false;
+  }
+
   void count_error(ErrorKind k) noexcept {
     auto& e = errors[static_cast<std::size_t>(k)];
     e.store(e.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -121,6 +138,12 @@ NameRegistry& names() noexcept;
 /// (recorder.cpp): called before any of those locks is first made, so that a fork while
 /// another thread holds one, before or without open(), cannot leave it held in the child.
 void ensure_fork_handlers() noexcept;
+
+/// In the child of fork() (only the calling thread runs): the forking thread's open
+/// regions were entered in the parent, so its stack starts empty (they become
+/// `inherited`); the other threads' states belong to threads the child does not have,
+/// so they are marked exited (reusable by the child's threads). thread_state.cpp.
+void forget_threads_after_fork() noexcept;
 
 /// Releases the device events of thread `t`'s open frames at depth >= `from` (frames
 /// that are dropped unrecorded). Called by the owning thread.

@@ -181,6 +181,9 @@ void unlock_after_fork_in_parent() noexcept {
 void unlock_after_fork_in_child() noexcept {
   unlock_after_fork_in_parent();
   core().forget_after_fork();
+  // Also with no recorder open: a child that opens one must not take the regions open in
+  // the parent as its own (spurious parents, open_at_end_update, unwritten_at_close).
+  forget_threads_after_fork();
 }
 
 void Core::forget_after_fork() noexcept {

@@ -23,6 +23,7 @@ struct ExitHook {
     forget_frames(state, 0);
     state->device.store(false, std::memory_order_relaxed);
     state->depth = 0;
+    state->inherited_n = 0;
     state->exited.store(true, std::memory_order_release);
     t_state = nullptr;
   }
@@ -67,6 +68,7 @@ ThreadState* attach_thread() noexcept {
         old->foreign_n = 0;  // (its thread ended with those regions open: counted then)
         old->foreign_exit.store(false, std::memory_order_relaxed);
         old->depth = 0;  // its device range, if any, stays with it for the session
+        old->inherited_n = 0;
         s = old;
         break;
       }
@@ -91,9 +93,10 @@ ThreadState* attach_thread() noexcept {
 void leave_mismatched(const Entered& e) noexcept {
   auto* t = static_cast<ThreadStateFull*>(e.t);
   if (t == t_state && t->generation != e.generation) {
-    // Entered by the thread that had this state before: it ended with the region open
-    // (counted then); this thread's own regions are not touched.
-    t->count_error(ErrorKind::kMismatchedExit);
+    // Entered before a fork() in the parent (this is the child): not an error. Else
+    // entered by the thread that had this state before: it ended with the region open
+    // (counted then). This thread's own regions are not touched.
+    if (!t->take_inherited(e.region)) t->count_error(ErrorKind::kMismatchedExit);
     return;
   }
   if (t != t_state && t != fallback_state()) {
@@ -166,6 +169,35 @@ std::uint32_t recorded_parent(const ThreadState* t, std::uint32_t d) noexcept {
   return kTopParent;
 }
 
+void forget_threads_after_fork() noexcept {
+  auto& reg = thread_registry();
+  std::lock_guard lock(reg.mu);  // (free: the fork handlers held it across the fork)
+  auto* self = static_cast<ThreadStateFull*>(t_state);
+  for (ThreadStateFull* st : reg.states) {
+    // Device events are the parent's: never given back or read here.
+    st->device.store(false, std::memory_order_relaxed);
+    st->pending_tail.store(st->pending_head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    st->foreign_n = 0;
+    st->foreign_exit.store(false, std::memory_order_relaxed);
+    if (st == self) {
+      const std::uint32_t top = st->depth < kMaxDepth ? st->depth : kMaxDepth;
+      std::uint32_t n = 0;
+      for (std::uint32_t d = 0; d < top; ++d)
+        if (st->stack[d].region != kOverflowRegion) st->inherited[n++] = st->stack[d].region;
+      st->inherited_n = n;
+      forget_frames(st, 0);
+      ++st->generation;  // (a scoped region entered before the fork is not the child's)
+    } else {
+      // Its thread is not in the child: reusable by a new thread. (It may have been
+      // between two stores of an entry at the fork: its stack is not read.)
+      for (std::uint32_t r = 0; r <= kMaxRegions; ++r) st->acc[r].open = 0;
+      st->inherited_n = 0;
+      st->exited.store(true, std::memory_order_release);
+    }
+    st->depth = 0;
+  }
+}
+
 void depth_overflow(ThreadState* t) noexcept {
   static_cast<ThreadStateFull*>(t)->count_error(ErrorKind::kDepthOverflow);
 }
@@ -183,14 +215,18 @@ Status region_exit(RegionId id) noexcept {
     leave(t, depth - 1);  // the innermost region (or one past kMaxDepth, which is not recorded)
     return Status::kOk;
   }
-  t->count_error(ErrorKind::kMismatchedExit);
   // Close the regions opened inside `id` unrecorded, then `id` itself.
-  for (std::uint32_t d = depth; d-- > 0;) {
+  const std::uint32_t top = depth < kMaxDepth ? depth : kMaxDepth;
+  for (std::uint32_t d = top; d-- > 0;) {
     if (t->stack[d].region != id) continue;
+    t->count_error(ErrorKind::kMismatchedExit);
     forget_frames(t, d + 1);
     leave(t, d);
     return Status::kWarnMismatch;
   }
+  // A region entered in the parent before fork() (this is the child): not an error.
+  if (t->take_inherited(id)) return Status::kOk;
+  t->count_error(ErrorKind::kMismatchedExit);
   return Status::kWarnMismatch;
 }
 

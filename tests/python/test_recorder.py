@@ -346,34 +346,126 @@ def test_arguments_that_were_taken_or_failed_obscurely(tmp_path, monkeypatch):
     assert not any(p.name.startswith(("b", "c", "d")) for p in tmp_path.iterdir())
 
 
-def test_closed_recorder_is_a_programming_error(tmp_path):
-    rec = stepprof.Recorder(str(tmp_path / "c{rank}.jsonl"), device_timing="off")
-    rec.close()
-    rec.close()  # twice: no-op
-    with pytest.raises(RuntimeError):
-        rec.end_update(1)
+def test_a_second_recorder_while_one_is_open_warns_and_records_nothing(tmp_path, capfd):
+    # Recorder() raised RuntimeError "a stepprof recorder is already open in this process"
+    # into the job (e.g. a library that makes its own Recorder while the trainer's is open).
+    first = stepprof.Recorder(str(tmp_path / "first.jsonl"), device_timing="off")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        second = stepprof.Recorder(str(tmp_path / "second{rank}.jsonl"), rank=0, world_size=1, device_timing="off")
+    warned = [str(w.message) for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert len(warned) == 1 and "already open" in warned[0] and "already_open" in warned[0], warned
+    assert second.closed
+    assert second.errors == {"already_open": 1}
+    assert second.info["path"].endswith("second0.jsonl") and second.info["records_written"] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once: its calls warn no more, and raise nothing
+        with first.region("outer_first"):
+            with second.region("from_second"):  # must not enter a region of the open recorder
+                pass
+        second.count("from_second", 5)
+        second.frame(3)
+        second.input_shape((1, 2))
+        second.sample_indices([9])
+        second.padding_fraction(0.5)
+        second.microbatch(frames=[1])
+        second.set_cuda_stream(0)
+        second.begin_update()
+
+        @second.timed("timed_second")
+        def work():
+            return 7
+
+        assert work() == 7
+        second.end_update(1)
+        second.flush()
+        first.count("from_first", 1)
+        first.end_update(0)
+        assert first.close() == {}  # nothing of the second's (e.g. no mismatched_exit)
+        assert second.close() == {"already_open": 1}
+        assert second.close() == {}  # twice: a no-op
+    assert second.errors == {"already_open": 1}
+    _, updates = read_log(tmp_path / "first.jsonl")
+    assert [u["step"] for u in updates] == [0]
+    assert updates[0]["counts"] == {"from_first": 1}
+    assert updates[0]["calls"] == {"outer_first": 1} and updates[0]["parents"] == {"outer_first": None}
+    for field in ("frame_histogram", "input_shapes", "sample_indices", "padding_fraction", "microbatches"):
+        assert field not in updates[0], field
+    assert not (tmp_path / "second0.jsonl").exists()
+    # With warnings turned into errors (python -W error) it does not raise either.
+    first = stepprof.Recorder(str(tmp_path / "first.jsonl"), device_timing="off")
+    capfd.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        third = stepprof.Recorder(str(tmp_path / "third.jsonl"), device_timing="off")
+    assert third.errors == {"already_open": 1}
+    assert "already open" in capfd.readouterr().err
+    first.close()
+    # Once the first is closed, a new one opens as before.
+    fourth = stepprof.Recorder(str(tmp_path / "fourth.jsonl"), device_timing="off")
+    assert not fourth.closed
+    fourth.close()
     with pytest.raises(ValueError):
         stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="sometimes")
 
 
-def test_a_closed_recorders_calls_raise_and_do_not_reach_the_next_one(tmp_path):
-    # The per-update calls go to whichever recorder of the process is open: r1's count
-    # landed in r2's log without a word.
+def test_a_closed_recorders_calls_do_nothing_are_counted_and_do_not_reach_the_next_one(tmp_path):
+    # After close() every call raised RuntimeError "the stepprof recorder is closed": a
+    # logging thread that outlived the training loop died of it. They must not record
+    # into a recorder opened later either (the calls go to whichever one is open).
     r1 = stepprof.Recorder(str(tmp_path / "r1.jsonl"), device_timing="off")
-    r1.close()
+    r1.end_update(0)
+    assert r1.close() == {}
+    assert r1.close() == {}  # twice: a no-op, not counted
+    info = r1.info  # raised: the info as of close
+    assert info["path"].endswith("r1.jsonl") and info["records_written"] == 2 and info["errors"] == {}  # (config + 1)
     r2 = stepprof.Recorder(str(tmp_path / "r2.jsonl"), device_timing="off")
     calls = [lambda: r1.count("from_r1", 7), lambda: r1.region("from_r1"), lambda: r1.frame(3),
              lambda: r1.input_shape((1, 2)), lambda: r1.sample_indices([1]), lambda: r1.padding_fraction(0.5),
-             lambda: r1.microbatch(frames=[1]), lambda: r1.set_cuda_stream(0)]
-    for call in calls:
-        with pytest.raises(RuntimeError):
+             lambda: r1.microbatch(frames=[1]), lambda: r1.set_cuda_stream(0), lambda: r1.begin_update(),
+             lambda: r1.end_update(1), lambda: r1.flush(), lambda: r1.timed("timed_r1")(lambda: 3)()]
+    died = []
+
+    def logger():  # a background thread that outlives the training loop
+        try:
+            for _ in range(10):
+                r1.count("from_logger", 1)
+        except BaseException as e:  # noqa: BLE001
+            died.append(e)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in calls:
             call()
+        with r2.region("outer_r2"):
+            with r1.region("from_r1"):  # does nothing: not a region of r2
+                with r2.region("inner_r2"):
+                    pass
+        t = threading.Thread(target=logger)
+        t.start()
+        t.join()
+    assert not died, died
+    warned = [str(w.message) for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert len(warned) == 1 and "used_after_close" in warned[0] and "after close()" in warned[0], warned
+    assert r1.errors == {"used_after_close": len(calls) + 1 + 10}
+    assert r1.info["errors"] == r1.errors and r1.closed
+    # A wrong argument type or value is still a programming error, raised at once.
+    with pytest.raises(TypeError):
+        r1.count("samples", 1.5)
+    with pytest.raises(ValueError):
+        r1.region("a\x00b")
+    with pytest.raises(TypeError):
+        r1.end_update("2")
     r2.count("from_r2", 1)
     r2.end_update(0)
-    r2.close()
+    assert r2.close() == {}
     _, updates = read_log(tmp_path / "r2.jsonl")
     assert updates[0]["counts"] == {"from_r2": 1}
+    assert updates[0]["calls"] == {"outer_r2": 1, "inner_r2": 1}
+    assert updates[0]["parents"] == {"outer_r2": None, "inner_r2": "outer_r2"}
     assert "frame_histogram" not in updates[0] and "sample_indices" not in updates[0]
+    steps = [json.loads(l).get("step") for l in (tmp_path / "r1.jsonl").read_text().splitlines()[1:]]
+    assert steps == [0]
 
 
 def test_small_misuses_get_clear_answers(tmp_path):
@@ -513,6 +605,45 @@ def test_a_fork_child_sees_the_parents_recorder_closed(tmp_path):
     assert [r.get("step") for r in child[1:]] == [7]
 
 
+def test_a_fork_child_starts_with_no_open_region(tmp_path):
+    # A child forked inside regions inherited them as open: a recorder it opened gave the
+    # child's regions the parent's region as their parent and counted open_at_end_update
+    # and unwritten_at_close (and the with-blocks' exits in the child, mismatched_exit).
+    rec = stepprof.Recorder(str(tmp_path / "parent.jsonl"), device_timing="off")
+    own = None
+    with rec.region("fork_outer"):
+        with rec.region("fork_inner"):
+            pid = os.fork()
+            if pid == 0:  # the child: report through the exit status only
+                try:
+                    own = stepprof.Recorder(str(tmp_path / "child.jsonl"), device_timing="off")
+                    with own.region("child_work"):
+                        pass
+                    own.end_update(1)
+                except BaseException:
+                    os._exit(3)
+    if pid == 0:  # (the with-blocks entered in the parent have exited in the child too)
+        code = 4
+        try:
+            with own.region("child_work"):
+                pass
+            own.end_update(2)
+            code = 0 if own.close() == {} else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    rec.end_update(0)
+    assert rec.close() == {}
+    child = [json.loads(l) for l in (tmp_path / "child.jsonl").read_text().splitlines()]
+    assert [r.get("step") for r in child[1:]] == [1, 2]
+    for record in child[1:]:
+        assert record["parents"] == {"child_work": None}, record
+        assert "recorder_errors" not in record, record
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status  # close() returned {}
+    _, (u,) = read_log(tmp_path / "parent.jsonl")
+    assert u["parents"] == {"fork_outer": None, "fork_inner": "fork_outer"}
+
+
 SPAWN_SCRIPT = '''
 import multiprocessing, sys, warnings
 import stepprof
@@ -613,6 +744,52 @@ def test_names_past_the_limit_and_text_that_is_not_utf8_do_not_raise(tmp_path):
     assert "a\ufffd" in updates[0]["calls"] and "batch_0" in updates[0]["calls"]
 
 
+UNIQUE_NAMES_SCRIPT = r'''
+import json, sys, tracemalloc, warnings
+import stepprof
+
+rec = stepprof.Recorder(sys.argv[1], device_timing="off")
+
+
+def unique_names(first, n):
+    for i in range(first, first + n):
+        with rec.region(f"unique_region_{i}"):
+            pass
+        rec.count(f"unique_counter_{i}", 1)
+
+
+unique_names(0, 1100)  # past the 1,024-name limit
+tracemalloc.start()
+before = tracemalloc.get_traced_memory()[0]
+unique_names(1100, 20000)
+grown = tracemalloc.get_traced_memory()[0] - before
+tracemalloc.stop()
+rec.end_update(0)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    errors = rec.close()
+print(json.dumps({"grown": grown, "errors": errors}))
+'''
+
+
+def test_names_past_the_limit_are_not_kept_by_the_recorder_object(tmp_path):
+    # Recorder.region() and count() cached every name, also those past the recorder's
+    # 1,024-name limit, which record nothing: a job making a new name per step grew without
+    # bound (14 -> 102 MiB over 300,000 names). (A new process: the limit is per process.)
+    script = tmp_path / "unique.py"
+    script.write_text(UNIQUE_NAMES_SCRIPT)
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "r.jsonl")], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["grown"] < 100_000, f"{out['grown']} bytes kept for 20,000 names that record nothing"
+    errors = out["errors"]
+    assert errors["too_many_regions"] >= 20000 and errors["too_many_counters"] >= 20000, errors
+    _, (u,) = read_log(tmp_path / "r.jsonl")
+    assert "unique_region_0" in u["calls"] and "unique_region_21099" not in u["calls"]
+    assert u["counts"]["unique_counter_0"] == 1 and "unique_counter_21099" not in u["counts"]
+
+
 PAST_THE_LIMIT_SCRIPT = r'''
 import sys
 import stepprof
@@ -699,3 +876,55 @@ def test_a_log_on_stdout_redirected_to_a_file_neither_truncates_nor_locks_it(tmp
     assert text.startswith("earlier output\n") and text.count("printed before open") == 2
     assert text.count('"type":"config"') == 2 and text.count('"type":"update"') == 2, text
     assert not any("another process" in e for e in errs), errs
+
+
+def test_a_format_spec_on_rank_in_the_path_is_applied(tmp_path):
+    # "rank{rank:03d}.jsonl" was not expanded (only "{rank}" was): every rank wrote to
+    # one file named "rank{rank:03d}.jsonl", and all but the first found it locked.
+    for rank in (3, 12):
+        with stepprof.Recorder(str(tmp_path / "rank{rank:03d}.jsonl"), rank=rank, world_size=16, run_id="j",
+                               device_timing="off") as rec:
+            assert rec.info["path"] == str(tmp_path / f"rank{rank:03d}.jsonl")
+            rec.end_update(0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank003.jsonl", "rank012.jsonl"]
+    config, updates = read_log(tmp_path / "rank012.jsonl")
+    assert config["rank"] == 12 and [u["step"] for u in updates] == [0]
+    # "{rank}" as before (in a directory name too), "{rank:>3}" padded with spaces; other
+    # braces are kept as they are.
+    with stepprof.Recorder(str(tmp_path / "d{rank}" / "r{rank}-{rank:>3}-{x}{.jsonl"), rank=5, world_size=16,
+                           run_id="j", device_timing="off") as rec:
+        rec.end_update(0)
+    assert (tmp_path / "d5" / "r5-  5-{x}{.jsonl").exists()
+    with pytest.raises(ValueError, match=r"\{rank:q\} is not a format spec"):
+        stepprof.Recorder(str(tmp_path / "r{rank:q}.jsonl"), rank=1, world_size=2, run_id="j", device_timing="off")
+    assert not any(p.name.startswith("r{") for p in tmp_path.iterdir())
+
+
+def test_numpy_arrays_in_the_config_are_lists(tmp_path):
+    # json.dumps(default=str) wrote np.array([0.9, 0.999]) as the string "[0.9   0.999]".
+    np = pytest.importorskip("numpy")
+    cfg = {"betas": np.array([0.9, 0.999]), "grid": np.arange(4, dtype=np.int32).reshape(2, 2),
+           "odd": np.array([1.0, np.inf]), "nested": {"mask": np.array([True, False])}}
+    with stepprof.Recorder(str(tmp_path / "r.jsonl"), device_timing="off", config=cfg) as rec:
+        rec.end_update(0)
+    config, _ = read_log(tmp_path / "r.jsonl")
+    assert config["betas"] == [0.9, 0.999]
+    assert config["grid"] == [[0, 1], [2, 3]]
+    assert config["odd"] == [1.0, "inf"]
+    assert config["nested"] == {"mask": [True, False]}
+
+
+def test_the_config_does_not_import_numpy(tmp_path):
+    # Arrays are recognized only when the job has imported numpy itself.
+    code = ("import sys, stepprof\n"
+            "class Shaped:\n    ndim = 1\n    def tolist(self):\n        return [1]\n    def __str__(self):\n"
+            "        return 'shaped'\n"
+            f"rec = stepprof.Recorder({str(tmp_path / 'r.jsonl')!r}, device_timing='off', config={{'x': Shaped()}})\n"
+            "rec.end_update(0); rec.close()\n"
+            "print('numpy' in sys.modules)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False"]
+    config, _ = read_log(tmp_path / "r.jsonl")
+    assert config["x"] == "shaped"  # not an array: its str(), as before
