@@ -1987,3 +1987,29 @@ TEST_F(ReaderTest, TwoLogsWithoutARankSayWhyTheirStepsRepeat) {
   ASSERT_FALSE(again.empty());
   EXPECT_EQ(again.back()->message.find("without a rank"), std::string::npos) << again.back()->message;
 }
+
+TEST_F(ReaderTest, ALineCutByAKilledJobBeforeARestartsConfigIsTheRecordInFlightLost) {
+  // The job was killed mid-record and restarted with append: the recorder ends the cut
+  // line, then writes its config record. That was an error (exit status 1) for what the
+  // end of a file calls a warning: the record in flight lost.
+  const std::string cut = R"({"type": "update", "step": 12, "wall_ms": 15)";
+  const auto p = write("restart.jsonl", kConfig + "\n" + update(11) + "\n" + cut + "\n" + kConfig + "\n" + update(12) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  const auto cuts = all(Problem::kTruncatedLine);
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(cuts[0]->line, 3u);
+  EXPECT_EQ(cuts[0]->severity, Severity::kWarning);
+  EXPECT_NE(cuts[0]->message.find("the next record is a config record"), std::string::npos) << cuts[0]->message;
+  // The same cut line before another update record is an error, as is one at the end of
+  // the file with a newline after it; --strict stops at either.
+  read({write("mid.jsonl", kConfig + "\n" + update(11) + "\n" + cut + "\n" + update(13) + "\n")});
+  EXPECT_EQ(all(Problem::kMalformedJson).size(), 1u);
+  EXPECT_EQ(all(Problem::kTruncatedLine).size(), 0u);
+  read({write("end.jsonl", kConfig + "\n" + update(11) + "\n" + cut + "\n")});
+  ASSERT_EQ(all(Problem::kMalformedJson).size(), 1u);
+  EXPECT_EQ(all(Problem::kMalformedJson)[0]->line, 3u);
+  read({p}, /*strict=*/true);
+  EXPECT_TRUE(diag_.should_stop());
+  EXPECT_EQ(all(Problem::kMalformedJson).size(), 1u);
+}

@@ -257,8 +257,34 @@ class FileParser {
 
     // Takes one parsed record (or its error) from line `ln`: `text` starts at column
     // `col_offset` + 1 of `line`, and `terminated` is false for a last line cut short.
+    // A whole line that ends mid-record is an error, unless the next record is a config
+    // record: a killed job's last record, then a restarted job's first (the recorder ends
+    // a cut line before it appends), or the recorder's config record cut by a failed write
+    // and written again. That is the record in flight lost, as at the end of a file, or
+    // nothing lost: a warning. So its report waits for the next record (or the end).
+    struct PendingCut {
+      std::uint64_t line = 0, column = 0;
+      std::string error;    // the message as an error
+      std::string problem;  // what was wrong with the JSON
+      std::size_t kept = 0;
+    };
+    std::optional<PendingCut> pending_cut;
+    auto report_pending_cut = [&](bool restart) {
+      if (!pending_cut) return;
+      const PendingCut p = std::move(*pending_cut);
+      pending_cut.reset();
+      if (restart)
+        report(Severity::kWarning, Problem::kTruncatedLine, p.line, p.column,
+               fmt::format("this line ends mid-record and the next record is a config record (a job killed "
+                           "mid-record, then restarted appending to the file; or a config record whose write failed, "
+                           "written again): {}; the line is skipped, the {} update record(s) read before it are kept",
+                           p.problem, p.kept));
+      else
+        report(Severity::kError, Problem::kMalformedJson, p.line, p.column, p.error);
+    };
     auto take = [&](RecordKind kind, std::string_view text, std::uint64_t col_offset, std::uint64_t ln,
                     std::string_view line, bool terminated) {
+      report_pending_cut(kind == RecordKind::kConfig);
       switch (kind) {
         case RecordKind::kError: {
           std::uint64_t col = rerr.column ? col_offset + rerr.column : 0;
@@ -302,6 +328,12 @@ class FileParser {
                                rerr.message,
                                opt_.strict ? std::string("reading stops (--strict)")
                                            : fmt::format("the {} update record(s) read before it are kept", kept_updates())));
+          } else if (!opt_.strict && !complete && rerr.problem == Problem::kMalformedJson &&
+                     trim(text).starts_with('{')) {
+            pending_cut = PendingCut{ln, col,
+                                     rerr.message + (rerr.cause.empty() ? "" : ": ") + std::string(rerr.cause) +
+                                         "; record skipped",
+                                     rerr.message, kept_updates()};
           } else {
             report(Severity::kError, rerr.problem, ln, col,
                    rerr.message + (rerr.cause.empty() ? "" : ": ") + std::string(rerr.cause) +
@@ -780,6 +812,7 @@ class FileParser {
       }
       take(kind, text, col_offset, ln, line, terminated);
     }
+    report_pending_cut(false);
     if (opt_.on_bytes) opt_.on_bytes(src.raw_bytes_read() - bytes_reported);
     if (!src.error().empty() && src.cut_off()) {
       if (!cut_said)
