@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -143,6 +144,20 @@ void add_whatif_command(CLI::App& app, std::function<void(std::function<int()>)>
       "whatif", "predict what a change would buy (cost models fitted to the logs, checked by leave-one-out)");
   cmd->add_option("SCENARIO", opt->scenario, "batched-geometry, no-padding or balanced-ranks")
       ->required()
+      // A log given first (`stepprof whatif rank1.jsonl`) said only that the path is
+      // "not in {batched-geometry,...}".
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            std::error_code ec;
+            if (v != "batched-geometry" && v != "no-padding" && v != "balanced-ranks" &&
+                std::filesystem::exists(v, ec))
+              return fmt::format("{} is a file or directory: give the scenario first, then the logs "
+                                 "(stepprof whatif SCENARIO LOG..., SCENARIO one of batched-geometry, "
+                                 "no-padding, balanced-ranks)",
+                                 v);
+            return {};
+          },
+          "", "scenario, not a path"))
       ->check(CLI::IsMember({"batched-geometry", "no-padding", "balanced-ranks"}));
   add_input_options(*cmd, opt->input);
   cmd->add_option("--format", opt->format, "text (default), json or markdown")

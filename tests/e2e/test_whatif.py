@@ -376,6 +376,9 @@ def test_text_and_markdown_outputs():
 
 def test_usage_errors_and_no_data(tmp_path):
     assert run("whatif", "faster", fx.LOG).returncode == 2
+    # A log given where the scenario goes: said so, not only "not in {batched-geometry, ...}".
+    r = run("whatif", fx.LOG)
+    assert r.returncode == 2 and "is a file or directory: give the scenario first" in r.stderr, r.stderr
     assert run("whatif", "no-padding", "--variant", "pad", fx.LOG).returncode == 2
     assert run("whatif", "batched-geometry", "--threshold", "-1", fx.LOG).returncode == 2
     # A group the nesting does not have is a usage error that names the groups it has.
