@@ -768,8 +768,10 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       f.subject = row.name;
       f.ms_per_update = basis->median;
       f.title = fmt::format("data loading ({}) takes {:.1f} ms per update", row.name, basis->median);
-      f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms per update; {:.1f} % of all update "
-                               "time in the window",
+      // (The heading's share is the median against the median update; this one is the
+      // sum over the window against all update time: with uneven updates they differ.)
+      f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms per update; summed over the window, "
+                               "{:.1f} % of all update time",
                                basis->median, basis->p90, basis->max, row.share * 100);
       f.action = "if this grows, add data-loader workers or prefetch; the training loop waits for it";
       out.push_back(std::move(f));
@@ -781,8 +783,8 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       f.subject = row.name;
       f.ms_per_update = self->median;
       f.title = fmt::format("{} spends {:.1f} ms per update outside its child regions", row.name, self->median);
-      f.evidence = fmt::format("exclusive time median {:.1f} ms, max {:.1f} ms per update; {:.1f} % of all update "
-                               "time in the window",
+      f.evidence = fmt::format("exclusive time median {:.1f} ms, max {:.1f} ms per update; summed over the window, "
+                               "{:.1f} % of all update time",
                                self->median, self->max, row.self_share * 100);
       f.action = "add regions inside it to see where that time goes";
       out.push_back(std::move(f));
