@@ -65,6 +65,12 @@ def main():
         with record_function("bench"):
             pass
 
+    def count():
+        rec.count("samples", 8)
+
+    def frame():
+        rec.frame(9, 2)
+
     def best(fn, n):
         return min(timeit.repeat(fn, number=n, repeat=args.repeat)) / n * 1e9
 
@@ -76,6 +82,11 @@ def main():
     }
     if record_function:
         rows["torch record_function"] = best(with_record_function, max(args.n // 10, 1000)) - base
+    # The per-update data calls (not regions: no target; the README gives them).
+    calls = {
+        "stepprof: rec.count(name, n)": best(count, args.n) - base,
+        "stepprof: rec.frame(frames, samples)": best(frame, args.n) - base,
+    }
     rec.end_update(0)
     rec.close()
 
@@ -83,8 +94,10 @@ def main():
           f"empty call {base:.0f} ns subtracted")
     for name, ns in rows.items():
         print(f"  {name:38s} {ns:8.0f} ns per region")
+    for name, ns in calls.items():
+        print(f"  {name:38s} {ns:8.0f} ns per call")
     ours = rows["stepprof: with rec.region(name)"]
-    result = {"ns_per_region": rows, "empty_call_ns": base}
+    result = {"ns_per_region": rows, "ns_per_call": calls, "empty_call_ns": base}
     ok = ours <= 1000
     print(f"  target <= 1000 ns per region: {'met' if ok else 'MISSED'} ({ours:.0f} ns)")
     if record_function:

@@ -451,11 +451,12 @@ class Recorder:
         Raises TypeError for a non-integer n and ValueError for a negative one (counts
         of work items are >= 0) or one above 2^53. Once closed it does nothing (counted
         as used_after_close)."""
-        n = _integer(n, "count")
-        if n < 0:
-            raise ValueError(f"count {n} for counter {name!r} is negative (counts are >= 0)")
-        if n > _MAX_COUNT:
-            raise ValueError(f"count {n} for counter {name!r} is above 2^53 (what a record holds exactly)")
+        if type(n) is not int or not 0 <= n <= _MAX_COUNT:  # (the common case checked at once)
+            n = _integer(n, "count")
+            if n < 0:
+                raise ValueError(f"count {n} for counter {name!r} is negative (counts are >= 0)")
+            if n > _MAX_COUNT:
+                raise ValueError(f"count {n} for counter {name!r} is above 2^53 (what a record holds exactly)")
         if not self._handle:
             _name(name, "counter")
             self._usable("count")  # (counted)
@@ -473,10 +474,12 @@ class Recorder:
         batch; the reader rejects such a count). An add that takes the update's count for
         `frames` above 2^32 is left out and counted as a bad_argument error. Once closed
         it does nothing (counted as used_after_close)."""
-        n = _count(samples, "samples")
-        if n > _MAX_BATCH_COUNT:
-            raise ValueError(f"samples {n} is above 2^32 in one update (no real batch; the reader rejects it)")
-        f = _count(frames, "frames")
+        n, f = samples, frames
+        if type(n) is not int or type(f) is not int or not 0 <= n <= _MAX_BATCH_COUNT or not 0 <= f <= _MAX_COUNT:
+            n = _count(samples, "samples")  # (the common case checked at once)
+            if n > _MAX_BATCH_COUNT:
+                raise ValueError(f"samples {n} is above 2^32 in one update (no real batch; the reader rejects it)")
+            f = _count(frames, "frames")
         if self._usable("frame"):
             _core.frame_histogram_add(f, n)
 
