@@ -199,11 +199,54 @@ std::string validate(const Options& o) {
   return "";
 }
 
+namespace {
+
+// Room for the logs: a size the disk does not have is refused before anything is written
+// (or computed: the job's timing of 10^9 updates takes minutes), not found after minutes
+// of writing. Estimated from the first update's records of up to 4 ranks (the records of
+// one job differ little in size); gzip is taken as 10x smaller (these logs compress
+// 5-8x), so that only what surely does not fit is refused. The logs this run replaces
+// free their room. Throws std::runtime_error naming the sizes.
+void check_room(const Options& o, const Model& model, const std::string& dir, bool gzip) {
+  std::uint64_t sample = 0;
+  const std::int64_t sampled = std::min<std::int64_t>(o.ranks, 4);
+  for (std::int64_t r = 0; r < sampled; ++r) {
+    const auto plan = model.plan(r, o.first_step);
+    sample += update_to_json(model.record(plan, r, o.first_step, plan.arrival_ms), model.regions(), model.counters())
+                  .size() +
+              1;
+  }
+  const double need = static_cast<double>(sample) / static_cast<double>(sampled) * static_cast<double>(o.ranks) *
+                      static_cast<double>(o.updates) / (gzip ? 10.0 : 1.0);
+  fs::path at(dir);  // (the nearest directory that exists: the logs' is made later)
+  std::error_code ec;
+  while (!at.empty() && !fs::exists(at, ec) && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
+  if (at.empty()) at = ".";
+  const auto space = fs::space(at, ec);
+  if (ec) return;  // (unknown: writing will say)
+  std::uint64_t replaced = 0;
+  for (std::int64_t r = 0; r < o.ranks; ++r) {
+    std::error_code size_ec;
+    const auto n = fs::file_size(fs::path(dir) / file_name(r, o.ranks, gzip), size_ec);
+    if (!size_ec) replaced += n;
+  }
+  const double free = static_cast<double>(space.available) + static_cast<double>(replaced);
+  if (need > free)
+    throw std::runtime_error(fmt::format(
+        "no space for the logs: {} ranks x {} updates need about {:.1f} GB{}, and {} has {:.1f} GB free; ask for "
+        "fewer --updates or --ranks{}, or write elsewhere",
+        o.ranks, o.updates, need / 1e9, gzip ? " (with gzip, taken as 10x smaller)" : "", at.string(), free / 1e9,
+        gzip ? "" : ", or use --gzip"));
+}
+
+}  // namespace
+
 Manifest generate(const Options& options, const std::string& dir, bool gzip, unsigned threads,
                   const std::function<bool()>& cancelled) {
   if (auto err = validate(options); !err.empty()) throw std::runtime_error(err);
   const Options o = with_random_injections(options);
   const Model model(o);
+  check_room(o, model, dir, gzip);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::int64_t>(threads, o.ranks));
 

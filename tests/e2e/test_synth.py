@@ -4,6 +4,8 @@ injected where) and, independently, from the raw log lines read with Python's js
 module -- never from the report itself.
 """
 import json
+import re
+import shutil
 import os
 import statistics
 import subprocess
@@ -1004,6 +1006,21 @@ def test_clustered_fallbacks_in_small_jobs_are_not_stretches(tmp_path):
     assert [(e["rank"], e["last_step"]) for e in rep["cross_rank"]["episodes"]] == [(1, 14)]
 
 
+def test_logs_larger_than_the_free_disk_space_are_refused_before_anything_is_written(tmp_path):
+    # 65,536 ranks x 10^7 updates is petabytes: synth computed the job's timing for
+    # minutes, then wrote until the disk was full. The free space is read here, apart.
+    free = shutil.disk_usage(tmp_path).free
+    out = tmp_path / "new" / "logs"
+    r = run("synth", "-o", out, "--ranks", 65536, "--updates", 10_000_000)
+    assert r.returncode == 2, r.stderr
+    m = re.search(r"no space for the logs: 65536 ranks x 10000000 updates need about ([0-9.]+) GB, and (\S+) has "
+                  r"([0-9.]+) GB free", r.stderr)
+    assert m, r.stderr
+    assert float(m.group(1)) > 65536 * 10_000_000 * 1000 / 1e9  # (a record is over 1 KB)
+    assert float(m.group(3)) == pytest.approx(free / 1e9, abs=0.5)
+    assert not (tmp_path / "new").exists()
+
+
 def test_an_interrupted_synth_leaves_no_directory_it_made(tmp_path):
     # The logs' directory (and the manifest's) used to stay behind, empty.
     import signal
@@ -1044,7 +1061,8 @@ def test_synth_ctrl_c_is_seen_before_any_file_is_written(tmp_path):
     # the interrupt: with 60 million updates one Ctrl-C took 40 s to stop synth.
     import signal
     import time
-    proc = subprocess.Popen([BIN, "synth", "-o", str(tmp_path / "logs"), "--ranks", "2", "--updates", "20000000"],
+    # (--gzip: 93 GB of plain logs would be refused up front, for want of disk space.)
+    proc = subprocess.Popen([BIN, "synth", "-o", str(tmp_path / "logs"), "--ranks", "2", "--updates", "20000000", "--gzip"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not sigint_caught(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
