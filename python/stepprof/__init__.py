@@ -32,6 +32,7 @@ import math
 import os
 import re
 import sys
+import threading
 import warnings
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
@@ -185,6 +186,7 @@ class _NullRegion:
 
 
 _NULL_REGION = _NullRegion()
+_MISUSE_LOCK = threading.Lock()  # used_after_close counts of every Recorder (a slow path)
 
 
 class RecorderWarning(UserWarning):
@@ -437,6 +439,11 @@ class Recorder:
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
+                # A function decorated before close() would record into a recorder opened
+                # later (the region object is the process's): once closed it only runs.
+                if not self._handle:
+                    self._misused("timed")
+                    return fn(*args, **kwargs)
                 with region:
                     return fn(*args, **kwargs)
 
@@ -691,9 +698,11 @@ class Recorder:
         # Recorder that never opened (already_open) counts nothing more.
         if not self._close_called:
             return
-        self._misuse["used_after_close"] = self._misuse.get("used_after_close", 0) + 1
-        if not self._warned_misuse:
+        with _MISUSE_LOCK:  # (threads calling after close: an unlocked += lost counts)
+            self._misuse["used_after_close"] = self._misuse.get("used_after_close", 0) + 1
+            warn = not self._warned_misuse
             self._warned_misuse = True
+        if warn:
             _warn_in_loop(f"stepprof: Recorder.{call}() after close() records nothing (counted as used_after_close "
                           "in the recorder's errors; further calls are counted without a warning)", stacklevel=5)
 

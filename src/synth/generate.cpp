@@ -218,10 +218,12 @@ void check_room(const Options& o, const Model& model, const std::string& dir, bo
   }
   const double need = static_cast<double>(sample) / static_cast<double>(sampled) * static_cast<double>(o.ranks) *
                       static_cast<double>(o.updates) / (gzip ? 10.0 : 1.0);
-  fs::path at(dir);  // (the nearest directory that exists: the logs' is made later)
+  // The nearest directory that exists (the logs' is made later), of the absolute path: a
+  // relative `-o big` has no parent to go up to, and the check was skipped.
   std::error_code ec;
-  while (!at.empty() && !fs::exists(at, ec) && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
-  if (at.empty()) at = ".";
+  fs::path at = fs::absolute(dir, ec);
+  if (ec) return;
+  while (!fs::exists(at, ec) && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
   const auto space = fs::space(at, ec);
   if (ec) return;  // (unknown: writing will say)
   std::uint64_t replaced = 0;
@@ -231,11 +233,14 @@ void check_room(const Options& o, const Model& model, const std::string& dir, bo
     if (!size_ec) replaced += n;
   }
   const double free = static_cast<double>(space.available) + static_cast<double>(replaced);
+  const auto size = [](double bytes) {
+    return bytes >= 1e9 ? fmt::format("{:.1f} GB", bytes / 1e9) : fmt::format("{:.1f} MB", bytes / 1e6);
+  };
   if (need > free)
     throw std::runtime_error(fmt::format(
-        "no space for the logs: {} ranks x {} updates need about {:.1f} GB{}, and {} has {:.1f} GB free; ask for "
-        "fewer --updates or --ranks{}, or write elsewhere",
-        o.ranks, o.updates, need / 1e9, gzip ? " (with gzip, taken as 10x smaller)" : "", at.string(), free / 1e9,
+        "no space for the logs: {} ranks x {} updates need about {}{}, and {} has {} free; ask for fewer --updates "
+        "or --ranks{}, or write elsewhere",
+        o.ranks, o.updates, size(need), gzip ? " (with gzip, taken as 10x smaller)" : "", at.string(), size(free),
         gzip ? "" : ", or use --gzip"));
 }
 

@@ -1013,6 +1013,12 @@ def test_logs_larger_than_the_free_disk_space_are_refused_before_anything_is_wri
     out = tmp_path / "new" / "logs"
     r = run("synth", "-o", out, "--ranks", 65536, "--updates", 10_000_000)
     assert r.returncode == 2, r.stderr
+    # A relative directory that does not exist yet (`-o big`) was not checked: it has no
+    # parent to look up the free space of.
+    rel = subprocess.run([BIN, "synth", "-o", "big", "--ranks", "65536", "--updates", "10000000"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert rel.returncode == 2 and "no space for the logs" in rel.stderr, rel.stderr
+    assert not (tmp_path / "big").exists()
     m = re.search(r"no space for the logs: 65536 ranks x 10000000 updates need about ([0-9.]+) GB, and (\S+) has "
                   r"([0-9.]+) GB free", r.stderr)
     assert m, r.stderr

@@ -447,7 +447,8 @@ def test_a_closed_recorders_calls_do_nothing_are_counted_and_do_not_reach_the_ne
     assert not died, died
     warned = [str(w.message) for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
     assert len(warned) == 1 and "used_after_close" in warned[0] and "after close()" in warned[0], warned
-    assert r1.errors == {"used_after_close": len(calls) + 1 + 10}
+    # (timed() counts twice: the decoration's region() and the call of the function)
+    assert r1.errors == {"used_after_close": len(calls) + 1 + 1 + 10}
     assert r1.info["errors"] == r1.errors and r1.closed
     # A wrong argument type or value is still a programming error, raised at once.
     with pytest.raises(TypeError):
@@ -466,6 +467,44 @@ def test_a_closed_recorders_calls_do_nothing_are_counted_and_do_not_reach_the_ne
     assert "frame_histogram" not in updates[0] and "sample_indices" not in updates[0]
     steps = [json.loads(l).get("step") for l in (tmp_path / "r1.jsonl").read_text().splitlines()[1:]]
     assert steps == [0]
+
+
+def test_a_function_timed_before_close_records_nothing_after_it_and_threads_are_all_counted(tmp_path):
+    # A function decorated with timed() before close() kept its region object: its calls
+    # after close() recorded into the next recorder and were not counted. And threads
+    # calling after close() lost counts (an unlocked += in the count).
+    r1 = stepprof.Recorder(str(tmp_path / "r1.jsonl"), device_timing="off")
+
+    @r1.timed("dec")
+    def f():
+        return 5
+
+    assert f() == 5
+    r1.end_update(0)
+    r1.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert f() == 5  # runs, records nothing
+        r3 = stepprof.Recorder(str(tmp_path / "r3.jsonl"), device_timing="off")
+        f()
+        f()
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            threads = [threading.Thread(target=lambda: [r1.count("x", 1) for _ in range(2000)]) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            sys.setswitchinterval(old)
+    assert r1.errors == {"used_after_close": 3 + 8 * 2000}
+    r3.end_update(0)
+    r3.close()
+    _, updates = read_log(tmp_path / "r3.jsonl")
+    assert "dec" not in updates[0].get("calls", {}), updates[0]
+    _, first = read_log(tmp_path / "r1.jsonl")
+    assert first[0]["calls"] == {"dec": 1}
 
 
 def test_small_misuses_get_clear_answers(tmp_path):
