@@ -1713,6 +1713,26 @@ def test_a_straggler_by_score_with_nothing_at_stake_is_no_finding(tmp_path):
     assert " 0 ms" not in f["evidence"], f["evidence"]
 
 
+def report_of_own_work(tmp_path, own):
+    """`stepprof report --format json` of 4 ranks' logs of 30 steps, written into tmp_path:
+    each rank's own work {(rank, step): ms} in region "forward" (less 10 ms), each update
+    waiting in "gradient_allreduce" (role communication) until the step's slowest rank
+    is done, plus 100 ms."""
+    for r in range(4):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": 4,
+                             "region_roles": {"gradient_allreduce": "communication"}})]
+        for s in range(30):
+            wall = max(own[q, s] for q in range(4)) + 100
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": wall,
+                                     "cpu_call_ms": {"forward": own[r, s] - 10, "gradient_allreduce": wall - own[r, s]},
+                                     "calls": {"forward": 1, "gradient_allreduce": 1},
+                                     "parents": {"forward": None, "gradient_allreduce": None}}))
+        (tmp_path / f"rank{r}.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("report", "--format", "json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
 def test_slow_steps_where_every_ranks_own_work_grew_do_not_blame_the_network(tmp_path):
     # 4 ranks x 30 steps. In each step one rank takes a slow path (0-4 s extra, so the most
     # own work of any rank varies widely); in steps 5, 15 and 25 every rank's own work is
@@ -1726,19 +1746,7 @@ def test_slow_steps_where_every_ranks_own_work_grew_do_not_blame_the_network(tmp
         extra = 1500.0 if s in slow else rng.uniform(0, 4000)
         for r in range(4):
             own[r, s] = 5000 + rng.uniform(-50, 50) + (extra if r == s % 4 else 0) + (3000 if s in slow else 0)
-    for r in range(4):
-        lines = [json.dumps({"type": "config", "rank": r, "world_size": 4,
-                             "region_roles": {"gradient_allreduce": "communication"}})]
-        for s in range(30):
-            wall = max(own[q, s] for q in range(4)) + 100
-            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": wall,
-                                     "cpu_call_ms": {"forward": own[r, s] - 10, "gradient_allreduce": wall - own[r, s]},
-                                     "calls": {"forward": 1, "gradient_allreduce": 1},
-                                     "parents": {"forward": None, "gradient_allreduce": None}}))
-        (tmp_path / f"rank{r}.jsonl").write_text("\n".join(lines) + "\n")
-    r = run("report", "--format", "json", tmp_path)
-    assert r.returncode == 0, r.stderr
-    rep = json.loads(r.stdout)
+    rep = report_of_own_work(tmp_path, own)
     s = rep["update_time"]["slow_updates"]
     assert s["steps"] == sorted(slow), s
     assert not s["own_work_typical"] and s["by_own_work"], s
@@ -1763,19 +1771,7 @@ def test_the_slowest_steps_of_a_wide_spread_of_own_work_are_not_said_to_wait(tmp
         common = rng.uniform(0, 3000)
         for r in range(4):
             own[r, s] = 4000 + common + rng.uniform(0, 800)
-    for r in range(4):
-        lines = [json.dumps({"type": "config", "rank": r, "world_size": 4,
-                             "region_roles": {"gradient_allreduce": "communication"}})]
-        for s in range(30):
-            wall = max(own[q, s] for q in range(4)) + 100
-            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": wall,
-                                     "cpu_call_ms": {"forward": own[r, s] - 10, "gradient_allreduce": wall - own[r, s]},
-                                     "calls": {"forward": 1, "gradient_allreduce": 1},
-                                     "parents": {"forward": None, "gradient_allreduce": None}}))
-        (tmp_path / f"rank{r}.jsonl").write_text("\n".join(lines) + "\n")
-    r = run("report", "--format", "json", tmp_path)
-    assert r.returncode == 0, r.stderr
-    rep = json.loads(r.stdout)
+    rep = report_of_own_work(tmp_path, own)
     s = rep["update_time"]["slow_updates"]
     walls = {t: max(own[q, t] for q in range(4)) + 100 for t in range(30)}
     assert s["steps"] == sorted(sorted(walls, key=walls.get)[-3:]), s
