@@ -285,7 +285,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         edge_margins.clear();
         if (keep && long_pass) {
           const RankWork& w =
-              *std::find_if(ranks.begin(), ranks.end(), [&](const RankWork& r) { return r.rank == rank; });
+              *std::find_if(ranks.begin(), ranks.end(), [&, id = rank](const RankWork& r) { return r.rank == id; });
           if (smoothed) {
             const std::size_t lo_most = lo >= kWindow / 2 ? lo - kWindow / 2 : 0,
                               hi_most = std::min(per_update.size() - 1, hi + kWindow / 2);
