@@ -2012,4 +2012,13 @@ TEST_F(ReaderTest, ALineCutByAKilledJobBeforeARestartsConfigIsTheRecordInFlightL
   read({p}, /*strict=*/true);
   EXPECT_TRUE(diag_.should_stop());
   EXPECT_EQ(all(Problem::kMalformedJson).size(), 1u);
+  // A whole record with a bad number or a bad escape before a config record was not cut:
+  // it is that error (it was called a cut line, exit status 0).
+  for (const std::string bad : {R"({"type": "update", "step": 12, "wall_ms": 02})",
+                                R"({"type": "update", "step": 12, "wall_ms": 15, "cpu_call_ms": {"f\xd": 1}})"}) {
+    read({write("bad.jsonl", kConfig + "\n" + update(11) + "\n" + bad + "\n" + kConfig + "\n" + update(12) + "\n")});
+    EXPECT_EQ(all(Problem::kTruncatedLine).size(), 0u) << bad;
+    ASSERT_EQ(all(Problem::kMalformedJson).size(), 1u) << bad;
+    EXPECT_EQ(all(Problem::kMalformedJson)[0]->line, 3u);
+  }
 }

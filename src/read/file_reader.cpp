@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "file_kind.hpp"
+#include "json_error.hpp"
 #include "line_source.hpp"
 #include "record_parser.hpp"
 #include "stdout_lines.hpp"
@@ -328,8 +329,10 @@ class FileParser {
                                rerr.message,
                                opt_.strict ? std::string("reading stops (--strict)")
                                            : fmt::format("the {} update record(s) read before it are kept", kept_updates())));
-          } else if (!opt_.strict && !complete && rerr.problem == Problem::kMalformedJson &&
-                     trim(text).starts_with('{')) {
+          } else if (!opt_.strict && rerr.problem == Problem::kMalformedJson &&
+                     trim(text).starts_with('{') && !closing_bracket(trim(text))) {
+            // (Only a record cut short, whose object never closes: a whole record with a bad
+            // value or escape is that error, whatever follows.)
             pending_cut = PendingCut{ln, col,
                                      rerr.message + (rerr.cause.empty() ? "" : ": ") + std::string(rerr.cause) +
                                          "; record skipped",
