@@ -384,6 +384,16 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
 
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);
   EXPECT_EQ(attempt(host_only(log.path)), Status::kErrState);  // one recorder per process
+  // A wrong argument is that error while another recorder is open too (Python made it an
+  // already_open warning: fixed only after a first run).
+  o = host_only(log.path);
+  o.rank = 7;
+  o.world_size = 2;
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  o = host_only(log.path);
+  o.config_json = R"({"micro_batch": -1})";
+  EXPECT_EQ(attempt(o), Status::kErrArgument);
+  EXPECT_TRUE(is_open());
 }
 
 TEST_F(RecorderTest, RunIdDefaults) {

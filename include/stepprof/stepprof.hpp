@@ -171,10 +171,11 @@ inline constexpr bool kEnabled = true;
 
 // ---- Lifecycle: call from one thread at a time (they are serialized by a mutex). ----
 
-/// Opens the process's recorder and writes the config record. Errors (< 0): a recorder
-/// is already open, config_json is not a JSON object, a config field the recorder sets
-/// itself (schema, run_id, rank, world_size, clock, device_timing) is given again, a rank
-/// outside [0, world_size), an empty path without a sink (kErrArgument).
+/// Opens the process's recorder and writes the config record. Errors (< 0): config_json
+/// is not a JSON object, a config field the recorder sets itself (schema, run_id, rank,
+/// world_size, clock, device_timing) is given again, a rank outside [0, world_size), an
+/// empty path without a sink (kErrArgument, checked first: also while another recorder
+/// is open); then a recorder is already open (kErrState).
 /// kWarnIo: the file could not be opened (the message gives the reason, e.g. a read-only
 /// file system where its directory would be made); the recorder runs anyway, counts every record
 /// it cannot write and says so at close(). `message` (optional) gets a sentence on any

@@ -34,6 +34,7 @@ import re
 import sys
 import threading
 import warnings
+import weakref
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import _core
@@ -325,6 +326,10 @@ class Recorder:
         # First: __del__, close() and the properties read these, also when __init__ raises.
         self._handle = 0
         self._pid = os.getpid()  # a fork() child holds a closed copy (docs/recorder.md)
+        # Held by the calls that pass the handle to the C ABI and by close(), so that a
+        # close() on another thread waits for them instead of freeing the handle under
+        # them (and they never pass a closed one: the C ABI raises on handle 0).
+        self._handle_lock = threading.Lock()
         self._close_called = False
         self._errors_at_close: dict[str, int] = {}
         self._misuse: dict[str, int] = {}  # already_open, used_after_close
@@ -436,13 +441,18 @@ class Recorder:
 
         def decorate(fn: F) -> F:
             region = self.region(name or fn.__qualname__)
+            # (A weak reference: a decorated function must not keep a Recorder dropped
+            # without close() open, so that a later Recorder would find it open.)
+            recorder = weakref.ref(self)
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 # A function decorated before close() would record into a recorder opened
                 # later (the region object is the process's): once closed it only runs.
-                if not self._handle:
-                    self._misused("timed")
+                rec = recorder()
+                if rec is None or not rec._handle:
+                    if rec is not None:
+                        rec._misused("timed")
                     return fn(*args, **kwargs)
                 with region:
                     return fn(*args, **kwargs)
@@ -571,8 +581,8 @@ class Recorder:
     def begin_update(self) -> None:
         """Restarts the current update's wall clock (e.g. after evaluation). Does nothing
         in a fork() child, and once closed (counted as used_after_close)."""
-        if self._usable("begin_update") and not self._forked():
-            _core.begin_update(self._handle)
+        if not self._forked():
+            self._with_handle("begin_update", _core.begin_update)
 
     def end_update(self, step: int) -> None:
         """Writes the record of optimizer update `step` and starts the next update.
@@ -584,9 +594,9 @@ class Recorder:
         do there. TypeError / ValueError for a step that is not a 64-bit integer. Once
         closed it does nothing (counted as used_after_close)."""
         step = _integer(step, "step")
-        if not self._usable("end_update") or self._forked():
+        if self._forked():
             return
-        status = _core.end_update(self._handle, step)
+        status = self._with_handle("end_update", _core.end_update, step)
         if status == _STATUS_WARN_IO and not self._warned_write:
             self._warned_write = True
             _warn_in_loop(f"stepprof: the record of update {step} could not be written to {self.info['path']}; "
@@ -597,8 +607,8 @@ class Recorder:
     def flush(self) -> None:
         """Asks the OS to persist what was written (records are written whole per update).
         Does nothing in a fork() child, and once closed (counted as used_after_close)."""
-        if self._usable("flush") and not self._forked():
-            _core.flush(self._handle)
+        if not self._forked():
+            self._with_handle("flush", _core.flush)
 
     @property
     def errors(self) -> dict[str, int]:
@@ -622,7 +632,9 @@ class Recorder:
         its path, records_written 0 and its errors; in a fork() child, as of open() with
         errors {}. Never raises."""
         if self._handle != 0 and self._pid == os.getpid():
-            return json.loads(_core.info_json(self._handle))
+            text = self._with_handle(None, _core.info_json)
+            if text is not None:
+                return json.loads(text)
         out = dict(self._info_at_close if self._info_at_close is not None else self._info_at_open)
         out["errors"] = self.errors
         return out
@@ -638,21 +650,27 @@ class Recorder:
         close() itself counts included (e.g. {"unwritten_at_close": 1}; empty when none);
         warns when there were any. A Recorder made while another was open returns
         {"already_open": 1} (it warned when made). Closing twice is a no-op that returns {}."""
-        if self._close_called:
+        if self._handle == 0 or self._pid != os.getpid():
+            # (Not locked: a fork() child's copy of the lock may be held by a thread it
+            # does not have.)
+            if self._close_called:
+                return {}
+            self._close_called = True
+            if self._handle == 0:  # never opened: another recorder was open
+                return dict(self._misuse)
+            self._handle = 0  # a fork() child: the recorder and its log are the parent's
             return {}
-        self._close_called = True
-        if self._handle == 0:  # never opened: another recorder was open
-            return dict(self._misuse)
-        if self._pid != os.getpid():  # a fork() child: the recorder and its log are the parent's
+        with self._handle_lock:  # (a call on another thread ends first)
+            if self._close_called:
+                return {}
+            self._close_called = True
+            handle = self._handle
+            try:
+                self._info_at_close = json.loads(_core.info_json(handle))
+            except Exception:  # noqa: BLE001 - only info; close anyway
+                self._info_at_close = None
+            status, message, errors = _core.close(handle)
             self._handle = 0
-            return {}
-        handle = self._handle
-        try:
-            self._info_at_close = json.loads(_core.info_json(handle))
-        except Exception:  # noqa: BLE001 - only info; close anyway
-            self._info_at_close = None
-        status, message, errors = _core.close(handle)
-        self._handle = 0
         self._errors_at_close = dict(errors)
         if self._info_at_close is not None:
             self._info_at_close["errors"] = dict(errors)
@@ -681,6 +699,18 @@ class Recorder:
                     sys.stderr.write(f"stepprof: a Recorder dropped without close(): {message}\n")
             except Exception:  # interpreter shutdown: nothing left to report to
                 pass
+
+    def _with_handle(self, call: Optional[str], fn: Callable[..., Any], *args: Any) -> Any:
+        # fn(handle, *args) while this recorder is open, under the handle's lock; None once
+        # closed (or never opened), counted as used_after_close when `call` names it. Not
+        # for a fork() child (the callers return before: its lock may be held for good).
+        with self._handle_lock:
+            handle = self._handle
+            if handle:
+                return fn(handle, *args)
+        if call is not None:
+            self._misused(call)
+        return None
 
     def _usable(self, call: str) -> bool:
         # The per-update calls record into whichever recorder of the process is open: once

@@ -270,8 +270,8 @@ Status Core::open(const Options& o, std::string* message) {
     if (message) *message = std::move(msg);
     return s;
   };
-  if (is_open.load(std::memory_order_relaxed))
-    return fail(Status::kErrState, "a stepprof recorder is already open in this process; close() it first");
+  // (The arguments are checked first: a wrong one is an error whether or not another
+  // recorder is open, so that it is fixed before a long run.)
   if (o.world_size < 1) return fail(Status::kErrArgument, "world_size must be >= 1, got " + std::to_string(o.world_size));
   if (o.world_size > kMaxWorldSize)  // (the reader would not use it: record.hpp)
     return fail(Status::kErrArgument, "world_size must be at most " + std::to_string(kMaxWorldSize) +
@@ -332,6 +332,9 @@ Status Core::open(const Options& o, std::string* message) {
       return fail(Status::kErrArgument, all);
     }
   }
+
+  if (is_open.load(std::memory_order_relaxed))
+    return fail(Status::kErrState, "a stepprof recorder is already open in this process; close() it first");
 
   opts_ = o;
   opts_.config.clear();

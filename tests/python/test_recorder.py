@@ -400,6 +400,12 @@ def test_a_second_recorder_while_one_is_open_warns_and_records_nothing(tmp_path,
         third = stepprof.Recorder(str(tmp_path / "third.jsonl"), device_timing="off")
     assert third.errors == {"already_open": 1}
     assert "already open" in capfd.readouterr().err
+    # A wrong argument raises while another recorder is open too (it was an already_open
+    # warning, the mistake found only after the first run).
+    with pytest.raises(ValueError, match="rank must be in"):
+        stepprof.Recorder(str(tmp_path / "e{rank}.jsonl"), rank=7, world_size=2, device_timing="off")
+    with pytest.raises(ValueError):
+        stepprof.Recorder(str(tmp_path / "e{rank}.jsonl"), roles={"x": "bogus"}, device_timing="off")
     first.close()
     # Once the first is closed, a new one opens as before.
     fourth = stepprof.Recorder(str(tmp_path / "fourth.jsonl"), device_timing="off")
@@ -505,6 +511,71 @@ def test_a_function_timed_before_close_records_nothing_after_it_and_threads_are_
     assert "dec" not in updates[0].get("calls", {}), updates[0]
     _, first = read_log(tmp_path / "r1.jsonl")
     assert first[0]["calls"] == {"dec": 1}
+
+
+def test_a_timed_function_does_not_keep_a_dropped_recorder_open(tmp_path):
+    # The decorated function held its Recorder: one dropped without close() stayed open,
+    # and the next Recorder of the process recorded nothing (already_open) for the run.
+    import gc
+
+    def make():
+        rec = stepprof.Recorder(str(tmp_path / "first.jsonl"), device_timing="off")
+
+        @rec.timed("work")
+        def work():
+            return 1
+
+        return work
+
+    work = make()
+    gc.collect()
+    second = stepprof.Recorder(str(tmp_path / "second.jsonl"), device_timing="off")
+    assert not second.closed and second.errors == {}
+    assert work() == 1  # its recorder is gone: it runs, unrecorded
+    second.count("samples", 1)
+    second.end_update(0)
+    assert second.close() == {}
+    _, updates = read_log(tmp_path / "second.jsonl")
+    assert updates[0]["counts"] == {"samples": 1} and "work" not in updates[0].get("calls", {}), updates[0]
+
+
+def test_close_on_another_thread_never_raises_into_the_per_update_calls(tmp_path):
+    # flush(), end_update() and begin_update() read the handle, then passed it on: a
+    # close() in between made them pass 0, and the binding raised ValueError("the
+    # recorder is closed") into the thread (26 trials of 200 on 2 cores).
+    raised = []
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for trial in range(200):
+                rec = stepprof.Recorder(str(tmp_path / "race.jsonl"), device_timing="off")
+                stop = threading.Event()
+
+                def logger():
+                    try:
+                        while not stop.is_set():
+                            rec.flush()
+                            rec.begin_update()
+                            rec.info  # noqa: B018 - the property reads the handle too
+                    except BaseException as e:  # noqa: BLE001
+                        raised.append(repr(e))
+
+                t = threading.Thread(target=logger)
+                t.start()
+                for s in range(20):
+                    rec.end_update(s)
+                rec.close()
+                stop.set()
+                t.join()
+                if raised:
+                    break
+    finally:
+        sys.setswitchinterval(old)
+    assert not raised, (trial, raised[:1])
+    # Each trial's calls after close() are counted, and close() returned what it counted.
+    assert set(rec.errors) <= {"used_after_close"}
 
 
 def test_small_misuses_get_clear_answers(tmp_path):
