@@ -1986,6 +1986,12 @@ TEST_F(ReaderTest, TwoLogsWithoutARankSayWhyTheirStepsRepeat) {
   const auto again = all(Problem::kDuplicateStep);
   ASSERT_FALSE(again.empty());
   EXPECT_EQ(again.back()->message.find("without a rank"), std::string::npos) << again.back()->message;
+  // --strict stops at the first one, and says why too.
+  read({a, b}, /*strict=*/true);
+  const auto strict = all(Problem::kDuplicateStep);
+  ASSERT_EQ(strict.size(), 1u);
+  EXPECT_NE(strict[0]->message.find("logs without a rank are read as one rank"), std::string::npos) << strict[0]->message;
+  EXPECT_NE(strict[0]->message.find("stopping (--strict)"), std::string::npos) << strict[0]->message;
 }
 
 TEST_F(ReaderTest, ALineCutByAKilledJobBeforeARestartsConfigIsTheRecordInFlightLost) {

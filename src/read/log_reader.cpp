@@ -337,8 +337,9 @@ class Reader {
         const auto [it, fresh] = b.first_seen.try_emplace(updates[k].step, updates[k].source);
         if (!fresh) {
           report(Severity::kError, Problem::kDuplicateStep, updates[k].source.file, updates[k].source.line, 1,
-                 fmt::format("duplicate step {} for {} (first at {}:{}); stopping (--strict)", updates[k].step,
-                             rank_text(b.rank), ds_.files[it->second.file], it->second.line));
+                 fmt::format("duplicate step {} for {} (first at {}:{}){}; stopping (--strict)", updates[k].step,
+                             rank_text(b.rank), ds_.files[it->second.file], it->second.line,
+                             rankless_hint(b.rank, updates[k].source.file, it->second.file)));
           return;
         }
       }
@@ -598,6 +599,14 @@ class Reader {
   // The duplicate steps of one rank, skipped: those timed alike in one file and the file of
   // the records kept (a copy of the log, whole or overlapping) are one warning per pair of
   // files; any other is an error each (a rerun of the step, or another job's log).
+  // Logs without a rank are all one rank here: two such files repeat each other's steps.
+  // What a duplicate step's message adds then ("" otherwise).
+  static const char* rankless_hint(const std::optional<std::int64_t>& rank, std::uint32_t file, std::uint32_t kept_file) {
+    return !rank && file != kept_file ? " (logs without a rank are read as one rank: give each log's config "
+                                        "line its \"rank\", or read them one at a time)"
+                                      : "";
+  }
+
   void report_duplicates(const std::optional<std::int64_t>& rank, const std::vector<SkippedDuplicate>& skipped) {
     struct Copied {
       std::size_t records = 0;
@@ -611,14 +620,9 @@ class Reader {
         c.last = std::max(c.last, s.step);
         continue;
       }
-      // Logs without a rank are all one rank here: two such files repeat each other's steps.
-      const bool rankless_files = !rank && s.at.file != s.kept.file;
       report(Severity::kError, Problem::kDuplicateStep, s.at.file, s.at.line, 1,
              fmt::format("duplicate step {} for {} (first at {}:{}); this record is skipped{}", s.step, rank_text(rank),
-                         ds_.files[s.kept.file], s.kept.line,
-                         rankless_files ? " (logs without a rank are read as one rank: give each log's config "
-                                          "line its \"rank\", or read them one at a time)"
-                                        : ""));
+                         ds_.files[s.kept.file], s.kept.line, rankless_hint(rank, s.at.file, s.kept.file)));
     }
     for (const auto& [files, c] : copied) {
       const std::string where = files.first == files.second ? std::string("earlier ones in the same file")
