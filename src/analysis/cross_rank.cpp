@@ -232,6 +232,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         // gaps (synth --straggler 3:100:150:1.5 with fallbacks: steps 100..153). Its ends are
         // trimmed to updates beyond that level.
         double level = thr;
+        const std::size_t run_lo = at[first].first, run_hi = at[e - 1].first;  // (before the trim)
         if (long_pass) {
           run_margins.clear();
           for (std::size_t k = first; k < e; ++k) run_margins.push_back(at[k].second);
@@ -278,27 +279,34 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
         // 16 of 19 now and then: 64 ranks x 2,000 updates (synth --fallback-rate 0.2, seed
         // 9, no straggler) gave 8 "stretches" (14 of 14 updates, say) before. Pass 3's
         // stretch ends where a window's quartile is no longer the stretch's, 2 or more
-        // updates early at each end: it takes the updates around it beyond the level, up to
-        // half a window, as a run does (at most kMaxGap others between two). Its updates
-        // "far behind" are those beyond the bound (a quartile beyond it is no update's).
+        // updates early at each end: from its untrimmed ends it takes the updates around it
+        // beyond the bound, up to half a window, as a run does (at most kMaxGap others
+        // between two), and is then trimmed to updates beyond the level. (Extended from the
+        // trimmed ends, over the level, a stretch whose own lag is below it and whose
+        // fallbacks raise it lost its first updates: synth --ranks 8 --updates 400
+        // --fallback-rate 0.3 --straggler 2:50:80:1.3 --seed 6 gave steps 57..80.) Its
+        // updates "far behind" are those beyond the bound (a quartile beyond it is no update's).
         std::size_t lo = at[first].first, hi = at[e - 1].first, far_behind = n;
         edge_margins.clear();
         if (keep && long_pass) {
           const RankWork& w =
               *std::find_if(ranks.begin(), ranks.end(), [&, id = rank](const RankWork& r) { return r.rank == id; });
           if (smoothed) {
+            const std::size_t in_lo = lo, in_hi = hi;  // (the trimmed run's ends)
+            lo = run_lo;
+            hi = run_hi;
             const std::size_t lo_most = lo >= kWindow / 2 ? lo - kWindow / 2 : 0,
                               hi_most = std::min(per_update.size() - 1, hi + kWindow / 2);
             for (std::size_t j = lo; j-- > lo_most && lo - j <= kMaxGap + 1;)
-              if (margin_of(w, j) > level) {
-                lo = j;
-                edge_margins.push_back(margin_of(w, j));
-              }
+              if (margin_of(w, j) > thr) lo = j;
             for (std::size_t j = hi + 1; j <= hi_most && j - hi <= kMaxGap + 1; ++j)
-              if (margin_of(w, j) > level) {
-                hi = j;
-                edge_margins.push_back(margin_of(w, j));
-              }
+              if (margin_of(w, j) > thr) hi = j;
+            while (lo < in_lo && margin_of(w, lo) <= level) ++lo;
+            while (hi > in_hi && margin_of(w, hi) <= level) --hi;
+            for (std::size_t j = lo; j < in_lo; ++j)
+              if (margin_of(w, j) > level) edge_margins.push_back(margin_of(w, j));
+            for (std::size_t j = in_hi + 1; j <= hi; ++j)
+              if (margin_of(w, j) > level) edge_margins.push_back(margin_of(w, j));
           }
           std::size_t inside = 0, outside = 0;
           far_behind = 0;

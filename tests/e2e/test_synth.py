@@ -905,6 +905,18 @@ def test_a_stretch_ends_where_the_straggler_does_not_at_a_fallback_next_to_it(tm
     assert e["updates"] == 51 and e["behind"] == sum(m > e["threshold_ms"] for m in margins), e
 
 
+def test_a_stretch_with_fallbacks_keeps_its_first_updates(tmp_path):
+    # Ranks 2 and 5 of 8 are 1.3x slower in steps 50..80 and 250..280, with fallbacks on
+    # every rank in 3 of 10 updates: the fallbacks raise the stretch's level above the
+    # straggler's own lag, and its running-quartile run, which starts a few updates late,
+    # was trimmed to its first update beyond that level: 57..80.
+    synth(tmp_path, "--ranks", 8, "--updates", 400, "--seed", 6, "--fallback-rate", 0.3,
+          "--straggler", "2:50:80:1.3", "--straggler", "5:250:280:1.3")
+    rep = report(tmp_path / "logs")
+    got = sorted((e["rank"], e["first_step"], e["last_step"]) for e in rep["cross_rank"]["episodes"])
+    assert got == [(2, 50, 80), (5, 250, 280)], rep["cross_rank"]["episodes"]
+
+
 def setter_growth(logs, comm, slow_steps):
     """{region: (median over slow_steps, median over all steps)} of the device time of
     each step's rank with the most own work (wall_ms - comm), a step without the region

@@ -143,8 +143,9 @@ struct RankWork {
 /// fallback in some), and a run as in pass 2 beyond median + max(6 x 1.4826 x MAD, 8 % of
 /// the median rank's own work) of all ranks' running quartiles is a long stretch too
 /// (`running_quartile`), unless pass 2 found one of the rank there; it takes the updates
-/// around it whose own margin is beyond its level (below; up to 5 each side, as a run
-/// does: the quartile of a window the stretch fills less of is not the stretch's).
+/// around its run (before the trim below) whose own margin is beyond the bound (up to 5
+/// each side, as a run does: the quartile of a window the stretch fills less of is not
+/// the stretch's), its ends then trimmed to updates beyond its level (below).
 /// A long stretch (second or third pass) is judged at its own level, the larger of the
 /// bound and half its median margin: its ends are trimmed to updates beyond it (fallbacks
 /// next to a straggler's stretch joined it across the gaps), and its updates beyond it
