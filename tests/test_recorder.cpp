@@ -335,7 +335,7 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
     EXPECT_EQ(open(o, &message), Status::kErrArgument);
     EXPECT_NE(message.find("config field"), std::string::npos) << message;
     // (the reader's words, "it is not used", read as if only the field were dropped)
-    EXPECT_EQ(message.rfind("the config is rejected, as the reader would reject it (no recorder is open): ", 0), 0u)
+    EXPECT_EQ(message.rfind("the config is rejected, as the reader would reject it (this recorder is not opened): ", 0), 0u)
         << message;
   }
   o.config_json = "";

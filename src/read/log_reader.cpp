@@ -596,9 +596,6 @@ class Reader {
            std::equal(a.extra.begin(), a.extra.end(), b.extra.begin(), b.extra.end(), same_field);
   }
 
-  // The duplicate steps of one rank, skipped: those timed alike in one file and the file of
-  // the records kept (a copy of the log, whole or overlapping) are one warning per pair of
-  // files; any other is an error each (a rerun of the step, or another job's log).
   // Logs without a rank are all one rank here: two such files repeat each other's steps.
   // What a duplicate step's message adds then ("" otherwise).
   static const char* rankless_hint(const std::optional<std::int64_t>& rank, std::uint32_t file, std::uint32_t kept_file) {
@@ -607,6 +604,9 @@ class Reader {
                                       : "";
   }
 
+  // The duplicate steps of one rank, skipped: those timed alike in one file and the file of
+  // the records kept (a copy of the log, whole or overlapping) are one warning per pair of
+  // files; any other is an error each (a rerun of the step, or another job's log).
   void report_duplicates(const std::optional<std::int64_t>& rank, const std::vector<SkippedDuplicate>& skipped) {
     struct Copied {
       std::size_t records = 0;

@@ -327,7 +327,7 @@ Status Core::open(const Options& o, std::string* message) {
     std::vector<std::string> problems;
     (void)make_config(user, &problems);
     if (!problems.empty()) {
-      std::string all = "the config is rejected, as the reader would reject it (no recorder is open): ";
+      std::string all = "the config is rejected, as the reader would reject it (this recorder is not opened): ";
       for (std::size_t i = 0; i < problems.size(); ++i) all += (i ? "; " : "") + problems[i];
       return fail(Status::kErrArgument, all);
     }
