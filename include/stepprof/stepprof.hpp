@@ -261,7 +261,7 @@ class Region {
   explicit Region(const RegionSite& site) noexcept : e_(detail::enter(region_id(site))) {}
   explicit Region(RegionId id) noexcept
       : e_(detail::enter(id <= detail::kOverflowRegion ? id : detail::kOverflowRegion)) {}
-  ~Region() { detail::leave_checked(e_); }
+  [[gnu::always_inline]] ~Region() { detail::leave_checked(e_); }
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 

@@ -122,24 +122,32 @@ inline Entered enter(std::uint32_t id) noexcept {
   return {t, d, static_cast<std::uint16_t>(id), t->generation};
 }
 
+/// Closes frame `d` (< kMaxDepth) of the thread that owns `t`, the innermost open one,
+/// whose region is `region` (= t->stack[d].region, passed so a caller that has it in a
+/// register need not load it again), at host clock `end`.
+inline void leave_frame(ThreadState* t, std::uint32_t d, std::uint32_t region, std::uint64_t end) noexcept {
+  t->depth = d;
+  const Frame& f = t->stack[d];
+  RegionAcc& a = t->acc[region];
+  a.open = f.reentered;
+  if (f.reentered == 0) [[likely]] {  // (a recursive entry: inside the outermost one's time and parent)
+    a.ticks.store(a.ticks.load(std::memory_order_relaxed) + (end - f.start), std::memory_order_relaxed);
+    std::uint32_t parent = d ? t->stack[d - 1].region : kTopParent;
+    if (parent == kOverflowRegion) [[unlikely]] parent = recorded_parent(t, d - 1);
+    a.parent.store(parent, std::memory_order_relaxed);
+  }
+  // Release: a reader that sees this call also sees its ticks and parent.
+  a.calls.store(a.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  if (f.event != kNoEvent) [[unlikely]] device_exit(t, f);
+}
+
 /// Closes the region at stack index `d` of the thread that owns `t` (the innermost one),
 /// at host clock `end`.
 inline void leave_at(ThreadState* t, std::uint32_t d, std::uint64_t end) noexcept {
-  t->depth = d;
-  if (d < kMaxDepth) [[likely]] {
-    const Frame& f = t->stack[d];
-    RegionAcc& a = t->acc[f.region];
-    a.open = f.reentered;
-    if (f.reentered == 0) [[likely]] {  // (a recursive entry: inside the outermost one's time and parent)
-      a.ticks.store(a.ticks.load(std::memory_order_relaxed) + (end - f.start), std::memory_order_relaxed);
-      std::uint32_t parent = d ? t->stack[d - 1].region : kTopParent;
-      if (parent == kOverflowRegion) [[unlikely]] parent = recorded_parent(t, d - 1);
-      a.parent.store(parent, std::memory_order_relaxed);
-    }
-    // Release: a reader that sees this call also sees its ticks and parent.
-    a.calls.store(a.calls.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-    if (f.event != kNoEvent) [[unlikely]] device_exit(t, f);
-  }
+  if (d < kMaxDepth) [[likely]]
+    leave_frame(t, d, t->stack[d].region, end);
+  else
+    t->depth = d;
 }
 
 /// Closes the region at stack index `d` of the thread that owns `t` (the innermost one).
@@ -153,13 +161,19 @@ void leave_mismatched(const Entered& e) noexcept;
 /// expected, else leave_mismatched. (A Region destroyed on another thread must not touch
 /// the state of the thread that made it, which that thread writes without a lock; nor
 /// one whose thread ended, whose state another thread may now use.)
-inline void leave_checked(const Entered& e) noexcept {
+[[gnu::always_inline]] inline void leave_checked(const Entered& e) noexcept {
   ThreadState* t = e.t;
-  if (t == t_state && t->generation == e.generation && t->depth == e.depth + 1 &&
-      (e.depth >= kMaxDepth || t->stack[e.depth].region == e.region)) [[likely]]
-    leave(t, e.depth);
-  else
-    leave_mismatched(e);
+  if (t == t_state && t->generation == e.generation && t->depth == e.depth + 1) [[likely]] {
+    if (e.depth >= kMaxDepth) [[unlikely]] {  // (not recorded)
+      t->depth = e.depth;
+      return;
+    }
+    if (t->stack[e.depth].region == e.region) [[likely]] {
+      leave_frame(t, e.depth, e.region, read_clock());
+      return;
+    }
+  }
+  leave_mismatched(e);
 }
 
 }  // namespace stepprof::detail
