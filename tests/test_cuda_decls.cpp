@@ -36,6 +36,7 @@ CHECK_SIG(cuCtxSetCurrent, cuCtxSetCurrent);
 CHECK_SIG(cuCtxGetDevice, cuCtxGetDevice);
 CHECK_SIG(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain);
 CHECK_SIG(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+CHECK_SIG(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState);
 CHECK_SIG(cuEventCreate, cuEventCreate);
 CHECK_SIG(cuEventDestroy, cuEventDestroy_v2);
 CHECK_SIG(cuEventRecord, cuEventRecord);

@@ -187,3 +187,40 @@ TEST_F(GpuRecorderTest, AThreadTimesOnItsOwnStream) {
   EXPECT_GE(device_ms(lines[1], "gpu_side"), 10 - 0.1);
   EXPECT_LE(device_ms(lines[1], "gpu_side"), 10 + 2);
 }
+
+// A recorder that retained the primary context and was closed on another thread leaves
+// that context current but destroyed on the thread that opened it (the driver then fails
+// every call there with CUDA_ERROR_CONTEXT_IS_DESTROYED). The next recorder opened on that
+// thread must not adopt it: it makes the primary context current again, and times regions.
+TEST_F(GpuRecorderTest, ARecorderClosedOnAnotherThreadLeavesTheNextOneWorking) {
+  {
+    TempLog first("gpu-first");
+    Options o;
+    o.path = first.path;
+    o.run_id = "gpu-test";
+    ASSERT_EQ(open(o), Status::kOk);
+    ASSERT_EQ(end_update(0), Status::kOk);
+    std::thread closer([] { EXPECT_EQ(close(), Status::kOk); });
+    closer.join();
+  }
+  TempLog log("gpu-second");
+  Options o;
+  o.path = log.path;
+  o.run_id = "gpu-test";
+  ASSERT_EQ(open(o), Status::kOk);
+  Kernel k;
+  ASSERT_EQ(k.init(), "");
+  k.spin_ms(1);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  {
+    STEPPROF_REGION("gpu_after_reopen");
+    k.spin_ms(10);
+  }
+  ASSERT_EQ(end_update(1), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["device_timing"], "cuda-events");
+  EXPECT_GE(device_ms(lines[2], "gpu_after_reopen"), 10 - 0.1);
+  EXPECT_LE(device_ms(lines[2], "gpu_after_reopen"), 10 + 2);
+}

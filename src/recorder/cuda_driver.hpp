@@ -21,6 +21,9 @@ using CUstream = ::CUstream_st*;
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+/// The calling thread's current context was destroyed, or is a primary context that is not
+/// active (released by its last holder while still current on this thread).
+inline constexpr CUresult CUDA_ERROR_CONTEXT_IS_DESTROYED = 709;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;  // timing enabled
 
 using PFN_cuInit = CUresult (*)(unsigned int flags);
@@ -31,6 +34,7 @@ using PFN_cuCtxSetCurrent = CUresult (*)(CUcontext ctx);
 using PFN_cuCtxGetDevice = CUresult (*)(CUdevice* device);
 using PFN_cuDevicePrimaryCtxRetain = CUresult (*)(CUcontext* pctx, CUdevice dev);
 using PFN_cuDevicePrimaryCtxRelease = CUresult (*)(CUdevice dev);  // symbol cuDevicePrimaryCtxRelease_v2
+using PFN_cuDevicePrimaryCtxGetState = CUresult (*)(CUdevice dev, unsigned int* flags, int* active);
 using PFN_cuEventCreate = CUresult (*)(CUevent* phEvent, unsigned int flags);
 using PFN_cuEventDestroy = CUresult (*)(CUevent hEvent);  // symbol cuEventDestroy_v2
 using PFN_cuEventRecord = CUresult (*)(CUevent hEvent, CUstream hStream);
@@ -49,6 +53,7 @@ struct Driver {
   PFN_cuCtxGetDevice cuCtxGetDevice = nullptr;
   PFN_cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRetain = nullptr;
   PFN_cuDevicePrimaryCtxRelease cuDevicePrimaryCtxRelease = nullptr;
+  PFN_cuDevicePrimaryCtxGetState cuDevicePrimaryCtxGetState = nullptr;
   PFN_cuEventCreate cuEventCreate = nullptr;
   PFN_cuEventDestroy cuEventDestroy = nullptr;
   PFN_cuEventRecord cuEventRecord = nullptr;

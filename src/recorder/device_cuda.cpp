@@ -22,7 +22,20 @@ class CudaDeviceTimer final : public DeviceTimer {
 
   ~CudaDeviceTimer() override {
     release();
-    if (owns_primary_ && d_.cuDevicePrimaryCtxRelease) d_.cuDevicePrimaryCtxRelease(device_);
+    if (owns_primary_ && d_.cuDevicePrimaryCtxRelease) {
+      d_.cuDevicePrimaryCtxRelease(device_);
+      // When that was the primary context's last holder, the context is gone but stays
+      // current on the thread that set it: every later driver call there (a module load, a
+      // second recorder's events) would fail with CUDA_ERROR_CONTEXT_IS_DESTROYED. Leave the
+      // calling thread without it, as it was before open(). (Other threads bound to it are
+      // handled by the next timer's init(), which does not adopt a destroyed context.)
+      unsigned flags = 0;
+      int active = 1;
+      CUcontext current = nullptr;
+      if (d_.cuDevicePrimaryCtxGetState(device_, &flags, &active) == CUDA_SUCCESS && !active &&
+          d_.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx_)
+        d_.cuCtxSetCurrent(nullptr);
+    }
     // libcuda stays loaded: unloading the driver under a running process is not safe.
   }
 
@@ -111,6 +124,7 @@ class CudaDeviceTimer final : public DeviceTimer {
                     sym(d_.cuCtxSetCurrent, "cuCtxSetCurrent") && sym(d_.cuCtxGetDevice, "cuCtxGetDevice") &&
                     sym(d_.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
                     sym(d_.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease") &&
+                    sym(d_.cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState") &&
                     sym(d_.cuEventCreate, "cuEventCreate") &&
                     sym(d_.cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy") &&
                     sym(d_.cuEventRecord, "cuEventRecord") && sym(d_.cuEventQuery, "cuEventQuery") &&
@@ -125,9 +139,20 @@ class CudaDeviceTimer final : public DeviceTimer {
     CUcontext current = nullptr;
     if (CUresult r = d_.cuCtxGetCurrent(&current); r != CUDA_SUCCESS) return "off: cuCtxGetCurrent failed: " + error_text(r);
     if (current) {
-      if (CUresult r = d_.cuCtxGetDevice(&device_); r != CUDA_SUCCESS) return "off: cuCtxGetDevice failed: " + error_text(r);
-      ctx_ = current;
-      return "cuda-events";
+      // The thread's own context (the CUDA runtime's, e.g. torch's), unless it was destroyed
+      // while current: a primary context released by its last holder (an earlier recorder
+      // of this process, closed on another thread) stays current, and nothing can be
+      // created in it. An event made and destroyed tells.
+      CUresult r = d_.cuCtxGetDevice(&device_);
+      CUevent probe = nullptr;
+      if (r == CUDA_SUCCESS) r = d_.cuEventCreate(&probe, CU_EVENT_DEFAULT);
+      if (r == CUDA_SUCCESS) {
+        d_.cuEventDestroy(probe);
+        ctx_ = current;
+        return "cuda-events";
+      }
+      if (r != CUDA_ERROR_CONTEXT_IS_DESTROYED) return "off: the current CUDA context is not usable: " + error_text(r);
+      // A destroyed context: made current again below by retaining `device`'s primary one.
     }
     const int ordinal = device < 0 ? 0 : device;
     if (ordinal >= count) return "off: CUDA device " + std::to_string(ordinal) + " not present (" + std::to_string(count) + " devices)";
