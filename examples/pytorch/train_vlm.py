@@ -30,6 +30,7 @@ Usage (4 ranks on one machine, a few updates):
   /usr/bin/python3 examples/pytorch/train_vlm.py --ranks 4 --updates 8 --out runs/random
   /usr/bin/python3 examples/pytorch/train_vlm.py --ranks 4 --updates 8 --out runs/by-frames --sampler by-frames
   /usr/bin/python3 examples/pytorch/train_vlm.py --ranks 4 --updates 8 --out runs/slow --slow-rank 2 --slow-factor 2
+  /usr/bin/python3 examples/pytorch/train_vlm.py --ranks 2 --updates 20 --out runs/gpu --device cuda   # one GPU
 then `stepprof report runs/random` reads the four logs (DIR/rank<R>.jsonl).
 """
 from __future__ import annotations
@@ -205,13 +206,16 @@ class LanguageModel(nn.Module):
         the padding mask (B, S), True at padding."""
         seqs = [torch.cat([v, self.embed(t)]) for v, t in zip(visual, tokens)]
         longest = max(s.shape[0] for s in seqs)
-        x = torch.zeros(len(seqs), longest, D)
-        pad = torch.ones(len(seqs), longest, dtype=torch.bool)
+        dev = self.head.weight.device
+        x = torch.zeros(len(seqs), longest, D, device=dev)
+        pad = torch.ones(len(seqs), longest, dtype=torch.bool, device=dev)
         for i, s in enumerate(seqs):
             x[i, : s.shape[0]] = s
             pad[i, : s.shape[0]] = False
         x = x + self.pos[:, :longest]
-        causal = torch.triu(torch.full((longest, longest), float("-inf")), diagonal=1)
+        # True above the diagonal: a position attends to itself and earlier ones (a bool
+        # mask like the padding mask; torch warns when the two masks' types differ).
+        causal = torch.triu(torch.ones(longest, longest, dtype=torch.bool, device=dev), diagonal=1)
         for blk in self.blocks:
             x = blk(x, src_mask=causal, src_key_padding_mask=pad)
         return self.head(x), pad
@@ -279,6 +283,12 @@ def allreduce_gradients(params, world_size, bucket_bytes=4 << 20):
 def train(rank: int, args, init_file: str):
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        # Every rank on the one GPU the machine has (gloo all-reduces CUDA tensors); made
+        # current before the Recorder opens, so that it times regions on this device's
+        # current stream (device_timing "auto").
+        torch.cuda.set_device(0)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=args.ranks)
 
     global_batch = args.micro_batch * args.accumulation * args.ranks
@@ -302,7 +312,10 @@ def train(rank: int, args, init_file: str):
             "slow_factor": args.slow_factor,
             "slow_mode": args.slow_mode,
             "supervised_token_loss": True,
-            "note": "CPU run of examples/pytorch/train_vlm.py; host times only.",
+            "device": args.device,
+            "note": ("CPU run of examples/pytorch/train_vlm.py; host times only." if device.type == "cpu" else
+                     "GPU run of examples/pytorch/train_vlm.py: every rank on one GPU; regions timed on "
+                     "torch's current CUDA stream too."),
         },
         alternatives={"vggt_batched": "geometry", "vggt_single": "geometry"},
         roles={"gradient_allreduce": "communication", "batch_fetch_and_count": "data",
@@ -310,7 +323,7 @@ def train(rank: int, args, init_file: str):
     )
     slow = Slowdown(args.slow_factor if rank == args.slow_rank else 1.0, args.slow_mode)
 
-    model = VLM()
+    model = VLM().to(device)
     ddp = nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's weights
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -333,7 +346,7 @@ def train(rank: int, args, init_file: str):
             last = i == len(mbs) - 1
             with rec.region("micro_step_total"):
                 with rec.region("forward_and_loss"):
-                    loss = forward_and_loss(rec, model, mb, slow)
+                    loss = forward_and_loss(rec, model, mb, slow, device)
                 with rec.region("backward_and_engine_step"):
                     with rec.region("backward_and_communication"):
                         with rec.region("backward"), ddp.no_sync():
@@ -350,7 +363,7 @@ def train(rank: int, args, init_file: str):
                             with rec.region("optimizer"):
                                 opt.step()
                                 opt.zero_grad(set_to_none=True)
-            losses.append(float(loss))
+            losses.append(loss.item())
         rec.end_update(step)
         if rank == 0 and args.verbose:
             print(f"update {step}: loss {sum(losses) / len(losses):.3f}, "
@@ -394,11 +407,11 @@ def count_work(rec, mbs):
     # padding_fraction is derived by the recorder from token_slots and valid_tokens.
 
 
-def forward_and_loss(rec, model: VLM, mb: dict, slow: Slowdown):
+def forward_and_loss(rec, model: VLM, mb: dict, slow: Slowdown, device: torch.device):
     with rec.region("prepare_inputs"):
         counts = mb["frame_counts"]
-        tokens, labels = mb["tokens"], mb["labels"]
-        all_frames = torch.cat(mb["frames"])
+        tokens, labels = mb["tokens"].to(device), mb["labels"].to(device)
+        all_frames = torch.cat(mb["frames"]).to(device)
     with rec.region("vision_forward"):
         t0 = time.perf_counter()
         per_frame = model.vision(all_frames)  # (sum F, T, D)
@@ -424,7 +437,7 @@ def forward_and_loss(rec, model: VLM, mb: dict, slow: Slowdown):
         logits, _ = model.language(visual, texts)
         # Targets: the next token of each sample's text; visual positions and padding are
         # not supervised (loss on supervised answer tokens only).
-        target = torch.full(logits.shape[:2], -100, dtype=torch.long)
+        target = torch.full(logits.shape[:2], -100, dtype=torch.long, device=logits.device)
         for i, n in enumerate(mb["text_lengths"]):
             v = visual[i].shape[0]
             target[i, v - 1: v + n - 1] = labels[i, :n]
@@ -450,10 +463,14 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=1, help="data-loader worker processes per rank")
     p.add_argument("--prefetch", type=int, default=2, help="micro-batches prefetched per worker")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the model runs; cuda puts every rank on GPU 0 (gloo all-reduces CUDA tensors)")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     if args.slow_factor < 1:
         p.error("--slow-factor must be >= 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: torch sees no CUDA device")
     if args.slow_rank >= args.ranks:
         p.error(f"--slow-rank {args.slow_rank} is not a rank of --ranks {args.ranks}")
     Path(args.out).mkdir(parents=True, exist_ok=True)

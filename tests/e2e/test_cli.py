@@ -1790,3 +1790,34 @@ def test_a_regions_share_of_all_update_time_says_it_is_summed_over_the_window():
     (f,) = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "data-loading"]
     share = 100 * sum(u["cuda_stream_ms"]["batch_fetch_and_count"] for u in updates) / sum(u["wall_ms"] for u in updates)
     assert f"; summed over the window, {share:.1f} % of all update time" in f["evidence"], f["evidence"]
+
+
+def test_real_gpu_logs_report_device_time():
+    """examples/pytorch/runs/gpu-h200: the Python recorder on an NVIDIA H200, two ranks on one
+    GPU, regions timed on torch's CUDA stream. The report's device columns are the logs'
+    cuda_stream_ms, recomputed here from the raw lines of both ranks."""
+    run_dir = SRC / "examples/pytorch/runs/gpu-h200"
+    updates = []
+    for path in sorted(run_dir.glob("rank*.jsonl")):
+        lines = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+        assert lines[0]["type"] == "config" and lines[0]["device_timing"] == "cuda-events"
+        updates += lines[1:]
+    assert len(updates) == 40
+    for u in updates:  # every region has both clocks, and calls
+        assert set(u["cuda_stream_ms"]) == set(u["cpu_call_ms"]) == set(u["calls"])
+    r = run("report", "--format", "json", "--steps", "2:", run_dir)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    kept = [u for u in updates if u["step"] >= 2]
+    rows = {row["name"]: row for row in doc["regions"]["rows"]}
+    for name in ("backward", "gradient_allreduce", "vision_forward"):
+        device = [u["cuda_stream_ms"][name] for u in kept]
+        host = [u["cpu_call_ms"][name] for u in kept]
+        assert rows[name]["device_ms"]["median"] == pytest.approx(statistics.median(device), rel=1e-12)
+        assert rows[name]["device_ms"]["p90"] == pytest.approx(quantile(device, 0.9), rel=1e-12)
+        assert rows[name]["host_ms"]["median"] == pytest.approx(statistics.median(host), rel=1e-12)
+    # The update time is the slowest rank's per step.
+    by_step = {}
+    for u in kept:
+        by_step[u["step"]] = max(by_step.get(u["step"], 0.0), u["wall_ms"])
+    assert doc["update_time"]["update_ms"]["median"] == pytest.approx(statistics.median(by_step.values()), rel=1e-12)
