@@ -16,13 +16,16 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   std::vector<double> per_update, slots_series;
   std::vector<std::size_t> per_update_k;  // which update each per_update value is
   double wall = 0;
+  std::size_t counted = 0;  // updates in the padding figures
   for (std::size_t k = 0; k < updates.size(); ++k) {
     const UpdateRecord* u = updates[k];
     const double s = in.counter_or_zero(k, *u, slots_id), v = in.counter_or_zero(k, *u, valid_id);
+    slots_series.push_back(s);  // (indexed by update: kept for every one)
+    if (v > s) continue;  // (negative padding: an error the reader reported, check_token_counters)
+    ++counted;
     p.token_slots += s;
     p.valid_tokens += v;
     wall += u->wall_ms;
-    slots_series.push_back(s);
     if (s > 0) {
       per_update.push_back(1.0 - v / s);
       per_update_k.push_back(k);
@@ -55,7 +58,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   }
   const double padding = p.token_slots - p.valid_tokens;
   if (wall > 0) p.padding_slots_per_s = padding / wall * 1000.0;
-  p.padding_slots_per_update = padding / static_cast<double>(updates.size());
+  p.padding_slots_per_update = padding / static_cast<double>(counted);
 
   // Token-bound regions: leaves of the nesting whose time follows token slots. Without
   // the nesting, regions may contain each other, and summing them would count time twice.

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "stepprof/schema.hpp"
 
 namespace stepprof::detail {
 namespace {
@@ -103,9 +106,39 @@ void check_zero_wall_time(const Dataset& data, Diagnostics& diag) {
                            zero, all, first->step)});
 }
 
+void check_token_counters(const Dataset& data, Diagnostics& diag) {
+  // (A log without token_slots at all, e.g. packed sequences, has no padding to check.)
+  const auto valid_id = data.counters.find(schema::counter::kValidTokens);
+  const auto slots_id = data.counters.find(schema::counter::kTokenSlots);
+  if (!valid_id || !slots_id) return;
+  std::uint64_t bad = 0, with_valid = 0;
+  const UpdateRecord* first = nullptr;
+  double first_valid = 0;
+  std::optional<double> first_slots;
+  for (const auto& rank : data.ranks)
+    for (const auto& u : rank.updates) {
+      const auto valid = u.counter(*valid_id);
+      if (!valid) continue;
+      ++with_valid;
+      const auto slots = u.counter(*slots_id);
+      if (!(*valid > slots.value_or(0))) continue;  // (what analyze_padding leaves out)
+      if (!first) first = &u, first_valid = *valid, first_slots = slots;
+      ++bad;
+    }
+  if (!first) return;
+  diag.report({Severity::kError, Problem::kBadField, data.files[first->source.file], first->source.line, 0,
+               fmt::format("counts.valid_tokens {} is above counts.token_slots {} (step {}; {} of {} update(s) with "
+                           "valid_tokens): a micro-batch cannot hold more valid tokens than token slots, so padding "
+                           "would be negative; the padding figures leave these updates out (were the two counters "
+                           "swapped, or token_slots counted before padding?)",
+                           first_valid, first_slots ? fmt::format("{}", *first_slots) : std::string("(absent)"),
+                           first->step, bad, with_valid)});
+}
+
 void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_one_off_names(data, diag);
   check_zero_wall_time(data, diag);
+  check_token_counters(data, diag);
 }
 
 }  // namespace stepprof::detail

@@ -1,5 +1,6 @@
 // Checks on the whole dataset after reading, for logs that are valid record by record but
-// not as a whole: names made with the step number in them, updates without a wall time.
+// not as a whole: names made with the step number in them, updates without a wall time,
+// token counters that contradict each other.
 #pragma once
 
 #include "stepprof/dataset.hpp"
@@ -23,6 +24,12 @@ void check_one_off_names(const Dataset& data, Diagnostics& diag);
 /// regions took time (a recorder that never started the update's clock): the update's
 /// shares and throughput are then meaningless. Counts them and names the first.
 void check_zero_wall_time(const Dataset& data, Diagnostics& diag);
+
+/// Reports one Problem::kBadField error when updates have counts.valid_tokens above
+/// counts.token_slots, or lack token_slots while other updates have it (negative padding:
+/// counters swapped, or slots counted before padding); analyze_padding leaves such updates
+/// out. Nothing when no update has token_slots. Counts them and names the first.
+void check_token_counters(const Dataset& data, Diagnostics& diag);
 
 /// Every check above.
 void check_dataset(const Dataset& data, Diagnostics& diag);

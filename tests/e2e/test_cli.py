@@ -1821,3 +1821,25 @@ def test_real_gpu_logs_report_device_time():
     for u in kept:
         by_step[u["step"]] = max(by_step.get(u["step"], 0.0), u["wall_ms"])
     assert doc["update_time"]["update_ms"]["median"] == pytest.approx(statistics.median(by_step.values()), rel=1e-12)
+
+
+def test_valid_tokens_above_token_slots_is_an_error_and_left_out_of_padding(tmp_path):
+    """Negative padding (valid_tokens above token_slots, e.g. swapped counters) is a bad-field
+    error naming the first such record, exit 1; the padding figures are those of the other
+    updates, recomputed here."""
+    config, updates = records()
+    for u in updates[3:5]:
+        u["counts"]["valid_tokens"] = 2 * u["counts"]["token_slots"]
+    path = tmp_path / "swapped.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    r = run("report", "--format", "json", path)
+    assert r.returncode == 1
+    assert f"{path}:5: error: counts.valid_tokens" in r.stderr and "[bad-field]" in r.stderr
+    assert "2 of 20 update(s)" in r.stderr
+    kept = updates[:3] + updates[5:]
+    slots = sum(u["counts"]["token_slots"] for u in kept)
+    valid = sum(u["counts"]["valid_tokens"] for u in kept)
+    p = json.loads(r.stdout)["padding"]
+    assert p["padding_fraction"] == pytest.approx(1 - valid / slots)
+    assert p["padding_slots_per_update"] == pytest.approx((slots - valid) / len(kept))
+    assert p["per_update_fraction"]["min"] >= 0
