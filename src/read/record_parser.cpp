@@ -110,6 +110,14 @@ std::string shown(std::string_view tok) {
   return std::string(tok);
 }
 
+// ASCII letters compared without case ("Config" and "config").
+bool equal_ignoring_case(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           const auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; };
+           return lower(x) == lower(y);
+         });
+}
+
 bool is_non_finite_literal(std::string_view tok) {
   if (!tok.empty() && (tok[0] == '-' || tok[0] == '+')) tok.remove_prefix(1);
   if (tok.size() < 3) return false;
@@ -743,7 +751,13 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
   RecordKind kind = RecordKind::kUnknownType;
   if (type == s::kTypeConfig) kind = RecordKind::kConfig;
   else if (type == s::kTypeUpdate) kind = RecordKind::kUpdate;
-  else unknown_type.assign(type);
+  else if (equal_ignoring_case(type, s::kTypeConfig) || equal_ignoring_case(type, s::kTypeUpdate)) {
+    // "Config", "UPDATE": a known type misspelled, not a record of a newer kind to skip.
+    c.fail(Problem::kBadField, nullptr,
+           fmt::format("\"type\" is \"{}\": record types are lowercase (\"config\" or \"update\")", type));
+    return RecordKind::kError;
+  } else
+    unknown_type.assign(type);
   if (kind == RecordKind::kUnknownType) return kind;
 
   doc.rewind();
@@ -791,6 +805,17 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
     if (ok)
       if (const auto* f = repeated_key(config_fields, [](const RawField& x) -> const auto& { return x.key; }))
         ok = c.fail(Problem::kBadField, nullptr, fmt::format("field \"{}\" appears twice in the record", f->key));
+    // A config with an update's times is an update record whose "type" was changed (by hand,
+    // or a writer's bug): read as a config, it would start "another run" and end this one.
+    if (ok)
+      for (const auto& f : config_fields)
+        if (f.key == s::kWallMs || f.key == s::kCpuCallMs || f.key == s::kCudaStreamMs) {
+          ok = c.fail(Problem::kBadField, nullptr,
+                      fmt::format("a config record with the update field \"{}\": an update record whose \"type\" "
+                                  "says \"config\"? (a config holds the run's settings only)",
+                                  f.key));
+          break;
+        }
   } else {
     ok = parse_update(doc, obj, text, u, error);
   }

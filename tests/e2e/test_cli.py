@@ -1843,3 +1843,21 @@ def test_valid_tokens_above_token_slots_is_an_error_and_left_out_of_padding(tmp_
     assert p["padding_fraction"] == pytest.approx(1 - valid / slots)
     assert p["padding_slots_per_update"] == pytest.approx((slots - valid) / len(kept))
     assert p["per_update_fraction"]["min"] >= 0
+
+
+def test_a_mistyped_record_type_is_an_error_not_another_run(tmp_path):
+    """An update record whose type was changed to "config" keeps its update fields: it is a
+    bad-field error (exit 1), not the config of another run that would end this one; a type
+    spelled with capitals is an error too, not an unknown record type to skip."""
+    config, updates = records()
+    updates[2]["type"] = "config"
+    updates[4]["type"] = "Update"
+    path = tmp_path / "mistyped.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    r = run("report", "--format", "json", path)
+    assert r.returncode == 1
+    assert f'{path}:4: error: a config record with the update field "wall_ms"' in r.stderr
+    assert f'{path}:6: error: "type" is "Update": record types are lowercase' in r.stderr
+    assert "mixed-runs" not in r.stderr and "unknown-record" not in r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["run"]["updates"] == len(updates) - 2
