@@ -358,6 +358,7 @@ class FileParser {
           // In a file of several ranks' logs, a rank's later config is compared with its own
           // rank's latest one.
           if (!mixed_at && cfg.rank && segment_of_rank.contains(*cfg.rank)) switch_to(segment_of_rank.at(*cfg.rank));
+          if (*cur_config) inherit_run_settings(cfg, **cur_config);
           if (!(*cur_config)) {
             (*cur_config) = std::move(cfg);
             file_config_line = ln;
@@ -900,6 +901,16 @@ class FileParser {
 };
 
 }  // namespace
+
+void inherit_run_settings(RunConfig& later, const RunConfig& run) {
+  if (!later.run_id || later.run_id != run.run_id || later.rank != run.rank) return;
+  if (!later.world_size) later.world_size = run.world_size;
+  if (!later.micro_batch) later.micro_batch = run.micro_batch;
+  if (!later.accumulation) later.accumulation = run.accumulation;
+  if (!later.global_batch) later.global_batch = run.global_batch;
+  if (!later.seed) later.seed = run.seed;
+  if (!later.model) later.model = run.model;
+}
 
 namespace {
 // The run settings of `c` that are present, in a fixed order, as (key, value text).

@@ -78,6 +78,13 @@ FileResult read_file(const std::string& path, std::uint32_t file, const FileOpti
 /// The settings that identify a run (run_id, world_size, micro_batch, accumulation,
 /// global_batch, seed, model): configs that differ in any of these are different runs.
 std::string run_identity(const RunConfig& c);
+
+/// A later config of the same run and rank in a file (equal run_id and rank: a process that
+/// resumed the run, appending to its log) that does not state a run setting keeps the
+/// run's: `later` takes the world size, micro-batch, accumulation, global batch, seed and
+/// model it lacks from `run`. A setting it states with another value stays: that is
+/// another run's (run_identity differs). Nothing when either lacks a run_id.
+void inherit_run_settings(RunConfig& later, const RunConfig& run);
 /// The run settings in which `a` and `b` differ, for messages: `run_id "b" against
 /// absent, seed 1 against 2` (a's value first, text quoted; absent where one lacks it).
 std::string identity_difference(const RunConfig& a, const RunConfig& b);

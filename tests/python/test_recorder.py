@@ -302,6 +302,38 @@ def test_a_resumed_single_process_run_appends_to_one_run(tmp_path, monkeypatch):
     assert json.loads(r.stdout)["run"]["updates"] == 4
 
 
+@pytest.mark.skipif(not BIN, reason="needs STEPPROF_BIN")
+def test_a_resumed_run_that_does_not_restate_its_config_is_still_one_run(tmp_path):
+    # The resumed process passed no config (or fewer fields): its config record lacked the
+    # seed and the batch settings, and the reader took it for another run's, skipping the
+    # resumed updates (exit 0). A setting it states differently is another run still.
+    def record(path, config, steps, append):
+        rec = stepprof.Recorder(str(path), rank=0, world_size=1, run_id="job7", config=config,
+                                device_timing="off", append=append)
+        for step in steps:
+            with rec.region("work"):
+                pass
+            rec.end_update(step)
+        rec.close()
+
+    def updates(path):
+        r = subprocess.run([BIN, "report", "--format", "json", str(path)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["run"]["updates"], r.stderr
+
+    settings = {"micro_batch": 4, "accumulation": 2, "seed": 1}
+    same = tmp_path / "same.jsonl"
+    record(same, settings, range(5), False)
+    record(same, None, range(5, 10), True)
+    n, err = updates(same)
+    assert n == 10, err
+    other = tmp_path / "other.jsonl"
+    record(other, settings, range(5), False)
+    record(other, {"seed": 2}, range(5, 10), True)
+    n, err = updates(other)
+    assert n == 5 and "seed 2 against 1" in err, err
+
+
 def test_close_returns_the_errors_close_counted(tmp_path):
     # close() returned the counts read before closing: {} while its own warning said
     # "unwritten_at_close 1".
