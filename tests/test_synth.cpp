@@ -76,9 +76,15 @@ TEST_F(SynthTest, ValidateNamesWhatIsWrong) {
   EXPECT_NE(synth::validate(o).find("step 11 is not in 1..10"), std::string::npos);
   o.fallbacks = {{0, 3, 3}};
   EXPECT_NE(synth::validate(o).find("micro-batches must be in 1..2"), std::string::npos);
+  o.fallbacks = {{1, 3, 1}, {1, 3, 1}};  // (printed and counted twice, found once)
+  EXPECT_NE(synth::validate(o).find("rank 1 step 3 is given twice"), std::string::npos);
+  o.fallbacks = {{1, 3, 1}, {2, 3, 1}};
+  EXPECT_EQ(synth::validate(o), "");
   o.fallbacks.clear();
   o.padding_spikes = {{0, 3, 100}};
   EXPECT_NE(synth::validate(o).find("length must be above"), std::string::npos);
+  o.padding_spikes = {{2, 5, 0}, {2, 5, 20000}};
+  EXPECT_NE(synth::validate(o).find("rank 2 step 5 is given twice"), std::string::npos);
   o.padding_spikes.clear();
   o.fallback_rate = 1.5;
   EXPECT_NE(synth::validate(o).find("--fallback-rate"), std::string::npos);

@@ -189,12 +189,19 @@ std::string validate(const Options& o) {
     if (f.microbatches < 1 || f.microbatches > o.accumulation)
       return fmt::format("--fallback: micro-batches must be in 1..{} (the accumulation)", o.accumulation);
     if (o.micro_batch < 2) return "--fallback needs --micro-batch >= 2 (a micro-batch of one sample cannot mix frame counts)";
+    for (const auto& x : o.fallbacks)
+      if (&x != &f && x.rank == f.rank && x.step == f.step)
+        return fmt::format("--fallback: rank {} step {} is given twice (give it once, with its micro-batches: RANK:STEP:MICROBATCHES)",
+                           f.rank, f.step);
   }
   for (const auto& s : o.padding_spikes) {
     if (auto e = where(s.rank, s.step); !e.empty()) return "--padding-spike: " + e;
     if (s.length != 0 && (s.length <= detail::kMaxLength || s.length > 10'000'000))
       return fmt::format("--padding-spike: the length must be above {} (the longest normal sample) and at most 1e7",
                          detail::kMaxLength);
+    for (const auto& x : o.padding_spikes)
+      if (&x != &s && x.rank == s.rank && x.step == s.step)
+        return fmt::format("--padding-spike: rank {} step {} is given twice", s.rank, s.step);
   }
   return "";
 }
