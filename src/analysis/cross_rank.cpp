@@ -676,7 +676,9 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     }
   }
   if (ranks.size() < 2) {
-    out.why_not = ranks.size() == 1 ? "one rank only: give every rank's log" : "no rank numbers in the logs";
+    out.why_not = ranks.size() != 1                  ? "no rank numbers in the logs"
+                  : world_size && *world_size == 1 ? "one rank only: the job's world size is 1, no other rank to compare"
+                                                   : "one rank only: give every rank's log";
     return out;
   }
 

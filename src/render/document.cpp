@@ -657,8 +657,9 @@ Section waiting_section(const Report& rep) {
       // A wait that hardly varies (another rank slower in every update by about as
       // much) does not show this way; a communication region that takes much of the
       // update may hold one.
+      const bool alone = rep.run.world_size && *rep.run.world_size == 1;  // (no other rank to wait for)
       for (const auto& row : rep.regions.rows)
-        if (row.name == w.comm_region && row.share >= 0.3)
+        if (!alone && row.name == w.comm_region && row.share >= 0.3)
           meaning += fmt::format("; a wait that hardly varies does not show this way, and {} takes {} of the update "
                                  "time, which one rank's log cannot tell from slow communication: give every rank's "
                                  "log to compare",

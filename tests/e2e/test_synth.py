@@ -250,6 +250,18 @@ def test_without_a_straggler_every_rank_shows_the_waiting_signal(tmp_path):
         assert w["correlation"] <= -0.5
 
 
+def test_a_job_of_world_size_one_is_not_asked_for_every_ranks_log(tmp_path):
+    # A one-rank job has no other rank's log to give: the report said "give every rank's
+    # log" twice (cross-rank, and the waiting section's advice).
+    synth(tmp_path, "--ranks", 1, "--updates", 50, "--straggler", "0:10:20")
+    rep = report(tmp_path / "logs")
+    assert rep["run"]["world_size"] == 1
+    assert "world size is 1" in rep["cross_rank"]["why_not"]
+    text = run("report", tmp_path / "logs")
+    assert text.returncode == 0, text.stderr
+    assert "every rank's log" not in text.stdout
+
+
 def test_same_seed_same_bytes_any_thread_count(tmp_path):
     a, _ = synth(tmp_path / "a", "--ranks", 3, "--updates", 40, "--seed", 9, "--random-fallbacks", 2, "-j", 1)
     b, _ = synth(tmp_path / "b", "--ranks", 3, "--updates", 40, "--seed", 9, "--random-fallbacks", 2, "-j", 3)
