@@ -502,7 +502,7 @@ TEST(JsonWriter, HandsOverPiecesOfAboutAMebibyteAndStopsWhenAWriteFails) {
   using stepprof::detail::Json;
   using stepprof::detail::JsonWriter;
   Json big = Json::array();
-  for (int i = 0; i < 40'000; ++i) big.push_back({{"rank", i}, {"name", std::string(40, 'a' + i % 26)}});
+  for (int i = 0; i < 40'000; ++i) big.push_back({{"rank", i}, {"name", std::string(40, static_cast<char>('a' + i % 26))}});
   std::vector<std::size_t> sizes;
   std::string text;
   JsonWriter w([&](std::string_view piece) {

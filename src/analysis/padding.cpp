@@ -11,7 +11,12 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   PaddingResult p;
   const auto slots_id = in.counter(schema::counter::kTokenSlots);
   const auto valid_id = in.counter(schema::counter::kValidTokens);
-  if (!slots_id || !valid_id) return p;
+  if (!slots_id || !valid_id) {
+    p.why_not = !slots_id && !valid_id ? "the log has no token_slots and valid_tokens counters"
+                : !slots_id            ? "the log has no token_slots counter"
+                                       : "the log has no valid_tokens counter";
+    return p;
+  }
   const auto updates = in.updates();
   std::vector<double> per_update, slots_series;
   std::vector<std::size_t> per_update_k;  // which update each per_update value is
@@ -34,7 +39,11 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
       if (shape.dims.size() >= 2)
         p.max_padded_length = std::max(p.max_padded_length.value_or(0), static_cast<double>(shape.dims.back()));
   }
-  if (p.token_slots <= 0) return p;
+  if (p.token_slots <= 0) {
+    p.why_not = counted == 0 ? "every update's valid_tokens is above its token_slots (see the bad-field error)"
+                             : "token_slots is 0 in every update: no token slots, nothing padded";
+    return p;
+  }
   p.available = true;
   p.fraction = 1.0 - p.valid_tokens / p.token_slots;
   p.per_update_fraction = summarize(per_update);

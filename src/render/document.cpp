@@ -359,7 +359,7 @@ Section padding_section(const Report& rep) {
   const auto& p = rep.padding;
   Section s{"padding", "5. Padding", {}};
   if (!p.available) {
-    s.blocks.emplace_back(Paragraph{"unknown: the log has no token_slots and valid_tokens counters"});
+    s.blocks.emplace_back(Paragraph{"unknown: " + p.why_not});
     return s;
   }
   Fields f;

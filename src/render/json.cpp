@@ -207,6 +207,7 @@ Json padding(const PaddingResult& p) {
   // Without token counters these figures are unknown, not 0.
   auto known = [&](double v) { return p.available ? Json(v) : Json(nullptr); };
   return Json{{"available", p.available},
+              {"why_not", p.available ? Json(nullptr) : Json(p.why_not)},
               {"token_slots", known(p.token_slots)},
               {"valid_tokens", known(p.valid_tokens)},
               {"padding_fraction", known(p.fraction)},

@@ -1861,3 +1861,23 @@ def test_a_mistyped_record_type_is_an_error_not_another_run(tmp_path):
     assert "mixed-runs" not in r.stderr and "unknown-record" not in r.stderr
     doc = json.loads(r.stdout)
     assert doc["run"]["updates"] == len(updates) - 2
+
+
+def test_padding_unknown_says_why(tmp_path):
+    """Counters present but 0 in every update are not "no counters": the padding section
+    says what it found (it said the log has no token_slots and valid_tokens counters)."""
+    config, updates = records()
+    for u in updates:
+        u["counts"]["token_slots"] = u["counts"]["valid_tokens"] = 0
+    zero = tmp_path / "zero.jsonl"
+    zero.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    for u in updates:
+        del u["counts"]["token_slots"]
+    absent = tmp_path / "absent.jsonl"
+    absent.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    for path, why in ((zero, "token_slots is 0 in every update"), (absent, "the log has no token_slots counter")):
+        r = run("report", "--format", "json", path)
+        assert r.returncode == 0, r.stderr
+        p = json.loads(r.stdout)["padding"]
+        assert p["available"] is False and p["why_not"].startswith(why), p
+        assert "unknown: " + why in run("report", path).stdout

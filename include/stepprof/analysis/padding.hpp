@@ -27,7 +27,8 @@ struct PaddingSpike {
 };
 
 struct PaddingResult {
-  bool available = false;  ///< false when the log has no token_slots/valid_tokens counters
+  bool available = false;  ///< false when the log has no token_slots/valid_tokens counters, or no token slots
+  std::string why_not;     ///< when not available: why, in words (e.g. "token_slots is 0 in every update")
   double token_slots = 0, valid_tokens = 0;  ///< summed over the window [count]
   /// Token-weighted padding fraction: 1 - sum(valid_tokens) / sum(token_slots) [fraction].
   double fraction = 0;
