@@ -1881,3 +1881,15 @@ def test_padding_unknown_says_why(tmp_path):
         p = json.loads(r.stdout)["padding"]
         assert p["available"] is False and p["why_not"].startswith(why), p
         assert "unknown: " + why in run("report", path).stdout
+
+
+def test_a_hierarchy_counter_no_update_has_is_a_warning(tmp_path):
+    """frames=NAME in a nesting file naming a counter absent from the logs (a typo) made the
+    code-path comparison fall back to another unit of work without a word."""
+    hier = tmp_path / "h.txt"
+    hier.write_text("vggt_single alt=geometry\nvggt_batched alt=geometry frames=nonexistent_counter\n")
+    r = run("report", "--hierarchy", hier, LOG)
+    assert r.returncode == 0, r.stderr
+    assert (f'{hier}:2: warning: "vggt_batched": frames=nonexistent_counter names a counter that no update of '
+            "the logs has") in r.stderr
+    assert "[hierarchy]" in r.stderr
