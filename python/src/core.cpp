@@ -78,10 +78,10 @@ PyTypeObject* region_type = nullptr;
 // ---- helpers --------------------------------------------------------------------------
 
 // Raises for errors (status < 0): ValueError for a bad argument (e.g. an unknown role
-// at open), RuntimeError otherwise. Warnings (> 0) are returned for the caller to report.
+// at open), with the recorder's message; RuntimeError otherwise, with the status name first. Warnings (> 0) are returned for the caller to report.
 int check(int status) {
-  if (status == STEPPROF_ERR_ARGUMENT)
-    throw std::invalid_argument(std::string(stepprof_status_name(status)) + ": " + stepprof_last_error());
+  if (status == STEPPROF_ERR_ARGUMENT)  // (the exception's type says what the C status name would)
+    throw std::invalid_argument(stepprof_last_error());
   if (status < 0)
     throw std::runtime_error(std::string(stepprof_status_name(status)) + ": " + stepprof_last_error());
   return status;

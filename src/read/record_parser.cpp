@@ -171,8 +171,9 @@ bool config_fields_with_non_finite(std::string_view text, std::vector<RawField>&
 }
 
 // Why `v` is not a finite number (called only when reading it as one failed).
-// `tok` is the value's raw text, taken before reading it.
-bool number_problem(std::string_view tok, Ctx& c, const Path& path, error_code e) {
+// `tok` is the value's raw text, taken before reading it; `expected` what the field holds
+// ("a number", "an integer"), for a value of another JSON type.
+bool number_problem(std::string_view tok, Ctx& c, const Path& path, error_code e, std::string_view expected) {
   tok = trim(tok);
   if (tok.empty() || tok[0] == '}' || tok[0] == ']' || tok[0] == ',' || tok[0] == ':')
     return c.fail(Problem::kMalformedJson, tok.empty() ? nullptr : tok.data(),
@@ -187,16 +188,18 @@ bool number_problem(std::string_view tok, Ctx& c, const Path& path, error_code e
   if (e == simdjson::NUMBER_ERROR && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9')))
     return c.fail(Problem::kNonFinite, tok.data(),
                   fmt::format("{}: number {} is out of range (expected a finite number)", str(path), shown(tok)));
-  return c.fail(Problem::kBadField, tok.data(), fmt::format("{}: expected a number, found {}", str(path), shown(tok)));
+  return c.fail(Problem::kBadField, tok.data(), fmt::format("{}: expected {}, found {}", str(path), expected, shown(tok)));
 }
 
 // The raw text of a value, for messages about it; take it before reading the value.
 std::string_view token_of(od::value& v) { return v.raw_json_token(); }
 
-// Reads a finite number. `path` names the field for messages; `tok` is token_of(v).
-bool read_number(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
+// Reads a finite number. `path` names the field for messages; `tok` is token_of(v);
+// `expected` names what the field holds in the message for a value of another type.
+bool read_number(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out,
+                 std::string_view expected = "a number") {
   double d = 0;
-  if (auto e = v.get_double().get(d)) return number_problem(tok, c, path, e);
+  if (auto e = v.get_double().get(d)) return number_problem(tok, c, path, e, expected);
   if (!std::isfinite(d)) {
     tok = trim(tok);
     return c.fail(Problem::kNonFinite, tok.data(), fmt::format("{}: non-finite number {}", str(path), shown(tok)));
@@ -277,7 +280,7 @@ bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std:
     return true;
   }
   double d = 0;
-  if (!read_number(v, tok, c, path, d)) return false;
+  if (!read_number(v, tok, c, path, d, "an integer")) return false;
   if (d != std::nearbyint(d))
     return c.fail(Problem::kBadField, trim(tok).data(),
                   fmt::format("{}: expected an integer, found {}", str(path), shown(tok)));

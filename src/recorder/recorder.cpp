@@ -300,7 +300,8 @@ Status Core::open(const Options& o, std::string* message) {
     const std::string& k = user[i].key;
     for (std::string_view own : {s::kType, s::kSchema, s::kRunId, s::kRank, s::kWorldSize, s::kClock, s::kDeviceTiming})
       if (k == own)
-        return fail(Status::kErrArgument, "config field \"" + k + "\" is written by the recorder; pass it in Options instead");
+        return fail(Status::kErrArgument, "config field \"" + k + "\" is written by the recorder; set the recorder's own option "
+                    "instead (C++ Options, C stepprof_open arguments, Python Recorder arguments)");
     if ((k == s::kRegionAlternatives && !o.region_alternatives.empty()) || (k == s::kRegionRoles && !o.region_roles.empty()))
       return fail(Status::kErrArgument, "config field \"" + k + "\" is given both in the config and in Options");
     for (std::size_t j = 0; j < i; ++j)

@@ -138,8 +138,8 @@ Section time_section(const Report& rep) {
   const Summary& u = *t.update_ms;
   Fields f;
   f.items.emplace_back(rep.run.ranks.size() > 1 ? "update time (slowest rank per step)" : "update time (wall_ms)",
-                       fmt::format("median {}, p10 {}, p90 {}, min {}, max {}; CV {} over {} updates", ms(u.median),
-                                   ms(u.p10), ms(u.p90), ms(u.min), ms(u.max), pct(u.cv), u.n));
+                       fmt::format("median {}, p10 {}, p90 {}, min {}, max {}; CV {} over {} update{}", ms(u.median),
+                                   ms(u.p10), ms(u.p90), ms(u.min), ms(u.max), pct(u.cv), u.n, u.n == 1 ? "" : "s"));
   s.blocks.emplace_back(std::move(f));
   if (!t.per_rank_ms.empty()) {
     Table pr{{"rank", "median ms", "p90 ms", "max ms", "CV"}, {}, {}};
@@ -407,11 +407,12 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   }
   Fields f;
   const std::size_t left_out = x.ranks_short.size() + x.ranks_without_comm.size();
-  f.items.emplace_back("cross-rank", left_out == 0 ? fmt::format("{} ranks, {} updates present in every rank's log",
-                                                                 x.ranks, x.steps_aligned)
-                                                   : fmt::format("{} ranks ({} compared, see below), {} updates "
+  f.items.emplace_back("cross-rank", left_out == 0 ? fmt::format("{} ranks, {} update{} present in every rank's log",
+                                                                 x.ranks, x.steps_aligned, x.steps_aligned == 1 ? "" : "s")
+                                                   : fmt::format("{} ranks ({} compared, see below), {} update{} "
                                                                  "present in every compared rank's log",
-                                                                 x.ranks, x.ranks - left_out, x.steps_aligned));
+                                                                 x.ranks, x.ranks - left_out, x.steps_aligned,
+                                                                 x.steps_aligned == 1 ? "" : "s"));
   // "steps 30..40 (no rank 3); step 52 (no rank 1); and 4 more"
   auto runs_text = [](const std::vector<StepRun>& runs, std::size_t total, std::string_view ranks_word) {
     std::string ex;

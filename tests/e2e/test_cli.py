@@ -1893,3 +1893,13 @@ def test_a_hierarchy_counter_no_update_has_is_a_warning(tmp_path):
     assert (f'{hier}:2: warning: "vggt_batched": frames=nonexistent_counter names a counter that no update of '
             "the logs has") in r.stderr
     assert "[hierarchy]" in r.stderr
+
+
+def test_a_step_of_another_type_is_said_to_need_an_integer(tmp_path):
+    config, updates = records()
+    updates[0]["step"] = str(updates[0]["step"])
+    path = tmp_path / "step.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    r = run("report", path)
+    assert r.returncode == 1
+    assert re.search(rf'{re.escape(str(path))}:2:\d+: error: step: expected an integer, found "\d+"', r.stderr), r.stderr
