@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
           (held >> 21) - 1);
     fmt::print(stderr,
                "stepprof: out of memory{}: stepprof keeps every update's summary (about 2 KB per update record for a "
-               "report, docs/scale.md); "
+               "report; html and whatif take up to 7 to 13 KB, docs/scale.md); "
                "allow more memory, or read fewer updates (--steps A:B) or fewer files{}\n",
                limit, long_line);
     return kOutOfMemory;
