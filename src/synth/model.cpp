@@ -215,7 +215,11 @@ UpdateRecord Model::record(const UpdatePlan& p, std::int64_t rank, std::int64_t 
     const double fwd_d = mb.prepare + mb.vision + geo_d + mb.language + mb.forward_self;
     const double fwd_h = prep_h + vis_h + geo_h + lang_h + mb.forward_self;
     const double bwd_d = mb.backward + (last ? kAllReduceMs + wait : 0.0);
-    const double bwd_h = host_of(bwd_d);
+    // (The wait is host time as much as device time: the host blocks in the all-reduce.
+    // Jittering it in proportion made a 100x straggler's 20-minute waits differ by seconds
+    // between the clocks, which the report read as own work.)
+    const double bwd_wait = last ? wait : 0.0;
+    const double bwd_h = host_of(bwd_d - bwd_wait) + bwd_wait;
     double ds_d = 0, ds_h = 0, clip = 0, opt = 0;
     if (last) {
       clip = kClipMs * (0.95 + 0.1 * uniform(seed, sOptimizer, r, s, 0));

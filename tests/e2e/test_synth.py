@@ -1313,3 +1313,12 @@ def test_a_padding_spike_does_not_hide_a_straggler_in_a_short_window(tmp_path, r
     found = [(e["rank"], e["first_step"], e["last_step"]) for e in rep["cross_rank"]["episodes"]]
     assert found == [(s["rank"], s["first_step"], s["last_step"])], found
     assert any(f["kind"] == "straggler_episode" and f"rank {straggler}" in f["title"] for f in rep["findings"])
+
+
+def test_a_hundredfold_straggler_is_the_only_stretch(tmp_path):
+    # The other ranks' waits (20 minutes an update) were jittered on the host clock in
+    # proportion, so their own work read seconds off between clocks: 6 "stretches" on
+    # 5 ranks besides the injected one.
+    synth(tmp_path, "--ranks", 8, "--updates", 100, "--straggler", "2:10:30:100")
+    rep = report(tmp_path / "logs")
+    assert [(e["rank"], e["first_step"], e["last_step"]) for e in rep["cross_rank"]["episodes"]] == [(2, 10, 30)]
