@@ -104,8 +104,10 @@ RunSummary summarize_run(const AnalysisInput& in) {
       s.global_batch_derived = true;
     } else if (*s.global_batch != product) {
       s.global_batch_mismatch = fmt::format(
-          "config says global_batch {} but micro_batch x accumulation x world_size = {} x {} x {} = {}",
-          *s.global_batch, *s.micro_batch, *s.accumulation, *s.world_size, product);
+          "config says global_batch {} but micro_batch x accumulation x world_size = {} x {} x {} = {}; the job's "
+          "samples/s use global_batch {} (with tensor or pipeline parallelism the world size counts ranks that share "
+          "a batch, and the global batch is micro-batch x accumulation x data-parallel size)",
+          *s.global_batch, *s.micro_batch, *s.accumulation, *s.world_size, product, *s.global_batch);
     }
   }
   if (s.world_size) {
