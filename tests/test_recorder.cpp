@@ -312,6 +312,15 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
   EXPECT_EQ(attempt(o), Status::kErrArgument);
   o.config_json = R"({"rank": 1})";
   EXPECT_EQ(attempt(o), Status::kErrArgument);
+  // An update's times in the config: the reader takes such a config for a mistyped update
+  // record and rejects it, settings and all.
+  for (const char* times : {R"({"wall_ms": 5, "micro_batch": 2})", R"({"cpu_call_ms": {}})", R"({"cuda_stream_ms": 1})"}) {
+    SCOPED_TRACE(times);
+    o.config_json = times;
+    std::string message;
+    EXPECT_EQ(open(o, &message), Status::kErrArgument);
+    EXPECT_NE(message.find("is an update record's field"), std::string::npos) << message;
+  }
   o.config_json = R"({"a": 1, "a": 2})";
   EXPECT_EQ(attempt(o), Status::kErrArgument);
   o.config_json = "";

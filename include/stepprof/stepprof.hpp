@@ -173,7 +173,8 @@ inline constexpr bool kEnabled = true;
 
 /// Opens the process's recorder and writes the config record. Errors (< 0): config_json
 /// is not a JSON object, a config field the recorder sets itself (schema, run_id, rank,
-/// world_size, clock, device_timing) is given again, a rank outside [0, world_size), an
+/// world_size, clock, device_timing) is given again, an update record's field (wall_ms,
+/// cpu_call_ms, cuda_stream_ms) is given, a rank outside [0, world_size), an
 /// empty path without a sink (kErrArgument, checked first: also while another recorder
 /// is open); then a recorder is already open (kErrState).
 /// kWarnIo: the file could not be opened (the message gives the reason, e.g. a read-only

@@ -21,12 +21,19 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   std::vector<double> per_update, slots_series;
   std::vector<std::size_t> per_update_k;  // which update each per_update value is
   double wall = 0;
-  std::size_t counted = 0;  // updates in the padding figures
+  std::size_t counted = 0;   // updates in the padding figures
+  std::size_t left_out = 0;  // updates whose token counters contradict each other
   for (std::size_t k = 0; k < updates.size(); ++k) {
     const UpdateRecord* u = updates[k];
-    const double s = in.counter_or_zero(k, *u, slots_id), v = in.counter_or_zero(k, *u, valid_id);
+    const auto sv = in.counter_of(k, *u, *slots_id), vv = in.counter_of(k, *u, *valid_id);
+    const double s = sv.value_or(0), v = vv.value_or(0);
     slots_series.push_back(s);  // (indexed by update: kept for every one)
-    if (v > s) continue;  // (negative padding: an error the reader reported, check_token_counters)
+    // One counter without the other, or more valid tokens than slots: an error the reader
+    // reported (check_token_counters); its padding would be 100 % or negative.
+    if (sv.has_value() != vv.has_value() || v > s) {
+      ++left_out;
+      continue;
+    }
     ++counted;
     p.token_slots += s;
     p.valid_tokens += v;
@@ -40,7 +47,8 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
         p.max_padded_length = std::max(p.max_padded_length.value_or(0), static_cast<double>(shape.dims.back()));
   }
   if (p.token_slots <= 0) {
-    p.why_not = counted == 0 ? "every update's valid_tokens is above its token_slots (see the bad-field error)"
+    p.why_not = left_out > 0 ? "the updates with token slots have contradicting token counters (see the bad-field "
+                               "error)"
                              : "token_slots is 0 in every update: no token slots, nothing padded";
     return p;
   }

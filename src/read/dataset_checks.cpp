@@ -111,28 +111,31 @@ void check_token_counters(const Dataset& data, Diagnostics& diag) {
   const auto valid_id = data.counters.find(schema::counter::kValidTokens);
   const auto slots_id = data.counters.find(schema::counter::kTokenSlots);
   if (!valid_id || !slots_id) return;
-  std::uint64_t bad = 0, with_valid = 0;
+  std::uint64_t bad = 0, with_either = 0;
   const UpdateRecord* first = nullptr;
-  double first_valid = 0;
-  std::optional<double> first_slots;
+  std::string first_what;
   for (const auto& rank : data.ranks)
     for (const auto& u : rank.updates) {
-      const auto valid = u.counter(*valid_id);
-      if (!valid) continue;
-      ++with_valid;
-      const auto slots = u.counter(*slots_id);
-      if (!(*valid > slots.value_or(0))) continue;  // (what analyze_padding leaves out)
-      if (!first) first = &u, first_valid = *valid, first_slots = slots;
+      const auto valid = u.counter(*valid_id), slots = u.counter(*slots_id);
+      if (!valid && !slots) continue;
+      ++with_either;
+      // (What analyze_padding leaves out.)
+      if (valid && slots && !(*valid > *slots)) continue;
+      if (!first) {
+        first = &u;
+        first_what = !slots   ? fmt::format("counts.valid_tokens {} without counts.token_slots", *valid)
+                     : !valid ? fmt::format("counts.token_slots {} without counts.valid_tokens", *slots)
+                              : fmt::format("counts.valid_tokens {} is above counts.token_slots {}", *valid, *slots);
+      }
       ++bad;
     }
   if (!first) return;
   diag.report({Severity::kError, Problem::kBadField, data.files[first->source.file], first->source.line, 0,
-               fmt::format("counts.valid_tokens {} is above counts.token_slots {} (step {}; {} of {} update(s) with "
-                           "valid_tokens): a micro-batch cannot hold more valid tokens than token slots, so padding "
-                           "would be negative; the padding figures leave these updates out (were the two counters "
-                           "swapped, or token_slots counted before padding?)",
-                           first_valid, first_slots ? fmt::format("{}", *first_slots) : std::string("(absent)"),
-                           first->step, bad, with_valid)});
+               fmt::format("{} (step {}; {} of {} update(s) with token counters): a micro-batch's padding is its "
+                           "token slots less its valid tokens, so it would be negative or 100 %; the padding figures "
+                           "leave these updates out (were the counters swapped, token_slots counted before padding, "
+                           "or one of them not recorded?)",
+                           first_what, first->step, bad, with_either)});
 }
 
 void check_dataset(const Dataset& data, Diagnostics& diag) {

@@ -26,9 +26,10 @@ void check_one_off_names(const Dataset& data, Diagnostics& diag);
 void check_zero_wall_time(const Dataset& data, Diagnostics& diag);
 
 /// Reports one Problem::kBadField error when updates have counts.valid_tokens above
-/// counts.token_slots, or lack token_slots while other updates have it (negative padding:
-/// counters swapped, or slots counted before padding); analyze_padding leaves such updates
-/// out. Nothing when no update has token_slots. Counts them and names the first.
+/// counts.token_slots, or one of the two without the other, in a log that has both
+/// counters (negative or 100 % padding: counters swapped, slots counted before padding, one
+/// not recorded); analyze_padding leaves such updates out. Nothing when no update has
+/// token_slots or none has valid_tokens. Counts them and names the first.
 void check_token_counters(const Dataset& data, Diagnostics& diag);
 
 /// Every check above.

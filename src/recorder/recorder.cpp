@@ -302,6 +302,11 @@ Status Core::open(const Options& o, std::string* message) {
       if (k == own)
         return fail(Status::kErrArgument, "config field \"" + k + "\" is written by the recorder; set the recorder's own option "
                     "instead (C++ Options, C stepprof_open arguments, Python Recorder arguments)");
+    // (The reader takes a config with an update's times for a mistyped update record.)
+    for (std::string_view times : {s::kWallMs, s::kCpuCallMs, s::kCudaStreamMs})
+      if (k == times)
+        return fail(Status::kErrArgument, "config field \"" + k + "\" is an update record's field (the reader rejects a "
+                    "config that has it); name the setting otherwise");
     if ((k == s::kRegionAlternatives && !o.region_alternatives.empty()) || (k == s::kRegionRoles && !o.region_roles.empty()))
       return fail(Status::kErrArgument, "config field \"" + k + "\" is given both in the config and in Options");
     for (std::size_t j = 0; j < i; ++j)

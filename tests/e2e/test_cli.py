@@ -1903,3 +1903,28 @@ def test_a_step_of_another_type_is_said_to_need_an_integer(tmp_path):
     r = run("report", path)
     assert r.returncode == 1
     assert re.search(rf'{re.escape(str(path))}:2:\d+: error: step: expected an integer, found "\d+"', r.stderr), r.stderr
+
+
+def test_one_token_counter_without_the_other_is_an_error_and_left_out(tmp_path):
+    """token_slots without valid_tokens read as 100 % padding (a spike); and when every update
+    with slots was left out, padding said "token_slots is 0 in every update"."""
+    config, updates = records()
+    del updates[5]["counts"]["valid_tokens"]
+    path = tmp_path / "one.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    r = run("report", "--format", "json", path)
+    assert r.returncode == 1
+    assert f"{path}:7: error: counts.token_slots" in r.stderr and "without counts.valid_tokens" in r.stderr
+    kept = updates[:5] + updates[6:]
+    slots = sum(u["counts"]["token_slots"] for u in kept)
+    valid = sum(u["counts"]["valid_tokens"] for u in kept)
+    p = json.loads(r.stdout)["padding"]
+    assert p["padding_fraction"] == pytest.approx(1 - valid / slots)
+    assert p["per_update_fraction"]["max"] < 0.5  # no 100 % "spike"
+
+    for u in updates:  # every update with counts contradicts; one has none
+        u["counts"]["valid_tokens"] = u["counts"]["token_slots"] + 1
+    del updates[0]["counts"]["valid_tokens"], updates[0]["counts"]["token_slots"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    p = json.loads(run("report", "--format", "json", path).stdout)["padding"]
+    assert p["available"] is False and "contradicting token counters" in p["why_not"], p
