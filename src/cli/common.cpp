@@ -121,16 +121,19 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
                  "no region of this nesting file occurs in the logs: is it the nesting of another job?"});
   } else {
     // A counter named in the file that no update has (a typo): the code-path costs would
-    // quietly fall back to another unit of work.
-    for (const auto& n : out.hierarchy->nodes())
+    // quietly fall back to another unit of work. (Only for a region that ran: a path that
+    // never ran has no work to count.)
+    for (const auto& n : out.hierarchy->nodes()) {
+      if (!out.data.regions.find(n.name)) continue;
       for (const auto& [key, counter] : {std::pair<std::string_view, const std::string&>{"samples", n.samples_counter},
                                          {"frames", n.frames_counter},
                                          {"microbatches", n.microbatches_counter}})
         if (!counter.empty() && !out.data.counters.find(counter))
           diag.report({Severity::kWarning, Problem::kHierarchy, opt.hierarchy, n.line, 0,
-                       fmt::format("\"{}\": {}={} names a counter that no update of the logs has; its cost per "
-                                   "{} is unknown (a misspelt counter name?)",
+                       fmt::format("\"{}\": {}={} names a counter that no update of the logs has, though the region "
+                                   "ran; its cost per {} is unknown (a misspelt counter name?)",
                                    n.name, key, counter, key == "microbatches" ? "micro-batch" : key.substr(0, key.size() - 1))});
+    }
   }
   if (diag.should_stop()) return strict_stop();  // (a warning about the nesting, e.g. circular parents)
   return std::nullopt;

@@ -1893,6 +1893,18 @@ def test_a_hierarchy_counter_no_update_has_is_a_warning(tmp_path):
     assert (f'{hier}:2: warning: "vggt_batched": frames=nonexistent_counter names a counter that no update of '
             "the logs has") in r.stderr
     assert "[hierarchy]" in r.stderr
+    # A path that never ran has no work to count: its counter is rightly absent (the bundled
+    # nesting on a log without fallbacks made --strict exit 1).
+    config, updates = records()
+    for u in updates:
+        for d in ("cuda_stream_ms", "cpu_call_ms", "calls"):
+            u[d].pop("vggt_single", None)
+        for c in [c for c in u["counts"] if "fallback" in c or c.startswith("vggt_single")]:
+            del u["counts"][c]
+    path = tmp_path / "no_fallback.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    r = run("report", "--strict", "--hierarchy", HIER, path)
+    assert r.returncode == 0, r.stderr
 
 
 def test_a_step_of_another_type_is_said_to_need_an_integer(tmp_path):
