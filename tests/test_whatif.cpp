@@ -548,7 +548,13 @@ TEST(WhatIf, ScenariosSayWhyTheyCannotRun) {
   o.scenario = Scenario::kBalancedRanks;
   const Prediction p = run_whatif(AnalysisInput{d, &h}, o).predictions.at(0);
   EXPECT_FALSE(p.available);
-  EXPECT_NE(p.why_not.find("every rank's log"), std::string::npos);
+  EXPECT_NE(p.why_not.find("world size is 1: there are no ranks to balance"), std::string::npos) << p.why_not;
+  {  // one rank's log of a job of 4 ranks
+    const Dataset one_of_four = one_rank_job(4);
+    const Prediction q = run_whatif(AnalysisInput{one_of_four, &h}, o).predictions.at(0);
+    EXPECT_FALSE(q.available);
+    EXPECT_NE(q.why_not.find("every rank's log"), std::string::npos) << q.why_not;
+  }
   o.scenario = Scenario::kBatchedGeometry;
   const Prediction q = run_whatif(AnalysisInput{d, nullptr}, o).predictions.at(0);
   EXPECT_FALSE(q.available);

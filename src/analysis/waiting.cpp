@@ -100,7 +100,25 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank) {
   return analyze_waiting(in, rank, find_comm_region(in));
 }
 
+namespace {
+WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, const std::optional<CommRegion>& found);
+}  // namespace
+
 WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank, const std::optional<CommRegion>& found) {
+  WaitingResult w = analyze_waiting_of(in, rank, found);
+  if (rank.config && rank.config->world_size == 1) {  // (no other rank to wait for)
+    w.alone = true;
+    w.waiting = false;
+    w.wait_ms.reset();
+    w.path_waits.clear();
+    w.spike_steps.clear();
+    w.spike_threshold_ms = w.spike_excess_ms = w.spike_ms_per_update = 0;
+  }
+  return w;
+}
+
+namespace {
+WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, const std::optional<CommRegion>& found) {
   WaitingResult w;
   w.rank = rank.rank;
   w.single_rank = in.data.ranks.size() == 1;
@@ -214,5 +232,7 @@ WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank, cons
       }
   return w;
 }
+
+}  // namespace
 
 }  // namespace stepprof

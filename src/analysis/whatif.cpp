@@ -1018,7 +1018,9 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
                                const SyncData& sync) {
   Prediction p;
   if (!sync.all_ranks) {
-    p.why_not = "needs every rank's log (several ranks): give all the ranks' logs of one run";
+    p.why_not = sync.ranks == 1 && !sync.range  // (range: one rank of a multi-rank job)
+                    ? "the job's world size is 1: there are no ranks to balance"
+                    : "needs every rank's log (several ranks): give all the ranks' logs of one run";
     return p;
   }
   if (sync.steps.size() < 2) {

@@ -641,7 +641,11 @@ Section waiting_section(const Report& rep) {
                          fmt::format("{}: r = {:.2f} over {} updates", w.compute_region, *w.correlation, w.updates));
     f.items.emplace_back("spread (sd)", fmt::format("{} {}, {} {}, their sum {}", w.compute_region, ms(w.compute_sd_ms),
                                                     w.comm_region, ms(w.comm_sd_ms), ms(w.sum_sd_ms)));
-    if (w.waiting) {
+    if (w.alone) {
+      f.items.emplace_back("meaning", fmt::format("the job's world size is 1: there is no other rank to wait for, so "
+                                                  "{} is {}'s own time",
+                                                  w.comm_region, who));
+    } else if (w.waiting) {
       f.items.emplace_back(
           "meaning",
           fmt::format("time saved in {} reappears in {}, so the update time hardly moves: {}'s update time is set by "
@@ -658,9 +662,8 @@ Section waiting_section(const Report& rep) {
       // A wait that hardly varies (another rank slower in every update by about as
       // much) does not show this way; a communication region that takes much of the
       // update may hold one.
-      const bool alone = rep.run.world_size && *rep.run.world_size == 1;  // (no other rank to wait for)
       for (const auto& row : rep.regions.rows)
-        if (!alone && row.name == w.comm_region && row.share >= 0.3)
+        if (row.name == w.comm_region && row.share >= 0.3)
           meaning += fmt::format("; a wait that hardly varies does not show this way, and {} takes {} of the update "
                                  "time, which one rank's log cannot tell from slow communication: give every rank's "
                                  "log to compare",

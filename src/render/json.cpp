@@ -241,6 +241,7 @@ Json waiting_rank(const WaitingResult& w) {
           {"comm_sd_ms", w.comm_sd_ms},
           {"sum_sd_ms", w.sum_sd_ms},
           {"waiting", w.waiting},
+          {"alone", w.alone},
           {"comm_floor_ms", w.comm_floor_ms},
           {"wait_ms", summary(w.wait_ms)},
           {"path_waits", paths},

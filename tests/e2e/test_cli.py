@@ -1940,3 +1940,25 @@ def test_one_token_counter_without_the_other_is_an_error_and_left_out(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
     p = json.loads(run("report", "--format", "json", path).stdout)["padding"]
     assert p["available"] is False and "contradicting token counters" in p["why_not"], p
+
+
+def test_a_job_of_world_size_one_waits_for_no_rank(tmp_path):
+    """The real log relabelled as a one-rank job: its communication region's anti-correlation
+    was read as waiting for a slower rank, with advice to look at other ranks' logs."""
+    config, updates = records()
+    config.update(rank=0, world_size=1)
+    for u in updates:
+        u["rank"] = 0
+    path = tmp_path / "alone.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    r = run("report", "--format", "json", path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    (w,) = doc["waiting"]
+    assert w["alone"] is True and w["waiting"] is False and w["wait_ms"] is None and w["spikes"] is None
+    assert not any("rank" in f["title"] and "wait" in f["title"] for f in doc["findings"]), doc["findings"]
+    text = run("report", path).stdout
+    assert "set by another rank" not in text and "every rank's log" not in text
+    assert "world size is 1: there is no other rank to wait for" in text
+    r = run("whatif", "balanced-ranks", path)
+    assert "the job's world size is 1: there are no ranks to balance" in r.stdout + r.stderr

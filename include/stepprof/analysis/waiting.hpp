@@ -61,6 +61,10 @@ struct WaitingResult {
   double spike_ms_per_update = 0;       ///< that excess summed, over all updates with the region [ms]
   std::size_t updates = 0;
   bool single_rank = true;  ///< false when several ranks' logs were given (see the cross-rank section)
+  /// True when the rank's config says world size 1: there is no other rank to wait for,
+  /// so `waiting` is false and there are no path waits, wait estimate or spikes (the
+  /// correlation and spreads are still given).
+  bool alone = false;
 };
 
 /// The region that holds collective communication: role=communication in the nesting
