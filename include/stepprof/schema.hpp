@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace stepprof::schema {
@@ -92,6 +93,15 @@ inline constexpr std::string_view kTokenSlots = "token_slots";
 inline constexpr std::string_view kValidTokens = "valid_tokens";
 inline constexpr std::string_view kSupervisedTokens = "supervised_tokens";
 inline constexpr std::string_view kFrames = "frames";
+
+/// True when an update's token counters contradict each other: one of token_slots and
+/// valid_tokens without the other, or more valid tokens than slots (its padding would be
+/// 100 % or negative). Both absent: false (an update without tokens). The reader reports
+/// such updates (bad-field) and the padding analysis leaves them out.
+inline bool token_counters_contradict(std::optional<double> slots, std::optional<double> valid) {
+  if (!slots && !valid) return false;
+  return !slots || !valid || *valid > *slots;
+}
 }  // namespace counter
 
 /// The child of a communication region that holds the part of its kernels' time during

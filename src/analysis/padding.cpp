@@ -28,9 +28,8 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     const auto sv = in.counter_of(k, *u, *slots_id), vv = in.counter_of(k, *u, *valid_id);
     const double s = sv.value_or(0), v = vv.value_or(0);
     slots_series.push_back(s);  // (indexed by update: kept for every one)
-    // One counter without the other, or more valid tokens than slots: an error the reader
-    // reported (check_token_counters); its padding would be 100 % or negative.
-    if (sv.has_value() != vv.has_value() || v > s) {
+    // (An error the reader reported, check_token_counters.)
+    if (schema::counter::token_counters_contradict(sv, vv)) {
       ++left_out;
       continue;
     }

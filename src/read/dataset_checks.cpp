@@ -119,8 +119,7 @@ void check_token_counters(const Dataset& data, Diagnostics& diag) {
       const auto valid = u.counter(*valid_id), slots = u.counter(*slots_id);
       if (!valid && !slots) continue;
       ++with_either;
-      // (What analyze_padding leaves out.)
-      if (valid && slots && !(*valid > *slots)) continue;
+      if (!schema::counter::token_counters_contradict(slots, valid)) continue;
       if (!first) {
         first = &u;
         first_what = !slots   ? fmt::format("counts.valid_tokens {} without counts.token_slots", *valid)
