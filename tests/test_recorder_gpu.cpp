@@ -76,6 +76,14 @@ struct Kernel {
 
 double device_ms(const Json& u, const char* region) { return u["cuda_stream_ms"][region].get<double>(); }
 
+// A recorder writing `path` with device timing on (the default, kAuto).
+Options gpu_options(const std::string& path) {
+  Options o;
+  o.path = path;
+  o.run_id = "gpu-test";
+  return o;
+}
+
 }  // namespace
 
 class GpuRecorderTest : public RecorderTest {
@@ -88,9 +96,7 @@ class GpuRecorderTest : public RecorderTest {
 
 TEST_F(GpuRecorderTest, RegionsAroundKernelsGetTheirDeviceTime) {
   TempLog log("gpu");
-  Options o;
-  o.path = log.path;
-  o.run_id = "gpu-test";
+  Options o = gpu_options(log.path);
   ASSERT_EQ(open(o), Status::kOk);
   Kernel k;
   const std::string err = k.init();
@@ -135,9 +141,7 @@ TEST_F(GpuRecorderTest, RegionsAroundKernelsGetTheirDeviceTime) {
 
 TEST_F(GpuRecorderTest, WithoutBoundarySyncLateTimesArriveInALaterRecord) {
   TempLog log("gpu-nosync");
-  Options o;
-  o.path = log.path;
-  o.run_id = "gpu-test";
+  Options o = gpu_options(log.path);
   o.sync_at_update = false;
   ASSERT_EQ(open(o), Status::kOk);
   Kernel k;
@@ -164,9 +168,7 @@ TEST_F(GpuRecorderTest, WithoutBoundarySyncLateTimesArriveInALaterRecord) {
 
 TEST_F(GpuRecorderTest, AThreadTimesOnItsOwnStream) {
   TempLog log("gpu-thread");
-  Options o;
-  o.path = log.path;
-  o.run_id = "gpu-test";
+  Options o = gpu_options(log.path);
   ASSERT_EQ(open(o), Status::kOk);
   Kernel k;
   ASSERT_EQ(k.init(), "");
@@ -195,18 +197,14 @@ TEST_F(GpuRecorderTest, AThreadTimesOnItsOwnStream) {
 TEST_F(GpuRecorderTest, ARecorderClosedOnAnotherThreadLeavesTheNextOneWorking) {
   {
     TempLog first("gpu-first");
-    Options o;
-    o.path = first.path;
-    o.run_id = "gpu-test";
+    Options o = gpu_options(first.path);
     ASSERT_EQ(open(o), Status::kOk);
     ASSERT_EQ(end_update(0), Status::kOk);
     std::thread closer([] { EXPECT_EQ(close(), Status::kOk); });
     closer.join();
   }
   TempLog log("gpu-second");
-  Options o;
-  o.path = log.path;
-  o.run_id = "gpu-test";
+  Options o = gpu_options(log.path);
   ASSERT_EQ(open(o), Status::kOk);
   Kernel k;
   ASSERT_EQ(k.init(), "");
