@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "pieces.hpp"
 #include "stepprof/diagnostics.hpp"
 
 #include "stepprof/render/exports.hpp"
@@ -42,26 +43,21 @@ std::string integer(std::optional<std::int64_t> v) { return v ? std::to_string(*
 // update and region is hundreds of MB at thousands of ranks); done() hands on the rest.
 class Writer {
  public:
-  explicit Writer(const std::function<bool(std::string_view)>& write) : write_(write) { text_.reserve(kPiece + 4096); }
+  explicit Writer(const std::function<bool(std::string_view)>& write) : out_(write) {}
   void row(const std::vector<std::string>& cells) {
+    std::string& text = out_.text();
     for (std::size_t i = 0; i < cells.size(); ++i) {
-      if (i) text_ += ',';
-      text_ += field(cells[i]);
+      if (i) text += ',';
+      text += field(cells[i]);
     }
-    text_ += "\r\n";
-    if (text_.size() >= kPiece && ok_) {
-      ok_ = write_(text_);
-      text_.clear();
-    }
+    text += "\r\n";
+    out_.hand_on();
   }
-  bool ok() const { return ok_; }
-  bool done() { return ok_ && write_(text_); }
+  bool ok() const { return out_.ok(); }
+  bool done() { return out_.finish(); }
 
  private:
-  static constexpr std::size_t kPiece = std::size_t{1} << 20;
-  const std::function<bool(std::string_view)>& write_;
-  std::string text_;
-  bool ok_ = true;
+  detail::Pieces out_;
 };
 
 // (Each rank's series is built, written and let go of in turn: every rank's at once took

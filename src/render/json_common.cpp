@@ -23,7 +23,6 @@ Json unanalyzed_json(const char* schema, const Diagnostics& d) {
 
 namespace {
 std::string dump_value(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace); }
-constexpr std::size_t kPiece = std::size_t{1} << 20;
 }  // namespace
 
 std::string dump_json(const Json& j) { return dump_value(j) + "\n"; }
@@ -34,20 +33,20 @@ void JsonWriter::next_item() {
     return;
   }
   if (levels_.empty()) return;  // (the document itself)
-  buf_ += levels_.back().items++ ? ",\n" : "\n";
+  out_.text() += levels_.back().items++ ? ",\n" : "\n";
   indent(levels_.size());
 }
 
 void JsonWriter::key(std::string_view k) {
   next_item();
-  buf_ += dump_value(Json(std::string(k)));
-  buf_ += ": ";
+  out_.text() += dump_value(Json(std::string(k)));
+  out_.text() += ": ";
   after_key_ = true;
 }
 
 void JsonWriter::open(char bracket) {
   next_item();
-  buf_ += bracket;
+  out_.text() += bracket;
   levels_.push_back({bracket == '{', 0});
 }
 
@@ -55,11 +54,11 @@ void JsonWriter::close(char bracket) {
   const bool empty = levels_.back().items == 0;
   levels_.pop_back();
   if (!empty) {  // (an empty object or array is "{}" or "[]", as nlohmann writes it)
-    buf_ += '\n';
+    out_.text() += '\n';
     indent(levels_.size());
   }
-  buf_ += bracket;
-  put({});
+  out_.text() += bracket;
+  out_.hand_on();
 }
 
 // nlohmann writes `v` as if at the top level; each of its line breaks (never inside a
@@ -70,11 +69,11 @@ void JsonWriter::value(const Json& v) {
   const std::size_t width = 2 * levels_.size();
   std::size_t from = 0;
   for (std::size_t nl; (nl = text.find('\n', from)) != std::string::npos; from = nl + 1) {
-    buf_.append(text, from, nl + 1 - from);
-    buf_.append(width, ' ');
+    out_.text().append(text, from, nl + 1 - from);
+    out_.text().append(width, ' ');
   }
-  buf_.append(text, from);
-  put({});
+  out_.text().append(text, from);
+  out_.hand_on();
 }
 
 void JsonWriter::object_with_array(const Json& head, std::string_view array_key, std::size_t n,
@@ -87,24 +86,15 @@ void JsonWriter::object_with_array(const Json& head, std::string_view array_key,
       continue;
     }
     begin_array();
-    for (std::size_t i = 0; i < n && ok_; ++i) value(element(i));
+    for (std::size_t i = 0; i < n && ok(); ++i) value(element(i));
     end_array();
   }
   end_object();
 }
 
-void JsonWriter::put(std::string_view text) {
-  buf_ += text;
-  if (buf_.size() < kPiece) return;
-  if (ok_) ok_ = write_(buf_);
-  buf_.clear();
-}
-
 bool JsonWriter::finish() {
-  buf_ += '\n';
-  if (ok_ && !buf_.empty()) ok_ = write_(buf_);
-  buf_.clear();
-  return ok_;
+  out_ += '\n';
+  return out_.finish();
 }
 
 }  // namespace stepprof::detail

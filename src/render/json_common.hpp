@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pieces.hpp"
 #include "stepprof/diagnostics.hpp"
 
 namespace stepprof::detail {
@@ -46,7 +47,7 @@ std::string dump_json(const Json& j);
 /// end_array(); end_object(); finish().
 class JsonWriter {
  public:
-  explicit JsonWriter(std::function<bool(std::string_view)> write) : write_(std::move(write)) {}
+  explicit JsonWriter(std::function<bool(std::string_view)> write) : out_(std::move(write)) {}
   void begin_object() { open('{'); }
   void end_object() { close('}'); }
   void begin_array() { open('['); }
@@ -68,7 +69,7 @@ class JsonWriter {
   bool finish();
   /// False once a write failed: what is given after it is dropped, so a caller making a
   /// long document stops (object_with_array does).
-  [[nodiscard]] bool ok() const { return ok_; }
+  [[nodiscard]] bool ok() const { return out_.ok(); }
 
  private:
   struct Level {
@@ -78,14 +79,11 @@ class JsonWriter {
   void open(char bracket);
   void close(char bracket);
   void next_item();  // the separator and indent before a member or element
-  void put(std::string_view text);
-  void indent(std::size_t levels) { buf_.append(2 * levels, ' '); }
+  void indent(std::size_t levels) { out_.text().append(2 * levels, ' '); }
 
-  std::function<bool(std::string_view)> write_;
-  std::string buf_;
+  Pieces out_;
   std::vector<Level> levels_;
   bool after_key_ = false;
-  bool ok_ = true;
 };
 
 }  // namespace stepprof::detail

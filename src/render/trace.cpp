@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pieces.hpp"
 #include "stepprof/render/exports.hpp"
 
 namespace stepprof {
@@ -49,16 +50,9 @@ std::string render_trace(const Timeline& t) {
 }
 
 bool render_trace(const Timeline& t, const std::function<bool(std::string_view)>& write) {
-  constexpr std::size_t kPiece = std::size_t{1} << 20;
-  std::string out;
-  out.reserve(kPiece + 4096);
-  auto it = std::back_inserter(out);
-  bool ok = true;
-  auto hand_on = [&] {  // (after each event: a piece ends between events)
-    if (out.size() < kPiece || !ok) return;
-    ok = write(out);
-    out.clear();
-  };
+  detail::Pieces out(write);
+  auto it = std::back_inserter(out.text());
+  auto hand_on = [&] { out.hand_on(); };  // (after each event: a piece ends between events)
   Quoted q;
   bool first = true;
   auto sep = [&] {
@@ -110,7 +104,7 @@ bool render_trace(const Timeline& t, const std::function<bool(std::string_view)>
         if (s.scale) fmt::format_to(it, R"(,"scale":{})", *s.scale);
         fmt::format_to(it, "}}}}");
         hand_on();
-        if (!ok) return false;
+        if (!out.ok()) return false;
       }
     }
     for (const TimelineCounter& c : p.counters)
@@ -126,11 +120,11 @@ bool render_trace(const Timeline& t, const std::function<bool(std::string_view)>
         }
         fmt::format_to(it, "}}}}");
         hand_on();
-        if (!ok) return false;
+        if (!out.ok()) return false;
       }
   }
   fmt::format_to(it, "\n]}}\n");
-  return ok && write(out);
+  return out.finish();
 }
 
 }  // namespace stepprof
