@@ -170,6 +170,81 @@ TEST(Series, ARankBuiltForTheTablesHasItsCountersAndRegionsOnly) {
   EXPECT_FALSE(builder.rank(0, RankDetail::kFull).breakdowns.empty());
 }
 
+TEST(Series, TheOverviewHoldsEveryRanksHeadlineAndTheHeatmaps) {
+  // Two ranks, as above; the overview is build_series with no rank in full.
+  Builder b(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto& u = b.add(1, 100.0 + rank, rank);
+    b.region(u, "top", 5.0, 5.0, 1);
+    b.region(u, "outer", 90.0, 91.0, 2);
+    b.region(u, "inner", 40.0, 40.0, 2);
+  }
+  const Hierarchy h = parse("top\nouter\n  inner\n");
+  const AnalysisInput in{b.d, &h};
+  const Report rep = build_report(in);
+  const SeriesBuilder builder(in, rep);
+  const UpdateSeries o = builder.overview();
+  ASSERT_EQ(o.ranks.size(), 2u);
+  EXPECT_EQ(o.steps, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(o.ranks[1].wall_ms, (std::vector<double>{101}));
+  EXPECT_DOUBLE_EQ(*o.ranks[1].outside_ms[0], 5);  // 101 - (5 + 91)
+  for (const auto& r : o.ranks) EXPECT_TRUE(r.breakdowns.empty() && r.regions.empty());
+  ASSERT_EQ(o.matrices.size(), 1u);
+  EXPECT_EQ(o.matrices[0].values, (std::vector<std::vector<std::optional<double>>>{{100.0}, {101.0}}));
+  // The nesting has two levels (top and outer; inner under outer): every rank's full series
+  // has a cut per level, as breakdown_count says from the regions alone.
+  EXPECT_EQ(breakdown_count(o), 2u);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(builder.rank(i, RankDetail::kFull).breakdowns.size(), 2u);
+  const AnalysisInput flat{b.d, nullptr};
+  const Report flat_rep = build_report(flat);
+  EXPECT_EQ(breakdown_count(SeriesBuilder(flat, flat_rep).head()), 1u);  // unknown nesting: one unstacked
+}
+
+TEST(Html, ThePageIsHandedOnInPiecesAndStopsAtAFailedWrite) {
+  // 3 ranks x 3,000 updates with 20 regions each (times of 17 digits): a page of several
+  // MB, handed on in pieces of at least 1 MiB (the last one smaller).
+  Builder b(3);
+  std::string nesting;
+  for (int i = 0; i < 20; ++i) nesting += "region_" + std::to_string(i) + "\n";
+  for (int rank = 0; rank < 3; ++rank)
+    for (int step = 1; step <= 3000; ++step) {
+      auto& u = b.add(step, 1000.0 + step % 17 + rank, rank);
+      for (int i = 0; i < 20; ++i) b.region(u, "region_" + std::to_string(i), 1.0 + (step * (i + 3)) % 11 / 7.0, 2.0, 1);
+    }
+  const Hierarchy h = parse(nesting);
+  const AnalysisInput in{b.d, &h};
+  const Report rep = build_report(in);
+  const SeriesBuilder series(in, rep);
+  const Diagnostics diag;
+  std::vector<std::size_t> sizes;
+  std::string page;
+  ASSERT_TRUE(render_html(rep, series, diag, {}, [&](std::string_view piece) {
+    sizes.push_back(piece.size());
+    page.append(piece);
+    return true;
+  }));
+  ASSERT_GE(sizes.size(), 2u) << page.size();
+  for (std::size_t i = 0; i + 1 < sizes.size(); ++i) EXPECT_GE(sizes[i], std::size_t{1} << 20);
+  EXPECT_GT(sizes.back(), 0u);
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(page.substr(page.size() - 8), "</html>\n");
+  // The chart data is one JSON object, as the page's script reads it.
+  const std::string open = "<script type=\"application/json\" id=\"stepprof-data\">";
+  const auto at = page.find(open) + open.size();
+  const auto data = nlohmann::json::parse(page.substr(at, page.find("</script>", at) - at));
+  ASSERT_EQ(data["ranks"].size(), 3u);
+  EXPECT_EQ(data["ranks"][2]["label"], "rank 2");
+  // At most 2,000 points a line: 3,000 updates are drawn as means of 2, 1,500 points.
+  EXPECT_EQ(data["ranks"][2]["wall_ms"].size(), 1500u);
+  EXPECT_DOUBLE_EQ(data["ranks"][2]["wall_ms"][0].get<double>(), (1000.0 + 1 + 2 + 1000.0 + 2 + 2) / 2);
+  int calls = 0;
+  EXPECT_FALSE(render_html(rep, series, diag, {}, [&](std::string_view) {
+    ++calls;
+    return false;
+  }));
+  EXPECT_EQ(calls, 1);  // (nothing more after the failed write)
+}
+
 TEST(Html, ChartsEveryRankOfSmallJobs) {
   Builder b(3);
   for (int rank = 0; rank < 3; ++rank) b.add(1, 100 + rank, rank);

@@ -19,6 +19,16 @@ std::optional<double> update_padding_fraction(const UpdateRecord& u, std::option
   return u.padding_fraction;
 }
 
+std::size_t breakdown_count(const UpdateSeries& s) {
+  if (!s.nesting_known) return 1;
+  int max_depth = -1;
+  for (const auto& r : s.regions)
+    if (r.in_nesting && !r.background) max_depth = std::max(max_depth, r.depth);  // (background: not a part of the update)
+  // (At most kMaxBreakdownLevels cuts: each costs a pass over every region, and a crafted
+  // nesting 30,000 deep took html 77 s here.)
+  return static_cast<std::size_t>(std::min(max_depth, kMaxBreakdownLevels - 1) + 1);
+}
+
 namespace {
 
 using Plan = detail::SeriesPlan;
@@ -93,18 +103,14 @@ std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>
     out.push_back(std::move(b));
     return out;
   }
-  int max_depth = -1;
   std::vector<NameTable::Id> top;
-  for (std::size_t i = 0; i < regions.size(); ++i) {
-    if (!regions[i].in_nesting || regions[i].background) continue;  // (background: not a part of the update)
-    max_depth = std::max(max_depth, regions[i].depth);
-    if (regions[i].depth == 0 && plans[i].id) top.push_back(*plans[i].id);
-  }
+  for (std::size_t i = 0; i < regions.size(); ++i)
+    if (regions[i].in_nesting && !regions[i].background && regions[i].depth == 0 && plans[i].id)
+      top.push_back(*plans[i].id);
   std::vector<std::optional<double>> outside;
   for (const auto& u : rank.updates) outside.emplace_back(outside_regions_ms(u, top));
-  // (At most kMaxBreakdownLevels cuts: each costs a pass over every region, and a crafted
-  // nesting 30,000 deep took html 77 s here.)
-  for (int level = 0; level <= std::min(max_depth, kMaxBreakdownLevels - 1); ++level) {
+  const int levels = static_cast<int>(breakdown_count(s));
+  for (int level = 0; level < levels; ++level) {
     Breakdown b{level, true, {}};
     std::vector<std::pair<std::size_t, StackPart::Kind>> rows;
     for (std::size_t i = 0; i < regions.size(); ++i) {
@@ -254,14 +260,19 @@ RankSeries SeriesBuilder::rank(std::size_t i, RankDetail detail) const {
   return rank_series(in_, report_, head_, plans_, in_.data.ranks[i], detail);
 }
 
+UpdateSeries SeriesBuilder::overview() const {
+  UpdateSeries s = head_;
+  s.ranks.reserve(rank_count());
+  for (std::size_t i = 0; i < rank_count(); ++i) s.ranks.push_back(rank(i, RankDetail::kHeadline));
+  add_matrices(s, in_, report_);
+  return s;
+}
+
 UpdateSeries build_series(const AnalysisInput& in, const Report& report, const std::vector<bool>* full) {
   const SeriesBuilder builder(in, report);
-  UpdateSeries s = builder.head();
-  s.ranks.reserve(builder.rank_count());
+  UpdateSeries s = builder.overview();
   for (std::size_t i = 0; i < builder.rank_count(); ++i)
-    s.ranks.push_back(builder.rank(
-        i, !full || (i < full->size() && (*full)[i]) ? RankDetail::kFull : RankDetail::kHeadline));
-  add_matrices(s, in, report);
+    if (!full || (i < full->size() && (*full)[i])) s.ranks[i] = builder.rank(i, RankDetail::kFull);
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include "document.hpp"
 #include "html_escape.hpp"
 #include "many_ranks.hpp"
+#include "pieces.hpp"
 #include "stepprof/render/exports.hpp"
 #include "web_assets.hpp"
 
@@ -16,6 +17,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using detail::html_escape;
+using detail::Pieces;
 
 constexpr std::string_view kStyle = R"css(
 :root { --fg: #1d2330; --muted: #5b6475; --line: #d9dee7; --bg: #ffffff; --band: #f5f7fa; --accent: #2f5fb3; }
@@ -164,34 +166,33 @@ Json thinned(const std::vector<Value>& v, std::size_t stride) {
   return a;
 }
 
-Json chart_data(const UpdateSeries& s, const ChartPlan& plan) {
-  const std::size_t k = plan.stride;
-  Json ranks = Json::array();
-  for (const auto i : plan.ranks) {
-    const auto& r = s.ranks[i];
-    Json cuts = Json::array();
-    for (const auto& b : r.breakdowns) {
-      Json parts = Json::array();
-      for (const auto& p : b.parts) parts.push_back({{"label", part_label(p)}, {"ms", thinned(p.ms, k)}});
-      cuts.push_back({{"label", level_label(b, r.breakdowns.size())}, {"stacked", b.stacked}, {"parts", parts}});
-    }
-    Json groups = Json::array();
-    for (const auto& g : r.paths) {
-      Json paths = Json::array();
-      for (const auto& p : g.paths)
-        paths.push_back({{"label", p.device ? p.region : p.region + " (host time)"},
-                         {"ms_per_unit", thinned(p.ms_per_unit, k)}});
-      groups.push_back({{"group", g.group}, {"unit", g.unit}, {"paths", paths}});
-    }
-    ranks.push_back({{"label", rank_label(r)},
-                     {"steps", thinned_steps(r.steps, k)},
-                     {"wall_ms", thinned(r.wall_ms, k)},
-                     {"padding_fraction", thinned(r.padding_fraction, k)},
-                     {"breakdowns", cuts},
-                     {"paths", groups}});
+// One rank's charts: its update time, padding, breakdowns and code paths.
+Json rank_chart(const RankSeries& r, std::size_t k) {
+  Json cuts = Json::array();
+  for (const auto& b : r.breakdowns) {
+    Json parts = Json::array();
+    for (const auto& p : b.parts) parts.push_back({{"label", part_label(p)}, {"ms", thinned(p.ms, k)}});
+    cuts.push_back({{"label", level_label(b, r.breakdowns.size())}, {"stacked", b.stacked}, {"parts", parts}});
   }
-  // A matrix has a row for every rank, or for every `per` consecutive ranks: the largest
-  // of their values in each column.
+  Json groups = Json::array();
+  for (const auto& g : r.paths) {
+    Json paths = Json::array();
+    for (const auto& p : g.paths)
+      paths.push_back({{"label", p.device ? p.region : p.region + " (host time)"},
+                       {"ms_per_unit", thinned(p.ms_per_unit, k)}});
+    groups.push_back({{"group", g.group}, {"unit", g.unit}, {"paths", paths}});
+  }
+  return Json{{"label", rank_label(r)},
+              {"steps", thinned_steps(r.steps, k)},
+              {"wall_ms", thinned(r.wall_ms, k)},
+              {"padding_fraction", thinned(r.padding_fraction, k)},
+              {"breakdowns", cuts},
+              {"paths", groups}};
+}
+
+// The heatmaps. A matrix has a row for every rank, or for every `per` consecutive ranks:
+// the largest of their values in each column.
+Json matrices_chart(const UpdateSeries& s, std::size_t k) {
   const std::size_t per = ranks_per_heatmap_row(s.ranks.size());
   Json matrices = Json::array(), labels = Json::array();
   for (std::size_t i = 0; i < s.ranks.size(); i += per) {
@@ -222,8 +223,33 @@ Json chart_data(const UpdateSeries& s, const ChartPlan& plan) {
     matrices.push_back(
         {{"id", m.id}, {"title", m.title}, {"labels", labels}, {"ranks_per_row", per}, {"values", rows}});
   }
-  return Json{{"nesting_known", s.nesting_known}, {"steps", thinned_steps(s.steps, k)}, {"ranks", ranks},
-              {"matrices", matrices}};
+  return matrices;
+}
+
+// The charts' data, as one JSON object in the page's data element (<, >, &, U+2028 and
+// U+2029 escaped): {"nesting_known", "steps", "ranks": [one per charted rank], "matrices",
+// "whatif" (when given)}. Written a part at a time, each charted rank's series built in
+// full, written and let go of in turn (every rank's series and the whole object at once
+// were most of the page's memory); the bytes are those of the whole object's dump.
+void chart_data(const SeriesBuilder& builder, const UpdateSeries& s, const ChartPlan& plan, const Json& whatif,
+                Pieces& out) {
+  const std::size_t k = plan.stride;
+  out += R"({"nesting_known":)";
+  out += Json(s.nesting_known).dump();
+  out += R"(,"steps":)";
+  out += detail::json_for_script(thinned_steps(s.steps, k));
+  out += R"(,"ranks":[)";
+  for (std::size_t n = 0; n < plan.ranks.size() && out.ok(); ++n) {
+    if (n) out += ',';
+    out += detail::json_for_script(rank_chart(builder.rank(plan.ranks[n], RankDetail::kFull), k));
+  }
+  out += R"(],"matrices":)";
+  out += detail::json_for_script(matrices_chart(s, k));
+  if (!whatif.is_null()) {
+    out += R"(,"whatif":)";
+    out += detail::json_for_script(whatif);
+  }
+  out += '}';
 }
 
 // What the charts leave out, for the page's header; empty when they show everything.
@@ -276,7 +302,7 @@ struct Figure {
   bool rank_select = false, level_select = false, tall = false;
 };
 
-void figure(const Figure& f, std::string& out) {
+void figure(const Figure& f, Pieces& out) {
   out += "<figure>";
   if (f.rank_select || f.level_select) {
     out += "<div class=\"controls\">";
@@ -291,6 +317,7 @@ void figure(const Figure& f, std::string& out) {
   out += "</figure>\n";
 }
 
+// The charts of a section; `s` holds every rank's headline series (SeriesBuilder::overview).
 std::vector<Figure> figures_for(std::string_view section, const Report& report, const UpdateSeries& s) {
   std::vector<Figure> out;
   const bool several = s.ranks.size() > 1;
@@ -321,8 +348,7 @@ std::vector<Figure> figures_for(std::string_view section, const Report& report, 
           "Nesting unknown (give --hierarchy FILE): each region's time per update, not stacked, since regions may "
           "contain each other.";
     }
-    std::size_t levels = 0;  // (the same for every rank built in full; 0 for the others)
-    for (const auto& r : s.ranks) levels = std::max(levels, r.breakdowns.size());
+    const std::size_t levels = breakdown_count(s);
     out.push_back({"regions", "Where each update's time goes", caption, several, levels > 1, true});
   } else if (section == "code-paths") {
     for (std::size_t g = 0; g < report.paths.groups.size() && !s.ranks.empty(); ++g) {
@@ -345,7 +371,7 @@ std::vector<Figure> figures_for(std::string_view section, const Report& report, 
   return out;
 }
 
-void block(const detail::Block& b, std::string& out) {
+void block(const detail::Block& b, Pieces& out) {
   if (const auto* f = std::get_if<detail::Fields>(&b)) {
     out += "<table class=\"fields\"><tbody>\n";
     for (const auto& [k, v] : f->items) out += "<tr><th>" + html_escape(k) + "</th><td>" + html_escape(v) + "</td></tr>\n";
@@ -387,8 +413,9 @@ std::vector<bool> html_chart_ranks(const Report& report, const Dataset& data) {
   return full;
 }
 
-std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag,
-                        const std::vector<WhatIfResult>& whatifs) {
+bool render_html(const Report& report, const SeriesBuilder& builder, const Diagnostics& diag,
+                 const std::vector<WhatIfResult>& whatifs, const std::function<bool(std::string_view)>& write) {
+  const UpdateSeries series = builder.overview();  // (every rank's headline series; the charted ranks' in full later)
   detail::Document doc = detail::build_document(report, diag);
   const ChartPlan plan = plan_charts(report, series);
   const Json whatif = whatif_data(whatifs, plan.stride);
@@ -399,8 +426,7 @@ std::string render_html(const Report& report, const UpdateSeries& series, const 
   }
   const std::string files = detail::file_list(report.run.files);
 
-  std::string out;
-  out.reserve(detail::report_script().size() + 200000);
+  Pieces out(write);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   out += fmt::format(
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'sha256-{}'; "
@@ -435,11 +461,13 @@ std::string render_html(const Report& report, const UpdateSeries& series, const 
   }
   out += "</main>\n<footer>Written by stepprof. Charts drawn with " + html_escape(detail::chart_library()) +
          " (Apache License 2.0), bundled into this file: it opens offline.</footer>\n";
-  Json data = chart_data(series, plan);
-  if (!whatif.is_null()) data["whatif"] = whatif;
-  out += "<script type=\"application/json\" id=\"stepprof-data\">" + detail::json_for_script(data) + "</script>\n";
-  out += "<script>" + std::string(detail::report_script()) + "</script>\n</body>\n</html>\n";
-  return out;
+  out += "<script type=\"application/json\" id=\"stepprof-data\">";
+  chart_data(builder, series, plan, whatif, out);
+  out += "</script>\n";
+  out += "<script>";
+  out += detail::report_script();
+  out += "</script>\n</body>\n</html>\n";
+  return out.finish();
 }
 
 }  // namespace stepprof

@@ -73,6 +73,12 @@ struct Breakdown {
   std::vector<StackPart> parts;  ///< in the region table's order, then "(N other regions)", kOutside last
 };
 
+struct UpdateSeries;
+/// How many Breakdowns a rank's full series has, from the series' regions alone (the same
+/// for every rank): 1 (unstacked) when the nesting is unknown, else one per level of the
+/// nesting's non-background regions, at most kMaxBreakdownLevels (0 when none is in it).
+std::size_t breakdown_count(const UpdateSeries& s);
+
 /// Cost per unit of work of one alternative code path, per update.
 struct PathSeries {
   std::string region;
@@ -158,6 +164,10 @@ class SeriesBuilder {
   [[nodiscard]] std::size_t rank_count() const { return in_.data.ranks.size(); }
   /// The series of in.data.ranks[i], with what `detail` says. Precondition: i < rank_count().
   [[nodiscard]] RankSeries rank(std::size_t i, RankDetail detail) const;
+  /// The head, every rank's series with RankDetail::kHeadline (about 50 bytes per update
+  /// record), every step and the heatmap matrices: what a page of charts needs of every rank
+  /// before it charts some ranks in full, one at a time (rank()).
+  [[nodiscard]] UpdateSeries overview() const;
 
  private:
   const AnalysisInput& in_;

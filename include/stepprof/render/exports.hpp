@@ -31,7 +31,8 @@ bool render_trace(const Timeline& timeline, const std::function<bool(std::string
 /// The ranks whose per-rank charts render_html draws, one entry per rank of `data.ranks`:
 /// every rank of a job of up to 32 ranks, else the slowest 8, the fastest 3 by median
 /// update time and the stragglers and ranks that fell behind (docs/exports.md, "Large
-/// jobs"). Give it to build_series, so that the other ranks' series are not built in full.
+/// jobs"). render_html builds only these ranks' series in full; give it to build_series for
+/// the same series.
 std::vector<bool> html_chart_ranks(const Report& report, const Dataset& data);
 
 /// One HTML file that needs nothing else, online or offline: every section of the text
@@ -40,9 +41,12 @@ std::vector<bool> html_chart_ranks(const Report& report, const Dataset& data);
 /// <script type="application/json"> element with <, >, &, U+2028 and U+2029 escaped;
 /// a Content-Security-Policy lets only the bundled script run. `whatifs` (optional): the
 /// what-if results shown in a last section, "What if", with a chart of the measured and
-/// predicted update time per update.
-std::string render_html(const Report& report, const UpdateSeries& series, const Diagnostics& diag,
-                        const std::vector<WhatIfResult>& whatifs = {});
+/// predicted update time per update. The page is handed to `write` in pieces of about
+/// 1 MiB as it is made, and each charted rank's series is built by `series` (made from
+/// the same input as `report`) as its charts are written, so neither the page nor every
+/// rank's series is held whole. Stops and returns false as soon as `write` returns false.
+bool render_html(const Report& report, const SeriesBuilder& series, const Diagnostics& diag,
+                 const std::vector<WhatIfResult>& whatifs, const std::function<bool(std::string_view)>& write);
 
 /// One CSV file: its name (no directory) and its RFC 4180 text (CRLF line ends, fields
 /// with a comma, quote or line break quoted, quotes doubled). An absent value is an empty
