@@ -163,9 +163,13 @@ int finish(const Diagnostics& diag, std::string_view where, bool analyzed) {
 
 namespace {
 
-// Writes the pieces to the stream; false with errno set on failure.
+// Writes the pieces to the stream; false with errno set on failure, or when the command
+// was interrupted (an output made as it is written, such as the page or the trace, stops
+// at its next piece instead of being made to its end and then removed).
 bool write_pieces(std::FILE* f, const OutputPieces& pieces) {
-  return pieces([&](std::string_view piece) { return std::fwrite(piece.data(), 1, piece.size(), f) == piece.size(); }) &&
+  return pieces([&](std::string_view piece) {
+           return !interrupted() && std::fwrite(piece.data(), 1, piece.size(), f) == piece.size();
+         }) &&
          std::fflush(f) == 0 && !std::ferror(f);
 }
 

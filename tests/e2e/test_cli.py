@@ -446,6 +446,13 @@ def test_stdout_write_failure_is_exit_2():
     with open("/dev/full", "w") as full:
         r = subprocess.run([BIN, "report", str(LOG)], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 2 and "cannot write" in r.stderr
+    # The page and the trace are written as they are made: a failed write ends them too.
+    for cmd in (["html", "--no-whatif"], ["trace"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([BIN, *cmd, str(LOG)], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert r.returncode == 2 and "cannot write to stdout: No space left on device" in r.stderr, (cmd, r.stderr)
+        r = run(*cmd, "-o", "/dev/full", LOG)
+        assert r.returncode == 2 and "cannot write /dev/full: No space left on device" in r.stderr, (cmd, r.stderr)
 
 
 def test_control_characters_in_names_are_escaped(tmp_path):
