@@ -898,7 +898,9 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   for (std::size_t first = 0; first < draws; first += threads) {
     const std::size_t batch = std::min<std::size_t>(threads, draws - first);
     detail::parallel_for(batch, static_cast<unsigned>(batch), [&](std::size_t j) {
-      batch_sums[j].clear();
+      // (Zeroed, not cleared: a vector per update freed and made again in every batch
+      // was most of the command's allocation, and left freed memory beside fresh.)
+      for (auto& sum : batch_sums[j]) std::fill(sum.begin(), sum.end(), 0.0);
       replay.replay(mix(opt.seed, first + j), per_draw[first + j], &batch_sums[j]);
     });
     for (std::size_t j = 0; j < batch; ++j)
