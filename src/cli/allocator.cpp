@@ -27,17 +27,22 @@
 // allocation, and when that fails for want of address space (`ulimit -v` of 30-48 MB) it
 // dereferences a null pointer; with one arena that step is never taken. On the 64 x
 // 10,000 report the two settings measured the same (three runs each, interleaved).
-// dirty_decay_ms:-1, muzzy_decay_ms:-1: freed pages are kept for reuse until the command
-// exits, never handed back to the kernel. By default jemalloc purges pages freed 10 s ago
-// or more in steps as it runs; the analyses' working vectors, freed and allocated again,
-// then faulted in once more (15,000-19,000 page faults on the 64 x 10,000 report against
-// 3,400 without purging; five interleaved pairs took 1.86-2.79 s with purging and
-// 1.70-2.41 s without, the kernel's share moving with the host; docs/scale.md). A
-// command lives seconds to minutes, and its resident memory stays at its peak, which is
-// what a purge could only lower after the peak had passed.
+// dirty_decay_ms:10000, muzzy_decay_ms:0 (jemalloc's defaults, stated so that they hold
+// whatever the version's): pages freed about 10 s ago are handed back to the kernel as the
+// command runs. From 2026-12-01 to 2026-12-04 they were never handed back (-1), which had
+// measured 1.70-2.41 s against 1.86-2.79 s with the default on the 64 x 10,000 report, but
+// it made the commands that allocate and free more than they keep hold memory they no
+// longer used: jemalloc does not split a large freed extent for a much smaller request, so
+// freed memory piled up beside fresh. On 64 ranks x 2,000 updates `html` peaked at 0.91-0.96
+// GB with -1 and 0.51 GB with this setting, `whatif batched-geometry` at 0.65 and 0.50 GB
+// (after a fix to the what-if's own churn; 1.0-1.15 GB before it). The 64 x 10,000 report
+// measured the same either way (2.02-2.09 s against 2.06-2.08 s, interleaved, 2026-12-04).
+// The cost: memory handed back and needed again is faulted in again (the what-ifs' cost
+// models refit matrices of several MB); on this VM `whatif --variant group` took 4.5 s
+// against 2.9 s with -1. docs/scale.md has the measurements.
 extern "C" {
 // NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables): jemalloc's documented hook
-const char* malloc_conf = "thp:always,metadata_thp:always,narenas:1,dirty_decay_ms:-1,muzzy_decay_ms:-1";
+const char* malloc_conf = "thp:always,metadata_thp:always,narenas:1,dirty_decay_ms:10000,muzzy_decay_ms:0";
 }
 #endif
 
