@@ -243,7 +243,15 @@ bool write_output_pieces(const std::string& path, const OutputPieces& pieces, co
     return false;
   }
   if (exists) fs::permissions(tmp, st.permissions(), ec);  // (best effort: the text is what matters)
-  if (!write_all(f, pieces) || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  bool written = false;
+  try {
+    written = write_all(f, pieces);
+  } catch (...) {  // (an output made as it is written can run out of memory halfway: no file is left)
+    std::fclose(f);
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (!written || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int saved = errno;
     std::remove(tmp.c_str());
     errno = saved;

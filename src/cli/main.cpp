@@ -2,6 +2,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <exception>
@@ -16,8 +18,38 @@
 #include "commands.hpp"
 #include "common.hpp"
 
+namespace {
+
+// Memory set aside for running out of it. nlohmann::json's destructor allocates (it moves
+// nested values onto a stack to destroy them without recursion) and is noexcept, so a
+// std::bad_alloc unwinding through JSON values ended in std::terminate: exit 134 instead
+// of the out-of-memory message, and an output's temporary file left behind (`html` under
+// `ulimit -v` of 80-100 MB). The first allocation that fails frees this and fails as it
+// would have, so the unwinding has memory to finish with. (In blocks of 128 KiB and 2 MiB:
+// jemalloc does not split a freed block for a request 64 times smaller, so one block of
+// 6 MB did not help.)
+constexpr std::size_t kReserveBlocks = 34;
+constexpr std::size_t reserve_block_size(std::size_t i) { return i < 32 ? std::size_t{128} << 10 : std::size_t{2} << 20; }
+std::array<char*, kReserveBlocks> g_reserve{};
+std::atomic<bool> g_reserve_held{false};
+
+void release_reserve_and_fail() {
+  if (g_reserve_held.exchange(false))
+    for (char*& block : g_reserve) {
+      delete[] block;
+      block = nullptr;
+    }
+  throw std::bad_alloc();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace stepprof::cli;
+  for (std::size_t i = 0; i < kReserveBlocks; ++i)  // (none under a very low limit)
+    g_reserve[i] = new (std::nothrow) char[reserve_block_size(i)];
+  g_reserve_held = true;
+  std::set_new_handler(release_reserve_and_fail);
   CLI::App app{"stepprof: per-update performance telemetry for distributed training"};
   app.set_version_flag("--version", "stepprof 0.1.0\nallocator: " + allocator_description());
   app.require_subcommand(1);
@@ -99,7 +131,7 @@ int main(int argc, char** argv) {
           (held >> 21) - 1);
     fmt::print(stderr,
                "stepprof: out of memory{}: stepprof keeps every update's summary (about 2 KB per update record for a "
-               "report; html and whatif take up to 7 to 13 KB, docs/scale.md); "
+               "report; html and whatif about 4 KB, docs/scale.md); "
                "allow more memory, or read fewer updates (--steps A:B) or fewer files{}\n",
                limit, long_line);
     return kOutOfMemory;

@@ -243,6 +243,7 @@ void chart_data(const SeriesBuilder& builder, const UpdateSeries& s, const Chart
     if (n) out += ',';
     out += detail::json_for_script(rank_chart(builder.rank(plan.ranks[n], RankDetail::kFull), k));
   }
+  if (!out.ok()) return;  // (a failed or interrupted write: nothing more is written)
   out += R"(],"matrices":)";
   out += detail::json_for_script(matrices_chart(s, k));
   if (!whatif.is_null()) {
