@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "out_of_memory.hpp"
 #include "../util/made_directories.hpp"
 #include "interrupt.hpp"
 #include "stepprof/synth.hpp"
@@ -153,6 +154,7 @@ int run_synth(SynthOptions& opt) {
   install_interrupt_handler();
   synth::Manifest man;
   try {
+    const ThrowOnOutOfMemory cleaned_up_here;  // (partial files are removed as it unwinds)
     man = synth::generate(opt.model, opt.dir, opt.gzip, opt.threads, [] { return interrupted(); });
   } catch (const std::bad_alloc&) {
     manifest_dir.remove_empty();

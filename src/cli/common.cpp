@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "interrupt.hpp"
+#include "out_of_memory.hpp"
 #include "stepprof/reader.hpp"
 
 namespace stepprof::cli {
@@ -244,13 +245,16 @@ bool write_output_pieces(const std::string& path, const OutputPieces& pieces, co
   }
   if (exists) fs::permissions(tmp, st.permissions(), ec);  // (best effort: the text is what matters)
   bool written = false;
+  set_output_in_progress(tmp.c_str());  // (removed if memory runs out where it cannot be thrown)
   try {
     written = write_all(f, pieces);
   } catch (...) {  // (an output made as it is written can run out of memory halfway: no file is left)
+    set_output_in_progress(nullptr);
     std::fclose(f);
     std::remove(tmp.c_str());
     throw;
   }
+  set_output_in_progress(nullptr);
   if (!written || interrupted() || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int saved = errno;
     std::remove(tmp.c_str());

@@ -1,9 +1,5 @@
 // The stepprof command: reads step logs and explains them.
-#include <sys/resource.h>
-
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <exception>
@@ -13,43 +9,14 @@
 
 #include <fmt/format.h>
 
-#include "../read/byte_source.hpp"
 #include "allocator.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-
-namespace {
-
-// Memory set aside for running out of it. nlohmann::json's destructor allocates (it moves
-// nested values onto a stack to destroy them without recursion) and is noexcept, so a
-// std::bad_alloc unwinding through JSON values ended in std::terminate: exit 134 instead
-// of the out-of-memory message, and an output's temporary file left behind (`html` under
-// `ulimit -v` of 80-100 MB). The first allocation that fails frees this and fails as it
-// would have, so the unwinding has memory to finish with. (In blocks of 128 KiB and 2 MiB:
-// jemalloc does not split a freed block for a request 64 times smaller, so one block of
-// 6 MB did not help.)
-constexpr std::size_t kReserveBlocks = 34;
-constexpr std::size_t reserve_block_size(std::size_t i) { return i < 32 ? std::size_t{128} << 10 : std::size_t{2} << 20; }
-std::array<char*, kReserveBlocks> g_reserve{};
-std::atomic<bool> g_reserve_held{false};
-
-void release_reserve_and_fail() {
-  if (g_reserve_held.exchange(false))
-    for (char*& block : g_reserve) {
-      delete[] block;
-      block = nullptr;
-    }
-  throw std::bad_alloc();
-}
-
-}  // namespace
+#include "out_of_memory.hpp"
 
 int main(int argc, char** argv) {
   using namespace stepprof::cli;
-  for (std::size_t i = 0; i < kReserveBlocks; ++i)  // (none under a very low limit)
-    g_reserve[i] = new (std::nothrow) char[reserve_block_size(i)];
-  g_reserve_held = true;
-  std::set_new_handler(release_reserve_and_fail);
+  install_out_of_memory_handler();
   CLI::App app{"stepprof: per-update performance telemetry for distributed training"};
   app.set_version_flag("--version", "stepprof 0.1.0\nallocator: " + allocator_description());
   app.require_subcommand(1);
@@ -115,25 +82,7 @@ int main(int argc, char** argv) {
   try {
     return action ? action() : kUsage;
   } catch (const std::bad_alloc&) {
-    struct rlimit as {};
-    std::string limit;
-    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
-      limit = fmt::format(" (the address-space limit, ulimit -v, is {} MB)", as.rlim_cur >> 20);
-    // A line of tens of MB (a record with a huge unknown field, a log that lost its
-    // newlines) is held whole while it is read, at 2.5 to 5 times its size: reading fewer
-    // updates does not help then. (The buffer doubles when a line fills more than half of
-    // it, less half a 1 MiB chunk: the line was longer than half the buffer, less 1 MB.)
-    std::string long_line;
-    if (const std::size_t held = stepprof::detail::largest_buffer_bytes(); held >= (std::size_t{64} << 20))
-      long_line = fmt::format(
-          "; a line (or trace event) longer than {} MB was read: it is held whole while it is read and takes 2.5 to "
-          "5 times its size (docs/scale.md, \"Memory\"): split or shorten such lines",
-          (held >> 21) - 1);
-    fmt::print(stderr,
-               "stepprof: out of memory{}: stepprof keeps every update's summary (about 2 KB per update record for a "
-               "report; html and whatif about 4 KB, docs/scale.md); "
-               "allow more memory, or read fewer updates (--steps A:B) or fewer files{}\n",
-               limit, long_line);
+    print_out_of_memory_message();
     return kOutOfMemory;
   } catch (const std::exception& e) {
     fmt::print(stderr, "stepprof: internal error: {}\n", e.what());

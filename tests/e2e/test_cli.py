@@ -992,7 +992,7 @@ def test_html_out_of_memory_while_writing_leaves_no_file(tmp_path):
     # One rank, 2,000 updates of 48 regions nested 16 deep: `html` runs out of memory while
     # it writes the page (a rank's charts are made as they are written). Under limits of
     # 80-100 MB that ended in std::terminate (exit 134: nlohmann::json's destructor
-    # allocates while the bad_alloc unwinds) and left the page's temporary file behind.
+    # allocates, and is noexcept) and left the page's temporary file behind.
     import json
     import random
     import resource
