@@ -248,7 +248,7 @@ bool write_output_pieces(const std::string& path, const OutputPieces& pieces, co
   set_output_in_progress(tmp.c_str());  // (removed if memory runs out where it cannot be thrown)
   try {
     written = write_all(f, pieces);
-  } catch (...) {  // (an output made as it is written can run out of memory halfway: no file is left)
+  } catch (...) {  // (an output made as it is written can fail halfway: no file is left)
     set_output_in_progress(nullptr);
     std::fclose(f);
     std::remove(tmp.c_str());

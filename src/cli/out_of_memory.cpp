@@ -16,14 +16,7 @@
 namespace stepprof::cli {
 namespace {
 
-// The reserve for ThrowOnOutOfMemory's unwinding, in blocks of 128 KiB and 2 MiB: jemalloc
-// does not split a freed block for a request 64 times smaller, so one block of 6 MB was not
-// reused for the small allocations an unwinding makes.
-constexpr std::size_t kReserveBlocks = 34;
-constexpr std::size_t reserve_block_size(std::size_t i) { return i < 32 ? std::size_t{128} << 10 : std::size_t{2} << 20; }
 // NOLINTBEGIN(cppcoreguidelines-avoid-non-const-global-variables): the handler's state
-std::array<char*, kReserveBlocks> g_reserve{};
-std::atomic<bool> g_reserve_held{false};
 std::array<char, 4096> g_output{};  // the temporary file being written; "" for none
 std::atomic<bool> g_output_set{false};
 // NOLINTEND(cppcoreguidelines-avoid-non-const-global-variables)
@@ -31,14 +24,7 @@ std::atomic<bool> g_output_set{false};
 std::atomic<int> g_throw{0};  // ThrowOnOutOfMemory objects alive
 
 void on_allocation_failure() {
-  if (g_throw.load() > 0) {
-    if (g_reserve_held.exchange(false))
-      for (char*& block : g_reserve) {
-        delete[] block;
-        block = nullptr;
-      }
-    throw std::bad_alloc();
-  }
+  if (g_throw.load() > 0) throw std::bad_alloc();
   if (g_output_set.load()) ::unlink(g_output.data());
   print_out_of_memory_message();
   std::_Exit(kOutOfMemory);
@@ -46,12 +32,7 @@ void on_allocation_failure() {
 
 }  // namespace
 
-void install_out_of_memory_handler() {
-  for (std::size_t i = 0; i < kReserveBlocks; ++i)  // (none under a very low limit)
-    g_reserve[i] = new (std::nothrow) char[reserve_block_size(i)];
-  g_reserve_held = true;
-  std::set_new_handler(on_allocation_failure);
-}
+void install_out_of_memory_handler() { std::set_new_handler(on_allocation_failure); }
 
 ThrowOnOutOfMemory::ThrowOnOutOfMemory() { ++g_throw; }
 ThrowOnOutOfMemory::~ThrowOnOutOfMemory() { --g_throw; }

@@ -17,8 +17,8 @@ namespace stepprof::cli {
 /// kOutOfMemory at once, from whichever thread it failed on. (Throwing std::bad_alloc
 /// instead ended in std::terminate wherever the failure was inside a noexcept function:
 /// setting memory aside for the unwinding made it rarer, not impossible.) While a
-/// ThrowOnOutOfMemory lives, it throws std::bad_alloc instead, after freeing about 8 MB
-/// set aside here, for code that cleans up after itself. Call once, at the start of main.
+/// ThrowOnOutOfMemory lives, it throws std::bad_alloc instead, for code that cleans up
+/// after itself. Call once, at the start of main.
 void install_out_of_memory_handler();
 
 /// While it lives, a failed allocation throws std::bad_alloc (for `synth`, whose output
