@@ -22,8 +22,9 @@ MatrixXd to_eigen(const MatrixView& a) {
   return m;
 }
 
-// Least squares on the columns `cols` of `a`; the result is indexed like `cols`.
+// Least squares on the columns `cols` (ascending) of `a`; the result is indexed like `cols`.
 VectorXd solve_on(const MatrixXd& a, const VectorXd& b, const std::vector<Index>& cols) {
+  if (static_cast<Index>(cols.size()) == a.cols()) return a.colPivHouseholderQr().solve(b);  // every column: no copy
   MatrixXd sub(a.rows(), static_cast<Index>(cols.size()));
   for (std::size_t k = 0; k < cols.size(); ++k) sub.col(static_cast<Index>(k)) = a.col(cols[k]);
   return sub.colPivHouseholderQr().solve(b);
@@ -114,7 +115,9 @@ MatrixXd columns(const MatrixXd& a, const std::vector<std::size_t>& cols) {
   return m;
 }
 
-VectorXd loo_errors(const MatrixXd& a, const VectorXd& b) {
+// Leave-one-out errors of the NNLS fit of (a, b); `fit`, when given, is nnls_eigen(a, b)
+// already computed (the PRESS shortcut starts from it).
+VectorXd loo_errors(const MatrixXd& a, const VectorXd& b, const VectorXd* fit = nullptr) {
   const Index n = a.rows();
   VectorXd e(n);
   if (a.cols() == 0) return b;
@@ -132,14 +135,15 @@ VectorXd loo_errors(const MatrixXd& a, const VectorXd& b) {
     return e;
   }
   // PRESS on the active set of the full fit.
-  const VectorXd x = nnls_eigen(a, b);
+  const VectorXd x = fit ? *fit : nnls_eigen(a, b);
   std::vector<std::size_t> active;
   for (Index j = 0; j < a.cols(); ++j)
     if (x(j) > 0) active.push_back(static_cast<std::size_t>(j));
   const VectorXd r = b - a * x;
   if (active.empty()) return r;
-  const MatrixXd s = columns(a, active);
-  Eigen::ColPivHouseholderQR<MatrixXd> qr(s);
+  // (Every column active, the usual case: the QR of `a` itself, not of a copy.)
+  const Eigen::ColPivHouseholderQR<MatrixXd> qr =
+      static_cast<Index>(active.size()) == a.cols() ? a.colPivHouseholderQr() : columns(a, active).colPivHouseholderQr();
   const Index rank = qr.rank();
   // Thin Q (n x rank): the leverages are the squared norms of its rows.
   const MatrixXd q = qr.householderQ() * MatrixXd::Identity(n, rank);
@@ -261,8 +265,9 @@ Selection select_columns(const MatrixView& a, std::span<const double> b, const S
       auto trial = chosen;
       trial.push_back(c);
       const MatrixXd sub = columns(m, trial);
-      if (nnls_eigen(sub, vb)(static_cast<Index>(trial.size() - 1)) <= 0) continue;  // would get no weight
-      const double err = rms_of(loo_errors(sub, vb));
+      const VectorXd fit = nnls_eigen(sub, vb);
+      if (fit(static_cast<Index>(trial.size() - 1)) <= 0) continue;  // would get no weight
+      const double err = rms_of(loo_errors(sub, vb, &fit));
       if (!best || err < best_err) {
         best = c;
         best_err = err;
@@ -273,8 +278,9 @@ Selection select_columns(const MatrixView& a, std::span<const double> b, const S
     if (first && opt.baseline && *opt.baseline < a.cols && *best != *opt.baseline) {
       const std::vector<std::size_t> base{*opt.baseline};
       const MatrixXd sub = columns(m, base);
-      if (nnls_eigen(sub, vb)(0) > 0) {
-        const double base_err = rms_of(loo_errors(sub, vb));
+      const VectorXd fit = nnls_eigen(sub, vb);
+      if (fit(0) > 0) {
+        const double base_err = rms_of(loo_errors(sub, vb, &fit));
         if (!(best_err < (1.0 - opt.min_gain) * base_err)) {
           best = *opt.baseline;
           best_err = base_err;
@@ -289,8 +295,11 @@ Selection select_columns(const MatrixView& a, std::span<const double> b, const S
 
   // Final fit; columns that end with a zero coefficient are dropped (forced ones too:
   // a zero weight is no term).
+  MatrixXd fm;
+  VectorXd x;
   for (;;) {
-    const VectorXd x = nnls_eigen(columns(m, chosen), vb);
+    fm = columns(m, chosen);
+    x = nnls_eigen(fm, vb);
     std::vector<std::size_t> kept;
     std::vector<double> coef;
     for (std::size_t k = 0; k < chosen.size(); ++k)
@@ -305,8 +314,7 @@ Selection select_columns(const MatrixView& a, std::span<const double> b, const S
     }
     chosen = std::move(kept);
   }
-  const MatrixXd fm = columns(m, out.columns);
-  out.heldout_rmse = rms_of(loo_errors(fm, vb));
+  out.heldout_rmse = rms_of(loo_errors(fm, vb, &x));  // fm, x: the last fit, on out.columns
   VectorXd fitted = VectorXd::Zero(vb.size());
   for (std::size_t k = 0; k < out.columns.size(); ++k) fitted += out.coef[k] * fm.col(static_cast<Index>(k));
   const double mean = vb.size() ? vb.mean() : 0.0;
