@@ -972,9 +972,14 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   if (variant == "pad" && !s.detail)
     for (const auto& ch : per_draw) widen.push_back(median_of(step_times(sync, ch, all_steps(sync)).predicted));
   if (variant == "group" && !s.tokens_known && s.f_slots && s.f_valid) {
-    auto packed = xbar;
-    for (auto& v : packed) v[*s.f_slots] = v[*s.f_valid];
-    widen.push_back(median_of(step_times(sync, changes(coef0, packed), all_steps(sync)).predicted));
+    // No padding left: token slots = valid tokens (one row at a time, not a copy of xbar).
+    std::vector<double> packed(s.updates.size()), row;
+    for (std::size_t i = 0; i < s.updates.size(); ++i) {
+      row = xbar[i];
+      row[*s.f_slots] = row[*s.f_valid];
+      packed[i] = s.change(i, row, coef0);
+    }
+    widen.push_back(median_of(step_times(sync, packed, all_steps(sync)).predicted));
   }
   finish(p, sync, point, boot, opt.interval, job_samples_per_update(in, sync));
   for (const double w : widen) {
