@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -906,6 +907,77 @@ TEST_F(RecorderTest, DiskFullNeverThrowsAndIsReportedAtClose) {
   EXPECT_EQ(close(&message), Status::kWarnErrors);
   EXPECT_NE(message.find("write_failed 4"), std::string::npos) << message;  // config + 3 updates
   EXPECT_NE(message.find("0 record(s) written"), std::string::npos) << message;
+}
+
+// A C or C++ job past its file size limit (`ulimit -f`, RLIMIT_FSIZE): the write raised
+// SIGXFSZ, whose default action ended the training job (Python ignores SIGXFSZ, so only
+// native jobs died). Run in a child, whose limit and signal disposition are its own.
+TEST_F(RecorderTest, AFileSizeLimitIsAWriteErrorNotASignal) {
+  TempLog log("fsize");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_DFL);  // (the default: the process ends)
+    const rlimit limit{4096, 4096};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(3);
+    if (open(host_only(log.path)) != Status::kOk) ::_exit(4);
+    for (int step = 0; step < 50; ++step) {
+      { STEPPROF_REGION("fsize_work"); }
+      (void)end_update(step);
+    }
+    std::string message;
+    const Status closed = close(&message);
+    // Exit 0 only when the failed writes were counted and named.
+    ::_exit(closed == Status::kWarnErrors && message.find("write_failed") != std::string::npos &&
+                    message.find("File too large") != std::string::npos
+                ? 0
+                : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_FALSE(WIFSIGNALED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // What was written before the limit is whole lines, but for the record cut at the
+  // limit (the last line, as a killed job leaves it).
+  const auto lines = read_lines(log.path);
+  ASSERT_GE(lines.size(), 2u);
+  for (std::size_t i = 0; i + 1 < lines.size(); ++i) EXPECT_TRUE(lines[i].is_object()) << lines[i].dump();
+  EXPECT_LE(std::filesystem::file_size(log.path), 4096u);
+}
+
+// A log given as /dev/stdout while the job's stdout is a file opened without O_APPEND
+// (`python train.py > out.txt`): the log had a file offset of its own, and each print
+// of the job overwrote the records before it. The records now go through stdout's own
+// descriptor, so records and prints follow one another.
+TEST_F(RecorderTest, ALogOnTheJobsStdoutFileIsNotOverwrittenByItsPrints) {
+  TempLog out("stdout-file");
+  std::fflush(stdout);
+  const int saved = ::dup(1);
+  ASSERT_GE(saved, 0);
+  const int file = ::open(out.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);  // `>`, not `>>`
+  ASSERT_GE(file, 0);
+  ASSERT_EQ(::dup2(file, 1), 1);
+  ::close(file);
+  const Status opened = open(host_only("/dev/stdout"));
+  for (int step = 0; step < 5 && opened == Status::kOk; ++step) {
+    { STEPPROF_REGION("stdout_work"); }
+    const std::string print = "step " + std::to_string(step) + " loss 0.5\n";
+    (void)!::write(1, print.data(), print.size());
+    (void)end_update(step);
+  }
+  const Status closed = close();
+  ::dup2(saved, 1);
+  ::close(saved);
+  ASSERT_EQ(opened, Status::kOk);
+  EXPECT_EQ(closed, Status::kOk);
+  const auto lines = read_lines(out.path);
+  ASSERT_EQ(lines.size(), 11u);  // config, then each update after its print
+  auto field = [&](std::size_t i, const char* key) { return lines[i].is_object() ? lines[i].value(key, Json()) : Json(); };
+  EXPECT_EQ(field(0, "type"), "config") << lines[0].dump();
+  for (int step = 0; step < 5; ++step) {
+    EXPECT_EQ(lines[1 + 2 * step], Json("step " + std::to_string(step) + " loss 0.5"));  // (a line that is not JSON)
+    EXPECT_EQ(field(2 + 2 * step, "step"), step) << lines[2 + 2 * step].dump();
+  }
 }
 
 TEST_F(RecorderTest, UnwritablePathKeepsRecordingAndSaysSoAtClose) {

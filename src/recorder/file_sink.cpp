@@ -28,25 +28,33 @@
 namespace stepprof {
 namespace {
 
-// Calls `write` with SIGPIPE blocked on this thread, and takes back a SIGPIPE the call
-// raised (a pipe whose reader exited): the default action of SIGPIPE ends the process,
-// and the training job must not end because its log's reader did. A SIGPIPE that was
-// already pending stays pending. (The technique of POSIX's rationale for
-// pthread_sigmask; write(2) then fails with EPIPE.)
+// Calls `write` with SIGPIPE and SIGXFSZ blocked on this thread, and takes back the one
+// the call raised: SIGPIPE for a pipe whose reader exited (EPIPE), SIGXFSZ for a file at
+// the process's file size limit (`ulimit -f`, RLIMIT_FSIZE; EFBIG). The default action of
+// either ends the process, and the training job must not end because of its log. A
+// signal that was already pending stays pending. (The technique of POSIX's rationale for
+// pthread_sigmask; write(2) then fails with EPIPE or EFBIG.)
 template <typename Write>
-ssize_t without_sigpipe(Write&& write) noexcept {
-  sigset_t pipe_only, old, pending;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
+ssize_t without_write_signals(Write&& write) noexcept {
+  sigset_t blocked, old, pending;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGPIPE);
+  sigaddset(&blocked, SIGXFSZ);
   sigemptyset(&pending);
-  const bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-  const bool masked = pthread_sigmask(SIG_BLOCK, &pipe_only, &old) == 0;
+  const bool have_pending = sigpending(&pending) == 0;
+  const bool pipe_pending = have_pending && sigismember(&pending, SIGPIPE) == 1;
+  const bool fsize_pending = have_pending && sigismember(&pending, SIGXFSZ) == 1;
+  const bool masked = pthread_sigmask(SIG_BLOCK, &blocked, &old) == 0;
   const ssize_t n = write();
   const int saved = errno;
   if (masked) {
-    if (n < 0 && saved == EPIPE && !was_pending) {
+    const int raised = n >= 0 ? 0 : saved == EPIPE && !pipe_pending ? SIGPIPE : saved == EFBIG && !fsize_pending ? SIGXFSZ : 0;
+    if (raised != 0) {
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, raised);
       const timespec zero{};
-      while (sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
+      while (sigtimedwait(&one, nullptr, &zero) < 0 && errno == EINTR) {
       }
     }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -58,7 +66,8 @@ ssize_t without_sigpipe(Write&& write) noexcept {
 class FileSink final : public LineSink {
  public:
   // `stream`: a pipe, FIFO, terminal or other non-regular file, opened O_NONBLOCK.
-  FileSink(int fd, bool stream) : fd_(fd), stream_(stream) {}
+  // `locked`: this sink holds the file's flock lock (released at close()).
+  FileSink(int fd, bool stream, bool locked) : fd_(fd), stream_(stream), locked_(locked) {}
   ~FileSink() override { close(); }
 
   int write(std::string_view bytes, std::size_t& written) noexcept override {
@@ -135,7 +144,7 @@ class FileSink final : public LineSink {
     // closes its copy (release_in_child), which may run after the parent's close(): the
     // lock then outlived close(), and a quick open() of the same log again was refused and
     // lost that session's records. Unlocking releases it for every copy.
-    if (!stream_) ::flock(fd_, LOCK_UN);
+    if (locked_) ::flock(fd_, LOCK_UN);
     const int r = ::close(fd_);
     fd_ = -1;
     if (err != 0) return err;
@@ -155,7 +164,7 @@ class FileSink final : public LineSink {
   // full disk) loops.
   int write_all(std::string_view bytes, std::size_t& written) noexcept {
     while (written < bytes.size()) {
-      const ssize_t n = ::write(fd_, bytes.data() + written, bytes.size() - written);
+      const ssize_t n = without_write_signals([&] { return ::write(fd_, bytes.data() + written, bytes.size() - written); });
       if (n < 0) {
         if (errno == EINTR) continue;
         return errno;
@@ -169,7 +178,7 @@ class FileSink final : public LineSink {
   // A stream: as much as the reader takes now; EAGAIN when it takes no more.
   int write_some(std::string_view bytes, std::size_t& written) noexcept {
     while (written < bytes.size()) {
-      const ssize_t n = without_sigpipe([&] { return ::write(fd_, bytes.data() + written, bytes.size() - written); });
+      const ssize_t n = without_write_signals([&] { return ::write(fd_, bytes.data() + written, bytes.size() - written); });
       if (n < 0) {
         if (errno == EINTR) continue;
         return errno == EWOULDBLOCK ? EAGAIN : errno;
@@ -264,6 +273,7 @@ class FileSink final : public LineSink {
 
   int fd_;  // (changed only by close() and release_in_child(), with no flusher running)
   bool stream_ = false;
+  bool locked_ = false;
   // A stream's queue and what goes with it, shared with the flusher.
   struct Sync {
     std::mutex mu;
@@ -279,15 +289,16 @@ class FileSink final : public LineSink {
   bool flusher_failed_ = false;
 };
 
-// True for the file this process's stdout or stderr writes to (a path of /dev/stdout, a
-// job's output file given as the log): several ranks share it, and it holds more than
-// the log; it is neither locked nor truncated.
-bool same_file_as_stdout_or_stderr(const struct stat& st) {
+// The descriptor (1 or 2) of this process's stdout or stderr when it writes to the file
+// `st` (a path of /dev/stdout, a job's output file given as the log), else -1: several
+// ranks share that file, and it holds more than the log; it is neither locked nor
+// truncated.
+int stdout_or_stderr_of(const struct stat& st) {
   for (const int std_fd : {1, 2}) {
     struct stat o {};
-    if (::fstat(std_fd, &o) == 0 && o.st_dev == st.st_dev && o.st_ino == st.st_ino) return true;
+    if (::fstat(std_fd, &o) == 0 && o.st_dev == st.st_dev && o.st_ino == st.st_ino) return std_fd;
   }
-  return false;
+  return -1;
 }
 
 // True when the file's last byte (at size - 1) is a newline, or cannot be read.
@@ -348,7 +359,20 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
   // worker, two ranks given one path) holds its lock: neither truncate nor write it. A
   // file system without flock() (ENOLCK, EINVAL) goes unlocked.
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !same_file_as_stdout_or_stderr(st)) {
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  bool holds_lock = false;
+  if (const int std_fd = regular ? stdout_or_stderr_of(st) : -1; std_fd >= 0) {
+    // The job's own stdout or stderr file: write through a copy of that descriptor, so
+    // that records and the job's prints share one file offset. With a descriptor of its
+    // own (`python train.py > out.txt`, opened without O_APPEND), each print overwrote
+    // the records written before it.
+    const int acc = ::fcntl(std_fd, F_GETFL);
+    if (acc >= 0 && (acc & O_ACCMODE) != O_RDONLY)
+      if (const int shared = ::fcntl(std_fd, F_DUPFD_CLOEXEC, 3); shared >= 0) {
+        ::close(fd);
+        fd = shared;
+      }
+  } else if (regular) {
     int locked = 0;
     do {
       locked = ::flock(fd, LOCK_EX | LOCK_NB);
@@ -358,6 +382,7 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
       error = kErrFileLocked;
       return nullptr;
     }
+    holds_lock = locked == 0;
     if (!append && st.st_size > 0 && ::ftruncate(fd, 0) != 0) {
       error = errno;
       ::close(fd);
@@ -368,12 +393,12 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
       // appended is a line of its own (the cut one stays one malformed line).
       ssize_t n = 0;
       do {
-        n = ::write(fd, "\n", 1);
+        n = without_write_signals([&] { return ::write(fd, "\n", 1); });
       } while (n < 0 && errno == EINTR);
     }
   }
   try {
-    return std::make_unique<FileSink>(fd, stream);
+    return std::make_unique<FileSink>(fd, stream, holds_lock);
   } catch (...) {
     ::close(fd);
     error = ENOMEM;
