@@ -329,7 +329,10 @@ class Recorder:
         # Held by the calls that pass the handle to the C ABI and by close(), so that a
         # close() on another thread waits for them instead of freeing the handle under
         # them (and they never pass a closed one: the C ABI raises on handle 0).
-        self._handle_lock = threading.Lock()
+        # Reentrant: a Python signal handler (SIGTERM on preemption: close() and exit)
+        # runs on the main thread between two bytecodes of whatever call it interrupted,
+        # which may hold the lock; with a plain Lock the job hung there for good.
+        self._handle_lock = threading.RLock()
         self._close_called = False
         self._errors_at_close: dict[str, int] = {}
         self._misuse: dict[str, int] = {}  # already_open, used_after_close
@@ -664,13 +667,15 @@ class Recorder:
             if self._close_called:
                 return {}
             self._close_called = True
-            handle = self._handle
+            # The handle is let go of before the C ABI closes it: a KeyboardInterrupt
+            # raised as close() returns (it may wait up to a second for a pipe's reader)
+            # leaves a closed recorder, not a half-closed one that raises.
+            handle, self._handle = self._handle, 0
             try:
                 self._info_at_close = json.loads(_core.info_json(handle))
             except Exception:  # noqa: BLE001 - only info; close anyway
                 self._info_at_close = None
             status, message, errors = _core.close(handle)
-            self._handle = 0
         self._errors_at_close = dict(errors)
         if self._info_at_close is not None:
             self._info_at_close["errors"] = dict(errors)
@@ -707,7 +712,13 @@ class Recorder:
         with self._handle_lock:
             handle = self._handle
             if handle:
-                return fn(handle, *args)
+                try:
+                    return fn(handle, *args)
+                except RuntimeError:
+                    # Closed in between by a signal handler on this thread (the lock is
+                    # reentrant): as a call after close(), not an error into the job.
+                    if self._handle == handle:
+                        raise
         if call is not None:
             self._misused(call)
         return None

@@ -35,11 +35,11 @@ std::string rank_log_text(const RankLog& log, const Dataset& data) {
 
 int run_import(const ImportOptions& opt) {
   if (opt.rank && opt.traces.size() != 1) {
-    fmt::print(stderr, "stepprof: --rank applies to one trace; {} were given\n", opt.traces.size());
+    print_stderr("stepprof: --rank applies to one trace; {} were given\n", opt.traces.size());
     return kUsage;
   }
   if (opt.rank && opt.world_size && *opt.rank >= *opt.world_size) {
-    fmt::print(stderr, "stepprof: --rank {} is not below --world-size {}\n", *opt.rank, *opt.world_size);
+    print_stderr("stepprof: --rank {} is not below --world-size {}\n", *opt.rank, *opt.world_size);
     return kUsage;
   }
   ReadOptions ro;
@@ -61,7 +61,7 @@ int run_import(const ImportOptions& opt) {
   const std::filesystem::path dir(opt.output);
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    fmt::print(stderr, "stepprof: cannot create {}: {}\n", opt.output, ec.message());
+    print_stderr("stepprof: cannot create {}: {}\n", opt.output, ec.message());
     return kUsage;
   }
   // An earlier import's (or another job's) logs that this one would not replace would be
@@ -78,7 +78,7 @@ int run_import(const ImportOptions& opt) {
   std::vector<std::string> will_write;
   for (const auto& log : data.ranks) will_write.push_back(log_file(log.rank.value_or(0)).string());
   if (const auto stale = logs_besides(dir.string(), will_write); !stale.empty()) {
-    fmt::print(stderr,
+    print_stderr(
                "stepprof: {} holds {} log file(s) this import would not replace ({}): `stepprof report {}` would "
                "read them with the new ones; remove them or write to another directory (nothing was written)\n",
                opt.output, stale.size(), detail::file_list(stale),
@@ -93,7 +93,7 @@ int run_import(const ImportOptions& opt) {
   for (const auto& log : data.ranks) {
     if (log.config && log.rank && log.config->world_size && *log.rank >= *log.config->world_size) {
       // (A log the reader would reject: e.g. --world-size 2 for a trace of rank 3.)
-      fmt::print(stderr, "stepprof: rank {} is not below the world size {}: its log is not written\n", *log.rank,
+      print_stderr("stepprof: rank {} is not below the world size {}: its log is not written\n", *log.rank,
                  *log.config->world_size);
       status = kInputErrors;
       continue;
@@ -103,7 +103,7 @@ int run_import(const ImportOptions& opt) {
     // which `report` would read as a job killed mid-write.)
     if (!write_output(file.string(), rank_log_text(log, data))) return output_failed();
     if (written++ < kNamed) {
-      fmt::print(stderr, "stepprof: wrote {}: rank {}, {} update(s), steps {}..{}\n", file.string(),
+      print_stderr("stepprof: wrote {}: rank {}, {} update(s), steps {}..{}\n", file.string(),
                  log.rank.value_or(0), log.updates.size(), log.updates.front().step, log.updates.back().step);
     } else {
       ranks_rest.push_back(log.rank.value_or(0));
@@ -111,7 +111,7 @@ int run_import(const ImportOptions& opt) {
     }
   }
   if (!ranks_rest.empty())
-    fmt::print(stderr, "stepprof: wrote {} more log(s) to {}: {}, {} update(s)\n", ranks_rest.size(), opt.output,
+    print_stderr("stepprof: wrote {} more log(s) to {}: {}, {} update(s)\n", ranks_rest.size(), opt.output,
                fmt::format("{} {}", ranks_rest.size() == 1 ? "rank" : "ranks", detail::rank_numbers(ranks_rest)),
                updates_rest);
   return status;

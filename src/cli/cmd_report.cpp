@@ -36,7 +36,7 @@ bool write_csv(const std::string& dir, const Report& report, const AnalysisInput
   // DIR and any missing parents: a failure removes them again.
   detail::MadeDirectories made;
   if (!made.make(dir, ec)) {
-    fmt::print(stderr, "stepprof: cannot create directory {}: {}\n", dir, ec.message());
+    print_stderr("stepprof: cannot create directory {}: {}\n", dir, ec.message());
     return false;
   }
   std::vector<std::pair<fs::path, fs::path>> staged;  // (written, its place)
@@ -56,13 +56,13 @@ bool write_csv(const std::string& dir, const Report& report, const AnalysisInput
   if (interrupted()) return drop();
   for (const auto& [written, place] : staged)  // (a rename over a directory would fail halfway)
     if (fs::exists(place, ec) && !fs::is_regular_file(place, ec)) {
-      fmt::print(stderr, "stepprof: cannot write {}: it is not a regular file\n", place.string());
+      print_stderr("stepprof: cannot write {}: it is not a regular file\n", place.string());
       return drop();
     }
   for (std::size_t i = 0; i < staged.size(); ++i) {
     fs::rename(staged[i].first, staged[i].second, ec);
     if (ec) {
-      fmt::print(stderr, "stepprof: cannot write {}: {}\n", staged[i].second.string(), ec.message());
+      print_stderr("stepprof: cannot write {}: {}\n", staged[i].second.string(), ec.message());
       staged.erase(staged.begin(), staged.begin() + static_cast<std::ptrdiff_t>(i));
       return drop();
     }
@@ -72,16 +72,16 @@ bool write_csv(const std::string& dir, const Report& report, const AnalysisInput
 
 int run_report(const ReportOptions& opt) {
   if ((opt.format == "csv") != !opt.out_dir.empty()) {
-    fmt::print(stderr, "stepprof: {}\n", opt.format == "csv" ? "--format csv writes several files: give --out DIR"
+    print_stderr("stepprof: {}\n", opt.format == "csv" ? "--format csv writes several files: give --out DIR"
                                                              : "--out DIR goes with --format csv; use -o FILE");
     return kUsage;
   }
   if (opt.format == "csv" && !opt.output.empty()) {
-    fmt::print(stderr, "stepprof: --format csv writes to --out DIR, not -o FILE\n");
+    print_stderr("stepprof: --format csv writes to --out DIR, not -o FILE\n");
     return kUsage;
   }
   if (opt.out_dir == "-") {  // (-o - is stdout; the CSV tables are several files)
-    fmt::print(stderr, "stepprof: --out - : the CSV tables are several files; give a directory\n");
+    print_stderr("stepprof: --out - : the CSV tables are several files; give a directory\n");
     return kUsage;
   }
   Diagnostics diag(opt.input.strict);

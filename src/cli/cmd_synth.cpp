@@ -118,7 +118,7 @@ std::optional<std::uint64_t> available_memory_bytes() {
 
 int run_synth(SynthOptions& opt) {
   if (auto err = parse_specs(opt)) {
-    fmt::print(stderr, "stepprof synth: {}\n", *err);
+    print_stderr("stepprof synth: {}\n", *err);
     return kUsage;
   }
   detail::MadeDirectories manifest_dir;  // the manifest's, removed again (where empty) when no logs are written
@@ -133,7 +133,7 @@ int run_synth(SynthOptions& opt) {
     // its schema that it is not a log, and lists it as a note.)
     std::error_code dir_ec;
     if (ec || fs::is_directory(m, dir_ec)) {
-      fmt::print(stderr, "stepprof synth: --manifest {}: {}\n", opt.manifest,
+      print_stderr("stepprof synth: --manifest {}: {}\n", opt.manifest,
                  ec ? "cannot make its directory: " + ec.message() : std::string("is a directory"));
       return kUsage;
     }
@@ -144,7 +144,7 @@ int run_synth(SynthOptions& opt) {
   // (Three quarters of what is available at most: the rest of the machine, the page cache
   // of the logs being written, and the kernel's own accounting need room too.)
   if (const auto available = available_memory_bytes(); available && need > *available / 4 * 3) {
-    fmt::print(stderr,
+    print_stderr(
                "stepprof synth: out of memory: {} updates need {:.1f} GB for the job's timing ({} bytes per update), "
                "and {:.1f} GB is available (at most three quarters of it is taken); ask for fewer --updates\n",
                opt.model.updates, static_cast<double>(need) / 1e9, synth::kJobBytesPerUpdate,
@@ -158,27 +158,27 @@ int run_synth(SynthOptions& opt) {
     man = synth::generate(opt.model, opt.dir, opt.gzip, opt.threads, [] { return interrupted(); });
   } catch (const std::bad_alloc&) {
     manifest_dir.remove_empty();
-    fmt::print(stderr, "stepprof synth: out of memory: {} updates hold {:.1f} GB for the job's timing ({} bytes per "
+    print_stderr("stepprof synth: out of memory: {} updates hold {:.1f} GB for the job's timing ({} bytes per "
                "update) besides each file's buffers; ask for fewer --updates, or allow more memory\n",
                opt.model.updates, static_cast<double>(need) / 1e9, synth::kJobBytesPerUpdate);
     return kOutOfMemory;
   } catch (const std::exception& e) {
     manifest_dir.remove_empty();
     if (interrupted()) {
-      fmt::print(stderr, "stepprof synth: interrupted; partial files removed\n");
+      print_stderr("stepprof synth: interrupted; partial files removed\n");
       return kInterrupted;
     }
-    fmt::print(stderr, "stepprof synth: {}\n", e.what());
+    print_stderr("stepprof synth: {}\n", e.what());
     return kUsage;
   }
   const double mb = static_cast<double>(man.bytes) / 1e6;
-  fmt::print(stderr, "stepprof synth: wrote {} file(s), {} updates each, {}, to {}\n", man.files.size(),
+  print_stderr("stepprof synth: wrote {} file(s), {} updates each, {}, to {}\n", man.files.size(),
              opt.model.updates,
              mb >= 1000 ? fmt::format("{:.2f} GB", mb / 1000)
                         : (mb >= 1 ? fmt::format("{:.1f} MB", mb) : fmt::format("{:.0f} KB", mb * 1000)),
              opt.dir);
   const std::string where = synth::describe(man);
-  fmt::print(stderr, "{}", where.empty() ? "nothing injected\n" : where);
+  print_stderr("{}", where.empty() ? "nothing injected\n" : where);
   if (!opt.manifest.empty() && !write_output(opt.manifest, synth::manifest_to_json(man))) return output_failed();
   return kOk;
 }

@@ -26,7 +26,7 @@ int run_trace(const TraceOptions& opt) {
     std::string err;
     const auto list = parse_rank_list(opt.ranks, err);
     if (!list) {
-      fmt::print(stderr, "stepprof: --ranks: {}\n", err);
+      print_stderr("stepprof: --ranks: {}\n", err);
       return kUsage;
     }
     only = *list;
@@ -44,12 +44,12 @@ int run_trace(const TraceOptions& opt) {
     for (const auto& r : in.data.ranks)
       if (r.rank) ranks.push_back(*r.rank);
     finish(diag);
-    fmt::print(stderr, "stepprof: --ranks {}: no rank of the logs is in it (the logs' ranks: {}); nothing to draw\n",
+    print_stderr("stepprof: --ranks {}: no rank of the logs is in it (the logs' ranks: {}); nothing to draw\n",
                opt.ranks, ranks.empty() ? std::string("none named") : detail::rank_numbers(ranks));
     return kNoData;
   }
   if (!timeline.timestamps_not_used.empty())  // (the trace's otherData.layout says it too)
-    fmt::print(stderr, "stepprof: note: start_unix_ms not used, updates laid out one after another: {}\n",
+    print_stderr("stepprof: note: start_unix_ms not used, updates laid out one after another: {}\n",
                timeline.timestamps_not_used);
   const int status = finish(diag);
   // Written as it is made: a trace of thousands of ranks is gigabytes (held whole, and
@@ -65,7 +65,7 @@ int run_trace(const TraceOptions& opt) {
   // (A trace of a thousand ranks' full logs is hundreds of MB: say so, and how to cut it.)
   constexpr std::size_t kLargeTrace = std::size_t{256} << 20;
   if (bytes > kLargeTrace)
-    fmt::print(stderr,
+    print_stderr(
                "stepprof: the trace is {:.0f} MB: the Perfetto UI loads it slowly and chrome://tracing may not open "
                "it; --steps A:B writes fewer updates, --ranks LIST fewer ranks\n",
                static_cast<double>(bytes) / 1e6);

@@ -31,7 +31,7 @@ struct WhatIfCliOptions {
 int run_whatif_command(WhatIfCliOptions opt) {
   const auto scenario = parse_scenario(opt.scenario);
   if (!scenario) {
-    fmt::print(stderr, "stepprof: unknown scenario \"{}\" (batched-geometry, no-padding, balanced-ranks)\n",
+    print_stderr("stepprof: unknown scenario \"{}\" (batched-geometry, no-padding, balanced-ranks)\n",
                opt.scenario);
     return kUsage;
   }
@@ -39,7 +39,7 @@ int run_whatif_command(WhatIfCliOptions opt) {
   for (const auto& [given, name] : {std::pair{&opt.whatif.variant, "--variant"}, {&opt.whatif.group, "--group"},
                                      {&opt.whatif.path, "--path"}})
     if (!given->empty() && *scenario != Scenario::kBatchedGeometry) {
-      fmt::print(stderr, "stepprof: {} goes with batched-geometry\n", name);
+      print_stderr("stepprof: {} goes with batched-geometry\n", name);
       return kUsage;
     }
   Diagnostics diag(opt.input.strict);
@@ -61,12 +61,12 @@ int run_whatif_command(WhatIfCliOptions opt) {
       for (const auto& [group, members] : in.hierarchy->alternatives()) groups.push_back(group);
     if (std::find(groups.begin(), groups.end(), opt.whatif.group) == groups.end()) {
       if (!in.hierarchy)
-        fmt::print(stderr,
+        print_stderr(
                    "stepprof: --group {}: groups of alternative code paths come from the region nesting, and there "
                    "is none: give --hierarchy FILE, or a log with parents\n",
                    opt.whatif.group);
       else
-        fmt::print(stderr, "stepprof: --group {}: the nesting ({}) has no such group of alternative code paths ({})\n",
+        print_stderr("stepprof: --group {}: the nesting ({}) has no such group of alternative code paths ({})\n",
                    opt.whatif.group, in.hierarchy->source,
                    groups.empty() ? std::string("it has none") : fmt::format("groups: {}", fmt::join(groups, ", ")));
       return kUsage;
@@ -85,7 +85,7 @@ int run_whatif_command(WhatIfCliOptions opt) {
           }
     if (opt.whatif.group.empty()) opt.whatif.group = group_of_path;  // the path's own group, not the first
     if (std::find(paths.begin(), paths.end(), opt.whatif.path) == paths.end()) {
-      fmt::print(stderr, "stepprof: --path {}: not an alternative code path {} ({})\n", opt.whatif.path,
+      print_stderr("stepprof: --path {}: not an alternative code path {} ({})\n", opt.whatif.path,
                  opt.whatif.group.empty() ? std::string("of the nesting") : "of group " + opt.whatif.group,
                  paths.empty() ? std::string("it has none") : fmt::format("paths: {}", fmt::join(paths, ", ")));
       return kUsage;
@@ -105,7 +105,7 @@ int run_whatif_command(WhatIfCliOptions opt) {
                                [](const Prediction& p) { return p.available; });
   if (!any) {
     for (const auto& p : result.predictions)
-      fmt::print(stderr, "stepprof: whatif {}{}: not available: {}\n", opt.scenario,
+      print_stderr("stepprof: whatif {}{}: not available: {}\n", opt.scenario,
                  p.variant.empty() ? "" : " (" + p.variant + ")", p.why_not);
     return kNoData;  // (whatever else was wrong in the input: nothing was predicted)
   }

@@ -43,7 +43,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     std::string err;
     ro.steps = parse_step_range(opt.steps, err);
     if (!ro.steps) {
-      fmt::print(stderr, "stepprof: --steps: {}\n", err);
+      print_stderr("stepprof: --steps: {}\n", err);
       return kUsage;
     }
   }
@@ -66,12 +66,12 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
   };
   if (!opt.output.empty() && opt.output != "-")
     if (auto f = is_input(opt.output)) {
-      fmt::print(stderr, "stepprof: -o {} is one of the input logs ({}); write the output elsewhere\n", opt.output, *f);
+      print_stderr("stepprof: -o {} is one of the input logs ({}); write the output elsewhere\n", opt.output, *f);
       return kUsage;
     }
   for (const auto& table : opt.more_outputs)
     if (auto f = is_input(table)) {
-      fmt::print(stderr, "stepprof: --out would write {}, which is one of the input logs ({}); write the output elsewhere\n",
+      print_stderr("stepprof: --out would write {}, which is one of the input logs ({}); write the output elsewhere\n",
                  table, *f);
       return kUsage;
     }
@@ -92,20 +92,20 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
       const double unit = gb ? 1e9 : 1e6;
       const char* name = gb ? "GB" : "MB";
       if (total > 0)
-        fmt::print(stderr, "\rstepprof: reading {:.2f} of {:.2f} {} ({:.0f} %)\x1b[K", static_cast<double>(done) / unit,
+        print_stderr("\rstepprof: reading {:.2f} of {:.2f} {} ({:.0f} %)\x1b[K", static_cast<double>(done) / unit,
                    static_cast<double>(total) / unit, name, 100.0 * static_cast<double>(done) / static_cast<double>(total));
       else
-        fmt::print(stderr, "\rstepprof: reading {:.2f} {}\x1b[K", static_cast<double>(done) / unit, name);
+        print_stderr("\rstepprof: reading {:.2f} {}\x1b[K", static_cast<double>(done) / unit, name);
     };
   out.data = read_logs(files, ro, diag);
-  if (show_progress) fmt::print(stderr, "\r\x1b[K");  // clear the progress line
+  if (show_progress) print_stderr("\r\x1b[K");  // clear the progress line
   if (interrupted()) {
-    fmt::print(stderr, "stepprof: interrupted\n");
+    print_stderr("stepprof: interrupted\n");
     return kInterrupted;
   }
   auto strict_stop = [&] {
     finish(diag);
-    fmt::print(stderr, "stepprof: stopped at the first problem (--strict)\n");
+    print_stderr("stepprof: stopped at the first problem (--strict)\n");
     return kInputErrors;
   };
   if (diag.should_stop()) return strict_stop();
@@ -145,17 +145,17 @@ int finish(const Diagnostics& diag, std::string_view where, bool analyzed) {
   std::array<std::size_t, static_cast<int>(Problem::kCount_)> shown{};
   for (const auto& d : diag.kept()) {
     auto& n = shown[static_cast<int>(d.problem)];
-    if (n++ < kPerKind) fmt::print(stderr, "{}\n", format_diagnostic(d));
+    if (n++ < kPerKind) print_stderr("{}\n", format_diagnostic(d));
   }
   for (int p = 0; p < static_cast<int>(Problem::kCount_); ++p) {
     const auto total = diag.count(static_cast<Problem>(p));
     if (total > kPerKind)
-      fmt::print(stderr, "stepprof: ... {} more {} problem(s) not shown (`stepprof report --format json` lists up to {} of each kind)\n",
+      print_stderr("stepprof: ... {} more {} problem(s) not shown (`stepprof report --format json` lists up to {} of each kind)\n",
                  total - kPerKind, code_name(static_cast<Problem>(p)), Diagnostics::kDefaultMaxKept);
   }
   const auto errors = diag.count(Severity::kError), warnings = diag.count(Severity::kWarning);
   if (errors || warnings)
-    fmt::print(stderr, "stepprof: {} error(s), {} warning(s) {}{}\n", errors, warnings, where,
+    print_stderr("stepprof: {} error(s), {} warning(s) {}{}\n", errors, warnings, where,
                !analyzed                         ? "; nothing was analyzed"
                : errors && !diag.strict()        ? "; what had errors was left out (see each message)"
                                                  : "");
@@ -188,7 +188,7 @@ bool write_all(std::FILE* f, const OutputPieces& pieces) {
 
 int output_failed() {
   if (!interrupted()) return kUsage;
-  fmt::print(stderr, "stepprof: interrupted\n");
+  print_stderr("stepprof: interrupted\n");
   return kInterrupted;
 }
 
@@ -202,7 +202,7 @@ bool write_output_pieces(const std::string& path, const OutputPieces& pieces, co
   const std::string& name = shown.empty() ? path : shown;  // (in messages)
   auto fail = [&](const std::string& what) {
     if (!interrupted())
-      fmt::print(stderr, "stepprof: cannot write {}: {}\n", what, errno ? std::strerror(errno) : "write error");
+      print_stderr("stepprof: cannot write {}: {}\n", what, errno ? std::strerror(errno) : "write error");
     return false;
   };
   errno = 0;
@@ -234,12 +234,12 @@ bool write_output_pieces(const std::string& path, const OutputPieces& pieces, co
     const int saved = errno;
     const fs::path dir = fs::path(path).parent_path();
     if (!dir.empty() && !fs::is_directory(dir, ec))
-      fmt::print(stderr, "stepprof: cannot write {}: the directory {} does not exist\n", name, dir.string());
+      print_stderr("stepprof: cannot write {}: the directory {} does not exist\n", name, dir.string());
     else if (!shown.empty())
-      fmt::print(stderr, "stepprof: cannot write {}: cannot create a file in {}: {}\n", name,
+      print_stderr("stepprof: cannot write {}: cannot create a file in {}: {}\n", name,
                  dir.empty() ? std::string(".") : dir.string(), std::strerror(saved));
     else
-      fmt::print(stderr, "stepprof: cannot write {}: cannot create the temporary file {} beside it: {}\n", path, tmp,
+      print_stderr("stepprof: cannot write {}: cannot create the temporary file {} beside it: {}\n", path, tmp,
                  std::strerror(saved));
     return false;
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "stepprof/dataset.hpp"
 #include "stepprof/diagnostics.hpp"
@@ -16,6 +17,17 @@
 #include "stepprof/reader.hpp"
 
 namespace stepprof::cli {
+
+/// Prints a message on stderr. Never throws: a stderr that cannot be written (closed with
+/// `2>&-`, a full disk) loses the message, not the command's output or its exit status
+/// (fmt::print throws std::system_error when the write fails).
+template <typename... Args>
+void print_stderr(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  try {
+    fmt::print(stderr, format, std::forward<Args>(args)...);
+  } catch (...) {  // (the message is lost; nothing else can say so)
+  }
+}
 
 /// Exit statuses of the stepprof command.
 enum Exit : int {

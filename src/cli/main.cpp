@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdio>
 #include <exception>
+#include <iostream>
 #include <new>
 #include <regex>
 #include <string>
@@ -13,6 +14,19 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "out_of_memory.hpp"
+
+namespace {
+
+// `status` once the help or version text CLI11 printed on stdout has reached it;
+// otherwise (`stepprof --help > /dev/full`) kUsage, as for any output not written.
+int written_to_stdout(int status) {
+  std::cout.flush();
+  if (std::cout && std::fflush(stdout) == 0) return status;
+  stepprof::cli::print_stderr("stepprof: the text could not be written to stdout\n");
+  return stepprof::cli::kUsage;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace stepprof::cli;
@@ -36,12 +50,12 @@ int main(int argc, char** argv) {
     std::string known;
     for (auto* sub : subs) known += (known.empty() ? "" : ", ") + sub->get_name();
     if (i >= argc) {
-      fmt::print(stderr, "{}: a command is required (commands: {}; see {} --help)\n", path, known, path);
+      print_stderr("{}: a command is required (commands: {}; see {} --help)\n", path, known, path);
       return kUsage;
     }
     const std::string word = argv[i];
     if (at == &app && word == "--version" && argc > 2) {
-      fmt::print(stderr, "stepprof: --version takes nothing after it\n");
+      print_stderr("stepprof: --version takes nothing after it\n");
       return kUsage;
     }
     if (word == "-h" || word == "--help" || (at == &app && word == "--version")) break;
@@ -49,7 +63,7 @@ int main(int argc, char** argv) {
     for (auto* sub : subs)
       if (sub->get_name() == word) next = sub;
     if (!next) {
-      fmt::print(stderr, "{}: {} \"{}\" (commands: {}; see {} --help)\n", path,
+      print_stderr("{}: {} \"{}\" (commands: {}; see {} --help)\n", path,
                  word.starts_with('-') ? "a command comes first, not the option" : "unknown command", word, known,
                  path);
       return kUsage;
@@ -60,11 +74,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return written_to_stdout(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return written_to_stdout(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return written_to_stdout(app.exit(e));
   } catch (const CLI::ParseError& e) {
     // CLI11's own text ("The following argument was not expected: --bogus"), after the
     // command it is about, as stepprof's other messages are.
@@ -76,7 +90,7 @@ int main(int argc, char** argv) {
     if (what.size() > 1 && std::isupper(static_cast<unsigned char>(what[0])) &&
         std::islower(static_cast<unsigned char>(what[1])))
       what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));
-    fmt::print(stderr, "{}: {} (see {} --help)\n", path, what, path);
+    print_stderr("{}: {} (see {} --help)\n", path, what, path);
     return kUsage;
   }
   try {
@@ -85,7 +99,7 @@ int main(int argc, char** argv) {
     print_out_of_memory_message();
     return kOutOfMemory;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "stepprof: internal error: {}\n", e.what());
+    print_stderr("stepprof: internal error: {}\n", e.what());
     return kInternal;
   }
 }

@@ -455,6 +455,29 @@ def test_stdout_write_failure_is_exit_2():
         assert r.returncode == 2 and "cannot write /dev/full: No space left on device" in r.stderr, (cmd, r.stderr)
 
 
+def test_an_unwritable_stderr_loses_messages_not_the_output(tmp_path):
+    """stderr closed (`2>&-`) or full: a message that cannot be written used to end the
+    command with SIGABRT (an exception thrown from the handler of the first), without
+    its output. Now the output is written and the exit status is the usual one."""
+    bad = tmp_path / "bad.jsonl"
+    lines = LOG.read_text().splitlines()
+    bad.write_text("\n".join(lines[:3] + ["{not json"] + lines[3:]) + "\n")  # an error message to print
+    for stderr in ("closed", "full"):
+        with open("/dev/full", "w") as full:
+            kwargs = {"stderr": full} if stderr == "full" else {"preexec_fn": lambda: os.close(2)}
+            out = tmp_path / f"report-{stderr}.json"
+            r = subprocess.run([BIN, "report", "--format", "json", "-o", str(out), str(bad)], timeout=60, **kwargs)
+            assert r.returncode == 1, (stderr, r.returncode)  # the malformed line, as with a working stderr
+            assert json.loads(out.read_text())["analyzed"] is True
+            r = subprocess.run([BIN, "report", "/nonexistent/log.jsonl"], stdout=subprocess.DEVNULL, timeout=60, **kwargs)
+            assert r.returncode == 3, (stderr, r.returncode)
+    # Help and version text that cannot be written is a failed write (exit 2), not success.
+    for args in (["--version"], ["report", "--help"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([BIN, *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert r.returncode == 2 and "could not be written" in r.stderr, (args, r.returncode, r.stderr)
+
+
 def test_control_characters_in_names_are_escaped(tmp_path):
     lines = LOG.read_text().splitlines()
     evil = lines[1].replace('"prepare_inputs"', '"evil\\u001b[2J\\u0007x"')

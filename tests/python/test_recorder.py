@@ -3,6 +3,7 @@ the Python API, read the file back with the json module and with `stepprof repor
 compare with what the test measured itself."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -569,6 +570,78 @@ def test_a_timed_function_does_not_keep_a_dropped_recorder_open(tmp_path):
     assert second.close() == {}
     _, updates = read_log(tmp_path / "second.jsonl")
     assert updates[0]["counts"] == {"samples": 1} and "work" not in updates[0].get("calls", {}), updates[0]
+
+
+def test_a_signal_handler_that_closes_the_recorder_does_not_hang_the_job(tmp_path):
+    # The usual preemption handler (SIGTERM: close the recorder, exit) runs on the main
+    # thread between two bytecodes of the call it interrupted, which may hold the
+    # recorder's lock: with a non-reentrant lock the job hung (18 of 20 trials), and a
+    # handler that only flushed and read errors hung too. A handler that closes and goes
+    # on must not raise into the interrupted call either.
+    script = tmp_path / "preempted.py"
+    script.write_text(
+        "import os, signal, sys, warnings\n"
+        "import stepprof\n"
+        "warnings.simplefilter('ignore')\n"
+        "rec = stepprof.Recorder(sys.argv[1], rank=0, world_size=1, device_timing='off')\n"
+        "def on_term(sig, frame):\n"
+        "    if sys.argv[2] == 'exit':\n"
+        "        rec.close(); sys.exit(0)\n"
+        "    rec.flush(); rec.errors; rec.close()  # and the loop goes on\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "print('ready', flush=True)\n"
+        "s = 0\n"
+        "while not rec.closed:\n"
+        "    with rec.region('step'):\n"
+        "        pass\n"
+        "    rec.end_update(s)\n"
+        "    s += 1\n"
+        "rec.end_update(s)  # after close: counted, not raised\n"
+        "print('done', rec.errors.get('used_after_close', 0) >= 1, flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for trial in range(6):
+        mode = "exit" if trial % 2 == 0 else "go-on"
+        log = tmp_path / f"r{trial}.jsonl"
+        p = subprocess.Popen([sys.executable, str(script), str(log), mode], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+        assert p.stdout.readline() == "ready\n"
+        time.sleep(0.2)  # (in the loop)
+        p.send_signal(signal.SIGTERM)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            pytest.fail(f"trial {trial} ({mode}): the job hung in the SIGTERM handler")
+        assert p.returncode == 0, (trial, mode, err)
+        if mode == "go-on":
+            assert out == "done True\n", (out, err)
+        r = subprocess.run([BIN, "report", "--format", "json", str(log)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+def test_an_interrupted_close_leaves_the_recorder_closed(tmp_path):
+    # Ctrl-C while close() waited for a pipe's reader left the object half-closed: closed
+    # False, and `errors` (documented never to raise) raised RuntimeError.
+    rec = stepprof.Recorder(str(tmp_path / "r.jsonl"), device_timing="off")
+    rec.end_update(0)
+    real_close = stepprof._core.close
+
+    def interrupted(handle):
+        real_close(handle)
+        raise KeyboardInterrupt  # as a SIGINT handled just as the C ABI's close returns
+
+    stepprof._core.close = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rec.close()
+    finally:
+        stepprof._core.close = real_close
+    assert rec.closed
+    assert isinstance(rec.errors, dict) and isinstance(rec.info, dict)
+    rec.end_update(1)  # counted as used_after_close, not raised
+    assert rec.errors.get("used_after_close") == 1
+    assert rec.close() == {}
 
 
 def test_close_on_another_thread_never_raises_into_the_per_update_calls(tmp_path):
