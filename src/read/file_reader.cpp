@@ -84,8 +84,11 @@ bool looks_like_trace_event_array(std::string_view first) {
 std::size_t next_record_start(std::string_view text) {
   for (std::size_t at = text.find('{', 1); at != std::string_view::npos; at = text.find('{', at + 1)) {
     const auto before = text.find_last_not_of(" \t", at - 1);
-    if (before != std::string_view::npos && (text[before] == ':' || text[before] == ',' || text[before] == '['))
-      continue;
+    if (before != std::string_view::npos && (text[before] == ',' || text[before] == '[')) continue;
+    if (before != std::string_view::npos && text[before] == ':') {  // a value after its key: `"key": {`
+      const auto key_end = before == 0 ? std::string_view::npos : text.find_last_not_of(" \t", before - 1);
+      if (key_end != std::string_view::npos && text[key_end] == '"') continue;  // (not a logger's `INFO:root:{`)
+    }
     if (record_starts_at(text, at)) return at;
   }
   return std::string_view::npos;
@@ -512,15 +515,38 @@ class FileParser {
         }
       }
     };
+    // Other output of the job (a print, a progress bar) at line `ln`: counted, and said
+    // once for the file (one warning per line under --strict).
+    auto note_other = [&](std::string_view text, std::uint64_t ln, std::uint64_t col_offset) {
+      if (other++ == 0) {
+        std::string_view first = text.substr(0, 60);
+        while (first.size() < text.size() && !first.empty() && (static_cast<unsigned char>(text[first.size()]) & 0xC0) == 0x80)
+          first.remove_suffix(1);  // (not in the middle of a UTF-8 character)
+        other_example = printable(first);
+      }
+      if (other_lines.size() < kOtherLinesNamed) other_lines.push_back(ln);
+      if (opt_.strict)
+        report(Severity::kWarning, Problem::kOtherOutput, ln, col_offset + 1,
+               "this line holds no record (other output of the job among the records?); reading stops (--strict)");
+    };
     // Reads a line that holds several records (a lost newline, or a killed job's last
-    // record with a restarted job's first after it) one record at a time.
+    // record with a restarted job's first after it) one record at a time. Text before a
+    // record that is no piece of one (a logger's `INFO:root:`, a print whose newline came
+    // after the record) is a prefix: skipped, and counted in the note on prefixes.
     auto read_joined = [&](std::string_view text, std::uint64_t col_offset, std::uint64_t ln, std::string_view line,
                            bool terminated) {
       for (std::size_t next; !out_.stopped && (next = next_record_start(text)) != std::string_view::npos;) {
         const std::string_view piece = trim(text.substr(0, next));
         const std::uint64_t next_column = col_offset + next + 1;
-        const auto kind = parser.parse(piece, cfg_fields, u, unknown_type, rerr);
-        if (kind == RecordKind::kError) {
+        const bool text_before = !piece.empty() && piece.front() != '{' &&
+                                 (other_output(piece) || piece.find_first_of("\"{}") == std::string_view::npos);
+        const auto kind = text_before ? RecordKind::kError : parser.parse(piece, cfg_fields, u, unknown_type, rerr);
+        if (text_before) {
+          if (prefixed++ == 0) {
+            prefixed_first = ln;
+            prefix_example = printable(piece.substr(0, 48));
+          }
+        } else if (kind == RecordKind::kError) {
           report(Severity::kError, rerr.problem, ln, rerr.column ? col_offset + rerr.column : 0,
                  fmt::format("{}: the record is cut short by another that starts at column {} of the same line (the "
                              "writing job was killed and another appended to the file?); {}",
@@ -754,16 +780,7 @@ class FileParser {
         }
       }
       if (!table_mode && (text.front() != '{' || text.starts_with("{'")) && other_output(text)) {
-        if (other++ == 0) {
-          std::string_view first = text.substr(0, 60);
-          while (first.size() < text.size() && !first.empty() && (static_cast<unsigned char>(text[first.size()]) & 0xC0) == 0x80)
-            first.remove_suffix(1);  // (not in the middle of a UTF-8 character)
-          other_example = printable(first);
-        }
-        if (other_lines.size() < kOtherLinesNamed) other_lines.push_back(ln);
-        if (opt_.strict)
-          report(Severity::kWarning, Problem::kOtherOutput, ln, col_offset + 1,
-                 "this line holds no record (other output of the job among the records?); reading stops (--strict)");
+        note_other(text, ln, col_offset);
         continue;
       }
       auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
@@ -858,8 +875,8 @@ class FileParser {
     if (prefixed)
       report(Severity::kNote, Problem::kLinePrefix, prefixed_first, 1,
              fmt::format("{} record line(s) carry a prefix before the record, e.g. \"{}\" (torchrun's --tee or "
-                         "--log-line-prefix-template, srun --label, a log collector's timestamp); the prefix is skipped "
-                         "and the record read",
+                         "--log-line-prefix-template, srun --label, a log collector's timestamp, a logger's format, "
+                         "or the job's own output without its newline); the prefix is skipped and the record read",
                          prefixed, prefix_example));
     if (other && !opt_.strict) {
       std::string lines;

@@ -192,11 +192,22 @@ class FileSink final : public LineSink {
   // sync_->mu held. Writes what waits, as far as the reader takes it: 0 when nothing waits any
   // more, EAGAIN when some still does, or the error that makes the rest unwritable (EPIPE:
   // the reader is gone; what waited is then dropped and counted).
+  // Records go one write(2) each: a pipe takes a write of up to PIPE_BUF (4 KiB) bytes
+  // whole or not at all (POSIX, write(2) on pipes and FIFOs), so a record of that size
+  // is never split, and the job's own prints (or another rank's records) into the same
+  // pipe cannot land inside it. (Written as one block, the queue was split anywhere.)
+  // A record beyond PIPE_BUF can still be split when the reader is behind.
   int drain() noexcept {
-    if (queue_.empty()) return 0;
-    std::size_t done = 0;
-    const int err = write_some(queue_, done);
-    queue_.erase(0, done);
+    std::size_t sent = 0;  // (erased once at the end: not the whole queue moved per record)
+    int err = 0;
+    while (sent < queue_.size() && err == 0) {
+      const std::size_t newline = queue_.find('\n', sent);
+      const std::size_t record = (newline == std::string::npos ? queue_.size() : newline + 1) - sent;
+      std::size_t done = 0;
+      err = write_some(std::string_view(queue_).substr(sent, record), done);
+      sent += done;
+    }
+    queue_.erase(0, sent);
     if (err != 0 && err != EAGAIN) {
       lost_ += lines(queue_);
       queue_.clear();

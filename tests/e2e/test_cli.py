@@ -1582,7 +1582,10 @@ def test_every_ranks_log_in_one_stream_reads_as_one_file_per_rank(tmp_path):
 
 
 @pytest.mark.parametrize("prefix", ["[rank{r}]:", "[default{r}]:", "{r}: ", "2026-12-03T10:00:0{r}.123456789Z stdout F ",
-                                    "2026-12-03T10:00:0{r}.123456789Z "])
+                                    "2026-12-03T10:00:0{r}.123456789Z ",
+                                    # Python's logging (read as an error, or the record lost), and a
+                                    # print whose newline came after the record.
+                                    "INFO:root:", "2026-12-03 10:00:0{r},123 ", "step {r} loss 0.5"])
 def test_a_jobs_stdout_with_line_prefixes_and_other_output_is_read(tmp_path, prefix):
     # torchrun's --tee prefix, srun --label, a Kubernetes (CRI) container log and `kubectl
     # logs --timestamps`, with the job's prints, a progress bar and NCCL lines among the
