@@ -950,6 +950,22 @@ TEST_F(RecorderTest, PrintsIntoTheLogsPipeNeverLandInsideARecord) {
   }
 }
 
+// An id region_id() never returned: region_enter() took it as the unrecorded region of
+// names past the limit, but region_exit() of the same id did not find it open, so the
+// level stayed open for good (open_at_end_update at every update after).
+TEST_F(RecorderTest, AnIdNeverRegisteredIsEnteredAndExitedAlike) {
+  TempLog log("unregistered-id");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const RegionId bogus = 0xFFFFFFF0u;
+  for (int step = 0; step < 3; ++step) {
+    region_enter(bogus);
+    EXPECT_EQ(region_exit(bogus), Status::kOk);
+    EXPECT_EQ(end_update(step), Status::kOk);
+  }
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kOk) << message;
+}
+
 TEST_F(RecorderTest, DiskFullNeverThrowsAndIsReportedAtClose) {
   Options o = host_only("/dev/full");  // every write fails with ENOSPC
   std::string message;

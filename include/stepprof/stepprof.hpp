@@ -238,6 +238,8 @@ inline RegionId region_id(const RegionSite& site) noexcept {
 }
 
 /// Enters region `id` on the calling thread (for C and Python callers; C++ uses Region).
+/// An id that region_id() never returned is the region of names past the limit: not
+/// recorded; region_exit() of the same id closes it.
 inline void region_enter(RegionId id) noexcept {
   detail::enter(id <= detail::kOverflowRegion ? id : detail::kOverflowRegion);
 }

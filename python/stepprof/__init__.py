@@ -25,6 +25,7 @@ error found at the first call: TypeError / ValueError.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import operator
 import json
@@ -188,6 +189,17 @@ class _NullRegion:
 
 _NULL_REGION = _NullRegion()
 _MISUSE_LOCK = threading.Lock()  # used_after_close counts of every Recorder (a slow path)
+
+# Recorders open in this process, closed at interpreter exit if the job did not: a
+# module-level recorder's __del__ may never run at shutdown (with a daemon thread alive
+# it did not), and what close() would say on stderr was lost with it.
+_OPEN: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for rec in list(_OPEN):
+        rec._close_dropped()
 
 
 class RecorderWarning(UserWarning):
@@ -395,6 +407,7 @@ class Recorder:
                           "(counted as already_open in its errors)")
             return
         self._handle = handle
+        _OPEN.add(self)
         try:
             self._info_at_open = json.loads(_core.info_json(handle))
         except Exception:  # noqa: BLE001 - only info; the recorder is open
@@ -691,19 +704,31 @@ class Recorder:
         return False
 
     def __del__(self) -> None:
-        # A recorder dropped without close() is closed here, so that the process can open
-        # another (one is open at a time). What close() counts itself (data recorded after
-        # the last end_update(), records a pipe's reader never took) is in no record: it
-        # is said on stderr, as close() would warn (a warning from __del__ is often lost).
-        handle = getattr(self, "_handle", 0)
-        if handle and getattr(self, "_pid", None) == os.getpid():
-            self._handle = 0
-            try:
+        self._close_dropped()
+
+    def _close_dropped(self) -> None:
+        # A recorder dropped without close() (or still open at interpreter exit) is closed
+        # here, so that the process can open another (one is open at a time). What close()
+        # counts itself (data recorded after the last end_update(), records a pipe's reader
+        # never took) is in no record: it is said on stderr, as close() would warn (a
+        # warning from __del__ is often lost).
+        if not getattr(self, "_handle", 0) or getattr(self, "_pid", None) != os.getpid():
+            return
+        # At exit a daemon thread may still be in a call with the handle: it ends first
+        # (or, stuck for a second, the recorder is left to the process's end).
+        if not self._handle_lock.acquire(timeout=1.0):
+            return
+        try:
+            handle, self._handle = self._handle, 0
+            if handle:
                 status, message, _ = _core.close(handle)
                 if status == _STATUS_WARN_ERRORS and sys.stderr is not None:
-                    sys.stderr.write(f"stepprof: a Recorder dropped without close(): {message}\n")
-            except Exception:  # interpreter shutdown: nothing left to report to
-                pass
+                    said = message[len("stepprof: "):] if message.startswith("stepprof: ") else message
+                    sys.stderr.write(f"stepprof: a Recorder dropped without close(): {said}\n")
+        except Exception:  # interpreter shutdown: nothing left to report to
+            pass
+        finally:
+            self._handle_lock.release()
 
     def _with_handle(self, call: Optional[str], fn: Callable[..., Any], *args: Any) -> Any:
         # fn(handle, *args) while this recorder is open, under the handle's lock; None once

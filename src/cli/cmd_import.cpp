@@ -42,6 +42,10 @@ int run_import(const ImportOptions& opt) {
     print_stderr("stepprof: --rank {} is not below --world-size {}\n", *opt.rank, *opt.world_size);
     return kUsage;
   }
+  if (opt.output == "-") {  // (not stdout: one log per rank; a directory named "-" was made)
+    print_stderr("stepprof: -o - : import writes one log per rank; give a directory\n");
+    return kUsage;
+  }
   ReadOptions ro;
   ro.traces_only = true;
   ro.kineto.rank = opt.rank;

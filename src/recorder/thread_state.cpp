@@ -209,6 +209,7 @@ inline namespace recording {
 
 Status region_exit(RegionId id) noexcept {
   using namespace detail;
+  if (id > kOverflowRegion) id = kOverflowRegion;  // as region_enter() maps an id never registered
   ThreadStateFull* t = this_thread_state();
   const std::uint32_t depth = t->depth;
   if (depth > 0 && (depth > kMaxDepth || t->stack[depth - 1].region == id)) {

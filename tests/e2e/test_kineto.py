@@ -510,6 +510,14 @@ def test_a_world_size_given_for_a_trace_that_has_one_is_used_and_said(tmp_path):
     assert same.returncode == 0 and "distributedInfo says" not in same.stderr
 
 
+def test_import_to_stdout_is_refused_and_makes_nothing(tmp_path):
+    # `-o -` made a directory named "-" and then said nothing was written.
+    r = subprocess.run([BIN, "import", "kineto", str(HTA8), "-o", "-"], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "give a directory" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_import_writes_one_log_per_rank(tmp_path):
     r = run("import", "kineto", *DLRM, "-o", tmp_path)
     assert r.returncode == 0, r.stderr

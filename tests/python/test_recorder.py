@@ -644,6 +644,21 @@ def test_an_interrupted_close_leaves_the_recorder_closed(tmp_path):
     assert rec.close() == {}
 
 
+def test_a_recorder_left_open_at_exit_says_what_was_lost_with_a_daemon_thread_alive(tmp_path):
+    # With a daemon thread alive at exit, the module-level recorder's __del__ never ran
+    # and the message was lost; it is now closed at exit (atexit).
+    code = ("import stepprof, threading, time\n"
+            f"rec = stepprof.Recorder({str(tmp_path / 'r.jsonl')!r}, rank=0, world_size=1, device_timing='off')\n"
+            "threading.Thread(target=lambda: time.sleep(100), daemon=True).start()\n"
+            "rec.end_update(0)\n"
+            "rec.count('after_the_last_update', 1)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "stepprof: a Recorder dropped without close(): the recorder counted 1 error(s)" in r.stderr, r.stderr
+    assert "unwritten_at_close 1" in r.stderr, r.stderr
+
+
 def test_close_on_another_thread_never_raises_into_the_per_update_calls(tmp_path):
     # flush(), end_update() and begin_update() read the handle, then passed it on: a
     # close() in between made them pass 0, and the binding raised ValueError("the
