@@ -793,6 +793,30 @@ TEST_F(ReaderTest, WrongTypeNamesTheFieldAndColumn) {
   EXPECT_NE(e->message.find("expected a number"), std::string::npos);
 }
 
+// A misspelt schema field (`counts` as `count`) was kept as a field of the job's own
+// without a word, and its data was left out of every analysis. Fields of the job's own
+// far from every schema name (`loss`, `lr`) stay silent; each name is said once per file.
+TEST_F(ReaderTest, AMisspeltFieldIsAWarningAndTheJobsOwnFieldsAreNot) {
+  const std::string a = R"({"type": "update", "step": 11, "wall_ms": 5, "count": {"samples": 8}, "loss": 0.5})";
+  const std::string b = R"({"type": "update", "step": 12, "wall_ms": 5, "count": {"samples": 8}, "lr": 0.1,)"
+                        R"( "Wall_MS": 5, "cuda_stream_msx": {"x": 1}, "steps_done": 3})";
+  const auto p = write("typo.jsonl", kConfig + "\n" + a + "\n" + b + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+  std::vector<std::pair<std::uint64_t, std::string>> said;
+  for (const Diagnostic* w : all(Problem::kBadField)) {
+    EXPECT_EQ(w->severity, Severity::kWarning);
+    const auto q = w->message.find('"');
+    said.emplace_back(w->line, w->message.substr(q, w->message.find('?') - q));
+  }
+  EXPECT_EQ(said, (std::vector<std::pair<std::uint64_t, std::string>>{
+                      {2, R"("count" is not in the log schema: a misspelling of "counts")"},
+                      {3, R"("Wall_MS" is not in the log schema: a misspelling of "wall_ms")"},
+                      {3, R"("cuda_stream_msx" is not in the log schema: a misspelling of "cuda_stream_ms")"}}));
+}
+
 TEST_F(ReaderTest, TruncatedFinalLineIsAWarningAndEarlierRecordsCount) {
   const std::string full = update(12);
   const auto p = write("t.jsonl", kConfig + "\n" + update(11) + "\n" + full.substr(0, full.size() / 2));

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <new>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -247,6 +248,7 @@ class FileParser {
     // carry a prefix before the record, and lines of other output, each said once.
     std::uint64_t prefixed = 0, prefixed_first = 0, other = 0;
     std::string prefix_example, other_example;
+    std::set<std::string, std::less<>> extra_seen;  // update fields not in the schema, checked once
     std::vector<std::uint64_t> other_lines;  // the first few
     constexpr std::size_t kOtherLinesNamed = 5;
     std::string cell;  // markdown cell with `\|` unescaped, plus parser padding
@@ -456,6 +458,14 @@ class FileParser {
         }
         case RecordKind::kUpdate: {
           ++records;
+          for (const auto& f : u.extra)  // (a field of the job's own, or a misspelt one: said once per file)
+            if (extra_seen.insert(f.key).second)
+              if (const auto near = schema_field_near(f.key))
+                report(Severity::kWarning, Problem::kBadField, ln, 0,
+                       fmt::format("field \"{}\" is not in the log schema: a misspelling of \"{}\"? It is kept as "
+                                   "a field of the job's own, and its values are not analyzed (said for its first "
+                                   "record in this file)",
+                                   printable(f.key), *near));
           if (mixed_at) {
             ++rejected_after_mix;
             break;

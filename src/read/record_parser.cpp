@@ -1108,6 +1108,28 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
   return true;
 }
 
+std::optional<std::string_view> schema_field_near(std::string_view key) {
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (const std::string_view name : TopKeys::kNames) {
+    if (key.size() + 2 < name.size() || name.size() + 2 < key.size()) continue;
+    // Levenshtein distance, case folded (one row; the names are short).
+    std::array<std::size_t, 40> row{};
+    if (name.size() >= row.size()) continue;
+    for (std::size_t j = 0; j <= name.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= key.size(); ++i) {
+      std::size_t diagonal = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= name.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (lower(key[i - 1]) == lower(name[j - 1]) ? 0 : 1)});
+        diagonal = up;
+      }
+    }
+    if (row[name.size()] <= (name.size() >= 8 ? 2u : 1u)) return name;
+  }
+  return std::nullopt;
+}
+
 RecordParser::RecordParser(NameTable& regions, NameTable& counters)
     : impl_(std::make_unique<Impl>(regions, counters)) {}
 

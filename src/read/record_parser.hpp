@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,12 @@ struct RecordError {
 };
 
 enum class RecordKind { kConfig, kUpdate, kUnknownType, kError };
+
+/// The field of an update record's schema (docs/log-schema.md) that `key`, a field not in
+/// it, looks like a misspelling of: at most one edit (an inserted, deleted or changed
+/// character; two for names of 8 characters or more) away, or equal but for case. None
+/// for a field of the job's own (`loss`, `lr`), which is far from every schema field.
+std::optional<std::string_view> schema_field_near(std::string_view key);
 
 /// Reusable parser: one instance per reading thread. Interns region and counter names
 /// into the tables given at construction (which must outlive it).
