@@ -478,6 +478,20 @@ def test_an_unwritable_stderr_loses_messages_not_the_output(tmp_path):
         assert r.returncode == 2 and "could not be written" in r.stderr, (args, r.returncode, r.stderr)
 
 
+def test_a_lone_straggler_is_not_grouped_with_a_marginally_slower_rank():
+    # A real 4-rank gloo run of the README's workload with rank 2 made 2x slower
+    # (tests/data/gloo-slow-rank2): the report said "2 of 4 ranks are slower throughout:
+    # ranks 0, 2", rank 0 being 8 % slower by its mean over 7 updates, below a fast rank
+    # in half of them. The injected straggler is rank 2 alone.
+    r = run("report", "--format", "json", "--steps", "2:", SRC / "tests/data/gloo-slow-rank2")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    group = report["cross_rank"]["slow_group"]
+    assert group is None or group["slow_ranks"] == [2], group
+    assert report["cross_rank"]["stragglers"] == [2]
+    assert "rank 2 is a straggler" in report["findings"][0]["title"], report["findings"][0]["title"]
+
+
 def test_control_characters_in_names_are_escaped(tmp_path):
     lines = LOG.read_text().splitlines()
     evil = lines[1].replace('"prepare_inputs"', '"evil\\u001b[2J\\u0007x"')
