@@ -817,6 +817,24 @@ TEST_F(ReaderTest, AMisspeltFieldIsAWarningAndTheJobsOwnFieldsAreNot) {
                       {3, R"("cuda_stream_msx" is not in the log schema: a misspelling of "cuda_stream_ms")"}}));
 }
 
+// A config whose last_step is before its first_step was taken as it was: every
+// "stopped early?" and stride check then used a window that cannot be.
+TEST_F(ReaderTest, AWindowThatEndsBeforeItStartsIsAnErrorAndNotUsed) {
+  const std::string config = R"({"type": "config", "rank": 1, "world_size": 4, "first_step": 11, "last_step": 5})";
+  const auto p = write("window.jsonl", config + "\n" + update(11) + "\n" + update(12) + "\n");
+  const Dataset d = read({p});
+  const Diagnostic* e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->severity, Severity::kError);
+  EXPECT_EQ(e->line, 1u);
+  EXPECT_NE(e->message.find("the last step is before the first"), std::string::npos) << e->message;
+  ASSERT_EQ(d.ranks.size(), 1u);
+  ASSERT_TRUE(d.ranks[0].config);
+  EXPECT_FALSE(d.ranks[0].config->first_step);
+  EXPECT_FALSE(d.ranks[0].config->last_step);
+  EXPECT_EQ(d.ranks[0].updates.size(), 2u);
+}
+
 TEST_F(ReaderTest, TruncatedFinalLineIsAWarningAndEarlierRecordsCount) {
   const std::string full = update(12);
   const auto p = write("t.jsonl", kConfig + "\n" + update(11) + "\n" + full.substr(0, full.size() / 2));

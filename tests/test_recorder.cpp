@@ -966,6 +966,19 @@ TEST_F(RecorderTest, AnIdNeverRegisteredIsEnteredAndExitedAlike) {
   EXPECT_EQ(close(&message), Status::kOk) << message;
 }
 
+// A path with a NUL in it opened the part before the NUL, with status ok; and the
+// message of a failed open() stayed in `message` after a later open() that succeeded.
+TEST_F(RecorderTest, APathWithANulIsRefusedAndASuccessfulOpenLeavesNoMessage) {
+  TempLog log("nul-path");
+  std::string message;
+  EXPECT_EQ(open(host_only(log.path + std::string("\0b.jsonl", 8)), &message), Status::kErrArgument);
+  EXPECT_NE(message.find("NUL"), std::string::npos) << message;
+  EXPECT_FALSE(std::filesystem::exists(log.path));
+  EXPECT_EQ(open(host_only(log.path), &message), Status::kOk);
+  EXPECT_EQ(message, "");
+  EXPECT_EQ(close(), Status::kOk);
+}
+
 TEST_F(RecorderTest, DiskFullNeverThrowsAndIsReportedAtClose) {
   Options o = host_only("/dev/full");  // every write fails with ENOSPC
   std::string message;

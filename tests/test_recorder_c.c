@@ -132,8 +132,10 @@ int main(void) {
 
   char info[512];
   size_t needed = 0;
+  memcpy(info, "stale", 6);
   CHECK(stepprof_info_json(rec, info, 4, &needed) == STEPPROF_ERR_ARGUMENT);
   CHECK(needed > 4);
+  CHECK(info[0] == '\0'); /* too small: an empty string, not what was there before */
   CHECK(stepprof_info_json(rec, info, sizeof info, &needed) == STEPPROF_OK);
   CHECK_CONTAINS(info, "\"device_timing\":\"off: disabled by the recorder options\"");
   CHECK_CONTAINS(info, "\"records_written\":3");

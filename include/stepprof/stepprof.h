@@ -90,7 +90,8 @@ int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind);
 /* Copies a JSON description of the open recorder into buf (cap bytes, NUL-terminated):
  * {"path": ..., "run_id": ..., "clock": "tsc"|"steady_clock", "device_timing": ...,
  *  "records_written": n, "errors": {kind: n}}. *needed (if not NULL) gets the length
- * without the NUL; STEPPROF_ERR_ARGUMENT when cap is too small. */
+ * without the NUL; STEPPROF_ERR_ARGUMENT when cap is too small (buf then holds an empty
+ * string when cap > 0). */
 int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* needed);
 
 /* Registers region name `name` once (hashes it), giving the id for enter/exit.

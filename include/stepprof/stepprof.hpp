@@ -175,12 +175,12 @@ inline constexpr bool kEnabled = true;
 /// is not a JSON object, a config field the recorder sets itself (schema, run_id, rank,
 /// world_size, clock, device_timing) is given again, an update record's field (wall_ms,
 /// cpu_call_ms, cuda_stream_ms) is given, a rank outside [0, world_size), an
-/// empty path without a sink (kErrArgument, checked first: also while another recorder
-/// is open); then a recorder is already open (kErrState).
+/// empty path without a sink or one holding a NUL character (kErrArgument, checked
+/// first: also while another recorder is open); then a recorder is already open (kErrState).
 /// kWarnIo: the file could not be opened (the message gives the reason, e.g. a read-only
 /// file system where its directory would be made); the recorder runs anyway, counts every record
-/// it cannot write and says so at close(). `message` (optional) gets a sentence on any
-/// non-kOk status. The calling thread's regions are timed on `cuda_stream`.
+/// it cannot write and says so at close(). `message` (optional) is cleared, and gets a
+/// sentence on any non-kOk status. The calling thread's regions are timed on `cuda_stream`.
 Status open(const Options& options, std::string* message = nullptr) noexcept;
 
 /// Ends optimizer update `step`: (with sync_at_update) waits for the device streams,

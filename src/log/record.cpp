@@ -200,6 +200,15 @@ RunConfig make_config(std::vector<RawField> fields, std::vector<std::string>* pr
                                *c.rank));
     c.rank.reset();
   }
+  // The window the job was to run: a last step before the first (a swapped pair, a typo)
+  // would give every "stopped early?" and stride check a window that cannot be.
+  if (c.first_step && c.last_step && *c.last_step < *c.first_step) {
+    note(problems, fmt::format("config fields \"first_step\" ({}) and \"last_step\" ({}): the last step is before "
+                               "the first; neither is used",
+                               *c.first_step, *c.last_step));
+    c.first_step.reset();
+    c.last_step.reset();
+  }
   if (c.world_size && *c.world_size > kMaxWorldSize) {
     note(problems, fmt::format("config field \"world_size\" is {}, above the {} ranks stepprof reads; it is not used",
                                *c.world_size, kMaxWorldSize));

@@ -234,9 +234,11 @@ int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* ne
     j["errors"] = std::move(e);
     const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (needed) *needed = text.size();
-    if (!buf || cap < text.size() + 1)
+    if (!buf || cap < text.size() + 1) {
+      if (buf && cap > 0) buf[0] = '\0';  // (an empty string, never stale bytes)
       return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_info_json: buffer too small (need " +
                                                   std::to_string(text.size() + 1) + " bytes)");
+    }
     std::memcpy(buf, text.c_str(), text.size() + 1);
     return STEPPROF_OK;
   });

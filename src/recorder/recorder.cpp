@@ -281,6 +281,8 @@ Status Core::open(const Options& o, std::string* message) {
                                           " with world_size " + std::to_string(o.world_size));
   if (o.path.empty() && !o.sink)  // (it was taken, and warned about as a file that cannot be opened)
     return fail(Status::kErrArgument, "the log path is empty (give Options::path, or Options::sink)");
+  if (!o.sink && o.path.find('\0') != std::string::npos)  // (the file opened would be the part before it)
+    return fail(Status::kErrArgument, "the log path contains a NUL character");
 
   // The config record: the recorder's own fields, then the user's.
   namespace s = schema;
@@ -943,6 +945,7 @@ using detail::core;
 using detail::guarded;
 
 Status open(const Options& options, std::string* message) noexcept {
+  if (message) message->clear();  // (not a message of an earlier call)
   return guarded([&] { return core().open(options, message); });
 }
 Status end_update(std::int64_t step) noexcept {
