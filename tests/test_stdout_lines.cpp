@@ -26,6 +26,7 @@ TEST(StdoutLines, KnownPrefixesAreMeasured) {
       {"[pod/train-0/main] 2026-12-03T10:00:00Z ", 40},
       {" 45%|####5     | 9/20 [00:09<00:11,  1.0it/s]\r", 46},  // a progress bar, then the record
       {"\r 45%|####5     | 9/20 [00:09<00:11,  1.0it/s]", 46},  // tqdm: the bar redrawn, the record after it
+      {"100%|##########| 10/10 [00:01<00:00]\r", 37},  // a bar without a rate: no letter in it
   };
   for (const auto& [prefix, length] : cases) EXPECT_EQ(known_prefix_length(prefix + kRecord), length) << prefix;
 }

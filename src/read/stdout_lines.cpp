@@ -157,12 +157,17 @@ std::size_t known_prefix_length(std::string_view line) {
     while (at < line.size() && (line[at] == ' ' || line[at] == '\t')) ++at;
   }
   // A progress bar redrawn with carriage returns (tqdm), then a record on the same line:
-  // the text between holds a carriage return and is other output (a cut record's tail
-  // or a comment mark before the record is not).
+  // the text between holds a carriage return and is other output, or has digits and no
+  // quote or brace (a bar without a letter, `100%|####| 10/10 [00:01<00:00]`); a cut
+  // record's tail, or a comment mark before the record, is not.
   for (std::size_t p = line.find('{', at); p != std::string_view::npos; p = line.find('{', p + 1)) {
     if (!record_starts_at(line, p)) continue;
     const std::string_view between = line.substr(at, p - at);
-    if (between.find('\r') != std::string_view::npos && other_output(trim_blanks(between))) at = p;
+    const std::string_view shown = trim_blanks(between);
+    if (between.find('\r') != std::string_view::npos &&
+        (other_output(shown) || (shown.find_first_of("\"{}") == std::string_view::npos &&
+                                 shown.find_first_of("0123456789") != std::string_view::npos)))
+      at = p;
     break;
   }
   return at;
