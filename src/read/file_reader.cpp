@@ -724,9 +724,14 @@ class FileParser {
                                         "regular file, not from {}: save it to a file, or convert it with "
                                         "`stepprof import kineto {} -o DIR`",
                                         path_ == "-" ? "stdin" : "a pipe", path_)
-                              : "this starts like a PyTorch profiler trace, but no \"traceEvents\" key is in its "
-                                "first 16 MiB, so it is read as neither a trace nor a step log; if it is a trace, "
-                                "convert it with `stepprof import kineto FILE -o DIR`");
+                 : st.st_size <= (off_t{16} << 20)  // (the whole file was looked at)
+                     ? fmt::format("this file ({} bytes) starts like a JSON document but holds neither a step "
+                                   "record (one per line) nor a PyTorch profiler trace's \"traceEvents\": it is "
+                                   "read as neither",
+                                   st.st_size)
+                     : "this starts like a PyTorch profiler trace, but no \"traceEvents\" key is in its "
+                       "first 16 MiB, so it is read as neither a trace nor a step log; if it is a trace, "
+                       "convert it with `stepprof import kineto FILE -o DIR`");
           return;
         }
       }

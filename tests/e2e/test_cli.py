@@ -492,6 +492,17 @@ def test_a_lone_straggler_is_not_grouped_with_a_marginally_slower_rank():
     assert "rank 2 is a straggler" in report["findings"][0]["title"], report["findings"][0]["title"]
 
 
+def test_a_lone_brace_is_not_called_a_profiler_trace(tmp_path):
+    # A 1-byte file "{" was said to start like a PyTorch profiler trace with no
+    # "traceEvents" in its first 16 MiB.
+    f = tmp_path / "brace.jsonl"
+    f.write_text("{")
+    r = run("report", f)
+    assert r.returncode == 3
+    assert "this file (1 bytes) starts like a JSON document but holds neither a step record" in r.stderr, r.stderr
+    assert "16 MiB" not in r.stderr
+
+
 def test_control_characters_in_names_are_escaped(tmp_path):
     lines = LOG.read_text().splitlines()
     evil = lines[1].replace('"prepare_inputs"', '"evil\\u001b[2J\\u0007x"')
