@@ -562,22 +562,7 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
       own.clear();
       for (std::size_t i = 0; i < updates; ++i)
         if (!in_stretch[order[k]][i]) own.push_back((*ranks[order[k]].compute_ms)[i] - fast_median[i]);
-      if (own.empty() || *median(own) < 0.05 * g.fast_ms) {
-        stretch_only.push_back(k);
-        continue;
-      }
-      // And beyond chance, as the group's lead is (kMinT): with two slow ranks the
-      // group's lead is their mean, and a rank 8 % slower by its mean but below a fast
-      // rank in half the updates joined a 2x straggler as "slower throughout" (a 4-rank
-      // gloo job, 7 updates).
-      if (own.size() >= 3) {
-        double s1 = 0, s2 = 0;
-        for (const double d : own) s1 += d;
-        const double mu = s1 / static_cast<double>(own.size());
-        for (const double d : own) s2 += (d - mu) * (d - mu);
-        const double se_own = 1.2533 * std::sqrt(s2 / static_cast<double>(own.size() - 1) / static_cast<double>(own.size()));
-        if (se_own > 0 && *median(own) < kMinT * se_own) return std::nullopt;
-      }
+      if (own.empty() || *median(own) < 0.05 * g.fast_ms) stretch_only.push_back(k);
     }
     if (!stretch_only.empty()) return std::nullopt;
     g.updates = updates;
