@@ -161,6 +161,7 @@ def _finite(value: Any, depth: int = 0) -> Any:
     return value
 
 
+_STATUS_OK = 0
 _STATUS_WARN_IO = 1
 _STATUS_WARN_ERRORS = 2
 _STATUS_ERR_STATE = -2  # open(): another recorder is open in this process
@@ -196,10 +197,13 @@ _MISUSE_LOCK = threading.Lock()  # used_after_close counts of every Recorder (a 
 _OPEN: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
 
 
-@atexit.register
 def _close_at_exit() -> None:
     for rec in list(_OPEN):
         rec._close_dropped()
+
+
+_AT_EXIT_REGISTERED = False  # (registered at the first open, so that the job's exit
+# handlers registered after it, a finish() that calls end_update() and close(), run first)
 
 
 class RecorderWarning(UserWarning):
@@ -345,6 +349,8 @@ class Recorder:
         # runs on the main thread between two bytecodes of whatever call it interrupted,
         # which may hold the lock; with a plain Lock the job hung there for good.
         self._handle_lock = threading.RLock()
+        self._in_call = 0  # calls in progress that hold the handle (under the lock)
+        self._deferred_close = 0  # a handle close() let go of during such a call
         self._close_called = False
         self._errors_at_close: dict[str, int] = {}
         self._misuse: dict[str, int] = {}  # already_open, used_after_close
@@ -407,6 +413,10 @@ class Recorder:
                           "(counted as already_open in its errors)")
             return
         self._handle = handle
+        global _AT_EXIT_REGISTERED
+        if not _AT_EXIT_REGISTERED:
+            _AT_EXIT_REGISTERED = True
+            atexit.register(_close_at_exit)
         _OPEN.add(self)
         try:
             self._info_at_open = json.loads(_core.info_json(handle))
@@ -684,14 +694,29 @@ class Recorder:
             # raised as close() returns (it may wait up to a second for a pipe's reader)
             # leaves a closed recorder, not a half-closed one that raises.
             handle, self._handle = self._handle, 0
+            if self._in_call:
+                # A signal handler on this thread (SIGTERM on preemption) interrupted a
+                # call that holds the handle: that call closes it as it returns, so that
+                # the handle outlives it (closed under it, it was freed memory).
+                self._deferred_close = handle
+                return {}
+            errors = self._finish_close(handle)
+        return errors
+
+    def _finish_close(self, handle: int) -> dict[str, int]:
+        # The C ABI's close of `handle` (already let go of), under the handle's lock; what
+        # it counted is kept for `errors` and `info`, and warned about.
+        status, message, errors = _STATUS_OK, "", {}
+        try:
             try:
                 self._info_at_close = json.loads(_core.info_json(handle))
             except Exception:  # noqa: BLE001 - only info; close anyway
                 self._info_at_close = None
+        finally:  # (closed even when an interrupt lands before it)
             status, message, errors = _core.close(handle)
-        self._errors_at_close = dict(errors)
-        if self._info_at_close is not None:
-            self._info_at_close["errors"] = dict(errors)
+            self._errors_at_close = dict(errors)
+            if self._info_at_close is not None:
+                self._info_at_close["errors"] = dict(errors)
         if status == _STATUS_WARN_ERRORS:
             _warn_in_loop(message)
         return dict(errors)
@@ -721,7 +746,9 @@ class Recorder:
         try:
             handle, self._handle = self._handle, 0
             if handle:
-                status, message, _ = _core.close(handle)
+                self._close_called = True  # (as close(): later calls are counted, and warned about)
+                status, message, errors = _core.close(handle)
+                self._errors_at_close = dict(errors)
                 if status == _STATUS_WARN_ERRORS and sys.stderr is not None:
                     said = message[len("stepprof: "):] if message.startswith("stepprof: ") else message
                     sys.stderr.write(f"stepprof: a Recorder dropped without close(): {said}\n")
@@ -737,13 +764,14 @@ class Recorder:
         with self._handle_lock:
             handle = self._handle
             if handle:
+                self._in_call += 1
                 try:
                     return fn(handle, *args)
-                except RuntimeError:
-                    # Closed in between by a signal handler on this thread (the lock is
-                    # reentrant): as a call after close(), not an error into the job.
-                    if self._handle == handle:
-                        raise
+                finally:
+                    self._in_call -= 1
+                    if not self._in_call and self._deferred_close:
+                        deferred, self._deferred_close = self._deferred_close, 0
+                        self._finish_close(deferred)  # (close() from a signal handler in the call)
         if call is not None:
             self._misused(call)
         return None

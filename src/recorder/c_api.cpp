@@ -24,7 +24,7 @@ using stepprof::Status;
 thread_local std::string t_last_error;
 std::atomic<std::uint64_t> g_generation{0};
 std::atomic<std::uint64_t> g_open_generation{0};  // 0: none open through the C ABI
-std::atomic<stepprof_recorder*> g_open_handle{nullptr};  // compared with, never dereferenced
+std::atomic<stepprof_recorder*> g_open_handle{nullptr};  // the open handle (valid() compares with it first)
 
 int status(Status s) { return static_cast<int>(s); }
 
@@ -67,8 +67,12 @@ int checked(Status s, const char* call) {
   }
 }
 
+// A handle closed already is freed: it is compared with the open one before it is read
+// (a stale handle passed after stepprof_close, e.g. by a Python call that a signal handler
+// closing the recorder interrupted, read freed memory).
 bool valid(const stepprof_recorder* rec) {
-  return rec && rec->generation != 0 && rec->generation == g_open_generation.load(std::memory_order_acquire);
+  return rec && rec == g_open_handle.load(std::memory_order_acquire) && rec->generation != 0 &&
+         rec->generation == g_open_generation.load(std::memory_order_acquire);
 }
 
 // Parses options_json into `o`; returns "" or what is wrong.

@@ -659,6 +659,43 @@ def test_a_recorder_left_open_at_exit_says_what_was_lost_with_a_daemon_thread_al
     assert "unwritten_at_close 1" in r.stderr, r.stderr
 
 
+def test_a_close_inside_a_call_waits_for_the_call_and_an_interrupted_close_still_closes(tmp_path):
+    # (1) A signal handler's close() between `handle = self._handle` and the C call (a
+    # reviewer drove it there with a trace function): the handle was freed under the
+    # call (valgrind: an invalid read in the C ABI's handle check). Here close() runs
+    # inside the call as such a handler would; the call must still get a live handle.
+    log = tmp_path / "deferred.jsonl"
+    rec = stepprof.Recorder(str(log), rank=0, world_size=1, device_timing="off")
+    rec.end_update(0)
+
+    def call_interrupted_by_a_handler(handle, step):
+        assert rec.close() == {}  # (carried out when the call returns)
+        return stepprof._core.end_update(handle, step)
+
+    assert rec._with_handle("end_update", call_interrupted_by_a_handler, 1) == 0
+    assert rec.closed
+    assert [json.loads(l)["type"] for l in log.read_text().splitlines()] == ["config", "update", "update"]
+    # (2) An interrupt before the C close (while close() reads the recorder's info) left it
+    # never closed: every later Recorder of the process was refused as already_open.
+    rec = stepprof.Recorder(str(tmp_path / "a.jsonl"), rank=0, world_size=1, device_timing="off")
+    real_info = stepprof._core.info_json
+
+    def interrupted(handle):
+        raise KeyboardInterrupt
+
+    stepprof._core.info_json = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rec.close()
+    finally:
+        stepprof._core.info_json = real_info
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (an already_open warning would raise)
+        again = stepprof.Recorder(str(tmp_path / "b.jsonl"), rank=0, world_size=1, device_timing="off")
+    assert not again.closed
+    again.close()
+
+
 def test_close_on_another_thread_never_raises_into_the_per_update_calls(tmp_path):
     # flush(), end_update() and begin_update() read the handle, then passed it on: a
     # close() in between made them pass 0, and the binding raised ValueError("the
