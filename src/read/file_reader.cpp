@@ -460,8 +460,8 @@ class FileParser {
           ++records;
           for (const auto& f : u.extra)  // (a field of the job's own, or a misspelt one: said once per file)
             if (extra_seen.insert(f.key).second)
-              if (const auto near = schema_field_near(f.key))
-                report(Severity::kWarning, Problem::kBadField, ln, 0,
+              if (const auto near = schema_field_near(f.key, f.json))
+                report(Severity::kNote, Problem::kBadField, ln, 0,
                        fmt::format("field \"{}\" is not in the log schema: a misspelling of \"{}\"? It is kept as "
                                    "a field of the job's own, and its values are not analyzed (said for its first "
                                    "record in this file)",

@@ -33,10 +33,13 @@ struct RecordError {
 enum class RecordKind { kConfig, kUpdate, kUnknownType, kError };
 
 /// The field of an update record's schema (docs/log-schema.md) that `key`, a field not in
-/// it, looks like a misspelling of: at most one edit (an inserted, deleted or changed
-/// character; two for names of 8 characters or more) away, or equal but for case. None
-/// for a field of the job's own (`loss`, `lr`), which is far from every schema field.
-std::optional<std::string_view> schema_field_near(std::string_view key);
+/// it whose value is `value_json`, looks like a misspelling of: a schema field of 5 or
+/// more characters whose value is of the same kind (object, array, number, string), at
+/// most one edit (an inserted, deleted or changed character; two for names of 8
+/// characters or more) away, case folded. None for a field of the job's own far from
+/// every schema field (`loss`, `lr`), short (`steps`), or of another kind
+/// (`cuda_stream_id`: 3).
+std::optional<std::string_view> schema_field_near(std::string_view key, std::string_view value_json);
 
 /// Reusable parser: one instance per reading thread. Interns region and counter names
 /// into the tables given at construction (which must outlive it).
