@@ -839,6 +839,20 @@ TEST_F(ReaderTest, AWindowThatEndsBeforeItStartsIsAnErrorAndNotUsed) {
   EXPECT_EQ(d.ranks[0].updates.size(), 2u);
 }
 
+// A logger's prefix before each record, and a lost newline between two of them:
+// `{rec}INFO:root:{rec}`. The first record, glued to the second's prefix, was skipped as
+// "cut short by another".
+TEST_F(ReaderTest, ARecordFollowedByTheNextOnesPrefixOnItsLineIsRead) {
+  const auto p = write("logger.jsonl", kConfig + "\nINFO:root:" + update(11) + "INFO:root:" + update(12) + "\n" +
+                                           "INFO:root:" + update(13) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  EXPECT_EQ(diag_.count(Problem::kJoinedRecords), 1u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  ASSERT_EQ(d.ranks[0].updates.size(), 3u);
+  EXPECT_EQ(d.ranks[0].updates[1].step, 12);
+}
+
 TEST_F(ReaderTest, TruncatedFinalLineIsAWarningAndEarlierRecordsCount) {
   const std::string full = update(12);
   const auto p = write("t.jsonl", kConfig + "\n" + update(11) + "\n" + full.substr(0, full.size() / 2));

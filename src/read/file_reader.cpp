@@ -548,9 +548,30 @@ class FileParser {
       for (std::size_t next; !out_.stopped && (next = next_record_start(text)) != std::string_view::npos;) {
         const std::string_view piece = trim(text.substr(0, next));
         const std::uint64_t next_column = col_offset + next + 1;
-        const bool text_before = !piece.empty() && piece.front() != '{' &&
-                                 (other_output(piece) || piece.find_first_of("\"{}") == std::string_view::npos);
-        const auto kind = text_before ? RecordKind::kError : parser.parse(piece, cfg_fields, u, unknown_type, rerr);
+        auto prefix_like = [](std::string_view t) {
+          return !t.empty() && t.front() != '{' && (other_output(t) || t.find_first_of("\"{}") == std::string_view::npos);
+        };
+        std::string_view piece_read = piece;
+        const bool text_before = prefix_like(piece);
+        auto kind = text_before ? RecordKind::kError : parser.parse(piece, cfg_fields, u, unknown_type, rerr);
+        if (kind == RecordKind::kError && !text_before) {
+          // A whole record, then the next one's prefix (`{...}INFO:root:{...}`): the record
+          // is read and the text after it counted as that prefix.
+          const std::size_t end = piece.rfind('}');
+          if (end != std::string_view::npos && prefix_like(trim(piece.substr(end + 1)))) {
+            const std::string_view whole = piece.substr(0, end + 1);
+            if (const auto k = parser.parse(whole, cfg_fields, u, unknown_type, rerr); k != RecordKind::kError) {
+              kind = k;
+              piece_read = whole;
+              if (prefixed++ == 0) {
+                prefixed_first = ln;
+                prefix_example = printable(trim(piece.substr(end + 1)).substr(0, 48));
+              }
+            } else {  // (the error said is the whole piece's, as before)
+              (void)parser.parse(piece, cfg_fields, u, unknown_type, rerr);
+            }
+          }
+        }
         if (text_before) {
           if (prefixed++ == 0) {
             prefixed_first = ln;
@@ -566,7 +587,7 @@ class FileParser {
           report(Severity::kWarning, Problem::kJoinedRecords, ln, next_column,
                  "another record starts here, on the same line as the one before (a lost newline: two processes "
                  "writing to one file?); both are read");
-          take(kind, piece, col_offset, ln, line, true);
+          take(kind, piece_read, col_offset, ln, line, true);
         }
         col_offset += next;
         text.remove_prefix(next);
