@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,7 +49,14 @@ ssize_t without_write_signals(Write&& write) noexcept {
   const ssize_t n = write();
   const int saved = errno;
   if (masked) {
-    const int raised = n >= 0 ? 0 : saved == EPIPE && !pipe_pending ? SIGPIPE : saved == EFBIG && !fsize_pending ? SIGXFSZ : 0;
+    // (EFBIG also comes from a file system's own size limit, without a signal: SIGXFSZ is
+    // taken back only under a process limit, so that one the job was sent stays.)
+    rlimit fsize{};
+    const bool fsize_limited = saved == EFBIG && ::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY;
+    const int raised = n >= 0                                      ? 0
+                       : saved == EPIPE && !pipe_pending            ? SIGPIPE
+                       : fsize_limited && !fsize_pending            ? SIGXFSZ
+                                                                    : 0;
     if (raised != 0) {
       sigset_t one;
       sigemptyset(&one);
