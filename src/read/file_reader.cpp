@@ -525,6 +525,14 @@ class FileParser {
         }
       }
     };
+    // A prefix before a record at line `ln` (a launcher's, a logger's, a progress bar):
+    // counted, and said once for the file with the first as its example.
+    auto note_prefix = [&](std::string_view prefix, std::uint64_t ln) {
+      if (prefixed++ == 0) {
+        prefixed_first = ln;
+        prefix_example = printable(trim(prefix).substr(0, 48));
+      }
+    };
     // Other output of the job (a print, a progress bar) at line `ln`: counted, and said
     // once for the file (one warning per line under --strict).
     auto note_other = [&](std::string_view text, std::uint64_t ln, std::uint64_t col_offset) {
@@ -563,20 +571,14 @@ class FileParser {
             if (const auto k = parser.parse(whole, cfg_fields, u, unknown_type, rerr); k != RecordKind::kError) {
               kind = k;
               piece_read = whole;
-              if (prefixed++ == 0) {
-                prefixed_first = ln;
-                prefix_example = printable(trim(piece.substr(end + 1)).substr(0, 48));
-              }
+              note_prefix(piece.substr(end + 1), ln);
             } else {  // (the error said is the whole piece's, as before)
               (void)parser.parse(piece, cfg_fields, u, unknown_type, rerr);
             }
           }
         }
         if (text_before) {
-          if (prefixed++ == 0) {
-            prefixed_first = ln;
-            prefix_example = printable(piece.substr(0, 48));
-          }
+          note_prefix(piece, ln);
         } else if (kind == RecordKind::kError) {
           report(Severity::kError, rerr.problem, ln, rerr.column ? col_offset + rerr.column : 0,
                  fmt::format("{}: the record is cut short by another that starts at column {} of the same line (the "
@@ -806,10 +808,7 @@ class FileParser {
         // before the line, then a record or other output of the job.
         if (const std::size_t at = known_prefix_length(text); at > 0 && at < text.size()) {
           const std::string_view rest = trim(text.substr(at));
-          if (!rest.empty() && rest.front() == '{' && !rest.starts_with("{'") && prefixed++ == 0) {
-            prefixed_first = ln;
-            prefix_example = printable(trim(text.substr(0, at)).substr(0, 48));
-          }
+          if (!rest.empty() && rest.front() == '{' && !rest.starts_with("{'")) note_prefix(text.substr(0, at), ln);
           col_offset += static_cast<std::uint64_t>(rest.data() - text.data());
           text = rest;
           if (text.empty()) continue;

@@ -1113,18 +1113,19 @@ std::optional<std::string_view> schema_field_near(std::string_view key, std::str
   // ('{'), an array ('['), a number ('0') or a string ('"'). A field of another kind is
   // the job's own (`wall_s`: 1.5 is near `wall_ms` and a number; `cuda_stream_id`: 3 is
   // not a map of regions).
-  static constexpr std::array<std::pair<std::string_view, char>, TopKeys::kCount> kKinds = {{
-      {s::kType, '"'},           {s::kRank, '0'},           {s::kStep, '0'},         {s::kWallMs, '0'},
-      {s::kCudaStreamMs, '{'},   {s::kCpuCallMs, '{'},      {s::kCalls, '{'},        {s::kParents, '{'},
-      {s::kCounts, '{'},         {s::kFrameHistogram, '{'}, {s::kInputShapes, '{'},  {s::kSampleIndices, '['},
-      {s::kPaddingFraction, '0'}, {s::kRecorderErrors, '{'}, {s::kMicrobatches, '['}}};
+  // (In the order of TopKeys::kNames: type, rank, step, wall_ms, cuda_stream_ms,
+  // cpu_call_ms, calls, parents, counts, frame_histogram, input_shapes, sample_indices,
+  // padding_fraction, recorder_errors, microbatches.)
+  static constexpr std::array<char, TopKeys::kCount> kKinds = {'"', '0', '0', '0', '{', '{', '{', '{',
+                                                               '{', '{', '{', '[', '0', '{', '['};
   const std::size_t first = value_json.find_first_not_of(" \t");
   if (first == std::string_view::npos) return std::nullopt;
   const char c = value_json[first];
   const char kind = c == '{' || c == '[' || c == '"' ? c : (c == '-' || (c >= '0' && c <= '9')) ? '0' : '?';
   auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; };
-  for (const auto& [name, name_kind] : kKinds) {
-    if (name_kind != kind || name.size() < 5) continue;  // (short names: `steps`, `ranks` are a job's own)
+  for (std::size_t k = 0; k < TopKeys::kCount; ++k) {
+    const std::string_view name = TopKeys::kNames[k];
+    if (kKinds[k] != kind || name.size() < 5) continue;  // (short names: `steps`, `ranks` are a job's own)
     if (key.size() + 2 < name.size() || name.size() + 2 < key.size()) continue;
     // Levenshtein distance, case folded (one row; the names are short).
     std::array<std::size_t, 40> row{};
