@@ -55,8 +55,15 @@ void install_interrupt_handler() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  // SIGHUP: a closed terminal or dropped ssh session stops the command the same clean way
+  // (its default action ended it without a word and left a half-written output's
+  // temporary file). A signal ignored when the command started stays ignored: `nohup`
+  // ignores SIGHUP, and a shell ignores SIGINT for a command it runs in the background.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &sa, nullptr);
+  }
 }
 
 void arm_exit_on_interrupt() {

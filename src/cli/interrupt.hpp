@@ -1,4 +1,5 @@
-// Ctrl-C for long-running subcommands: the first SIGINT (or SIGTERM) sets a flag that
+// Ctrl-C for long-running subcommands: the first SIGINT (or SIGTERM, or SIGHUP when the
+// terminal closes) sets a flag that
 // readers and writers poll, so the command stops cleanly, removes partial output and
 // exits with status 130 (128 + SIGINT, as shells report a command killed by Ctrl-C).
 // A second signal, 100 ms or more after the first, ends the process at once with the
@@ -18,7 +19,7 @@ inline constexpr int kInterrupted = 130;
 /// Installs the handler (idempotent).
 void install_interrupt_handler();
 
-/// True once SIGINT or SIGTERM arrived.
+/// True once SIGINT, SIGTERM or SIGHUP arrived.
 [[nodiscard]] bool interrupted();
 
 /// From now until disarm_exit_on_interrupt(), an interrupt ends the process at once with

@@ -312,7 +312,7 @@ def test_ctrl_c_while_the_output_blocks_on_a_pipe_ends_at_once(tmp_path):
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, and never read past the pipe's buffer
     try:
         proc = subprocess.Popen([BIN, "trace", tmp_path / "logs", "-o", fifo], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
         time.sleep(2.0)
         assert proc.poll() is None, proc.communicate()
         sent = time.monotonic()
@@ -350,24 +350,60 @@ def test_an_earlier_runs_logs_that_would_stay_are_refused(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
-def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path):
-    import signal
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path, sig):
+    # SIGHUP (the terminal closed) used to end the command with 129 and no word.
     import time
     manifest, _ = synth(tmp_path, "--ranks", 1, "--updates", 50)
     lines = Path(manifest["files"][0]).read_text()
     out = tmp_path / "report.json"
-    # stdin stays open: the reader waits for more input until Ctrl-C arrives.
+    # stdin stays open: the reader waits for more input until the signal arrives.
     proc = subprocess.Popen([BIN, "report", "--format", "json", "-o", out, "-"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     proc.stdin.write(lines)
     proc.stdin.flush()
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline and not sigint_caught(proc.pid):
+        time.sleep(0.005)
+    proc.send_signal(signal_number(sig))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert not out.exists()
     assert not list(tmp_path.glob("report.json.tmp-*"))
+
+
+def test_a_hangup_ignored_at_start_stays_ignored(tmp_path):
+    # `nohup stepprof ...`: the terminal closing must not stop the command.
+    import signal
+    import time
+    manifest, _ = synth(tmp_path, "--ranks", 1, "--updates", 50)
+    lines = Path(manifest["files"][0]).read_text()
+    out = tmp_path / "report.json"
+    proc = subprocess.Popen([BIN, "report", "--format", "json", "-o", out, "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: (default_signals(), signal.signal(signal.SIGHUP, signal.SIG_IGN)))
+    proc.stdin.write(lines)
+    proc.stdin.flush()
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline and not sigint_caught(proc.pid):
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    _, err = proc.communicate(timeout=60)  # (closes stdin: the end of the input, the report is written)
+    assert proc.returncode == 0, err
+    assert json.loads(out.read_text())["run"]["updates"] == 50
+
+
+def default_signals():
+    """preexec_fn: SIGINT, SIGTERM and SIGHUP at their default action, as a command run from
+    a terminal has them. stepprof leaves a signal that was ignored when it started ignored
+    (`nohup`, a shell's background job), and a test runner may itself run with SIGINT
+    ignored, which its children inherit."""
+    import signal
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def sigint_caught(pid):
@@ -398,7 +434,7 @@ def test_an_interrupt_delivered_twice_still_stops_cleanly(tmp_path):
     for gap_s in (0.0, 0.002, 0.02):
         out = tmp_path / f"report-{gap_s}.json"
         proc = subprocess.Popen([BIN, "report", "--format", "json", "-o", out, tmp_path / "logs"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
         # Once the handler is installed (SigCgt in /proc: a fixed wait was too short under
         # AddressSanitizer, whose start is slower, and the default action killed it), and
         # while it reads (8 x 6,000 updates take longer).
@@ -426,7 +462,7 @@ def test_ctrl_c_during_the_analyses_ends_at_once_with_status_130(tmp_path):
     out = tmp_path / "whatif.txt"
     # 100,000 bootstrap replicates: seconds of analysis after a read of milliseconds.
     proc = subprocess.Popen([BIN, "whatif", "no-padding", "--bootstrap", "100000", "-o", out, tmp_path / "logs"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     time.sleep(1.0)
     assert proc.poll() is None, "the analysis ended before the test could interrupt it"
     sent = time.monotonic()
@@ -1058,7 +1094,7 @@ def test_an_interrupted_synth_leaves_no_directory_it_made(tmp_path):
     out = tmp_path / "new" / "logs"
     manifest = tmp_path / "made" / "manifest.json"
     proc = subprocess.Popen([BIN, "synth", "-o", out, "--ranks", "2", "--updates", "2000000", "--manifest", manifest],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     deadline = time.monotonic() + 60
     while not (out.is_dir() and any(out.iterdir())) and time.monotonic() < deadline:
         time.sleep(0.01)  # until the first log is being written
@@ -1093,7 +1129,7 @@ def test_synth_ctrl_c_is_seen_before_any_file_is_written(tmp_path):
     import time
     # (--gzip: 93 GB of plain logs would be refused up front, for want of disk space.)
     proc = subprocess.Popen([BIN, "synth", "-o", str(tmp_path / "logs"), "--ranks", "2", "--updates", "20000000", "--gzip"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     deadline = time.monotonic() + 30
     while not sigint_caught(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
