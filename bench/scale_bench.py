@@ -14,7 +14,7 @@ In one session it
 
 Usage (from the repository root, after `cmake --build --preset release`):
   /usr/bin/python3 bench/scale_bench.py                      # the full run (several minutes)
-  /usr/bin/python3 bench/scale_bench.py --ranks 4 --updates 200 --check-only   # what CTest runs
+  /usr/bin/python3 bench/scale_bench.py --ranks 6 --updates 300 --check-only   # what CTest runs
 Exit status: 0 when both agree (and, without --check-only, always prints the figures);
 1 when they disagree; 2 on a usage or run error.
 """

@@ -434,8 +434,9 @@ class FileParser {
           } else if (run_identity(cfg) != run_identity(*(*cur_config))) {
             // Another run appended (an elastic job restarted with another world size): its
             // records are read as its own, and the merge keeps the run most ranks have. A
-            // warning: a restart is not bad input (the merge says which records it skips).
-            report(Severity::kWarning, Problem::kMixedRuns, ln, 0,
+            // note: a restart is not bad input, and the merge warns of the records it skips
+            // (a warning here too said the same line twice).
+            report(Severity::kNote, Problem::kMixedRuns, ln, 0,
                    fmt::format("a second config record ({}) differs from the one at line {} in its run "
                                "settings ({}): this file mixes runs (a job restarted with other settings and "
                                "appended?); the records after it are read as that run's, and only one run is "
