@@ -992,9 +992,13 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         NameTable::Id id = 0;
         if (auto e = f.error()) { ok = c.fail_json(e, nullptr, "in counts"); break; }
         od::field&& counter = std::move(f).value_unsafe();
-        if (auto e = key_id(counter_keys_, counter, counters_, id)) { ok = c.fail_json(e, nullptr, "in counts"); break; }
+        // (The key's position is taken before key_id: unescaping a key consumes it, and
+        // simdjson leaves key() undefined after that. A name with an escape over
+        // kMaxNameBytes read it there; found by fuzz_log.)
+        const char* key_at = counter.key().raw() - 1;
+        if (auto e = key_id(counter_keys_, counter, counters_, id)) { ok = c.fail_json(e, key_at, "in counts"); break; }
         if (const auto name = counters_.name(id); name.empty() || name.size() > kMaxNameBytes) {
-          ok = c.fail(Problem::kBadField, counter.key().raw() - 1, bad_name(name, "counts"));
+          ok = c.fail(Problem::kBadField, key_at, bad_name(name, "counts"));
           break;
         }
         if (id >= counter_seen_.size()) counter_seen_.resize(id + 1, 0);
