@@ -712,6 +712,32 @@ TEST_F(ReaderTest, UpdatesWithoutAWallTimeAreNamed) {
       << z->message;
 }
 
+TEST_F(ReaderTest, RegionTimesFarBeyondTheirUpdateAreNamed) {
+  // A device time of 9.9e11 ms (in a 100 ms update) gave the region a share of the update
+  // of 321,121,927 % without a word.
+  const auto at = [](int step, double fwd_device, double bwd_host) {
+    return R"({"type": "update", "rank": 1, "step": )" + std::to_string(step) +
+           R"(, "wall_ms": 100, "cuda_stream_ms": {"fwd": )" + std::to_string(fwd_device) +
+           R"(}, "cpu_call_ms": {"bwd": )" + std::to_string(bwd_host) + "}}";
+  };
+  // 100x the update (10,000 ms) is not beyond it; 10,001 ms is, on either clock.
+  const auto p = write("beyond.jsonl", kConfig + "\n" + at(1, 40, 10000) + "\n" + at(2, 10001, 50) + "\n" +
+                                           at(3, 9.9e11, 20001) + "\n" + at(4, 40, 50) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 4u);  // used as written
+  ASSERT_EQ(diag_.count(Problem::kRegionBeyondUpdate), 1u);
+  const Diagnostic* w = first(Problem::kRegionBeyondUpdate);
+  EXPECT_EQ(w->severity, Severity::kWarning);
+  EXPECT_EQ(w->line, 4u);  // the largest relative to its update: step 3's fwd
+  EXPECT_TRUE(w->message.starts_with("3 region time(s) in 2 update(s) are over 100x their update's wall_ms; the "
+                                     "largest: fwd's device time 9.9e+11 ms in step 3 of rank 1 is 9.9e+09x the "
+                                     "update's 100 ms"))
+      << w->message;
+  // The bundled real log has none.
+  read({kRealLog});
+  EXPECT_EQ(diag_.count(Problem::kRegionBeyondUpdate), 0u);
+}
+
 TEST_F(ReaderTest, DirectoriesBeyondTheDepthOrBehindALinkAreNoted) {
   // Files five levels down were skipped without a word.
   std::filesystem::path deep = dir_ / "logs";

@@ -42,6 +42,7 @@ enum class Problem : std::uint8_t {
   kSeveralRanks,     ///< one file holds several ranks' logs (a log shipper's stream); each record is its rank's
   kLinePrefix,       ///< records after a prefix on their line (torchrun's [rank3]:, srun --label, a log collector's timestamp)
   kOtherOutput,      ///< lines that hold no record (a job's stdout: prints, progress bars, library messages)
+  kRegionBeyondUpdate,  ///< region times far above their update's wall_ms (a unit error or a corrupt value)
   kCount_,
 };
 

@@ -29,6 +29,7 @@ std::string_view code_name(Problem p) {
     case Problem::kSeveralRanks: return "several-ranks";
     case Problem::kLinePrefix: return "line-prefix";
     case Problem::kOtherOutput: return "other-output";
+    case Problem::kRegionBeyondUpdate: return "region-beyond-update";
     case Problem::kCount_: break;
   }
   return "unknown";

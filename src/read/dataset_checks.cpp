@@ -106,6 +106,45 @@ void check_zero_wall_time(const Dataset& data, Diagnostics& diag) {
                            zero, all, first->step)});
 }
 
+void check_region_times(const Dataset& data, Diagnostics& diag) {
+  std::uint64_t over = 0, updates_over = 0;
+  const UpdateRecord* worst = nullptr;
+  const RegionSample* worst_sample = nullptr;
+  bool worst_device = false;
+  double worst_ratio = 0;
+  for (const auto& rank : data.ranks)
+    for (const auto& u : rank.updates) {
+      if (!(u.wall_ms > 0)) continue;
+      const double limit = kRegionBeyondUpdateFactor * u.wall_ms;
+      bool any = false;
+      for (const auto& s : u.regions)
+        for (const bool device : {true, false}) {
+          const auto ms = device ? s.device_ms : s.host_ms;
+          if (!ms || !(*ms > limit)) continue;
+          ++over;
+          any = true;
+          if (const double ratio = *ms / u.wall_ms; ratio > worst_ratio) {
+            worst_ratio = ratio;
+            worst = &u;
+            worst_sample = &s;
+            worst_device = device;
+          }
+        }
+      updates_over += any ? 1 : 0;
+    }
+  if (!worst) return;
+  const double ms = *(worst_device ? worst_sample->device_ms : worst_sample->host_ms);
+  diag.report({Severity::kWarning, Problem::kRegionBeyondUpdate, data.files[worst->source.file], worst->source.line, 0,
+               fmt::format("{} region time(s) in {} update(s) are over {:g}x their update's wall_ms; the largest: "
+                           "{}'s {} time {:.6g} ms in step {}{} is {:.3g}x the update's {:.6g} ms (a value in another "
+                           "unit, such as ns written as ms, or a corrupt one?); the figures use them as written, so "
+                           "that region's share of the update, mean and max are dominated by them",
+                           over, updates_over, kRegionBeyondUpdateFactor, data.regions.name(worst_sample->region),
+                           worst_device ? "device" : "host", ms, worst->step,
+                           worst->rank ? fmt::format(" of rank {}", *worst->rank) : std::string(), worst_ratio,
+                           worst->wall_ms)});
+}
+
 void check_token_counters(const Dataset& data, Diagnostics& diag) {
   // (A log without token_slots at all, e.g. packed sequences, has no padding to check.)
   const auto valid_id = data.counters.find(schema::counter::kValidTokens);
@@ -140,6 +179,7 @@ void check_token_counters(const Dataset& data, Diagnostics& diag) {
 void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_one_off_names(data, diag);
   check_zero_wall_time(data, diag);
+  check_region_times(data, diag);
   check_token_counters(data, diag);
 }
 

@@ -1,6 +1,6 @@
 // Checks on the whole dataset after reading, for logs that are valid record by record but
 // not as a whole: names made with the step number in them, updates without a wall time,
-// token counters that contradict each other.
+// region times far beyond their update's, token counters that contradict each other.
 #pragma once
 
 #include "stepprof/dataset.hpp"
@@ -31,6 +31,19 @@ void check_zero_wall_time(const Dataset& data, Diagnostics& diag);
 /// not recorded); analyze_padding leaves such updates out. Nothing when no update has
 /// token_slots or none has valid_tokens. Counts them and names the first.
 void check_token_counters(const Dataset& data, Diagnostics& diag);
+
+/// A region time above this many times its update's wall_ms is reported by
+/// check_region_times. (A region entered on several threads at once sums their host time,
+/// and device work can finish after its update's end, so a region may exceed its update;
+/// by 100x only a value in another unit, e.g. ns written as ms, or a corrupt one does.)
+inline constexpr double kRegionBeyondUpdateFactor = 100;
+
+/// Reports one Problem::kRegionBeyondUpdate warning when region times (host or device)
+/// exceed kRegionBeyondUpdateFactor x their update's wall_ms (updates with wall_ms 0 are
+/// check_zero_wall_time's). The figures use them as written: one such value dominates its
+/// region's share of the update, mean and max. Counts them and names the largest
+/// relative to its update (region, clock, step, rank, both times).
+void check_region_times(const Dataset& data, Diagnostics& diag);
 
 /// Every check above.
 void check_dataset(const Dataset& data, Diagnostics& diag);
