@@ -109,6 +109,10 @@ struct Manifest {
   std::int64_t background_fallback_updates = 0;
 };
 
+/// The name of rank `rank`'s log among `ranks` in generate's directory: `rank<N>.jsonl`,
+/// N zero-padded to the digits of ranks - 1 (rank07 of 16), `.jsonl.gz` with `gzip`.
+std::string log_file_name(std::int64_t rank, std::int64_t ranks, bool gzip);
+
 /// Writes one log per rank into `dir` (created if missing) as `rank<N>.jsonl`
 /// (zero-padded, so names sort in rank order), or `.jsonl.gz` with `gzip`.
 /// `threads` files are written at once (0: one per hardware thread). `cancelled`, if

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <utility>
 
 #include <sys/resource.h>
 
@@ -116,6 +117,38 @@ std::optional<std::uint64_t> available_memory_bytes() {
   return least;
 }
 
+// The paths of the manifest and of the logs' directory, made absolute and with the links
+// of their existing part resolved (neither need exist yet); empty on an error.
+std::pair<std::filesystem::path, std::filesystem::path> manifest_and_dir(const SynthOptions& opt) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path m = fs::weakly_canonical(fs::absolute(opt.manifest, ec), ec);
+  if (ec) return {};
+  fs::path d = fs::weakly_canonical(fs::absolute(opt.dir, ec), ec);
+  if (ec) return {};
+  return {m, d};
+}
+
+// True when --manifest is the logs' directory itself.
+bool names_dir(const SynthOptions& opt) {
+  const auto [m, d] = manifest_and_dir(opt);
+  return !m.empty() && m == d;
+}
+
+// True when --manifest is the logs' directory or one of the logs this run writes: the
+// manifest, written last, would replace that log (which `report` then lists as
+// stepprof's own output, not a log: a rank silently gone).
+bool manifest_names_a_log(const SynthOptions& opt) {
+  const auto [m, d] = manifest_and_dir(opt);
+  if (m.empty()) return false;
+  if (m == d) return true;
+  if (m.parent_path() != d) return false;
+  const std::string name = m.filename().string();
+  for (std::int64_t r = 0; r < opt.model.ranks; ++r)
+    if (synth::log_file_name(r, opt.model.ranks, opt.gzip) == name) return true;
+  return false;
+}
+
 int run_synth(SynthOptions& opt) {
   if (auto err = parse_specs(opt)) {
     print_stderr("stepprof synth: {}\n", *err);
@@ -135,6 +168,13 @@ int run_synth(SynthOptions& opt) {
     if (ec || fs::is_directory(m, dir_ec)) {
       print_stderr("stepprof synth: --manifest {}: {}\n", opt.manifest,
                  ec ? "cannot make its directory: " + ec.message() : std::string("is a directory"));
+      return kUsage;
+    }
+    if (manifest_names_a_log(opt)) {
+      manifest_dir.remove_empty();
+      print_stderr("stepprof synth: --manifest {}: is {}; give the manifest another name\n", opt.manifest,
+                   names_dir(opt) ? "the logs' directory (-o)" : "the path of one of the logs this run writes, "
+                                                                 "which it would replace");
       return kUsage;
     }
   }

@@ -140,15 +140,16 @@ class Sink {
   std::uint64_t bytes_ = 0;
 };
 
-std::string file_name(std::int64_t rank, std::int64_t ranks, bool gzip) {
-  const int width = static_cast<int>(std::to_string(std::max<std::int64_t>(ranks - 1, 0)).size());
-  return fmt::format("rank{:0{}}.jsonl{}", rank, width, gzip ? ".gz" : "");
-}
 
 // Files in `dir` or below that `stepprof report DIR` would read (.jsonl, .ndjson, .json,
 // .log, each also .gz) and a run writing `files` would not overwrite, relative to `dir`
 // and sorted.
 }  // namespace
+
+std::string log_file_name(std::int64_t rank, std::int64_t ranks, bool gzip) {
+  const int width = static_cast<int>(std::to_string(std::max<std::int64_t>(ranks - 1, 0)).size());
+  return fmt::format("rank{:0{}}.jsonl{}", rank, width, gzip ? ".gz" : "");
+}
 
 std::string validate(const Options& o) {
   if (o.ranks < 1 || o.ranks > 1'000'000) return "--ranks must be between 1 and 1000000";
@@ -236,7 +237,7 @@ void check_room(const Options& o, const Model& model, const std::string& dir, bo
   std::uint64_t replaced = 0;
   for (std::int64_t r = 0; r < o.ranks; ++r) {
     std::error_code size_ec;
-    const auto n = fs::file_size(fs::path(dir) / file_name(r, o.ranks, gzip), size_ec);
+    const auto n = fs::file_size(fs::path(dir) / log_file_name(r, o.ranks, gzip), size_ec);
     if (!size_ec) replaced += n;
   }
   const double free = static_cast<double>(space.available) + static_cast<double>(replaced);
@@ -299,7 +300,7 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   if (!made.make(dir, ec)) throw std::runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
   Manifest man;
   man.options = options;
-  for (std::int64_t r = 0; r < o.ranks; ++r) man.files.push_back((fs::path(dir) / file_name(r, o.ranks, gzip)).string());
+  for (std::int64_t r = 0; r < o.ranks; ++r) man.files.push_back((fs::path(dir) / log_file_name(r, o.ranks, gzip)).string());
   // An earlier run's logs that this one would not replace (more ranks, the other of
   // .jsonl and .jsonl.gz, other logs anywhere below): `stepprof report DIR` would read
   // them with the new ones.

@@ -1358,3 +1358,22 @@ def test_a_hundredfold_straggler_is_the_only_stretch(tmp_path):
     synth(tmp_path, "--ranks", 8, "--updates", 100, "--straggler", "2:10:30:100")
     rep = report(tmp_path / "logs")
     assert [(e["rank"], e["first_step"], e["last_step"]) for e in rep["cross_rank"]["episodes"]] == [(2, 10, 30)]
+
+
+def test_a_manifest_named_as_a_log_is_refused(tmp_path):
+    # `--manifest DIR/rank0.jsonl` replaced rank 0's log with the manifest after writing it
+    # (exit 0), and `report DIR` then read one rank fewer, the manifest noted as
+    # stepprof's own output.
+    logs = tmp_path / "logs"
+    for manifest, gzip, why in ((logs / "rank0.jsonl", [], "one of the logs this run writes"),
+                                (tmp_path / "x" / ".." / "logs" / "rank1.jsonl.gz", ["--gzip"],
+                                 "one of the logs this run writes"),
+                                (logs, [], "the logs' directory")):
+        r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", manifest, *gzip)
+        assert r.returncode == 2, r.stderr
+        assert why in r.stderr, r.stderr
+        assert not logs.exists()
+    # Beside the logs, under another name, it is fine (and `report DIR` notes it).
+    r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", logs / "rank0.jsonl.gz")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in logs.iterdir()) == ["rank0.jsonl", "rank0.jsonl.gz", "rank1.jsonl"]
