@@ -81,6 +81,18 @@ int run_import(const ImportOptions& opt) {
   const auto log_file = [&](std::int64_t rank) { return dir / fmt::format("rank{:0{}}.jsonl", rank, width); };
   std::vector<std::string> will_write;
   for (const auto& log : data.ranks) will_write.push_back(log_file(log.rank.value_or(0)).string());
+  // A log named as one of the traces read would replace that trace (`cp trace.json
+  // d/rank0.jsonl; import kineto d/rank0.jsonl -o d` did, exit 0).
+  for (const auto& out : will_write)
+    for (const auto& f : data.files) {
+      std::error_code same_ec;
+      if (f != "-" && std::filesystem::equivalent(f, out, same_ec) && !same_ec) {
+        print_stderr("stepprof: -o {}: the log {} would replace the trace {} it is made from; write to another "
+                     "directory (nothing was written)\n",
+                     opt.output, out, f);
+        return kUsage;
+      }
+    }
   if (const auto stale = logs_besides(dir.string(), will_write); !stale.empty()) {
     print_stderr(
                "stepprof: {} holds {} log file(s) this import would not replace ({}): `stepprof report {}` would "

@@ -885,3 +885,18 @@ def test_import_takes_the_run_option_its_messages_name(tmp_path):
     assert [u["step"] for u in updates] == steps
     bad = run("import", "kineto", "--run", "newest", SRC / "examples/kineto", "-o", tmp_path / "bad")
     assert bad.returncode == 2 and "--run" in bad.stderr
+
+
+def test_import_that_would_replace_its_own_trace_is_refused(tmp_path):
+    # A trace saved as DIR/rank3.jsonl and imported into DIR was replaced by its log (exit 0).
+    import gzip
+    d = tmp_path / "d"
+    d.mkdir()
+    trace = d / "rank3.jsonl"
+    trace.write_bytes(gzip.decompress(HTA8.read_bytes()))
+    before = trace.read_bytes()
+    r = run("import", "kineto", trace, "-o", d)
+    assert r.returncode == 2, r.stderr
+    assert f"the log {trace} would replace the trace {trace} it is made from" in r.stderr, r.stderr
+    assert trace.read_bytes() == before
+    assert sorted(p.name for p in d.iterdir()) == ["rank3.jsonl"]
