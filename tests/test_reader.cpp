@@ -1119,6 +1119,49 @@ TEST_F(ReaderTest, NonFiniteTimesAreRejected) {
   }
 }
 
+TEST_F(ReaderTest, NonFiniteValuesInTheJobsOwnFieldsLeaveTheFieldOut) {
+  // `"loss": NaN` (Python's json, after a divergence) dropped the update as "the JSON
+  // structure is broken", while -Infinity, nan, [NaN] or tru were kept as the field's
+  // text without a word (and written back by `import` as invalid JSON).
+  for (const std::string v : {"NaN", "Infinity", "-Infinity", "-NaN", "nan", "[1, NaN]", R"({"a": Infinity})"}) {
+    const std::string rec = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "loss": )" + v +
+                            R"(, "lr": 0.5, "note": {"a": "NaN"}})";
+    const Dataset d = read({write("nf.jsonl", kConfig + "\n" + update(1) + "\n" + rec + "\n")});
+    ASSERT_EQ(d.update_count(), 2u) << v;  // the record is kept
+    EXPECT_EQ(diag_.count(Severity::kError), 1u) << v;
+    const Diagnostic* e = first(Problem::kNonFinite);
+    ASSERT_NE(e, nullptr) << v;
+    EXPECT_EQ(e->line, 3u);
+    EXPECT_EQ(e->column, rec.find(v) + 1) << v;
+    EXPECT_NE(e->message.find("field \"loss\" holds"), std::string::npos) << e->message;
+    EXPECT_NE(e->message.find("the field is left out, the record kept"), std::string::npos) << e->message;
+    const auto& extra = d.ranks[0].updates[1].extra;  // the others, "NaN" in a string too
+    ASSERT_EQ(extra.size(), 2u) << v;
+    EXPECT_EQ(extra[0].key, "lr");
+    EXPECT_EQ(extra[0].json, "0.5");
+    EXPECT_EQ(extra[1].json, R"({"a": "NaN"})");
+  }
+  // Other text that is not JSON rejects the record, as anywhere else in it.
+  for (const std::string v : {"tru", "nul", "01", "1.", "-", "[1, tru]", R"("a\x")"}) {
+    const std::string rec = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "loss": )" + v + "}";
+    const Dataset d = read({write("bad.jsonl", kConfig + "\n" + update(1) + "\n" + rec + "\n")});
+    EXPECT_EQ(d.update_count(), 1u) << v;
+    const Diagnostic* e = first(Problem::kMalformedJson);
+    ASSERT_NE(e, nullptr) << v;
+    EXPECT_EQ(e->line, 3u);
+    EXPECT_NE(e->message.find("in field \"loss\": " + v + " is not a JSON value"), std::string::npos) << e->message;
+  }
+  // JSON values of every kind are kept as written.
+  const std::string ok = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "a": -0.5e-3, "b": true, )"
+                         R"("c": null, "d": "x\u00e9\n", "e": [1, {"f": false}], "g": 1e400})";
+  const Dataset d = read({write("ok.jsonl", kConfig + "\n" + ok + "\n")});
+  EXPECT_EQ(diag_.total(), 0u);
+  ASSERT_EQ(d.update_count(), 1u);
+  std::vector<std::string> kept;
+  for (const auto& f : d.ranks[0].updates[0].extra) kept.push_back(f.json);
+  EXPECT_EQ(kept, (std::vector<std::string>{"-0.5e-3", "true", "null", R"("x\u00e9\n")", R"([1, {"f": false}])", "1e400"}));
+}
+
 TEST_F(ReaderTest, AnElasticJobsAppendedRunIsTheOneMostRanksHaveWhateverTheFilesLayout) {
   // Ranks 0 and 1 ran at world size 2 for steps 1..20, then all four ranks at world size 4
   // for steps 21..40, ranks 0 and 1 appending to their files. The world-2 run was kept

@@ -459,6 +459,8 @@ class FileParser {
         }
         case RecordKind::kUpdate: {
           ++records;
+          for (const auto& lo : parser.fields_left_out())  // (NaN in a field of the job's own)
+            report(Severity::kError, lo.problem, ln, col_offset + lo.column, lo.message);
           for (const auto& f : u.extra)  // (a field of the job's own, or a misspelt one: said once per file)
             if (extra_seen.insert(f.key).second)
               if (const auto near = schema_field_near(f.key, f.json))

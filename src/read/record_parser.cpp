@@ -10,12 +10,14 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cctype>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "json_error.hpp"
 #include "ondemand_alloc.hpp"
@@ -125,6 +127,71 @@ bool is_non_finite_literal(std::string_view tok) {
   const char head[3] = {lower(tok[0]), lower(tok[1]), lower(tok[2])};
   const std::string_view h(head, 3);
   return h == "nan" || h == "inf";  // NaN, nan, NAN, Infinity, inf, INF, ... in any case
+}
+
+// What is wrong with `json`, a value simdjson stepped over without reading it (a field of
+// the job's own): nullopt when it is one JSON value. A scalar is checked here, by the
+// JSON grammar (RFC 8259: true, false, null, a number, a string with valid escapes;
+// stage 1 has checked the string's UTF-8 and its end); an array or object, rare in these
+// fields, by nlohmann's parser. `non_finite`: NaN or Infinity somewhere in it.
+struct ValueProblem {
+  std::size_t offset = 0;  // where in `json`
+  bool non_finite = false;
+};
+std::optional<ValueProblem> json_value_problem(std::string_view json) {
+  if (json.empty()) return ValueProblem{};
+  const char head = json[0];
+  if (head == '[' || head == '{') {
+    if (nlohmann::json::accept(json.begin(), json.end())) return std::nullopt;
+    // (Outside strings: a NaN inside a string is text.)
+    bool in_string = false;
+    for (std::size_t i = 0; i < json.size(); ++i) {
+      if (in_string) {
+        if (json[i] == '\\') ++i;
+        else if (json[i] == '"') in_string = false;
+      } else if (json[i] == '"') {
+        in_string = true;
+      } else if ((json[i] == 'N' || json[i] == 'I' || json[i] == 'n' || json[i] == 'i') &&
+                 is_non_finite_literal(json.substr(i))) {
+        return ValueProblem{i, true};
+      }
+    }
+    return ValueProblem{};
+  }
+  if (head == '"') {
+    for (std::size_t i = 1; i + 1 < json.size(); ++i) {
+      if (json[i] != '\\') continue;
+      const char e = json[++i];
+      if (e == 'u') {
+        for (std::size_t h = 1; h <= 4; ++h)
+          if (i + h >= json.size() - 1 || !std::isxdigit(static_cast<unsigned char>(json[i + h])))
+            return ValueProblem{i - 1, false};
+        i += 4;
+      } else if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos) {
+        return ValueProblem{i - 1, false};
+      }
+    }
+    return std::nullopt;
+  }
+  if (json == "true" || json == "false" || json == "null") return std::nullopt;
+  // A number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < json.size() && json[i] >= '0' && json[i] <= '9') ++i;
+    return i > from;
+  };
+  if (i < json.size() && json[i] == '-') ++i;
+  if (i < json.size() && json[i] == '0') ++i;
+  else if (!digits()) return ValueProblem{i, false};
+  if (i < json.size() && json[i] == '.' && (++i, !digits())) return ValueProblem{i, false};
+  if (i < json.size() && (json[i] == 'e' || json[i] == 'E')) {
+    ++i;
+    if (i < json.size() && (json[i] == '+' || json[i] == '-')) ++i;
+    if (!digits()) return ValueProblem{i, false};
+  }
+  if (i != json.size()) return ValueProblem{i, false};
+  return std::nullopt;
 }
 
 // A config record whose values include NaN or Infinity (as Python's json writes them),
@@ -684,6 +751,7 @@ class RecordParser::Impl {
   RecordKind parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
                    std::string& unknown_type, RecordError& error);
   void set_keep_sample_indices(bool keep) { keep_sample_indices_ = keep; }
+  const std::vector<RecordError>& fields_left_out() const { return left_out_; }
 
  private:
   bool parse_update(od::document& doc, od::object& obj, std::string_view text, UpdateRecord& u, RecordError& error);
@@ -698,11 +766,13 @@ class RecordParser::Impl {
   std::size_t shapes_used_ = 0;               // input shapes filled in the current record
   TopKeys top_keys_;
   bool keep_sample_indices_ = true;
+  std::vector<RecordError> left_out_;  // the last record's fields left out (the record kept)
 };
 
 RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
                          std::string& unknown_type, RecordError& error) {
   Ctx c(text, error);
+  left_out_.clear();
   od::document doc;
   simdjson::padded_string_view padded(text.data(), text.size(), text.size() + kParsePadding);
   reserve_or_throw(parser_, text.size());
@@ -1083,13 +1153,42 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         return true;
       });
     } else {
+      // A field of the job's own: kept verbatim (and written back by `import`), so it must
+      // be JSON. simdjson steps over a value it is not asked to read without checking it,
+      // so that is done here.
+      const std::string_view tok = trim(v.raw_json_token());
+      if (is_non_finite_literal(tok)) {
+        // NaN or Infinity, as Python's json writes a non-finite float (a loss after a
+        // divergence): the field is left out and the record kept, as in a config record.
+        // (Not read through simdjson, which stops at NaN and Infinity.)
+        left_out_.push_back({Problem::kNonFinite, c.column(tok.data()),
+                             fmt::format("field \"{}\" holds {}, which JSON does not allow (Python's json writes it "
+                                         "for a non-finite float); the field is left out, the record kept",
+                                         printable(key), shown(tok)),
+                             {}});
+        continue;
+      }
       std::string k(key);
       std::string_view raw;
       if (auto e = simdjson::to_json_string(v).get(raw)) {
         ok = c.fail_json(e, at, fmt::format("in field \"{}\"", k));
         break;
       }
-      u.extra.push_back({std::move(k), std::string(trim(raw))});
+      raw = trim(raw);
+      if (const auto bad = json_value_problem(raw)) {
+        if (bad->non_finite) {
+          left_out_.push_back({Problem::kNonFinite, c.column(raw.data()),
+                               fmt::format("field \"{}\" holds NaN or Infinity inside it ({}), which JSON does not "
+                                           "allow; the field is left out, the record kept",
+                                           printable(k), shown(raw)),
+                               {}});
+          continue;
+        }
+        ok = c.fail(Problem::kMalformedJson, raw.data() + bad->offset,
+                    fmt::format("in field \"{}\": {} is not a JSON value", printable(k), shown(raw)));
+        break;
+      }
+      u.extra.push_back({std::move(k), std::string(raw)});
     }
     if (!ok) break;
   }
@@ -1155,6 +1254,8 @@ RecordParser::RecordParser(NameTable& regions, NameTable& counters)
 RecordParser::~RecordParser() = default;
 
 void RecordParser::set_keep_sample_indices(bool keep) { impl_->set_keep_sample_indices(keep); }
+
+const std::vector<RecordError>& RecordParser::fields_left_out() const { return impl_->fields_left_out(); }
 
 RecordKind RecordParser::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& update,
                                std::string& unknown_type, RecordError& error) {

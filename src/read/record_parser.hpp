@@ -64,6 +64,14 @@ class RecordParser {
   /// parsed as before, so the problems reported are the same either way.
   void set_keep_sample_indices(bool keep);
 
+  /// Problems of the record that `parse` last returned kUpdate for which left one of its
+  /// fields out rather than the record: a field of the job's own (not in the schema)
+  /// holding NaN or Infinity, alone or inside an array or object, which JSON does not
+  /// allow (Python's json writes them for a non-finite float: `"loss": NaN` after a
+  /// divergence). Problem::kNonFinite; columns as in RecordError. (Other text that is not
+  /// JSON in such a field rejects the record, kMalformedJson.)
+  [[nodiscard]] const std::vector<RecordError>& fields_left_out() const;
+
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
