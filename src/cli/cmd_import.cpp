@@ -12,6 +12,7 @@
 #include "common.hpp"
 #include "stepprof/reader.hpp"
 #include "stepprof/record_writer.hpp"
+#include "stepprof/schema.hpp"
 
 namespace stepprof::cli {
 namespace {
@@ -28,7 +29,18 @@ struct ImportOptions {
 // One rank's log, as the file's text.
 std::string rank_log_text(const RankLog& log, const Dataset& data) {
   std::string text;
-  if (log.config) text += config_to_json(*log.config) + '\n';
+  if (log.config) {
+    // The trace's config gives its profiled steps as the window; the log holds the steps
+    // kept (--steps, or several profiler windows of one rank merged), and states those:
+    // `report DIR` took the steps not written for a job that stopped early.
+    RunConfig config = *log.config;
+    if (!log.updates.empty())
+      for (auto& f : config.fields) {
+        if (f.key == schema::kFirstStep) f.json = std::to_string(log.updates.front().step);
+        if (f.key == schema::kLastStep) f.json = std::to_string(log.updates.back().step);
+      }
+    text += config_to_json(config) + '\n';
+  }
   for (const auto& u : log.updates) text += update_to_json(u, data.regions, data.counters) + '\n';
   return text;
 }

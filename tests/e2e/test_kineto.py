@@ -900,3 +900,17 @@ def test_import_that_would_replace_its_own_trace_is_refused(tmp_path):
     assert f"the log {trace} would replace the trace {trace} it is made from" in r.stderr, r.stderr
     assert trace.read_bytes() == before
     assert sorted(p.name for p in d.iterdir()) == ["rank3.jsonl"]
+
+
+def test_an_import_of_some_steps_states_those_steps_as_its_window(tmp_path):
+    # The config kept the trace's profiled steps (1009..1014) while the log held 1009..1010,
+    # and `report DIR` asked whether the job stopped early; on the trace itself it did not.
+    r = run("import", "kineto", "--steps", "1009:1010", HTA8, "-o", tmp_path)
+    assert r.returncode == 0, r.stderr
+    config = json.loads((tmp_path / "rank3.jsonl").read_text().splitlines()[0])
+    assert (config["first_step"], config["last_step"]) == (1009, 1010)
+    on_logs = json.loads(run("report", "--format", "json", tmp_path).stdout)["run"]
+    on_trace = json.loads(run("report", "--format", "json", "--steps", "1009:1010", HTA8).stdout)["run"]
+    assert on_logs["stopped_early"] is None and on_trace["stopped_early"] is None
+    assert (on_logs["first_step"], on_logs["last_step"], on_logs["updates"]) == (1009, 1010, 2)
+    assert (on_trace["first_step"], on_trace["last_step"], on_trace["updates"]) == (1009, 1010, 2)
