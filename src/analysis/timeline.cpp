@@ -53,6 +53,7 @@ struct Starts {
   std::vector<std::vector<std::int64_t>> us;
   bool real = false;
   std::string note;
+  double span_ms = 0;  // laid out one after another: the steps' time added up [ms]
 };
 
 Starts synthetic_starts(const Dataset& data) {
@@ -61,11 +62,13 @@ Starts synthetic_starts(const Dataset& data) {
     for (const auto& u : r.updates) slowest[u.step] = std::max(slowest[u.step], u.wall_ms);
   std::map<std::int64_t, std::int64_t> at;
   std::int64_t t = 0;
+  Starts s;
+  for (const auto& [step, wall] : slowest) s.span_ms += wall;
+  if (s.span_ms * 1e3 > kMaxTraceSpanUs) return s;  // (build_timeline says so; the sum would overflow)
   for (const auto& [step, wall] : slowest) {
     at[step] = t;
     t += to_us(wall);
   }
-  Starts s;
   for (const auto& r : data.ranks) {
     auto& v = s.us.emplace_back();
     for (const auto& u : r.updates) v.push_back(at[u.step]);
@@ -347,6 +350,10 @@ Timeline build_timeline(const AnalysisInput& in, const std::vector<RankRange>& o
   std::string why_not;
   auto real = real_starts(data, why_not);
   const Starts starts = real ? std::move(*real) : synthetic_starts(data);
+  if (!starts.real && starts.span_ms * 1e3 > kMaxTraceSpanUs) {
+    t.span_too_long_ms = starts.span_ms;
+    return t;
+  }
   t.real_timestamps = starts.real;
   if (starts.real)
     t.notes.push_back("updates start at their logged start_unix_ms, relative to the earliest");

@@ -39,6 +39,14 @@ int run_trace(const TraceOptions& opt) {
   arm_exit_on_interrupt();  // (until the output is written)
   const AnalysisInput ain{in.data, in.hierarchy ? &*in.hierarchy : nullptr};
   const Timeline timeline = build_timeline(ain, only);
+  if (timeline.span_too_long_ms) {
+    finish(diag);
+    print_stderr("stepprof: the updates' wall_ms add up to {:.3g} ms ({:.3g} years), more than a trace's time axis "
+                 "holds (2^53 us, 285 years): are they in another unit, or corrupt? Nothing was written (--steps "
+                 "A:B draws fewer updates)\n",
+                 *timeline.span_too_long_ms, *timeline.span_too_long_ms / 3.15576e10);
+    return kInputErrors;
+  }
   if (!only.empty() && timeline.processes.empty()) {
     std::vector<std::int64_t> ranks;
     for (const auto& r : in.data.ranks)

@@ -881,3 +881,23 @@ def test_trace_ranks_draws_only_those_ranks_at_the_places_of_the_whole_trace(tmp
     assert r.returncode == 3 and "no rank of the logs is in it (the logs' ranks: 0..5)" in r.stderr
     r = run("trace", out, "--ranks", "3:1")
     assert r.returncode == 2 and "the first rank is after the last" in r.stderr
+
+
+def test_a_trace_longer_than_its_time_axis_is_refused(tmp_path):
+    # 10,000 updates of 9.99e11 ms (each below the 10^12 ms limit) added up past a 64-bit
+    # microsecond clock: 767 update slices had negative timestamps, the trace ran backwards.
+    log = tmp_path / "huge.jsonl"
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    lines += [json.dumps({"type": "update", "rank": 0, "step": s, "wall_ms": 9.99e11}) for s in range(10000)]
+    log.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "t.json"
+    r = run("trace", log, "-o", out)
+    assert r.returncode == 1, r.stderr
+    assert "the updates' wall_ms add up to 9.99e+15 ms" in r.stderr and "Nothing was written" in r.stderr, r.stderr
+    assert not out.exists()
+    # Nine of them fit (9 x 31.7 years, within 2^53 us = 285 years).
+    r = run("trace", "--steps", "0:8", log, "-o", out)
+    assert r.returncode == 0, r.stderr
+    events = json.loads(out.read_text())["traceEvents"]
+    starts = sorted(e["ts"] for e in events if e.get("cat") == "update")
+    assert starts == [round(k * 9.99e14) for k in range(9)]

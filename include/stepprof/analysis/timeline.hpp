@@ -76,8 +76,17 @@ struct TimelineProcess {
   std::vector<TimelineCounter> counters;
 };
 
+/// The longest time axis a trace is laid out on [us]: 2^53 us (285 years), the largest
+/// range in which a JavaScript number (the trace viewers') holds every microsecond.
+inline constexpr double kMaxTraceSpanUs = 9007199254740992.0;
+
 struct Timeline {
   std::vector<TimelineProcess> processes;  ///< one per rank, in rank order
+  /// Set, with nothing laid out, when updates laid out one after another would span more
+  /// than kMaxTraceSpanUs: the steps' largest wall_ms added up [ms] (wall_ms in another
+  /// unit, or corrupt: each may be up to 10^12 ms, so 10,000 updates of them overflowed
+  /// a 64-bit microsecond clock and the trace ran backwards).
+  std::optional<double> span_too_long_ms;
   bool nesting_known = false;
   bool real_timestamps = false;    ///< updates placed at their logged start_unix_ms
   std::size_t shrunk_slices = 0;   ///< slices shrunk to fit their parent or update
