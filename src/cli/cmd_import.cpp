@@ -54,10 +54,6 @@ int run_import(const ImportOptions& opt) {
     print_stderr("stepprof: --rank {} is not below --world-size {}\n", *opt.rank, *opt.world_size);
     return kUsage;
   }
-  if (opt.output == "-") {  // (not stdout: one log per rank; a directory named "-" was made)
-    print_stderr("stepprof: -o - : import writes one log per rank; give a directory\n");
-    return kUsage;
-  }
   ReadOptions ro;
   ro.traces_only = true;
   ro.kineto.rank = opt.rank;
@@ -154,7 +150,7 @@ void add_import_command(CLI::App& app, std::function<void(std::function<int()>)>
   CLI::App* kin = cmd->add_subcommand(
       "kineto", "PyTorch profiler (Kineto) traces, plain or .gz: one step log per rank, DIR/rank<R>.jsonl");
   kin->add_option("TRACE", opt->traces, "trace files (JSON or JSON.gz), directories, or - for stdin")->required();
-  kin->add_option("-o,--output", opt->output, "directory for the step logs (created if missing)")->required()->check(kNonEmptyPath);
+  kin->add_option("-o,--output", opt->output, "directory for the step logs (created if missing)")->required()->check(kDirectoryPath);
   kin->add_option("--steps", opt->steps, "keep only updates A..B (inclusive): A:B, A:, :B or A");
   kin->add_option("--rank", opt->rank, "rank of a trace without distributedInfo (overrides the trace's)")
       ->check(CLI::NonNegativeNumber);

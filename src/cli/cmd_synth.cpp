@@ -230,7 +230,7 @@ void add_synth_command(CLI::App& app, std::function<void(std::function<int()>)> 
   CLI::App* cmd = app.add_subcommand(
       "synth", "write realistic multi-rank step logs with stragglers, fallbacks and padding spikes at known places");
   auto& m = opt->model;
-  cmd->add_option("-o,--output", opt->dir, "directory for the logs (one rank<N>.jsonl per rank)")->required()->check(kNonEmptyPath);
+  cmd->add_option("-o,--output", opt->dir, "directory for the logs (one rank<N>.jsonl per rank)")->required()->check(kDirectoryPath);
   cmd->add_option("--ranks", m.ranks, "world size: number of ranks (files)")->capture_default_str();
   cmd->add_option("--updates", m.updates, "optimizer updates per rank")->capture_default_str();
   cmd->add_option("--first-step", m.first_step, "step number of the first update")->capture_default_str();

@@ -56,6 +56,16 @@ inline const CLI::Validator kNonEmptyPath(
     [](const std::string& s) { return s.empty() ? std::string("an empty path: give a file name, or - for stdout") : std::string(); },
     "PATH");
 
+/// For an output that is a directory (one log per rank: synth, import): refuses an empty
+/// path and "-" (which made a directory named "-").
+inline const CLI::Validator kDirectoryPath(
+    [](const std::string& s) {
+      if (s.empty()) return std::string("an empty path: give a directory");
+      if (s == "-") return std::string("- (stdout): one log per rank is written; give a directory");
+      return std::string();
+    },
+    "DIR");
+
 /// Adds LOG..., --steps, --hierarchy and --strict to a subcommand.
 void add_input_options(CLI::App& cmd, InputOptions& opt);
 

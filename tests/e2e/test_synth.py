@@ -1377,3 +1377,14 @@ def test_a_manifest_named_as_a_log_is_refused(tmp_path):
     r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", logs / "rank0.jsonl.gz")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in logs.iterdir()) == ["rank0.jsonl", "rank0.jsonl.gz", "rank1.jsonl"]
+
+
+def test_synth_to_stdout_or_an_empty_path_is_refused_and_makes_nothing(tmp_path):
+    # `-o -` made a directory named "-" and then said it held a log this run would not
+    # replace; `-o ''` suggested "- for stdout", which synth does not take.
+    for out, why in (("-", "- (stdout): one log per rank is written; give a directory"),
+                     ("", "an empty path: give a directory")):
+        r = subprocess.run([BIN, "synth", "-o", out, "--ranks", "1", "--updates", "2"], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=60)
+        assert r.returncode == 2 and why in r.stderr, r.stderr
+        assert list(tmp_path.iterdir()) == []
