@@ -90,6 +90,23 @@ TEST_F(SynthTest, ValidateNamesWhatIsWrong) {
   EXPECT_NE(synth::validate(o).find("--fallback-rate"), std::string::npos);
   EXPECT_THROW(synth::generate(o, (dir_ / "x").string()), std::runtime_error);
   EXPECT_FALSE(fs::exists(dir_ / "x"));
+  // A micro-batch of one sample can neither mix frame counts nor pad: a padding spike
+  // was accepted, listed in the manifest and absent from the logs (0.0 % padding).
+  o.fallback_rate = 0;
+  o.micro_batch = 1;
+  EXPECT_EQ(synth::validate(o), "");
+  for (const auto& [field, why] : std::vector<std::pair<std::string, std::string>>{
+           {"fallback", "fallbacks"}, {"random_fallbacks", "fallbacks"}, {"rate", "fallbacks"},
+           {"spike", "padding spikes"}, {"random_spikes", "padding spikes"}}) {
+    synth::Options one = o;
+    if (field == "fallback") one.fallbacks = {{0, 3, 1}};
+    if (field == "random_fallbacks") one.random_fallbacks = 1;
+    if (field == "rate") one.fallback_rate = 0.5;
+    if (field == "spike") one.padding_spikes = {{0, 3, 0}};
+    if (field == "random_spikes") one.random_padding_spikes = 1;
+    EXPECT_TRUE(synth::validate(one).starts_with(why + " (")) << field << ": " << synth::validate(one);
+    EXPECT_NE(synth::validate(one).find("need --micro-batch >= 2"), std::string::npos) << field;
+  }
 }
 
 TEST_F(SynthTest, LogsReadBackCleanAndHoldTogether) {

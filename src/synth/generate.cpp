@@ -170,6 +170,16 @@ std::string validate(const Options& o) {
       o.random_padding_spikes + static_cast<std::int64_t>(o.padding_spikes.size()) > o.ranks * o.updates)
     return "more injections than updates";
   if (o.random_stragglers > o.ranks) return "more random stragglers than ranks";
+  // A micro-batch of one sample neither mixes frame counts (a fallback) nor pads (its
+  // only sample is the longest): what was asked for would be in the manifest, not the logs.
+  if (o.micro_batch < 2) {
+    if (!o.fallbacks.empty() || o.random_fallbacks > 0 || o.fallback_rate > 0)
+      return "fallbacks (--fallback, --random-fallbacks, --fallback-rate) need --micro-batch >= 2 (a micro-batch of "
+             "one sample cannot mix frame counts)";
+    if (!o.padding_spikes.empty() || o.random_padding_spikes > 0)
+      return "padding spikes (--padding-spike, --random-padding-spikes) need --micro-batch >= 2 (a micro-batch of one "
+             "sample is padded to its own length: it has no padding)";
+  }
   const std::int64_t last = last_step(o);
   auto where = [&](std::int64_t rank, std::int64_t step) -> std::string {
     if (rank < 0 || rank >= o.ranks) return fmt::format("rank {} is not in 0..{}", rank, o.ranks - 1);
@@ -189,7 +199,6 @@ std::string validate(const Options& o) {
     if (auto e = where(f.rank, f.step); !e.empty()) return "--fallback: " + e;
     if (f.microbatches < 1 || f.microbatches > o.accumulation)
       return fmt::format("--fallback: micro-batches must be in 1..{} (the accumulation)", o.accumulation);
-    if (o.micro_batch < 2) return "--fallback needs --micro-batch >= 2 (a micro-batch of one sample cannot mix frame counts)";
     for (const auto& x : o.fallbacks)
       if (&x != &f && x.rank == f.rank && x.step == f.step)
         return fmt::format("--fallback: rank {} step {} is given twice (give it once, with its micro-batches: RANK:STEP:MICROBATCHES)",
