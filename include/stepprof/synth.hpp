@@ -89,6 +89,9 @@ struct InjectedFallback {
   Fallback spec;
   std::vector<std::int64_t> frame_counts;  ///< distinct frame counts of the mixed micro-batches, ascending
   std::int64_t single_samples = 0;         ///< samples that took vggt_single in the update
+  /// Micro-batches of the update that mixed frame counts: the injected ones, and any the
+  /// background --fallback-rate made mix too [count].
+  std::int64_t mixed_microbatches = 0;
 };
 
 struct InjectedPaddingSpike {

@@ -371,13 +371,14 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
     man.stragglers.push_back(x);
   }
   for (const auto& f : o.fallbacks) {
-    InjectedFallback x{f, {}, 0};
+    InjectedFallback x{f, {}, 0, 0};
     const auto plan = model.plan(f.rank, f.step);
     std::set<std::int64_t> counts;
     for (const auto& mb : plan.mbs)
       if (mb.mixed) {
         counts.insert(mb.frames.begin(), mb.frames.end());
         x.single_samples += static_cast<std::int64_t>(mb.frames.size());
+        ++x.mixed_microbatches;
       }
     x.frame_counts.assign(counts.begin(), counts.end());
     man.fallbacks.push_back(x);
@@ -411,6 +412,7 @@ std::string manifest_to_json(const Manifest& m) {
                          {"step", f.spec.step},
                          {"microbatches", f.spec.microbatches},
                          {"single_samples", f.single_samples},
+                         {"mixed_microbatches", f.mixed_microbatches},
                          {"frame_counts", f.frame_counts}});
   for (const auto& s : m.padding_spikes)
     spikes.push_back({{"rank", s.spec.rank},
@@ -450,9 +452,14 @@ std::string describe(const Manifest& m) {
   for (const auto& x : m.fallbacks) {
     std::string counts;
     for (auto c : x.frame_counts) counts += fmt::format("{}{}", counts.empty() ? "" : ", ", c);
-    s += fmt::format("fallback: rank {}, step {} ({} of {} micro-batches mix frame counts {}; {} samples took "
+    s += fmt::format("fallback: rank {}, step {} ({} of {} micro-batches{} mix frame counts {}; {} samples took "
                      "vggt_single)\n",
-                     x.spec.rank, x.spec.step, x.spec.microbatches, m.options.accumulation, counts, x.single_samples);
+                     x.spec.rank, x.spec.step, x.mixed_microbatches, m.options.accumulation,
+                     x.mixed_microbatches > x.spec.microbatches
+                         ? fmt::format(" ({} injected, {} by --fallback-rate)", x.spec.microbatches,
+                                       x.mixed_microbatches - x.spec.microbatches)
+                         : std::string(),
+                     counts, x.single_samples);
   }
   for (const auto& x : m.padding_spikes)
     s += fmt::format("padding spike: rank {}, step {} (one sample of {} tokens pads its micro-batch to {}; update "

@@ -68,8 +68,14 @@ def test_manifest_and_stderr_say_what_was_injected(job):
     # communication region, which holds the slowed backward pass too): it said "more own work".
     (s,) = inj["stragglers"]
     assert f"reached the all-reduce {s['lead_ms']:.0f} ms later than the slowest other rank" in stderr, stderr
+    by_place = {(u["rank"], u["step"]): u for u in updates}
     for f in inj["fallbacks"]:
         assert f"fallback: rank {f['rank']}, step {f['step']}" in stderr
+        # The micro-batches that mixed, as the log counts them (the injected ones and any the
+        # background rate added: the line said "1 of 2" where both had mixed).
+        mixed = by_place[(f["rank"], f["step"])]["counts"]["vggt_fallback_microbatches"]
+        assert f["mixed_microbatches"] == mixed >= f["microbatches"]
+        assert f"({mixed} of 2 micro-batches" in stderr
     for s in inj["padding_spikes"]:
         assert f"padding spike: rank {s['rank']}, step {s['step']}" in stderr
     assert len(updates) == 16 * 240
