@@ -480,6 +480,14 @@ TEST(HtmlEscape, TextAndScriptJson) {
   using detail::json_for_script;
   EXPECT_EQ(html_escape("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
   EXPECT_EQ(html_escape("\"onload='x'&"), "&quot;onload=&#39;x&#39;&amp;");
+  // A file name in another encoding made the page (declared UTF-8) invalid UTF-8: every
+  // byte that is not part of a well-formed sequence is U+FFFD; UTF-8 stays as it is.
+  EXPECT_EQ(html_escape("bad\xff\xfe.jsonl"), "bad&#xFFFD;&#xFFFD;.jsonl");
+  EXPECT_EQ(html_escape("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(html_escape("\xc0\xaf"), "&#xFFFD;&#xFFFD;");                  // overlong '/'
+  EXPECT_EQ(html_escape("\xed\xa0\x80"), "&#xFFFD;&#xFFFD;&#xFFFD;");      // a surrogate
+  EXPECT_EQ(html_escape("\xf4\x90\x80\x80"), "&#xFFFD;&#xFFFD;&#xFFFD;&#xFFFD;");  // above U+10FFFF
+  EXPECT_EQ(html_escape("a\xe2\x82"), "a&#xFFFD;&#xFFFD;");                // cut short
   const nlohmann::ordered_json j{{"name", "</script><!--&\u2028\u2029"}};
   const std::string s = json_for_script(j);
   EXPECT_EQ(s, "{\"name\":\"\\u003c/script\\u003e\\u003c!--\\u0026\\u2028\\u2029\"}");

@@ -10,7 +10,8 @@
 namespace stepprof::detail {
 
 /// `&`, `<`, `>`, `"` and `'` as character references: safe in element content and in
-/// quoted attribute values.
+/// quoted attribute values. Control characters (but tab and newline) and bytes that are
+/// not well-formed UTF-8 become U+FFFD (&#xFFFD;), one per byte.
 std::string html_escape(std::string_view text);
 
 /// `data` as JSON for the content of a <script type="application/json"> element: `<`,

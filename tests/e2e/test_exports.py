@@ -901,3 +901,14 @@ def test_a_trace_longer_than_its_time_axis_is_refused(tmp_path):
     events = json.loads(out.read_text())["traceEvents"]
     starts = sorted(e["ts"] for e in events if e.get("cat") == "update")
     assert starts == [round(k * 9.99e14) for k in range(9)]
+
+
+def test_a_page_of_a_log_whose_name_is_not_utf8_is_utf8(tmp_path):
+    # The name's bytes went into <title> and two other places raw, in a page declared UTF-8.
+    name = os.fsdecode(b"bad\xff\xfe.jsonl")
+    (tmp_path / name).write_bytes(fx.LOG.read_bytes())
+    out = tmp_path / "p.html"
+    r = run("html", tmp_path / name, "-o", out)
+    assert r.returncode == 0, r.stderr
+    page = out.read_bytes().decode("utf-8")  # (raises on invalid UTF-8)
+    assert "<title>" in page and "bad&#xFFFD;&#xFFFD;.jsonl" in page
