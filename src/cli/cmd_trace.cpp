@@ -90,7 +90,10 @@ void add_trace_command(CLI::App& app, std::function<void(std::function<int()>)> 
   cmd->add_option("-o,--output", opt->output, "write the trace to FILE (e.g. trace.json) instead of stdout")->check(kNonEmptyPath);
   cmd->add_option("--ranks", opt->ranks,
                   "draw only these ranks: ranks and ranges A:B, comma-separated (e.g. 0:7,4095); the updates keep the "
-                  "places every rank's times give them");
+                  "places every rank's times give them")
+      ->check(CLI::Validator(
+          [](const std::string& s) { return s.empty() ? std::string("an empty list: give ranks, e.g. 0:7,12") : std::string(); },
+          "LIST"));
   cmd->callback([opt, set_action] { set_action([opt] { return run_trace(*opt); }); });
 }
 

@@ -881,6 +881,8 @@ def test_trace_ranks_draws_only_those_ranks_at_the_places_of_the_whole_trace(tmp
     assert r.returncode == 3 and "no rank of the logs is in it (the logs' ranks: 0..5)" in r.stderr
     r = run("trace", out, "--ranks", "3:1")
     assert r.returncode == 2 and "the first rank is after the last" in r.stderr
+    r = run("trace", out, "--ranks", "")  # (drew every rank, while --steps '' was refused)
+    assert r.returncode == 2 and "--ranks: an empty list" in r.stderr, r.stderr
 
 
 def test_a_trace_longer_than_its_time_axis_is_refused(tmp_path):
