@@ -311,9 +311,20 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
       m.why_not = "no feature gets a positive cost";
     else if (updates.size() < kMinUpdates)
       m.why_not = fmt::format("fitted on {} updates: at least {} are needed", updates.size(), kMinUpdates);
-    else if (m.heldout_fraction > options.threshold)
-      m.why_not = fmt::format("held-out error {:.0f} % of its mean time is above the {:.0f} % threshold",
-                              m.heldout_fraction * 100, options.threshold * 100);
+    else if (m.heldout_fraction > options.threshold) {
+      // As many decimals as the threshold needs and as tell the two apart ("3 % ... above
+      // the 0 % threshold" for --threshold 0.001).
+      const double pct = options.threshold * 100;
+      int decimals = 0;
+      while (decimals < 4 && std::fabs(std::round(pct * std::pow(10, decimals)) / std::pow(10, decimals) - pct) >
+                                 1e-9 * std::max(1.0, pct))
+        ++decimals;
+      while (decimals < 6 &&
+             fmt::format("{:.{}f}", m.heldout_fraction * 100, decimals) == fmt::format("{:.{}f}", pct, decimals))
+        ++decimals;
+      m.why_not = fmt::format("held-out error {:.{}f} % of its mean time is above the {:.{}f} % threshold",
+                              m.heldout_fraction * 100, decimals, options.threshold * 100, decimals);
+    }
     else
       m.usable = true;
     return m;

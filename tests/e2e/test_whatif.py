@@ -4,6 +4,7 @@ prediction replayed here by the formulas of docs/whatif.md; errors and output fo
 """
 import json
 import os
+import re
 import random
 import statistics
 import subprocess
@@ -566,3 +567,13 @@ def test_a_background_region_gets_no_cost_model(tmp_path):
     assert model(doc, "forward")["usable"]
     (p,) = doc["predictions"]
     assert [x["region"] for x in p["regions"]] == ["forward"]
+
+
+def test_a_small_threshold_is_shown_as_given(tmp_path):
+    # --threshold 0.001 read "held-out error 0 % of its mean time is above the 0 % threshold".
+    r = run("whatif", "no-padding", "--threshold", "0.001", fx.LOG)
+    assert r.returncode == 0, r.stderr
+    reasons = re.findall(r"held-out error ([0-9.]+) % of its mean time is above the ([0-9.]+) % threshold", r.stdout)
+    assert reasons, r.stdout
+    for error, threshold in reasons:
+        assert threshold == "0.1" and float(error) > 0.1, (error, threshold)
