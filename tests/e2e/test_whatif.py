@@ -571,7 +571,7 @@ def test_a_background_region_gets_no_cost_model(tmp_path):
 
 def test_a_small_threshold_is_shown_as_given(tmp_path):
     # --threshold 0.001 read "held-out error 0 % of its mean time is above the 0 % threshold".
-    r = run("whatif", "no-padding", "--threshold", "0.001", fx.LOG)
+    r = run("whatif", "no-padding", "--threshold", "0.001", "--hierarchy", fx.HIER, fx.LOG)
     assert r.returncode == 0, r.stderr
     reasons = re.findall(r"held-out error ([0-9.]+) % of its mean time is above the ([0-9.]+) % threshold", r.stdout)
     assert reasons, r.stdout
