@@ -78,6 +78,12 @@ Starts synthetic_starts(const Dataset& data) {
 
 // The logged starts, when every update has a usable one; else nullopt, and `why_not` says
 // why unless no update has one at all (the usual case: the recorder does not write it).
+// "FILE:LINE: " of update `u`, for messages about it.
+std::string where(const Dataset& data, const UpdateRecord& u) {
+  return fmt::format("{}:{}: ", u.source.file < data.files.size() ? data.files[u.source.file] : std::string("?"),
+                     u.source.line);
+}
+
 std::optional<Starts> real_starts(const Dataset& data, std::string& why_not) {
   std::optional<double> first;
   const UpdateRecord* without = nullptr;  // the first update without one
@@ -87,7 +93,7 @@ std::optional<Starts> real_starts(const Dataset& data, std::string& why_not) {
       std::string bad;
       const auto t = start_unix_ms(u, bad);
       if (!bad.empty()) {
-        why_not = std::move(bad);
+        why_not = where(data, u) + bad;
         return std::nullopt;
       }
       if (!t) {
@@ -99,7 +105,7 @@ std::optional<Starts> real_starts(const Dataset& data, std::string& why_not) {
     }
   if (without) {
     if (first)
-      why_not = fmt::format("{}step {} has no start_unix_ms, while other updates have one",
+      why_not = fmt::format("{}{}step {} has no start_unix_ms, while other updates have one", where(data, *without),
                             without->rank ? fmt::format("rank {} ", *without->rank) : std::string(), without->step);
     return std::nullopt;
   }
@@ -121,9 +127,8 @@ std::optional<Starts> real_starts(const Dataset& data, std::string& why_not) {
         v[k] = prev_end;
         continue;
       }
-      why_not = fmt::format("{}:{}: the logged start_unix_ms of {}step {} falls {:.1f} ms inside step {}",
-                            u.source.file < data.files.size() ? data.files[u.source.file] : std::string("?"),
-                            u.source.line, r.rank ? fmt::format("rank {} ", *r.rank) : std::string(), u.step,
+      why_not = fmt::format("{}the logged start_unix_ms of {}step {} falls {:.1f} ms inside step {}", where(data, u),
+                            r.rank ? fmt::format("rank {} ", *r.rank) : std::string(), u.step,
                             static_cast<double>(prev_end - v[k]) / 1e3, r.updates[k - 1].step);
       return std::nullopt;
     }

@@ -325,11 +325,17 @@ def test_trace_says_why_logged_start_times_are_not_used(tmp_path):
         return recs
 
     last_step = updates[-1]["step"]
-    cases = [("big", timed(last=1e16), f"rank 1 step {last_step} has start_unix_ms 1e+16: expected a Unix time"),
-             ("now", timed(every="now"), f'rank 1 step {updates[0]["step"]} has start_unix_ms "now": expected'),
-             ("some", timed(drop=3), f'rank 1 step {updates[3]["step"]} has no start_unix_ms, while other updates')]
+    # (Each names the update's file and line: the overlap case did, these did not.)
+    n = len(updates)
+    cases = [("big", timed(last=1e16), f"big.jsonl:{n + 1}: rank 1 step {last_step} has start_unix_ms 1e+16: "
+                                       "expected a Unix time"),
+             ("now", timed(every="now"), f'now.jsonl:2: rank 1 step {updates[0]["step"]} has start_unix_ms "now": '
+                                         'expected'),
+             ("some", timed(drop=3), f'some.jsonl:5: rank 1 step {updates[3]["step"]} has no start_unix_ms, while '
+                                     'other updates')]
     for name, recs, why in cases:
         log = fx.write_jsonl(tmp_path / f"{name}.jsonl", recs)
+        why = f"{log.parent}/{why}"
         out = tmp_path / f"{name}.trace.json"
         r = run("trace", "-o", out, log)
         assert r.returncode == 0, r.stderr
