@@ -65,7 +65,7 @@ void print_out_of_memory_message() noexcept {
   const int n = std::snprintf(
       text.data(), text.size(),
       "stepprof: out of memory%s: stepprof keeps every update's summary (about 2 KB per update record for a report; "
-      "html and whatif about 4 KB, docs/scale.md); allow more memory, or read fewer updates (--steps A:B) or fewer "
+      "html and whatif 4 to 10 KB, docs/scale.md); allow more memory, or read fewer updates (--steps A:B) or fewer "
       "files%s\n",
       limit.data(), long_line.data());
   if (n > 0) (void)!::write(STDERR_FILENO, text.data(), std::min<std::size_t>(static_cast<std::size_t>(n), text.size() - 1));
