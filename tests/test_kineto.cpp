@@ -185,7 +185,12 @@ TEST_F(KinetoTest, ScannerRejectsWhatIsNotATraceObject) {
       {"hello", "expected a JSON object ('{'), found 'h'", 1, 1},
       {"{\"traceEvents\": [\n {\"a\": 1}\n {\"b\": 2}]}", "expected ',' or ']' between events, found '{'", 3, 2},
       // (At the event's start, not at the end of the input.)
-      {"{\"traceEvents\": [\n {\"a\": 1},\n {\"b\": ", "the input ends inside the event that starts here: the trace is truncated", 3, 2},
+      {"{\"traceEvents\": [\n {\"a\": 1},\n {\"b\": ", "the input ends inside the event that starts here: the trace is truncated, or that event's brackets do not balance", 3, 2},
+      // Brackets opened in an event and never closed swallow the rest of the trace: it
+      // reads as cut off, so the message offers both.
+      {"{\"traceEvents\": [\n {\"ph\": \"X\", \"args\": {\"a\": [[[[}},\n {\"b\": 2}\n]}",
+       "the input ends inside the event that starts here: the trace is truncated, or that event's brackets do not "
+       "balance (the rest of the trace was read as part of it)", 2, 2},
       // An event without its '}' runs on until the array's ']' closes it: said at the event.
       {"{\"traceEvents\": [\n {\"a\": 1,\n {\"b\": 2},\n {\"c\": [3]}\n]}",
        "the object that starts here is closed by a ']' at line 5, column 1: a bracket is missing or misplaced inside it", 2, 2},

@@ -118,13 +118,14 @@ TraceScanner::Item TraceScanner::fail(Piece& out, std::string message, std::size
   return last_ = Item::kError;
 }
 
-TraceScanner::Item TraceScanner::fail_eof(Piece& out, std::string_view context, std::optional<std::size_t> at) {
+TraceScanner::Item TraceScanner::fail_eof(Piece& out, std::string_view context, std::optional<std::size_t> at,
+                                          std::string_view or_else) {
   if (!src_.error().empty() && !src_.cut_off())  // e.g. zlib's "incorrect data check"
     return fail(out, fmt::format("the compressed data is corrupt ({})", src_.error()), src_.size());
   const std::string why = src_.error().empty()
                               ? std::string("the input ends")
                               : fmt::format("the input is cut off ({})", src_.error());
-  return fail(out, fmt::format("{} {}: the trace is truncated", why, context), at.value_or(src_.size()));
+  return fail(out, fmt::format("{} {}: the trace is truncated{}", why, context, or_else), at.value_or(src_.size()));
 }
 
 bool TraceScanner::value_length(std::size_t& len, Piece& out) {
@@ -309,7 +310,9 @@ TraceScanner::Item TraceScanner::next(Piece& out) {
         // (Pointing at the event: at its start, the buffered input's.)
         if (!value_length(vlen, out))
           return state_ == State::kFailed ? Item::kError
-                                          : fail_eof(out, "inside the event that starts here", 0);
+                                          : fail_eof(out, "inside the event that starts here", 0,
+                                                     ", or that event's brackets do not balance (the rest of the "
+                                                     "trace was read as part of it)");
         out = Piece{};
         out.text = std::string_view(src_.data(), vlen);
         out.where = TextPosition{line_, col_, src_.offset()};

@@ -69,7 +69,8 @@ class TraceScanner {
   bool value_length(std::size_t& len, Piece& out);
   Item fail(Piece& out, std::string message, std::size_t at);
   // `at`: where to point (an offset into the buffered input); the end of it by default.
-  Item fail_eof(Piece& out, std::string_view context, std::optional<std::size_t> at = std::nullopt);
+  Item fail_eof(Piece& out, std::string_view context, std::optional<std::size_t> at = std::nullopt,
+                std::string_view or_else = {});
 
   ByteSource& src_;
   std::uint64_t trailing_zeros_ = 0;
