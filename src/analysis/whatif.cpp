@@ -308,6 +308,10 @@ std::string build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const s
   if (!s.detail)
     if (auto why = check_histograms(in, s.updates); !why.empty()) return why;
   const auto micro_steps = in.counter(schema::counter::kMicroSteps);
+  // Micro-batches whose path is no region of the group: replayed as micro-batches that do
+  // not run it (a text-only one), which a misspelt or wrong path also becomes; said.
+  std::size_t outside = 0;
+  std::vector<NameTable::Id> outside_paths;
   for (const auto* u : s.updates) {
     const auto first_mb = static_cast<std::uint32_t>(s.mbs.size());
     if (s.detail) {
@@ -316,6 +320,11 @@ std::string build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const s
         m.first = static_cast<std::uint32_t>(s.samples.size());
         m.count = static_cast<std::uint32_t>(mb.frames.size());
         m.geometry = !mb.path || std::find(group_ids.begin(), group_ids.end(), *mb.path) != group_ids.end();
+        if (!m.geometry) {
+          ++outside;
+          if (std::find(outside_paths.begin(), outside_paths.end(), *mb.path) == outside_paths.end())
+            outside_paths.push_back(*mb.path);
+        }
         std::int64_t longest = 0;
         for (std::size_t k = 0; k < mb.frames.size(); ++k) {
           const std::int64_t t = s.tokens_known ? mb.tokens[k] : -1;
@@ -349,6 +358,17 @@ std::string build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const s
       }
     }
     s.layout.emplace_back(first_mb, static_cast<std::uint32_t>(s.mbs.size()) - first_mb);
+  }
+  if (outside > 0) {
+    std::string names, group;
+    for (std::size_t k = 0; k < outside_paths.size() && k < 3; ++k)
+      names += fmt::format("{}{}", k ? ", " : "", in.data.regions.name(outside_paths[k]));
+    if (outside_paths.size() > 3) names += fmt::format(" and {} more", outside_paths.size() - 3);
+    for (std::size_t k = 0; k < group_ids.size(); ++k)
+      group += fmt::format("{}{}", k ? ", " : "", in.data.regions.name(group_ids[k]));
+    s.notes.push_back(fmt::format("{} micro-batch(es) name a path that is not one of the group's ({}): {}; they are "
+                                  "replayed as micro-batches that do not run the group",
+                                  outside, group, names));
   }
   // The pool the group variant draws from: every geometry sample, by frame count.
   for (const auto& m : s.mbs)

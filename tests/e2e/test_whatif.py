@@ -577,3 +577,18 @@ def test_a_small_threshold_is_shown_as_given(tmp_path):
     assert reasons, r.stdout
     for error, threshold in reasons:
         assert threshold == "0.1" and float(error) > 0.1, (error, threshold)
+
+
+def test_micro_batches_on_a_path_outside_the_group_are_said(tmp_path):
+    # A micro-batch path that is no region of the group (misspelt: no_such_region) was
+    # replayed as one that skips the geometry, and the prediction moved without a word.
+    runs = fx.SRC / "examples/pytorch/runs/random"
+    for f in sorted(runs.glob("rank*.jsonl")):
+        (tmp_path / f.name).write_text(f.read_text().replace('"path":"vggt_single"', '"path":"no_such_region"', 1))
+    r = run("whatif", "batched-geometry", "--variant", "group", "--format", "json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = json.dumps(json.loads(r.stdout))
+    assert ("4 micro-batch(es) name a path that is not one of the group's (vggt_batched, vggt_single): "
+            "no_such_region; they are replayed as micro-batches that do not run the group") in text
+    clean = run("whatif", "batched-geometry", "--variant", "group", "--format", "json", runs)
+    assert "name a path that is not one of the group's" not in clean.stdout
