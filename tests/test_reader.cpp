@@ -736,6 +736,14 @@ TEST_F(ReaderTest, RegionTimesFarBeyondTheirUpdateAreNamed) {
   // The bundled real log has none.
   read({kRealLog});
   EXPECT_EQ(diag_.count(Problem::kRegionBeyondUpdate), 0u);
+  // Nor is a log imported from a profiler trace checked: a step that only launched a CUDA
+  // graph lasts 0.1 ms, and the graph's 25 ms of kernels count in it.
+  const std::string trace_config =
+      R"x({"type": "config", "rank": 1, "world_size": 4, "trace_format": "pytorch-profiler (kineto)"})x";
+  read({write("trace.jsonl", trace_config + "\n" +
+                                 R"({"type": "update", "rank": 1, "step": 1, "wall_ms": 0.1, "cuda_stream_ms": )"
+                                 R"({"graph_replay": 25}})" + "\n")});
+  EXPECT_EQ(diag_.count(Problem::kRegionBeyondUpdate), 0u);
 }
 
 TEST_F(ReaderTest, DirectoriesBeyondTheDepthOrBehindALinkAreNoted) {
@@ -1142,7 +1150,8 @@ TEST_F(ReaderTest, NonFiniteValuesInTheJobsOwnFieldsLeaveTheFieldOut) {
     EXPECT_EQ(extra[1].json, R"({"a": "NaN"})");
   }
   // Other text that is not JSON rejects the record, as anywhere else in it.
-  for (const std::string v : {"tru", "nul", "01", "1.", "-", "[1, tru]", R"("a\x")"}) {
+  for (const std::string v : {"tru", "nul", "01", "1.", "-", "[1, tru]", R"("a\x")", "info", "nancy",
+                              "[Infinity, tru]", "[1,]"}) {
     const std::string rec = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "loss": )" + v + "}";
     const Dataset d = read({write("bad.jsonl", kConfig + "\n" + update(1) + "\n" + rec + "\n")});
     EXPECT_EQ(d.update_count(), 1u) << v;
@@ -1151,15 +1160,31 @@ TEST_F(ReaderTest, NonFiniteValuesInTheJobsOwnFieldsLeaveTheFieldOut) {
     EXPECT_EQ(e->line, 3u);
     EXPECT_NE(e->message.find("in field \"loss\": " + v + " is not a JSON value"), std::string::npos) << e->message;
   }
-  // JSON values of every kind are kept as written.
+  // An array never closed (its NaN aside) is no JSON value either.
+  read({write("open.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "loss": [NaN})" +
+                                "\n")});
+  EXPECT_EQ(diag_.count(Problem::kMalformedJson), 1u);
+  EXPECT_EQ(diag_.count(Problem::kNonFinite), 0u);
+  // A NaN field is a key like any other: given twice, the record is rejected.
+  read({write("twice.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, )"
+                                                R"("loss": 1, "loss": NaN})" + "\n")});
+  ASSERT_NE(first(Problem::kBadField), nullptr);
+  EXPECT_NE(first(Problem::kBadField)->message.find("field \"loss\" appears twice"), std::string::npos);
+  // JSON values of every kind are kept as written: numbers beyond a double and a lone
+  // surrogate escape (Python's json writes one for an undecodable file name) are JSON, in
+  // an array as alone (an array was checked by a parser that converts numbers and rejects
+  // both, and dropped the record).
   const std::string ok = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "a": -0.5e-3, "b": true, )"
-                         R"("c": null, "d": "x\u00e9\n", "e": [1, {"f": false}], "g": 1e400})";
+                         R"("c": null, "d": "x\u00e9\n", "e": [1, {"f": false}], "g": 1e400, )"
+                         R"("h": ["img_\udcff.jpg", 1e400, 123456789012345678901234567890], "i": "\udcff"})";
   const Dataset d = read({write("ok.jsonl", kConfig + "\n" + ok + "\n")});
   EXPECT_EQ(diag_.total(), 0u);
   ASSERT_EQ(d.update_count(), 1u);
   std::vector<std::string> kept;
   for (const auto& f : d.ranks[0].updates[0].extra) kept.push_back(f.json);
-  EXPECT_EQ(kept, (std::vector<std::string>{"-0.5e-3", "true", "null", R"("x\u00e9\n")", R"([1, {"f": false}])", "1e400"}));
+  EXPECT_EQ(kept, (std::vector<std::string>{"-0.5e-3", "true", "null", R"("x\u00e9\n")", R"([1, {"f": false}])", "1e400",
+                                            R"(["img_\udcff.jpg", 1e400, 123456789012345678901234567890])",
+                                            R"("\udcff")"}));
 }
 
 TEST_F(ReaderTest, AnElasticJobsAppendedRunIsTheOneMostRanksHaveWhateverTheFilesLayout) {

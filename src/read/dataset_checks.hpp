@@ -40,7 +40,8 @@ inline constexpr double kRegionBeyondUpdateFactor = 100;
 
 /// Reports one Problem::kRegionBeyondUpdate warning when region times (host or device)
 /// exceed kRegionBeyondUpdateFactor x their update's wall_ms (updates with wall_ms 0 are
-/// check_zero_wall_time's). The figures use them as written: one such value dominates its
+/// check_zero_wall_time's; ranks read from a profiler trace, whose config has
+/// `trace_format`, are not checked: GPU time counts in the step that launched it). The figures use them as written: one such value dominates its
 /// region's share of the update, mean and max. Counts them and names the largest
 /// relative to its update (region, clock, step, rank, both times).
 void check_region_times(const Dataset& data, Diagnostics& diag);

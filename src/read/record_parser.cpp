@@ -17,7 +17,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "json_error.hpp"
 #include "ondemand_alloc.hpp"
@@ -129,70 +128,158 @@ bool is_non_finite_literal(std::string_view tok) {
   return h == "nan" || h == "inf";  // NaN, nan, NAN, Infinity, inf, INF, ... in any case
 }
 
+// NaN or Infinity as a whole token, in any case and with a sign: NaN, -Infinity, nan,
+// inf, +Inf (Python's json writes the first three kinds). Not a word that only starts so
+// ("info", "nancy").
+bool is_non_finite_token(std::string_view tok) {
+  if (!tok.empty() && (tok[0] == '-' || tok[0] == '+')) tok.remove_prefix(1);
+  return equal_ignoring_case(tok, "nan") || equal_ignoring_case(tok, "inf") || equal_ignoring_case(tok, "infinity");
+}
+
 // What is wrong with `json`, a value simdjson stepped over without reading it (a field of
-// the job's own): nullopt when it is one JSON value. A scalar is checked here, by the
-// JSON grammar (RFC 8259: true, false, null, a number, a string with valid escapes;
-// stage 1 has checked the string's UTF-8 and its end); an array or object, rare in these
-// fields, by nlohmann's parser. `non_finite`: NaN or Infinity somewhere in it.
+// the job's own): nullopt when it is one JSON value. Checked by the JSON grammar alone
+// (RFC 8259, section 2-7: no number is converted, so 1e400 or a 400-digit integer is
+// JSON, as is a lone surrogate escape such as "\udcff", which Python's json writes for
+// an undecodable file name; stage 1 has checked the strings' UTF-8 and ends). One pass,
+// depth bounded by simdjson's own limit. `non_finite`: the value would be JSON but for
+// its NaN or Infinity tokens (offset: the first); any other fault is reported instead.
 struct ValueProblem {
   std::size_t offset = 0;  // where in `json`
   bool non_finite = false;
 };
-std::optional<ValueProblem> json_value_problem(std::string_view json) {
-  if (json.empty()) return ValueProblem{};
-  const char head = json[0];
-  if (head == '[' || head == '{') {
-    if (nlohmann::json::accept(json.begin(), json.end())) return std::nullopt;
-    // (Outside strings: a NaN inside a string is text.)
-    bool in_string = false;
-    for (std::size_t i = 0; i < json.size(); ++i) {
-      if (in_string) {
-        if (json[i] == '\\') ++i;
-        else if (json[i] == '"') in_string = false;
-      } else if (json[i] == '"') {
-        in_string = true;
-      } else if ((json[i] == 'N' || json[i] == 'I' || json[i] == 'n' || json[i] == 'i') &&
-                 is_non_finite_literal(json.substr(i))) {
-        return ValueProblem{i, true};
-      }
-    }
-    return ValueProblem{};
-  }
-  if (head == '"') {
-    for (std::size_t i = 1; i + 1 < json.size(); ++i) {
-      if (json[i] != '\\') continue;
-      const char e = json[++i];
-      if (e == 'u') {
-        for (std::size_t h = 1; h <= 4; ++h)
-          if (i + h >= json.size() - 1 || !std::isxdigit(static_cast<unsigned char>(json[i + h])))
-            return ValueProblem{i - 1, false};
-        i += 4;
-      } else if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos) {
-        return ValueProblem{i - 1, false};
-      }
-    }
+class JsonGrammar {
+ public:
+  explicit JsonGrammar(std::string_view json) : j_(json) {}
+  std::optional<ValueProblem> check() {
+    space();
+    if (!value(0)) return problem_;
+    space();
+    if (i_ != j_.size()) return ValueProblem{i_, false};
+    if (non_finite_at_) return ValueProblem{*non_finite_at_, true};
     return std::nullopt;
   }
-  if (json == "true" || json == "false" || json == "null") return std::nullopt;
-  // A number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-  std::size_t i = 0;
-  const auto digits = [&] {
-    const std::size_t from = i;
-    while (i < json.size() && json[i] >= '0' && json[i] <= '9') ++i;
-    return i > from;
-  };
-  if (i < json.size() && json[i] == '-') ++i;
-  if (i < json.size() && json[i] == '0') ++i;
-  else if (!digits()) return ValueProblem{i, false};
-  if (i < json.size() && json[i] == '.' && (++i, !digits())) return ValueProblem{i, false};
-  if (i < json.size() && (json[i] == 'e' || json[i] == 'E')) {
-    ++i;
-    if (i < json.size() && (json[i] == '+' || json[i] == '-')) ++i;
-    if (!digits()) return ValueProblem{i, false};
+
+ private:
+  static constexpr int kMaxDepth = 1024;  // (simdjson's default maximum depth)
+  bool fail(std::size_t at, bool non_finite = false) {
+    problem_ = ValueProblem{at, non_finite};
+    return false;
   }
-  if (i != json.size()) return ValueProblem{i, false};
-  return std::nullopt;
-}
+  char at(std::size_t k) const { return k < j_.size() ? j_[k] : '\0'; }
+  void space() {
+    while (i_ < j_.size() && (j_[i_] == ' ' || j_[i_] == '\t' || j_[i_] == '\n' || j_[i_] == '\r')) ++i_;
+  }
+  bool literal(std::string_view word) {
+    if (j_.substr(i_, word.size()) != word) return fail(i_);
+    i_ += word.size();
+    return true;
+  }
+  bool value(int depth) {
+    if (depth > kMaxDepth) return fail(i_);
+    switch (at(i_)) {
+      case '{': return object(depth);
+      case '[': return array(depth);
+      case '"': return string();
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n':
+        if (j_.substr(i_, 4) == "null") return literal("null");
+        break;
+      default: break;
+    }
+    if (at(i_) == '-' || (at(i_) >= '0' && at(i_) <= '9')) {
+      if (number()) return true;
+    }
+    // Not a value. A NaN or Infinity token (to the next delimiter) is noted and read on
+    // (the value is one only if nothing else is wrong in it); anything else fails.
+    std::size_t e = i_;
+    while (e < j_.size() && std::string_view(",]} \t\r\n").find(j_[e]) == std::string_view::npos) ++e;
+    if (e == i_ || !is_non_finite_token(j_.substr(i_, e - i_))) return fail(i_);
+    if (!non_finite_at_) non_finite_at_ = i_;
+    i_ = e;
+    return true;
+  }
+  bool object(int depth) {
+    ++i_;  // '{'
+    space();
+    if (at(i_) == '}') return ++i_, true;
+    for (;;) {
+      space();
+      if (at(i_) != '"') return fail(i_);
+      if (!string()) return false;
+      space();
+      if (at(i_) != ':') return fail(i_);
+      ++i_;
+      space();
+      if (!value(depth + 1)) return false;
+      space();
+      if (at(i_) == ',') { ++i_; continue; }
+      if (at(i_) == '}') return ++i_, true;
+      return fail(i_);
+    }
+  }
+  bool array(int depth) {
+    ++i_;  // '['
+    space();
+    if (at(i_) == ']') return ++i_, true;
+    for (;;) {
+      space();
+      if (!value(depth + 1)) return false;
+      space();
+      if (at(i_) == ',') { ++i_; continue; }
+      if (at(i_) == ']') return ++i_, true;
+      return fail(i_);
+    }
+  }
+  bool string() {
+    const std::size_t open = i_++;
+    for (; i_ < j_.size(); ++i_) {
+      const char ch = j_[i_];
+      if (ch == '"') return ++i_, true;
+      if (static_cast<unsigned char>(ch) < 0x20) return fail(i_);
+      if (ch != '\\') continue;
+      const char e = at(++i_);
+      if (e == 'u') {
+        for (std::size_t h = 1; h <= 4; ++h)
+          if (!std::isxdigit(static_cast<unsigned char>(at(i_ + h)))) return fail(i_ - 1);
+        i_ += 4;
+      } else if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos || e == '\0') {
+        return fail(i_ - 1);
+      }
+    }
+    return fail(open);  // (not closed)
+  }
+  // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, leaving i_ after it; false (nothing
+  // recorded) when it is not one.
+  bool number() {
+    std::size_t k = i_;
+    const auto digits = [&] {
+      const std::size_t from = k;
+      while (at(k) >= '0' && at(k) <= '9') ++k;
+      return k > from;
+    };
+    if (at(k) == '-') ++k;
+    if (at(k) == '0') ++k;
+    else if (!digits()) return false;
+    if (at(k) == '.' && (++k, !digits())) return false;
+    if (at(k) == 'e' || at(k) == 'E') {
+      ++k;
+      if (at(k) == '+' || at(k) == '-') ++k;
+      if (!digits()) return false;
+    }
+    // A number runs to a delimiter ("01" is not one: 0, then 1).
+    if (k < j_.size() && std::string_view(",]} \t\r\n").find(j_[k]) == std::string_view::npos) return false;
+    i_ = k;
+    return true;
+  }
+
+  std::string_view j_;
+  std::size_t i_ = 0;
+  ValueProblem problem_;
+  std::optional<std::size_t> non_finite_at_;  // the first NaN or Infinity token
+};
+
+std::optional<ValueProblem> json_value_problem(std::string_view json) { return JsonGrammar(json).check(); }
 
 // A config record whose values include NaN or Infinity (as Python's json writes them),
 // which simdjson cannot step over: its fields, read from a copy in which each such
@@ -767,12 +854,14 @@ class RecordParser::Impl {
   TopKeys top_keys_;
   bool keep_sample_indices_ = true;
   std::vector<RecordError> left_out_;  // the last record's fields left out (the record kept)
+  std::vector<std::string> left_out_keys_;  // their keys, for the repeated-key check
 };
 
 RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField>& config_fields, UpdateRecord& u,
                          std::string& unknown_type, RecordError& error) {
   Ctx c(text, error);
   left_out_.clear();
+  left_out_keys_.clear();
   od::document doc;
   simdjson::padded_string_view padded(text.data(), text.size(), text.size() + kParsePadding);
   reserve_or_throw(parser_, text.size());
@@ -1155,39 +1244,38 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     } else {
       // A field of the job's own: kept verbatim (and written back by `import`), so it must
       // be JSON. simdjson steps over a value it is not asked to read without checking it,
-      // so that is done here.
+      // so that is done here (JsonGrammar).
       const std::string_view tok = trim(v.raw_json_token());
-      if (is_non_finite_literal(tok)) {
+      auto leave_out = [&](const char* where, std::string what) {
         // NaN or Infinity, as Python's json writes a non-finite float (a loss after a
         // divergence): the field is left out and the record kept, as in a config record.
-        // (Not read through simdjson, which stops at NaN and Infinity.)
-        left_out_.push_back({Problem::kNonFinite, c.column(tok.data()),
+        left_out_.push_back({Problem::kNonFinite, c.column(where),
                              fmt::format("field \"{}\" holds {}, which JSON does not allow (Python's json writes it "
                                          "for a non-finite float); the field is left out, the record kept",
-                                         printable(key), shown(tok)),
+                                         printable(key), what),
                              {}});
-        continue;
+        left_out_keys_.emplace_back(key);
+      };
+      std::string_view raw = tok;  // a scalar is its token (simdjson stops at NaN and Infinity there)
+      if (!tok.empty() && (tok[0] == '[' || tok[0] == '{')) {
+        if (auto e = simdjson::to_json_string(v).get(raw)) {
+          ok = c.fail_json(e, at, fmt::format("in field \"{}\"", key));
+          break;
+        }
+        raw = trim(raw);
       }
-      std::string k(key);
-      std::string_view raw;
-      if (auto e = simdjson::to_json_string(v).get(raw)) {
-        ok = c.fail_json(e, at, fmt::format("in field \"{}\"", k));
-        break;
-      }
-      raw = trim(raw);
       if (const auto bad = json_value_problem(raw)) {
         if (bad->non_finite) {
-          left_out_.push_back({Problem::kNonFinite, c.column(raw.data()),
-                               fmt::format("field \"{}\" holds NaN or Infinity inside it ({}), which JSON does not "
-                                           "allow; the field is left out, the record kept",
-                                           printable(k), shown(raw)),
-                               {}});
+          leave_out(raw.data(), raw.data() == tok.data() && bad->offset == 0 && is_non_finite_token(raw)
+                                    ? shown(raw)
+                                    : fmt::format("NaN or Infinity inside it ({})", shown(raw)));
           continue;
         }
         ok = c.fail(Problem::kMalformedJson, raw.data() + bad->offset,
-                    fmt::format("in field \"{}\": {} is not a JSON value", printable(k), shown(raw)));
+                    fmt::format("in field \"{}\": {} is not a JSON value", printable(key), shown(raw)));
         break;
       }
+      std::string k(key);
       u.extra.push_back({std::move(k), std::string(raw)});
     }
     if (!ok) break;
@@ -1206,6 +1294,11 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     return c.fail(Problem::kBadField, nullptr, fmt::format("recorder_errors: \"{}\" listed twice", e->first));
   if (const auto* f = repeated_key(u.extra, [](const RawField& x) -> const auto& { return x.key; }))
     return c.fail(Problem::kBadField, nullptr, fmt::format("field \"{}\" appears twice in the record", f->key));
+  // (A field left out for its NaN counts too: "loss": 1, "loss": NaN is a key given twice.)
+  for (const auto& key : left_out_keys_)
+    if (std::count(left_out_keys_.begin(), left_out_keys_.end(), key) > 1 ||
+        std::any_of(u.extra.begin(), u.extra.end(), [&](const RawField& x) { return x.key == key; }))
+      return c.fail(Problem::kBadField, nullptr, fmt::format("field \"{}\" appears twice in the record", key));
   if (!have_step) return c.fail(Problem::kMissingField, nullptr, "update record has no \"step\" field");
   if (!have_wall) return c.fail(Problem::kMissingField, nullptr, "update record has no \"wall_ms\" field");
   return true;
