@@ -159,6 +159,13 @@ int run_synth(SynthOptions& opt) {
     // Checked before the logs are written, which may take long: the manifest comes last.
     // Its directory is made as the logs' is.
     namespace fs = std::filesystem;
+    // (Before any directory is made: a refused run leaves none behind.)
+    if (manifest_names_a_log(opt)) {
+      print_stderr("stepprof synth: --manifest {}: is {}; give the manifest another name\n", opt.manifest,
+                   names_dir(opt) ? "the logs' directory (-o)" : "the path of one of the logs this run writes, "
+                                                                 "which it would replace");
+      return kUsage;
+    }
     std::error_code ec;
     const fs::path m(opt.manifest);
     if (m.has_parent_path()) manifest_dir.make(m.parent_path(), ec);
@@ -168,13 +175,6 @@ int run_synth(SynthOptions& opt) {
     if (ec || fs::is_directory(m, dir_ec)) {
       print_stderr("stepprof synth: --manifest {}: {}\n", opt.manifest,
                  ec ? "cannot make its directory: " + ec.message() : std::string("is a directory"));
-      return kUsage;
-    }
-    if (manifest_names_a_log(opt)) {
-      manifest_dir.remove_empty();
-      print_stderr("stepprof synth: --manifest {}: is {}; give the manifest another name\n", opt.manifest,
-                   names_dir(opt) ? "the logs' directory (-o)" : "the path of one of the logs this run writes, "
-                                                                 "which it would replace");
       return kUsage;
     }
   }
@@ -219,6 +219,18 @@ int run_synth(SynthOptions& opt) {
              opt.dir);
   const std::string where = synth::describe(man);
   print_stderr("{}", where.empty() ? "nothing injected\n" : where);
+  // Once more now that the logs exist: a link to a log not written yet (`ln -s logs/rank0.jsonl
+  // m.json`) could not be resolved before, and the manifest would be written through it.
+  if (!opt.manifest.empty() && opt.manifest != "-")
+    for (const auto& f : man.files) {
+      std::error_code same_ec;
+      if (std::filesystem::equivalent(opt.manifest, f, same_ec) && !same_ec) {
+        print_stderr("stepprof synth: --manifest {}: is the log {} (a link to it?); the manifest was not written, "
+                     "the logs were\n",
+                     opt.manifest, f);
+        return kUsage;
+      }
+    }
   if (!opt.manifest.empty() && !write_output(opt.manifest, synth::manifest_to_json(man))) return output_failed();
   return kOk;
 }

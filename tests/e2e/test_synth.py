@@ -1378,7 +1378,15 @@ def test_a_manifest_named_as_a_log_is_refused(tmp_path):
         r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", manifest, *gzip)
         assert r.returncode == 2, r.stderr
         assert why in r.stderr, r.stderr
-        assert not logs.exists()
+        assert list(tmp_path.iterdir()) == []  # (x/.. made "x", left behind)
+    # A link to a log not written yet cannot be told before: the logs are written, the
+    # manifest is not (it was written through the link, over rank 0's log).
+    (tmp_path / "m.json").symlink_to(logs / "rank0.jsonl")
+    r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", tmp_path / "m.json")
+    assert r.returncode == 2 and "is the log" in r.stderr and "the manifest was not written" in r.stderr, r.stderr
+    assert json.loads((logs / "rank0.jsonl").read_text().splitlines()[0])["type"] == "config"
+    (tmp_path / "m.json").unlink()
+    shutil.rmtree(logs)
     # Beside the logs, under another name, it is fine (and `report DIR` notes it).
     r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", logs / "rank0.jsonl.gz")
     assert r.returncode == 0, r.stderr
