@@ -133,6 +133,18 @@ std::optional<Starts> real_starts(const Dataset& data, std::string& why_not) {
       return std::nullopt;
     }
   }
+  // The axis from the earliest start to the latest end must fit a trace viewer's
+  // (kMaxTraceSpanUs): start_unix_ms may be anywhere from 0 to 1e14 ms.
+  double span_us = 0;
+  for (std::size_t ri = 0; ri < data.ranks.size(); ++ri)
+    for (std::size_t k = 0; k < s.us[ri].size(); ++k)
+      span_us = std::max(span_us, static_cast<double>(s.us[ri][k]) + data.ranks[ri].updates[k].wall_ms * 1e3);
+  if (span_us > kMaxTraceSpanUs) {
+    why_not = fmt::format("the logged start_unix_ms span {:.3g} years, more than a trace's time axis holds (2^53 "
+                          "us, 285 years)",
+                          span_us / 1e6 / 3.15576e7);
+    return std::nullopt;
+  }
   return s;
 }
 

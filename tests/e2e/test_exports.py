@@ -920,3 +920,19 @@ def test_a_page_of_a_log_whose_name_is_not_utf8_is_utf8(tmp_path):
     assert r.returncode == 0, r.stderr
     page = out.read_bytes().decode("utf-8")  # (raises on invalid UTF-8)
     assert "<title>" in page and "bad&#xFFFD;&#xFFFD;.jsonl" in page
+
+
+def test_logged_start_times_beyond_the_time_axis_are_not_used(tmp_path):
+    # start_unix_ms of 0 and 9.9e13 ms gave timestamps past 2^53 us, which a trace viewer
+    # (JavaScript numbers) cannot hold to the microsecond.
+    log = tmp_path / "span.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in (
+        {"type": "config", "rank": 0, "world_size": 1},
+        {"type": "update", "rank": 0, "step": 1, "wall_ms": 10, "start_unix_ms": 0},
+        {"type": "update", "rank": 0, "step": 2, "wall_ms": 10, "start_unix_ms": 9.9e13})) + "\n")
+    out = tmp_path / "t.json"
+    r = run("trace", log, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "start_unix_ms not used" in r.stderr and "more than a trace's time axis holds" in r.stderr, r.stderr
+    starts = sorted(e["ts"] for e in json.loads(out.read_text())["traceEvents"] if e.get("cat") == "update")
+    assert starts == [0, 10000]
