@@ -312,18 +312,14 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
     else if (updates.size() < kMinUpdates)
       m.why_not = fmt::format("fitted on {} updates: at least {} are needed", updates.size(), kMinUpdates);
     else if (m.heldout_fraction > options.threshold) {
-      // As many decimals as the threshold needs and as tell the two apart ("3 % ... above
-      // the 0 % threshold" for --threshold 0.001).
-      const double pct = options.threshold * 100;
+      // The threshold as given (6 significant digits), the error with as many decimals as
+      // show it above the threshold ("3 % ... above the 0 % threshold" for --threshold
+      // 0.001).
+      const double pct = options.threshold * 100, error = m.heldout_fraction * 100;
       int decimals = 0;
-      while (decimals < 4 && std::fabs(std::round(pct * std::pow(10, decimals)) / std::pow(10, decimals) - pct) >
-                                 1e-9 * std::max(1.0, pct))
-        ++decimals;
-      while (decimals < 6 &&
-             fmt::format("{:.{}f}", m.heldout_fraction * 100, decimals) == fmt::format("{:.{}f}", pct, decimals))
-        ++decimals;
-      m.why_not = fmt::format("held-out error {:.{}f} % of its mean time is above the {:.{}f} % threshold",
-                              m.heldout_fraction * 100, decimals, options.threshold * 100, decimals);
+      while (decimals < 12 && !(std::round(error * std::pow(10, decimals)) / std::pow(10, decimals) > pct)) ++decimals;
+      m.why_not = fmt::format("held-out error {:.{}f} % of its mean time is above the {:g} % threshold", error,
+                              decimals, pct);
     }
     else
       m.usable = true;
