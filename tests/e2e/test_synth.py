@@ -379,22 +379,28 @@ def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path, sig):
     assert not list(tmp_path.glob("report.json.tmp-*"))
 
 
-def test_a_hangup_ignored_at_start_stays_ignored(tmp_path):
-    # `nohup stepprof ...`: the terminal closing must not stop the command.
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGINT"])
+def test_a_signal_ignored_at_start_stays_ignored(tmp_path, sig):
+    # `nohup stepprof ...` (SIGHUP ignored) and a shell's background job (SIGINT ignored):
+    # the terminal closing, or Ctrl-C meant for the foreground job, must not stop the
+    # command. (The handler used to be installed whatever the disposition was.)
     import signal
     import time
     manifest, _ = synth(tmp_path, "--ranks", 1, "--updates", 50)
     lines = Path(manifest["files"][0]).read_text()
     out = tmp_path / "report.json"
+    number = signal_number(sig)
     proc = subprocess.Popen([BIN, "report", "--format", "json", "-o", out, "-"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: (default_signals(), signal.signal(signal.SIGHUP, signal.SIG_IGN)))
+                            preexec_fn=lambda: (default_signals(), signal.signal(number, signal.SIG_IGN)))
     proc.stdin.write(lines)
     proc.stdin.flush()
+    # Once the handlers are installed (SIGTERM's: the one left to catch in both cases).
     deadline = time.monotonic() + 30
-    while proc.poll() is None and time.monotonic() < deadline and not sigint_caught(proc.pid):
+    while proc.poll() is None and time.monotonic() < deadline and not caught(proc.pid, "SIGTERM"):
         time.sleep(0.005)
-    proc.send_signal(signal.SIGHUP)
+    assert not caught(proc.pid, sig)
+    proc.send_signal(number)
     time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()
     _, err = proc.communicate(timeout=60)  # (closes stdin: the end of the input, the report is written)
@@ -412,15 +418,20 @@ def default_signals():
         signal.signal(sig, signal.SIG_DFL)
 
 
-def sigint_caught(pid):
-    """True when process `pid` has a handler for SIGINT (bit 1 of SigCgt in /proc/PID/status)."""
+def caught(pid, sig):
+    """True when process `pid` has a handler for signal `sig` (its bit in SigCgt, /proc/PID/status)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("SigCgt:"):
-                return bool(int(line.split()[1], 16) & (1 << (signal_number("SIGINT") - 1)))
+                return bool(int(line.split()[1], 16) & (1 << (signal_number(sig) - 1)))
     except OSError:
         pass
     return False
+
+
+def sigint_caught(pid):
+    """True when process `pid` has a handler for SIGINT."""
+    return caught(pid, "SIGINT")
 
 
 def signal_number(name):
