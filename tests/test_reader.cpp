@@ -1160,6 +1160,22 @@ TEST_F(ReaderTest, NonFiniteValuesInTheJobsOwnFieldsLeaveTheFieldOut) {
     EXPECT_EQ(e->line, 3u);
     EXPECT_NE(e->message.find("in field \"loss\": " + v + " is not a JSON value"), std::string::npos) << e->message;
   }
+  // A string left unread and followed by ':' was taken for a key by simdjson, which stepped
+  // over the ':' and the next value: these records were kept without a word (the second
+  // with the inner "wall_ms" swallowed), and a config took "x": "a".
+  for (const auto& [bad, value] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type": "update", "rank": 1, "step": 2, "x": "a": "b"}, "wall_ms": 10})", R"("a")"},
+           {R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "x": "a": {"wall_ms": 9}}})", R"("a")"},
+           {R"({"type": "update": 1}, "rank": 1, "step": 2, "wall_ms": 10})", R"("update")"},
+           {R"({"type": "config", "rank": 1, "world_size": 4, "x": "a": "b"}})", R"("a")"}}) {
+    const Dataset d = read({write("colon.jsonl", kConfig + "\n" + update(1) + "\n" + bad + "\n")});
+    EXPECT_EQ(d.update_count(), 1u) << bad;
+    const Diagnostic* e = first(Problem::kMalformedJson);
+    ASSERT_NE(e, nullptr) << bad;
+    EXPECT_EQ(e->line, 3u);
+    EXPECT_EQ(e->column, bad.find(value + ":") + value.size() + 1) << bad;  // the ':' after the value
+    EXPECT_NE(e->message.find("a ':' after the value of"), std::string::npos) << e->message;
+  }
   // An array never closed (its NaN aside) is no JSON value either.
   read({write("open.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "loss": [NaN})" +
                                 "\n")});

@@ -312,14 +312,15 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
     else if (updates.size() < kMinUpdates)
       m.why_not = fmt::format("fitted on {} updates: at least {} are needed", updates.size(), kMinUpdates);
     else if (m.heldout_fraction > options.threshold) {
-      // The threshold as given (6 significant digits), the error with as many decimals as
-      // show it above the threshold ("3 % ... above the 0 % threshold" for --threshold
-      // 0.001).
-      const double pct = options.threshold * 100, error = m.heldout_fraction * 100;
+      // The threshold as given (10 significant digits), the error with as many decimals as
+      // show it above the threshold as shown ("3 % ... above the 0 % threshold" for
+      // --threshold 0.001; "1.103 % ... above the 1.103 %" for 0.0110299999).
+      const std::string threshold = fmt::format("{:.10g}", options.threshold * 100);
+      const double shown_threshold = std::stod(threshold), error = m.heldout_fraction * 100;
       int decimals = 0;
-      while (decimals < 12 && !(std::round(error * std::pow(10, decimals)) / std::pow(10, decimals) > pct)) ++decimals;
-      m.why_not = fmt::format("held-out error {:.{}f} % of its mean time is above the {:g} % threshold", error,
-                              decimals, pct);
+      while (decimals < 15 && !(std::stod(fmt::format("{:.{}f}", error, decimals)) > shown_threshold)) ++decimals;
+      m.why_not = fmt::format("held-out error {:.{}f} % of its mean time is above the {} % threshold", error, decimals,
+                              threshold);
     }
     else
       m.usable = true;

@@ -104,11 +104,27 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// The value's text for messages, shortened.
+// The value's text for messages, shortened (cut before a UTF-8 continuation byte, so that
+// no character is split).
 std::string shown(std::string_view tok) {
   tok = trim(tok);
-  if (tok.size() > 40) return fmt::format("{}...", tok.substr(0, 37));
+  if (tok.size() > 40) {
+    std::size_t n = 37;
+    while (n > 0 && (static_cast<unsigned char>(tok[n]) & 0xC0) == 0x80) --n;
+    return fmt::format("{}...", tok.substr(0, n));
+  }
   return std::string(tok);
+}
+
+// Where a ':' follows a value not read yet, or nullptr. A string value that simdjson steps
+// over without reading it (a field of the job's own, `type`, a config value) and that a ':'
+// follows is taken for a key: the ':' and the next value are stepped over too (simdjson
+// issue 1742), so `"x": "a": "b"` passed as JSON. The value's raw token runs to the next
+// structural character, which must be ',' or '}'.
+const char* colon_after(od::value& v) {
+  const std::string_view full = v.raw_json_token();
+  const char* after = full.data() + full.size();  // (the text is padded: readable at its end)
+  return *after == ':' ? after : nullptr;
 }
 
 // ASCII letters compared without case ("Config" and "config").
@@ -940,6 +956,13 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
       at = location(doc);
       if (auto e = field.unescaped_key().get(key)) { ok = c.fail_json(e, at, "in a key"); break; }
       if (auto e = field.value().get(v)) { ok = c.fail_json(e, at, fmt::format("at \"{}\"", key)); break; }
+      if (const char* colon = colon_after(v)) {
+        ok = c.fail(Problem::kMalformedJson, colon,
+                    fmt::format("a ':' after the value of \"{}\": the JSON structure is broken (a ',' or '{{' "
+                                "missing?)",
+                                printable(key)));
+        break;
+      }
       if (key == s::kType) {
         if (type_seen) {
           ok = c.fail(Problem::kBadField, at, "field \"type\" appears twice in the record");
@@ -1063,6 +1086,11 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     od::value& v = fld.value();
 
     if (key == s::kType) {
+      if (const char* colon = colon_after(v)) {
+        ok = c.fail(Problem::kMalformedJson, colon,
+                    "a ':' after the value of \"type\": the JSON structure is broken (a ',' or '{' missing?)");
+        break;
+      }
       continue;
     } else if (key == s::kRank) {
       std::int64_t r = 0;
@@ -1245,6 +1273,13 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       // A field of the job's own: kept verbatim (and written back by `import`), so it must
       // be JSON. simdjson steps over a value it is not asked to read without checking it,
       // so that is done here (JsonGrammar).
+      if (const char* colon = colon_after(v)) {
+        ok = c.fail(Problem::kMalformedJson, colon,
+                    fmt::format("a ':' after the value of \"{}\": the JSON structure is broken (a ',' or '{{' "
+                                "missing?)",
+                                printable(key)));
+        break;
+      }
       const std::string_view tok = trim(v.raw_json_token());
       auto leave_out = [&](const char* where, std::string what) {
         // NaN or Infinity, as Python's json writes a non-finite float (a loss after a

@@ -67,7 +67,7 @@ std::vector<Block> model_blocks(const CostModelSet& set) {
       "Each region's time per update (device time where recorded, else host time) = sum of non-negative costs per "
       "unit of work (NNLS, Lawson & Hanson); features chosen by forward selection on the leave-one-update-out error "
       "({}, {} update{}); a model is used only if that held-out error is at most {} of the region's mean time.",
-      set.heldout_method, set.updates, set.updates == 1 ? "" : "s", fmt::format("{:g} %", set.threshold * 100))});
+      set.heldout_method, set.updates, set.updates == 1 ? "" : "s", fmt::format("{:.10g} %", set.threshold * 100))});
   out.emplace_back(models_table(set));
   Fields why;
   for (const auto& m : set.models)
