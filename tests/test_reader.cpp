@@ -1176,6 +1176,13 @@ TEST_F(ReaderTest, NonFiniteValuesInTheJobsOwnFieldsLeaveTheFieldOut) {
     EXPECT_EQ(e->column, bad.find(value + ":") + value.size() + 1) << bad;  // the ':' after the value
     EXPECT_NE(e->message.find("a ':' after the value of"), std::string::npos) << e->message;
   }
+  // Nested deeper than simdjson's limit: said so (it read "is not a JSON value").
+  read({write("deep.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "x": )" +
+                                std::string(1030, '[') + std::string(1030, ']') + "}\n")});
+  ASSERT_NE(first(Problem::kMalformedJson), nullptr);
+  EXPECT_NE(first(Problem::kMalformedJson)->message.find("in field \"x\": nested more than 1024 levels deep"),
+            std::string::npos)
+      << first(Problem::kMalformedJson)->message;
   // An array never closed (its NaN aside) is no JSON value either.
   read({write("open.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "loss": [NaN})" +
                                 "\n")});

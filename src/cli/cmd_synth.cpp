@@ -122,7 +122,17 @@ std::optional<std::uint64_t> available_memory_bytes() {
 std::pair<std::filesystem::path, std::filesystem::path> manifest_and_dir(const SynthOptions& opt) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path m = fs::weakly_canonical(fs::absolute(opt.manifest, ec), ec);
+  fs::path m = fs::absolute(opt.manifest, ec);
+  if (ec) return {};
+  // A link whose target does not exist yet (`ln -s logs/rank0.jsonl m.json` before the
+  // logs are written): weakly_canonical stops at it, so it is followed here (up to 40 links,
+  // as the kernel does).
+  for (int links = 0; links < 40 && fs::is_symlink(m, ec); ++links) {
+    const fs::path target = fs::read_symlink(m, ec);
+    if (ec) return {};
+    m = target.is_absolute() ? target : m.parent_path() / target;
+  }
+  m = fs::weakly_canonical(m, ec);
   if (ec) return {};
   fs::path d = fs::weakly_canonical(fs::absolute(opt.dir, ec), ec);
   if (ec) return {};
@@ -219,9 +229,11 @@ int run_synth(SynthOptions& opt) {
              opt.dir);
   const std::string where = synth::describe(man);
   print_stderr("{}", where.empty() ? "nothing injected\n" : where);
-  // Once more now that the logs exist: a link to a log not written yet (`ln -s logs/rank0.jsonl
-  // m.json`) could not be resolved before, and the manifest would be written through it.
-  if (!opt.manifest.empty() && opt.manifest != "-")
+  // Once more now that the logs exist, for a link (written through, not replaced; a hard
+  // link's file is replaced by the new one, its log untouched): one the check before could
+  // not follow (a link to a link that did not exist then).
+  std::error_code link_ec;
+  if (!opt.manifest.empty() && opt.manifest != "-" && std::filesystem::is_symlink(opt.manifest, link_ec))
     for (const auto& f : man.files) {
       std::error_code same_ec;
       if (std::filesystem::equivalent(opt.manifest, f, same_ec) && !same_ec) {

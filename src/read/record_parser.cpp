@@ -162,9 +162,11 @@ bool is_non_finite_token(std::string_view tok) {
 struct ValueProblem {
   std::size_t offset = 0;  // where in `json`
   bool non_finite = false;
+  bool too_deep = false;  // valid so far, but nested deeper than kMaxDepth
 };
 class JsonGrammar {
  public:
+  static constexpr int kMaxDepth = 1024;  // (simdjson's default maximum depth)
   explicit JsonGrammar(std::string_view json) : j_(json) {}
   std::optional<ValueProblem> check() {
     space();
@@ -176,7 +178,6 @@ class JsonGrammar {
   }
 
  private:
-  static constexpr int kMaxDepth = 1024;  // (simdjson's default maximum depth)
   bool fail(std::size_t at, bool non_finite = false) {
     problem_ = ValueProblem{at, non_finite};
     return false;
@@ -191,7 +192,10 @@ class JsonGrammar {
     return true;
   }
   bool value(int depth) {
-    if (depth > kMaxDepth) return fail(i_);
+    if (depth > kMaxDepth) {
+      problem_ = ValueProblem{i_, false, true};
+      return false;
+    }
     switch (at(i_)) {
       case '{': return object(depth);
       case '[': return array(depth);
@@ -1307,7 +1311,9 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
           continue;
         }
         ok = c.fail(Problem::kMalformedJson, raw.data() + bad->offset,
-                    fmt::format("in field \"{}\": {} is not a JSON value", printable(key), shown(raw)));
+                    bad->too_deep ? fmt::format("in field \"{}\": nested more than {} levels deep", printable(key),
+                                                JsonGrammar::kMaxDepth)
+                                  : fmt::format("in field \"{}\": {} is not a JSON value", printable(key), shown(raw)));
         break;
       }
       std::string k(key);

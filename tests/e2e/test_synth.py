@@ -368,8 +368,11 @@ def test_ctrl_c_stops_reading_with_status_130_and_no_output(tmp_path, sig):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     proc.stdin.write(lines)
     proc.stdin.flush()
+    # Once every handler is installed (they go in one after another: SIGHUP sent once
+    # SIGINT's was in could find its default action and give 129).
     deadline = time.monotonic() + 30
-    while proc.poll() is None and time.monotonic() < deadline and not sigint_caught(proc.pid):
+    while proc.poll() is None and time.monotonic() < deadline and not all(
+            caught(proc.pid, s) for s in ("SIGINT", "SIGTERM", "SIGHUP")):
         time.sleep(0.005)
     proc.send_signal(signal_number(sig))
     _, err = proc.communicate(timeout=60)
@@ -395,10 +398,12 @@ def test_a_signal_ignored_at_start_stays_ignored(tmp_path, sig):
                             preexec_fn=lambda: (default_signals(), signal.signal(number, signal.SIG_IGN)))
     proc.stdin.write(lines)
     proc.stdin.flush()
-    # Once the handlers are installed (SIGTERM's: the one left to catch in both cases).
+    # Once the other handlers are installed, and the command waits for input.
+    others = [s for s in ("SIGINT", "SIGTERM", "SIGHUP") if s != sig]
     deadline = time.monotonic() + 30
-    while proc.poll() is None and time.monotonic() < deadline and not caught(proc.pid, "SIGTERM"):
+    while proc.poll() is None and time.monotonic() < deadline and not all(caught(proc.pid, s) for s in others):
         time.sleep(0.005)
+    time.sleep(0.2)
     assert not caught(proc.pid, sig)
     proc.send_signal(number)
     time.sleep(0.2)
@@ -1390,13 +1395,21 @@ def test_a_manifest_named_as_a_log_is_refused(tmp_path):
         assert r.returncode == 2, r.stderr
         assert why in r.stderr, r.stderr
         assert list(tmp_path.iterdir()) == []  # (x/.. made "x", left behind)
-    # A link to a log not written yet cannot be told before: the logs are written, the
-    # manifest is not (it was written through the link, over rank 0's log).
+    # A link to a log not written yet is followed before anything is written (the manifest
+    # was written through it, over rank 0's log).
     (tmp_path / "m.json").symlink_to(logs / "rank0.jsonl")
     r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", tmp_path / "m.json")
-    assert r.returncode == 2 and "is the log" in r.stderr and "the manifest was not written" in r.stderr, r.stderr
-    assert json.loads((logs / "rank0.jsonl").read_text().splitlines()[0])["type"] == "config"
+    assert r.returncode == 2 and "one of the logs this run writes" in r.stderr, r.stderr
+    assert not logs.exists()
     (tmp_path / "m.json").unlink()
+    # A hard link to a log is not one: the manifest replaces the link's file, the log stays.
+    assert run("synth", "-o", logs, "--ranks", 2, "--updates", 3).returncode == 0
+    os.link(logs / "rank0.jsonl", tmp_path / "hard.json")
+    r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", tmp_path / "hard.json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((logs / "rank0.jsonl").read_text().splitlines()[0])["type"] == "config"
+    assert json.loads((tmp_path / "hard.json").read_text())["schema"] == "stepprof.synth-manifest/1"
+    (tmp_path / "hard.json").unlink()
     shutil.rmtree(logs)
     # Beside the logs, under another name, it is fine (and `report DIR` notes it).
     r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", logs / "rank0.jsonl.gz")
