@@ -116,15 +116,19 @@ std::string shown(std::string_view tok) {
   return std::string(tok);
 }
 
-// Where a ':' follows a value not read yet, or nullptr. A string value that simdjson steps
-// over without reading it (a field of the job's own, `type`, a config value) and that a ':'
-// follows is taken for a key: the ':' and the next value are stepped over too (simdjson
-// issue 1742), so `"x": "a": "b"` passed as JSON. The value's raw token runs to the next
-// structural character, which must be ',' or '}'.
-const char* colon_after(od::value& v) {
+// False, with a malformed-json error at the ':', when one follows field `key`'s value `v`
+// (not read yet). A string value that simdjson steps over without reading it (a field of
+// the job's own, `type`, a config value) and that a ':' follows is taken for a key: the
+// ':' and the next value are stepped over too (simdjson issue 1742), so `"x": "a": "b"`
+// passed as JSON. The value's raw token runs to the next structural character, which
+// must be ',' or '}'.
+bool no_colon_after(od::value& v, Ctx& c, std::string_view key) {
   const std::string_view full = v.raw_json_token();
   const char* after = full.data() + full.size();  // (the text is padded: readable at its end)
-  return *after == ':' ? after : nullptr;
+  if (*after != ':') return true;
+  return c.fail(Problem::kMalformedJson, after,
+                fmt::format("a ':' after the value of \"{}\": the JSON structure is broken (a ',' or '{{' missing?)",
+                            printable(key)));
 }
 
 // ASCII letters compared without case ("Config" and "config").
@@ -960,13 +964,7 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
       at = location(doc);
       if (auto e = field.unescaped_key().get(key)) { ok = c.fail_json(e, at, "in a key"); break; }
       if (auto e = field.value().get(v)) { ok = c.fail_json(e, at, fmt::format("at \"{}\"", key)); break; }
-      if (const char* colon = colon_after(v)) {
-        ok = c.fail(Problem::kMalformedJson, colon,
-                    fmt::format("a ':' after the value of \"{}\": the JSON structure is broken (a ',' or '{{' "
-                                "missing?)",
-                                printable(key)));
-        break;
-      }
+      if (!(ok = no_colon_after(v, c, key))) break;
       if (key == s::kType) {
         if (type_seen) {
           ok = c.fail(Problem::kBadField, at, "field \"type\" appears twice in the record");
@@ -1090,11 +1088,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     od::value& v = fld.value();
 
     if (key == s::kType) {
-      if (const char* colon = colon_after(v)) {
-        ok = c.fail(Problem::kMalformedJson, colon,
-                    "a ':' after the value of \"type\": the JSON structure is broken (a ',' or '{' missing?)");
-        break;
-      }
+      if (!(ok = no_colon_after(v, c, key))) break;
       continue;
     } else if (key == s::kRank) {
       std::int64_t r = 0;
@@ -1277,13 +1271,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       // A field of the job's own: kept verbatim (and written back by `import`), so it must
       // be JSON. simdjson steps over a value it is not asked to read without checking it,
       // so that is done here (JsonGrammar).
-      if (const char* colon = colon_after(v)) {
-        ok = c.fail(Problem::kMalformedJson, colon,
-                    fmt::format("a ':' after the value of \"{}\": the JSON structure is broken (a ',' or '{{' "
-                                "missing?)",
-                                printable(key)));
-        break;
-      }
+      if (!(ok = no_colon_after(v, c, key))) break;
       const std::string_view tok = trim(v.raw_json_token());
       auto leave_out = [&](const char* where, std::string what) {
         // NaN or Infinity, as Python's json writes a non-finite float (a loss after a
