@@ -337,6 +337,40 @@ TEST(Padding, PricedWithComputeRegionsOnly) {
   EXPECT_NEAR(*p.cost_ms_per_update, 35, 1e-9);
 }
 
+// An update that logged neither token counter had no token count, not zero tokens
+// (docs/log-schema.md: absent is not 0). Five updates of 1000..5000 slots with 10 %
+// padding, "fwd" 0.1 ms per slot, and a sixth without the counters whose "fwd" took
+// 500 ms. Over the five: 1500 padding slots, 300 per update, 150 per second of their
+// 10 s; fwd follows the slots exactly (r = 1), median 300 ms, cost 0.1 x 300 = 30 ms.
+// Read as 0 slots, the sixth made r = 0.33 (no token-bound region) and the figures
+// 250 per update and 125 per second.
+TEST(Padding, UpdateWithoutTokenCountersIsLeftOut) {
+  Builder b;
+  for (int i = 1; i <= 6; ++i) {
+    auto& u = b.add(i, 2000);
+    if (i == 6) {
+      b.region(u, "fwd", 500, 500);
+      continue;
+    }
+    const double slots = 1000.0 * i;
+    b.counter(u, "token_slots", slots);
+    b.counter(u, "valid_tokens", 0.9 * slots);
+    b.region(u, "fwd", slots / 10, slots / 10);
+  }
+  const Hierarchy h = parse("step\n  fwd\n");
+  const PaddingResult p = analyze_padding({b.d, &h});
+  ASSERT_TRUE(p.available);
+  EXPECT_DOUBLE_EQ(p.padding_slots_per_update, 300);
+  EXPECT_DOUBLE_EQ(p.padding_slots_per_s, 150);
+  ASSERT_TRUE(p.per_update_fraction);
+  EXPECT_EQ(p.per_update_fraction->n, 5u);
+  ASSERT_EQ(p.token_bound.size(), 1u);
+  EXPECT_NEAR(p.token_bound[0].correlation, 1, 1e-12);
+  EXPECT_DOUBLE_EQ(p.token_bound[0].median_ms, 300);
+  ASSERT_TRUE(p.cost_ms_per_update);
+  EXPECT_NEAR(*p.cost_ms_per_update, 30, 1e-9);
+}
+
 TEST(Waiting, CompensationIsDetected) {
   Builder b;
   // Compute varies 100..400; comm = 600 - compute + small noise: the sum stays ~600.
@@ -473,6 +507,16 @@ TEST(CrossRank, IncompleteStepsAreReportedAndSkipped) {
   EXPECT_EQ(x.incomplete_examples[0].first_step, 4);
   EXPECT_EQ(x.incomplete_examples[0].last_step, 4);
   EXPECT_EQ(x.incomplete_examples[0].ranks, (std::vector<std::int64_t>{1}));
+  // A rank's row summarizes the steps compared, its communication time too: rank 0's
+  // allreduce is 1000 - {600, 610, 620} = {400, 390, 380} over steps 1-3 (with step 4's
+  // 300 it read n = 4, median 385, beside own work and waits of 3 steps).
+  const auto& r0 = x.per_rank[0];
+  EXPECT_EQ(r0.compute_ms.n, 3u);
+  EXPECT_EQ(r0.wait_ms.n, 3u);
+  ASSERT_TRUE(r0.comm_ms);
+  EXPECT_EQ(r0.comm_ms->n, 3u);
+  EXPECT_DOUBLE_EQ(r0.comm_ms->median, 390);
+  EXPECT_DOUBLE_EQ(r0.comm_ms->min, 380);
 }
 
 TEST(CrossRank, IncompleteStepsAreListedAsRunsAndTheRestCounted) {

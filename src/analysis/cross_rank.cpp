@@ -817,7 +817,6 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   const std::size_t nr = ranks.size();
   std::vector<double> compute_at(steps.size() * nr, std::numeric_limits<double>::quiet_NaN());
   std::vector<double> comm_at(steps.size() * nr, 0.0);  // its communication time [ms]
-  std::vector<std::vector<double>> comm_series(nr);
   for (std::size_t i = 0; i < nr; ++i) {
     const auto first = in.first_update_of(*ranks[i]);
     std::size_t s = 0;
@@ -830,12 +829,8 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       if (comm) {
         auto t = first ? in.region_ms_of(*first + j, u, *comm, comm_dev) : region_ms(u, *comm, comm_dev);
         if (!t && comm_dev) t = first ? in.region_ms_of(*first + j, u, *comm, false) : region_ms(u, *comm, false);
-        if (t) {
-          c = *t;
-          comm_series[i].push_back(*t);
-        } else {
-          known = false;
-        }
+        if (t) c = *t;
+        else known = false;
       }
       if (s + 1 < steps.size() && steps[s + 1] == u.step) ++s;  // usually the next step
       else if (steps[s] != u.step)  // any order is found
@@ -848,7 +843,9 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     }
   }
 
-  std::vector<std::vector<double>> compute(nr), wait(nr);
+  // Per rank, over the steps compared (every rank has the step, its own work known):
+  // the three summaries of a `per_rank` row cover the same updates.
+  std::vector<std::vector<double>> compute(nr), wait(nr), comm_ms(nr);
   std::vector<std::size_t> slowest_count(nr, 0);
   std::vector<double> margins, v(nr);
   StepRuns incomplete_runs{out.incomplete_examples}, without_comm_runs{out.without_comm_examples},
@@ -891,6 +888,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       // line up (one rank's update holds time the others did not wait through, e.g. a
       // checkpoint after the collective) the difference of own work would exceed it.
       wait[i].push_back(std::min(slowest - row[i], comm ? comm_at[si * nr + i] : slowest - row[i]));
+      if (comm) comm_ms[i].push_back(comm_at[si * nr + i]);
     }
   }
   if (out.steps_aligned == 0) {
@@ -920,7 +918,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     r.rank = *ranks[i]->rank;
     r.compute_ms = *summarize(compute[i]);
     r.wait_ms = *summarize(wait[i]);
-    r.comm_ms = summarize(comm_series[i]);
+    r.comm_ms = summarize(comm_ms[i]);
     r.times_slowest = slowest_count[i];
     if (first || r.compute_ms.median < fastest_median) fastest_median = r.compute_ms.median;
     first = false;

@@ -18,7 +18,11 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     return p;
   }
   const auto updates = in.updates();
-  std::vector<double> per_update, slots_series;
+  std::vector<double> per_update;
+  // Token slots of each update; absent where the update logged neither counter (absent is
+  // not 0, docs/log-schema.md): it is left out of the padding figures and of the
+  // correlation with region times.
+  std::vector<std::optional<double>> slots_series;
   std::vector<std::size_t> per_update_k;  // which update each per_update value is
   double wall = 0;
   std::size_t counted = 0;   // updates in the padding figures
@@ -26,13 +30,14 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   for (std::size_t k = 0; k < updates.size(); ++k) {
     const UpdateRecord* u = updates[k];
     const auto sv = in.counter_of(k, *u, *slots_id), vv = in.counter_of(k, *u, *valid_id);
-    const double s = sv.value_or(0), v = vv.value_or(0);
-    slots_series.push_back(s);  // (indexed by update: kept for every one)
+    slots_series.push_back(sv);  // (indexed by update: kept for every one)
+    if (!sv && !vv) continue;
     // (An error the reader reported, check_token_counters.)
     if (schema::counter::token_counters_contradict(sv, vv)) {
       ++left_out;
       continue;
     }
+    const double s = *sv, v = *vv;
     ++counted;
     p.token_slots += s;
     p.valid_tokens += v;
@@ -94,13 +99,16 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     if (node->role != RegionRole::kNone || (comm && comm->id == id)) continue;
     const bool device = in.has_device_time(id);
     std::vector<double> t, s;
+    std::size_t present = 0;
     for (std::size_t i = 0; i < updates.size(); ++i) {
-      if (auto ms = in.region_ms_of(i, *updates[i], id, device)) {
-        t.push_back(*ms);
-        s.push_back(slots_series[i]);
-      }
+      const auto ms = in.region_ms_of(i, *updates[i], id, device);
+      if (!ms) break;  // must run in every update
+      ++present;
+      if (!slots_series[i]) continue;
+      t.push_back(*ms);
+      s.push_back(*slots_series[i]);
     }
-    if (t.size() < updates.size() || t.empty()) continue;  // must run in every update
+    if (present < updates.size() || t.empty()) continue;
     const auto r = pearson(t, s);
     if (!r || *r < 0.4) continue;
     p.token_bound.push_back({std::string(name), *r, *median(t)});

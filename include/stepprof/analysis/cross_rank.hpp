@@ -46,7 +46,7 @@ struct RankStraggler {
   std::int64_t rank = -1;
   Summary compute_ms;              ///< wall_ms - communication time, per update [ms]
   Summary wait_ms;                 ///< estimated wait per update [ms] (0 when it is the slowest)
-  std::optional<Summary> comm_ms;  ///< its communication region per update [ms]
+  std::optional<Summary> comm_ms;  ///< its communication region per compared step, as compute_ms [ms]
   double relative_score = 1;       ///< (0, 1]; see the file comment
   double individual_score = 1;     ///< (0, 1]
   std::size_t times_slowest = 0;   ///< updates in which it was the slowest rank

@@ -29,7 +29,10 @@ struct PaddingSpike {
 struct PaddingResult {
   bool available = false;  ///< false when the log has no token_slots/valid_tokens counters, or no token slots
   std::string why_not;     ///< when not available: why, in words (e.g. "token_slots is 0 in every update")
-  double token_slots = 0, valid_tokens = 0;  ///< summed over the window [count]
+  /// Summed over the window's updates that logged the counters [count]. An update that
+  /// logged neither is left out of every figure here (absent is not 0); one that logged
+  /// only one of them, or more valid tokens than slots, too (the reader reports it).
+  double token_slots = 0, valid_tokens = 0;
   /// Token-weighted padding fraction: 1 - sum(valid_tokens) / sum(token_slots) [fraction].
   double fraction = 0;
   std::optional<Summary> per_update_fraction;  ///< per update, from the counters [fraction]
