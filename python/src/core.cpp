@@ -111,8 +111,8 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "open",
-      [](const std::string& path, std::int64_t rank, std::int64_t world_size, const std::string& config_json,
-         const std::string& options_json) {
+      [](py::object owner, const std::string& path, std::int64_t rank, std::int64_t world_size,
+         const std::string& config_json, const std::string& options_json) {
         stepprof_recorder* rec = nullptr;
         const int status = stepprof_open(path.c_str(), rank, world_size, config_json.c_str(), options_json.c_str(), &rec);
         // Another recorder is open in this process: not raised (the Python layer makes a
@@ -120,11 +120,24 @@ PYBIND11_MODULE(_core, m) {
         if (status == STEPPROF_ERR_STATE)
           return py::make_tuple(std::uintptr_t{0}, status, text(stepprof_last_error(), "replace"));
         check(status);
-        return py::make_tuple(reinterpret_cast<std::uintptr_t>(rec), status, text(stepprof_last_error(), "replace"));
+        const auto h = reinterpret_cast<std::uintptr_t>(rec);
+        // Handed to its owner before returning: a KeyboardInterrupt raised as this call
+        // returns (a signal during the ~10 ms clock calibration) drops the returned tuple,
+        // and the recorder would stay open with no owner, every later Recorder of the
+        // process refused as already_open. The owner closes it instead.
+        try {
+          owner.attr("_handle") = h;
+        } catch (...) {
+          stepprof_close(rec);
+          throw;
+        }
+        return py::make_tuple(h, status, text(stepprof_last_error(), "replace"));
       },
-      py::arg("path"), py::arg("rank"), py::arg("world_size"), py::arg("config_json"), py::arg("options_json"),
-      "Opens the recorder; returns (handle, status, message); status -2 (STEPPROF_ERR_STATE, handle 0): another "
-      "recorder is open in this process. Raises ValueError on an argument error.");
+      py::arg("owner"), py::arg("path"), py::arg("rank"), py::arg("world_size"), py::arg("config_json"),
+      py::arg("options_json"),
+      "Opens the recorder and sets owner._handle to it; returns (handle, status, message); status -2 "
+      "(STEPPROF_ERR_STATE, handle 0, owner untouched): another recorder is open in this process. Raises "
+      "ValueError on an argument error.");
   m.def(
       "end_update",
       [](std::uintptr_t h, std::int64_t step) { return stepprof_end_update(handle(h), step); }, py::arg("handle"),

@@ -399,18 +399,36 @@ class Recorder:
         stream = _torch_cuda_stream() if device_timing == "auto" else None
         if stream is not None:
             options["cuda_stream"], options["cuda_device"] = stream
-        handle, status, message = _core.open(
-            path, rank, world_size, json.dumps(_finite(cfg), default=str), json.dumps(options)
-        )
         self.rank = rank
         self.world_size = world_size
+        config_json, options_json = json.dumps(_finite(cfg), default=str), json.dumps(options)
+        try:
+            # (_core.open sets self._handle itself before it returns.)
+            handle, status, message = _core.open(self, path, rank, world_size, config_json, options_json)
+            self._opened(handle, status, message, path)
+        except BaseException:
+            # An interrupt (Ctrl-C, or a signal handler's exception) during the open (its
+            # clock calibration takes ~10 ms) or right after it: the recorder it opened is
+            # closed again, not left open with no owner, which would refuse every later
+            # Recorder of the process as already_open.
+            handle, self._handle = self._handle, 0
+            if handle:
+                self._close_called = True
+                try:
+                    _core.close(handle)
+                except Exception:  # noqa: BLE001 - the interrupt is what is raised
+                    pass
+            raise
+
+    def _opened(self, handle: int, status: int, message: str, path: bytes) -> None:
+        # The rest of __init__ once _core.open returned.
         if status == _STATUS_ERR_STATE:
             # Another recorder is open (not closed, still referenced): raising would stop
             # the job for its telemetry. This one records nothing and says why.
             self._misuse["already_open"] = 1
             self._info_at_open = {"path": path.decode("utf-8", "replace"), "records_written": 0, "errors": {}}
             _warn_in_loop(f"stepprof: {message}: this Recorder ({self._info_at_open['path']}) records nothing "
-                          "(counted as already_open in its errors)")
+                          "(counted as already_open in its errors)", stacklevel=4)
             return
         self._handle = handle
         global _AT_EXIT_REGISTERED
@@ -426,7 +444,7 @@ class Recorder:
             # The recorder runs on and counts what it cannot write: with warnings turned
             # into errors (python -W error, pytest's filterwarnings = error) raising would
             # stop the job, or a spawned DataLoader worker that opens it again.
-            _warn_in_loop(message)
+            _warn_in_loop(message, stacklevel=4)  # (at the caller of Recorder())
 
     # ---- regions ----------------------------------------------------------------------
 
@@ -718,7 +736,7 @@ class Recorder:
             if self._info_at_close is not None:
                 self._info_at_close["errors"] = dict(errors)
         if status == _STATUS_WARN_ERRORS:
-            _warn_in_loop(message)
+            _warn_in_loop(message, stacklevel=4)  # (at the caller of close())
         return dict(errors)
 
     def __enter__(self) -> "Recorder":

@@ -144,6 +144,11 @@ def test_unwritable_path_warns_and_counts(tmp_path):
     assert warned and "Not a directory" in warned[0]
     assert not any(m.startswith("stepprof: stepprof:") for m in warned)
     assert sum(errors.values()) >= 1
+    # Each warning points at the job's own call (Recorder(), end_update(), close()), so
+    # that a per-module warnings filter matches it (close()'s pointed into stepprof).
+    ours = [w for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert len(ours) == 3, [str(w.message) for w in ours]
+    assert [w.filename for w in ours] == [__file__] * 3
 
 
 def test_io_problems_are_reported_once_as_warnings_not_also_on_stderr(tmp_path, capfd):
@@ -377,6 +382,30 @@ def test_arguments_that_were_taken_or_failed_obscurely(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"\$RANK is 'abc': expected an integer"):
         stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="off")
     assert not any(p.name.startswith(("b", "c", "d")) for p in tmp_path.iterdir())
+
+
+def test_an_interrupt_as_the_open_returns_leaves_no_recorder_open(tmp_path, monkeypatch):
+    # Ctrl-C during Recorder() (its first open calibrates the clock for ~10 ms) is raised as
+    # the C call returns, before Python holds the handle: the recorder stayed open with no
+    # owner, and every later Recorder of the process recorded nothing (already_open).
+    real_open = stepprof._core.open
+
+    def open_then_interrupted(*args):
+        real_open(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stepprof._core, "open", open_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        stepprof.Recorder(str(tmp_path / "interrupted.jsonl"), device_timing="off")
+    monkeypatch.setattr(stepprof._core, "open", real_open)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no already_open warning
+        rec = stepprof.Recorder(str(tmp_path / "next.jsonl"), device_timing="off")
+    assert not rec.closed
+    rec.end_update(0)
+    assert rec.close() == {}
+    _, records = read_log(tmp_path / "next.jsonl")
+    assert [r["step"] for r in records] == [0]
 
 
 def test_a_second_recorder_while_one_is_open_warns_and_records_nothing(tmp_path, capfd):
