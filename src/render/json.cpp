@@ -10,7 +10,9 @@ using detail::rank_json;
 
 Json summary(const std::optional<Summary>& s) {
   if (!s) return nullptr;
-  return Json{{"n", s->n},           {"mean", s->mean},     {"stdev", s->stdev},   {"cv_fraction", s->cv},
+  // (The sample standard deviation of one value is undefined: null, not 0.)
+  const Json stdev = s->n < 2 ? Json(nullptr) : Json(s->stdev), cv = s->n < 2 ? Json(nullptr) : Json(s->cv);
+  return Json{{"n", s->n},           {"mean", s->mean},     {"stdev", stdev},      {"cv_fraction", cv},
               {"min", s->min},       {"p10", s->p10},       {"median", s->median}, {"p90", s->p90},
               {"max", s->max},       {"sum", s->sum}};
 }
@@ -237,12 +239,14 @@ Json waiting_rank(const WaitingResult& w) {
           {"comm_found_by", w.comm_found_by.empty() ? Json(nullptr) : Json(w.comm_found_by)},
           {"compute_region", w.compute_region.empty() ? Json(nullptr) : Json(w.compute_region)},
           {"correlation", opt(w.correlation)},
-          {"compute_sd_ms", w.compute_sd_ms},
-          {"comm_sd_ms", w.comm_sd_ms},
-          {"sum_sd_ms", w.sum_sd_ms},
+          // (Computed with the correlation: without it, too few updates or no compute
+          // region to compare with, they are unknown, not 0.)
+          {"compute_sd_ms", w.correlation ? Json(w.compute_sd_ms) : Json(nullptr)},
+          {"comm_sd_ms", w.correlation ? Json(w.comm_sd_ms) : Json(nullptr)},
+          {"sum_sd_ms", w.correlation ? Json(w.sum_sd_ms) : Json(nullptr)},
           {"waiting", w.waiting},
           {"alone", w.alone},
-          {"comm_floor_ms", w.comm_floor_ms},
+          {"comm_floor_ms", w.wait_ms ? Json(w.comm_floor_ms) : Json(nullptr)},
           {"wait_ms", summary(w.wait_ms)},
           {"path_waits", paths},
           {"spikes", w.spike_steps.empty() ? Json(nullptr)

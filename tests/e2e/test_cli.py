@@ -155,6 +155,28 @@ def test_waiting(report):
     assert w["wait_ms"]["median"] == pytest.approx(statistics.median([x - min(c) for x in c]))
 
 
+def test_too_few_updates_give_unknown_spreads_not_zeros(tmp_path):
+    # Two updates: the waiting analysis needs 3, so its spreads and communication floor are
+    # unknown; they read 0.0 (comm_sd_ms 0 where the two values differ by 128 ms). A
+    # summary of one value has no sample standard deviation: null, not 0.
+    lines = LOG.read_text().splitlines()
+    two = tmp_path / "two.jsonl"
+    two.write_text("\n".join(lines[:3]) + "\n")
+    r = run("report", "--format", "json", "--hierarchy", HIER, two)
+    assert r.returncode == 0, r.stderr
+    w = json.loads(r.stdout)["waiting"][0]
+    assert w["correlation"] is None
+    for key in ("compute_sd_ms", "comm_sd_ms", "sum_sd_ms", "comm_floor_ms"):
+        assert w[key] is None, key
+    one = tmp_path / "one.jsonl"
+    one.write_text("\n".join(lines[:2]) + "\n")
+    r = run("report", "--format", "json", one)
+    assert r.returncode == 0, r.stderr
+    t = json.loads(r.stdout)["update_time"]["update_ms"]
+    assert t["n"] == 1 and t["median"] == json.loads(lines[1])["wall_ms"]
+    assert t["stdev"] is None and t["cv_fraction"] is None
+
+
 def test_waiting_split_by_the_slow_path_points_at_it(report):
     # Rank 1 waits least in the updates in which it ran vggt_single itself and most in the
     # others: it waits for whichever rank ran the slow path, so "find the slowest rank and
