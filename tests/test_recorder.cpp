@@ -453,6 +453,46 @@ TEST_F(RecorderTest, RegionsBeforeOpenAreNotReportedAndReopenWorks) {
   EXPECT_EQ(lines[1]["calls"], (Json{{"r_after_open", 2}}));
 }
 
+// begin_update() starts the update over: what was recorded since the last end_update
+// (an evaluation between updates, on this thread and another) is dropped with its time.
+// It used to restart the wall clock only, and the next record held a 30 ms evaluation
+// region against a wall_ms of about 5 ms.
+TEST_F(RecorderTest, BeginUpdateDropsWhatWasRecordedBeforeIt) {
+  TempLog log("begin");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  { STEPPROF_REGION("b_train"); }
+  ASSERT_EQ(end_update(1), Status::kOk);
+  {
+    STEPPROF_REGION("b_eval");
+    STEPPROF_COUNT("b_eval_samples", 100);
+    frame_histogram_add(4, 2);
+    input_shape({2, 7});
+    sample_indices(std::vector<std::int64_t>{11});
+    std::thread([] { STEPPROF_REGION("b_eval_worker"); }).join();
+    spin_ms(30);
+  }
+  const double t0 = now_ms();
+  ASSERT_EQ(begin_update(), Status::kOk);
+  {
+    STEPPROF_REGION("b_train");
+    STEPPROF_COUNT("b_samples", 8);
+    spin_ms(5);
+  }
+  ASSERT_EQ(end_update(2), Status::kOk);
+  const double measured = now_ms() - t0;
+  ASSERT_EQ(close(), Status::kOk);  // nothing dropped is an error
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  const Json& u = lines[2];
+  EXPECT_EQ(u["calls"], (Json{{"b_train", 1}}));
+  EXPECT_EQ(u["counts"], (Json{{"b_samples", 8}}));
+  for (const char* field : {"frame_histogram", "input_shapes", "sample_indices", "recorder_errors"})
+    EXPECT_FALSE(u.contains(field)) << field;
+  EXPECT_GE(u["cpu_call_ms"]["b_train"].get<double>(), 4.5);
+  EXPECT_LE(u["wall_ms"].get<double>(), measured);
+  EXPECT_LE(u["cpu_call_ms"]["b_train"].get<double>(), u["wall_ms"].get<double>());
+}
+
 TEST_F(RecorderTest, AppendKeepsEarlierRecords) {
   TempLog log("append");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

@@ -54,6 +54,39 @@ TEST(RecorderFresh, AForkBeforeAnyOpenLeavesNoLockHeldInTheChild) {
   EXPECT_EQ(blocked, 0);
 }
 
+// The first open() calibrates the TSC for about 10 ms. Another thread's region calls in
+// that time went into the first update, whose wall clock starts after them: a thread
+// that spends all its time in a region showed 15 ms of it in a 5 ms update (found by a
+// helper). Its region time in the first update is now at most the update's wall time.
+TEST(RecorderFresh, OtherThreadsRegionsDuringTheFirstOpenAreNotInTheFirstUpdate) {
+  TempLog log("fresh-calibration");
+  std::atomic<bool> stop{false}, running{false};
+  std::thread bg([&] {
+    const RegionId id = region_id("fresh_bg");
+    while (!stop.load(std::memory_order_relaxed)) {
+      Region r(id);
+      running = true;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+  while (!running.load()) std::this_thread::yield();
+  Options o;
+  o.path = log.path;
+  o.device_timing = DeviceTiming::kOff;
+  ASSERT_EQ(open(o), Status::kOk);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(end_update(0), Status::kOk);
+  stop = true;
+  bg.join();
+  ASSERT_EQ(close(), Status::kWarnErrors);  // (the region after the last update: counted)
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  const double wall = lines[1]["wall_ms"].get<double>();
+  ASSERT_TRUE(lines[1]["cpu_call_ms"].contains("fresh_bg"));
+  // (One call may have started before open() and ended after: 1 ms of slack.)
+  EXPECT_LE(lines[1]["cpu_call_ms"]["fresh_bg"].get<double>(), wall + 1.0) << "wall_ms " << wall;
+}
+
 // A Region made on a thread that then ended, destroyed after a new thread took over that
 // thread's state and opened the same region at the same depth: the destruction closed
 // the new thread's region (5 ms instead of the 50 ms it enclosed, its child left without

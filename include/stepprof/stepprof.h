@@ -72,7 +72,8 @@ int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, c
  * STEPPROF_ERR_ARGUMENT for a step below 0 (nothing written, the update goes on; counted
  * as bad_argument); a step not above every earlier one is written and counted. */
 int stepprof_end_update(stepprof_recorder* rec, int64_t step);
-/* Restarts the current update's wall clock. */
+/* Starts the current update over: restarts its wall clock and drops what was recorded
+ * since the last end_update or open (see stepprof::begin_update). */
 int stepprof_begin_update(stepprof_recorder* rec);
 /* Asks the OS to persist the records written so far (fdatasync; may block on the disk). */
 int stepprof_flush(stepprof_recorder* rec);

@@ -194,7 +194,13 @@ Status open(const Options& options, std::string* message = nullptr) noexcept;
 /// reader, and with it the errors it carries).
 Status end_update(std::int64_t step) noexcept;
 
-/// Restarts the current update's wall clock (e.g. after evaluation between updates).
+/// Starts the current update over (e.g. after evaluation between updates, or before the
+/// training loop, after model loading): restarts its wall clock and drops what every
+/// thread recorded since the last end_update() or open() (region times and calls,
+/// counters, frame histogram, shapes, sample indices, padding, micro-batches), so that the
+/// next record holds only what follows. Regions open across it end in the next record.
+/// With device timing and sync_at_update, synchronizes the streams first (their work
+/// before it is dropped too). kErrState when no recorder is open.
 Status begin_update() noexcept;
 
 /// Records are written whole and unbuffered by end_update(); flush() also asks the OS to

@@ -623,8 +623,11 @@ class Recorder:
             _warn_in_loop(f"stepprof: regions of this thread keep host time only: {e}")
 
     def begin_update(self) -> None:
-        """Restarts the current update's wall clock (e.g. after evaluation). Does nothing
-        in a fork() child, and once closed (counted as used_after_close)."""
+        """Starts the current update over (e.g. after evaluation, or after model loading
+        before the loop): restarts its wall clock and drops what was recorded since the
+        last end_update() (region times, counts, frames, shapes, sample indices), so that
+        the next record holds only what follows. Does nothing in a fork() child, and once
+        closed (counted as used_after_close)."""
         if not self._forked():
             self._with_handle("begin_update", _core.begin_update)
 

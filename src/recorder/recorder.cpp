@@ -92,6 +92,13 @@ class Core {
   // mu held: writes line_buf_; `written`, when given, gets the bytes written (also on failure).
   bool write_buffer(std::size_t* written = nullptr);
   void drain_device(ThreadStateFull* s);     // mu and the thread registry's lock held
+  // mu held: at an update boundary, this thread's regions ended by other threads are
+  // closed and the device-timing streams synchronized (sync_at_update).
+  void settle_boundary();
+  // mu held, after settle_boundary(): what every thread recorded since the last boundary,
+  // into `u` (regions, counters, histogram, shapes, indices, padding, micro-batches); the
+  // next update starts empty. Region times use ns_per_tick_.
+  void take_update_data(UpdateRecord& u);
   void touch(std::uint32_t region);
   std::string run_id_for(const Options& o) const;
 
@@ -412,6 +419,10 @@ Status Core::open(const Options& o, std::string* message) {
     open_errno_ = sink_ ? 0 : err;
   }
 
+  // The first open() calibrates the TSC for ~10 ms: before the counts start, or other
+  // threads' region calls in those 10 ms went into the first update, whose wall clock
+  // starts after them (a region at 3x its update's wall_ms).
+  ns_per_tick_ = initial_ns_per_tick();
   // Start counting from now: what threads recorded before open() is not reported.
   {
     auto& reg = thread_registry();
@@ -449,7 +460,6 @@ Status Core::open(const Options& o, std::string* message) {
                    "is %s\n", env, g_use_tsc ? "tsc" : "steady_clock");
   }
 
-  ns_per_tick_ = initial_ns_per_tick();
   anchor_ = read_clock_pair();
   update_start_ns_ = steady_ns();
   last_step_.reset();
@@ -604,15 +614,7 @@ void Core::drain_device(ThreadStateFull* s) {
   s->pending_tail.store(tail, std::memory_order_release);
 }
 
-Status Core::end_update(std::int64_t step) {
-  std::lock_guard lock(mu);
-  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
-  // A step below 0: nothing is done (the contract of an error status), and the update goes
-  // on; a record of it would be rejected by the reader, and with it the errors it carries.
-  if (step < 0) {
-    count_global_error(ErrorKind::kBadArgument);
-    return Status::kErrArgument;
-  }
+void Core::settle_boundary() {
   // This thread's regions that other threads ended since its last region entry (a scope
   // object handed over and destroyed there) are closed now, at the time they were
   // destroyed: their time belongs in this record, and they are not open here any more.
@@ -622,26 +624,9 @@ Status Core::end_update(std::int64_t step) {
   if (timer_ && opts_.sync_at_update)
     for (void* stream : streams_)
       if (!timer_->synchronize(stream)) count_global_error(ErrorKind::kDeviceSyncFailed);
+}
 
-  // Steps are update indices, >= 0 and increasing: one not above the highest before it
-  // is written (the reader reports a repeated one as a duplicate step) and counted.
-  if (last_step_ && step <= *last_step_) count_global_error(ErrorKind::kBadArgument);
-  // Called inside a region of this thread (a loop body's region around end_update): that
-  // region ends after this record, so its time goes in the next update's record.
-  if (t_state != nullptr && t_state->depth > 0) count_global_error(ErrorKind::kOpenAtEndUpdate);
-  last_step_ = last_step_ ? std::max(*last_step_, step) : step;
-  UpdateRecord u;
-  u.rank = opts_.rank;
-  u.step = step;
-  const std::int64_t now = steady_ns();
-  u.wall_ms = static_cast<double>(now - update_start_ns_) / 1e6;
-  update_start_ns_ = now;
-  if (g_use_tsc) {  // refine ticks -> ns over the whole session (error shrinks as 1/time)
-    const ClockPair p = read_clock_pair();
-    if (p.ns - anchor_.ns > 200'000'000 && p.ticks > anchor_.ticks)
-      ns_per_tick_ = static_cast<double>(p.ns - anchor_.ns) / static_cast<double>(p.ticks - anchor_.ticks);
-  }
-
+void Core::take_update_data(UpdateRecord& u) {
   // Regions: every thread's totals since the previous read; device pairs that are done.
   const std::uint32_t n = names().region_count.load(std::memory_order_acquire);
   {
@@ -711,6 +696,39 @@ Status Core::end_update(std::int64_t step) {
   u.sample_indices = std::move(d.indices);
   u.padding_fraction = d.padding;
   u.microbatches = std::move(d.microbatches);
+}
+
+Status Core::end_update(std::int64_t step) {
+  std::lock_guard lock(mu);
+  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  // A step below 0: nothing is done (the contract of an error status), and the update goes
+  // on; a record of it would be rejected by the reader, and with it the errors it carries.
+  if (step < 0) {
+    count_global_error(ErrorKind::kBadArgument);
+    return Status::kErrArgument;
+  }
+  settle_boundary();
+  // Steps are update indices, >= 0 and increasing: one not above the highest before it
+  // is written (the reader reports a repeated one as a duplicate step) and counted.
+  if (last_step_ && step <= *last_step_) count_global_error(ErrorKind::kBadArgument);
+  // Called inside a region of this thread (a loop body's region around end_update): that
+  // region ends after this record, so its time goes in the next update's record.
+  if (t_state != nullptr && t_state->depth > 0) count_global_error(ErrorKind::kOpenAtEndUpdate);
+  last_step_ = last_step_ ? std::max(*last_step_, step) : step;
+  UpdateRecord u;
+  u.rank = opts_.rank;
+  u.step = step;
+  const std::int64_t now = steady_ns();
+  u.wall_ms = static_cast<double>(now - update_start_ns_) / 1e6;
+  update_start_ns_ = now;
+  if (g_use_tsc) {  // refine ticks -> ns over the whole session (error shrinks as 1/time)
+    const ClockPair p = read_clock_pair();
+    if (p.ns - anchor_.ns > 200'000'000 && p.ticks > anchor_.ticks)
+      ns_per_tick_ = static_cast<double>(p.ns - anchor_.ns) / static_cast<double>(p.ticks - anchor_.ticks);
+  }
+
+  take_update_data(u);
+  auto& nr = names();
 
   collect_errors();
   constexpr auto kWriteFailed = static_cast<std::size_t>(ErrorKind::kWriteFailed);
@@ -760,6 +778,13 @@ Status Core::end_update(std::int64_t step) {
 Status Core::begin_update() {
   std::lock_guard lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  // The update starts over: what was recorded since the last end_update() (an
+  // evaluation's regions and counts, model loading before the loop) goes with the time it
+  // took. Kept, it landed in the next record against a wall_ms without it: an evaluation
+  // region at 10x its update's time. (Not an error: the job asked for it.)
+  settle_boundary();
+  UpdateRecord dropped;
+  take_update_data(dropped);
   update_start_ns_ = steady_ns();
   return Status::kOk;
 }
