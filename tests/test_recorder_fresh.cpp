@@ -1,12 +1,14 @@
 // Recorder behaviour that depends on what the process did before: each test runs in a
 // process of its own (CTest runs every discovered test alone), so the recorder starts
 // unopened and no thread state has been made yet.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <thread>
@@ -85,6 +87,48 @@ TEST(RecorderFresh, OtherThreadsRegionsDuringTheFirstOpenAreNotInTheFirstUpdate)
   ASSERT_TRUE(lines[1]["cpu_call_ms"].contains("fresh_bg"));
   // (One call may have started before open() and ended after: 1 ms of slack.)
   EXPECT_LE(lines[1]["cpu_call_ms"]["fresh_bg"].get<double>(), wall + 1.0) << "wall_ms " << wall;
+}
+
+// A process that exits without close() (return from main, exit(), quick_exit): what was
+// recorded after the last end_update() was lost without a word (found by a helper). The
+// exit handler says so on stderr; a process whose records are all written says nothing.
+// `how`: 0 exit(), 1 quick_exit(); `lose`: record a region after the last end_update.
+std::string stderr_of_exit_without_close(int how, bool lose) {
+  TempLog log("fresh-exit-" + std::to_string(how) + (lose ? "-lose" : ""));
+  const std::string err_path = log.path + ".stderr";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(3);
+    Options o;
+    o.path = log.path;
+    o.device_timing = DeviceTiming::kOff;
+    if (open(o) != Status::kOk) _exit(4);
+    { STEPPROF_REGION("fresh_exit_work"); }
+    if (end_update(0) != Status::kOk) _exit(5);
+    if (lose) {
+      STEPPROF_REGION("fresh_exit_after");
+    }
+    if (how == 1) std::quick_exit(0);
+    std::exit(0);
+  }
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const std::string err = read_text(err_path);
+  std::remove(err_path.c_str());
+  EXPECT_EQ(read_lines(log.path).size(), 2u);  // the config and update 0, whole
+  return err;
+}
+
+TEST(RecorderFresh, ExitingWithoutCloseSaysWhatIsInNoRecord) {
+  for (const int how : {0, 1}) {
+    const std::string err = stderr_of_exit_without_close(how, true);
+    EXPECT_NE(err.find("close() was not called"), std::string::npos) << how << ": " << err;
+    EXPECT_NE(err.find("2 record(s) written"), std::string::npos) << err;  // (the config record too, as close() counts)
+    EXPECT_NE(err.find("after the last end_update() is in no record"), std::string::npos) << err;
+    EXPECT_EQ(stderr_of_exit_without_close(how, false), "") << how;
+  }
 }
 
 // A Region made on a thread that then ended, destroyed after a new thread took over that

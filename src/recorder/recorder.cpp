@@ -83,6 +83,12 @@ class Core {
   /// its device timer and the session belong to the parent, so the child's copy of the
   /// recorder is closed without writing, flushing or closing anything.
   void forget_after_fork() noexcept;
+  /// At process exit (exit(), return from main, quick_exit) with the recorder still open:
+  /// close() was not called, so what was recorded after the last end_update() and the
+  /// errors counted since the last record written are in no record. Says so on stderr
+  /// (with print_warnings), as close() would. Touches neither the log nor the device (the
+  /// CUDA driver may be gone by then), and gives up if another thread holds the lock.
+  void say_at_exit() noexcept;
 
  private:
   Status enable_device_here(void* stream);  // mu held
@@ -160,10 +166,13 @@ class Core {
 void lock_for_fork() noexcept;
 void unlock_after_fork_in_parent() noexcept;
 void unlock_after_fork_in_child() noexcept;
+// std::atexit and std::at_quick_exit handlers (Core::say_at_exit), registered once.
+void ensure_exit_handlers() noexcept;
 
 Core& core() noexcept {
   static Core* c = [] {
     ensure_fork_handlers();
+    ensure_exit_handlers();
     return new Core;  // never destroyed: regions may run during static destruction
   }();
   return *c;
@@ -834,6 +843,30 @@ bool Core::recorded_since_last_update() {
          !data.microbatches.empty();
 }
 
+void Core::say_at_exit() noexcept {
+  try {
+    std::unique_lock lock(mu, std::try_to_lock);
+    if (!lock.owns_lock() || !is_open.load(std::memory_order_relaxed) || !opts_.print_warnings) return;
+    const bool unwritten = recorded_since_last_update();
+    collect_errors();
+    std::uint64_t errors = 0;
+    std::string kinds;
+    for (std::size_t k = 0; k < kErrorKinds; ++k) {
+      if (!unreported_[k]) continue;
+      errors += unreported_[k];
+      kinds += (kinds.empty() ? "" : ", ") + std::string(error_name(static_cast<ErrorKind>(k))) + " " +
+               std::to_string(unreported_[k]);
+    }
+    if (!unwritten && errors == 0) return;  // (every record is whole in the log: nothing lost)
+    std::string msg = "stepprof: the process exits with the recorder open (close() was not called): " +
+                      std::to_string(records_written_) + " record(s) written to " + path_;
+    if (unwritten) msg += "; what was recorded after the last end_update() is in no record";
+    if (errors) msg += "; " + std::to_string(errors) + " error(s) counted since the last record are in none (" + kinds + ")";
+    std::fprintf(stderr, "%s (call end_update() and close() before exiting)\n", msg.c_str());
+  } catch (...) {  // (out of memory at exit: nothing more to say)
+  }
+}
+
 Status Core::close(std::string* message) {
   std::lock_guard lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
@@ -949,6 +982,17 @@ void with_data(F&& f) noexcept {
   } catch (...) {
     count_global_error(ErrorKind::kOutOfMemory);
   }
+}
+
+void say_at_exit() noexcept { core().say_at_exit(); }  // (a plain function for atexit)
+
+void ensure_exit_handlers() noexcept {
+  static const bool registered = [] {
+    std::atexit(say_at_exit);
+    std::at_quick_exit(say_at_exit);
+    return true;
+  }();
+  (void)registered;
 }
 
 }  // namespace
