@@ -33,7 +33,8 @@ extern "C" {
 /* Status codes (same values as stepprof::Status). */
 #define STEPPROF_OK 0
 #define STEPPROF_WARN_IO 1           /* the log could not be opened / a record not written (counted) */
-#define STEPPROF_WARN_ERRORS 2       /* stepprof_close: the recorder counted errors during the run */
+#define STEPPROF_WARN_ERRORS 2       /* stepprof_close: the recorder counted errors during the run;
+                                        stepprof_open: STEPPROF_CLOCK named no clock (counted) */
 #define STEPPROF_WARN_MISMATCH 3     /* stepprof_region_exit: not the innermost open region (counted) */
 #define STEPPROF_ERR_ARGUMENT (-1)   /* a bad argument: NULL pointer, bad JSON, unknown id, ... */
 #define STEPPROF_ERR_STATE (-2)      /* wrong state: already open, not open, no device timing */

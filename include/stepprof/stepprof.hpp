@@ -46,7 +46,8 @@ class LineSink;     // stepprof/line_sink.hpp
 enum class Status : int {
   kOk = 0,
   kWarnIo = 1,        ///< the log could not be opened or a record could not be written (counted)
-  kWarnErrors = 2,    ///< close(): the recorder counted errors during the run (see the message)
+  kWarnErrors = 2,    ///< close(): the recorder counted errors during the run (see the message); open(): a
+                      ///< setting of the environment was ignored (STEPPROF_CLOCK naming no clock; counted)
   kWarnMismatch = 3,  ///< region_exit(): not the innermost open region (counted as mismatched_exit)
   kErrArgument = -1,  ///< a bad argument (e.g. config JSON that is not an object, a bad id)
   kErrState = -2,     ///< wrong state (e.g. open() while a recorder is open, end_update() while none is)

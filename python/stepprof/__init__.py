@@ -440,10 +440,11 @@ class Recorder:
             self._info_at_open = json.loads(_core.info_json(handle))
         except Exception:  # noqa: BLE001 - only info; the recorder is open
             self._info_at_open = {"path": path.decode("utf-8", "replace")}
-        if status == _STATUS_WARN_IO:
-            # The recorder runs on and counts what it cannot write: with warnings turned
-            # into errors (python -W error, pytest's filterwarnings = error) raising would
-            # stop the job, or a spawned DataLoader worker that opens it again.
+        if status in (_STATUS_WARN_IO, _STATUS_WARN_ERRORS):
+            # The recorder runs on and counts what it cannot write (or a setting it
+            # ignored, STEPPROF_CLOCK naming no clock): with warnings turned into errors
+            # (python -W error, pytest's filterwarnings = error) raising would stop the
+            # job, or a spawned DataLoader worker that opens it again.
             _warn_in_loop(message, stacklevel=4)  # (at the caller of Recorder())
 
     # ---- regions ----------------------------------------------------------------------

@@ -36,7 +36,9 @@ std::string_view recorder_error_effect(std::string_view kind) {
       {"mismatched_exit", "some region calls are not recorded"},
       {"too_many_regions", "regions past the name limit are not recorded"},
       {"too_many_counters", "counters past the name limit are not recorded"},
-      {"bad_argument", "some values are not recorded"},
+      {"bad_argument",
+       "refused calls record nothing; a step not above an earlier one is written, an unknown STEPPROF_CLOCK "
+       "ignored"},
       {"out_of_memory", "some data is not recorded"},
       {"device_events_exhausted", "some region calls have host time only"},
       {"device_record_failed", "some device times are missing"},

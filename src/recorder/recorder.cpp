@@ -461,12 +461,16 @@ Status Core::open(const Options& o, std::string* message) {
   if (open_errno_) count_global_error(ErrorKind::kOpenFailed);
   // STEPPROF_CLOCK names the host clock (clock.cpp): a value it does not know was ignored
   // without a word. It is still ignored (the clock was chosen at start-up), and counted.
+  // open() returns kWarnErrors with the message (unless a kWarnIo says more), so that a
+  // caller that prints nothing itself (the Python package) can say it at once.
+  std::string setting_ignored;
   if (const char* env = std::getenv("STEPPROF_CLOCK");
       env && std::strcmp(env, "steady_clock") != 0 && std::strcmp(env, "tsc") != 0) {
     count_global_error(ErrorKind::kBadArgument);
-    if (opts_.print_warnings)
-      std::fprintf(stderr, "stepprof: STEPPROF_CLOCK=%s is not a clock stepprof knows (steady_clock, tsc); the clock "
-                   "is %s\n", env, g_use_tsc ? "tsc" : "steady_clock");
+    setting_ignored = std::string("stepprof: STEPPROF_CLOCK=") + env +
+                      " is not a clock stepprof knows (steady_clock, tsc); the clock is " +
+                      (g_use_tsc ? "tsc" : "steady_clock") + " (counted as bad_argument)";
+    if (opts_.print_warnings) std::fprintf(stderr, "%s\n", setting_ignored.c_str());
   }
 
   anchor_ = read_clock_pair();
@@ -492,6 +496,7 @@ Status Core::open(const Options& o, std::string* message) {
     if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
     return fail(Status::kWarnIo, std::move(msg));
   }
+  if (!setting_ignored.empty()) return fail(Status::kWarnErrors, std::move(setting_ignored));
   return Status::kOk;
 }
 

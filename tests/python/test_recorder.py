@@ -384,6 +384,22 @@ def test_arguments_that_were_taken_or_failed_obscurely(tmp_path, monkeypatch):
     assert not any(p.name.startswith(("b", "c", "d")) for p in tmp_path.iterdir())
 
 
+def test_an_unknown_clock_in_the_environment_warns_at_once(tmp_path, monkeypatch):
+    # STEPPROF_CLOCK=bogus was said only at close(), as "bad_argument 1", and the report
+    # then read "some values are not recorded": the variable was never named.
+    monkeypatch.setenv("STEPPROF_CLOCK", "bogus")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec = stepprof.Recorder(str(tmp_path / "clock.jsonl"), device_timing="off")
+    warned = [str(w.message) for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert len(warned) == 1 and "STEPPROF_CLOCK=bogus is not a clock" in warned[0], warned
+    assert caught[0].filename == __file__
+    rec.end_update(0)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert rec.close() == {"bad_argument": 1}
+
+
 def test_an_interrupt_as_the_open_returns_leaves_no_recorder_open(tmp_path, monkeypatch):
     # Ctrl-C during Recorder() (its first open calibrates the clock for ~10 ms) is raised as
     # the C call returns, before Python holds the handle: the recorder stayed open with no
