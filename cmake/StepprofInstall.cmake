@@ -35,6 +35,12 @@ if(STEPPROF_PC_TO_PREFIX STREQUAL "")
   set(STEPPROF_PC_TO_PREFIX ".")
 endif()
 set(STEPPROF_PC_FMT "-lfmt")
+# Threads: -pthread, not CMAKE_THREAD_LIBS_INIT, which is empty where glibc (2.34+) holds
+# them: a program linked on an older glibc needs libpthread (pthread_atfork).
+set(STEPPROF_PC_THREADS "")
+if(CMAKE_USE_PTHREADS_INIT)
+  set(STEPPROF_PC_THREADS "-pthread")
+endif()
 set(STEPPROF_PC_DL "")
 if(CMAKE_DL_LIBS)
   set(STEPPROF_PC_DL "-l${CMAKE_DL_LIBS}")

@@ -4,6 +4,7 @@
 #endif
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "stepprof/stepprof.h"
 #include "stepprof/stepprof.hpp"
@@ -11,16 +12,40 @@
 #define STEPPROF_TEST_STR(...) #__VA_ARGS__
 #define STEPPROF_TEST_XSTR(...) STEPPROF_TEST_STR(__VA_ARGS__)
 
-// The macros' expansions, as text: empty.
+// The region macro's expansion, as text: empty. The others name their arguments only
+// inside sizeof (compile-time: no call into the recorder can remain).
 static_assert(std::string_view(STEPPROF_TEST_XSTR(STEPPROF_REGION("x"))).empty());
-static_assert(std::string_view(STEPPROF_TEST_XSTR(STEPPROF_COUNT("x", 1))).empty());
-static_assert(std::string_view(STEPPROF_TEST_XSTR(STEPPROF_FRAME_HISTOGRAM(9, 1))).empty());
-static_assert(std::string_view(STEPPROF_TEST_XSTR(STEPPROF_INPUT_SHAPE(8, 3154))).empty());
-static_assert(std::string_view(STEPPROF_TEST_XSTR(STEPPROF_SAMPLE_INDICES(v))).empty());
-static_assert(std::string_view(STEPPROF_TEST_XSTR(STEPPROF_PADDING_FRACTION(0.1))).empty());
-static_assert(std::string_view(STEPPROF_TEST_XSTR(STEPPROF_DEVICE_STREAM(nullptr))).empty());
-static_assert(std::string_view(STEPPROF_TEST_XSTR(STEPPROF_END_UPDATE(3))).empty());
+static_assert(std::string_view(STEPPROF_TEST_XSTR(STEPPROF_COUNT("x", 1))).starts_with("static_cast<void>(sizeof("));
 static_assert(!stepprof::kEnabled);
+// Those that return a Status when compiled in give kOk, at compile time: `auto s =
+// STEPPROF_END_UPDATE(0);` and `if (STEPPROF_PADDING_FRACTION(f) != kOk)` compile as with
+// the recorder (they expanded to nothing, and such code did not compile).
+static_assert(STEPPROF_END_UPDATE(3) == stepprof::Status::kOk);
+static_assert(STEPPROF_PADDING_FRACTION(0.1) == stepprof::Status::kOk);
+static_assert(STEPPROF_DEVICE_STREAM(nullptr) == stepprof::Status::kOk);
+
+/// The macros' arguments are not evaluated (as assert()'s under NDEBUG), and a variable
+/// used only in them is used: this file compiles with -Werror=unused-variable
+/// -Werror=unused-but-set-variable -Werror=unused-value (tests/CMakeLists.txt). Returns
+/// how many arguments were evaluated: 0.
+int compiled_out_arguments_evaluated() {
+  int evaluated = 0;
+  const int samples = 8;
+  const std::int64_t frames = 9, step = 4;
+  const double fraction = 0.25;
+  const std::vector<std::int64_t> indices{1, 2};
+  void* stream = nullptr;
+  STEPPROF_COUNT("samples", samples);
+  STEPPROF_COUNT("evaluated", ++evaluated);
+  STEPPROF_FRAME_HISTOGRAM(frames, ++evaluated);
+  STEPPROF_INPUT_SHAPE(samples, ++evaluated);
+  STEPPROF_SAMPLE_INDICES(indices);
+  STEPPROF_PADDING_FRACTION(fraction);
+  STEPPROF_DEVICE_STREAM(stream);
+  STEPPROF_END_UPDATE(step);
+  const stepprof::Status s = STEPPROF_END_UPDATE(++evaluated);
+  return s == stepprof::Status::kOk ? evaluated : -1;
+}
 
 /// Runs `n` iterations of instrumented work with recording compiled out; returns a
 /// checksum so the loop is not removed. Only macros and the inline stubs are used here.

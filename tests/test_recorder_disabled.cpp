@@ -8,6 +8,7 @@
 
 std::int64_t run_compiled_out_work(int n);
 bool compiled_out_stubs_are_inert();
+int compiled_out_arguments_evaluated();
 
 using namespace stepprof;
 using namespace stepprof::test;
@@ -23,6 +24,7 @@ TEST_F(RecorderTest, CompiledOutCodeRecordsNothing) {
   { STEPPROF_REGION("enabled_region"); }
   EXPECT_EQ(run_compiled_out_work(100), 4950);
   EXPECT_TRUE(compiled_out_stubs_are_inert());
+  EXPECT_EQ(compiled_out_arguments_evaluated(), 0);
   EXPECT_TRUE(is_open());  // the stubs' open/end_update did not touch the real recorder
   ASSERT_EQ(end_update(0), Status::kOk);
   ASSERT_EQ(close(), Status::kOk);

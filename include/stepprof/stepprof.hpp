@@ -13,7 +13,10 @@
 //   stepprof::close();
 //
 // Compile-out: define STEPPROF_DISABLE (e.g. -DSTEPPROF_DISABLE) before including this
-// header and every STEPPROF_* macro expands to nothing, the device ones too; the
+// header and every STEPPROF_* macro records nothing, the device ones too: REGION expands
+// to nothing, the others to code that names their arguments without evaluating them (as
+// assert() under NDEBUG: no unused-variable warning, no side effect), and those that
+// return a Status (END_UPDATE, PADDING_FRACTION, DEVICE_STREAM) give Status::kOk; the
 // functions become inline no-ops returning Status::kOk, so code that calls them still
 // compiles and needs no stepprof library. TUs built with and without it can be mixed in
 // one program (the two variants live in different inline namespaces).
@@ -24,7 +27,12 @@
 // `recorder_errors` and at close(). Full documentation: docs/recorder.md.
 #pragma once
 
+#if __cplusplus < 202002L && !(defined(_MSVC_LANG) && _MSVC_LANG >= 202002L)
+#error "stepprof/stepprof.hpp needs C++20 (g++/clang++/nvcc: -std=c++20); a C or C++17 file can use stepprof/stepprof.h"
+#endif
+
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -425,16 +433,24 @@ inline Status microbatch(std::span<const std::int64_t>, std::span<const std::int
 }
 inline Status set_device_stream(void*) noexcept { return Status::kOk; }
 
+/// Declared only, for the macros below: named inside sizeof, their arguments are used
+/// (no unused-variable warning) but never evaluated, as assert()'s under NDEBUG.
+template <typename... T>
+int compiled_out_arguments(const T&...) noexcept;
+/// kOk, for the macros that return a Status when recording is compiled in.
+inline constexpr Status compiled_out_status(std::size_t) noexcept { return Status::kOk; }
+
 }  // namespace disabled
 }  // namespace stepprof
 
+#define STEPPROF_UNEVALUATED_(...) sizeof(::stepprof::compiled_out_arguments(__VA_ARGS__))
 #define STEPPROF_REGION(name)
-#define STEPPROF_COUNT(name, n)
-#define STEPPROF_FRAME_HISTOGRAM(frames, samples)
-#define STEPPROF_INPUT_SHAPE(...)
-#define STEPPROF_SAMPLE_INDICES(indices)
-#define STEPPROF_PADDING_FRACTION(fraction)
-#define STEPPROF_DEVICE_STREAM(stream)
-#define STEPPROF_END_UPDATE(step)
+#define STEPPROF_COUNT(name, n) static_cast<void>(STEPPROF_UNEVALUATED_(n))
+#define STEPPROF_FRAME_HISTOGRAM(frames, samples) static_cast<void>(STEPPROF_UNEVALUATED_(frames, samples))
+#define STEPPROF_INPUT_SHAPE(...) static_cast<void>(STEPPROF_UNEVALUATED_(__VA_ARGS__))
+#define STEPPROF_SAMPLE_INDICES(indices) static_cast<void>(STEPPROF_UNEVALUATED_(indices))
+#define STEPPROF_PADDING_FRACTION(fraction) ::stepprof::compiled_out_status(STEPPROF_UNEVALUATED_(fraction))
+#define STEPPROF_DEVICE_STREAM(stream) ::stepprof::compiled_out_status(STEPPROF_UNEVALUATED_(stream))
+#define STEPPROF_END_UPDATE(step) ::stepprof::compiled_out_status(STEPPROF_UNEVALUATED_(step))
 
 #endif  // STEPPROF_DISABLE

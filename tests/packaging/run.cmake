@@ -80,6 +80,11 @@ if(PKG_CONFIG AND C_COMPILER)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "pkg-config --cflags --libs stepprof-recorder failed (${rc})")
   endif()
+  # Threads are named, as the recorder needs them (pthread_atfork) on any glibc: on 2.34+
+  # CMake's thread flags are empty, and the file listed none.
+  if(NOT flags MATCHES "(^| )-pthread( |$)")
+    message(FATAL_ERROR "pkg-config --libs stepprof-recorder names no -pthread: ${flags}")
+  endif()
   separate_arguments(flags UNIX_COMMAND "${flags}")
   set(b ${WORK_DIR}/pkg-config)
   file(MAKE_DIRECTORY ${b})

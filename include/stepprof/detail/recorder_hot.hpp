@@ -64,7 +64,14 @@ struct ThreadState {
 
 /// The calling thread's state; null until its first region. Initial-exec TLS keeps the
 /// access one instruction, also in a shared object loaded at startup.
+#if defined(__NVCC__)  // (nvcc's front end says tls_model "does not apply here"; the host compiler applies it)
+#pragma nv_diagnostic push
+#pragma nv_diag_suppress 1835
+#endif
 extern constinit thread_local ThreadState* t_state __attribute__((tls_model("initial-exec")));
+#if defined(__NVCC__)
+#pragma nv_diagnostic pop
+#endif
 
 /// True when the host clock is the invariant TSC, false for std::chrono::steady_clock.
 /// Decided once at static initialization (src/recorder/clock.cpp).
