@@ -493,6 +493,41 @@ TEST_F(RecorderTest, BeginUpdateDropsWhatWasRecordedBeforeIt) {
   EXPECT_LE(u["cpu_call_ms"]["b_train"].get<double>(), u["wall_ms"].get<double>());
 }
 
+// The log file deleted while recorded to (a /tmp cleaner, rm -r of the run directory):
+// the recorder wrote on into the unlinked file, and close() returned kOk with every
+// record in no file (found by a helper). It now makes the file (and its directory)
+// again, the config record first, and counts log_deleted in the next record and at close().
+TEST_F(RecorderTest, ALogDeletedWhileRecordedToIsMadeAgain) {
+  const std::string dir = testing::TempDir() + "/stepprof-deleted-" + std::to_string(getpid());
+  const std::string path = dir + "/rank0.jsonl";
+  std::filesystem::remove_all(dir);
+  Options o = host_only(path);
+  o.print_warnings = false;
+  o.config_json = R"({"micro_batch": 4})";
+  ASSERT_EQ(open(o), Status::kOk);
+  for (int step = 0; step < 3; ++step) ASSERT_EQ(end_update(step), Status::kOk);
+  std::filesystem::remove_all(dir);
+  { STEPPROF_REGION("after_delete"); }
+  ASSERT_EQ(end_update(3), Status::kOk);
+  ASSERT_EQ(end_update(4), Status::kOk);
+  std::string message;
+  ASSERT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("log_deleted 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("deleted while recorded to and made again: 4 record(s) written before are in no file"),
+            std::string::npos)
+      << message;
+  const auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["type"], "config");
+  EXPECT_EQ(lines[0]["micro_batch"], 4);
+  EXPECT_EQ(lines[1]["step"], 3);
+  EXPECT_EQ(lines[1]["calls"], (Json{{"after_delete", 1}}));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"log_deleted", 1}}));
+  EXPECT_EQ(lines[2]["step"], 4);
+  EXPECT_FALSE(lines[2].contains("recorder_errors"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(RecorderTest, AppendKeepsEarlierRecords) {
   TempLog log("append");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

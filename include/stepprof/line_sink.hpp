@@ -26,6 +26,9 @@ class LineSink {
   /// pipe or FIFO) counts those it dropped (the reader went away, or close() gave up
   /// waiting) and those still queued [records]. 0 for a sink that queues nothing.
   [[nodiscard]] virtual std::size_t unwritten_records() const noexcept { return 0; }
+  /// True when the file written to was deleted (unlinked) since it was opened: what was
+  /// written to it is in no file any more, and what is written next would not be either.
+  [[nodiscard]] virtual bool deleted() const noexcept { return false; }
   /// In a child of fork(), whose copy of the sink is the parent's: lets go of what the
   /// child's copy holds without touching the parent's (a file sink closes its copy of the
   /// descriptor, so the file's lock goes with the parent's close). Async-signal-safe.

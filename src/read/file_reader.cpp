@@ -47,6 +47,8 @@ std::string_view recorder_error_effect(std::string_view kind) {
       {"device_sync_failed", "device times may arrive in later records"},
       {"device_threads_exhausted", "some threads have host time only"},
       {"open_at_end_update", "a region open at end_update: its time is in a later record"},
+      {"log_deleted", "the log file was deleted while recorded to and made again: the records before this one are in "
+                      "no file"},
   };
   for (const auto& [k, effect] : kEffects)
     if (k == kind) return effect;

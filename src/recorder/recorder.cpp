@@ -101,6 +101,11 @@ class Core {
   // mu held: at an update boundary, this thread's regions ended by other threads are
   // closed and the device-timing streams synchronized (sync_at_update).
   void settle_boundary();
+  // mu held, before a record is put together: when the log file was deleted while
+  // recorded to (a /tmp cleaner, a removed run directory), it is made again at its path,
+  // and the record of `step` goes there after the config record; what was written before
+  // is in no file (counted as log_deleted, in this record and at close()).
+  void reopen_if_deleted(std::int64_t step);
   // mu held, after settle_boundary(): what every thread recorded since the last boundary,
   // into `u` (regions, counters, histogram, shapes, indices, padding, micro-batches); the
   // next update starts empty. Region times use ns_per_tick_.
@@ -126,6 +131,8 @@ class Core {
   // The write_failed counted for it: taken back once it is out (no record was lost).
   std::uint64_t pending_config_failures_ = 0;
   std::int64_t records_written_ = 0;
+  std::int64_t records_deleted_ = 0;  // written to a log file that was then deleted (reopen_if_deleted)
+  std::string config_line_;            // the config record, as written at open()
   std::shared_ptr<DeviceTimer> timer_;  // null: no device timing
   std::atomic<std::uint8_t>* busy_ = nullptr;
   std::uint32_t events_per_thread_ = 0, ranges_used_ = 0, max_ranges_ = 0;
@@ -478,7 +485,9 @@ Status Core::open(const Options& o, std::string* message) {
   last_step_.reset();
   is_open.store(true, std::memory_order_release);
 
-  const std::string config_line = config_to_json(config);
+  records_deleted_ = 0;
+  config_line_ = config_to_json(config);
+  const std::string& config_line = config_line_;
   const bool config_written = write_line(config_line);
   if (!config_written && !open_errno_) {
     pending_config_ = config_line + '\n';
@@ -712,6 +721,28 @@ void Core::take_update_data(UpdateRecord& u) {
   u.microbatches = std::move(d.microbatches);
 }
 
+void Core::reopen_if_deleted(std::int64_t step) {
+  if (!sink_ || opts_.sink || !sink_->deleted()) return;
+  count_global_error(ErrorKind::kLogDeleted);
+  const std::int64_t lost = records_written_;
+  records_deleted_ += lost;
+  records_written_ = 0;
+  sink_->close();  // (its lock goes with it)
+  int err = 0;
+  sink_ = open_file_sink(path_, /*append=*/true, err);  // (the directory is made again too)
+  if (!sink_) write_errno_ = err > 0 ? err : EIO;       // (each record then a write_failed)
+  partial_line_ = false;
+  pending_config_ = config_line_ + '\n';  // (not a failed write: none is taken back)
+  pending_config_failures_ = 0;
+  if (!opts_.print_warnings) return;  // (close() says it too)
+  const std::string msg = "stepprof: the log " + path_ + " was deleted while recorded to: the " +
+                          std::to_string(lost) + " record(s) written to it are in no file; " +
+                          (sink_ ? "it is made again, with the config record and update " + std::to_string(step) + " on"
+                                 : "it cannot be made again (" + std::string(std::strerror(write_errno_)) +
+                                       "): its records are counted as write_failed");
+  std::fprintf(stderr, "%s\n", msg.c_str());
+}
+
 Status Core::end_update(std::int64_t step) {
   std::lock_guard lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
@@ -744,6 +775,7 @@ Status Core::end_update(std::int64_t step) {
   take_update_data(u);
   auto& nr = names();
 
+  reopen_if_deleted(step);
   collect_errors();
   constexpr auto kWriteFailed = static_cast<std::size_t>(ErrorKind::kWriteFailed);
   for (std::size_t k = 0; k < kErrorKinds; ++k) {
@@ -934,6 +966,9 @@ Status Core::close(std::string* message) {
     msg += "; end_update() was called inside a region " +
            std::to_string(total_[static_cast<std::size_t>(ErrorKind::kOpenAtEndUpdate)]) +
            " time(s): that region's time went in a later update's record (end the region before end_update())";
+  if (records_deleted_)
+    msg += "; the log file was deleted while recorded to and made again: " + std::to_string(records_deleted_) +
+           " record(s) written before are in no file";
   if (open_errno_) msg += "; the file could not be opened: " + open_error_text(open_errno_);
   else if (write_errno_)
     msg += "; last write error: " + std::string(std::strerror(write_errno_)) +
