@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import gc
 import operator
 import json
 import math
@@ -199,7 +200,7 @@ _OPEN: "weakref.WeakSet[Recorder]" = weakref.WeakSet()
 
 def _close_at_exit() -> None:
     for rec in list(_OPEN):
-        rec._close_dropped()
+        rec._close_dropped(at_exit=True)
 
 
 _AT_EXIT_REGISTERED = False  # (registered at the first open, so that the job's exit
@@ -245,11 +246,20 @@ def _default_rank_world() -> tuple[int, int]:
         if text is None:
             return default
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
             raise ValueError(f"${name} is {text!r}: expected an integer (or pass {name.lower()}= to Recorder)") from None
+        if not -2**63 <= value < 2**63:  # (the C ABI's int64_t: pybind11 raised a TypeError)
+            raise ValueError(f"${name} is {text!r}: outside the 64-bit integer range (or pass {name.lower()}= to "
+                             "Recorder)")
+        return value
 
-    return from_env("RANK", 0), from_env("WORLD_SIZE", 1)
+    rank, world = from_env("RANK", 0), from_env("WORLD_SIZE", 1)
+    if not 0 <= rank < world and ("RANK" in os.environ or "WORLD_SIZE" in os.environ):
+        raise ValueError(f"$RANK {os.environ.get('RANK', '(unset: 0)')} and $WORLD_SIZE "
+                         f"{os.environ.get('WORLD_SIZE', '(unset: 1)')} give no rank of the world (0 <= rank < "
+                         "world size): set both, as torchrun does, or pass rank= and world_size= to Recorder")
+    return rank, world
 
 
 _RANK_FIELD = re.compile(rb"\{rank(?::([^{}]*))?\}")
@@ -405,6 +415,12 @@ class Recorder:
         try:
             # (_core.open sets self._handle itself before it returns.)
             handle, status, message = _core.open(self, path, rank, world_size, config_json, options_json)
+            if status == _STATUS_ERR_STATE and any(r._handle for r in list(_OPEN)):
+                # The open one may be a Recorder no longer referenced but in a reference
+                # cycle (an object that holds it and is held by it), which only the cycle
+                # collector closes: a sweep or a notebook's next run recorded nothing.
+                gc.collect()
+                handle, status, message = _core.open(self, path, rank, world_size, config_json, options_json)
             self._opened(handle, status, message, path)
         except BaseException:
             # An interrupt (Ctrl-C, or a signal handler's exception) during the open (its
@@ -474,9 +490,10 @@ class Recorder:
         self._usable("region")  # (counted)
         return _NULL_REGION
 
-    def timed(self, name: Optional[str] = None) -> Callable[[F], F]:
+    def timed(self, name: Union[str, F, None] = None) -> Any:
         """Decorator: every call of the function is region `name` (default: the
-        function's qualified name). A recursive function counts every call and its
+        function's qualified name, else its name, else its type's name for a callable
+        object): `@rec.timed("name")`, `@rec.timed()` or `@rec.timed`. A recursive function counts every call and its
         time once. On a generator or async function it times only the call that
         creates the generator or coroutine, not the work done when it is iterated or
         awaited. Inside one, a `with rec.region(...)` must not span an `await` or a
@@ -484,8 +501,12 @@ class Recorder:
         between two of them. Decorating with a closed recorder times nothing (as
         region())."""
 
+        if callable(name):  # @rec.timed without parentheses: `name` is the function
+            return self.timed()(name)
+
         def decorate(fn: F) -> F:
-            region = self.region(name or fn.__qualname__)
+            default = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+            region = self.region(name or default)
             # (A weak reference: a decorated function must not keep a Recorder dropped
             # without close() open, so that a later Recorder would find it open.)
             recorder = weakref.ref(self)
@@ -753,7 +774,7 @@ class Recorder:
     def __del__(self) -> None:
         self._close_dropped()
 
-    def _close_dropped(self) -> None:
+    def _close_dropped(self, at_exit: bool = False) -> None:
         # A recorder dropped without close() (or still open at interpreter exit) is closed
         # here, so that the process can open another (one is open at a time). What close()
         # counts itself (data recorded after the last end_update(), records a pipe's reader
@@ -773,7 +794,8 @@ class Recorder:
                 self._errors_at_close = dict(errors)
                 if status == _STATUS_WARN_ERRORS and sys.stderr is not None:
                     said = message[len("stepprof: "):] if message.startswith("stepprof: ") else message
-                    sys.stderr.write(f"stepprof: a Recorder dropped without close(): {said}\n")
+                    how = "a Recorder still open at exit" if at_exit else "a Recorder dropped without close()"
+                    sys.stderr.write(f"stepprof: {how}: {said}\n")
         except Exception:  # interpreter shutdown: nothing left to report to
             pass
         finally:

@@ -188,6 +188,10 @@ def test_a_recorder_dropped_without_close_says_what_was_lost(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0 and r.stdout == "alive\n", r.stderr
     assert "a Recorder dropped without close()" in r.stderr and "unwritten_at_close 1" in r.stderr, r.stderr
+    # Left open at interpreter exit, it was not dropped: said so.
+    r = subprocess.run([sys.executable, "-c", code.replace("del rec\n", "")], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0 and "a Recorder still open at exit" in r.stderr, r.stderr
     # Nothing is said when nothing was lost.
     code = code.replace("with rec.region('after_the_last_update'):\n    pass\n", "")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
@@ -381,7 +385,59 @@ def test_arguments_that_were_taken_or_failed_obscurely(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "abc")
     with pytest.raises(ValueError, match=r"\$RANK is 'abc': expected an integer"):
         stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="off")
+    # Beyond 64 bits pybind11 raised "TypeError: open(): incompatible function arguments";
+    # RANK without WORLD_SIZE said only "rank 1 is outside [0, 1)".
+    monkeypatch.setenv("RANK", str(2**70))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match=r"\$RANK is '1180591620717411303424': outside the 64-bit integer range"):
+        stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="off")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.delenv("WORLD_SIZE")
+    with pytest.raises(ValueError, match=r"\$RANK 1 and \$WORLD_SIZE \(unset: 1\) give no rank of the world"):
+        stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="off")
     assert not any(p.name.startswith(("b", "c", "d")) for p in tmp_path.iterdir())
+
+
+def test_timed_without_parentheses_and_on_callables_without_a_qualified_name(tmp_path):
+    # @rec.timed (no parentheses) replaced the function with the decorator, whose first
+    # call in the loop raised "region name must be a str, not function"; a
+    # functools.partial raised AttributeError (__qualname__).
+    import functools
+
+    path = tmp_path / "timed.jsonl"
+    with stepprof.Recorder(str(path), device_timing="off") as rec:
+        @rec.timed
+        def bare(x):
+            return x + 1
+
+        def scale(x, k):
+            return x * k
+
+        doubled = rec.timed()(functools.partial(scale, k=2))
+        assert bare(1) == 2 and doubled(3) == 6
+        rec.end_update(0)
+    _, records = read_log(path)
+    assert records[0]["calls"] == {
+        "test_timed_without_parentheses_and_on_callables_without_a_qualified_name.<locals>.bare": 1, "partial": 1}
+
+
+def test_a_recorder_in_a_reference_cycle_does_not_block_the_next_one(tmp_path):
+    # A Recorder held by an object it holds is closed only by the cycle collector: until
+    # it ran, the next Recorder was already_open and recorded nothing.
+    class Trainer:
+        pass
+
+    t = Trainer()
+    t.rec = stepprof.Recorder(str(tmp_path / "first.jsonl"), device_timing="off")
+    t.rec.owner = t
+    t.rec.end_update(0)
+    del t
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no already_open warning
+        rec = stepprof.Recorder(str(tmp_path / "second.jsonl"), device_timing="off")
+    assert not rec.closed
+    rec.end_update(0)
+    assert rec.close() == {}
 
 
 def test_an_unknown_clock_in_the_environment_warns_at_once(tmp_path, monkeypatch):
@@ -700,7 +756,7 @@ def test_a_recorder_left_open_at_exit_says_what_was_lost_with_a_daemon_thread_al
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
-    assert "stepprof: a Recorder dropped without close(): the recorder counted 1 error(s)" in r.stderr, r.stderr
+    assert "stepprof: a Recorder still open at exit: the recorder counted 1 error(s)" in r.stderr, r.stderr
     assert "unwritten_at_close 1" in r.stderr, r.stderr
 
 
