@@ -250,7 +250,7 @@ class FileParser {
     std::uint64_t records = 0, rejected_after_mix = 0, mixed_at = 0;
     // A job's stdout as a log (a log shipper's stream, a Slurm output file): lines that
     // carry a prefix before the record, and lines of other output, each said once.
-    std::uint64_t prefixed = 0, prefixed_first = 0, other = 0;
+    std::uint64_t prefixed = 0, prefixed_first = 0, prefixed_last = 0, other = 0;
     std::string prefix_example, other_example;
     std::set<std::string, std::less<>> extra_seen;  // update fields not in the schema, checked once
     std::vector<std::uint64_t> other_lines;  // the first few
@@ -535,6 +535,7 @@ class FileParser {
     // A prefix before a record at line `ln` (a launcher's, a logger's, a progress bar):
     // counted, and said once for the file with the first as its example.
     auto note_prefix = [&](std::string_view prefix, std::uint64_t ln) {
+      prefixed_last = ln;
       if (prefixed++ == 0) {
         prefixed_first = ln;
         prefix_example = printable(trim(prefix).substr(0, 48));
@@ -554,6 +555,28 @@ class FileParser {
         report(Severity::kWarning, Problem::kOtherOutput, ln, col_offset + 1,
                "this line holds no record (other output of the job among the records?); reading stops (--strict)");
     };
+    // The job's own JSON printed among its records (json_output_of_the_job): other output,
+    // not an error; a prefix noted for its line is taken back (it was no record's).
+    // After text that would be a record's prefix (a logger's `INFO:root:`), too.
+    auto prefix_like = [](std::string_view t) {
+      return !t.empty() && t.front() != '{' && (other_output(t) || t.find_first_of("\"{}") == std::string_view::npos);
+    };
+    auto job_json = [&](RecordKind kind, std::string_view text, std::uint64_t ln, std::uint64_t col_offset) {
+      if (kind != RecordKind::kError || table_mode) return false;
+      std::string_view json = text;
+      if (!rerr.no_type) {
+        const std::size_t brace = text.find('{');
+        const std::size_t end = text.rfind('}');
+        if (brace == std::string_view::npos || brace == 0 || end < brace || !trim(text.substr(end + 1)).empty() ||
+            !prefix_like(trim(text.substr(0, brace))))
+          return false;
+        json = text.substr(brace, end + 1 - brace);
+      }
+      if (!json_output_of_the_job(json)) return false;
+      if (prefixed > 0 && prefixed_last == ln) --prefixed;
+      note_other(text, ln, col_offset);
+      return true;
+    };
     // Reads a line that holds several records (a lost newline, or a killed job's last
     // record with a restarted job's first after it) one record at a time. Text before a
     // record that is no piece of one (a logger's `INFO:root:`, a print whose newline came
@@ -563,9 +586,6 @@ class FileParser {
       for (std::size_t next; !out_.stopped && (next = next_record_start(text)) != std::string_view::npos;) {
         const std::string_view piece = trim(text.substr(0, next));
         const std::uint64_t next_column = col_offset + next + 1;
-        auto prefix_like = [](std::string_view t) {
-          return !t.empty() && t.front() != '{' && (other_output(t) || t.find_first_of("\"{}") == std::string_view::npos);
-        };
         std::string_view piece_read = piece;
         const bool text_before = prefix_like(piece);
         auto kind = text_before ? RecordKind::kError : parser.parse(piece, cfg_fields, u, unknown_type, rerr);
@@ -601,7 +621,9 @@ class FileParser {
         col_offset += next;
         text.remove_prefix(next);
       }
-      if (!out_.stopped) take(parser.parse(text, cfg_fields, u, unknown_type, rerr), text, col_offset, ln, line, terminated);
+      if (out_.stopped) return;
+      const auto kind = parser.parse(text, cfg_fields, u, unknown_type, rerr);
+      if (!job_json(kind, text, ln, col_offset)) take(kind, text, col_offset, ln, line, terminated);
     };
 
     // Lines a container runtime split into parts, joined per stream and read as one line
@@ -873,6 +895,7 @@ class FileParser {
         read_joined(text, col_offset, ln, line, terminated);
         continue;
       }
+      if (job_json(kind, text, ln, col_offset)) continue;
       take(kind, text, col_offset, ln, line, terminated);
     }
     report_pending_cut(false);
@@ -925,7 +948,7 @@ class FileParser {
       for (const auto l : other_lines) lines += fmt::format("{}{}", lines.empty() ? "" : ", ", l);
       report(Severity::kWarning, Problem::kOtherOutput, other_lines.front(), 1,
              fmt::format("{} line(s) hold no record (lines {}{}; the first: \"{}\"): other output of the job among "
-                         "its records (prints, progress bars, library messages); skipped",
+                         "its records (prints, progress bars, library messages, its own JSON); skipped",
                          other, lines, other > other_lines.size() ? ", ..." : "", other_example));
     }
     out_.rejected_updates += rejected_after_mix;

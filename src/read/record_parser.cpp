@@ -64,6 +64,7 @@ class Ctx {
     err_.column = where ? column(where) : 0;
     err_.message = std::move(msg);
     err_.cause = {};
+    err_.no_type = false;
     return false;
   }
   void set_cause(std::string_view cause) { err_.cause = cause; }
@@ -926,8 +927,10 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
   if (auto e = type_error) {
     const char* at = nullptr;
     at = location(doc);
-    if (e == simdjson::NO_SUCH_FIELD)
+    if (e == simdjson::NO_SUCH_FIELD) {
       c.fail(Problem::kMissingField, nullptr, "record has no \"type\" field (expected \"config\" or \"update\")");
+      error.no_type = true;
+    }
     else if (e == simdjson::INCORRECT_TYPE)
       c.fail(Problem::kBadField, at, "\"type\" should be a string (\"config\" or \"update\")");
     else

@@ -28,6 +28,9 @@ struct RecordError {
   /// What may have caused it, when the line alone cannot tell (e.g. "text after the
   /// record, or the line was cut short"); said only where the reader cannot tell either.
   std::string_view cause;
+  /// The record is a JSON object without a "type" field (a job's own JSON output, or a
+  /// record that lost its type): the reader tells the two apart.
+  bool no_type = false;
 };
 
 enum class RecordKind { kConfig, kUpdate, kUnknownType, kError };

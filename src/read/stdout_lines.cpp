@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "file_kind.hpp"
+#include "stepprof/schema.hpp"
 
 namespace stepprof::detail {
 namespace {
@@ -198,6 +199,29 @@ bool other_output(std::string_view line) {
   // A JSON value as a whole (an array, a string) is not a record: the reader says so.
   thread_local simdjson::dom::parser parser;
   return parser.parse(line.data(), line.size(), true).error() != simdjson::SUCCESS;
+}
+
+bool json_output_of_the_job(std::string_view line) {
+  // (The keys only: a value is not checked, so that Python's `{"loss": NaN}` after a
+  // divergence is the job's output too. Rare lines: the copy to a padded buffer is cheap.)
+  namespace od = simdjson::ondemand;
+  thread_local od::parser parser;
+  const simdjson::padded_string padded(line);
+  od::document doc;
+  od::object object;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS || doc.get_object().get(object) != simdjson::SUCCESS)
+    return false;
+  namespace s = schema;
+  for (auto field : object) {
+    std::string_view key;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS) return false;
+    for (const std::string_view k : {s::kType, s::kRank, s::kWorldSize, s::kSchema, s::kStep, s::kWallMs,
+                                     s::kCudaStreamMs, s::kCpuCallMs, s::kCalls, s::kParents, s::kCounts})
+      if (key == k) return false;
+  }
+  // (Text after the object: the record parser says so before it looks for "type"; after
+  // a prefix, the line is cut at its last '}'.)
+  return true;
 }
 
 }  // namespace stepprof::detail
