@@ -1045,6 +1045,28 @@ TEST_F(ReaderTest, RecorderErrorsAreSaidToBeOfTheRecordsStepOrBefore) {
       << w->message;
 }
 
+// A step below the one before it in its file, no config record between: taken without a
+// word (found by a helper, with a recorder's end_update(5), end_update(3)). One warning per
+// file counts them and names the first; a restart's config between is no such step.
+TEST_F(ReaderTest, StepsThatGoBackInAFileAreSaid) {
+  const auto p = write("back.jsonl", kConfig + "\n" + update(1) + "\n" + update(2) + "\n" + update(5) + "\n" +
+                                         update(3) + "\n" + update(6) + "\n" + update(4) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 6u);
+  ASSERT_EQ(diag_.count(Problem::kStepsBackwards), 1u);
+  const Diagnostic* w = first(Problem::kStepsBackwards);
+  EXPECT_EQ(w->severity, Severity::kWarning);
+  EXPECT_EQ(w->line, 5u);
+  EXPECT_NE(w->message.find("2 update record(s) have a step below the one before them"), std::string::npos)
+      << w->message;
+  EXPECT_NE(w->message.find("step 3 here, after step 5 at line 4"), std::string::npos) << w->message;
+  // (A restart from an earlier checkpoint, appended with its config record.)
+  const auto restart = write("restart-back.jsonl", kConfig + "\n" + update(5) + "\n" + kConfig + "\n" + update(3) + "\n");
+  diag_ = Diagnostics();
+  (void)read({restart});
+  EXPECT_EQ(diag_.count(Problem::kStepsBackwards), 0u);
+}
+
 TEST_F(ReaderTest, DuplicateStepKeepsTheFirstAndSaysWhere) {
   const auto p = write("d.jsonl", kConfig + "\n" + update(11, 100) + "\n" + update(11, 200) + "\n");
   const Dataset d = read({p});

@@ -43,6 +43,7 @@ enum class Problem : std::uint8_t {
   kLinePrefix,       ///< records after a prefix on their line (torchrun's [rank3]:, srun --label, a log collector's timestamp)
   kOtherOutput,      ///< lines that hold no record (a job's stdout: prints, progress bars, library messages)
   kRegionBeyondUpdate,  ///< region times far above their update's wall_ms (a unit error or a corrupt value)
+  kStepsBackwards,      ///< an update record whose step is below the one before it in its file (no config between)
   kCount_,
 };
 

@@ -30,6 +30,7 @@ std::string_view code_name(Problem p) {
     case Problem::kLinePrefix: return "line-prefix";
     case Problem::kOtherOutput: return "other-output";
     case Problem::kRegionBeyondUpdate: return "region-beyond-update";
+    case Problem::kStepsBackwards: return "steps-backwards";
     case Problem::kCount_: break;
   }
   return "unknown";

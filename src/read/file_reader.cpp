@@ -251,6 +251,14 @@ class FileParser {
     // A job's stdout as a log (a log shipper's stream, a Slurm output file): lines that
     // carry a prefix before the record, and lines of other output, each said once.
     std::uint64_t prefixed = 0, prefixed_first = 0, prefixed_last = 0, other = 0;
+    // Update records whose step is below the one before them, and the first of them.
+    std::uint64_t backwards = 0, last_config_line = 0;
+    struct {
+      std::uint64_t line = 0;
+      std::int64_t step = 0;
+      std::uint64_t before_line = 0;
+      std::int64_t before_step = 0;
+    } backwards_first;
     std::string prefix_example, other_example;
     std::set<std::string, std::less<>> extra_seen;  // update fields not in the schema, checked once
     std::vector<std::uint64_t> other_lines;  // the first few
@@ -358,6 +366,7 @@ class FileParser {
                  fmt::format("unknown record type \"{}\" (expected \"config\" or \"update\"); skipped", unknown_type));
           break;
         case RecordKind::kConfig: {
+          last_config_line = ln;  // (steps may start over after it: a restart)
           ++records;
           std::vector<std::string> problems;
           RunConfig cfg = make_config(std::move(cfg_fields), &problems);
@@ -527,6 +536,11 @@ class FileParser {
             }
           }
           u.source = {file_, ln};
+          // A step below the one before it (same rank, same run: no config between): the
+          // job's step counter went back. Analyzed in step order, as every input is.
+          if (!kept->empty() && kept->back().rank == u.rank && u.step < kept->back().step &&
+              kept->back().source.line > last_config_line && backwards++ == 0)
+            backwards_first = {ln, u.step, kept->back().source.line, kept->back().step};
           kept->push_back(compact_copy(u, opt_.keep_sample_indices));
           break;
         }
@@ -951,6 +965,13 @@ class FileParser {
                          "its records (prints, progress bars, library messages, its own JSON); skipped",
                          other, lines, other > other_lines.size() ? ", ..." : "", other_example));
     }
+    if (backwards)
+      report(Severity::kWarning, Problem::kStepsBackwards, backwards_first.line, 0,
+             fmt::format("{} update record(s) have a step below the one before them, with no config record between "
+                         "(the first: step {} here, after step {} at line {}): the job's step counter went back "
+                         "(a restart appended without its config record, or two processes writing one file?); "
+                         "records are analyzed in step order, not in the file's",
+                         backwards, backwards_first.step, backwards_first.before_step, backwards_first.before_line));
     out_.rejected_updates += rejected_after_mix;
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,
