@@ -309,6 +309,18 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
     return s;
   };
   Options o = host_only(log.path);
+  // The C ABI's limits on the device options: C++ clamped 2^32 - 1 events to 2^24, took
+  // 0, and took 2^20 x 4096 events with device timing off and open() ok.
+  for (const std::uint32_t bad : {0u, (1u << 20) + 1, 0xFFFFFFFFu}) {
+    Options d = o;
+    d.device_events_per_thread = bad;
+    std::string message;
+    EXPECT_EQ(open(d, &message), Status::kErrArgument) << bad;
+    EXPECT_NE(message.find("device_events_per_thread must be in [1, 1048576]"), std::string::npos) << message;
+    d = o;
+    d.device_threads = bad;
+    EXPECT_EQ(attempt(d), Status::kErrArgument) << bad;
+  }
   o.config_json = "[1, 2]";
   EXPECT_EQ(attempt(o), Status::kErrArgument);
   o.config_json = R"({"rank": 1})";

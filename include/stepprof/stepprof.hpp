@@ -117,9 +117,11 @@ struct Options {
   /// context; -1: device 0.
   int cuda_device = -1;
   /// Device events per thread (a ring; each region call uses 2 until end_update reads
-  /// them back). Rounded up to a power of two, at least 8.
+  /// them back), 1 to 2^20 (else open() is kErrArgument). Rounded up to a power of two,
+  /// at least 8. When device_events_per_thread x device_threads events cannot be
+  /// reserved, device timing is off and the config record's device_timing says why.
   std::uint32_t device_events_per_thread = 1024;
-  /// Most threads that may time regions on the device (each has its own event ring).
+  /// Most threads that may time regions on the device (each has its own event ring), 1 to 2^20.
   std::uint32_t device_threads = 8;
   bool append = false;  ///< append to the file instead of truncating it (see run_id)
   /// Print the open and close problems (the log cannot be opened or written; errors were

@@ -48,6 +48,9 @@ std::int64_t steady_ns() noexcept {
       .count();
 }
 
+// Largest device_events_per_thread and device_threads (as the C ABI's options_json).
+constexpr std::uint32_t kMaxDeviceOption = std::uint32_t{1} << 20;
+
 std::uint32_t round_up_pow2(std::uint32_t v) {
   std::uint32_t p = 8;
   while (p < v && p < (1u << 24)) p <<= 1;
@@ -299,6 +302,13 @@ Status Core::open(const Options& o, std::string* message) {
   if (o.world_size > kMaxWorldSize)  // (the reader would not use it: record.hpp)
     return fail(Status::kErrArgument, "world_size must be at most " + std::to_string(kMaxWorldSize) +
                                           " (the most ranks stepprof reads), got " + std::to_string(o.world_size));
+  // The C ABI's limits (c_api.cpp), here too: 2^20 x 2^20 events could never be
+  // reserved, and device timing was off with a word only in the config record.
+  for (const auto& [name, value] : {std::pair{"device_events_per_thread", o.device_events_per_thread},
+                                    std::pair{"device_threads", o.device_threads}})
+    if (value < 1 || value > kMaxDeviceOption)
+      return fail(Status::kErrArgument, std::string(name) + " must be in [1, " + std::to_string(kMaxDeviceOption) +
+                                            "], got " + std::to_string(value));
   if (o.rank < 0 || o.rank >= o.world_size)
     return fail(Status::kErrArgument, "rank must be in [0, world_size), got rank " + std::to_string(o.rank) +
                                           " with world_size " + std::to_string(o.world_size));
