@@ -62,6 +62,27 @@ TEST(Regions, ExclusiveTimeShareAndOutside) {
   EXPECT_FALSE(row(t, "a").device_self_ms.has_value());  // a leaf
 }
 
+// A region with device time in some updates and host time only in the others (called on
+// a thread without device timing there): its share takes each update's device time where
+// it has one, else its host time. 6 x 8 ms device + 6 x 4 ms host over 12 x 100 ms = 6 %;
+// the host-only updates were left out (4 %). Its parent's self share likewise: 6 x (20 -
+// 8) + 6 x (10 - 4) = 108 over 1200 = 9 %.
+TEST(Regions, ShareTakesHostTimeWhereAnUpdateHasNoDeviceTime) {
+  Builder b;
+  for (int step = 1; step <= 12; ++step) {
+    auto& u = b.add(step, 100);
+    const bool device = step <= 6;
+    b.region(u, "outer", device ? std::optional<double>(20) : std::nullopt, 10.0);
+    b.region(u, "mixed", device ? std::optional<double>(8) : std::nullopt, 4.0);
+  }
+  const Hierarchy h = parse("outer\n  mixed\n");
+  const RegionTable t = analyze_regions({b.d, &h});
+  EXPECT_DOUBLE_EQ(row(t, "mixed").share, 72.0 / 1200.0);
+  EXPECT_DOUBLE_EQ(row(t, "mixed").self_share, 72.0 / 1200.0);
+  EXPECT_DOUBLE_EQ(row(t, "outer").share, 180.0 / 1200.0);
+  EXPECT_DOUBLE_EQ(row(t, "outer").self_share, 108.0 / 1200.0);
+}
+
 TEST(Regions, ChildrenExceedingTheParentAreFlagged) {
   Builder b;
   auto& u = b.add(1, 100);

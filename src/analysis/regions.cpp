@@ -205,8 +205,12 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (has_host) s.host.push_back(host_ms);
       if (!std::isnan(calls)) s.calls.push_back(calls);
       if (has_device && has_host) s.gap.push_back(device_ms - host_ms);
-      const bool has_basis = dev ? has_device : has_host;
-      const double basis = dev ? device_ms : host_ms;
+      // Device time where this update has it, else host time (a call on a thread without
+      // device timing; the cross-rank analysis reads a region so too). Per region, the
+      // host-only updates' time was left out of the share.
+      const bool on_device = dev && has_device;
+      const bool has_basis = on_device || has_host;
+      const double basis = on_device ? device_ms : host_ms;
       if (has_basis) s.basis_total += basis;
       if (p.kids.empty()) {
         if (has_basis) s.self_total += basis;
@@ -222,7 +226,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         const double kids = any_kid ? kids_sum : 0;
         const double self = own - kids;
         (d ? s.device_self : s.host_self).push_back(self);
-        if (d == (dev && !busy_union)) s.self_total += self;
+        if (d == (on_device && !busy_union)) s.self_total += self;
         if (any_kid && self < -nesting_tolerance_ms(own)) {
           ++out.violation_count;
           const UpdateRecord* u = updates[k];

@@ -38,8 +38,8 @@ struct RegionRow {
   /// Exclusive (self) time: the region minus its children, per update [ms];
   /// only when the nesting is known and the region has children in the log.
   std::optional<Summary> device_self_ms, host_self_ms;
-  /// Share of the total update time over the window: sum(region) / sum(wall_ms),
-  /// device time when present, else host time [fraction].
+  /// Share of the total update time over the window: sum(region) / sum(wall_ms), each
+  /// update's device time where it has one, else its host time [fraction].
   double share = 0;
   double self_share = 0;            ///< the same for the exclusive time [fraction]
   std::optional<double> gap_ms;     ///< median over updates of device_ms - host_ms [ms]
