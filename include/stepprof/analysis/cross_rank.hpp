@@ -253,7 +253,7 @@ struct CrossRankResult {
   std::string comm_region;         ///< empty: no communication region, compute_ms = wall_ms
   std::string comm_found_by;
   double threshold = 0.75;         ///< relative score below which a rank is a straggler
-  std::size_t ranks = 0;
+  std::size_t ranks = 0;            ///< ranks with update records, those left out (ranks_short, ...) included
   std::size_t steps_aligned = 0;   ///< steps present in every rank's log
   std::size_t steps_incomplete = 0;  ///< steps missing from at least one rank (not analyzed)
   /// The first few runs of incomplete steps (consecutive in the steps of the logs, each
