@@ -310,6 +310,30 @@ TEST(Findings, SlowPathAdvisesOnFramesOnlyWhenFrameCountsTellItsUpdatesApart) {
   EXPECT_NE(mixed.find("group samples by frame count"), std::string::npos) << mixed;
 }
 
+// Exposed communication in some updates only (NCCL in one of four profiled steps, as
+// when prof.step() marks micro-batches): its time at stake is the window's mean, the
+// others counting 0: 10 ms / 4 = 2.5 ms per update, not the 10 ms median of the one.
+// In every update, the median (here 4 updates of 6, 6, 8, 12 ms: 7 ms).
+TEST(Findings, ExposedCommunicationInSomeUpdatesIsPricedOverTheWindow) {
+  auto exposed_ms = [](const std::vector<std::optional<double>>& exposed) {
+    Builder b;
+    for (std::size_t k = 0; k < exposed.size(); ++k) {
+      auto& u = b.add(static_cast<std::int64_t>(k), 75);
+      b.region(u, "compute", 40.0, 40.0);
+      if (exposed[k]) {
+        b.region(u, "nccl", 20.0, 1.0);
+        b.region(u, "nccl_exposed", *exposed[k], std::nullopt);
+      }
+    }
+    const Report r = build_report({b.d, nullptr});
+    for (const auto& f : r.findings)
+      if (f.kind == "exposed-communication") return f.ms_per_update;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(exposed_ms({std::nullopt, 10.0, std::nullopt, std::nullopt}), 2.5);
+  EXPECT_DOUBLE_EQ(exposed_ms({6.0, 12.0, 8.0, 6.0}), 7.0);
+}
+
 TEST(CodePaths, WithoutNestingSaysSo) {
   Builder b;
   b.add(1, 10);

@@ -387,8 +387,8 @@ class TraceReader {
                          stats_.annotations_outside_steps, stats_.annotations));
     if (stats_.gpu_ops_outside_steps)
       report(Severity::kNote, Problem::kUnattributed, {},
-             fmt::format("{} of {} GPU kernel(s)/copies were launched outside every ProfilerStep range and are not "
-                         "counted",
+             fmt::format("{} of {} GPU kernel(s)/copies were launched outside every ProfilerStep range (or, with no "
+                         "launch in the trace, ran outside every range) and are not counted",
                          stats_.gpu_ops_outside_steps, stats_.gpu_ops));
     if (stats_.names_at_several_places)
       report(Severity::kNote, Problem::kHierarchy, {},
