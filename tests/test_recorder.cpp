@@ -540,6 +540,36 @@ TEST_F(RecorderTest, ALogDeletedWhileRecordedToIsMadeAgain) {
   std::filesystem::remove_all(dir);
 }
 
+// A log path that leads to the deleted file itself (/dev/stdout, /proc/self/fd/N of a
+// file that was then deleted): made "again" it is the same deleted file, and every later
+// update counted log_deleted, wrote the config record again and said so (found by a
+// reviewer). It is counted once, and the records go on into that file.
+TEST_F(RecorderTest, ALogThatLeadsToTheDeletedFileIsCountedOnce) {
+  TempLog file("deleted-fd");
+  const int fd = ::open(file.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  Options o = host_only("/proc/self/fd/" + std::to_string(fd));
+  o.print_warnings = false;
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(::unlink(file.path.c_str()), 0);
+  for (int step = 1; step < 4; ++step) ASSERT_EQ(end_update(step), Status::kOk);
+  std::string message;
+  ASSERT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("log_deleted 1)"), std::string::npos) << message;
+  EXPECT_NE(message.find("leads to a file deleted while recorded to"), std::string::npos) << message;
+  std::string text(4096, '\0');
+  const ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+  ::close(fd);
+  ASSERT_GT(n, 0);
+  text.resize(static_cast<std::size_t>(n));
+  std::size_t configs = 0, updates = 0;
+  for (std::size_t at = 0; (at = text.find("\"type\":\"", at)) != std::string::npos; ++at)
+    (text.compare(at + 8, 6, "config") == 0 ? configs : updates) += 1;
+  EXPECT_EQ(configs, 1u) << text;
+  EXPECT_EQ(updates, 4u) << text;
+}
+
 TEST_F(RecorderTest, AppendKeepsEarlierRecords) {
   TempLog log("append");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

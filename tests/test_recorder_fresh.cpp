@@ -3,6 +3,7 @@
 // unopened and no thread state has been made yet.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,13 +86,14 @@ TEST(RecorderFresh, OtherThreadsRegionsDuringTheFirstOpenAreNotInTheFirstUpdate)
   ASSERT_EQ(lines.size(), 2u);
   const double wall = lines[1]["wall_ms"].get<double>();
   ASSERT_TRUE(lines[1]["cpu_call_ms"].contains("fresh_bg"));
-  // (One call may have started before open() and ended after: 1 ms of slack.)
-  EXPECT_LE(lines[1]["cpu_call_ms"]["fresh_bg"].get<double>(), wall + 1.0) << "wall_ms " << wall;
+  // (One call may have started before open() and ended after, longer than its 50 us on a
+  // loaded machine: 5 ms of slack. The calibration's 10 ms gave about wall + 10.)
+  EXPECT_LE(lines[1]["cpu_call_ms"]["fresh_bg"].get<double>(), wall + 5.0) << "wall_ms " << wall;
 }
 
-// A process that exits without close() (return from main, exit(), quick_exit): what was
-// recorded after the last end_update() was lost without a word (found by a helper). The
-// exit handler says so on stderr; a process whose records are all written says nothing.
+// A process that exits without close() (return from main, exit()): what was recorded
+// after the last end_update() was lost without a word (found by a helper). The exit
+// handler says so on stderr; a process whose records are all written says nothing.
 // `how`: 0 exit(), 1 quick_exit(); `lose`: record a region after the last end_update.
 std::string stderr_of_exit_without_close(int how, bool lose) {
   TempLog log("fresh-exit-" + std::to_string(how) + (lose ? "-lose" : ""));
@@ -122,13 +124,53 @@ std::string stderr_of_exit_without_close(int how, bool lose) {
 }
 
 TEST(RecorderFresh, ExitingWithoutCloseSaysWhatIsInNoRecord) {
-  for (const int how : {0, 1}) {
-    const std::string err = stderr_of_exit_without_close(how, true);
-    EXPECT_NE(err.find("close() was not called"), std::string::npos) << how << ": " << err;
-    EXPECT_NE(err.find("2 record(s) written"), std::string::npos) << err;  // (the config record too, as close() counts)
-    EXPECT_NE(err.find("after the last end_update() is in no record"), std::string::npos) << err;
-    EXPECT_EQ(stderr_of_exit_without_close(how, false), "") << how;
+  const std::string err = stderr_of_exit_without_close(0, true);
+  EXPECT_NE(err.find("at exit the recorder is still open (no close() yet)"), std::string::npos) << err;
+  EXPECT_NE(err.find("2 record(s) written"), std::string::npos) << err;  // (the config record too, as close() counts)
+  EXPECT_NE(err.find("after the last end_update() is in no record"), std::string::npos) << err;
+  EXPECT_EQ(stderr_of_exit_without_close(0, false), "");
+  // quick_exit() runs no handler of the recorder's: it is what a signal handler may call,
+  // and the handler takes locks (one of them held by the interrupted thread hung it).
+  EXPECT_EQ(stderr_of_exit_without_close(1, true), "");
+}
+
+// exit() from a signal handler that interrupted the recorder holding a lock (a SIGTERM
+// handler of a C++ engine; here, registering names): the exit handler waits for no lock,
+// so the process ends (quick_exit with that handler hung 15 of 20 times, found by a
+// reviewer). Each child is given 5 s.
+TEST(RecorderFresh, ExitFromASignalHandlerDoesNotHangInTheRecorder) {
+  int hung = 0;
+  for (int i = 0; i < 20; ++i) {
+    TempLog log("fresh-signal-exit");
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int devnull = ::open("/dev/null", O_WRONLY);
+      if (devnull >= 0) dup2(devnull, STDERR_FILENO);
+      Options o;
+      o.path = log.path;
+      o.device_timing = DeviceTiming::kOff;
+      if (open(o) != Status::kOk) _exit(4);
+      STEPPROF_COUNT("fresh_signal_exit", 1);  // (something in no record: the handler has a word to say)
+      struct sigaction sa {};
+      sa.sa_handler = [](int) { std::exit(0); };
+      sigaction(SIGALRM, &sa, nullptr);
+      itimerval t{};
+      t.it_value.tv_usec = 2000 + 300 * i;
+      setitimer(ITIMER_REAL, &t, nullptr);
+      for (long k = 0;; ++k) (void)region_id("fresh_signal_" + std::to_string(k % 900));
+    }
+    int status = 0;
+    pid_t done = 0;
+    for (int waited = 0; waited < 500 && (done = waitpid(pid, &status, WNOHANG)) == 0; ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (done == 0) {
+      ++hung;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
   }
+  EXPECT_EQ(hung, 0);
 }
 
 // A Region made on a thread that then ended, destroyed after a new thread took over that

@@ -122,15 +122,18 @@ TEST(StdoutLines, DamagedRecordsAndJsonAreNotOtherOutput) {
     EXPECT_FALSE(other_output(line)) << line;
 }
 
-// The job's metrics printed as JSON among its records are its output; an object with a
-// record's own fields is a record that lost its type (an error, as before).
+// The job's metrics printed as JSON among its records are its output (a step number and
+// a rank too); an object with a record's own fields is a record that lost its type (an
+// error, as before).
 TEST(StdoutLines, TheJobsOwnJsonIsToldFromRecordsThatLostTheirType) {
   for (const std::string line : {R"({"loss": 0.52, "lr": 0.0003})", R"({"loss": NaN, "grad_norm": Infinity})",
+                                 R"({"step": 5, "loss": 1.2})", R"({"rank": 0, "step": 5, "loss": 1.2})",
                                  R"({"eval": {"step": 4, "wall_ms": 9}})", "{}", R"({"epoch": 1, "ste\u0070s": 9})"})
     EXPECT_TRUE(json_output_of_the_job(line)) << line;
-  for (const std::string& line : std::initializer_list<std::string>{kRecord, R"({"step": 3, "wall_ms": 5})", R"({"rank": 0, "world_size": 4, "micro_batch": 8})",
-        R"({"loss": 1, "counts": {"samples": 8}})", R"({"st\u0065p": 3})", R"({"loss": 0.5,)", "[1, 2]",
-        R"("text")", "not json"})
+  for (const std::string& line : std::initializer_list<std::string>{
+           kRecord, R"({"step": 3, "wall_ms": 5})", R"({"rank": 0, "world_size": 4, "micro_batch": 8})",
+           R"({"loss": 1, "counts": {"samples": 8}})", R"({"wall\u005fms": 3})", R"({"loss": 0.5,)", "[1, 2]",
+           R"("text")", "not json"})
     EXPECT_FALSE(json_output_of_the_job(line)) << line;
 }
 

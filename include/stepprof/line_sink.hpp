@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,11 @@ class LineSink {
   /// pipe or FIFO) counts those it dropped (the reader went away, or close() gave up
   /// waiting) and those still queued [records]. 0 for a sink that queues nothing.
   [[nodiscard]] virtual std::size_t unwritten_records() const noexcept { return 0; }
+  /// unwritten_records(), or nullopt when that would wait for a lock another thread holds
+  /// (at process exit).
+  [[nodiscard]] virtual std::optional<std::size_t> unwritten_records_now() const noexcept {
+    return unwritten_records();
+  }
   /// True when the file written to was deleted (unlinked) since it was opened: what was
   /// written to it is in no file any more, and what is written next would not be either.
   [[nodiscard]] virtual bool deleted() const noexcept { return false; }

@@ -15,7 +15,8 @@
 // Compile-out: define STEPPROF_DISABLE (e.g. -DSTEPPROF_DISABLE) before including this
 // header and every STEPPROF_* macro records nothing, the device ones too: REGION expands
 // to nothing, the others to code that names their arguments without evaluating them (as
-// assert() under NDEBUG: no unused-variable warning, no side effect), and those that
+// assert() under NDEBUG: no unused-variable warning, no side effect; DEVICE_STREAM's is
+// not named, as a CPU-only build may not declare it), and those that
 // return a Status (END_UPDATE, PADDING_FRACTION, DEVICE_STREAM) give Status::kOk; the
 // functions become inline no-ops returning Status::kOk, so code that calls them still
 // compiles and needs no stepprof library. TUs built with and without it can be mixed in
@@ -27,7 +28,8 @@
 // `recorder_errors` and at close(). Full documentation: docs/recorder.md.
 #pragma once
 
-#if __cplusplus < 202002L && !(defined(_MSVC_LANG) && _MSVC_LANG >= 202002L)
+// (C++17 and earlier: GCC 10's -std=c++20 says 201709L.)
+#if __cplusplus <= 201703L && !(defined(_MSVC_LANG) && _MSVC_LANG > 201703L)
 #error "stepprof/stepprof.hpp needs C++20 (g++/clang++/nvcc: -std=c++20); a C or C++17 file can use stepprof/stepprof.h"
 #endif
 
@@ -211,7 +213,8 @@ Status end_update(std::int64_t step) noexcept;
 /// counters, frame histogram, shapes, sample indices, padding, micro-batches), so that the
 /// next record holds only what follows. Regions open across it end in the next record.
 /// With device timing and sync_at_update, synchronizes the streams first (their work
-/// before it is dropped too). kErrState when no recorder is open.
+/// before it is dropped too; without sync_at_update, device work not finished by then
+/// lands in a later record, as at end_update). kErrState when no recorder is open.
 Status begin_update() noexcept;
 
 /// Records are written whole and unbuffered by end_update(); flush() also asks the OS to
@@ -452,7 +455,8 @@ inline constexpr Status compiled_out_status(std::size_t) noexcept { return Statu
 #define STEPPROF_INPUT_SHAPE(...) static_cast<void>(STEPPROF_UNEVALUATED_(__VA_ARGS__))
 #define STEPPROF_SAMPLE_INDICES(indices) static_cast<void>(STEPPROF_UNEVALUATED_(indices))
 #define STEPPROF_PADDING_FRACTION(fraction) ::stepprof::compiled_out_status(STEPPROF_UNEVALUATED_(fraction))
-#define STEPPROF_DEVICE_STREAM(stream) ::stepprof::compiled_out_status(STEPPROF_UNEVALUATED_(stream))
+// (Its argument is not named: a CPU-only build may not declare it, e.g. cudaStreamPerThread.)
+#define STEPPROF_DEVICE_STREAM(stream) ::stepprof::compiled_out_status(0)
 #define STEPPROF_END_UPDATE(step) ::stepprof::compiled_out_status(STEPPROF_UNEVALUATED_(step))
 
 #endif  // STEPPROF_DISABLE

@@ -254,12 +254,7 @@ def _default_rank_world() -> tuple[int, int]:
                              "Recorder)")
         return value
 
-    rank, world = from_env("RANK", 0), from_env("WORLD_SIZE", 1)
-    if not 0 <= rank < world and ("RANK" in os.environ or "WORLD_SIZE" in os.environ):
-        raise ValueError(f"$RANK {os.environ.get('RANK', '(unset: 0)')} and $WORLD_SIZE "
-                         f"{os.environ.get('WORLD_SIZE', '(unset: 1)')} give no rank of the world (0 <= rank < "
-                         "world size): set both, as torchrun does, or pass rank= and world_size= to Recorder")
-    return rank, world
+    return from_env("RANK", 0), from_env("WORLD_SIZE", 1)
 
 
 _RANK_FIELD = re.compile(rb"\{rank(?::([^{}]*))?\}")
@@ -374,8 +369,14 @@ class Recorder:
             raise ValueError(f"device_timing must be 'auto' or 'off', not {device_timing!r}")
         if rank is None or world_size is None:
             default_rank, default_world = _default_rank_world()
+        from_default = rank is None or world_size is None
         rank = default_rank if rank is None else _integer(rank, "rank")
         world_size = default_world if world_size is None else _integer(world_size, "world_size")
+        if from_default and not 0 <= rank < world_size and ("RANK" in os.environ or "WORLD_SIZE" in os.environ):
+            raise ValueError(f"rank {rank} of world size {world_size} is no rank of the world (0 <= rank < world "
+                             f"size), from $RANK {os.environ.get('RANK', '(unset: 0)')} and $WORLD_SIZE "
+                             f"{os.environ.get('WORLD_SIZE', '(unset: 1)')}: set both, as torchrun does, or pass "
+                             "rank= and world_size= to Recorder")
         # region_alternatives and region_roles first, then the user's fields, as the C++
         # recorder writes them (docs/recorder.md).
         if config is not None and not isinstance(config, Mapping):
@@ -719,6 +720,11 @@ class Recorder:
         close() itself counts included (e.g. {"unwritten_at_close": 1}; empty when none);
         warns when there were any. A Recorder made while another was open returns
         {"already_open": 1} (it warned when made). Closing twice is a no-op that returns {}."""
+        return self._close()
+
+    def _close(self) -> dict[str, int]:
+        # close(), also for __exit__: its warning is 5 frames up (_warn_in_loop,
+        # _finish_close, _close, close or __exit__), at the job's close() or `with`.
         if self._handle == 0 or self._pid != os.getpid():
             # (Not locked: a fork() child's copy of the lock may be held by a thread it
             # does not have.)
@@ -747,6 +753,8 @@ class Recorder:
         return errors
 
     def _finish_close(self, handle: int) -> dict[str, int]:
+        # (Its warning points 5 frames up: see _close; a deferred close, from _with_handle
+        # under the job's call, is as deep.)
         # The C ABI's close of `handle` (already let go of), under the handle's lock; what
         # it counted is kept for `errors` and `info`, and warned about.
         status, message, errors = _STATUS_OK, "", {}
@@ -761,14 +769,14 @@ class Recorder:
             if self._info_at_close is not None:
                 self._info_at_close["errors"] = dict(errors)
         if status == _STATUS_WARN_ERRORS:
-            _warn_in_loop(message, stacklevel=4)  # (at the caller of close())
+            _warn_in_loop(message, stacklevel=5)
         return dict(errors)
 
     def __enter__(self) -> "Recorder":
         return self
 
     def __exit__(self, *exc: object) -> bool:
-        self.close()
+        self._close()
         return False
 
     def __del__(self) -> None:

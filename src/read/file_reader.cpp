@@ -37,8 +37,8 @@ std::string_view recorder_error_effect(std::string_view kind) {
       {"too_many_regions", "regions past the name limit are not recorded"},
       {"too_many_counters", "counters past the name limit are not recorded"},
       {"bad_argument",
-       "refused calls record nothing; a step not above an earlier one is written, an unknown STEPPROF_CLOCK "
-       "ignored"},
+       "a value refused is not recorded (a count beyond 2^53, an empty or too long name), one corrected is (a "
+       "name's bad UTF-8 as U+FFFD), a step not above an earlier one is written, an unknown STEPPROF_CLOCK ignored"},
       {"out_of_memory", "some data is not recorded"},
       {"device_events_exhausted", "some region calls have host time only"},
       {"device_record_failed", "some device times are missing"},

@@ -212,13 +212,18 @@ bool json_output_of_the_job(std::string_view line) {
   if (parser.iterate(padded).get(doc) != simdjson::SUCCESS || doc.get_object().get(object) != simdjson::SUCCESS)
     return false;
   namespace s = schema;
+  bool rank = false, world_size = false;
   for (auto field : object) {
     std::string_view key;
     if (field.unescaped_key().get(key) != simdjson::SUCCESS) return false;
-    for (const std::string_view k : {s::kType, s::kRank, s::kWorldSize, s::kSchema, s::kStep, s::kWallMs,
-                                     s::kCudaStreamMs, s::kCpuCallMs, s::kCalls, s::kParents, s::kCounts})
+    // An update record's required time, or a field only records have.
+    for (const std::string_view k : {s::kType, s::kSchema, s::kWallMs, s::kCudaStreamMs, s::kCpuCallMs, s::kCalls,
+                                     s::kParents, s::kCounts})
       if (key == k) return false;
+    rank = rank || key == s::kRank;
+    world_size = world_size || key == s::kWorldSize;
   }
+  if (rank && world_size) return false;  // (a config record's pair)
   // (Text after the object: the record parser says so before it looks for "type"; after
   // a prefix, the line is cut at its last '}'.)
   return true;

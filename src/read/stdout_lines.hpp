@@ -55,12 +55,12 @@ std::size_t known_prefix_length(std::string_view line);
 bool other_output(std::string_view line);
 
 /// True when `line`, a JSON object, is the job's own JSON output printed among the
-/// records on its stdout (`{"loss": 0.52, "lr": 3e-4}`), not a record or one that lost
-/// its type: an object whose keys parse, with no "type" and none of the fields that tie
-/// a record to a rank, a step or a time (rank, world_size, schema, step, wall_ms,
-/// cuda_stream_ms, cpu_call_ms, calls, parents, counts). A nested "step" does not count,
-/// and values are not checked (Python writes NaN). Text after the object is the
-/// caller's to rule out.
+/// records on its stdout (`{"step": 5, "loss": 0.52, "lr": 3e-4}`), not a record or one
+/// that lost its type: an object whose keys parse, with no "type", none of the fields an
+/// update record must have or only records have (wall_ms, cuda_stream_ms, cpu_call_ms,
+/// calls, parents, counts, schema) and not both rank and world_size (a config record's).
+/// A nested field does not count, and values are not checked (Python writes NaN). Text
+/// after the object is the caller's to rule out.
 bool json_output_of_the_job(std::string_view line);
 
 }  // namespace stepprof::detail

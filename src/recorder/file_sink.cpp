@@ -120,6 +120,13 @@ class FileSink final : public LineSink {
     return lost_ + lines(queue_);
   }
 
+  std::optional<std::size_t> unwritten_records_now() const noexcept override {
+    if (!sync_) return lost_ + lines(queue_);
+    std::unique_lock lock(sync_->mu, std::try_to_lock);
+    if (!lock.owns_lock()) return std::nullopt;
+    return lost_ + lines(queue_);
+  }
+
   // The child's descriptor shares the parent's open file and its flock lock: the lock
   // stays until every copy is closed, so a child (a persistent DataLoader worker) would
   // keep the parent from opening the file again. Closing the copy leaves the parent's.

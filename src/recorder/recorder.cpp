@@ -4,6 +4,7 @@
 // UpdateRecord and writes it with the log model's serializer (record_writer.hpp).
 #include <pthread.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -86,7 +87,7 @@ class Core {
   /// its device timer and the session belong to the parent, so the child's copy of the
   /// recorder is closed without writing, flushing or closing anything.
   void forget_after_fork() noexcept;
-  /// At process exit (exit(), return from main, quick_exit) with the recorder still open:
+  /// At process exit (exit(), return from main) with the recorder still open:
   /// close() was not called, so what was recorded after the last end_update() and the
   /// errors counted since the last record written are in no record. Says so on stderr
   /// (with print_warnings), as close() would. Touches neither the log nor the device (the
@@ -95,8 +96,11 @@ class Core {
 
  private:
   Status enable_device_here(void* stream);  // mu held
-  void collect_errors();                    // mu held
-  bool recorded_since_last_update();        // mu held
+  // mu held. With `busy` given (at exit), a lock another thread holds is not waited for:
+  // *busy is set and nothing is done (a thread stopped inside the recorder by exit()
+  // from a signal handler would hold it for good).
+  void collect_errors(bool* busy = nullptr);
+  bool recorded_since_last_update(bool* busy = nullptr);
   bool write_line(std::string_view line);    // mu held
   // mu held: writes line_buf_; `written`, when given, gets the bytes written (also on failure).
   bool write_buffer(std::size_t* written = nullptr);
@@ -135,6 +139,7 @@ class Core {
   std::uint64_t pending_config_failures_ = 0;
   std::int64_t records_written_ = 0;
   std::int64_t records_deleted_ = 0;  // written to a log file that was then deleted (reopen_if_deleted)
+  bool deleted_for_good_ = false;      // the path leads to the deleted file itself: not checked again
   std::string config_line_;            // the config record, as written at open()
   std::shared_ptr<DeviceTimer> timer_;  // null: no device timing
   std::atomic<std::uint8_t>* busy_ = nullptr;
@@ -176,7 +181,7 @@ class Core {
 void lock_for_fork() noexcept;
 void unlock_after_fork_in_parent() noexcept;
 void unlock_after_fork_in_child() noexcept;
-// std::atexit and std::at_quick_exit handlers (Core::say_at_exit), registered once.
+// The std::atexit handler (Core::say_at_exit), registered once.
 void ensure_exit_handlers() noexcept;
 
 Core& core() noexcept {
@@ -496,6 +501,7 @@ Status Core::open(const Options& o, std::string* message) {
   is_open.store(true, std::memory_order_release);
 
   records_deleted_ = 0;
+  deleted_for_good_ = false;
   config_line_ = config_to_json(config);
   const std::string& config_line = config_line_;
   const bool config_written = write_line(config_line);
@@ -566,11 +572,16 @@ Status Core::set_device_stream(void* stream) {
   }
 }
 
-void Core::collect_errors() {
+void Core::collect_errors(bool* busy) {
   auto& reg = thread_registry();
   std::array<std::uint64_t, kErrorKinds> delta{};
   {
-    std::lock_guard tl(reg.mu);
+    std::unique_lock tl(reg.mu, std::defer_lock);
+    if (!busy) tl.lock();
+    else if (!tl.try_lock()) {
+      *busy = true;
+      return;
+    }
     for (ThreadStateFull* st : reg.states)
       for (std::size_t k = 0; k < kErrorKinds; ++k) {
         const std::uint64_t e = st->errors[k].load(std::memory_order_relaxed);
@@ -732,15 +743,26 @@ void Core::take_update_data(UpdateRecord& u) {
 }
 
 void Core::reopen_if_deleted(std::int64_t step) {
-  if (!sink_ || opts_.sink || !sink_->deleted()) return;
+  if (!sink_ || opts_.sink || deleted_for_good_ || !sink_->deleted()) return;
   count_global_error(ErrorKind::kLogDeleted);
+  if (struct stat at_path {}; ::stat(path_.c_str(), &at_path) == 0 && at_path.st_nlink == 0) {
+    // The path leads to the deleted file itself (/dev/stdout or /proc/self/fd/N of a file
+    // that was deleted): there is nothing to make again, and every record goes there.
+    deleted_for_good_ = true;
+    if (opts_.print_warnings)
+      std::fprintf(stderr,
+                   "stepprof: the log %s leads to a file that was deleted while recorded to: its records are in no "
+                   "file\n",
+                   path_.c_str());
+    return;
+  }
   const std::int64_t lost = records_written_;
   records_deleted_ += lost;
   records_written_ = 0;
   sink_->close();  // (its lock goes with it)
   int err = 0;
   sink_ = open_file_sink(path_, /*append=*/true, err);  // (the directory is made again too)
-  if (!sink_) write_errno_ = err > 0 ? err : EIO;       // (each record then a write_failed)
+  if (!sink_) write_errno_ = err > 0 ? err : EIO;  // (each record then a write_failed)
   partial_line_ = false;
   pending_config_ = config_line_ + '\n';  // (not a failed write: none is taken back)
   pending_config_failures_ = 0;
@@ -856,17 +878,29 @@ Status Core::flush() {
 // the last end_update (or open): close() does not write it, so it is counted.
 // Regions of role "background" are not counted: a data-loader thread's region that ends
 // after the last update is what such a thread does, not data the job lost.
-bool Core::recorded_since_last_update() {
+bool Core::recorded_since_last_update(bool* busy) {
+  // (`busy`: try each lock, and give up when another thread holds it.)
+  auto take = [busy](std::unique_lock<std::mutex>& l) {
+    if (!busy) {
+      l.lock();
+      return true;
+    }
+    if (l.try_lock()) return true;
+    *busy = true;
+    return false;
+  };
   const std::uint32_t n = names().region_count.load(std::memory_order_acquire);
   std::vector<bool> background(n, false);
   {
-    std::lock_guard nl(names().mu);
+    std::unique_lock nl(names().mu, std::defer_lock);
+    if (!take(nl)) return false;
     for (const auto& name : background_)
       if (const auto id = names().regions.find(name); id && *id < n) background[*id] = true;
   }
   {
     auto& reg = thread_registry();
-    std::lock_guard tl(reg.mu);
+    std::unique_lock tl(reg.mu, std::defer_lock);
+    if (!take(tl)) return false;
     // (A region nested in a background one runs on its thread too: its parent chain, as
     // last seen on that thread, is followed up to kMaxDepth levels.)
     auto in_background = [&](const ThreadStateFull* st, std::uint32_t r) {
@@ -885,7 +919,8 @@ bool Core::recorded_since_last_update() {
   const std::uint32_t nc = nr.counter_count.load(std::memory_order_acquire);
   for (std::uint32_t c = 0; c < nc; ++c)
     if (nr.counter_touched[c].load(std::memory_order_relaxed)) return true;
-  std::lock_guard dl(data_mu);
+  std::unique_lock dl(data_mu, std::defer_lock);
+  if (!take(dl)) return false;
   return !data.histogram.empty() || !data.shapes.empty() || !data.indices.empty() || data.padding ||
          !data.microbatches.empty();
 }
@@ -894,8 +929,12 @@ void Core::say_at_exit() noexcept {
   try {
     std::unique_lock lock(mu, std::try_to_lock);
     if (!lock.owns_lock() || !is_open.load(std::memory_order_relaxed) || !opts_.print_warnings) return;
-    const bool unwritten = recorded_since_last_update();
-    collect_errors();
+    bool busy = false;
+    const bool unwritten = recorded_since_last_update(&busy);
+    if (!busy) collect_errors(&busy);
+    if (busy) return;  // (another thread is inside the recorder: say nothing rather than wait)
+    // Records a pipe's reader has not taken yet: the flusher thread ends with the process.
+    const std::size_t queued = sink_ ? sink_->unwritten_records_now().value_or(0) : 0;
     std::uint64_t errors = 0;
     std::string kinds;
     for (std::size_t k = 0; k < kErrorKinds; ++k) {
@@ -904,9 +943,13 @@ void Core::say_at_exit() noexcept {
       kinds += (kinds.empty() ? "" : ", ") + std::string(error_name(static_cast<ErrorKind>(k))) + " " +
                std::to_string(unreported_[k]);
     }
-    if (!unwritten && errors == 0) return;  // (every record is whole in the log: nothing lost)
-    std::string msg = "stepprof: the process exits with the recorder open (close() was not called): " +
-                      std::to_string(records_written_) + " record(s) written to " + path_;
+    if (!unwritten && errors == 0 && queued == 0) return;  // (every record is whole in the log: nothing lost)
+    // (A close() in the destructor of a static object made before the recorder's first
+    // use runs after this handler: the line says "not closed yet", not "never".)
+    std::string msg = "stepprof: at exit the recorder is still open (no close() yet): " +
+                      std::to_string(records_written_ - static_cast<std::int64_t>(queued)) + " record(s) written to " +
+                      path_;
+    if (queued) msg += "; " + std::to_string(queued) + " record(s) its reader had not taken yet are lost";
     if (unwritten) msg += "; what was recorded after the last end_update() is in no record";
     if (errors) msg += "; " + std::to_string(errors) + " error(s) counted since the last record are in none (" + kinds + ")";
     std::fprintf(stderr, "%s (call end_update() and close() before exiting)\n", msg.c_str());
@@ -979,6 +1022,7 @@ Status Core::close(std::string* message) {
   if (records_deleted_)
     msg += "; the log file was deleted while recorded to and made again: " + std::to_string(records_deleted_) +
            " record(s) written before are in no file";
+  if (deleted_for_good_) msg += "; the log leads to a file deleted while recorded to: its records are in no file";
   if (open_errno_) msg += "; the file could not be opened: " + open_error_text(open_errno_);
   else if (write_errno_)
     msg += "; last write error: " + std::string(std::strerror(write_errno_)) +
@@ -1036,10 +1080,11 @@ void with_data(F&& f) noexcept {
 
 void say_at_exit() noexcept { core().say_at_exit(); }  // (a plain function for atexit)
 
+// (Not at_quick_exit: quick_exit() is what a signal handler may call, and this handler
+// takes locks and allocates.)
 void ensure_exit_handlers() noexcept {
   static const bool registered = [] {
     std::atexit(say_at_exit);
-    std::at_quick_exit(say_at_exit);
     return true;
   }();
   (void)registered;

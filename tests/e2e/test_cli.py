@@ -1655,7 +1655,8 @@ def test_a_jobs_stdout_with_line_prefixes_and_other_output_is_read(tmp_path, pre
     noise = ["NCCL INFO Channel 00/02 : 0 1 2", " 45%|####5     | 9/20 [00:09<00:11,  1.0it/s]\r",
              "{'loss': 1.234, 'grad_norm': 0.5, 'epoch': 0.1}", "Warning: \"foo\" is deprecated, use bar",
              # The job's metrics as JSON (each was a missing-field error: exit 1).
-             '{"loss": 1.234, "lr": 0.0003, "epoch": 0.1}', '{"loss": NaN, "grad_norm": Infinity, "it": {"step": 4}}']
+             '{"loss": 1.234, "lr": 0.0003, "epoch": 0.1}', '{"loss": NaN, "grad_norm": Infinity, "it": {"step": 4}}',
+             '{"step": 7, "loss": 0.9}']
     lines, other = ["starting the job"], 0
     for k in range(max(map(len, files))):
         for r, f in enumerate(files):

@@ -393,9 +393,26 @@ def test_arguments_that_were_taken_or_failed_obscurely(tmp_path, monkeypatch):
         stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="off")
     monkeypatch.setenv("RANK", "1")
     monkeypatch.delenv("WORLD_SIZE")
-    with pytest.raises(ValueError, match=r"\$RANK 1 and \$WORLD_SIZE \(unset: 1\) give no rank of the world"):
+    with pytest.raises(ValueError, match=r"rank 1 of world size 1 is no rank .* from \$RANK 1 and \$WORLD_SIZE "
+                                         r"\(unset: 1\)"):
         stepprof.Recorder(str(tmp_path / "d{rank}.jsonl"), device_timing="off")
+    # With world_size= given, $RANK alone is a rank of it (the check above refused it too,
+    # found by a reviewer).
+    rec = stepprof.Recorder(str(tmp_path / "e{rank}.jsonl"), world_size=8, device_timing="off")
+    assert (rec.rank, rec.world_size) == (1, 8)
+    rec.close()
     assert not any(p.name.startswith(("b", "c", "d")) for p in tmp_path.iterdir())
+
+
+def test_close_warnings_point_at_the_with_statement(tmp_path):
+    # Closed by `with Recorder() as rec:`, the warning pointed into stepprof (__exit__).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with stepprof.Recorder(str(tmp_path / "w.jsonl"), device_timing="off") as rec:
+            rec.count("after_the_last_update", 1)
+    ours = [w for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert len(ours) == 1 and "unwritten_at_close" in str(ours[0].message)
+    assert ours[0].filename == __file__
 
 
 def test_timed_without_parentheses_and_on_callables_without_a_qualified_name(tmp_path):
