@@ -31,6 +31,9 @@ struct StepRange {
 /// nullopt and sets `error` to what was wrong.
 std::optional<StepRange> parse_step_range(std::string_view text, std::string& error);
 
+/// `range` as --steps takes it: "A:B", "A:", ":B" or "A" (one update).
+std::string step_range_text(const StepRange& range);
+
 /// An inclusive range of ranks (the same bounds as a StepRange).
 using RankRange = StepRange;
 

@@ -116,11 +116,7 @@ class FileParser {
     if (!trace) return std::move(out_);
     out_.config = std::move(trace->config);
     for (auto& u : trace->updates) {
-      if (opt_.steps && !opt_.steps->contains(u.step)) {
-        ++out_.outside_window;
-        if (u.step < opt_.steps->first) ++out_.before_window;
-        continue;
-      }
+      if (outside_window(u.step)) continue;
       out_.updates.push_back(std::move(u));
     }
     return std::move(out_);
@@ -170,6 +166,16 @@ class FileParser {
   }
 
  private:
+  // True when --steps leaves out the update of `step`: counted, with the steps it spans.
+  bool outside_window(std::int64_t step) {
+    if (!opt_.steps || opt_.steps->contains(step)) return false;
+    out_.outside_first = out_.outside_window ? std::min(out_.outside_first, step) : step;
+    out_.outside_last = out_.outside_window ? std::max(out_.outside_last, step) : step;
+    ++out_.outside_window;
+    if (step < opt_.steps->first) ++out_.before_window;
+    return true;
+  }
+
   void report(Severity sev, Problem p, std::uint64_t line, std::uint64_t col, std::string msg) {
     // A file of millions of bad lines keeps the first of each kind and counts the rest.
     if (++reported_[static_cast<int>(p)] <= Diagnostics::kDefaultMaxKept)
@@ -513,11 +519,7 @@ class FileParser {
             ++out_.rejected_updates;
             break;
           }
-          if (opt_.steps && !opt_.steps->contains(u.step)) {
-            ++out_.outside_window;
-            if (u.step < opt_.steps->first) ++out_.before_window;
-            break;
-          }
+          if (outside_window(u.step)) break;
           if (!u.recorder_errors.empty()) {
             std::string kinds;
             for (const auto& [k, n] : u.recorder_errors)

@@ -44,6 +44,8 @@ struct FileResult {
   std::size_t updates_before_config = 0;  ///< updates accepted before the config line
   std::uint64_t outside_window = 0;    ///< valid updates dropped by the --steps window
   std::uint64_t before_window = 0;     ///< ... of which were before its first step
+  /// The lowest and highest step of those (meaningful when outside_window > 0).
+  std::int64_t outside_first = 0, outside_last = 0;
   /// Update records skipped with an error (another rank's in this rank's file, after a
   /// concatenated log's config) [count]: a rank without records says why.
   std::uint64_t rejected_updates = 0;

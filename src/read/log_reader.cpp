@@ -242,6 +242,10 @@ class Reader {
       if (!other_run) add_updates(fi, r.updates, u0, r.updates.size());
       if (r.config) bucket(r.config->rank).rejected += r.rejected_updates;
     }
+    if (r.outside_window) {
+      outside_first_ = ds_.updates_outside_window ? std::min(outside_first_, r.outside_first) : r.outside_first;
+      outside_last_ = ds_.updates_outside_window ? std::max(outside_last_, r.outside_last) : r.outside_last;
+    }
     ds_.updates_outside_window += r.outside_window;
     ds_.updates_before_window += r.before_window;
     // A file that holds two runs' configs is a job restarted with other settings that
@@ -545,8 +549,10 @@ class Reader {
     ds_.updates_of_other_runs = skipped_other_run_;
     if (ds_.update_count() == 0) {
       std::string why = ds_.updates_outside_window
-                            ? fmt::format("all {} update records are outside the --steps window",
-                                          ds_.updates_outside_window)
+                            ? fmt::format("all {} update records are outside the --steps window {} (the input "
+                                          "holds steps {} to {})",
+                                          ds_.updates_outside_window, step_range_text(*opt_.steps), outside_first_,
+                                          outside_last_)
                             : std::string("no update records were read");
       // (Records of another run were skipped whole: the window may have held only those.)
       if (ds_.updates_outside_window && skipped_other_run_)
@@ -653,6 +659,7 @@ class Reader {
     return restart_runs_.contains(a) && restart_runs_.contains(b);
   }
   std::uint64_t skipped_other_run_ = 0;  // update records skipped as another run's
+  std::int64_t outside_first_ = 0, outside_last_ = 0;  // steps of the records outside --steps
   std::size_t last_bucket_ = 0;
   // Rank (nullopt: records whose rank is unknown) -> index in buckets_.
   std::unordered_map<std::optional<std::int64_t>, std::size_t> bucket_index_;
@@ -703,6 +710,13 @@ std::optional<StepRange> parse_range(std::string_view text, std::string_view one
 std::optional<StepRange> parse_step_range(std::string_view text, std::string& error) {
   // (Steps are >= 0: an update record with a negative step is rejected.)
   return parse_range(text, "step", "step window", error);
+}
+
+std::string step_range_text(const StepRange& range) {
+  const StepRange all;
+  if (range.first == range.last) return std::to_string(range.first);
+  return (range.first == all.first ? std::string() : std::to_string(range.first)) + ":" +
+         (range.last == all.last ? std::string() : std::to_string(range.last));
 }
 
 std::optional<std::vector<RankRange>> parse_rank_list(std::string_view text, std::string& error) {

@@ -426,6 +426,8 @@ def test_exit_status_for_bad_input(tmp_path):
     assert "rank 1 has a config but no update records in the --steps window (update records outside it are " \
         "left out)" in r.stderr, r.stderr
     assert "did its job stop" not in r.stderr and "all 20 update records are outside the --steps window" in r.stderr
+    # ... and which steps the log holds (it did not: a user had to look).
+    assert "outside the --steps window 100:200 (the input holds steps 11 to 30)" in r.stderr, r.stderr
     # --format json still writes a document, saying why nothing was analyzed (it wrote
     # nothing: a pipeline reading the JSON got an empty file).
     r = run("report", "--format", "json", "--steps", "100:200", LOG)
