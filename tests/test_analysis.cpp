@@ -472,6 +472,24 @@ TEST(UpdateTime, RatesPerRankAndJob) {
   EXPECT_DOUBLE_EQ(*t.frames.job_per_s, 4 * 64.0 / 6.0);
   EXPECT_DOUBLE_EQ(*t.global_samples_per_s, 64.0 * 2 / 6.0);
   EXPECT_FALSE(t.token_slots.per_rank_per_s.has_value());  // no such counter: unknown, not 0
+  // 16 samples per update = micro_batch 8 x accumulation 2: nothing to say.
+  EXPECT_FALSE(t.samples_per_update_counted.has_value());
+}
+
+// The README's own example counted 8 samples per update with 2 micro-batches of 8: the
+// per-rank rate (8 per update) and the job's (global batch 16) disagreed 2x without a
+// word (found by a fresh-user pass).
+TEST(UpdateTime, ASamplesCounterThatIsNotTheConfigsBatchIsSaid) {
+  Builder b;
+  b.config(1, 8, 2);
+  for (int step = 1; step <= 4; ++step) b.counter(b.add(step, 1000), "samples", step == 4 ? 4 : 8);
+  const AnalysisInput in{b.d, nullptr};
+  const UpdateTimeResult t = analyze_update_time(in, summarize_run(in));
+  ASSERT_TRUE(t.samples_per_update_counted.has_value());
+  EXPECT_DOUBLE_EQ(*t.samples_per_update_counted, 8);  // the median of 8, 8, 8, 4
+  EXPECT_DOUBLE_EQ(*t.samples_per_update_config, 16);
+  EXPECT_DOUBLE_EQ(*t.samples.per_rank_per_s, 28.0 / 4.0);
+  EXPECT_DOUBLE_EQ(*t.global_samples_per_s, 16.0);
 }
 
 namespace {

@@ -1,7 +1,9 @@
 #include "stepprof/analysis/update_time.hpp"
 
+#include <cmath>
 #include <map>
 
+#include "stepprof/analysis/stats.hpp"
 #include "stepprof/schema.hpp"
 
 namespace stepprof {
@@ -79,6 +81,17 @@ UpdateTimeResult analyze_update_time(const AnalysisInput& in, const RunSummary& 
   out.token_slots = rate(in, run, in.counter(c::kTokenSlots), std::nullopt);
   out.valid_tokens = rate(in, run, in.counter(c::kValidTokens), std::nullopt);
   out.frames = rate(in, run, in.counter(c::kFrames), std::nullopt);
+  if (const auto id = in.counter(c::kSamples); id && samples_per_update) {
+    std::vector<double> counted;
+    const auto updates = in.updates();
+    for (std::size_t k = 0; k < updates.size(); ++k)
+      if (const auto v = in.counter_of(k, *updates[k], *id)) counted.push_back(*v);
+    // (Half a percent: a last micro-batch cut short leaves the median where it was.)
+    if (const auto m = median(counted); m && std::fabs(*m - *samples_per_update) > 0.005 * *samples_per_update) {
+      out.samples_per_update_counted = *m;
+      out.samples_per_update_config = *samples_per_update;
+    }
+  }
   if (run.global_batch && job_total_ms > 0)
     out.global_samples_per_s = static_cast<double>(*run.global_batch) * static_cast<double>(job.size()) /
                                job_total_ms * 1000.0;

@@ -99,7 +99,9 @@ Json update_time_head(const UpdateTimeResult& t, const std::optional<SlowUpdates
                 {"token_slots", rate(t.token_slots)},
                 {"valid_tokens", rate(t.valid_tokens)},
                 {"frames", rate(t.frames)},
-                {"global_samples_per_s", opt(t.global_samples_per_s)}}}};
+                {"global_samples_per_s", opt(t.global_samples_per_s)},
+                {"samples_per_update_counted", opt(t.samples_per_update_counted)},
+                {"samples_per_update_config", opt(t.samples_per_update_config)}}}};
 }
 
 Json regions(const RegionTable& t) {

@@ -29,6 +29,12 @@ struct UpdateTimeResult {
   Rate frames;        ///< frames/s (`frames`)
   /// Job samples/s from the config: global_batch x updates / sum of update times.
   std::optional<double> global_samples_per_s;
+  /// The `samples` counter's median per update and rank, when it is not the config's
+  /// micro_batch x accumulation (`samples_per_update_config`), e.g. a count made once per
+  /// update where there are two micro-batches: the per-rank rate and the job rate from the
+  /// global batch then disagree, and one of the two is wrong [samples].
+  std::optional<double> samples_per_update_counted;
+  std::optional<double> samples_per_update_config;
 };
 
 UpdateTimeResult analyze_update_time(const AnalysisInput& in, const RunSummary& run);
