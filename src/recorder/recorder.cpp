@@ -49,6 +49,18 @@ std::int64_t steady_ns() noexcept {
       .count();
 }
 
+// "write_failed 2, bad_argument 1": the kinds counted in `counts`, with `total` their sum.
+std::string error_kinds_text(const std::array<std::uint64_t, kErrorKinds>& counts, std::uint64_t& total) {
+  std::string kinds;
+  for (std::size_t k = 0; k < kErrorKinds; ++k) {
+    if (!counts[k]) continue;
+    total += counts[k];
+    kinds += (kinds.empty() ? "" : ", ") + std::string(error_name(static_cast<ErrorKind>(k))) + " " +
+             std::to_string(counts[k]);
+  }
+  return kinds;
+}
+
 // Largest device_events_per_thread and device_threads (as the C ABI's options_json).
 constexpr std::uint32_t kMaxDeviceOption = std::uint32_t{1} << 20;
 
@@ -936,13 +948,7 @@ void Core::say_at_exit() noexcept {
     // Records a pipe's reader has not taken yet: the flusher thread ends with the process.
     const std::size_t queued = sink_ ? sink_->unwritten_records_now().value_or(0) : 0;
     std::uint64_t errors = 0;
-    std::string kinds;
-    for (std::size_t k = 0; k < kErrorKinds; ++k) {
-      if (!unreported_[k]) continue;
-      errors += unreported_[k];
-      kinds += (kinds.empty() ? "" : ", ") + std::string(error_name(static_cast<ErrorKind>(k))) + " " +
-               std::to_string(unreported_[k]);
-    }
+    const std::string kinds = error_kinds_text(unreported_, errors);
     if (!unwritten && errors == 0 && queued == 0) return;  // (every record is whole in the log: nothing lost)
     // (A close() in the destructor of a static object made before the recorder's first
     // use runs after this handler: the line says "not closed yet", not "never".)
@@ -997,13 +1003,7 @@ Status Core::close(std::string* message) {
   std::string().swap(line_buf_);
 
   std::uint64_t errors = 0;
-  std::string kinds;
-  for (std::size_t k = 0; k < kErrorKinds; ++k) {
-    if (!total_[k]) continue;
-    errors += total_[k];
-    kinds += (kinds.empty() ? "" : ", ") + std::string(error_name(static_cast<ErrorKind>(k))) + " " +
-             std::to_string(total_[k]);
-  }
+  const std::string kinds = error_kinds_text(total_, errors);
   if (errors == 0) {
     if (message) message->clear();
     return Status::kOk;
