@@ -64,6 +64,17 @@ std::string read_head(const std::string& path, std::size_t bytes) {
   return std::string(src->data(), std::min(src->size(), bytes));
 }
 
+std::string gz_name_note(const std::string& path) {
+  struct stat st {};
+  if (!path.ends_with(".gz") || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  std::ifstream in(path, std::ios::binary);
+  char magic[2] = {0, 0};
+  in.read(magic, 2);
+  if (!in) return {};  // (fewer than two bytes: an empty file is said to be empty)
+  if (magic[0] == '\x1f' && magic[1] == '\x8b') return {};
+  return " (its name ends in .gz, but it is not gzip data: it was read as plain text)";
+}
+
 namespace {
 
 // record_starts_at, with line breaks allowed between the tokens when `across_lines`.

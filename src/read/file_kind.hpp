@@ -15,6 +15,12 @@ namespace stepprof::detail {
 /// cannot be opened, is not a regular file, or is "-": a pipe's bytes would be consumed).
 std::string read_head(const std::string& path, std::size_t bytes = std::size_t{1} << 16);
 
+/// For a regular file whose name ends in ".gz" but whose first bytes are not gzip's magic
+/// (1f 8b): " (its name ends in .gz, but it is not gzip data: it was read as plain
+/// text)", to add to what the reader says of it; "" otherwise (stdin, a pipe, a real
+/// gzip file, another name). A file renamed by hand or a `> out.gz` without gzip.
+std::string gz_name_note(const std::string& path);
+
 /// True when a step-log record starts at text[at]: a '{' followed by "type": "config" or
 /// "type": "update" (spaces allowed), as every writer puts `type` first.
 bool record_starts_at(std::string_view text, std::size_t at);

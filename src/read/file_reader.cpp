@@ -133,7 +133,7 @@ class FileParser {
     // pages of zero-byte and malformed-JSON messages about a crash that did not happen.
     std::string head = read_head(path_);  // ("" for stdin, a pipe or a FIFO: looked at below)
     if (auto format = unreadable_format(head); !format.empty()) {
-      report(Severity::kError, Problem::kUnreadable, 0, 0, format);
+      report(Severity::kError, Problem::kUnreadable, 0, 0, format + gz_name_note(path_));
       return std::move(out_);
     }
     if (opt_.traces_only || is_kineto_trace(path_)) return read_trace();
@@ -981,7 +981,7 @@ class FileParser {
                          mixed_at));
     say_prelude();
     if (records == 0 && !truncated && src.error().empty())
-      report(Severity::kWarning, Problem::kEmptyInput, 0, 0, "file holds no records");
+      report(Severity::kWarning, Problem::kEmptyInput, 0, 0, "file holds no records" + gz_name_note(path_));
   }
 
   // A config that names no usable rank (none, or a negative one) is the config of the

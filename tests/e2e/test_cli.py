@@ -857,6 +857,22 @@ def test_random_bytes_named_gz_are_binary_data(tmp_path):
     r = run("report", "-o", os.devnull, path)
     assert r.returncode == 3
     assert f"{path}: error: binary data, not text" in r.stderr, r.stderr
+    assert "its name ends in .gz, but it is not gzip data" in r.stderr, r.stderr
+
+
+def test_a_text_file_named_gz_is_said_not_to_be_gzip(tmp_path):
+    # A `> out.gz` without gzip: "file holds no records" alone left the user to guess.
+    path = tmp_path / "train.log.gz"
+    path.write_text("epoch 1 loss 0.5\nepoch 2 loss 0.4\n")
+    r = run("report", "-o", os.devnull, path)
+    assert r.returncode == 3
+    line = next(l for l in r.stderr.splitlines() if "holds no records" in l)
+    assert "its name ends in .gz, but it is not gzip data: it was read as plain text" in line, r.stderr
+    # A real gzip file says no such thing.
+    real = tmp_path / "real.gz"
+    real.write_bytes(gzip.compress(b"epoch 1 loss 0.5\n"))
+    r = run("report", "-o", os.devnull, real)
+    assert "not gzip data" not in r.stderr, r.stderr
 
 
 def test_updates_without_a_rank_are_an_unknown_rank_not_rank_minus_one(tmp_path):
