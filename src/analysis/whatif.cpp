@@ -397,8 +397,15 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
   s.updates = in.updates();
   const FeatureSpace& space = models.space;
   auto fail = [&](std::string why) { s.why_not = std::move(why); };
-  if (!in.hierarchy) { fail("needs the region nesting (give --hierarchy FILE, or a log with parents)"); return; }
   if (s.scenario == Scenario::kBalancedRanks) { fail("balanced-ranks does not replay updates"); return; }
+  // Too few updates for any cost model comes first: with it, every other reason (no
+  // nesting, a path that did not run in these updates) may be one only of this window.
+  if (s.updates.size() < kMinUpdates) {
+    fail(fmt::format("the cost models need at least {} update records; the input holds {}{}", kMinUpdates, s.updates.size(),
+                     in.hierarchy ? "" : " (and the region nesting is needed: give --hierarchy FILE, or a log with parents)"));
+    return;
+  }
+  if (!in.hierarchy) { fail("needs the region nesting (give --hierarchy FILE, or a log with parents)"); return; }
   for (const auto* u : s.updates) s.x.push_back(space.values(*u));
   auto counter_feature = [&](std::optional<NameTable::Id> id) {
     return id ? space.find(Feature::Kind::kCounter, *id) : std::nullopt;

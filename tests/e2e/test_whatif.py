@@ -427,6 +427,23 @@ def test_usage_errors_and_no_data(tmp_path):
     assert r.returncode == 3 and "cannot read" in r.stderr and "not available" in r.stderr
 
 
+def test_too_few_updates_is_the_reason_given_first(tmp_path):
+    # With 2 updates stderr said "needs the region nesting" or "cannot tell which path of
+    # group geometry is the cheaper one"; the reason was that no cost model can be fitted
+    # on fewer than 5 updates (only the models table said so).
+    lines = fx.LOG.read_text().splitlines(keepends=True)
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(lines[:3]))  # the config and 2 updates
+    for args in (("no-padding",), ("batched-geometry",), ("no-padding", "--hierarchy", fx.HIER),
+                 ("batched-geometry", "--hierarchy", fx.HIER)):
+        r = run("whatif", *args, short)
+        assert r.returncode == 3, (args, r.stderr)
+        said = [l for l in r.stderr.splitlines() if "not available" in l]
+        assert said and all("the cost models need at least 5 update records; the input holds 2" in l for l in said), (
+            args, r.stderr)
+        assert all(("nesting is needed" in l) == ("--hierarchy" not in args) for l in said), (args, r.stderr)
+
+
 def test_balanced_ranks_of_many_ranks_shows_the_ones_that_matter(tmp_path):
     # 1,024 ranks printed 1,024 rows; the report shows the 8 slowest and 3 fastest.
     r = run("synth", "-o", tmp_path / "logs", "--ranks", 40, "--updates", 20)
