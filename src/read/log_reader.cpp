@@ -546,6 +546,7 @@ class Reader {
       log.updates.shrink_to_fit();
       ds_.ranks.push_back(std::move(log));
     }
+    say_reruns();
     ds_.updates_of_other_runs = skipped_other_run_;
     if (ds_.update_count() == 0) {
       std::string why = ds_.updates_outside_window
@@ -629,6 +630,12 @@ class Reader {
       report(Severity::kError, Problem::kDuplicateStep, s.at.file, s.at.line, 1,
              fmt::format("duplicate step {} for {} (first at {}:{}); this record is skipped{}", s.step, rank_text(rank),
                          ds_.files[s.kept.file], s.kept.line, rankless_hint(rank, s.at.file, s.kept.file)));
+      if (rank && s.at.file != s.kept.file) {
+        Rerun& r = reruns_[{s.at.file, s.kept.file}];
+        r.rank = *rank;
+        r.first = r.records++ == 0 ? s.step : std::min(r.first, s.step);
+        r.last = std::max(r.last, s.step);
+      }
     }
     for (const auto& [files, c] : copied) {
       const std::string where = files.first == files.second ? std::string("earlier ones in the same file")
@@ -638,6 +645,37 @@ class Reader {
                          "log? each step is read once",
                          c.records, rank_text(rank), c.first, c.last, where));
     }
+  }
+
+  // Files whose records repeat the steps of another file of the same rank with other
+  // times, (file, file of the kept records) -> what (report_duplicates): several runs of
+  // the same settings read together are said once (say_reruns).
+  struct Rerun {
+    std::int64_t rank = 0, first = 0, last = 0;
+    std::size_t records = 0;
+  };
+  std::map<std::pair<std::uint32_t, std::uint32_t>, Rerun> reruns_;
+
+  // A directory of several runs, each in its own folder, with no run_id: every rank's
+  // steps of the later runs were hundreds of duplicate-step errors, and nothing said why.
+  void say_reruns() {
+    std::size_t files = 0;
+    const std::pair<const std::pair<std::uint32_t, std::uint32_t>, Rerun>* example = nullptr;
+    std::set<std::uint32_t> counted;
+    for (const auto& entry : reruns_) {
+      if (entry.second.records < 2) continue;  // one step repeated: a rerun of that step
+      if (counted.insert(entry.first.first).second) ++files;
+      if (!example || entry.second.records > example->second.records) example = &entry;
+    }
+    if (!example) return;
+    const auto& [pair, r] = *example;
+    report(Severity::kNote, Problem::kMixedRuns, pair.first, 0, 0,
+           fmt::format("{} file(s) repeat the steps of other files of the same rank with other times (this one: "
+                       "{} update record(s) of rank {}, steps {}..{}, against {}): several runs of the same "
+                       "settings read together? Each step of a rank is read once, from the first file that "
+                       "has it; give one run's logs at a time (a directory per run), or give each run a run_id "
+                       "(STEPPROF_RUN_ID, or the recorder's run_id option) so that they are told apart",
+                       files, r.records, r.rank, r.first, r.last, ds_.files[pair.second]));
   }
 
   const ReadOptions& opt_;

@@ -1439,6 +1439,41 @@ def test_a_rank_whose_records_were_all_skipped_is_missing_and_says_why(tmp_path)
     assert re.search(r"updates per rank +0: 5, 1: 5, 3: 5\n", text), text
 
 
+def test_a_folder_of_several_runs_of_the_same_settings_is_said_once(tmp_path):
+    # `report runs/` with one folder per run and no run_id: the later runs' records were
+    # hundreds of duplicate-step errors, and nothing said "these look like several runs".
+    assert run("synth", "-o", tmp_path / "runs" / "run1", "--ranks", "4", "--updates", "12").returncode == 0
+    (tmp_path / "runs" / "run2").mkdir()
+    for rank in range(4):  # the same settings, other times: a second run
+        lines = (tmp_path / "runs" / "run1" / f"rank{rank}.jsonl").read_text().splitlines()
+        recs = [json.loads(x) for x in lines]
+        for rec in recs[1:]:
+            rec["wall_ms"] *= 1.1
+        (tmp_path / "runs" / "run2" / f"rank{rank}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in recs))
+    r = run("report", "--format", "json", tmp_path / "runs")
+    assert r.returncode == 1, r.stderr
+    rep = json.loads(r.stdout)
+    items = rep["diagnostics"]["items"]
+    dup = [d for d in items if d["code"] == "duplicate-step"]
+    assert len(dup) == 4 * 12 and all(d["severity"] == "error" for d in dup)
+    (note,) = [d for d in items if "several runs of the same settings read together?" in d["message"]]
+    assert note["severity"] == "note" and note["code"] == "mixed-runs", note
+    assert note["message"].startswith("4 file(s) repeat the steps of other files of the same rank"), note
+    assert Path(note["file"]).parent.name == "run2" and "run1" in note["message"], note
+    assert rep["run"]["updates"] == 4 * 12  # run1's
+    # One step logged again (a rerun of that step) is not called several runs.
+    one = tmp_path / "one"
+    one.mkdir()
+    rank0 = (tmp_path / "runs" / "run1" / "rank0.jsonl").read_text().splitlines(keepends=True)
+    (one / "rank0.jsonl").write_text("".join(rank0))
+    again = json.loads(rank0[3])
+    again["wall_ms"] += 50
+    (one / "again.jsonl").write_text(rank0[0] + json.dumps(again) + "\n")
+    r = run("report", "--format", "json", one)
+    assert r.returncode == 1, r.stderr
+    assert "several runs" not in r.stdout
+
+
 def test_a_copy_of_a_log_is_one_warning_and_a_rerun_step_an_error_each(tmp_path):
     # Giving a rank's log twice under two names (a copy, whole or the first part of it)
     # gave one duplicate-step error per record and exit 1, though nothing was lost. Records
