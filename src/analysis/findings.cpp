@@ -1028,6 +1028,20 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
           *run->first_step, *run->first_step + run->step_stride);
     }
   }
+  // Too few steps for the slowest ones to be named (slow_updates.cpp), but the longest is
+  // the logs' first: it alone may make the spread (a data loader's start-up of 4 s in 8
+  // updates of 3 s was this finding's whole 1.4 s, ranked first, with no word of step 1).
+  const RunSummary* run = in.run;
+  if (!(in.slow && !in.slow->steps.empty()) && run && run->first_step && run->updates_before_window == 0 &&
+      in.time.slowest_step == run->first_step && t->max > t->median * 1.1) {
+    f.evidence += fmt::format("; the longest update is step {}, the logs' first", *run->first_step);
+    stopped += fmt::format(
+        "step {} is the first update: its time counts from when the recorder opened (or from the last "
+        "begin_update()), so it holds whatever ran before the training loop and the first update's warm-up; "
+        "leave it out with --steps {}: to see how the other updates vary, and call begin_update() (Python: "
+        "rec.begin_update()) just before the loop; then ",
+        *run->first_step, *run->first_step + run->step_stride);
+  }
   f.action = stopped + f.action;
   out.push_back(std::move(f));
 }

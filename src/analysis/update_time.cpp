@@ -68,9 +68,14 @@ UpdateTimeResult analyze_update_time(const AnalysisInput& in, const RunSummary& 
   }
   std::vector<double> job;
   double job_total_ms = 0;
+  double longest = 0;
   for (const auto& [step, ms] : job_ms) {
     job.push_back(ms);
     job_total_ms += ms;
+    if (!out.slowest_step || ms > longest) {
+      out.slowest_step = step;
+      longest = ms;
+    }
   }
   out.update_ms = summarize(job);
 

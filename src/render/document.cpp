@@ -181,14 +181,14 @@ Section time_section(const Report& rep) {
   row("frames", t.frames, "sum over the ranks' logs");
   if (!tab.rows.empty()) s.blocks.emplace_back(std::move(tab));
   if (t.samples_per_update_counted) {
-    Fields f;
-    f.items.emplace_back(
+    Fields check;
+    check.items.emplace_back(
         "samples check",
         fmt::format("the samples counter gives {:g} per update per rank (median), the config's micro_batch x "
                     "accumulation {:g}: one of them is wrong (a count made once per update, not per micro-batch? "
                     "the config's accumulation?), and the per-rank and whole-job rates above disagree",
                     *t.samples_per_update_counted, *t.samples_per_update_config));
-    s.blocks.emplace_back(std::move(f));
+    s.blocks.emplace_back(std::move(check));
   }
   return s;
 }

@@ -1668,6 +1668,31 @@ def test_a_slow_first_update_suggests_begin_update(tmp_path):
         assert not any("begin_update()" in f["action"] for f in rep["findings"]), args
 
 
+def test_a_slow_first_update_is_named_also_with_fewer_than_10_updates(tmp_path):
+    # With 8 updates the slowest steps are not analyzed (10 are needed), and the finding
+    # "update time varies", ranked first from a data loader's start-up in step 1, said
+    # nothing of step 1.
+    config, updates = records()
+    updates = [dict(u) for u in updates[:8]]
+    first = updates[0]["step"]
+    updates[0]["wall_ms"] += 5000.0
+    assert max(updates, key=lambda u: u["wall_ms"])["step"] == first
+    log = tmp_path / "short.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    assert rep["update_time"]["slow_updates"] is None  # (too few updates to name the slowest)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert f"the longest update is step {first}, the logs' first" in f["evidence"], f
+    assert f"--steps {first + 1}:" in f["action"] and "begin_update()" in f["action"], f
+    # Not when the longest is another step.
+    updates[0]["wall_ms"] -= 5000.0
+    updates[3]["wall_ms"] += 5000.0
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert "the logs' first" not in f["evidence"] and "begin_update()" not in f["action"], f
+
+
 def test_every_ranks_log_in_one_stream_reads_as_one_file_per_rank(tmp_path):
     # A log shipper's stream of every rank's /dev/stdout, lines interleaved (and `cat
     # rank*.jsonl`): it was read as rank 0's log plus a mixed-runs error per other rank.

@@ -22,6 +22,9 @@ struct UpdateTimeResult {
   /// Update time per step [ms]: the rank's wall_ms, or with several ranks the
   /// largest wall_ms over ranks for that step (the job waits for its slowest rank).
   std::optional<Summary> update_ms;
+  /// The step of the longest update (the first such step when several tie); with
+  /// update_ms.
+  std::optional<std::int64_t> slowest_step;
   std::vector<std::pair<std::int64_t, Summary>> per_rank_ms;  ///< wall_ms per rank (several ranks only; rank -1: the log names no rank)
   Rate samples;       ///< samples/s (`samples` counter, else micro_batch x accumulation per update)
   Rate token_slots;   ///< token slots/s (`token_slots`: batch x padded length)
