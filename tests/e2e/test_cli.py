@@ -2001,6 +2001,31 @@ def test_a_regions_share_of_all_update_time_says_it_is_summed_over_the_window():
     assert f"; summed over the window, {share:.1f} % of all update time" in f["evidence"], f["evidence"]
 
 
+def test_a_data_loader_that_stalls_is_priced_at_its_mean(tmp_path):
+    # Priced at its median (30 ms) beside "16 % of all update time" in its own evidence: a
+    # loader that stalls in some updates costs its stalls.
+    _, updates = records()
+    updates = [json.loads(json.dumps(u)) for u in updates]
+    typical = [u["cuda_stream_ms"]["batch_fetch_and_count"] for u in updates]
+    for k in (3, 9):  # two stalls of 2 s
+        updates[k]["cuda_stream_ms"]["batch_fetch_and_count"] += 2000.0
+        updates[k]["wall_ms"] += 2000.0
+    config, _ = records()
+    log = tmp_path / "stall.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    r = run("report", "--format", "json", "--hierarchy", HIER, log)
+    assert r.returncode == 0, r.stderr
+    (f,) = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "data-loading"]
+    mean = statistics.fmean(u["cuda_stream_ms"]["batch_fetch_and_count"] for u in updates)
+    assert f["ms_per_update"] == pytest.approx(mean, rel=1e-9), f
+    assert "it stalls in some updates" in f["title"] and "waits for the data loader in some updates" in f["action"]
+    # Without stalls: the median, as before.
+    r = run("report", "--format", "json", "--hierarchy", HIER, LOG)
+    (f,) = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "data-loading"]
+    assert f["ms_per_update"] == pytest.approx(statistics.median(typical), rel=1e-9), f
+    assert "stalls" not in f["title"]
+
+
 def test_real_gpu_logs_report_device_time():
     """examples/pytorch/runs/gpu-h200: the Python recorder on an NVIDIA H200, two ranks on one
     GPU, regions timed on torch's CUDA stream. The report's device columns are the logs'
