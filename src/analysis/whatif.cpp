@@ -98,6 +98,10 @@ struct WhatIfReplay::Impl {
   std::vector<double> removed_ms;
   std::vector<RegionChange> removed;  // those paths, with their mean change
   std::optional<std::size_t> f_frames, f_fsq, f_valid, f_slots;
+  // no-padding: updates without the token_slots or valid_tokens counter, kept as measured (an
+  // absent counter is no 0: packing such an update to 0 token slots "saved" all its
+  // language time).
+  std::vector<bool> unknown_tokens;
   double calls_per_mb = 1;
 
   void transform(std::size_t i, Rng& rng, std::vector<double>& xo, std::vector<Sample>& scratch) const;
@@ -108,7 +112,7 @@ void WhatIfReplay::Impl::transform(std::size_t i, Rng& rng, std::vector<double>&
                                    std::vector<Sample>& scratch) const {
   xo = x[i];
   if (scenario == Scenario::kNoPadding) {
-    if (f_slots && f_valid) xo[*f_slots] = xo[*f_valid];
+    if (f_slots && f_valid && !unknown_tokens[i]) xo[*f_slots] = xo[*f_valid];
     return;
   }
   const auto [mb_first, mb_count] = layout[i];
@@ -312,8 +316,18 @@ std::string build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const s
   // not run it (a text-only one), which a misspelt or wrong path also becomes; said.
   std::size_t outside = 0;
   std::vector<NameTable::Id> outside_paths;
+  // Updates in which a path of the group ran but that have no frame_histogram: nothing to
+  // replay, so they are taken as unchanged (said: before, silently).
+  std::size_t no_histogram = 0;
+  std::string first_no_histogram;
   for (const auto* u : s.updates) {
     const auto first_mb = static_cast<std::uint32_t>(s.mbs.size());
+    if (!s.detail && u->frame_histogram.empty() &&
+        std::any_of(u->regions.begin(), u->regions.end(), [&](const auto& r) {
+          return std::find(group_ids.begin(), group_ids.end(), r.region) != group_ids.end();
+        }) &&
+        !no_histogram++)
+      first_no_histogram = fmt::format("{}step {}", u->rank ? fmt::format("rank {} ", *u->rank) : std::string(), u->step);
     if (s.detail) {
       for (const auto& mb : u->microbatches) {
         Mb m;
@@ -359,6 +373,11 @@ std::string build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const s
     }
     s.layout.emplace_back(first_mb, static_cast<std::uint32_t>(s.mbs.size()) - first_mb);
   }
+  if (no_histogram > 0)
+    s.notes.push_back(fmt::format("{} of {} updates ran the group's paths but have no frame_histogram and no "
+                                  "per-micro-batch detail (first: {}): their samples are unknown, so they are taken "
+                                  "as unchanged and their saving is not counted",
+                                  no_histogram, s.updates.size(), first_no_histogram));
   if (outside > 0) {
     std::string names, group;
     for (std::size_t k = 0; k < outside_paths.size() && k < 3; ++k)
@@ -417,6 +436,18 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
 
   if (s.scenario == Scenario::kNoPadding) {
     if (!s.f_slots || !s.f_valid) { fail("needs the token_slots and valid_tokens counters"); return; }
+    std::size_t unknown = 0;
+    std::string first;
+    for (const auto* u : s.updates) {
+      const bool known = u->counter(*space.counters.token_slots) && u->counter(*space.counters.valid_tokens);
+      s.unknown_tokens.push_back(!known);
+      if (!known && !unknown++)
+        first = fmt::format("{}step {}", u->rank ? fmt::format("rank {} ", *u->rank) : std::string(), u->step);
+    }
+    if (unknown)
+      s.notes.push_back(fmt::format("{} of {} updates lack the token_slots or valid_tokens counter (first: {}): they are "
+                                    "taken as unchanged, as the padding analysis leaves them out",
+                                    unknown, s.updates.size(), first));
     s.changed = {*s.f_slots};
     s.assumptions.push_back(
         "sequences are packed without padding: token slots = valid tokens in every update; each region keeps "

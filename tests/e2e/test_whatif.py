@@ -444,6 +444,49 @@ def test_too_few_updates_is_the_reason_given_first(tmp_path):
         assert all(("nesting is needed" in l) == ("--hierarchy" not in args) for l in said), (args, r.stderr)
 
 
+def test_no_padding_leaves_an_update_without_token_counters_as_measured(tmp_path):
+    # An update without valid_tokens was packed to 0 token slots: it "saved" all its
+    # language_forward time (-2,749 ms), and the mean saving grew by half.
+    lines = fx.LOG.read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    (u,) = [r for r in recs if r["type"] == "update" and r["step"] == 17]
+    del u["counts"]["valid_tokens"]
+    log = tmp_path / "novalid.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    r = run("whatif", "no-padding", "--hierarchy", fx.HIER, "--format", "json", log)
+    assert r.returncode == 1, r.stderr  # (the reader's bad-field error for the lone token_slots)
+    (p,) = json.loads(r.stdout)["predictions"]
+    (s17,) = [x for x in p["updates"] if x["step"] == 17]
+    assert s17["predicted_ms"] == s17["measured_ms"], s17
+    assert any(n.startswith("1 of 20 updates lack the token_slots or valid_tokens counter (first: rank 1 step 17)")
+               for n in p["notes"]), p["notes"]
+    # The other updates are predicted as with the whole log.
+    (whole,) = whatif_json("no-padding", "--hierarchy", fx.HIER, fx.LOG)["predictions"]
+    others = {x["step"]: x["measured_ms"] - x["predicted_ms"] for x in whole["updates"] if x["step"] != 17}
+    mine = {x["step"]: x["measured_ms"] - x["predicted_ms"] for x in p["updates"] if x["step"] != 17}
+    assert all(abs(mine[k] - others[k]) < 0.35 * abs(others[k]) + 5 for k in others), (mine, others)
+
+
+def test_updates_without_a_frame_histogram_are_said_to_be_unchanged(tmp_path):
+    # Steps whose frame_histogram was missing got a change of exactly 0 (step 12 is
+    # -2,769 ms with the whole log), with no note: the saving was understated silently.
+    recs = [json.loads(x) for x in fx.LOG.read_text().splitlines()]
+    for r in recs:
+        if r["type"] == "update" and r["step"] in (12, 17, 25):
+            del r["frame_histogram"]
+    log = tmp_path / "nohist.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    for variant in ("pad", "group"):
+        (p,) = whatif_json("batched-geometry", "--variant", variant, "--hierarchy", fx.HIER, log)["predictions"]
+        for x in p["updates"]:
+            if x["step"] in (12, 17, 25):
+                assert x["predicted_ms"] == x["measured_ms"], x
+        assert any(n.startswith("3 of 20 updates ran the group's paths but have no frame_histogram") and
+                   "(first: rank 1 step 12)" in n for n in p["notes"]), p["notes"]
+    (p,) = whatif_json("batched-geometry", "--variant", "pad", "--hierarchy", fx.HIER, fx.LOG)["predictions"]
+    assert not any("no frame_histogram" in n for n in p["notes"])
+
+
 def test_balanced_ranks_of_many_ranks_shows_the_ones_that_matter(tmp_path):
     # 1,024 ranks printed 1,024 rows; the report shows the 8 slowest and 3 fastest.
     r = run("synth", "-o", tmp_path / "logs", "--ranks", 40, "--updates", 20)
