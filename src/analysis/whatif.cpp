@@ -787,13 +787,15 @@ SyncData build_sync(const AnalysisInput& in) {
     d.range = !(world && *world == 1);
     if (d.range)
       d.description = comm ? fmt::format(
-                                 "one rank's log of a job of {} ranks: a range from \"only this rank improves\" (its "
+                                 "one rank's log of a job of {}: a range from \"only this rank improves\" (its "
                                  "saving is absorbed by waiting for the others; a slow-down counts beyond its wait "
                                  "in {}) to \"every rank improves alike\" (the whole change counts; not a bound: "
                                  "when ranks wait for each other's slow updates, a change on every rank also "
                                  "removes those waits, which one rank's log cannot see; every rank's log prices "
                                  "them)",
-                                 world ? std::to_string(*world) : std::string("multi"), comm_name)
+                                 world ? fmt::format("{} ranks", *world)
+                                       : std::string("several ranks (the config gives no world_size)"),
+                                 comm_name)
                            : std::string("one rank's log of a multi-rank job: a range from \"only this rank improves\" "
                                          "(no saving counts: the other ranks still take as long) to \"every rank "
                                          "improves alike\" (not a bound: waits for other ranks' slow updates go too, "
@@ -847,6 +849,10 @@ std::optional<double> job_samples_per_update(const AnalysisInput& in, const Sync
   std::optional<std::int64_t> world;
   for (const auto& r : in.data.ranks)
     if (r.config && r.config->world_size) world = r.config->world_size;
+  // World size unknown: the ranks given are the job when they are several (as the
+  // report's throughput takes them); one rank's log says nothing of the job's size (it
+  // was taken as a job of 1 rank, beside "one rank's log of a job of several ranks").
+  if (!world && d.ranks < 2) return std::nullopt;
   return per_rank_update * static_cast<double>(world ? std::max<std::int64_t>(*world, 1) : static_cast<std::int64_t>(d.ranks));
 }
 

@@ -487,6 +487,25 @@ def test_updates_without_a_frame_histogram_are_said_to_be_unchanged(tmp_path):
     assert not any("no frame_histogram" in n for n in p["notes"])
 
 
+def test_one_rank_of_an_unknown_world_size_has_no_job_throughput(tmp_path):
+    # A config without world_size and global_batch: the job throughput was the rank's
+    # (taken as a job of 1 rank) beside "one rank's log of a job of multi ranks".
+    recs = [json.loads(x) for x in fx.LOG.read_text().splitlines()]
+    del recs[0]["world_size"], recs[0]["global_batch"]
+    log = tmp_path / "nows.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (p,) = whatif_json("no-padding", "--hierarchy", fx.HIER, log)["predictions"]
+    assert p["samples_per_update"] is None, p["samples_per_update"]
+    assert set(p["throughput"].values()) == {None}, p["throughput"]
+    text = run("whatif", "no-padding", "--hierarchy", fx.HIER, log).stdout
+    assert "a job of multi ranks" not in text and "job of several ranks (the config gives no world_size)" in text
+    assert "throughput (job)" not in text
+    # With the config's global_batch (64), the job's samples per update are those.
+    config = json.loads(fx.LOG.read_text().splitlines()[0])
+    (p,) = whatif_json("no-padding", "--hierarchy", fx.HIER, fx.LOG)["predictions"]
+    assert p["samples_per_update"] == config["global_batch"]
+
+
 def test_balanced_ranks_of_many_ranks_shows_the_ones_that_matter(tmp_path):
     # 1,024 ranks printed 1,024 rows; the report shows the 8 slowest and 3 fastest.
     r = run("synth", "-o", tmp_path / "logs", "--ranks", 40, "--updates", 20)
