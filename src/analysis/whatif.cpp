@@ -771,9 +771,12 @@ SyncData build_sync(const AnalysisInput& in) {
       d.step_numbers.push_back(step);
     }
     d.description = fmt::format(
-        "every rank's log ({} ranks): a step takes max over ranks of (own work + its change) plus the step's "
+        "{}: a step takes max over ranks of (own work + its change) plus the step's "
         "time beyond the largest own work (the collective); own work = wall_ms - {}",
-        d.ranks, comm ? comm_name : std::string("nothing (no communication region found)"));
+        world && *world > static_cast<std::int64_t>(d.ranks)
+            ? fmt::format("the logs of {} of the {} ranks (the others' not given)", d.ranks, *world)
+            : fmt::format("every rank's log ({} ranks)", d.ranks),
+        comm ? comm_name : std::string("nothing (no communication region found)"));
     if (dropped) d.notes.push_back(fmt::format("{} step(s) missing from some rank's log are left out", dropped));
     if (world && *world > static_cast<std::int64_t>(d.ranks))
       d.notes.push_back(fmt::format("world size {} but {} ranks' logs: ranks without a log are not in the maximum",

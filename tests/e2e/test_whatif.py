@@ -506,6 +506,14 @@ def test_one_rank_of_an_unknown_world_size_has_no_job_throughput(tmp_path):
     assert p["samples_per_update"] == config["global_batch"]
 
 
+def test_the_logs_of_some_ranks_are_not_called_every_ranks_log(tmp_path):
+    # 2 of 4 ranks' logs were described as "every rank's log (2 ranks)".
+    assert run("synth", "-o", tmp_path, "--ranks", 4, "--updates", 30).returncode == 0
+    text = run("whatif", "no-padding", tmp_path / "rank1.jsonl", tmp_path / "rank2.jsonl").stdout
+    assert "the logs of 2 of the 4 ranks (the others' not given)" in text and "every rank's log" not in text, text
+    assert "every rank's log (4 ranks)" in run("whatif", "no-padding", tmp_path).stdout
+
+
 def test_balanced_ranks_of_many_ranks_shows_the_ones_that_matter(tmp_path):
     # 1,024 ranks printed 1,024 rows; the report shows the 8 slowest and 3 fastest.
     r = run("synth", "-o", tmp_path / "logs", "--ranks", 40, "--updates", 20)
