@@ -349,8 +349,10 @@ std::vector<Figure> figures_for(std::string_view section, const Report& report, 
           "Nesting unknown (give --hierarchy FILE): each region's time per update, not stacked, since regions may "
           "contain each other.";
     }
+    // (No level to stack: the nesting names none of the log's regions, or only background
+    // ones. The chart had nothing to draw and threw, and the charts after it stayed empty.)
     const std::size_t levels = breakdown_count(s);
-    out.push_back({"regions", "Where each update's time goes", caption, several, levels > 1, true});
+    if (levels > 0) out.push_back({"regions", "Where each update's time goes", caption, several, levels > 1, true});
   } else if (section == "code-paths") {
     for (std::size_t g = 0; g < report.paths.groups.size() && !s.ranks.empty(); ++g) {
       const auto& group = report.paths.groups[g];

@@ -94,6 +94,16 @@ def test_hostile_names_stay_text():
     passes(html, ["update-time", "regions", "paths-0", "padding", "whatif"], [fx.SCRIPT, fx.IMG, fx.HOSTILE_FILE])
 
 
+def test_a_nesting_that_names_none_of_the_regions_draws_every_other_chart():
+    # The regions chart had no level to stack and threw; every chart after it stayed empty.
+    d = OUT / "foreign-nesting"
+    d.mkdir(exist_ok=True)
+    (d / "nesting.txt").write_text("foo\n  bar\n")
+    html = page("foreign-nesting", "--hierarchy", d / "nesting.txt", fx.LOG)
+    assert 'data-chart="regions"' not in html.read_text()
+    passes(html, ["update-time", "padding"])  # (no what-if: nothing of the nesting ran)
+
+
 def test_the_checker_catches_a_broken_page():
     good = page("real", "--hierarchy", fx.HIER, fx.LOG).read_text()
     broken = {

@@ -247,7 +247,7 @@ function draw() {
     chart.setOption(option, true);
   };
 
-  for (const el of document.querySelectorAll('[data-chart]')) {
+  const drawOne = (el) => {
     const kind = el.dataset.chart;
     const box = el.closest('figure') ?? el.parentElement;
     const rankSelect = box.querySelector('select[data-control="rank"]');
@@ -283,6 +283,16 @@ function draw() {
       redraw();
     } else {
       throw new Error(`stepprof: unknown chart ${kind}`);
+    }
+  };
+  // One chart that cannot be drawn says so in its place; the others are still drawn (a
+  // throw here left every later chart empty).
+  for (const el of document.querySelectorAll('[data-chart]')) {
+    try {
+      drawOne(el);
+    } catch (e) {
+      console.error(e);
+      el.textContent = `This chart could not be drawn: ${e.message}`;
     }
   }
   window.addEventListener('resize', () => charts.forEach((c) => c.resize()));
