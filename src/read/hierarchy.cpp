@@ -386,19 +386,18 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
 
   Hierarchy h;
   h.source = std::string(kNestingFromLog);
-  // Parents before children. The order is the one repeated passes over the first-seen
-  // order would give (each pass places, in that order, every region whose parent is
-  // placed): pass(r) = pass(parent) when the parent comes earlier in that order, else
-  // pass(parent) + 1, and 0 under the top level or a parent with no recorded parent.
-  // The passes are computed, not run: a chain listed child first is linear, not one
-  // pass per level. A region whose chain of parents loops is left out, with the regions
-  // under it.
+  // Parents before children, and siblings in the order of their first appearance (the
+  // order the trace, the region table and the charts lay them out in: docs/exports.md).
+  // The regions are walked depth first from the top, each parent's children in first-seen
+  // order; the walk needs no recursion (a crafted chain 30,000 deep). A region whose chain
+  // of parents loops is left out, with the regions under it. (Repeated passes over the
+  // first-seen order put a child listed after its parent ahead of its siblings listed
+  // before the parent: a gradient-accumulation step's optimizer before its backward.)
   constexpr std::uint32_t kNotInOrder = UINT32_MAX;
   std::vector<std::uint32_t> index_of(data.regions.size(), kNotInOrder);
   for (std::size_t i = 0; i < order.size(); ++i) index_of[order[i]] = static_cast<std::uint32_t>(i);
   enum class State : std::uint8_t { kNew, kOnPath, kPlaced, kInLoop };
   std::vector<State> state(order.size(), State::kNew);
-  std::vector<std::uint64_t> pass(order.size(), 0);
   std::vector<std::uint32_t> path;  // a chain of unplaced regions, child first
   for (std::size_t start = 0; start < order.size(); ++start) {
     path.clear();
@@ -417,24 +416,29 @@ std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& di
       if (parent == kTopLevel || index_of[parent] == kNotInOrder) break;
       i = index_of[parent];
     }
-    const bool loop = !placeable;
-    for (auto it = path.rbegin(); it != path.rend(); ++it) {
-      const std::uint32_t n = *it;
-      if (loop) {
-        state[n] = State::kInLoop;
-        continue;
-      }
-      const auto parent = parent_of[order[n]].parent;
-      const std::uint32_t p = parent == kTopLevel ? kNotInOrder : index_of[parent];
-      pass[n] = p == kNotInOrder ? 0 : pass[p] + (p < n ? 0 : 1);
-      state[n] = State::kPlaced;
-    }
+    for (const std::uint32_t n : path) state[n] = placeable ? State::kPlaced : State::kInLoop;
+  }
+  // Each placed region under its placed parent (first-seen order), or a root: under the
+  // top level or a parent with no recorded parent of its own.
+  std::vector<std::vector<std::uint32_t>> children(order.size());
+  std::vector<std::uint32_t> roots;
+  for (std::uint32_t i = 0; i < order.size(); ++i) {
+    if (state[i] != State::kPlaced) continue;
+    const auto parent = parent_of[order[i]].parent;
+    const std::uint32_t p = parent == kTopLevel ? kNotInOrder : index_of[parent];
+    (p == kNotInOrder ? roots : children[p]).push_back(i);
   }
   std::vector<std::uint32_t> placement;
-  for (std::uint32_t i = 0; i < order.size(); ++i)
-    if (state[i] == State::kPlaced) placement.push_back(i);
-  std::stable_sort(placement.begin(), placement.end(),
-                   [&](std::uint32_t a, std::uint32_t b) { return pass[a] < pass[b]; });
+  std::vector<std::uint32_t> stack;
+  for (const std::uint32_t root : roots) {
+    stack.push_back(root);
+    while (!stack.empty()) {
+      const std::uint32_t n = stack.back();
+      stack.pop_back();
+      placement.push_back(n);
+      stack.insert(stack.end(), children[n].rbegin(), children[n].rend());
+    }
+  }
   // A parent that is a region of no update (named in `parents` only: a region open
   // across every update boundary, which is written when it ends, or one the log left
   // out) has no time to nest in: its children are placed at the top level, so that the

@@ -675,7 +675,10 @@ def test_micro_batches_on_a_path_outside_the_group_are_said(tmp_path):
     r = run("whatif", "batched-geometry", "--variant", "group", "--format", "json", tmp_path)
     assert r.returncode == 0, r.stderr
     text = json.dumps(json.loads(r.stdout))
-    assert ("4 micro-batch(es) name a path that is not one of the group's (vggt_batched, vggt_single): "
+    # (The group's paths in the order the log first names them, as the nesting has them.)
+    first = "".join((tmp_path / "rank0.jsonl").read_text().splitlines(keepends=True)[1:])  # (the updates)
+    paths = ", ".join(sorted(("vggt_batched", "vggt_single"), key=lambda p: first.index(f'"{p}":')))
+    assert (f"4 micro-batch(es) name a path that is not one of the group's ({paths}): "
             "no_such_region; they are replayed as micro-batches that do not run the group") in text
     clean = run("whatif", "batched-geometry", "--variant", "group", "--format", "json", runs)
     assert "name a path that is not one of the group's" not in clean.stdout
