@@ -23,6 +23,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "../util/parallel.hpp"
 #include "file_reader.hpp"
@@ -588,19 +589,46 @@ class Reader {
     for (const auto& c : b.counters) cb.emplace_back(c.name, c.value);
     std::sort(ca.begin(), ca.end());
     std::sort(cb.begin(), cb.end());
-    auto same_shape = [](const InputShape& x, const InputShape& y) { return x.dims == y.dims && x.microbatches == y.microbatches; };
+    // frame_histogram and input_shapes are JSON objects: in any key order. (Compared in
+    // file order, a copy written with sorted keys was one duplicate-step error per record.)
+    auto sorted = [](auto v) {
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    auto shapes = [](const UpdateRecord& u) {
+      std::vector<std::pair<std::vector<std::int64_t>, std::int64_t>> v;
+      for (const auto& x : u.input_shapes) v.emplace_back(x.dims, x.microbatches);
+      std::sort(v.begin(), v.end());
+      return v;
+    };
     auto same_mb = [](const MicroBatch& x, const MicroBatch& y) {
       return x.path == y.path && x.frames == y.frames && x.tokens == y.tokens && x.padded_length == y.padded_length;
     };
-    auto same_field = [](const RawField& x, const RawField& y) { return x.key == y.key && x.json == y.json; };
-    return ra == rb && ca == cb && a.frame_histogram == b.frame_histogram &&
-           std::equal(a.input_shapes.begin(), a.input_shapes.end(), b.input_shapes.begin(), b.input_shapes.end(),
-                      same_shape) &&
+    // The job's own fields by key, their values as JSON values: key order and spacing
+    // inside them are not data.
+    auto fields = [](const UpdateRecord& u) {
+      std::vector<std::pair<std::string_view, const std::string*>> v;
+      for (const auto& f : u.extra) v.emplace_back(f.key, &f.json);
+      std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      return v;
+    };
+    auto same_fields = [&]() {
+      const auto fa = fields(a), fb = fields(b);
+      if (fa.size() != fb.size()) return false;
+      for (std::size_t k = 0; k < fa.size(); ++k) {
+        if (fa[k].first != fb[k].first) return false;
+        if (*fa[k].second == *fb[k].second) continue;
+        const auto ja = nlohmann::json::parse(*fa[k].second, nullptr, false);
+        const auto jb = nlohmann::json::parse(*fb[k].second, nullptr, false);
+        if (ja.is_discarded() || jb.is_discarded() || ja != jb) return false;
+      }
+      return true;
+    };
+    return ra == rb && ca == cb && sorted(a.frame_histogram) == sorted(b.frame_histogram) && shapes(a) == shapes(b) &&
            a.sample_indices == b.sample_indices && a.padding_fraction == b.padding_fraction &&
            std::equal(a.microbatches.begin(), a.microbatches.end(), b.microbatches.begin(), b.microbatches.end(),
                       same_mb) &&
-           a.recorder_errors == b.recorder_errors &&
-           std::equal(a.extra.begin(), a.extra.end(), b.extra.begin(), b.extra.end(), same_field);
+           a.recorder_errors == b.recorder_errors && same_fields();
   }
 
   // Logs without a rank are all one rank here: two such files repeat each other's steps.

@@ -1474,6 +1474,32 @@ def test_a_folder_of_several_runs_of_the_same_settings_is_said_once(tmp_path):
     assert "several runs" not in r.stdout
 
 
+def test_a_copy_with_sorted_keys_or_other_spacing_is_a_copy_with_histograms_and_own_fields(tmp_path):
+    # frame_histogram and input_shapes were compared in file order, and the job's own fields
+    # by their JSON text: a sort_keys or compact copy of the real log was 20 errors.
+    lines = LOG.read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    for r in recs[1:]:
+        r["loss"] = {"value": 0.5, "parts": [1, 2]}
+    a = tmp_path / "a.jsonl"
+    a.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    for name, kw in (("sorted", {"sort_keys": True}), ("compact", {"separators": (",", ":")})):
+        copy = tmp_path / f"{name}.jsonl"
+        copy.write_text("".join(json.dumps(r, **kw) + "\n" for r in recs))
+        r = run("report", "--format", "json", a, copy)
+        assert r.returncode == 0, (name, r.stderr)
+        (d,) = json.loads(r.stdout)["diagnostics"]["items"]
+        assert d["severity"] == "warning" and d["message"].startswith("20 update record(s) of rank 1"), d
+    # Another value in an own field is not a copy.
+    recs[5]["loss"]["parts"] = [1, 3]
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in recs))
+    r = run("report", "--format", "json", a, other)
+    assert r.returncode == 1
+    errors = [d for d in json.loads(r.stdout)["diagnostics"]["items"] if d["severity"] == "error"]
+    assert [d["code"] for d in errors] == ["duplicate-step"], errors
+
+
 def test_a_copy_of_a_log_is_one_warning_and_a_rerun_step_an_error_each(tmp_path):
     # Giving a rank's log twice under two names (a copy, whole or the first part of it)
     # gave one duplicate-step error per record and exit 1, though nothing was lost. Records
