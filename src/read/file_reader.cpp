@@ -382,6 +382,10 @@ class FileParser {
           // In a file of several ranks' logs, a rank's later config is compared with its own
           // rank's latest one.
           if (!mixed_at && cfg.rank && segment_of_rank.contains(*cfg.rank)) switch_to(segment_of_rank.at(*cfg.rank));
+          // A file holds one rank's log: a later config that names no rank is its rank's
+          // (it was "a second config record, of unknown rank ... several ranks' logs", and
+          // kept none of the settings it does not state).
+          if (*cur_config && !cfg.rank && segment_of_rank.empty() && (*cur_config)->rank) cfg.rank = (*cur_config)->rank;
           if (*cur_config) inherit_run_settings(cfg, **cur_config);
           if (!(*cur_config)) {
             (*cur_config) = std::move(cfg);

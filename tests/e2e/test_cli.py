@@ -1500,6 +1500,25 @@ def test_a_copy_with_sorted_keys_or_other_spacing_is_a_copy_with_histograms_and_
     assert [d["code"] for d in errors] == ["duplicate-step"], errors
 
 
+def test_a_later_config_without_a_rank_in_one_ranks_file_is_that_ranks(tmp_path):
+    # The same settings without "rank" were "a second config record, of unknown rank ...
+    # several ranks' logs": 2 of 4 updates skipped, exit 1; one stating only the run_id
+    # was another run (world_size absent against 1), the same 2 skipped.
+    config = {"type": "config", "rank": 0, "world_size": 1, "run_id": "R"}
+    later_same = {k: v for k, v in config.items() if k != "rank"}
+    later_id_only = {"type": "config", "run_id": "R"}
+    def update(step):
+        return {"type": "update", "rank": 0, "step": step, "wall_ms": 10.0 + step}
+    for name, later in (("same", later_same), ("id-only", later_id_only)):
+        log = tmp_path / f"{name}.jsonl"
+        log.write_text("".join(json.dumps(x) + "\n" for x in [config, update(0), update(1), later, update(2), update(3)]))
+        r = run("report", "--format", "json", log)
+        assert r.returncode == 0, (name, r.stderr)
+        rep = json.loads(r.stdout)
+        assert rep["run"]["updates"] == 4 and rep["run"]["world_size"] == 1, (name, rep["run"])
+        assert [d["severity"] for d in rep["diagnostics"]["items"]] == ["note"], (name, rep["diagnostics"])
+
+
 def test_a_copy_of_a_log_is_one_warning_and_a_rerun_step_an_error_each(tmp_path):
     # Giving a rank's log twice under two names (a copy, whole or the first part of it)
     # gave one duplicate-step error per record and exit 1, though nothing was lost. Records
