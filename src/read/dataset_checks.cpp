@@ -1,6 +1,7 @@
 #include "dataset_checks.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -169,12 +170,14 @@ void check_region_times(const Dataset& data, Diagnostics& diag) {
   const double ms = *(worst_device ? worst_sample->device_ms : worst_sample->host_ms);
   diag.report({Severity::kWarning, Problem::kRegionBeyondUpdate, data.files[worst->source.file], worst->source.line, 0,
                fmt::format("{} region time(s) in {} update(s) are over {:g}x their update's wall_ms; the largest: "
-                           "{}'s {} time {:.6g} ms in step {}{} is {:.3g}x the update's {:.6g} ms (a value in another "
+                           "{}'s {} time {:.6g} ms in step {}{} is {} the update's {:.6g} ms (a value in another "
                            "unit, such as ns written as ms, or a corrupt one?); the figures use them as written, so "
                            "that region's share of the update, mean and max are dominated by them",
                            over, updates_over, kRegionBeyondUpdateFactor, data.regions.name(worst_sample->region),
                            worst_device ? "device" : "host", ms, worst->step,
-                           worst->rank ? fmt::format(" of rank {}", *worst->rank) : std::string(), worst_ratio,
+                           worst->rank ? fmt::format(" of rank {}", *worst->rank) : std::string(),
+                           // (a wall_ms of 1e-320 ms made the ratio infinite: "infx")
+                           std::isfinite(worst_ratio) ? fmt::format("{:.3g}x", worst_ratio) : std::string("far over"),
                            worst->wall_ms)});
 }
 

@@ -413,8 +413,8 @@ using schema::kMaxNameBytes;  // (names are 1 to 1024 bytes: schema.hpp)
 std::string bad_name(std::string_view name, std::string_view what) {
   if (name.empty()) return fmt::format("{}: a name is empty", what);
   if (name.size() > kMaxNameBytes)
-    return fmt::format("{}: a name of {} bytes (\"{}...\"): names are at most {} bytes", what, name.size(),
-                       name.substr(0, 40), kMaxNameBytes);
+    return fmt::format("{}: a name of {} bytes (\"{}\"): names are at most {} bytes", what, name.size(),
+                       shown(name), kMaxNameBytes);  // (shown: cut at a character, not inside one)
   return {};
 }
 

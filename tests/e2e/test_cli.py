@@ -1519,6 +1519,27 @@ def test_a_later_config_without_a_rank_in_one_ranks_file_is_that_ranks(tmp_path)
         assert [d["severity"] for d in rep["diagnostics"]["items"]] == ["note"], (name, rep["diagnostics"])
 
 
+def test_messages_about_extreme_values_stay_readable(tmp_path):
+    # A 1025-byte name of 'e-acute's was cut inside a character (invalid UTF-8 on stderr),
+    # and a region beyond a wall_ms of 1e-320 ms was "infx the update's".
+    config, updates = records()
+    name = "x" + "\u00e9" * 512
+    u = json.loads(json.dumps(updates[0]))
+    u["cuda_stream_ms"][name] = 1.0
+    long_name = tmp_path / "long.jsonl"
+    long_name.write_text(json.dumps(config) + "\n" + json.dumps(u, ensure_ascii=False) + "\n")
+    r = subprocess.run([os.environ["STEPPROF_BIN"], "report", "-o", os.devnull, str(long_name)], capture_output=True)
+    message = r.stderr.decode("utf-8")  # (raises on invalid UTF-8)
+    assert "a name of 1025 bytes" in message, message
+    tiny = tmp_path / "tiny.jsonl"
+    recs = [{"type": "config", "rank": 1, "world_size": 1}]
+    recs += [{"type": "update", "rank": 1, "step": s, "wall_ms": 1e-320, "cuda_stream_ms": {"a": 50.0}} for s in range(20)]
+    tiny.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    r = run("report", "-o", os.devnull, tiny)
+    line = next(l for l in r.stderr.splitlines() if "region-beyond-update" in l)
+    assert "inf" not in line and "is far over the update's" in line, line
+
+
 def test_a_copy_of_a_log_is_one_warning_and_a_rerun_step_an_error_each(tmp_path):
     # Giving a rank's log twice under two names (a copy, whole or the first part of it)
     # gave one duplicate-step error per record and exit 1, though nothing was lost. Records
