@@ -128,6 +128,10 @@ Section run_section(const Report& rep) {
 
 std::string rate_cell(const std::optional<double>& v) { return v ? sig3(*v) : "-"; }
 
+// A coefficient of variation, or "-" for fewer than 2 values (the JSON's null: one value
+// does not vary, nor is it known not to).
+std::string cv_text(const Summary& s) { return s.n < 2 ? std::string("-") : pct(s.cv); }
+
 Section time_section(const Report& rep) {
   const auto& t = rep.time;
   Section s{"update-time", "2. Update time and throughput", {}};
@@ -139,7 +143,7 @@ Section time_section(const Report& rep) {
   Fields f;
   f.items.emplace_back(rep.run.ranks.size() > 1 ? "update time (slowest rank per step)" : "update time (wall_ms)",
                        fmt::format("median {}, p10 {}, p90 {}, min {}, max {}; CV {} over {} update{}", ms(u.median),
-                                   ms(u.p10), ms(u.p90), ms(u.min), ms(u.max), pct(u.cv), u.n, u.n == 1 ? "" : "s"));
+                                   ms(u.p10), ms(u.p90), ms(u.min), ms(u.max), cv_text(u), u.n, u.n == 1 ? "" : "s"));
   s.blocks.emplace_back(std::move(f));
   if (!t.per_rank_ms.empty()) {
     Table pr{{"rank", "median ms", "p90 ms", "max ms", "CV"}, {}, {}};
@@ -150,7 +154,7 @@ Section time_section(const Report& rep) {
                                         [&](std::size_t i) { return flagged_rank(rep.cross_rank, per[i].first); });
     auto add = [&](std::size_t i) {
       const auto& [rank, sum] = per[i];
-      pr.rows.push_back({rank_label(rank), num(sum.median), num(sum.p90), num(sum.max), pct(sum.cv)});
+      pr.rows.push_back({rank_label(rank), num(sum.median), num(sum.p90), num(sum.max), cv_text(sum)});
     };
     if (!shown)
       for (std::size_t i = 0; i < per.size(); ++i) add(i);

@@ -265,7 +265,8 @@ std::string chart_note(const UpdateSeries& s, const ChartPlan& plan) {
   if (const std::size_t per = ranks_per_heatmap_row(s.ranks.size()); per > 1)
     note += fmt::format("{}Each heatmap row is {} consecutive ranks, each cell the largest of their values.",
                         note.empty() ? "" : " ", per);
-  if (!note.empty()) note += " Every update of every rank is in `stepprof report --format json`.";
+  // (Not the JSON report: it holds summaries and the slowest rank per step only.)
+  if (!note.empty()) note += " Every update of every rank is in stepprof report --format csv (updates.csv).";
   return note;
 }
 

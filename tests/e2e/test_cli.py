@@ -1519,6 +1519,18 @@ def test_a_later_config_without_a_rank_in_one_ranks_file_is_that_ranks(tmp_path)
         assert [d["severity"] for d in rep["diagnostics"]["items"]] == ["note"], (name, rep["diagnostics"])
 
 
+def test_one_update_has_no_coefficient_of_variation_in_text_as_in_json(tmp_path):
+    # The JSON's cv_fraction is null for one value; the text, markdown and HTML said "CV 0.0 %".
+    config, updates = records()
+    log = tmp_path / "one.jsonl"
+    log.write_text(json.dumps(config) + "\n" + json.dumps(updates[0]) + "\n")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    assert rep["update_time"]["update_ms"]["cv_fraction"] is None
+    text = " ".join(run("report", log).stdout.split())
+    assert "; CV - over 1 update" in text, text
+    assert "CV 0.0 %" not in text
+
+
 def test_messages_about_extreme_values_stay_readable(tmp_path):
     # A 1025-byte name of 'e-acute's was cut inside a character (invalid UTF-8 on stderr),
     # and a region beyond a wall_ms of 1e-320 ms was "infx the update's".

@@ -737,6 +737,13 @@ def test_html_charts_of_many_ranks_show_the_slowest_and_fastest(tmp_path):
     data = json.loads(page.scripts[0][1])
     assert [r["label"] for r in data["ranks"]] == [f"rank {r}" for r in expected]
     assert "Per-rank charts show 11 of the 40 ranks" in source
+    # Where every rank's updates are: updates.csv (the JSON report holds summaries only).
+    assert "Every update of every rank is in stepprof report --format csv (updates.csv)." in source
+    csv_dir = tmp_path / "csv"
+    assert run("report", "--format", "csv", "--out", csv_dir, logs).returncode == 0
+    with open(csv_dir / "updates.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == sum(len(log_updates(p)) for p in Path(logs).glob("rank*.jsonl"))
     for m in data["matrices"]:  # the heatmaps keep every rank, with their own labels
         assert m["labels"] == [f"rank {r}" for r in range(40)] and len(m["values"]) == 40
 
