@@ -365,6 +365,22 @@ def test_trace_shrinks_children_that_exceed_their_parent(tmp_path):
     assert t["otherData"]["shrunk_slices"] == 2
 
 
+def test_trace_does_not_shrink_children_that_fit_but_for_rounding(tmp_path):
+    # 1.0006 + 1.0006 + 0.9988 ms is exactly 3 ms, the parent's time; rounded one by one
+    # (1001 + 1001 + 999 us) they overran it, and all three were "shrunk" (args.scale) with
+    # a gap at the end.
+    recs = [{"type": "config", "rank": 0, "world_size": 1},
+            {"type": "update", "rank": 0, "step": 1, "wall_ms": 3.0,
+             "cpu_call_ms": {"P": 3.0, "a": 1.0006, "b": 1.0006, "c": 0.9988},
+             "parents": {"P": None, "a": "P", "b": "P", "c": "P"}}]
+    t = load_trace(tmp_path, fx.write_jsonl(tmp_path / "round.jsonl", recs))
+    x = {e["name"]: e for e in t["traceEvents"] if e["ph"] == "X"}
+    assert t["otherData"]["shrunk_slices"] == 0
+    assert not any("scale" in x[n]["args"] for n in "abc")
+    assert [x[n]["ts"] for n in "abc"] == [0, 1001, 2002]
+    assert x["c"]["ts"] + x["c"]["dur"] == x["P"]["ts"] + x["P"]["dur"] == 3000  # (c loses the 1 us overrun)
+
+
 def test_trace_keeps_hostile_names_intact(tmp_path):
     log = fx.write_hostile(tmp_path)
     t = load_trace(tmp_path, log)
