@@ -29,60 +29,67 @@ struct SynthOptions {
   unsigned threads = 0;
 };
 
-// Splits "a:b:c" into numbers; false unless there are min_fields..max_fields of them.
-bool split(const std::string& text, std::vector<double>& out, std::size_t min_fields, std::size_t max_fields) {
-  out.clear();
-  std::size_t pos = 0;
+// "a:b:c" split at ':' into min_fields..max_fields fields, the first `ints` of them whole
+// numbers (read as integers: a step of 2^53 + 3 read through a double was 2^53 + 4) and
+// the rest numbers; false otherwise.
+bool split(const std::string& text, std::size_t min_fields, std::size_t max_fields, std::size_t ints,
+           std::vector<std::int64_t>& whole, std::vector<double>& other) {
+  whole.clear();
+  other.clear();
+  std::size_t pos = 0, n = 0;
   while (pos <= text.size()) {
     const auto colon = std::min(text.find(':', pos), text.size());
-    double v = 0;
     const char* b = text.data() + pos;
     const char* e = text.data() + colon;
-    auto [p, ec] = std::from_chars(b, e, v);
-    if (ec != std::errc() || p != e || b == e) return false;
-    out.push_back(v);
+    if (b == e) return false;
+    if (n < ints) {
+      std::int64_t v = 0;
+      auto [p, ec] = std::from_chars(b, e, v);
+      if (ec != std::errc() || p != e) return false;
+      whole.push_back(v);
+    } else {
+      double v = 0;
+      auto [p, ec] = std::from_chars(b, e, v);
+      if (ec != std::errc() || p != e) return false;
+      other.push_back(v);
+    }
+    ++n;
     pos = colon + 1;
   }
-  return out.size() >= min_fields && out.size() <= max_fields;
+  return n >= min_fields && n <= max_fields;
 }
 
-bool integral(double v) { return v == static_cast<double>(static_cast<std::int64_t>(v)); }
-
 std::optional<std::string> parse_specs(SynthOptions& o) {
-  std::vector<double> f;
-  auto all_int = [&](std::size_t n) {
-    for (std::size_t i = 0; i < std::min(n, f.size()); ++i)
-      if (!integral(f[i])) return false;
-    return true;
-  };
+  std::vector<std::int64_t> f;
+  std::vector<double> rest;
   for (const auto& s : o.stragglers) {
-    if (!split(s, f, 3, 4) || !all_int(3))
+    if (!split(s, 3, 4, 3, f, rest))
       return fmt::format("--straggler {}: expected RANK:FIRST:LAST[:FACTOR] (e.g. 5:100:120:1.3)", s);
     synth::Straggler x;
-    x.rank = static_cast<std::int64_t>(f[0]);
-    x.first_step = static_cast<std::int64_t>(f[1]);
-    x.last_step = static_cast<std::int64_t>(f[2]);
-    if (f.size() == 4) x.factor = f[3];
+    x.rank = f[0];
+    x.first_step = f[1];
+    x.last_step = f[2];
+    if (!rest.empty()) x.factor = rest[0];
     o.model.stragglers.push_back(x);
   }
   for (const auto& s : o.fallbacks) {
-    if (!split(s, f, 2, 3) || !all_int(3))
+    if (!split(s, 2, 3, 3, f, rest))
       return fmt::format("--fallback {}: expected RANK:STEP[:MICROBATCHES] (e.g. 3:57 or 3:57:2)", s);
     synth::Fallback x;
-    x.rank = static_cast<std::int64_t>(f[0]);
-    x.step = static_cast<std::int64_t>(f[1]);
-    if (f.size() == 3) x.microbatches = static_cast<std::int64_t>(f[2]);
+    x.rank = f[0];
+    x.step = f[1];
+    if (f.size() == 3) x.microbatches = f[2];
     o.model.fallbacks.push_back(x);
   }
   for (const auto& s : o.spikes) {
-    if (!split(s, f, 2, 3) || !all_int(3))
+    if (!split(s, 2, 3, 3, f, rest))
       return fmt::format("--padding-spike {}: expected RANK:STEP[:LENGTH] (e.g. 7:88 or 7:88:16000)", s);
     synth::PaddingSpike x;
-    x.rank = static_cast<std::int64_t>(f[0]);
-    x.step = static_cast<std::int64_t>(f[1]);
+    x.rank = f[0];
+    x.step = f[1];
     if (f.size() == 3 && f[2] < 1)  // (0 would mean the default length in synth::PaddingSpike)
       return fmt::format("--padding-spike {}: LENGTH must be a positive number of tokens", s);
-    if (f.size() == 3) x.length = static_cast<std::int64_t>(f[2]);
+    if (f.size() == 3) x.length = f[2];
     o.model.padding_spikes.push_back(x);
   }
   o.model.parents = !o.no_parents;

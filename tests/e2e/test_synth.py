@@ -307,6 +307,21 @@ def test_bad_injections_are_usage_errors(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_injection_steps_beyond_2_to_the_53_are_read_exactly(tmp_path):
+    # Steps were read through a double: --fallback 0:(2^53 + 3) was injected at 2^53 + 4.
+    first = 2 ** 53 + 1
+    m, err = synth(tmp_path, "--ranks", 2, "--updates", 10, "--first-step", first,
+                   "--fallback", f"0:{first + 2}", "--padding-spike", f"1:{first + 4}")
+    assert f"fallback: rank 0, step {first + 2} " in err and f"padding spike: rank 1, step {first + 4} " in err, err
+    steps = {u["step"]: u for u in raw_updates(m) if u["rank"] == 0}
+    assert steps[first + 2]["calls"].get("vggt_single", 0) > 0, steps[first + 2]["calls"]
+    assert steps[first + 3]["calls"].get("vggt_single", 0) == 0
+    # A number that is not a whole one is refused (2.0 and 1e1 were taken as 2 and 10).
+    for bad in ("0:2.0", "0:1e1", "0:3:1.5"):
+        r = run("synth", "-o", tmp_path / "x", "--ranks", 2, "--updates", 10, "--fallback", bad)
+        assert r.returncode == 2 and "expected RANK:STEP[:MICROBATCHES]" in r.stderr, (bad, r.stderr)
+
+
 def test_ctrl_c_while_the_output_blocks_on_a_pipe_ends_at_once(tmp_path):
     # The write was retried after the interrupted part, so the first Ctrl-C was not seen
     # while nobody read the pipe (`stepprof trace ... -o /dev/stdout | less`).
