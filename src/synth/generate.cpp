@@ -115,12 +115,13 @@ class Sink {
   }
   void close() {
     flush();
-    bool ok = true;
-    if (file_) ok = std::fclose(file_) == 0;
-    if (gz_) ok = gzclose(gz_) == Z_OK;
+    std::string why;  // (said with the path: a gzip file's full disk gave no reason)
+    if (file_ && std::fclose(file_) != 0) why = std::strerror(errno);
+    if (gz_)
+      if (const int rc = gzclose(gz_); rc != Z_OK) why = rc == Z_ERRNO ? std::strerror(errno) : zError(rc);
     file_ = nullptr;
     gz_ = nullptr;
-    if (!ok) throw std::runtime_error(fmt::format("cannot write {}", path_));
+    if (!why.empty()) throw std::runtime_error(fmt::format("cannot write {}: {}", path_, why));
   }
   [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
 
@@ -129,7 +130,12 @@ class Sink {
     if (buf_.empty()) return;
     const bool ok = file_ ? std::fwrite(buf_.data(), 1, buf_.size(), file_) == buf_.size()
                           : gzwrite(gz_, buf_.data(), static_cast<unsigned>(buf_.size())) == static_cast<int>(buf_.size());
-    if (!ok) throw std::runtime_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+    if (!ok) {
+      int zerr = Z_OK;
+      const char* zmsg = gz_ ? gzerror(gz_, &zerr) : nullptr;
+      throw std::runtime_error(
+          fmt::format("cannot write {}: {}", path_, gz_ && zerr != Z_ERRNO && zmsg ? zmsg : std::strerror(errno)));
+    }
     buf_.clear();
   }
   static constexpr std::size_t kFlush = 1 << 20;
@@ -267,8 +273,31 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
                   const std::function<bool()>& cancelled) {
   if (auto err = validate(options); !err.empty()) throw std::runtime_error(err);
   const Options o = with_random_injections(options);
+  // Fewer random injections than asked for fit (every rank a straggler already, every
+  // place taken): said, not left out silently.
+  auto shortfall = [](const char* what, std::int64_t asked, std::size_t explicit_ones, std::size_t all) {
+    const auto got = static_cast<std::int64_t>(all - explicit_ones);
+    if (got < asked)
+      throw std::runtime_error(fmt::format("{} {}: only {} fit besides the {} given (each rank and update holds at "
+                                           "most one; a random straggler needs a rank without one); ask for fewer",
+                                           what, asked, got, explicit_ones));
+  };
+  shortfall("--random-stragglers", options.random_stragglers, options.stragglers.size(), o.stragglers.size());
+  shortfall("--random-fallbacks", options.random_fallbacks, options.fallbacks.size(), o.fallbacks.size());
+  shortfall("--random-padding-spikes", options.random_padding_spikes, options.padding_spikes.size(),
+            o.padding_spikes.size());
   const Model model(o);
   check_room(o, model, dir, gzip);
+  // An earlier run's logs that this one would not replace (more ranks, the other of
+  // .jsonl and .jsonl.gz, other logs anywhere below): `stepprof report DIR` would read
+  // them with the new ones. (Before pass 1: at 10^5 updates that pass took seconds.)
+  std::vector<std::string> files;
+  for (std::int64_t r = 0; r < o.ranks; ++r) files.push_back((fs::path(dir) / log_file_name(r, o.ranks, gzip)).string());
+  if (const auto stale = logs_besides(dir, files); !stale.empty())
+    throw std::runtime_error(fmt::format(
+        "{} holds {} log file(s) this run would not replace ({}): `stepprof report {}` would read them with the "
+        "new ones; remove them or write to another directory",
+        dir, stale.size(), ::stepprof::detail::file_list(stale), dir));
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::int64_t>(threads, o.ranks));
 
@@ -309,15 +338,7 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   if (!made.make(dir, ec)) throw std::runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
   Manifest man;
   man.options = options;
-  for (std::int64_t r = 0; r < o.ranks; ++r) man.files.push_back((fs::path(dir) / log_file_name(r, o.ranks, gzip)).string());
-  // An earlier run's logs that this one would not replace (more ranks, the other of
-  // .jsonl and .jsonl.gz, other logs anywhere below): `stepprof report DIR` would read
-  // them with the new ones.
-  if (const auto stale = logs_besides(dir, man.files); !stale.empty())
-    throw std::runtime_error(fmt::format(
-        "{} holds {} log file(s) this run would not replace ({}): `stepprof report {}` would read them with the "
-        "new ones; remove them or write to another directory",
-        dir, stale.size(), ::stepprof::detail::file_list(stale), dir));
+  man.files = std::move(files);
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::int64_t> background{0};
   std::atomic<bool> stop{false};
@@ -444,11 +465,15 @@ std::string describe(const Manifest& m) {
     // own work", which `stepprof report` measures as wall_ms less the communication
     // region: the slowed backward pass inside that region is not in it, and the report's
     // figure was 2.0 s against this 3.5 s.)
-    s += fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update; reached the "
-                     "all-reduce {:.0f} ms {} than the slowest other rank on average, slowest in {} of {} updates)\n",
-                     x.spec.rank, x.spec.first_step, x.spec.last_step, x.spec.factor, x.extra_ms, std::fabs(x.lead_ms),
-                     x.lead_ms >= 0 ? "later" : "earlier", x.slowest_updates,
-                     x.spec.last_step - x.spec.first_step + 1);
+    s += m.options.ranks == 1  // (no other rank to reach the all-reduce before or after)
+             ? fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update)\n", x.spec.rank,
+                           x.spec.first_step, x.spec.last_step, x.spec.factor, x.extra_ms)
+             : fmt::format("straggler: rank {}, steps {}..{}, compute x{:.2f} (+{:.0f} ms per update; reached the "
+                           "all-reduce {:.0f} ms {} than the slowest other rank on average, slowest in {} of {} "
+                           "updates)\n",
+                           x.spec.rank, x.spec.first_step, x.spec.last_step, x.spec.factor, x.extra_ms,
+                           std::fabs(x.lead_ms), x.lead_ms >= 0 ? "later" : "earlier", x.slowest_updates,
+                           x.spec.last_step - x.spec.first_step + 1);
   for (const auto& x : m.fallbacks) {
     std::string counts;
     for (auto c : x.frame_counts) counts += fmt::format("{}{}", counts.empty() ? "" : ", ", c);

@@ -322,6 +322,36 @@ def test_injection_steps_beyond_2_to_the_53_are_read_exactly(tmp_path):
         assert r.returncode == 2 and "expected RANK:STEP[:MICROBATCHES]" in r.stderr, (bad, r.stderr)
 
 
+def test_random_injections_that_do_not_fit_are_refused(tmp_path):
+    # Two stragglers over every update of both ranks, and one random one asked for: exit 0
+    # with the two only, and the manifest did not say that one more was asked for.
+    r = run("synth", "-o", tmp_path / "x", "--ranks", 2, "--updates", 5, "--straggler", "0:1:5",
+            "--straggler", "1:1:5", "--random-stragglers", 1)
+    assert r.returncode == 2, r.stderr
+    assert "--random-stragglers 1: only 0 fit besides the 2 given" in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()
+    # Every place of 2 ranks x 5 updates taken by random fallbacks: they all fit.
+    m, err = synth(tmp_path, "--ranks", 2, "--updates", 5, "--random-fallbacks", 10)
+    assert err.count("fallback: rank") == 10, err
+
+
+def test_a_full_disk_is_said_for_gzip_output_too(tmp_path):
+    # "cannot write .../rank0.jsonl.gz" gave no reason; the plain file said "No space left".
+    for gz in (True, False):
+        out = tmp_path / ("gz" if gz else "plain")
+        out.mkdir()
+        (out / ("rank0.jsonl.gz" if gz else "rank0.jsonl")).symlink_to("/dev/full")
+        r = run("synth", "-o", out, "--ranks", 1, "--updates", 5, *(["--gzip"] if gz else []))
+        assert r.returncode == 2, r.stderr
+        assert "No space left on device" in r.stderr, r.stderr
+
+
+def test_one_rank_straggler_is_not_compared_with_other_ranks(tmp_path):
+    _, err = synth(tmp_path, "--ranks", 1, "--updates", 20, "--straggler", "0:3:6")
+    line = next(l for l in err.splitlines() if l.startswith("straggler:"))
+    assert "other rank" not in line and line.startswith("straggler: rank 0, steps 3..6, compute x1.30"), line
+
+
 def test_ctrl_c_while_the_output_blocks_on_a_pipe_ends_at_once(tmp_path):
     # The write was retried after the interrupted part, so the first Ctrl-C was not seen
     # while nobody read the pipe (`stepprof trace ... -o /dev/stdout | less`).
