@@ -155,6 +155,51 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
     });
     g.unit = by_frame ? "frame" : "sample";
     auto unit_cost = [&](const PathCost& p) { return by_frame ? p.ms_per_frame : p.ms_per_sample; };
+    // With several ranks, a rank that is slower at everything (a straggler) and ran one
+    // path only made that path look costly: pooled over ranks, a 3x straggler on the
+    // batched path hid a fallback on another rank, and at 5x the batched path was "the
+    // slow one". Each rank's work is weighted by its speed on the path most updates ran
+    // (its cost per unit there over the pooled cost; 1 where it did not run it), and each
+    // path's cost per unit is its time over that weighted work.
+    std::map<std::optional<std::int64_t>, double> speed;
+    auto speed_of = [&](const UpdateRecord& u) {
+      const auto it = speed.find(u.rank);
+      return it == speed.end() ? 1.0 : it->second;
+    };
+    auto work_of = [&](const PathCost& p, PathWork what, std::size_t k) -> double {
+      if (p.work_from_microbatches) return path_work(p, what, *updates[k]).value_or(0);
+      const auto& id = what == PathWork::kSamples ? p.samples_id : what == PathWork::kFrames ? p.frames_id : p.microbatches_id;
+      return in.counter_or_zero(k, *updates[k], id);
+    };
+    const PathWork unit_work = by_frame ? PathWork::kFrames : PathWork::kSamples;
+    if (in.data.ranks.size() > 1) {
+      const PathCost* ref = nullptr;
+      for (const auto& p : g.paths)
+        if (p.region_id && unit_cost(p) && *unit_cost(p) > 0 && (!ref || p.updates > ref->updates)) ref = &p;
+      if (ref) {
+        std::map<std::optional<std::int64_t>, std::pair<double, double>> per_rank;  // rank -> (ms, work)
+        for (std::size_t k = 0; k < updates.size(); ++k) {
+          const auto t = in.region_ms_of(k, *updates[k], *ref->region_id, ref->device);
+          if (!t) continue;
+          auto& [ms, work] = per_rank[updates[k]->rank];
+          ms += *t;
+          work += work_of(*ref, unit_work, k);
+        }
+        for (const auto& [rank, tw] : per_rank)
+          if (tw.first > 0 && tw.second > 0) speed[rank] = tw.first / tw.second / *unit_cost(*ref);
+      }
+      for (auto& p : g.paths) {
+        auto weighted = [&](PathWork what, const std::optional<double>& pooled) -> std::optional<double> {
+          if (!pooled) return std::nullopt;
+          double w = 0;
+          for (std::size_t k = 0; k < updates.size(); ++k) w += speed_of(*updates[k]) * work_of(p, what, k);
+          return per(p.total_ms, w);
+        };
+        p.ms_per_sample = weighted(PathWork::kSamples, p.ms_per_sample);
+        p.ms_per_frame = weighted(PathWork::kFrames, p.ms_per_frame);
+        p.ms_per_microbatch = weighted(PathWork::kMicrobatches, p.ms_per_microbatch);
+      }
+    }
     const PathCost* fast = nullptr;
     const PathCost* slow = nullptr;
     for (const auto& p : g.paths) {
@@ -211,7 +256,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           const auto t = in.region_ms_of(k, *u, *slow_id, slow->device);
           const double work = slow->work_from_microbatches ? path_work(*slow, slow_unit, *u).value_or(0)
                                                            : in.counter_or_zero(k, *u, slow_counter);
-          const double excess = t.value_or(0) - work * *unit_cost(*fast);
+          const double excess = t.value_or(0) - work * *unit_cost(*fast) * speed_of(*u);
           saving += excess;
           auto [at, added] = step_excess.try_emplace(u->step, excess);
           if (!added) at->second = std::max(at->second, excess);

@@ -100,3 +100,23 @@ def hostile_records():
 def write_hostile(directory):
     config, updates = hostile_records()
     return write_jsonl(Path(directory) / HOSTILE_FILE, [config, *updates])
+
+
+def rank_speeds(updates, ref="vggt_batched", work="vggt_batched_frames", clock="cuda_stream_ms"):
+    """Each rank's speed on the reference path (docs/report-json.md, code_paths): its ms per
+    unit of work there over the pooled ms per unit of every rank; 1 for a rank that did not
+    run it. `updates`: every rank's update records as dicts."""
+    pooled_ms = sum(u[clock].get(ref, 0.0) for u in updates)
+    pooled_work = sum(u["counts"].get(work, 0) for u in updates)
+    per_rank = {}
+    for u in updates:
+        if ref in u[clock]:
+            ms, w = per_rank.get(u["rank"], (0.0, 0.0))
+            per_rank[u["rank"]] = (ms + u[clock][ref], w + u["counts"].get(work, 0))
+    return {r: (ms / w) / (pooled_ms / pooled_work) for r, (ms, w) in per_rank.items() if ms > 0 and w > 0}
+
+
+def speed_weighted_cost(updates, speeds, path, work, clock="cuda_stream_ms"):
+    """A path's ms per unit of work with each rank's work weighted by its speed."""
+    ms = sum(u[clock].get(path, 0.0) for u in updates)
+    return ms / sum(speeds.get(u["rank"], 1.0) * u["counts"].get(work, 0) for u in updates)

@@ -9,9 +9,13 @@ import shutil
 import os
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fixtures as fx  # noqa: E402
 
 BIN = os.environ["STEPPROF_BIN"]
 
@@ -1234,6 +1238,25 @@ def test_a_lag_just_before_a_stretch_does_not_widen_it(tmp_path):
     assert (ep["first_step"], ep["last_step"]) == (100, 140)
 
 
+@pytest.mark.parametrize("factor", [3, 5])
+def test_a_persistent_straggler_does_not_hide_a_fallback_on_another_rank(tmp_path, factor):
+    # Pooled over ranks, rank 2's 3x slower batched path made vggt_single "similar" (no
+    # finding), and at 5x vggt_batched was "the slow path".
+    manifest, _ = synth(tmp_path, "--ranks", 3, "--updates", 40, "--straggler", f"2:1:40:{factor}",
+                        "--fallback", "0:20")
+    ups = raw_updates(manifest)
+    speeds = fx.rank_speeds(ups)
+    fast = fx.speed_weighted_cost(ups, speeds, "vggt_batched", "vggt_batched_frames")
+    slow = fx.speed_weighted_cost(ups, speeds, "vggt_single", "vggt_single_frames")
+    (g,) = report(tmp_path / "logs")["code_paths"]["groups"]
+    assert (g["slow"], g["fast"]) == ("vggt_single", "vggt_batched"), g
+    assert g["slow_over_fast"] == pytest.approx(slow / fast, rel=1e-9)
+    # The same as without the straggler, within the spread of synth's draws.
+    plain, _ = synth(tmp_path / "plain", "--ranks", 3, "--updates", 40, "--fallback", "0:20")
+    (p,) = report(tmp_path / "plain" / "logs")["code_paths"]["groups"]
+    assert g["slow_over_fast"] == pytest.approx(p["slow_over_fast"], rel=0.05)
+
+
 def test_the_costliest_slow_path_updates_are_located(tmp_path):
     # "2 of 2400 updates ran the slow path" named neither rank nor step. Each update's
     # excess (the slow path's time minus its frames at the fast path's ms per frame over
@@ -1242,8 +1265,11 @@ def test_the_costliest_slow_path_updates_are_located(tmp_path):
                         "--fallback", "3:40:2", "--fallback", "0:20:1", "--fallback", "1:50:2")
     ups = raw_updates(manifest)
     dev = [u["cuda_stream_ms"] for u in ups]
-    per_frame = sum(d.get("vggt_batched", 0) for d in dev) / sum(u["counts"].get("vggt_batched_frames", 0) for u in ups)
-    excess = sorted(((d["vggt_single"] - u["counts"]["vggt_single_frames"] * per_frame, u["rank"], u["step"])
+    # (With several ranks each rank's work counts at its speed on the path most updates ran.)
+    speeds = fx.rank_speeds(ups)
+    per_frame = fx.speed_weighted_cost(ups, speeds, "vggt_batched", "vggt_batched_frames")
+    excess = sorted(((d["vggt_single"] - u["counts"]["vggt_single_frames"] * per_frame * speeds.get(u["rank"], 1.0),
+                      u["rank"], u["step"])
                      for u, d in zip(ups, dev) if "vggt_single" in d), key=lambda e: -e[0])
     assert len(excess) == 4 and excess[-1][0] > 0
     rep = report(tmp_path / "logs")
