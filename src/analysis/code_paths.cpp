@@ -9,14 +9,6 @@
 namespace stepprof {
 namespace {
 
-std::optional<double> sum_counter(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,
-                                  std::optional<NameTable::Id> id) {
-  if (!id) return std::nullopt;
-  double s = 0;
-  for (std::size_t k = 0; k < updates.size(); ++k) s += in.counter_or_zero(k, *updates[k], id);
-  return s;
-}
-
 std::optional<double> per(double total, const std::optional<double>& work) {
   if (!work || *work <= 0) return std::nullopt;
   return total / *work;
@@ -37,7 +29,7 @@ void choose_work_source(const AnalysisInput& in, const std::vector<const UpdateR
     for (const MicroBatch& mb : u.microbatches)
       if (mb.path == p.region_id) {
         named_here = true;
-        if (mb.frames.empty() && mb.samples() > 0) frames = false;
+        if (mb.frames.empty()) frames = false;  // (with no samples listed either: unknown, not 0 frames)
       }
     // Ran with no micro-batch that names it (no detail, or micro-batches without a
     // path): its work there is unknown, and 0 would charge its time to too little work.
@@ -56,6 +48,32 @@ void keep_costliest(std::vector<SlowPathUpdate>& kept, const SlowPathUpdate& u) 
   const auto at = std::find_if(kept.begin(), kept.end(), [&](const SlowPathUpdate& k) { return u.excess_ms > k.excess_ms; });
   kept.insert(at, u);
   if (kept.size() > PathGroup::kCostliestKept) kept.pop_back();
+}
+
+// A path's time in the k-th update: device time where the update has one (for a path
+// with device time anywhere), else host time (a rank with device timing off); nullopt
+// where the path's region is absent (it did not run).
+std::optional<double> path_ms(const AnalysisInput& in, std::size_t k, const UpdateRecord& u, const PathCost& p) {
+  if (!p.region_id) return std::nullopt;
+  if (p.device)
+    if (const auto t = in.region_ms_of(k, u, *p.region_id, true)) return t;
+  return in.region_ms_of(k, u, *p.region_id, false);
+}
+
+// Whether the log gives path `p` work of kind `what` at all (a counter, or micro-batch detail).
+bool has_work_source(const PathCost& p, PathWork what) {
+  if (p.work_from_microbatches) return what != PathWork::kFrames || p.microbatch_frames;
+  return (what == PathWork::kSamples ? p.samples_id : what == PathWork::kFrames ? p.frames_id : p.microbatches_id)
+      .has_value();
+}
+
+// Path `p`'s work of kind `what` in the k-th update; nullopt where unknown (its counter
+// absent from that update: absent is not 0).
+std::optional<double> path_work_of(const AnalysisInput& in, std::size_t k, const UpdateRecord& u, const PathCost& p,
+                                   PathWork what) {
+  if (p.work_from_microbatches) return path_work(p, what, u);
+  const auto& id = what == PathWork::kSamples ? p.samples_id : what == PathWork::kFrames ? p.frames_id : p.microbatches_id;
+  return id ? in.counter_of(k, u, *id) : std::nullopt;
 }
 
 }  // namespace
@@ -81,6 +99,7 @@ std::optional<double> path_work(const PathCost& p, PathWork what, const UpdateRe
   for (const MicroBatch& mb : u.microbatches) {
     if (mb.path != p.region_id) continue;
     if (what == PathWork::kMicrobatches) work += 1;
+    else if (what == PathWork::kSamples && mb.samples() == 0) return std::nullopt;  // (lists neither: unknown)
     else if (what == PathWork::kSamples) work += static_cast<double>(mb.samples());
     else
       for (const std::int64_t f : mb.frames) work += static_cast<double>(f);
@@ -118,35 +137,45 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           const auto r = in.region_of(k, *updates[k], *id);
           if (!r) continue;
           if (ran(r)) ++p.updates;
-          p.total_ms += (p.device ? r->device_ms : r->host_ms).value_or(0);
+          p.total_ms += path_ms(in, k, *updates[k], p).value_or(0);
           p.calls += static_cast<double>(r->calls.value_or(0));
         }
       }
       choose_work_source(in, updates, p);
       if (p.work_from_microbatches) {
         // (The counter names stay empty: the work is not a counter's.)
-        auto sum = [&](PathWork what) -> std::optional<double> {
-          double s = 0;
-          for (const UpdateRecord* u : updates)
-            if (const auto w = path_work(p, what, *u)) s += *w;
-            else return std::nullopt;
-          return s;
-        };
-        p.samples = sum(PathWork::kSamples);
-        p.frames = sum(PathWork::kFrames);
-        p.microbatches = sum(PathWork::kMicrobatches);
         p.samples_counter.clear();
         p.frames_counter.clear();
         p.microbatches_counter.clear();
-      } else {
-        p.samples = sum_counter(in, updates, p.samples_id);
-        p.frames = sum_counter(in, updates, p.frames_id);
-        p.microbatches = sum_counter(in, updates, p.microbatches_id);
       }
-      p.ms_per_sample = per(p.total_ms, p.samples);
-      p.ms_per_frame = per(p.total_ms, p.frames);
-      p.ms_per_microbatch = per(p.total_ms, p.microbatches);
       g.paths.push_back(std::move(p));
+    }
+
+    // Each path's work and cost per unit, over the updates in which it ran and its work is
+    // known: an update without the path's counter has unknown work, not 0 (its whole time
+    // was charged to the others' work), and work logged where the path's region is absent
+    // has no time to go with it. With several ranks each rank's work is weighted by its
+    // speed (below). `weight` gives the k-th update's weight.
+    auto cost_of = [&](PathCost& p, PathWork what, const auto& weight) -> std::optional<double> {
+      if (!has_work_source(p, what)) return std::nullopt;
+      double ms = 0, work = 0, weighted = 0;
+      for (std::size_t k = 0; k < updates.size(); ++k) {
+        const auto t = path_ms(in, k, *updates[k], p);
+        if (!t) continue;
+        const auto w = path_work_of(in, k, *updates[k], p, what);
+        if (!w) continue;
+        ms += *t;
+        work += *w;
+        weighted += weight(k) * *w;
+      }
+      (what == PathWork::kSamples ? p.samples : what == PathWork::kFrames ? p.frames : p.microbatches) = work;
+      return per(ms, weighted);
+    };
+    auto unweighted = [](std::size_t) { return 1.0; };
+    for (auto& p : g.paths) {
+      p.ms_per_sample = cost_of(p, PathWork::kSamples, unweighted);
+      p.ms_per_frame = cost_of(p, PathWork::kFrames, unweighted);
+      p.ms_per_microbatch = cost_of(p, PathWork::kMicrobatches, unweighted);
     }
 
     // Fast and slow path by unit cost: per frame when every path that ran has frames.
@@ -166,11 +195,6 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       const auto it = speed.find(u.rank);
       return it == speed.end() ? 1.0 : it->second;
     };
-    auto work_of = [&](const PathCost& p, PathWork what, std::size_t k) -> double {
-      if (p.work_from_microbatches) return path_work(p, what, *updates[k]).value_or(0);
-      const auto& id = what == PathWork::kSamples ? p.samples_id : what == PathWork::kFrames ? p.frames_id : p.microbatches_id;
-      return in.counter_or_zero(k, *updates[k], id);
-    };
     const PathWork unit_work = by_frame ? PathWork::kFrames : PathWork::kSamples;
     if (in.data.ranks.size() > 1) {
       const PathCost* ref = nullptr;
@@ -179,25 +203,21 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       if (ref) {
         std::map<std::optional<std::int64_t>, std::pair<double, double>> per_rank;  // rank -> (ms, work)
         for (std::size_t k = 0; k < updates.size(); ++k) {
-          const auto t = in.region_ms_of(k, *updates[k], *ref->region_id, ref->device);
-          if (!t) continue;
+          const auto t = path_ms(in, k, *updates[k], *ref);
+          const auto w = t ? path_work_of(in, k, *updates[k], *ref, unit_work) : std::nullopt;
+          if (!w) continue;
           auto& [ms, work] = per_rank[updates[k]->rank];
           ms += *t;
-          work += work_of(*ref, unit_work, k);
+          work += *w;
         }
         for (const auto& [rank, tw] : per_rank)
           if (tw.first > 0 && tw.second > 0) speed[rank] = tw.first / tw.second / *unit_cost(*ref);
       }
+      auto weight = [&](std::size_t k) { return speed_of(*updates[k]); };
       for (auto& p : g.paths) {
-        auto weighted = [&](PathWork what, const std::optional<double>& pooled) -> std::optional<double> {
-          if (!pooled) return std::nullopt;
-          double w = 0;
-          for (std::size_t k = 0; k < updates.size(); ++k) w += speed_of(*updates[k]) * work_of(p, what, k);
-          return per(p.total_ms, w);
-        };
-        p.ms_per_sample = weighted(PathWork::kSamples, p.ms_per_sample);
-        p.ms_per_frame = weighted(PathWork::kFrames, p.ms_per_frame);
-        p.ms_per_microbatch = weighted(PathWork::kMicrobatches, p.ms_per_microbatch);
+        p.ms_per_sample = cost_of(p, PathWork::kSamples, weight);
+        p.ms_per_frame = cost_of(p, PathWork::kFrames, weight);
+        p.ms_per_microbatch = cost_of(p, PathWork::kMicrobatches, weight);
       }
     }
     const PathCost* fast = nullptr;
@@ -217,12 +237,10 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       g.slow = slow->region;
       g.slow_over_fast = *unit_cost(*slow) / *unit_cost(*fast);
       const auto slow_id = ids[static_cast<std::size_t>(slow - g.paths.data())];
-      const PathWork slow_unit = by_frame ? PathWork::kFrames : PathWork::kSamples;
-      const auto slow_counter = by_frame ? slow->frames_id : slow->samples_id;
-      const bool slow_work = slow->work_from_microbatches || slow_counter;
-      std::vector<std::optional<NameTable::Id>> fast_ids;
-      for (std::size_t i = 0; i < g.paths.size(); ++i)
-        if (&g.paths[i] != slow) fast_ids.push_back(ids[i]);
+      const bool slow_work = has_work_source(*slow, unit_work);
+      // (With three or more paths, "fast only" is the fast path's: an update that ran only
+      // a middle one is neither.)
+      const auto fast_id = ids[static_cast<std::size_t>(fast - g.paths.data())];
 
       // Frame counts are small numbers: a table for them, a map for any others.
       constexpr std::int64_t kTable = 1024;
@@ -233,8 +251,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       for (std::size_t k = 0; k < updates.size(); ++k) {
         const UpdateRecord* u = updates[k];
         const bool slow_ran = slow_id && ran(in.region_of(k, *u, *slow_id));
-        const bool fast_ran = std::any_of(fast_ids.begin(), fast_ids.end(),
-                                          [&](const auto& id) { return id && ran(in.region_of(k, *u, *id)); });
+        const bool fast_ran = fast_id && ran(in.region_of(k, *u, *fast_id));
         if (slow_ran) ++g.updates_with_slow;
         else if (fast_ran) ++g.updates_fast_only;
         std::size_t distinct = 0;
@@ -252,15 +269,15 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           if (slow_ran) ++g.slow_updates_mixed_frames;
           else if (fast_ran) ++g.fast_only_updates_mixed_frames;
         }
-        if (slow_ran && slow_work) {
-          const auto t = in.region_ms_of(k, *u, *slow_id, slow->device);
-          const double work = slow->work_from_microbatches ? path_work(*slow, slow_unit, *u).value_or(0)
-                                                           : in.counter_or_zero(k, *u, slow_counter);
-          const double excess = t.value_or(0) - work * *unit_cost(*fast) * speed_of(*u);
+        // (Where the slow path's work is unknown, its excess is too: left out, not its whole time.)
+        const auto t = slow_ran && slow_work ? path_ms(in, k, *u, *slow) : std::nullopt;
+        const auto work = t ? path_work_of(in, k, *u, *slow, unit_work) : std::nullopt;
+        if (work) {
+          const double excess = *t - *work * *unit_cost(*fast) * speed_of(*u);
           saving += excess;
           auto [at, added] = step_excess.try_emplace(u->step, excess);
           if (!added) at->second = std::max(at->second, excess);
-          keep_costliest(g.costliest, {u->rank, u->step, t.value_or(0), excess});
+          keep_costliest(g.costliest, {u->rank, u->step, *t, excess});
         }
       }
       for (std::int64_t f = 0; f < kTable; ++f)

@@ -101,7 +101,10 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     std::vector<double> t, s;
     std::size_t present = 0;
     for (std::size_t i = 0; i < updates.size(); ++i) {
-      const auto ms = in.region_ms_of(i, *updates[i], id, device);
+      auto ms = in.region_ms_of(i, *updates[i], id, device);
+      // (Device time where the update has it, else host time: a rank with device timing
+      // off left every region out of the token-bound ones, and the padding cost with them.)
+      if (!ms && device) ms = in.region_ms_of(i, *updates[i], id, false);
       if (!ms) break;  // must run in every update
       ++present;
       if (!slots_series[i]) continue;

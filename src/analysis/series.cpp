@@ -135,7 +135,8 @@ std::vector<PathGroupSeries> path_series(const AnalysisInput& in, const CodePath
       const auto id = in.region(p.region);
       const PathWork unit = g.unit == "frame" ? PathWork::kFrames : PathWork::kSamples;
       for (const auto& u : rank.updates) {
-        const auto t = id ? region_ms(u, *id, p.device) : std::nullopt;
+        auto t = id ? region_ms(u, *id, p.device) : std::nullopt;
+        if (!t && id && p.device) t = region_ms(u, *id, false);  // (a rank with device timing off)
         const auto w = path_work(p, unit, u);
         ps.ms_per_unit.push_back(t && w && *w > 0 ? std::optional<double>(*t / *w) : std::nullopt);
       }

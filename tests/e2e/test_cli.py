@@ -2104,6 +2104,104 @@ def test_a_data_loader_that_stalls_is_priced_at_its_mean(tmp_path):
     assert "stalls" not in f["title"]
 
 
+def _path_cost(updates, path, work):
+    """ms per unit of a path over the updates in which it ran and its work is known
+    (docs/report-json.md, code_paths; one rank)."""
+    pairs = [(u["cuda_stream_ms"][path], u["counts"][work]) for u in updates
+             if path in u["cuda_stream_ms"] and work in u["counts"]]
+    return sum(t for t, _ in pairs) / sum(w for _, w in pairs)
+
+
+@pytest.mark.parametrize("drop", ["counter", "region"])
+def test_a_path_cost_leaves_out_updates_whose_work_or_time_is_unknown(tmp_path, drop):
+    # An update without vggt_single_frames was 0 frames with its whole time (54.75 ms per
+    # frame for 46.40, its "excess" its whole time); work logged where the region is absent
+    # was work with no time (39.23 ms per frame).
+    config, updates = records()
+    updates = [json.loads(json.dumps(u)) for u in updates]
+    for u in updates:
+        if u["step"] in (11, 12):
+            if drop == "counter":
+                del u["counts"]["vggt_single_frames"]
+            else:
+                for k in ("cuda_stream_ms", "cpu_call_ms", "calls"):
+                    u[k].pop("vggt_single", None)
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    r = run("report", "--format", "json", "--hierarchy", HIER, log)
+    assert r.returncode == 0, r.stderr
+    (g,) = json.loads(r.stdout)["code_paths"]["groups"]
+    paths = {p["region"]: p for p in g["paths"]}
+    single = _path_cost(updates, "vggt_single", "vggt_single_frames")
+    batched = _path_cost(updates, "vggt_batched", "vggt_batched_frames")
+    assert paths["vggt_single"]["ms_per_frame"] == pytest.approx(single, rel=1e-9)
+    assert g["slow_over_fast"] == pytest.approx(single / batched, rel=1e-9)
+    assert all(c["excess_ms"] < c["slow_ms"] * 0.9 for c in g["costliest_slow_updates"]), g["costliest_slow_updates"]
+
+
+def test_a_rank_without_device_timing_counts_its_host_time_in_paths_and_padding(tmp_path):
+    # One rank with device timing off: its path times counted 0 beside their work (18.9
+    # ms per frame for 25.3), and language_forward left the token-bound regions, taking the
+    # padding cost and finding with it.
+    out = tmp_path / "s"
+    assert run("synth", "-o", out, "--ranks", 4, "--updates", 60, "--seed", 3, "--fallback", "1:10:2",
+               "--fallback", "2:30", "--padding-spike", "3:20").returncode == 0
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    ups = []
+    for rank in range(4):
+        recs = [json.loads(x) for x in (out / f"rank{rank}.jsonl").read_text().splitlines()]
+        if rank == 3:
+            recs[0]["device_timing"] = "off: libcuda.so.1 not found"
+            for u in recs[1:]:
+                del u["cuda_stream_ms"]
+        (logs / f"rank{rank}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in recs))
+        ups += recs[1:]
+    for u in ups:  # each update's time: device where it has one, else host
+        u["t"] = u.get("cuda_stream_ms", u["cpu_call_ms"])
+    r = run("report", "--format", "json", logs)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    (g,) = rep["code_paths"]["groups"]
+    batched = {p["region"]: p for p in g["paths"]}["vggt_batched"]
+    # speeds on vggt_batched, the path of most updates, and the speed-weighted cost
+    pooled = sum(u["t"].get("vggt_batched", 0) for u in ups) / sum(u["counts"].get("vggt_batched_frames", 0) for u in ups)
+    speed = {}
+    for rank in range(4):
+        mine = [u for u in ups if u["rank"] == rank and "vggt_batched" in u["t"]]
+        speed[rank] = sum(u["t"]["vggt_batched"] for u in mine) / sum(u["counts"]["vggt_batched_frames"] for u in mine) / pooled
+    expected = sum(u["t"].get("vggt_batched", 0) for u in ups) / sum(
+        speed[u["rank"]] * u["counts"].get("vggt_batched_frames", 0) for u in ups)
+    assert batched["ms_per_frame"] == pytest.approx(expected, rel=1e-9)
+    assert "language_forward" in [t["region"] for t in rep["padding"]["token_bound_regions"]]
+    assert any(f["kind"] == "padding" for f in rep["findings"])
+
+
+def test_micro_batches_that_list_no_frames_leave_the_paths_frames_unknown(tmp_path):
+    # Path counters gone, work from the per-micro-batch detail: micro-batches of
+    # vggt_single that list neither frames nor tokens counted 0 frames (6.07 ms per frame
+    # for 4.41, and a 2.68x ratio for 1.95x) instead of leaving its frames unknown.
+    src = SRC / "examples/pytorch/runs/random"
+    logs = tmp_path / "m"
+    logs.mkdir()
+    for f in sorted(src.glob("rank*.jsonl")):
+        recs = [json.loads(x) for x in f.read_text().splitlines()]
+        for u in recs[1:]:
+            u["counts"] = {k: v for k, v in u["counts"].items() if not k.startswith(("vggt_single_", "vggt_batched_"))}
+            if f.name == "rank1.jsonl":
+                for mb in u.get("microbatches", []):
+                    if mb.get("path") == "vggt_single":
+                        for k in ("frames", "tokens", "padded_length"):
+                            mb.pop(k, None)
+        (logs / f.name).write_text("".join(json.dumps(x) + "\n" for x in recs))
+    r = run("report", "--format", "json", logs)
+    assert r.returncode == 0, r.stderr
+    (g,) = json.loads(r.stdout)["code_paths"]["groups"]
+    single = {p["region"]: p for p in g["paths"]}["vggt_single"]
+    assert single["work_from"] == "microbatches" and single["frames"] is None and single["ms_per_frame"] is None
+    assert g["unit"] == "sample"
+
+
 def test_real_gpu_logs_report_device_time():
     """examples/pytorch/runs/gpu-h200: the Python recorder on an NVIDIA H200, two ranks on one
     GPU, regions timed on torch's CUDA stream. The report's device columns are the logs'
