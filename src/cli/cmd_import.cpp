@@ -88,7 +88,8 @@ int run_import(const ImportOptions& opt) {
   const int width = static_cast<int>(std::to_string(last_rank).size());
   const auto log_file = [&](std::int64_t rank) { return dir / fmt::format("rank{:0{}}.jsonl", rank, width); };
   std::vector<std::string> will_write;
-  for (const auto& log : data.ranks) will_write.push_back(log_file(log.rank.value_or(0)).string());
+  for (const auto& log : data.ranks)
+    if (!log.updates.empty()) will_write.push_back(log_file(log.rank.value_or(0)).string());
   // A log named as one of the traces read would replace that trace (`cp trace.json
   // d/rank0.jsonl; import kineto d/rank0.jsonl -o d` did, exit 0).
   for (const auto& out : will_write)
@@ -120,6 +121,13 @@ int run_import(const ImportOptions& opt) {
       print_stderr("stepprof: rank {} is not below the world size {}: its log is not written\n", *log.rank,
                  *log.config->world_size);
       status = kInputErrors;
+      continue;
+    }
+    if (log.updates.empty()) {
+      // (No update of this rank in the --steps window, while another rank has some: the
+      // reader warned. A log of a config alone would be "no update records" to report;
+      // and the line below read the first of no updates, a crash.)
+      print_stderr("stepprof: rank {} has no update in the window: its log is not written\n", log.rank.value_or(0));
       continue;
     }
     const auto file = log_file(log.rank.value_or(0));

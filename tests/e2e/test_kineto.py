@@ -565,6 +565,20 @@ def test_small_trace_is_read(tmp_path):
     assert u["step"] == 7 and u["wall_ms"] == 0.5 and u["cpu_call_ms"] == {"## forward ##": 0.2}
 
 
+def test_import_with_a_window_that_holds_no_step_of_one_rank(tmp_path):
+    # One rank with steps in the --steps window and one without: import crashed (exit
+    # 139, reading the first of no updates) after writing a config-only log.
+    r0 = write(tmp_path, "r0.json", small_trace(distributedInfo={"rank": 0, "world_size": 2}))
+    other = small_trace(distributedInfo={"rank": 1, "world_size": 2})
+    other["traceEvents"][0]["name"] = "ProfilerStep#9"
+    r1 = write(tmp_path, "r1.json", other)
+    r = run("import", "kineto", r0, r1, "--steps", "7", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "rank 1 has no update in the window: its log is not written" in r.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rank0.jsonl"]
+    assert run("report", tmp_path / "out").returncode == 0
+
+
 def test_a_trace_whose_steps_were_all_rejected_says_so(tmp_path):
     # It went on to say the trace "was not recorded with torch.profiler's schedule and
     # prof.step()", as if it had no ProfilerStep at all.
