@@ -1,4 +1,5 @@
 #include "kineto_model.hpp"
+#include "stepprof/schema.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -190,19 +191,28 @@ KinetoModel::PlaceTable KinetoModel::make_places(const std::vector<std::int32_t>
   for (std::size_t p = 0; p < list.size(); ++p)
     if (!qualified(list[p])) used.insert(t.display[p] = std::string(names_.name(list[p].name)));
   std::unordered_map<std::string, std::size_t> next_suffix;
+  // `base` + `suffix`, with `base` cut (at a character, "...") so that the whole stays a
+  // name a step log may hold: a 1,020-byte name " (in p1)" was a region `report` read from
+  // the trace but rejected from the log `import kineto` wrote.
+  auto with_suffix = [](std::string_view base, const std::string& suffix) {
+    if (base.size() + suffix.size() <= schema::kMaxNameBytes) return std::string(base) + suffix;
+    std::size_t n = schema::kMaxNameBytes - suffix.size() - 3;
+    while (n > 0 && (static_cast<unsigned char>(base[n]) & 0xC0) == 0x80) --n;
+    return std::string(base.substr(0, n)) + "..." + suffix;
+  };
   for (std::size_t p = 0; p < list.size(); ++p) {
     if (!qualified(list[p])) continue;
     const std::string_view name = names_.name(list[p].name);
     std::string d;
-    if (list[p].parent == kOtherThread) d = fmt::format("{} (other thread)", name);
+    if (list[p].parent == kOtherThread) d = with_suffix(name, " (other thread)");
     else if (const auto& outer = t.display[static_cast<std::size_t>(list[p].parent)]; outer.size() <= kMaxQualifier)
-      d = fmt::format("{} (in {})", name, outer);
+      d = with_suffix(name, fmt::format(" (in {})", outer));
     else
-      d = fmt::format("{} (place {})", name, p);
+      d = with_suffix(name, fmt::format(" (place {})", p));
     if (!used.insert(d).second) {
       std::size_t& k = next_suffix.try_emplace(d, 2).first->second;
       std::string alt;
-      do alt = fmt::format("{} [{}]", d, k++);
+      do alt = with_suffix(d, fmt::format(" [{}]", k++));
       while (!used.insert(alt).second);
       d = std::move(alt);
     }

@@ -191,7 +191,16 @@ class TraceReader {
                          static_cast<double>(ev.dur_ns) / 1e3));
       return;
     }
-    const std::int64_t end = ev.ts_ns + ev.dur_ns;
+    std::int64_t end = 0;
+    // (Each below 9.2e15 us, as read; their sum in ns may still overflow: it was wrapped,
+    // and the kernel's time landed nowhere without a word.)
+    if (__builtin_add_overflow(ev.ts_ns, ev.dur_ns, &end)) {
+      if (ev.name.starts_with("ProfilerStep#")) ++rejected_steps_;
+      report(Severity::kError, Problem::kBadField, scan.position(piece.text.data()),
+             fmt::format("event \"{}\" ends beyond the int64 nanosecond range (ts {} us + dur {} us); event skipped",
+                         shorten(ev.name), static_cast<double>(ev.ts_ns) / 1e3, static_cast<double>(ev.dur_ns) / 1e3));
+      return;
+    }
     switch (ev.kind) {
       case EventKind::kCpuOp:
       case EventKind::kUserAnnotation: {
@@ -203,11 +212,23 @@ class TraceReader {
             const bool negative = digits.size() > 1 && digits[0] == '-' &&
                                   digits.find_first_not_of("0123456789", 1) == std::string_view::npos;
             ++rejected_steps_;
-            report(Severity::kWarning, Problem::kBadField, scan.position(piece.text.data()),
+            // (An error: the step and its work are left out, as for a negative dur.)
+            report(Severity::kError, Problem::kBadField, scan.position(piece.text.data()),
                    fmt::format("\"{}\" {}; not used as an update", shorten(ev.name),
-                               all_digits ? "has a step number beyond the int64 range"
-                               : negative ? "has a negative step number (steps are >= 0)"
-                                          : "has no step number after '#'"));
+                               all_digits ? std::string("has a step number beyond the int64 range")
+                               : negative ? std::string("has a negative step number (steps are >= 0)")
+                               : digits.empty()
+                                   ? std::string("has no step number after '#'")
+                                   : fmt::format("has \"{}\" after '#', not a step number", shorten(digits))));
+            return;
+          }
+          // A step log holds wall_ms up to 1e12 ms (log-schema.md): a longer step would be a
+          // log that `report` rejects after `import kineto` wrote it.
+          if (ev.dur_ns > std::int64_t{1'000'000'000'000'000'000}) {
+            ++rejected_steps_;
+            report(Severity::kError, Problem::kBadField, scan.position(piece.text.data()),
+                   fmt::format("\"{}\" lasts {} us, beyond the 1e12 ms a step log holds; not used as an update",
+                               shorten(ev.name), static_cast<double>(ev.dur_ns) / 1e3));
             return;
           }
           ++stats_.steps;

@@ -579,6 +579,56 @@ def test_import_with_a_window_that_holds_no_step_of_one_rank(tmp_path):
     assert run("report", tmp_path / "out").returncode == 0
 
 
+def _with_kernel(doc, ts, dur):
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1020, "dur": 5,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 1, "tid": 7, "ts": ts, "dur": dur,
+         "args": {"correlation": 1, "stream": 7, "device": 0}}]
+    return doc
+
+
+def test_events_beyond_what_a_step_log_holds_are_errors(tmp_path):
+    # ts + dur beyond the int64 nanosecond range wrapped (the kernel's time went nowhere,
+    # exit 0); a step of 2e15 us was read, and `import kineto` wrote a wall_ms that `report`
+    # then rejected; a bad step number was a warning with exit 0, its whole step dropped.
+    huge = 9_200_000_000_000_000
+    cases = {
+        "wrap.json": (_with_kernel(small_trace(), huge, huge), 1, 'event "gemm" ends beyond the int64 nanosecond range'),
+        "long.json": (small_trace(traceEvents=[
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 0,
+             "dur": 2 * 10 ** 15}]), 3, "beyond the 1e12 ms a step log holds"),
+        "word.json": (small_trace(traceEvents=[
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1a", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 10, "dur": 5}]),
+            1, '"ProfilerStep#1a" has "1a" after \'#\', not a step number'),
+    }
+    for name, (doc, status, said) in cases.items():
+        r = run("report", "-o", os.devnull, write(tmp_path, name, doc))
+        assert r.returncode == status and said in r.stderr, (name, r.returncode, r.stderr)
+        assert ": error: " in next(l for l in r.stderr.splitlines() if said in l), name
+
+
+def test_an_imported_trace_with_long_qualified_names_reads_as_the_trace(tmp_path):
+    # A 1,020-byte annotation called from two places became "<name> (in p1)", 1,028 bytes:
+    # `report` read it from the trace but skipped it from the imported log (exit 3).
+    long = "L" * 1020
+    ev = small_trace()["traceEvents"][:1] + [
+        {"ph": "X", "cat": "user_annotation", "name": p, "pid": 1, "tid": 1, "ts": ts, "dur": 50}
+        for p, ts in (("p1", 1100), ("p2", 1200))] + [
+        {"ph": "X", "cat": "user_annotation", "name": long, "pid": 1, "tid": 1, "ts": ts + 10, "dur": 10}
+        for ts in (1100, 1200)]
+    trace = write(tmp_path, "longq.json", small_trace(traceEvents=ev))
+    assert run("import", "kineto", trace, "-o", tmp_path / "out").returncode == 0
+    direct = run("report", "--format", "json", trace)
+    via = run("report", "--format", "json", tmp_path / "out")
+    assert direct.returncode == via.returncode == 0, via.stderr
+    rows = lambda r: sorted((x["name"], x["host_ms"]["median"]) for x in json.loads(r.stdout)["regions"]["rows"])
+    assert rows(direct) == rows(via)
+    names = [n for n, _ in rows(via)]
+    assert all(len(n.encode()) <= 1024 for n in names) and sum(n.startswith("LLL") for n in names) == 2, names
+
+
 def test_a_trace_whose_steps_were_all_rejected_says_so(tmp_path):
     # It went on to say the trace "was not recorded with torch.profiler's schedule and
     # prof.step()", as if it had no ProfilerStep at all.
