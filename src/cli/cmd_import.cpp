@@ -146,6 +146,9 @@ int run_import(const ImportOptions& opt) {
     print_stderr("stepprof: wrote {} more log(s) to {}: {}, {} update(s)\n", ranks_rest.size(), opt.output,
                fmt::format("{} {}", ranks_rest.size() == 1 ? "rank" : "ranks", detail::rank_numbers(ranks_rest)),
                updates_rest);
+  // Nothing written at all (every rank's log refused): nothing to analyze, as kineto.md
+  // defines 3 (it was 1, "the rest written", with no rest).
+  if (written == 0) return kNoData;
   return status;
 }
 

@@ -109,6 +109,17 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
   return true;
 }
 
+// A string field (ph, cat, name): another JSON type is a bad field, not malformed JSON.
+bool read_string(od::value v, Fields& f, const char* at, std::string_view what, std::string_view& out) {
+  const std::string_view raw = trim_token(v.raw_json_token());
+  if (auto e = v.get_string().get(out)) {
+    if (e == simdjson::INCORRECT_TYPE && !raw.empty() && raw[0] != '"')
+      return f.fail(at, fmt::format("\"{}\" should be a string, found {}", what, raw.substr(0, 40)), Problem::kBadField);
+    return f.fail_json(e, at, fmt::format("\"{}\"", what));
+  }
+  return true;
+}
+
 bool read_time(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
   std::string_view raw = trim_token(v.raw_json_token());
   if (!microseconds_to_ns(raw, out)) {
@@ -227,7 +238,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
         if (key_is(k, "ph")) {
           if (!once(1u << 0, k, "ph")) return false;
           std::string_view ph;
-          if (auto e = v.get_string().get(ph)) return f.fail_json(e, k, "\"ph\"");
+          if (!read_string(v, f, k, "ph", ph)) return false;
           ev.ph = ph.empty() ? '?' : ph[0];
           if (ev.ph == 'f' || ev.ph == 'M' || ev.ph == 'i' || ev.ph == 'C') {  // not used
             ev.kind = EventKind::kOther;
@@ -241,7 +252,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
       case 'c':
         if (key_is(k, "cat")) {
           if (!once(1u << 2, k, "cat")) return false;
-          if (auto e = v.get_string().get(cat)) return f.fail_json(e, k, "\"cat\"");
+          if (!read_string(v, f, k, "cat", cat)) return false;
           have_cat = true;
           ev.kind = kind_of_category(cat);
           if (ev.kind == EventKind::kOther) return true;
@@ -255,7 +266,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
         if (key_is(k, "name")) {
           if (!once(1u << 3, k, "name")) return false;
           std::string_view name;
-          if (auto e = v.get_string().get(name)) return f.fail_json(e, k, "\"name\"");
+          if (!read_string(v, f, k, "name", name)) return false;
           ev.name = name;
           have_name = true;
           name_at = k;
@@ -299,13 +310,18 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
             od::field a;
             if (auto e = std::move(af).get(a)) return f.fail_json(e, nullptr, "\"args\"");
             const char* ak = a.key().raw();
+            // (Each at most once, as the event's own fields: a repeated correlation moved a
+            // kernel to another launch's step without a word.)
             if (key_is(ak, "correlation")) {
+              if (!once(1u << 9, ak, "args.correlation")) return false;
               if (!read_id(a.value(), f, "args.correlation", ev.correlation)) return false;
               ev.has_correlation = true;
             } else if (key_is(ak, "stream")) {
+              if (!once(1u << 10, ak, "args.stream")) return false;
               if (!read_id(a.value(), f, "args.stream", ev.stream)) return false;
               ev.has_stream = true;
             } else if (key_is(ak, "device")) {
+              if (!once(1u << 11, ak, "args.device")) return false;
               if (!read_id(a.value(), f, "args.device", ev.device)) return false;
               ev.has_device = true;
             }

@@ -609,6 +609,21 @@ def test_events_beyond_what_a_step_log_holds_are_errors(tmp_path):
         assert ": error: " in next(l for l in r.stderr.splitlines() if said in l), name
 
 
+def test_a_used_field_of_the_wrong_type_or_given_twice_is_a_bad_field(tmp_path):
+    # A number for "name" was "malformed JSON"; a second args.correlation silently moved
+    # the kernel to the other launch's step (the last one won).
+    named = small_trace()
+    named["traceEvents"][1]["name"] = 5
+    twice = json.dumps(_with_kernel(small_trace(), 1100, 10)).replace(
+        '"args": {"correlation": 1, "stream"', '"args": {"correlation": 1, "correlation": 2, "stream"', 1)
+    for name, doc, said in (("named.json", named, '"name" should be a string, found 5'),
+                            ("twice.json", twice, 'field "args.correlation" appears twice in the event')):
+        r = run("report", "-o", os.devnull, write(tmp_path, name, doc))
+        assert r.returncode in (1, 3), (name, r.stderr)
+        line = next((l for l in r.stderr.splitlines() if said in l), None)
+        assert line is not None and line.endswith("[bad-field]"), (name, r.stderr)
+
+
 def test_an_imported_trace_with_long_qualified_names_reads_as_the_trace(tmp_path):
     # A 1,020-byte annotation called from two places became "<name> (in p1)", 1,028 bytes:
     # `report` read it from the trace but skipped it from the imported log (exit 3).
@@ -677,8 +692,9 @@ def test_no_distributed_info(tmp_path):
 
 
 def test_a_world_size_below_the_traces_rank_writes_no_log(tmp_path):
+    # Nothing written at all is "nothing to analyze", 3 (it was 1, "the rest written").
     r = run("import", "kineto", "--world-size", 2, HTA8, "-o", tmp_path / "out")
-    assert r.returncode == 1
+    assert r.returncode == 3
     assert "rank 3 is not below the world size 2: its log is not written" in r.stderr, r.stderr
     assert not (tmp_path / "out" / "rank3.jsonl").exists()
 
