@@ -5,6 +5,7 @@
 #include <array>
 #include <charconv>
 #include <cstring>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -81,7 +82,7 @@ class TraceReader {
         ++stats_.events;
         event(scan, piece);
       } else if (item == detail::TraceScanner::Item::kTopValue) {
-        top_value(piece);
+        if (!top_value(piece)) return std::nullopt;
       } else if (item == detail::TraceScanner::Item::kEnd) {
         if (const auto z = scan.trailing_zero_bytes())
           report(Severity::kWarning, Problem::kZeroBytes, piece.where,
@@ -266,11 +267,21 @@ class TraceReader {
     return s.size() > 60 ? fmt::format("{}...", s.substr(0, 57)) : std::string(s);
   }
 
-  void top_value(const detail::TraceScanner::Piece& piece) {
+  // A metadata value of the trace object; false when the trace cannot be used.
+  bool top_value(const detail::TraceScanner::Piece& piece) {
     const std::string key(piece.key);
+    // A key given twice: JSON parsers differ on which one wins (the last one silently
+    // did here). Which rank the trace is would be ambiguous; other metadata keeps the
+    // first, with a warning.
+    if (!top_keys_.insert(key).second) {
+      if (key == "distributedInfo") return ambiguous(piece, "a second \"distributedInfo\" key");
+      report(Severity::kWarning, Problem::kBadTrace, piece.where,
+             fmt::format("a second \"{}\" key in the trace object; the first one is kept", shorten(key)));
+      return true;
+    }
     if (key == "distributedInfo") {
       saw_dist_ = true;
-      distributed(piece);
+      return distributed(piece);
     } else if (key == "deviceProperties") {
       device_properties_ = std::string(piece.text);
     } else if (piece.text.size() <= kMaxKeptValue) {
@@ -278,22 +289,38 @@ class TraceReader {
     } else {
       omitted_.push_back(fmt::format("{} ({} bytes)", key, piece.text.size()));
     }
+    return true;
   }
 
-  void distributed(const detail::TraceScanner::Piece& piece) {
+  bool ambiguous(const detail::TraceScanner::Piece& piece, std::string_view what) {
+    report(Severity::kError, Problem::kBadTrace, piece.where,
+           fmt::format("{}: cannot tell which rank this trace is; nothing of this trace is used", what));
+    return false;
+  }
+
+  bool distributed(const detail::TraceScanner::Piece& piece) {
     simdjson::dom::element root;
     if (auto e = dom_.parse(piece.text.data(), piece.text.size(), true).get(root)) {
       report(Severity::kError, Problem::kMalformedJson, piece.where,
              fmt::format("malformed JSON in distributedInfo: {}", detail::json_error_text(e)));
-      return;
+      return true;
     }
     simdjson::dom::object obj;
     if (root.get_object().get(obj)) {
       report(Severity::kError, Problem::kBadField, piece.where, "distributedInfo should be a JSON object");
-      return;
+      return true;
     }
+    std::vector<std::string_view> keys;
     for (auto [k, v] : obj) {
       std::int64_t n = 0;
+      if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
+        if (k == "rank" || k == "world_size")
+          return ambiguous(piece, fmt::format("distributedInfo.{} given twice", k));
+        report(Severity::kWarning, Problem::kBadTrace, piece.where,
+               fmt::format("distributedInfo.{} given twice; the first one is kept", shorten(k)));
+        continue;
+      }
+      keys.push_back(k);
       if (k == "rank") {
         if (v.get_int64().get(n) || n < 0)
           report(Severity::kError, Problem::kBadField, piece.where,
@@ -310,6 +337,7 @@ class TraceReader {
         else omitted_.push_back(fmt::format("distributedInfo.{} ({} bytes)", k, raw.size()));
       }
     }
+    return true;
   }
 
   RunConfig config(std::int64_t rank, const std::vector<UpdateRecord>& updates, const std::string& nccl) {
@@ -448,6 +476,7 @@ class TraceReader {
   std::string device_properties_;
   std::vector<RawField> distributed_, metadata_;
   std::vector<std::string> omitted_;
+  std::set<std::string, std::less<>> top_keys_;  // the trace object's keys seen
 };
 
 }  // namespace

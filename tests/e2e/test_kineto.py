@@ -675,6 +675,27 @@ def test_a_second_trace_events_key_is_an_error(tmp_path):
     assert 'a second "traceEvents" key: a trace has one array of events' in r.stderr, r.stderr
 
 
+def test_a_key_given_twice_in_the_trace_object(tmp_path):
+    # The last one won without a word: a second distributedInfo, or a second rank in it,
+    # made the trace another rank's.
+    ev = json.dumps(small_trace()["traceEvents"])
+    for text in ('{"distributedInfo": {"rank": 0, "world_size": 4}, "distributedInfo": {"rank": 2, "world_size": 4}, '
+                 '"traceEvents": %s}' % ev,
+                 '{"distributedInfo": {"rank": 0, "rank": 3, "world_size": 4}, "traceEvents": %s}' % ev):
+        r = run("import", "kineto", write(tmp_path, "t.json", text), "-o", tmp_path / "out")
+        assert r.returncode == 3 and "cannot tell which rank this trace is" in r.stderr, r.stderr
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    # Other metadata keeps the first value, with a warning.
+    text = ('{"traceName": "a", "traceName": "b", "distributedInfo": {"backend": "nccl", "backend": "gloo", '
+            '"rank": 0, "world_size": 1}, "traceEvents": %s}' % ev)
+    r = run("import", "kineto", write(tmp_path, "m.json", text), "-o", tmp_path / "m")
+    assert r.returncode == 0, r.stderr
+    assert 'warning: a second "traceName" key in the trace object; the first one is kept' in r.stderr
+    assert "warning: distributedInfo.backend given twice; the first one is kept" in r.stderr
+    config = json.loads((tmp_path / "m/rank0.jsonl").read_text().splitlines()[0])
+    assert config["kineto_traceName"] == "a" and config["distributed_backend"] == "nccl"
+
+
 def test_no_distributed_info(tmp_path):
     p = write(tmp_path, "t.json", small_trace(distributedInfo=None))
     r = run("report", p)
