@@ -105,6 +105,10 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
   if (e || !(std::fabs(d) < 9.0e18)) {  // (e: a JSON number beyond a double's range)
     return f.fail(raw.data(), fmt::format("\"{}\" is out of range: {}", what, raw.substr(0, 40)), Problem::kBadField);
   }
+  // (1.5 and 1.7 were both id 1: a kernel joined another launch.)
+  if (d != std::trunc(d))
+    return f.fail(raw.data(), fmt::format("\"{}\" should be a whole number, found {}", what, raw.substr(0, 40)),
+                  Problem::kBadField);
   out = static_cast<std::int64_t>(d);
   return true;
 }

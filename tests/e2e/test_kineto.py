@@ -611,12 +611,15 @@ def test_events_beyond_what_a_step_log_holds_are_errors(tmp_path):
 
 def test_a_used_field_of_the_wrong_type_or_given_twice_is_a_bad_field(tmp_path):
     # A number for "name" was "malformed JSON"; a second args.correlation silently moved
-    # the kernel to the other launch's step (the last one won).
+    # the kernel to the other launch's step (the last one won), as did a fractional one
+    # (1.5 was read as 1).
     named = small_trace()
     named["traceEvents"][1]["name"] = 5
     twice = json.dumps(_with_kernel(small_trace(), 1100, 10)).replace(
         '"args": {"correlation": 1, "stream"', '"args": {"correlation": 1, "correlation": 2, "stream"', 1)
+    fraction = json.dumps(_with_kernel(small_trace(), 1100, 10)).replace('"correlation": 1, "stream"', '"correlation": 1.5, "stream"', 1)
     for name, doc, said in (("named.json", named, '"name" should be a string, found 5'),
+                            ("fraction.json", fraction, '"args.correlation" should be a whole number, found 1.5'),
                             ("twice.json", twice, 'field "args.correlation" appears twice in the event')):
         r = run("report", "-o", os.devnull, write(tmp_path, name, doc))
         assert r.returncode in (1, 3), (name, r.stderr)
