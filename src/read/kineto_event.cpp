@@ -243,7 +243,8 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
           if (!once(1u << 0, k, "ph")) return false;
           std::string_view ph;
           if (!read_string(v, f, k, "ph", ph)) return false;
-          ev.ph = ph.empty() ? '?' : ph[0];
+          // (Phases are one letter: "Xyz" is none that stepprof reads, not a complete event.)
+          ev.ph = ph.size() == 1 ? ph[0] : '?';
           if (ev.ph == 'f' || ev.ph == 'M' || ev.ph == 'i' || ev.ph == 'C') {  // not used
             ev.kind = EventKind::kOther;
             return true;

@@ -827,11 +827,13 @@ def test_annotations_that_are_not_complete_events_are_reported(tmp_path):
         {"ph": "B", "cat": "user_annotation", "name": "## backward ##", "pid": 1, "tid": 1, "ts": 1250},
         {"ph": "E", "cat": "user_annotation", "name": "## backward ##", "pid": 1, "tid": 1, "ts": 1400},
         {"cat": "user_annotation", "name": "## optimizer ##", "pid": 1, "tid": 1, "ts": 1450, "dur": 10},
+        # (A phase is one letter: "Xb" was read as "X".)
+        {"ph": "Xb", "cat": "user_annotation", "name": "## step ##", "pid": 1, "tid": 1, "ts": 1470, "dur": 10},
     ]
     p = write(tmp_path, "be.json", doc)
     r = run("import", "kineto", p, "-o", tmp_path / "out")
     assert r.returncode == 0, r.stderr
-    assert "warning: 3 event(s) of the categories stepprof reads" in r.stderr
+    assert "warning: 4 event(s) of the categories stepprof reads" in r.stderr
     text = p.read_text()
     start = text.rfind("{", 0, text.index('"ph": "B"'))  # the event's opening brace
     assert f"{p}:{text.count(chr(10), 0, start) + 1}:" in r.stderr
