@@ -50,9 +50,9 @@ void KinetoModel::add_launch(std::int64_t correlation, std::int64_t tid, std::in
 
 void KinetoModel::add_flow(std::int64_t id, std::int64_t tid, std::int64_t ts_ns) { flows_.push_back({id, tid, ts_ns}); }
 
-void KinetoModel::add_gpu(GpuKind kind, bool nccl, std::int64_t correlation, std::int64_t device,
+void KinetoModel::add_gpu(GpuKind kind, bool nccl, std::optional<std::int64_t> correlation, std::int64_t device,
                           std::int64_t stream, std::int64_t start_ns, std::int64_t end_ns) {
-  gpu_.push_back({correlation, device, stream, start_ns, end_ns, kind, nccl});
+  gpu_.push_back({correlation.value_or(0), device, stream, start_ns, end_ns, kind, nccl, correlation.has_value()});
 }
 
 std::vector<std::int64_t> KinetoModel::devices() const {
@@ -381,8 +381,9 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
 
   // GPU activity: find each one's launch, its step and the innermost annotation there.
   auto by_correlation = [](const Launch& a, const Launch& b) { return a.correlation < b.correlation; };
-  std::sort(launches_.begin(), launches_.end(), by_correlation);
-  std::sort(flows_.begin(), flows_.end(), by_correlation);
+  // (Stable: of launches sharing an id, the first in the trace is found, on every platform.)
+  std::stable_sort(launches_.begin(), launches_.end(), by_correlation);
+  std::stable_sort(flows_.begin(), flows_.end(), by_correlation);
   auto find_launch = [&](const std::deque<Launch>& v, std::int64_t corr) -> const Launch* {
     auto it = std::lower_bound(v.begin(), v.end(), Launch{corr, 0, 0}, by_correlation);
     return it != v.end() && it->correlation == corr ? &*it : nullptr;
@@ -399,8 +400,8 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     const auto& op = gpu_[g];
     stream_of[g] = stream_index.try_emplace({op.device, op.stream}, static_cast<std::uint32_t>(stream_index.size()))
                        .first->second;
-    const Launch* l = find_launch(launches_, op.correlation);
-    if (!l) l = find_launch(flows_, op.correlation);
+    const Launch* l = op.has_correlation ? find_launch(launches_, op.correlation) : nullptr;
+    if (!l && op.has_correlation) l = find_launch(flows_, op.correlation);
     if (!l) {
       // No launch in the trace (the profiler lost it): the step is the one the activity
       // started in on the GPU; no region can be charged.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,8 +32,10 @@ class KinetoModel {
   /// The start ("s") of a CPU-to-GPU flow: the launch point of activity `id`.
   void add_flow(std::int64_t id, std::int64_t tid, std::int64_t ts_ns);
   /// A kernel, memory copy or memset on (device, stream), [start_ns, end_ns).
-  void add_gpu(GpuKind kind, bool nccl, std::int64_t correlation, std::int64_t device, std::int64_t stream,
-               std::int64_t start_ns, std::int64_t end_ns);
+  /// `correlation`: the launch's id, or none (the activity is then charged to the step it
+  /// started in on the GPU, to no region).
+  void add_gpu(GpuKind kind, bool nccl, std::optional<std::int64_t> correlation, std::int64_t device,
+               std::int64_t stream, std::int64_t start_ns, std::int64_t end_ns);
 
   [[nodiscard]] std::size_t steps() const { return steps_.size(); }
   [[nodiscard]] bool has_annotation(std::string_view name) const { return names_.find(name).has_value(); }
@@ -65,7 +68,7 @@ class KinetoModel {
   struct Gpu {
     std::int64_t correlation, device, stream, start, end;
     GpuKind kind;
-    bool nccl;
+    bool nccl, has_correlation;
   };
 
   /// Regions by place (see build()). Per annotation that starts in a step: its place id,

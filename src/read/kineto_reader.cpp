@@ -248,7 +248,7 @@ class TraceReader {
                           : ev.kind == EventKind::kMemcpy ? detail::GpuKind::kMemcpy
                                                           : detail::GpuKind::kMemset;
         model_.add_gpu(kind, ev.kind == EventKind::kKernel && contains_nccl(ev.name),
-                       ev.has_correlation ? ev.correlation : std::numeric_limits<std::int64_t>::min(),
+                       ev.has_correlation ? std::optional(ev.correlation) : std::nullopt,
                        ev.has_device ? ev.device : ev.pid, ev.has_stream ? ev.stream : ev.tid, ev.ts_ns, end);
         return;
       }

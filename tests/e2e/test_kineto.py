@@ -627,6 +627,18 @@ def test_a_used_field_of_the_wrong_type_or_given_twice_is_a_bad_field(tmp_path):
         assert line is not None and line.endswith("[bad-field]"), (name, r.stderr)
 
 
+def test_a_kernel_without_correlation_joins_no_launch(tmp_path):
+    # A kernel with no args.correlation was given the id -2^63 and joined a launch of that
+    # id, its time charged to the launch's annotation.
+    doc = _with_kernel(small_trace(), 1100, 10)
+    doc["traceEvents"][2]["args"]["correlation"] = -2 ** 63
+    del doc["traceEvents"][3]["args"]["correlation"]
+    r = run("import", "kineto", write(tmp_path, "t.json", doc), "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    u = json.loads((tmp_path / "out/rank0.jsonl").read_text().splitlines()[1])
+    assert "## forward ##" not in u.get("cuda_stream_ms", {}), u
+
+
 def test_an_imported_trace_with_long_qualified_names_reads_as_the_trace(tmp_path):
     # A 1,020-byte annotation called from two places became "<name> (in p1)", 1,028 bytes:
     # `report` read it from the trace but skipped it from the imported log (exit 3).
