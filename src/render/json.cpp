@@ -148,6 +148,14 @@ Json regions(const RegionTable& t) {
               {"not_in_nesting", t.not_in_nesting}};
 }
 
+// Where a path's work comes from: null when the log gives none (no path counter, and
+// micro-batch detail that does not name the path in every update that ran it).
+Json work_from(const PathCost& p) {
+  if (p.work_from_microbatches) return "microbatches";
+  if (p.samples_id || p.frames_id || p.microbatches_id) return "counters";
+  return nullptr;
+}
+
 Json code_paths(const CodePathResult& c) {
   Json groups = Json::array();
   for (const auto& g : c.groups) {
@@ -161,7 +169,7 @@ Json code_paths(const CodePathResult& c) {
                        {"samples", opt(p.samples)},
                        {"frames", opt(p.frames)},
                        {"microbatches", opt(p.microbatches)},
-                       {"work_from", p.work_from_microbatches ? "microbatches" : "counters"},
+                       {"work_from", work_from(p)},
                        {"counters", {{"samples", p.samples_counter}, {"frames", p.frames_counter},
                                      {"microbatches", p.microbatches_counter}}},
                        {"ms_per_sample", opt(p.ms_per_sample)},
