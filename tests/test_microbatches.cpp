@@ -134,6 +134,7 @@ TEST_F(MicroBatchTest, MalformedDetailIsRejectedWithTheFieldNamed) {
       {R"([{"tokens": [5, 200], "padded_length": 100}])", "more than padded_length 100"},
       {R"([{"path": 3}])", "microbatches[0].path: expected a region name"},
       {R"([{}, {"ms": 3}])", "microbatches[1]: unknown key \"ms\""},
+      {R"([{" path": "a"}])", "microbatches[0]: unknown key \" path\""},  // (its space was dropped)
       {R"([{"frames": "9"}])", "microbatches[0].frames: expected an array"},
       {R"([{"frames": [1.5]}])", "expected an integer"},
   };

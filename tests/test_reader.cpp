@@ -973,7 +973,7 @@ TEST_F(ReaderTest, MissingConfigIsReported) {
 TEST_F(ReaderTest, AConfigWithoutAUsableRankIsTheRankOfTheFilesUpdates) {
   // No rank, and a negative one (an error: not used): either way the file's updates all
   // name rank 1, so the config is rank 1's and every update is read under it.
-  for (const std::string rank_field : {std::string(), std::string(R"("rank": -1, )")}) {
+  for (const std::string& rank_field : {std::string(), std::string(R"("rank": -1, )")}) {
     diag_ = Diagnostics();
     const std::string config =
         R"({"type": "config", )" + rank_field + R"("world_size": 4, "micro_batch": 8, "accumulation": 2})";
@@ -1945,6 +1945,23 @@ TEST_F(ReaderTest, BatchCountsBeyond32BitsRejectTheRecord) {
 
 // A key given twice, at any level, rejects the record: keeping either value would
 // silently drop the other (e.g. two "counts" objects, or "samples" twice in one).
+TEST_F(ReaderTest, ABadKeyIsQuotedAsWritten) {
+  // " 3" was quoted as "3", a key that would have been fine.
+  const std::string base = R"({"type": "update", "step": 5, "wall_ms": 1, )";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {base + R"("frame_histogram": {"9": 16, " 3": 1}})", R"(frame_histogram: key " 3" should be a frame count)"},
+      {base + R"j("input_shapes": {" (8, x) ": 1}})j", R"j(input_shapes: key " (8, x) " should be a shape)j"},
+  };
+  for (const auto& [line, message] : cases) {
+    const auto p = write("key.jsonl", kConfig + "\n" + line + "\n" + update(6) + "\n");
+    const Dataset d = read({p});
+    const Diagnostic* e = first(Problem::kBadField);
+    ASSERT_NE(e, nullptr) << line;
+    EXPECT_NE(e->message.find(message), std::string::npos) << e->message;
+    EXPECT_EQ(d.update_count(), 1u) << line;
+  }
+}
+
 TEST_F(ReaderTest, KeysGivenTwiceRejectTheRecord) {
   const std::string base = R"({"type": "update", "step": 5, "wall_ms": 1, )";
   const std::vector<std::pair<std::string, std::string>> cases = {

@@ -105,17 +105,19 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// The value's text for messages, shortened (cut before a UTF-8 continuation byte, so that
-// no character is split).
-std::string shown(std::string_view tok) {
-  tok = trim(tok);
-  if (tok.size() > 40) {
+// A key (or name) for messages, shortened (cut before a UTF-8 continuation byte, so that
+// no character is split); its spaces kept: " 3" is not the key "3".
+std::string shown_key(std::string_view key) {
+  if (key.size() > 40) {
     std::size_t n = 37;
-    while (n > 0 && (static_cast<unsigned char>(tok[n]) & 0xC0) == 0x80) --n;
-    return fmt::format("{}...", tok.substr(0, n));
+    while (n > 0 && (static_cast<unsigned char>(key[n]) & 0xC0) == 0x80) --n;
+    return fmt::format("{}...", key.substr(0, n));
   }
-  return std::string(tok);
+  return std::string(key);
 }
+
+// A value's raw token for messages: trimmed of the spaces around it, shortened likewise.
+std::string shown(std::string_view tok) { return shown_key(trim(tok)); }
 
 // False, with a malformed-json error at the ':', when one follows field `key`'s value `v`
 // (not read yet). A string value that simdjson steps over without reading it (a field of
@@ -414,7 +416,7 @@ std::string bad_name(std::string_view name, std::string_view what) {
   if (name.empty()) return fmt::format("{}: a name is empty", what);
   if (name.size() > kMaxNameBytes)
     return fmt::format("{}: a name of {} bytes (\"{}\"): names are at most {} bytes", what, name.size(),
-                       shown(name), kMaxNameBytes);  // (shown: cut at a character, not inside one)
+                       shown_key(name), kMaxNameBytes);  // (cut at a character, not inside one)
   return {};
 }
 
@@ -668,7 +670,7 @@ bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<Micr
       } else {
         return c.fail(Problem::kBadField, nullptr,
                       fmt::format("{}: unknown key \"{}\" (expected path, frames, tokens, padded_length)", where,
-                                  shown(key)));
+                                  shown_key(key)));
       }
       return true;
     });
@@ -1209,7 +1211,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         if (!parse_int_key(name, frames))
           return c.fail(Problem::kBadField, nullptr,
                         fmt::format("frame_histogram: key \"{}\" should be a frame count (a non-negative integer)",
-                                    shown(name)));
+                                    shown_key(name)));
         if (!read_batch_count(fv, token_of(fv), c, {"frame_histogram", name}, "samples", samples)) return false;
         u.frame_histogram.emplace_back(frames, samples);
         return true;
@@ -1223,7 +1225,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         InputShape& shape = u.input_shapes[shapes_used_];
         if (!parse_tuple(name, shape.dims))
           return c.fail(Problem::kBadField, nullptr,
-                        fmt::format("input_shapes: key \"{}\" should be a shape such as \"(8, 3154)\"", shown(name)));
+                        fmt::format("input_shapes: key \"{}\" should be a shape such as \"(8, 3154)\"", shown_key(name)));
         if (!read_batch_count(fv, token_of(fv), c, {"input_shapes", name}, "micro-batches", shape.microbatches)) return false;
         ++shapes_used_;
         return true;
