@@ -1608,6 +1608,8 @@ def test_every_rank_stopping_before_the_configs_end_is_said(tmp_path):
     # max_steps 25 with steps from 0: step 24 is the last; from 1, step 25. Either is an end.
     assert write({"max_steps": 25}, 24) is None
     assert write({"max_steps": 25}, 23) == {"field": "max_steps", "value": 25}
+    # Hugging Face's max_steps=-1 (no limit) sets no end.
+    assert write({"max_steps": -1}, 23) is None
     # Every 5th update logged: the last logged step of 0..39 is 35.
     assert write({"last_step": 39}, 35, stride=5) is None
     assert write({"last_step": 39}, 30, stride=5) == {"field": "last_step", "value": 39}
