@@ -55,10 +55,11 @@ RunSummary summarize_run(const AnalysisInput& in) {
                                      ? std::numeric_limits<std::uint64_t>::max()
                                      : s.steps_without_record + missing;
       }
-  // Every rank's log ends before the end the config planned (and --steps cut nothing).
+  // Every rank's log ends before the end the config planned (and --steps cut nothing
+  // after the window: `--steps 15:` cuts only steps before it, and hid the stop).
   // (Steps are >= 0 and the config's values are int64: the differences cannot overflow
   // unless they are negative, which fails the tests.)
-  if (cfg && s.last_step && s.updates_outside_window == 0) {
+  if (cfg && s.last_step && s.updates_outside_window == s.updates_before_window) {
     if (cfg->last_step && *cfg->last_step >= 0 && *cfg->last_step - *s.last_step >= s.step_stride)
       s.stopped_early = StoppedEarly{std::string(schema::kLastStep), *cfg->last_step};
     else if (!cfg->last_step && cfg->max_steps && *cfg->max_steps >= 0 &&

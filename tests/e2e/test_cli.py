@@ -1619,6 +1619,10 @@ def test_every_rank_stopping_before_the_configs_end_is_said(tmp_path):
     # --steps cutting the end is not a stop.
     rep = json.loads(run("report", "--format", "json", "--steps", "0:10", tmp_path).stdout)
     assert rep["run"]["stopped_early"] is None
+    # A window cutting only the start cuts nothing of the end (it hid the stop).
+    for steps in ("15:", "15:100"):
+        rep = json.loads(run("report", "--format", "json", "--steps", steps, tmp_path).stdout)
+        assert rep["run"]["stopped_early"] == {"field": "last_step", "value": 40}, steps
 
 
 def test_many_slow_ranks_keep_the_text_report_short(tmp_path):
