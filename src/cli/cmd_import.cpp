@@ -54,6 +54,13 @@ int run_import(const ImportOptions& opt) {
     print_stderr("stepprof: --rank {} is not below --world-size {}\n", *opt.rank, *opt.world_size);
     return kUsage;
   }
+  // (Before reading: a trace of gigabytes was read, and its problems printed, before
+  // "cannot create".)
+  if (std::error_code ec; std::filesystem::exists(opt.output, ec) && !std::filesystem::is_directory(opt.output, ec)) {
+    print_stderr("stepprof: -o {}: is a file, not a directory (import writes one log per rank into a directory)\n",
+                 opt.output);
+    return kUsage;
+  }
   ReadOptions ro;
   ro.traces_only = true;
   ro.kineto.rank = opt.rank;

@@ -518,6 +518,16 @@ def test_import_to_stdout_is_refused_and_makes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_import_into_a_file_is_refused_before_reading(tmp_path):
+    # The trace was read and its problems printed before "cannot create ...: Not a directory".
+    (tmp_path / "f").write_text("")
+    doc = small_trace(traceName="a")
+    text = json.dumps(doc).replace('"traceName": "a"', '"traceName": "a", "traceName": "b"')
+    r = run("import", "kineto", write(tmp_path, "t.json", text), "-o", tmp_path / "f")
+    assert r.returncode == 2 and f"-o {tmp_path / 'f'}: is a file, not a directory" in r.stderr, r.stderr
+    assert "traceName" not in r.stderr
+
+
 def test_import_writes_one_log_per_rank(tmp_path):
     r = run("import", "kineto", *DLRM, "-o", tmp_path)
     assert r.returncode == 0, r.stderr
