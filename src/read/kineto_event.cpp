@@ -105,9 +105,13 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
   if (e || !(std::fabs(d) < 9.0e18)) {  // (e: a JSON number beyond a double's range)
     return f.fail(raw.data(), fmt::format("\"{}\" is out of range: {}", what, raw.substr(0, 40)), Problem::kBadField);
   }
-  // (1.5 and 1.7 were both id 1: a kernel joined another launch.)
-  if (d != std::trunc(d))
-    return f.fail(raw.data(), fmt::format("\"{}\" should be a whole number, found {}", what, raw.substr(0, 40)),
+  // (1.5 and 1.7 were both id 1: a kernel joined another launch. From 2^52 on a double
+  // holds no fraction: 4503599627370497.5 was read as ...498, another launch's id. An id
+  // written as an integer was read exactly above.)
+  if (d != std::trunc(d) || std::fabs(d) >= 4503599627370496.0)
+    return f.fail(raw.data(),
+                  fmt::format("\"{}\" should be a whole number{}, found {}", what,
+                              d == std::trunc(d) ? " written as an integer (a fraction beyond 2^52 cannot be told)" : "", raw.substr(0, 40)),
                   Problem::kBadField);
   out = static_cast<std::int64_t>(d);
   return true;
@@ -117,8 +121,14 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
 bool read_string(od::value v, Fields& f, const char* at, std::string_view what, std::string_view& out) {
   const std::string_view raw = trim_token(v.raw_json_token());
   if (auto e = v.get_string().get(out)) {
+    // (An array's or object's token is its first character: say which it is.)
     if (e == simdjson::INCORRECT_TYPE && !raw.empty() && raw[0] != '"')
-      return f.fail(at, fmt::format("\"{}\" should be a string, found {}", what, raw.substr(0, 40)), Problem::kBadField);
+      return f.fail(at,
+                    fmt::format("\"{}\" should be a string, found {}", what,
+                                raw[0] == '[' ? std::string_view("an array")
+                                : raw[0] == '{' ? std::string_view("an object")
+                                                : raw.substr(0, 40)),
+                    Problem::kBadField);
     return f.fail_json(e, at, fmt::format("\"{}\"", what));
   }
   return true;

@@ -202,6 +202,17 @@ class TraceReader {
                          shorten(ev.name), static_cast<double>(ev.ts_ns) / 1e3, static_cast<double>(ev.dur_ns) / 1e3));
       return;
     }
+    // A step log holds times up to 1e12 ms (log-schema.md): a longer step, region or
+    // kernel would be a log that `report` rejects after `import kineto` wrote it.
+    if (ev.dur_ns > std::int64_t{1'000'000'000'000'000'000}) {
+      const bool step = ev.name.starts_with("ProfilerStep#");
+      if (step) ++rejected_steps_;
+      report(Severity::kError, Problem::kBadField, scan.position(piece.text.data()),
+             fmt::format("{}\"{}\" lasts {} us, beyond the 1e12 ms a step log holds; {}", step ? "" : "event ",
+                         shorten(ev.name), static_cast<double>(ev.dur_ns) / 1e3,
+                         step ? "not used as an update" : "event skipped"));
+      return;
+    }
     switch (ev.kind) {
       case EventKind::kCpuOp:
       case EventKind::kUserAnnotation: {
@@ -221,15 +232,6 @@ class TraceReader {
                                : digits.empty()
                                    ? std::string("has no step number after '#'")
                                    : fmt::format("has \"{}\" after '#', not a step number", shorten(digits))));
-            return;
-          }
-          // A step log holds wall_ms up to 1e12 ms (log-schema.md): a longer step would be a
-          // log that `report` rejects after `import kineto` wrote it.
-          if (ev.dur_ns > std::int64_t{1'000'000'000'000'000'000}) {
-            ++rejected_steps_;
-            report(Severity::kError, Problem::kBadField, scan.position(piece.text.data()),
-                   fmt::format("\"{}\" lasts {} us, beyond the 1e12 ms a step log holds; not used as an update",
-                               shorten(ev.name), static_cast<double>(ev.dur_ns) / 1e3));
             return;
           }
           ++stats_.steps;
@@ -274,7 +276,7 @@ class TraceReader {
     // did here). Which rank the trace is would be ambiguous; other metadata keeps the
     // first, with a warning.
     if (!top_keys_.insert(key).second) {
-      if (key == "distributedInfo") return ambiguous(piece, "a second \"distributedInfo\" key");
+      if (key == "distributedInfo") return ambiguous(piece, "a second \"distributedInfo\" key", true);  // (not read)
       report(Severity::kWarning, Problem::kBadTrace, piece.where,
              fmt::format("a second \"{}\" key in the trace object; the first one is kept", shorten(key)));
       return true;
@@ -292,10 +294,25 @@ class TraceReader {
     return true;
   }
 
-  bool ambiguous(const detail::TraceScanner::Piece& piece, std::string_view what) {
-    report(Severity::kError, Problem::kBadTrace, piece.where,
-           fmt::format("{}: cannot tell which rank this trace is; nothing of this trace is used", what));
-    return false;
+  // distributedInfo, or its rank or world size, given twice: the trace cannot be used
+  // unless --rank says which rank it is (and then a world size given twice is not used
+  // unless --world-size replaces it).
+  bool ambiguous(const detail::TraceScanner::Piece& piece, std::string_view what, bool world) {
+    if (!opt_.rank) {
+      report(Severity::kError, Problem::kBadTrace, piece.where,
+             fmt::format("{}: cannot tell which rank this trace is; nothing of this trace is used", what));
+      return false;
+    }
+    if (world) {
+      dist_world_.reset();
+      world_ambiguous_ = true;
+    }
+    report(Severity::kWarning, Problem::kBadTrace, piece.where,
+           fmt::format("{}: --rank {} is used{}", what, *opt_.rank,
+                       opt_.world_size ? fmt::format(", and --world-size {}", *opt_.world_size)
+                       : world         ? std::string(", and the trace's world size is not (give --world-size)")
+                                       : std::string()));
+    return true;
   }
 
   bool distributed(const detail::TraceScanner::Piece& piece) {
@@ -310,17 +327,18 @@ class TraceReader {
       report(Severity::kError, Problem::kBadField, piece.where, "distributedInfo should be a JSON object");
       return true;
     }
-    std::vector<std::string_view> keys;
+    std::set<std::string_view> keys;
     for (auto [k, v] : obj) {
       std::int64_t n = 0;
-      if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
-        if (k == "rank" || k == "world_size")
-          return ambiguous(piece, fmt::format("distributedInfo.{} given twice", k));
+      if (!keys.insert(k).second) {
+        if (k == "rank" || k == "world_size") {
+          if (!ambiguous(piece, fmt::format("distributedInfo.{} given twice", k), k == "world_size")) return false;
+          continue;
+        }
         report(Severity::kWarning, Problem::kBadTrace, piece.where,
                fmt::format("distributedInfo.{} given twice; the first one is kept", shorten(k)));
         continue;
       }
-      keys.push_back(k);
       if (k == "rank") {
         if (v.get_int64().get(n) || n < 0)
           report(Severity::kError, Problem::kBadField, piece.where,
@@ -330,7 +348,7 @@ class TraceReader {
         if (v.get_int64().get(n) || n < 1)
           report(Severity::kError, Problem::kBadField, piece.where,
                  fmt::format("distributedInfo.world_size should be an integer >= 1, found {}", simdjson::minify(v)));
-        else dist_world_ = n;
+        else if (!world_ambiguous_) dist_world_ = n;
       } else {
         std::string raw = simdjson::minify(v);
         if (raw.size() <= kMaxKeptValue) distributed_.push_back({"distributed_" + std::string(k), std::move(raw)});
@@ -473,6 +491,7 @@ class TraceReader {
   KinetoStats stats_;
   bool saw_dist_ = false;
   std::optional<std::int64_t> dist_rank_, dist_world_;
+  bool world_ambiguous_ = false;  // distributedInfo's world size given twice (see ambiguous())
   std::string device_properties_;
   std::vector<RawField> distributed_, metadata_;
   std::vector<std::string> omitted_;

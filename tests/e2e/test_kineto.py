@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 from decimal import Decimal
 import statistics
 import subprocess
@@ -608,6 +609,11 @@ def test_events_beyond_what_a_step_log_holds_are_errors(tmp_path):
         "long.json": (small_trace(traceEvents=[
             {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 0,
              "dur": 2 * 10 ** 15}]), 3, "beyond the 1e12 ms a step log holds"),
+        # (A region or kernel too: import wrote a log that report rejected.)
+        "region.json": (small_trace(traceEvents=small_trace()["traceEvents"][:1] + [
+            {"ph": "X", "cat": "user_annotation", "name": "## forward ##", "pid": 1, "tid": 1, "ts": 1010,
+             "dur": 2 * 10 ** 15}]), 1, 'event "## forward ##" lasts 2000000000000000 us, beyond the 1e12 ms'),
+        "kernel.json": (_with_kernel(small_trace(), 1100, 2 * 10 ** 15), 1, 'event "gemm" lasts'),
         "word.json": (small_trace(traceEvents=[
             {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1a", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
             {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 10, "dur": 5}]),
@@ -627,9 +633,18 @@ def test_a_used_field_of_the_wrong_type_or_given_twice_is_a_bad_field(tmp_path):
     named["traceEvents"][1]["name"] = 5
     twice = json.dumps(_with_kernel(small_trace(), 1100, 10)).replace(
         '"args": {"correlation": 1, "stream"', '"args": {"correlation": 1, "correlation": 2, "stream"', 1)
-    fraction = json.dumps(_with_kernel(small_trace(), 1100, 10)).replace('"correlation": 1, "stream"', '"correlation": 1.5, "stream"', 1)
+    listed = small_trace()
+    listed["traceEvents"][1]["cat"] = ["user_annotation"]
+    kernel = json.dumps(_with_kernel(small_trace(), 1100, 10))
+    fraction = kernel.replace('"correlation": 1, "stream"', '"correlation": 1.5, "stream"', 1)
+    # (From 2^52 on a double holds no fraction: this was read as the launch's ...498.)
+    big = kernel.replace('"correlation": 1}', '"correlation": 4503599627370498}', 1).replace(
+        '"correlation": 1, "stream"', '"correlation": 4503599627370497.5, "stream"', 1)
     for name, doc, said in (("named.json", named, '"name" should be a string, found 5'),
+                            ("listed.json", listed, '"cat" should be a string, found an array'),
                             ("fraction.json", fraction, '"args.correlation" should be a whole number, found 1.5'),
+                            ("big.json", big, '"args.correlation" should be a whole number written as an integer '
+                                              '(a fraction beyond 2^52 cannot be told), found 4503599627370497.5'),
                             ("twice.json", twice, 'field "args.correlation" appears twice in the event')):
         r = run("report", "-o", os.devnull, write(tmp_path, name, doc))
         assert r.returncode in (1, 3), (name, r.stderr)
@@ -710,6 +725,17 @@ def test_a_key_given_twice_in_the_trace_object(tmp_path):
         r = run("import", "kineto", write(tmp_path, "t.json", text), "-o", tmp_path / "out")
         assert r.returncode == 3 and "cannot tell which rank this trace is" in r.stderr, r.stderr
         assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+        # --rank says which: a warning, and the options are used.
+        r = run("import", "kineto", "--rank", 1, "--world-size", 4, tmp_path / "t.json", "-o", tmp_path / "given")
+        assert r.returncode == 0 and "--rank 1 is used, and --world-size 4" in r.stderr, r.stderr
+        config = json.loads((tmp_path / "given/rank1.jsonl").read_text().splitlines()[0])
+        assert config["world_size"] == 4
+        shutil.rmtree(tmp_path / "given")
+    # A world size given twice with --rank alone: not used.
+    text = '{"distributedInfo": {"rank": 0, "world_size": 4, "world_size": 8}, "traceEvents": %s}' % ev
+    r = run("import", "kineto", "--rank", 1, write(tmp_path, "w.json", text), "-o", tmp_path / "w")
+    assert r.returncode == 0 and "the trace's world size is not (give --world-size)" in r.stderr, r.stderr
+    assert "world_size" not in json.loads((tmp_path / "w/rank1.jsonl").read_text().splitlines()[0])
     # Other metadata keeps the first value, with a warning.
     text = ('{"traceName": "a", "traceName": "b", "distributedInfo": {"backend": "nccl", "backend": "gloo", '
             '"rank": 0, "world_size": 1}, "traceEvents": %s}' % ev)
