@@ -254,20 +254,29 @@ class NestedLayout {
     std::vector<Item> kids;
     items(u, parent, kids);
     // The children one after another from the parent's start, each its time rounded to
-    // microseconds; shrunk by one factor only when their times add up to more than the
-    // parent's by more than half a microsecond: a nesting violation (docs/exports.md).
-    // Children that fit, whose rounded times alone overrun the parent (1.0006 + 1.0006 +
-    // 0.9988 ms in 3 ms: 3001 us), lose the overrun at the end and are not "shrunk".
+    // microseconds when those fit the parent; shrunk by one factor only when their times
+    // add up to more than the parent's by more than half a microsecond: a nesting
+    // violation (docs/exports.md). Otherwise, when shrunk or when the rounded times alone
+    // overrun the parent (1.0006 + 1.0006 + 0.9988 ms in 3 ms: 3001 us), each child ends
+    // at its running sum (times the factor), rounded: within a microsecond of its rounded
+    // time, the last ending by the parent's end. (Cutting the overrun from the last child
+    // cut 20 children of 499.6 us in 9,992 us to 492 us for the last.)
     double total_us = 0;
-    for (const auto& k : kids) total_us += k.ms * 1e3;
+    std::int64_t rounded_us = 0;
+    for (const auto& k : kids) {
+      total_us += k.ms * 1e3;
+      rounded_us += to_us(k.ms);
+    }
     const bool shrink = total_us > static_cast<double>(avail) + 0.5;
+    const bool running = shrink || rounded_us > avail;
     const double factor = shrink ? static_cast<double>(avail) / total_us : 1.0;
     std::int64_t cursor = start;
+    double sum_us = 0;
     for (const auto& k : kids) {
       const std::int64_t recorded = to_us(k.ms);
-      std::int64_t dur = shrink ? static_cast<std::int64_t>(std::floor(static_cast<double>(recorded) * factor))
-                                : recorded;
-      dur = std::max<std::int64_t>(0, std::min(dur, start + avail - cursor));
+      sum_us += k.ms * 1e3;
+      const std::int64_t end = running ? start + std::llround(sum_us * factor) : cursor + recorded;
+      const std::int64_t dur = std::max<std::int64_t>(0, std::min(end, start + avail) - cursor);
       TimelineSlice s{in_.data.regions.name(k.sample->region), cursor, dur, u.step, false, k.ms, k.sample->calls, {}};
       if (shrink && dur < recorded) {
         s.scale = static_cast<double>(dur) / static_cast<double>(recorded);

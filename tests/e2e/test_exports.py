@@ -359,7 +359,7 @@ def test_trace_shrinks_children_that_exceed_their_parent(tmp_path):
     x = {e["name"]: e for e in t["traceEvents"] if e["ph"] == "X"}
     # a and b (60 ms) are shrunk by 50/60 to fit outer (50 ms), laid out from its start.
     assert x["a"]["ts"] == 0 and x["a"]["dur"] == 40000 * 5 // 6
-    assert x["b"]["ts"] == x["a"]["dur"] and x["b"]["dur"] == 20000 * 5 // 6
+    assert x["b"]["ts"] == x["a"]["dur"] and x["b"]["dur"] == 50000 - 40000 * 5 // 6  # (ends at outer's end)
     assert x["a"]["args"]["scale"] == pytest.approx(5 / 6, rel=1e-4)
     assert x["b"]["ts"] + x["b"]["dur"] <= x["outer"]["ts"] + x["outer"]["dur"]
     assert t["otherData"]["shrunk_slices"] == 2
@@ -377,8 +377,24 @@ def test_trace_does_not_shrink_children_that_fit_but_for_rounding(tmp_path):
     x = {e["name"]: e for e in t["traceEvents"] if e["ph"] == "X"}
     assert t["otherData"]["shrunk_slices"] == 0
     assert not any("scale" in x[n]["args"] for n in "abc")
-    assert [x[n]["ts"] for n in "abc"] == [0, 1001, 2002]
-    assert x["c"]["ts"] + x["c"]["dur"] == x["P"]["ts"] + x["P"]["dur"] == 3000  # (c loses the 1 us overrun)
+    # Each ends at its running sum, rounded: 1000.6, 2001.2, 3000 us.
+    assert [x[n]["ts"] for n in "abc"] == [0, 1001, 2001]
+    assert x["c"]["ts"] + x["c"]["dur"] == x["P"]["ts"] + x["P"]["dur"] == 3000
+
+
+def test_trace_rounding_errors_do_not_add_up(tmp_path):
+    # 20 children of 499.6 us in a parent of 9,992 us: rounded one by one (500 us each)
+    # they overran by 8 us, all cut from the last (492 us), without a word.
+    kids = {f"c{i:02d}": 0.4996 for i in range(20)}
+    recs = [{"type": "config", "rank": 0, "world_size": 1},
+            {"type": "update", "rank": 0, "step": 1, "wall_ms": 9.992, "cpu_call_ms": {"P": 9.992, **kids},
+             "parents": {"P": None, **{k: "P" for k in kids}}}]
+    t = load_trace(tmp_path, fx.write_jsonl(tmp_path / "many.jsonl", recs))
+    x = {e["name"]: e for e in t["traceEvents"] if e["ph"] == "X"}
+    assert t["otherData"]["shrunk_slices"] == 0
+    for i, k in enumerate(sorted(kids)):
+        assert abs(x[k]["dur"] - 499.6) <= 1 and abs(x[k]["ts"] - 499.6 * i) <= 0.5, (k, x[k])
+    assert x["c19"]["ts"] + x["c19"]["dur"] == 9992
 
 
 def test_trace_keeps_hostile_names_intact(tmp_path):
