@@ -266,7 +266,7 @@ std::string chart_note(const UpdateSeries& s, const ChartPlan& plan) {
     note += fmt::format("{}Each heatmap row is {} consecutive ranks, each cell the largest of their values.",
                         note.empty() ? "" : " ", per);
   // (Not the JSON report: it holds summaries and the slowest rank per step only.)
-  if (!note.empty()) note += " Every update of every rank is in stepprof report --format csv (updates.csv).";
+  if (!note.empty()) note += " Every update of every rank is in DIR/updates.csv of stepprof report --format csv --out DIR.";
   return note;
 }
 

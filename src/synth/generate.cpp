@@ -279,7 +279,8 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
     const auto got = static_cast<std::int64_t>(all - explicit_ones);
     if (got < asked)
       throw std::runtime_error(fmt::format("{} {}: only {} fit besides the {} given (each rank and update holds at "
-                                           "most one; a random straggler needs a rank without one); ask for fewer",
+                                           "most one; a random straggler takes a rank without one while any is left, then a window "
+                                           "that overlaps none of that rank's); ask for fewer",
                                            what, asked, got, explicit_ones));
   };
   shortfall("--random-stragglers", options.random_stragglers, options.stragglers.size(), o.stragglers.size());

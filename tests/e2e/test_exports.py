@@ -770,7 +770,7 @@ def test_html_charts_of_many_ranks_show_the_slowest_and_fastest(tmp_path):
     assert [r["label"] for r in data["ranks"]] == [f"rank {r}" for r in expected]
     assert "Per-rank charts show 11 of the 40 ranks" in source
     # Where every rank's updates are: updates.csv (the JSON report holds summaries only).
-    assert "Every update of every rank is in stepprof report --format csv (updates.csv)." in source
+    assert "Every update of every rank is in DIR/updates.csv of stepprof report --format csv --out DIR." in source
     csv_dir = tmp_path / "csv"
     assert run("report", "--format", "csv", "--out", csv_dir, logs).returncode == 0
     with open(csv_dir / "updates.csv") as f:
