@@ -136,6 +136,27 @@ class TraceReader {
     const std::string exposed = nccl + std::string(schema::kExposedSuffix);
     trace.updates =
         model_.build(regions_, counters_, nccl, model_.has_annotation(exposed) ? std::string() : exposed, fi_, stats_);
+    // A region's time summed over many events beyond the 1e12 ms a step log holds (each
+    // event is within it): `import kineto` wrote a log that `report` then rejected. The
+    // update is left out, as the step-log reader leaves out such a record.
+    std::erase_if(trace.updates, [&](const UpdateRecord& u) {
+      for (const RegionSample& r : u.regions)
+        for (const OptionalMs t : {r.device_ms, r.host_ms})
+          if (t && *t > 1e12) {
+            report(Severity::kError, Problem::kBadField, {u.source.line, 0},
+                   fmt::format("ProfilerStep#{}: the time of \"{}\" adds up to {:.4g} ms, beyond the 1e12 ms a step "
+                               "log holds; not used as an update",
+                               u.step, shorten(regions_.name(r.region)), *t));
+            return true;
+          }
+      return false;
+    });
+    if (trace.updates.empty()) {
+      report(Severity::kError, Problem::kBadTrace, {},
+             "no usable ProfilerStep#N range: every step was rejected (the problems above), so the trace has no "
+             "optimizer updates to analyze");
+      return std::nullopt;
+    }
     const std::int64_t rank = opt_.rank ? *opt_.rank : *dist_rank_;
     for (auto& u : trace.updates) u.rank = rank;
     trace.config = config(rank, trace.updates, nccl);

@@ -614,6 +614,10 @@ def test_events_beyond_what_a_step_log_holds_are_errors(tmp_path):
             {"ph": "X", "cat": "user_annotation", "name": "## forward ##", "pid": 1, "tid": 1, "ts": 1010,
              "dur": 2 * 10 ** 15}]), 1, 'event "## forward ##" lasts 2000000000000000 us, beyond the 1e12 ms'),
         "kernel.json": (_with_kernel(small_trace(), 1100, 2 * 10 ** 15), 1, 'event "gemm" lasts'),
+        # (Or a region's time summed over events each within it.)
+        "sum.json": (small_trace(traceEvents=small_trace()["traceEvents"][:1] + [
+            {"ph": "X", "cat": "user_annotation", "name": "## fwd ##", "pid": 1, "tid": tid, "ts": 1010,
+             "dur": 6 * 10 ** 14} for tid in (2, 3)]), 3, 'the time of "## fwd ##" adds up to 1.2e+12 ms'),
         "word.json": (small_trace(traceEvents=[
             {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1a", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
             {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 10, "dur": 5}]),
