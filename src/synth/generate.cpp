@@ -39,8 +39,14 @@ enum InjectStream : std::uint64_t { iStraggler = 100, iFallback, iSpike };
 
 std::int64_t last_step(const Options& o) { return o.first_step + o.updates - 1; }
 
+// A random straggler's window [steps]: a tenth of the updates, 1 to 50.
+std::int64_t random_straggler_window(const Options& o) {
+  return std::max<std::int64_t>(1, std::min<std::int64_t>(50, o.updates / 10));
+}
+
 // Adds the random injections to the explicit ones: distinct (rank, step) pairs per kind,
-// stragglers on distinct ranks where there are enough.
+// stragglers on distinct ranks while a rank has none, then in windows that overlap none
+// of the rank's own.
 Options with_random_injections(Options o) {
   const std::uint64_t seed = o.seed;
   auto pick = [&](std::uint64_t stream, std::int64_t i, std::uint64_t what) {
@@ -71,7 +77,7 @@ Options with_random_injections(Options o) {
   }
   std::set<std::int64_t> ranks;
   for (const auto& s : o.stragglers) ranks.insert(s.rank);
-  const std::int64_t window = std::max<std::int64_t>(1, std::min<std::int64_t>(50, o.updates / 10));
+  const std::int64_t window = random_straggler_window(o);
   for (std::int64_t i = 0, tries = 0; i < o.random_stragglers && tries < 1000 * (o.random_stragglers + 1); ++tries) {
     Straggler s;
     s.rank = static_cast<std::int64_t>(pick(iStraggler, tries, 0) % static_cast<std::uint64_t>(o.ranks));
@@ -175,7 +181,11 @@ std::string validate(const Options& o) {
   if (o.random_fallbacks + static_cast<std::int64_t>(o.fallbacks.size()) > o.ranks * o.updates ||
       o.random_padding_spikes + static_cast<std::int64_t>(o.padding_spikes.size()) > o.ranks * o.updates)
     return "more injections than updates";
-  if (o.random_stragglers > o.ranks) return "more random stragglers than ranks";
+  // (A bound for the draws; which fit is the draw's to say: a rank takes a second
+  // straggler in a window that overlaps none of its own.)
+  if (const std::int64_t window = random_straggler_window(o); o.random_stragglers > o.ranks * (o.updates / window))
+    return fmt::format("more random stragglers than windows of {} steps fit on {} ranks x {} updates", window, o.ranks,
+                       o.updates);
   // A micro-batch of one sample neither mixes frame counts (a fallback) nor pads (its
   // only sample is the longest): what was asked for would be in the manifest, not the logs.
   if (o.micro_batch < 2) {

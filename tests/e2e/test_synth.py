@@ -337,6 +337,19 @@ def test_random_injections_that_do_not_fit_are_refused(tmp_path):
     # Every place of 2 ranks x 5 updates taken by random fallbacks: they all fit.
     m, err = synth(tmp_path, "--ranks", 2, "--updates", 5, "--random-fallbacks", 10)
     assert err.count("fallback: rank") == 10, err
+    # More random stragglers than ranks: a rank takes a second in a window that overlaps
+    # none of its own (it was refused as "more random stragglers than ranks", while docs
+    # and the message said so).
+    m, err = synth(tmp_path / "more", "--ranks", 2, "--updates", 100, "--random-stragglers", 3)
+    got = m["injections"]["stragglers"]
+    assert len(got) == 3 and {s["rank"] for s in got} == {0, 1}, got
+    for a in got:
+        for b in got:
+            if a is not b and a["rank"] == b["rank"]:
+                assert a["last_step"] < b["first_step"] or b["last_step"] < a["first_step"], got
+    # More than windows of 10 steps fit on 2 ranks x 100 updates (20): refused at once.
+    r = run("synth", "-o", tmp_path / "y", "--ranks", 2, "--updates", 100, "--random-stragglers", 21)
+    assert r.returncode == 2 and "more random stragglers than windows of 10 steps fit on 2 ranks x 100 updates" in r.stderr
 
 
 def test_a_full_disk_is_said_for_gzip_output_too(tmp_path):
