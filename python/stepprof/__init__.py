@@ -49,10 +49,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _integer(value: Any, what: str) -> int:
     """`value` as an int if it is an integer (int, numpy or torch integer scalar);
-    TypeError otherwise (2.5 or "3" are not silently truncated or parsed), ValueError
-    beyond int64. A bool is not taken as 0 or 1 (count("samples", True) is a mistake)."""
-    if isinstance(value, bool):
+    TypeError otherwise (2.5 or "3" are not silently truncated or parsed, nor a tensor or
+    array of one element that is not a scalar), ValueError beyond int64. A bool (numpy's
+    and torch's too) is not taken as 0 or 1 (count("samples", True) is a mistake)."""
+    dtype = getattr(value, "dtype", None)
+    if isinstance(value, bool) or (dtype is not None and str(dtype) in ("bool", "torch.bool")):
         raise TypeError(f"{what} must be an integer, not bool {value!r}")
+    if getattr(value, "ndim", 0) != 0:  # (torch.tensor([3]) was taken as 3)
+        raise TypeError(f"{what} must be an integer, not a {type(value).__name__} of {value.ndim} dimension(s)")
     try:
         n = operator.index(value)
     except TypeError:
@@ -60,6 +64,16 @@ def _integer(value: Any, what: str) -> int:
     if not -(2 ** 63) <= n < 2 ** 63:
         raise ValueError(f"{what} {n} is outside the 64-bit integer range the log holds")
     return n
+
+
+def _flag(value: Any, what: str) -> bool:
+    """`value` as a bool: a bool or a numpy bool; TypeError otherwise (append="no" is
+    truthy, and appended to the old log)."""
+    if isinstance(value, bool):
+        return value
+    if str(getattr(value, "dtype", "")) == "bool" and getattr(value, "ndim", 1) == 0:
+        return bool(value)
+    raise TypeError(f"{what} must be True or False, not {type(value).__name__} {value!r}")
 
 
 def _warn_in_loop(message: str, stacklevel: int = 3) -> None:
@@ -284,7 +298,8 @@ class Recorder:
         path: output file (str, bytes or path-like; not empty); "{rank}" is replaced by the
             rank, and "{rank:SPEC}" by the rank in Python's format spec SPEC for an
             integer ("rank{rank:03d}.jsonl": rank007.jsonl); other braces are kept as they
-            are. Truncated unless append=True.
+            are. Truncated unless append=True. "-" is a file of that name, not stdout
+            ("/dev/stdout" writes to stdout).
         rank, world_size: data-parallel rank and number of ranks (default: from
             torch.distributed if initialized, else $RANK / $WORLD_SIZE, else 0 and 1).
         config: the run's settings, written in the config record in this order (e.g.
@@ -308,6 +323,7 @@ class Recorder:
         sync_at_update: synchronize the stream at each end_update() so device and host
             time agree per update (default True, as the real log's note says).
         append: append to the file instead of truncating it.
+        (sync_at_update and append: True or False, else TypeError.)
 
     A log that cannot be opened (an unwritable directory, a full disk) does not raise:
     the recorder runs on, counts the records it cannot write, and warns
@@ -324,7 +340,16 @@ class Recorder:
       training loop, e.g. a logger's): each such call is counted as "used_after_close"
       in `errors` (close()'s errors plus these), and the first one warns. region() then
       returns a context manager that does nothing, and `info` is the info as of close().
-    A wrong argument type or value still raises TypeError / ValueError at the call.
+    A wrong argument type or value still raises TypeError / ValueError at the call (and
+    Recorder() raises ValueError for a $RANK or $WORLD_SIZE that is no integer, or no rank
+    of the world, when it reads them).
+
+    The recorder is the process's: copy.copy() and copy.deepcopy() return the Recorder
+    itself, and a Recorder pickled into another process (a Dataset holding it, sent to a
+    DataLoader worker started with "spawn") records nothing there, as a fork() child's
+    copy. The 1,024 region and 1,024 counter names a process can record are shared by
+    its Recorders, one after another (a sweep that names new regions in each run runs
+    out: counted as too_many_regions / too_many_counters).
 
     Units: region times are written in milliseconds (cuda_stream_ms, cpu_call_ms), wall
     time of the update in milliseconds (wall_ms), counters as counts.
@@ -344,27 +369,7 @@ class Recorder:
         sync_at_update: bool = True,
         append: bool = False,
     ) -> None:
-        # First: __del__, close() and the properties read these, also when __init__ raises.
-        self._handle = 0
-        self._pid = os.getpid()  # a fork() child holds a closed copy (docs/recorder.md)
-        # Held by the calls that pass the handle to the C ABI and by close(), so that a
-        # close() on another thread waits for them instead of freeing the handle under
-        # them (and they never pass a closed one: the C ABI raises on handle 0).
-        # Reentrant: a Python signal handler (SIGTERM on preemption: close() and exit)
-        # runs on the main thread between two bytecodes of whatever call it interrupted,
-        # which may hold the lock; with a plain Lock the job hung there for good.
-        self._handle_lock = threading.RLock()
-        self._in_call = 0  # calls in progress that hold the handle (under the lock)
-        self._deferred_close = 0  # a handle close() let go of during such a call
-        self._close_called = False
-        self._errors_at_close: dict[str, int] = {}
-        self._misuse: dict[str, int] = {}  # already_open, used_after_close
-        self._warned_misuse = False
-        self._info_at_open: dict[str, Any] = {}
-        self._info_at_close: Optional[dict[str, Any]] = None
-        self._regions: dict[str, Region] = {}
-        self._counters: dict[str, int] = {}
-        self._warned_write = False
+        self._init_state()
         if device_timing not in ("auto", "off"):
             raise ValueError(f"device_timing must be 'auto' or 'off', not {device_timing!r}")
         if rank is None or world_size is None:
@@ -400,8 +405,8 @@ class Recorder:
         # (the C++ recorder expands only {rank}).
         path = _expand_path(os.fsencode(path), rank)
         # Problems at open and close are raised as RecorderWarning, not also printed.
-        options: dict[str, Any] = {"sync_at_update": bool(sync_at_update), "append": bool(append),
-                                   "print_warnings": False}
+        options: dict[str, Any] = {"sync_at_update": _flag(sync_at_update, "sync_at_update"),
+                                   "append": _flag(append, "append"), "print_warnings": False}
         if run_id is not None:
             options["run_id"] = _utf8(str(run_id))
         options["device_timing"] = device_timing
@@ -436,6 +441,44 @@ class Recorder:
                 except Exception:  # noqa: BLE001 - the interrupt is what is raised
                     pass
             raise
+
+    def _init_state(self) -> None:
+        # First in __init__: __del__, close() and the properties read these, also when
+        # __init__ raises. Also the whole state of a copy unpickled in another process.
+        self._handle = 0
+        self._pid = os.getpid()  # a fork() child holds a closed copy (docs/recorder.md)
+        # Held by the calls that pass the handle to the C ABI and by close(), so that a
+        # close() on another thread waits for them instead of freeing the handle under
+        # them (and they never pass a closed one: the C ABI raises on handle 0).
+        # Reentrant: a Python signal handler (SIGTERM on preemption: close() and exit)
+        # runs on the main thread between two bytecodes of whatever call it interrupted,
+        # which may hold the lock; with a plain Lock the job hung there for good.
+        self._handle_lock = threading.RLock()
+        self._in_call = 0  # calls in progress that hold the handle (under the lock)
+        self._deferred_close = 0  # a handle close() let go of during such a call
+        self._close_called = False
+        self._errors_at_close: dict[str, int] = {}
+        self._misuse: dict[str, int] = {}  # already_open, used_after_close
+        self._warned_misuse = False
+        self._info_at_open: dict[str, Any] = {}
+        self._info_at_close: Optional[dict[str, Any]] = None
+        self._regions: dict[str, Region] = {}
+        self._counters: dict[str, int] = {}
+        self._warned_write = False
+
+    def __copy__(self) -> "Recorder":
+        # The process's recorder, not a value: a copy sharing its handle closed it when
+        # the copy was dropped (and the original then raised).
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Recorder":
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled into another process (a DataLoader worker started with spawn, a Dataset
+        # that holds the recorder): there it records nothing, as a fork() child's copy.
+        # (The lock made pickling raise TypeError into the job.)
+        return (_recorder_elsewhere, (self.rank, self.world_size, self.info.get("path", "")))
 
     def _opened(self, handle: int, status: int, message: str, path: bytes) -> None:
         # The rest of __init__ once _core.open returned.
@@ -631,10 +674,14 @@ class Recorder:
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
-        cuda_stream address). When the recorder cannot (device timing is off, or every
-        device event range is taken: device_threads), it warns (RecorderWarning) and the
-        thread's regions keep host time only; it does not raise into the training loop.
-        Once closed it does nothing (counted as used_after_close)."""
+        cuda_stream address; None, a run without a GPU: does nothing). When the recorder
+        cannot (device timing is off, or every device event range is taken:
+        device_threads, counted), it warns (RecorderWarning) and the thread's regions keep
+        host time only; it does not raise into the training loop. TypeError for a stream
+        that is neither, ValueError for a negative address. Once closed it does nothing
+        (counted as used_after_close)."""
+        if stream is None:  # (set_cuda_stream(stream if cuda else None) raised TypeError)
+            return
         address = _integer(getattr(stream, "cuda_stream", stream), "CUDA stream address")
         if address < 0:
             raise ValueError(f"CUDA stream address {address} is negative")
@@ -855,3 +902,14 @@ class Recorder:
     def _forked(self) -> bool:
         # A fork() child of the process that opened this recorder: its copy is closed.
         return self._handle != 0 and self._pid != os.getpid()
+
+
+def _recorder_elsewhere(rank: int, world_size: int, path: str) -> Recorder:
+    """A Recorder unpickled (in a spawned DataLoader worker, say): it records nothing,
+    as a fork() child's copy (closed; errors {}), and leaves the process free to open
+    its own."""
+    r = Recorder.__new__(Recorder)
+    r._init_state()
+    r.rank, r.world_size = rank, world_size
+    r._info_at_open = {"path": path, "records_written": 0, "errors": {}}
+    return r

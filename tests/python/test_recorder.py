@@ -1313,3 +1313,94 @@ def test_the_config_does_not_import_numpy(tmp_path):
     assert r.stdout.split() == ["False"]
     config, _ = read_log(tmp_path / "r.jsonl")
     assert config["x"] == "shaped"  # not an array: its str(), as before
+
+
+PICKLED_SCRIPT = '''
+import multiprocessing, pickle, sys
+import stepprof
+
+
+class Dataset:  # holds the recorder, as a Dataset that times its own loading does
+    def __init__(self, rec):
+        self.rec = rec
+
+    def load(self, i):
+        with self.rec.region("load"):
+            self.rec.count("loaded", 1)
+            self.rec.end_update(100 + i)
+        return (i, self.rec.closed, self.rec.errors)
+
+
+def main():
+    rec = stepprof.Recorder(sys.argv[1], device_timing="off")
+    ds = Dataset(rec)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:  # pickles ds, and the recorder
+        got = pool.map(ds.load, range(2))
+    assert got == [(0, True, {}), (1, True, {})], got
+    with rec.region("step"):
+        pass
+    rec.end_update(0)
+    assert rec.close() == {}
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_recorder_pickled_into_a_spawned_worker_records_nothing_there(tmp_path):
+    # Pickling raised TypeError (its lock) into the job: a Dataset holding the recorder
+    # could not go to a DataLoader worker started with "spawn".
+    script = tmp_path / "train.py"
+    script.write_text(PICKLED_SCRIPT)
+    log = tmp_path / "rank0.jsonl"
+    r = subprocess.run([sys.executable, "-W", "error", str(script), str(log)], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    _, updates = read_log(log)
+    assert [(u["step"], u["calls"]) for u in updates] == [(0, {"step": 1})]
+
+
+def test_a_copy_of_a_recorder_is_the_recorder(tmp_path):
+    # A copy.copy() shared the handle: dropping the copy closed the recorder, whose
+    # records were then lost without a word and whose info raised.
+    import copy
+    import gc
+    rec = stepprof.Recorder(str(tmp_path / "c.jsonl"), device_timing="off")
+    assert copy.copy(rec) is rec and copy.deepcopy({"r": rec})["r"] is rec
+    c = copy.copy(rec)
+    del c
+    gc.collect()
+    rec.end_update(0)  # (no region: earlier tests may have taken the process's 1,024 names)
+    assert rec.info["records_written"] == 2 and rec.close() == {}
+    _, updates = read_log(tmp_path / "c.jsonl")
+    assert [u["step"] for u in updates] == [0]
+
+
+def test_flags_numpy_and_torch_bools_and_one_element_arrays_are_refused(tmp_path):
+    # append="no" appended; np.bool_(True) and torch.tensor(True) were counted as 1, and
+    # torch.tensor([3]) as 3, while a plain True raised TypeError.
+    np = pytest.importorskip("numpy")
+    for flag in ("append", "sync_at_update"):
+        with pytest.raises(TypeError, match=f"{flag} must be True or False"):
+            stepprof.Recorder(str(tmp_path / "f.jsonl"), device_timing="off", **{flag: "no"})
+    rec = stepprof.Recorder(str(tmp_path / "b.jsonl"), device_timing="off", append=np.bool_(False))
+    bad = [np.bool_(True), np.array([3])]
+    try:
+        import torch
+        bad += [torch.tensor(True), torch.tensor([3])]
+    except ImportError:
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (numpy's deprecation of a bool as an index raised instead)
+        for value in bad:
+            with pytest.raises(TypeError):
+                rec.count("samples", value)
+            with pytest.raises(TypeError):
+                rec.frame(value)
+    rec.count("samples", np.int64(3))
+    rec.set_cuda_stream(None)  # a run without a GPU: nothing (it raised TypeError)
+    rec.end_update(0)
+    assert rec.close() == {}
+    _, updates = read_log(tmp_path / "b.jsonl")
+    assert updates[0]["counts"] == {"samples": 3}
