@@ -61,10 +61,18 @@ struct Diagnostic {
   std::string message;
 };
 
-/// `text` with control characters (bytes < 0x20 and 0x7f, e.g. terminal escapes in a
-/// region name read from a log) written as \xNN, so printing a log cannot drive the
-/// terminal. Used by format_diagnostic and the text renderers.
+/// `text` with control characters (control_bytes()) written as \xNN per byte, so
+/// printing a log cannot drive the terminal or reorder what it shows. Used by
+/// format_diagnostic and the text renderers.
 std::string printable(std::string_view text);
+
+/// The length [bytes] of the control character that starts at text[i], 0 when none:
+/// ASCII's (bytes < 0x20 and 0x7f, e.g. a terminal escape in a region name read from a
+/// log), C1 controls (U+0080..U+009F; U+009B is a terminal's CSI), the line and
+/// paragraph separators U+2028 and U+2029, and the bidirectional embeddings, overrides
+/// and isolates U+202A..U+202E and U+2066..U+2069, which reorder text on screen
+/// ("Trojan Source", CVE-2021-42574). UTF-8 only: other bytes are not controls.
+std::size_t control_bytes(std::string_view text, std::size_t i);
 
 /// `file:line:column: severity: message [code]`, the form compilers use; control
 /// characters from the input are shown as \xNN.

@@ -45,12 +45,26 @@ std::string_view severity_name(Severity s) {
   return "error";
 }
 
+std::size_t control_bytes(std::string_view text, std::size_t i) {
+  const auto at = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
+  const unsigned b0 = at(0);
+  if (b0 < 0x20 || b0 == 0x7f) return i < text.size() ? 1 : 0;
+  if (b0 == 0xC2 && at(1) >= 0x80 && at(1) <= 0x9F) return 2;  // U+0080..U+009F
+  if (b0 == 0xE2 && at(1) == 0x80 && at(2) >= 0xA8 && at(2) <= 0xAE) return 3;  // U+2028..U+202E
+  if (b0 == 0xE2 && at(1) == 0x81 && at(2) >= 0xA6 && at(2) <= 0xA9) return 3;  // U+2066..U+2069
+  return 0;
+}
+
 std::string printable(std::string_view text) {
   std::string out;
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-    else out += c;
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = control_bytes(text, i);
+    if (n == 0) {
+      out += text[i++];
+      continue;
+    }
+    for (std::size_t k = 0; k < n; ++k) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i + k]));
+    i += n;
   }
   return out;
 }

@@ -13,17 +13,25 @@ namespace stepprof {
 namespace {
 
 // One RFC 4180 field: quoted when it holds a comma, a quote, CR or LF (quotes doubled).
-// Other control bytes (NUL, ESC, ...; tab stays) are written as printable()'s `\xNN`, as
+// Other control characters (NUL, ESC, C1, bidi overrides: control_bytes(); tab stays) are
+// written as printable()'s `\xNN` per byte, as
 // in the text report: a NUL ends the field for C-string readers (R's read.csv cuts the
 // line there) and an escape sequence redraws a terminal showing the file.
 std::string field(std::string_view text) {
-  const auto control = [](char c) {
-    const auto u = static_cast<unsigned char>(c);
-    return (u < 0x20 && c != '\t' && c != '\r' && c != '\n') || u == 0x7f;
+  // (Tab, CR and LF stay: the quoting below holds them.)
+  const auto control = [&](std::size_t i) {
+    const char c = text[i];
+    return c == '\t' || c == '\r' || c == '\n' ? 0 : control_bytes(text, i);
   };
   std::string shown;
-  if (std::any_of(text.begin(), text.end(), control)) {
-    for (char c : text) shown += control(c) ? printable(std::string_view(&c, 1)) : std::string(1, c);
+  bool any = false;
+  for (std::size_t i = 0; i < text.size() && !any; ++i) any = control(i) > 0;
+  if (any) {
+    for (std::size_t i = 0; i < text.size();) {
+      const std::size_t n = control(i);
+      shown += n ? printable(text.substr(i, n)) : std::string(1, text[i]);
+      i += n ? n : 1;
+    }
     text = shown;
   }
   if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);

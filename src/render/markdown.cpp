@@ -11,7 +11,13 @@ namespace {
 // would start markup or HTML.
 std::string esc(const std::string& s) {
   std::string out;
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (const std::size_t n = control_bytes(s, i)) {  // (as the text report: \xNN)
+      out += printable(std::string_view(s).substr(i, n));
+      i += n - 1;
+      continue;
+    }
     switch (c) {
       case '|': out += "\\|"; break;
       case '<': out += "&lt;"; break;
@@ -22,8 +28,7 @@ std::string esc(const std::string& s) {
         out += c;
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == '\x7f') out += printable(std::string_view(&c, 1));
-        else out += c;
+        out += c;
     }
   }
   return out;

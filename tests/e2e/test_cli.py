@@ -548,6 +548,19 @@ def test_control_characters_in_names_are_escaped(tmp_path):
         assert r.returncode == 0
         assert "\x1b" not in r.stdout and "\x07" not in r.stdout
         assert shown in r.stdout
+    # C1 controls (U+009B, a terminal's CSI), a line separator and bidirectional
+    # overrides, which reorder what a terminal shows ("Trojan Source"), were printed
+    # raw: escaped as their UTF-8 bytes, in every text output.
+    sneaky = lines[1].replace('"prepare_inputs"', '"a\\u009bb\\u2028c"').replace('"vision_forward"', '"d\\u202ee\\u2066f"')
+    log.write_text(lines[0] + "\n" + sneaky + "\n")
+    out = tmp_path / "csv"
+    assert run("report", "--format", "csv", "--out", out, log).returncode == 0
+    texts = {fmt: run("report", "--format", fmt, log).stdout for fmt in ("text", "markdown")}
+    texts["csv"] = (out / "regions.csv").read_text(encoding="utf-8")
+    for fmt, text in texts.items():
+        assert not any(ch in text for ch in "\u009b\u2028\u202e\u2066"), fmt
+        for shown in ("a\\xc2\\x9bb\\xe2\\x80\\xa8c", "d\\xe2\\x80\\xaee\\xe2\\x81\\xa6f"):
+            assert shown in text, (fmt, shown)
 
 
 def test_a_nesting_of_another_job_is_warned_about(tmp_path):
