@@ -13,15 +13,19 @@ namespace stepprof {
 namespace {
 
 // One RFC 4180 field: quoted when it holds a comma, a quote, CR or LF (quotes doubled).
-// Other control characters (NUL, ESC, C1, bidi overrides: control_bytes(); tab stays) are
+// Other control characters (NUL, ESC, C1 controls: control_bytes(); tab stays) are
 // written as printable()'s `\xNN` per byte, as
 // in the text report: a NUL ends the field for C-string readers (R's read.csv cuts the
 // line there) and an escape sequence redraws a terminal showing the file.
 std::string field(std::string_view text) {
-  // (Tab, CR and LF stay: the quoting below holds them.)
-  const auto control = [&](std::size_t i) {
+  // (Tab, CR and LF stay: the quoting below holds them. So do the line separators and
+  // bidirectional controls, 3 bytes: they change no terminal's state, and a table of data
+  // keeps its names as they are.)
+  const auto control = [&](std::size_t i) -> std::size_t {
     const char c = text[i];
-    return c == '\t' || c == '\r' || c == '\n' ? 0 : control_bytes(text, i);
+    if (c == '\t' || c == '\r' || c == '\n') return 0;
+    const std::size_t n = control_bytes(text, i);
+    return n == 3 ? 0 : n;
   };
   std::string shown;
   bool any = false;
