@@ -217,6 +217,26 @@ TEST_F(RecorderTest, AbsentRegionsAndCountersStayAbsent) {
   }
 }
 
+TEST_F(RecorderTest, MacroCountsOfAnyIntegerTypeAndUnsignedBeyondInt64) {
+  // (A floating-point count does not compile: recorder_count_needs_an_integer.)
+  TempLog log("macro_ints");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const std::size_t n = 3;
+  const std::uint8_t small = 2;
+  STEPPROF_COUNT("mi_size_t", n);
+  STEPPROF_COUNT("mi_u8", small);
+  STEPPROF_COUNT("mi_huge", std::numeric_limits<std::uint64_t>::max());  // beyond int64: rejected
+  STEPPROF_FRAME_HISTOGRAM(n, small);
+  STEPPROF_FRAME_HISTOGRAM(std::uint64_t{1} << 63, 1);  // rejected
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kWarnErrors);  // (the two rejected values were counted)
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["counts"], (Json{{"mi_size_t", 3}, {"mi_u8", 2}}));
+  EXPECT_EQ(lines[1]["frame_histogram"], (Json{{"3", 2}}));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 2}}));
+}
+
 TEST_F(RecorderTest, PerUpdateDataAndPadding) {
   TempLog log("data");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

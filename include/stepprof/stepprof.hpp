@@ -175,6 +175,22 @@ namespace detail {
 RegionId register_region(const RegionSite& site) noexcept;
 CounterId register_counter(const CounterSite& site) noexcept;
 void add_count(CounterId id, std::int64_t n) noexcept;
+
+/// An integer argument of STEPPROF_COUNT and STEPPROF_FRAME_HISTOGRAM as an int64: an
+/// unsigned value beyond int64 becomes -1, which the recorder rejects and counts as
+/// `bad_argument`, as a negative one. A floating-point value (or a bool) does not
+/// compile: converting it was truncation (3.7 recorded as 3), and undefined behaviour
+/// beyond int64 or for NaN.
+template <typename T>
+constexpr std::int64_t integer_arg(T n) noexcept {
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>,
+                "stepprof: counts, frames and samples are integers (a floating-point value would be truncated)");
+  if constexpr (std::is_unsigned_v<T>)
+    return static_cast<std::uint64_t>(n) > static_cast<std::uint64_t>(INT64_MAX) ? std::int64_t{-1}
+                                                                                   : static_cast<std::int64_t>(n);
+  else
+    return static_cast<std::int64_t>(n);
+}
 }  // namespace detail
 
 inline namespace recording {
@@ -377,14 +393,16 @@ Status set_device_stream(void* cu_stream) noexcept;
   const ::stepprof::Region STEPPROF_CONCAT(stepprof_region_, n) {                          \
     STEPPROF_CONCAT(stepprof_site_, n)                                                     \
   }
-/// Adds `n` to counter `name` (a string literal) for this update.
+/// Adds `n` (an integer; a floating-point value does not compile) to counter `name` (a
+/// string literal) for this update.
 #define STEPPROF_COUNT(name, n)                                                  \
   do {                                                                           \
     static constinit ::stepprof::CounterSite stepprof_counter_site_{name};       \
-    ::stepprof::count(stepprof_counter_site_, static_cast<std::int64_t>(n));     \
+    ::stepprof::count(stepprof_counter_site_, ::stepprof::detail::integer_arg(n)); \
   } while (0)
 /// Adds `samples` samples with `frames` frames each to the frame histogram.
-#define STEPPROF_FRAME_HISTOGRAM(frames, samples) ::stepprof::frame_histogram_add((frames), (samples))
+#define STEPPROF_FRAME_HISTOGRAM(frames, samples) \
+  ::stepprof::frame_histogram_add(::stepprof::detail::integer_arg(frames), ::stepprof::detail::integer_arg(samples))
 /// Counts a micro-batch of token-tensor shape `{d0, d1, ...}`.
 #define STEPPROF_INPUT_SHAPE(...) ::stepprof::input_shape_of(__VA_ARGS__)
 /// Appends the update's sample indices (a std::span<const int64_t> or a container of int64_t).
