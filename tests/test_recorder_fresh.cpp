@@ -57,6 +57,40 @@ TEST(RecorderFresh, AForkBeforeAnyOpenLeavesNoLockHeldInTheChild) {
   EXPECT_EQ(blocked, 0);
 }
 
+// A region in a static destructor or an atexit handler of the main thread (a C++ engine
+// that ends its last update and closes the recorder there): the main thread's
+// thread-local state was let go of first in exit(), and the region went nowhere, with no
+// error counted (found by a misuse pass).
+TEST(RecorderFresh, RegionsAtExitOnTheMainThreadAreRecorded) {
+  TempLog log("fresh-atexit");
+  const pid_t pid = fork();  // (the child's one thread is its main thread)
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(10);
+    Options o;
+    o.path = log.path;
+    o.device_timing = DeviceTiming::kOff;
+    if (open(o) != Status::kOk) _exit(2);
+    { Region r(region_id("fresh_early")); }  // (attaches the thread: its exit hook)
+    std::atexit([] {
+      { Region r(region_id("fresh_late")); }
+      STEPPROF_COUNT("fresh_late_count", 1);
+      (void)end_update(99);
+      (void)close();
+    });
+    std::exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["step"], 99);
+  EXPECT_EQ(lines[1]["calls"], (Json{{"fresh_early", 1}, {"fresh_late", 1}}));
+  EXPECT_EQ(lines[1]["counts"], (Json{{"fresh_late_count", 1}}));
+  EXPECT_FALSE(lines[1].contains("recorder_errors"));
+}
+
 // The first open() calibrates the TSC for about 10 ms. Another thread's region calls in
 // that time went into the first update, whose wall clock starts after them: a thread
 // that spends all its time in a region showed 15 ms of it in a 5 ms update (found by a

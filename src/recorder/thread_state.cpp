@@ -2,6 +2,8 @@
 // hot path takes a lock), handed on to a new thread after its owner exits and
 // end_update has read its last totals. Never freed while the process runs, so a region
 // still running on any thread never touches freed memory.
+#include <unistd.h>
+
 #include <algorithm>
 #include <new>
 
@@ -19,6 +21,11 @@ struct ExitHook {
   ThreadStateFull* state = nullptr;
   ~ExitHook() {
     if (!state) return;
+    // The main thread's thread_local destructors run first in exit(), before static
+    // destructors and atexit handlers: a region, end_update() or close() there went to
+    // the fallback state, its time dropped without a count. The process is ending, so
+    // no other thread needs the main thread's state: it stays this thread's.
+    if (::gettid() == ::getpid()) return;
     if (state->depth > 0) state->count_error(ErrorKind::kMismatchedExit);  // regions never exited: not recorded
     forget_frames(state, 0);
     state->device.store(false, std::memory_order_relaxed);
