@@ -281,17 +281,25 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         top.push_back(*id);
     std::vector<double> outside;
     if (!top.empty()) {
-      std::vector<RegionColumns> top_columns;
-      for (auto id : top) top_columns.emplace_back(in, updates, id);
+      // Per update: the top-level regions' host time (as outside_regions_ms: absent counts
+      // 0) and the longest of them. One region's columns at a time: all of them at once
+      // held updates x top-level regions values (7.2 GB for a 13 MB log of 4,000 updates
+      // that each name 16 regions of their own).
+      std::vector<double> inside_of(updates.size(), 0.0), longest_of(updates.size(), 0.0);
+      std::vector<std::size_t> longest_at_of(updates.size(), 0);
+      for (std::size_t j = 0; j < top.size(); ++j) {
+        const RegionColumns column(in, updates, top[j]);
+        const auto& host = column.get().host;
+        for (std::size_t k = 0; k < updates.size(); ++k)
+          if (const double h = host[k]; !std::isnan(h)) {
+            inside_of[k] += h;
+            if (h > longest_of[k]) longest_of[k] = h, longest_at_of[k] = j;
+          }
+      }
       for (std::size_t k = 0; k < updates.size(); ++k) {
         const UpdateRecord* u = updates[k];
-        double inside = 0, longest = 0;
-        std::size_t longest_at = 0;
-        for (std::size_t j = 0; j < top_columns.size(); ++j)  // as outside_regions_ms: host time, absent counts 0
-          if (const double h = top_columns[j].get().host[k]; !std::isnan(h)) {
-            inside += h;
-            if (h > longest) longest = h, longest_at = j;
-          }
+        const double inside = inside_of[k], longest = longest_of[k];
+        const std::size_t longest_at = longest_at_of[k];
         const double o = u->wall_ms - inside;
         outside.push_back(o);
         // Top-level regions are consecutive parts of the update: together they cannot

@@ -1073,6 +1073,27 @@ def test_region_names_new_in_every_update_cost_memory_per_sample(tmp_path):
     assert rows["bwd"]["updates_present"] == 6500 and rows["bwd"]["host_ms"]["median"] == 200
 
 
+def test_many_top_level_one_off_regions_stay_within_memory(tmp_path):
+    # 16 top-level regions of their own per update (parents null): the time outside the
+    # top-level regions held a column per such region over every update at once, 7.2 GB
+    # for 4,000 updates (a 13 MB log), 4 GB for these 3,000. One at a time, they fit in
+    # 1 GB of address space.
+    import resource
+    log = tmp_path / "top.jsonl"
+    with open(log, "w") as f:
+        f.write(json.dumps({"type": "config", "rank": 0, "world_size": 1}) + "\n")
+        for s in range(3000):
+            names = [f"r_{s}_{k}" for k in range(16)]
+            f.write(json.dumps({"type": "update", "rank": 0, "step": s, "wall_ms": 100,
+                                "cpu_call_ms": {n: 1.5 for n in names}, "parents": {n: None for n in names}}) + "\n")
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # noqa: E731
+    r = subprocess.run([BIN, "report", "--format", "json", str(log)], capture_output=True, text=True, timeout=300,
+                       preexec_fn=limit)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    outside = json.loads(r.stdout)["regions"]["outside_regions_ms"]
+    assert outside["median"] == 100 - 16 * 1.5 and outside["max"] == 100 - 16 * 1.5
+
+
 @pytest.mark.skipif(os.environ.get("STEPPROF_SANITIZE", "") != "",
                     reason="sanitizers reserve terabytes of address space: no address-space limit fits them")
 def test_out_of_memory_is_its_own_status_with_a_clear_message(tmp_path):
