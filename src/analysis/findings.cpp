@@ -923,6 +923,18 @@ bool waited_alone(const FindingInputs& in, const SlowUpdates& s) {
                      [&](const auto& g) { return g.region == in.waiting.front().comm_region; });
 }
 
+// What to do when the logs' first update stands out: its wall time counts from open() (or
+// the last begin_update()), so it holds what ran before the training loop, and warm-up.
+std::string first_update_advice(const RunSummary& run) {
+  return fmt::format(
+      "step {} is the first update: its time counts from when the recorder opened (or from the last "
+      "begin_update()), so it holds whatever ran before the training loop (model loading, compilation) and the "
+      "first update's warm-up (CUDA context, autotuning, allocator growth); call begin_update() (Python: "
+      "rec.begin_update()) just before the loop, and leave it out with --steps {}: to see how the other updates "
+      "vary; then ",
+      *run.first_step, *run.first_step + run.step_stride);
+}
+
 void variability(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& t = in.time.update_ms;
   if (!t || t->n < 3 || !(t->cv >= 0.05)) return;  // (NaN: no mean to vary around)
@@ -1032,12 +1044,7 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     if (run && run->first_step && run->updates_before_window == 0 &&
         std::find(s->steps.begin(), s->steps.end(), *run->first_step) != s->steps.end()) {
       f.evidence += fmt::format("; step {} is the logs' first update", *run->first_step);
-      stopped += fmt::format(
-          "step {} is the first update: its time counts from when the recorder opened (or from the last "
-          "begin_update()), so it holds whatever ran before the training loop (model loading, compilation) and the "
-          "first update's warm-up (CUDA context, autotuning, allocator growth); call begin_update() (Python: "
-          "rec.begin_update()) just before the loop, and leave warm-up out with --steps {}:; ",
-          *run->first_step, *run->first_step + run->step_stride);
+      stopped += first_update_advice(*run);
     }
   }
   // Too few steps for the slowest ones to be named (slow_updates.cpp), but the longest is
@@ -1047,12 +1054,7 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
   if (!(in.slow && !in.slow->steps.empty()) && run && run->first_step && run->updates_before_window == 0 &&
       in.time.slowest_step == run->first_step && t->max > t->median * 1.1) {
     f.evidence += fmt::format("; the longest update is step {}, the logs' first", *run->first_step);
-    stopped += fmt::format(
-        "step {} is the first update: its time counts from when the recorder opened (or from the last "
-        "begin_update()), so it holds whatever ran before the training loop and the first update's warm-up; "
-        "leave it out with --steps {}: to see how the other updates vary, and call begin_update() (Python: "
-        "rec.begin_update()) just before the loop; then ",
-        *run->first_step, *run->first_step + run->step_stride);
+    stopped += first_update_advice(*run);
   }
   f.action = stopped + f.action;
   out.push_back(std::move(f));
