@@ -1073,6 +1073,8 @@ def test_region_names_new_in_every_update_cost_memory_per_sample(tmp_path):
     assert rows["bwd"]["updates_present"] == 6500 and rows["bwd"]["host_ms"]["median"] == 200
 
 
+@pytest.mark.skipif(os.environ.get("STEPPROF_SANITIZE", "") != "",
+                    reason="sanitizers reserve terabytes of address space: no address-space limit fits them")
 def test_many_top_level_one_off_regions_stay_within_memory(tmp_path):
     # 16 top-level regions of their own per update (parents null): the time outside the
     # top-level regions held a column per such region over every update at once, 7.2 GB
