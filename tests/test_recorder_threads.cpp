@@ -18,6 +18,7 @@
 #include "recorder_test_util.hpp"
 #include "stepprof/device_timer.hpp"
 #include "stepprof/line_sink.hpp"
+#include "stepprof/stepprof.h"
 #include "stepprof/stepprof.hpp"
 
 using namespace stepprof;
@@ -354,6 +355,70 @@ TEST_F(RecorderTest, ARegionEndedOnAnotherThreadBeforeEndUpdateIsInThatUpdate) {
 // variable): glibc's destructor of the child's copy of that variable waited for the
 // waiter, which does not exist in the child, so a child that destroyed the sink (after
 // release_in_child, as a new open() in the child would) hung forever.
+// Two threads closing one C handle at once: one closes the recorder and frees the handle,
+// the other is told it is not open (it used to pass the check too and free it a second
+// time: glibc aborts with "double free", ASan reports it).
+TEST_F(RecorderTest, TwoThreadsClosingOneCHandleFreeItOnce) {
+  TempLog log("close-race");
+  for (int round = 0; round < 50; ++round) {
+    stepprof_recorder* rec = nullptr;
+    ASSERT_EQ(stepprof_open(log.path.c_str(), 0, 1, nullptr, R"({"device_timing": "off", "print_warnings": false})",
+                            &rec),
+              STEPPROF_OK)
+        << stepprof_last_error();
+    ASSERT_EQ(stepprof_end_update(rec, 1), STEPPROF_OK);
+    std::atomic<int> ready{0};
+    int results[2] = {1, 1};
+    auto closer = [&](int i) {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      results[i] = stepprof_close(rec);
+    };
+    std::thread a(closer, 0), b(closer, 1);
+    a.join();
+    b.join();
+    std::sort(results, results + 2);
+    EXPECT_EQ(results[0], STEPPROF_ERR_STATE) << "round " << round;
+    EXPECT_EQ(results[1], STEPPROF_OK) << "round " << round;
+    EXPECT_FALSE(is_open());
+  }
+}
+
+// Calls with the handle on another thread while the main thread closes and opens again:
+// a call never reads the handle it was given (a handle being freed by stepprof_close was
+// read by the check; ThreadSanitizer reports that), and answers OK or ERR_STATE.
+TEST_F(RecorderTest, CallsOnAnotherThreadWhileTheCHandleIsClosed) {
+  TempLog log("close-calls");
+  std::atomic<stepprof_recorder*> shared{nullptr};
+  std::atomic<bool> stop{false};
+  std::atomic<long> bad{0}, calls{0};
+  std::thread caller([&] {
+    while (!stop.load()) {
+      stepprof_recorder* rec = shared.load();
+      if (!rec) continue;
+      const std::int64_t n = stepprof_error_count(rec, nullptr);
+      if (n < 0 && n != STEPPROF_ERR_STATE) bad.fetch_add(1);
+      calls.fetch_add(1);
+    }
+  });
+  for (int round = 0; round < 200; ++round) {
+    stepprof_recorder* rec = nullptr;
+    ASSERT_EQ(stepprof_open(log.path.c_str(), 0, 1, nullptr, R"({"device_timing": "off", "print_warnings": false})",
+                            &rec),
+              STEPPROF_OK)
+        << stepprof_last_error();
+    shared.store(rec);
+    const long before = calls.load();
+    while (calls.load() < before + 2) {
+    }
+    ASSERT_EQ(stepprof_close(rec), STEPPROF_OK);
+  }
+  stop.store(true);
+  caller.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
 TEST(FileSinkFork, AChildDestroysItsCopyOfASinkWhoseFlusherWaits) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);

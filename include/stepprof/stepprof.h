@@ -80,7 +80,9 @@ int stepprof_begin_update(stepprof_recorder* rec);
 int stepprof_flush(stepprof_recorder* rec);
 /* Closes the recorder and frees `rec`. STEPPROF_WARN_ERRORS when errors were counted
  * (a line on stderr and stepprof_last_error() say which). `rec` must not be used after
- * this call, not even for a second stepprof_close (undefined behaviour: it is freed).
+ * this call: it is freed, and a later stepprof_open may return the same address. Calls
+ * racing the close on other threads (a second close included) never read it: they
+ * return STEPPROF_ERR_STATE, or act on the recorder before it closes.
  * In the child of fork() the recorder is closed already (see docs/recorder.md): calls
  * with the parent's handle return STEPPROF_ERR_STATE and write nothing. */
 int stepprof_close(stepprof_recorder* rec);

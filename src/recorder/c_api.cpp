@@ -13,8 +13,10 @@
 #include "stepprof/schema.hpp"
 #include "stepprof/record_writer.hpp"
 
+// A handle is only ever compared with the open one, never read: a call on another thread
+// may hold a handle that stepprof_close is freeing.
 struct stepprof_recorder {
-  std::uint64_t generation;  // which open() this handle belongs to
+  char unused;
 };
 
 namespace {
@@ -22,9 +24,7 @@ namespace {
 using stepprof::Status;
 
 thread_local std::string t_last_error;
-std::atomic<std::uint64_t> g_generation{0};
-std::atomic<std::uint64_t> g_open_generation{0};  // 0: none open through the C ABI
-std::atomic<stepprof_recorder*> g_open_handle{nullptr};  // the open handle (valid() compares with it first)
+std::atomic<stepprof_recorder*> g_open_handle{nullptr};  // the open handle; null when none is open
 
 int status(Status s) { return static_cast<int>(s); }
 
@@ -67,13 +67,11 @@ int checked(Status s, const char* call) {
   }
 }
 
-// A handle closed already is freed: it is compared with the open one before it is read
-// (a stale handle passed after stepprof_close, e.g. by a Python call that a signal handler
-// closing the recorder interrupted, read freed memory).
-bool valid(const stepprof_recorder* rec) {
-  return rec && rec == g_open_handle.load(std::memory_order_acquire) && rec->generation != 0 &&
-         rec->generation == g_open_generation.load(std::memory_order_acquire);
-}
+// A handle closed already is freed: it is compared with the open one and never read (a
+// stale handle passed after stepprof_close, e.g. by a Python call that a signal handler
+// closing the recorder interrupted, or one in use on another thread while stepprof_close
+// frees it, must not read freed memory).
+bool valid(const stepprof_recorder* rec) { return rec && rec == g_open_handle.load(std::memory_order_acquire); }
 
 // Parses options_json into `o`; returns "" or what is wrong.
 std::string parse_options(const char* text, stepprof::Options& o) {
@@ -161,15 +159,13 @@ int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, c
       o.config_json = config_json;
     }
     if (std::string err = parse_options(options_json, o); !err.empty()) return set_error(STEPPROF_ERR_ARGUMENT, err);
-    auto* rec = new stepprof_recorder{0};
+    auto* rec = new stepprof_recorder{};
     std::string message;
     const Status s = stepprof::open(o, &message);
     if (static_cast<int>(s) < 0) {
       delete rec;
       return set_error(status(s), message);
     }
-    rec->generation = g_generation.fetch_add(1) + 1;
-    g_open_generation.store(rec->generation, std::memory_order_release);
     g_open_handle.store(rec, std::memory_order_release);
     *out = rec;
     if (s != Status::kOk) return set_error(status(s), message);
@@ -200,11 +196,13 @@ int stepprof_flush(stepprof_recorder* rec) {
 
 int stepprof_close(stepprof_recorder* rec) {
   return guarded([&] {
-    if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_close: not an open recorder");
+    // The handle is taken from the open slot first, so that of two threads closing it at
+    // once only one closes the recorder and frees the handle (the other gets ERR_STATE).
+    stepprof_recorder* expected = rec;
+    if (!rec || !g_open_handle.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel))
+      return set_error(STEPPROF_ERR_STATE, "stepprof_close: not an open recorder");
     std::string message;
     const Status s = stepprof::close(&message);
-    g_open_generation.store(0, std::memory_order_release);
-    g_open_handle.store(nullptr, std::memory_order_release);
     delete rec;
     if (s != Status::kOk) return set_error(status(s), message);
     return STEPPROF_OK;
