@@ -139,7 +139,8 @@ int stepprof_set_padding_fraction(double fraction);
  *   path            NULL or the code-path region the micro-batch took (e.g. "vggt_batched")
  *   padded_length   token length the micro-batch was padded to; < 0: its longest sample
  * STEPPROF_ERR_ARGUMENT for a negative count, a padded length below a sample's tokens, or
- * samples > 0 with both frames and tokens NULL (counted as bad_argument). */
+ * samples > 0 with both frames and tokens NULL (counted as bad_argument);
+ * STEPPROF_ERR_NO_MEMORY when it could not be stored (counted as out_of_memory). */
 int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t samples, const char* path,
                         int64_t padded_length);
 /* Times the calling thread's regions on CUstream `cu_stream` (NULL: legacy default stream). */

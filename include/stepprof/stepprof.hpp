@@ -364,7 +364,9 @@ void sample_indices(std::span<const std::int64_t> indices) noexcept;
 /// padded to (< 0: the longest sample's tokens). `frames` or `tokens` may be empty; when
 /// both are given they hold one entry per sample. Counts that are negative or above 2^53,
 /// different lengths, or a padded length below a sample's tokens are rejected (counted as
-/// `bad_argument`, kErrArgument). The what-if analyses (docs/whatif.md) use this detail when present.
+/// `bad_argument`, kErrArgument); a micro-batch that could not be stored for want of memory
+/// is counted as `out_of_memory` (kErrNoMemory). The what-if analyses (docs/whatif.md) use
+/// this detail when present.
 Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens,
                   std::string_view path = {}, std::int64_t padded_length = -1) noexcept;
 

@@ -2,7 +2,9 @@
 // crosses into C.
 #include "stepprof/stepprof.h"
 
+#include <charconv>
 #include <cstring>
+#include <initializer_list>
 #include <new>
 #include <string>
 #include <string_view>
@@ -28,23 +30,24 @@ std::atomic<stepprof_recorder*> g_open_handle{nullptr};  // the open handle; nul
 
 int status(Status s) { return static_cast<int>(s); }
 
-int set_error(int code, std::string msg) {
+// Sets the calling thread's stepprof_last_error() text and returns `code`. The text is
+// copied into the thread's buffer, which allocates only the first time it is too small
+// (stepprof.h: no allocation per call); out of memory, the text is left as it was. The
+// parts are joined in place, so that a message built from several never allocates (or
+// throws) at the call site.
+int set_error(int code, std::initializer_list<std::string_view> parts) noexcept {
+  std::size_t n = 0;
+  for (std::string_view p : parts) n += p.size();
   try {
-    t_last_error = std::move(msg);
+    t_last_error.reserve(n);  // (throws before the old text is touched)
   } catch (...) {
+    return code;
   }
+  t_last_error.clear();
+  for (std::string_view p : parts) t_last_error.append(p);
   return code;
 }
-
-// set_error for the per-call functions: the text is copied into the thread's buffer,
-// which allocates only the first time it is too small (stepprof.h: no allocation per call).
-int set_error_in_place(int code, std::string_view msg) {
-  try {
-    t_last_error.assign(msg);
-  } catch (...) {
-  }
-  return code;
-}
+int set_error(int code, std::string_view msg) noexcept { return set_error(code, {msg}); }
 
 // The status of a call that passes a recorder status through, with a message in
 // last_error whenever it is not ok (stepprof.h promises one for every such status; a
@@ -60,11 +63,7 @@ int checked(Status s, const char* call) {
     case Status::kErrNoMemory: why = "out of memory"; break;
     default: break;
   }
-  try {
-    return set_error(status(s), std::string(call) + ": " + why);
-  } catch (...) {
-    return set_error(status(s), {});
-  }
+  return set_error(status(s), {call, ": ", why});
 }
 
 // A handle closed already is freed: it is compared with the open one and never read (a
@@ -270,7 +269,7 @@ int stepprof_region_exit(stepprof_region_id id) {
       id != stepprof::detail::kOverflowRegion)
     return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_exit: unknown region id");
   if (stepprof::region_exit(id) == Status::kWarnMismatch)
-    return set_error_in_place(
+    return set_error(
         STEPPROF_WARN_MISMATCH,
         "stepprof_region_exit: not the innermost open region of this thread (counted as mismatched_exit)");
   return STEPPROF_OK;
@@ -337,12 +336,16 @@ int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t sam
                         int64_t padded_length) {
   if (samples > 0 && !frames && !tokens) {  // (the micro-batch was written as {}: its samples lost)
     stepprof::detail::count_global_error(stepprof::detail::ErrorKind::kBadArgument);
-    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_microbatch: samples is " + std::to_string(samples) +
-                                                " but frames and tokens are both NULL: give the counts of one");
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, samples).ptr;
+    return set_error(STEPPROF_ERR_ARGUMENT, {"stepprof_microbatch: samples is ", std::string_view(digits, end - digits),
+                                             " but frames and tokens are both NULL: give the counts of one"});
   }
   const std::size_t nf = frames ? samples : 0, nt = tokens ? samples : 0;
   const Status s = stepprof::microbatch(std::span<const std::int64_t>(frames, nf),
                                         std::span<const std::int64_t>(tokens, nt), path ? path : "", padded_length);
+  if (s == Status::kErrNoMemory)
+    return set_error(status(s), "stepprof_microbatch: out of memory; the micro-batch is not recorded (counted)");
   if (s != Status::kOk)
     return set_error(status(s), "stepprof_microbatch: counts must be 0 to 2^53 and padded_length >= every sample's tokens");
   return STEPPROF_OK;

@@ -1065,16 +1065,19 @@ Status guarded(F&& f) noexcept {
   }
 }
 
-// Runs `f` on the per-update data if a recorder is open.
+// Runs `f` on the per-update data if a recorder is open. False when `f` ran out of
+// memory (counted as out_of_memory).
 template <typename F>
-void with_data(F&& f) noexcept {
+bool with_data(F&& f) noexcept {
   Core& c = core();
-  if (!c.is_open.load(std::memory_order_acquire)) return;
+  if (!c.is_open.load(std::memory_order_acquire)) return true;
   try {
     std::lock_guard lock(c.data_mu);
     f(c.data);
+    return true;
   } catch (...) {
     count_global_error(ErrorKind::kOutOfMemory);
+    return false;
   }
 }
 
@@ -1194,7 +1197,7 @@ Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int
     id = region_id(path);  // counts too_many_regions itself when past the limit
     if (*id >= detail::kOverflowRegion) id.reset();
   }
-  detail::with_data([&](detail::UpdateData& d) {
+  const bool stored = detail::with_data([&](detail::UpdateData& d) {
     MicroBatch mb;
     mb.path = id;
     mb.frames.assign(frames.begin(), frames.end());
@@ -1202,7 +1205,7 @@ Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int
     if (padded_length >= 0) mb.padded_length = padded_length;
     d.microbatches.push_back(std::move(mb));
   });
-  return Status::kOk;
+  return stored ? Status::kOk : Status::kErrNoMemory;
 }
 
 Status set_padding_fraction(double fraction) noexcept {

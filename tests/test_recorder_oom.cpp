@@ -1,0 +1,89 @@
+// The recorder out of memory: allocations fail on request (this test binary replaces the
+// global operator new), and a call that could not store its data says so and counts it
+// as out_of_memory, instead of returning success.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <new>
+
+#include "recorder_test_util.hpp"
+#include "stepprof/stepprof.h"
+#include "stepprof/stepprof.hpp"
+
+namespace {
+thread_local bool t_fail_allocations = false;  // set around the call under test only
+}  // namespace
+
+// (GCC takes the replaced operator delete's free() for a mismatch with operator new.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t n) {
+  if (t_fail_allocations) throw std::bad_alloc();
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return ::operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+using namespace stepprof;
+using namespace stepprof::test;
+
+namespace {
+
+struct FailAllocations {
+  FailAllocations() { t_fail_allocations = true; }
+  ~FailAllocations() { t_fail_allocations = false; }
+};
+
+std::int64_t out_of_memory_count() {
+  std::vector<std::pair<std::string, std::int64_t>> counts;
+  EXPECT_EQ(error_counts(counts), Status::kOk);
+  for (const auto& [kind, n] : counts)
+    if (kind == "out_of_memory") return n;
+  return 0;
+}
+
+}  // namespace
+
+TEST_F(RecorderTest, AMicroBatchThatCannotBeStoredIsNotReportedAsRecorded) {
+  TempLog log("oom-microbatch");
+  Options o;
+  o.path = log.path;
+  o.device_timing = DeviceTiming::kOff;
+  o.print_warnings = false;
+  ASSERT_EQ(open(o), Status::kOk);
+  const std::int64_t frames[] = {4, 8}, tokens[] = {100, 200};
+  Status s = Status::kOk;
+  {
+    FailAllocations fail;
+    s = microbatch(frames, tokens, {}, 256);
+  }
+  EXPECT_EQ(s, Status::kErrNoMemory);
+  EXPECT_EQ(out_of_memory_count(), 1);
+
+  // (The thread's last-error buffer is made large enough first: out of memory, a message
+  // that does not fit is not written, and the previous one stays.)
+  EXPECT_EQ(stepprof_microbatch(nullptr, nullptr, 1, nullptr, -1), STEPPROF_ERR_ARGUMENT);
+  int c = STEPPROF_OK;
+  {
+    FailAllocations fail;
+    c = stepprof_microbatch(frames, tokens, 2, nullptr, 256);
+  }
+  EXPECT_EQ(c, STEPPROF_ERR_NO_MEMORY);
+  EXPECT_NE(std::string(stepprof_last_error()).find("out of memory"), std::string::npos) << stepprof_last_error();
+  EXPECT_EQ(out_of_memory_count(), 2);
+
+
+  // With memory, the same call is recorded (and the update's record holds it alone).
+  EXPECT_EQ(microbatch(frames, tokens, {}, 256), Status::kOk);
+  EXPECT_EQ(end_update(1), Status::kOk);
+  close();
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_TRUE(lines[1].contains("microbatches")) << lines[1].dump();
+  EXPECT_EQ(lines[1]["microbatches"].size(), 1u) << lines[1].dump();
+}
