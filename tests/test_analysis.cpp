@@ -199,6 +199,39 @@ TEST(Regions, AParentTimedInNoUpdateLeavesItsChildrenAtTheTopLevel) {
   EXPECT_EQ(row(t, "k").depth, 0);
 }
 
+// A log timed on the device only (no host time in any region): how much of the update its
+// regions cover on the host is not known, so no time is "outside every region" (it was
+// the whole update, and the first finding said 100 % of it was untracked). An update
+// that lists no top-level region at all is still wholly outside them; updates with host
+// times keep theirs.
+TEST(Regions, DeviceOnlyTopLevelRegionsLeaveTheTimeOutsideThemUnknown) {
+  Builder b;
+  for (int step = 1; step <= 4; ++step) {
+    auto& u = b.add(step, 100.0);
+    b.region(u, "work", 80.0, std::nullopt);
+    b.region(u, "comm", 15.0, std::nullopt);
+  }
+  const Hierarchy h = parse("work\ncomm\n");
+  const Report r = build_report({b.d, &h});
+  EXPECT_FALSE(r.regions.outside_regions_ms.has_value());
+  EXPECT_EQ(std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& f) { return f.kind == "untracked-time"; }),
+            r.findings.end());
+
+  b.add(5, 50.0);  // no region: 50 ms outside them
+  auto& timed = b.add(6, 100.0);
+  b.region(timed, "work", 80.0, 70.0);  // host times: 100 - 70 - 0 (comm has none) = 30 ms
+  b.region(timed, "comm", 15.0, std::nullopt);
+  const RegionTable t = analyze_regions({b.d, &h});
+  ASSERT_TRUE(t.outside_regions_ms);
+  EXPECT_EQ(t.outside_regions_ms->n, 2u);
+  EXPECT_DOUBLE_EQ(t.outside_regions_ms->min, 30.0);
+  EXPECT_DOUBLE_EQ(t.outside_regions_ms->max, 50.0);
+  std::vector<NameTable::Id> top{*b.d.regions.find("work"), *b.d.regions.find("comm")};
+  EXPECT_FALSE(outside_regions_ms(b.d.ranks[0].updates[0], top).has_value());
+  EXPECT_EQ(outside_regions_ms(b.d.ranks[0].updates[4], top), 50.0);
+  EXPECT_EQ(outside_regions_ms(b.d.ranks[0].updates[5], top), 30.0);
+}
+
 TEST(Regions, EveryRegionOfTheNestingThatIsNotInTheLogIsNamed) {
   Builder b;
   auto& u = b.add(1, 100);

@@ -29,14 +29,18 @@ std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameT
   return sum;
 }
 
-double outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level) {
+std::optional<double> outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level) {
   double inside = 0;
+  bool any = false, any_host = false;
   for (auto id : top_level) {
     const RegionSample* r = u.region(id);
+    if (!r) continue;
+    any = true;
     // A region with device time only (e.g. NCCL kernels from a trace) is not an interval
     // of the host's update, so it does not count here.
-    if (r) inside += r->host_ms.value_or(0);
+    if (r->host_ms) inside += *r->host_ms, any_host = true;
   }
+  if (any && !any_host) return std::nullopt;
   return u.wall_ms - inside;
 }
 
@@ -287,16 +291,23 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       // that each name 16 regions of their own).
       std::vector<double> inside_of(updates.size(), 0.0), longest_of(updates.size(), 0.0);
       std::vector<std::size_t> longest_at_of(updates.size(), 0);
+      // 1: a top-level region in the update, 2: one with a host time (outside_regions_ms).
+      std::vector<std::uint8_t> timed(updates.size(), 0);
       for (std::size_t j = 0; j < top.size(); ++j) {
         const RegionColumns column(in, updates, top[j]);
         const auto& host = column.get().host;
-        for (std::size_t k = 0; k < updates.size(); ++k)
+        const auto& present = column.get().present;
+        for (std::size_t k = 0; k < updates.size(); ++k) {
+          if (present[k]) timed[k] |= 1;
           if (const double h = host[k]; !std::isnan(h)) {
+            timed[k] |= 2;
             inside_of[k] += h;
             if (h > longest_of[k]) longest_of[k] = h, longest_at_of[k] = j;
           }
+        }
       }
       for (std::size_t k = 0; k < updates.size(); ++k) {
+        if (timed[k] == 1) continue;  // (device times only: not known)
         const UpdateRecord* u = updates[k];
         const double inside = inside_of[k], longest = longest_of[k];
         const std::size_t longest_at = longest_at_of[k];
@@ -320,7 +331,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         }
       }
     }
-    t.outside_regions_ms = summarize(outside);
+    if (!outside.empty()) t.outside_regions_ms = summarize(outside);
     for (const auto& row : t.rows)
       if (!row.in_hierarchy) t.not_in_nesting.push_back(row.name);
   }

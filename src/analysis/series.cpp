@@ -165,7 +165,7 @@ RankSeries rank_series(const AnalysisInput& in, const Report& report, const Upda
     rs.steps.push_back(u.step);
     rs.wall_ms.push_back(u.wall_ms);
     rs.padding_fraction.push_back(update_padding_fraction(u, slots, valid));
-    rs.outside_ms.push_back(s.nesting_known ? std::optional<double>(outside_regions_ms(u, top)) : std::nullopt);
+    rs.outside_ms.push_back(s.nesting_known ? outside_regions_ms(u, top) : std::nullopt);
     if (!full) continue;
     for (NameTable::Id c = 0; c < s.counters.size(); ++c) rs.counters[c].push_back(u.counter(c));
     for (std::size_t i = 0; i < s.regions.size(); ++i) {

@@ -82,7 +82,8 @@ struct RegionTable {
   bool device_busy_union = false;
   std::string nesting_source;
   std::size_t updates = 0;      ///< updates analyzed
-  /// Host time per update outside every top-level region: wall_ms - sum(top-level host ms) [ms].
+  /// Host time per update outside every top-level region: wall_ms - sum(top-level host ms)
+  /// [ms], over the updates where it is known (outside_regions_ms below); nullopt for none.
   std::optional<Summary> outside_regions_ms;
   std::size_t violation_count = 0;  ///< (update, parent) pairs whose children exceed the parent
   std::vector<NestingViolation> violations;  ///< the first few
@@ -101,7 +102,9 @@ std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameT
 
 /// Host time of update `u` outside every top-level region: wall_ms minus the sum of the
 /// `top_level` regions' host times [ms]; regions with device time only do not count.
-double outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level);
+/// nullopt when the update has top-level regions and none of them has a host time (a log
+/// timed on the device only: how much of the update they cover is not known).
+std::optional<double> outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level);
 
 RegionTable analyze_regions(const AnalysisInput& in);
 
