@@ -766,7 +766,10 @@ class Recorder:
         """Closes the recorder and returns the errors counted during the run, those
         close() itself counts included (e.g. {"unwritten_at_close": 1}; empty when none);
         warns when there were any. A Recorder made while another was open returns
-        {"already_open": 1} (it warned when made). Closing twice is a no-op that returns {}."""
+        {"already_open": 1} (it warned when made). Closing twice is a no-op that returns {}.
+        Called from a signal handler that interrupted one of this recorder's calls, it
+        returns the errors counted so far, and the recorder closes as that call returns
+        (what that close counts is in `errors` then, and warned about)."""
         return self._close()
 
     def _close(self) -> dict[str, int]:
@@ -794,8 +797,15 @@ class Recorder:
                 # A signal handler on this thread (SIGTERM on preemption) interrupted a
                 # call that holds the handle: that call closes it as it returns, so that
                 # the handle outlives it (closed under it, it was freed memory).
+                # It returns the errors counted so far (also `errors` until then): the
+                # call is between two bytecodes, not inside the C ABI, so the handle can
+                # still be read.
                 self._deferred_close = handle
-                return {}
+                try:
+                    self._errors_at_close = dict(json.loads(_core.info_json(handle)).get("errors", {}))
+                except Exception:  # noqa: BLE001 - only what to return; the close goes on
+                    self._errors_at_close = {}
+                return dict(self._errors_at_close)
             errors = self._finish_close(handle)
         return errors
 

@@ -782,16 +782,25 @@ def test_a_close_inside_a_call_waits_for_the_call_and_an_interrupted_close_still
     # reviewer drove it there with a trace function): the handle was freed under the
     # call (valgrind: an invalid read in the C ABI's handle check). Here close() runs
     # inside the call as such a handler would; the call must still get a live handle.
+    # Such a close() returns the errors counted so far, as `errors` does then (it returned
+    # {}, and a handler that logged what close() returned before exiting saw no errors).
     log = tmp_path / "deferred.jsonl"
     rec = stepprof.Recorder(str(log), rank=0, world_size=1, device_timing="off")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec.count("", 1)  # one bad_argument
     rec.end_update(0)
 
     def call_interrupted_by_a_handler(handle, step):
-        assert rec.close() == {}  # (carried out when the call returns)
+        assert rec.close() == {"bad_argument": 1}  # (carried out when the call returns)
+        assert rec.errors == {"bad_argument": 1}
         return stepprof._core.end_update(handle, step)
 
-    assert rec._with_handle("end_update", call_interrupted_by_a_handler, 1) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the close warns about the bad_argument)
+        assert rec._with_handle("end_update", call_interrupted_by_a_handler, 1) == 0
     assert rec.closed
+    assert rec.errors == {"bad_argument": 1}
     assert [json.loads(l)["type"] for l in log.read_text().splitlines()] == ["config", "update", "update"]
     # (2) An interrupt before the C close (while close() reads the recorder's info) left it
     # never closed: every later Recorder of the process was refused as already_open.
