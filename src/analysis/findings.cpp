@@ -269,6 +269,17 @@ std::optional<SharedConfig> config_only_on(const FindingInputs& in, const std::v
   return std::nullopt;
 }
 
+// True when `rank` is one the cross-rank findings name as behind in any of `steps`: a
+// straggler, one of the slower ranks, or in a stretch of falling behind that covers one.
+bool behind_in(const CrossRankResult& x, std::int64_t rank, const std::vector<std::int64_t>& steps) {
+  if (straggler_finding_for(x, rank) || in_group(reported_slow_group(x), rank)) return true;
+  return std::any_of(x.episodes.begin(), x.episodes.end(), [&](const StragglerEpisode& e) {
+    return e.rank == rank && std::any_of(steps.begin(), steps.end(), [&](std::int64_t step) {
+             return e.first_step <= step && step <= e.last_step;
+           });
+  });
+}
+
 // The evidence and the first part of the action for SharedConfig `c` of `who`.
 void say_shared_config(const SharedConfig& c, const std::string& who, bool one, Finding& f) {
   f.evidence += fmt::format("; {} alone {} {} = {} in {} config (the other ranks: {})", who, one ? "has" : "have",
@@ -1032,8 +1043,9 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
         f.action = fmt::format("first act on the slower rank ({}): these steps waited for it in {}; what is left "
                                "after that is this variability's own",
                                fmt::join(behind, "; "), x.comm_region);
-      } else if (s->by_own_work && !behind.empty()) {
-        // The slow steps' regions are already the rank's that was behind.
+      } else if (s->by_own_work && !behind.empty() && (!s->set_by_rank || behind_in(x, *s->set_by_rank, s->steps))) {
+        // The slow steps' regions are already the rank's that was behind (not when another
+        // rank set them: a one-off on rank 1 was sent to the slow ranks 2, 3).
         f.evidence += fmt::format("; a rank was behind ({}): those findings price its lag", fmt::join(behind, "; "));
         f.action = fmt::format("first act on the slower rank ({}); then {}", fmt::join(behind, "; "), f.action);
       }

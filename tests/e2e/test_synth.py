@@ -4,6 +4,7 @@ injected where) and, independently, from the raw log lines read with Python's js
 module -- never from the report itself.
 """
 import json
+import random
 import re
 import shutil
 import os
@@ -1094,6 +1095,36 @@ def test_variability_from_waiting_for_a_straggler_points_at_the_straggler(tmp_pa
     synth(tmp_path / "none", "--ranks", 8, "--updates", 200, "--fallback-rate", 0.2)
     rep = report(tmp_path / "none" / "logs")
     assert not any(f["kind"] == "variability" and f["action"].startswith("first act") for f in rep["findings"])
+
+
+def test_a_one_off_on_a_fast_rank_is_not_sent_to_the_slower_ranks(tmp_path):
+    # Ranks 2, 3 of 4 are 1.3x slower throughout; step 20 alone is slow, from a one-off
+    # 300 ms on rank 1. The variability finding said "a rank was behind (ranks 2, 3): those
+    # findings price its lag" and "first act on the slower rank (ranks 2, 3)": their lag
+    # is in every step, not in step 20, which rank 1 set.
+    rnd = random.Random(11)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    own = {(r, s): 100 * (1.3 if r >= 2 else 1.0) * rnd.uniform(1.0, 1.04) for r in range(4) for s in range(1, 41)}
+    own[(1, 20)] += 300
+    for r in range(4):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": 4, "micro_batch": 1, "accumulation": 1,
+                             "region_roles": {"comm": "communication"}})]
+        for s in range(1, 41):
+            comm = max(own[(q, s)] for q in range(4)) - own[(r, s)] + 5
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": own[(r, s)] + comm,
+                                     "cuda_stream_ms": {"work": own[(r, s)], "comm": comm},
+                                     "calls": {"work": 1, "comm": 1}, "parents": {"work": None, "comm": None}}))
+        (logs / f"rank{r}.jsonl").write_text("\n".join(lines) + "\n")
+    rep = report(logs)
+    s = rep["update_time"]["slow_updates"]
+    assert s["steps"] == [20] and s["by_own_work"], s
+    _, setter = setter_growth(logs, "comm", s["steps"])
+    assert s["set_by_rank"] == setter[20]["rank"] == 1
+    assert any(f["kind"] == "slow-ranks" and f["subject"] == "ranks 2, 3" for f in rep["findings"]), rep["findings"]
+    (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert "ranks 2, 3" not in v["evidence"] and "ranks 2, 3" not in v["action"], v
+    assert v["action"].startswith("look at what makes work slower on rank 1 in those steps"), v["action"]
 
 
 def test_steps_slow_from_one_ranks_fallbacks_name_that_rank_not_the_wait(tmp_path):
