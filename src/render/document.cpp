@@ -558,7 +558,8 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                             ranks == 1 ? "rank" : "ranks", rank_numbers(more));
   }
   f.items.emplace_back("fell behind for a while",
-                       episodes.empty() ? fmt::format("no rank (3 or more updates more than {} behind the median rank)",
+                       episodes.empty() ? fmt::format("no rank (3 or more updates more than {} behind the median "
+                                                      "rank, beyond chance: docs/report-json.md, `episodes`)",
                                                       ms(x.episode_threshold_ms))
                                         : episodes);
   if (const auto& g = x.slow_group) {
