@@ -232,6 +232,36 @@ TEST(Regions, DeviceOnlyTopLevelRegionsLeaveTheTimeOutsideThemUnknown) {
   EXPECT_EQ(outside_regions_ms(b.d.ranks[0].updates[5], top), 30.0);
 }
 
+// Some updates timed on the device and others on the host only (a rank or thread with
+// device timing off): the exclusive-time finding took the median over the device-timed
+// updates alone, while its share counted every update. Both are now on the same basis:
+// each update's device self time where it has one, else its host self time.
+TEST(Regions, TheExclusiveTimeFindingCountsHostOnlyUpdatesToo) {
+  Builder b;
+  auto& u1 = b.add(1, 100.0);
+  b.region(u1, "a", 50.0, 52.0);  // device self 50 - 20 = 30
+  b.region(u1, "b", 20.0, 21.0);
+  auto& u2 = b.add(2, 100.0);
+  b.region(u2, "a", std::nullopt, 80.0);  // host self 80 - 10 = 70
+  b.region(u2, "b", std::nullopt, 10.0);
+  auto& u3 = b.add(3, 100.0);
+  b.region(u3, "a", std::nullopt, 90.0);  // host self 90 - 10 = 80
+  b.region(u3, "b", std::nullopt, 10.0);
+  for (auto& u : b.d.ranks[0].updates) u.regions[1].parent = u.regions[0].region;
+  const Hierarchy h = parse("a\n  b\n");
+  const Report r = build_report({b.d, &h});
+  const RegionRow& a = row(r.regions, "a");
+  ASSERT_TRUE(a.device_self_ms && a.self_ms);
+  EXPECT_DOUBLE_EQ(a.device_self_ms->median, 30.0);
+  EXPECT_DOUBLE_EQ(a.self_ms->median, 70.0);
+  EXPECT_DOUBLE_EQ(a.self_share, (30.0 + 70.0 + 80.0) / 300.0);
+  const auto f = std::find_if(r.findings.begin(), r.findings.end(),
+                              [](const Finding& x) { return x.kind == "exclusive-time" && x.subject == "a"; });
+  ASSERT_NE(f, r.findings.end());
+  EXPECT_DOUBLE_EQ(f->ms_per_update, 70.0);
+  EXPECT_NE(f->title.find("70.0 ms per update"), std::string::npos) << f->title;
+}
+
 TEST(Regions, EveryRegionOfTheNestingThatIsNotInTheLogIsNamed) {
   Builder b;
   auto& u = b.add(1, 100);

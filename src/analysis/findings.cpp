@@ -813,7 +813,7 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
                         : "if this grows, add data-loader workers or prefetch; the training loop waits for it";
       out.push_back(std::move(f));
     }
-    const auto& self = row.device_self_ms ? row.device_self_ms : row.host_self_ms;
+    const auto& self = row.self_ms;
     if (self && row.self_share >= 0.004 && self->median > 1.0) {
       Finding f;
       f.kind = "exclusive-time";

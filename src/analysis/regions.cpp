@@ -49,7 +49,7 @@ namespace {
 constexpr std::size_t kMaxViolationsKept = 10;
 
 struct Series {
-  std::vector<double> device, host, calls, device_self, host_self, gap;
+  std::vector<double> device, host, calls, device_self, host_self, basis_self, gap;
   double basis_total = 0, self_total = 0;
   std::size_t present = 0;
 };
@@ -176,7 +176,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     Series s;
     for (auto* v : {&s.device, &s.host, &s.calls, &s.gap}) v->reserve(updates.size());
     if (!p.kids.empty())
-      for (auto* v : {&s.device_self, &s.host_self}) v->reserve(updates.size());
+      for (auto* v : {&s.device_self, &s.host_self, &s.basis_self}) v->reserve(updates.size());
     const bool dev = device[p.id];
     // The region's columns, read in update order.
     const RegionColumns own_columns(in, updates, p.id);
@@ -230,7 +230,10 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         const double kids = any_kid ? kids_sum : 0;
         const double self = own - kids;
         (d ? s.device_self : s.host_self).push_back(self);
-        if (d == (on_device && !busy_union)) s.self_total += self;
+        if (d == (on_device && !busy_union)) {
+          s.self_total += self;
+          s.basis_self.push_back(self);
+        }
         if (any_kid && self < -nesting_tolerance_ms(own)) {
           ++out.violation_count;
           const UpdateRecord* u = updates[k];
@@ -255,6 +258,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     if (!p.kids.empty()) {
       row.device_self_ms = summarize(std::move(s.device_self));
       row.host_self_ms = summarize(std::move(s.host_self));
+      row.self_ms = summarize(std::move(s.basis_self));
     }
     if (total_wall > 0) {
       row.share = s.basis_total / total_wall;

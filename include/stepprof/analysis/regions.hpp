@@ -38,6 +38,11 @@ struct RegionRow {
   /// Exclusive (self) time: the region minus its children, per update [ms];
   /// only when the nesting is known and the region has children in the log.
   std::optional<Summary> device_self_ms, host_self_ms;
+  /// The exclusive time per update on the share's basis: each update's device self time
+  /// where it has a device time, else its host self time [ms]. Where some updates (ranks,
+  /// threads) have device times and others host times only, device_self_ms covers the
+  /// first ones only; this covers every update with either (the exclusive-time finding).
+  std::optional<Summary> self_ms;
   /// Share of the total update time over the window: sum(region) / sum(wall_ms), each
   /// update's device time where it has one, else its host time [fraction].
   double share = 0;
