@@ -501,6 +501,32 @@ TEST(Waiting, CompensationIsDetected) {
   EXPECT_DOUBLE_EQ(w.wait_ms->median, 126.5);
 }
 
+// Updates without device times (a thread or update with device timing off) are read on
+// the host, as the cross-rank analysis reads them: they were left out of the wait (n 4
+// of 6 here, and the floor taken from the others).
+TEST(Waiting, UpdatesTimedOnTheHostOnlyCountInTheWait) {
+  Builder b;
+  const double compute[] = {100, 400, 250, 300, 150, 350};
+  const double noise[] = {2, -1, 0, 1, -2, 1};
+  for (int i = 0; i < 6; ++i) {
+    auto& u = b.add(i, 700);
+    const bool device = i != 1 && i != 3;  // the floor (199) is in update 1, host-only
+    const double comm = 600 - compute[i] + noise[i];
+    b.region(u, "forward", device ? std::optional(compute[i]) : std::nullopt, compute[i]);
+    b.region(u, "grad_comm", device ? std::optional(comm) : std::nullopt, comm);
+  }
+  for (const bool indexed : {false, true}) {
+    SCOPED_TRACE(indexed ? "through build_report (the index)" : "without the index");
+    const WaitingResult w =
+        indexed ? build_report({b.d, nullptr}).waiting.at(0) : analyze_waiting({b.d, nullptr}, b.d.ranks[0]);
+    EXPECT_TRUE(w.waiting);
+    ASSERT_TRUE(w.wait_ms);
+    EXPECT_EQ(w.wait_ms->n, 6u);
+    EXPECT_DOUBLE_EQ(w.comm_floor_ms, 199);  // as in CompensationIsDetected
+    EXPECT_DOUBLE_EQ(w.wait_ms->median, 126.5);
+  }
+}
+
 TEST(Waiting, IndependentRegionsAreNotWaiting) {
   Builder b;
   const double compute[] = {100, 400, 250, 300, 150, 350};

@@ -133,26 +133,38 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
 
   // Positions in in.updates() let the index find regions in O(1).
   const std::optional<std::size_t> first = in.first_update_of(rank);
-  // Region id's time column over this rank's updates (NaN where absent), when the index
-  // has one: read in order, as the lookups below would give them.
-  const auto column = [&](NameTable::Id id, bool dev) -> std::span<const double> {
+  // Region id's device and host time columns over this rank's updates (NaN where absent),
+  // when the index has them: read in order, as the lookups below would give them.
+  struct Columns {
+    std::span<const double> device, host;
+  };
+  const auto column = [&](NameTable::Id id) -> Columns {
     if (!first || !in.index) return {};
     const auto cols = in.index->columns(id);
-    const auto col = dev ? cols.device : cols.host;
-    return col.empty() ? col : col.subspan(*first, rank.updates.size());
+    if (cols.device.empty()) return {};
+    return {cols.device.subspan(*first, rank.updates.size()), cols.host.subspan(*first, rank.updates.size())};
   };
-  // Region id's time in the rank's i-th update [ms], or nullopt when absent; `col` is column(id, dev).
-  auto ms = [&](std::span<const double> col, std::size_t i, NameTable::Id id, bool dev) -> std::optional<double> {
-    if (!col.empty()) {
-      if (std::isnan(col[i])) return std::nullopt;
-      return col[i];
-    }
-    const UpdateRecord& u = rank.updates[i];
-    return first ? in.region_ms_of(*first + i, u, id, dev) : region_ms(u, id, dev);
+  // Region id's time in the rank's i-th update [ms], or nullopt when absent; `col` is
+  // column(id). A region with device times (`dev`) is read on the device where the update
+  // has one, else on the host, as the cross-rank analysis reads it (a thread or update
+  // without device timing: its updates were left out of the wait).
+  auto ms = [&](const Columns& col, std::size_t i, NameTable::Id id, bool dev) -> std::optional<double> {
+    const auto one = [&](bool on_device) -> std::optional<double> {
+      const std::span<const double> c = on_device ? col.device : col.host;
+      if (!c.empty()) {
+        if (std::isnan(c[i])) return std::nullopt;
+        return c[i];
+      }
+      const UpdateRecord& u = rank.updates[i];
+      return first ? in.region_ms_of(*first + i, u, id, on_device) : region_ms(u, id, on_device);
+    };
+    if (dev)
+      if (auto t = one(true)) return t;
+    return one(false);
   };
   std::vector<std::size_t> ups;  // indices into rank.updates
   std::vector<double> c;
-  const auto comm_col = column(*comm, comm_dev);
+  const auto comm_col = column(*comm);
   for (std::size_t i = 0; i < rank.updates.size(); ++i)
     if (auto t = ms(comm_col, i, *comm, comm_dev)) {
       ups.push_back(i);
@@ -179,7 +191,7 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
     if (in.hierarchy && (in.hierarchy->is_ancestor(name, w.comm_region) || in.hierarchy->is_ancestor(w.comm_region, name)))
       continue;
     const bool dev = in.has_device_time(id);
-    const auto col = column(id, dev);
+    const auto col = column(id);
     std::vector<double> t;
     t.reserve(ups.size());
     for (const std::size_t i : ups) {
