@@ -1,6 +1,7 @@
 // The stepprof command: reads step logs and explains them.
 #include <algorithm>
 #include <cctype>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -31,6 +32,10 @@ int written_to_stdout(int status) {
 int main(int argc, char** argv) {
   using namespace stepprof::cli;
   install_out_of_memory_handler();
+  // A file-size limit (`ulimit -f`) makes a write past it fail with EFBIG, which every
+  // writer reports (exit status 2, partial output removed), instead of SIGXFSZ ending the
+  // process with its output half-written.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"stepprof: per-update performance telemetry for distributed training"};
   app.set_version_flag("--version", "stepprof 0.1.0\nallocator: " + allocator_description());
   app.require_subcommand(1);

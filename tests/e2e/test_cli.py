@@ -2419,3 +2419,28 @@ def test_a_job_of_world_size_one_waits_for_no_rank(tmp_path):
     assert "world size is 1: there is no other rank to wait for" in text
     r = run("whatif", "balanced-ranks", path)
     assert "the job's world size is 1: there are no ranks to balance" in r.stdout + r.stderr
+
+
+def test_a_file_size_limit_is_a_write_error_not_a_signal(tmp_path):
+    # Under `ulimit -f` a write past the limit raised SIGXFSZ, which ended the process
+    # (status 153 in a shell) with its output half-written under a temporary name, and
+    # `synth` left cut logs under their final names. Now it is a failed write: exit 2, a
+    # message naming the file, nothing left.
+    import resource
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (20 << 10, 20 << 10))  # noqa: E731
+    job = tmp_path / "job"
+    assert run("synth", "-o", job, "--ranks", 4, "--updates", 30, "--seed", 3).returncode == 0
+    cases = {
+        "report": (["report", "--format", "json", "-o", tmp_path / "out" / "r.json", job], "r.json"),
+        "html": (["html", "--no-whatif", "-o", tmp_path / "out" / "r.html", job], "r.html"),
+        "csv": (["report", "--format", "csv", "--out", tmp_path / "out" / "csv", job], "regions.csv"),
+        "synth": (["synth", "-o", tmp_path / "out" / "sy", "--ranks", 2, "--updates", 200], "rank0.jsonl"),
+    }
+    for name, (args, written) in cases.items():
+        (tmp_path / "out").mkdir()
+        r = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=120, preexec_fn=limit)
+        assert r.returncode == 2, (name, r.returncode, r.stderr)
+        assert f"{written}: File too large" in r.stderr, (name, r.stderr)
+        left = [p.name for p in (tmp_path / "out").rglob("*") if p.is_file()]
+        assert left == [], (name, left)
+        shutil.rmtree(tmp_path / "out")
