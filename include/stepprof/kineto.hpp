@@ -39,6 +39,7 @@
 // GPU work is only known at the end), never the trace text.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -60,6 +61,10 @@ struct KinetoOptions {
   /// when given they also override the trace's own.
   std::optional<std::int64_t> rank;
   std::optional<std::int64_t> world_size;
+  /// Polled while reading: once set, a read (or a FIFO's open) that waits for data stops,
+  /// and so does the parse, and read_kineto_trace returns nullopt with no diagnostic (the
+  /// caller set it and knows why). Null: never stops.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 /// What was read, for messages and benchmarks.

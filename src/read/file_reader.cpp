@@ -107,7 +107,9 @@ class FileParser {
   // A PyTorch profiler trace: one rank's config and updates (include/stepprof/kineto.hpp).
   FileResult read_trace() {
     Diagnostics diag(opt_.strict);
-    auto trace = read_kineto_trace(path_, file_, out_.regions, out_.counters, diag, opt_.kineto);
+    KinetoOptions kineto = opt_.kineto;
+    kineto.cancel = opt_.cancel;
+    auto trace = read_kineto_trace(path_, file_, out_.regions, out_.counters, diag, kineto);
     out_.diags = diag.kept();
     for (const auto& d : out_.diags) --out_.unkept[static_cast<int>(d.problem)][static_cast<int>(d.severity)];
     for (int p = 0; p < static_cast<int>(Problem::kCount_); ++p)  // beyond those kept: counted

@@ -66,18 +66,23 @@ class TraceReader {
               const KinetoOptions& opt)
       : path_(path), fi_(fi), regions_(regions), counters_(counters), diag_(diag), opt_(opt) {}
 
+  bool cancelled() const { return opt_.cancel && opt_.cancel->load(std::memory_order_relaxed); }
+
   std::optional<KinetoTrace> run() {
     std::string err;
-    auto src = detail::ByteSource::open(path_, err);
+    auto src = detail::ByteSource::open(path_, err, std::size_t{1} << 20, opt_.cancel);
+    if (cancelled()) return std::nullopt;
     if (!src) {
       report(Severity::kError, Problem::kUnreadable, {}, fmt::format("cannot read: {}", err));
       return std::nullopt;
     }
     detail::TraceScanner scan(*src);
     detail::TraceScanner::Piece piece;
-    for (;;) {
+    for (std::uint64_t n = 0;; ++n) {
       if (diag_.should_stop()) return std::nullopt;
+      if (n % 4096 == 0 && cancelled()) return std::nullopt;
       const auto item = scan.next(piece);
+      if (cancelled()) return std::nullopt;  // (a read it waited in was stopped: not a bad trace)
       if (item == detail::TraceScanner::Item::kEvent) {
         ++stats_.events;
         event(scan, piece);

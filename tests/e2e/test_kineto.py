@@ -1072,3 +1072,32 @@ def test_an_import_of_some_steps_states_those_steps_as_its_window(tmp_path):
     assert on_logs["stopped_early"] is None and on_trace["stopped_early"] is None
     assert (on_logs["first_step"], on_logs["last_step"], on_logs["updates"]) == (1009, 1010, 2)
     assert (on_trace["first_step"], on_trace["last_step"], on_trace["updates"]) == (1009, 1010, 2)
+
+
+def test_the_first_interrupt_stops_an_import_that_waits_for_its_input(tmp_path):
+    # `import kineto` opened and read a FIFO or stdin without the interrupt flag: the first
+    # SIGTERM or Ctrl-C was noted and nothing happened until a second one ended it.
+    # `report` stops at the first, and so does import now: 130, "interrupted", no output.
+    import signal
+    import time
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    waiting_on = {
+        "a FIFO with no writer": ([BIN, "import", "kineto", str(fifo), "-o", str(tmp_path / "a")], None),
+        "a pipe that stalls": ([BIN, "import", "kineto", "-", "-o", str(tmp_path / "b")], subprocess.PIPE),
+    }
+    for what, (cmd, stdin) in waiting_on.items():
+        proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if stdin:
+            proc.stdin.write('{"traceEvents": [')  # then nothing more
+            proc.stdin.flush()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"{what}: still running 10 s after the first SIGTERM")
+        assert proc.returncode == 130, (what, proc.returncode, err)
+        assert "stepprof: interrupted" in err, (what, err)
+        assert not any(p.is_file() for p in tmp_path.rglob("*.jsonl")), what
