@@ -161,6 +161,29 @@ TEST_F(ReaderTest, MarkdownCellWithEscapedPipe) {
   EXPECT_EQ(diag_.count(Severity::kNote), 1u);  // the header row
 }
 
+// A record in inline code is read; one beside another cell (a row number) or in bold is
+// an error at its line. Both were a header row's note: the record was dropped in
+// silence, also under --strict.
+TEST_F(ReaderTest, MarkdownRowsWithARecordInBackticksOrBesideAnotherCell) {
+  const auto p = write("t.md", "| record |\n|---|\n| `" + kConfig + "` |\n| " + update(1) + " |\n| `` " + update(2) +
+                                   " `` |\n| 3 | " + update(3) + " |\n| **" + update(4) + "** |\n| " + update(5) +
+                                   " |\n");
+  const Dataset d = read({p});
+  ASSERT_EQ(d.ranks.size(), 1u);
+  ASSERT_TRUE(d.ranks[0].config);
+  std::vector<std::int64_t> steps;
+  for (const auto& u : d.ranks[0].updates) steps.push_back(u.step);
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 5}));
+  const auto errors = all(Problem::kMalformedJson);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0]->line, 6u);
+  EXPECT_EQ(errors[1]->line, 7u);
+  EXPECT_NE(errors[0]->message.find("a record that is not its only cell"), std::string::npos) << errors[0]->message;
+  EXPECT_EQ(diag_.count(Severity::kNote), 1u);  // the header row
+  read({p}, /*strict=*/true);
+  EXPECT_TRUE(diag_.should_stop());
+}
+
 TEST_F(ReaderTest, TableRowsInAFencedCodeBlockAreExamples) {
   // A markdown document's code block showing a row was read as a record (step 99 joined
   // the run); its lines are notes, like the fence lines themselves.

@@ -837,9 +837,24 @@ class FileParser {
         text = trim(text);
         col_offset = static_cast<std::uint64_t>(text.data() - line.data());
         if (text.empty() || text.find_first_not_of("-:| ") == std::string_view::npos) continue;  // separator row
-        if (text.front() != '{') {
-          report(Severity::kNote, Problem::kUnknownRecord, ln, col_offset + 1,
-                 "table row holds no JSON record; skipped (a header row?)");
+        // A record in inline code (`| `{...}` |`, as markdown shows JSON) is read as the
+        // record: one or two backticks on each side, and a space inside them.
+        for (const std::string_view ticks : {"``", "`"})
+          if (text.size() > 2 * ticks.size() && text.starts_with(ticks) && text.ends_with(ticks)) {
+            text = trim(text.substr(ticks.size(), text.size() - 2 * ticks.size()));
+            col_offset = static_cast<std::uint64_t>(text.data() - line.data());
+            break;
+          }
+        if (text.empty() || text.front() != '{') {
+          // A row with a record that is not its only cell (a row number beside it, bold)
+          // is not read: an error, not a header row's note (it was dropped in silence).
+          if (has_record_start(text))
+            report(Severity::kError, Problem::kMalformedJson, ln, col_offset + 1,
+                   "table row holds a record that is not its only cell; not read (each row must be `| {...} |`: "
+                   "the record alone, in backticks or not, with no other column or markup)");
+          else
+            report(Severity::kNote, Problem::kUnknownRecord, ln, col_offset + 1,
+                   "table row holds no JSON record; skipped (a header row?)");
           continue;
         }
         if (text.find("\\|") != std::string_view::npos) {
