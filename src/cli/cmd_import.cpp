@@ -169,7 +169,7 @@ void add_import_command(CLI::App& app, std::function<void(std::function<int()>)>
       "kineto", "PyTorch profiler (Kineto) traces, plain or .gz: one step log per rank, DIR/rank<R>.jsonl");
   kin->add_option("TRACE", opt->traces, "trace files (JSON or JSON.gz), directories, or - for stdin")->required();
   kin->add_option("-o,--output", opt->output, "directory for the step logs (created if missing)")->required()->check(kDirectoryPath);
-  kin->add_option("--steps", opt->steps, "keep only updates A..B (inclusive): A:B, A:, :B or A");
+  add_steps_option(*kin, opt->steps, "keep only updates A..B (inclusive): A:B, A:, :B or A");
   kin->add_option("--rank", opt->rank, "rank of a trace without distributedInfo (overrides the trace's)")
       ->check(CLI::NonNegativeNumber);
   kin->add_option("--world-size", opt->world_size, "world size of a trace without distributedInfo (overrides the trace's)")

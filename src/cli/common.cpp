@@ -18,15 +18,19 @@
 
 namespace stepprof::cli {
 
+void add_steps_option(CLI::App& cmd, std::string& steps, const std::string& help) {
+  cmd.add_option("--steps", steps, help)
+      ->check(CLI::Validator(
+          [](const std::string& s) { return s.empty() ? std::string("an empty step window: give A:B, A:, :B or A") : std::string(); },
+          "A:B"));
+}
+
 void add_input_options(CLI::App& cmd, InputOptions& opt) {
   cmd.add_option("LOG", opt.logs,
                  "step logs: .jsonl files (optionally .gz), markdown tables, directories, or - for stdin; "
                  "also PyTorch profiler traces (docs/kineto.md)")
       ->required();
-  cmd.add_option("--steps", opt.steps, "analyze only updates A..B (inclusive): A:B, A:, :B or A")
-      ->check(CLI::Validator(
-          [](const std::string& s) { return s.empty() ? std::string("an empty step window: give A:B, A:, :B or A") : std::string(); },
-          "A:B"));
+  add_steps_option(cmd, opt.steps, "analyze only updates A..B (inclusive): A:B, A:, :B or A");
   cmd.add_option("--hierarchy", opt.hierarchy,
                  "region nesting file (docs/hierarchy-format.md); default: the parents recorded in the log");
   cmd.add_flag("--strict", opt.strict, "stop at the first problem in the input (exit status 1)");

@@ -66,6 +66,9 @@ inline const CLI::Validator kDirectoryPath(
     },
     "DIR");
 
+/// Adds --steps A:B to a subcommand; an empty window is a usage error.
+void add_steps_option(CLI::App& cmd, std::string& steps, const std::string& help);
+
 /// Adds LOG..., --steps, --hierarchy and --strict to a subcommand.
 void add_input_options(CLI::App& cmd, InputOptions& opt);
 

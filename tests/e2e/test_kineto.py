@@ -1101,3 +1101,11 @@ def test_the_first_interrupt_stops_an_import_that_waits_for_its_input(tmp_path):
         assert proc.returncode == 130, (what, proc.returncode, err)
         assert "stepprof: interrupted" in err, (what, err)
         assert not any(p.is_file() for p in tmp_path.rglob("*.jsonl")), what
+
+
+def test_an_empty_step_window_is_refused_as_by_the_other_commands(tmp_path):
+    # `import kineto --steps ""` imported every step (exit 0); report, html, trace and
+    # whatif refuse an empty window.
+    r = run("import", "kineto", "--steps", "", HTA8, "-o", tmp_path / "out")
+    assert r.returncode == 2 and "--steps: an empty step window" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
