@@ -167,7 +167,9 @@ void add_import_command(CLI::App& app, std::function<void(std::function<int()>)>
   auto opt = std::make_shared<ImportOptions>();
   CLI::App* kin = cmd->add_subcommand(
       "kineto", "PyTorch profiler (Kineto) traces, plain or .gz: one step log per rank, DIR/rank<R>.jsonl");
-  kin->add_option("TRACE", opt->traces, "trace files (JSON or JSON.gz), directories, or - for stdin")->required();
+  kin->add_option("TRACE", opt->traces, "trace files (JSON or JSON.gz), directories, or - for stdin")
+      ->required()
+      ->check(non_empty_path());
   kin->add_option("-o,--output", opt->output, "directory for the step logs (created if missing)")->required()->check(kDirectoryPath);
   add_steps_option(*kin, opt->steps, "keep only updates A..B (inclusive): A:B, A:, :B or A");
   kin->add_option("--rank", opt->rank, "rank of a trace without distributedInfo (overrides the trace's)")

@@ -18,6 +18,12 @@
 
 namespace stepprof::cli {
 
+const CLI::Validator& non_empty_path() {
+  static const CLI::Validator v(
+      [](const std::string& s) { return s.empty() ? std::string("an empty file name") : std::string(); }, "PATH");
+  return v;
+}
+
 void add_steps_option(CLI::App& cmd, std::string& steps, const std::string& help) {
   cmd.add_option("--steps", steps, help)
       ->check(CLI::Validator(
@@ -29,7 +35,8 @@ void add_input_options(CLI::App& cmd, InputOptions& opt) {
   cmd.add_option("LOG", opt.logs,
                  "step logs: .jsonl files (optionally .gz), markdown tables, directories, or - for stdin; "
                  "also PyTorch profiler traces (docs/kineto.md)")
-      ->required();
+      ->required()
+      ->check(non_empty_path());
   add_steps_option(cmd, opt.steps, "analyze only updates A..B (inclusive): A:B, A:, :B or A");
   cmd.add_option("--hierarchy", opt.hierarchy,
                  "region nesting file (docs/hierarchy-format.md); default: the parents recorded in the log");

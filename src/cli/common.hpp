@@ -66,6 +66,9 @@ inline const CLI::Validator kDirectoryPath(
     },
     "DIR");
 
+/// Checks that a path given on the command line is not "" (a usage error).
+const CLI::Validator& non_empty_path();
+
 /// Adds --steps A:B to a subcommand; an empty window is a usage error.
 void add_steps_option(CLI::App& cmd, std::string& steps, const std::string& help);
 

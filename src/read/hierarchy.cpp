@@ -293,6 +293,11 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
 }
 
 std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& diag) {
+  if (path == "-" && !std::filesystem::exists(path)) {
+    diag.report({Severity::kError, Problem::kUnreadable, path, 0, 0,
+                 "the hierarchy file is not read from stdin (- is for logs): give its path"});
+    return std::nullopt;
+  }
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     diag.report({Severity::kError, Problem::kUnreadable, path, 0, 0,

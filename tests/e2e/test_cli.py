@@ -2444,3 +2444,15 @@ def test_a_file_size_limit_is_a_write_error_not_a_signal(tmp_path):
         left = [p.name for p in (tmp_path / "out").rglob("*") if p.is_file()]
         assert left == [], (name, left)
         shutil.rmtree(tmp_path / "out")
+
+
+def test_an_empty_file_name_and_a_hierarchy_from_stdin_are_named(tmp_path):
+    # `report ""` printed ": error: cannot read: No such file or directory" (a file with
+    # no name); `--hierarchy -` said "No such file or directory" about "-".
+    for args in (["report", ""], ["report", LOG, ""], ["import", "kineto", "", "-o", tmp_path / "o"]):
+        r = run(*args)
+        assert r.returncode == 2 and ": an empty file name" in r.stderr, (args, r.stderr)
+    r = subprocess.run([BIN, "report", "--hierarchy", "-", str(LOG)], input=HIER.read_text(), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2
+    assert "-: error: the hierarchy file is not read from stdin (- is for logs): give its path" in r.stderr, r.stderr
