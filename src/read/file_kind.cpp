@@ -140,6 +140,10 @@ std::string unreadable_format(std::string_view head, std::string_view expected, 
       return fmt::format("{}: {}; decompress it first ({})", m.what, reads, m.undo);
   if (!reads_gzip && head.starts_with("\x1f\x8b"))
     return fmt::format("gzip-compressed data: {}; decompress it first (`gunzip FILE`)", reads);
+  // (`head` is what a gzip file holds: gzip again is a file compressed twice.)
+  if (reads_gzip && head.starts_with("\x1f\x8b"))
+    return "gzip-compressed data inside the gzip (compressed twice): stepprof undoes one layer; decompress it once "
+           "first (`gunzip -c FILE > OUT`, then read OUT)";
   auto utf = [](std::string_view enc) {
     return fmt::format("{} text: stepprof reads UTF-8 (or ASCII); convert it first (`iconv -f {} -t UTF-8 FILE`)", enc,
                        enc);

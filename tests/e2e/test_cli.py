@@ -2456,3 +2456,14 @@ def test_an_empty_file_name_and_a_hierarchy_from_stdin_are_named(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 2
     assert "-: error: the hierarchy file is not read from stdin (- is for logs): give its path" in r.stderr, r.stderr
+
+
+def test_a_log_compressed_twice_is_named(tmp_path):
+    # It was "binary data, not text (989 of its first 9293 bytes are control characters)".
+    twice = tmp_path / "twice.jsonl.gz"
+    twice.write_bytes(gzip.compress(gzip.compress(LOG.read_bytes())))
+    for args, stdin in (([twice], None), (["-"], twice.read_bytes())):
+        r = subprocess.run([BIN, "report", *map(str, args)], input=stdin, capture_output=True, timeout=120)
+        err = r.stderr.decode()
+        assert r.returncode == 3, err
+        assert "gzip-compressed data inside the gzip (compressed twice)" in err, err
