@@ -512,8 +512,12 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                              "relative < {:.2f} over {} or more updates",
                                              x.threshold, kMinStragglerUpdates));
   if (x.margin_ms)
-    f.items.emplace_back("slowest vs median rank", fmt::format("median {}, max {} per update", ms(x.margin_ms->median),
-                                                              ms(x.margin_ms->max)));
+    f.items.emplace_back("slowest vs median rank",
+                         fmt::format("median {}, max {} per update{}", ms(x.margin_ms->median), ms(x.margin_ms->max),
+                                     x.per_rank.size() == 2
+                                         ? " (with two ranks the median rank is their mean: a margin is half the gap "
+                                           "between them)"
+                                         : ""));
   f.items.emplace_back("stragglers", x.steps_aligned < kMinStragglerUpdates
                                          ? fmt::format("none flagged: {} update(s) compared, at least {} are needed to "
                                                        "tell a slow rank from a slow update",

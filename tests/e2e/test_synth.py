@@ -1541,3 +1541,17 @@ def test_synth_to_stdout_or_an_empty_path_is_refused_and_makes_nothing(tmp_path)
                            text=True, cwd=tmp_path, timeout=60)
         assert r.returncode == 2 and why in r.stderr, r.stderr
         assert list(tmp_path.iterdir()) == []
+
+
+def test_with_two_ranks_the_margin_line_says_it_is_half_the_gap(tmp_path):
+    # With two ranks the median rank is their mean, so every margin is half the gap
+    # between them; the finding said so, the section-6 line did not (a user read it as
+    # the whole lag).
+    synth(tmp_path, "--ranks", 2, "--updates", 30)
+    text = subprocess.run([BIN, "report", str(tmp_path / "logs")], capture_output=True, text=True, timeout=120).stdout
+    line = " ".join(text[text.index("slowest vs median rank"):].split("\n  stragglers")[0].split())
+    assert "(with two ranks the median rank is their mean: a margin is half the gap between them)" in line, line
+    synth(tmp_path / "four", "--ranks", 4, "--updates", 30)
+    text = subprocess.run([BIN, "report", str(tmp_path / "four" / "logs")], capture_output=True, text=True,
+                          timeout=120).stdout
+    assert "slowest vs median rank" in text and "with two ranks" not in text
