@@ -103,6 +103,11 @@ struct WhatIfReplay::Impl {
   // language time).
   std::vector<bool> unknown_tokens;
   double calls_per_mb = 1;
+  // pad without per-micro-batch detail: updates in which only the target path of the
+  // group ran. Every micro-batch was batched already (one frame count each), so padding
+  // changes nothing there; a random split of their samples mixed frame counts and
+  // priced padding they never need.
+  std::vector<bool> on_target_only;
 
   void transform(std::size_t i, Rng& rng, std::vector<double>& xo, std::vector<Sample>& scratch) const;
   double change(std::size_t i, const std::vector<double>& xo, const std::vector<std::vector<double>>& coef) const;
@@ -117,6 +122,7 @@ void WhatIfReplay::Impl::transform(std::size_t i, Rng& rng, std::vector<double>&
   }
   const auto [mb_first, mb_count] = layout[i];
   if (mb_count == 0) return;
+  if (!on_target_only.empty() && on_target_only[i]) return;
   double ts = 0, tf = 0, tsq = 0, tm = 0;
   double old_frames = 0, old_fsq = 0, old_valid = 0, old_slots = 0;
   double new_frames = 0, new_fsq = 0, new_valid = 0, new_slots = 0;
@@ -551,6 +557,23 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
       s.notes.push_back(
           "no per-micro-batch detail in the log: which samples shared a micro-batch is unknown; micro-batches are "
           "rebuilt from the frame histogram and input_shapes by random splits (averaged over the draws)");
+    if (s.variant == "pad" && !s.detail) {
+      std::size_t only = 0;
+      for (const auto* u : s.updates) {
+        bool target_ran = false, other_ran = false;
+        for (const NameTable::Id id : group_ids) {
+          const RegionSample* r = u->region(id);
+          const bool ran = r && (r->calls.value_or(0) > 0 || r->device_ms.value_or(0) > 0 || r->host_ms.value_or(0) > 0);
+          (id == *tp.id ? target_ran : other_ran) |= ran;
+        }
+        s.on_target_only.push_back(target_ran && !other_ran);
+        only += s.on_target_only.back() ? 1 : 0;
+      }
+      if (only > 0)
+        s.notes.push_back(fmt::format("{} of {} updates ran only {} of the group: every micro-batch was batched "
+                                      "already, so they are unchanged (not split at random)",
+                                      only, s.updates.size(), s.target));
+    }
   }
 
   // The work the scenario changes must have varied over the updates: otherwise a cost per

@@ -682,3 +682,54 @@ def test_micro_batches_on_a_path_outside_the_group_are_said(tmp_path):
             "no_such_region; they are replayed as micro-batches that do not run the group") in text
     clean = run("whatif", "batched-geometry", "--variant", "group", "--format", "json", runs)
     assert "name a path that is not one of the group's" not in clean.stdout
+
+
+def test_pad_without_detail_leaves_updates_that_were_all_batched_unchanged(tmp_path):
+    # Without per-micro-batch detail, pad split each update's samples at random: an update
+    # whose two micro-batches both ran the batched path (frames [3,3,3,3] and [8,8,8,8])
+    # got micro-batches of mixed frame counts padded to 8, a predicted +40 ms for a change
+    # that leaves it as it was. Costs here are exact: fast 2 ms/frame, slow 5 ms/frame.
+    rnd = random.Random(5)
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1, "micro_batch": 4, "accumulation": 2,
+                         "region_alternatives": {"fast": "geo", "slow": "geo"}})]
+    all_fast = []
+    for step in range(1, 13):
+        mbs = []
+        for m in range(2):
+            if (step + m) % 3 == 0:  # a micro-batch of mixed frame counts: the slow path
+                frames = [rnd.randint(2, 9) for _ in range(4)]
+                frames[0] = frames[1] + 1 if len(set(frames)) == 1 else frames[0]
+            else:
+                frames = [rnd.randint(3, 9)] * 4
+            mbs.append(frames)
+        fast = [f for f in mbs if len(set(f)) == 1]
+        slow = [f for f in mbs if len(set(f)) > 1]
+        times, calls, counts = {}, {}, {"micro_steps": 2, "samples": 8, "frames": sum(map(sum, mbs))}
+        if fast:
+            times["fast"], calls["fast"] = 2.0 * sum(map(sum, fast)), len(fast)
+            counts.update(fast_frames=sum(map(sum, fast)), fast_samples=4 * len(fast), fast_microbatches=len(fast))
+        if slow:
+            times["slow"], calls["slow"] = 5.0 * sum(map(sum, slow)), 4 * len(slow)
+            counts.update(slow_frames=sum(map(sum, slow)), slow_samples=4 * len(slow), slow_microbatches=len(slow))
+        times["geom"], calls["geom"] = times.get("fast", 0) + times.get("slow", 0) + 1.0, 2
+        hist = {}
+        for f in (x for mb in mbs for x in mb):
+            hist[str(f)] = hist.get(str(f), 0) + 1
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": times["geom"] + 3.0,
+                                 "cpu_call_ms": times, "calls": calls,
+                                 "parents": {"geom": None, **{k: "geom" for k in times if k != "geom"}},
+                                 "counts": counts, "frame_histogram": hist, "input_shapes": {"(4, 100)": 2}}))
+        if not slow:
+            all_fast.append(step)
+    log = tmp_path / "nodetail.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    assert 0 < len(all_fast) < 12
+    doc = whatif_json("batched-geometry", "--variant", "pad", log)
+    (p,) = doc["predictions"]
+    assert p["available"], p
+    for u in p["updates"]:
+        if u["step"] in all_fast:
+            assert u["predicted_ms"] == pytest.approx(u["measured_ms"], abs=1e-9), u
+        else:
+            assert u["predicted_ms"] != pytest.approx(u["measured_ms"], abs=1e-6), u
+    assert any(f"{len(all_fast)} of 12 updates ran only fast of the group" in n for n in p["notes"]), p["notes"]
