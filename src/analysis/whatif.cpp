@@ -741,6 +741,7 @@ struct SyncData {
   std::vector<std::vector<std::size_t>> steps;  // per aligned step: its updates (one per rank), or one update
   std::vector<std::int64_t> step_numbers;
   std::size_t ranks = 0;
+  std::string comm_region;  // its name; empty: none found
   std::string description;
   std::vector<std::string> notes;
 };
@@ -751,6 +752,7 @@ SyncData build_sync(const AnalysisInput& in) {
   std::map<const UpdateRecord*, std::size_t> index;
   for (std::size_t i = 0; i < updates.size(); ++i) index[updates[i]] = i;
   const auto comm = find_comm_region(in);
+  if (comm) d.comm_region = std::string(in.data.regions.name(comm->id));
   const bool comm_dev = comm && in.has_device_time(comm->id);
   d.rank_of.resize(updates.size());
   d.wall.resize(updates.size());
@@ -1249,6 +1251,10 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
   p.assumptions.push_back(
       "each rank keeps its update-to-update fluctuations (its own work is scaled, not replaced by the mean), so the "
       "slowest rank of a step still sets the step; the collective's own time is unchanged");
+  p.assumptions.push_back(fmt::format(
+      "own work is wall_ms minus {0}: work inside {0} (a backward pass overlapped with the gradient all-reduce) is "
+      "not balanced, so a straggler's lag there stays in the prediction (docs/whatif.md, Limits)",
+      sync.comm_region.empty() ? std::string("the communication region") : sync.comm_region));
   if (sync.ranks == 2)
     p.notes.push_back("with two ranks the median rank's speed is the mean of the two: a straggler is only half corrected");
   return p;
