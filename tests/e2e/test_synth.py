@@ -1555,3 +1555,20 @@ def test_with_two_ranks_the_margin_line_says_it_is_half_the_gap(tmp_path):
     text = subprocess.run([BIN, "report", str(tmp_path / "four" / "logs")], capture_output=True, text=True,
                           timeout=120).stdout
     assert "slowest vs median rank" in text and "with two ranks" not in text
+
+
+def test_a_spike_on_one_rank_among_spikes_in_most_steps_is_not_every_rank_waiting(tmp_path):
+    # 64 ranks, padding spikes on a different rank in 6 of 10 steps, a large one on rank 3
+    # in step 5. The most own work of any rank is high in most steps, so step 5's (rank 3,
+    # about 7 s above its own median) was within that "typical most", and the finding said
+    # every rank waited there and to look at the network.
+    synth(tmp_path, "--ranks", 64, "--updates", 10, "--seed", 9, "--padding-spike", "1:3", "--padding-spike", "2:4",
+          "--padding-spike", "3:5:20000", "--padding-spike", "4:6", "--padding-spike", "6:8", "--padding-spike", "7:9")
+    rep = report(tmp_path / "logs")
+    s = rep["update_time"]["slow_updates"]
+    assert s["steps"] == [5], s
+    _, setter = setter_growth(tmp_path / "logs", rep["cross_rank"]["comm_region"], s["steps"])
+    assert setter[5]["rank"] == 3
+    assert not s["own_work_typical"] and s["by_own_work"] and s["set_by_rank"] == 3, s
+    (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert "every rank waited" not in v["evidence"] and "on rank 3" in v["evidence"], v
