@@ -351,21 +351,25 @@ TEST_F(RecorderTest, ARegionEndedOnAnotherThreadBeforeEndUpdateIsInThatUpdate) {
   }
 }
 
-// A fork() child's copy of a pipe's sink whose flusher waits for work (on a condition
-// variable): glibc's destructor of the child's copy of that variable waited for the
-// waiter, which does not exist in the child, so a child that destroyed the sink (after
-// release_in_child, as a new open() in the child would) hung forever.
+namespace {
+// Opens the recorder through the C ABI on `path`, device timing off, quiet.
+stepprof_recorder* open_through_c(const std::string& path) {
+  stepprof_recorder* rec = nullptr;
+  EXPECT_EQ(stepprof_open(path.c_str(), 0, 1, nullptr, R"({"device_timing": "off", "print_warnings": false})", &rec),
+            STEPPROF_OK)
+      << stepprof_last_error();
+  return rec;
+}
+}  // namespace
+
 // Two threads closing one C handle at once: one closes the recorder and frees the handle,
 // the other is told it is not open (it used to pass the check too and free it a second
 // time: glibc aborts with "double free", ASan reports it).
 TEST_F(RecorderTest, TwoThreadsClosingOneCHandleFreeItOnce) {
   TempLog log("close-race");
   for (int round = 0; round < 50; ++round) {
-    stepprof_recorder* rec = nullptr;
-    ASSERT_EQ(stepprof_open(log.path.c_str(), 0, 1, nullptr, R"({"device_timing": "off", "print_warnings": false})",
-                            &rec),
-              STEPPROF_OK)
-        << stepprof_last_error();
+    stepprof_recorder* rec = open_through_c(log.path);
+    ASSERT_NE(rec, nullptr);
     ASSERT_EQ(stepprof_end_update(rec, 1), STEPPROF_OK);
     std::atomic<int> ready{0};
     int results[2] = {1, 1};
@@ -403,11 +407,8 @@ TEST_F(RecorderTest, CallsOnAnotherThreadWhileTheCHandleIsClosed) {
     }
   });
   for (int round = 0; round < 200; ++round) {
-    stepprof_recorder* rec = nullptr;
-    ASSERT_EQ(stepprof_open(log.path.c_str(), 0, 1, nullptr, R"({"device_timing": "off", "print_warnings": false})",
-                            &rec),
-              STEPPROF_OK)
-        << stepprof_last_error();
+    stepprof_recorder* rec = open_through_c(log.path);
+    ASSERT_NE(rec, nullptr);
     shared.store(rec);
     const long before = calls.load();
     while (calls.load() < before + 2) {
@@ -419,6 +420,10 @@ TEST_F(RecorderTest, CallsOnAnotherThreadWhileTheCHandleIsClosed) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+// A fork() child's copy of a pipe's sink whose flusher waits for work (on a condition
+// variable): glibc's destructor of the child's copy of that variable waited for the
+// waiter, which does not exist in the child, so a child that destroyed the sink (after
+// release_in_child, as a new open() in the child would) hung forever.
 TEST(FileSinkFork, AChildDestroysItsCopyOfASinkWhoseFlusherWaits) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
