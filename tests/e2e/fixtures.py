@@ -120,3 +120,19 @@ def speed_weighted_cost(updates, speeds, path, work, clock="cuda_stream_ms"):
     """A path's ms per unit of work with each rank's work weighted by its speed."""
     ms = sum(u[clock].get(path, 0.0) for u in updates)
     return ms / sum(speeds.get(u["rank"], 1.0) * u["counts"].get(work, 0) for u in updates)
+
+
+def handles_signal(pid, sig):
+    """True when process `pid` has a handler for signal `sig` (a name such as "SIGINT", or
+    a number): its bit in SigCgt of /proc/PID/status. Tests wait for it before they signal
+    a command, as a slow start (a sanitizer build on a loaded machine) takes a signal sent
+    earlier with the default action."""
+    import signal
+    number = int(getattr(signal, sig)) if isinstance(sig, str) else int(sig)
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) & (1 << (number - 1)))
+    except OSError:
+        pass
+    return False

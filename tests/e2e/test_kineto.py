@@ -15,10 +15,14 @@ import shutil
 from decimal import Decimal
 import statistics
 import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fixtures as fx  # noqa: E402
 
 BIN = os.environ["STEPPROF_BIN"]
 SRC = Path(os.environ["STEPPROF_SOURCE_DIR"])
@@ -1091,7 +1095,12 @@ def test_the_first_interrupt_stops_an_import_that_waits_for_its_input(tmp_path):
         if stdin:
             proc.stdin.write('{"traceEvents": [')  # then nothing more
             proc.stdin.flush()
-        time.sleep(0.5)
+        # (Once its handler is installed, as /proc says: a slow start, under a sanitizer on
+        # a loaded machine, took the signal before and died of it.)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not fx.handles_signal(proc.pid, "SIGTERM"):
+            time.sleep(0.05)
+        time.sleep(0.2)  # (into the wait)
         proc.send_signal(signal.SIGTERM)
         try:
             _, err = proc.communicate(timeout=10)

@@ -486,15 +486,7 @@ def default_signals():
         signal.signal(sig, signal.SIG_DFL)
 
 
-def caught(pid, sig):
-    """True when process `pid` has a handler for signal `sig` (its bit in SigCgt, /proc/PID/status)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("SigCgt:"):
-                return bool(int(line.split()[1], 16) & (1 << (signal_number(sig) - 1)))
-    except OSError:
-        pass
-    return False
+caught = fx.handles_signal
 
 
 def sigint_caught(pid):
