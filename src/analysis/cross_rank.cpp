@@ -183,7 +183,18 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   // windows of fewer than 40 updates: there a stretch over nearly half the updates (9 of
   // 20) moves pass 1's median slowest margin, so that one other slow update (a padding
   // spike) lifted pass 1's bound from 0.6 to 8.8 s, and pass 2 asked for 10 updates.
+  // A shorter stretch (kMinBehind or more) is kept too when it is beyond chance at the
+  // job's rate as well (below): where padding spikes on random ranks made some rank slow
+  // in 40 % of the steps or more, pass 1's bound (the slowest margins' median and spread)
+  // rose above a 1.3x straggler's 4 updates (64 ranks x 40 updates: bound 5.5 s, the
+  // straggler 2.1 s behind), and pass 2 asked for 10.
   const std::size_t kLongMinBehind = std::clamp<std::size_t>(per_update.size() / 4, kMinBehind, 10);
+  // The share of every rank's updates beyond pass 2's bound: under no straggler every rank
+  // is behind at about this rate (fallbacks, spikes), whatever its own few updates say.
+  std::size_t pooled_behind = 0;
+  for (const auto& [rank, at] : behind_long) pooled_behind += at.size();
+  const double pooled_rate =
+      ranks.empty() ? 0 : static_cast<double>(pooled_behind) / static_cast<double>(ranks.size() * per_update.size());
   constexpr double kLongMinDensity = 0.75;    // in at least this share of the stretch's updates
   std::vector<double> run_margins, edge_margins;
   auto collect = [&](const Behind& from, bool long_pass, double base, double thr, bool smoothed) {
@@ -261,7 +272,17 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
                                                             static_cast<double>(per_update.size()) *
                                                             static_cast<double>(std::max<std::size_t>(ranks.size(), 1)) <
                                                         kChanceAtMost;
-        bool keep = beyond_chance && (long_pass ? n >= (smoothed ? 10 : kLongMinBehind) && short_beyond_chance &&
+        // A pass-2 stretch shorter than kLongMinBehind: beyond chance over every rank at the
+        // job's rate as well as the rank's own. A rank's own rate, estimated from 30 to 40
+        // updates, was 1/38 for one whose fallbacks (job rate 0.36) fell mostly together, in 8 of
+        // 9 updates (synth --ranks 64 --updates 40 --fallback-rate 0.2 --seed 4).
+        const bool short_at_job_rate =
+            !long_pass || smoothed || n >= kLongMinBehind ||
+            binomial_upper_tail(n, span, std::max(p_rank, pooled_rate)) * static_cast<double>(per_update.size()) *
+                    static_cast<double>(std::max<std::size_t>(ranks.size(), 1)) <
+                kChanceAtMost;
+        bool keep = beyond_chance && short_at_job_rate &&
+                    (long_pass ? n >= (smoothed ? 10 : kMinBehind) && short_beyond_chance &&
                                                                   static_cast<double>(n) >=
                                                                                   kLongMinDensity * static_cast<double>(span)
                                                       : n >= kMinBehind);
@@ -333,11 +354,19 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
           for (std::size_t k = first; k < e; ++k) run_margins.push_back(at[k].second);
           const double stretch_margin = *median(run_margins);
           // (A stretch of fewer than 10, a short window's, only fills in where the first
-          // pass found nothing of it: it is there for a first pass misled by the window.)
-          for (const auto& x : out)
-            if (overlaps(x) && (n < 10 || (smoothed && x.long_stretch) || x.first_step < from_step ||
-                                x.last_step > to_step || (2 * span >= per_update.size() && x.margin_ms > 2 * stretch_margin)))
+          // pass found nothing of it: it is there for a first pass misled by the window.
+          // Pass 3's stretch gives way to pass 2's, but replaces a short one of pass 2 as it
+          // does pass 1's pieces: a 1.3x straggler's 31 updates among fallbacks (rate 0.3)
+          // were beyond pass 2's bound in pieces of 5 and 6 updates.)
+          const auto short_pass2 = [&](const StragglerEpisode& x) {
+            return x.long_stretch && !x.running_quartile && x.behind < kLongMinBehind;
+          };
+          for (const auto& x : out) {
+            if (!overlaps(x) || (smoothed && short_pass2(x))) continue;
+            if (n < 10 || (smoothed && x.long_stretch) || x.first_step < from_step || x.last_step > to_step ||
+                (2 * span >= per_update.size() && x.margin_ms > 2 * stretch_margin))
               known = true;
+          }
           if (!known) out.erase(std::remove_if(out.begin(), out.end(), overlaps), out.end());
         }
         if (keep && !known) {

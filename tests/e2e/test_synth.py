@@ -628,6 +628,26 @@ def test_many_stretches_are_one_finding(tmp_path):
     assert {"exclusive-time", "data-loading"} <= {f["kind"] for f in rep["findings"]}
 
 
+def test_a_short_straggler_among_padding_spikes_in_most_steps_is_found(tmp_path):
+    # Rank 17 of 64 is 1.3x slower in steps 20..23; padding spikes on other ranks set 16
+    # of the other 36 steps. The spikes raised the first pass's bound (the slowest
+    # margins' median and spread) to 5.5 s, above the straggler's 2.1 s, and the second
+    # pass asked for 10 updates: nothing was found.
+    spikes = [(3, 5), (9, 8), (30, 11), (41, 14), (50, 17), (12, 26), (55, 29), (22, 32), (33, 35), (44, 38),
+              (5, 2), (6, 6), (7, 9), (8, 12), (11, 15), (13, 18)]
+    args = [a for r, st in spikes for a in ("--padding-spike", f"{r}:{st}")]
+    synth(tmp_path, "--ranks", 64, "--updates", 40, "--seed", 3, "--straggler", "17:20:23", *args)
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    assert [(e["rank"], e["first_step"], e["last_step"]) for e in x["episodes"]] == [(17, 20, 23)], x["episodes"]
+    (e,) = x["episodes"]
+    own = own_work(tmp_path / "logs", x["comm_region"])
+    margins = [own[17][st] - median([own[r][st] for r in own]) for st in range(20, 24)]
+    assert e["behind"] == 4 and e["margin_ms"] == pytest.approx(median(margins), rel=1e-9)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert f["subject"] == "rank 17" and "in at least 3 updates" in f["evidence"]
+
+
 def test_when_most_ranks_are_slow_the_fast_ranks_wait_is_at_stake(tmp_path):
     slow = list(range(25))  # 25 of 33 ranks 1.6x slower: the median rank is slow too
     synth(tmp_path, "--ranks", 33, "--updates", 20, *[a for r in slow for a in ("--straggler", f"{r}:1:20:1.6")])
