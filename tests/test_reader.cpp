@@ -556,8 +556,9 @@ TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
   EXPECT_EQ(z->line, 4u);
   EXPECT_NE(z->message.find("4096 zero bytes and 40 bytes of a record cut short by them skipped"), std::string::npos)
       << z->message;
-  EXPECT_EQ(diag_.count(Problem::kMixedRuns), 2u);  // the second config, and the update after it
-  EXPECT_EQ(d.update_count(), 2u);
+  EXPECT_EQ(diag_.count(Problem::kMixedRuns), 2u);  // the second config, and the records skipped
+  // Each run has the one rank; the restart's reaches the higher step (3) and is kept.
+  EXPECT_EQ(d.update_count(), 1u);
 
   // Whole records before the zeros (the zero-fill took their newline) are read: they were
   // counted as "bytes of a record cut short" and lost.
@@ -636,7 +637,7 @@ TEST_F(ReaderTest, AKilledJobsCutRecordFollowedByARestartedJobsConfigIsSplit) {
   const auto p = write("restart.jsonl", kConfig + "\n" + update(1) + "\n" + update(2) + "\n" + cut + restart + "\n" +
                                             update(3) + "\n");
   const Dataset d = read({p});
-  EXPECT_EQ(d.update_count(), 2u);
+  EXPECT_EQ(d.update_count(), 1u);  // (the restart's run, which reaches the higher step)
   const Diagnostic* e = first(Problem::kMalformedJson);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->line, 4u);
@@ -1339,8 +1340,8 @@ TEST_F(ReaderTest, MixedRunsInOneFile) {
   // The same across files: one run_id differs.
   diag_ = Diagnostics();
   const std::string with_id = R"({"type": "config", "rank": 1, "world_size": 4, "run_id": "b"})";
-  const auto a = write("a.jsonl", R"({"type": "config", "rank": 1, "world_size": 4, "run_id": "a"})" "\n" + update(1) + "\n");
-  const auto b = write("b.jsonl", with_id + "\n" + update(2) + "\n");
+  const auto a = write("a.jsonl", R"({"type": "config", "rank": 1, "world_size": 4, "run_id": "a"})" "\n" + update(2) + "\n");
+  const auto b = write("b.jsonl", with_id + "\n" + update(1) + "\n");  // (a reaches the higher step: a is kept)
   read({a, b});
   const Diagnostic* f = first(Problem::kMixedRuns);
   ASSERT_NE(f, nullptr);
@@ -1377,7 +1378,8 @@ TEST_F(ReaderTest, AFileOfAnotherRunForTheSameRankIsSkippedWhole) {
   // (including one before its config) belong to another run and are not analyzed.
   const auto a = write("a.jsonl", kConfig + "\n" + update(11) + "\n" + update(12) + "\n");
   const std::string cfg2 = R"({"type": "config", "rank": 1, "world_size": 8, "micro_batch": 8, "accumulation": 2})";
-  const auto b = write("b.jsonl", update(99) + "\n" + cfg2 + "\n" + update(100) + "\n" + update(101) + "\n");
+  // (Each run has one rank: the one whose records reach the higher step is kept, a's.)
+  const auto b = write("b.jsonl", update(9) + "\n" + cfg2 + "\n" + update(5) + "\n" + update(6) + "\n");
   const Dataset d = read({a, b});
   ASSERT_EQ(d.ranks.size(), 1u);
   ASSERT_EQ(d.ranks[0].updates.size(), 2u);

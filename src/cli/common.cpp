@@ -43,7 +43,7 @@ void add_input_options(CLI::App& cmd, InputOptions& opt) {
   cmd.add_flag("--strict", opt.strict, "stop at the first problem in the input (exit status 1)");
   cmd.add_option("--run", opt.run,
                  "with the records of several runs (a restart with another world size): analyze the one most ranks "
-                 "have (most-ranks) or the one whose records reach the highest step (latest)")
+                 "have, on a tie the newest (most-ranks), or the one whose records reach the highest step (latest)")
       ->check(CLI::IsMember({"most-ranks", "latest"}))
       ->capture_default_str();
 }

@@ -390,11 +390,15 @@ class Reader {
   // Which run is kept, for messages.
   std::string_view run_rule() const {
     return opt_.run == ReadOptions::Run::kLatest ? "the run whose records reach the highest step (--run latest)"
-                                                 : "the run most ranks belong to (--run latest takes the newest)";
+                                                 : "the run most ranks belong to, on a tie the newest (--run latest takes the newest)";
   }
 
   // The run the dataset keeps: the one most ranks have a config of (a rank's files of
-  // another run count for that run too); on a tie, the lowest rank's first.
+  // another run count for that run too); on a tie, the one whose records reach the highest
+  // step (a job requeued with the same world size and a new run_id: its continuation, not
+  // the run that crashed), then the lowest rank's first. With --run latest: the run whose
+  // records reach the highest step (an elastic restart continues the step numbers); on a
+  // tie, the one most ranks have.
   std::string majority_run() const {
     std::map<std::string, std::size_t> votes;
     std::set<std::pair<std::optional<std::int64_t>, std::string>> voted;  // (rank, run)
@@ -409,22 +413,22 @@ class Reader {
       const auto id = run_identity(o.config);
       if (voted.insert({o.config.rank, id}).second) ++votes[id];
     }
+    std::map<std::string, std::int64_t> reach;  // each run's highest step
+    auto see = [&](const std::string& id, const std::vector<UpdateRecord>& updates) {
+      for (const auto& u : updates) reach[id] = std::max(reach.contains(id) ? reach[id] : u.step, u.step);
+    };
+    for (const auto& b : buckets_)
+      if (b.config) see(run_identity(*b.config), b.updates);
+    for (const auto& o : others_) see(run_identity(o.config), o.updates);
+    auto reaches_further = [&](const std::string& a, const std::string& b) {
+      return reach.contains(a) && (!reach.contains(b) || reach.at(a) > reach.at(b));
+    };
     std::string best = lowest;
     for (const auto& [id, n] : votes)
-      if (n > votes[best]) best = id;
-    if (opt_.run == ReadOptions::Run::kLatest) {
-      // The run whose records reach the highest step (an elastic restart continues the
-      // step numbers); on a tie, the one most ranks have.
-      std::map<std::string, std::int64_t> reach;
-      auto see = [&](const std::string& id, const std::vector<UpdateRecord>& updates) {
-        for (const auto& u : updates) reach[id] = std::max(reach.contains(id) ? reach[id] : u.step, u.step);
-      };
-      for (const auto& b : buckets_)
-        if (b.config) see(run_identity(*b.config), b.updates);
-      for (const auto& o : others_) see(run_identity(o.config), o.updates);
+      if (n > votes[best] || (n == votes[best] && reaches_further(id, best))) best = id;
+    if (opt_.run == ReadOptions::Run::kLatest)
       for (const auto& [id, step] : reach)
-        if (!reach.contains(best) || step > reach[best]) best = id;
-    }
+        if (reaches_further(id, best)) best = id;
     return best;
   }
 

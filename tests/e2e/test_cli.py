@@ -1770,6 +1770,25 @@ def test_run_latest_analyzes_the_run_after_a_restart(tmp_path):
     assert bad.returncode == 2 and "--run" in bad.stderr
 
 
+def test_a_requeued_job_of_the_same_world_size_is_analyzed_as_its_continuation(tmp_path):
+    # A job that crashed after step 11 was requeued with a new run_id and the same world
+    # size, resumed from its step-8 checkpoint and appended to its logs. Both runs had
+    # every rank, and the tie went to the lowest rank's first config: the crashed run was
+    # analyzed, and the continuation's 12 updates per rank skipped.
+    for rank in range(4):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 4, "run_id": "job-a"})]
+        lines += [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 100.0 + s}) for s in range(12)]
+        lines.append(json.dumps({"type": "config", "rank": rank, "world_size": 4, "run_id": "job-b"}))
+        lines += [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 300.0 + s}) for s in range(8, 20)]
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    for args in ([], ["--run", "most-ranks"], ["--run", "latest"]):
+        r = run("report", "--format", "json", *args, tmp_path)
+        assert r.returncode == 0, r.stderr
+        rep = json.loads(r.stdout)["run"]
+        assert (rep["ranks"], rep["first_step"], rep["last_step"]) == ([0, 1, 2, 3], 8, 19), args
+        assert rep["updates_of_other_runs"] == 4 * 12
+
+
 def test_a_slow_first_update_suggests_begin_update(tmp_path):
     # A recorder opened before the model loads puts that minute into the first update's
     # wall time. The variability finding said only "compare the slow updates' regions".
