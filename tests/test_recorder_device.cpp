@@ -164,6 +164,34 @@ TEST_F(RecorderTest, NonFiniteDeviceTimeIsCountedNotWritten) {
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"device_read_failed", 1}}));
 }
 
+// A negative or absurd device time (events recorded out of order, a broken driver) was
+// written as it came: the reader then rejected the whole record, host times too
+// ("negative time", "out of range"). Such a reading is left out and counted, as NaN is.
+TEST_F(RecorderTest, NegativeOrAbsurdDeviceTimeIsCountedNotWritten) {
+  TempLog log("device-negative");
+  auto fake = std::make_shared<FakeDeviceClock>();
+  ASSERT_EQ(open(with_fake(log.path, fake)), Status::kOk);
+  {
+    STEPPROF_REGION("ok_region");
+    fake->launch(nullptr, 2.0);
+  }
+  {
+    STEPPROF_REGION("neg_region");
+    fake->launch(nullptr, -5.0);  // (the fake's stream goes back: its end event before its start)
+  }
+  {
+    STEPPROF_REGION("huge_region");
+    fake->launch(nullptr, 1e30);
+  }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  EXPECT_EQ(lines[1]["calls"]["neg_region"], 1);
+  EXPECT_EQ(lines[1]["calls"]["huge_region"], 1);
+  EXPECT_EQ(lines[1]["cuda_stream_ms"], (Json{{"ok_region", 2.0}}));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"device_read_failed", 2}}));
+}
+
 TEST_F(RecorderTest, EachDeviceThreadUsesItsOwnStream) {
   TempLog log("device-threads");
   auto fake = std::make_shared<FakeDeviceClock>();

@@ -27,6 +27,12 @@ inline constexpr std::size_t kMaxNameBytes = 1024;
 /// recorder refuses an add that would pass it (counted as `bad_argument`).
 inline constexpr std::int64_t kMaxBatchCount = std::int64_t{1} << 32;
 
+/// Longest time a log can hold [ms]: 10^12 ms, about 31.7 years. The reader rejects a
+/// record with a longer or a negative time (a corrupt value, which kept would turn sums
+/// and spreads into inf); the recorder writes no such device time (a timer's reading
+/// outside 0..kMaxTimeMs is counted as `device_read_failed` and left out).
+inline constexpr double kMaxTimeMs = 1e12;
+
 // Record types (the `type` field).
 inline constexpr std::string_view kTypeConfig = "config";
 inline constexpr std::string_view kTypeUpdate = "update";

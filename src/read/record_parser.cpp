@@ -472,16 +472,12 @@ bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std:
   return true;
 }
 
-// The longest time a log can hold [ms]: 10^12 ms is about 31.7 years. Longer ones are
-// corrupt values; kept, they would turn sums and spreads into inf.
-constexpr double kMaxTimeMs = 1e12;
-
 bool read_time(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
   if (!read_number(v, tok, c, path, out)) return false;
   if (out < 0)
     return c.fail(Problem::kNegativeTime, trim(tok).data(),
                   fmt::format("{}: negative time {} ms (times are durations, >= 0)", str(path), shown(tok)));
-  if (out > kMaxTimeMs)
+  if (out > schema::kMaxTimeMs)
     return c.fail(Problem::kBadField, trim(tok).data(),
                   fmt::format("{}: time {} ms is out of range (at most 1e12 ms, about 31.7 years)", str(path),
                               shown(tok)));

@@ -654,8 +654,10 @@ void Core::drain_device(ThreadStateFull* s) {
     double ms = 0;
     const auto q = timer_->elapsed_ms(p.start, p.end, ms);
     if (q == DeviceTimer::Query::kNotReady) break;  // later pairs on this thread are not either: next boundary
-    if (q == DeviceTimer::Query::kReady && !std::isfinite(ms)) {
-      count_global_error(ErrorKind::kDeviceReadFailed);  // a timer's NaN or infinity is not a time
+    if (q == DeviceTimer::Query::kReady && !(ms >= 0 && ms <= schema::kMaxTimeMs)) {
+      // A timer's NaN, infinity, negative or absurd reading is not a time: written, the
+      // reader would reject the whole record (its host times too).
+      count_global_error(ErrorKind::kDeviceReadFailed);
     } else if (q == DeviceTimer::Query::kReady && p.region < kOverflowRegion) {
       device_ms_[p.region] += ms;
       ++device_n_[p.region];
