@@ -72,7 +72,12 @@ int main(void) {
   CHECK(stepprof_region_register("c_inner", &inner) == STEPPROF_OK);
   CHECK(outer != inner);
   CHECK(stepprof_counter_register("samples", &samples) == STEPPROF_OK);
+  /* Unknown ids and a NULL array are rejected and counted as bad_argument, as every
+   * rejected call is (they were rejected uncounted). */
   CHECK(stepprof_region_enter(999999u) == STEPPROF_ERR_ARGUMENT);
+  CHECK(stepprof_region_exit(999999u) == STEPPROF_ERR_ARGUMENT);
+  CHECK(stepprof_counter_add(999999u, 1) == STEPPROF_ERR_ARGUMENT);
+  CHECK(stepprof_sample_indices(NULL, 3) == STEPPROF_ERR_ARGUMENT);
 
   /* Update 7: c_outer once holding c_inner twice. */
   CHECK(stepprof_region_enter(outer) == STEPPROF_OK);
@@ -114,11 +119,11 @@ int main(void) {
   CHECK_CONTAINS(stepprof_last_error(), "not the innermost open region");
   CHECK(stepprof_region_exit(outer) == STEPPROF_OK);
   CHECK(stepprof_error_count(rec, "mismatched_exit") == 1);
-  /* + bad_argument 8: the negative frames, the shape without dimensions, the bad index,
-   * the huge dimension and frame count, the empty name, the padding fraction 2.0, the
-   * counter sum above 2^53 */
-  CHECK(stepprof_error_count(rec, "bad_argument") == 8);
-  CHECK(stepprof_error_count(rec, NULL) == 9);
+  /* + bad_argument 12: the three unknown ids, the NULL array, the negative frames, the shape
+   * without dimensions, the bad index, the huge dimension and frame count, the empty name,
+   * the padding fraction 2.0, the counter sum above 2^53 */
+  CHECK(stepprof_error_count(rec, "bad_argument") == 12);
+  CHECK(stepprof_error_count(rec, NULL) == 13);
   /* Per-micro-batch detail: two micro-batches written, one rejected (40 tokens > 30). */
   const int64_t mb_frames[2] = {9, 3}, mb_tokens[2] = {40, 20};
   CHECK(stepprof_microbatch(mb_frames, mb_tokens, 2, "c_inner", 48) == STEPPROF_OK);
@@ -154,7 +159,7 @@ int main(void) {
     CHECK_CONTAINS(text, "\"step\":7,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1,\"c_inner\":2},\"parents\":{\"c_outer\":null,\"c_inner\":\"c_outer\"}");
     CHECK_CONTAINS(text, "\"counts\":{\"samples\":8},\"frame_histogram\":{\"3\":2},\"input_shapes\":{\"(2, 128)\":1},"
-                         "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":8}}\n");
+                         "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":12}}\n");
     CHECK_CONTAINS(text, "\"step\":8,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1},\"parents\":{\"c_outer\":null},\"microbatches\":[{\"path\":\"c_inner\","
                          "\"frames\":[9,3],\"tokens\":[40,20],\"padded_length\":48},{\"frames\":[9,3]}],"

@@ -49,6 +49,13 @@ int set_error(int code, std::initializer_list<std::string_view> parts) noexcept 
 }
 int set_error(int code, std::string_view msg) noexcept { return set_error(code, {msg}); }
 
+// A call with an argument the recorder cannot use, rejected before it reaches the C++ API
+// (which counts its own rejections): counted as bad_argument, as every rejected call is.
+int reject(std::string_view msg) noexcept {
+  stepprof::detail::count_global_error(stepprof::detail::ErrorKind::kBadArgument);
+  return set_error(STEPPROF_ERR_ARGUMENT, msg);
+}
+
 // The status of a call that passes a recorder status through, with a message in
 // last_error whenever it is not ok (stepprof.h promises one for every such status; a
 // status passed on bare left the previous call's message there).
@@ -259,7 +266,7 @@ int stepprof_region_register(const char* name, stepprof_region_id* out) {
 int stepprof_region_enter(stepprof_region_id id) {
   if (id >= stepprof::detail::names().region_count.load(std::memory_order_relaxed) &&
       id != stepprof::detail::kOverflowRegion)
-    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_enter: unknown region id");
+    return reject("stepprof_region_enter: unknown region id");
   stepprof::region_enter(id);
   return STEPPROF_OK;
 }
@@ -267,7 +274,7 @@ int stepprof_region_enter(stepprof_region_id id) {
 int stepprof_region_exit(stepprof_region_id id) {
   if (id >= stepprof::detail::names().region_count.load(std::memory_order_relaxed) &&
       id != stepprof::detail::kOverflowRegion)
-    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_exit: unknown region id");
+    return reject("stepprof_region_exit: unknown region id");
   if (stepprof::region_exit(id) == Status::kWarnMismatch)
     return set_error(
         STEPPROF_WARN_MISMATCH,
@@ -289,7 +296,7 @@ int stepprof_counter_register(const char* name, stepprof_counter_id* out) {
 int stepprof_counter_add(stepprof_counter_id id, int64_t n) {
   if (id >= stepprof::detail::names().counter_count.load(std::memory_order_relaxed) &&
       id != stepprof::detail::kMaxCounters)
-    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_add: unknown counter id");
+    return reject("stepprof_counter_add: unknown counter id");
   stepprof::count(id, n);  // (a negative n is ignored, one above 2^53 makes the sum's, both counted as bad_argument)
   if (n < 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_add: negative count (counts are >= 0)");
   if (!stepprof::detail::count_ok(n))
@@ -317,7 +324,7 @@ int stepprof_input_shape(const int64_t* dims, size_t ndims) {
 }
 
 int stepprof_sample_indices(const int64_t* indices, size_t n) {
-  if (!indices && n) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_sample_indices: indices is NULL");
+  if (!indices && n) return reject("stepprof_sample_indices: indices is NULL");
   if (n) stepprof::sample_indices(std::span<const std::int64_t>(indices, n));  // (counts a bad_argument itself)
   for (size_t i = 0; i < n; ++i)
     if (!stepprof::detail::count_ok(indices[i]))
