@@ -560,6 +560,30 @@ TEST_F(RecorderTest, ALogDeletedWhileRecordedToIsMadeAgain) {
   std::filesystem::remove_all(dir);
 }
 
+// The same, where the file cannot be made again (its directory replaced by a plain
+// file): close() said the file was "made again" after the warning had said it could not.
+TEST_F(RecorderTest, ALogDeletedThatCannotBeMadeAgainIsSaidSo) {
+  const std::string dir = testing::TempDir() + "/stepprof-deleted-nodir-" + std::to_string(getpid());
+  const std::string path = dir + "/rank0.jsonl";
+  std::filesystem::remove_all(dir);
+  Options o = host_only(path);
+  o.print_warnings = false;
+  ASSERT_EQ(open(o), Status::kOk);
+  for (int step = 0; step < 2; ++step) ASSERT_EQ(end_update(step), Status::kOk);
+  std::filesystem::remove_all(dir);
+  { std::ofstream(dir) << "not a directory\n"; }
+  ASSERT_EQ(end_update(2), Status::kWarnIo);  // (the record could not be written: counted)
+  std::string message;
+  ASSERT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("deleted while recorded to and could not be made again (later records: write_failed): 3 "
+                         "record(s) written before are in no file"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("and made again"), std::string::npos) << message;
+  EXPECT_NE(message.find("write_failed 1"), std::string::npos) << message;
+  std::filesystem::remove(dir);
+}
+
 // A log path that leads to the deleted file itself (/dev/stdout, /proc/self/fd/N of a
 // file that was then deleted): made "again" it is the same deleted file, and every later
 // update counted log_deleted, wrote the config record again and said so (found by a

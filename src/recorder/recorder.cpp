@@ -151,6 +151,7 @@ class Core {
   std::uint64_t pending_config_failures_ = 0;
   std::int64_t records_written_ = 0;
   std::int64_t records_deleted_ = 0;  // written to a log file that was then deleted (reopen_if_deleted)
+  bool remake_failed_ = false;        // ... and the file could not be made again there
   bool deleted_for_good_ = false;      // the path leads to the deleted file itself: not checked again
   std::string config_line_;            // the config record, as written at open()
   std::shared_ptr<DeviceTimer> timer_;  // null: no device timing
@@ -513,6 +514,7 @@ Status Core::open(const Options& o, std::string* message) {
   is_open.store(true, std::memory_order_release);
 
   records_deleted_ = 0;
+  remake_failed_ = false;
   deleted_for_good_ = false;
   config_line_ = config_to_json(config);
   const std::string& config_line = config_line_;
@@ -776,6 +778,7 @@ void Core::reopen_if_deleted(std::int64_t step) {
   sink_->close();  // (its lock goes with it)
   int err = 0;
   sink_ = open_file_sink(path_, /*append=*/true, err);  // (the directory is made again too)
+  remake_failed_ = !sink_;
   if (!sink_) write_errno_ = err > 0 ? err : EIO;  // (each record then a write_failed)
   partial_line_ = false;
   pending_config_ = config_line_ + '\n';  // (not a failed write: none is taken back)
@@ -1022,8 +1025,9 @@ Status Core::close(std::string* message) {
            std::to_string(total_[static_cast<std::size_t>(ErrorKind::kOpenAtEndUpdate)]) +
            " time(s): that region's time went in a later update's record (end the region before end_update())";
   if (records_deleted_)
-    msg += "; the log file was deleted while recorded to and made again: " + std::to_string(records_deleted_) +
-           " record(s) written before are in no file";
+    msg += std::string("; the log file was deleted while recorded to") +
+           (remake_failed_ ? " and could not be made again (later records: write_failed): " : " and made again: ") +
+           std::to_string(records_deleted_) + " record(s) written before are in no file";
   if (deleted_for_good_) msg += "; the log leads to a file deleted while recorded to: its records are in no file";
   if (open_errno_) msg += "; the file could not be opened: " + open_error_text(open_errno_);
   else if (write_errno_)
