@@ -278,6 +278,29 @@ TEST_F(RecorderTest, PerUpdateDataAndPadding) {
   EXPECT_FALSE(u1.contains("recorder_errors"));  // reported once, in the record after them
 }
 
+// More valid tokens than token slots in an update (counted in the wrong place): the
+// recorder wrote both, and the reader reported the record (bad-field, exit status 1).
+// Both are left out and counted as bad_argument, in the next record.
+TEST_F(RecorderTest, MoreValidTokensThanSlotsAreLeftOutAndCounted) {
+  TempLog log("tokens");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  STEPPROF_COUNT("valid_tokens", 200);
+  STEPPROF_COUNT("token_slots", 100);
+  STEPPROF_COUNT("samples", 8);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  STEPPROF_COUNT("valid_tokens", 100);
+  STEPPROF_COUNT("token_slots", 100);
+  ASSERT_EQ(end_update(1), Status::kOk);
+  ASSERT_EQ(close(), Status::kWarnErrors);
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["counts"], (Json{{"samples", 8}}));
+  EXPECT_FALSE(lines[1].contains("padding_fraction"));
+  EXPECT_EQ(lines[2]["counts"], (Json{{"valid_tokens", 100}, {"token_slots", 100}}));
+  EXPECT_EQ(lines[2]["padding_fraction"], 0.0);
+  EXPECT_EQ(lines[2]["recorder_errors"], (Json{{"bad_argument", 1}}));
+}
+
 TEST_F(RecorderTest, ConfigRecordAndPathTemplate) {
   TempLog log("config-rank3");
   const std::string tmpl = log.path.substr(0, log.path.find("rank3")) + "rank{rank}" +
