@@ -445,7 +445,9 @@ TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
   std::remove(log.path.c_str());  // written by the accepted open above
   EXPECT_EQ(read_text(log.path), "");  // nothing created
   EXPECT_EQ(end_update(0), Status::kErrState);
-  EXPECT_EQ(close(), Status::kErrState);
+  std::string closing;
+  EXPECT_EQ(close(&closing), Status::kErrState);
+  EXPECT_EQ(closing, "stepprof: close(): no recorder is open");  // (it was left empty)
 
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);
   EXPECT_EQ(attempt(host_only(log.path)), Status::kErrState);  // one recorder per process

@@ -19,6 +19,7 @@
  *
  * Compile-out: with STEPPROF_DISABLE defined, every function below is a static inline
  * no-op returning STEPPROF_OK (stepprof_open sets *out to NULL) and no library is needed.
+ * The header is C99 or later (the no-op functions are `static inline`), and C++.
  * Documentation: docs/recorder.md. */
 #ifndef STEPPROF_STEPPROF_H
 #define STEPPROF_STEPPROF_H
@@ -63,8 +64,10 @@ typedef uint32_t stepprof_counter_id;
  *                  counts the records it cannot write); NULL on an error, except that
  *                  the open recorder's handle is left in place (a second open through
  *                  the same variable does not lose it).
- * Returns STEPPROF_OK, STEPPROF_WARN_IO (file not writable), STEPPROF_ERR_ARGUMENT,
- * STEPPROF_ERR_STATE (a recorder is already open). stepprof_last_error() has the reason. */
+ * Returns STEPPROF_OK, STEPPROF_WARN_IO (file not writable), STEPPROF_WARN_ERRORS (the
+ * STEPPROF_CLOCK environment variable named no clock: the default is used, counted),
+ * STEPPROF_ERR_ARGUMENT, STEPPROF_ERR_STATE (a recorder is already open).
+ * stepprof_last_error() has the reason. */
 int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, const char* config_json,
                   const char* options_json, stepprof_recorder** out);
 
@@ -74,9 +77,12 @@ int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, c
  * as bad_argument); a step not above every earlier one is written and counted. */
 int stepprof_end_update(stepprof_recorder* rec, int64_t step);
 /* Starts the current update over: restarts its wall clock and drops what was recorded
- * since the last end_update or open (see stepprof::begin_update). */
+ * since the last end_update or open (see stepprof::begin_update). STEPPROF_ERR_STATE when
+ * `rec` is not the open recorder. */
 int stepprof_begin_update(stepprof_recorder* rec);
-/* Asks the OS to persist the records written so far (fdatasync; may block on the disk). */
+/* Asks the OS to persist the records written so far (fdatasync; may block on the disk).
+ * STEPPROF_WARN_IO when the log could not be opened or the sync failed; STEPPROF_ERR_STATE
+ * when `rec` is not the open recorder. */
 int stepprof_flush(stepprof_recorder* rec);
 /* Closes the recorder and frees `rec`. STEPPROF_WARN_ERRORS when errors were counted
  * (a line on stderr and stepprof_last_error() say which). `rec` must not be used after
@@ -143,7 +149,9 @@ int stepprof_set_padding_fraction(double fraction);
  * STEPPROF_ERR_NO_MEMORY when it could not be stored (counted as out_of_memory). */
 int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t samples, const char* path,
                         int64_t padded_length);
-/* Times the calling thread's regions on CUstream `cu_stream` (NULL: legacy default stream). */
+/* Times the calling thread's regions on CUstream `cu_stream` (NULL: legacy default stream).
+ * STEPPROF_ERR_STATE when no recorder is open or it has no device timing (no GPU or
+ * driver, "device_timing": "off"; its config record's device_timing says why). */
 int stepprof_set_device_stream(void* cu_stream);
 
 /* The message of the last failed or warning call on this thread ("" if none). Read it

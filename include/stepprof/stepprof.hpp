@@ -238,7 +238,8 @@ Status begin_update() noexcept;
 Status flush() noexcept;
 
 /// Closes the recorder: releases device events, closes the file. kWarnErrors when the
-/// recorder counted errors since open() (`message` and a stderr line say which).
+/// recorder counted errors since open() (`message` and a stderr line say which);
+/// kErrState when none is open (`message` says so; a second close() included).
 /// Call after other threads that time regions on the device have finished.
 Status close(std::string* message = nullptr) noexcept;
 

@@ -972,7 +972,10 @@ void Core::say_at_exit() noexcept {
 
 Status Core::close(std::string* message) {
   std::lock_guard lock(mu);
-  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  if (!is_open.load(std::memory_order_relaxed)) {
+    if (message) *message = "stepprof: close(): no recorder is open";
+    return Status::kErrState;
+  }
   // Regions still open on the closing thread (close() inside `with region:`) are not
   // written either; other threads' open regions cannot be read from here without a race.
   // (Those other threads ended since this thread's last entry are closed first.)
