@@ -757,6 +757,7 @@ TEST_F(ReaderTest, RegionTimesFarBeyondTheirUpdateAreNamed) {
                                      "largest: fwd's device time 9.9e+11 ms in step 3 of rank 1 is 9.9e+09x the "
                                      "update's 100 ms"))
       << w->message;
+  EXPECT_EQ(w->message.find("threads"), std::string::npos) << w->message;  // (a device time: no sum over threads)
   // The bundled real log has none.
   read({kRealLog});
   EXPECT_EQ(diag_.count(Problem::kRegionBeyondUpdate), 0u);
@@ -768,6 +769,17 @@ TEST_F(ReaderTest, RegionTimesFarBeyondTheirUpdateAreNamed) {
                                  R"({"type": "update", "rank": 1, "step": 1, "wall_ms": 0.1, "cuda_stream_ms": )"
                                  R"({"graph_replay": 25}})" + "\n")});
   EXPECT_EQ(diag_.count(Problem::kRegionBeyondUpdate), 0u);
+  // A host time of many calls: the same region on a pool of threads at once sums their
+  // times, and the message asked only whether the unit was wrong.
+  read({write("pool.jsonl", kConfig + "\n" +
+                                R"({"type": "update", "rank": 1, "step": 1, "wall_ms": 10, )"
+                                R"("cpu_call_ms": {"decode": 1280}, "calls": {"decode": 128}})" + "\n")});
+  const Diagnostic* pool = first(Problem::kRegionBeyondUpdate);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_NE(pool->message.find("(its 128 calls' times are summed: the same region entered on several threads at "
+                               "once? Give such threads' regions their own names, or the role \"background\""),
+            std::string::npos)
+      << pool->message;
 }
 
 TEST_F(ReaderTest, DirectoriesBeyondTheDepthOrBehindALinkAreNoted) {

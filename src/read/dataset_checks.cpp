@@ -168,17 +168,26 @@ void check_region_times(const Dataset& data, Diagnostics& diag) {
   }
   if (!worst) return;
   const double ms = *(worst_device ? worst_sample->device_ms : worst_sample->host_ms);
+  // A host time summed over calls on many threads at once (the same name on every worker
+  // of a pool) is as far over as a wrong unit: the calls say which to suspect first.
+  const auto calls = worst_sample->calls.value_or(0);
+  const std::string why =
+      !worst_device && calls > 1
+          ? fmt::format("its {} calls' times are summed: the same region entered on several threads at once? "
+                        "Give such threads' regions their own names, or the role \"background\" (docs/recorder.md); "
+                        "else a value in another unit, such as ns written as ms, or a corrupt one",
+                        calls)
+          : std::string("a value in another unit, such as ns written as ms, or a corrupt one?");
   diag.report({Severity::kWarning, Problem::kRegionBeyondUpdate, data.files[worst->source.file], worst->source.line, 0,
                fmt::format("{} region time(s) in {} update(s) are over {:g}x their update's wall_ms; the largest: "
-                           "{}'s {} time {:.6g} ms in step {}{} is {} the update's {:.6g} ms (a value in another "
-                           "unit, such as ns written as ms, or a corrupt one?); the figures use them as written, so "
-                           "that region's share of the update, mean and max are dominated by them",
+                           "{}'s {} time {:.6g} ms in step {}{} is {} the update's {:.6g} ms ({}); the figures use "
+                           "them as written, so that region's share of the update, mean and max are dominated by them",
                            over, updates_over, kRegionBeyondUpdateFactor, data.regions.name(worst_sample->region),
                            worst_device ? "device" : "host", ms, worst->step,
                            worst->rank ? fmt::format(" of rank {}", *worst->rank) : std::string(),
                            // (a wall_ms of 1e-320 ms made the ratio infinite: "infx")
                            std::isfinite(worst_ratio) ? fmt::format("{:.3g}x", worst_ratio) : std::string("far over"),
-                           worst->wall_ms)});
+                           worst->wall_ms, why)});
 }
 
 void check_token_counters(const Dataset& data, Diagnostics& diag) {
