@@ -280,6 +280,19 @@ bool behind_in(const CrossRankResult& x, std::int64_t rank, const std::vector<st
   });
 }
 
+// How many of `steps` had a rank the cross-rank findings name as behind: all of them with
+// a straggler or a slow group, else those inside a stretch of falling behind.
+std::size_t steps_with_a_rank_behind(const CrossRankResult& x, const std::vector<std::int64_t>& steps) {
+  const bool throughout =
+      reported_slow_group(x) != nullptr ||
+      std::any_of(x.per_rank.begin(), x.per_rank.end(), [&](const RankStraggler& r) { return straggler_finding_for(x, r); });
+  if (throughout) return steps.size();
+  return static_cast<std::size_t>(std::count_if(steps.begin(), steps.end(), [&](std::int64_t step) {
+    return std::any_of(x.episodes.begin(), x.episodes.end(),
+                       [&](const StragglerEpisode& e) { return e.first_step <= step && step <= e.last_step; });
+  }));
+}
+
 // The evidence and the first part of the action for SharedConfig `c` of `who`.
 void say_shared_config(const SharedConfig& c, const std::string& who, bool one, Finding& f) {
   f.evidence += fmt::format("; {} alone {} {} = {} in {} config (the other ranks: {})", who, one ? "has" : "have",
@@ -1036,11 +1049,19 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       for (const auto& w : in.waiting)
         for (const auto step : w.spike_steps)
           spiked += std::count(s->steps.begin(), s->steps.end(), step);
+      // The ranks behind explain these steps only where they were behind in most of them:
+      // with padding spikes on random ranks of a 64-rank job setting 78 of 87 slow steps,
+      // two short stretches were made the first thing to act on.
+      const std::size_t with_behind = steps_with_a_rank_behind(x, s->steps);
+      const bool behind_most = 2 * with_behind >= s->steps.size();
       if (waited_alone(in, *s) && 2 * spiked >= s->steps.size()) {
         f.evidence += fmt::format("; in {} of them {} grew while the rank's own work stayed typical: it waited there",
                                   spiked, x.comm_region.empty() ? in.waiting.front().comm_region : x.comm_region);
         f.action = "these steps waited for another rank (or a slow collective): run `stepprof report` on every "
                    "rank's log to name the rank and what grew on it";
+      } else if (!behind.empty() && !behind_most && (waited || s->by_own_work)) {
+        f.evidence += fmt::format("; a rank was behind ({}) in {} of them only: those findings price that part",
+                                  fmt::join(behind, "; "), with_behind);
       } else if (waited && !behind.empty()) {
         f.evidence += fmt::format("; {} holds the wait for the slowest rank, and a rank was behind ({}): much of "
                                   "this time is that wait, which those findings price",
@@ -1058,10 +1079,16 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     // The logs' first update among the slow ones: its wall time counts from open() (or
     // the last begin_update()), so it holds what ran before the loop, and warm-up.
     const RunSummary* run = in.run;
+    // The advice leads only when that update is the slowest: as one of 87 slow steps of
+    // padding spikes, no slower than the others, it led the action all the same.
     if (run && run->first_step && run->updates_before_window == 0 &&
         std::find(s->steps.begin(), s->steps.end(), *run->first_step) != s->steps.end()) {
-      f.evidence += fmt::format("; step {} is the logs' first update", *run->first_step);
-      stopped += first_update_advice(*run);
+      if (in.time.slowest_step == run->first_step) {
+        f.evidence += fmt::format("; step {} is the logs' first update, and the slowest", *run->first_step);
+        stopped += first_update_advice(*run);
+      } else {
+        f.evidence += fmt::format("; step {} is the logs' first update (not the slowest)", *run->first_step);
+      }
     }
   }
   // Too few steps for the slowest ones to be named (slow_updates.cpp), but the longest is

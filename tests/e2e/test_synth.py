@@ -648,6 +648,34 @@ def test_a_short_straggler_among_padding_spikes_in_most_steps_is_found(tmp_path)
     assert f["subject"] == "rank 17" and "in at least 3 updates" in f["evidence"]
 
 
+def test_padding_spikes_that_set_most_slow_steps_are_not_sent_to_a_short_straggler(tmp_path):
+    # Padding spikes on random ranks set 25 of the 29 slow steps of a 64-rank job, rank 17
+    # 1.5x slower in 4: the variability finding's action was "first act on the slower rank
+    # (rank 17)", and it led with begin_update() advice for step 1, one spike step among
+    # many (a shorter spike: not the slowest).
+    rng = random.Random(7)
+    steps = [s for s in range(2, 61) if not 30 <= s <= 33]
+    rng.shuffle(steps)
+    args = ["--padding-spike", f"{rng.randrange(64)}:1:9000"]
+    for st in steps[:24]:
+        r = rng.randrange(64)
+        while r == 17:
+            r = rng.randrange(64)
+        args += ["--padding-spike", f"{r}:{st}"]
+    synth(tmp_path, "--ranks", 64, "--updates", 60, "--seed", 5, "--straggler", "17:30:33:1.5", *args)
+    rep = report(tmp_path / "logs")
+    eps = rep["cross_rank"]["episodes"]
+    assert [(e["rank"], e["first_step"], e["last_step"]) for e in eps] == [(17, 30, 33)], eps
+    slow = rep["update_time"]["slow_updates"]["steps"]
+    assert 1 in slow
+    in_stretch = sum(30 <= st <= 33 for st in slow)
+    assert 2 * in_stretch < len(slow), slow
+    (f,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert f"a rank was behind (rank 17) in {in_stretch} of them only" in f["evidence"], f["evidence"]
+    assert "step 1 is the logs' first update (not the slowest)" in f["evidence"], f["evidence"]
+    assert "slower rank" not in f["action"] and "begin_update()" not in f["action"], f["action"]
+
+
 def test_when_most_ranks_are_slow_the_fast_ranks_wait_is_at_stake(tmp_path):
     slow = list(range(25))  # 25 of 33 ranks 1.6x slower: the median rank is slow too
     synth(tmp_path, "--ranks", 33, "--updates", 20, *[a for r in slow for a in ("--straggler", f"{r}:1:20:1.6")])
