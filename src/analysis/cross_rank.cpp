@@ -782,8 +782,8 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   // last), when leaving them out keeps more of the comparison than leaving out the steps
   // they lack, (ranks - k) x aligned' against ranks x aligned, and gains at least 3 steps
   // and a tenth of them: 64 of 2,048 ranks that started logging at step 21 of 60 left
-  // steps 1..20 uncompared, and a straggler there unseen. At most a tenth of the ranks
-  // are left out so. (Not a rank that lost a record or stopped early: that is often the
+  // steps 1..20 uncompared, and a straggler there unseen. At most a tenth of the ranks (one
+  // in a job of fewer than 20) are left out so. (Not a rank that lost a record or stopped early: that is often the
   // sick rank itself, and its other steps are compared.)
   {
     std::vector<std::size_t> lacking;
@@ -808,7 +808,9 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
         if (!starts_late) ++others[at];
       }
     }
-    if (n_late > 0 && 10 * n_late <= ranks.size() && ranks.size() - n_late >= 2) {
+    // (At most one in a job of fewer than 20 ranks: with 8 ranks a tenth is none, and one
+    // rank starting at step 60 of 200 left a straggler in steps 20..40 unseen.)
+    if (n_late > 0 && n_late <= std::max<std::size_t>(1, ranks.size() / 10) && ranks.size() - n_late >= 2) {
       const auto aligned_with = static_cast<std::size_t>(
           std::count(all.begin(), all.end(), static_cast<std::uint32_t>(lacking.size())));
       const auto aligned_without = static_cast<std::size_t>(
