@@ -674,6 +674,86 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
   return best;
 }
 
+namespace {
+
+// The steps after some ranks' logs ended (each rank lacking a step ended before it; at
+// least 2 ranks hold it, every one with a known own work): runs of 3 or more consecutive
+// such steps lacking the same ranks are searched for stretches of falling behind among the
+// ranks still logging, and what is found is added to out.episodes (among_ranks set).
+// `compute_at` is [step index * ranks + rank index]: own work, NaN where lacking, < 0
+// where unknown.
+void search_after_ends(const std::vector<const RankLog*>& ranks, const std::vector<std::int64_t>& steps,
+                       const std::vector<double>& compute_at, CrossRankResult& out) {
+  const std::size_t nr = ranks.size();
+  std::vector<std::int64_t> last(nr);
+  for (std::size_t i = 0; i < nr; ++i) last[i] = ranks[i]->updates.back().step;  // (sorted by step)
+  // Per step: the lacking ranks' indices when it is such a step, else nullopt.
+  auto lacking_after_end = [&](std::size_t si) -> std::optional<std::vector<std::size_t>> {
+    std::vector<std::size_t> lacking;
+    std::size_t known = 0;
+    for (std::size_t i = 0; i < nr; ++i) {
+      const double c = compute_at[si * nr + i];
+      if (std::isnan(c)) {
+        if (last[i] >= steps[si]) return std::nullopt;  // a record lost, or a late start: not after an end
+        lacking.push_back(i);
+      } else if (c < 0) {
+        return std::nullopt;  // an own work unknown (no communication region, a bad wall time)
+      } else {
+        ++known;
+      }
+    }
+    if (lacking.empty() || known < 2) return std::nullopt;
+    return lacking;
+  };
+  std::vector<std::int64_t> searched_steps;
+  for (std::size_t si = 0; si < steps.size();) {
+    const auto lacking = lacking_after_end(si);
+    if (!lacking) {
+      ++si;
+      continue;
+    }
+    std::size_t end = si + 1;
+    while (end < steps.size() && lacking_after_end(end) == lacking) ++end;
+    const std::size_t n = end - si;
+    if (n >= kMinStragglerUpdates) {
+      std::vector<std::size_t> present;
+      for (std::size_t i = 0, k = 0; i < nr; ++i) {
+        if (k < lacking->size() && (*lacking)[k] == i) {
+          ++k;
+          continue;
+        }
+        present.push_back(i);
+      }
+      std::vector<UpdateSlowest> per_update;
+      std::vector<std::vector<double>> compute(present.size());
+      std::vector<double> v;
+      for (std::size_t j = si; j < end; ++j) {
+        v.clear();
+        for (const std::size_t i : present) v.push_back(compute_at[j * nr + i]);
+        for (std::size_t k = 0; k < present.size(); ++k) compute[k].push_back(v[k]);
+        const auto slow = static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+        const double slowest = v[slow];
+        const double mid = *median(v);
+        per_update.push_back({steps[j], *ranks[present[slow]]->rank, slowest, mid, slowest - mid});
+      }
+      std::vector<RankWork> work;
+      for (std::size_t k = 0; k < present.size(); ++k) work.push_back({*ranks[present[k]]->rank, &compute[k]});
+      double threshold_ms = 0;
+      for (StragglerEpisode& e : find_straggler_episodes(per_update, threshold_ms, work)) {
+        e.among_ranks = present.size();
+        out.episodes.push_back(std::move(e));
+      }
+      out.steps_after_end += n;
+    }
+    si = end;
+  }
+  std::sort(out.episodes.begin(), out.episodes.end(), [](const StragglerEpisode& x, const StragglerEpisode& y) {
+    return std::tie(x.first_step, x.rank) < std::tie(y.first_step, y.rank);
+  });
+}
+
+}  // namespace
+
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
                                    std::optional<std::int64_t> world_size, double threshold) {
   CrossRankResult out;
@@ -784,7 +864,8 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   // and a tenth of them: 64 of 2,048 ranks that started logging at step 21 of 60 left
   // steps 1..20 uncompared, and a straggler there unseen. At most a tenth of the ranks (one
   // in a job of fewer than 20) are left out so. (Not a rank that lost a record or stopped early: that is often the
-  // sick rank itself, and its other steps are compared.)
+  // sick rank itself, and its other steps are compared; the steps after a log ended are
+  // searched for stretches among the other ranks, search_after_ends.)
   {
     std::vector<std::size_t> lacking;
     std::vector<bool> late;
@@ -959,6 +1040,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     }
     out.per_rank.push_back(r);
   }
+  search_after_ends(ranks, steps, compute_at, out);
   out.slow_group = find_slow_group(work, out.per_update, out.episodes);
   for (auto& r : out.per_rank) {
     r.relative_score = r.compute_ms.median > 0 ? fastest_median / r.compute_ms.median : 1;

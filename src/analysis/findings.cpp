@@ -143,10 +143,14 @@ bool in_slow_group(const CrossRankResult& x, std::int64_t rank) {
 // True when update `step` lies in one of `rank`'s stretches that are findings of their
 // own (straggler episodes shorter than half the run, of a rank outside the slow group; a
 // longer one is the straggler finding's own story, see straggler_episodes).
+// The steps the episodes are found in: the aligned ones and those after a rank's log
+// ended, compared among the ranks still logging (the denominator of their time at stake).
+std::size_t episode_steps(const CrossRankResult& x) { return x.steps_aligned + x.steps_after_end; }
+
 bool in_own_episode(const CrossRankResult& x, std::int64_t rank, std::int64_t step) {
   if (in_slow_group(x, rank)) return false;
   return std::any_of(x.episodes.begin(), x.episodes.end(), [&](const StragglerEpisode& e) {
-    return e.rank == rank && 2 * e.updates < x.steps_aligned && e.first_step <= step && step <= e.last_step;
+    return e.rank == rank && 2 * e.updates < episode_steps(x) && e.first_step <= step && step <= e.last_step;
   });
 }
 
@@ -155,7 +159,7 @@ bool in_own_episode(const CrossRankResult& x, std::int64_t rank, std::int64_t st
 std::string group_stretches_text(const CrossRankResult& x) {
   std::vector<std::string> parts;
   for (const auto& e : x.episodes)
-    if (in_slow_group(x, e.rank) && 2 * e.updates < x.steps_aligned)
+    if (in_slow_group(x, e.rank) && 2 * e.updates < episode_steps(x))
       parts.push_back(fmt::format("rank {} in steps {}..{}", e.rank, e.first_step, e.last_step));
   if (parts.empty()) return {};
   return fmt::format("; its stretches of falling further behind ({}) are in this time at stake, not findings of "
@@ -497,6 +501,10 @@ double union_excess_ms(const CrossRankResult& x, const std::vector<const Straggl
       if (e->first_step <= u.step && u.step <= e->last_step) typical = std::min(typical, e->typical_margin_ms);
     if (std::isfinite(typical)) excess += gap * std::max(0.0, u.margin_ms - typical);
   }
+  // (Stretches after a rank's log ended lie in steps per_update does not hold: their own
+  // excess, not shared.)
+  for (const StragglerEpisode* e : stretches)
+    if (e->among_ranks > 0) excess += gap * e->excess_ms;
   return excess;
 }
 
@@ -528,7 +536,7 @@ void share_overlapping_stretches(const CrossRankResult& x, const std::vector<con
       stretches.push_back(listed[i]);
       claimed += found[i].ms_per_update;
     }
-    const double together = union_excess_ms(x, stretches) / static_cast<double>(x.steps_aligned);
+    const double together = union_excess_ms(x, stretches) / static_cast<double>(episode_steps(x));
     if (claimed <= together || claimed <= 0) continue;
     for (auto i : members) {
       std::vector<std::int64_t> others;
@@ -557,11 +565,11 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     // A rank the straggler or slow-ranks finding names already, behind for half the run
     // or more: the same issue, not counted twice.
     const bool named = straggler_finding_for(x, e.rank) || in_group(group, e.rank);
-    if ((named && 2 * e.updates >= x.steps_aligned) || in_slow_group(x, e.rank)) continue;
+    if ((named && 2 * e.updates >= episode_steps(x)) || in_slow_group(x, e.rank)) continue;
     Finding f;
     f.kind = "straggler_episode";
     f.subject = fmt::format("rank {}", e.rank);
-    f.ms_per_update = margin_to_gap(x) * e.excess_ms / static_cast<double>(x.steps_aligned);
+    f.ms_per_update = margin_to_gap(x) * e.excess_ms / static_cast<double>(episode_steps(x));
     f.title = fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of those {} updates",
                           e.rank, e.first_step, e.last_step, e.behind, e.updates);
     const std::string long_rule =
@@ -597,6 +605,14 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
       f.evidence += "; with two ranks the median rank is their mean, so the other rank waited twice that margin, "
                     "which the time at stake counts";
     f.evidence += own_work_caveat(x);
+    if (e.among_ranks > 0) {
+      std::vector<std::int64_t> ended;
+      for (const auto& end : x.ended_early)
+        if (end.last_step < e.first_step) ended.push_back(end.rank);
+      f.evidence += fmt::format("; found among the {} ranks still logging: these steps come after the log of {} {} "
+                                "ended",
+                                e.among_ranks, ended.size() == 1 ? "rank" : "ranks", detail::rank_numbers(ended));
+    }
     if (e.shared > 0)
       f.evidence += fmt::format(
           "; in {} of these {} updates another rank was behind too ({} {}), and the job waited for the slowest of "
@@ -612,7 +628,7 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   }
   share_overlapping_stretches(x, listed, found);
   each_or_grouped(found, out, [&](Finding& g, const Finding& worst) {
-    g.ms_per_update = std::min(g.ms_per_update, union_excess_ms(x, listed) / static_cast<double>(x.steps_aligned));
+    g.ms_per_update = std::min(g.ms_per_update, union_excess_ms(x, listed) / static_cast<double>(episode_steps(x)));
     g.subject = fmt::format("{} stretches", found.size());
     g.title = fmt::format("in {} stretches of updates a rank fell far behind (ranks {})", found.size(),
                           detail::rank_numbers(ranks));

@@ -467,9 +467,14 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
     for (const auto& [last, ranks] : by_last)
       which += fmt::format("{}{} {} (last step {})", which.empty() ? "" : "; ", ranks.size() == 1 ? "rank" : "ranks",
                            rank_numbers(ranks), last);
-    f.items.emplace_back("logs that end early", fmt::format("{}: before the other ranks' last step; did they crash, "
-                                                            "hang or get killed?",
-                                                            which));
+    f.items.emplace_back(
+        "logs that end early",
+        fmt::format("{}: before the other ranks' last step; did they crash, hang or get killed?{}", which,
+                    x.steps_after_end > 0
+                        ? fmt::format(" ({} step(s) after are searched for stretches of falling behind among the ranks "
+                                      "still logging)",
+                                      x.steps_after_end)
+                        : std::string()));
   }
   if (!x.ranks_short.empty()) {
     std::string which;

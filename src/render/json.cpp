@@ -312,7 +312,8 @@ Json cross_rank_head(const CrossRankResult& x) {
                         {"running_quartile", e.running_quartile},
                         {"excess_ms", e.excess_ms},
                         {"shared", e.shared},
-                        {"alongside", e.alongside}});
+                        {"alongside", e.alongside},
+                        {"among_ranks", e.among_ranks > 0 ? Json(e.among_ranks) : Json(nullptr)}});
   Json slow_group = nullptr;
   if (const auto& g = x.slow_group)
     slow_group = {{"slow_ranks", g->slow},  {"fast_ranks", g->fast},     {"slow_ms", g->slow_ms},
@@ -341,6 +342,7 @@ Json cross_rank_head(const CrossRankResult& x) {
               {"threshold", x.threshold},
               {"ranks", x.ranks},
               {"steps_aligned", x.steps_aligned},
+              {"steps_after_end", x.steps_after_end},
               {"steps_incomplete", x.steps_incomplete},
               {"steps_without_comm_region", x.steps_without_comm},
               {"without_comm_region_examples", without_comm},

@@ -676,6 +676,35 @@ def test_padding_spikes_that_set_most_slow_steps_are_not_sent_to_a_short_straggl
     assert "slower rank" not in f["action"] and "begin_update()" not in f["action"], f["action"]
 
 
+def test_a_straggler_after_another_ranks_log_ended_is_found(tmp_path):
+    # Rank 3's log ends at step 120 of 200 (it holds over half of them, so it stays in the
+    # comparison); rank 10 is 1.3x slower in steps 150..170. Steps 121..200 lack rank 3 and
+    # were compared for nothing: no episode, and the slow steps' allreduce growth was sent
+    # to its inputs. They are now searched among the 15 ranks still logging.
+    synth(tmp_path, "--ranks", 16, "--updates", 200, "--seed", 10, "--straggler", "10:150:170:1.3")
+    cut = tmp_path / "logs" / "rank03.jsonl"
+    lines = cut.read_text().splitlines()
+    cut.write_text("\n".join(l for l in lines if json.loads(l).get("step", 0) <= 120) + "\n")
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    assert x["ended_early"] == [{"rank": 3, "last_step": 120, "next_step": 121}]
+    assert x["steps_aligned"] == 120 and x["steps_after_end"] == 80
+    assert [(e["rank"], e["first_step"], e["last_step"], e["among_ranks"]) for e in x["episodes"]] == \
+        [(10, 150, 170, 15)], x["episodes"]
+    (e,) = x["episodes"]
+    own = own_work(tmp_path / "logs", x["comm_region"])
+    margins = [own[10][st] - median([own[r][st] for r in own if r != 3]) for st in range(150, 171)]
+    assert e["behind"] == sum(m > e["threshold_ms"] for m in margins) and e["updates"] == 21
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert "found among the 15 ranks still logging: these steps come after the log of rank 3 ended" in f["evidence"]
+    assert f["ms_per_update"] == pytest.approx(e["excess_ms"] / 200, rel=1e-9)
+    # With no straggler, the steps after the end give no episode.
+    shutil.rmtree(tmp_path / "logs")
+    synth(tmp_path, "--ranks", 16, "--updates", 200, "--seed", 10, "--fallback-rate", 0.2)
+    cut.write_text("\n".join(l for l in cut.read_text().splitlines() if json.loads(l).get("step", 0) <= 120) + "\n")
+    assert report(tmp_path / "logs")["cross_rank"]["episodes"] == []
+
+
 def test_when_most_ranks_are_slow_the_fast_ranks_wait_is_at_stake(tmp_path):
     slow = list(range(25))  # 25 of 33 ranks 1.6x slower: the median rank is slow too
     synth(tmp_path, "--ranks", 33, "--updates", 20, *[a for r in slow for a in ("--straggler", f"{r}:1:20:1.6")])

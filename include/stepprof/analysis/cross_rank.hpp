@@ -85,6 +85,10 @@ struct StragglerEpisode {
   /// than excess_ms (nothing where another rank was further behind).
   std::size_t shared = 0;  ///< (for a long stretch: other episodes' ranks, beyond their thresholds)
   std::vector<std::int64_t> alongside;  ///< the other ranks behind in some of those updates (ascending, at most 8)
+  /// 0 when found among every rank compared; else found in steps after some rank's log
+  /// ended (CrossRankResult::steps_after_end), among the `among_ranks` ranks still logging
+  /// [count]. `updates` then counts those steps.
+  std::size_t among_ranks = 0;
 };
 
 /// Each rank's own work per aligned update, in the order of `per_update` (for
@@ -289,6 +293,13 @@ struct CrossRankResult {
     std::int64_t rank = -1, last_step = 0, next_step = 0;
   };
   std::vector<EndedEarly> ended_early;
+  /// Steps after a rank's log ended (every rank lacking them ended before; the other ranks
+  /// hold them, at least 2) that are searched for stretches of falling behind among the
+  /// ranks still logging: runs of 3 or more steps lacking the same ranks, each searched as
+  /// the aligned steps are (find_straggler_episodes). They stay incomplete steps for
+  /// everything else (scores, waits, per_update). A rank stopping at step 250 of 400 left a
+  /// straggler in steps 300..350 unseen. [count]
+  std::size_t steps_after_end = 0;
   /// Ranks whose logs never have comm_region (e.g. it is named differently there), or have
   /// it in under half of their updates, left out of the comparison: their own work would
   /// be their whole wall_ms, waits included, so they would look slow and the others fast.
