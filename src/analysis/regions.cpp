@@ -300,9 +300,9 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       for (std::size_t j = 0; j < top.size(); ++j) {
         const RegionColumns column(in, updates, top[j]);
         const auto& host = column.get().host;
-        const auto& present = column.get().present;
+        const auto& in_update = column.get().present;
         for (std::size_t k = 0; k < updates.size(); ++k) {
-          if (present[k]) timed[k] |= 1;
+          if (in_update[k]) timed[k] |= 1;
           if (const double h = host[k]; !std::isnan(h)) {
             timed[k] |= 2;
             inside_of[k] += h;
@@ -313,6 +313,10 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       for (std::size_t k = 0; k < updates.size(); ++k) {
         if (timed[k] == 1) continue;  // (device times only: not known)
         const UpdateRecord* u = updates[k];
+        // A wall time of 0 (a clock never started; the zero-wall-time warning names it) is
+        // no update length: such an update was the first, unpriced finding "the nesting does
+        // not fit", with every top-level region "longer than the update".
+        if (!(u->wall_ms > 0)) continue;
         const double inside = inside_of[k], longest = longest_of[k];
         const std::size_t longest_at = longest_at_of[k];
         const double o = u->wall_ms - inside;

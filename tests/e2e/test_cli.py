@@ -608,6 +608,30 @@ def test_findings_of_a_log_whose_updates_all_took_0_ms_give_no_share(tmp_path):
     assert findings and all(f["share_fraction"] is None for f in findings)
 
 
+def test_an_update_whose_wall_time_is_0_is_no_nesting_problem(tmp_path):
+    # One update's clock never started (wall_ms 0): the zero-wall-time warning said so, and
+    # the first finding, unpriced, was "the nesting does not fit the data", every top-level
+    # region of that update "longer than the update".
+    def write(walls):
+        rows = [{"type": "config", "rank": 0, "world_size": 1}]
+        rows += [{"type": "update", "rank": 0, "step": s, "wall_ms": w,
+                  "cpu_call_ms": {"forward": 30.0, "backward": 50.0}, "parents": {"forward": None, "backward": None}}
+                 for s, w in enumerate(walls)]
+        log = tmp_path / "walls.jsonl"
+        log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return run("report", "--format", "json", log)
+
+    r = write([100.0] * 5 + [0.0] + [100.0] * 6)
+    assert "zero-wall-time" in r.stderr
+    rep = json.loads(r.stdout)
+    assert not any(f["kind"] == "nesting" for f in rep["findings"]), [f["title"] for f in rep["findings"]]
+    assert rep["regions"]["nesting_violation_count"] == 0
+    # A wall time of 1 ms is still one (the check is not simply off).
+    rep = json.loads(write([100.0] * 5 + [1.0] + [100.0] * 6).stdout)
+    assert rep["regions"]["nesting_violation_count"] == 1
+    assert [f["kind"] for f in rep["findings"]].count("nesting") == 1
+
+
 def test_steps_without_an_update_record_are_counted(tmp_path):
     # Some update records of the bundled log left out (not on a stride, which would be a
     # job logging every k-th update): the steps of the window without a record are
