@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "stepprof/schema.hpp"
+
 namespace stepprof {
 
 namespace {
@@ -1025,6 +1027,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   std::unordered_map<std::int64_t, const WaitingResult*> waiting_of;  // the last of a rank's, as before
   for (const auto& w : waiting)
     if (w.rank && w.wait_ms) waiting_of[*w.rank] = &w;
+  const auto samples_id = in.counter(schema::counter::kSamples);
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     RankStraggler r;
     r.rank = *ranks[i]->rank;
@@ -1037,6 +1040,15 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     if (const auto it = waiting_of.find(r.rank); it != waiting_of.end()) {
       r.single_rank_wait_median_ms = it->second->wait_ms->median;
       r.single_rank_waiting = it->second->waiting;
+    }
+    if (samples_id) {
+      std::vector<double> n;
+      const auto first_k = in.first_update_of(*ranks[i]);
+      for (std::size_t j = 0; j < ranks[i]->updates.size(); ++j) {
+        const UpdateRecord& u = ranks[i]->updates[j];
+        if (const auto c = first_k ? in.counter_of(*first_k + j, u, *samples_id) : u.counter(*samples_id)) n.push_back(*c);
+      }
+      r.samples_per_update = median(n);
     }
     out.per_rank.push_back(r);
   }

@@ -297,6 +297,18 @@ std::size_t steps_with_a_rank_behind(const CrossRankResult& x, const std::vector
   }));
 }
 
+// The other ranks' samples per update (median of their medians) when rank `r` processed
+// at least 10 % more per update, by the samples counter; nullopt otherwise.
+std::optional<double> more_samples_than_others(const CrossRankResult& x, const RankStraggler& r) {
+  if (!r.samples_per_update) return std::nullopt;
+  std::vector<double> others;
+  for (const auto& o : x.per_rank)
+    if (o.rank != r.rank && o.samples_per_update) others.push_back(*o.samples_per_update);
+  const auto typical = median(others);
+  if (!typical || !(*typical > 0) || !(*r.samples_per_update >= 1.1 * *typical)) return std::nullopt;
+  return typical;
+}
+
 // The evidence and the first part of the action for SharedConfig `c` of `who`.
 void say_shared_config(const SharedConfig& c, const std::string& who, bool one, Finding& f) {
   f.evidence += fmt::format("; {} alone {} {} = {} in {} config (the other ranks: {})", who, one ? "has" : "have",
@@ -373,6 +385,19 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
         "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
         "balancing the work across ranks saves the time at stake on every rank",
         r.rank);
+    // More samples per update than the other ranks (its own accumulation or micro-batch
+    // size): it is slower by its work. A rank given 3 micro-batches of 4 against the
+    // others' 2 was sent to check its host and GPU.
+    if (const auto more = more_samples_than_others(x, r)) {
+      f.evidence += fmt::format("; it processed {:g} samples per update against {:g} on the other ranks (median of "
+                                "their medians, the samples counter)",
+                                *r.samples_per_update, *more);
+      f.action = fmt::format(
+          "rank {} is given more samples per update than the other ranks ({:g} against {:g}): its lag is likely that "
+          "work; give every rank the same micro-batch size and accumulation (or balance the batch); if it should "
+          "have them, {}",
+          r.rank, *r.samples_per_update, *more, f.action);
+    }
     if (const auto c = config_only_on(in, {r.rank}); c && x.per_rank.size() > 1)
       say_shared_config(*c, fmt::format("rank {}", r.rank), true, f);
     found.push_back(std::move(f));

@@ -287,7 +287,8 @@ Json cross_rank_rank(const CrossRankResult& x, std::size_t i) {
           {"times_slowest", r.times_slowest},
           {"straggler", r.straggler},
           {"single_rank_wait_median_ms", opt(r.single_rank_wait_median_ms)},
-          {"single_rank_waiting", r.single_rank_waiting}};
+          {"single_rank_waiting", r.single_rank_waiting},
+          {"samples_per_update", opt(r.samples_per_update)}};
 }
 
 Json cross_rank_head(const CrossRankResult& x) {

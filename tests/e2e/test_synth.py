@@ -705,6 +705,31 @@ def test_a_straggler_after_another_ranks_log_ended_is_found(tmp_path):
     assert report(tmp_path / "logs")["cross_rank"]["episodes"] == []
 
 
+def test_a_straggler_given_more_samples_is_told_to_balance_them(tmp_path):
+    # Rank 2 ran 1.5 times the samples of the others per update (its own accumulation): the
+    # straggler finding sent the user to its host and GPU.
+    synth(tmp_path, "--ranks", 8, "--updates", 40, "--straggler", "2:1:40:1.5")
+    rep = report(tmp_path / "logs")
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert f["action"].startswith("find what differs on rank 2"), f["action"]  # (the samples are the same)
+    log = next(p for p in (tmp_path / "logs").glob("rank*.jsonl")
+               if json.loads(p.read_text().splitlines()[0])["rank"] == 2)
+    rows = [json.loads(l) for l in log.read_text().splitlines()]
+    for r in rows:
+        if r["type"] == "update":
+            r["counts"]["samples"] = r["counts"]["samples"] * 3 // 2
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mine = median([r["counts"]["samples"] for r in rows if r["type"] == "update"])
+    others = median([median([json.loads(l)["counts"]["samples"] for l in p.read_text().splitlines()[1:]])
+                     for p in sorted((tmp_path / "logs").glob("rank*.jsonl")) if p != log])
+    rep = report(tmp_path / "logs")
+    assert {r["rank"]: r["samples_per_update"] for r in rep["cross_rank"]["per_rank"]}[2] == mine
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert f"it processed {mine:g} samples per update against {others:g} on the other ranks" in f["evidence"]
+    assert f["action"].startswith(f"rank 2 is given more samples per update than the other ranks ({mine:g} against "
+                                  f"{others:g})"), f["action"]
+
+
 def test_when_most_ranks_are_slow_the_fast_ranks_wait_is_at_stake(tmp_path):
     slow = list(range(25))  # 25 of 33 ranks 1.6x slower: the median rank is slow too
     synth(tmp_path, "--ranks", 33, "--updates", 20, *[a for r in slow for a in ("--straggler", f"{r}:1:20:1.6")])

@@ -54,6 +54,10 @@ struct RankStraggler {
   /// The single-rank estimate (waiting.hpp) for the same rank, for comparison.
   std::optional<double> single_rank_wait_median_ms;
   bool single_rank_waiting = false;
+  /// Median over its updates of the `samples` counter (samples it processed per update)
+  /// [count]; nullopt when its log has none. A rank given more samples than the others
+  /// (another accumulation or micro-batch size) is slower by its work, not its hardware.
+  std::optional<double> samples_per_update;
 };
 
 /// A stretch of updates in which a rank fell far behind the others: a straggler for a
