@@ -707,7 +707,6 @@ void search_after_ends(const std::vector<const RankLog*>& ranks, const std::vect
     if (lacking.empty() || known < 2) return std::nullopt;
     return lacking;
   };
-  std::vector<std::int64_t> searched_steps;
   for (std::size_t si = 0; si < steps.size();) {
     const auto lacking = lacking_after_end(si);
     if (!lacking) {

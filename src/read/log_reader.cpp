@@ -413,9 +413,14 @@ class Reader {
       const auto id = run_identity(o.config);
       if (voted.insert({o.config.rank, id}).second) ++votes[id];
     }
+    if (votes.size() <= 1 && opt_.run != ReadOptions::Run::kLatest)  // (one run: nothing to choose)
+      return votes.empty() ? lowest : votes.begin()->first;
     std::map<std::string, std::int64_t> reach;  // each run's highest step
     auto see = [&](const std::string& id, const std::vector<UpdateRecord>& updates) {
-      for (const auto& u : updates) reach[id] = std::max(reach.contains(id) ? reach[id] : u.step, u.step);
+      if (updates.empty()) return;
+      std::int64_t top = updates.front().step;
+      for (const auto& u : updates) top = std::max(top, u.step);
+      if (const auto [it, fresh] = reach.try_emplace(id, top); !fresh) it->second = std::max(it->second, top);
     };
     for (const auto& b : buckets_)
       if (b.config) see(run_identity(*b.config), b.updates);
