@@ -843,15 +843,15 @@ Status Core::end_update(std::int64_t step) {
     std::lock_guard nl(nr.mu);
     const auto valid = nr.counters.find(schema::counter::kValidTokens);
     const auto slots = nr.counters.find(schema::counter::kTokenSlots);
-    const std::optional<double> v = valid ? u.counter(*valid) : std::nullopt,
-                                sl = slots ? u.counter(*slots) : std::nullopt;
-    if (v && sl && *v > *sl) {
+    // (-1: the counter is absent; counts are >= 0.)
+    const double v = valid ? u.counter(*valid).value_or(-1) : -1, sl = slots ? u.counter(*slots).value_or(-1) : -1;
+    if (v >= 0 && sl >= 0 && v > sl) {
       // More valid tokens than slots: the reader would report the record (bad-field, exit
       // status 1). Both are left out of it and counted; the next record says so.
       std::erase_if(u.counters, [&](const auto& c) { return c.name == *valid || c.name == *slots; });
       count_global_error(ErrorKind::kBadArgument);
-    } else if (!u.padding_fraction && v && sl && *sl > 0 && *v >= 0) {
-      u.padding_fraction = 1.0 - *v / *sl;  // derived from the token counters, as the real log does
+    } else if (!u.padding_fraction && sl > 0 && v >= 0) {
+      u.padding_fraction = 1.0 - v / sl;  // derived from the token counters, as the real log does
     }
     append_update_json(u, nr.regions, nr.counters, line_buf_);
   }
