@@ -2480,7 +2480,9 @@ def test_a_file_size_limit_is_a_write_error_not_a_signal(tmp_path):
         "report": (["report", "--format", "json", "-o", tmp_path / "out" / "r.json", job], "r.json"),
         "html": (["html", "--no-whatif", "-o", tmp_path / "out" / "r.html", job], "r.html"),
         "csv": (["report", "--format", "csv", "--out", tmp_path / "out" / "csv", job], "regions.csv"),
-        "synth": (["synth", "-o", tmp_path / "out" / "sy", "--ranks", 2, "--updates", 200], "rank0.jsonl"),
+        # (-j 1: one file at a time, so rank 0's is the one that reaches the limit; with a
+        # thread per file either could, and a clean-clone CI run named rank 1's.)
+        "synth": (["synth", "-j", 1, "-o", tmp_path / "out" / "sy", "--ranks", 2, "--updates", 200], "rank0.jsonl"),
     }
     for name, (args, written) in cases.items():
         (tmp_path / "out").mkdir()
