@@ -79,8 +79,13 @@ def test_balanced_ranks_predicts_the_run_without_the_slow_rank():
     # Four ranks (the median rank's speed needs three or more), rank 2 twice as slow.
     def run(attempt):
         r = ex.balanced_ranks(BIN, OUT / f"balanced-ranks-{attempt}", 20, 4, 0, env(), slow_rank=2, slow_factor=2.0)
-        # The slow rank costs more than the tolerance: predicting no change would fail.
-        assert not r["available"] or r["baseline_median_ms"] > (1 + TOLERANCE) * r["measured_median_ms"]
+        # The slow rank must cost more than the tolerance, so that predicting no change would
+        # fail. A pair in which it did not (machine load hid it: 2594 against 2544 ms in one
+        # clean-clone CI run) is a miss, tried again, not a failure of every attempt at once.
+        if r["available"] and not r["baseline_median_ms"] > (1 + TOLERANCE) * r["measured_median_ms"]:
+            r["available"] = False
+            r["why_not"] = (f"the slow rank cost less than {TOLERANCE:.0%} in this pair: {r['baseline_median_ms']:.0f} "
+                            f"against {r['measured_median_ms']:.0f} ms")
         return r
 
     within_tolerance(run)
