@@ -513,17 +513,68 @@ TEST_F(ReaderTest, InAStreamOfSeveralRanksEachConfigIsComparedWithItsOwnRanks) {
   EXPECT_TRUE(said);
 }
 
-TEST_F(ReaderTest, ARestartedJobsSecondConfigIsNotedAndItsRepeatedStepsAreDuplicates) {
-  const auto p = write("restart.jsonl", kConfig + "\n" + update(1) + "\n" + update(2) + "\n" + kConfig + "\n" +
-                                            update(2) + "\n" + update(3) + "\n");
+TEST_F(ReaderTest, AResumedJobsRepeatedStepsReplaceTheCopiesBeforeItsConfig) {
+  // A job checkpointed after step 2, killed during step 4, resumed from the checkpoint with
+  // the recorder's `append`: its config again, then steps 3 and 4 run again. Each of those
+  // was a duplicate-step error (exit status 1) and the first copy, the lost work, was kept.
+  const auto p = write("resume.jsonl", kConfig + "\n" + update(1, 100) + "\n" + update(2, 100) + "\n" +
+                                           update(3, 700) + "\n" + update(4, 900) + "\n" + kConfig + "\n" +
+                                           update(3, 110) + "\n" + update(4, 120) + "\n" + update(5, 130) + "\n");
   const Dataset d = read({p});
-  EXPECT_EQ(d.update_count(), 3u);
-  ASSERT_EQ(diag_.count(Problem::kDuplicateStep), 1u);
+  ASSERT_EQ(d.ranks.size(), 1u);
+  std::vector<std::pair<std::int64_t, double>> got;
+  for (const auto& u : d.ranks[0].updates) got.emplace_back(u.step, u.wall_ms);
+  EXPECT_EQ(got, (std::vector<std::pair<std::int64_t, double>>{{1, 100}, {2, 100}, {3, 110}, {4, 120}, {5, 130}}));
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  const auto dups = all(Problem::kDuplicateStep);
+  ASSERT_EQ(dups.size(), 1u);
+  EXPECT_EQ(dups[0]->severity, Severity::kWarning);
+  EXPECT_EQ(dups[0]->line, 6u);
+  // 700 + 900 ms of update time were lost.
+  EXPECT_NE(dups[0]->message.find("steps 3..4 of rank 1 ran again after the config record at this line"),
+            std::string::npos)
+      << dups[0]->message;
+  EXPECT_NE(dups[0]->message.find("the 2 earlier update record(s) (lines 4..5; 1600.0 ms of update time"),
+            std::string::npos)
+      << dups[0]->message;
   bool noted = false;
   for (const auto& x : diag_.kept())
-    noted = noted || (x.severity == Severity::kNote && x.line == 4 &&
+    noted = noted || (x.severity == Severity::kNote && x.line == 6 &&
                       x.message.starts_with("a second config record of the same run as at line 1"));
   EXPECT_TRUE(noted);
+  // --strict reads the resumed log through too.
+  read({p}, /*strict=*/true);
+  EXPECT_EQ(diag_.count(Severity::kError), 0u);
+}
+
+TEST_F(ReaderTest, SeveralResumesEachReplaceWhatTheyRanAgainAndARepeatWithinAPartIsStillADuplicate) {
+  // Resumed twice: steps 2..3 after the first resume (line 5), step 3 again after the second
+  // (line 8). Step 3's first copy is replaced by the first resume (the next run of it), and
+  // the first resume's copy by the second. Step 4 repeated after the second resume, with no
+  // config between, is a duplicate as before.
+  const auto p = write("twice.jsonl", kConfig + "\n" + update(1, 1) + "\n" + update(2, 2) + "\n" + update(3, 3) +
+                                          "\n" + kConfig + "\n" + update(2, 20) + "\n" + update(3, 30) + "\n" +
+                                          kConfig + "\n" + update(3, 300) + "\n" + update(4, 400) + "\n" +
+                                          update(4, 401) + "\n");
+  const Dataset d = read({p});
+  ASSERT_EQ(d.ranks.size(), 1u);
+  std::vector<std::pair<std::int64_t, double>> got;
+  for (const auto& u : d.ranks[0].updates) got.emplace_back(u.step, u.wall_ms);
+  EXPECT_EQ(got, (std::vector<std::pair<std::int64_t, double>>{{1, 1}, {2, 20}, {3, 300}, {4, 400}}));
+  std::vector<std::tuple<std::uint64_t, Severity, std::string>> dups;
+  for (const auto* x : all(Problem::kDuplicateStep)) dups.emplace_back(x->line, x->severity, x->message);
+  ASSERT_EQ(dups.size(), 3u);
+  std::sort(dups.begin(), dups.end());
+  EXPECT_EQ(std::get<0>(dups[0]), 5u);
+  EXPECT_NE(std::get<2>(dups[0]).find("steps 2..3 of rank 1 ran again"), std::string::npos) << std::get<2>(dups[0]);
+  EXPECT_NE(std::get<2>(dups[0]).find("(lines 3..4; 5.0 ms"), std::string::npos) << std::get<2>(dups[0]);
+  EXPECT_EQ(std::get<0>(dups[1]), 8u);
+  EXPECT_NE(std::get<2>(dups[1]).find("step 3 of rank 1 ran again"), std::string::npos) << std::get<2>(dups[1]);
+  EXPECT_NE(std::get<2>(dups[1]).find("(lines 7..7; 30.0 ms"), std::string::npos) << std::get<2>(dups[1]);
+  EXPECT_EQ(std::get<0>(dups[2]), 11u);
+  EXPECT_EQ(std::get<1>(dups[2]), Severity::kError);
+  EXPECT_NE(std::get<2>(dups[2]).find("duplicate step 4 for rank 1 (first at"), std::string::npos)
+      << std::get<2>(dups[2]);
 }
 
 TEST_F(ReaderTest, CarriageReturnLineEndingsAreNamed) {

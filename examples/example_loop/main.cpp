@@ -123,6 +123,7 @@ struct Args {
   std::uint64_t seed = 42;
   std::int64_t first_step = 1;
   bool progress = false;
+  bool append = false;
 };
 
 }  // namespace
@@ -136,6 +137,9 @@ int main(int argc, char** argv) {
   app.add_option("--accumulation", a.accumulation, "micro-batches per update")->check(CLI::Range(1, 64));
   app.add_option("--seed", a.seed, "data seed");
   app.add_option("--first-step", a.first_step, "index of the first update");
+  app.add_flag("--append", a.append,
+               "append to DIR/rank0.jsonl instead of truncating it, as a job resumed from a checkpoint does (with "
+               "--first-step at the step after the checkpoint)");
   app.add_flag("--progress", a.progress, "print \"step N\" on stdout (flushed) after each update's record is written");
   try {
     app.parse(argc, argv);
@@ -156,6 +160,7 @@ int main(int argc, char** argv) {
   o.path = (std::filesystem::path(a.out) / "rank{rank}.jsonl").string();
   o.rank = 0;
   o.world_size = 1;
+  o.append = a.append;
   o.config_json = "{\"micro_batch\": " + std::to_string(a.micro_batch) +
                   ", \"accumulation\": " + std::to_string(a.accumulation) +
                   ", \"global_batch\": " + std::to_string(a.micro_batch * a.accumulation) +

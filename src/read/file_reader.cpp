@@ -194,6 +194,85 @@ class FileParser {
     return n;
   }
 
+  // A resumed part of a segment's records (the file's own: -1, or a RunSegment): the
+  // records from `first` on came after the config record at `line`.
+  struct Resume {
+    std::ptrdiff_t segment = -1;
+    std::size_t first = 0;
+    std::uint64_t line = 0;
+  };
+
+  // A job resumed from a checkpoint runs again the steps after the checkpoint, and appends
+  // them after its config record: each such step's earlier copy (work the restart lost) is
+  // superseded by the later one. For each segment, from its last part back, a record is
+  // left out when a later part has its step; each resume that superseded any says so,
+  // with the steps, lines and update time of what it replaced. Records repeated within one
+  // part stay duplicate steps (log_reader.cpp).
+  void resolve_resumes(const std::vector<Resume>& resumes) {
+    if (resumes.empty()) return;
+    std::map<std::ptrdiff_t, std::vector<const Resume*>> by_segment;
+    for (const auto& r : resumes) by_segment[r.segment].push_back(&r);
+    for (const auto& [segment, parts] : by_segment) {
+      std::vector<UpdateRecord>& v =
+          segment < 0 ? out_.updates : out_.later_runs[static_cast<std::size_t>(segment)].updates;
+      std::vector<char> superseded(v.size(), 0);
+      struct Replaced {
+        std::size_t records = 0;
+        std::int64_t first_step = 0, last_step = 0;
+        std::uint64_t first_line = 0, last_line = 0;
+        double wall_ms = 0;
+      };
+      std::vector<Replaced> replaced(parts.size());          // by the resume that replaced them
+      std::unordered_map<std::int64_t, std::size_t> step_part;  // a later part's step -> its resume
+      std::size_t end = v.size();
+      for (std::size_t k = parts.size() + 1; k-- > 0;) {  // part k: [begin, end); part 0 precedes the first resume
+        const std::size_t begin = k == 0 ? 0 : std::min(parts[k - 1]->first, end);
+        for (std::size_t i = begin; i < end; ++i) {
+          const auto it = step_part.find(v[i].step);
+          if (it == step_part.end()) continue;
+          superseded[i] = 1;
+          Replaced& r = replaced[it->second];
+          r.first_step = r.records == 0 ? v[i].step : std::min(r.first_step, v[i].step);
+          r.last_step = r.records == 0 ? v[i].step : std::max(r.last_step, v[i].step);
+          r.first_line = r.records == 0 ? v[i].source.line : std::min(r.first_line, v[i].source.line);
+          r.last_line = std::max(r.last_line, v[i].source.line);
+          r.wall_ms += v[i].wall_ms;
+          ++r.records;
+        }
+        // This part's steps, replaced by the resume that began it (the earliest later
+        // part wins for steps several later parts repeat: it is the one run right after).
+        if (k > 0)
+          for (std::size_t i = begin; i < end; ++i) step_part[v[i].step] = k - 1;
+        end = begin;
+      }
+      std::size_t before_config = 0, kept = 0;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (superseded[i]) {
+          if (segment < 0 && i < out_.updates_before_config) ++before_config;
+          continue;
+        }
+        if (kept != i) v[kept] = std::move(v[i]);
+        ++kept;
+      }
+      v.resize(kept);
+      if (segment < 0) out_.updates_before_config -= before_config;
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        const Replaced& r = replaced[k];
+        if (r.records == 0) continue;
+        const auto& cfg = segment < 0 ? out_.config : out_.later_runs[static_cast<std::size_t>(segment)].config;
+        report(Severity::kWarning, Problem::kDuplicateStep, parts[k]->line, 0,
+               fmt::format("{} of {} ran again after the config record at this line (a job resumed from a "
+                           "checkpoint, appending to its log): the later copies are analyzed, and the {} earlier "
+                           "update record(s) (lines {}..{}; {:.1f} ms of update time, work lost to the restart) are "
+                           "left out",
+                           r.first_step == r.last_step ? fmt::format("step {}", r.first_step)
+                                                       : fmt::format("steps {}..{}", r.first_step, r.last_step),
+                           rank_text(cfg ? cfg->rank : std::nullopt), r.records, r.first_line, r.last_line,
+                           r.wall_ms));
+      }
+    }
+  }
+
   bool records_in_head_ = false;  // a step-log record starts in the input's first 64 KiB
   bool pretty_records_in_head_ = false;  // none does, but one over several lines does
   bool table_rows_in_head_ = false;  // and a markdown table row holding one
@@ -234,6 +313,8 @@ class FileParser {
     // duplicate step in line order (in a stream of several ranks too, whose records are
     // kept rank by rank; duplicates across files are found when the files are merged).
     std::map<std::pair<std::optional<std::int64_t>, std::int64_t>, std::uint64_t> strict_steps;
+    // Where a config record of the same run started a resumed part (see kConfig), in order.
+    std::vector<Resume> resumes;
     auto switch_to = [&](std::ptrdiff_t segment) {
       cur_segment = segment;
       cur_config = segment < 0 ? &out_.config : &out_.later_runs[static_cast<std::size_t>(segment)].config;
@@ -474,11 +555,19 @@ class FileParser {
             switch_to(static_cast<std::ptrdiff_t>(out_.later_runs.size()) - 1);
             if (!segment_of_rank.empty() && rank) segment_of_rank[*rank] = cur_segment;
           } else {
+            // The same run again: a process resumed from a checkpoint that appended to its
+            // log (the recorder's `append`). Steps it runs again supersede the copies before
+            // this line (resolve_resumes, at the end of the file).
             report(Severity::kNote, Problem::kUnknownRecord, ln, 0,
-                   fmt::format("a second config record of the same run as at line {} (the job restarted and "
-                               "appended?): the updates after it are read as the same run; a step read before is a "
-                               "duplicate-step error, and the first copy is kept",
+                   fmt::format("a second config record of the same run as at line {} (the job resumed and "
+                               "appended?): the updates after it are read as the same run; a step it runs again "
+                               "replaces the copy before it",
                                file_config_line));
+            resumes.push_back({cur_segment, kept->size(), ln});
+            // (--strict: a step run again after the resume is not a duplicate; one repeated
+            // within either part still is.)
+            if (opt_.strict)
+              std::erase_if(strict_steps, [&](const auto& e) { return e.first.first == (*cur_config)->rank; });
           }
           break;
         }
@@ -995,6 +1084,7 @@ class FileParser {
                          "(a restart appended without its config record, or two processes writing one file?); "
                          "records are analyzed in step order, not in the file's",
                          backwards, backwards_first.step, backwards_first.before_step, backwards_first.before_line));
+    resolve_resumes(resumes);
     out_.rejected_updates += rejected_after_mix;
     if (rejected_after_mix)
       report(Severity::kError, Problem::kMixedRuns, mixed_at, 0,

@@ -63,6 +63,51 @@ def test_sigkill_mid_record_is_reported(tmp_path):
     assert len(d) == 1 and d[0]["line"] == 31 and d[0]["severity"] == "warning"
 
 
+def test_a_job_killed_and_resumed_from_a_checkpoint_is_read_as_one_run(tmp_path):
+    """Killed with SIGKILL, then resumed with the recorder's `append` from a checkpoint some
+    steps back: the steps it runs again replace the copies before the kill (the work the
+    kill lost), with one warning that says so; no duplicate-step error (exit status 0)."""
+    p = subprocess.Popen([LOOP, "--out", str(tmp_path), "--updates", "1000000", "--progress"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = []
+    for line in p.stdout:  # until 12 updates are written
+        if line.startswith("step "):
+            done.append(int(line.split()[1]))
+        if len(done) >= 12:
+            break
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)
+    log = tmp_path / "rank0.jsonl"
+    before = []
+    for l in log.read_text().splitlines():
+        try:
+            before.append(json.loads(l))
+        except ValueError:  # the record in flight, cut by the kill
+            pass
+    killed_steps = [u["step"] for u in before if u.get("type") == "update"]
+    last = killed_steps[-1]
+    checkpoint = 5  # resumed from the checkpoint after step 5: steps 6..last run again
+    subprocess.run([LOOP, "--out", str(tmp_path), "--append", "--first-step", str(checkpoint + 1), "--updates",
+                    str(last - checkpoint + 10)], check=True, capture_output=True, timeout=120)
+    lines = log.read_text().splitlines()
+    configs = [n + 1 for n, l in enumerate(lines) if '"type":"config"' in l.replace(" ", "")]
+    assert len(configs) == 2, configs
+    lost_ms = sum(u["wall_ms"] for u in before if u.get("type") == "update" and u["step"] > checkpoint)
+
+    r = report(log)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["run"]["updates"] == last + 10 and rep["run"]["first_step"] == 1
+    assert rep["run"]["last_step"] == last + 10
+    dups = [d for d in rep["diagnostics"]["items"] if d["code"] == "duplicate-step"]
+    assert len(dups) == 1, dups
+    d = dups[0]
+    assert (d["severity"], d["line"]) == ("warning", configs[1])
+    assert f"steps {checkpoint + 1}..{last} of rank 0 ran again" in d["message"], d["message"]
+    assert f"the {last - checkpoint} earlier update record(s)" in d["message"], d["message"]
+    assert f"{lost_ms:.1f} ms of update time" in d["message"], d["message"]
+
+
 def test_disk_full_keeps_the_program_running_and_counts(tmp_path):
     """Every write fails with ENOSPC (the log is /dev/full): the loop still runs all its
     updates; the recorder counts the failures and reports them at close."""
