@@ -1052,6 +1052,12 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     out.per_rank.push_back(r);
   }
   search_after_ends(ranks, steps, compute_at, out);
+  for (auto& e : out.episodes) {
+    const auto lo = std::lower_bound(steps.begin(), steps.end(), e.first_step);
+    const auto hi = std::upper_bound(lo, steps.end(), e.last_step);
+    const auto in_range = static_cast<std::size_t>(hi - lo);
+    e.steps_not_compared = in_range > e.updates ? in_range - e.updates : 0;
+  }
   out.slow_group = find_slow_group(work, out.per_update, out.episodes);
   for (auto& r : out.per_rank) {
     r.relative_score = r.compute_ms.median > 0 ? fastest_median / r.compute_ms.median : 1;

@@ -595,8 +595,16 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     f.kind = "straggler_episode";
     f.subject = fmt::format("rank {}", e.rank);
     f.ms_per_update = margin_to_gap(x) * e.excess_ms / static_cast<double>(episode_steps(x));
-    f.title = fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of those {} updates",
-                          e.rank, e.first_step, e.last_step, e.behind, e.updates);
+    // (Steps in the range not compared, records lost or times missing, are said: "16 of
+    // those 16" for 21 steps read as if none were.)
+    f.title = e.steps_not_compared == 0
+                  ? fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of those {} "
+                                "updates",
+                                e.rank, e.first_step, e.last_step, e.behind, e.updates)
+                  : fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of the {} "
+                                "updates compared ({} more step(s) in that range were not compared: a rank's record, "
+                                "communication region or wall time is missing there)",
+                                e.rank, e.first_step, e.last_step, e.behind, e.updates, e.steps_not_compared);
     const std::string long_rule =
         e.running_quartile
             ? fmt::format("a long stretch among frequent slow updates counts when a rank's running lower quartile of "

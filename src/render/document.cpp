@@ -548,8 +548,10 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   }
   for (const std::size_t k : listed) {
     const auto& e = x.episodes[k];
-    episodes += fmt::format("{}rank {}, steps {}..{} (far behind in {} of {} updates, {} behind the median rank{})",
+    episodes += fmt::format("{}rank {}, steps {}..{} (far behind in {} of {} updates{}, {} behind the median rank{})",
                             episodes.empty() ? "" : "; ", e.rank, e.first_step, e.last_step, e.behind, e.updates,
+                            e.steps_not_compared > 0 ? fmt::format(" compared, {} not", e.steps_not_compared)
+                                                     : std::string(),
                             ms(e.margin_ms),
                             e.shared > 0 ? fmt::format("; {} {} behind too in {} of them",
                                                        e.alongside.size() == 1 ? "rank" : "ranks", join(e.alongside),

@@ -314,7 +314,8 @@ Json cross_rank_head(const CrossRankResult& x) {
                         {"excess_ms", e.excess_ms},
                         {"shared", e.shared},
                         {"alongside", e.alongside},
-                        {"among_ranks", e.among_ranks > 0 ? Json(e.among_ranks) : Json(nullptr)}});
+                        {"among_ranks", e.among_ranks > 0 ? Json(e.among_ranks) : Json(nullptr)},
+                        {"steps_not_compared", e.steps_not_compared}});
   Json slow_group = nullptr;
   if (const auto& g = x.slow_group)
     slow_group = {{"slow_ranks", g->slow},  {"fast_ranks", g->fast},     {"slow_ms", g->slow_ms},

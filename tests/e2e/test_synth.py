@@ -705,6 +705,31 @@ def test_a_straggler_after_another_ranks_log_ended_is_found(tmp_path):
     assert report(tmp_path / "logs")["cross_rank"]["episodes"] == []
 
 
+def test_a_stretch_over_lost_records_says_how_many_steps_were_not_compared(tmp_path):
+    # Rank 3 is 1.5x slower in steps 100..120; rank 5 lost 5 of its records in that range.
+    # The stretch read "16 of 16 updates" for 21 steps, as if none were missing.
+    synth(tmp_path, "--ranks", 8, "--updates", 200, "--seed", 4, "--straggler", "3:100:120:1.5")
+    lost = {104, 108, 109, 115, 117}
+    f5 = tmp_path / "logs" / "rank5.jsonl"
+    f5.write_text("\n".join(l for l in f5.read_text().splitlines() if json.loads(l).get("step") not in lost) + "\n")
+    rep = report(tmp_path / "logs")
+    eps = [(e["rank"], e["first_step"], e["last_step"], e["updates"], e["steps_not_compared"])
+           for e in rep["cross_rank"]["episodes"]]
+    assert eps == [(3, 100, 120, 21 - len(lost), len(lost))], eps
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert f"of the {21 - len(lost)} updates compared ({len(lost)} more step(s) in that range were not compared" \
+        in f["title"], f["title"]
+    text = run("report", tmp_path / "logs").stdout
+    assert f"of {21 - len(lost)} updates compared, {len(lost)} not" in " ".join(text.split()), text
+    # Without lost records nothing is said.
+    shutil.rmtree(tmp_path / "logs")
+    synth(tmp_path, "--ranks", 8, "--updates", 200, "--seed", 4, "--straggler", "3:100:120:1.5")
+    rep = report(tmp_path / "logs")
+    assert [(e["updates"], e["steps_not_compared"]) for e in rep["cross_rank"]["episodes"]] == [(21, 0)]
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert "compared" not in f["title"], f["title"]
+
+
 def test_a_straggler_given_more_samples_is_told_to_balance_them(tmp_path):
     # Rank 2 ran 1.5 times the samples of the others per update (its own accumulation): the
     # straggler finding sent the user to its host and GPU.

@@ -93,6 +93,11 @@ struct StragglerEpisode {
   /// ended (CrossRankResult::steps_after_end), among the `among_ranks` ranks still logging
   /// [count]. `updates` then counts those steps.
   std::size_t among_ranks = 0;
+  /// Steps of the compared ranks' logs from first_step to last_step that were not compared
+  /// (some rank lacks its record there, or its update lacks the communication region or a
+  /// wall time): `updates` leaves them out, so a stretch of 21 steps over 5 lost records
+  /// reads "16 of 16" [count].
+  std::size_t steps_not_compared = 0;
 };
 
 /// Each rank's own work per aligned update, in the order of `per_update` (for
