@@ -164,6 +164,20 @@ struct CounterSite {
 using RegionId = std::uint32_t;   ///< a registered region name (process-wide)
 using CounterId = std::uint32_t;  ///< a registered counter name (process-wide)
 
+namespace detail {
+/// Whether T is what STEPPROF_COUNT and STEPPROF_FRAME_HISTOGRAM take: an integer type,
+/// not bool. The same in a build with STEPPROF_DISABLE, so that code which compiles
+/// there compiles with recording on.
+template <typename T>
+inline constexpr bool kIntegerArg =
+    std::is_integral_v<std::remove_cvref_t<T>> && !std::is_same_v<std::remove_cvref_t<T>, bool>;
+#define STEPPROF_INTEGER_ARG_MESSAGE_ \
+  "stepprof: counts, frames and samples are integers (a floating-point value would be truncated)"
+/// A call-site name (STEPPROF_REGION, STEPPROF_COUNT): a constant `const char*`, as a
+/// string literal is; used in a constant expression to check that it is one.
+constexpr bool site_name(const char*) noexcept { return true; }
+}  // namespace detail
+
 }  // namespace stepprof
 
 #if !defined(STEPPROF_DISABLE)
@@ -183,8 +197,7 @@ void add_count(CounterId id, std::int64_t n) noexcept;
 /// beyond int64 or for NaN.
 template <typename T>
 constexpr std::int64_t integer_arg(T n) noexcept {
-  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>,
-                "stepprof: counts, frames and samples are integers (a floating-point value would be truncated)");
+  static_assert(kIntegerArg<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
   if constexpr (std::is_unsigned_v<T>)
     return static_cast<std::uint64_t>(n) > static_cast<std::uint64_t>(INT64_MAX) ? std::int64_t{-1}
                                                                                    : static_cast<std::int64_t>(n);
@@ -460,26 +473,42 @@ inline Status microbatch(std::span<const std::int64_t>, std::span<const std::int
   return Status::kOk;
 }
 inline Status set_device_stream(void*) noexcept { return Status::kOk; }
+template <typename... Dims>
+  requires(sizeof...(Dims) > 0 && (std::is_integral_v<Dims> && ...))
+inline void input_shape_of(Dims...) noexcept {}
 
-/// Declared only, for the macros below: named inside sizeof, their arguments are used
-/// (no unused-variable warning) but never evaluated, as assert()'s under NDEBUG.
+/// For STEPPROF_COUNT and STEPPROF_FRAME_HISTOGRAM, inside sizeof (the macros below name
+/// their arguments there: used, so no unused-variable warning, but never evaluated, as
+/// assert()'s under NDEBUG): its return type is deduced, so naming it instantiates the
+/// check (as recording's detail::integer_arg does).
 template <typename... T>
-int compiled_out_arguments(const T&...) noexcept;
+constexpr auto compiled_out_integers(const T&...) noexcept {
+  static_assert((detail::kIntegerArg<T> && ...), STEPPROF_INTEGER_ARG_MESSAGE_);
+  return 0;
+}
+
 /// kOk, for the macros that return a Status when recording is compiled in.
 inline constexpr Status compiled_out_status(std::size_t) noexcept { return Status::kOk; }
 
 }  // namespace disabled
 }  // namespace stepprof
 
-#define STEPPROF_UNEVALUATED_(...) sizeof(::stepprof::compiled_out_arguments(__VA_ARGS__))
-#define STEPPROF_REGION(name)
-#define STEPPROF_COUNT(name, n) static_cast<void>(STEPPROF_UNEVALUATED_(n))
-#define STEPPROF_FRAME_HISTOGRAM(frames, samples) static_cast<void>(STEPPROF_UNEVALUATED_(frames, samples))
-#define STEPPROF_INPUT_SHAPE(...) static_cast<void>(STEPPROF_UNEVALUATED_(__VA_ARGS__))
-#define STEPPROF_SAMPLE_INDICES(indices) static_cast<void>(STEPPROF_UNEVALUATED_(indices))
-#define STEPPROF_PADDING_FRACTION(fraction) ::stepprof::compiled_out_status(STEPPROF_UNEVALUATED_(fraction))
+// The arguments are checked as the recording build checks them (a name that is not a
+// constant string, a floating-point count, a shape of non-integers, indices that are not
+// int64 do not compile), so that code built with STEPPROF_DISABLE builds without it.
+#define STEPPROF_REGION(name) \
+  static_assert(::stepprof::detail::site_name(name), "stepprof: a region name is a constant string")
+#define STEPPROF_COUNT(name, n)                                                                \
+  static_cast<void>(sizeof(std::integral_constant<bool, ::stepprof::detail::site_name(name)>) + \
+                    sizeof(::stepprof::compiled_out_integers(n)))
+#define STEPPROF_FRAME_HISTOGRAM(frames, samples) \
+  static_cast<void>(sizeof(::stepprof::compiled_out_integers(frames, samples)))
+#define STEPPROF_INPUT_SHAPE(...) static_cast<void>(sizeof((::stepprof::input_shape_of(__VA_ARGS__), 0)))
+#define STEPPROF_SAMPLE_INDICES(indices) static_cast<void>(sizeof((::stepprof::sample_indices(indices), 0)))
+#define STEPPROF_PADDING_FRACTION(fraction) \
+  ::stepprof::compiled_out_status(sizeof(::stepprof::set_padding_fraction(fraction)))
 // (Its argument is not named: a CPU-only build may not declare it, e.g. cudaStreamPerThread.)
 #define STEPPROF_DEVICE_STREAM(stream) ::stepprof::compiled_out_status(0)
-#define STEPPROF_END_UPDATE(step) ::stepprof::compiled_out_status(STEPPROF_UNEVALUATED_(step))
+#define STEPPROF_END_UPDATE(step) ::stepprof::compiled_out_status(sizeof(::stepprof::end_update(step)))
 
 #endif  // STEPPROF_DISABLE
