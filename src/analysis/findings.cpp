@@ -1072,15 +1072,37 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       if (s->own_work_typical) {
         // No rank given had more own work than usual: every rank waited in those steps.
         const auto& x = in.cross_rank;
-        f.evidence += fmt::format("; no rank given had more own work than usual in them (the most of any rank {:+.1f} "
+        f.evidence += fmt::format("; no rank compared had more own work than usual in them (the most of any rank {:+.1f} "
                                   "ms against its median): every rank waited",
                                   s->most_own_work_grew_ms);
-        f.action = fmt::format("these steps waited for something outside the ranks given: {}a rank that stopped, or a "
-                               "slow collective (the network); look there, not at {}'s inputs",
-                               x.ranks_missing.empty()
-                                   ? std::string()
-                                   : fmt::format("a rank without update records ({}), ", ranks_text(x.ranks_missing)),
-                               s->grew[s->first_chain - 1].region);
+        // Ranks left out of the comparison were given, but not compared: one of them may be
+        // what the others waited for (a late-starting rank slow in these steps).
+        std::vector<std::int64_t> left_out;
+        for (const auto& [rank, held] : x.ranks_short) left_out.push_back(rank);
+        left_out.insert(left_out.end(), x.ranks_without_comm.begin(), x.ranks_without_comm.end());
+        std::sort(left_out.begin(), left_out.end());
+        if (const auto& l = s->left_out_rank) {
+          const auto held = std::find_if(x.ranks_short.begin(), x.ranks_short.end(),
+                                         [&](const auto& r) { return r.first == l->rank; });
+          f.evidence += fmt::format("; but rank {}, left out of the comparison (its log holds {} of the {} steps), "
+                                    "had {:.1f} ms more own work than the median compared rank beyond its usual margin, "
+                                    "in the {} slow steps it holds (median)",
+                                    l->rank, held->second, x.steps_total, l->grew_ms, l->slow_steps_held);
+          f.action = fmt::format("these steps waited for rank {}: look at its host and GPU in those steps (and at why "
+                                 "its log holds only {} of the {} steps: it started late or stopped)",
+                                 l->rank, held->second, x.steps_total);
+        } else {
+          f.action = fmt::format(
+              "these steps waited for something outside the ranks compared: {}{}a rank that stopped, or a slow "
+              "collective (the network); look there, not at {}'s inputs",
+              x.ranks_missing.empty()
+                  ? std::string()
+                  : fmt::format("a rank without update records ({}), ", ranks_text(x.ranks_missing)),
+              left_out.empty() ? std::string()
+                               : fmt::format("a rank left out of the comparison ({}: see the cross-rank section), ",
+                                             ranks_text(left_out)),
+              s->grew[s->first_chain - 1].region);
+        }
       }
       // Growth in the communication region, with a rank found behind: these steps waited
       // for it. Its own findings say which rank and price the wait; "look at its inputs"

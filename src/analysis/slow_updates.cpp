@@ -14,6 +14,46 @@ constexpr std::size_t kMostRegions = 3;
 
 double median_or_zero(std::vector<double> v) { return median(v).value_or(0.0); }
 
+// SlowUpdates::left_out_rank: of the ranks the comparison left out for a short log, the
+// one whose own work grew in the slow steps (`steps`, ascending) it holds. Its margin per
+// step (own work less the compared ranks' median own work, CrossRankResult::per_update)
+// in the slow steps against its margin in the other steps it holds (0 without any): its
+// own median would not do, a late rank's log can be mostly its slow stretch.
+std::optional<SlowUpdates::LeftOutRank> left_out_setter(const AnalysisInput& in, const CrossRankResult& cross,
+                                                        const std::vector<std::int64_t>& steps, double wall_grew) {
+  const auto comm = in.region(cross.comm_region);
+  if (cross.ranks_short.empty() || !comm) return std::nullopt;
+  const bool dev = in.has_device_time(*comm);
+  std::map<std::int64_t, double> median_own;  // step -> the compared ranks' median own work [ms]
+  for (const auto& p : cross.per_update) median_own[p.step] = p.median_compute_ms;
+  std::optional<SlowUpdates::LeftOutRank> best;
+  for (const auto& log : in.data.ranks) {
+    if (!log.rank || std::none_of(cross.ranks_short.begin(), cross.ranks_short.end(),
+                                  [&](const auto& r) { return r.first == *log.rank; }))
+      continue;
+    const auto first = in.first_update_of(log);
+    std::vector<double> usual, slow;  // its margins in the other steps and in the slow ones
+    std::vector<double> own;
+    for (std::size_t j = 0; j < log.updates.size(); ++j) {
+      const UpdateRecord& u = log.updates[j];
+      const auto m = median_own.find(u.step);
+      if (m == median_own.end()) continue;
+      auto c = first ? in.region_ms_of(*first + j, u, *comm, dev) : region_ms(u, *comm, dev);
+      if (!c && dev) c = first ? in.region_ms_of(*first + j, u, *comm, false) : region_ms(u, *comm, false);
+      if (!c || !(u.wall_ms > 0) || *c > u.wall_ms) continue;  // (own work unknown, as in cross_rank.cpp)
+      own.push_back(u.wall_ms - *c);
+      (std::binary_search(steps.begin(), steps.end(), u.step) ? slow : usual).push_back(u.wall_ms - *c - m->second);
+    }
+    if (slow.size() < 2 || 2 * slow.size() < steps.size()) continue;
+    const double typical = usual.empty() ? 0.0 : median_or_zero(usual);
+    const double band = std::max(usual.size() >= 3 ? 3 * robust_sd(usual, typical) : 0.0, 0.05 * median_or_zero(own));
+    const double grew = median_or_zero(slow) - typical;
+    if (grew > band && grew >= 0.5 * wall_grew && (!best || grew > best->grew_ms))
+      best = SlowUpdates::LeftOutRank{*log.rank, slow.size(), grew};
+  }
+  return best;
+}
+
 }  // namespace
 
 std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const CrossRankResult* cross) {
@@ -95,6 +135,7 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
         out.own_work_typical = true;
         setter.clear();
         compared = slowest;
+        out.left_out_rank = left_out_setter(in, *cross, out.steps, wall_grew);
       }
     }
   }

@@ -88,7 +88,11 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
               {"set_by_steps", s->set_by_steps},
               {"most_own_work_grew_ms", s->most_own_work_grew_ms},
               {"median_own_work_grew_ms", s->median_own_work_grew_ms},
-              {"own_work_typical", s->own_work_typical}};
+              {"own_work_typical", s->own_work_typical},
+              {"left_out_rank", s->left_out_rank ? Json{{"rank", s->left_out_rank->rank},
+                                                        {"slow_steps_held", s->left_out_rank->slow_steps_held},
+                                                        {"grew_ms", s->left_out_rank->grew_ms}}
+                                                 : Json()}};
 }
 
 // The sections with a member per rank are written a rank at a time (JsonWriter): each

@@ -1586,9 +1586,54 @@ def test_slow_steps_that_no_given_rank_made_slow_say_every_rank_waited(tmp_path)
     assert s["most_own_work_grew_ms"] == pytest.approx(median([per_step[st] for st in s["steps"]]) - typical,
                                                          rel=1e-9, abs=1e-9)
     (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
-    assert "no rank given had more own work than usual in them" in v["evidence"]
-    assert v["action"].startswith("these steps waited for something outside the ranks given: a rank without "
+    assert "no rank compared had more own work than usual in them" in v["evidence"]
+    assert v["action"].startswith("these steps waited for something outside the ranks compared: a rank without "
                                   "update records (rank 2)")
+    assert s["left_out_rank"] is None
+
+
+def test_slow_steps_set_by_a_rank_left_out_for_its_late_start_name_that_rank(tmp_path):
+    # Rank 1's log starts at step 35 of 60 (under half the steps: left out of the
+    # comparison) and it is 1.5x slower in steps 40..50. Every compared rank waited there,
+    # and the variability finding said "these steps waited for something outside the ranks
+    # given: a rank that stopped, or a slow collective (the network)".
+    synth(tmp_path, "--ranks", 8, "--updates", 60, "--seed", 3, "--straggler", "1:40:50:1.5")
+    logs = tmp_path / "logs"
+    late = logs / "rank1.jsonl"
+    late.write_text("\n".join(l for l in late.read_text().splitlines() if json.loads(l).get("step", 99) >= 35) + "\n")
+    rep = report(logs)
+    x = rep["cross_rank"]
+    assert x["ranks_short"] == [{"rank": 1, "steps": 26}], x["ranks_short"]
+    s = rep["update_time"]["slow_updates"]
+    assert s["steps"] == list(range(40, 51)) and s["own_work_typical"], s
+    # Its margin over the compared ranks' median own work, slow steps against its others.
+    own = own_work(logs, x["comm_region"])
+    med = {st: median([own[r][st] for r in own if r != 1]) for st in own[0]}
+    slow = [own[1][st] - med[st] for st in range(40, 51)]
+    usual = [own[1][st] - med[st] for st in own[1] if st not in range(40, 51)]
+    lo = s["left_out_rank"]
+    assert (lo["rank"], lo["slow_steps_held"]) == (1, 11)
+    assert lo["grew_ms"] == pytest.approx(median(slow) - median(usual), rel=1e-9)
+    (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert v["action"].startswith("these steps waited for rank 1: look at its host and GPU in those steps (and at why "
+                                  "its log holds only 26 of the 60 steps"), v["action"]
+    assert "network" not in v["action"]
+    # Slow steps set by a rank without a log (rank 2's fallbacks), rank 1 late but not slow
+    # there: none is named, and the left-out rank is listed among what they may have
+    # waited for.
+    shutil.rmtree(logs)
+    synth(tmp_path, "--ranks", 4, "--updates", 30, "--fallback", "2:5:2", "--fallback", "2:11:2",
+          "--fallback", "2:17:2", "--fallback", "2:23:2")
+    late.write_text("\n".join(l for l in late.read_text().splitlines() if json.loads(l).get("step", 99) >= 18) + "\n")
+    (logs / "rank2.jsonl").unlink()
+    rep = report(logs)
+    assert rep["cross_rank"]["ranks_short"] == [{"rank": 1, "steps": 13}]
+    s = rep["update_time"]["slow_updates"]
+    assert s["own_work_typical"] and s["left_out_rank"] is None, s
+    (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert v["action"].startswith("these steps waited for something outside the ranks compared: a rank without "
+                                  "update records (rank 2), a rank left out of the comparison (rank 1: see the "
+                                  "cross-rank section), a rank that stopped"), v["action"]
 
 
 @pytest.mark.parametrize("ranks", [16, 64])

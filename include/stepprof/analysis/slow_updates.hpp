@@ -64,6 +64,20 @@ struct SlowUpdates {
   /// them slow, every rank waited (for a rank without a log, one that stopped, or a slow
   /// collective); `grew` then compares the longest updates (by_own_work is false).
   bool own_work_typical = false;
+  /// With own_work_typical: a rank left out of the comparison (CrossRankResult::ranks_short:
+  /// a log that starts late or holds under half the steps) whose own work (wall_ms less
+  /// the communication region) grew in the slow steps it holds, the one the compared ranks
+  /// waited for. Named where it holds at least half of the slow steps (and 2 or more), and
+  /// its median own work over them exceeds its median over all its updates by more than
+  /// the larger of 3 robust standard deviations and 5 % and by at least half of the slow
+  /// steps' extra update time; of several, the one that grew most. A late-starting rank
+  /// slow in steps 22..28 was "every rank waited: something outside the ranks given".
+  struct LeftOutRank {
+    std::int64_t rank = -1;
+    std::size_t slow_steps_held = 0;  ///< slow steps its log holds [count]
+    double grew_ms = 0;               ///< its median own work there less its median [ms]
+  };
+  std::optional<LeftOutRank> left_out_rank;
 };
 
 /// Nullopt with fewer than 10 steps or no slow update. The region time is
