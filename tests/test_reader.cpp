@@ -547,6 +547,43 @@ TEST_F(ReaderTest, AResumedJobsRepeatedStepsReplaceTheCopiesBeforeItsConfig) {
   EXPECT_EQ(diag_.count(Severity::kError), 0u);
 }
 
+TEST_F(ReaderTest, AJobResumedIntoANewFileKeepsTheLaterStartsCopiesWhateverTheFilesOrder) {
+  // Rank 1 killed during step 5, resumed from the checkpoint after step 2 into a new file.
+  // Each repeated step was a duplicate-step error (exit status 1), and which copy was kept
+  // depended on the order of the files (their names, in a directory).
+  std::string first = kConfig + "\n", resumed = kConfig + "\n";
+  for (int s = 1; s <= 5; ++s) first += update(s, 100) + "\n";
+  for (int s = 3; s <= 7; ++s) resumed += update(s, 200) + "\n";
+  const auto a = write("a.jsonl", first);
+  const auto b = write("b.jsonl", resumed);
+  for (const auto& order : {std::vector{a, b}, std::vector{b, a}}) {
+    const Dataset d = read(order);
+    ASSERT_EQ(d.ranks.size(), 1u);
+    std::vector<std::pair<std::int64_t, double>> got;
+    for (const auto& u : d.ranks[0].updates) got.emplace_back(u.step, u.wall_ms);
+    EXPECT_EQ(got, (std::vector<std::pair<std::int64_t, double>>{
+                       {1, 100}, {2, 100}, {3, 200}, {4, 200}, {5, 200}, {6, 200}, {7, 200}}));
+    EXPECT_EQ(diag_.count(Severity::kError), 0u);
+    const auto dups = all(Problem::kDuplicateStep);
+    ASSERT_EQ(dups.size(), 1u);
+    EXPECT_EQ(dups[0]->severity, Severity::kWarning);
+    EXPECT_EQ(dups[0]->file, b);
+    EXPECT_NE(dups[0]->message.find("steps 3..5 of rank 1 in " + a + " ran again in this file, which starts later (at "
+                                    "step 3)"),
+              std::string::npos)
+        << dups[0]->message;
+    EXPECT_NE(dups[0]->message.find("the 3 earlier update record(s) (300.0 ms of update time"), std::string::npos)
+        << dups[0]->message;
+  }
+  // Two files that start at the same step are two runs of it, not a resume: errors, as before.
+  const auto c = write("c.jsonl", first);
+  std::string other = kConfig + "\n";
+  for (int s = 1; s <= 5; ++s) other += update(s, 150) + "\n";
+  read({c, write("d.jsonl", other)});
+  EXPECT_EQ(diag_.count(Problem::kDuplicateStep), 5u);
+  EXPECT_EQ(diag_.count(Severity::kError), 5u);
+}
+
 TEST_F(ReaderTest, SeveralResumesEachReplaceWhatTheyRanAgainAndARepeatWithinAPartIsStillADuplicate) {
   // Resumed twice: steps 2..3 after the first resume (line 5), step 3 again after the second
   // (line 8). Step 3's first copy is replaced by the first resume (the next run of it), and

@@ -68,6 +68,14 @@ struct RankBucket {
   std::uint64_t rejected = 0;  // update records skipped with an error in files of its config
 };
 
+// Steps of one rank that a file starting later ran again (a job resumed from a
+// checkpoint into a new file): the earlier file's copies, left out.
+struct Resumed {
+  std::size_t records = 0;
+  std::int64_t first = 0, last = 0;
+  double wall_ms = 0;
+};
+
 // A record skipped for repeating its rank's step: where it is, where the kept one is, and
 // whether the two time alike (a copy of the log does; a rerun of the step does not).
 struct SkippedDuplicate {
@@ -544,15 +552,49 @@ class Reader {
         ds_.ranks.push_back(std::move(log));
         continue;
       }
+      // Each file's first step of this rank: a file that starts later than another holding
+      // the same steps is a job resumed from a checkpoint into a new file (see below).
+      std::unordered_map<std::uint32_t, std::int64_t> file_first;
+      for (const auto& u : b.updates) {
+        const auto [it, fresh] = file_first.try_emplace(u.source.file, u.step);
+        if (!fresh) it->second = std::min(it->second, u.step);
+      }
       std::vector<SkippedDuplicate> skipped;
+      std::map<std::pair<std::uint32_t, std::uint32_t>, Resumed> resumed;  // (later file, earlier file)
       for (auto& u : b.updates) {
         if (!log.updates.empty() && log.updates.back().step == u.step) {
-          skipped.push_back({u.source, log.updates.back().source, u.step, same_timing(log.updates.back(), u)});
+          UpdateRecord& kept = log.updates.back();
+          const bool same = same_timing(kept, u);
+          const std::uint32_t fu = u.source.file, fk = kept.source.file;
+          if (!same && fu != fk && file_first.at(fu) != file_first.at(fk)) {
+            // Two files of the rank hold the step with other times, and one starts later:
+            // the resumed job's copy (the later start) is kept whatever the files' order;
+            // the other is work the restart lost. One warning per pair of files.
+            const bool u_later = file_first.at(fu) > file_first.at(fk);
+            Resumed& r = resumed[u_later ? std::pair(fu, fk) : std::pair(fk, fu)];
+            const UpdateRecord& lost = u_later ? kept : u;
+            r.first = r.records == 0 ? lost.step : std::min(r.first, lost.step);
+            r.last = std::max(r.last, lost.step);
+            r.wall_ms += lost.wall_ms;
+            ++r.records;
+            if (u_later) kept = std::move(u);
+            continue;
+          }
+          skipped.push_back({u.source, kept.source, u.step, same});
           continue;
         }
         log.updates.push_back(std::move(u));
       }
       report_duplicates(b.rank, skipped);
+      for (const auto& [files, r] : resumed)
+        report(Severity::kWarning, Problem::kDuplicateStep, files.first, 0, 0,
+               fmt::format("{} of {} in {} ran again in this file, which starts later (at step {}): a job resumed "
+                           "from a checkpoint into a new file? This file's copies are analyzed, and the {} earlier "
+                           "update record(s) ({:.1f} ms of update time, work lost to the restart) are left out",
+                           r.first == r.last ? fmt::format("step {}", r.first)
+                                             : fmt::format("steps {}..{}", r.first, r.last),
+                           rank_text(b.rank), ds_.files[files.second], file_first.at(files.first), r.records,
+                           r.wall_ms));
       log.updates.shrink_to_fit();
       ds_.ranks.push_back(std::move(log));
     }
