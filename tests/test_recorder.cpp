@@ -28,6 +28,7 @@
 #include "stepprof/hierarchy.hpp"
 #include "stepprof/line_sink.hpp"
 #include "stepprof/reader.hpp"
+#include "stepprof/stepprof.h"
 #include "stepprof/stepprof.hpp"
 
 using namespace stepprof;
@@ -652,6 +653,42 @@ TEST_F(RecorderTest, AppendKeepsEarlierRecords) {
   const auto lines = read_lines(log.path);
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[3]["step"], 1);
+}
+
+// A job resumed (same run_id) without `append` truncates the log of its own run: every
+// record before the restart is lost, and nothing said so. open() now gives a note (kOk).
+TEST_F(RecorderTest, TruncatingALogOfTheSameRunGivesANote) {
+  TempLog log("same-run");
+  Options o = host_only(log.path);
+  o.run_id = "job-17";
+  o.print_warnings = false;
+  std::string message;
+  ASSERT_EQ(open(o, &message), Status::kOk);
+  EXPECT_EQ(message, "");
+  ASSERT_EQ(end_update(1), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  ASSERT_EQ(open(o, &message), Status::kOk);  // the same run again, not appending
+  EXPECT_NE(message.find("held records of this run (run_id \"job-17\"), and was truncated"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("append=true"), std::string::npos) << message;
+  ASSERT_EQ(close(), Status::kOk);
+  EXPECT_EQ(read_lines(log.path).size(), 1u);  // (truncated: the config alone)
+  // With append, or another run's log: no note.
+  o.append = true;
+  ASSERT_EQ(open(o, &message), Status::kOk);
+  EXPECT_EQ(message, "");
+  ASSERT_EQ(close(), Status::kOk);
+  o.append = false;
+  o.run_id = "job-18";
+  ASSERT_EQ(open(o, &message), Status::kOk);
+  EXPECT_EQ(message, "");
+  ASSERT_EQ(close(), Status::kOk);
+  // Through the C API: the note is stepprof_last_error() of a STEPPROF_OK open.
+  stepprof_recorder* rec = nullptr;
+  ASSERT_EQ(stepprof_open(log.path.c_str(), 0, 1, nullptr, R"({"run_id": "job-18", "print_warnings": false})", &rec),
+            STEPPROF_OK);
+  EXPECT_NE(std::string(stepprof_last_error()).find("held records of this run"), std::string::npos);
+  ASSERT_EQ(stepprof_close(rec), STEPPROF_OK);
 }
 
 // A job killed mid-record and resumed with `append`: the cut line is ended before the

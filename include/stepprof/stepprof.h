@@ -67,7 +67,9 @@ typedef uint32_t stepprof_counter_id;
  * Returns STEPPROF_OK, STEPPROF_WARN_IO (file not writable), STEPPROF_WARN_ERRORS (the
  * STEPPROF_CLOCK environment variable named no clock: the default is used, counted),
  * STEPPROF_ERR_ARGUMENT, STEPPROF_ERR_STATE (a recorder is already open).
- * stepprof_last_error() has the reason. */
+ * stepprof_last_error() has the reason; on STEPPROF_OK it is empty, or a note that the
+ * file held records of this same run_id and was truncated (a job resumed without
+ * "append": its earlier records are gone). */
 int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, const char* config_json,
                   const char* options_json, stepprof_recorder** out);
 

@@ -222,7 +222,9 @@ inline constexpr bool kEnabled = true;
 /// kWarnIo: the file could not be opened (the message gives the reason, e.g. a read-only
 /// file system where its directory would be made); the recorder runs anyway, counts every record
 /// it cannot write and says so at close(). `message` (optional) is cleared, and gets a
-/// sentence on any non-kOk status. The calling thread's regions are timed on `cuda_stream`.
+/// sentence on any non-kOk status, and on kOk when the file held records of this same
+/// run_id and was truncated (a job resumed without `append`: its earlier records are
+/// gone; printed too with print_warnings). The calling thread's regions are timed on `cuda_stream`.
 Status open(const Options& options, std::string* message = nullptr) noexcept;
 
 /// Ends optimizer update `step`: (with sync_at_update) waits for the device streams,

@@ -506,6 +506,10 @@ class Recorder:
             # (python -W error, pytest's filterwarnings = error) raising would stop the
             # job, or a spawned DataLoader worker that opens it again.
             _warn_in_loop(message, stacklevel=4)  # (at the caller of Recorder())
+        elif message:
+            # Opened, with a note: the log of this same run was truncated (a job resumed
+            # without append=True).
+            _warn_in_loop(message, stacklevel=4)
 
     # ---- regions ----------------------------------------------------------------------
 

@@ -175,7 +175,7 @@ int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, c
     g_open_handle.store(rec, std::memory_order_release);
     *out = rec;
     if (s != Status::kOk) return set_error(status(s), message);
-    t_last_error.clear();
+    t_last_error = message;  // (on OK: empty, or the note that a log of this run was truncated)
     return STEPPROF_OK;
   });
 }

@@ -457,11 +457,24 @@ Status Core::open(const Options& o, std::string* message) {
   pending_config_.clear();
   pending_config_failures_ = 0;
   records_written_ = 0;
+  // A log of this same run about to be truncated: a job resumed (same run_id: a requeued
+  // Slurm job, an elastic restart) without `append` loses every record before it.
+  bool same_run_log = false;
+  if (!sink_ && !o.append && !run_id_.empty()) {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+      if (const auto id = run_id_in_log(path_); id && *id == run_id_) same_run_log = true;
+  }
   if (!sink_) {
     int err = 0;
     sink_ = open_file_sink(path_, o.append, err);
     open_errno_ = sink_ ? 0 : err;
   }
+  std::string truncated_note;
+  if (same_run_log && sink_)
+    truncated_note = "stepprof: " + path_ + " held records of this run (run_id \"" + run_id_ +
+                     "\"), and was truncated: a job resumed from a checkpoint? Open with append=true to keep the "
+                     "earlier records (the analyzer then reads both parts as one run)";
 
   // The first open() calibrates the TSC for ~10 ms: before the counts start, or other
   // threads' region calls in those 10 ms went into the first update, whose wall clock
@@ -536,6 +549,11 @@ Status Core::open(const Options& o, std::string* message) {
     return fail(Status::kWarnIo, std::move(msg));
   }
   if (!setting_ignored.empty()) return fail(Status::kWarnErrors, std::move(setting_ignored));
+  if (!truncated_note.empty()) {
+    // (Not an error: kOk, with the note as the message.)
+    if (opts_.print_warnings) std::fprintf(stderr, "%s\n", truncated_note.c_str());
+    if (message) *message = std::move(truncated_note);
+  }
   return Status::kOk;
 }
 

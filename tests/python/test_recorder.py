@@ -312,6 +312,24 @@ def test_a_resumed_single_process_run_appends_to_one_run(tmp_path, monkeypatch):
     assert json.loads(r.stdout)["run"]["updates"] == 4
 
 
+def test_a_resumed_run_without_append_warns_that_its_log_was_truncated(tmp_path):
+    # A requeued job (same run_id) opened its log without append=True: every record of the
+    # first attempt was gone, and nothing said so.
+    path = tmp_path / "rank0.jsonl"
+    rec = stepprof.Recorder(str(path), rank=0, world_size=1, run_id="job7", device_timing="off")
+    rec.end_update(1)
+    rec.close()
+    with pytest.warns(stepprof.RecorderWarning, match=r'held records of this run \(run_id "job7"\), and was '
+                                                      r"truncated.*append=true"):
+        rec = stepprof.Recorder(str(path), rank=0, world_size=1, run_id="job7", device_timing="off")
+    rec.close()
+    # With append=True, or for another run's log, no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stepprof.Recorder(str(path), rank=0, world_size=1, run_id="job7", device_timing="off", append=True).close()
+        stepprof.Recorder(str(path), rank=0, world_size=1, run_id="job8", device_timing="off").close()
+
+
 @pytest.mark.skipif(not BIN, reason="needs STEPPROF_BIN")
 def test_a_resumed_run_that_does_not_restate_its_config_is_still_one_run(tmp_path):
     # The resumed process passed no config (or fewer fields): its config record lacked the
