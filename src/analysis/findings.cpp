@@ -784,6 +784,57 @@ void missing_ranks(const FindingInputs& in, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+// A rank whose log ended first, the other ranks' logs ending within two steps of it: in a
+// data-parallel job the others block in the next collective when one rank stops (a
+// crash, an out-of-memory kill, a hang), log a step or two more and stop too. Where the
+// config plans more steps than any log holds (RunSummary::stopped_early) the job stopped
+// there: the finding comes first (kind "stopped-rank"); without that plan a time limit
+// or kill that caught the ranks a step apart looks the same, and it comes last (0 ms).
+// The section on cross-rank waits listed the rank only, and no finding said the job
+// stopped on it.
+void stopped_rank(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& x = in.cross_rank;
+  if (x.ended_early.empty() || !in.run || !in.run->last_step) return;
+  const std::int64_t last = *in.run->last_step, stride = std::max<std::int64_t>(in.run->step_stride, 1);
+  const std::size_t ranks = in.run->ranks.size();
+  // The ranks that ended first (the lowest last step), a few of the ranks.
+  std::int64_t first_end = x.ended_early.front().last_step;
+  for (const auto& e : x.ended_early) first_end = std::min(first_end, e.last_step);
+  std::vector<std::int64_t> first_ranks;
+  for (const auto& e : x.ended_early)
+    if (e.last_step == first_end) first_ranks.push_back(e.rank);
+  if (first_ranks.size() > std::max<std::size_t>(1, ranks / 10) || first_ranks.size() >= ranks) return;
+  // The others stopped soon after (within two strides): not a rank that left while the
+  // job went on.
+  if (last - first_end > 2 * stride) return;
+  const auto& planned = in.run->stopped_early;
+  Finding f;
+  f.kind = "stopped-rank";
+  f.subject = ranks_text(first_ranks);
+  f.ms_per_update = 0;
+  const std::string who = ranks_text(first_ranks);
+  const bool one = first_ranks.size() == 1;
+  f.title = planned ? fmt::format("the job stopped at step {}, before the {} {} of its config, and {}'s log ended "
+                                  "first (step {})",
+                                  last, planned->field, planned->value, who, first_end)
+                    : fmt::format("{}'s log ended first (step {}); the other ranks' logs end at step {}", who,
+                                  first_end, last);
+  f.evidence = fmt::format("{}'s last update record is step {}; the other {} rank(s) logged up to step {} and then "
+                           "stopped too: in a data-parallel job the others wait in the next collective for a rank "
+                           "that stopped{}",
+                           who, first_end, ranks - first_ranks.size(), last,
+                           planned ? ""
+                                   : " (or a time limit or kill caught the ranks a step apart: the config "
+                                     "states no max_steps or last_step to tell)");
+  f.action = fmt::format("find out why {} stopped{}: {} stderr and exit status (a crash, an out-of-memory kill: "
+                         "dmesg), or a hang (py-spy dump or gdb on the process; NCCL_DEBUG=INFO; a collective "
+                         "timeout turns a hang into an error the other ranks report); the other ranks stopped "
+                         "waiting for {}",
+                         who, planned ? "" : ", if the job did not end as planned", one ? "its" : "their",
+                         one ? "it" : "them");
+  out.push_back(std::move(f));
+}
+
 void padding(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& p = in.padding;
   if (!p.available || !p.cost_ms_per_update || p.fraction <= 0.01) return;
@@ -1231,16 +1282,21 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   straggler_episodes(in, out);
   waiting(in, out);
   missing_ranks(in, out);
+  stopped_rank(in, out);
   padding(in, out);
   exposed_communication(in, out);
   region_findings(in, out);
   variability(in, out);
   const double median = in.time.update_ms ? in.time.update_ms->median : 0;
   for (auto& f : out) f.share = median > 0 ? std::optional<double>(f.ms_per_update / median) : std::nullopt;
-  // Problems with the nesting come first: they make other figures wrong.
-  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
-    const bool na = a.kind == "nesting", nb = b.kind == "nesting";
-    if (na != nb) return na;
+  // Problems with the nesting come first: they make other figures wrong. Then a job that
+  // stopped before its planned end on a rank that stopped first: what ended the run.
+  auto tier = [&](const Finding& f) {
+    return f.kind == "nesting" ? 0 : f.kind == "stopped-rank" && in.run && in.run->stopped_early ? 1 : 2;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const Finding& a, const Finding& b) {
+    const int ta = tier(a), tb = tier(b);
+    if (ta != tb) return ta < tb;
     return a.ms_per_update > b.ms_per_update;
   });
   if (out.size() > max_findings) out.resize(max_findings);

@@ -730,6 +730,54 @@ def test_a_stretch_over_lost_records_says_how_many_steps_were_not_compared(tmp_p
     assert "compared" not in f["title"], f["title"]
 
 
+def cut_logs(logs, last):
+    """Keeps each rank's records up to its step in `last` (rank -> step); the config stays."""
+    for rank, step in last.items():
+        f = logs / f"rank{rank}.jsonl"
+        f.write_text("\n".join(l for l in f.read_text().splitlines() if json.loads(l).get("step", 0) <= step) + "\n")
+
+
+def test_a_job_that_stopped_on_one_rank_says_so_first(tmp_path):
+    # Rank 5 hung after step 29 of the 40 the config plans; the others logged step 30 and
+    # stopped too. Only the cross-rank section's "logs that end early" line said so; no
+    # finding did.
+    synth(tmp_path, "--ranks", 8, "--updates", 40, "--seed", 2)
+    logs = tmp_path / "logs"
+    cut_logs(logs, {r: (29 if r == 5 else 30) for r in range(8)})
+    rep = report(logs)
+    assert rep["run"]["stopped_early"] == {"field": "last_step", "value": 40}
+    f = rep["findings"][0]
+    assert (f["kind"], f["subject"], f["ms_per_update"]) == ("stopped-rank", "rank 5", 0), f
+    assert f["title"] == "the job stopped at step 30, before the last_step 40 of its config, and rank 5's log ended " \
+                         "first (step 29)"
+    assert f["action"].startswith("find out why rank 5 stopped: its stderr and exit status")
+    text = run("report", logs).stdout
+    assert "1. the job stopped at step 30" in text
+    # Without a planned end in the config, the same logs (a time limit could have caught the
+    # ranks a step apart): the finding comes last, and says so.
+    for p in logs.glob("rank*.jsonl"):
+        lines = p.read_text().splitlines()
+        cfg = json.loads(lines[0])
+        for k in ("max_steps", "last_step"):
+            cfg.pop(k)
+        p.write_text("\n".join([json.dumps(cfg)] + lines[1:]) + "\n")
+    rep = report(logs)
+    assert rep["run"]["stopped_early"] is None
+    stopped = [f for f in rep["findings"] if f["kind"] == "stopped-rank"]
+    assert [f["title"] for f in stopped] == ["rank 5's log ended first (step 29); the other ranks' logs end at step 30"]
+    assert rep["findings"][-1]["kind"] == "stopped-rank"
+    assert "if the job did not end as planned" in stopped[0]["action"]
+    # A rank that stopped while the others went on for 10 more steps: not what stopped the job.
+    shutil.rmtree(logs)
+    synth(tmp_path, "--ranks", 8, "--updates", 40, "--seed", 2)
+    cut_logs(logs, {r: (20 if r == 5 else 30) for r in range(8)})
+    assert [f for f in report(logs)["findings"] if f["kind"] == "stopped-rank"] == []
+    # Every rank to the end: none.
+    shutil.rmtree(logs)
+    synth(tmp_path, "--ranks", 8, "--updates", 40, "--seed", 2)
+    assert [f for f in report(logs)["findings"] if f["kind"] == "stopped-rank"] == []
+
+
 def test_a_straggler_given_more_samples_is_told_to_balance_them(tmp_path):
     # Rank 2 ran 1.5 times the samples of the others per update (its own accumulation): the
     # straggler finding sent the user to its host and GPU.

@@ -20,7 +20,8 @@ namespace stepprof {
 
 struct Finding {
   std::string kind;      ///< stable id: slow-path, straggler, slow-ranks, straggler_episode, waiting, missing-ranks, padding,
-                         ///< data-loading, exclusive-time, untracked-time, variability, time-gap, nesting
+                         ///< data-loading, exclusive-time, untracked-time, variability, time-gap, nesting,
+                         ///< stopped-rank
   std::string subject;   ///< the region (or group) concerned, if any
   double ms_per_update = 0;  ///< time at stake per update [ms] (the ranking key)
   /// ms_per_update / median update time [fraction]; nullopt when that median is not
