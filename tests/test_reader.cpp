@@ -569,12 +569,19 @@ TEST_F(ReaderTest, AJobResumedIntoANewFileKeepsTheLaterStartsCopiesWhateverTheFi
     EXPECT_EQ(dups[0]->severity, Severity::kWarning);
     EXPECT_EQ(dups[0]->file, b);
     EXPECT_NE(dups[0]->message.find("steps 3..5 of rank 1 in " + a + " ran again in this file, which starts later (at "
-                                    "step 3)"),
+                                    "step 3) and goes on beyond its end"),
               std::string::npos)
         << dups[0]->message;
     EXPECT_NE(dups[0]->message.find("the 3 earlier update record(s) (300.0 ms of update time"), std::string::npos)
         << dups[0]->message;
   }
+  // A file that starts later but ends inside the other's steps is a rerun of some of them
+  // (or another job's log), not a resume: errors, as before.
+  std::string inside = kConfig + "\n";
+  for (int s = 2; s <= 4; ++s) inside += update(s, 250) + "\n";
+  read({a, write("inside.jsonl", inside)});
+  EXPECT_EQ(diag_.count(Problem::kDuplicateStep), 3u);
+  EXPECT_EQ(diag_.count(Severity::kError), 3u);
   // Two files that start at the same step are two runs of it, not a resume: errors, as before.
   const auto c = write("c.jsonl", first);
   std::string other = kConfig + "\n";

@@ -19,6 +19,10 @@ namespace stepprof {
 /// Where a record came from: index into the input file list and 1-based line number.
 struct SourceLocation {
   std::uint32_t file = 0;
+  /// An update record's: it is the first update record after a config record in its file
+  /// (the recorder opened there, as at a process's start or a resumed job's: its wall time
+  /// counts from open()). (Held here, in the struct's padding: no record grows by it.)
+  bool after_config = false;
   std::uint64_t line = 0;
 };
 

@@ -1212,6 +1212,29 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
         f.evidence += fmt::format("; step {} is the logs' first update (not the slowest)", *run->first_step);
       }
     }
+    // Likewise the first update after the recorder opened again (a resumed job): its time
+    // holds the restart. Steps 10 and 18 of a job resumed twice were sent to their inputs.
+    std::vector<std::int64_t> reopened;
+    if (run)
+      for (const auto& [step, ranks] : run->reopened_at)
+        if (std::binary_search(s->steps.begin(), s->steps.end(), step)) reopened.push_back(step);
+    if (!reopened.empty()) {
+      const bool one = reopened.size() == 1;
+      const bool slowest = in.time.slowest_step &&
+                           std::find(reopened.begin(), reopened.end(), *in.time.slowest_step) != reopened.end();
+      f.evidence += fmt::format("; {} {} {} the first update after the recorder opened again (a config record "
+                                "before {}: a restart){}",
+                                one ? "step" : "steps", detail::rank_numbers(reopened), one ? "is" : "are",
+                                one ? "it" : "them",
+                                !slowest ? "" : one ? ", and the slowest" : ", one of them the slowest");
+      if (slowest)
+        stopped += fmt::format("{} {} {} the first update after a restart: {} time counts from when the recorder "
+                               "opened again, so {} the restart (start-up, loading the checkpoint, warm-up), "
+                               "not training; call begin_update() (Python: rec.begin_update()) just before the loop "
+                               "so that it is left out; then ",
+                               one ? "step" : "steps", detail::rank_numbers(reopened),
+                               one ? "is" : "are each", one ? "its" : "their", one ? "it holds" : "each holds");
+    }
   }
   // Too few steps for the slowest ones to be named (slow_updates.cpp), but the longest is
   // the logs' first: it alone may make the spread (a data loader's start-up of 4 s in 8

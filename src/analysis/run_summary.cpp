@@ -22,6 +22,7 @@ RunSummary summarize_run(const AnalysisInput& in) {
   s.updates_of_other_runs = in.data.updates_of_other_runs;
   if (in.hierarchy) s.nesting_source = in.hierarchy->source;
   const RunConfig* cfg = nullptr;
+  std::vector<std::pair<std::int64_t, std::int64_t>> after_config;  // (step, rank) of first updates after a config
   for (const auto& r : in.data.ranks) {
     // (A rank with a config but no update record kept is not one with records: missing.)
     if (r.rank && !r.updates.empty()) s.ranks.push_back(*r.rank);
@@ -32,8 +33,16 @@ RunSummary summarize_run(const AnalysisInput& in) {
     for (const auto& u : r.updates) {
       s.first_step = std::min(s.first_step.value_or(u.step), u.step);
       s.last_step = std::max(s.last_step.value_or(u.step), u.step);
+      if (u.source.after_config && r.rank) after_config.emplace_back(u.step, *r.rank);
     }
     if (!cfg && r.config) cfg = &*r.config;
+  }
+  // The recorder opened again (the window's first step is every log's first update).
+  std::sort(after_config.begin(), after_config.end());
+  for (const auto& [step, rank] : after_config) {
+    if (step == s.first_step) continue;
+    if (s.reopened_at.empty() || s.reopened_at.back().first != step) s.reopened_at.push_back({step, {}});
+    s.reopened_at.back().second.push_back(rank);
   }
   // A job that logs every k-th update: the steps' common stride.
   if (s.first_step) {

@@ -13,6 +13,7 @@
 #include <new>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -342,6 +343,7 @@ class FileParser {
     std::uint64_t prefixed = 0, prefixed_first = 0, prefixed_last = 0, other = 0;
     // Update records whose step is below the one before them, and the first of them.
     std::uint64_t backwards = 0, last_config_line = 0;
+    bool after_config = false;  // no update record read since the last config record
     struct {
       std::uint64_t line = 0;
       std::int64_t step = 0;
@@ -456,11 +458,12 @@ class FileParser {
           break;
         case RecordKind::kConfig: {
           last_config_line = ln;  // (steps may start over after it: a restart)
+          after_config = true;
           ++records;
           std::vector<std::string> problems;
           RunConfig cfg = make_config(std::move(cfg_fields), &problems);
           cfg_fields.clear();
-          cfg.source = {file_, ln};
+          cfg.source = {.file = file_, .line = ln};
           for (auto& p : problems) report(Severity::kError, Problem::kBadField, ln, 0, std::move(p));
           // In a file of several ranks' logs, a rank's later config is compared with its own
           // rank's latest one.
@@ -614,7 +617,10 @@ class FileParser {
             ++out_.rejected_updates;
             break;
           }
-          if (outside_window(u.step)) break;
+          if (outside_window(u.step)) {
+            after_config = false;  // (the update after the config is this one, not analyzed)
+            break;
+          }
           if (!u.recorder_errors.empty()) {
             std::string kinds;
             for (const auto& [k, n] : u.recorder_errors)
@@ -632,7 +638,7 @@ class FileParser {
               break;
             }
           }
-          u.source = {file_, ln};
+          u.source = {.file = file_, .after_config = std::exchange(after_config, false), .line = ln};
           // A step below the one before it (same rank, same run: no config between): the
           // job's step counter went back. Analyzed in step order, as every input is.
           if (!kept->empty() && kept->back().rank == u.rank && u.step < kept->back().step &&

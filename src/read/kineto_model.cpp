@@ -496,7 +496,7 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     UpdateRecord u;
     u.step = st.step;
     u.wall_ms = static_cast<double>(st.end - st.start) / 1e6;
-    u.source = {file_index, st.line};
+    u.source = {.file = file_index, .line = st.line};
     for (std::uint32_t place : region_order[s]) {
       const RegionAgg& a = agg[s][place];
       RegionSample rs;

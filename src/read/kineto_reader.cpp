@@ -165,7 +165,7 @@ class TraceReader {
     const std::int64_t rank = opt_.rank ? *opt_.rank : *dist_rank_;
     for (auto& u : trace.updates) u.rank = rank;
     trace.config = config(rank, trace.updates, nccl);
-    trace.config.source = {fi_, 0};  // (from the trace's metadata: no one line)
+    trace.config.source = {.file = fi_, .line = 0};  // (from the trace's metadata: no one line)
     notes();
     trace.stats = stats_;
     return trace;

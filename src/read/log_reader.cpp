@@ -552,13 +552,21 @@ class Reader {
         ds_.ranks.push_back(std::move(log));
         continue;
       }
-      // Each file's first step of this rank: a file that starts later than another holding
-      // the same steps is a job resumed from a checkpoint into a new file (see below).
-      std::unordered_map<std::uint32_t, std::int64_t> file_first;
+      // Each file's first and last step of this rank: a file that starts later than another
+      // holding the same steps, and goes on beyond its end, is a job resumed from a
+      // checkpoint into a new file (see below); one that ends inside the other's steps is
+      // a rerun of some of them, or another job's log.
+      std::unordered_map<std::uint32_t, std::pair<std::int64_t, std::int64_t>> file_span;
       for (const auto& u : b.updates) {
-        const auto [it, fresh] = file_first.try_emplace(u.source.file, u.step);
-        if (!fresh) it->second = std::min(it->second, u.step);
+        const auto [it, fresh] = file_span.try_emplace(u.source.file, u.step, u.step);
+        it->second.first = std::min(it->second.first, u.step);
+        it->second.second = std::max(it->second.second, u.step);
       }
+      auto resumes = [&](std::uint32_t later, std::uint32_t earlier) {
+        const auto& l = file_span.at(later);
+        const auto& e = file_span.at(earlier);
+        return l.first > e.first && l.second > e.second;
+      };
       std::vector<SkippedDuplicate> skipped;
       std::map<std::pair<std::uint32_t, std::uint32_t>, Resumed> resumed;  // (later file, earlier file)
       for (auto& u : b.updates) {
@@ -566,11 +574,11 @@ class Reader {
           UpdateRecord& kept = log.updates.back();
           const bool same = same_timing(kept, u);
           const std::uint32_t fu = u.source.file, fk = kept.source.file;
-          if (!same && fu != fk && file_first.at(fu) != file_first.at(fk)) {
-            // Two files of the rank hold the step with other times, and one starts later:
-            // the resumed job's copy (the later start) is kept whatever the files' order;
-            // the other is work the restart lost. One warning per pair of files.
-            const bool u_later = file_first.at(fu) > file_first.at(fk);
+          if (!same && fu != fk && (resumes(fu, fk) || resumes(fk, fu))) {
+            // Two files of the rank hold the step with other times, and one starts later and
+            // goes on beyond the other: the resumed job's copy is kept whatever the files'
+            // order; the other is work the restart lost. One warning per pair of files.
+            const bool u_later = resumes(fu, fk);
             Resumed& r = resumed[u_later ? std::pair(fu, fk) : std::pair(fk, fu)];
             const UpdateRecord& lost = u_later ? kept : u;
             r.first = r.records == 0 ? lost.step : std::min(r.first, lost.step);
@@ -588,12 +596,13 @@ class Reader {
       report_duplicates(b.rank, skipped);
       for (const auto& [files, r] : resumed)
         report(Severity::kWarning, Problem::kDuplicateStep, files.first, 0, 0,
-               fmt::format("{} of {} in {} ran again in this file, which starts later (at step {}): a job resumed "
+               fmt::format("{} of {} in {} ran again in this file, which starts later (at step {}) and goes on "
+                           "beyond its end: a job resumed "
                            "from a checkpoint into a new file? This file's copies are analyzed, and the {} earlier "
                            "update record(s) ({:.1f} ms of update time, work lost to the restart) are left out",
                            r.first == r.last ? fmt::format("step {}", r.first)
                                              : fmt::format("steps {}..{}", r.first, r.last),
-                           rank_text(b.rank), ds_.files[files.second], file_first.at(files.first), r.records,
+                           rank_text(b.rank), ds_.files[files.second], file_span.at(files.first).first, r.records,
                            r.wall_ms));
       log.updates.shrink_to_fit();
       ds_.ranks.push_back(std::move(log));

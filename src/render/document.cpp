@@ -107,6 +107,24 @@ Section run_section(const Report& rep) {
                           "crash, a kill, a time limit) or were the logs cut?",
                           r.stopped_early->field, r.stopped_early->value, *r.last_step);
   f.items.emplace_back("window", window);
+  if (!r.reopened_at.empty()) {
+    // (The first few: a job requeued every hour has many.)
+    constexpr std::size_t kShown = 8;
+    std::vector<std::string> at;
+    for (std::size_t k = 0; k < std::min(kShown, r.reopened_at.size()); ++k)
+      at.push_back(fmt::format("step {} ({})", r.reopened_at[k].first,
+                               r.reopened_at[k].second.size() == r.updates_per_rank.size()
+                                   ? std::string("every rank")
+                                   : (r.reopened_at[k].second.size() == 1 ? "rank " : "ranks ") +
+                                         rank_numbers(r.reopened_at[k].second)));
+    f.items.emplace_back("recorder opened again",
+                         fmt::format("{}{}: a config record before these updates (a job resumed from a checkpoint, "
+                                     "or a rank that started late); their time counts from open()",
+                                     fmt::join(at, ", "),
+                                     r.reopened_at.size() > kShown
+                                         ? fmt::format(" and {} more", r.reopened_at.size() - kShown)
+                                         : std::string()));
+  }
   if (r.updates_per_rank.size() > 1) f.items.emplace_back("updates per rank", updates_per_rank(r.updates_per_rank));
   f.items.emplace_back("nesting", r.nesting_source.empty() ? "unknown (give --hierarchy FILE for exclusive times and code paths)"
                                                           : r.nesting_source);

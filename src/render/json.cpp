@@ -50,6 +50,8 @@ Json run(const RunSummary& r) {
     }
     differences.push_back({{"key", d.key}, {"values", values}});
   }
+  Json reopened = Json::array();
+  for (const auto& [step, ranks] : r.reopened_at) reopened.push_back({{"step", step}, {"ranks", ranks}});
   return Json{{"ranks", r.ranks},
               {"missing_ranks", r.missing_ranks},
               {"world_size", opt(r.world_size)},
@@ -70,6 +72,7 @@ Json run(const RunSummary& r) {
               {"stopped_early", r.stopped_early ? Json{{"field", r.stopped_early->field},
                                                        {"value", r.stopped_early->value}}
                                                 : Json(nullptr)},
+              {"reopened_at", reopened},
               {"nesting_source", r.nesting_source.empty() ? Json(nullptr) : Json(r.nesting_source)},
               {"config", config},
               {"config_differences", differences},

@@ -778,6 +778,39 @@ def test_a_job_that_stopped_on_one_rank_says_so_first(tmp_path):
     assert [f for f in report(logs)["findings"] if f["kind"] == "stopped-rank"] == []
 
 
+def test_the_first_update_after_a_restart_is_named_as_step_1_is(tmp_path):
+    # Every rank resumed (appending its config again) before step 21, whose update held the
+    # restart: 6 s more. The variability finding sent step 21 to its inputs; nothing said
+    # the recorder had opened again there.
+    synth(tmp_path, "--ranks", 4, "--updates", 40, "--seed", 5)
+    logs = tmp_path / "logs"
+    for p in sorted(logs.glob("rank*.jsonl")):
+        lines = p.read_text().splitlines()
+        out = []
+        for l in lines:
+            rec = json.loads(l)
+            if rec.get("step") == 21:
+                out.append(lines[0])  # the resumed process's config record
+                rec["wall_ms"] += 6000
+                l = json.dumps(rec)
+            out.append(l)
+        p.write_text("\n".join(out) + "\n")
+    rep = report(logs)
+    assert rep["run"]["reopened_at"] == [{"step": 21, "ranks": [0, 1, 2, 3]}]
+    (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert 21 in rep["update_time"]["slow_updates"]["steps"]
+    assert "step 21 is the first update after the recorder opened again (a config record before it: a restart), " \
+        "and the slowest" in v["evidence"], v["evidence"]
+    assert v["action"].startswith("step 21 is the first update after a restart: its time counts from when the "
+                                  "recorder opened again"), v["action"]
+    text = " ".join(run("report", logs).stdout.split())
+    assert "recorder opened again step 21 (every rank): a config record before these updates" in text
+    # Logs without a restart: none.
+    shutil.rmtree(logs)
+    synth(tmp_path, "--ranks", 4, "--updates", 40, "--seed", 5)
+    assert report(logs)["run"]["reopened_at"] == []
+
+
 def test_a_straggler_given_more_samples_is_told_to_balance_them(tmp_path):
     # Rank 2 ran 1.5 times the samples of the others per update (its own accumulation): the
     # straggler finding sent the user to its host and GPU.

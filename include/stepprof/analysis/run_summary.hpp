@@ -59,6 +59,12 @@ struct RunSummary {
   /// --steps left no record out. A crash, a kill or a time limit that stopped every rank
   /// alike, which a comparison of the ranks cannot see.
   std::optional<StoppedEarly> stopped_early;
+  /// Steps, ascending, in which some rank's update record is the first after a config
+  /// record in its file, other than the window's first step, with those ranks (ascending):
+  /// the recorder opened again there (a job resumed from a checkpoint, appending or into a
+  /// new file; a rank that started late), so that update's wall time counts from open() and
+  /// holds the restart (start-up, checkpoint loading, warm-up), as step 1's does.
+  std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> reopened_at;
   std::vector<RawField> config;                 ///< config fields of the lowest rank, verbatim
   /// Config fields (other than `rank`) that differ between the ranks' configs, in the
   /// order of their first appearance.
