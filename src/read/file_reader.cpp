@@ -547,8 +547,8 @@ class FileParser {
             // (a warning here too said the same line twice).
             report(Severity::kNote, Problem::kMixedRuns, ln, 0,
                    fmt::format("a second config record ({}) differs from the one at line {} in its run "
-                               "settings ({}): this file mixes runs (a job restarted with other settings and "
-                               "appended?); the records after it are read as that run's, and only one run is "
+                               "settings ({}): this file mixes runs (a job restarted with a new run_id or other settings, "
+                               "and appended?); the records after it are read as that run's, and only one run is "
                                "analyzed (--run: the one most ranks have, or the latest)",
                                rank_text(cfg.rank), file_config_line, identity_difference(cfg, *(*cur_config))));
             // (A file holds one rank's log: a later config that names no rank is its rank's.)

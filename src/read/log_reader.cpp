@@ -464,7 +464,7 @@ class Reader {
                fmt::format("config for {} is not of {} (as in {}; run settings: {}): {}; the {} update record(s) "
                            "read for {} with this config are skipped",
                            rank_text(b.rank), run_rule(), where, detail::identity_difference(*b.config, o.config),
-                           restarted(held, run) ? "the job restarted with other settings and appended to its logs"
+                           restarted(held, run) ? "the job restarted (a new run_id or other settings) and appended to its logs"
                                                 : "these files come from different runs",
                            b.updates.size(), rank_text(b.rank)));
         skipped_other_run_ += b.updates.size();
@@ -508,7 +508,7 @@ class Reader {
                fmt::format("{} comes from a different run than {} (run settings: {}{}); its {} update record(s) are "
                            "skipped",
                            rank_text(b.rank), ref_rank, detail::identity_difference(*b.config, *ref_config),
-                           restart ? "; the job restarted with other settings: other ranks' logs hold both runs" : "",
+                           restart ? "; the job restarted (a new run_id or other settings): other ranks' logs hold both runs" : "",
                            b.updates.size()));
         skipped_other_run_ += b.updates.size();
         continue;
@@ -620,7 +620,7 @@ class Reader {
       if (ds_.updates_outside_window && skipped_other_run_)
         why = fmt::format("{} update records are outside the --steps window, and the {} inside it are of another "
                           "run than the one analyzed ({}) and were skipped (see "
-                          "the mixed-runs errors; --run chooses the run)",
+                          "the mixed-runs diagnostics; --run chooses the run)",
                           ds_.updates_outside_window, skipped_other_run_, run_rule());
       diag_.report({Severity::kError, Problem::kEmptyInput,
                     ds_.files.size() == 1 ? ds_.files.front() : std::string("(input)"), 0, 0,

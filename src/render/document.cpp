@@ -91,7 +91,7 @@ Section run_section(const Report& rep) {
   if (r.step_stride > 1) window += fmt::format("; every {} steps (the log's stride)", r.step_stride);
   if (r.updates_outside_window) window += fmt::format(" ({} outside --steps not analyzed)", r.updates_outside_window);
   if (r.updates_of_other_runs)
-    window += fmt::format("; {} update record(s) of another run skipped (see the mixed-runs errors; --run chooses "
+    window += fmt::format("; {} update record(s) of another run skipped (see the mixed-runs diagnostics; --run chooses "
                           "the run)",
                           r.updates_of_other_runs);
   if (r.steps_without_record) {

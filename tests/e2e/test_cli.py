@@ -1787,7 +1787,7 @@ def test_run_latest_analyzes_the_run_after_a_restart(tmp_path):
     assert old["updates_of_other_runs"] == 3 * 10
     r = run("report", "--format", "json", "--run", "latest", tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "0 error(s)" in r.stderr and "the job restarted with other settings" in r.stderr
+    assert "0 error(s)" in r.stderr and "the job restarted (a new run_id or other settings)" in r.stderr
     new = json.loads(r.stdout)["run"]
     assert (new["ranks"], new["world_size"], new["first_step"], new["last_step"]) == ([0, 1, 2], 3, 10, 19)
     assert new["updates_of_other_runs"] == 4 * 10
