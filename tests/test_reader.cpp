@@ -575,6 +575,16 @@ TEST_F(ReaderTest, AJobResumedIntoANewFileKeepsTheLaterStartsCopiesWhateverTheFi
     EXPECT_NE(dups[0]->message.find("the 3 earlier update record(s) (300.0 ms of update time"), std::string::npos)
         << dups[0]->message;
   }
+  // With a --steps window inside both files' steps, the kept records of both start and end
+  // together: the files' own steps still tell the resume (it was errors, the old copies kept).
+  for (const auto& order : {std::vector{a, b}, std::vector{b, a}}) {
+    const Dataset d = read(order, false, StepRange{3, 5});
+    ASSERT_EQ(d.ranks.size(), 1u);
+    std::vector<std::pair<std::int64_t, double>> got;
+    for (const auto& u : d.ranks[0].updates) got.emplace_back(u.step, u.wall_ms);
+    EXPECT_EQ(got, (std::vector<std::pair<std::int64_t, double>>{{3, 200}, {4, 200}, {5, 200}}));
+    EXPECT_EQ(diag_.count(Severity::kError), 0u);
+  }
   // A file that starts later but ends inside the other's steps is a rerun of some of them
   // (or another job's log), not a resume: errors, as before.
   std::string inside = kConfig + "\n";
@@ -589,6 +599,28 @@ TEST_F(ReaderTest, AJobResumedIntoANewFileKeepsTheLaterStartsCopiesWhateverTheFi
   read({c, write("d.jsonl", other)});
   EXPECT_EQ(diag_.count(Problem::kDuplicateStep), 5u);
   EXPECT_EQ(diag_.count(Severity::kError), 5u);
+}
+
+TEST_F(ReaderTest, TheFirstUpdateAfterEachRanksConfigIsMarkedInAStreamOfSeveralRanks) {
+  // One stream of two ranks' logs; both resume. Rank 1's last record before its own restart
+  // comes after rank 0's resumed config: one flag for the file marked it, and not rank 1's
+  // first update after its own config.
+  const auto cfg = [](int r) {
+    return fmt::format(R"({{"type": "config", "rank": {}, "world_size": 2, "run_id": "a"}})", r) + "\n";
+  };
+  const auto rec = [](int r, int step) {
+    return fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": {}}})", r, step, 10 + step) + "\n";
+  };
+  const std::string text = cfg(0) + cfg(1) + rec(0, 1) + rec(1, 1) + rec(0, 2) + rec(1, 2) + cfg(0) + rec(1, 3) +
+                           cfg(1) + rec(0, 2) + rec(1, 3) + rec(0, 3);
+  const Dataset d = read({write("stream.jsonl", text)});
+  ASSERT_EQ(d.ranks.size(), 2u);
+  std::vector<std::tuple<std::int64_t, std::int64_t, std::uint64_t, bool>> got;
+  for (const auto& r : d.ranks)
+    for (const auto& u : r.updates) got.emplace_back(*r.rank, u.step, u.source.line, u.source.after_config);
+  EXPECT_EQ(got, (std::vector<std::tuple<std::int64_t, std::int64_t, std::uint64_t, bool>>{
+                     {0, 1, 3, true}, {0, 2, 10, true}, {0, 3, 12, false},
+                     {1, 1, 4, true}, {1, 2, 6, false}, {1, 3, 11, true}}));
 }
 
 TEST_F(ReaderTest, SeveralResumesEachReplaceWhatTheyRanAgainAndARepeatWithinAPartIsStillADuplicate) {

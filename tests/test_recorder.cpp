@@ -683,6 +683,15 @@ TEST_F(RecorderTest, TruncatingALogOfTheSameRunGivesANote) {
   ASSERT_EQ(open(o, &message), Status::kOk);
   EXPECT_EQ(message, "");
   ASSERT_EQ(close(), Status::kOk);
+  // With another warning (STEPPROF_CLOCK naming no clock), the message says both.
+  ::setenv("STEPPROF_CLOCK", "bogus", 1);
+  const Status with_clock = open(o, &message);
+  ::unsetenv("STEPPROF_CLOCK");
+  EXPECT_EQ(with_clock, Status::kWarnErrors);
+  EXPECT_NE(message.find("STEPPROF_CLOCK=bogus"), std::string::npos) << message;
+  EXPECT_NE(message.find("held records of this run (run_id \"job-18\"), and was truncated"), std::string::npos)
+      << message;
+  close();
   // Through the C API: the note is stepprof_last_error() of a STEPPROF_OK open.
   stepprof_recorder* rec = nullptr;
   ASSERT_EQ(stepprof_open(log.path.c_str(), 0, 1, nullptr, R"({"run_id": "job-18", "print_warnings": false})", &rec),

@@ -794,7 +794,10 @@ void missing_ranks(const FindingInputs& in, std::vector<Finding>& out) {
 // stopped on it.
 void stopped_rank(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
-  if (x.ended_early.empty() || !in.run || !in.run->last_step) return;
+  // (Not when --steps left records after the window out: the logs go on beyond it.)
+  if (x.ended_early.empty() || !in.run || !in.run->last_step ||
+      in.run->updates_outside_window != in.run->updates_before_window)
+    return;
   const std::int64_t last = *in.run->last_step, stride = std::max<std::int64_t>(in.run->step_stride, 1);
   const std::size_t ranks = in.run->ranks.size();
   // The ranks that ended first (the lowest last step), a few of the ranks.
@@ -805,8 +808,13 @@ void stopped_rank(const FindingInputs& in, std::vector<Finding>& out) {
     if (e.last_step == first_end) first_ranks.push_back(e.rank);
   if (first_ranks.size() > std::max<std::size_t>(1, ranks / 10) || first_ranks.size() >= ranks) return;
   // The others stopped soon after (within two strides): not a rank that left while the
-  // job went on.
+  // job went on. Their logs end from `others_end` to `last`.
   if (last - first_end > 2 * stride) return;
+  std::int64_t others_end = last;
+  for (const auto& e : x.ended_early)
+    if (e.last_step != first_end) others_end = std::min(others_end, e.last_step);
+  const std::string others_steps =
+      others_end == last ? fmt::format("step {}", last) : fmt::format("steps {}..{}", others_end, last);
   const auto& planned = in.run->stopped_early;
   Finding f;
   f.kind = "stopped-rank";
@@ -817,12 +825,12 @@ void stopped_rank(const FindingInputs& in, std::vector<Finding>& out) {
   f.title = planned ? fmt::format("the job stopped at step {}, before the {} {} of its config, and {}'s log ended "
                                   "first (step {})",
                                   last, planned->field, planned->value, who, first_end)
-                    : fmt::format("{}'s log ended first (step {}); the other ranks' logs end at step {}", who,
-                                  first_end, last);
-  f.evidence = fmt::format("{}'s last update record is step {}; the other {} rank(s) logged up to step {} and then "
+                    : fmt::format("{}'s log ended first (step {}); the other ranks' logs end at {}", who,
+                                  first_end, others_steps);
+  f.evidence = fmt::format("{}'s last update record is step {}; the other {} rank(s) logged up to {} and then "
                            "stopped too: in a data-parallel job the others wait in the next collective for a rank "
                            "that stopped{}",
-                           who, first_end, ranks - first_ranks.size(), last,
+                           who, first_end, ranks - first_ranks.size(), others_steps,
                            planned ? ""
                                    : " (or a time limit or kill caught the ranks a step apart: the config "
                                      "states no max_steps or last_step to tell)");
@@ -1222,10 +1230,10 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       const bool one = reopened.size() == 1;
       const bool slowest = in.time.slowest_step &&
                            std::find(reopened.begin(), reopened.end(), *in.time.slowest_step) != reopened.end();
-      f.evidence += fmt::format("; {} {} {} the first update after the recorder opened again (a config record "
-                                "before {}: a restart){}",
+      f.evidence += fmt::format("; {} {} {} the first {} after the recorder opened again (a config record "
+                                "before {}: a restart, or a rank's late start){}",
                                 one ? "step" : "steps", detail::rank_numbers(reopened), one ? "is" : "are",
-                                one ? "it" : "them",
+                                one ? "update" : "updates", one ? "it" : "them",
                                 !slowest ? "" : one ? ", and the slowest" : ", one of them the slowest");
       if (slowest)
         stopped += fmt::format("{} {} {} the first update after a restart: {} time counts from when the recorder "

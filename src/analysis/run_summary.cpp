@@ -33,7 +33,7 @@ RunSummary summarize_run(const AnalysisInput& in) {
     for (const auto& u : r.updates) {
       s.first_step = std::min(s.first_step.value_or(u.step), u.step);
       s.last_step = std::max(s.last_step.value_or(u.step), u.step);
-      if (u.source.after_config && r.rank) after_config.emplace_back(u.step, *r.rank);
+      if (u.source.after_config) after_config.emplace_back(u.step, r.rank.value_or(-1));  // (-1: no rank)
     }
     if (!cfg && r.config) cfg = &*r.config;
   }

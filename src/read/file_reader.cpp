@@ -343,7 +343,8 @@ class FileParser {
     std::uint64_t prefixed = 0, prefixed_first = 0, prefixed_last = 0, other = 0;
     // Update records whose step is below the one before them, and the first of them.
     std::uint64_t backwards = 0, last_config_line = 0;
-    bool after_config = false;  // no update record read since the last config record
+    // Segments (ranks) with a config record and no update record since.
+    std::set<std::ptrdiff_t> opened;
     struct {
       std::uint64_t line = 0;
       std::int64_t step = 0;
@@ -458,7 +459,6 @@ class FileParser {
           break;
         case RecordKind::kConfig: {
           last_config_line = ln;  // (steps may start over after it: a restart)
-          after_config = true;
           ++records;
           std::vector<std::string> problems;
           RunConfig cfg = make_config(std::move(cfg_fields), &problems);
@@ -567,11 +567,13 @@ class FileParser {
                                "replaces the copy before it",
                                file_config_line));
             resumes.push_back({cur_segment, kept->size(), ln});
-            // (--strict: a step run again after the resume is not a duplicate; one repeated
-            // within either part still is.)
+            // (--strict: a step run again after the resume is not a duplicate-step error; one
+            // repeated within either part still is. The resume's warning stops reading once
+            // the file is read, as every warning does in strict mode.)
             if (opt_.strict)
               std::erase_if(strict_steps, [&](const auto& e) { return e.first.first == (*cur_config)->rank; });
           }
+          opened.insert(cur_segment);  // (the segment this config record is now read under)
           break;
         }
         case RecordKind::kUpdate: {
@@ -617,10 +619,10 @@ class FileParser {
             ++out_.rejected_updates;
             break;
           }
-          if (outside_window(u.step)) {
-            after_config = false;  // (the update after the config is this one, not analyzed)
-            break;
-          }
+          // (The first update of its segment, its rank's, after a config record: the recorder
+          // opened there. One outside the window is not analyzed; the next is not the first.)
+          const bool first_after_config = opened.erase(cur_segment) > 0;
+          if (outside_window(u.step)) break;
           if (!u.recorder_errors.empty()) {
             std::string kinds;
             for (const auto& [k, n] : u.recorder_errors)
@@ -638,7 +640,7 @@ class FileParser {
               break;
             }
           }
-          u.source = {.file = file_, .after_config = std::exchange(after_config, false), .line = ln};
+          u.source = {.file = file_, .after_config = first_after_config, .line = ln};
           // A step below the one before it (same rank, same run: no config between): the
           // job's step counter went back. Analyzed in step order, as every input is.
           if (!kept->empty() && kept->back().rank == u.rank && u.step < kept->back().step &&

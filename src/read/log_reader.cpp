@@ -228,6 +228,8 @@ class Reader {
       r = detail::read_file(ds_.files[fi], fi, again);
     }
     remap_names(r);
+    // The steps --steps left out of the file, for telling a resume from a rerun (finish).
+    if (r.outside_window) outside_span_[fi] = {r.outside_first, r.outside_last};
     const std::size_t d0 = r.config ? r.diags_before_config : r.diags.size();
     const std::size_t u0 = r.config ? r.updates_before_config : r.updates.size();
     // A file whose config is another run's than the one its rank already has: its records
@@ -557,11 +559,18 @@ class Reader {
       // checkpoint into a new file (see below); one that ends inside the other's steps is
       // a rerun of some of them, or another job's log.
       std::unordered_map<std::uint32_t, std::pair<std::int64_t, std::int64_t>> file_span;
+      // (The whole file's steps: with a --steps window its kept steps of two files could
+      // start or end together.)
       for (const auto& u : b.updates) {
         const auto [it, fresh] = file_span.try_emplace(u.source.file, u.step, u.step);
         it->second.first = std::min(it->second.first, u.step);
         it->second.second = std::max(it->second.second, u.step);
       }
+      for (auto& [file, span] : file_span)
+        if (const auto out = outside_span_.find(file); out != outside_span_.end()) {
+          span.first = std::min(span.first, out->second.first);
+          span.second = std::max(span.second, out->second.second);
+        }
       auto resumes = [&](std::uint32_t later, std::uint32_t earlier) {
         const auto& l = file_span.at(later);
         const auto& e = file_span.at(earlier);
@@ -743,6 +752,8 @@ class Reader {
     std::size_t records = 0;
   };
   std::map<std::pair<std::uint32_t, std::uint32_t>, Rerun> reruns_;
+  // Each file's first and last step left out by --steps (files with any), by file index.
+  std::unordered_map<std::uint32_t, std::pair<std::int64_t, std::int64_t>> outside_span_;
 
   // A directory of several runs, each in its own folder, with no run_id: every rank's
   // steps of the later runs were hundreds of duplicate-step errors, and nothing said why.

@@ -475,6 +475,7 @@ Status Core::open(const Options& o, std::string* message) {
     truncated_note = "stepprof: " + path_ + " held records of this run (run_id \"" + run_id_ +
                      "\"), and was truncated: a job resumed from a checkpoint? Open with append=true to keep the "
                      "earlier records (the analyzer then reads both parts as one run)";
+  if (!truncated_note.empty() && opts_.print_warnings) std::fprintf(stderr, "%s\n", truncated_note.c_str());
 
   // The first open() calibrates the TSC for ~10 ms: before the counts start, or other
   // threads' region calls in those 10 ms went into the first update, whose wall clock
@@ -548,12 +549,10 @@ Status Core::open(const Options& o, std::string* message) {
     if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
     return fail(Status::kWarnIo, std::move(msg));
   }
-  if (!setting_ignored.empty()) return fail(Status::kWarnErrors, std::move(setting_ignored));
-  if (!truncated_note.empty()) {
-    // (Not an error: kOk, with the note as the message.)
-    if (opts_.print_warnings) std::fprintf(stderr, "%s\n", truncated_note.c_str());
-    if (message) *message = std::move(truncated_note);
-  }
+  if (!setting_ignored.empty())  // (with the truncation's note, when there is one)
+    return fail(Status::kWarnErrors,
+                truncated_note.empty() ? std::move(setting_ignored) : setting_ignored + "; " + truncated_note);
+  if (!truncated_note.empty() && message) *message = std::move(truncated_note);  // (not an error: kOk)
   return Status::kOk;
 }
 

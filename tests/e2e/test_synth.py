@@ -767,6 +767,20 @@ def test_a_job_that_stopped_on_one_rank_says_so_first(tmp_path):
     assert [f["title"] for f in stopped] == ["rank 5's log ended first (step 29); the other ranks' logs end at step 30"]
     assert rep["findings"][-1]["kind"] == "stopped-rank"
     assert "if the job did not end as planned" in stopped[0]["action"]
+    # Another rank stopped a step after it: the others' logs end at steps 29..30.
+    shutil.rmtree(logs)
+    synth(tmp_path, "--ranks", 8, "--updates", 40, "--seed", 2)
+    cut_logs(logs, {r: {5: 28, 6: 29}.get(r, 30) for r in range(8)})
+    (f,) = [f for f in report(logs)["findings"] if f["kind"] == "stopped-rank"]
+    assert "rank 5's last update record is step 28; the other 7 rank(s) logged up to steps 29..30 and then" \
+        in f["evidence"], f["evidence"]
+    # A --steps window that ends just after a rank's log, which the others go on beyond: no
+    # finding (it said "the other ranks' logs end at step 20" of logs that go on to 40).
+    shutil.rmtree(logs)
+    synth(tmp_path, "--ranks", 8, "--updates", 40, "--seed", 2)
+    cut_logs(logs, {5: 19})
+    r = run("report", "--format", "json", "--steps", "1:20", logs)
+    assert [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "stopped-rank"] == []
     # A rank that stopped while the others went on for 10 more steps: not what stopped the job.
     shutil.rmtree(logs)
     synth(tmp_path, "--ranks", 8, "--updates", 40, "--seed", 2)
@@ -799,8 +813,8 @@ def test_the_first_update_after_a_restart_is_named_as_step_1_is(tmp_path):
     assert rep["run"]["reopened_at"] == [{"step": 21, "ranks": [0, 1, 2, 3]}]
     (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
     assert 21 in rep["update_time"]["slow_updates"]["steps"]
-    assert "step 21 is the first update after the recorder opened again (a config record before it: a restart), " \
-        "and the slowest" in v["evidence"], v["evidence"]
+    assert "step 21 is the first update after the recorder opened again (a config record before it: a restart, " \
+        "or a rank's late start), and the slowest" in v["evidence"], v["evidence"]
     assert v["action"].startswith("step 21 is the first update after a restart: its time counts from when the "
                                   "recorder opened again"), v["action"]
     text = " ".join(run("report", logs).stdout.split())
@@ -809,6 +823,20 @@ def test_the_first_update_after_a_restart_is_named_as_step_1_is(tmp_path):
     shutil.rmtree(logs)
     synth(tmp_path, "--ranks", 4, "--updates", 40, "--seed", 5)
     assert report(logs)["run"]["reopened_at"] == []
+    # A log that names no rank (world size 1), resumed at step 21: rank -1.
+    lines = (logs / "rank0.jsonl").read_text().splitlines()
+    out = []
+    for l in lines:
+        rec = json.loads(l)
+        rec.pop("rank", None)
+        if rec["type"] == "config":
+            rec["world_size"] = 1
+        if rec.get("step") == 21:
+            out.append(out[0])
+        out.append(json.dumps(rec))
+    one = tmp_path / "one.jsonl"
+    one.write_text("\n".join(out) + "\n")
+    assert report(one)["run"]["reopened_at"] == [{"step": 21, "ranks": [-1]}]
 
 
 def test_a_straggler_given_more_samples_is_told_to_balance_them(tmp_path):

@@ -60,7 +60,8 @@ struct RunSummary {
   /// alike, which a comparison of the ranks cannot see.
   std::optional<StoppedEarly> stopped_early;
   /// Steps, ascending, in which some rank's update record is the first after a config
-  /// record in its file, other than the window's first step, with those ranks (ascending):
+  /// record in its file, other than the window's first step, with those ranks (ascending;
+  /// -1 for a log that names no rank):
   /// the recorder opened again there (a job resumed from a checkpoint, appending or into a
   /// new file; a rank that started late), so that update's wall time counts from open() and
   /// holds the restart (start-up, checkpoint loading, warm-up), as step 1's does.

@@ -68,9 +68,10 @@ struct SlowUpdates {
   /// a log that starts late or holds under half the steps) whose own work (wall_ms less
   /// the communication region) grew in the slow steps it holds, the one the compared ranks
   /// waited for. Named where it holds at least half of the slow steps (and 2 or more), and
-  /// its median own work over them exceeds its median over all its updates by more than
-  /// the larger of 3 robust standard deviations and 5 % and by at least half of the slow
-  /// steps' extra update time; of several, the one that grew most. A late-starting rank
+  /// its margin over the compared ranks' median own work there (median) exceeds its margin
+  /// in the other steps it holds (median; 0 without any) by more than the larger of 3
+  /// robust standard deviations of those margins and 5 % of its median own work, and by at
+  /// least half of the slow steps' extra update time; of several, the one that grew most. A late-starting rank
   /// slow in steps 22..28 was "every rank waited: something outside the ranks given".
   struct LeftOutRank {
     std::int64_t rank = -1;
