@@ -217,13 +217,7 @@ class FileParser {
       std::vector<UpdateRecord>& v =
           segment < 0 ? out_.updates : out_.later_runs[static_cast<std::size_t>(segment)].updates;
       std::vector<char> superseded(v.size(), 0);
-      struct Replaced {
-        std::size_t records = 0;
-        std::int64_t first_step = 0, last_step = 0;
-        std::uint64_t first_line = 0, last_line = 0;
-        double wall_ms = 0;
-      };
-      std::vector<Replaced> replaced(parts.size());          // by the resume that replaced them
+      std::vector<Superseded> replaced(parts.size());        // by the resume that replaced them
       std::unordered_map<std::int64_t, std::size_t> step_part;  // a later part's step -> its resume
       std::size_t end = v.size();
       for (std::size_t k = parts.size() + 1; k-- > 0;) {  // part k: [begin, end); part 0 precedes the first resume
@@ -232,13 +226,7 @@ class FileParser {
           const auto it = step_part.find(v[i].step);
           if (it == step_part.end()) continue;
           superseded[i] = 1;
-          Replaced& r = replaced[it->second];
-          r.first_step = r.records == 0 ? v[i].step : std::min(r.first_step, v[i].step);
-          r.last_step = r.records == 0 ? v[i].step : std::max(r.last_step, v[i].step);
-          r.first_line = r.records == 0 ? v[i].source.line : std::min(r.first_line, v[i].source.line);
-          r.last_line = std::max(r.last_line, v[i].source.line);
-          r.wall_ms += v[i].wall_ms;
-          ++r.records;
+          replaced[it->second].add(v[i]);
         }
         // This part's steps, replaced by the resume that began it (the earliest later
         // part wins for steps several later parts repeat: it is the one run right after).
@@ -258,7 +246,7 @@ class FileParser {
       v.resize(kept);
       if (segment < 0) out_.updates_before_config -= before_config;
       for (std::size_t k = 0; k < parts.size(); ++k) {
-        const Replaced& r = replaced[k];
+        const Superseded& r = replaced[k];
         if (r.records == 0) continue;
         const auto& cfg = segment < 0 ? out_.config : out_.later_runs[static_cast<std::size_t>(segment)].config;
         report(Severity::kWarning, Problem::kDuplicateStep, parts[k]->line, 0,
@@ -266,9 +254,7 @@ class FileParser {
                            "checkpoint, appending to its log): the later copies are analyzed, and the {} earlier "
                            "update record(s) (lines {}..{}; {:.1f} ms of update time, work lost to the restart) are "
                            "left out",
-                           r.first_step == r.last_step ? fmt::format("step {}", r.first_step)
-                                                       : fmt::format("steps {}..{}", r.first_step, r.last_step),
-                           rank_text(cfg ? cfg->rank : std::nullopt), r.records, r.first_line, r.last_line,
+                           r.steps(), rank_text(cfg ? cfg->rank : std::nullopt), r.records, r.first_line, r.last_line,
                            r.wall_ms));
       }
     }
@@ -1189,6 +1175,20 @@ std::string identity_difference(const RunConfig& a, const RunConfig& b) {
 
 std::string rank_text(const std::optional<std::int64_t>& r) {
   return r ? fmt::format("rank {}", *r) : std::string("unknown rank");
+}
+
+void Superseded::add(const UpdateRecord& u) {
+  first_step = records == 0 ? u.step : std::min(first_step, u.step);
+  last_step = records == 0 ? u.step : std::max(last_step, u.step);
+  first_line = records == 0 ? u.source.line : std::min(first_line, u.source.line);
+  last_line = std::max(last_line, u.source.line);
+  wall_ms += u.wall_ms;
+  ++records;
+}
+
+std::string Superseded::steps() const {
+  return first_step == last_step ? fmt::format("step {}", first_step)
+                                 : fmt::format("steps {}..{}", first_step, last_step);
 }
 
 UpdateRecord compact_copy(const UpdateRecord& u, bool keep_sample_indices) {

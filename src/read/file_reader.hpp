@@ -93,6 +93,19 @@ std::string identity_difference(const RunConfig& a, const RunConfig& b);
 /// "rank 3" or "unknown rank", for messages.
 std::string rank_text(const std::optional<std::int64_t>& r);
 
+/// Update records that a resumed job ran again, left out for the later copies (the work
+/// the restart lost), for the warning that says so: how many, their steps, lines and
+/// update time [ms].
+struct Superseded {
+  std::size_t records = 0;
+  std::int64_t first_step = 0, last_step = 0;
+  std::uint64_t first_line = 0, last_line = 0;
+  double wall_ms = 0;
+  void add(const UpdateRecord& u);
+  /// "step 4" or "steps 4..9".
+  [[nodiscard]] std::string steps() const;
+};
+
 /// Copies an update with every vector sized exactly (no spare capacity), for keeping;
 /// `sample_indices` only when `keep_sample_indices`.
 UpdateRecord compact_copy(const UpdateRecord& u, bool keep_sample_indices = true);

@@ -68,14 +68,6 @@ struct RankBucket {
   std::uint64_t rejected = 0;  // update records skipped with an error in files of its config
 };
 
-// Steps of one rank that a file starting later ran again (a job resumed from a
-// checkpoint into a new file): the earlier file's copies, left out.
-struct Resumed {
-  std::size_t records = 0;
-  std::int64_t first = 0, last = 0;
-  double wall_ms = 0;
-};
-
 // A record skipped for repeating its rank's step: where it is, where the kept one is, and
 // whether the two time alike (a copy of the log does; a rerun of the step does not).
 struct SkippedDuplicate {
@@ -577,7 +569,9 @@ class Reader {
         return l.first > e.first && l.second > e.second;
       };
       std::vector<SkippedDuplicate> skipped;
-      std::map<std::pair<std::uint32_t, std::uint32_t>, Resumed> resumed;  // (later file, earlier file)
+      // The earlier file's copies of steps a file starting later ran again (a job resumed
+      // from a checkpoint into a new file), left out: (later file, earlier file) -> them.
+      std::map<std::pair<std::uint32_t, std::uint32_t>, detail::Superseded> resumed;
       for (auto& u : b.updates) {
         if (!log.updates.empty() && log.updates.back().step == u.step) {
           UpdateRecord& kept = log.updates.back();
@@ -588,12 +582,7 @@ class Reader {
             // goes on beyond the other: the resumed job's copy is kept whatever the files'
             // order; the other is work the restart lost. One warning per pair of files.
             const bool u_later = resumes(fu, fk);
-            Resumed& r = resumed[u_later ? std::pair(fu, fk) : std::pair(fk, fu)];
-            const UpdateRecord& lost = u_later ? kept : u;
-            r.first = r.records == 0 ? lost.step : std::min(r.first, lost.step);
-            r.last = std::max(r.last, lost.step);
-            r.wall_ms += lost.wall_ms;
-            ++r.records;
+            resumed[u_later ? std::pair(fu, fk) : std::pair(fk, fu)].add(u_later ? kept : u);
             if (u_later) kept = std::move(u);
             continue;
           }
@@ -609,9 +598,7 @@ class Reader {
                            "beyond its end: a job resumed "
                            "from a checkpoint into a new file? This file's copies are analyzed, and the {} earlier "
                            "update record(s) ({:.1f} ms of update time, work lost to the restart) are left out",
-                           r.first == r.last ? fmt::format("step {}", r.first)
-                                             : fmt::format("steps {}..{}", r.first, r.last),
-                           rank_text(b.rank), ds_.files[files.second], file_span.at(files.first).first, r.records,
+                           r.steps(), rank_text(b.rank), ds_.files[files.second], file_span.at(files.first).first, r.records,
                            r.wall_ms));
       log.updates.shrink_to_fit();
       ds_.ranks.push_back(std::move(log));
