@@ -322,7 +322,10 @@ class Recorder:
             config record says why) or "off". Recorder() never imports torch.
         sync_at_update: synchronize the stream at each end_update() so device and host
             time agree per update (default True, as the real log's note says).
-        append: append to the file instead of truncating it.
+        append: append to the file instead of truncating it: what a job resumed from a
+            checkpoint passes, so that the analyzer reads both parts as one run (the
+            steps it runs again replace the earlier copies). Without it, a file that
+            holds records of this same run_id is truncated with a RecorderWarning.
         (sync_at_update and append: True or False, else TypeError.)
 
     A log that cannot be opened (an unwritable directory, a full disk) does not raise:
