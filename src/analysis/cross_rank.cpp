@@ -755,6 +755,26 @@ void search_after_ends(const std::vector<const RankLog*>& ranks, const std::vect
 
 }  // namespace
 
+OwnWork own_work(const AnalysisInput& in, const RankLog& log, std::optional<std::size_t> first, std::size_t j,
+                 std::optional<NameTable::Id> comm, bool comm_dev) {
+  const UpdateRecord& u = log.updates[j];
+  const auto time = [&](bool device) {
+    return first ? in.region_ms_of(*first + j, u, *comm, device) : region_ms(u, *comm, device);
+  };
+  OwnWork w;
+  bool known = true;
+  if (comm) {
+    auto t = time(comm_dev);
+    if (!t && comm_dev) t = time(false);
+    if (t) w.comm_ms = *t;
+    else known = false;
+  }
+  if (!(u.wall_ms > 0) || (known && w.comm_ms > u.wall_ms)) w.kind = OwnWork::Kind::kBadWall;
+  else if (!known) w.kind = OwnWork::Kind::kNoComm;
+  else w.ms = u.wall_ms - w.comm_ms;
+  return w;
+}
+
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
                                    std::optional<std::int64_t> world_size, double threshold) {
   CrossRankResult out;
@@ -935,24 +955,14 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     std::size_t s = 0;
     for (std::size_t j = 0; j < ranks[i]->updates.size(); ++j) {
       const UpdateRecord& u = ranks[i]->updates[j];
-      // The communication time: device time, or host time in an update without it; an
-      // update without the region has an unknown own work (its wall time holds the wait).
-      double c = 0;
-      bool known = true;
-      if (comm) {
-        auto t = first ? in.region_ms_of(*first + j, u, *comm, comm_dev) : region_ms(u, *comm, comm_dev);
-        if (!t && comm_dev) t = first ? in.region_ms_of(*first + j, u, *comm, false) : region_ms(u, *comm, false);
-        if (t) c = *t;
-        else known = false;
-      }
       if (s + 1 < steps.size() && steps[s + 1] == u.step) ++s;  // usually the next step
       else if (steps[s] != u.step)  // any order is found
         s = static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), u.step) - steps.begin());
-      // (A wall time of 0, or shorter than the communication region: own work unknown.)
-      compute_at[s * nr + i] = !(u.wall_ms > 0) || (known && c > u.wall_ms) ? kZeroWall
-                               : known                                     ? u.wall_ms - c
-                                                                           : kNoComm;
-      comm_at[s * nr + i] = c;
+      const OwnWork w = own_work(in, *ranks[i], first, j, comm, comm_dev);
+      compute_at[s * nr + i] = w.kind == OwnWork::Kind::kKnown    ? w.ms
+                               : w.kind == OwnWork::Kind::kNoComm ? kNoComm
+                                                                  : kZeroWall;
+      comm_at[s * nr + i] = w.comm_ms;
     }
   }
 

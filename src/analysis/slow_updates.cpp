@@ -38,11 +38,10 @@ std::optional<SlowUpdates::LeftOutRank> left_out_setter(const AnalysisInput& in,
       const UpdateRecord& u = log.updates[j];
       const auto m = median_own.find(u.step);
       if (m == median_own.end()) continue;
-      auto c = first ? in.region_ms_of(*first + j, u, *comm, dev) : region_ms(u, *comm, dev);
-      if (!c && dev) c = first ? in.region_ms_of(*first + j, u, *comm, false) : region_ms(u, *comm, false);
-      if (!c || !(u.wall_ms > 0) || *c > u.wall_ms) continue;  // (own work unknown, as in cross_rank.cpp)
-      own.push_back(u.wall_ms - *c);
-      (std::binary_search(steps.begin(), steps.end(), u.step) ? slow : usual).push_back(u.wall_ms - *c - m->second);
+      const OwnWork w = own_work(in, log, first, j, comm, dev);
+      if (w.kind != OwnWork::Kind::kKnown) continue;
+      own.push_back(w.ms);
+      (std::binary_search(steps.begin(), steps.end(), u.step) ? slow : usual).push_back(w.ms - m->second);
     }
     if (slow.size() < 2 || 2 * slow.size() < steps.size()) continue;
     const double typical = usual.empty() ? 0.0 : median_or_zero(usual);

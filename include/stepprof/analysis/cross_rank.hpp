@@ -333,6 +333,27 @@ struct CrossRankResult {
   std::optional<SlowGroup> slow_group;      ///< ranks slower than the others together, in most updates
 };
 
+/// A rank's own work in one update (see Method above): wall_ms less the communication
+/// region's time, that region's device time, else its host time in an update without a
+/// device time for it [ms]. The one rule analyze_cross_rank and the slow-update analysis
+/// (a left-out rank's margin) both apply.
+struct OwnWork {
+  enum class Kind : std::uint8_t {
+    kKnown,    ///< `ms` holds the own work
+    kNoComm,   ///< the update lacks the communication region: its wall time holds the wait
+    kBadWall,  ///< wall_ms is 0 (a clock never started) or shorter than the region's time
+  };
+  Kind kind = Kind::kKnown;
+  double ms = 0;       ///< wall_ms - comm_ms where kKnown [ms]
+  double comm_ms = 0;  ///< the region's time, 0 where the update lacks it [ms]
+};
+
+/// The own work of `log.updates[j]`; `first` is in.first_update_of(log), `comm` the
+/// communication region (nullopt: none, the own work is the whole wall time) and
+/// `comm_dev` whether its device time is used (AnalysisInput::has_device_time).
+OwnWork own_work(const AnalysisInput& in, const RankLog& log, std::optional<std::size_t> first, std::size_t j,
+                 std::optional<NameTable::Id> comm, bool comm_dev);
+
 /// `waiting` are the single-rank results of the same ranks (for the comparison columns);
 /// `world_size` from the config when known.
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
