@@ -1143,6 +1143,41 @@ TEST_F(RecorderTest, AStalledPipeReaderNeverBlocksTheJob) {
       << message << " (" << lines << " lines arrived)";
 }
 
+// A record too big for a stalled pipe's queue is cut (the pipe took its first 64 KB), and
+// the next records wait in the queue, where close() leaves them: the newline that ends
+// the cut line, queued in front of the next record, was counted as one more lost record
+// ("write_failed 5" for 4 lost updates, "0 record(s) written" though the config record
+// arrived), and info() counted the queued records as written.
+TEST_F(RecorderTest, ACutRecordInAStalledPipeIsCountedOnce) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(open(host_only("/proc/self/fd/" + std::to_string(fds[1]))), Status::kOk);
+  stepprof::sample_indices(std::vector<std::int64_t>(300'000, 123456));  // (2.4 MB: beyond the 1 MiB queue)
+  EXPECT_EQ(end_update(0), Status::kWarnIo);
+  for (int step = 1; step <= 3; ++step) {
+    STEPPROF_COUNT("n", 1);
+    EXPECT_EQ(end_update(step), Status::kOk);  // (queued)
+  }
+  RecorderInfo info_now;
+  ASSERT_EQ(stepprof::info(info_now), Status::kOk);
+  EXPECT_EQ(info_now.records_written, 1);  // the config record; steps 1..3 wait
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kWarnErrors);  // (no one reads: the queue is given up after 1 s)
+  ::close(fds[1]);
+  std::string text;
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  // What arrived: the config record whole, then the cut start of step 0's.
+  const std::size_t nl = text.find('\n');
+  ASSERT_NE(nl, std::string::npos);
+  EXPECT_TRUE(Json::accept(text.substr(0, nl)));
+  EXPECT_EQ(text.find('\n', nl + 1), std::string::npos);
+  EXPECT_GT(text.size(), nl + 1);
+  EXPECT_NE(message.find("(write_failed 4)"), std::string::npos) << message;
+  EXPECT_NE(message.find("; 1 record(s) written"), std::string::npos) << message;
+}
+
 // A pipe shared with the job's own prints (a log shipper on stdout) and a reader that
 // falls behind: records that waited were written as one block, which the pipe took in
 // part, and the job's next print landed inside a record (599 of 2,000 records lost in a

@@ -14,7 +14,9 @@ namespace stepprof {
 class LineSink {
  public:
   virtual ~LineSink() = default;
-  /// Writes `bytes`; returns 0, or an errno value (e.g. ENOSPC) when not all of it was
+  /// Writes `bytes`: one record, its line and newline. After a write that failed partway,
+  /// a lone newline in front ends the cut line (a line, not a record); while the config
+  /// record's write at open() has failed, that record goes in front too. Returns 0, or an errno value (e.g. ENOSPC) when not all of it was
   /// written. `written` gets the number of bytes written (less than bytes.size() after
   /// a failure: a partial line that the recorder terminates before the next record).
   virtual int write(std::string_view bytes, std::size_t& written) noexcept = 0;

@@ -142,7 +142,9 @@ struct RecorderInfo {
   std::string run_id;         ///< "" when none is written
   std::string clock;          ///< "tsc" or "steady_clock"
   std::string device_timing;  ///< e.g. "cuda-events", "fake", "off: libcuda.so.1 not found"
-  std::int64_t records_written = 0;  ///< config and update records written whole
+  /// Config and update records written whole so far. For a pipe or FIFO, those handed to
+  /// it: records that wait in the queue for a slow reader count once they are sent.
+  std::int64_t records_written = 0;
 };
 
 /// Static metadata of one region call site: its name and, once registered, its id.

@@ -97,6 +97,8 @@ class FileSink final : public LineSink {
       if (err != EAGAIN) return err;
       // The reader is behind: the rest of the record waits, if there is room.
       if (!enqueue(bytes.substr(written))) return EAGAIN;
+      // (A lone newline in front ends a line an earlier write cut: not a record.)
+      lead_newline_ = written == 0 && bytes.front() == '\n';
       written = bytes.size();
       return 0;
     }
@@ -121,16 +123,16 @@ class FileSink final : public LineSink {
   }
 
   std::size_t unwritten_records() const noexcept override {
-    if (!sync_) return lost_ + lines(queue_);  // (a fork child's copy, released)
+    if (!sync_) return lost_ + queued_records();  // (a fork child's copy, released)
     std::lock_guard lock(sync_->mu);
-    return lost_ + lines(queue_);
+    return lost_ + queued_records();
   }
 
   std::optional<std::size_t> unwritten_records_now() const noexcept override {
-    if (!sync_) return lost_ + lines(queue_);
+    if (!sync_) return lost_ + queued_records();
     std::unique_lock lock(sync_->mu, std::try_to_lock);
     if (!lock.owns_lock()) return std::nullopt;
-    return lost_ + lines(queue_);
+    return lost_ + queued_records();
   }
 
   // The child's descriptor shares the parent's open file and its flock lock: the lock
@@ -165,8 +167,9 @@ class FileSink final : public LineSink {
         ::poll(&p, 1, static_cast<int>(left.count()));
       }
     }
-    lost_ += lines(queue_);  // (what the reader left)
+    lost_ += queued_records();  // (what the reader left)
     queue_.clear();
+    lead_newline_ = false;
     // A fork() child shares this open file and its flock lock until its fork handler
     // closes its copy (release_in_child), which may run after the parent's close(): the
     // lock then outlived close(), and a quick open() of the same log again was refused and
@@ -235,9 +238,11 @@ class FileSink final : public LineSink {
       sent += done;
     }
     queue_.erase(0, sent);
+    if (sent > 0) lead_newline_ = false;
     if (err != 0 && err != EAGAIN) {
-      lost_ += lines(queue_);
+      lost_ += queued_records();
       queue_.clear();
+      lead_newline_ = false;
     }
     return err;
   }
@@ -301,12 +306,13 @@ class FileSink final : public LineSink {
     flusher_.reset();
   }
 
-  // Records in `text`: its newlines (each record ends with one; a queued rest of a record
-  // counts as one).
-  static std::size_t lines(std::string_view text) noexcept {
+  // sync_->mu held. Records in the queue: its newlines (each record ends with one; a
+  // queued rest of a record counts as one), less the lone newline in front that ends a
+  // line cut by an earlier write.
+  std::size_t queued_records() const noexcept {
     std::size_t n = 0;
-    for (const char c : text) n += c == '\n' ? 1 : 0;
-    return n;
+    for (const char c : queue_) n += c == '\n' ? 1 : 0;
+    return n - (lead_newline_ ? 1 : 0);
   }
 
   int fd_;  // (changed only by close() and release_in_child(), with no flusher running)
@@ -322,6 +328,9 @@ class FileSink final : public LineSink {
   // record begun in the pipe).
   std::string queue_;
   std::size_t lost_ = 0;  // queued records dropped: the stream broke, or close() gave up
+  // The queue's first byte is the newline that ends a record an earlier write() cut (the
+  // recorder puts it in front of the next record): a line, not a record.
+  bool lead_newline_ = false;
   bool stop_ = false;
   std::unique_ptr<std::thread> flusher_;  // only touched by the recorder's calls, not by the flusher
   bool flusher_failed_ = false;

@@ -1078,7 +1078,8 @@ Status Core::info(RecorderInfo& out) {
   out.run_id = run_id_;
   out.clock = std::string(clock_name());
   out.device_timing = device_status_;
-  out.records_written = records_written_;
+  // (Records a pipe's slow reader has not taken yet, or that were dropped, are not out.)
+  out.records_written = records_written_ - static_cast<std::int64_t>(sink_ ? sink_->unwritten_records() : 0);
   return Status::kOk;
 }
 
