@@ -640,6 +640,44 @@ TEST_F(RecorderTest, ALogThatLeadsToTheDeletedFileIsCountedOnce) {
   EXPECT_EQ(updates, 4u) << text;
 }
 
+// The program closes the log's descriptor (a daemonizing "close every descriptor" loop,
+// a library that closes what it did not open) and the number is reused for a file of
+// its own, here a checkpoint: the recorder wrote its next records into that file, each
+// end_update() kOk and nothing counted (found by a helper). It now sees that the
+// descriptor leads to another file, writes nothing more through it (nor closes it: it
+// is the program's), and counts each record it could not write.
+TEST_F(RecorderTest, ALogDescriptorReusedByTheProgramIsNotWrittenTo) {
+  TempLog log("fd-reused");
+  TempLog checkpoint("fd-reused-checkpoint");
+  Options o = host_only(log.path);
+  o.print_warnings = false;
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  int log_fd = -1;  // the recorder's descriptor of the log
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(e.path(), ec) == std::filesystem::weakly_canonical(log.path))
+      log_fd = std::stoi(e.path().filename().string());
+  }
+  ASSERT_GE(log_fd, 0);
+  const int ckpt = ::open(checkpoint.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(ckpt, 0);
+  ASSERT_EQ(::dup2(ckpt, log_fd), log_fd);  // (closes the log's descriptor; the number now leads to the checkpoint)
+  ::close(ckpt);
+  EXPECT_EQ(end_update(1), Status::kWarnIo);
+  EXPECT_EQ(end_update(2), Status::kWarnIo);
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("(write_failed 2)"), std::string::npos) << message;
+  EXPECT_NE(message.find("now leads to another file"), std::string::npos) << message;
+  // The checkpoint got nothing, and the program's descriptor is still open.
+  struct stat st {};
+  EXPECT_EQ(::fstat(log_fd, &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  ::close(log_fd);
+  EXPECT_EQ(read_lines(log.path).size(), 2u);  // the config and step 0
+}
+
 TEST_F(RecorderTest, AppendKeepsEarlierRecords) {
   TempLog log("append");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <memory>
 #include <string>
@@ -34,9 +35,22 @@ class LineSink {
   [[nodiscard]] virtual std::optional<std::size_t> unwritten_records_now() const noexcept {
     return unwritten_records();
   }
-  /// True when the file written to was deleted (unlinked) since it was opened: what was
-  /// written to it is in no file any more, and what is written next would not be either.
-  [[nodiscard]] virtual bool deleted() const noexcept { return false; }
+  /// What became of the file written to since it was opened (checked before each update
+  /// record: one fstat, about a microsecond).
+  enum class State : std::uint8_t {
+    kSame,
+    /// Deleted (unlinked): what was written to it is in no file any more, and what is
+    /// written next would not be either.
+    kDeleted,
+    /// The descriptor leads to another file: the program closed it and the number was
+    /// reused (a checkpoint, a socket); writing would put records into that file.
+    kReplaced,
+  };
+  [[nodiscard]] virtual State state() const noexcept { return State::kSame; }
+  /// After kReplaced: lets go of the descriptor without closing it (it is the program's
+  /// now). Later writes fail (EBADF); what waited for a pipe's reader is dropped and
+  /// counted in unwritten_records().
+  virtual void abandon() noexcept {}
   /// In a child of fork(), whose copy of the sink is the parent's: lets go of what the
   /// child's copy holds without touching the parent's (a file sink closes its copy of the
   /// descriptor, so the file's lock goes with the parent's close). Async-signal-safe.

@@ -81,7 +81,10 @@ class FileSink final : public LineSink {
  public:
   // `stream`: a pipe, FIFO, terminal or other non-regular file, opened O_NONBLOCK.
   // `locked`: this sink holds the file's flock lock (released at close()).
-  FileSink(int fd, bool stream, bool locked) : fd_(fd), stream_(stream), locked_(locked) {}
+  // `opened`: the file's fstat when it was opened (its device and inode say whether the
+  // descriptor still leads to it).
+  FileSink(int fd, bool stream, bool locked, const struct stat& opened)
+      : fd_(fd), stream_(stream), locked_(locked), dev_(opened.st_dev), ino_(opened.st_ino) {}
   ~FileSink() override { close(); }
 
   int write(std::string_view bytes, std::size_t& written) noexcept override {
@@ -108,9 +111,21 @@ class FileSink final : public LineSink {
   }
 
   // (One fstat per update record: about a microsecond.)
-  bool deleted() const noexcept override {
+  State state() const noexcept override {
     struct stat st {};
-    return fd_ >= 0 && !stream_ && ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0;
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0) return State::kSame;  // (EBADF: the next write says so)
+    if (st.st_dev != dev_ || st.st_ino != ino_) return State::kReplaced;
+    return !stream_ && S_ISREG(st.st_mode) && st.st_nlink == 0 ? State::kDeleted : State::kSame;
+  }
+
+  void abandon() noexcept override {
+    if (fd_ < 0 || !sync_) return;
+    stop_flusher();
+    std::lock_guard lock(sync_->mu);
+    lost_ += queued_records();
+    queue_.clear();
+    lead_newline_ = false;
+    fd_ = -1;  // (neither unlocked nor closed: the number is the program's file now)
   }
 
   int sync() noexcept override {
@@ -315,9 +330,11 @@ class FileSink final : public LineSink {
     return n - (lead_newline_ ? 1 : 0);
   }
 
-  int fd_;  // (changed only by close() and release_in_child(), with no flusher running)
+  int fd_;  // (changed only by close(), abandon() and release_in_child(), with no flusher running)
   bool stream_ = false;
   bool locked_ = false;
+  dev_t dev_;  // the file opened
+  ino_t ino_;
   // A stream's queue and what goes with it, shared with the flusher.
   struct Sync {
     std::mutex mu;
@@ -444,8 +461,10 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
       } while (n < 0 && errno == EINTR);
     }
   }
+  struct stat opened {};
+  (void)::fstat(fd, &opened);  // (after a dup: the file written through)
   try {
-    return std::make_unique<FileSink>(fd, stream, holds_lock);
+    return std::make_unique<FileSink>(fd, stream, holds_lock, opened);
   } catch (...) {
     ::close(fd);
     error = ENOMEM;

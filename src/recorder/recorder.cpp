@@ -124,7 +124,7 @@ class Core {
   // recorded to (a /tmp cleaner, a removed run directory), it is made again at its path,
   // and the record of `step` goes there after the config record; what was written before
   // is in no file (counted as log_deleted, in this record and at close()).
-  void reopen_if_deleted(std::int64_t step);
+  void check_log_file(std::int64_t step);
   // mu held, after settle_boundary(): what every thread recorded since the last boundary,
   // into `u` (regions, counters, histogram, shapes, indices, padding, micro-batches); the
   // next update starts empty. Region times use ns_per_tick_.
@@ -150,9 +150,10 @@ class Core {
   // The write_failed counted for it: taken back once it is out (no record was lost).
   std::uint64_t pending_config_failures_ = 0;
   std::int64_t records_written_ = 0;
-  std::int64_t records_deleted_ = 0;  // written to a log file that was then deleted (reopen_if_deleted)
+  std::int64_t records_deleted_ = 0;  // written to a log file that was then deleted (check_log_file)
   bool remake_failed_ = false;        // ... and the file could not be made again there
   bool deleted_for_good_ = false;      // the path leads to the deleted file itself: not checked again
+  bool fd_taken_ = false;              // the log's descriptor now leads to another file of the program's
   std::string config_line_;            // the config record, as written at open()
   std::shared_ptr<DeviceTimer> timer_;  // null: no device timing
   std::atomic<std::uint8_t>* busy_ = nullptr;
@@ -530,6 +531,7 @@ Status Core::open(const Options& o, std::string* message) {
   records_deleted_ = 0;
   remake_failed_ = false;
   deleted_for_good_ = false;
+  fd_taken_ = false;
   config_line_ = config_to_json(config);
   const std::string& config_line = config_line_;
   const bool config_written = write_line(config_line);
@@ -775,8 +777,24 @@ void Core::take_update_data(UpdateRecord& u) {
   u.microbatches = std::move(d.microbatches);
 }
 
-void Core::reopen_if_deleted(std::int64_t step) {
-  if (!sink_ || opts_.sink || deleted_for_good_ || !sink_->deleted()) return;
+// Before each update record: is the log still the file opened? Deleted: made again.
+// Its descriptor closed by the program and the number reused (LineSink::State::kReplaced):
+// nothing more is written through it, and each later record is a write_failed.
+void Core::check_log_file(std::int64_t step) {
+  if (!sink_ || opts_.sink || fd_taken_) return;
+  const LineSink::State state = sink_->state();
+  if (state == LineSink::State::kReplaced) {
+    fd_taken_ = true;
+    sink_->abandon();
+    write_errno_ = EBADF;
+    if (opts_.print_warnings)
+      std::fprintf(stderr,
+                   "stepprof: the descriptor of the log %s was closed by the program and its number now leads to "
+                   "another file: no record is written there (update %lld on: write_failed)\n",
+                   path_.c_str(), static_cast<long long>(step));
+    return;
+  }
+  if (state != LineSink::State::kDeleted || deleted_for_good_) return;
   count_global_error(ErrorKind::kLogDeleted);
   if (struct stat at_path {}; ::stat(path_.c_str(), &at_path) == 0 && at_path.st_nlink == 0) {
     // The path leads to the deleted file itself (/dev/stdout or /proc/self/fd/N of a file
@@ -841,7 +859,7 @@ Status Core::end_update(std::int64_t step) {
   take_update_data(u);
   auto& nr = names();
 
-  reopen_if_deleted(step);
+  check_log_file(step);
   collect_errors();
   constexpr auto kWriteFailed = static_cast<std::size_t>(ErrorKind::kWriteFailed);
   for (std::size_t k = 0; k < kErrorKinds; ++k) {
@@ -1051,6 +1069,9 @@ Status Core::close(std::string* message) {
            (remake_failed_ ? " and could not be made again (later records: write_failed): " : " and made again: ") +
            std::to_string(records_deleted_) + " record(s) written before are in no file";
   if (deleted_for_good_) msg += "; the log leads to a file deleted while recorded to: its records are in no file";
+  if (fd_taken_)
+    msg += "; the log's descriptor was closed by the program and its number now leads to another file: later "
+           "records were not written";
   if (open_errno_) msg += "; the file could not be opened: " + open_error_text(open_errno_);
   else if (write_errno_)
     msg += "; last write error: " + std::string(std::strerror(write_errno_)) +
