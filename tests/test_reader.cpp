@@ -1230,6 +1230,25 @@ TEST_F(ReaderTest, StepsThatGoBackInAFileAreSaid) {
   EXPECT_EQ(diag_.count(Problem::kStepsBackwards), 0u);
 }
 
+// A log written by a newer recorder (config "schema": 2) was read as version 1 without a
+// word, its figures possibly wrong (found by a helper). One warning per file says so; the
+// records are still read. Version 1 and a config without "schema" say nothing.
+TEST_F(ReaderTest, ANewerSchemaVersionIsSaid) {
+  const auto p = write("newer.jsonl", R"({"type": "config", "schema": 2, "rank": 1})" "\n" + update(1) + "\n" +
+                                          R"({"type": "config", "schema": 2, "rank": 1})" "\n" + update(2) + "\n");
+  const Dataset d = read({p});
+  EXPECT_EQ(d.update_count(), 2u);
+  ASSERT_EQ(diag_.count(Problem::kNewerSchema), 1u);
+  const Diagnostic* w = first(Problem::kNewerSchema);
+  EXPECT_EQ(w->severity, Severity::kWarning);
+  EXPECT_EQ(w->line, 1u);
+  EXPECT_NE(w->message.find("schema version 2"), std::string::npos) << w->message;
+  EXPECT_NE(w->message.find("reads version 1"), std::string::npos) << w->message;
+  diag_ = Diagnostics();
+  (void)read({write("v1.jsonl", R"({"type": "config", "schema": 1, "rank": 1})" "\n" + update(1) + "\n")});
+  EXPECT_EQ(diag_.count(Problem::kNewerSchema), 0u);
+}
+
 TEST_F(ReaderTest, DuplicateStepKeepsTheFirstAndSaysWhere) {
   const auto p = write("d.jsonl", kConfig + "\n" + update(11, 100) + "\n" + update(11, 200) + "\n");
   const Dataset d = read({p});

@@ -44,6 +44,7 @@ enum class Problem : std::uint8_t {
   kOtherOutput,      ///< lines that hold no record (a job's stdout: prints, progress bars, library messages)
   kRegionBeyondUpdate,  ///< region times far above their update's wall_ms (a unit error or a corrupt value)
   kStepsBackwards,      ///< an update record whose step is below the one before it in its file (no config between)
+  kNewerSchema,         ///< a config record's `schema` version is newer than this reader's (schema::kVersion)
   kCount_,
 };
 

@@ -31,6 +31,7 @@ std::string_view code_name(Problem p) {
     case Problem::kOtherOutput: return "other-output";
     case Problem::kRegionBeyondUpdate: return "region-beyond-update";
     case Problem::kStepsBackwards: return "steps-backwards";
+    case Problem::kNewerSchema: return "newer-schema";
     case Problem::kCount_: break;
   }
   return "unknown";

@@ -329,6 +329,7 @@ class FileParser {
     std::uint64_t prefixed = 0, prefixed_first = 0, prefixed_last = 0, other = 0;
     // Update records whose step is below the one before them, and the first of them.
     std::uint64_t backwards = 0, last_config_line = 0;
+    bool newer_schema_said = false;  // (a newer-schema warning given: one per file)
     // Segments (ranks) with a config record and no update record since.
     std::set<std::ptrdiff_t> opened;
     struct {
@@ -451,6 +452,14 @@ class FileParser {
           cfg_fields.clear();
           cfg.source = {.file = file_, .line = ln};
           for (auto& p : problems) report(Severity::kError, Problem::kBadField, ln, 0, std::move(p));
+          if (cfg.schema && *cfg.schema > schema::kVersion && !newer_schema_said) {
+            newer_schema_said = true;  // (once per file)
+            report(Severity::kWarning, Problem::kNewerSchema, ln, 0,
+                   fmt::format("the log is of schema version {}, written by a newer recorder; this stepprof reads "
+                               "version {}: its records are read as that version, so fields or meanings that version "
+                               "does not have may be misread or kept as the job's own (use a newer stepprof)",
+                               *cfg.schema, schema::kVersion));
+          }
           // In a file of several ranks' logs, a rank's later config is compared with its own
           // rank's latest one.
           if (!mixed_at && cfg.rank && segment_of_rank.contains(*cfg.rank)) switch_to(segment_of_rank.at(*cfg.rank));
