@@ -492,6 +492,13 @@ TEST(HtmlEscape, TextAndScriptJson) {
   const std::string s = json_for_script(j);
   EXPECT_EQ(s, "{\"name\":\"\\u003c/script\\u003e\\u003c!--\\u0026\\u2028\\u2029\"}");
   EXPECT_EQ(nlohmann::ordered_json::parse(s), j);  // means the same JSON
+  // A right-to-left override in a region name showed "evil" as "live" in the page's
+  // tables and charts (found by a helper); the text report writes its bytes as \xNN.
+  EXPECT_EQ(html_escape("a\u202eevil\u202c \u2067x\u2069 \xc2\x85"),
+            "a\\xe2\\x80\\xaeevil\\xe2\\x80\\xac \\xe2\\x81\\xa7x\\xe2\\x81\\xa9 \\xc2\\x85");
+  const nlohmann::ordered_json bidi{{"name", "a\u202eevil\u202c"}};
+  EXPECT_EQ(json_for_script(bidi), "{\"name\":\"a\\\\xe2\\\\x80\\\\xaeevil\\\\xe2\\\\x80\\\\xac\"}");
+  EXPECT_EQ(nlohmann::ordered_json::parse(json_for_script(bidi))["name"], "a\\xe2\\x80\\xaeevil\\xe2\\x80\\xac");
 }
 
 TEST(ManyRanks, RankNumbersAsRanges) {

@@ -1,5 +1,9 @@
 #include "html_escape.hpp"
 
+#include <fmt/format.h>
+
+#include "stepprof/diagnostics.hpp"
+
 namespace stepprof::detail {
 
 namespace {
@@ -35,6 +39,12 @@ std::string html_escape(std::string_view text) {
       const std::size_t n = utf8_sequence(text, i);
       if (n == 0) {
         out += "&#xFFFD;";
+      } else if (control_bytes(text, i) == n) {
+        // A C1 control, a line or paragraph separator, or a bidirectional override or
+        // isolate, which would reorder the name on screen: its bytes as text, \xNN each,
+        // as the text report writes them (diagnostics.hpp, control_bytes).
+        for (std::size_t k = 0; k < n; ++k) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i + k]));
+        i += n - 1;
       } else {
         out.append(text.substr(i, n));
         i += n - 1;
@@ -69,6 +79,12 @@ std::string json_for_script(const nlohmann::ordered_json& data) {
     else if (c == '\xE2' && i + 2 < json.size() && json[i + 1] == '\x80' && (json[i + 2] == '\xA8' || json[i + 2] == '\xA9')) {
       out += json[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
       i += 2;
+    } else if (const std::size_t n = static_cast<unsigned char>(c) >= 0x80 ? control_bytes(json, i) : 0; n > 0) {
+      // A C1 control or a bidirectional override or isolate (inside a string: JSON has
+      // no other non-ASCII bytes): its bytes as the text \xNN each, as html_escape writes
+      // them, so that a chart's legend or axis cannot show the name reordered.
+      for (std::size_t k = 0; k < n; ++k) out += fmt::format("\\\\x{:02x}", static_cast<unsigned char>(json[i + k]));
+      i += n - 1;
     } else {
       out += c;
     }
