@@ -103,10 +103,15 @@ struct WhatIfReplay::Impl {
   // language time).
   std::vector<bool> unknown_tokens;
   double calls_per_mb = 1;
-  // pad without per-micro-batch detail: updates in which only the target path of the
-  // group ran. Every micro-batch was batched already (one frame count each), so padding
-  // changes nothing there; a random split of their samples mixed frame counts and
-  // priced padding they never need.
+  // Whether the target path took each micro-batch in one call (calls per micro-batch at
+  // most 1, as measured): a batched call, whose samples share one frame count. The
+  // per-sample fallback (one call per sample) is not: its micro-batches mix frame counts.
+  bool target_batched = false;
+  // pad without per-micro-batch detail, target_batched: updates in which only the target
+  // path of the group ran. Every micro-batch was batched already (one frame count each),
+  // so padding changes nothing there; a random split of their samples mixed frame counts
+  // and priced padding they never need. (Updates that ran only a per-sample target are
+  // padded like any other: their micro-batches fell back because they mixed frame counts.)
   std::vector<bool> on_target_only;
 
   void transform(std::size_t i, Rng& rng, std::vector<double>& xo, std::vector<Sample>& scratch) const;
@@ -520,6 +525,7 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
       }
     }
     if (runs > 0) s.calls_per_mb = calls / runs;
+    s.target_batched = runs > 0 && calls <= runs;
     if (auto why = build_layout(in, s, group_ids); !why.empty()) { fail(std::move(why)); return; }
     if (s.pool.empty()) { fail("no sample frame counts: needs the frame_histogram or per-micro-batch detail"); return; }
     for (auto f : {s.t_samples, s.t_frames, s.t_mbs, s.t_fsq, s.t_calls})
@@ -557,7 +563,7 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
       s.notes.push_back(
           "no per-micro-batch detail in the log: which samples shared a micro-batch is unknown; micro-batches are "
           "rebuilt from the frame histogram and input_shapes by random splits (averaged over the draws)");
-    if (s.variant == "pad" && !s.detail) {
+    if (s.variant == "pad" && !s.detail && s.target_batched) {
       std::size_t only = 0;
       for (const auto* u : s.updates) {
         bool target_ran = false, other_ran = false;
@@ -570,8 +576,9 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
         only += s.on_target_only.back() ? 1 : 0;
       }
       if (only > 0)
-        s.notes.push_back(fmt::format("{} of {} updates ran only {} of the group: every micro-batch was batched "
-                                      "already, so they are unchanged (not split at random)",
+        s.notes.push_back(fmt::format("{} of {} updates ran only {} of the group, which takes a micro-batch in one "
+                                      "call: every micro-batch was batched already (one frame count each), so they "
+                                      "are unchanged (not split at random)",
                                       only, s.updates.size(), s.target));
     }
   }

@@ -733,3 +733,48 @@ def test_pad_without_detail_leaves_updates_that_were_all_batched_unchanged(tmp_p
         else:
             assert u["predicted_ms"] != pytest.approx(u["measured_ms"], abs=1e-6), u
     assert any(f"{len(all_fast)} of 12 updates ran only fast of the group" in n for n in p["notes"]), p["notes"]
+
+
+def test_pad_onto_the_per_sample_path_pads_updates_that_ran_only_it():
+    # --path vggt_single --variant pad on the bundled log (no per-micro-batch detail): the
+    # 9 updates that ran only vggt_single, the per-sample fallback (one call per sample),
+    # were left unpadded, with a note that "every micro-batch was batched already"; only
+    # a batched path (one call per micro-batch) takes micro-batches of one frame count.
+    # Here by the pad formula of docs/whatif.md: every micro-batch of n samples and
+    # largest frame count m puts n m frames on vggt_single, at its cost per frame, and
+    # vggt_batched's frames go at its cost (both fitted here with numpy).
+    _, updates = fx.real_records()
+    doc = whatif_json("batched-geometry", "--hierarchy", fx.HIER, "--path", "vggt_single", "--variant", "pad", fx.LOG)
+    (p,) = doc["predictions"]
+    assert p["available"], p
+    assert sorted(r["region"] for r in p["regions"]) == ["vggt_batched", "vggt_single"], p["regions"]
+    beta = {}
+    for region in ("vggt_single", "vggt_batched"):
+        x = [u["counts"].get(region + "_frames", 0) for u in updates]
+        y = [u["cuda_stream_ms"].get(region, 0.0) for u in updates]
+        beta[region], _, _ = through_origin(x, y)
+    single_only = 0
+    expected = []
+    for u in updates:
+        hist = {int(f): n for f, n in u["frame_histogram"].items()}
+        largest = max(hist)
+        # Two micro-batches of 8 (input_shapes): more than 8 samples of the largest frame
+        # count put one in each, however the samples are split, so every micro-batch pads to it.
+        assert list(u["input_shapes"].values()) in ([2], [1, 1]) and hist[largest] > 8, u["input_shapes"]
+        c = u["counts"]
+        single_only += c.get("vggt_batched_frames", 0) == 0
+        change = (beta["vggt_single"] * (sum(hist.values()) * largest - c.get("vggt_single_frames", 0))
+                  - beta["vggt_batched"] * c.get("vggt_batched_frames", 0))
+        expected.append(u["wall_ms"] + change)
+    assert single_only == 9
+    assert [u["predicted_ms"] for u in p["updates"]] == pytest.approx(expected, rel=1e-9)
+    assert p["predicted_update_ms"]["median"] == pytest.approx(statistics.median(expected), rel=1e-9)
+    assert p["predicted_update_ms"]["median"] == pytest.approx(16763.6, abs=0.05)  # the brief's figure
+    assert not any("ran only vggt_single" in n for n in p["notes"]), p["notes"]
+    # Onto the batched path (the default), the 3 updates that ran only it stay as they were.
+    (q,) = whatif_json("batched-geometry", "--hierarchy", fx.HIER, "--variant", "pad", fx.LOG)["predictions"]
+    assert any(n.startswith("3 of 20 updates ran only vggt_batched of the group, which takes a micro-batch in one "
+                            "call") for n in q["notes"]), q["notes"]
+    for u, rec in zip(q["updates"], updates):
+        if "vggt_single" not in rec["cuda_stream_ms"]:
+            assert u["predicted_ms"] == pytest.approx(u["measured_ms"], abs=1e-9), u
