@@ -1267,6 +1267,22 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
   return p;
 }
 
+// A prediction over fewer than kFewSteps steps (whatif.hpp gives the reason for the bound).
+std::string few_steps_note(std::size_t n, bool all_ranks, const WhatIfOptions& opt) {
+  const std::string steps =
+      fmt::format("{} step{}{}", n, n == 1 ? "" : "s", all_ranks ? " that every rank's log has" : "");
+  const std::string total = fmt::format("the saving per 1,000 updates is the mean saving of {} steps times 1,000", n);
+  if (opt.bootstrap == 0) return fmt::format("rests on only {}: {}", steps, total);
+  // Of n steps, their whole range covers their distribution's median with probability 1 - 2^(1-n).
+  const double whole = 1.0 - std::ldexp(1.0, 1 - static_cast<int>(n));
+  return fmt::format(
+      "rests on only {}: too few for a {:.0f} % interval. The bootstrap resamples steps, and of fewer than {} steps "
+      "no interval short of their whole range covers their median with 90 % probability, whatever their "
+      "distribution (their whole range: {:.1f} % for {}); the range shown is only the spread of the resampled "
+      "medians, and {}",
+      steps, opt.interval * 100, kFewSteps, whole * 100, n, total);
+}
+
 }  // namespace
 
 std::string_view scenario_name(Scenario s) {
@@ -1318,9 +1334,11 @@ WhatIfResult run_whatif(const AnalysisInput& in, const WhatIfOptions& opt) {
         opt.variant.empty() ? std::vector<std::string>{"pad", "group"} : std::vector<std::string>{opt.variant};
     for (const auto& v : variants) r.predictions.push_back(replay_prediction(in, r.models, opt, v, sync));
   }
+  r.steps = sync.steps.size();
   for (auto& p : r.predictions) {
     p.assumptions.push_back(sync.description);
     for (const auto& n : sync.notes) p.notes.push_back(n);
+    if (p.available && r.steps < kFewSteps) p.notes.push_back(few_steps_note(r.steps, sync.all_ranks, opt));
   }
   return r;
 }

@@ -15,11 +15,15 @@ namespace {
 
 // `central` is the bootstrap interval's coverage, 0 with --bootstrap 0: a range is then
 // only the widening for what the log leaves unknown (docs/whatif.md), not a 90 % interval.
-std::string interval(const Interval& iv, double central) {
+// `steps`: the steps the bootstrap resampled; below kFewSteps its range is no 90 % interval.
+std::string interval(const Interval& iv, double central, std::size_t steps) {
   if (iv.low_ms == iv.high_ms && iv.low_ms == iv.median_ms) return ms(iv.median_ms);  // no interval (--bootstrap 0)
   if (central == 0)
     return fmt::format("{} (from {} to {}: what the log leaves unknown; no bootstrap)", ms(iv.median_ms),
                        num(iv.low_ms), num(iv.high_ms));
+  if (steps < kFewSteps)
+    return fmt::format("{} (bootstrap range {} .. {} over only {} step{}: not a {:.0f} % interval)", ms(iv.median_ms),
+                       num(iv.low_ms), num(iv.high_ms), steps, steps == 1 ? "" : "s", central * 100);
   return fmt::format("{} ({:.0f} % interval {} .. {})", ms(iv.median_ms), central * 100, num(iv.low_ms),
                      num(iv.high_ms));
 }
@@ -90,16 +94,16 @@ std::vector<Block> prediction_blocks(const WhatIfResult& r, const Prediction& p)
   Fields f;
   const double central = r.bootstrap ? r.interval : 0.0;  // (0: no bootstrap interval, see interval())
   f.items.emplace_back("change", p.summary);
-  f.items.emplace_back("measured update time", interval(p.measured, central));
+  f.items.emplace_back("measured update time", interval(p.measured, central, r.steps));
   if (p.range && p.only_this_rank) {
-    f.items.emplace_back("predicted (only this rank)", interval(*p.only_this_rank, central));
-    f.items.emplace_back("predicted (every rank)", interval(p.predicted, central));
+    f.items.emplace_back("predicted (only this rank)", interval(*p.only_this_rank, central, r.steps));
+    f.items.emplace_back("predicted (every rank)", interval(p.predicted, central, r.steps));
     f.items.emplace_back("saved (only this rank)", saving(*p.saved_only_ms, p.saved_only_mean_ms.value_or(*p.saved_only_ms), p.measured.median_ms));
     f.items.emplace_back("saved (every rank)", saving(p.saved_ms, p.saved_mean_ms, p.measured.median_ms));
     f.items.emplace_back("range", "\"only this rank\": this rank improves and the others do not; \"every rank\": every "
                                   "rank improves alike");
   } else {
-    f.items.emplace_back("predicted update time", interval(p.predicted, central));
+    f.items.emplace_back("predicted update time", interval(p.predicted, central, r.steps));
     f.items.emplace_back("saved", saving(p.saved_ms, p.saved_mean_ms, p.measured.median_ms));
   }
   if (p.samples_per_update) {
@@ -157,12 +161,15 @@ Document build_whatif_document(const WhatIfResult& r, const Diagnostics& diag) {
   f.items.emplace_back("updates", fmt::format("{} update record(s) of {} rank(s)", r.updates, r.ranks));
   f.items.emplace_back("micro-batches", r.detail);
   f.items.emplace_back("synchronization", r.sync);
-  f.items.emplace_back("intervals", r.bootstrap ? fmt::format("{:.0f} % percentile bootstrap over updates, {} replicates "
-                                                              "(models refitted on each): they cover the cost "
-                                                              "models' fit and the sample of updates, not the "
-                                                              "assumptions below",
-                                                              r.interval * 100, r.bootstrap)
-                                                : std::string("none (--bootstrap 0)"));
+  std::string intervals = r.bootstrap ? fmt::format("{:.0f} % percentile bootstrap over the {} step{}, {} replicates "
+                                                     "(models refitted on each): they cover the cost models' fit and "
+                                                     "the sample of steps, not the assumptions below",
+                                                     r.interval * 100, r.steps, r.steps == 1 ? "" : "s", r.bootstrap)
+                                       : std::string("none (--bootstrap 0)");
+  if (r.bootstrap && r.steps < kFewSteps)
+    intervals += fmt::format("; {} step{} are too few for a {:.0f} % interval (fewer than {}: see the weak points)",
+                             r.steps, r.steps == 1 ? "" : "s", r.interval * 100, kFewSteps);
+  f.items.emplace_back("intervals", intervals);
   in.blocks.emplace_back(std::move(f));
   d.sections.push_back(std::move(in));
   Section models{"cost-models", "2. Cost models", model_blocks(r.models)};

@@ -123,6 +123,7 @@ std::string render_whatif_json(const WhatIfResult& r, const Diagnostics& diag) {
          {"scenario", std::string(scenario_name(r.scenario))},
          {"ranks", r.ranks},
          {"updates", r.updates},
+         {"steps", r.steps},
          {"microbatch_detail", r.microbatch_detail},
          {"detail", r.detail},
          {"sync", r.sync},

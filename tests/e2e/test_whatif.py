@@ -3,6 +3,7 @@ two-rank log, checked against least squares computed here with numpy; the pad va
 prediction replayed here by the formulas of docs/whatif.md; errors and output formats.
 """
 import json
+import math
 import os
 import re
 import random
@@ -778,3 +779,48 @@ def test_pad_onto_the_per_sample_path_pads_updates_that_ran_only_it():
     for u, rec in zip(q["updates"], updates):
         if "vggt_single" not in rec["cuda_stream_ms"]:
             assert u["predicted_ms"] == pytest.approx(u["measured_ms"], abs=1e-9), u
+
+
+def few_steps_bound():
+    """The fewest steps n for which some interval of the steps short of their whole range,
+    from the k-th smallest to the k-th largest (k >= 2), covers their median with at least
+    90 % probability whatever their distribution: 1 - 2 P(Binomial(n, 1/2) <= k - 1)."""
+    for n in range(2, 100):
+        for k in range(2, n // 2 + 1):
+            if 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n >= 0.9:
+                return n
+
+
+def test_a_prediction_over_few_steps_says_its_interval_is_no_90_percent_interval(tmp_path):
+    # balanced-ranks over the 2 steps two ranks' logs had in common printed "(90 % interval
+    # ..)" and a total per 1,000 updates, with no word that 2 steps cannot give either.
+    bound = few_steps_bound()
+    assert bound == 8
+    for steps in (3, bound - 1, bound):
+        out = tmp_path / str(steps)
+        r = run("synth", "-o", out, "--ranks", 2, "--updates", steps, "--seed", 3)
+        assert r.returncode == 0, r.stderr
+        for scenario in ("balanced-ranks", "no-padding"):
+            doc = whatif_json(scenario, out)
+            assert doc["steps"] == steps
+            (p,) = doc["predictions"]
+            assert p["available"], p
+            few = [n for n in p["notes"] if n.startswith(f"rests on only {steps} steps that every rank's log has: "
+                                                         "too few for a 90 % interval")]
+            text = " ".join(run("whatif", scenario, out).stdout.split())  # (the text wraps lines)
+            if steps < bound:
+                (note,) = few
+                whole = 1 - 2 / 2 ** steps  # the whole range of the steps covers their median
+                assert f"(their whole range: {whole * 100:.1f} % for {steps})" in note, note
+                assert f"the saving per 1,000 updates is the mean saving of {steps} steps times 1,000" in note
+                assert "(90 % interval" not in text, text
+                assert f"over only {steps} steps: not a 90 % interval)" in text, text
+                assert f"{steps} steps are too few for a 90 % interval" in text
+            else:
+                assert not few, p["notes"]
+                assert "(90 % interval" in text and "not a 90 % interval" not in text, text
+    # From one rank's log the steps are its updates; with --bootstrap 0 only the total is weak.
+    r = run("whatif", "no-padding", "--bootstrap", "0", "--format", "json", tmp_path / str(bound - 1) / "rank0.jsonl")
+    (p,) = json.loads(r.stdout)["predictions"]
+    assert (f"rests on only {bound - 1} steps: the saving per 1,000 updates is the mean saving of {bound - 1} steps "
+            "times 1,000") in p["notes"], p
