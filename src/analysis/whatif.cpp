@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "stepprof/analysis/code_paths.hpp"
+#include "stepprof/analysis/cross_rank.hpp"
 #include "stepprof/analysis/least_squares.hpp"
 #include "stepprof/analysis/stats.hpp"
 #include "stepprof/analysis/waiting.hpp"
@@ -773,12 +774,16 @@ SyncData build_sync(const AnalysisInput& in) {
     if (r.config && r.config->world_size) world = r.config->world_size;
     double floor = 0;
     bool first = true;
-    for (const auto& u : r.updates) {
+    const std::size_t first_index = index[&r.updates.front()];
+    for (std::size_t j = 0; j < r.updates.size(); ++j) {
+      const UpdateRecord& u = r.updates[j];
       const std::size_t i = index[&u];
       d.rank_of[i] = rank_index;
       d.wall[i] = u.wall_ms;
       d.step_of[i] = u.step;
-      d.comm[i] = comm ? region_ms(u, comm->id, comm_dev).value_or(0.0) : 0.0;
+      // The rank comparison's rule (cross_rank.hpp own_work): the region's device time, else
+      // its host time in an update without a device time for it; 0 where it is absent.
+      d.comm[i] = comm ? own_work(in, r, first_index, j, comm->id, comm_dev).comm_ms : 0.0;
       if (first || d.comm[i] < floor) floor = d.comm[i];
       first = false;
     }

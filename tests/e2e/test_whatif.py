@@ -824,3 +824,32 @@ def test_a_prediction_over_few_steps_says_its_interval_is_no_90_percent_interval
     (p,) = json.loads(r.stdout)["predictions"]
     assert (f"rests on only {bound - 1} steps: the saving per 1,000 updates is the mean saving of {bound - 1} steps "
             "times 1,000") in p["notes"], p
+
+
+def test_own_work_takes_the_host_time_where_an_update_has_no_device_time_for_the_collective(tmp_path):
+    # As the rank comparison does (cross_rank.hpp own_work): wall_ms minus the
+    # communication region's device time, else its host time in an update without one.
+    # The what-ifs took that region as 0 there, so the whole wall time counted as own work.
+    logs = []
+    expected = {}
+    for rank in (0, 1):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 2})]
+        own = []
+        for step in range(1, 9):
+            wall = 100.0 + step
+            comm_host = 40.0 + rank * 5 + step % 3
+            device = {"compute": wall - comm_host - 1}
+            host = {"compute": wall - comm_host - 1, "allreduce": comm_host}
+            if not (rank == 1 and step <= 4):  # rank 1 timed the collective on the host only here
+                device["allreduce"] = comm_host - 0.5
+            own.append(wall - device.get("allreduce", comm_host))
+            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": wall,
+                                     "cuda_stream_ms": device, "cpu_call_ms": host,
+                                     "calls": {"compute": 1, "allreduce": 1}, "counts": {"samples": 4}}))
+        expected[rank] = statistics.median(own)
+        log = tmp_path / f"rank{rank}.jsonl"
+        log.write_text("\n".join(lines) + "\n")
+        logs.append(log)
+    (p,) = whatif_json("balanced-ranks", "--bootstrap", "0", *logs)["predictions"]
+    assert p["available"], p
+    assert {r["rank"]: r["compute_ms"] for r in p["ranks"]} == pytest.approx(expected, rel=1e-12)
