@@ -1120,7 +1120,7 @@ Prediction replay_prediction(const AnalysisInput& in, const CostModelSet& models
   p.assumptions.push_back(
       "each region keeps the unit costs its model measured in this window; the time a parent region spends outside "
       "its children, and regions whose work does not change, stay as measured");
-  p.notes = s.notes;
+  p.notes.insert(p.notes.begin(), s.notes.begin(), s.notes.end());  // (after the widening's note, not over it)
   return p;
 }
 

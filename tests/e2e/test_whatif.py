@@ -853,3 +853,14 @@ def test_own_work_takes_the_host_time_where_an_update_has_no_device_time_for_the
     (p,) = whatif_json("balanced-ranks", "--bootstrap", "0", *logs)["predictions"]
     assert p["available"], p
     assert {r["rank"]: r["compute_ms"] for r in p["ranks"]} == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_widened_interval_says_so():
+    # Without per-micro-batch detail the pad interval is widened to cover every random
+    # split, and the group interval down to no padding; the notes saying so were written
+    # and then replaced by the replay's notes, so neither ever showed.
+    doc = whatif_json("batched-geometry", "--hierarchy", fx.HIER, fx.LOG)
+    pad, group = doc["predictions"]
+    assert "the interval is widened to cover the 16 random splits of the updates' samples into micro-batches" in pad["notes"]
+    assert any(n.startswith("the interval is widened down to the prediction with no padding left") for n in group["notes"])
+    assert any(n.startswith("no per-micro-batch detail in the log") for n in pad["notes"])
