@@ -237,12 +237,8 @@ std::string not_a_log(const std::string& path) {
 }
 
 bool starts_like_a_step_log(const std::string& path) {
-  struct stat st {};
-  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;  // (read once, as it streams)
-  std::ifstream in(path, std::ios::binary);
-  std::string head(4096, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
+  // (stdin, a pipe or a FIFO: "", read once, as it streams; gzip decompressed)
+  const std::string head = read_head(path, 4096);
   const auto first = head.find_first_not_of(" \t\r\n");
   return first != std::string::npos && record_starts_at(head, first);
 }

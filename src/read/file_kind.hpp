@@ -67,7 +67,7 @@ std::string not_a_log(const std::string& path);
 /// a synth manifest: its "schema" says so), what it is; empty otherwise.
 std::string stepprof_output(std::string_view head);
 
-/// True when the regular file at `path` starts with a step-log record (`stepprof import
+/// True when the regular file at `path` (gzip: decompressed) starts with a step-log record (`stepprof import
 /// kineto` given a log instead of a trace).
 bool starts_like_a_step_log(const std::string& path);
 

@@ -785,6 +785,13 @@ def test_a_step_log_given_to_import_is_named_as_one(tmp_path):
     r = run("import", "kineto", log, "-o", tmp_path / "out")
     assert r.returncode == 3
     assert f"{log}:1:1: error: this is a step log, not a PyTorch profiler trace" in r.stderr, r.stderr
+    # Gzipped too (it was "unexpected '{' after the end of the trace object": the check
+    # looked at the compressed bytes).
+    gz = tmp_path / "rank1.jsonl.gz"
+    gz.write_bytes(gzip.compress(log.read_bytes()))
+    r = run("import", "kineto", gz, "-o", tmp_path / "out")
+    assert r.returncode == 3
+    assert f"{gz}:1:1: error: this is a step log, not a PyTorch profiler trace" in r.stderr, r.stderr
 
 
 def test_no_profiler_step(tmp_path):
