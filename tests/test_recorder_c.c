@@ -124,6 +124,11 @@ int main(void) {
    * the padding fraction 2.0, the counter sum above 2^53 */
   CHECK(stepprof_error_count(rec, "bad_argument") == 12);
   CHECK(stepprof_error_count(rec, NULL) == 13);
+  /* A kind that does not exist (a typo) was a count of 0, indistinguishable from none. */
+  CHECK(stepprof_error_count(rec, "write_fail") == STEPPROF_ERR_ARGUMENT);
+  CHECK_CONTAINS(stepprof_last_error(), "unknown error kind \"write_fail\"");
+  CHECK_CONTAINS(stepprof_last_error(), "write_failed");
+  CHECK(stepprof_error_count(rec, "log_deleted") == 0); /* a kind not counted yet */
   /* Per-micro-batch detail: two micro-batches written, one rejected (40 tokens > 30). */
   const int64_t mb_frames[2] = {9, 3}, mb_tokens[2] = {40, 20};
   CHECK(stepprof_microbatch(mb_frames, mb_tokens, 2, "c_inner", 48) == STEPPROF_OK);

@@ -95,8 +95,11 @@ int stepprof_flush(stepprof_recorder* rec);
  * with the parent's handle return STEPPROF_ERR_STATE and write nothing. */
 int stepprof_close(stepprof_recorder* rec);
 
-/* Errors counted since open: of kind `kind` (e.g. "write_failed"), or all kinds when
- * kind is NULL. Returns the count (>= 0), or a negative status. */
+/* Errors counted since open: of kind `kind` (e.g. "write_failed"; the kinds are listed in
+ * docs/recorder.md), or all kinds when kind is NULL. Returns the count (>= 0), or a
+ * negative status: STEPPROF_ERR_ARGUMENT for a kind that does not exist (a typo; the
+ * message in stepprof_last_error() lists the kinds), STEPPROF_ERR_STATE when no
+ * recorder is open. */
 int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind);
 
 /* Copies a JSON description of the open recorder into buf (cap bytes, NUL-terminated):

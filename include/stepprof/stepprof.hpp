@@ -14,7 +14,8 @@
 //
 // Compile-out: define STEPPROF_DISABLE (e.g. -DSTEPPROF_DISABLE) before including this
 // header and every STEPPROF_* macro records nothing, the device ones too: REGION expands
-// to nothing, the others to code that names their arguments without evaluating them (as
+// to a static_assert that its name is a constant string, the others to code that checks
+// their arguments' types as the recording build does and names them without evaluating them (as
 // assert() under NDEBUG: no unused-variable warning, no side effect; DEVICE_STREAM's is
 // not named, as a CPU-only build may not declare it), and those that
 // return a Status (END_UPDATE, PADDING_FRACTION, DEVICE_STREAM) give Status::kOk; the
@@ -22,8 +23,10 @@
 // compiles and needs no stepprof library. TUs built with and without it can be mixed in
 // one program (the two variants live in different inline namespaces).
 //
-// Errors never reach the training loop as exceptions: every function is noexcept and
-// returns a Status; what the recorder cannot do (a failed write, too many regions, a
+// Errors never reach the training loop as exceptions: every function is noexcept; those
+// that can fail where the caller should know (open, end_update, close, ...) return a
+// Status, the per-call ones (region_enter, count, frame_histogram_add, input_shape,
+// sample_indices) return nothing and count their errors; what the recorder cannot do (a failed write, too many regions, a
 // device event pool that ran out) it counts, reports in the next record's
 // `recorder_errors` and at close(). Full documentation: docs/recorder.md.
 #pragma once

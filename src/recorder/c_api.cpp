@@ -218,6 +218,18 @@ int stepprof_close(stepprof_recorder* rec) {
 int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind) {
   return guarded([&]() -> int64_t {
     if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_error_count: not an open recorder");
+    if (kind) {
+      bool known = false;
+      std::string kinds;
+      for (std::size_t k = 0; k < static_cast<std::size_t>(stepprof::detail::ErrorKind::kCount); ++k) {
+        const std::string_view name = stepprof::detail::error_name(static_cast<stepprof::detail::ErrorKind>(k));
+        known = known || name == kind;
+        kinds += (k ? ", " : "") + std::string(name);
+      }
+      if (!known)
+        return set_error(STEPPROF_ERR_ARGUMENT,
+                         "stepprof_error_count: unknown error kind \"" + std::string(kind) + "\" (the kinds: " + kinds + ")");
+    }
     std::vector<std::pair<std::string, std::int64_t>> counts;
     if (Status s = stepprof::error_counts(counts); s != Status::kOk) return checked(s, "stepprof_error_count");
     int64_t n = 0;
