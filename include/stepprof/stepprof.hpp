@@ -26,8 +26,8 @@
 // Errors never reach the training loop as exceptions: every function is noexcept; those
 // that can fail where the caller should know (open, end_update, close, ...) return a
 // Status, the per-call ones (region_enter, count, frame_histogram_add, input_shape,
-// sample_indices) return nothing and count their errors; what the recorder cannot do (a failed write, too many regions, a
-// device event pool that ran out) it counts, reports in the next record's
+// sample_indices) return nothing. What the recorder cannot do (a failed write, too many
+// regions, a device event pool that ran out) it counts, reports in the next record's
 // `recorder_errors` and at close(). Full documentation: docs/recorder.md.
 #pragma once
 
