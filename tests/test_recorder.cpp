@@ -678,6 +678,37 @@ TEST_F(RecorderTest, ALogDescriptorReusedByTheProgramIsNotWrittenTo) {
   EXPECT_EQ(read_lines(log.path).size(), 2u);  // the config and step 0
 }
 
+// The same after the last update, the usual order of a shutdown: close() closed the
+// program's file (and released its lock), and flush() wrote to it (found by a reviewer).
+TEST_F(RecorderTest, ALogDescriptorReusedAfterTheLastUpdateIsNotClosed) {
+  TempLog log("fd-reused-close");
+  TempLog checkpoint("fd-reused-close-checkpoint");
+  Options o = host_only(log.path);
+  o.print_warnings = false;
+  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  int log_fd = -1;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(e.path(), ec) == std::filesystem::weakly_canonical(log.path))
+      log_fd = std::stoi(e.path().filename().string());
+  }
+  ASSERT_GE(log_fd, 0);
+  const int ckpt = ::open(checkpoint.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(ckpt, 0);
+  ASSERT_EQ(::dup2(ckpt, log_fd), log_fd);
+  ::close(ckpt);
+  EXPECT_EQ(stepprof::flush(), Status::kWarnIo);  // (nothing flushed: the file is not the log)
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kOk) << message;  // (no record was lost)
+  struct stat st {};
+  EXPECT_EQ(::fstat(log_fd, &st), 0) << "close() closed the program's descriptor";
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_EQ(::write(log_fd, "x", 1), 1);
+  ::close(log_fd);
+  EXPECT_EQ(read_lines(log.path).size(), 2u);
+}
+
 TEST_F(RecorderTest, AppendKeepsEarlierRecords) {
   TempLog log("append");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

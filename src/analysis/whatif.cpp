@@ -526,7 +526,9 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
       }
     }
     if (runs > 0) s.calls_per_mb = calls / runs;
-    s.target_batched = runs > 0 && calls <= runs;
+    // (Calls per micro-batch unknown, without a micro-batch count: taken as batched, as
+    // before this was measured, and calls_per_mb as 1.)
+    s.target_batched = runs == 0 || calls <= runs;
     if (auto why = build_layout(in, s, group_ids); !why.empty()) { fail(std::move(why)); return; }
     if (s.pool.empty()) { fail("no sample frame counts: needs the frame_histogram or per-micro-batch detail"); return; }
     for (auto f : {s.t_samples, s.t_frames, s.t_mbs, s.t_fsq, s.t_calls})
@@ -781,8 +783,9 @@ SyncData build_sync(const AnalysisInput& in) {
       d.rank_of[i] = rank_index;
       d.wall[i] = u.wall_ms;
       d.step_of[i] = u.step;
-      // The rank comparison's rule (cross_rank.hpp own_work): the region's device time, else
-      // its host time in an update without a device time for it; 0 where it is absent.
+      // The rank comparison's communication time (cross_rank.hpp own_work): the region's
+      // device time, else its host time in an update without a device time for it; 0 where
+      // it is absent.
       d.comm[i] = comm ? own_work(in, r, first_index, j, comm->id, comm_dev).comm_ms : 0.0;
       if (first || d.comm[i] < floor) floor = d.comm[i];
       first = false;

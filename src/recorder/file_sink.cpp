@@ -81,10 +81,11 @@ class FileSink final : public LineSink {
  public:
   // `stream`: a pipe, FIFO, terminal or other non-regular file, opened O_NONBLOCK.
   // `locked`: this sink holds the file's flock lock (released at close()).
-  // `opened`: the file's fstat when it was opened (its device and inode say whether the
-  // descriptor still leads to it).
-  FileSink(int fd, bool stream, bool locked, const struct stat& opened)
-      : fd_(fd), stream_(stream), locked_(locked), dev_(opened.st_dev), ino_(opened.st_ino) {}
+  // `opened`: the file's fstat when it was opened, or null when that failed (its device
+  // and inode say whether the descriptor still leads to it).
+  FileSink(int fd, bool stream, bool locked, const struct stat* opened)
+      : fd_(fd), stream_(stream), locked_(locked), identified_(opened != nullptr),
+        dev_(opened ? opened->st_dev : 0), ino_(opened ? opened->st_ino : 0) {}
   ~FileSink() override { close(); }
 
   int write(std::string_view bytes, std::size_t& written) noexcept override {
@@ -94,6 +95,7 @@ class FileSink final : public LineSink {
     // A stream: what waits goes first, so that records stay in order and whole. (The
     // flusher holds the lock only for one write(2) that does not block.)
     std::lock_guard lock(sync_->mu);
+    if (replaced_) return EBADF;  // (the flusher found the descriptor reused)
     if (const int err = drain(); err != 0 && err != EAGAIN) return err;
     if (queue_.empty()) {
       const int err = write_some(bytes, written);
@@ -114,8 +116,15 @@ class FileSink final : public LineSink {
   State state() const noexcept override {
     struct stat st {};
     if (fd_ < 0 || ::fstat(fd_, &st) != 0) return State::kSame;  // (EBADF: the next write says so)
-    if (st.st_dev != dev_ || st.st_ino != ino_) return State::kReplaced;
+    if (identified_ && (st.st_dev != dev_ || st.st_ino != ino_)) return State::kReplaced;
     return !stream_ && S_ISREG(st.st_mode) && st.st_nlink == 0 ? State::kDeleted : State::kSame;
+  }
+
+  // Whether the flusher found the descriptor reused (replaced_, read under the lock).
+  bool replaced_seen() const noexcept {
+    if (!sync_) return false;
+    std::lock_guard lock(sync_->mu);
+    return replaced_;
   }
 
   void abandon() noexcept override {
@@ -132,6 +141,7 @@ class FileSink final : public LineSink {
     if (fd_ < 0) return EBADF;
     if (stream_) {  // (a pipe has nothing to persist)
       std::lock_guard lock(sync_->mu);
+      if (replaced_) return EBADF;
       return drain();
     }
     return ::fdatasync(fd_) == 0 ? 0 : errno;
@@ -167,6 +177,8 @@ class FileSink final : public LineSink {
   }
 
   int close() noexcept override {
+    // (A descriptor the program reused is its file now: neither written, unlocked nor closed.)
+    if (fd_ >= 0 && (state() == State::kReplaced || replaced_seen())) abandon();
     if (fd_ < 0) return 0;
     stop_flusher();
     int err = 0;
@@ -303,6 +315,13 @@ class FileSink final : public LineSink {
       ::poll(&p, 1, kFlusherPollMs);  // (POLLERR, POLLHUP: drain() sees the error)
       lock.lock();
       if (stop_) return;
+      if (state() == State::kReplaced) {  // (one fstat per wake: the program reused the number)
+        replaced_ = true;
+        lost_ += queued_records();
+        queue_.clear();
+        lead_newline_ = false;
+        return;
+      }
       (void)drain();  // (EPIPE: what waited is dropped and counted in lost_)
     }
   }
@@ -333,7 +352,8 @@ class FileSink final : public LineSink {
   int fd_;  // (changed only by close(), abandon() and release_in_child(), with no flusher running)
   bool stream_ = false;
   bool locked_ = false;
-  dev_t dev_;  // the file opened
+  bool identified_ = false;  // dev_ and ino_ are known
+  dev_t dev_;                // the file opened
   ino_t ino_;
   // A stream's queue and what goes with it, shared with the flusher.
   struct Sync {
@@ -348,6 +368,9 @@ class FileSink final : public LineSink {
   // The queue's first byte is the newline that ends a record an earlier write() cut (the
   // recorder puts it in front of the next record): a line, not a record.
   bool lead_newline_ = false;
+  // The flusher found the descriptor leading to another file (State::kReplaced): nothing
+  // more goes through it; abandon() or close() lets go of it.
+  bool replaced_ = false;
   bool stop_ = false;
   std::unique_ptr<std::thread> flusher_;  // only touched by the recorder's calls, not by the flusher
   bool flusher_failed_ = false;
@@ -462,9 +485,9 @@ std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, i
     }
   }
   struct stat opened {};
-  (void)::fstat(fd, &opened);  // (after a dup: the file written through)
+  const bool identified = ::fstat(fd, &opened) == 0;  // (after a dup: the file written through)
   try {
-    return std::make_unique<FileSink>(fd, stream, holds_lock, opened);
+    return std::make_unique<FileSink>(fd, stream, holds_lock, identified ? &opened : nullptr);
   } catch (...) {
     ::close(fd);
     error = ENOMEM;

@@ -125,6 +125,7 @@ class Core {
   // and the record of `step` goes there after the config record; what was written before
   // is in no file (counted as log_deleted, in this record and at close()).
   void check_log_file(std::int64_t step);
+  bool log_fd_taken(const char* at, std::int64_t step = -1);
   // mu held, after settle_boundary(): what every thread recorded since the last boundary,
   // into `u` (regions, counters, histogram, shapes, indices, padding, micro-batches); the
   // next update starts empty. Region times use ns_per_tick_.
@@ -777,24 +778,33 @@ void Core::take_update_data(UpdateRecord& u) {
   u.microbatches = std::move(d.microbatches);
 }
 
+// True when the log's descriptor now leads to another file of the program's (it closed
+// the log's and the number was reused): the sink then lets go of it without writing to,
+// unlocking or closing it. Checked before each update record, and by flush() and close(),
+// which would write to it or close it. `at`: where it was found, for the warning (with
+// `step`, that update's record on are write_failed).
+bool Core::log_fd_taken(const char* at, std::int64_t step) {
+  if (fd_taken_) return true;
+  if (!sink_ || opts_.sink || sink_->state() != LineSink::State::kReplaced) return false;
+  fd_taken_ = true;
+  sink_->abandon();
+  write_errno_ = EBADF;
+  if (opts_.print_warnings)
+    std::fprintf(stderr,
+                 "stepprof: the descriptor of the log %s was closed by the program and its number now leads to "
+                 "another file: no record is written there (found at %s%s)\n",
+                 path_.c_str(), at,
+                 step >= 0 ? (" " + std::to_string(step) + ": that record and the later ones are write_failed").c_str()
+                           : "");
+  return true;
+}
+
 // Before each update record: is the log still the file opened? Deleted: made again.
 // Its descriptor closed by the program and the number reused (LineSink::State::kReplaced):
 // nothing more is written through it, and each later record is a write_failed.
 void Core::check_log_file(std::int64_t step) {
-  if (!sink_ || opts_.sink || fd_taken_) return;
-  const LineSink::State state = sink_->state();
-  if (state == LineSink::State::kReplaced) {
-    fd_taken_ = true;
-    sink_->abandon();
-    write_errno_ = EBADF;
-    if (opts_.print_warnings)
-      std::fprintf(stderr,
-                   "stepprof: the descriptor of the log %s was closed by the program and its number now leads to "
-                   "another file: no record is written there (update %lld on: write_failed)\n",
-                   path_.c_str(), static_cast<long long>(step));
-    return;
-  }
-  if (state != LineSink::State::kDeleted || deleted_for_good_) return;
+  if (!sink_ || opts_.sink || log_fd_taken("end_update", step)) return;
+  if (sink_->state() != LineSink::State::kDeleted || deleted_for_good_) return;
   count_global_error(ErrorKind::kLogDeleted);
   if (struct stat at_path {}; ::stat(path_.c_str(), &at_path) == 0 && at_path.st_nlink == 0) {
     // The path leads to the deleted file itself (/dev/stdout or /proc/self/fd/N of a file
@@ -924,7 +934,7 @@ Status Core::begin_update() {
 Status Core::flush() {
   std::lock_guard lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
-  if (!sink_) return Status::kWarnIo;
+  if (!sink_ || log_fd_taken("flush()")) return Status::kWarnIo;
   return sink_->sync() == 0 ? Status::kOk : Status::kWarnIo;
 }
 
@@ -997,7 +1007,11 @@ void Core::say_at_exit() noexcept {
     std::string msg = "stepprof: at exit the recorder is still open (no close() yet): " +
                       std::to_string(records_written_ - static_cast<std::int64_t>(queued)) + " record(s) written to " +
                       path_;
-    if (queued) msg += "; " + std::to_string(queued) + " record(s) its reader had not taken yet are lost";
+    if (fd_taken_)
+      msg += "; the log's descriptor was closed by the program and its number now leads to another file: " +
+             std::to_string(queued) + " record(s) queued for it were dropped, and later records not written";
+    else if (queued)
+      msg += "; " + std::to_string(queued) + " record(s) its reader had not taken yet are lost";
     if (unwritten) msg += "; what was recorded after the last end_update() is in no record";
     if (errors) msg += "; " + std::to_string(errors) + " error(s) counted since the last record are in none (" + kinds + ")";
     std::fprintf(stderr, "%s (call end_update() and close() before exiting)\n", msg.c_str());
@@ -1034,6 +1048,7 @@ Status Core::close(std::string* message) {
   }
   collect_errors();
   if (sink_) {
+    (void)log_fd_taken("close()");  // (then neither written to, unlocked nor closed)
     const int err = sink_->close();
     // Records the sink took but its reader never got (a pipe's reader that went away, or
     // that left them queued): each a failed write, not a written record.

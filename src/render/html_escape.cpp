@@ -75,14 +75,11 @@ std::string json_for_script(const nlohmann::ordered_json& data) {
     if (c == '<') out += "\\u003c";
     else if (c == '>') out += "\\u003e";
     else if (c == '&') out += "\\u0026";
-    // U+2028 and U+2029 are E2 80 A8 and E2 80 A9 in UTF-8.
-    else if (c == '\xE2' && i + 2 < json.size() && json[i + 1] == '\x80' && (json[i + 2] == '\xA8' || json[i + 2] == '\xA9')) {
-      out += json[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
-      i += 2;
-    } else if (const std::size_t n = static_cast<unsigned char>(c) >= 0x80 ? control_bytes(json, i) : 0; n > 0) {
-      // A C1 control or a bidirectional override or isolate (inside a string: JSON has
-      // no other non-ASCII bytes): its bytes as the text \xNN each, as html_escape writes
-      // them, so that a chart's legend or axis cannot show the name reordered.
+    else if (const std::size_t n = static_cast<unsigned char>(c) >= 0x80 ? control_bytes(json, i) : 0; n > 0) {
+      // A C1 control, U+2028 or U+2029 (line terminators to old JavaScript), or a
+      // bidirectional override or isolate (inside a string: JSON has no other non-ASCII
+      // bytes): its bytes as the text \xNN each, as html_escape writes them, so that a
+      // chart's legend or axis shows the name as the page's tables do, never reordered.
       for (std::size_t k = 0; k < n; ++k) out += fmt::format("\\\\x{:02x}", static_cast<unsigned char>(json[i + k]));
       i += n - 1;
     } else {
