@@ -640,6 +640,18 @@ TEST_F(RecorderTest, ALogThatLeadsToTheDeletedFileIsCountedOnce) {
   EXPECT_EQ(updates, 4u) << text;
 }
 
+namespace {
+// This process's descriptor open on `path`, or -1.
+int descriptor_of(const std::string& path) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(e.path(), ec) == std::filesystem::weakly_canonical(path))
+      return std::stoi(e.path().filename().string());
+  }
+  return -1;
+}
+}  // namespace
+
 // The program closes the log's descriptor (a daemonizing "close every descriptor" loop,
 // a library that closes what it did not open) and the number is reused for a file of
 // its own, here a checkpoint: the recorder wrote its next records into that file, each
@@ -653,12 +665,7 @@ TEST_F(RecorderTest, ALogDescriptorReusedByTheProgramIsNotWrittenTo) {
   o.print_warnings = false;
   ASSERT_EQ(open(o), Status::kOk);
   ASSERT_EQ(end_update(0), Status::kOk);
-  int log_fd = -1;  // the recorder's descriptor of the log
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    if (std::filesystem::read_symlink(e.path(), ec) == std::filesystem::weakly_canonical(log.path))
-      log_fd = std::stoi(e.path().filename().string());
-  }
+  const int log_fd = descriptor_of(log.path);  // the recorder's
   ASSERT_GE(log_fd, 0);
   const int ckpt = ::open(checkpoint.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(ckpt, 0);
@@ -687,12 +694,7 @@ TEST_F(RecorderTest, ALogDescriptorReusedAfterTheLastUpdateIsNotClosed) {
   o.print_warnings = false;
   ASSERT_EQ(open(o), Status::kOk);
   ASSERT_EQ(end_update(0), Status::kOk);
-  int log_fd = -1;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    if (std::filesystem::read_symlink(e.path(), ec) == std::filesystem::weakly_canonical(log.path))
-      log_fd = std::stoi(e.path().filename().string());
-  }
+  const int log_fd = descriptor_of(log.path);
   ASSERT_GE(log_fd, 0);
   const int ckpt = ::open(checkpoint.path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(ckpt, 0);

@@ -125,7 +125,7 @@ class Core {
   // and the record of `step` goes there after the config record; what was written before
   // is in no file (counted as log_deleted, in this record and at close()).
   void check_log_file(std::int64_t step);
-  bool log_fd_taken(const char* at, std::int64_t step = -1);
+  bool log_fd_taken(const char* at, std::int64_t step = -1, std::optional<LineSink::State> state = std::nullopt);
   // mu held, after settle_boundary(): what every thread recorded since the last boundary,
   // into `u` (regions, counters, histogram, shapes, indices, padding, micro-batches); the
   // next update starts empty. Region times use ns_per_tick_.
@@ -782,10 +782,10 @@ void Core::take_update_data(UpdateRecord& u) {
 // the log's and the number was reused): the sink then lets go of it without writing to,
 // unlocking or closing it. Checked before each update record, and by flush() and close(),
 // which would write to it or close it. `at`: where it was found, for the warning (with
-// `step`, that update's record on are write_failed).
-bool Core::log_fd_taken(const char* at, std::int64_t step) {
+// `step`, that update's record on are write_failed); `state`: the sink's, when just read.
+bool Core::log_fd_taken(const char* at, std::int64_t step, std::optional<LineSink::State> state) {
   if (fd_taken_) return true;
-  if (!sink_ || opts_.sink || sink_->state() != LineSink::State::kReplaced) return false;
+  if (!sink_ || opts_.sink || (state ? *state : sink_->state()) != LineSink::State::kReplaced) return false;
   fd_taken_ = true;
   sink_->abandon();
   write_errno_ = EBADF;
@@ -803,8 +803,10 @@ bool Core::log_fd_taken(const char* at, std::int64_t step) {
 // Its descriptor closed by the program and the number reused (LineSink::State::kReplaced):
 // nothing more is written through it, and each later record is a write_failed.
 void Core::check_log_file(std::int64_t step) {
-  if (!sink_ || opts_.sink || log_fd_taken("end_update", step)) return;
-  if (sink_->state() != LineSink::State::kDeleted || deleted_for_good_) return;
+  if (!sink_ || opts_.sink || fd_taken_) return;
+  const LineSink::State state = sink_->state();  // (one fstat per update)
+  if (log_fd_taken("end_update", step, state)) return;
+  if (state != LineSink::State::kDeleted || deleted_for_good_) return;
   count_global_error(ErrorKind::kLogDeleted);
   if (struct stat at_path {}; ::stat(path_.c_str(), &at_path) == 0 && at_path.st_nlink == 0) {
     // The path leads to the deleted file itself (/dev/stdout or /proc/self/fd/N of a file
