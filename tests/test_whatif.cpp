@@ -397,6 +397,43 @@ TEST(WhatIf, PadVariantByHand) {
   EXPECT_EQ(*p.samples_per_update, 4.0);  // no global_batch: samples per update x world size 1
 }
 
+TEST(WhatIf, FewStepsBoundFollowsTheIntervalsProbability) {
+  // The bound by brute force: the smallest n whose order-statistic interval from the 2nd
+  // smallest to the 2nd largest covers the median with probability 1 - 2 P(B(n, 1/2) <= 1)
+  // = 1 - 2 (C(n, 0) + C(n, 1)) / 2^n, summed from the binomial coefficients.
+  const auto brute = [](double central) {
+    for (std::size_t n = 3;; ++n) {
+      double below = 0, c = 1;  // C(n, k)
+      for (std::size_t k = 0; k <= 1; ++k) {
+        below += c;
+        c = c * static_cast<double>(n - k) / static_cast<double>(k + 1);
+      }
+      if (1 - 2 * below / std::pow(2.0, static_cast<double>(n)) >= central) return n;
+    }
+  };
+  for (const double central : {0.5, 0.8, 0.9, 0.95, 0.99, 0.999})
+    EXPECT_EQ(few_steps_bound(central), brute(central)) << central;
+  // A run over 6 steps: too few for 90 % (bound 8), enough for 50 % (bound 5). The note
+  // names the configured probability, not 90 %.
+  const Dataset d = one_rank_job(1);
+  const Hierarchy h = parse(kNesting);
+  const auto few_note = [&](double central) -> std::string {
+    WhatIfOptions o;
+    o.variant = "pad";
+    o.interval = central;
+    const Prediction p = run_whatif(AnalysisInput{d, &h}, o).predictions.at(0);
+    EXPECT_TRUE(p.available) << p.why_not;
+    for (const auto& n : p.notes)
+      if (n.find("rests on only") != std::string::npos) return n;
+    return {};
+  };
+  EXPECT_EQ(few_note(0.5), "");
+  const std::string n80 = few_note(0.8);  // bound 7
+  EXPECT_NE(n80.find("too few for a 80 % interval"), std::string::npos) << n80;
+  EXPECT_NE(n80.find("fewer than 7 steps"), std::string::npos) << n80;
+  EXPECT_NE(n80.find("median with 80 % probability"), std::string::npos) << n80;
+}
+
 TEST(WhatIf, GroupVariantDrawsSingleFrameCountMicroBatches) {
   // Every micro-batch gets two samples of one frame count drawn from the window's 24
   // samples, so each update's fast path runs 2 x 2 f frames for some frame counts f in

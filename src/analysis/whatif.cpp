@@ -1275,7 +1275,8 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
   return p;
 }
 
-// A prediction over fewer than kFewSteps steps (whatif.hpp gives the reason for the bound).
+// A prediction over fewer than few_steps_bound(opt.interval) steps (whatif.hpp gives the
+// reason for the bound).
 std::string few_steps_note(std::size_t n, bool all_ranks, const WhatIfOptions& opt) {
   const std::string steps =
       fmt::format("{} step{}{}", n, n == 1 ? "" : "s", all_ranks ? " that every rank's log has" : "");
@@ -1285,10 +1286,10 @@ std::string few_steps_note(std::size_t n, bool all_ranks, const WhatIfOptions& o
   const double whole = 1.0 - std::ldexp(1.0, 1 - static_cast<int>(n));
   return fmt::format(
       "rests on only {}: too few for a {:.0f} % interval. The bootstrap resamples steps, and of fewer than {} steps "
-      "no interval short of their whole range covers their median with 90 % probability, whatever their "
+      "no interval short of their whole range covers their median with {:.0f} % probability, whatever their "
       "distribution (their whole range: {:.1f} % for {}); the range shown is only the spread of the resampled "
       "medians, and {}",
-      steps, opt.interval * 100, kFewSteps, whole * 100, n, total);
+      steps, opt.interval * 100, few_steps_bound(opt.interval), opt.interval * 100, whole * 100, n, total);
 }
 
 }  // namespace
@@ -1346,7 +1347,7 @@ WhatIfResult run_whatif(const AnalysisInput& in, const WhatIfOptions& opt) {
   for (auto& p : r.predictions) {
     p.assumptions.push_back(sync.description);
     for (const auto& n : sync.notes) p.notes.push_back(n);
-    if (p.available && r.steps < kFewSteps) p.notes.push_back(few_steps_note(r.steps, sync.all_ranks, opt));
+    if (p.available && r.steps < few_steps_bound(opt.interval)) p.notes.push_back(few_steps_note(r.steps, sync.all_ranks, opt));
   }
   return r;
 }

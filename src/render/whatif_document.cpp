@@ -15,13 +15,14 @@ namespace {
 
 // `central` is the bootstrap interval's coverage, 0 with --bootstrap 0: a range is then
 // only the widening for what the log leaves unknown (docs/whatif.md), not a 90 % interval.
-// `steps`: the steps the bootstrap resampled; below kFewSteps its range is no 90 % interval.
+// `steps`: the steps the bootstrap resampled; below few_steps_bound(central) its range is no
+// interval of that probability.
 std::string interval(const Interval& iv, double central, std::size_t steps) {
   if (iv.low_ms == iv.high_ms && iv.low_ms == iv.median_ms) return ms(iv.median_ms);  // no interval (--bootstrap 0)
   if (central == 0)
     return fmt::format("{} (from {} to {}: what the log leaves unknown; no bootstrap)", ms(iv.median_ms),
                        num(iv.low_ms), num(iv.high_ms));
-  if (steps < kFewSteps)
+  if (steps < few_steps_bound(central))
     return fmt::format("{} (bootstrap range {} .. {} over only {} step{}: not a {:.0f} % interval)", ms(iv.median_ms),
                        num(iv.low_ms), num(iv.high_ms), steps, steps == 1 ? "" : "s", central * 100);
   return fmt::format("{} ({:.0f} % interval {} .. {})", ms(iv.median_ms), central * 100, num(iv.low_ms),
@@ -166,9 +167,9 @@ Document build_whatif_document(const WhatIfResult& r, const Diagnostics& diag) {
                                                      "the sample of steps, not the assumptions below",
                                                      r.interval * 100, r.steps, r.steps == 1 ? "" : "s", r.bootstrap)
                                        : std::string("none (--bootstrap 0)");
-  if (r.bootstrap && r.steps < kFewSteps)
+  if (r.bootstrap && r.steps < few_steps_bound(r.interval))
     intervals += fmt::format("; {} step{} are too few for a {:.0f} % interval (fewer than {}: see the weak points)",
-                             r.steps, r.steps == 1 ? "" : "s", r.interval * 100, kFewSteps);
+                             r.steps, r.steps == 1 ? "" : "s", r.interval * 100, few_steps_bound(r.interval));
   f.items.emplace_back("intervals", intervals);
   in.blocks.emplace_back(std::move(f));
   d.sections.push_back(std::move(in));

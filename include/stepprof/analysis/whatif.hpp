@@ -59,14 +59,29 @@ struct WhatIfOptions {
   CostModelOptions models;
 };
 
-/// Fewer steps than this and a prediction rests on too few steps: a note says so, and the
-/// text does not call its bootstrap range a 90 % interval. The bootstrap resamples steps;
-/// of n steps, the interval from the k-th smallest to the k-th largest covers their
-/// distribution's median with probability 1 - 2 P(Binomial(n, 1/2) <= k - 1), whatever
-/// the distribution (the sign test's order-statistic interval). Below 8 steps no interval
-/// short of their whole range reaches 90 % (7 steps, k = 2: 87.5 %; 8 steps: 93.0 %), and
-/// below 5 not even the whole range does (1 - 2^(1-n): 50 % for 2 steps, 75 % for 3).
-inline constexpr std::size_t kFewSteps = 8;
+/// The fewest steps a bootstrap interval of central probability `central` (0 < central < 1)
+/// may rest on; fewer and a prediction rests on too few steps: a note says so, and the text
+/// does not call its bootstrap range an interval of that probability. The bootstrap
+/// resamples steps; of n steps, the interval from the k-th smallest to the k-th largest
+/// covers their distribution's median with probability 1 - 2 P(Binomial(n, 1/2) <= k - 1),
+/// whatever the distribution (the sign test's order-statistic interval). The bound is the
+/// smallest n whose interval short of the whole range (k = 2) reaches `central`:
+/// 1 - 2 (n + 1) / 2^n >= central. For 90 %: 8 steps (7 steps: 87.5 %; 8: 93.0 %); for
+/// 95 %: 9 (96.1 %). Below 5 steps not even the whole range reaches 90 % (1 - 2^(1-n): 50 %
+/// for 2 steps, 75 % for 3). Central probabilities past 1 - 2 * 63 / 2^62 give 62.
+constexpr std::size_t few_steps_bound(double central) {
+  std::size_t n = 3;
+  double tail = 1.0;  // 2 (n + 1) / 2^n for n = 3
+  while (n < 62 && 1.0 - tail < central) {
+    tail = tail * static_cast<double>(n + 2) / (2.0 * static_cast<double>(n + 1));
+    ++n;
+  }
+  return n;
+}
+
+/// The bound for the default 90 % intervals.
+inline constexpr std::size_t kFewSteps = few_steps_bound(0.9);
+static_assert(kFewSteps == 8 && few_steps_bound(0.95) == 9 && few_steps_bound(0.5) == 5);
 
 /// A median over updates with its bootstrap interval [ms].
 struct Interval {
