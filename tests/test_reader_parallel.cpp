@@ -92,6 +92,9 @@ class ParallelReaderTest : public test::TempDirTest {
     write("j_cut.jsonl", cfg(3) + upd(3, {"fwd", "cut"}) + R"({"type": "update", "step": 4, "wall_ms": 1)");
     write("k_errors.jsonl", cfg(1) + R"({"type": "update", "step": 6, "wall_ms": -1})" + "\n" +
                                 R"({"type": "update", "step": 7, "wall_ms": 5, "recorder_errors": {"write_failed": 2}})" + "\n");
+    std::string newer = cfg(3);
+    newer.insert(1, R"("schema": 2, )");
+    write("l_newer_schema.jsonl", newer + upd(9, {"fwd", "new"}));
     write("notes.csv", "not a log");
     return {dir_.string()};
   }
@@ -106,7 +109,7 @@ TEST_F(ParallelReaderTest, EveryKindOfInputReadsTheSameOnAnyNumberOfThreads) {
   // Sanity: the input really does exercise the cross-file checks.
   for (const char* code : {"[duplicate-step]", "[mixed-runs]", "[malformed-json]", "[unknown-record]",
                            "[missing-config]", "[truncated-line]", "[empty-input]", "[negative-value]",
-                           "[recorder-errors]"})
+                           "[recorder-errors]", "[newer-schema]"})
     EXPECT_NE(one.find(code), std::string::npos) << code;
   for (unsigned threads : {2u, 3u, 8u, 0u}) EXPECT_EQ(read(inputs, threads), one) << threads << " threads";
   const StepRange window{2, 3};
