@@ -146,7 +146,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("flush", [](std::uintptr_t h) { return stepprof_flush(handle(h)); });
   m.def(
       "close",
-      [](std::uintptr_t h) {
+      [](py::object owner, std::uintptr_t h) {
         const int status = stepprof_close(handle(h));
         const std::string message = text(stepprof_last_error(), "replace");
         // The session's final counts, those close() counted included (the C ABI's handle
@@ -155,9 +155,23 @@ PYBIND11_MODULE(_core, m) {
         std::vector<std::pair<std::string, std::int64_t>> final_counts;
         if (stepprof::error_counts(final_counts) == stepprof::Status::kOk)
           for (const auto& [kind, n] : final_counts) counts[py::str(kind)] = n;
+        // Handed to the owner before returning, as open() does: a KeyboardInterrupt raised
+        // as this call returns (close() may wait a second for a pipe's reader) drops the
+        // returned tuple; the owner then still knows the handle is closed, its errors, and
+        // the warning it has yet to give.
+        try {
+          owner.attr("_closing") = std::uintptr_t{0};
+          owner.attr("_errors_at_close") = counts;
+          owner.attr("_close_message") = status == STEPPROF_WARN_ERRORS ? message : std::string();
+        } catch (...) {  // (an owner without these attributes: only the returned tuple says)
+          PyErr_Clear();
+        }
         return py::make_tuple(status, message, counts);
       },
-      "Closes the recorder; returns (status, message, {kind: count}); status 2: errors were counted.");
+      py::arg("owner"), py::arg("handle"),
+      "Closes the recorder and sets owner._closing to 0, owner._errors_at_close to its counts and "
+      "owner._close_message to the warning (empty when none); returns (status, message, {kind: count}); status 2: "
+      "errors were counted.");
   m.def(
       "error_count",
       [](std::uintptr_t h, py::object kind) {

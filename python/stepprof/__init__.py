@@ -217,6 +217,14 @@ def _close_at_exit() -> None:
         rec._close_dropped(at_exit=True)
 
 
+def _finish_interrupted_closes() -> None:
+    # (A function, so that no reference to a recorder outlives it: one held by a local
+    # variable of Recorder() was never collected by its gc.collect().)
+    for rec in list(_OPEN):
+        if rec._closing and not rec._handle:
+            rec._close_dropped(how="a Recorder whose close() was interrupted")
+
+
 _AT_EXIT_REGISTERED = False  # (registered at the first open, so that the job's exit
 # handlers registered after it, a finish() that calls end_update() and close(), run first)
 
@@ -424,10 +432,12 @@ class Recorder:
         try:
             # (_core.open sets self._handle itself before it returns.)
             handle, status, message = _core.open(self, path, rank, world_size, config_json, options_json)
-            if status == _STATUS_ERR_STATE and any(r._handle for r in list(_OPEN)):
-                # The open one may be a Recorder no longer referenced but in a reference
-                # cycle (an object that holds it and is held by it), which only the cycle
-                # collector closes: a sweep or a notebook's next run recorded nothing.
+            if status == _STATUS_ERR_STATE and any(r._handle or r._closing for r in list(_OPEN)):
+                # The open one may be a Recorder whose close() an interrupt cut short (it
+                # is closed now), or one no longer referenced but in a reference cycle (an
+                # object that holds it and is held by it), which only the cycle collector
+                # closes: a sweep or a notebook's next run recorded nothing.
+                _finish_interrupted_closes()
                 gc.collect()
                 handle, status, message = _core.open(self, path, rank, world_size, config_json, options_json)
             self._opened(handle, status, message, path)
@@ -440,7 +450,7 @@ class Recorder:
             if handle:
                 self._close_called = True
                 try:
-                    _core.close(handle)
+                    _core.close(self, handle)
                 except Exception:  # noqa: BLE001 - the interrupt is what is raised
                     pass
             raise
@@ -459,6 +469,11 @@ class Recorder:
         self._handle_lock = threading.RLock()
         self._in_call = 0  # calls in progress that hold the handle (under the lock)
         self._deferred_close = 0  # a handle close() let go of during such a call
+        # The handle close() let go of until the C ABI has closed it (_core.close sets it
+        # to 0): an interrupt between the two leaves it here, closed by the next close(),
+        # the next Recorder(), __del__ or the exit handler instead of open with no owner.
+        self._closing = 0
+        self._close_message = ""  # close()'s warning, set by _core.close, until given
         self._close_called = False
         self._errors_at_close: dict[str, int] = {}
         self._misuse: dict[str, int] = {}  # already_open, used_after_close
@@ -742,6 +757,13 @@ class Recorder:
         {} (the parent counts its own)."""
         if self._forked():
             return {}
+        if self._handle == 0 and self._closing:  # (a close() cut short before the C ABI's)
+            with self._handle_lock:
+                if self._closing:
+                    try:
+                        return dict(json.loads(_core.info_json(self._closing)).get("errors", {}))
+                    except Exception:  # noqa: BLE001 - as below
+                        pass
         if self._handle == 0:
             out = dict(self._errors_at_close)
             for kind, n in self._misuse.items():
@@ -773,7 +795,9 @@ class Recorder:
         """Closes the recorder and returns the errors counted during the run, those
         close() itself counts included (e.g. {"unwritten_at_close": 1}; empty when none);
         warns when there were any. A Recorder made while another was open returns
-        {"already_open": 1} (it warned when made). Closing twice is a no-op that returns {}.
+        {"already_open": 1} (it warned when made). Closing twice is a no-op that returns {},
+        unless an interrupt cut the first close() short: the second then finishes it, gives
+        its warning and returns its errors.
         Called from a signal handler that interrupted one of this recorder's calls, it
         returns the errors counted so far, and the recorder closes as that call returns
         (what that close counts is in `errors` then, and warned about)."""
@@ -786,6 +810,8 @@ class Recorder:
             # (Not locked: a fork() child's copy of the lock may be held by a thread it
             # does not have.)
             if self._close_called:
+                if self._pid == os.getpid() and (self._closing or self._close_message):
+                    return self._close_again()  # the first close() was interrupted
                 return {}
             self._close_called = True
             if self._handle == 0:  # never opened: another recorder was open
@@ -798,8 +824,11 @@ class Recorder:
             self._close_called = True
             # The handle is let go of before the C ABI closes it: a KeyboardInterrupt
             # raised as close() returns (it may wait up to a second for a pipe's reader)
-            # leaves a closed recorder, not a half-closed one that raises.
-            handle, self._handle = self._handle, 0
+            # leaves a closed recorder, not a half-closed one that raises. It is kept in
+            # _closing (no call between the two stores, so no signal handler runs there)
+            # until the C ABI has closed it.
+            handle = self._handle
+            self._closing, self._handle = handle, 0
             if self._in_call:
                 # A signal handler on this thread (SIGTERM on preemption) interrupted a
                 # call that holds the handle: that call closes it as it returns, so that
@@ -828,13 +857,27 @@ class Recorder:
             except Exception:  # noqa: BLE001 - only info; close anyway
                 self._info_at_close = None
         finally:  # (closed even when an interrupt lands before it)
-            status, message, errors = _core.close(handle)
-            self._errors_at_close = dict(errors)
+            # (_core.close sets _closing, _errors_at_close and _close_message itself.)
+            _status, _message, errors = _core.close(self, handle)
             if self._info_at_close is not None:
                 self._info_at_close["errors"] = dict(errors)
-        if status == _STATUS_WARN_ERRORS:
+        message, self._close_message = self._close_message, ""
+        if message:
             _warn_in_loop(message, stacklevel=5)
         return dict(errors)
+
+    def _close_again(self) -> dict[str, int]:
+        # close() after one an interrupt cut short: the handle it let go of is closed now
+        # if it was not, and the warning it did not give is given.
+        with self._handle_lock:
+            if self._in_call:  # (the interrupted call closes it as it returns)
+                return {}
+            if self._closing:
+                return self._finish_close(self._closing)
+            message, self._close_message = self._close_message, ""
+            if message:
+                _warn_in_loop(message, stacklevel=5)
+            return dict(self._errors_at_close)
 
     def __enter__(self) -> "Recorder":
         return self
@@ -846,27 +889,42 @@ class Recorder:
     def __del__(self) -> None:
         self._close_dropped()
 
-    def _close_dropped(self, at_exit: bool = False) -> None:
+    def _close_dropped(self, at_exit: bool = False, how: str = "") -> None:
         # A recorder dropped without close() (or still open at interpreter exit) is closed
         # here, so that the process can open another (one is open at a time). What close()
         # counts itself (data recorded after the last end_update(), records a pipe's reader
         # never took) is in no record: it is said on stderr, as close() would warn (a
         # warning from __del__ is often lost).
-        if not getattr(self, "_handle", 0) or getattr(self, "_pid", None) != os.getpid():
+        if getattr(self, "_pid", None) != os.getpid():
+            return
+        if not getattr(self, "_handle", 0) and not getattr(self, "_closing", 0):
+            # A close() an interrupt cut short after the C ABI closed the recorder: its
+            # warning, not given, is said here.
+            message = getattr(self, "_close_message", "")
+            if message and sys.stderr is not None:
+                self._close_message = ""
+                said = message[len("stepprof: "):] if message.startswith("stepprof: ") else message
+                sys.stderr.write(f"stepprof: a Recorder whose close() was interrupted: {said}\n")
             return
         # At exit a daemon thread may still be in a call with the handle: it ends first
         # (or, stuck for a second, the recorder is left to the process's end).
         if not self._handle_lock.acquire(timeout=1.0):
             return
         try:
-            handle, self._handle = self._handle, 0
+            if self._in_call and not self._handle:  # (the call in progress closes it as it returns)
+                return
+            handle = self._handle or self._closing
+            if self._handle and not how:
+                how = "a Recorder still open at exit" if at_exit else "a Recorder dropped without close()"
+            elif not how:
+                how = "a Recorder whose close() was interrupted"
+            self._closing, self._handle = handle, 0
             if handle:
                 self._close_called = True  # (as close(): later calls are counted, and warned about)
-                status, message, errors = _core.close(handle)
-                self._errors_at_close = dict(errors)
-                if status == _STATUS_WARN_ERRORS and sys.stderr is not None:
+                _core.close(self, handle)  # (sets _closing, _errors_at_close, _close_message)
+                message, self._close_message = self._close_message, ""
+                if message and sys.stderr is not None:
                     said = message[len("stepprof: "):] if message.startswith("stepprof: ") else message
-                    how = "a Recorder still open at exit" if at_exit else "a Recorder dropped without close()"
                     sys.stderr.write(f"stepprof: {how}: {said}\n")
         except Exception:  # interpreter shutdown: nothing left to report to
             pass

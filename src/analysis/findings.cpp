@@ -690,11 +690,12 @@ void waiting(const FindingInputs& in, std::vector<Finding>& out) {
       f.title = fmt::format("{} waits in {} in {} of {} updates while its own work stays typical", who,
                             w.comm_region, w.spike_steps.size(), w.updates);
       f.evidence = fmt::format(
-          "in steps {} {} takes {:.0f} ms more than its median (median over them; above {:.0f} ms) while wall_ms "
-          "minus {} stays within its usual range: the time went to waiting for a rank slower in those steps, or "
+          "in {} {} {} takes {:.0f} ms more than its median ({}above {:.0f} ms) while wall_ms "
+          "minus {} stays within its usual range: the time went to waiting for a rank slower in {}, or "
           "to a slow collective (the network), which one rank's log cannot tell apart",
-          detail::rank_numbers(w.spike_steps), w.comm_region, w.spike_excess_ms, w.spike_threshold_ms,
-          w.comm_region);
+          w.spike_steps.size() == 1 ? "step" : "steps", detail::rank_numbers(w.spike_steps), w.comm_region,
+          w.spike_excess_ms, w.spike_steps.size() == 1 ? "" : "median over them; ", w.spike_threshold_ms,
+          w.comm_region, w.spike_steps.size() == 1 ? "that step" : "those steps");
       f.action = "run `stepprof report` on every rank's log: it names each step's slowest rank and what grew on it "
                  "(a long input, a fallback); if no rank was slower there, look at the network in those steps";
       out.push_back(std::move(f));
@@ -1085,8 +1086,11 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
   if (const auto& s = in.slow; s && !s->steps.empty()) {
     f.ms_per_update = s->excess_ms_per_update;
     // Which updates, and where their extra time went (step numbers written as rank lists are).
-    f.evidence += fmt::format("; the {} slowest, above {:.1f} ms (steps {}), take {:.1f} ms (median)",
-                              s->steps.size(), s->threshold_ms, detail::rank_numbers(s->steps), s->slow_ms);
+    f.evidence += s->steps.size() == 1
+                      ? fmt::format("; the slowest, above {:.1f} ms (step {}), takes {:.1f} ms", s->threshold_ms,
+                                    detail::rank_numbers(s->steps), s->slow_ms)
+                      : fmt::format("; the {} slowest, above {:.1f} ms (steps {}), take {:.1f} ms (median)",
+                                    s->steps.size(), s->threshold_ms, detail::rank_numbers(s->steps), s->slow_ms);
     std::string grew;
     for (const auto& g : s->grew)
       grew += fmt::format("{}{} +{:.1f} ms ({:.1f} against {:.1f})", grew.empty() ? "" : ", ", g.region, g.grew_ms(),

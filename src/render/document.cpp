@@ -713,10 +713,11 @@ Section waiting_section(const Report& rep) {
                                  "log to compare",
                                  w.comm_region, pct(row.share));
       if (!w.spike_steps.empty())
-        meaning += fmt::format("; but in {} update(s) (steps {}) {} took more than {} while its own work stayed "
+        meaning += fmt::format("; but in {} ({} {}) {} took more than {} while its own work stayed "
                                "typical: it waited there (see the findings)",
-                               w.spike_steps.size(), rank_numbers(w.spike_steps), w.comm_region,
-                               ms(w.spike_threshold_ms));
+                               w.spike_steps.size() == 1 ? "1 update" : fmt::format("{} updates", w.spike_steps.size()),
+                               w.spike_steps.size() == 1 ? "step" : "steps", rank_numbers(w.spike_steps),
+                               w.comm_region, ms(w.spike_threshold_ms));
       f.items.emplace_back("meaning", std::move(meaning));
     }
     s.blocks.emplace_back(std::move(f));

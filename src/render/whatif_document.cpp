@@ -168,8 +168,8 @@ Document build_whatif_document(const WhatIfResult& r, const Diagnostics& diag) {
                                                      r.interval * 100, r.steps, r.steps == 1 ? "" : "s", r.bootstrap)
                                        : std::string("none (--bootstrap 0)");
   if (r.bootstrap && r.steps < few_steps_bound(r.interval))
-    intervals += fmt::format("; {} step{} are too few for a {:.0f} % interval (fewer than {}: see the weak points)",
-                             r.steps, r.steps == 1 ? "" : "s", r.interval * 100, few_steps_bound(r.interval));
+    intervals += fmt::format("; {} step{} too few for a {:.0f} % interval (fewer than {}: see the weak points)",
+                             r.steps, r.steps == 1 ? " is" : "s are", r.interval * 100, few_steps_bound(r.interval));
   f.items.emplace_back("intervals", intervals);
   in.blocks.emplace_back(std::move(f));
   d.sections.push_back(std::move(in));

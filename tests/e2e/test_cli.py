@@ -2515,3 +2515,18 @@ def test_a_log_compressed_twice_is_named(tmp_path):
         err = r.stderr.decode()
         assert r.returncode == 3, err
         assert "gzip-compressed data inside the gzip (compressed twice)" in err, err
+
+
+def test_one_slow_update_is_written_in_the_singular(tmp_path):
+    # One update 10x the others: the update-time finding named "the 1 slowest ... (steps 14),
+    # take ... (median)".
+    config, updates = records()
+    slow = updates[len(updates) // 2]
+    slow["wall_ms"] *= 10
+    log = tmp_path / "rank1.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    r = run("report", "--hierarchy", HIER, log)
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert f"(step {slow['step']}), takes {slow['wall_ms']:.1f} ms" in text, text
+    assert "the 1 slowest" not in text and f"(steps {slow['step']})" not in text

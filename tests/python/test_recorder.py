@@ -763,8 +763,8 @@ def test_an_interrupted_close_leaves_the_recorder_closed(tmp_path):
     rec.end_update(0)
     real_close = stepprof._core.close
 
-    def interrupted(handle):
-        real_close(handle)
+    def interrupted(owner, handle):
+        real_close(owner, handle)
         raise KeyboardInterrupt  # as a SIGINT handled just as the C ABI's close returns
 
     stepprof._core.close = interrupted
@@ -778,6 +778,106 @@ def test_an_interrupted_close_leaves_the_recorder_closed(tmp_path):
     rec.end_update(1)  # counted as used_after_close, not raised
     assert rec.errors.get("used_after_close") == 1
     assert rec.close() == {}
+
+
+def test_an_interrupt_as_the_close_returns_keeps_its_errors_and_its_warning(tmp_path):
+    # Ctrl-C as the C ABI's close returned (it may wait a second for a pipe's reader) lost
+    # what it returned: `errors` read {} and no warning was given.
+    rec = stepprof.Recorder(str(tmp_path / "r.jsonl"), device_timing="off")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec.count("", 1)  # one bad_argument
+    rec.end_update(0)
+    real_close = stepprof._core.close
+
+    def interrupted(owner, handle):
+        real_close(owner, handle)
+        raise KeyboardInterrupt
+
+    stepprof._core.close = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rec.close()
+    finally:
+        stepprof._core.close = real_close
+    assert rec.closed
+    assert rec.errors == {"bad_argument": 1}
+    assert rec.info["errors"] == {"bad_argument": 1}
+    # close() again gives the warning the first did not, and what it would have returned.
+    with pytest.warns(stepprof.RecorderWarning, match="counted 1 error"):
+        assert rec.close() == {"bad_argument": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert rec.close() == {}  # (once only)
+
+
+def test_an_interrupt_before_the_c_close_is_finished_by_the_next_recorder(tmp_path):
+    # An interrupt landed between close() letting go of the handle and the C ABI's close
+    # (a signal handler runs at the call into _finish_close): the recorder stayed open with
+    # no object holding its handle, and every later Recorder of the process was refused
+    # as already_open, even after gc.collect().
+    log = tmp_path / "r.jsonl"
+    rec = stepprof.Recorder(str(log), device_timing="off")
+    rec.end_update(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec.count("", 1)  # one bad_argument
+    real_finish = stepprof.Recorder._finish_close
+
+    def interrupted(self, handle):
+        raise KeyboardInterrupt
+
+    stepprof.Recorder._finish_close = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rec.close()
+    finally:
+        stepprof.Recorder._finish_close = real_finish
+    assert rec.closed
+    assert rec.errors == {"bad_argument": 1}  # (read from the recorder not yet closed)
+    # The next Recorder closes it (rec is still referenced here) and opens.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (an already_open warning would raise)
+        again = stepprof.Recorder(str(tmp_path / "b.jsonl"), device_timing="off")
+    assert not again.closed
+    again.end_update(0)
+    assert again.close() == {}
+    assert rec.errors == {"bad_argument": 1}
+    assert [json.loads(l)["type"] for l in log.read_text().splitlines()] == ["config", "update"]
+    # Or close() again finishes it.
+    rec2 = stepprof.Recorder(str(tmp_path / "c.jsonl"), device_timing="off")
+    stepprof.Recorder._finish_close = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rec2.close()
+    finally:
+        stepprof.Recorder._finish_close = real_finish
+    assert rec2.close() == {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stepprof.Recorder(str(tmp_path / "d.jsonl"), device_timing="off").close()
+
+
+def test_a_close_interrupted_and_never_repeated_is_said_at_exit(tmp_path):
+    code = ("import stepprof, warnings\n"
+            f"rec = stepprof.Recorder({str(tmp_path / 'r.jsonl')!r}, rank=0, world_size=1, device_timing='off')\n"
+            "warnings.simplefilter('ignore')\n"
+            "rec.count('', 1)\n"
+            "rec.end_update(0)\n"
+            "real = stepprof._core.close\n"
+            "def interrupted(owner, handle):\n"
+            "    real(owner, handle)\n"
+            "    raise KeyboardInterrupt\n"
+            "stepprof._core.close = interrupted\n"
+            "try:\n"
+            "    rec.close()\n"
+            "except KeyboardInterrupt:\n"
+            "    pass\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "stepprof: a Recorder whose close() was interrupted: the recorder counted 1 error(s)" in r.stderr, r.stderr
+    assert "bad_argument 1" in r.stderr, r.stderr
 
 
 def test_a_recorder_left_open_at_exit_says_what_was_lost_with_a_daemon_thread_alive(tmp_path):
