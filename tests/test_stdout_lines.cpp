@@ -98,7 +98,11 @@ TEST(StdoutLines, OtherOutputIsTextThatHoldsNoRecord) {
         "(RayTrainWorker pid=123) {'loss': 1.0, 'epoch': 2}", "    assert x == {'a': 1}",
         // Separator lines of tables and banners (a Lightning model summary, rich's boxes).
         "-----------------------------------------", "===", "| --- | --- |", "+-----+-----+",
-        "\xE2\x94\x8F\xE2\x94\x81\xE2\x94\x81\xE2\x94\x93", "\xE2\x95\x90\xE2\x95\x90\xE2\x95\x90"})
+        "\xE2\x94\x8F\xE2\x94\x81\xE2\x94\x81\xE2\x94\x93", "\xE2\x95\x90\xE2\x95\x90\xE2\x95\x90",
+        // A Python 3.11 traceback printed to stdout (traceback.print_exc(file=sys.stdout)):
+        // its source line subscripts by string keys, its caret line marks the expression.
+        "    y = batch[\"x\"] + batch[\"labels\"]", "                     ~~~~~^^^^^^^^^^", "    ^^^^^^^^^^^",
+        "    loss = out[\"logits\"][0][\"tok\"].sum()", "    v = f(x)[\"k\"]"})
     EXPECT_TRUE(other_output(line)) << line;
 }
 
@@ -112,6 +116,9 @@ TEST(StdoutLines, DamagedRecordsAndJsonAreNotOtherOutput) {
         std::string("0.25, 0.5, 0.75"),                            // numbers only
         std::string("wall_ms 5}"),                                  // a record's tail
         std::string("[\"a\", \"b\"]"),                              // a JSON value
+        std::string("shape\": [\"a\"]"),                              // a piece: `[` after a blank
+        std::string("ids\":[\"x\"]"),                                  // ... or after `:`
+        std::string("x[\"a\\\"b\"] cut"),                             // an escape: not a plain key
         std::string("\"a string\""),
         std::string("text with a \x01 control byte"),
         std::string("bad \xff\xfe UTF-8"),

@@ -99,7 +99,7 @@ bool separator(std::string_view line) {
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
     if (c == ' ' || c == '\t') continue;
-    if (std::string_view("-=_*#~+|").find(c) != std::string_view::npos) {
+    if (std::string_view("-=_*#~+|^").find(c) != std::string_view::npos) {
       ++marks;
     } else if (c == '\xE2' && i + 2 < line.size() && (line[i + 1] == '\x94' || line[i + 1] == '\x95') &&
                (static_cast<unsigned char>(line[i + 2]) & 0xC0) == 0x80) {
@@ -110,6 +110,33 @@ bool separator(std::string_view line) {
     }
   }
   return marks >= 3;
+}
+
+// `line` without its subscripts by a string key (`batch["labels"]`, `d["a"]["b"]`: a
+// name, `)` or `]` right before `["`, then a key without `"` or `\`, then `"]`), which
+// are code (a traceback's source line), not JSON: in JSON, `[` follows `:`, `,`, `[` or
+// a blank.
+std::string without_subscripts(std::string_view line) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    const std::size_t open = line.find("[\"", i);
+    if (open == std::string_view::npos) break;
+    const char before = open > 0 ? line[open - 1] : ' ';
+    const bool subscripted = letter(before) || (before >= '0' && before <= '9') || before == '_' ||
+                             before == ')' || before == ']';
+    const std::size_t close = line.find('"', open + 2);
+    if (subscripted && close != std::string_view::npos && close + 1 < line.size() && line[close + 1] == ']' &&
+        line.substr(open + 2, close - open - 2).find('\\') == std::string_view::npos) {
+      out += line.substr(i, open - i);
+      i = close + 2;
+    } else {
+      out += line.substr(i, open + 1 - i);
+      i = open + 1;
+    }
+  }
+  out += line.substr(i);
+  return out;
 }
 
 }  // namespace
@@ -184,6 +211,9 @@ bool other_output(std::string_view line) {
     has_letter = has_letter || letter(c);
   }
   if (!has_letter || !simdjson::validate_utf8(line.data(), line.size())) return false;
+  const std::string code = without_subscripts(line);  // (a traceback's `batch["labels"]`)
+  const std::string_view whole = line;
+  line = code;
   for (std::size_t q = line.find('"'); q != std::string_view::npos; q = line.find('"', q + 1)) {
     std::size_t i = q + 1;
     while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
@@ -195,10 +225,10 @@ bool other_output(std::string_view line) {
   for (const std::string_view json : {"\",\"", "\", \"", ", \"", "[\"", "\"]", "{\"", "\"}"})
     if (line.find(json) != std::string_view::npos) return false;
   if (line.find("{'") != std::string_view::npos) return true;  // a Python dict's print, after text too
-  if (line.back() == '}') return false;
+  if (whole.back() == '}') return false;
   // A JSON value as a whole (an array, a string) is not a record: the reader says so.
   thread_local simdjson::dom::parser parser;
-  return parser.parse(line.data(), line.size(), true).error() != simdjson::SUCCESS;
+  return parser.parse(whole.data(), whole.size(), true).error() != simdjson::SUCCESS;
 }
 
 bool json_output_of_the_job(std::string_view line) {

@@ -46,11 +46,13 @@ DockerLine docker_line(std::string_view line);
 std::size_t known_prefix_length(std::string_view line);
 
 /// True when `line` (trimmed, after any known prefix) is other output of the job, not a
-/// record or a damaged piece of one: a separator line (three or more of `-=_*#~+|` or
-/// box-drawing characters, and blanks), or valid UTF-8 text without control bytes other than
-/// tab, carriage return and escape (terminal colours), holding a letter, with an even
-/// number of `"`, no `"` followed by `:` (a JSON key) nor JSON's punctuation around a
-/// string (`", "`, `["`, `{"`, ...); then either holding a Python dict's print (`{'loss': ...}`), or not ending
+/// record or a damaged piece of one: a separator line (three or more of `-=_*#~+|^` or
+/// box-drawing characters, and blanks: also a traceback's caret line `~~~^^^`), or valid
+/// UTF-8 text without control bytes other than tab, carriage return and escape (terminal
+/// colours), holding a letter, with an even number of `"`, no `"` followed by `:` (a JSON
+/// key) nor JSON's punctuation around a string (`", "`, `["`, `{"`, ...), once subscripts
+/// by a string key (`batch["labels"]`: code, as in a traceback) are left out; then either
+/// holding a Python dict's print (`{'loss': ...}`), or not ending
 /// with `}` (as every record does) and not a JSON value as a whole.
 bool other_output(std::string_view line);
 
