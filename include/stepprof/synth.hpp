@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,7 +99,14 @@ struct InjectedPaddingSpike {
   PaddingSpike spec;          ///< with `length` resolved
   std::int64_t padded_length = 0;  ///< padded length of the spiking micro-batch [tokens]
   double padding_fraction = 0;     ///< the update's padding fraction [fraction]
+  /// Whether `stepprof report` on the whole logs lists it: its padding fraction is above
+  /// Manifest::padding_spike_threshold. Unset when that is (a run past kSpikeCheckUpTo).
+  std::optional<bool> above_report_threshold;
 };
+
+/// Runs of more updates (ranks x updates) than this are not checked against the report's
+/// spike threshold (the check keeps every update's padding fraction: 8 bytes each).
+inline constexpr std::int64_t kSpikeCheckUpTo = std::int64_t{1} << 22;
 
 struct Manifest {
   Options options;                  ///< as given, random injection counts included
@@ -110,6 +118,12 @@ struct Manifest {
   /// Background fallbacks (fallback_rate > 0): updates that took vggt_single without an
   /// injection [count].
   std::int64_t background_fallback_updates = 0;
+  /// With padding spikes: the threshold `stepprof report` takes for a spike on these logs,
+  /// the 90th percentile (type 7) of every update's padding fraction plus
+  /// PaddingResult::kSpikeMargin (analysis/padding.hpp) [fraction]. A spike at or below it
+  /// is not listed (one in fewer than about 10 updates, or a short spike length, can raise
+  /// the percentile past itself). Unset past kSpikeCheckUpTo updates.
+  std::optional<double> padding_spike_threshold;
 };
 
 /// The name of rank `rank`'s log among `ranks` in generate's directory: `rank<N>.jsonl`,

@@ -23,6 +23,8 @@
 #include "../util/parallel.hpp"
 #include "../util/rank_numbers.hpp"
 #include "model.hpp"
+#include "stepprof/analysis/padding.hpp"
+#include "stepprof/analysis/stats.hpp"
 #include "stepprof/record_writer.hpp"
 #include "stepprof/reader.hpp"
 #include "stepprof/synth.hpp"
@@ -353,6 +355,9 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::int64_t> background{0};
   std::atomic<bool> stop{false};
+  // Every update's padding fraction, to check the spikes against the report's threshold.
+  const bool check_spikes = !o.padding_spikes.empty() && o.ranks * o.updates <= kSpikeCheckUpTo;
+  std::vector<double> padding(check_spikes ? static_cast<std::size_t>(o.ranks * o.updates) : 0);
   try {
     stepprof::detail::parallel_for(static_cast<std::size_t>(o.ranks), std::max(1u, threads), [&](std::int64_t r) {
       Sink out(man.files[static_cast<std::size_t>(r)], gzip);
@@ -366,8 +371,9 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
         const std::int64_t step = o.first_step + i;
         const auto plan = model.plan(r, step);
         if (plan.any_mixed && !plan.injected_fallback) ++bg;
-        out.line(update_to_json(model.record(plan, r, step, sync[static_cast<std::size_t>(i)]), model.regions(),
-                                model.counters()));
+        const UpdateRecord record = model.record(plan, r, step, sync[static_cast<std::size_t>(i)]);
+        if (check_spikes) padding[static_cast<std::size_t>(r * o.updates + i)] = record.padding_fraction.value_or(0);
+        out.line(update_to_json(record, model.regions(), model.counters()));
       }
       out.close();
       bytes += out.bytes();
@@ -385,6 +391,8 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   }
   man.bytes = bytes;
   man.background_fallback_updates = background;
+  if (const auto p = check_spikes ? summarize(std::move(padding)) : std::nullopt)
+    man.padding_spike_threshold = p->p90 + PaddingResult::kSpikeMargin;
 
   for (const auto& s : o.stragglers) {
     InjectedStraggler x{s, 0, 0, 0};
@@ -422,6 +430,7 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
     x.padded_length = plan.mbs.front().padded;
     const auto i = static_cast<std::size_t>(s.step - o.first_step);
     x.padding_fraction = *model.record(plan, s.rank, s.step, sync[i]).padding_fraction;
+    if (man.padding_spike_threshold) x.above_report_threshold = x.padding_fraction > *man.padding_spike_threshold;
     man.padding_spikes.push_back(x);
   }
   return man;
@@ -451,7 +460,8 @@ std::string manifest_to_json(const Manifest& m) {
                       {"step", s.spec.step},
                       {"length", s.spec.length},
                       {"padded_length", s.padded_length},
-                      {"padding_fraction", s.padding_fraction}});
+                      {"padding_fraction", s.padding_fraction},
+                      {"above_report_threshold", s.above_report_threshold ? Json(*s.above_report_threshold) : Json()}});
   Json j{{"schema", "stepprof.synth-manifest/1"},
          {"seed", o.seed},
          {"ranks", o.ranks},
@@ -465,6 +475,7 @@ std::string manifest_to_json(const Manifest& m) {
          {"files", m.files},
          {"bytes", m.bytes},
          {"injections", {{"stragglers", stragglers}, {"fallbacks", fallbacks}, {"padding_spikes", spikes}}},
+         {"padding_spike_threshold", m.padding_spike_threshold ? Json(*m.padding_spike_threshold) : Json()},
          {"background_fallback_updates", m.background_fallback_updates}};
   return j.dump(2) + "\n";
 }
@@ -499,8 +510,14 @@ std::string describe(const Manifest& m) {
   }
   for (const auto& x : m.padding_spikes)
     s += fmt::format("padding spike: rank {}, step {} (one sample of {} tokens pads its micro-batch to {}; update "
-                     "padding {:.1f} %)\n",
-                     x.spec.rank, x.spec.step, x.spec.length, x.padded_length, x.padding_fraction * 100);
+                     "padding {:.1f} %){}\n",
+                     x.spec.rank, x.spec.step, x.spec.length, x.padded_length, x.padding_fraction * 100,
+                     x.above_report_threshold.value_or(true)
+                         ? std::string()
+                         : fmt::format(": not above the report's spike threshold on these logs, {:.1f} % (the 90th "
+                                       "percentile of every update's padding plus {:.0f} points), so `stepprof "
+                                       "report` will not list it; give more updates or a longer spike",
+                                       *m.padding_spike_threshold * 100, PaddingResult::kSpikeMargin * 100));
   if (m.background_fallback_updates)
     s += fmt::format("background: {} update(s) took vggt_single without an injection (--fallback-rate {})\n",
                      m.background_fallback_updates, m.options.fallback_rate);

@@ -1845,3 +1845,35 @@ def test_a_spike_on_one_rank_among_spikes_in_most_steps_is_not_every_rank_waitin
     assert not s["own_work_typical"] and s["by_own_work"] and s["set_by_rank"] == 3, s
     (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
     assert "every rank waited" not in v["evidence"] and "on rank 3" in v["evidence"], v
+
+
+@pytest.mark.parametrize("args", [
+    ["--ranks", 1, "--updates", 5, "--padding-spike", "0:3"],         # the spike raises the p90 past itself
+    ["--ranks", 2, "--updates", 1, "--padding-spike", "1:1"],
+    ["--ranks", 1, "--updates", 8, "--padding-spike", "0:3"],         # found, though 1 in 8
+    ["--ranks", 4, "--updates", 100, "--padding-spike", "0:3:3300",   # too short to stand out
+     "--padding-spike", "1:5", "--padding-spike", "2:7:5000"],
+])
+def test_synth_says_which_padding_spikes_the_report_cannot_find(tmp_path, args):
+    # synth listed every padding spike as injected, also where `stepprof report` could not
+    # find it (1 rank x 5 updates: the spike itself set the 90th percentile the report's
+    # threshold starts from; a spike length just above the normal samples'). It now checks
+    # each against the report's threshold and says so; the report agrees.
+    manifest, _ = synth(tmp_path, "--seed", 1, *args)
+    r = run("synth", "-o", tmp_path / "again", "--seed", 1, *args)  # (what it prints on stderr)
+    assert r.returncode == 0, r.stderr
+    # The threshold from the logs' counters: type-7 p90 of every update's padding + 20 points.
+    fractions = sorted(1 - u["counts"]["valid_tokens"] / u["counts"]["token_slots"] for u in raw_updates(manifest))
+    h = (len(fractions) - 1) * 0.9
+    lo = int(h)
+    p90 = fractions[lo] + (h - lo) * (fractions[min(lo + 1, len(fractions) - 1)] - fractions[lo])
+    assert manifest["padding_spike_threshold"] == pytest.approx(p90 + 0.2, rel=1e-9)
+    listed = {(s["rank"], s["step"]) for s in report(tmp_path / "logs")["padding"]["spikes"]["updates"]}
+    for s in manifest["injections"]["padding_spikes"]:
+        above = s["padding_fraction"] > p90 + 0.2
+        assert s["above_report_threshold"] is above, s
+        assert ((s["rank"], s["step"]) in listed) is above, (s, listed)
+        line = next(l for l in r.stderr.splitlines() if l.startswith(f"padding spike: rank {s['rank']}, step {s['step']} "))
+        assert ("will not list it" in line) is (not above), line
+    if args[3] == 5:
+        assert not listed
