@@ -869,7 +869,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     std::vector<const RankLog*> full;
     std::vector<std::pair<std::int64_t, std::size_t>> short_ranks;
     for (std::size_t i = 0; i < ranks.size(); ++i) {
-      if (2 * steps_of[i] < steps.size()) short_ranks.emplace_back(*ranks[i]->rank, steps_of[i]);
+      if (short_log(steps_of[i], steps.size())) short_ranks.emplace_back(*ranks[i]->rank, steps_of[i]);
       else full.push_back(ranks[i]);
     }
     if (!short_ranks.empty() && full.size() >= 2) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -750,7 +751,9 @@ struct SyncData {
   std::vector<std::int64_t> step_of;
   std::vector<std::vector<std::size_t>> steps;  // per aligned step: its updates (one per rank), or one update
   std::vector<std::int64_t> step_numbers;
-  std::size_t ranks = 0;
+  std::size_t ranks = 0;     // the ranks with updates (rank_of's range)
+  std::vector<bool> left_out;  // per rank: a short log, not in `steps` (cross_rank.hpp short_log)
+  std::size_t compared = 0;  // the ranks in `steps`: ranks less those left out
   std::string comm_region;  // its name; empty: none found
   std::string description;
   std::vector<std::string> notes;
@@ -794,22 +797,57 @@ SyncData build_sync(const AnalysisInput& in) {
     ++rank_index;
   }
   d.ranks = rank_index;
+  d.compared = d.ranks;
+  d.left_out.assign(d.ranks, false);
   const std::string comm_name = comm ? std::string(in.data.regions.name(comm->id)) : std::string();
   if (d.ranks >= 2) {
     d.all_ranks = true;
     std::map<std::int64_t, std::vector<std::size_t>> by_step;
     for (std::size_t i = 0; i < updates.size(); ++i) by_step[d.step_of[i]].push_back(i);
+    // A rank whose log holds under half of the steps (a crashed job, a cut log) is left
+    // out, as the rank comparison does, while two or more remain: with it, only the steps
+    // it holds would be compared (one step of 40: no prediction at all).
+    std::vector<std::set<std::int64_t>> steps_of(d.ranks);
+    for (std::size_t i = 0; i < updates.size(); ++i) steps_of[d.rank_of[i]].insert(d.step_of[i]);
+    for (std::size_t k = 0; k < d.ranks; ++k) d.left_out[k] = short_log(steps_of[k].size(), by_step.size());
+    d.compared = d.ranks - static_cast<std::size_t>(std::count(d.left_out.begin(), d.left_out.end(), true));
+    if (d.compared < 2) {
+      d.left_out.assign(d.ranks, false);
+      d.compared = d.ranks;
+    }
+    std::vector<std::string> short_ranks;
+    {
+      std::size_t k = 0;
+      for (const auto& r : in.data.ranks) {
+        if (r.updates.empty()) continue;
+        if (d.left_out[k])
+          short_ranks.push_back(fmt::format("{} ({} of the {} steps)", r.rank ? std::to_string(*r.rank) : "?",
+                                            steps_of[k].size(), by_step.size()));
+        ++k;
+      }
+    }
     std::size_t dropped = 0;
     for (auto& [step, ids] : by_step) {
       std::vector<bool> seen(d.ranks, false);
-      for (auto i : ids) seen[d.rank_of[i]] = true;
-      if (std::count(seen.begin(), seen.end(), true) != static_cast<long>(d.ranks)) {
+      std::vector<std::size_t> kept;
+      for (auto i : ids)
+        if (!d.left_out[d.rank_of[i]]) {
+          seen[d.rank_of[i]] = true;
+          kept.push_back(i);
+        }
+      if (static_cast<std::size_t>(std::count(seen.begin(), seen.end(), true)) != d.compared) {
         ++dropped;
         continue;
       }
-      d.steps.push_back(ids);
+      d.steps.push_back(std::move(kept));
       d.step_numbers.push_back(step);
     }
+    if (!short_ranks.empty())
+      d.notes.push_back(fmt::format(
+          "rank{} {} left out: {} log{} under half of the steps (a crashed job or a cut log?), as in the "
+          "report's rank comparison; the steps are those of the other {} ranks",
+          short_ranks.size() == 1 ? "" : "s", fmt::join(short_ranks, ", "), short_ranks.size() == 1 ? "its" : "their",
+          short_ranks.size() == 1 ? " holds" : "s hold", d.compared));
     d.description = fmt::format(
         "{}: a step takes max over ranks of (own work + its change) plus the step's "
         "time beyond the largest own work (the collective); own work = wall_ms - {}",
@@ -1207,9 +1245,12 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
         per_rank_compute[sync.rank_of[i]].push_back(compute[i]);
         per_rank_work[sync.rank_of[i]].push_back(w[i]);
       }
-    std::vector<double> speed(sync.ranks);
-    for (std::size_t r = 0; r < sync.ranks; ++r) speed[r] = median_of(per_rank_ratio[r]);
-    const double typical = median_of(speed);
+    std::vector<double> speed(sync.ranks), compared_speeds;
+    for (std::size_t r = 0; r < sync.ranks; ++r) {
+      speed[r] = median_of(per_rank_ratio[r]);
+      if (!sync.left_out[r]) compared_speeds.push_back(speed[r]);
+    }
+    const double typical = median_of(compared_speeds);
     StepTimes t;
     for (const std::size_t k : steps) {
       const auto& ids = sync.steps[k];
@@ -1226,10 +1267,15 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
     }
     if (table) {
       double mean_work = 0;
-      for (std::size_t r = 0; r < sync.ranks; ++r) mean_work += median_of(per_rank_work[r]) / static_cast<double>(sync.ranks);
+      for (std::size_t r = 0; r < sync.ranks; ++r)
+        if (!sync.left_out[r]) mean_work += median_of(per_rank_work[r]) / static_cast<double>(sync.compared);
       std::size_t r = 0;
       for (const auto& log : in.data.ranks) {
         if (log.updates.empty()) continue;
+        if (sync.left_out[r]) {  // (a short log: not in the steps compared)
+          ++r;
+          continue;
+        }
         RankBalance rb;
         rb.rank = log.rank.value_or(-1);
         rb.compute_ms = median_of(per_rank_compute[r]);
@@ -1270,7 +1316,7 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
       "own work is wall_ms minus {0}: work inside {0} (a backward pass overlapped with the gradient all-reduce) is "
       "not balanced, so a straggler's lag there stays in the prediction (docs/whatif.md, Limits)",
       sync.comm_region.empty() ? std::string("the communication region") : sync.comm_region));
-  if (sync.ranks == 2)
+  if (sync.compared == 2)
     p.notes.push_back("with two ranks the median rank's speed is the mean of the two: a straggler is only half corrected");
   return p;
 }

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import shutil
 import random
 import statistics
 import subprocess
@@ -864,3 +865,39 @@ def test_a_widened_interval_says_so():
     assert "the interval is widened to cover the 16 random splits of the updates' samples into micro-batches" in pad["notes"]
     assert any(n.startswith("the interval is widened down to the prediction with no padding left") for n in group["notes"])
     assert any(n.startswith("no per-micro-batch detail in the log") for n in pad["notes"])
+
+
+def test_a_rank_whose_log_holds_under_half_of_the_steps_is_left_out(tmp_path):
+    # One rank's log cut after its first update (a crashed rank) left one step in every
+    # rank's log: every what-if was "not available", while the report compared the other
+    # ranks over all their steps. It is now left out, as the report does.
+    logs = tmp_path / "logs"
+    r = run("synth", "-o", logs, "--ranks", 4, "--updates", 40, "--seed", 5, "--fallback-rate", 0.5)
+    assert r.returncode == 0, r.stderr
+    files = sorted(logs.glob("rank*.jsonl"))
+    lines = files[3].read_text().splitlines()
+    files[3].write_text("\n".join(lines[:2]) + "\n")  # its config and first update
+    walls = {}
+    for f in files[:3]:
+        for line in f.read_text().splitlines():
+            rec = json.loads(line)
+            if rec["type"] == "update":
+                walls.setdefault(rec["step"], []).append(rec["wall_ms"])
+    doc = whatif_json("balanced-ranks", logs)
+    assert doc["steps"] == 40
+    (p,) = doc["predictions"]
+    assert p["available"], p
+    assert p["measured_update_ms"]["median"] == pytest.approx(statistics.median(max(w) for w in walls.values()),
+                                                              rel=1e-12)
+    assert any(n.startswith("rank 3 (1 of the 40 steps) left out: its log holds under half of the steps")
+               for n in p["notes"]), p["notes"]
+    assert [row["rank"] for row in p["ranks"]] == [0, 1, 2]
+    assert whatif_json("batched-geometry", logs)["predictions"][0]["available"]
+    # Two ranks, one of them short: nothing is left out (no comparison would remain).
+    two = tmp_path / "two"
+    two.mkdir()
+    for f in files[2:]:
+        shutil.copy(f, two / f.name)
+    r = run("whatif", "balanced-ranks", two, "--format", "json")
+    assert r.returncode == 3, r.stdout
+    assert "fewer than two steps are in every rank's log" in r.stdout

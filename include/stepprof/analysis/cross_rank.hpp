@@ -271,6 +271,12 @@ struct StepRun {
 /// being the slowest in most updates) or ranks a slow group [count].
 inline constexpr std::size_t kMinStragglerUpdates = 3;
 
+/// A rank's log is short when it holds fewer than half of the steps the ranks' logs hold
+/// together (`rank_steps` of `all_steps` distinct steps): the rank comparison
+/// (CrossRankResult::ranks_short) and the what-if's synchronization leave such a rank out
+/// while two or more others remain, so that the others' steps are still compared.
+constexpr bool short_log(std::size_t rank_steps, std::size_t all_steps) { return 2 * rank_steps < all_steps; }
+
 struct CrossRankResult {
   bool available = false;
   std::string why_not;             ///< when not available, e.g. "one rank only"
