@@ -233,6 +233,7 @@ Section regions_section(const Report& rep) {
   std::unordered_set<std::string_view> parents;
   for (const auto& r : t.rows)
     if (!r.parent.empty()) parents.insert(r.parent);
+  bool device_partial = false;
   for (const auto& r : t.rows) {
     std::string name = r.name;
     if (nesting && !r.in_hierarchy) name += " (not in nesting)";
@@ -248,7 +249,14 @@ Section regions_section(const Report& rep) {
     // Host time as median / p90 / max where the region has no device time (the title's
     // promise; a host-only log showed the median only), else its median.
     const std::string host = !r.host_ms ? "-" : r.device_ms ? num(r.host_ms->median) : med_p90_max(r.host_ms);
-    tab.rows.push_back({name, med_p90_max(r.device_ms), host, calls, pct(r.share),
+    // A device time in fewer of its updates than its host time (device timing off in some
+    // ranks or updates): the two medians are over different updates, which is marked.
+    std::string device = med_p90_max(r.device_ms);
+    if (r.device_ms && r.host_ms && r.device_ms->n != r.host_ms->n) {
+      device += fmt::format(" [{} of {}]", r.device_ms->n, r.host_ms->n);
+      device_partial = true;
+    }
+    tab.rows.push_back({name, device, host, calls, pct(r.share),
                         self ? num(self->median) : (!nesting ? "n/a" : leaf ? "(leaf)" : "-"),
                         self ? pct(r.self_share) : (!nesting ? "n/a" : leaf ? pct(r.self_share) : "-"), gap_cell(r)});
     tab.depth.push_back(r.depth);
@@ -280,6 +288,10 @@ Section regions_section(const Report& rep) {
     notes.push_back("background (role \"background\": on another thread, alongside the update, not part of it; its "
                     "time is summed over its threads and calls, so its share of the update time can exceed 100 %): " +
                     background);
+  if (device_partial)
+    notes.push_back("device ms [n of m]: the region has a device time in n of the m updates with its host time "
+                    "(device timing off in some ranks or updates), so its device and host medians are over different "
+                    "updates; device-host pairs the updates that have both");
   if (any_device)  // (without device times, the note above says so)
     notes.push_back(any_gap ? "device-host: regions flagged where the median device-minus-host time exceeds max(1 ms, 20 %)"
                           : "device-host: no region's device and host times differ by more than max(1 ms, 20 %)");

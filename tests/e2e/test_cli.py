@@ -2530,3 +2530,24 @@ def test_one_slow_update_is_written_in_the_singular(tmp_path):
     text = " ".join(r.stdout.split())
     assert f"(step {slow['step']}), takes {slow['wall_ms']:.1f} ms" in text, text
     assert "the 1 slowest" not in text and f"(steps {slow['step']})" not in text
+
+
+def test_device_times_in_only_some_updates_are_marked_in_the_region_table(tmp_path):
+    # Device timing off in half the updates: the text table showed a device median over
+    # 10 updates beside a host median over 20, 814 ms apart, with nothing to say so.
+    config, updates = records()
+    half = len(updates) // 2
+    for u in updates[half:]:
+        del u["cuda_stream_ms"]
+    log = tmp_path / "rank1.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    r = run("report", "--hierarchy", HIER, log)
+    assert r.returncode == 0, r.stderr
+    with_device = sum("forward_and_loss" in u.get("cuda_stream_ms", {}) for u in updates)
+    with_host = sum("forward_and_loss" in u["cpu_call_ms"] for u in updates)
+    assert (with_device, with_host) == (half, len(updates))
+    row = next(l for l in r.stdout.splitlines() if l.strip().startswith("forward_and_loss "))
+    assert f"[{with_device} of {with_host}]" in row, row
+    assert "device ms [n of m]: the region has a device time in n of the m updates" in " ".join(r.stdout.split())
+    # The unchanged log has no such mark.
+    assert "device ms [n of m]" not in run("report", "--hierarchy", HIER, LOG).stdout
