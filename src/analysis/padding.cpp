@@ -15,6 +15,13 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     p.why_not = !slots_id && !valid_id ? "the log has no token_slots and valid_tokens counters"
                 : !slots_id            ? "the log has no token_slots counter"
                                        : "the log has no valid_tokens counter";
+    // (A padding_fraction field alone gives no token-weighted padding nor its cost.)
+    for (const auto* u : in.updates())
+      if (u->padding_fraction) {
+        p.why_not += "; its padding_fraction field alone gives neither the token-weighted fraction nor what the "
+                     "padding costs: record the token_slots and valid_tokens counters (docs/log-schema.md)";
+        break;
+      }
     return p;
   }
   const auto updates = in.updates();

@@ -195,15 +195,32 @@ void check_token_counters(const Dataset& data, Diagnostics& diag) {
   const auto valid_id = data.counters.find(schema::counter::kValidTokens);
   const auto slots_id = data.counters.find(schema::counter::kTokenSlots);
   if (!valid_id || !slots_id) return;
-  std::uint64_t bad = 0, with_either = 0;
+  std::uint64_t bad = 0, with_either = 0, disagree = 0, with_field = 0;
   const UpdateRecord* first = nullptr;
+  const UpdateRecord* first_disagreeing = nullptr;
+  double first_from_counters = 0;
   std::string first_what;
   for (const auto& rank : data.ranks)
     for (const auto& u : rank.updates) {
       const auto valid = u.counter(*valid_id), slots = u.counter(*slots_id);
       if (!valid && !slots) continue;
       ++with_either;
-      if (!schema::counter::token_counters_contradict(slots, valid)) continue;
+      if (!schema::counter::token_counters_contradict(slots, valid)) {
+        // The update's padding_fraction field against its counters (the analyses use the
+        // counters): a field set by hand from other numbers.
+        if (u.padding_fraction && *slots > 0) {
+          ++with_field;
+          const double from_counters = 1.0 - *valid / *slots;
+          if (std::fabs(*u.padding_fraction - from_counters) > kPaddingFieldTolerance) {
+            if (!first_disagreeing) {
+              first_disagreeing = &u;
+              first_from_counters = from_counters;
+            }
+            ++disagree;
+          }
+        }
+        continue;
+      }
       if (!first) {
         first = &u;
         first_what = !slots   ? fmt::format("counts.valid_tokens {} without counts.token_slots", *valid)
@@ -212,6 +229,14 @@ void check_token_counters(const Dataset& data, Diagnostics& diag) {
       }
       ++bad;
     }
+  if (first_disagreeing)
+    diag.report({Severity::kWarning, Problem::kBadField, data.files[first_disagreeing->source.file],
+                 first_disagreeing->source.line, 0,
+                 fmt::format("padding_fraction {:.4g} (step {}; {} of {} update(s) with the field and token counters) "
+                             "is not 1 - valid_tokens / token_slots = {:.4g}: the padding figures use the counters "
+                             "(was the field computed another way, e.g. a mean over micro-batches?)",
+                             *first_disagreeing->padding_fraction, first_disagreeing->step, disagree, with_field,
+                             first_from_counters)});
   if (!first) return;
   diag.report({Severity::kError, Problem::kBadField, data.files[first->source.file], first->source.line, 0,
                fmt::format("{} (step {}; {} of {} update(s) with token counters): a micro-batch's padding is its "

@@ -30,7 +30,15 @@ void check_zero_wall_time(const Dataset& data, Diagnostics& diag);
 /// counters (negative or 100 % padding: counters swapped, slots counted before padding, one
 /// not recorded); analyze_padding leaves such updates out. Nothing when no update has
 /// token_slots or none has valid_tokens. Counts them and names the first.
+/// Also one Problem::kBadField warning when updates' `padding_fraction` field differs from
+/// 1 - valid_tokens / token_slots by more than kPaddingFieldTolerance (the analyses use
+/// the counters).
 void check_token_counters(const Dataset& data, Diagnostics& diag);
+
+/// How far an update's padding_fraction may be from 1 - valid_tokens / token_slots
+/// before check_token_counters says so (the recorder writes the field with 17 digits;
+/// a field rounded to 4 decimals stays within) [fraction].
+inline constexpr double kPaddingFieldTolerance = 1e-4;
 
 /// A region time above this many times its update's wall_ms is reported by
 /// check_region_times. (A region entered on several threads at once sums their host time,

@@ -2551,3 +2551,26 @@ def test_device_times_in_only_some_updates_are_marked_in_the_region_table(tmp_pa
     assert "device ms [n of m]: the region has a device time in n of the m updates" in " ".join(r.stdout.split())
     # The unchanged log has no such mark.
     assert "device ms [n of m]" not in run("report", "--hierarchy", HIER, LOG).stdout
+
+
+def test_a_padding_fraction_field_that_disagrees_with_the_token_counters_is_said(tmp_path):
+    # The field was never checked: 0.95 beside counters giving 0.13 passed without a word.
+    config, updates = records()
+    u = updates[5]
+    expected = 1 - u["counts"]["valid_tokens"] / u["counts"]["token_slots"]
+    u["padding_fraction"] = 0.95
+    updates[6]["padding_fraction"] += 1e-7  # (within the tolerance: rounding)
+    log = tmp_path / "rank1.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    r = run("report", "--format", "json", log)
+    assert r.returncode == 0, r.stderr
+    with_field = sum("padding_fraction" in x for x in updates)
+    assert (f"{log}:7: warning: padding_fraction 0.95 (step {u['step']}; 1 of {with_field} update(s) with the field "
+            f"and token counters) is not 1 - valid_tokens / token_slots = {expected:.4g}") in r.stderr, r.stderr
+    # Without the counters, the padding section says what the field cannot give.
+    for x in updates:
+        del x["counts"]["token_slots"], x["counts"]["valid_tokens"]
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    r = run("report", "--format", "json", log)
+    assert r.returncode == 0, r.stderr
+    assert "padding_fraction field alone gives neither" in json.loads(r.stdout)["padding"]["why_not"]
