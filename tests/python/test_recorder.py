@@ -1531,3 +1531,25 @@ def test_flags_numpy_and_torch_bools_and_one_element_arrays_are_refused(tmp_path
     assert rec.close() == {}
     _, updates = read_log(tmp_path / "b.jsonl")
     assert updates[0]["counts"] == {"samples": 3}
+
+
+def test_sample_indices_from_numpy_arrays_and_torch_tensors(tmp_path):
+    # A DataLoader's index batch is a tensor: each element was converted one by one (13 ms
+    # for 4,096 indices against 1 ms for a list). The values and the checks are the same.
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    rec = stepprof.Recorder(str(tmp_path / "r.jsonl"), device_timing="off")
+    rec.sample_indices(np.arange(5, dtype=np.int64))
+    rec.sample_indices(torch.tensor([7, 2 ** 40]))
+    rec.sample_indices(np.array([], dtype=np.int32))
+    for bad, error, match in [(np.array([1, -2]), ValueError, "sample index -2"),
+                              (torch.tensor([1.5]), TypeError, "must be an integer"),
+                              (np.array([[1, 2]]), TypeError, "must be an integer"),
+                              (torch.tensor(3), TypeError, "not a 0-d Tensor"),
+                              (np.array([True]), TypeError, "must be an integer")]:
+        with pytest.raises(error, match=match):
+            rec.sample_indices(bad)
+    rec.end_update(0)
+    rec.close()
+    _, updates = read_log(tmp_path / "r.jsonl")
+    assert updates[0]["sample_indices"] == [0, 1, 2, 3, 4, 7, 2 ** 40]
