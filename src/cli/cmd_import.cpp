@@ -138,12 +138,15 @@ int run_import(const ImportOptions& opt) {
       continue;
     }
     const auto file = log_file(log.rank.value_or(0));
+    std::error_code exists_ec;
+    const bool replaced = std::filesystem::exists(file, exists_ec);  // (an earlier import's: said)
     // (Through a temporary file renamed into place: a full disk leaves no partial log,
     // which `report` would read as a job killed mid-write.)
     if (!write_output(file.string(), rank_log_text(log, data))) return output_failed();
-    if (written++ < kNamed) {
-      print_stderr("stepprof: wrote {}: rank {}, {} update(s), steps {}..{}\n", file.string(),
-                 log.rank.value_or(0), log.updates.size(), log.updates.front().step, log.updates.back().step);
+    if (written++ < kNamed || replaced) {
+      print_stderr("stepprof: wrote {}: rank {}, {} update(s), steps {}..{}{}\n", file.string(),
+                 log.rank.value_or(0), log.updates.size(), log.updates.front().step, log.updates.back().step,
+                 replaced ? " (it replaces the log that was there)" : "");
     } else {
       ranks_rest.push_back(log.rank.value_or(0));
       updates_rest += log.updates.size();

@@ -1125,3 +1125,13 @@ def test_an_empty_step_window_is_refused_as_by_the_other_commands(tmp_path):
     r = run("import", "kineto", "--steps", "", HTA8, "-o", tmp_path / "out")
     assert r.returncode == 2 and "--steps: an empty step window" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_import_over_an_earlier_one_says_which_logs_it_replaces(tmp_path):
+    out = tmp_path / "out"
+    r = run("import", "kineto", DLRM[3], "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "replaces" not in r.stderr
+    r = run("import", "kineto", DLRM[3], "-o", out)  # (another run's rank 3, say)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"wrote \S*rank3\.jsonl: rank 3, .*\(it replaces the log that was there\)", r.stderr), r.stderr
