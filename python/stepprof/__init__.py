@@ -62,7 +62,7 @@ def _integer(value: Any, what: str) -> int:
     except TypeError:
         raise TypeError(f"{what} must be an integer, not {type(value).__name__} {value!r}") from None
     if not -(2 ** 63) <= n < 2 ** 63:
-        raise ValueError(f"{what} {n} is outside the 64-bit integer range the log holds")
+        raise ValueError(f"{what} {n} is outside the signed 64-bit range (-2^63 to 2^63 - 1)")
     return n
 
 

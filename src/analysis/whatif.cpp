@@ -488,8 +488,10 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
         if (g.group == s.group) s.target = g.fast;
       if (s.target.empty()) {
         fail(fmt::format("cannot tell which path of group {} is the cheaper one (both must have run with their "
-                         "frames or samples counted); give --path REGION",
-                         s.group));
+                         "frames or samples counted: counters <path>_frames or <path>_samples, e.g. {}_frames, or "
+                         "per-micro-batch detail with each micro-batch's path; docs/log-schema.md); give --path "
+                         "REGION",
+                         s.group, members.front()->region));
         return;
       }
     }
