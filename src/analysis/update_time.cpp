@@ -11,8 +11,15 @@ namespace {
 
 // Rate of one counter: per rank sum(count)/sum(wall s), averaged over ranks; job =
 // sum over ranks when all ranks are present, else the per-rank rate x world size.
+// `token_pair` (token_slots and valid_tokens): updates whose two token counters contradict
+// each other (one without the other, more valid tokens than slots: the reader's bad-field
+// error) are left out, count and wall time, as the padding figures leave them out; else
+// token slots/s came out below valid tokens/s.
 Rate rate(const AnalysisInput& in, const RunSummary& run, std::optional<NameTable::Id> counter,
-          std::optional<double> fallback_per_update) {
+          std::optional<double> fallback_per_update, bool token_pair = false) {
+  namespace c = schema::counter;
+  const auto slots_id = in.counter(c::kTokenSlots), valid_id = in.counter(c::kValidTokens);
+  token_pair = token_pair && slots_id && valid_id;
   Rate r;
   double sum_rates = 0;
   std::size_t ranks = 0;
@@ -22,6 +29,9 @@ Rate rate(const AnalysisInput& in, const RunSummary& run, std::optional<NameTabl
     const std::size_t first = in.first_update_of(log).value_or(0);
     for (std::size_t i = 0; i < log.updates.size(); ++i) {
       const UpdateRecord& u = log.updates[i];
+      if (token_pair && c::token_counters_contradict(in.counter_of(first + i, u, *slots_id),
+                                                     in.counter_of(first + i, u, *valid_id)))
+        continue;
       wall_ms += u.wall_ms;
       // An absent counter means no such work in that update (0), unless the config
       // gives the amount per update (samples = micro_batch x accumulation).
@@ -83,8 +93,8 @@ UpdateTimeResult analyze_update_time(const AnalysisInput& in, const RunSummary& 
   if (run.micro_batch && run.accumulation) samples_per_update = static_cast<double>(*run.micro_batch * *run.accumulation);
   namespace c = schema::counter;
   out.samples = rate(in, run, in.counter(c::kSamples), samples_per_update);
-  out.token_slots = rate(in, run, in.counter(c::kTokenSlots), std::nullopt);
-  out.valid_tokens = rate(in, run, in.counter(c::kValidTokens), std::nullopt);
+  out.token_slots = rate(in, run, in.counter(c::kTokenSlots), std::nullopt, true);
+  out.valid_tokens = rate(in, run, in.counter(c::kValidTokens), std::nullopt, true);
   out.frames = rate(in, run, in.counter(c::kFrames), std::nullopt);
   if (const auto id = in.counter(c::kSamples); id && samples_per_update) {
     std::vector<double> counted;

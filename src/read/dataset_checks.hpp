@@ -28,7 +28,8 @@ void check_zero_wall_time(const Dataset& data, Diagnostics& diag);
 /// Reports one Problem::kBadField error when updates have counts.valid_tokens above
 /// counts.token_slots, or one of the two without the other, in a log that has both
 /// counters (negative or 100 % padding: counters swapped, slots counted before padding, one
-/// not recorded); analyze_padding leaves such updates out. Nothing when no update has
+/// not recorded); analyze_padding and the token throughputs (analyze_update_time) leave
+/// such updates out. Nothing when no update has
 /// token_slots or none has valid_tokens. Counts them and names the first.
 /// Also one Problem::kBadField warning when updates' `padding_fraction` field differs from
 /// 1 - valid_tokens / token_slots by more than kPaddingFieldTolerance (the analyses use

@@ -2574,3 +2574,24 @@ def test_a_padding_fraction_field_that_disagrees_with_the_token_counters_is_said
     r = run("report", "--format", "json", log)
     assert r.returncode == 0, r.stderr
     assert "padding_fraction field alone gives neither" in json.loads(r.stdout)["padding"]["why_not"]
+
+
+def test_token_throughputs_leave_out_updates_whose_token_counters_contradict(tmp_path):
+    # token_slots missing in 7 of 20 updates (valid_tokens kept): token slots/s were summed
+    # over 13 updates but divided by all 20 updates' time, below valid tokens/s (impossible).
+    config, updates = records()
+    for u in updates[10:17]:
+        del u["counts"]["token_slots"]
+    log = tmp_path / "rank1.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    r = run("report", "--format", "json", log)
+    assert r.returncode == 1, r.stderr  # (the reader's bad-field error)
+    tp = json.loads(r.stdout)["update_time"]["throughput"]
+    both = [u for u in updates if "token_slots" in u["counts"] and "valid_tokens" in u["counts"]]
+    wall_s = sum(u["wall_ms"] for u in both) / 1000
+    assert len(both) == len(updates) - 7
+    assert tp["token_slots"]["per_rank_per_s"] == pytest.approx(sum(u["counts"]["token_slots"] for u in both) / wall_s,
+                                                                rel=1e-12)
+    assert tp["valid_tokens"]["per_rank_per_s"] == pytest.approx(
+        sum(u["counts"]["valid_tokens"] for u in both) / wall_s, rel=1e-12)
+    assert tp["token_slots"]["per_rank_per_s"] >= tp["valid_tokens"]["per_rank_per_s"]
