@@ -148,6 +148,13 @@ PYBIND11_MODULE(_core, m) {
       "close",
       [](py::object owner, std::uintptr_t h) {
         const int status = stepprof_close(handle(h));
+        // At once (no allocation before: a garbage collection it set off could run a signal
+        // handler's Python code): the owner no longer holds a handle to close.
+        try {
+          owner.attr("_closing") = std::uintptr_t{0};
+          owner.attr("_finishing") = false;
+        } catch (py::error_already_set&) {  // (an owner without these attributes)
+        }
         const std::string message = text(stepprof_last_error(), "replace");
         // The session's final counts, those close() counted included (the C ABI's handle
         // is gone: the C++ call gives them until the next open).
@@ -160,16 +167,15 @@ PYBIND11_MODULE(_core, m) {
         // returned tuple; the owner then still knows the handle is closed, its errors, and
         // the warning it has yet to give.
         try {
-          owner.attr("_closing") = std::uintptr_t{0};
           owner.attr("_errors_at_close") = counts;
           owner.attr("_close_message") = status == STEPPROF_WARN_ERRORS ? message : std::string();
-        } catch (...) {  // (an owner without these attributes: only the returned tuple says)
-          PyErr_Clear();
+        } catch (py::error_already_set&) {  // (an owner without these attributes: only the returned tuple says)
         }
         return py::make_tuple(status, message, counts);
       },
       py::arg("owner"), py::arg("handle"),
-      "Closes the recorder and sets owner._closing to 0, owner._errors_at_close to its counts and "
+      "Closes the recorder and sets owner._closing to 0, owner._finishing to False, owner._errors_at_close to its "
+      "counts and "
       "owner._close_message to the warning (empty when none); returns (status, message, {kind: count}); status 2: "
       "errors were counted.");
   m.def(

@@ -221,7 +221,7 @@ def _finish_interrupted_closes() -> None:
     # (A function, so that no reference to a recorder outlives it: one held by a local
     # variable of Recorder() was never collected by its gc.collect().)
     for rec in list(_OPEN):
-        if rec._closing and not rec._handle:
+        if rec._closing and not rec._handle and not rec._finishing:
             rec._close_dropped(how="a Recorder whose close() was interrupted")
 
 
@@ -473,6 +473,10 @@ class Recorder:
         # to 0): an interrupt between the two leaves it here, closed by the next close(),
         # the next Recorder(), __del__ or the exit handler instead of open with no owner.
         self._closing = 0
+        # True from the start of _finish_close until the C ABI has closed the handle
+        # (_core.close sets it back): a signal handler's close() in between (on this thread:
+        # the lock is reentrant) must leave the close to the interrupted one, not close twice.
+        self._finishing = False
         self._close_message = ""  # close()'s warning, set by _core.close, until given
         self._close_called = False
         self._errors_at_close: dict[str, int] = {}
@@ -764,11 +768,16 @@ class Recorder:
         {} (the parent counts its own)."""
         if self._forked():
             return {}
-        if self._handle == 0 and self._closing:  # (a close() cut short before the C ABI's)
+        if self._handle == 0 and self._closing and self._pid == os.getpid():
+            # (A close() cut short before the C ABI's: the recorder's counts so far. Not in
+            # a fork() child: its copy of the lock may be held for good.)
             with self._handle_lock:
                 if self._closing:
                     try:
-                        return dict(json.loads(_core.info_json(self._closing)).get("errors", {}))
+                        out = dict(json.loads(_core.info_json(self._closing)).get("errors", {}))
+                        for kind, n in self._misuse.items():
+                            out[kind] = out.get(kind, 0) + n
+                        return out
                     except Exception:  # noqa: BLE001 - as below
                         pass
         if self._handle == 0:
@@ -817,7 +826,7 @@ class Recorder:
             # (Not locked: a fork() child's copy of the lock may be held by a thread it
             # does not have.)
             if self._close_called:
-                if self._pid == os.getpid() and (self._closing or self._close_message):
+                if self._pid == os.getpid() and not self._finishing and (self._closing or self._close_message):
                     return self._close_again()  # the first close() was interrupted
                 return {}
             self._close_called = True
@@ -852,12 +861,12 @@ class Recorder:
             errors = self._finish_close(handle)
         return errors
 
-    def _finish_close(self, handle: int) -> dict[str, int]:
-        # (Its warning points 5 frames up: see _close; a deferred close, from _with_handle
-        # under the job's call, is as deep.)
+    def _finish_close(self, handle: int, stacklevel: int = 5) -> dict[str, int]:
+        # (Its warning points `stacklevel` frames up: 5 from _close, see there; a deferred
+        # close, from _with_handle under the job's call, is as deep; 6 from _close_again.)
         # The C ABI's close of `handle` (already let go of), under the handle's lock; what
         # it counted is kept for `errors` and `info`, and warned about.
-        status, message, errors = _STATUS_OK, "", {}
+        self._finishing = True  # (no call between this store and the try: no handler runs)
         try:
             try:
                 self._info_at_close = json.loads(_core.info_json(handle))
@@ -870,20 +879,22 @@ class Recorder:
                 self._info_at_close["errors"] = dict(errors)
         message, self._close_message = self._close_message, ""
         if message:
-            _warn_in_loop(message, stacklevel=5)
+            _warn_in_loop(message, stacklevel=stacklevel)
         return dict(errors)
 
     def _close_again(self) -> dict[str, int]:
         # close() after one an interrupt cut short: the handle it let go of is closed now
-        # if it was not, and the warning it did not give is given.
+        # if it was not, and the warning it did not give is given; then it returns the
+        # errors, else {} as any second close().
         with self._handle_lock:
-            if self._in_call:  # (the interrupted call closes it as it returns)
+            if self._in_call or self._finishing:  # (the interrupted call or close() closes it)
                 return {}
             if self._closing:
-                return self._finish_close(self._closing)
+                return self._finish_close(self._closing, stacklevel=6)
             message, self._close_message = self._close_message, ""
-            if message:
-                _warn_in_loop(message, stacklevel=5)
+            if not message:
+                return {}
+            _warn_in_loop(message, stacklevel=5)
             return dict(self._errors_at_close)
 
     def __enter__(self) -> "Recorder":
@@ -902,14 +913,21 @@ class Recorder:
         # counts itself (data recorded after the last end_update(), records a pipe's reader
         # never took) is in no record: it is said on stderr, as close() would warn (a
         # warning from __del__ is often lost).
-        if getattr(self, "_pid", None) != os.getpid():
-            return
+        if getattr(self, "_pid", None) != os.getpid() or getattr(self, "_finishing", False):
+            return  # (a fork() child's copy; a close() in progress closes it)
         if not getattr(self, "_handle", 0) and not getattr(self, "_closing", 0):
             # A close() an interrupt cut short after the C ABI closed the recorder: its
-            # warning, not given, is said here.
-            message = getattr(self, "_close_message", "")
-            if message and sys.stderr is not None:
-                self._close_message = ""
+            # warning, not given, is said here. (Under the lock: a close() on another
+            # thread between the C ABI's close and its warning gives the warning itself.)
+            if not getattr(self, "_close_message", "") or sys.stderr is None:
+                return
+            if not self._handle_lock.acquire(timeout=1.0):
+                return
+            try:
+                message, self._close_message = self._close_message, ""
+            finally:
+                self._handle_lock.release()
+            if message:
                 said = message[len("stepprof: "):] if message.startswith("stepprof: ") else message
                 sys.stderr.write(f"stepprof: a Recorder whose close() was interrupted: {said}\n")
             return
@@ -918,7 +936,7 @@ class Recorder:
         if not self._handle_lock.acquire(timeout=1.0):
             return
         try:
-            if self._in_call and not self._handle:  # (the call in progress closes it as it returns)
+            if (self._in_call and not self._handle) or self._finishing:  # (that call or close() closes it)
                 return
             handle = self._handle or self._closing
             if self._handle and not how:

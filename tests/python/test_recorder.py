@@ -1553,3 +1553,85 @@ def test_sample_indices_from_numpy_arrays_and_torch_tensors(tmp_path):
     rec.close()
     _, updates = read_log(tmp_path / "r.jsonl")
     assert updates[0]["sample_indices"] == [0, 1, 2, 3, 4, 7, 2 ** 40]
+
+
+def test_a_handler_that_closes_during_close_leaves_the_close_to_it(tmp_path, monkeypatch):
+    # A signal handler's close() while close() read the recorder's info (before the C
+    # ABI's close) closed the recorder itself; the interrupted close() then closed the
+    # stale handle again and took the next session's counts for its own ({} here).
+    rec = stepprof.Recorder(str(tmp_path / "a.jsonl"), device_timing="off")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec.count("", 1)  # one bad_argument
+    rec.end_update(0)
+    real_loads = json.loads
+    seen = {}
+
+    def loads_with_a_handler(*args, **kwargs):
+        monkeypatch.setattr(json, "loads", real_loads)
+        seen["handler"] = rec.close()  # (what a SIGTERM handler running here does)
+        seen["errors"] = rec.errors
+        return real_loads(*args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", loads_with_a_handler)
+    with pytest.warns(stepprof.RecorderWarning, match="counted 1 error") as caught:
+        assert rec.close() == {"bad_argument": 1}
+    assert seen == {"handler": {}, "errors": {"bad_argument": 1}}
+    assert caught[0].filename == __file__  # (the warning points at the job's close())
+    assert rec.errors == {"bad_argument": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert rec.close() == {}
+        stepprof.Recorder(str(tmp_path / "b.jsonl"), device_timing="off").close()
+
+
+def test_a_second_close_that_finishes_an_interrupted_one_warns_at_the_jobs_line(tmp_path):
+    rec = stepprof.Recorder(str(tmp_path / "a.jsonl"), device_timing="off")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec.count("", 1)
+    real_finish = stepprof.Recorder._finish_close
+
+    def interrupted(self, handle, stacklevel=5):
+        raise KeyboardInterrupt
+
+    stepprof.Recorder._finish_close = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rec.close()
+    finally:
+        stepprof.Recorder._finish_close = real_finish
+    with pytest.warns(stepprof.RecorderWarning, match="counted 1 error") as caught:
+        assert rec.close() == {"bad_argument": 1}
+    assert caught[0].filename == __file__, caught[0].filename
+
+
+def test_errors_in_a_fork_child_while_the_parent_closes_do_not_wait_for_the_lock(tmp_path):
+    # A thread of the parent was in close() (holding the recorder's lock) at fork(): the
+    # child's `errors` waited for that lock for good.
+    code = ("import json, os, signal, sys, threading, time, warnings, stepprof\n"
+            "warnings.simplefilter('ignore')\n"
+            f"rec = stepprof.Recorder({str(tmp_path / 'f.jsonl')!r}, rank=0, world_size=1, device_timing='off')\n"
+            "rec.end_update(0)\n"
+            "real = json.loads\n"
+            "def slow(*a, **k):\n"
+            "    time.sleep(0.5)\n"
+            "    return real(*a, **k)\n"
+            "json.loads = slow\n"
+            "t = threading.Thread(target=rec.close)\n"
+            "t.start()\n"
+            "time.sleep(0.1)\n"
+            "assert rec._closing and rec._finishing\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    signal.alarm(5)\n"
+            "    print('child', rec.errors, rec.closed, flush=True)\n"
+            "    os._exit(0)\n"
+            "t.join()\n"
+            "json.loads = real\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "print('status', status)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "child {} True" in r.stdout and "status 0" in r.stdout, (r.stdout, r.stderr)
