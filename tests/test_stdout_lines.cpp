@@ -101,7 +101,7 @@ TEST(StdoutLines, OtherOutputIsTextThatHoldsNoRecord) {
         "\xE2\x94\x8F\xE2\x94\x81\xE2\x94\x81\xE2\x94\x93", "\xE2\x95\x90\xE2\x95\x90\xE2\x95\x90",
         // A Python 3.11 traceback printed to stdout (traceback.print_exc(file=sys.stdout)):
         // its source line subscripts by string keys, its caret line marks the expression.
-        "    y = batch[\"x\"] + batch[\"labels\"]", "                     ~~~~~^^^^^^^^^^", "    ^^^^^^^^^^^",
+        "    y = batch[\"x\"] + batch[\"labels\"]", "                     ~~~~~^^^^^^^^^^", "    ^^^^^^^^^^^", "        ^", "   ^^", "  ~^~",
         "    loss = out[\"logits\"][0][\"tok\"].sum()", "    v = f(x)[\"k\"]"})
     EXPECT_TRUE(other_output(line)) << line;
 }

@@ -663,7 +663,9 @@ class Recorder:
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
-        it from the token_slots and valid_tokens counters. Raises TypeError for a
+        it from the token_slots and valid_tokens counters. With both counters recorded,
+        the analyzer uses them, and a fraction more than 1e-4 from 1 - valid_tokens /
+        token_slots is a bad-field warning there. Raises TypeError for a
         string or a bool (or anything float() cannot take as a number) and ValueError outside
         [0, 1] or for NaN. Once closed it does nothing (counted as used_after_close)."""
         if isinstance(fraction, (str, bytes, bytearray, bool)):

@@ -846,8 +846,8 @@ SyncData build_sync(const AnalysisInput& in) {
     }
     if (!short_ranks.empty())
       d.notes.push_back(fmt::format(
-          "rank{} {} left out: {} log{} under half of the steps (a crashed job or a cut log?), as in the "
-          "report's rank comparison; the steps are those of the other {} ranks",
+          "rank{} {} left out: {} log{} under half of the steps (a crashed job or a cut log?), as the report's "
+          "rank comparison leaves such a rank out; the steps are those of the other {} ranks",
           short_ranks.size() == 1 ? "" : "s", fmt::join(short_ranks, ", "), short_ranks.size() == 1 ? "its" : "their",
           short_ranks.size() == 1 ? " holds" : "s hold", d.compared));
     d.description = fmt::format(
@@ -857,6 +857,9 @@ SyncData build_sync(const AnalysisInput& in) {
             ? fmt::format("the logs of {} of the {} ranks (the others' not given)", d.ranks, *world)
             : fmt::format("every rank's log ({} ranks)", d.ranks),
         comm ? comm_name : std::string("nothing (no communication region found)"));
+    if (d.compared < d.ranks)  // (the weak-point note names them)
+      d.description += fmt::format("; over {} of these ranks: {} left out for a short log", d.compared,
+                                   d.ranks - d.compared);
     if (dropped) d.notes.push_back(fmt::format("{} step(s) missing from some rank's log are left out", dropped));
     if (world && *world > static_cast<std::int64_t>(d.ranks))
       d.notes.push_back(fmt::format("world size {} but {} ranks' logs: ranks without a log are not in the maximum",

@@ -91,10 +91,13 @@ std::size_t kubectl_prefix(std::string_view s) {
   return close + 1;
 }
 
-// A separator line: three or more of `-=_*#~+|` and blanks, or of the box-drawing
-// characters U+2500..U+257F (UTF-8 E2 94 xx, E2 95 xx), as tables and banners print them.
-// No piece of a record is made of these alone.
+// A separator line: three or more of `-=_*#~+|^` and blanks, or of the box-drawing
+// characters U+2500..U+257F (UTF-8 E2 94 xx, E2 95 xx), as tables and banners print them;
+// or a Python traceback's marker line, `^` and `~` and blanks with at least one `^` (a
+// SyntaxError's single `^`). No piece of a record is made of these alone.
 bool separator(std::string_view line) {
+  if (line.find('^') != std::string_view::npos && line.find_first_not_of("^~ \t") == std::string_view::npos)
+    return true;
   std::size_t marks = 0;
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];

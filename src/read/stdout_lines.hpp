@@ -47,7 +47,8 @@ std::size_t known_prefix_length(std::string_view line);
 
 /// True when `line` (trimmed, after any known prefix) is other output of the job, not a
 /// record or a damaged piece of one: a separator line (three or more of `-=_*#~+|^` or
-/// box-drawing characters, and blanks: also a traceback's caret line `~~~^^^`), or valid
+/// box-drawing characters, and blanks; also a traceback's marker line of `^` and `~`, even
+/// a single `^`), or valid
 /// UTF-8 text without control bytes other than tab, carriage return and escape (terminal
 /// colours), holding a letter, with an even number of `"`, no `"` followed by `:` (a JSON
 /// key) nor JSON's punctuation around a string (`", "`, `["`, `{"`, ...), once subscripts

@@ -252,7 +252,7 @@ Section regions_section(const Report& rep) {
     // A device time in fewer of its updates than its host time (device timing off in some
     // ranks or updates): the two medians are over different updates, which is marked.
     std::string device = med_p90_max(r.device_ms);
-    if (r.device_ms && r.host_ms && r.device_ms->n != r.host_ms->n) {
+    if (r.device_ms && r.host_ms && r.device_ms->n < r.host_ms->n) {
       device += fmt::format(" [{} of {}]", r.device_ms->n, r.host_ms->n);
       device_partial = true;
     }

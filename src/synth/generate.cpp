@@ -516,7 +516,7 @@ std::string describe(const Manifest& m) {
                          ? std::string()
                          : fmt::format(": not above the report's spike threshold on these logs, {:.1f} % (the 90th "
                                        "percentile of every update's padding plus {:.0f} points), so `stepprof "
-                                       "report` will not list it; give more updates or a longer spike",
+                                       "report` will not list it; give more updates, fewer spikes or a longer one",
                                        *m.padding_spike_threshold * 100, PaddingResult::kSpikeMargin * 100));
   if (m.background_fallback_updates)
     s += fmt::format("background: {} update(s) took vggt_single without an injection (--fallback-rate {})\n",

@@ -149,7 +149,7 @@ struct WhatIfResult {
   std::string sync;                ///< how the ranks' synchronization enters, in words
   std::size_t ranks = 0, updates = 0;
   /// Steps the medians and the bootstrap are over: the updates of one rank's log, the
-  /// steps every rank's log has with several (fewer than kFewSteps: a note says so).
+  /// steps every rank's log has with several (fewer than few_steps_bound(interval): a note says so).
   std::size_t steps = 0;
   std::size_t bootstrap = 0;
   double interval = 0.9;
