@@ -100,6 +100,32 @@ stepprof_recorder* handle(std::uintptr_t h) {
   return reinterpret_cast<stepprof_recorder*>(h);
 }
 
+// The open recorder and a weak reference to the Python Recorder that owns it. An owner
+// freed with its recorder open (an interrupt inside __del__ or the close it calls, which
+// Python ignores there) left the recorder open with no one to close it, and every later
+// Recorder() of the process was refused as already_open: the next open closes it. (A
+// reference kept for the process's life: no Python object is destroyed at exit here.)
+std::uintptr_t g_open = 0;
+PyObject* g_owner = nullptr;  // a weakref, or nullptr
+
+void forget_open() {
+  g_open = 0;
+  Py_CLEAR(g_owner);
+}
+
+// Closes the open recorder when its owner is gone; true when it did.
+bool close_orphan() {
+  if (g_open == 0 || g_owner == nullptr) return false;
+  PyObject* owner = PyWeakref_GetObject(g_owner);  // (borrowed; Py_None once dead)
+  if (owner != Py_None) return false;
+  const int status = stepprof_close(reinterpret_cast<stepprof_recorder*>(g_open));
+  forget_open();
+  const std::string said = status == STEPPROF_WARN_ERRORS ? std::string(": ") + stepprof_last_error() : "";
+  PySys_WriteStderr("stepprof: a Recorder was freed with its recorder still open (an interrupt in its close?); "
+                    "closed now%.900s\n", said.c_str());
+  return true;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -114,7 +140,9 @@ PYBIND11_MODULE(_core, m) {
       [](py::object owner, const std::string& path, std::int64_t rank, std::int64_t world_size,
          const std::string& config_json, const std::string& options_json) {
         stepprof_recorder* rec = nullptr;
-        const int status = stepprof_open(path.c_str(), rank, world_size, config_json.c_str(), options_json.c_str(), &rec);
+        int status = stepprof_open(path.c_str(), rank, world_size, config_json.c_str(), options_json.c_str(), &rec);
+        if (status == STEPPROF_ERR_STATE && close_orphan())
+          status = stepprof_open(path.c_str(), rank, world_size, config_json.c_str(), options_json.c_str(), &rec);
         // Another recorder is open in this process: not raised (the Python layer makes a
         // recorder that records nothing and counts it); handle 0.
         if (status == STEPPROF_ERR_STATE)
@@ -131,6 +159,10 @@ PYBIND11_MODULE(_core, m) {
           stepprof_close(rec);
           throw;
         }
+        forget_open();
+        g_open = h;
+        g_owner = PyWeakref_NewRef(owner.ptr(), nullptr);  // (nullptr: not weakly referable; never closed here)
+        if (g_owner == nullptr) PyErr_Clear();
         return py::make_tuple(h, status, text(stepprof_last_error(), "replace"));
       },
       py::arg("owner"), py::arg("path"), py::arg("rank"), py::arg("world_size"), py::arg("config_json"),
@@ -148,6 +180,7 @@ PYBIND11_MODULE(_core, m) {
       "close",
       [](py::object owner, std::uintptr_t h) {
         const int status = stepprof_close(handle(h));
+        if (h == g_open) forget_open();
         // At once (no allocation before: a garbage collection it set off could run a signal
         // handler's Python code): the owner no longer holds a handle to close.
         try {

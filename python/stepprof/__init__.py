@@ -204,7 +204,9 @@ class _NullRegion:
 
 
 _NULL_REGION = _NullRegion()
-_MISUSE_LOCK = threading.Lock()  # used_after_close counts of every Recorder (a slow path)
+# used_after_close counts of every Recorder (a slow path). Reentrant: a signal handler that
+# calls the recorder may run inside the block (a plain Lock hung the job there).
+_MISUSE_LOCK = threading.RLock()
 
 # Recorders open in this process, closed at interpreter exit if the job did not: a
 # module-level recorder's __del__ may never run at shutdown (with a daemon thread alive
@@ -868,7 +870,12 @@ class Recorder:
         # close, from _with_handle under the job's call, is as deep; 6 from _close_again.)
         # The C ABI's close of `handle` (already let go of), under the handle's lock; what
         # it counted is kept for `errors` and `info`, and warned about.
-        self._finishing = True  # (no call between this store and the try: no handler runs)
+        # A signal handler's close() at this call's entry (a handler may run there) finished
+        # the close already: nothing is left to close. (No call between the check, the
+        # store and the try: no handler runs in between.)
+        if self._finishing or self._closing != handle:
+            return dict(self._errors_at_close)
+        self._finishing = True
         try:
             try:
                 self._info_at_close = json.loads(_core.info_json(handle))
@@ -879,9 +886,10 @@ class Recorder:
             _status, _message, errors = _core.close(self, handle)
             if self._info_at_close is not None:
                 self._info_at_close["errors"] = dict(errors)
-        message, self._close_message = self._close_message, ""
-        if message:
+        message = self._close_message
+        if message:  # (cleared once given: an interrupt before leaves it to the next close())
             _warn_in_loop(message, stacklevel=stacklevel)
+            self._close_message = ""
         return dict(errors)
 
     def _close_again(self) -> dict[str, int]:
@@ -893,10 +901,11 @@ class Recorder:
                 return {}
             if self._closing:
                 return self._finish_close(self._closing, stacklevel=6)
-            message, self._close_message = self._close_message, ""
+            message = self._close_message
             if not message:
                 return {}
             _warn_in_loop(message, stacklevel=5)
+            self._close_message = ""
             return dict(self._errors_at_close)
 
     def __enter__(self) -> "Recorder":
@@ -915,7 +924,11 @@ class Recorder:
         # counts itself (data recorded after the last end_update(), records a pipe's reader
         # never took) is in no record: it is said on stderr, as close() would warn (a
         # warning from __del__ is often lost).
-        if getattr(self, "_pid", None) != os.getpid() or getattr(self, "_finishing", False):
+        try:
+            pid = os.getpid()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the module's globals are gone
+            return
+        if getattr(self, "_pid", None) != pid or getattr(self, "_finishing", False):
             return  # (a fork() child's copy; a close() in progress closes it)
         if not getattr(self, "_handle", 0) and not getattr(self, "_closing", 0):
             # A close() an interrupt cut short after the C ABI closed the recorder: its
@@ -991,8 +1004,8 @@ class Recorder:
         # A call after close(): counted and warned about once, never raised (a logging
         # thread that outlives the training loop must not die of it). Before close(), a
         # Recorder that never opened (already_open) counts nothing more.
-        if not self._close_called:
-            return
+        if not self._close_called or self._pid != os.getpid():
+            return  # (a fork() child: its copy of the lock may be held for good)
         with _MISUSE_LOCK:  # (threads calling after close: an unlocked += lost counts)
             self._misuse["used_after_close"] = self._misuse.get("used_after_close", 0) + 1
             warn = not self._warned_misuse
@@ -1002,8 +1015,10 @@ class Recorder:
                           "in the recorder's errors; further calls are counted without a warning)", stacklevel=5)
 
     def _forked(self) -> bool:
-        # A fork() child of the process that opened this recorder: its copy is closed.
-        return self._handle != 0 and self._pid != os.getpid()
+        # A fork() child of the process that opened this recorder: its copy is closed, and
+        # its copies of the locks may be held for good (by a parent thread in a call or in
+        # close() at the fork), so it takes none of them.
+        return self._pid != os.getpid()
 
 
 def _recorder_elsewhere(rank: int, world_size: int, path: str) -> Recorder:

@@ -1635,3 +1635,118 @@ def test_errors_in_a_fork_child_while_the_parent_closes_do_not_wait_for_the_lock
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert "child {} True" in r.stdout and "status 0" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_a_handler_close_at_the_entry_of_the_close_leaves_nothing_to_close_twice(tmp_path):
+    # A signal handler can run as _finish_close is entered, before it marks the close as in
+    # progress: its close() closed the recorder, and the interrupted one then closed the
+    # stale handle again (and took the next session's counts for its own).
+    rec = stepprof.Recorder(str(tmp_path / "a.jsonl"), device_timing="off")
+    rec.end_update(0)
+    rec.count("samples", 1)  # unwritten_at_close
+    real_finish = stepprof.Recorder._finish_close
+    real_close = stepprof._core.close
+    closes = []
+    state = {}
+
+    def spy(owner, handle):
+        closes.append(handle)
+        return real_close(owner, handle)
+
+    def entered_with_a_handler(self, handle, stacklevel=5):
+        stepprof.Recorder._finish_close = real_finish
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state["handler"] = rec.close()  # the handler's close() at the entry
+        state["next"] = stepprof.Recorder(str(tmp_path / "b.jsonl"), device_timing="off")  # and the next session
+        return real_finish(self, handle, stacklevel)
+
+    stepprof.Recorder._finish_close = entered_with_a_handler
+    stepprof._core.close = spy
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            first = rec.close()
+    finally:
+        stepprof.Recorder._finish_close = real_finish
+        stepprof._core.close = real_close
+    assert state["handler"] == {"unwritten_at_close": 1}
+    assert first == {"unwritten_at_close": 1} and rec.errors == {"unwritten_at_close": 1}
+    assert len(closes) == 1  # the C ABI's close once
+    nxt = state["next"]
+    assert not nxt.closed
+    nxt.end_update(0)
+    assert nxt.close() == {}
+
+
+def test_a_warning_interrupted_as_it_is_given_is_given_by_the_next_close(tmp_path, monkeypatch):
+    rec = stepprof.Recorder(str(tmp_path / "a.jsonl"), device_timing="off")
+    rec.end_update(0)
+    rec.count("samples", 1)  # unwritten_at_close
+    real_warn = stepprof._warn_in_loop
+
+    def interrupted(message, stacklevel=3):
+        monkeypatch.setattr(stepprof, "_warn_in_loop", real_warn)
+        raise KeyboardInterrupt  # (a Ctrl-C at the function's entry)
+
+    monkeypatch.setattr(stepprof, "_warn_in_loop", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        rec.close()
+    with pytest.warns(stepprof.RecorderWarning, match="unwritten_at_close 1"):
+        assert rec.close() == {"unwritten_at_close": 1}
+
+
+def test_a_recorder_freed_while_its_close_was_interrupted_is_closed_by_the_next_one(tmp_path):
+    # An interrupt inside __del__ (Python ignores it there) freed the Recorder with its
+    # recorder open: every later Recorder() of the process was refused as already_open.
+    code = ("import stepprof, sys, warnings\n"
+            "warnings.simplefilter('error')\n"
+            "sys.unraisablehook = lambda u: print('ignored', u.exc_type.__name__)\n"
+            f"rec = stepprof.Recorder({str(tmp_path / 'a.jsonl')!r}, rank=0, world_size=1, device_timing='off')\n"
+            "rec.end_update(0)\n"
+            "real = stepprof.Recorder._close_dropped\n"
+            "def interrupted(self, *a, **k):\n"
+            "    raise KeyboardInterrupt\n"
+            "stepprof.Recorder._close_dropped = interrupted\n"
+            "del rec\n"
+            "stepprof.Recorder._close_dropped = real\n"
+            f"nxt = stepprof.Recorder({str(tmp_path / 'b.jsonl')!r}, rank=0, world_size=1, device_timing='off')\n"
+            "print('next open', not nxt.closed)\n"
+            "nxt.end_update(0)\n"
+            "print('next close', nxt.close())\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["ignored KeyboardInterrupt", "next open True", "next close {}"], r.stdout
+    assert "a Recorder was freed with its recorder still open" in r.stderr, r.stderr
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    assert [json.loads(l)["type"] for l in lines] == ["config", "update"]
+
+
+def test_a_fork_child_takes_no_lock_a_parent_thread_held_at_the_fork(tmp_path):
+    # After close(), a child's calls were counted under a lock (and end_update() took the
+    # recorder's lock) that a parent thread held at the fork: the child hung for good.
+    code = ("import os, signal, threading, time, warnings, stepprof\n"
+            "warnings.simplefilter('ignore')\n"
+            f"rec = stepprof.Recorder({str(tmp_path / 'f.jsonl')!r}, rank=0, world_size=1, device_timing='off')\n"
+            "rec.end_update(0)\n"
+            "rec.close()\n"
+            "held = threading.Event()\n"
+            "def hold():\n"
+            "    with stepprof._MISUSE_LOCK, rec._handle_lock:\n"
+            "        held.set()\n"
+            "        time.sleep(1)\n"
+            "threading.Thread(target=hold).start()\n"
+            "held.wait()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    signal.alarm(5)\n"
+            "    rec.count('samples', 1); rec.end_update(1); rec.flush(); rec.begin_update()\n"
+            "    print('child', rec.errors, flush=True)\n"
+            "    os._exit(0)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "print('status', status)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["child {}", "status 0"], (r.stdout, r.stderr)
