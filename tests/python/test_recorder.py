@@ -30,6 +30,25 @@ def busy(seconds):
         pass
 
 
+def run_python(code, **env):
+    """Runs `code` in a fresh interpreter that imports this stepprof (extra environment
+    variables from `env`); the CompletedProcess, output as text."""
+    full = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=full)
+
+
+def close_interrupted(rec, owner, name, fake):
+    """rec.close() with `owner.name` replaced by `fake` (which raises KeyboardInterrupt, as a
+    Ctrl-C landing there would), restored afterwards."""
+    real = getattr(owner, name)
+    setattr(owner, name, fake)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rec.close()
+    finally:
+        setattr(owner, name, real)
+
+
 def test_regions_counters_and_fields(tmp_path):
     path = tmp_path / "rank{rank}.jsonl"
     rec = stepprof.Recorder(str(path), rank=3, world_size=4, config={"micro_batch": 2, "note": "test"},
@@ -184,17 +203,15 @@ def test_a_recorder_dropped_without_close_says_what_was_lost(tmp_path):
             "with rec.region('after_the_last_update'):\n    pass\n"
             "del rec\n"
             "print('alive')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    r = run_python(code)
     assert r.returncode == 0 and r.stdout == "alive\n", r.stderr
     assert "a Recorder dropped without close()" in r.stderr and "unwritten_at_close 1" in r.stderr, r.stderr
     # Left open at interpreter exit, it was not dropped: said so.
-    r = subprocess.run([sys.executable, "-c", code.replace("del rec\n", "")], capture_output=True, text=True,
-                       timeout=60, env=env)
+    r = run_python(code.replace("del rec\n", ""))
     assert r.returncode == 0 and "a Recorder still open at exit" in r.stderr, r.stderr
     # Nothing is said when nothing was lost.
     code = code.replace("with rec.region('after_the_last_update'):\n    pass\n", "")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    r = run_python(code)
     assert r.returncode == 0 and r.stderr == "", r.stderr
 
 
@@ -221,8 +238,7 @@ def test_recorder_does_not_import_torch(tmp_path):
             f"rec = stepprof.Recorder({str(tmp_path / 'r.jsonl')!r})\n"
             "rec.end_update(0); rec.close()\n"
             "print('torch' in sys.modules, rec.rank, rec.world_size)\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "RANK": "3", "WORLD_SIZE": "4"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    r = run_python(code, RANK="3", WORLD_SIZE="4")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "3", "4"]
 
@@ -767,12 +783,7 @@ def test_an_interrupted_close_leaves_the_recorder_closed(tmp_path):
         real_close(owner, handle)
         raise KeyboardInterrupt  # as a SIGINT handled just as the C ABI's close returns
 
-    stepprof._core.close = interrupted
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            rec.close()
-    finally:
-        stepprof._core.close = real_close
+    close_interrupted(rec, stepprof._core, "close", interrupted)
     assert rec.closed
     assert isinstance(rec.errors, dict) and isinstance(rec.info, dict)
     rec.end_update(1)  # counted as used_after_close, not raised
@@ -794,12 +805,7 @@ def test_an_interrupt_as_the_close_returns_keeps_its_errors_and_its_warning(tmp_
         real_close(owner, handle)
         raise KeyboardInterrupt
 
-    stepprof._core.close = interrupted
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            rec.close()
-    finally:
-        stepprof._core.close = real_close
+    close_interrupted(rec, stepprof._core, "close", interrupted)
     assert rec.closed
     assert rec.errors == {"bad_argument": 1}
     assert rec.info["errors"] == {"bad_argument": 1}
@@ -822,17 +828,11 @@ def test_an_interrupt_before_the_c_close_is_finished_by_the_next_recorder(tmp_pa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rec.count("", 1)  # one bad_argument
-    real_finish = stepprof.Recorder._finish_close
 
     def interrupted(self, handle):
         raise KeyboardInterrupt
 
-    stepprof.Recorder._finish_close = interrupted
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            rec.close()
-    finally:
-        stepprof.Recorder._finish_close = real_finish
+    close_interrupted(rec, stepprof.Recorder, "_finish_close", interrupted)
     assert rec.closed
     assert rec.errors == {"bad_argument": 1}  # (read from the recorder not yet closed)
     # The next Recorder closes it (rec is still referenced here) and opens.
@@ -846,12 +846,7 @@ def test_an_interrupt_before_the_c_close_is_finished_by_the_next_recorder(tmp_pa
     assert [json.loads(l)["type"] for l in log.read_text().splitlines()] == ["config", "update"]
     # Or close() again finishes it.
     rec2 = stepprof.Recorder(str(tmp_path / "c.jsonl"), device_timing="off")
-    stepprof.Recorder._finish_close = interrupted
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            rec2.close()
-    finally:
-        stepprof.Recorder._finish_close = real_finish
+    close_interrupted(rec2, stepprof.Recorder, "_finish_close", interrupted)
     assert rec2.close() == {}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -873,8 +868,7 @@ def test_a_close_interrupted_and_never_repeated_is_said_at_exit(tmp_path):
             "    rec.close()\n"
             "except KeyboardInterrupt:\n"
             "    pass\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    r = run_python(code)
     assert r.returncode == 0, r.stderr
     assert "stepprof: a Recorder whose close() was interrupted: the recorder counted 1 error(s)" in r.stderr, r.stderr
     assert "bad_argument 1" in r.stderr, r.stderr
@@ -888,8 +882,7 @@ def test_a_recorder_left_open_at_exit_says_what_was_lost_with_a_daemon_thread_al
             "threading.Thread(target=lambda: time.sleep(100), daemon=True).start()\n"
             "rec.end_update(0)\n"
             "rec.count('after_the_last_update', 1)\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    r = run_python(code)
     assert r.returncode == 0, r.stderr
     assert "stepprof: a Recorder still open at exit: the recorder counted 1 error(s)" in r.stderr, r.stderr
     assert "unwritten_at_close 1" in r.stderr, r.stderr
@@ -1434,8 +1427,7 @@ def test_the_config_does_not_import_numpy(tmp_path):
             f"rec = stepprof.Recorder({str(tmp_path / 'r.jsonl')!r}, device_timing='off', config={{'x': Shaped()}})\n"
             "rec.end_update(0); rec.close()\n"
             "print('numpy' in sys.modules)\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    r = run_python(code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False"]
     config, _ = read_log(tmp_path / "r.jsonl")
@@ -1590,17 +1582,11 @@ def test_a_second_close_that_finishes_an_interrupted_one_warns_at_the_jobs_line(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rec.count("", 1)
-    real_finish = stepprof.Recorder._finish_close
 
     def interrupted(self, handle, stacklevel=5):
         raise KeyboardInterrupt
 
-    stepprof.Recorder._finish_close = interrupted
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            rec.close()
-    finally:
-        stepprof.Recorder._finish_close = real_finish
+    close_interrupted(rec, stepprof.Recorder, "_finish_close", interrupted)
     with pytest.warns(stepprof.RecorderWarning, match="counted 1 error") as caught:
         assert rec.close() == {"bad_argument": 1}
     assert caught[0].filename == __file__, caught[0].filename
@@ -1631,8 +1617,7 @@ def test_errors_in_a_fork_child_while_the_parent_closes_do_not_wait_for_the_lock
             "json.loads = real\n"
             "_, status = os.waitpid(pid, 0)\n"
             "print('status', status)\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    r = run_python(code)
     assert r.returncode == 0, r.stderr
     assert "child {} True" in r.stdout and "status 0" in r.stdout, (r.stdout, r.stderr)
 
@@ -1714,8 +1699,7 @@ def test_a_recorder_freed_while_its_close_was_interrupted_is_closed_by_the_next_
             "print('next open', not nxt.closed)\n"
             "nxt.end_update(0)\n"
             "print('next close', nxt.close())\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    r = run_python(code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["ignored KeyboardInterrupt", "next open True", "next close {}"], r.stdout
     assert "a Recorder was freed with its recorder still open" in r.stderr, r.stderr
@@ -1746,7 +1730,6 @@ def test_a_fork_child_takes_no_lock_a_parent_thread_held_at_the_fork(tmp_path):
             "    os._exit(0)\n"
             "_, status = os.waitpid(pid, 0)\n"
             "print('status', status)\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    r = run_python(code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["child {}", "status 0"], (r.stdout, r.stderr)
