@@ -1445,6 +1445,22 @@ TEST_F(RecorderTest, MissingLogDirectoriesAreCreated) {
   std::filesystem::remove_all(dir);
 }
 
+TEST_F(RecorderTest, ALogDirectoryThatCannotBeMadeIsNamedAsSuch) {
+  // /proc refuses new directories (ENOENT, for root too). The message said only "No such
+  // file or directory" (or "Permission denied" elsewhere), as if the file were the
+  // problem (found by a helper); it now names the directory that could not be made.
+  const std::string dir = "/proc/stepprof-no-such-dir-" + std::to_string(getpid());
+  std::string message;
+  EXPECT_EQ(open(host_only(dir + "/logs/rank{rank}.jsonl"), &message), Status::kWarnIo);
+  EXPECT_NE(message.find("cannot open the log " + dir + "/logs/rank0.jsonl: its directory " + dir +
+                         "/logs does not exist and could not be created: " + std::strerror(ENOENT)),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("its directory " + dir + "/logs does not exist and could not be created"), std::string::npos)
+      << message;
+}
+
 TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted) {
   TempLog log("badcount");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

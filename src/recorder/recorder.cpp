@@ -32,8 +32,11 @@
 namespace stepprof::detail {
 namespace {
 
-// Why the log could not be opened (open_file_sink's error).
-std::string open_error_text(int err) {
+// Why the log at `path` could not be opened (open_file_sink's error). open_file_sink
+// makes a missing directory as `mkdir -p` would; when the directory is still missing,
+// the error is why it could not be made, and the text says so (a bare "Permission
+// denied" read as if the file itself were unwritable).
+std::string open_error_text(const std::string& path, int err) {
   if (err == kErrFileLocked)
     return "another process is recording to this file (it holds the file's lock); the file was left as it is. Give "
            "each process its own path (e.g. logs/rank{rank}.jsonl), and open the recorder inside the training "
@@ -41,6 +44,13 @@ std::string open_error_text(int err) {
            "method) run it again";
   if (err == kErrFifoNoReader)
     return "it is a FIFO (named pipe) that no process reads: start its reader before the recorder opens it";
+  const auto slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    const std::string dir = path.substr(0, slash);
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 && errno == ENOENT)
+      return "its directory " + dir + " does not exist and could not be created: " + std::strerror(err);
+  }
   return std::strerror(err);
 }
 
@@ -547,7 +557,7 @@ Status Core::open(const Options& o, std::string* message) {
     return fail(Status::kWarnIo, std::move(msg));
   }
   if (open_errno_) {
-    std::string msg = "stepprof: cannot open the log " + path_ + ": " + open_error_text(open_errno_) +
+    std::string msg = "stepprof: cannot open the log " + path_ + ": " + open_error_text(path_, open_errno_) +
                       "; the recorder keeps running and counts the records it cannot write";
     if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
     return fail(Status::kWarnIo, std::move(msg));
@@ -1089,7 +1099,7 @@ Status Core::close(std::string* message) {
   if (fd_taken_)
     msg += "; the log's descriptor was closed by the program and its number now leads to another file: later "
            "records were not written";
-  if (open_errno_) msg += "; the file could not be opened: " + open_error_text(open_errno_);
+  if (open_errno_) msg += "; the file could not be opened: " + open_error_text(path_, open_errno_);
   else if (write_errno_)
     msg += "; last write error: " + std::string(std::strerror(write_errno_)) +
            (write_errno_ == EAGAIN ? " (the pipe's reader did not take the records in time)" : "");
