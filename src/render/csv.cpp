@@ -111,7 +111,8 @@ bool regions_csv(const SeriesBuilder& b, const std::function<bool(std::string_vi
 
 bool summary_csv(const RegionTable& t, const std::function<bool(std::string_view)>& write) {
   Writer w(write);
-  w.row({"region", "parent", "depth", "in_nesting", "updates_present", "device_ms_median", "device_ms_p90",
+  w.row({"region", "parent", "depth", "in_nesting", "updates_present", "device_updates",
+         "host_updates", "device_ms_median", "device_ms_p90",
          "device_ms_max", "device_ms_mean", "host_ms_median", "host_ms_p90", "host_ms_max", "host_ms_mean",
          "calls_median", "calls_min", "calls_max", "device_self_ms_median", "host_self_ms_median", "share_fraction",
          "self_share_fraction", "device_minus_host_ms_median", "gap"});
@@ -122,6 +123,7 @@ bool summary_csv(const RegionTable& t, const std::function<bool(std::string_view
     const bool nested = t.nesting_known && r.in_hierarchy;
     w.row({r.name, r.parent, nested ? std::to_string(r.depth) : std::string(),
            t.nesting_known ? (r.in_hierarchy ? "true" : "false") : std::string(), std::to_string(r.updates_present),
+           std::to_string(r.device_ms ? r.device_ms->n : 0), std::to_string(r.host_ms ? r.host_ms->n : 0),
            stat(r.device_ms, &Summary::median), stat(r.device_ms, &Summary::p90), stat(r.device_ms, &Summary::max),
            stat(r.device_ms, &Summary::mean), stat(r.host_ms, &Summary::median), stat(r.host_ms, &Summary::p90),
            stat(r.host_ms, &Summary::max), stat(r.host_ms, &Summary::mean), stat(r.calls, &Summary::median),

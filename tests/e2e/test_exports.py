@@ -496,6 +496,31 @@ def test_csv_summary_matches_raw_statistics(tmp_path):
     assert r["device_self_ms_median"] == ""  # a leaf: no exclusive-time summary, as in the report
 
 
+def test_csv_summary_counts_the_updates_with_each_clock(tmp_path):
+    # summary.csv had no count of the updates with a device time, so its device median
+    # could be over fewer updates than updates_present with nothing to say so (the
+    # report's [n of m]). Device time dropped from every third update of two regions.
+    config, updates = fx.real_records()
+    dropped = {"vggt_single": 0, "language_forward": 0}
+    for region in dropped:
+        with_it = [u for u in updates if region in u["cuda_stream_ms"]]
+        for u in with_it[::3]:
+            del u["cuda_stream_ms"][region]
+            dropped[region] += 1
+    log = fx.write_jsonl(tmp_path / "part.jsonl", [config] + updates)
+    rows = {r["region"]: r for r in read_csv(csv_dir(tmp_path, log) / "summary.csv")}
+    for region in {k for u in updates for k in list(u["cuda_stream_ms"]) + list(u["cpu_call_ms"])}:
+        device = sum(region in u["cuda_stream_ms"] for u in updates)
+        host = sum(region in u["cpu_call_ms"] for u in updates)
+        r = rows[region]
+        assert (int(r["device_updates"]), int(r["host_updates"])) == (device, host), region
+        assert int(r["updates_present"]) == sum(region in u["cuda_stream_ms"] or region in u["cpu_call_ms"] for u in updates)
+    for region, n in dropped.items():
+        assert n > 0 and int(rows[region]["device_updates"]) == int(rows[region]["host_updates"]) - n
+        device = [u["cuda_stream_ms"][region] for u in updates if region in u["cuda_stream_ms"]]
+        assert float(rows[region]["device_ms_median"]) == pytest.approx(statistics.median(device))
+
+
 def test_csv_without_nesting_leaves_self_and_depth_empty(tmp_path):
     out = csv_dir(tmp_path, fx.LOG)
     rows = read_csv(out / "regions.csv")
