@@ -712,6 +712,52 @@ TEST(CrossRank, IncompleteStepsAreListedAsRunsAndTheRestCounted) {
   EXPECT_EQ(listed, 20u);
 }
 
+// ranks_left_out (cross_rank.hpp), each case worked out by hand from its rules.
+TEST(CrossRank, RanksLeftOutByHand) {
+  auto range = [](std::int64_t from, std::int64_t to) {  // [from, to)
+    std::vector<std::int64_t> v;
+    for (std::int64_t s = from; s < to; ++s) v.push_back(s);
+    return v;
+  };
+  using L = RankLeftOut;
+  using Steps = std::vector<std::vector<std::int64_t>>;
+  // 1 of 10 steps: under half, and three ranks remain.
+  EXPECT_EQ(ranks_left_out(Steps{range(0, 10), range(0, 10), range(0, 10), {0}}),
+            (std::vector<L>{L::kKept, L::kKept, L::kKept, L::kShort}));
+  // An empty log is short too.
+  EXPECT_EQ(ranks_left_out(Steps{range(0, 10), {}, range(0, 10)}), (std::vector<L>{L::kKept, L::kShort, L::kKept}));
+  // Two ranks, one short: one would remain, so none is left out.
+  EXPECT_EQ(ranks_left_out(Steps{range(0, 10), {3}}), (std::vector<L>{L::kKept, L::kKept}));
+  // 8 ranks of 30 steps, rank 3 from step 12 (18 steps, not short): with it 18 steps are
+  // aligned, without it 30; 7 x 30 = 210 > 8 x 18 = 144, a gain of 12 >= 3 and >= 30 / 10.
+  Steps late(8, range(0, 30));
+  late[3] = range(12, 30);
+  std::vector<L> expect(8, L::kKept);
+  expect[3] = L::kLate;
+  EXPECT_EQ(ranks_left_out(late), expect);
+  // From step 2: a gain of 2 steps, under 3: kept.
+  late[3] = range(2, 30);
+  EXPECT_EQ(ranks_left_out(late), std::vector<L>(8, L::kKept));
+  // Two late ranks of 8: more than max(1, 8 / 10) = 1: both kept.
+  late[3] = range(12, 30);
+  late[2] = range(12, 30);
+  EXPECT_EQ(ranks_left_out(late), std::vector<L>(8, L::kKept));
+  // A log that starts late and ends early (12..27, 16 of 30 steps, not short), or lost a
+  // step in the middle, is not a late start: kept.
+  late[2] = range(0, 30);
+  late[3] = range(12, 28);
+  EXPECT_EQ(ranks_left_out(late), std::vector<L>(8, L::kKept));
+  late[3] = range(0, 30);
+  late[3].erase(late[3].begin() + 10);
+  EXPECT_EQ(ranks_left_out(late), std::vector<L>(8, L::kKept));
+  // A short log and a late one: the short one goes first, then the late one is judged
+  // among the 8 others (30 steps: 7 x 30 > 8 x 18).
+  late[3] = range(12, 30);
+  late.push_back({29});
+  expect.push_back(L::kShort);
+  EXPECT_EQ(ranks_left_out(late), expect);
+}
+
 TEST(CrossRank, OneRankIsNotEnough) {
   Builder b;
   b.add(1, 10);

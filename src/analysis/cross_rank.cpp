@@ -775,6 +775,75 @@ OwnWork own_work(const AnalysisInput& in, const RankLog& log, std::optional<std:
   return w;
 }
 
+std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64_t>>& rank_steps) {
+  std::vector<RankLeftOut> out(rank_steps.size(), RankLeftOut::kKept);
+  auto union_of_kept = [&] {
+    std::vector<std::int64_t> steps, merged;
+    for (std::size_t i = 0; i < rank_steps.size(); ++i) {
+      if (out[i] != RankLeftOut::kKept || rank_steps[i] == steps) continue;
+      merged.clear();
+      std::set_union(steps.begin(), steps.end(), rank_steps[i].begin(), rank_steps[i].end(),
+                     std::back_inserter(merged));
+      steps.swap(merged);
+    }
+    return steps;
+  };
+  // A rank whose log holds under half of the steps (a crashed job, a cut log) would leave
+  // every other rank's remaining steps out of the comparison: it is left out itself while
+  // two or more ranks remain.
+  {
+    const std::size_t all = union_of_kept().size();
+    std::size_t n_short = 0;
+    for (const auto& mine : rank_steps) n_short += short_log(mine.size(), all) ? 1 : 0;
+    if (n_short > 0 && rank_steps.size() - n_short >= 2)
+      for (std::size_t i = 0; i < rank_steps.size(); ++i)
+        if (short_log(rank_steps[i].size(), all)) out[i] = RankLeftOut::kShort;
+  }
+  // Likewise ranks whose logs start late (they hold every step from their first to the
+  // last), when leaving them out keeps more of the comparison than leaving out the steps
+  // they lack, (ranks - k) x aligned' against ranks x aligned, and gains at least 3 steps
+  // and a tenth of them: 64 of 2,048 ranks that started logging at step 21 of 60 left
+  // steps 1..20 uncompared, and a straggler there unseen. At most a tenth of the ranks (one
+  // in a job of fewer than 20) are left out so. (Not a rank that lost a record or stopped
+  // early: that is often the sick rank itself, and its other steps are compared; the steps
+  // after a log ended are searched for stretches among the other ranks, search_after_ends.)
+  const auto steps = union_of_kept();
+  const auto n = static_cast<std::size_t>(std::count(out.begin(), out.end(), RankLeftOut::kKept));
+  std::vector<std::size_t> lacking;
+  std::vector<bool> late;
+  std::vector<std::uint32_t> all(steps.size(), 0), others(steps.size(), 0);  // lacking ranks holding each step
+  std::size_t n_late = 0;
+  for (std::size_t i = 0; i < rank_steps.size(); ++i) {
+    const auto& mine = rank_steps[i];
+    if (out[i] != RankLeftOut::kKept || mine.size() == steps.size()) continue;
+    const bool starts_late =
+        !mine.empty() && mine.back() == steps.back() &&
+        static_cast<std::size_t>(steps.end() - std::lower_bound(steps.begin(), steps.end(), mine.front())) ==
+            mine.size();
+    lacking.push_back(i);
+    late.push_back(starts_late);
+    n_late += starts_late ? 1 : 0;
+    for (const std::int64_t st : mine) {
+      const auto at = static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), st) - steps.begin());
+      ++all[at];
+      if (!starts_late) ++others[at];
+    }
+  }
+  // (At most one in a job of fewer than 20 ranks: with 8 ranks a tenth is none, and one
+  // rank starting at step 60 of 200 left a straggler in steps 20..40 unseen.)
+  if (n_late > 0 && n_late <= std::max<std::size_t>(1, n / 10) && n - n_late >= 2) {
+    const auto aligned_with = static_cast<std::size_t>(
+        std::count(all.begin(), all.end(), static_cast<std::uint32_t>(lacking.size())));
+    const auto aligned_without = static_cast<std::size_t>(
+        std::count(others.begin(), others.end(), static_cast<std::uint32_t>(lacking.size() - n_late)));
+    const std::size_t gain = aligned_without - std::min(aligned_without, aligned_with);
+    if ((n - n_late) * aligned_without > n * aligned_with && gain >= 3 && 10 * gain >= steps.size())
+      for (std::size_t k = 0; k < lacking.size(); ++k)
+        if (late[k]) out[lacking[k]] = RankLeftOut::kLate;
+  }
+  return out;
+}
+
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
                                    std::optional<std::int64_t> world_size, double threshold) {
   CrossRankResult out;
@@ -862,82 +931,29 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     }
   };
   gather_steps();
-  // A rank whose log holds under half of the steps (its job crashed, its log was cut)
-  // would leave every other rank's remaining steps out of the comparison: it is left out
-  // itself, and named, while two or more ranks remain.
+  // Ranks whose logs are short or start late are left out (ranks_left_out, the rules
+  // CrossRankResult::ranks_short gives), and named.
   {
-    std::vector<const RankLog*> full;
-    std::vector<std::pair<std::int64_t, std::size_t>> short_ranks;
+    std::vector<std::vector<std::int64_t>> rank_steps(ranks.size());
     for (std::size_t i = 0; i < ranks.size(); ++i) {
-      if (short_log(steps_of[i], steps.size())) short_ranks.emplace_back(*ranks[i]->rank, steps_of[i]);
-      else full.push_back(ranks[i]);
+      auto& mine = rank_steps[i];
+      mine.reserve(ranks[i]->updates.size());
+      for (const auto& u : ranks[i]->updates) mine.push_back(u.step);
+      if (!std::is_sorted(mine.begin(), mine.end())) std::sort(mine.begin(), mine.end());
+      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
     }
-    if (!short_ranks.empty() && full.size() >= 2) {
-      out.ranks_short = std::move(short_ranks);
-      ranks.swap(full);
+    const auto left_out = ranks_left_out(rank_steps);
+    if (std::find(left_out.begin(), left_out.end(), RankLeftOut::kKept) != left_out.end() &&
+        std::any_of(left_out.begin(), left_out.end(), [](RankLeftOut w) { return w != RankLeftOut::kKept; })) {
+      std::vector<const RankLog*> kept;
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        if (left_out[i] == RankLeftOut::kKept) kept.push_back(ranks[i]);
+        else out.ranks_short.emplace_back(*ranks[i]->rank, rank_steps[i].size());
+      }
+      std::sort(out.ranks_short.begin(), out.ranks_short.end());
+      ranks.swap(kept);
       steps_of.resize(ranks.size());
       gather_steps();
-    }
-  }
-  // Likewise ranks whose logs start late (they hold every step from their first to the
-  // last), when leaving them out keeps more of the comparison than leaving out the steps
-  // they lack, (ranks - k) x aligned' against ranks x aligned, and gains at least 3 steps
-  // and a tenth of them: 64 of 2,048 ranks that started logging at step 21 of 60 left
-  // steps 1..20 uncompared, and a straggler there unseen. At most a tenth of the ranks (one
-  // in a job of fewer than 20) are left out so. (Not a rank that lost a record or stopped early: that is often the
-  // sick rank itself, and its other steps are compared; the steps after a log ended are
-  // searched for stretches among the other ranks, search_after_ends.)
-  {
-    std::vector<std::size_t> lacking;
-    std::vector<bool> late;
-    std::vector<std::int64_t> mine;
-    std::vector<std::uint32_t> all(steps.size(), 0), others(steps.size(), 0);  // lacking ranks holding each step
-    std::size_t n_late = 0;
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      if (steps_of[i] == steps.size()) continue;
-      mine.clear();
-      for (const auto& u : ranks[i]->updates) mine.push_back(u.step);
-      std::sort(mine.begin(), mine.end());
-      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
-      const auto from = std::lower_bound(steps.begin(), steps.end(), mine.front());
-      const bool starts_late = mine.back() == steps.back() && static_cast<std::size_t>(steps.end() - from) == mine.size();
-      lacking.push_back(i);
-      late.push_back(starts_late);
-      n_late += starts_late ? 1 : 0;
-      for (const std::int64_t st : mine) {
-        const auto at = static_cast<std::size_t>(std::lower_bound(steps.begin(), steps.end(), st) - steps.begin());
-        ++all[at];
-        if (!starts_late) ++others[at];
-      }
-    }
-    // (At most one in a job of fewer than 20 ranks: with 8 ranks a tenth is none, and one
-    // rank starting at step 60 of 200 left a straggler in steps 20..40 unseen.)
-    if (n_late > 0 && n_late <= std::max<std::size_t>(1, ranks.size() / 10) && ranks.size() - n_late >= 2) {
-      const auto aligned_with = static_cast<std::size_t>(
-          std::count(all.begin(), all.end(), static_cast<std::uint32_t>(lacking.size())));
-      const auto aligned_without = static_cast<std::size_t>(
-          std::count(others.begin(), others.end(), static_cast<std::uint32_t>(lacking.size() - n_late)));
-      const std::size_t gain = aligned_without - std::min(aligned_without, aligned_with);
-      if ((ranks.size() - n_late) * aligned_without > ranks.size() * aligned_with && gain >= 3 &&
-          10 * gain >= steps.size()) {
-        std::vector<const RankLog*> kept;
-        std::size_t next = 0;
-        for (std::size_t i = 0; i < ranks.size(); ++i) {
-          if (next < lacking.size() && lacking[next] == i) {
-            if (late[next]) {
-              out.ranks_short.emplace_back(*ranks[i]->rank, steps_of[i]);
-              ++next;
-              continue;
-            }
-            ++next;
-          }
-          kept.push_back(ranks[i]);
-        }
-        std::sort(out.ranks_short.begin(), out.ranks_short.end());
-        ranks.swap(kept);
-        steps_of.resize(ranks.size());
-        gather_steps();
-      }
     }
   }
   out.steps_total = steps.size();

@@ -754,7 +754,7 @@ struct SyncData {
   std::vector<std::vector<std::size_t>> steps;  // per aligned step: its updates (one per rank), or one update
   std::vector<std::int64_t> step_numbers;
   std::size_t ranks = 0;     // the ranks with updates (rank_of's range)
-  std::vector<bool> left_out;  // per rank: a short log, not in `steps` (cross_rank.hpp short_log)
+  std::vector<bool> left_out;  // per rank: a short or late-starting log, not in `steps` (ranks_left_out)
   std::size_t compared = 0;  // the ranks in `steps`: ranks less those left out
   std::string comm_region;  // its name; empty: none found
   std::string description;
@@ -806,25 +806,29 @@ SyncData build_sync(const AnalysisInput& in) {
     d.all_ranks = true;
     std::map<std::int64_t, std::vector<std::size_t>> by_step;
     for (std::size_t i = 0; i < updates.size(); ++i) by_step[d.step_of[i]].push_back(i);
-    // A rank whose log holds under half of the steps (a crashed job, a cut log) is left
-    // out, as the rank comparison does, while two or more remain: with it, only the steps
-    // it holds would be compared (one step of 40: no prediction at all).
-    std::vector<std::set<std::int64_t>> steps_of(d.ranks);
-    for (std::size_t i = 0; i < updates.size(); ++i) steps_of[d.rank_of[i]].insert(d.step_of[i]);
-    for (std::size_t k = 0; k < d.ranks; ++k) d.left_out[k] = short_log(steps_of[k].size(), by_step.size());
-    d.compared = d.ranks - static_cast<std::size_t>(std::count(d.left_out.begin(), d.left_out.end(), true));
-    if (d.compared < 2) {
-      d.left_out.assign(d.ranks, false);
-      d.compared = d.ranks;
+    // Ranks whose logs are short (a crashed job, a cut log) or start late are left out, as
+    // the rank comparison leaves them out (ranks_left_out), while two or more remain: with
+    // a short one, only the steps it holds would be compared (one step of 40: no prediction
+    // at all); with a late one, none of the steps before it started.
+    std::vector<std::vector<std::int64_t>> steps_of(d.ranks);
+    for (std::size_t i = 0; i < updates.size(); ++i) steps_of[d.rank_of[i]].push_back(d.step_of[i]);
+    for (auto& mine : steps_of) {
+      std::sort(mine.begin(), mine.end());
+      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
     }
-    std::vector<std::string> short_ranks;
+    const auto why = ranks_left_out(steps_of);
+    for (std::size_t k = 0; k < d.ranks; ++k) d.left_out[k] = why[k] != RankLeftOut::kKept;
+    d.compared = d.ranks - static_cast<std::size_t>(std::count(d.left_out.begin(), d.left_out.end(), true));
+    std::vector<std::string> short_ranks, late_ranks;
     {
       std::size_t k = 0;
       for (const auto& r : in.data.ranks) {
         if (r.updates.empty()) continue;
-        if (d.left_out[k])
-          short_ranks.push_back(fmt::format("{} ({} of the {} steps)", r.rank ? std::to_string(*r.rank) : "?",
-                                            steps_of[k].size(), by_step.size()));
+        const std::string rank = r.rank ? std::to_string(*r.rank) : "?";
+        if (why[k] == RankLeftOut::kShort)
+          short_ranks.push_back(fmt::format("{} ({} of the {} steps)", rank, steps_of[k].size(), by_step.size()));
+        else if (why[k] == RankLeftOut::kLate)
+          late_ranks.push_back(fmt::format("{} (from step {})", rank, steps_of[k].front()));
         ++k;
       }
     }
@@ -850,6 +854,13 @@ SyncData build_sync(const AnalysisInput& in) {
           "rank comparison leaves such a rank out; the steps are those of the other {} ranks",
           short_ranks.size() == 1 ? "" : "s", fmt::join(short_ranks, ", "), short_ranks.size() == 1 ? "its" : "their",
           short_ranks.size() == 1 ? " holds" : "s hold", d.compared));
+    if (!late_ranks.empty())
+      d.notes.push_back(fmt::format(
+          "rank{} {} left out: {} log{} late, and leaving {} out keeps more steps compared than leaving out the "
+          "steps {} lack{}, as the report's rank comparison does; the steps are those of the other {} ranks",
+          late_ranks.size() == 1 ? "" : "s", fmt::join(late_ranks, ", "), late_ranks.size() == 1 ? "its" : "their",
+          late_ranks.size() == 1 ? " starts" : "s start", late_ranks.size() == 1 ? "it" : "them",
+          late_ranks.size() == 1 ? "it" : "they", late_ranks.size() == 1 ? "s" : "", d.compared));
     d.description = fmt::format(
         "{}: a step takes max over ranks of (own work + its change) plus the step's "
         "time beyond the largest own work (the collective); own work = wall_ms - {}",
@@ -858,8 +869,8 @@ SyncData build_sync(const AnalysisInput& in) {
             : fmt::format("every rank's log ({} ranks)", d.ranks),
         comm ? comm_name : std::string("nothing (no communication region found)"));
     if (d.compared < d.ranks)  // (the weak-point note names them)
-      d.description += fmt::format("; over {} of these ranks: {} left out for a short log", d.compared,
-                                   d.ranks - d.compared);
+      d.description += fmt::format("; over {} of these ranks: {} left out for a short or late-starting log",
+                                   d.compared, d.ranks - d.compared);
     if (dropped) d.notes.push_back(fmt::format("{} step(s) missing from some rank's log are left out", dropped));
     if (world && *world > static_cast<std::int64_t>(d.ranks))
       d.notes.push_back(fmt::format("world size {} but {} ranks' logs: ranks without a log are not in the maximum",
@@ -1277,7 +1288,7 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
       std::size_t r = 0;
       for (const auto& log : in.data.ranks) {
         if (log.updates.empty()) continue;
-        if (sync.left_out[r]) {  // (a short log: not in the steps compared)
+        if (sync.left_out[r]) {  // (a short or late-starting log: not in the steps compared)
           ++r;
           continue;
         }

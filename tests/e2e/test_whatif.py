@@ -375,6 +375,10 @@ def test_text_and_markdown_outputs():
     assert m.returncode == 0
     assert "## 3. What if: batched-geometry (pad)" in m.stdout
     assert "## 4. What if: batched-geometry (group)" in m.stdout
+    # The cost models' last column is prose: left-aligned, as in the text output.
+    lines = m.stdout.splitlines()
+    head = lines.index("| region | used | mean ms | held-out error | R² | cost per unit of work |")
+    assert lines[head + 1] == "|---|---:|---:|---:|---:|---|"
 
 
 def test_usage_errors_and_no_data(tmp_path):
@@ -854,6 +858,35 @@ def test_own_work_takes_the_host_time_where_an_update_has_no_device_time_for_the
     (p,) = whatif_json("balanced-ranks", "--bootstrap", "0", *logs)["predictions"]
     assert p["available"], p
     assert {r["rank"]: r["compute_ms"] for r in p["ranks"]} == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_rank_whose_log_starts_late_is_left_out_as_the_report_does(tmp_path):
+    # One rank of 8 whose log starts at the 16th of 40 steps left the 15 steps before out
+    # of every prediction ("15 step(s) missing from some rank's log are left out"), while
+    # the report's rank comparison left the rank out instead and compared all 40 steps.
+    logs = tmp_path / "logs"
+    r = run("synth", "-o", logs, "--ranks", 8, "--updates", 40, "--seed", 7, "--fallback-rate", 0.5)
+    assert r.returncode == 0, r.stderr
+    files = sorted(logs.glob("rank*.jsonl"))
+    lines = files[5].read_text().splitlines()
+    files[5].write_text("\n".join(lines[:1] + lines[16:]) + "\n")  # its config, then steps 16 on
+    first = json.loads(lines[16])["step"]
+    walls = {}
+    for f in files[:5] + files[6:]:
+        for line in f.read_text().splitlines():
+            rec = json.loads(line)
+            if rec["type"] == "update":
+                walls.setdefault(rec["step"], []).append(rec["wall_ms"])
+    assert len(walls) == 40 and all(len(w) == 7 for w in walls.values())
+    report = json.loads(run("report", "--format", "json", logs).stdout)["cross_rank"]
+    assert report["ranks_short"] == [{"rank": 5, "steps": 25}]  # what the report does
+    (p,) = whatif_json("balanced-ranks", logs)["predictions"]
+    assert p["available"], p
+    assert p["measured_update_ms"]["median"] == pytest.approx(statistics.median(max(w) for w in walls.values()),
+                                                              rel=1e-12)
+    assert any(n.startswith(f"rank 5 (from step {first}) left out: its log starts late") for n in p["notes"]), p["notes"]
+    assert not any("missing from some rank's log" in n for n in p["notes"]), p["notes"]
+    assert [row["rank"] for row in p["ranks"]] == [0, 1, 2, 3, 4, 6, 7]
 
 
 def test_a_widened_interval_says_so():

@@ -277,6 +277,26 @@ inline constexpr std::size_t kMinStragglerUpdates = 3;
 /// while two or more others remain, so that the others' steps are still compared.
 constexpr bool short_log(std::size_t rank_steps, std::size_t all_steps) { return 2 * rank_steps < all_steps; }
 
+/// Why a comparison of aligned steps leaves a rank out (ranks_left_out).
+enum class RankLeftOut : std::uint8_t {
+  kKept,
+  kShort,  ///< its log holds under half of the steps (short_log)
+  kLate,   ///< its log starts late: every step from its first to the last, and no earlier one
+};
+
+/// Which ranks a comparison of the steps every rank holds leaves out, by the rules of
+/// CrossRankResult::ranks_short, shared by the rank comparison and the what-if's
+/// synchronization. First the short logs (short_log against the union of every rank's
+/// steps), when two or more ranks remain. Then, among the remaining ranks (n of them,
+/// their steps' union S), the ranks whose logs start late, when they are at most
+/// max(1, n / 10), at least 2 ranks remain, and leaving them out keeps more (rank, step)
+/// pairs than leaving out the steps they lack ((n - late) x aligned' > n x aligned, where
+/// aligned is the number of steps of S every rank holds), gaining at least 3 steps and a
+/// tenth of |S|.
+/// `rank_steps[i]`: rank i's distinct steps, ascending (an empty list is never late).
+/// Returns one entry per rank, in the same order.
+std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64_t>>& rank_steps);
+
 struct CrossRankResult {
   bool available = false;
   std::string why_not;             ///< when not available, e.g. "one rank only"
