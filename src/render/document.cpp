@@ -201,6 +201,7 @@ Section time_section(const Report& rep) {
   row("token slots", t.token_slots, "sum over the ranks' logs");
   row("valid tokens", t.valid_tokens, "sum over the ranks' logs");
   row("frames", t.frames, "sum over the ranks' logs");
+  tab.text_last = true;  // ("how": prose)
   if (!tab.rows.empty()) s.blocks.emplace_back(std::move(tab));
   if (t.samples_per_update_counted) {
     Fields check;

@@ -43,7 +43,8 @@ void block(const detail::Block& b, std::string& out) {
     out += "|";
     for (const auto& h : t->header) out += " " + esc(h) + " |";
     out += "\n|";
-    for (std::size_t i = 0; i < t->header.size(); ++i) out += i == 0 ? "---|" : "---:|";
+    for (std::size_t i = 0; i < t->header.size(); ++i)  // (as the text report: numbers right, names and prose left)
+      out += i == 0 || (t->text_last && i + 1 == t->header.size()) ? "---|" : "---:|";
     out += "\n";
     for (std::size_t r = 0; r < t->rows.size(); ++r) {
       out += "|";

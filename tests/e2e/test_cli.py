@@ -247,6 +247,14 @@ def test_text_and_markdown_render_the_same_figures():
     md = run("report", "--format", "markdown", "--hierarchy", HIER, LOG)
     assert md.returncode == 0
     assert "| region |" in md.stdout and "## 7. Findings" in md.stdout
+    # Numbers right-aligned, names and prose left-aligned, as in the text report (the
+    # throughput table's "how" was right-aligned in markdown and in text).
+    lines = md.stdout.splitlines()
+    head = lines.index("| throughput | per rank /s | whole job /s | how |")
+    assert lines[head + 1] == "|---|---:|---:|---|"
+    out = text.stdout.splitlines()
+    rows = out[out.index("  throughput    per rank /s  whole job /s  how") + 2:][:4]
+    assert len({r.index("job = ") for r in rows}) == 1, rows  # one left edge
 
 
 def test_table_gzip_and_stdin_read_alike(tmp_path, report):
