@@ -394,7 +394,8 @@ TEST_F(KinetoTest, AttributionWorkedOutByHand) {
 
 // Exposed communication, worked out by hand: step [0, 1000) on thread 1.
 //   NCCL kernels: [100, 300) stream 9, [250, 400) stream 10, [600, 700) stream 9
-//     union over streams [100, 400) + [600, 700); per-stream unions 300 + 150 = 450 (nccl)
+//     union over streams [100, 400) + [600, 700) = 400 (nccl; summed per-stream unions,
+//     300 + 150 = 450, would count [250, 300) twice)
 //   compute kernels: [50, 150), [200, 220) stream 7, [350, 650) stream 8; a memcpy
 //     [150, 200) stream 7 is not compute
 //   exposed: [100, 400) less 50 + 20 + 50 = 180, [600, 700) less 50 = 50: 230
@@ -413,7 +414,7 @@ TEST_F(KinetoTest, ExposedCommunicationWorkedOutByHand) {
   const auto* nccl = region(updates[0], "nccl");
   const auto* exposed = region(updates[0], "nccl_exposed");
   ASSERT_TRUE(nccl && exposed);
-  EXPECT_DOUBLE_EQ(*nccl->device_ms, 450e-6);
+  EXPECT_DOUBLE_EQ(*nccl->device_ms, 400e-6);
   EXPECT_DOUBLE_EQ(*exposed->device_ms, 230e-6);
   EXPECT_EQ(*exposed->calls, 3);
   EXPECT_FALSE(exposed->host_ms);

@@ -28,7 +28,9 @@
 //                   [ts, ts + dur) intervals on each (device, stream), summed over
 //                   streams [ms]. Absent when the region launched no GPU work in the step.
 //  - region `nccl`: the NCCL kernels (name contains "nccl", any case) launched in the
-//    step: cuda_stream_ms = union per stream summed over streams, calls = kernels.
+//    step: cuda_stream_ms = the union of their intervals over every stream (the time
+//    some NCCL kernel ran; it is subtracted from wall_ms for a rank's own work), calls =
+//    kernels.
 //    NCCL kernels spin while they wait for peers, so this includes waiting.
 //  - counts: gpu_kernels, gpu_memcpys, gpu_memsets, nccl_kernels launched in the step.
 // GPU work belongs to the step whose ProfilerStep range holds its launch.

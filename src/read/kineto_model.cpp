@@ -453,7 +453,11 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
       }
       if (op.nccl) {
         ++nccl_kernels;
-        charges.push_back({kNcclSlot, stream, op.start, op.end});
+        // One union over every stream (N of nccl_exposed): the communication region's
+        // time is subtracted from the update's to give a rank's own work, and NCCL kernels
+        // on two concurrent streams (FSDP's all-gather beside its reduce-scatter) summed
+        // exceeded the update and turned the rank comparison off.
+        charges.push_back({kNcclSlot, 0, op.start, op.end});
         comm_spans.emplace_back(op.start, op.end);
       } else if (op.kind == GpuKind::kKernel) {
         compute_spans.emplace_back(op.start, op.end);
@@ -468,7 +472,8 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
         charges.push_back({place, stream, op.start, op.end});
       }
     }
-    // Union of the intervals per (region, stream), summed over streams.
+    // Union of the intervals per (region, stream), summed over streams (the nccl slot's
+    // are all on "stream" 0: one union).
     std::sort(charges.begin(), charges.end(), [](const Charge& x, const Charge& y) {
       if (x.region != y.region) return x.region < y.region;
       if (x.stream != y.stream) return x.stream < y.stream;

@@ -442,7 +442,7 @@ class TraceReader {
                      "Imported from a PyTorch profiler trace. wall_ms: ProfilerStep duration (host). cpu_call_ms: "
                      "host time of record_function ranges. cuda_stream_ms: GPU busy time of the kernels and copies "
                      "launched inside the range (union per stream, summed over streams; idle gaps excluded). {}: "
-                     "NCCL kernels, which include time spent waiting for other ranks.",
+                     "NCCL kernels (union over every stream), which include time spent waiting for other ranks.",
                      nccl))});
     std::vector<std::string> problems;
     RunConfig c = make_config(std::move(f), &problems);
