@@ -637,7 +637,6 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
       return ga != gb ? ga > gb : a > b;
     });
     for (const std::size_t split : splits) {
-      if (split < 2 && n > 2) continue;  // (one fast rank has no range to set the gap against)
       SlowGroup g;
       g.split_on = name;
       g.gap_ms = t(split) - t(split - 1);

@@ -231,10 +231,6 @@ struct SlowGroup {
 /// tried too (gap and spreads then of means): with fallbacks in about half the updates a
 /// rank's median falls in either mode, and the fast ranks' medians spread wider than their
 /// gap to ranks 1.2x slower throughout. Of the splits that meet
-///   two or more fast ranks, unless there are only 2 ranks (one fast rank has no range to
-///   compare the gap with: any gap passed, and 3 ranks of 3.2, 12.5 and 2.5 ms made ranks
-///   0 and 1 a group at a gap of 0.7 ms beside a 9.3 ms one; of 2 ranks the slower is a
-///   group of one when the rules below hold),
 ///   gap > spread (the fast ranks are closer to each other than to the slow ones) and
 ///   slow_spread minus the slow side's largest inner gap <= gap (the slow side may hold
 ///   two tiers, e.g. 1.2x and 2x, but ranks spread evenly, 100, 104, ..., 120 ms, are not
