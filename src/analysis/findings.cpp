@@ -477,14 +477,15 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
                         ranks_text(g->slow), one ? "takes" : "take", factor, ranks_text(g->fast), slow_ms_text,
                         rank_ms_text(g->fast_ms));
   f.evidence = fmt::format(
-      "own work = wall_ms minus {}; the ranks' {} own work splits at a gap of {} ms, wider than the fast {} "
-      "({} ms); in {} of {} updates the slow {} median own work exceeds the fast {} by at least half the "
-      "difference, and in {} {} the slowest rank; {} (a straggler is below {:.2f}){}; time at stake: how much "
+      "own work = wall_ms minus {}; the ranks' {} own work splits at a gap of {} ms{}; in {} of {} updates the "
+      "slow {} median own work exceeds the fast {} by at least half the difference, and in {} {} the slowest rank; {} (a straggler is below {:.2f}){}; time at stake: how much "
       "sooner the slowest rank would finish its own work without the slow {} lead (each keeping its own jitter), "
       "mean over updates (a lower bound if {} also holds compute); a fast rank waits up to {} ms per update "
       "(median)",
       comm, g->split_on == "means" ? "mean" : "median", rank_ms_text(g->gap_ms),
-      g->fast.size() == 1 ? "rank's own work" : "ranks' whole range", rank_ms_text(g->spread_ms),
+      g->fast.size() == 1
+          ? std::string(" (one fast rank: no range of fast ranks to set it against)")
+          : fmt::format(", wider than the fast ranks' whole range ({} ms)", rank_ms_text(g->spread_ms)),
       g->updates_apart, g->updates, one ? "rank's" : "ranks'", g->fast.size() == 1 ? "rank's" : "ranks'",
       g->updates_slowest, one ? "it was" : "one of them was",
       one ? fmt::format("its relative score is {:.2f}", low_score)

@@ -1027,6 +1027,9 @@ def test_a_group_is_one_finding_even_when_its_ranks_are_stragglers(tmp_path):
     (r3,) = [r for r in x["per_rank"] if r["rank"] == 3]
     assert f["ms_per_update"] == pytest.approx(r3["wait_ms"]["median"], rel=0.1)
     assert "ranks 0, 1, 2 would be a straggler finding of their own, counted here" in f["evidence"]
+    # One fast rank has no range: the evidence called the range 0 its "own work (0 ms)".
+    assert "(one fast rank: no range of fast ranks to set it against)" in f["evidence"], f["evidence"]
+    assert "own work (0 ms)" not in f["evidence"]
 
 
 def test_two_ranks_the_straggler_is_priced_by_the_whole_gap(tmp_path):
