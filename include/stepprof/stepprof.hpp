@@ -60,7 +60,8 @@ enum class Status : int {
   kOk = 0,
   kWarnIo = 1,        ///< the log could not be opened or a record could not be written (counted)
   kWarnErrors = 2,    ///< close(): the recorder counted errors during the run (see the message); open(): a
-                      ///< setting of the environment was ignored (STEPPROF_CLOCK naming no clock; counted)
+                      ///< setting of the environment was ignored (STEPPROF_CLOCK naming no clock; counted);
+                      ///< microbatch(): stored without its path (counted)
   kWarnMismatch = 3,  ///< region_exit(): not the innermost open region (counted as mismatched_exit)
   kErrArgument = -1,  ///< a bad argument (e.g. config JSON that is not an object, a bad id)
   kErrState = -2,     ///< wrong state (e.g. open() while a recorder is open, end_update() while none is)
@@ -347,12 +348,25 @@ inline void count(const CounterSite& site, std::int64_t n) noexcept {
   const CounterId id = site.id.load(std::memory_order_relaxed);
   detail::add_count(id != detail::kUnsetId ? id : detail::register_counter(site), n);
 }
+/// A floating-point count does not compile, as with STEPPROF_COUNT: the implicit
+/// conversion truncated it (3.7 recorded as 3), undefined behaviour for NaN or beyond int64.
+template <typename T>
+  requires std::is_floating_point_v<T>
+void count(CounterId, T) noexcept {
+  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
+}
 
 /// Adds `samples` samples with `frames` frames each to the update's `frame_histogram`.
 /// Negative values, values above 2^53, and an add that would take the update's count for
 /// `frames` above 2^32 (schema::kMaxBatchCount: no real batch, and the reader rejects the
 /// record) are ignored and counted as `bad_argument`.
 void frame_histogram_add(std::int64_t frames, std::int64_t samples = 1) noexcept;
+/// Floating-point frames or samples do not compile (as count's).
+template <typename F, typename S = std::int64_t>
+  requires(std::is_floating_point_v<F> || std::is_floating_point_v<S>)
+void frame_histogram_add(F, S = 1) noexcept {
+  static_assert(!std::is_floating_point_v<F> && !std::is_floating_point_v<S>, STEPPROF_INTEGER_ARG_MESSAGE_);
+}
 
 /// Counts one micro-batch whose token tensor has shape `dims` (e.g. {batch, padded_length})
 /// in the update's `input_shapes`. No dimensions, or one that is negative or above 2^53 (what
@@ -386,8 +400,10 @@ void sample_indices(std::span<const std::int64_t> indices) noexcept;
 /// both are given they hold one entry per sample. Counts that are negative or above 2^53,
 /// different lengths, or a padded length below a sample's tokens are rejected (counted as
 /// `bad_argument`, kErrArgument); a micro-batch that could not be stored for want of memory
-/// is counted as `out_of_memory` (kErrNoMemory). The what-if analyses (docs/whatif.md) use
-/// this detail when present.
+/// is counted as `out_of_memory` (kErrNoMemory). A `path` that cannot be a region name
+/// (over 1024 bytes, or past the 1024 region names: counted as `bad_argument` or
+/// `too_many_regions`) is left out and the micro-batch stored without it: kWarnErrors. The
+/// what-if analyses (docs/whatif.md) use this detail when present.
 Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens,
                   std::string_view path = {}, std::int64_t padded_length = -1) noexcept;
 
@@ -471,6 +487,16 @@ inline CounterId counter_id(std::string_view) noexcept { return 0; }
 inline void count(CounterId, std::int64_t) noexcept {}
 inline void count(const CounterSite&, std::int64_t) noexcept {}
 inline void frame_histogram_add(std::int64_t, std::int64_t = 1) noexcept {}
+template <typename T>  // (as with recording on: code built here builds there)
+  requires std::is_floating_point_v<T>
+void count(CounterId, T) noexcept {
+  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
+}
+template <typename F, typename S = std::int64_t>
+  requires(std::is_floating_point_v<F> || std::is_floating_point_v<S>)
+void frame_histogram_add(F, S = 1) noexcept {
+  static_assert(!std::is_floating_point_v<F> && !std::is_floating_point_v<S>, STEPPROF_INTEGER_ARG_MESSAGE_);
+}
 inline void input_shape(std::span<const std::int64_t>) noexcept {}
 inline void input_shape(std::initializer_list<std::int64_t>) noexcept {}
 inline void sample_indices(std::span<const std::int64_t>) noexcept {}
