@@ -1949,6 +1949,9 @@ TEST_F(RecorderTest, PerMicroBatchDetail) {
   EXPECT_EQ(microbatch(f1, t2, "x", 50), Status::kErrArgument);          // 90 tokens > 50
   EXPECT_EQ(microbatch(std::vector<std::int64_t>{-1}, {}), Status::kErrArgument);
   EXPECT_EQ(microbatch(f1, std::vector<std::int64_t>{1}), Status::kErrArgument);  // lengths differ
+  // A path that cannot be a region name (over 1024 bytes): stored without it, and said so
+  // (it returned kOk, the path gone; found by a helper).
+  EXPECT_EQ(microbatch({}, t2, std::string(2000, 'p')), Status::kWarnErrors);
   ASSERT_EQ(end_update(0), Status::kOk);
   ASSERT_EQ(end_update(1), Status::kOk);  // no detail: the field is absent
   ASSERT_EQ(close(), Status::kWarnErrors);
@@ -1957,15 +1960,16 @@ TEST_F(RecorderTest, PerMicroBatchDetail) {
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[1]["microbatches"],
             Json::parse(R"([{"path": "vggt_batched", "frames": [9, 9], "tokens": [120, 101], "padded_length": 128},
-                            {"path": "vggt_single", "frames": [3, 9], "tokens": [40, 90]}, {"frames": [3, 9]}])"));
-  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 3}}));
+                            {"path": "vggt_single", "frames": [3, 9], "tokens": [40, 90]}, {"frames": [3, 9]},
+                            {"tokens": [40, 90]}])"));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 4}}));
   EXPECT_FALSE(lines[2].contains("microbatches"));
 
   Diagnostics diag;
   const Dataset d = read_logs({log.path}, {}, diag);
   EXPECT_EQ(diag.count(Severity::kError), 0u);
   const auto& mbs = d.ranks.at(0).updates.at(0).microbatches;
-  ASSERT_EQ(mbs.size(), 3u);
+  ASSERT_EQ(mbs.size(), 4u);
   EXPECT_EQ(d.regions.name(*mbs[1].path), "vggt_single");
   EXPECT_EQ(mbs[1].tokens, t2);
   // A path name is not a region of the update unless the region ran.

@@ -138,6 +138,15 @@ int main(void) {
   /* Samples without their frames or tokens: it wrote {} (the sample count lost). */
   CHECK(stepprof_microbatch(NULL, NULL, 3, NULL, -1) == STEPPROF_ERR_ARGUMENT);
   CHECK_CONTAINS(stepprof_last_error(), "samples is 3 but frames and tokens are both NULL");
+  /* A path that cannot be a region name (over 1024 bytes): recorded without it, and said
+   * (it returned STEPPROF_OK with the path gone). */
+  {
+    char long_path[1100];
+    memset(long_path, 'p', sizeof long_path - 1);
+    long_path[sizeof long_path - 1] = '\0';
+    CHECK(stepprof_microbatch(NULL, mb_tokens, 2, long_path, -1) == STEPPROF_WARN_ERRORS);
+    CHECK_CONTAINS(stepprof_last_error(), "recorded without it");
+  }
   CHECK(stepprof_end_update(rec, 8) == STEPPROF_OK);
 
   char info[512];
@@ -167,8 +176,8 @@ int main(void) {
                          "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":12}}\n");
     CHECK_CONTAINS(text, "\"step\":8,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1},\"parents\":{\"c_outer\":null},\"microbatches\":[{\"path\":\"c_inner\","
-                         "\"frames\":[9,3],\"tokens\":[40,20],\"padded_length\":48},{\"frames\":[9,3]}],"
-                         "\"recorder_errors\":{\"mismatched_exit\":1,\"bad_argument\":2}}\n");
+                         "\"frames\":[9,3],\"tokens\":[40,20],\"padded_length\":48},{\"frames\":[9,3]},"
+                         "{\"tokens\":[40,20]}],\"recorder_errors\":{\"mismatched_exit\":1,\"bad_argument\":3}}\n");
   }
   remove(path);
 

@@ -35,7 +35,8 @@ extern "C" {
 #define STEPPROF_OK 0
 #define STEPPROF_WARN_IO 1           /* the log could not be opened / a record not written (counted) */
 #define STEPPROF_WARN_ERRORS 2       /* stepprof_close: the recorder counted errors during the run;
-                                        stepprof_open: STEPPROF_CLOCK named no clock (counted) */
+                                        stepprof_open: STEPPROF_CLOCK named no clock (counted);
+                                        stepprof_microbatch: recorded without its path (counted) */
 #define STEPPROF_WARN_MISMATCH 3     /* stepprof_region_exit: not the innermost open region (counted) */
 #define STEPPROF_ERR_ARGUMENT (-1)   /* a bad argument: NULL pointer, bad JSON, unknown id, ... */
 #define STEPPROF_ERR_STATE (-2)      /* wrong state: already open, not open, no device timing */
@@ -151,7 +152,9 @@ int stepprof_set_padding_fraction(double fraction);
  *   padded_length   token length the micro-batch was padded to; < 0: its longest sample
  * STEPPROF_ERR_ARGUMENT for a negative count, a padded length below a sample's tokens, or
  * samples > 0 with both frames and tokens NULL (counted as bad_argument);
- * STEPPROF_ERR_NO_MEMORY when it could not be stored (counted as out_of_memory). */
+ * STEPPROF_ERR_NO_MEMORY when it could not be stored (counted as out_of_memory);
+ * STEPPROF_WARN_ERRORS when `path` could not be a region name (over 1024 bytes, or past the
+ * 1024 region names; counted): the micro-batch is recorded without it. */
 int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t samples, const char* path,
                         int64_t padded_length);
 /* Times the calling thread's regions on CUstream `cu_stream` (NULL: legacy default stream).

@@ -365,6 +365,9 @@ int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t sam
                                         std::span<const std::int64_t>(tokens, nt), path ? path : "", padded_length);
   if (s == Status::kErrNoMemory)
     return set_error(status(s), "stepprof_microbatch: out of memory; the micro-batch is not recorded (counted)");
+  if (s == Status::kWarnErrors)
+    return set_error(status(s), "stepprof_microbatch: the path cannot be a region name (over 1024 bytes, or past the "
+                                "1024 region names; counted): the micro-batch is recorded without it");
   if (s != Status::kOk)
     return set_error(status(s), "stepprof_microbatch: counts must be 0 to 2^53 and padded_length >= every sample's tokens");
   return STEPPROF_OK;

@@ -1270,9 +1270,13 @@ Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int
   }
   if (!core().is_open.load(std::memory_order_acquire)) return Status::kOk;
   std::optional<RegionId> id;
+  bool path_dropped = false;
   if (!path.empty()) {
-    id = region_id(path);  // counts too_many_regions itself when past the limit
-    if (*id >= detail::kOverflowRegion) id.reset();
+    id = region_id(path);  // counts too_many_regions or bad_argument itself
+    if (*id >= detail::kOverflowRegion) {
+      id.reset();
+      path_dropped = true;
+    }
   }
   const bool stored = detail::with_data([&](detail::UpdateData& d) {
     MicroBatch mb;
@@ -1282,7 +1286,8 @@ Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int
     if (padded_length >= 0) mb.padded_length = padded_length;
     d.microbatches.push_back(std::move(mb));
   });
-  return stored ? Status::kOk : Status::kErrNoMemory;
+  if (!stored) return Status::kErrNoMemory;
+  return path_dropped ? Status::kWarnErrors : Status::kOk;
 }
 
 Status set_padding_fraction(double fraction) noexcept {
