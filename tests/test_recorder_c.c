@@ -78,6 +78,13 @@ int main(void) {
   CHECK(stepprof_region_exit(999999u) == STEPPROF_ERR_ARGUMENT);
   CHECK(stepprof_counter_add(999999u, 1) == STEPPROF_ERR_ARGUMENT);
   CHECK(stepprof_sample_indices(NULL, 3) == STEPPROF_ERR_ARGUMENT);
+  { /* so are NULL names and outputs of the register calls (they were not counted) */
+    stepprof_region_id unused_region;
+    stepprof_counter_id unused_counter;
+    CHECK(stepprof_region_register(NULL, &unused_region) == STEPPROF_ERR_ARGUMENT);
+    CHECK(stepprof_counter_register("x", NULL) == STEPPROF_ERR_ARGUMENT);
+    CHECK(stepprof_counter_register(NULL, &unused_counter) == STEPPROF_ERR_ARGUMENT);
+  }
 
   /* Update 7: c_outer once holding c_inner twice. */
   CHECK(stepprof_region_enter(outer) == STEPPROF_OK);
@@ -119,11 +126,12 @@ int main(void) {
   CHECK_CONTAINS(stepprof_last_error(), "not the innermost open region");
   CHECK(stepprof_region_exit(outer) == STEPPROF_OK);
   CHECK(stepprof_error_count(rec, "mismatched_exit") == 1);
-  /* + bad_argument 12: the three unknown ids, the NULL array, the negative frames, the shape
-   * without dimensions, the bad index, the huge dimension and frame count, the empty name,
-   * the padding fraction 2.0, the counter sum above 2^53 */
-  CHECK(stepprof_error_count(rec, "bad_argument") == 12);
-  CHECK(stepprof_error_count(rec, NULL) == 13);
+  /* + bad_argument 15: the three unknown ids, the NULL array, the three NULL register
+   * arguments, the negative frames, the shape without dimensions, the bad index, the huge
+   * dimension and frame count, the empty name, the padding fraction 2.0, the counter sum
+   * above 2^53 */
+  CHECK(stepprof_error_count(rec, "bad_argument") == 15);
+  CHECK(stepprof_error_count(rec, NULL) == 16);
   /* A kind that does not exist (a typo) was a count of 0, indistinguishable from none. */
   CHECK(stepprof_error_count(rec, "write_fail") == STEPPROF_ERR_ARGUMENT);
   CHECK_CONTAINS(stepprof_last_error(), "unknown error kind \"write_fail\"");
@@ -173,7 +181,7 @@ int main(void) {
     CHECK_CONTAINS(text, "\"step\":7,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1,\"c_inner\":2},\"parents\":{\"c_outer\":null,\"c_inner\":\"c_outer\"}");
     CHECK_CONTAINS(text, "\"counts\":{\"samples\":8},\"frame_histogram\":{\"3\":2},\"input_shapes\":{\"(2, 128)\":1},"
-                         "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":12}}\n");
+                         "\"sample_indices\":[5,6],\"padding_fraction\":0.25,\"recorder_errors\":{\"bad_argument\":15}}\n");
     CHECK_CONTAINS(text, "\"step\":8,");
     CHECK_CONTAINS(text, "\"calls\":{\"c_outer\":1},\"parents\":{\"c_outer\":null},\"microbatches\":[{\"path\":\"c_inner\","
                          "\"frames\":[9,3],\"tokens\":[40,20],\"padded_length\":48},{\"frames\":[9,3]},"

@@ -77,7 +77,9 @@ int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, c
 /* Writes the update record of optimizer update `step` (see stepprof::end_update).
  * STEPPROF_WARN_IO when it could not be written (counted, reported in the next record).
  * STEPPROF_ERR_ARGUMENT for a step below 0 (nothing written, the update goes on; counted
- * as bad_argument); a step not above every earlier one is written and counted. */
+ * as bad_argument); a step not above every earlier one is written and counted.
+ * STEPPROF_ERR_NO_MEMORY when memory ran out while the record was made: that update's
+ * record is lost (counted as out_of_memory, reported in the next record). */
 int stepprof_end_update(stepprof_recorder* rec, int64_t step);
 /* Starts the current update over: restarts its wall clock and drops what was recorded
  * since the last end_update or open (see stepprof::begin_update). STEPPROF_ERR_STATE when

@@ -236,7 +236,10 @@ Status open(const Options& options, std::string* message = nullptr) noexcept;
 /// Ends optimizer update `step`: (with sync_at_update) waits for the device streams,
 /// reads back device events, and writes one update record holding everything since the
 /// previous end_update() (or open()). kWarnIo when the record could not be written (it
-/// is counted and reported in the next record); kErrState when no recorder is open.
+/// is counted and reported in the next record); kErrState when no recorder is open;
+/// kErrNoMemory when memory ran out while the record was made (e.g. millions of sample
+/// indices under a memory limit): that update's record is lost, regions and all, and
+/// `out_of_memory` is counted and reported in the next record.
 /// Steps are update indices: a step not above every earlier one is written and counted
 /// as bad_argument (the reader reports a repeated step as duplicate-step); a step below 0
 /// is kErrArgument and does nothing else (the update goes on, so what it recorded goes in
@@ -470,7 +473,7 @@ inline Status error_counts(std::vector<std::pair<std::string, std::int64_t>>& ou
   out.clear();
   return Status::kOk;
 }
-inline Status info(RecorderInfo&) noexcept { return Status::kErrState; }
+inline Status info(RecorderInfo&) noexcept { return Status::kErrState; }  // (no recorder to describe)
 inline std::string_view clock_name() noexcept { return "off"; }
 inline RegionId region_id(std::string_view) noexcept { return 0; }
 inline RegionId region_id(const RegionSite&) noexcept { return 0; }

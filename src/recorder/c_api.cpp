@@ -265,7 +265,7 @@ int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* ne
 }
 
 int stepprof_region_register(const char* name, stepprof_region_id* out) {
-  if (!name || !out) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_region_register: NULL argument");
+  if (!name || !out) return reject("stepprof_region_register: NULL argument");
   *out = stepprof::region_id(name);
   if (*out == stepprof::detail::kOverflowRegion)  // (counted by region_id)
     return set_error(STEPPROF_ERR_ARGUMENT,
@@ -295,7 +295,7 @@ int stepprof_region_exit(stepprof_region_id id) {
 }
 
 int stepprof_counter_register(const char* name, stepprof_counter_id* out) {
-  if (!name || !out) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_register: NULL argument");
+  if (!name || !out) return reject("stepprof_counter_register: NULL argument");
   *out = stepprof::counter_id(name);
   if (*out == stepprof::detail::kMaxCounters)  // (counted by counter_id)
     return set_error(STEPPROF_ERR_ARGUMENT,
