@@ -245,3 +245,34 @@ TEST_F(RecorderTest, CudaTimerSaysWhyItIsOff) {
     EXPECT_EQ(stream_status, Status::kErrState);  // no device timing to put the thread on
   }
 }
+
+// close() leaves the session's events alive and the next open() destroys them: a thread
+// timing regions on a stream as close() ran could record an event close() had destroyed
+// (a helper's fake driver saw cuEventRecord given a destroyed event in 10 of 10 runs).
+TEST_F(RecorderTest, CloseLeavesTheEventsToTheNextOpen) {
+  TempLog log("device-release");
+  auto first = std::make_shared<FakeDeviceClock>();
+  ASSERT_EQ(open(with_fake(log.path, first)), Status::kOk);
+  { STEPPROF_REGION("g_released"); }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  // A thread that keeps timing regions while close() runs: no record may come after the
+  // events are destroyed, so none is destroyed yet.
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    (void)set_device_stream(reinterpret_cast<void*>(1));
+    while (!stop.load()) {
+      STEPPROF_REGION("g_worker");
+    }
+  });
+  while (first->record_calls() < 100) std::this_thread::yield();
+  ASSERT_EQ(close(), Status::kOk);
+  EXPECT_EQ(first->release_calls(), 0);
+  stop = true;
+  worker.join();
+  auto second = std::make_shared<FakeDeviceClock>();
+  ASSERT_EQ(open(with_fake(log.path, second)), Status::kOk);
+  EXPECT_EQ(first->release_calls(), 1);  // the closed session's events, now
+  ASSERT_EQ(close(), Status::kOk);
+  EXPECT_EQ(second->release_calls(), 0);
+}
+

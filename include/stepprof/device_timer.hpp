@@ -45,7 +45,10 @@ class DeviceTimer {
   virtual Query elapsed_ms(std::uint32_t start, std::uint32_t end, double& ms) noexcept = 0;
   /// Update boundary (sync_at_update): waits until all work queued on `stream` is done.
   virtual bool synchronize(void* stream) noexcept = 0;
-  /// At close: destroys the events (the recorder has read back or dropped them all).
+  /// Destroys the events (the recorder has read back or dropped them all). Called by the
+  /// next open() after close(), not by close(): a thread still timing regions may record
+  /// one of them as close() runs; a process that never opens again leaves them to the
+  /// driver at exit.
   virtual void release() noexcept = 0;
 };
 
@@ -75,6 +78,7 @@ class FakeDeviceClock final : public DeviceTimer {
   /// Counts of calls the recorder made, for tests.
   [[nodiscard]] int synchronize_calls() const;
   [[nodiscard]] int record_calls() const;
+  [[nodiscard]] int release_calls() const;
 
   [[nodiscard]] std::string status() const override { return "fake"; }
   [[nodiscard]] bool available() const override { return true; }
@@ -101,6 +105,7 @@ class FakeDeviceClock final : public DeviceTimer {
   int fail_records_ = 0;
   int synchronize_calls_ = 0;
   int record_calls_ = 0;
+  int release_calls_ = 0;
 };
 
 }  // namespace stepprof

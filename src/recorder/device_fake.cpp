@@ -89,7 +89,13 @@ bool FakeDeviceClock::synchronize(void* stream) noexcept {
 
 void FakeDeviceClock::release() noexcept {
   std::lock_guard lock(mu_);
+  ++release_calls_;
   for (auto& e : events_) e = Event{};
+}
+
+int FakeDeviceClock::release_calls() const {
+  std::lock_guard lock(mu_);
+  return release_calls_;
 }
 
 }  // namespace stepprof

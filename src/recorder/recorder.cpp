@@ -184,6 +184,11 @@ class Core {
   // Kept for the process's lifetime: a thread still inside a region when close() ran
   // may touch the previous session's timer or event flags (see docs/recorder.md).
   std::vector<std::shared_ptr<DeviceTimer>> old_timers_;
+  // The closed session's timer, whose events close() leaves alive: a thread timing
+  // regions on a stream may be between its check of `device` and its cuEventRecord as
+  // close() runs, and destroyed events were handed to the driver (found by a helper with
+  // a fake driver). The next open() destroys them (release()); at exit the driver does.
+  std::shared_ptr<DeviceTimer> retired_timer_;
   std::vector<std::unique_ptr<std::atomic<std::uint8_t>[]>> busy_arrays_;
   // In a child of fork(): the parent's sinks, kept open and untouched (forget_after_fork).
   std::vector<std::shared_ptr<LineSink>> parent_sinks_;
@@ -415,6 +420,10 @@ Status Core::open(const Options& o, std::string* message) {
 
   // Device timing.
   timer_.reset();
+  if (retired_timer_) {
+    retired_timer_->release();
+    retired_timer_.reset();
+  }
   busy_ = nullptr;
   if (o.device_timing == DeviceTiming::kOff) {
     device_status_ = "off: disabled by the recorder options";
@@ -1055,8 +1064,7 @@ Status Core::close(std::string* message) {
       st->device.store(false, std::memory_order_release);
       st->pending_tail.store(st->pending_head.load(std::memory_order_acquire), std::memory_order_release);
     }
-    timer_->release();
-    timer_.reset();
+    retired_timer_ = std::move(timer_);  // (its events are destroyed by the next open())
   }
   collect_errors();
   if (sink_) {
