@@ -186,6 +186,9 @@ constexpr bool site_name(const char*) noexcept { return true; }
 
 }  // namespace stepprof
 
+#define STEPPROF_CONCAT_(a, b) a##b
+#define STEPPROF_CONCAT(a, b) STEPPROF_CONCAT_(a, b)
+
 #if !defined(STEPPROF_DISABLE)
 
 #include "stepprof/detail/recorder_hot.hpp"
@@ -426,9 +429,6 @@ Status set_device_stream(void* cu_stream) noexcept;
 }  // namespace recording
 }  // namespace stepprof
 
-#define STEPPROF_CONCAT_(a, b) a##b
-#define STEPPROF_CONCAT(a, b) STEPPROF_CONCAT_(a, b)
-
 /// Times the rest of the enclosing scope as region `name` (a string literal). The call
 /// site's name and id live in a constant-initialized static (no guard, no hashing).
 #define STEPPROF_REGION(name) STEPPROF_REGION_N_(name, __COUNTER__)
@@ -532,8 +532,15 @@ inline constexpr Status compiled_out_status(std::size_t) noexcept { return Statu
 // The arguments are checked as the recording build checks them (a name that is not a
 // constant string, a floating-point count, a shape of non-integers, indices that are not
 // int64 do not compile), so that code built with STEPPROF_DISABLE builds without it.
-#define STEPPROF_REGION(name) \
-  static_assert(::stepprof::detail::site_name(name), "stepprof: a region name is a constant string")
+// STEPPROF_REGION is two declarations, as with recording on (a constant flag in place of
+// the call site, a local in place of the Region), so that a statement the recording build
+// refuses is refused here too: a case label or goto jumping past it ("crosses
+// initialization"), or `if (c) STEPPROF_REGION("x");` (its second half out of scope).
+#define STEPPROF_REGION(name) STEPPROF_REGION_OFF_(name, __COUNTER__)
+#define STEPPROF_REGION_OFF_(name, n)                                                       \
+  [[maybe_unused]] static constexpr bool STEPPROF_CONCAT(stepprof_site_, n) =               \
+      ::stepprof::detail::site_name(name);                                                  \
+  [[maybe_unused]] const bool STEPPROF_CONCAT(stepprof_region_, n) { STEPPROF_CONCAT(stepprof_site_, n) }
 #define STEPPROF_COUNT(name, n)                                                                \
   static_cast<void>(sizeof(std::integral_constant<bool, ::stepprof::detail::site_name(name)>) + \
                     sizeof(::stepprof::compiled_out_integers(n)))
