@@ -53,6 +53,12 @@ std::string stepprof_output(std::string_view head) {
   return schema.empty() ? std::string() : own_output(schema);
 }
 
+std::string stepprof_trace_export(std::string_view head) {
+  if (head.find("\"generator\":\"stepprof trace\"") == std::string_view::npos) return {};
+  return "stepprof's own trace export (from `stepprof trace`; open it in Perfetto), not a profiler trace: give "
+         "the step logs it was made from";
+}
+
 std::string read_head(const std::string& path, std::size_t bytes) {
   struct stat st {};
   if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
@@ -205,11 +211,7 @@ std::string not_a_log(const std::string& path) {
   if (c == '[' && (line == "[" || parses_as(simdjson::dom::element_type::ARRAY)))
     return "a JSON array, not JSON lines (one record per line)";
   if (c != '{') return "a text file, not JSON lines: its first line is not a JSON record (a training log?)";
-  if (is_kineto_trace(path)) {
-    if (head.find("\"generator\":\"stepprof trace\"") != std::string_view::npos)
-      return "stepprof's own trace export (from `stepprof trace`; open it in Perfetto), not a profiler trace";
-    return {};
-  }
+  if (is_kineto_trace(path)) return stepprof_trace_export(head);
   if (line == "{") {
     if (auto schema = stepprof_schema(head); !schema.empty()) return own_output(schema);
     return "a JSON document over several lines (a config or state file?), not JSON lines";

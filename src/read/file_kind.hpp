@@ -67,6 +67,10 @@ std::string not_a_log(const std::string& path);
 /// a synth manifest: its "schema" says so), what it is; empty otherwise.
 std::string stepprof_output(std::string_view head);
 
+/// When `head` (a file's first bytes) is a trace written by `stepprof trace` (its
+/// otherData's "generator" says so), what it is, for a message; empty otherwise.
+std::string stepprof_trace_export(std::string_view head);
+
 /// True when the regular file at `path` (gzip: decompressed) starts with a step-log record (`stepprof import
 /// kineto` given a log instead of a trace).
 bool starts_like_a_step_log(const std::string& path);

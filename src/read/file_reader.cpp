@@ -139,7 +139,13 @@ class FileParser {
       report(Severity::kError, Problem::kUnreadable, 0, 0, format + gz_name_note(path_));
       return std::move(out_);
     }
-    if (opt_.traces_only || is_kineto_trace(path_)) return read_trace();
+    if (opt_.traces_only || is_kineto_trace(path_)) {
+      if (auto own = stepprof_trace_export(head); !own.empty()) {  // (it has no distributedInfo: said so, wrongly)
+        report(Severity::kError, Problem::kBadTrace, 1, 1, std::move(own));
+        return std::move(out_);
+      }
+      return read_trace();
+    }
     std::string err;
     auto src = LineSource::open(path_, err, std::size_t{1} << 20, opt_.cancel);
     if (!src) {

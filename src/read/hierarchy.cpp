@@ -169,6 +169,14 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
     auto is_space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; };
     const std::size_t content = std::find_if_not(line.begin(), line.end(), is_space) - line.begin();
     if (content == line.size() || line[content] == '#') continue;  // blank, or a comment
+    // A step log or a trace given as the nesting: one error, not one per line (a log's
+    // every line was "expected an attribute key=value": 2,981 errors).
+    if (h.nodes().empty() && ok && (line[content] == '{' || line[content] == '[')) {
+      error(line_no, content + 1,
+            "a JSON line (a step log or a profiler trace?), not a nesting file: it lists region names one per "
+            "line, indented by nesting (docs/hierarchy-format.md); give logs and traces as LOG arguments");
+      return std::nullopt;
+    }
     std::size_t indent = 0;
     while (indent < line.size() && line[indent] == ' ') ++indent;
     if (indent < line.size() && line[indent] == '\t') {

@@ -873,6 +873,13 @@ def test_what_a_run_directory_holds_besides_logs_is_listed_not_read(tmp_path):
     # Named, stepprof's own report is said to be one (it was "starts like a PyTorch trace").
     own = run("report", "-o", os.devnull, job / "report.json")
     assert own.returncode == 3 and "stepprof's own output (schema \"stepprof.report/1\"" in own.stderr, own.stderr
+    # Named, stepprof's own trace export is said to be one (it was "no distributedInfo:
+    # ... `stepprof import kineto --rank R --world-size W` can supply them", which then
+    # failed otherwise).
+    own = run("report", "-o", os.devnull, job / "trace.json")
+    assert own.returncode == 3, own.stderr
+    assert f"{job / 'trace.json'}:1:1: error: stepprof's own trace export (from `stepprof trace`" in own.stderr
+    assert "distributedInfo" not in own.stderr, own.stderr
     # Named, such a file is read as a log, and its problems are said.
     named = run("report", "-o", os.devnull, job / "train.log")
     assert named.returncode == 3, named.stderr  # nothing in it to analyze
@@ -2512,6 +2519,21 @@ def test_an_empty_file_name_and_a_hierarchy_from_stdin_are_named(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 2
     assert "-: error: the hierarchy file is not read from stdin (- is for logs): give its path" in r.stderr, r.stderr
+
+
+def test_a_log_given_as_the_hierarchy_is_one_error(tmp_path):
+    # A step log (or a trace) given to --hierarchy was an "expected an attribute key=value"
+    # error for every line: 2,981 errors for the bundled log.
+    plain = tmp_path / "trace.json"  # (a real trace is over the 16 MiB a nesting file may have: one error already)
+    plain.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}))
+    for nesting in (LOG, plain):
+        r = run("report", "--hierarchy", nesting, LOG)
+        assert r.returncode == 2, r.stderr
+        errors = [l for l in r.stderr.splitlines() if ": error: " in l]
+        assert errors == [f"{nesting}:1:1: error: a JSON line (a step log or a profiler trace?), not a nesting file: "
+                          "it lists region names one per line, indented by nesting (docs/hierarchy-format.md); give "
+                          "logs and traces as LOG arguments [hierarchy]"], r.stderr
 
 
 def test_a_log_compressed_twice_is_named(tmp_path):
