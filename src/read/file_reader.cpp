@@ -879,7 +879,10 @@ class FileParser {
           report(Severity::kError, Problem::kBadTrace, ln, 1,
                  "this is a JSON array of trace events (the Chrome trace format's array form), not a step log "
                  "or a PyTorch profiler trace: stepprof reads a trace as one JSON object with a \"traceEvents\" "
-                 "array, as torch.profiler writes it");
+                 "array, as torch.profiler writes it with Kineto. A torch built without Kineto "
+                 "(torch.autograd.kineto_available() is False) and the legacy torch.autograd.profiler's "
+                 "export_chrome_trace() write this array form, without the event categories and GPU records "
+                 "stepprof needs (docs/kineto.md)");
           return;
         }
         if (looks_like_trace_start(text) && pretty_records_in_head_) {
