@@ -63,6 +63,11 @@ struct KinetoOptions {
   /// when given they also override the trace's own.
   std::optional<std::int64_t> rank;
   std::optional<std::int64_t> world_size;
+  /// The trace is the only input: one without `distributedInfo` (and no `rank` given) is
+  /// taken as rank 0 of a world of 1, a single-process job, as Holistic Trace Analysis
+  /// takes it, and a note says so (with other inputs it is an error: which rank it is
+  /// cannot be told).
+  bool lone = false;
   /// Polled while reading: once set, a read (or a FIFO's open) that waits for data stops,
   /// and so does the parse, and read_kineto_trace returns nullopt with no diagnostic (the
   /// caller set it and knows why). Null: never stops.

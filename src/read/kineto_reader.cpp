@@ -107,6 +107,15 @@ class TraceReader {
              "no \"traceEvents\" array: this JSON object is not a PyTorch profiler trace");
       return std::nullopt;
     }
+    if (!opt_.rank && !dist_rank_ && !saw_dist_ && opt_.lone) {
+      dist_rank_ = 0;
+      if (!dist_world_) dist_world_ = 1;
+      report(Severity::kNote, Problem::kMissingField, {},
+             fmt::format("no \"distributedInfo\": taken as rank 0 of a world of {} (a single-process job, as "
+                         "Holistic Trace Analysis takes it); with other ranks' traces, give each its rank with "
+                         "`stepprof import kineto --rank R --world-size W`",
+                         opt_.world_size ? *opt_.world_size : *dist_world_));
+    }
     if (!opt_.rank && !dist_rank_) {
       report(Severity::kError, Problem::kBadTrace, {},
              saw_dist_ ? "distributedInfo has no integer \"rank\": cannot tell which rank this trace is"

@@ -102,6 +102,7 @@ class Reader {
     fopt.strict = diag_.strict();
     fopt.traces_only = opt_.traces_only;
     fopt.kineto = opt_.kineto;
+    fopt.kineto.lone = n == 1;  // (a lone trace without distributedInfo is rank 0 of 1)
     fopt.keep_sample_indices = opt_.keep_sample_indices;
     fopt.cancel = &abort_;
     fopt.on_bytes = [this](std::uint64_t b) { bytes_done_.fetch_add(b, std::memory_order_relaxed); };
