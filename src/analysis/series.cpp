@@ -42,10 +42,13 @@ std::optional<double> self_ms(const UpdateRecord& u, const Plan& p, bool device)
 std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>& plans, const RankLog& rank) {
   std::vector<Breakdown> out;
   const auto& regions = s.regions;
+  // The clock of each row (SeriesRegion::device), host time where device times are busy
+  // unions (UpdateSeries::device_busy_union).
+  auto device = [&](std::size_t i) { return regions[i].device && !s.device_busy_union; };
   auto value = [&](const UpdateRecord& u, StackPart::Kind kind, std::size_t i) -> std::optional<double> {
     if (!plans[i].id) return std::nullopt;
-    if (kind == StackPart::Kind::kSelf) return self_ms(u, plans[i], regions[i].device);
-    return region_ms(u, *plans[i].id, regions[i].device);
+    if (kind == StackPart::Kind::kSelf) return self_ms(u, plans[i], device(i));
+    return region_ms(u, *plans[i].id, device(i));
   };
   auto values = [&](StackPart::Kind kind, std::size_t i) {
     std::vector<std::optional<double>> v;
@@ -62,11 +65,14 @@ std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>
       row_of[*plans[i].id] = static_cast<std::ptrdiff_t>(i);
     }
   std::vector<double> total(regions.size(), 0.0);
+  std::vector<char> timed(regions.size(), 0);  // the row has a time on its clock in some update
   for (const auto& u : rank.updates)
     for (const auto& r : u.regions)
       if (r.region < row_of.size() && row_of[r.region] >= 0) {
         const auto i = static_cast<std::size_t>(row_of[r.region]);
-        total[i] += region_ms(u, r.region, regions[i].device).value_or(0.0);
+        const auto t = region_ms(u, r.region, device(i));
+        total[i] += t.value_or(0.0);
+        timed[i] |= t ? 1 : 0;
       }
   // Of more than kMaxParts rows (names made with the step in them), the kMaxParts - 1 with
   // the most time, in table order; the others, if `merge`, as one part that sums them.
@@ -116,6 +122,7 @@ std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>
     for (std::size_t i = 0; i < regions.size(); ++i) {
       const auto& r = regions[i];
       if (!r.in_nesting || r.background || r.depth > level) continue;
+      if (s.device_busy_union && !timed[i]) continue;  // (device time only: not on the host's timeline)
       const bool parent_above_cut = r.depth < level && !plans[i].kids.empty();
       rows.emplace_back(i, parent_above_cut ? StackPart::Kind::kSelf : StackPart::Kind::kRegion);
     }
@@ -232,6 +239,7 @@ void add_matrices(UpdateSeries& s, const AnalysisInput& in, const Report& report
 SeriesBuilder::SeriesBuilder(const AnalysisInput& in, const Report& report) : in_(in), report_(report) {
   UpdateSeries& s = head_;
   s.nesting_known = report.regions.nesting_known;
+  s.device_busy_union = report.regions.device_busy_union;
   for (NameTable::Id c = 0; c < in.data.counters.size(); ++c) s.counters.emplace_back(in.data.counters.name(c));
 
   std::vector<Plan>& plans = plans_;

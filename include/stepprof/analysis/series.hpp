@@ -121,6 +121,12 @@ struct UpdateSeries {
   std::vector<std::string> counters;  ///< counter names, in order of first appearance in the input
   std::vector<SeriesRegion> regions;  ///< the region table's rows, same order
   bool nesting_known = false;
+  /// The device times are busy-time unions, not spans on the update's timeline (profiler
+  /// traces: RegionTable::device_busy_union): the stacked breakdowns then take every
+  /// region's host time, so that their parts add up to wall_ms, and leave out regions with
+  /// device time only (a trace's `nccl`, whose kernels are inside the regions that
+  /// launched them).
+  bool device_busy_union = false;
   std::vector<RankSeries> ranks;      ///< one per rank of the dataset, same order
   std::vector<std::int64_t> steps;    ///< every step of any rank, ascending (matrix columns)
   /// With several ranks: wall_ms per rank and step ("update_ms"), and, when every rank
