@@ -219,9 +219,8 @@ void add_matrices(UpdateSeries& s, const AnalysisInput& in, const Report& report
         return !w.comm_region.empty() && in.region(w.comm_region).has_value();
       });
   if (!every_rank_has_comm) return;
-  RankStepMatrix outside{"outside_comm_ms",
-                         "time outside the communication region (wall_ms minus its host time) per rank and step [ms]",
-                         {}};
+  RankStepMatrix outside{"outside_comm_ms", "", {}};
+  bool host = false, device = false;  // the clocks the values took
   for (std::size_t i = 0; i < in.data.ranks.size(); ++i) {
     auto& row = outside.values.emplace_back(s.steps.size());
     const NameTable::Id comm = *in.region(report.waiting[i].comm_region);
@@ -229,8 +228,14 @@ void add_matrices(UpdateSeries& s, const AnalysisInput& in, const Report& report
       const RegionSample* r = u.region(comm);
       if (!r || !(r->host_ms || r->device_ms)) continue;
       row[column(u.step)] = u.wall_ms - (r->host_ms ? *r->host_ms : *r->device_ms);
+      (r->host_ms ? host : device) = true;
     }
   }
+  // (A trace's `nccl` has device time only: the title said "its host time" of it.)
+  outside.title = fmt::format("time outside the communication region (wall_ms minus its {}) per rank and step [ms]",
+                              !device ? "host time"
+                              : !host ? "device time"
+                                      : "host time, or its device time where it has no host time");
   s.matrices.push_back(std::move(outside));
 }
 

@@ -726,6 +726,18 @@ def test_html_stack_of_a_trace_adds_up_to_the_update(tmp_path, trace):
         assert total == pytest.approx(wall, rel=1e-9), (k, labels)
 
 
+def test_html_heatmap_title_names_the_clock_of_a_traces_communication(tmp_path):
+    # A trace's nccl region has device time only: the heatmap said "wall_ms minus its host
+    # time" of it.
+    traces = sorted((fx.SRC / "examples/kineto").glob("param-dlrm-8rank-v100-worker*_step_12.json.gz"))
+    _, page = html_page(tmp_path, *traces)
+    titles = [t for t in page.text if "time outside the communication region" in t]
+    assert titles and all("wall_ms minus its device time" in t for t in titles), titles
+    _, real = html_page(tmp_path, *fx.write_multi_rank(tmp_path), name="real.html")
+    titles = [t for t in real.text if "time outside the communication region" in t]
+    assert titles and all("wall_ms minus its host time" in t for t in titles), titles
+
+
 def test_html_multi_rank_heatmaps(tmp_path):
     paths = fx.write_multi_rank(tmp_path)
     _, page = html_page(tmp_path, "--hierarchy", fx.HIER, *paths)
