@@ -1382,14 +1382,20 @@ WhatIfResult run_whatif(const AnalysisInput& in, const WhatIfOptions& opt) {
   r.ranks = sync.ranks;
   r.sync = sync.description;
   std::size_t without = 0;
+  bool composition = false;  // some update has a frame histogram or input shapes to rebuild from
   const UpdateRecord* first_without = nullptr;
-  for (const auto* u : in.updates())
+  for (const auto* u : in.updates()) {
     if (u->microbatches.empty() && !without++) first_without = u;
+    composition = composition || !u->frame_histogram.empty() || !u->input_shapes.empty();
+  }
   r.microbatch_detail = r.updates > 0 && without == 0;
-  r.detail = r.microbatch_detail
-                 ? "per-micro-batch detail in every update: micro-batch composition as recorded"
-                 : "no per-micro-batch detail: micro-batches rebuilt from the frame histogram and input_shapes "
-                   "(random splits) and intervals widened by what that leaves unknown";
+  r.detail = r.microbatch_detail ? "per-micro-batch detail in every update: micro-batch composition as recorded"
+             : composition
+                 ? "no per-micro-batch detail: micro-batches rebuilt from the frame histogram and input_shapes "
+                   "(random splits) and intervals widened by what that leaves unknown"
+                 // (a profiler trace records none of them: it said "rebuilt from" them)
+                 : "no per-micro-batch detail, frame histogram or input_shapes in the logs: the micro-batches' "
+                   "composition is unknown";
   // Detail in some updates only: say so, since it is used only when every update has it.
   if (without > 0 && without < r.updates && first_without)
     r.detail += fmt::format(" (the detail is missing from {} of {} updates, the first {}step {}, so none is used)",

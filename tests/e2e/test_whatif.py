@@ -889,6 +889,19 @@ def test_a_rank_whose_log_starts_late_is_left_out_as_the_report_does(tmp_path):
     assert [row["rank"] for row in p["ranks"]] == [0, 1, 2, 3, 4, 6, 7]
 
 
+def test_a_trace_is_not_said_to_rebuild_micro_batches_from_what_it_lacks():
+    # A profiler trace has no frame histogram or input shapes: the detail line said the
+    # micro-batches were "rebuilt from the frame histogram and input_shapes".
+    trace = fx.SRC / "examples/kineto/hta-a100-rank3of8.json.gz"
+    r = run("whatif", "no-padding", trace, "--format", "json")
+    assert r.returncode == 3, r.stderr  # (no token counters: not available, but the document is written)
+    doc = json.loads(r.stdout)
+    assert doc["detail"] == ("no per-micro-batch detail, frame histogram or input_shapes in the logs: the "
+                             "micro-batches' composition is unknown")
+    assert whatif_json("no-padding", "--hierarchy", fx.HIER, fx.LOG)["detail"].startswith(
+        "no per-micro-batch detail: micro-batches rebuilt from the frame histogram and input_shapes")
+
+
 def test_a_widened_interval_says_so():
     # Without per-micro-batch detail the pad interval is widened to cover every random
     # split, and the group interval down to no padding; the notes saying so were written
