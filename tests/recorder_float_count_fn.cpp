@@ -12,11 +12,16 @@ void record(double tokens, long frames) {
   stepprof::frame_histogram_add(tokens);
 #elif STEPPROF_CASE == 3
   stepprof::frame_histogram_add(frames, tokens);
+#elif STEPPROF_CASE == 4
+  static constinit stepprof::CounterSite site{"tokens"};
+  stepprof::count(site, tokens);
 #else
   stepprof::count(id, static_cast<long>(tokens));
   stepprof::count(id, 5);
   stepprof::count(id, 5u);
   stepprof::frame_histogram_add(frames);
   stepprof::frame_histogram_add(frames, 2);
+  static constinit stepprof::CounterSite site{"tokens"};
+  stepprof::count(site, 3);
 #endif
 }

@@ -90,6 +90,15 @@ TEST_F(FileKindTest, WhatIsReadFromADirectory) {
   EXPECT_NE(why("{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"generator\":\"stepprof trace\"},\n\"traceEvents\": []}\n")
                 .find("stepprof's own trace export"),
             std::string::npos);
+  // Re-serialized (jq, Python's json.dump: a space after the colon, or pretty-printed).
+  EXPECT_NE(why("{\"displayTimeUnit\": \"ms\", \"otherData\": {\"generator\": \"stepprof trace\"}, \"traceEvents\": []}\n")
+                .find("stepprof's own trace export"),
+            std::string::npos);
+  EXPECT_NE(why("{\n  \"otherData\": {\n    \"generator\" :\n      \"stepprof trace\"\n  },\n  \"traceEvents\": []\n}\n")
+                .find("stepprof's own trace export"),
+            std::string::npos);
+  EXPECT_EQ(stepprof_trace_export(R"({"generator": "stepprof tracer"})"), "");
+  EXPECT_EQ(stepprof_trace_export(R"({"generator": 1, "x": "stepprof trace"})"), "");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // synchronization, when the event ring runs out, when recording fails, and on a second
 // thread with its own stream. Expected times are hand-computed from the simulated work.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -279,5 +281,34 @@ TEST_F(RecorderTest, CloseLeavesTheEventsToTheNextOpen) {
   EXPECT_EQ(first->release_calls(), 1);  // the closed session's events, now
   ASSERT_EQ(close(), Status::kOk);
   EXPECT_EQ(second->release_calls(), 0);
+}
+
+// A fork() child's open() after the parent's close() destroyed the parent's events (the
+// closed session's, left to the next open: found by a reviewer). The child's copy of the
+// fake counts what the child did.
+TEST_F(RecorderTest, AForkedChildsOpenLeavesTheParentsEventsAlone) {
+  TempLog log("device-fork"), child_log("device-fork-child");
+  auto first = std::make_shared<FakeDeviceClock>();
+  ASSERT_EQ(open(with_fake(log.path, first)), Status::kOk);
+  { STEPPROF_REGION("g_forked"); }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(close(), Status::kOk);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto second = std::make_shared<FakeDeviceClock>();
+    const bool opened = open(with_fake(child_log.path, second)) == Status::kOk;
+    const bool untouched = first->release_calls() == 0;
+    (void)close();
+    ::_exit(opened && untouched ? 0 : 1);
+  }
+  int status = -1;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The parent's own next open() does destroy them.
+  auto third = std::make_shared<FakeDeviceClock>();
+  ASSERT_EQ(open(with_fake(log.path, third)), Status::kOk);
+  EXPECT_EQ(first->release_calls(), 1);
+  ASSERT_EQ(close(), Status::kOk);
 }
 

@@ -361,6 +361,11 @@ template <typename T>
 void count(CounterId, T) noexcept {
   static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
 }
+template <typename T>
+  requires std::is_floating_point_v<T>
+void count(const CounterSite&, T) noexcept {
+  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
+}
 
 /// Adds `samples` samples with `frames` frames each to the update's `frame_histogram`.
 /// Negative values, values above 2^53, and an add that would take the update's count for
@@ -493,6 +498,11 @@ inline void frame_histogram_add(std::int64_t, std::int64_t = 1) noexcept {}
 template <typename T>  // (as with recording on: code built here builds there)
   requires std::is_floating_point_v<T>
 void count(CounterId, T) noexcept {
+  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
+}
+template <typename T>
+  requires std::is_floating_point_v<T>
+void count(const CounterSite&, T) noexcept {
   static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
 }
 template <typename F, typename S = std::int64_t>

@@ -850,14 +850,14 @@ SyncData build_sync(const AnalysisInput& in) {
     }
     if (!short_ranks.empty())
       d.notes.push_back(fmt::format(
-          "rank{} {} left out: {} log{} under half of the steps (a crashed job or a cut log?), as the report's "
-          "rank comparison leaves such a rank out; the steps are those of the other {} ranks",
+          "rank{} {} left out: {} log{} under half of the steps (a crashed job or a cut log?), by the rule of "
+          "the report's rank comparison; the steps are those of the other {} ranks",
           short_ranks.size() == 1 ? "" : "s", fmt::join(short_ranks, ", "), short_ranks.size() == 1 ? "its" : "their",
           short_ranks.size() == 1 ? " holds" : "s hold", d.compared));
     if (!late_ranks.empty())
       d.notes.push_back(fmt::format(
           "rank{} {} left out: {} log{} late, and leaving {} out keeps more steps compared than leaving out the "
-          "steps {} lack{}, as the report's rank comparison does; the steps are those of the other {} ranks",
+          "steps {} lack{}, by the rules of the report's rank comparison; the steps are those of the other {} ranks",
           late_ranks.size() == 1 ? "" : "s", fmt::join(late_ranks, ", "), late_ranks.size() == 1 ? "its" : "their",
           late_ranks.size() == 1 ? " starts" : "s start", late_ranks.size() == 1 ? "it" : "them",
           late_ranks.size() == 1 ? "it" : "they", late_ranks.size() == 1 ? "s" : "", d.compared));

@@ -54,7 +54,22 @@ std::string stepprof_output(std::string_view head) {
 }
 
 std::string stepprof_trace_export(std::string_view head) {
-  if (head.find("\"generator\":\"stepprof trace\"") == std::string_view::npos) return {};
+  // "generator": "stepprof trace", with any whitespace (a copy re-serialized by jq or
+  // Python's json.dump has a space after the colon).
+  bool found = false;
+  for (auto at = head.find("\"generator\""); at != std::string_view::npos && !found;
+       at = head.find("\"generator\"", at + 1)) {
+    std::size_t i = at + 11;
+    auto skip = [&] {
+      while (i < head.size() && (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r')) ++i;
+    };
+    skip();
+    if (i >= head.size() || head[i] != ':') continue;
+    ++i;
+    skip();
+    found = head.substr(i).starts_with("\"stepprof trace\"");
+  }
+  if (!found) return {};
   return "stepprof's own trace export (from `stepprof trace`; open it in Perfetto), not a profiler trace: give "
          "the step logs it was made from";
 }

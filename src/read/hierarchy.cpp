@@ -142,6 +142,15 @@ std::vector<std::pair<std::string, std::vector<const HierarchyNode*>>> Hierarchy
   return out;
 }
 
+namespace {
+// Whether `line` (from its first non-space) starts a JSON document: it parses as one, or
+// is a pretty-printed document's first line ("{" or "["). A region named "[fwd]" does not.
+bool json_start(std::string_view line) {
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) line.remove_suffix(1);
+  return line == "{" || line == "[" || nlohmann::json::accept(line);
+}
+}  // namespace
+
 std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::string& file_name, Diagnostics& diag) {
   Hierarchy h;
   h.source = file_name;
@@ -171,7 +180,7 @@ std::optional<Hierarchy> parse_hierarchy(std::string_view text, const std::strin
     if (content == line.size() || line[content] == '#') continue;  // blank, or a comment
     // A step log or a trace given as the nesting: one error, not one per line (a log's
     // every line was "expected an attribute key=value": 2,981 errors).
-    if (h.nodes().empty() && ok && (line[content] == '{' || line[content] == '[')) {
+    if (h.nodes().empty() && ok && (line[content] == '{' || line[content] == '[') && json_start(line.substr(content))) {
       error(line_no, content + 1,
             "a JSON line (a step log or a profiler trace?), not a nesting file: it lists region names one per "
             "line, indented by nesting (docs/hierarchy-format.md); give logs and traces as LOG arguments");

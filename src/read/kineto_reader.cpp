@@ -107,14 +107,15 @@ class TraceReader {
              "no \"traceEvents\" array: this JSON object is not a PyTorch profiler trace");
       return std::nullopt;
     }
-    if (!opt_.rank && !dist_rank_ && !saw_dist_ && opt_.lone) {
+    // Alone, and not said to be one of several ranks (--world-size above 1 without --rank
+    // is: which one cannot be told), a single-process job's trace.
+    if (!opt_.rank && !dist_rank_ && !saw_dist_ && opt_.lone && (!opt_.world_size || *opt_.world_size == 1)) {
       dist_rank_ = 0;
-      if (!dist_world_) dist_world_ = 1;
+      if (!opt_.world_size) dist_world_ = 1;  // (as if the trace said so: no --world-size to override it)
       report(Severity::kNote, Problem::kMissingField, {},
-             fmt::format("no \"distributedInfo\": taken as rank 0 of a world of {} (a single-process job, as "
-                         "Holistic Trace Analysis takes it); with other ranks' traces, give each its rank with "
-                         "`stepprof import kineto --rank R --world-size W`",
-                         opt_.world_size ? *opt_.world_size : *dist_world_));
+             "no \"distributedInfo\": taken as rank 0 of a world of 1 (a single-process job, as Holistic Trace "
+             "Analysis takes it); with other ranks' traces, give each its rank with `stepprof import kineto --rank R "
+             "--world-size W`");
     }
     if (!opt_.rank && !dist_rank_) {
       report(Severity::kError, Problem::kBadTrace, {},

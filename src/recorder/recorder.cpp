@@ -248,6 +248,9 @@ void unlock_after_fork_in_child() noexcept {
 }
 
 void Core::forget_after_fork() noexcept {
+  // The parent's closed session's events are the parent's too: the child's next open()
+  // must not destroy them. (old_timers_ holds every timer, so this destroys nothing.)
+  retired_timer_.reset();
   if (!is_open.load(std::memory_order_relaxed)) return;
   is_open.store(false, std::memory_order_release);
   for (ThreadStateFull* st : thread_registry().states) st->device.store(false, std::memory_order_release);

@@ -2534,6 +2534,17 @@ def test_a_log_given_as_the_hierarchy_is_one_error(tmp_path):
         assert errors == [f"{nesting}:1:1: error: a JSON line (a step log or a profiler trace?), not a nesting file: "
                           "it lists region names one per line, indented by nesting (docs/hierarchy-format.md); give "
                           "logs and traces as LOG arguments [hierarchy]"], r.stderr
+    # A first region whose name starts with "[" or "{" is a region, not JSON (a reviewer's
+    # "[fwd]" was refused).
+    log = tmp_path / "brackets.jsonl"
+    log.write_text(json.dumps({"type": "config", "rank": 0, "world_size": 1}) + "\n" + "".join(
+        json.dumps({"type": "update", "rank": 0, "step": s, "wall_ms": 10,
+                    "cpu_call_ms": {"[fwd]": 4, "{bwd}": 5}}) + "\n" for s in range(3)))
+    nesting = tmp_path / "brackets.txt"
+    nesting.write_text("[fwd]\n{bwd}\n")
+    r = run("report", "--format", "json", "--hierarchy", nesting, log)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["regions"]["nesting_known"] is True
 
 
 def test_a_log_compressed_twice_is_named(tmp_path):

@@ -810,6 +810,14 @@ def test_no_distributed_info(tmp_path):
     r = run("import", "kineto", p, "-o", tmp_path / "lone")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "lone/rank0.jsonl").read_text().splitlines()[0])["world_size"] == 1
+    # --world-size above 1 without --rank says it is one of several ranks: an error, as
+    # before (it was taken as rank 0, and a warning said the trace's distributedInfo gave
+    # world size 1, which it has not).
+    r = run("import", "kineto", "--world-size", 8, p, "-o", tmp_path / "eight")
+    assert r.returncode != 0 and f"{p}: error: no \"distributedInfo\"" in r.stderr, r.stderr
+    assert "world size 1" not in r.stderr and not (tmp_path / "eight").exists()
+    r = run("import", "kineto", "--world-size", 1, p, "-o", tmp_path / "one")
+    assert r.returncode == 0 and "distributedInfo says" not in r.stderr, r.stderr
     # With another trace, which rank it is cannot be told: an error, as before.
     other = write(tmp_path, "u.json", small_trace(distributedInfo={"rank": 1, "world_size": 2}))
     r = run("report", p, other)

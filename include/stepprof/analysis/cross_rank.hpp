@@ -286,7 +286,8 @@ enum class RankLeftOut : std::uint8_t {
 
 /// Which ranks a comparison of the steps every rank holds leaves out, by the rules of
 /// CrossRankResult::ranks_short, shared by the rank comparison and the what-if's
-/// synchronization. First the short logs (short_log against the union of every rank's
+/// synchronization (which give it different ranks: the comparison first leaves out ranks
+/// without the communication region, the what-if passes every rank with updates). First the short logs (short_log against the union of every rank's
 /// steps), when two or more ranks remain. Then, among the remaining ranks (n of them,
 /// their steps' union S), the ranks whose logs start late, when they are at most
 /// max(1, n / 10), at least 2 ranks remain, and leaving them out keeps more (rank, step)
