@@ -184,6 +184,26 @@ inline constexpr bool kIntegerArg =
 constexpr bool site_name(const char*) noexcept { return true; }
 }  // namespace detail
 
+/// A floating-point count, frame count or sample count given to count() or
+/// frame_histogram_add() does not compile, as with STEPPROF_COUNT: the implicit
+/// conversion to int64 truncated it (3.7 recorded as 3), undefined behaviour for NaN or
+/// beyond int64. (Here, outside the recording and disabled namespaces, for both builds.)
+template <typename T>
+  requires std::is_floating_point_v<T>
+void count(CounterId, T) noexcept {
+  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
+}
+template <typename T>
+  requires std::is_floating_point_v<T>
+void count(const CounterSite&, T) noexcept {
+  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
+}
+template <typename F, typename S = std::int64_t>
+  requires(std::is_floating_point_v<F> || std::is_floating_point_v<S>)
+void frame_histogram_add(F, S = 1) noexcept {
+  static_assert(!std::is_floating_point_v<F> && !std::is_floating_point_v<S>, STEPPROF_INTEGER_ARG_MESSAGE_);
+}
+
 }  // namespace stepprof
 
 #define STEPPROF_CONCAT_(a, b) a##b
@@ -354,30 +374,12 @@ inline void count(const CounterSite& site, std::int64_t n) noexcept {
   const CounterId id = site.id.load(std::memory_order_relaxed);
   detail::add_count(id != detail::kUnsetId ? id : detail::register_counter(site), n);
 }
-/// A floating-point count does not compile, as with STEPPROF_COUNT: the implicit
-/// conversion truncated it (3.7 recorded as 3), undefined behaviour for NaN or beyond int64.
-template <typename T>
-  requires std::is_floating_point_v<T>
-void count(CounterId, T) noexcept {
-  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
-}
-template <typename T>
-  requires std::is_floating_point_v<T>
-void count(const CounterSite&, T) noexcept {
-  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
-}
 
 /// Adds `samples` samples with `frames` frames each to the update's `frame_histogram`.
 /// Negative values, values above 2^53, and an add that would take the update's count for
 /// `frames` above 2^32 (schema::kMaxBatchCount: no real batch, and the reader rejects the
 /// record) are ignored and counted as `bad_argument`.
 void frame_histogram_add(std::int64_t frames, std::int64_t samples = 1) noexcept;
-/// Floating-point frames or samples do not compile (as count's).
-template <typename F, typename S = std::int64_t>
-  requires(std::is_floating_point_v<F> || std::is_floating_point_v<S>)
-void frame_histogram_add(F, S = 1) noexcept {
-  static_assert(!std::is_floating_point_v<F> && !std::is_floating_point_v<S>, STEPPROF_INTEGER_ARG_MESSAGE_);
-}
 
 /// Counts one micro-batch whose token tensor has shape `dims` (e.g. {batch, padded_length})
 /// in the update's `input_shapes`. No dimensions, or one that is negative or above 2^53 (what
@@ -495,21 +497,6 @@ inline CounterId counter_id(std::string_view) noexcept { return 0; }
 inline void count(CounterId, std::int64_t) noexcept {}
 inline void count(const CounterSite&, std::int64_t) noexcept {}
 inline void frame_histogram_add(std::int64_t, std::int64_t = 1) noexcept {}
-template <typename T>  // (as with recording on: code built here builds there)
-  requires std::is_floating_point_v<T>
-void count(CounterId, T) noexcept {
-  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
-}
-template <typename T>
-  requires std::is_floating_point_v<T>
-void count(const CounterSite&, T) noexcept {
-  static_assert(!std::is_floating_point_v<T>, STEPPROF_INTEGER_ARG_MESSAGE_);
-}
-template <typename F, typename S = std::int64_t>
-  requires(std::is_floating_point_v<F> || std::is_floating_point_v<S>)
-void frame_histogram_add(F, S = 1) noexcept {
-  static_assert(!std::is_floating_point_v<F> && !std::is_floating_point_v<S>, STEPPROF_INTEGER_ARG_MESSAGE_);
-}
 inline void input_shape(std::span<const std::int64_t>) noexcept {}
 inline void input_shape(std::initializer_list<std::int64_t>) noexcept {}
 inline void sample_indices(std::span<const std::int64_t>) noexcept {}
