@@ -56,6 +56,17 @@ def write_jsonl(path, records):
     return path
 
 
+def walls_by_step(files):
+    """{step: [wall_ms of each file's update record for that step]}, read with json.loads."""
+    walls = {}
+    for f in files:
+        for line in Path(f).read_text().splitlines():
+            rec = json.loads(line)
+            if rec["type"] == "update":
+                walls.setdefault(rec["step"], []).append(rec["wall_ms"])
+    return walls
+
+
 def write_multi_rank(directory):
     """Four rank files in `directory`; returns their paths."""
     config, updates = real_records()

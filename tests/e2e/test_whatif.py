@@ -871,12 +871,7 @@ def test_a_rank_whose_log_starts_late_is_left_out_as_the_report_does(tmp_path):
     lines = files[5].read_text().splitlines()
     files[5].write_text("\n".join(lines[:1] + lines[16:]) + "\n")  # its config, then steps 16 on
     first = json.loads(lines[16])["step"]
-    walls = {}
-    for f in files[:5] + files[6:]:
-        for line in f.read_text().splitlines():
-            rec = json.loads(line)
-            if rec["type"] == "update":
-                walls.setdefault(rec["step"], []).append(rec["wall_ms"])
+    walls = fx.walls_by_step(files[:5] + files[6:])
     assert len(walls) == 40 and all(len(w) == 7 for w in walls.values())
     report = json.loads(run("report", "--format", "json", logs).stdout)["cross_rank"]
     assert report["ranks_short"] == [{"rank": 5, "steps": 25}]  # what the report does
@@ -923,12 +918,7 @@ def test_a_rank_whose_log_holds_under_half_of_the_steps_is_left_out(tmp_path):
     files = sorted(logs.glob("rank*.jsonl"))
     lines = files[3].read_text().splitlines()
     files[3].write_text("\n".join(lines[:2]) + "\n")  # its config and first update
-    walls = {}
-    for f in files[:3]:
-        for line in f.read_text().splitlines():
-            rec = json.loads(line)
-            if rec["type"] == "update":
-                walls.setdefault(rec["step"], []).append(rec["wall_ms"])
+    walls = fx.walls_by_step(files[:3])
     doc = whatif_json("balanced-ranks", logs)
     assert doc["steps"] == 40
     (p,) = doc["predictions"]
