@@ -160,6 +160,12 @@ class FileParser {
         report(Severity::kError, Problem::kUnreadable, 0, 0, format);
         return std::move(out_);
       }
+      if (!has_record_start(head)) {  // (a `stepprof trace` export piped in: malformed-json errors, one per line)
+        if (auto own = stepprof_trace_export(head); !own.empty()) {
+          report(Severity::kError, Problem::kBadTrace, 1, 1, std::move(own));
+          return std::move(out_);
+        }
+      }
     }
     records_in_head_ = has_record_start(head);
     pretty_records_in_head_ = !records_in_head_ && has_pretty_record_start(head);

@@ -474,6 +474,18 @@ def test_trace_on_stdin_gets_one_clear_error():
     assert "PyTorch profiler trace" in r.stderr and "import kineto" in r.stderr
 
 
+def test_own_trace_export_on_stdin_is_named_as_one(tmp_path):
+    # A `stepprof trace` export piped in got one malformed-json error per line (it is
+    # pretty-printed over several lines); given by name it is said to be the export.
+    out = tmp_path / "t.json"
+    assert run("trace", LOG, "-o", out).returncode == 0
+    r = run("report", "-", stdin=out.read_text())
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.count("error:") == 2, r.stderr  # the export, then "nothing to analyze"
+    assert r.stderr.startswith("-:1:1: error: stepprof's own trace export (from `stepprof trace`"), r.stderr
+    assert "malformed" not in r.stderr
+
+
 def test_stdout_write_failure_is_exit_2():
     with open("/dev/full", "w") as full:
         r = subprocess.run([BIN, "report", str(LOG)], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
