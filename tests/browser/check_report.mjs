@@ -110,6 +110,28 @@ try {
       clip: { x: 0, y: Math.max(0, top - 8), width: 1280, height: Number(opt['clip-height'] || 1400) } });
   }
 
+  // A value x axis whose data hold one x (one step) shows it away from the plot's edges:
+  // an axis fitted to the data put the only point on the right edge, half of it cut off.
+  const edges = await page.evaluate(() => {
+    const out = [];
+    if (!window.stepprofCharts) return out;
+    for (const [name, chart] of window.stepprofCharts.entries()) {
+      const option = chart.getOption();
+      if (!option.xAxis || !option.xAxis[0] || option.xAxis[0].type !== 'value') continue;
+      const xs = new Set(option.series.flatMap((s) => (s.data || []).map((d) => (Array.isArray(d) ? d[0] : d))));
+      if (xs.size !== 1) continue;
+      const [x] = xs;
+      const at = chart.convertToPixel({ xAxisIndex: 0 }, x);
+      const rect = chart.getModel().getComponent('grid', 0).coordinateSystem.getRect();
+      const margin = rect.width * 0.05;
+      if (!(at > rect.x + margin && at < rect.x + rect.width - margin))
+        out.push(`chart ${name}: its one step (${x}) is drawn at the edge of the plot (x ${Math.round(at)} of ` +
+          `${Math.round(rect.x)} to ${Math.round(rect.x + rect.width)})`);
+    }
+    return out;
+  });
+  problems.push(...edges);
+
   // Tooltips (they build HTML from names) and every option of every selector.
   const tips = async () => page.evaluate(() => {
     if (!window.stepprofCharts) return false;

@@ -104,6 +104,15 @@ def test_a_nesting_that_names_none_of_the_regions_draws_every_other_chart():
     passes(html, ["update-time", "padding"])  # (no what-if: nothing of the nesting ran)
 
 
+def test_profiler_traces_of_one_step_each_show_it_inside_the_plot():
+    # Eight ranks' traces of one step each (PARAM's DLRM): the update-time chart's axis was
+    # fitted to the data, from 6 to 10, with every rank's point on its right edge.
+    traces = sorted((fx.SRC / "examples/kineto").glob("param-dlrm-8rank-v100-worker*_step_12.json.gz"))
+    assert len(traces) == 8
+    html = page("dlrm-one-step", "--no-whatif", *traces)
+    passes(html, ["update-time", "heatmap-update_ms", "heatmap-outside_comm_ms", "regions"])
+
+
 def test_the_checker_catches_a_broken_page():
     good = page("real", "--hierarchy", fx.HIER, fx.LOG).read_text()
     broken = {

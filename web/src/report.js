@@ -97,11 +97,14 @@ function perRankLines(data, key, yName, format, axisFormat, zero) {
     data: r.steps.map((s, i) => [s, r[key][i]]),
   }));
   const points = data.steps.length;
+  // Fitted to the steps; one step (a profiler trace of one) is put in the middle, where
+  // an axis fitted to it drew the points on the plot's right edge.
+  const one = points === 1 ? data.steps[0] : null;
   return {
     ...base(points),
     tooltip: axisTooltip(format),
     xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 26, minInterval: 1,
-      min: 'dataMin', max: 'dataMax' },
+      min: one === null ? 'dataMin' : one - 1, max: one === null ? 'dataMax' : one + 1 },
     yAxis: valueAxis(yName, axisFormat, zero),
     series,
   };
