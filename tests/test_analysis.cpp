@@ -262,6 +262,32 @@ TEST(Regions, TheExclusiveTimeFindingCountsHostOnlyUpdatesToo) {
   EXPECT_NE(f->title.find("70.0 ms per update"), std::string::npos) << f->title;
 }
 
+// A child timed on the host only (here on every update; a thread without device timing)
+// under a device-timed parent: its time stayed in the parent's exclusive device time
+// (100 - 30 = 70 ms, where the parent's own work is 10 ms). It counts its host time.
+TEST(Regions, AChildWithHostTimeOnlyIsSubtractedFromItsParentsDeviceTime) {
+  Builder b;
+  for (int step = 1; step <= 3; ++step) {
+    auto& u = b.add(step, 120.0);
+    b.region(u, "f", 100.0, 101.0);
+    b.region(u, "a", 30.0, 31.0);
+    b.region(u, "v", std::nullopt, 60.0);
+    u.regions[1].parent = u.regions[2].parent = u.regions[0].region;
+  }
+  const Hierarchy h = parse("f\n  a\n  v\n");
+  const RegionTable t = analyze_regions({b.d, &h});
+  const RegionRow& f = row(t, "f");
+  ASSERT_TRUE(f.device_self_ms && f.host_self_ms && f.self_ms);
+  EXPECT_DOUBLE_EQ(f.device_self_ms->median, 100.0 - 30.0 - 60.0);
+  EXPECT_DOUBLE_EQ(f.host_self_ms->median, 101.0 - 31.0 - 60.0);
+  EXPECT_DOUBLE_EQ(f.self_ms->median, 10.0);
+  EXPECT_DOUBLE_EQ(f.self_share, 30.0 / 360.0);
+  EXPECT_TRUE(t.violations.empty());
+  const std::vector<NameTable::Id> kids{*b.d.regions.find("a"), *b.d.regions.find("v")};
+  EXPECT_EQ(children_ms(b.d.ranks[0].updates[0], kids, true), 90.0);
+  EXPECT_EQ(children_ms(b.d.ranks[0].updates[0], kids, false), 91.0);
+}
+
 TEST(Regions, EveryRegionOfTheNestingThatIsNotInTheLogIsNamed) {
   Builder b;
   auto& u = b.add(1, 100);

@@ -24,8 +24,11 @@ std::string_view gap_name(TimeGap gap) {
 
 std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device) {
   std::optional<double> sum;
-  for (auto k : regions)
-    if (auto t = region_ms(u, k, device)) sum = sum.value_or(0) + *t;
+  for (auto k : regions) {
+    auto t = region_ms(u, k, device);
+    if (!t && device) t = region_ms(u, k, false);  // a child timed on the host only: its host time
+    if (t) sum = sum.value_or(0) + *t;
+  }
   return sum;
 }
 
@@ -61,7 +64,8 @@ void name_children(NestingViolation& v, const AnalysisInput& in, const UpdateRec
   auto& out = v.children;
   for (const NameTable::Id kid : kids)
     if (const RegionSample* r = u.region(kid))
-      if (const auto ms = device ? r->device_ms : r->host_ms) out.emplace_back(in.data.regions.name(kid), *ms);
+      if (const auto ms = device && r->device_ms ? r->device_ms : r->host_ms)  // (host time only: children_ms)
+        out.emplace_back(in.data.regions.name(kid), *ms);
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   v.children_total = out.size();
   if (out.size() > kViolationChildrenNamed) out.resize(kViolationChildrenNamed);
@@ -195,7 +199,9 @@ RegionTable analyze_regions(const AnalysisInput& in) {
           if (!std::isnan(ms)) sum = (std::isnan(sum) ? 0 : sum) + ms;  // the first child's time starts the sum
         };
         for (std::size_t k = 0; k < updates.size(); ++k) {
-          add(kids_device[k], kc.device[k]);
+          // (A child timed on the host only counts its host time on the device clock
+          // too, as children_ms does: its time was left in the parent's exclusive time.)
+          add(kids_device[k], std::isnan(kc.device[k]) ? kc.host[k] : kc.device[k]);
           add(kids_host[k], kc.host[k]);
         }
       }

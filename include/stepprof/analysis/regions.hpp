@@ -101,7 +101,9 @@ struct RegionTable {
 double nesting_tolerance_ms(double parent_ms);
 
 /// Sum of the times of `regions` in update `u` on one clock (device or host) [ms];
-/// nullopt when none of them has a time on that clock in the update. Exclusive (self)
+/// nullopt when none of them has a time in the update. On the device clock a region
+/// with host time only in `u` (a call on a thread without device timing, device events
+/// exhausted) counts its host time, as the region table's share does. Exclusive (self)
 /// time of a region = its own time minus this sum over its children.
 std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device);
 
