@@ -741,7 +741,7 @@ TEST_F(RecorderTest, TruncatingALogOfTheSameRunGivesANote) {
   ASSERT_EQ(open(o, &message), Status::kOk);  // the same run again, not appending
   EXPECT_NE(message.find("held records of this run (run_id \"job-17\"), and was truncated"), std::string::npos)
       << message;
-  EXPECT_NE(message.find("append=true"), std::string::npos) << message;
+  EXPECT_NE(message.find("append (Options::append; append=True in Python)"), std::string::npos) << message;
   ASSERT_EQ(close(), Status::kOk);
   EXPECT_EQ(read_lines(log.path).size(), 1u);  // (truncated: the config alone)
   // With append, or another run's log: no note.
@@ -1743,7 +1743,7 @@ TEST_F(RecorderTest, AnUnknownClockInTheEnvironmentIsCounted) {
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 1}}));
   EXPECT_FALSE(lines[2].contains("recorder_errors"));
   // The names it knows are not counted.
-  for (const char* known : {"tsc", "steady_clock"}) {
+  for (const char* known : {"tsc", "steady_clock", ""}) {  // (set but empty, STEPPROF_CLOCK= : unset)
     ::setenv("STEPPROF_CLOCK", known, 1);
     ASSERT_EQ(open(o), Status::kOk);
     ::unsetenv("STEPPROF_CLOCK");

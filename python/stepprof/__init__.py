@@ -227,6 +227,19 @@ def _finish_interrupted_closes() -> None:
             rec._close_dropped(how="a Recorder whose close() was interrupted")
 
 
+def _after_fork_in_child() -> None:
+    # A fork() child (a DataLoader worker) holds copies of the parent's open recorders,
+    # closed in the C++ recorder. Their handles are let go of here, so that region(),
+    # count(), frame() and the rest do nothing there: with the handle kept they passed
+    # the open check and recorded into the recorder the child opened itself (the C ABI's
+    # per-update calls go to the process's open recorder). Their `closed`, `info` and
+    # `errors` read as before (_pid is the parent's).
+    for rec in list(_OPEN):
+        rec._handle = 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 _AT_EXIT_REGISTERED = False  # (registered at the first open, so that the job's exit
 # handlers registered after it, a finish() that calls end_update() and close(), run first)
 
@@ -590,7 +603,7 @@ class Recorder:
                 rec = recorder()
                 if rec is None or not rec._handle:
                     if rec is not None:
-                        rec._misused("timed")
+                        rec._misused("timed", stacklevel=4)  # (at the decorated function's call)
                     return fn(*args, **kwargs)
                 with region:
                     return fn(*args, **kwargs)
@@ -641,7 +654,11 @@ class Recorder:
     def input_shape(self, shape: Sequence[int]) -> None:
         """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length).
         Raises ValueError for no dimensions or one outside 0 to 2^53. Once closed it does
-        nothing (counted as used_after_close)."""
+        nothing (counted as used_after_close). TypeError for a str or bytes (its characters
+        are no dimensions)."""
+        if isinstance(shape, (str, bytes)):
+            raise TypeError(f"an input shape is a sequence of integers, e.g. (8, 3154), not {type(shape).__name__} "
+                            f"{shape!r}")
         dims = [_count(d, "input shape dimension") for d in shape]
         if not dims:
             raise ValueError("an input shape needs at least one dimension")
@@ -1000,7 +1017,7 @@ class Recorder:
         self._misused(call)
         return False
 
-    def _misused(self, call: str) -> None:
+    def _misused(self, call: str, stacklevel: int = 5) -> None:
         # A call after close(): counted and warned about once, never raised (a logging
         # thread that outlives the training loop must not die of it). Before close(), a
         # Recorder that never opened (already_open) counts nothing more.
@@ -1012,7 +1029,8 @@ class Recorder:
             self._warned_misuse = True
         if warn:
             _warn_in_loop(f"stepprof: Recorder.{call}() after close() records nothing (counted as used_after_close "
-                          "in the recorder's errors; further calls are counted without a warning)", stacklevel=5)
+                          "in the recorder's errors; further calls are counted without a warning)",
+                          stacklevel=stacklevel)  # (5: at the caller of region(), count(), ... via _usable)
 
     def _forked(self) -> bool:
         # A fork() child of the process that opened this recorder: its copy is closed, and
@@ -1027,6 +1045,10 @@ def _recorder_elsewhere(rank: int, world_size: int, path: str) -> Recorder:
     its own."""
     r = Recorder.__new__(Recorder)
     r._init_state()
+    # Another process's recorder, as a fork() child's copy is: _forked() is true (no pid
+    # is 0), so that a close() and calls after it are silent there too (they warned
+    # "after close()", an error under -W error, and counted used_after_close).
+    r._pid = 0
     r.rank, r.world_size = rank, world_size
     r._info_at_open = {"path": path, "records_written": 0, "errors": {}}
     return r

@@ -53,6 +53,14 @@ void take_int(const RawField& f, std::optional<std::int64_t>& out,
       out = static_cast<std::int64_t>(d);
     else
       note(problems, fmt::format("config field \"{}\" should be an integer, found {}", f.key, f.json));
+  } else if (const auto* text = v.get_ptr<const std::string*>();
+             text && !text->empty() && text->find_first_not_of("0123456789", text->front() == '-' ? 1 : 0) ==
+                                            std::string::npos && text->size() > (text->front() == '-' ? 1u : 0u)) {
+    // An integer beyond 64 bits that the writer kept as text (the Python recorder's
+    // config does, rather than let a JSON reader round it to a double).
+    note(problems, fmt::format("config field \"{}\" should be an integer, found the text {}: an integer beyond "
+                               "the 64-bit range, written as text",
+                               f.key, f.json));
   } else {
     note(problems, fmt::format("config field \"{}\" should be an integer, found {}", f.key, f.json));
   }

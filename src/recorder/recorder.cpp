@@ -497,8 +497,8 @@ Status Core::open(const Options& o, std::string* message) {
   std::string truncated_note;
   if (same_run_log && sink_)
     truncated_note = "stepprof: " + path_ + " held records of this run (run_id \"" + run_id_ +
-                     "\"), and was truncated: a job resumed from a checkpoint? Open with append=true to keep the "
-                     "earlier records (the analyzer then reads both parts as one run)";
+                     "\"), and was truncated: a job resumed from a checkpoint? Open with append (Options::append; "
+                     "append=True in Python) to keep the earlier records (the analyzer then reads both parts as one run)";
   if (!truncated_note.empty() && opts_.print_warnings) std::fprintf(stderr, "%s\n", truncated_note.c_str());
 
   // The first open() calibrates the TSC for ~10 ms: before the counts start, or other
@@ -538,7 +538,7 @@ Status Core::open(const Options& o, std::string* message) {
   // caller that prints nothing itself (the Python package) can say it at once.
   std::string setting_ignored;
   if (const char* env = std::getenv("STEPPROF_CLOCK");
-      env && std::strcmp(env, "steady_clock") != 0 && std::strcmp(env, "tsc") != 0) {
+      env && *env && std::strcmp(env, "steady_clock") != 0 && std::strcmp(env, "tsc") != 0) {  // ("": unset)
     count_global_error(ErrorKind::kBadArgument);
     setting_ignored = std::string("stepprof: STEPPROF_CLOCK=") + env +
                       " is not a clock stepprof knows (steady_clock, tsc); the clock is " +

@@ -294,6 +294,8 @@ def test_wrong_argument_types_and_values_raise(tmp_path):
         rec.count("samples", 2 ** 63)  # beyond int64
     with pytest.raises(ValueError):
         rec.input_shape((8, -1))
+    with pytest.raises(TypeError, match=r"an input shape is a sequence of integers, e.g. \(8, 3154\), not str '45'"):
+        rec.input_shape("45")  # (was: "dimension must be an integer, not str '4'")
     with pytest.raises(TypeError):
         rec.padding_fraction("0.5")  # float() would parse it
     with pytest.raises(ValueError):
@@ -336,7 +338,7 @@ def test_a_resumed_run_without_append_warns_that_its_log_was_truncated(tmp_path)
     rec.end_update(1)
     rec.close()
     with pytest.warns(stepprof.RecorderWarning, match=r'held records of this run \(run_id "job7"\), and was '
-                                                      r"truncated.*append=true"):
+                                                      r"truncated.*append=True in Python"):
         rec = stepprof.Recorder(str(path), rank=0, world_size=1, run_id="job7", device_timing="off")
     rec.close()
     # With append=True, or for another run's log, no warning.
@@ -447,6 +449,40 @@ def test_close_warnings_point_at_the_with_statement(tmp_path):
     ours = [w for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
     assert len(ours) == 1 and "unwritten_at_close" in str(ours[0].message)
     assert ours[0].filename == __file__
+
+
+def test_a_seed_beyond_64_bits_is_refused_as_one(tmp_path):
+    # A seed of 2**64 (kept as text in the config: a JSON reader would round it) was
+    # refused as 'should be an integer, found "18446744073709551616"', for an integer.
+    with pytest.raises(ValueError, match=r'config field "seed" should be an integer, found the text '
+                                         r'"18446744073709551616": an integer beyond the 64-bit range'):
+        stepprof.Recorder(str(tmp_path / "s.jsonl"), config={"seed": 2 ** 64}, device_timing="off")
+    rec = stepprof.Recorder(str(tmp_path / "t.jsonl"), config={"seed": 2 ** 64 - 1}, device_timing="off")
+    rec.close()
+
+
+def test_a_timed_function_called_after_close_warns_at_its_call(tmp_path):
+    # The used_after_close warning of a @rec.timed function pointed one frame above the
+    # call: at the caller's caller, or "sys:1" for a call at module level.
+    rec = stepprof.Recorder(str(tmp_path / "t.jsonl"), device_timing="off")
+
+    @rec.timed
+    def step():
+        return 3
+
+    rec.end_update(0)
+    rec.close()
+
+    def train():
+        return step()  # the warning's line
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert train() == 3
+    ours = [w for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert len(ours) == 1 and "Recorder.timed() after close()" in str(ours[0].message)
+    assert (ours[0].filename, ours[0].lineno) == (__file__, train.__code__.co_firstlineno + 1)
+    assert rec.errors == {"used_after_close": 1}
 
 
 def test_timed_without_parentheses_and_on_callables_without_a_qualified_name(tmp_path):
@@ -1110,6 +1146,46 @@ def test_a_fork_child_sees_the_parents_recorder_closed(tmp_path):
     assert [r.get("step") for r in child[1:]] == [7]
 
 
+def test_the_parents_recorder_in_a_fork_child_records_nothing_into_the_childs_own(tmp_path):
+    # A DataLoader worker that opens a Recorder of its own: the parent's copy, closed,
+    # passed its open check and recorded into the child's recorder (region, count,
+    # frame, input_shape, ...), mixing the main process's data into the worker's log.
+    rec = stepprof.Recorder(str(tmp_path / "parent.jsonl"), device_timing="off")
+
+    @rec.timed("parent_timed")
+    def work():
+        return 1
+
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        code = 4
+        try:
+            own = stepprof.Recorder(str(tmp_path / "child.jsonl"), device_timing="off")
+            with rec.region("parent_region"):
+                rec.count("parent_counter", 7)
+            rec.frame(5, 2)
+            rec.input_shape((3, 4))
+            rec.sample_indices([1, 2])
+            rec.padding_fraction(0.5)
+            rec.microbatch(path="parent_path", frames=[3])
+            work()
+            with own.region("child_region"):
+                own.count("child_counter", 1)
+            own.end_update(1)
+            code = 0 if own.close() == {} and rec.errors == {} else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    rec.end_update(0)
+    rec.close()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    _, (u,) = read_log(tmp_path / "child.jsonl")
+    assert set(u["cpu_call_ms"]) == {"child_region"}, u
+    assert u["counts"] == {"child_counter": 1}, u
+    for key in ("frame_histogram", "input_shapes", "sample_indices", "padding_fraction", "microbatches"):
+        assert key not in u, (key, u)
+
+
 def test_a_fork_child_starts_with_no_open_region(tmp_path):
     # A child forked inside regions inherited them as open: a recorder it opened gave the
     # child's regions the parent's region as their parent and counted open_at_end_update
@@ -1447,7 +1523,11 @@ class Dataset:  # holds the recorder, as a Dataset that times its own loading do
         with self.rec.region("load"):
             self.rec.count("loaded", 1)
             self.rec.end_update(100 + i)
-        return (i, self.rec.closed, self.rec.errors)
+        # Closed and called again, as a fork() child's copy may be: silent, errors {}
+        # (it warned "after close()", an error under -W error, and counted used_after_close).
+        closed = self.rec.close()
+        self.rec.count("loaded", 1)
+        return (i, self.rec.closed, self.rec.errors, closed)
 
 
 def main():
@@ -1455,7 +1535,7 @@ def main():
     ds = Dataset(rec)
     with multiprocessing.get_context("spawn").Pool(1) as pool:  # pickles ds, and the recorder
         got = pool.map(ds.load, range(2))
-    assert got == [(0, True, {}), (1, True, {})], got
+    assert got == [(0, True, {}, {}), (1, True, {}, {})], got
     with rec.region("step"):
         pass
     rec.end_update(0)
