@@ -1621,6 +1621,29 @@ TEST_F(RecorderTest, EndUpdateInsideARegionIsCounted) {
   EXPECT_EQ(lines[2]["calls"]["train_step"], 1);
 }
 
+// begin_update() inside a region of its own thread: the region kept its time from before
+// the restart, the record held it against a wall_ms without it (a helper's 26.5 ms region
+// in a 3.1 ms update), and nothing was counted or said.
+TEST_F(RecorderTest, BeginUpdateInsideARegionIsCounted) {
+  TempLog log("open-at-begin-update");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  {
+    STEPPROF_REGION("outer");
+    EXPECT_EQ(begin_update(), Status::kOk);  // (the error is counted, and reported in the next record)
+  }
+  ASSERT_EQ(end_update(0), Status::kOk);
+  ASSERT_EQ(begin_update(), Status::kOk);  // outside: not counted
+  ASSERT_EQ(end_update(1), Status::kOk);
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kWarnErrors);
+  EXPECT_NE(message.find("open_at_begin_update 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("begin_update() was called inside a region 1 time(s)"), std::string::npos) << message;
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"open_at_begin_update", 1}}));
+  EXPECT_FALSE(lines[2].contains("recorder_errors"));
+}
+
 TEST_F(RecorderTest, ACounterSumThatWrapsAroundInt64IsLeftOutAndCounted) {
   TempLog log("wrapcount");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

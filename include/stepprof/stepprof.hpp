@@ -274,7 +274,9 @@ Status end_update(std::int64_t step) noexcept;
 /// training loop, after model loading): restarts its wall clock and drops what every
 /// thread recorded since the last end_update() or open() (region times and calls,
 /// counters, frame histogram, shapes, sample indices, padding, micro-batches), so that the
-/// next record holds only what follows. Regions open across it end in the next record.
+/// next record holds only what follows. Regions open across it end in the next record,
+/// with their time from before it (one open on the calling thread is counted as
+/// open_at_begin_update; call it outside regions).
 /// With device timing and sync_at_update, synchronizes the streams first (their work
 /// before it is dropped too; without sync_at_update, device work not finished by then
 /// lands in a later record, as at end_update). kErrState when no recorder is open.

@@ -750,8 +750,9 @@ class Recorder:
         """Starts the current update over (e.g. after evaluation, or after model loading
         before the loop): restarts its wall clock and drops what was recorded since the
         last end_update() (region times, counts, frames, shapes, sample indices), so that
-        the next record holds only what follows. Does nothing in a fork() child, and once
-        closed (counted as used_after_close)."""
+        the next record holds only what follows. Call it outside regions: a region open
+        on this thread keeps its time from before it (counted as open_at_begin_update).
+        Does nothing in a fork() child, and once closed (counted as used_after_close)."""
         if not self._forked():
             self._with_handle("begin_update", _core.begin_update)
 

@@ -48,6 +48,7 @@ std::string_view recorder_error_effect(std::string_view kind) {
       {"device_sync_failed", "device times may arrive in later records"},
       {"device_threads_exhausted", "some threads have host time only"},
       {"open_at_end_update", "a region open at end_update: its time is in a later record"},
+      {"open_at_begin_update", "a region open at begin_update: its time from before the restart is in this record"},
       {"log_deleted", "the log file was deleted while recorded to and made again: the records before this one are in "
                       "no file"},
   };

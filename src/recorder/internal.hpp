@@ -43,6 +43,7 @@ enum class ErrorKind : std::uint8_t {
   kUnwrittenAtClose,        ///< close() found region calls, counters or update data after the last end_update (not written)
   kOpenAtEndUpdate,         ///< end_update() called inside a region of its thread (its time goes in a later record)
   kLogDeleted,              ///< the log file was deleted while recorded to: made again, the records before are in no file
+  kOpenAtBeginUpdate,       ///< begin_update() called inside a region of its thread (its time before the restart stays)
   kCount,
 };
 inline constexpr std::size_t kErrorKinds = static_cast<std::size_t>(ErrorKind::kCount);
