@@ -863,6 +863,59 @@ TEST_F(ReaderTest, UpdatesWithoutAWallTimeAreNamed) {
       << z->message;
 }
 
+TEST_F(ReaderTest, AWallTimeFarAboveItsRanksMedianIsNamed) {
+  // A wall_ms of 9.9e11 ms among 13 s updates (a helper's edit) was used without a word:
+  // the first finding became "update time varies" at 33 billion ms per update.
+  const auto at = [](int step, double wall) {
+    return fmt::format(R"({{"type": "update", "rank": 1, "step": {}, "wall_ms": {}, "cpu_call_ms": {{"f": 60}}}})",
+                       step, wall);
+  };
+  // Median 100 ms (of 100 x4, 10,000, 10,001): 10,000 is 100x, not over; 10,001 is.
+  read({write("outlier.jsonl", kConfig + "\n" + at(1, 100) + "\n" + at(2, 100) + "\n" + at(3, 10000) + "\n" +
+                                   at(4, 10001) + "\n" + at(5, 100) + "\n" + at(6, 100) + "\n")});
+  ASSERT_EQ(diag_.count(Problem::kWallTimeOutlier), 1u);
+  const Diagnostic* w = first(Problem::kWallTimeOutlier);
+  EXPECT_EQ(w->severity, Severity::kWarning);
+  EXPECT_EQ(w->line, 5u);
+  EXPECT_TRUE(w->message.starts_with("1 update(s) have a wall_ms over 100x their rank's median; the largest: step 4 "
+                                     "of rank 1, 10001 ms, 100x the rank's median 100 ms (its longest region: 60 ms)"))
+      << w->message;
+  // Four timed updates are too few to judge by; the bundled real log has none.
+  read({write("few.jsonl", kConfig + "\n" + at(1, 100) + "\n" + at(2, 100) + "\n" + at(3, 100) + "\n" +
+                               at(4, 1e9) + "\n" + R"({"type": "update", "rank": 1, "step": 5, "wall_ms": 0})" +
+                               "\n")});
+  EXPECT_EQ(diag_.count(Problem::kWallTimeOutlier), 0u);
+  read({kRealLog});
+  EXPECT_EQ(diag_.count(Problem::kWallTimeOutlier), 0u);
+}
+
+TEST_F(ReaderTest, ARankWhoseEveryRegionTimeIsZeroIsNamed) {
+  // Rank 2's regions all 0 ms in 13 s updates: no word, and the rank was named a straggler.
+  const auto at = [](int rank, int step, double f, double g) {
+    return fmt::format(R"({{"type": "update", "rank": {}, "step": {}, "wall_ms": 100, "cuda_stream_ms": {{"f": {}}}, )"
+                       R"("cpu_call_ms": {{"f": {}, "g": {}}}}})",
+                       rank, step, f, f, g);
+  };
+  const std::string config2 = R"({"type": "config", "rank": 2, "world_size": 4})";
+  read({write("r1.jsonl", kConfig + "\n" + at(1, 1, 50, 0) + "\n" + at(1, 2, 0, 0) + "\n"),
+        write("r2.jsonl", config2 + "\n" + at(2, 1, 0, 0) + "\n" + at(2, 2, 0, 0) + "\n" +
+                              R"({"type": "update", "rank": 2, "step": 3, "wall_ms": 100})" + "\n")});
+  ASSERT_EQ(diag_.count(Problem::kZeroRegionTimes), 1u);
+  const Diagnostic* z = first(Problem::kZeroRegionTimes);
+  EXPECT_EQ(z->severity, Severity::kWarning);
+  EXPECT_EQ(std::filesystem::path(z->file).filename(), "r2.jsonl");
+  EXPECT_EQ(z->line, 2u);
+  EXPECT_TRUE(z->message.starts_with("every region time is 0 ms in the 2 update(s) of rank 2 with regions, whose "
+                                     "wall_ms are not"))
+      << z->message;
+  // Rank 1 has one region time above 0 (step 1's f): not named. A rank without regions,
+  // or whose updates took no time either (zero-wall-time's), is not named either.
+  read({write("r3.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 1, "wall_ms": 100})" + "\n")});
+  EXPECT_EQ(diag_.count(Problem::kZeroRegionTimes), 0u);
+  read({kRealLog});
+  EXPECT_EQ(diag_.count(Problem::kZeroRegionTimes), 0u);
+}
+
 TEST_F(ReaderTest, RegionTimesFarBeyondTheirUpdateAreNamed) {
   // A device time of 9.9e11 ms (in a 100 ms update) gave the region a share of the update
   // of 321,121,927 % without a word.

@@ -45,6 +45,8 @@ enum class Problem : std::uint8_t {
   kRegionBeyondUpdate,  ///< region times far above their update's wall_ms (a unit error or a corrupt value)
   kStepsBackwards,      ///< an update record whose step is below the one before it in its file (no config between)
   kNewerSchema,         ///< a config record's `schema` version is newer than this reader's (schema::kVersion)
+  kWallTimeOutlier,     ///< an update's wall_ms far above its rank's median (a clock that jumped, a unit error)
+  kZeroRegionTimes,     ///< a rank whose every region time is 0 while its updates took time
   kCount_,
 };
 

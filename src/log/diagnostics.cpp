@@ -30,6 +30,8 @@ std::string_view code_name(Problem p) {
     case Problem::kLinePrefix: return "line-prefix";
     case Problem::kOtherOutput: return "other-output";
     case Problem::kRegionBeyondUpdate: return "region-beyond-update";
+    case Problem::kWallTimeOutlier: return "wall-time-outlier";
+    case Problem::kZeroRegionTimes: return "zero-region-times";
     case Problem::kStepsBackwards: return "steps-backwards";
     case Problem::kNewerSchema: return "newer-schema";
     case Problem::kCount_: break;

@@ -246,10 +246,88 @@ void check_token_counters(const Dataset& data, Diagnostics& diag) {
                            first_what, first->step, bad, with_either)});
 }
 
+void check_wall_times(const Dataset& data, Diagnostics& diag) {
+  std::uint64_t over = 0;
+  const UpdateRecord* worst = nullptr;
+  double worst_ratio = 0, worst_median = 0;
+  std::vector<double> walls;
+  for (const auto& rank : data.ranks) {
+    walls.clear();
+    for (const auto& u : rank.updates)
+      if (u.wall_ms > 0) walls.push_back(u.wall_ms);
+    if (walls.size() < kMinUpdatesForWallCheck) continue;
+    const auto mid = walls.begin() + static_cast<std::ptrdiff_t>(walls.size() / 2);
+    std::nth_element(walls.begin(), mid, walls.end());  // (the upper median: enough for a 100x test)
+    const double median = *mid;
+    if (!(median > 0)) continue;
+    for (const auto& u : rank.updates) {
+      const double ratio = u.wall_ms / median;
+      if (!(ratio > kWallBeyondRankFactor)) continue;
+      ++over;
+      if (ratio > worst_ratio) {
+        worst_ratio = ratio;
+        worst = &u;
+        worst_median = median;
+      }
+    }
+  }
+  if (!worst) return;
+  double longest = 0;
+  for (const auto& s : worst->regions) longest = std::max({longest, s.device_ms.value_or(0.0), s.host_ms.value_or(0.0)});
+  diag.report({Severity::kWarning, Problem::kWallTimeOutlier, data.files[worst->source.file], worst->source.line, 0,
+               fmt::format("{} update(s) have a wall_ms over {:g}x their rank's median; the largest: step {}{}, "
+                           "{:.6g} ms, {} the rank's median {:.6g} ms (its longest region: {:.6g} ms): a clock that "
+                           "jumped (a wall clock across an NTP step), a value in another unit or a corrupt one? (A "
+                           "stall inside the update, a checkpoint save, does this too.) The figures use it as "
+                           "written: it dominates the update time's mean, max and variability (--steps can leave "
+                           "it out)",
+                           over, kWallBeyondRankFactor, worst->step,
+                           worst->rank ? fmt::format(" of rank {}", *worst->rank) : std::string(), worst->wall_ms,
+                           std::isfinite(worst_ratio) ? fmt::format("{:.3g}x", worst_ratio) : std::string("far over"),
+                           worst_median, longest)});
+}
+
+void check_zero_region_times(const Dataset& data, Diagnostics& diag) {
+  std::size_t ranks = 0;
+  const RankLog* first = nullptr;
+  std::uint64_t first_updates = 0;
+  for (const auto& rank : data.ranks) {
+    std::uint64_t timed = 0, updates = 0;
+    bool nonzero = false, wall = false;
+    for (const auto& u : rank.updates) {
+      bool any = false;
+      for (const auto& s : u.regions)
+        for (const auto& t : {s.device_ms, s.host_ms})
+          if (t) {
+            ++timed;
+            any = true;
+            nonzero = nonzero || *t != 0;
+          }
+      if (any) ++updates, wall = wall || u.wall_ms > 0;
+      if (nonzero) break;
+    }
+    if (nonzero || timed == 0 || !wall) continue;
+    ++ranks;
+    if (!first) first = &rank, first_updates = updates;
+  }
+  if (!first) return;
+  const UpdateRecord& u = first->updates.front();
+  diag.report({Severity::kWarning, Problem::kZeroRegionTimes, data.files[u.source.file], u.source.line, 0,
+               fmt::format("{}every region time is 0 ms in the {} update(s) of {} with regions, whose wall_ms are "
+                           "not: was the recorder's region clock running, or are the times in another unit, "
+                           "rounded to 0? Its regions count as taking no time: they lower each region's median "
+                           "over the job, and the rank comparison, which reads the communication region, is wrong "
+                           "for it",
+                           ranks > 1 ? fmt::format("{} ranks have no region time; the first: ", ranks) : "",
+                           first_updates, u.rank ? fmt::format("rank {}", *u.rank) : std::string("the rank"))});
+}
+
 void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_one_off_names(data, diag);
   check_zero_wall_time(data, diag);
   check_region_times(data, diag);
+  check_wall_times(data, diag);
+  check_zero_region_times(data, diag);
   check_token_counters(data, diag);
 }
 

@@ -55,6 +55,29 @@ inline constexpr double kRegionBeyondUpdateFactor = 100;
 /// relative to its update (region, clock, step, rank, both times).
 void check_region_times(const Dataset& data, Diagnostics& diag);
 
+/// An update whose wall_ms is above this many times its rank's median wall_ms is
+/// reported by check_wall_times. (A checkpoint save or an evaluation inside an update can
+/// take 10x its usual time; 100x is more often a clock that jumped, e.g. time.time()
+/// across an NTP step, or a value in another unit.)
+inline constexpr double kWallBeyondRankFactor = 100;
+
+/// The fewest updates with wall_ms above 0 a rank needs for its median to be judged by.
+inline constexpr std::size_t kMinUpdatesForWallCheck = 5;
+
+/// Reports one Problem::kWallTimeOutlier warning when updates' wall_ms exceed
+/// kWallBeyondRankFactor x their rank's median wall_ms (ranks with at least
+/// kMinUpdatesForWallCheck updates timed). The figures use them as written: one such value
+/// dominates the update time's mean and max. Counts them and names the largest relative
+/// to its rank's median (step, rank, wall_ms, the median, its longest region).
+void check_wall_times(const Dataset& data, Diagnostics& diag);
+
+/// Reports one Problem::kZeroRegionTimes warning for the ranks whose every region time,
+/// host and device, is 0 while their updates' wall_ms are not (a recorder whose region
+/// clock did not run, times rounded to 0 in another unit): their regions read as taking
+/// no time, which lowers every region's median over the job and misleads the rank
+/// comparison. Names the first such rank and counts them.
+void check_zero_region_times(const Dataset& data, Diagnostics& diag);
+
 /// Every check above.
 void check_dataset(const Dataset& data, Diagnostics& diag);
 
