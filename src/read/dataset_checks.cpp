@@ -239,7 +239,8 @@ void check_token_counters(const Dataset& data, Diagnostics& diag) {
                              first_from_counters)});
   if (!first) return;
   diag.report({Severity::kError, Problem::kBadField, data.files[first->source.file], first->source.line, 0,
-               fmt::format("{} (step {}; {} of {} update(s) with token counters): a micro-batch's padding is its "
+               fmt::format("{} (step {}; {} of {} update(s) with token counters have one of the two without the other, "
+                           "or more valid tokens than slots): a micro-batch's padding is its "
                            "token slots less its valid tokens, so it would be negative or 100 %; the padding figures "
                            "and the token throughputs leave these updates out (were the counters swapped, "
                            "token_slots counted before padding, or one of them not recorded?)",

@@ -621,9 +621,11 @@ class FileParser {
           if (!u.rank && (*cur_config)) u.rank = (*cur_config)->rank;
           if ((*cur_config) && (*cur_config)->rank && u.rank != (*cur_config)->rank) {
             report(Severity::kError, Problem::kMixedRuns, ln, 0,
-                   fmt::format("update for {} in a file whose config (line {}) is for rank {}: "
-                               "one file should hold one rank; record skipped",
-                               rank_text(u.rank), file_config_line, *(*cur_config)->rank));
+                   fmt::format("update for {} in a file whose config (line {}) is for rank {}, with no config "
+                               "record of {} before it: a file holds one rank's log, or several ranks' logs each "
+                               "after its own config record (another rank's log appended without its config? a "
+                               "wrong rank in the records?); record skipped",
+                               rank_text(u.rank), file_config_line, *(*cur_config)->rank, rank_text(u.rank)));
             ++out_.rejected_updates;
             break;
           }

@@ -703,11 +703,13 @@ class Reader {
     struct Copied {
       std::size_t records = 0;
       std::int64_t first = 0, last = 0;
+      std::uint64_t line = 0, kept_line = 0;  // the first repeating record's line, the one it repeats
     };
     std::map<std::pair<std::uint32_t, std::uint32_t>, Copied> copied;  // (file, file of the kept records)
     for (const auto& s : skipped) {
       if (s.same) {
         Copied& c = copied[{s.at.file, s.kept.file}];
+        if (c.records == 0 || s.at.line < c.line) c.line = s.at.line, c.kept_line = s.kept.line;
         c.first = c.records++ == 0 ? s.step : std::min(c.first, s.step);
         c.last = std::max(c.last, s.step);
         continue;
@@ -723,9 +725,12 @@ class Reader {
       }
     }
     for (const auto& [files, c] : copied) {
-      const std::string where = files.first == files.second ? std::string("earlier ones in the same file")
-                                                            : "those in " + ds_.files[files.second];
-      report(Severity::kWarning, Problem::kDuplicateStep, files.first, 0, 0,
+      // (At the first repeating record: where to look, also for a copy of one step.)
+      const std::string where = files.first == files.second
+                                    ? fmt::format("earlier ones in the same file (this one repeats line {})", c.kept_line)
+                                    : fmt::format("those in {} (this one repeats line {})", ds_.files[files.second],
+                                                  c.kept_line);
+      report(Severity::kWarning, Problem::kDuplicateStep, files.first, c.line, 0,
              fmt::format("{} update record(s) of {} (steps {}..{}) repeat {} with the same times: a copy of that "
                          "log? each step is read once",
                          c.records, rank_text(rank), c.first, c.last, where));

@@ -489,7 +489,7 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                          fmt::format("{} not analyzed across ranks (a rank's own work is unknown there): {}",
                                      x.steps_bad_wall, runs_text(x.bad_wall_examples, x.steps_bad_wall, "rank ")));
   if (!x.ranks_missing.empty())
-    f.items.emplace_back("ranks without a log", rank_numbers(x.ranks_missing));
+    f.items.emplace_back("ranks without update records", rank_numbers(x.ranks_missing));
   if (!x.ended_early.empty()) {
     // (Grouped by last step: a node that died takes 8 ranks at once.)
     std::map<std::int64_t, std::vector<std::int64_t>> by_last;

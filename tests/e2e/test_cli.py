@@ -1526,6 +1526,12 @@ def test_a_rank_whose_records_were_all_skipped_is_missing_and_says_why(tmp_path)
     (w,) = [d for d in rep["diagnostics"]["items"] if d["code"] == "empty-input"]
     assert w["message"] == ("rank 2 has a config but none of its update records were kept: 5 update record(s) in "
                             "its file(s) were skipped with the errors above")
+    # Each skipped record says how a file may hold several ranks (it said "one file should
+    # hold one rank", which the schema does not require).
+    (e,) = {d["message"] for d in rep["diagnostics"]["items"] if d["code"] == "mixed-runs"}
+    assert e == ("update for rank 1 in a file whose config (line 1) is for rank 2, with no config record of rank 1 "
+                 "before it: a file holds one rank's log, or several ranks' logs each after its own config record "
+                 "(another rank's log appended without its config? a wrong rank in the records?); record skipped")
     text = run("report", tmp_path).stdout
     assert "3 ranks (0, 1, 3) of world size 4; no update records from rank 2" in text
     assert re.search(r"updates per rank +0: 5, 1: 5, 3: 5\n", text), text
@@ -1663,6 +1669,16 @@ def test_a_copy_of_a_log_is_one_warning_and_a_rerun_step_an_error_each(tmp_path)
     (d,) = rep["diagnostics"]["items"]
     assert (d["severity"], d["code"], Path(d["file"]).name) == ("warning", "duplicate-step", "copy.jsonl")
     assert d["message"].startswith("3 update record(s) of rank 0 (steps 0..2) repeat those in ") and "a.jsonl" in d["message"]
+    # At the first repeating record, naming the line it repeats (the warning had no line).
+    assert d["line"] == 2 and "a.jsonl (this one repeats line 2)" in d["message"], d
+    same = tmp_path / "same"
+    same.mkdir()
+    (same / "twice.jsonl").write_text("\n".join(full[:4] + full[3:4] + full[4:]) + "\n")  # step 2 again, line 5
+    r = run("report", "--format", "json", same / "twice.jsonl")
+    assert r.returncode == 0, r.stderr
+    (d,) = json.loads(r.stdout)["diagnostics"]["items"]
+    assert (d["line"], d["code"]) == (5, "duplicate-step"), d
+    assert "(steps 2..2) repeat earlier ones in the same file (this one repeats line 4)" in d["message"], d
     assert rep["run"]["updates"] == 8
     # The copy given first: the full log's first three repeat it, the rest are kept.
     rep = json.loads(run("report", "--format", "json", tmp_path / "copy.jsonl", tmp_path / "a.jsonl").stdout)
@@ -2373,6 +2389,13 @@ def test_valid_tokens_above_token_slots_is_an_error_and_left_out_of_padding(tmp_
     assert p["padding_fraction"] == pytest.approx(1 - valid / slots)
     assert p["padding_slots_per_update"] == pytest.approx((slots - valid) / len(kept))
     assert p["per_update_fraction"]["min"] >= 0
+    # The count takes in both kinds, and says so (it described the first record's only).
+    del updates[10]["counts"]["valid_tokens"]
+    both = tmp_path / "both.jsonl"
+    both.write_text("".join(json.dumps(r) + "\n" for r in [config, *updates]))
+    r = run("report", both)
+    assert ("3 of 20 update(s) with token counters have one of the two without the other, or more valid tokens "
+            "than slots)") in r.stderr, r.stderr
 
 
 def test_a_mistyped_record_type_is_an_error_not_another_run(tmp_path):
