@@ -101,6 +101,35 @@ TEST(Series, RegionPointsSelfTimesAndCuts) {
   EXPECT_TRUE(s.matrices.empty());  // one rank
 }
 
+// A child with device time in some updates and host time only in others (the review of
+// the host-only rule): where it has no device time, the stack at the deepest cut takes
+// its host time and the parent's host self time, so that the update's parts still add
+// up; before, the child's part was missing there (the stack lost 20 ms of 119).
+TEST(Series, APartWithoutDeviceTimeInAnUpdateStacksItsHostTime) {
+  Builder b;
+  for (int step = 1; step <= 2; ++step) {
+    auto& u = b.add(step, 120);
+    b.region(u, "f", 100.0, 101.0);
+    b.region(u, "a", 30.0, 31.0);
+    b.region(u, "v", step == 2 ? std::optional<double>(20.0) : std::nullopt, 20.0);
+  }
+  const Hierarchy h = parse("f\n  a\n  v\n");
+  const AnalysisInput in{b.d, &h};
+  const Report rep = build_report(in);
+  const UpdateSeries s = build_series(in, rep);
+  const Breakdown& leaves = s.ranks[0].breakdowns.back();
+  // Step 1: f's host self 101 - 31 - 20 = 50, a 30 (device), v 20 (host), outside 120 - 101 = 19.
+  EXPECT_DOUBLE_EQ(*part(leaves, StackPart::Kind::kSelf, "f").ms[0], 50);
+  EXPECT_DOUBLE_EQ(*part(leaves, StackPart::Kind::kRegion, "v").ms[0], 20);
+  // Step 2, all on the device: f's self 100 - 30 - 20 = 50.
+  EXPECT_DOUBLE_EQ(*part(leaves, StackPart::Kind::kSelf, "f").ms[1], 50);
+  for (std::size_t k = 0; k < 2; ++k) {
+    double sum = 0;
+    for (const auto& p : leaves.parts) sum += p.ms[k].value_or(0);
+    EXPECT_DOUBLE_EQ(sum, 50 + 30 + 20 + 19) << k;
+  }
+}
+
 TEST(Series, RanksNotInFullKeepWhatHeatmapsNeedOnly) {
   // Two ranks with the same updates; rank 1 built in part: its steps, wall_ms, padding
   // and outside time as rank 0's (given by hand in nested()), nothing per region.

@@ -24,12 +24,19 @@ std::string_view gap_name(TimeGap gap) {
 
 std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device) {
   std::optional<double> sum;
-  for (auto k : regions) {
-    auto t = region_ms(u, k, device);
-    if (!t && device) t = region_ms(u, k, false);  // a child timed on the host only: its host time
-    if (t) sum = sum.value_or(0) + *t;
-  }
+  for (auto k : regions)
+    if (auto t = region_ms(u, k, device)) sum = sum.value_or(0) + *t;
   return sum;
+}
+
+std::optional<double> self_ms(const UpdateRecord& u, NameTable::Id region, const std::vector<NameTable::Id>& children,
+                              bool device) {
+  const auto own = region_ms(u, region, device);
+  if (!own) return std::nullopt;
+  if (device)
+    for (const auto k : children)
+      if (const RegionSample* c = u.region(k); c && !c->device_ms && c->host_ms) return std::nullopt;
+  return *own - children_ms(u, children, device).value_or(0);
 }
 
 std::optional<double> outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level) {
@@ -64,8 +71,7 @@ void name_children(NestingViolation& v, const AnalysisInput& in, const UpdateRec
   auto& out = v.children;
   for (const NameTable::Id kid : kids)
     if (const RegionSample* r = u.region(kid))
-      if (const auto ms = device && r->device_ms ? r->device_ms : r->host_ms)  // (host time only: children_ms)
-        out.emplace_back(in.data.regions.name(kid), *ms);
+      if (const auto ms = device ? r->device_ms : r->host_ms) out.emplace_back(in.data.regions.name(kid), *ms);
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   v.children_total = out.size();
   if (out.size() > kViolationChildrenNamed) out.resize(kViolationChildrenNamed);
@@ -188,7 +194,11 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     // The children's times summed per update in p.kids order, NaN where no child has
     // one. One child's columns at a time: without the index each is gathered anew.
     std::vector<double> kids_device, kids_host;
+    // Updates in which a child has host time only (self_ms: the device self time is not
+    // known there; the host self time is the region's exclusive time in that update).
+    std::vector<bool> kids_host_only;
     if (!p.kids.empty()) {
+      kids_host_only.assign(updates.size(), false);
       constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
       kids_device.assign(updates.size(), kNone);
       kids_host.assign(updates.size(), kNone);
@@ -199,10 +209,9 @@ RegionTable analyze_regions(const AnalysisInput& in) {
           if (!std::isnan(ms)) sum = (std::isnan(sum) ? 0 : sum) + ms;  // the first child's time starts the sum
         };
         for (std::size_t k = 0; k < updates.size(); ++k) {
-          // (A child timed on the host only counts its host time on the device clock
-          // too, as children_ms does: its time was left in the parent's exclusive time.)
-          add(kids_device[k], std::isnan(kc.device[k]) ? kc.host[k] : kc.device[k]);
+          add(kids_device[k], kc.device[k]);
           add(kids_host[k], kc.host[k]);
+          if (std::isnan(kc.device[k]) && !std::isnan(kc.host[k])) kids_host_only[k] = true;
         }
       }
     }
@@ -226,9 +235,12 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         if (has_basis) s.self_total += basis;
         continue;
       }
+      // (A child with host time only: the device self time is unknown in this update, and
+      // the exclusive time counts its host self time, as an update without device time.)
+      const bool device_self = on_device && !busy_union && !kids_host_only[k];
       for (const bool d : {true, false}) {
         // Busy-union device times do not subtract (children on other streams overlap).
-        if (d && busy_union) continue;
+        if (d && (busy_union || kids_host_only[k])) continue;
         const double own = d ? device_ms : host_ms;
         if (std::isnan(own)) continue;
         const double kids_sum = (d ? kids_device : kids_host)[k];
@@ -236,7 +248,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         const double kids = any_kid ? kids_sum : 0;
         const double self = own - kids;
         (d ? s.device_self : s.host_self).push_back(self);
-        if (d == (on_device && !busy_union)) {
+        if (d == device_self) {
           s.self_total += self;
           s.basis_self.push_back(self);
         }

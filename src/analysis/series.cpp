@@ -34,9 +34,7 @@ namespace {
 using Plan = detail::SeriesPlan;
 
 std::optional<double> self_ms(const UpdateRecord& u, const Plan& p, bool device) {
-  const auto own = region_ms(u, *p.id, device);
-  if (!own) return std::nullopt;
-  return *own - children_ms(u, p.kids, device).value_or(0);
+  return stepprof::self_ms(u, *p.id, p.kids, device);
 }
 
 std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>& plans, const RankLog& rank) {
@@ -47,8 +45,15 @@ std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>
   auto device = [&](std::size_t i) { return regions[i].device && !s.device_busy_union; };
   auto value = [&](const UpdateRecord& u, StackPart::Kind kind, std::size_t i) -> std::optional<double> {
     if (!plans[i].id) return std::nullopt;
-    if (kind == StackPart::Kind::kSelf) return self_ms(u, plans[i], device(i));
-    return region_ms(u, *plans[i].id, device(i));
+    auto on = [&](bool dev) {
+      return kind == StackPart::Kind::kSelf ? self_ms(u, plans[i], dev) : region_ms(u, *plans[i].id, dev);
+    };
+    // Device time where the update has it, else host time (a call on a thread without
+    // device timing), as path_series and the region table's share read a region: a part
+    // left out of an update's stack lost its time there.
+    auto v = on(device(i));
+    if (!v && device(i)) v = on(false);
+    return v;
   };
   auto values = [&](StackPart::Kind kind, std::size_t i) {
     std::vector<std::optional<double>> v;

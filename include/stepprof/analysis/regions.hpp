@@ -101,11 +101,19 @@ struct RegionTable {
 double nesting_tolerance_ms(double parent_ms);
 
 /// Sum of the times of `regions` in update `u` on one clock (device or host) [ms];
-/// nullopt when none of them has a time in the update. On the device clock a region
-/// with host time only in `u` (a call on a thread without device timing, device events
-/// exhausted) counts its host time, as the region table's share does. Exclusive (self)
+/// nullopt when none of them has a time on that clock in the update. Exclusive (self)
 /// time of a region = its own time minus this sum over its children.
 std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device);
+
+/// Exclusive (self) time of `region` in update `u` on one clock [ms]: its own time minus
+/// children_ms over its `children`. nullopt when the region has no time on that clock in
+/// `u`, and, on the device clock, when a child present in `u` has host time only (a call
+/// on a thread without device timing, device events exhausted): how much of the parent's
+/// device time it took is not known (subtracted as 0 it stayed in the parent's exclusive
+/// time; by its host time, clocks would be mixed). The region table, which reads columns,
+/// applies the same rule, and then counts such an update's host self time.
+std::optional<double> self_ms(const UpdateRecord& u, NameTable::Id region, const std::vector<NameTable::Id>& children,
+                              bool device);
 
 /// Host time of update `u` outside every top-level region: wall_ms minus the sum of the
 /// `top_level` regions' host times [ms]; regions with device time only do not count.
