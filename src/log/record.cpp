@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <functional>
 
@@ -54,13 +55,19 @@ void take_int(const RawField& f, std::optional<std::int64_t>& out,
     else
       note(problems, fmt::format("config field \"{}\" should be an integer, found {}", f.key, f.json));
   } else if (const auto* text = v.get_ptr<const std::string*>();
-             text && !text->empty() && text->find_first_not_of("0123456789", text->front() == '-' ? 1 : 0) ==
-                                            std::string::npos && text->size() > (text->front() == '-' ? 1u : 0u)) {
-    // An integer beyond 64 bits that the writer kept as text (the Python recorder's
-    // config does, rather than let a JSON reader round it to a double).
-    note(problems, fmt::format("config field \"{}\" should be an integer, found the text {}: an integer beyond "
-                               "the 64-bit range, written as text",
-                               f.key, f.json));
+             text && text->size() > (text->starts_with('-') ? 1u : 0u) &&
+             text->find_first_not_of("0123456789", text->starts_with('-') ? 1 : 0) == std::string::npos) {
+    // An integer written as text: beyond 64 bits (the Python recorder's config keeps such
+    // a value as text rather than let a JSON reader round it to a double), or quoted.
+    std::int64_t parsed = 0;
+    const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), parsed);
+    note(problems, ec == std::errc::result_out_of_range
+                       ? fmt::format("config field \"{}\" should be an integer, found the text {}: an integer "
+                                     "beyond the 64-bit range, written as text",
+                                     f.key, f.json)
+                       : fmt::format("config field \"{}\" should be an integer, found the text {} (write the "
+                                     "number without quotes)",
+                                     f.key, f.json));
   } else {
     note(problems, fmt::format("config field \"{}\" should be an integer, found {}", f.key, f.json));
   }

@@ -56,9 +56,11 @@ inline constexpr double kRegionBeyondUpdateFactor = 100;
 void check_region_times(const Dataset& data, Diagnostics& diag);
 
 /// An update whose wall_ms is above this many times its rank's median wall_ms is
-/// reported by check_wall_times. (A checkpoint save or an evaluation inside an update can
-/// take 10x its usual time; 100x is more often a clock that jumped, e.g. time.time()
-/// across an NTP step, or a value in another unit.)
+/// reported by check_wall_times. (A clock that jumped, e.g. time.time() across an NTP
+/// step, or a value in another unit; a checkpoint save inside the update, of minutes for
+/// a large model, can be as long, and the message says so.) The first update after each
+/// config record is not judged, nor counted in the median: it counts from the recorder's
+/// open(), compilation and warm-up included.
 inline constexpr double kWallBeyondRankFactor = 100;
 
 /// The fewest updates with wall_ms above 0 a rank needs for its median to be judged by.
@@ -66,7 +68,8 @@ inline constexpr std::size_t kMinUpdatesForWallCheck = 5;
 
 /// Reports one Problem::kWallTimeOutlier warning when updates' wall_ms exceed
 /// kWallBeyondRankFactor x their rank's median wall_ms (ranks with at least
-/// kMinUpdatesForWallCheck updates timed). The figures use them as written: one such value
+/// kMinUpdatesForWallCheck updates timed; the first update after a config record left
+/// out). The figures use them as written: one such value
 /// dominates the update time's mean and max. Counts them and names the largest relative
 /// to its rank's median (step, rank, wall_ms, the median, its longest region).
 void check_wall_times(const Dataset& data, Diagnostics& diag);

@@ -459,6 +459,10 @@ def test_a_seed_beyond_64_bits_is_refused_as_one(tmp_path):
         stepprof.Recorder(str(tmp_path / "s.jsonl"), config={"seed": 2 ** 64}, device_timing="off")
     rec = stepprof.Recorder(str(tmp_path / "t.jsonl"), config={"seed": 2 ** 64 - 1}, device_timing="off")
     rec.close()
+    # A quoted integer is not said to be beyond 64 bits (a review found).
+    with pytest.raises(ValueError, match=r'config field "micro_batch" should be an integer, found the text "8" '
+                                         r'\(write the number without quotes\)'):
+        stepprof.Recorder(str(tmp_path / "q.jsonl"), config={"micro_batch": "8"}, device_timing="off")
 
 
 def test_a_timed_function_called_after_close_warns_at_its_call(tmp_path):
