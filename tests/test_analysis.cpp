@@ -306,6 +306,42 @@ TEST(Regions, AChildWithHostTimeOnlyLeavesItsParentsDeviceSelfTimeUnknown) {
   EXPECT_TRUE(analyze_regions({c.d, &hc}).violations.empty());
 }
 
+// What an update's slow paths took beyond the fast path's cost for the same work: a
+// path costing 50 ms per frame beside a fast one at 20 ms per frame, 100 ms of it is 60 ms
+// beyond (100 x (1 - 20/50)); the fast path's own time, a path as cheap as it, and a
+// group without a slow path add nothing.
+TEST(CodePaths, PathExcessIsTheSlowPathsTimeBeyondTheFastCost) {
+  Builder b;
+  auto& u = b.add(1, 500.0);
+  b.region(u, "fast", 40.0, 41.0);
+  b.region(u, "slow", 100.0, 101.0);
+  b.region(u, "cheap", 30.0, 30.0);
+  b.region(u, "other", 70.0, 70.0);
+  auto& host_only = b.add(2, 500.0);
+  b.region(host_only, "slow", std::nullopt, 50.0);  // (device timing off: its host time)
+  const AnalysisInput in{b.d, nullptr};
+  auto path = [&](const char* name, double ms_per_frame) {
+    PathCost p;
+    p.region = name;
+    p.region_id = *b.d.regions.find(name);
+    p.ms_per_frame = ms_per_frame;
+    return p;
+  };
+  CodePathResult paths;
+  PathGroup g;
+  g.fast = "fast";
+  g.slow = "slow";
+  g.paths = {path("fast", 20), path("slow", 50), path("cheap", 20)};
+  paths.groups.push_back(g);
+  PathGroup similar;  // (costs within 10 %: no fast and slow path)
+  similar.paths = {path("other", 20), path("cheap", 21)};
+  paths.groups.push_back(similar);
+  EXPECT_DOUBLE_EQ(path_excess_ms(in, paths, 0, b.d.ranks[0].updates[0]), 60.0);
+  EXPECT_DOUBLE_EQ(path_excess_ms(in, paths, 1, b.d.ranks[0].updates[1]), 30.0);  // 50 x (1 - 20/50)
+  paths.groups[0].unit = "sample";  // no cost per sample given: nothing to compare
+  EXPECT_DOUBLE_EQ(path_excess_ms(in, paths, 0, b.d.ranks[0].updates[0]), 0.0);
+}
+
 TEST(Regions, EveryRegionOfTheNestingThatIsNotInTheLogIsNamed) {
   Builder b;
   auto& u = b.add(1, 100);

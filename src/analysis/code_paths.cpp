@@ -300,4 +300,21 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
   return out;
 }
 
+double path_excess_ms(const AnalysisInput& in, const CodePathResult& paths, std::size_t k, const UpdateRecord& u) {
+  double excess = 0;
+  for (const PathGroup& g : paths.groups) {
+    if (g.fast.empty() || g.slow.empty()) continue;  // (no slow path, or costs within 10 %)
+    const bool by_frame = g.unit == "frame";
+    auto unit_cost = [&](const PathCost& p) { return by_frame ? p.ms_per_frame : p.ms_per_sample; };
+    const auto fast = std::find_if(g.paths.begin(), g.paths.end(), [&](const PathCost& p) { return p.region == g.fast; });
+    if (fast == g.paths.end() || !unit_cost(*fast) || !(*unit_cost(*fast) > 0)) continue;
+    for (const PathCost& p : g.paths) {
+      const auto c = unit_cost(p);
+      if (!c || !(*c > *unit_cost(*fast))) continue;
+      if (const auto t = path_ms(in, k, u, p)) excess += *t * (1 - *unit_cost(*fast) / *c);
+    }
+  }
+  return excess;
+}
+
 }  // namespace stepprof

@@ -66,6 +66,91 @@ double binomial_upper_tail(std::size_t k, std::size_t n, double p) {
   return std::min(1.0, sum);
 }
 
+// The other ranks named beside an episode (StragglerEpisode::alongside): at most this many.
+constexpr std::size_t kAlongsideUpTo = 8;
+
+// A long stretch's company and price, for every long_stretch episode of `out` (their
+// windows and thresholds set), on own work `ranks` over the aligned updates `per_update`,
+// with `pooled_typical` the median of every rank's margin over every update.
+// A long stretch's company: the ranks of other episodes behind (beyond their own
+// threshold) in its behind updates. (Against the typical rank's bound, random delays
+// would put every rank there now and then.)
+// And its price: in each of its updates, its margin beyond the slowest of the other ranks
+// that are not behind in an episode of their own there (those are the company: the
+// findings share such waits), or beyond the typical rank's margin if that is larger (never below 0);
+// the typical margin is the median of those bounds. Against the typical rank's margin
+// alone, a stretch was priced 1.6-1.8x what removing it buys when fallbacks on the
+// other ranks keep the slowest of them well behind the median rank.
+void price_long_stretches(std::vector<StragglerEpisode>& out, const std::vector<UpdateSlowest>& per_update,
+                          const std::vector<RankWork>& ranks, double pooled_typical) {
+  if (ranks.empty() || std::none_of(out.begin(), out.end(), [](const auto& e) { return e.long_stretch; })) return;
+  auto margin_of = [&](const RankWork& r, std::size_t i) { return (*r.compute_ms)[i] - per_update[i].median_compute_ms; };
+  std::map<std::int64_t, const RankWork*> work_of;
+  for (const RankWork& r : ranks) work_of[r.rank] = &r;
+  auto first_of = [&](std::int64_t step) {
+    return static_cast<std::size_t>(
+        std::lower_bound(per_update.begin(), per_update.end(), step,
+                         [](const UpdateSlowest& u, std::int64_t s) { return u.step < s; }) -
+        per_update.begin());
+  };
+  // Per update, once (each episode's loop over every episode and every rank was
+  // quadratic in the stragglers): the ranks behind in an episode of their own there,
+  // lowest first, and the two largest margins of the other ranks, with their ranks.
+  std::vector<std::vector<std::int64_t>> in_episode(per_update.size());
+  for (const StragglerEpisode& o : out)
+    for (std::size_t i = first_of(o.first_step); i < per_update.size() && per_update[i].step <= o.last_step; ++i)
+      if (margin_of(*work_of[o.rank], i) > o.threshold_ms) in_episode[i].push_back(o.rank);
+  struct Top {
+    double margin = -std::numeric_limits<double>::infinity();
+    std::int64_t rank = 0;
+  };
+  std::vector<std::array<Top, 2>> top(per_update.size());
+  for (std::size_t i = 0; i < per_update.size(); ++i) {
+    auto& e = in_episode[i];
+    std::sort(e.begin(), e.end());
+    e.erase(std::unique(e.begin(), e.end()), e.end());
+    for (const RankWork& r : ranks) {
+      if (std::binary_search(e.begin(), e.end(), r.rank)) continue;
+      const Top t{margin_of(r, i), r.rank};
+      if (t.margin > top[i][0].margin) top[i] = {t, top[i][0]};
+      else if (t.margin > top[i][1].margin) top[i][1] = t;
+    }
+  }
+  std::vector<double> bounds;
+  for (StragglerEpisode& ep : out) {
+    if (!ep.long_stretch) continue;
+    ep.shared = 0;
+    ep.alongside.clear();
+    ep.excess_ms = 0;
+    bounds.clear();
+    for (std::size_t i = first_of(ep.first_step); i < per_update.size() && per_update[i].step <= ep.last_step; ++i) {
+      const double m = margin_of(*work_of[ep.rank], i);
+      // The company: the other ranks behind in an episode of their own here.
+      const auto& e = in_episode[i];
+      const bool self_in = std::binary_search(e.begin(), e.end(), ep.rank);
+      if (m > ep.threshold_ms) {
+        ep.shared += e.size() > (self_in ? 1u : 0u) ? 1 : 0;
+        std::size_t taken = 0;  // (alongside keeps the kAlongsideUpTo lowest)
+        for (const std::int64_t r : e) {
+          if (taken == kAlongsideUpTo) break;
+          if (r == ep.rank) continue;
+          ep.alongside.push_back(r);
+          ++taken;
+        }
+      }
+      // The slowest of the others outside the company, or the typical rank's margin.
+      const Top& t = top[i][0].rank != ep.rank ? top[i][0] : top[i][1];
+      const double bound = std::max(pooled_typical, t.margin);
+      bounds.push_back(bound);
+      ep.excess_ms += std::max(0.0, m - bound);
+    }
+    ep.typical_margin_ms = bounds.empty() ? pooled_typical : *median(bounds);
+    std::sort(ep.alongside.begin(), ep.alongside.end());
+    ep.alongside.erase(std::unique(ep.alongside.begin(), ep.alongside.end()), ep.alongside.end());
+    if (ep.alongside.size() > kAlongsideUpTo) ep.alongside.resize(kAlongsideUpTo);
+  }
+}
+
 }  // namespace
 
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
@@ -156,7 +241,6 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   // kAlongsideUpTo lowest): the lowest kAlongsideUpTo of them. Each update's ranks beyond
   // `thr` are found once and kept, lowest first (a search of every rank for each behind
   // update of each episode was quadratic in the ranks: minutes for 600 stragglers of 4,096).
-  constexpr std::size_t kAlongsideUpTo = 8;
   std::vector<std::optional<std::vector<std::int64_t>>> beyond(per_update.size());
   double beyond_thr = std::numeric_limits<double>::quiet_NaN();
   auto others_in = [&](std::size_t i, std::int64_t rank, double thr, std::vector<std::int64_t>& into) {
@@ -405,81 +489,7 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   collect(behind_long, true, pooled_typical, pooled_threshold, false);
   // Pass 3's stretch likewise, unless pass 2 found one there (its own margins say more).
   collect(behind_smooth, true, pooled_typical, smooth_threshold, true);
-  // A long stretch's company: the ranks of other episodes behind (beyond their own
-  // threshold) in its behind updates. (Against the typical rank's bound, random delays
-  // would put every rank there now and then.)
-  // And its price: in each of its updates, its margin beyond the slowest of the other ranks
-  // that are not behind in an episode of their own there (those are the company: the
-  // findings share such waits), or beyond the typical rank's margin if that is larger (never below 0);
-  // the typical margin is the median of those bounds. Against the typical rank's margin
-  // alone, a stretch was priced 1.6-1.8x what removing it buys when fallbacks on the
-  // other ranks keep the slowest of them well behind the median rank.
-  if (!ranks.empty() && std::any_of(out.begin(), out.end(), [](const auto& e) { return e.long_stretch; })) {
-    std::map<std::int64_t, const RankWork*> work_of;
-    for (const RankWork& r : ranks) work_of[r.rank] = &r;
-    auto first_of = [&](std::int64_t step) {
-      return static_cast<std::size_t>(
-          std::lower_bound(per_update.begin(), per_update.end(), step,
-                           [](const UpdateSlowest& u, std::int64_t s) { return u.step < s; }) -
-          per_update.begin());
-    };
-    // Per update, once (each episode's loop over every episode and every rank was
-    // quadratic in the stragglers): the ranks behind in an episode of their own there,
-    // lowest first, and the two largest margins of the other ranks, with their ranks.
-    std::vector<std::vector<std::int64_t>> in_episode(per_update.size());
-    for (const StragglerEpisode& o : out)
-      for (std::size_t i = first_of(o.first_step); i < per_update.size() && per_update[i].step <= o.last_step; ++i)
-        if (margin_of(*work_of[o.rank], i) > o.threshold_ms) in_episode[i].push_back(o.rank);
-    struct Top {
-      double margin = -std::numeric_limits<double>::infinity();
-      std::int64_t rank = 0;
-    };
-    std::vector<std::array<Top, 2>> top(per_update.size());
-    for (std::size_t i = 0; i < per_update.size(); ++i) {
-      auto& e = in_episode[i];
-      std::sort(e.begin(), e.end());
-      e.erase(std::unique(e.begin(), e.end()), e.end());
-      for (const RankWork& r : ranks) {
-        if (std::binary_search(e.begin(), e.end(), r.rank)) continue;
-        const Top t{margin_of(r, i), r.rank};
-        if (t.margin > top[i][0].margin) top[i] = {t, top[i][0]};
-        else if (t.margin > top[i][1].margin) top[i][1] = t;
-      }
-    }
-    std::vector<double> bounds;
-    for (StragglerEpisode& ep : out) {
-      if (!ep.long_stretch) continue;
-      ep.shared = 0;
-      ep.alongside.clear();
-      ep.excess_ms = 0;
-      bounds.clear();
-      for (std::size_t i = first_of(ep.first_step); i < per_update.size() && per_update[i].step <= ep.last_step; ++i) {
-        const double m = margin_of(*work_of[ep.rank], i);
-        // The company: the other ranks behind in an episode of their own here.
-        const auto& e = in_episode[i];
-        const bool self_in = std::binary_search(e.begin(), e.end(), ep.rank);
-        if (m > ep.threshold_ms) {
-          ep.shared += e.size() > (self_in ? 1u : 0u) ? 1 : 0;
-          std::size_t taken = 0;  // (alongside keeps the kAlongsideUpTo lowest)
-          for (const std::int64_t r : e) {
-            if (taken == kAlongsideUpTo) break;
-            if (r == ep.rank) continue;
-            ep.alongside.push_back(r);
-            ++taken;
-          }
-        }
-        // The slowest of the others outside the company, or the typical rank's margin.
-        const Top& t = top[i][0].rank != ep.rank ? top[i][0] : top[i][1];
-        const double bound = std::max(pooled_typical, t.margin);
-        bounds.push_back(bound);
-        ep.excess_ms += std::max(0.0, m - bound);
-      }
-      ep.typical_margin_ms = bounds.empty() ? pooled_typical : *median(bounds);
-      std::sort(ep.alongside.begin(), ep.alongside.end());
-      ep.alongside.erase(std::unique(ep.alongside.begin(), ep.alongside.end()), ep.alongside.end());
-      if (ep.alongside.size() > kAlongsideUpTo) ep.alongside.resize(kAlongsideUpTo);
-    }
-  }
+  price_long_stretches(out, per_update, ranks, pooled_typical);
   std::sort(out.begin(), out.end(), [](const StragglerEpisode& x, const StragglerEpisode& y) {
     return std::tie(x.first_step, x.rank) < std::tie(y.first_step, y.rank);
   });
@@ -845,7 +855,8 @@ std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64
 }
 
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
-                                   std::optional<std::int64_t> world_size, double threshold) {
+                                   std::optional<std::int64_t> world_size, double threshold,
+                                   const CodePathResult* paths) {
   CrossRankResult out;
   out.threshold = threshold;
   std::vector<const RankLog*> ranks;
@@ -966,6 +977,14 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   const std::size_t nr = ranks.size();
   std::vector<double> compute_at(steps.size() * nr, std::numeric_limits<double>::quiet_NaN());
   std::vector<double> comm_at(steps.size() * nr, 0.0);  // its communication time [ms]
+  // Its own work less what its slow code paths took beyond the fast ones' cost for the
+  // same work (path_excess_ms), where `paths` has a slow path: for a second search of
+  // straggler stretches, below.
+  const bool scaled = paths && std::any_of(paths->groups.begin(), paths->groups.end(), [](const PathGroup& g) {
+    return !g.fast.empty() && !g.slow.empty();
+  });
+  std::vector<double> scaled_at(scaled ? compute_at.size() : 0);
+  bool any_excess = false;
   for (std::size_t i = 0; i < nr; ++i) {
     const auto first = in.first_update_of(*ranks[i]);
     std::size_t s = 0;
@@ -979,12 +998,18 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
                                : w.kind == OwnWork::Kind::kNoComm ? kNoComm
                                                                   : kZeroWall;
       comm_at[s * nr + i] = w.comm_ms;
+      if (scaled && w.kind == OwnWork::Kind::kKnown) {
+        const double excess = first ? path_excess_ms(in, *paths, *first + j, u) : 0.0;
+        any_excess = any_excess || excess > 0;
+        scaled_at[s * nr + i] = w.ms - excess;
+      }
     }
   }
 
   // Per rank, over the steps compared (every rank has the step, its own work known):
   // the three summaries of a `per_rank` row cover the same updates.
-  std::vector<std::vector<double>> compute(nr), wait(nr), comm_ms(nr);
+  std::vector<std::vector<double>> compute(nr), wait(nr), comm_ms(nr), scaled_compute(any_excess ? nr : 0);
+  std::vector<UpdateSlowest> scaled_per_update;
   std::vector<std::size_t> slowest_count(nr, 0);
   std::vector<double> margins, v(nr);
   StepRuns incomplete_runs{out.incomplete_examples}, without_comm_runs{out.without_comm_examples},
@@ -1021,6 +1046,14 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     out.per_update.push_back({step, *ranks[slow]->rank, slowest, median, slowest - median});
     margins.push_back(slowest - median);
     ++slowest_count[slow];
+    if (any_excess) {
+      const double* srow = &scaled_at[si * nr];
+      v.assign(srow, srow + nr);
+      const auto s_slow = static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+      const double s_median = *stepprof::median(v);
+      scaled_per_update.push_back({step, *ranks[s_slow]->rank, srow[s_slow], s_median, srow[s_slow] - s_median});
+      for (std::size_t i = 0; i < nr; ++i) scaled_compute[i].push_back(srow[i]);
+    }
     for (std::size_t i = 0; i < nr; ++i) {
       compute[i].push_back(row[i]);
       // A rank waits inside its communication region only: with wall times that do not
@@ -1046,6 +1079,59 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   std::vector<RankWork> work(nr);
   for (std::size_t i = 0; i < nr; ++i) work[i] = {*ranks[i]->rank, &compute[i]};
   out.episodes = find_straggler_episodes(out.per_update, out.episode_threshold_ms, work);
+  if (any_excess) {
+    // The same search on own work with the slow paths' excess taken out: where fallbacks
+    // are frequent, they move the median rank's work from update to update as much as a
+    // 1.3x straggler's lag, and the search found a 20-update stretch as 3 updates, or not
+    // at all (synth --accumulation 1 --fallback-rate 0.5: half of 40 stretches). A stretch
+    // it finds is kept where the first search found nothing of the rank's there, or
+    // replaces what it found there when all of that lies inside it.
+    std::vector<RankWork> scaled_work(nr);
+    for (std::size_t i = 0; i < nr; ++i) scaled_work[i] = {*ranks[i]->rank, &scaled_compute[i]};
+    double scaled_threshold = 0;
+    for (StragglerEpisode& e : find_straggler_episodes(scaled_per_update, scaled_threshold, scaled_work)) {
+      auto overlaps = [&](const StragglerEpisode& x) {
+        return x.rank == e.rank && x.among_ranks == 0 && x.first_step <= e.last_step && e.first_step <= x.last_step;
+      };
+      auto inside = [&](const StragglerEpisode& x) { return x.first_step >= e.first_step && x.last_step <= e.last_step; };
+      bool any = false, all_inside = true;
+      std::size_t covered = 0;
+      for (const auto& x : out.episodes)
+        if (overlaps(x)) any = true, all_inside = all_inside && inside(x), covered += x.updates;
+      if (any && (!all_inside || covered >= e.updates)) continue;
+      out.episodes.erase(std::remove_if(out.episodes.begin(), out.episodes.end(), overlaps), out.episodes.end());
+      e.paths_scaled = true;
+      out.episodes.push_back(std::move(e));
+    }
+    std::sort(out.episodes.begin(), out.episodes.end(), [](const StragglerEpisode& x, const StragglerEpisode& y) {
+      return std::tie(x.first_step, x.rank) < std::tie(y.first_step, y.rank);
+    });
+    // Such a stretch is priced on own work, as every long stretch is: the job waits for
+    // the slowest other rank, fallbacks included (priced on the scaled work, a 1.3x
+    // straggler among fallbacks at a rate of 0.3 bought 548 ms per update where removing
+    // it buys 447). Its margin is the median of its own-work margins over its updates.
+    if (std::any_of(out.episodes.begin(), out.episodes.end(), [](const auto& e) { return e.paths_scaled; })) {
+      std::vector<double> all;
+      all.reserve(nr * out.per_update.size());
+      for (std::size_t i = 0; i < nr; ++i)
+        for (std::size_t k = 0; k < out.per_update.size(); ++k) all.push_back(compute[i][k] - out.per_update[k].median_compute_ms);
+      const double pooled_typical = median_and_robust_sd(all).first;
+      std::vector<double> m;
+      for (StragglerEpisode& e : out.episodes) {
+        if (!e.paths_scaled) continue;
+        e.long_stretch = true;
+        const auto i = static_cast<std::size_t>(
+            std::find_if(ranks.begin(), ranks.end(), [&](const RankLog* r) { return *r->rank == e.rank; }) -
+            ranks.begin());
+        m.clear();
+        for (std::size_t k = 0; k < out.per_update.size(); ++k)
+          if (out.per_update[k].step >= e.first_step && out.per_update[k].step <= e.last_step)
+            m.push_back(compute[i][k] - out.per_update[k].median_compute_ms);
+        if (!m.empty()) e.margin_ms = *median(m);
+      }
+      price_long_stretches(out.episodes, out.per_update, work, pooled_typical);
+    }
+  }
 
   double fastest_median = 0;
   bool first = true;

@@ -639,6 +639,10 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
       f.evidence += "; with two ranks the median rank is their mean, so the other rank waited twice that margin, "
                     "which the time at stake counts";
     f.evidence += own_work_caveat(x);
+    if (e.paths_scaled)
+      f.evidence += "; found on each rank's own work less what its slow code paths took beyond the fast paths' cost "
+                    "for the same work (the fallbacks on every rank hid it in the own work itself): these margins and "
+                    "the time at stake are of that work, the fallbacks' cost being the slow-path finding's";
     if (e.among_ranks > 0) {
       std::vector<std::int64_t> ended;
       for (const auto& end : x.ended_early)

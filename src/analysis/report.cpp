@@ -21,14 +21,15 @@ Report build_report(const AnalysisInput& given) {
   const std::function<void()> jobs[] = {
       [&] { r.regions = analyze_regions(in); },
       [&] {
+        // (The code paths first: the cross-rank search takes their slow paths' excess out.)
+        r.paths = analyze_code_paths(in);
         const auto comm = find_comm_region(in);
         for (const auto& rank : in.data.ranks) r.waiting.push_back(analyze_waiting(in, rank, comm));
-        r.cross_rank = analyze_cross_rank(in, r.waiting, r.run.world_size);
+        r.cross_rank = analyze_cross_rank(in, r.waiting, r.run.world_size, 0.75, &r.paths);
         r.slow_updates = analyze_slow_updates(in, &r.cross_rank);  // (compares the ranks' own work)
       },
       [&] { r.time = analyze_update_time(in, r.run); },
       [&] { r.padding = analyze_padding(in); },
-      [&] { r.paths = analyze_code_paths(in); },
   };
   detail::parallel_for(std::size(jobs), in.data.update_count() >= kThreadFrom ? 0 : 1,
                        [&](std::size_t i) { jobs[i](); });

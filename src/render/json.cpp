@@ -318,6 +318,7 @@ Json cross_rank_head(const CrossRankResult& x) {
                         {"threshold_ms", e.threshold_ms},
                         {"long_stretch", e.long_stretch},
                         {"running_quartile", e.running_quartile},
+                        {"paths_scaled", e.paths_scaled},
                         {"excess_ms", e.excess_ms},
                         {"shared", e.shared},
                         {"alongside", e.alongside},

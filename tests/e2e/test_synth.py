@@ -1226,6 +1226,27 @@ def test_a_long_stretch_hidden_by_frequent_fallbacks_is_found(tmp_path):
     assert f["ms_per_update"] == pytest.approx(truth, rel=0.10)
 
 
+def test_stretches_hidden_by_a_fallback_in_every_other_update_are_found(tmp_path):
+    # One micro-batch per update and fallbacks in half of them (a helper's case): the
+    # median rank's own work moved from update to update as much as the stragglers' lag,
+    # and neither of the two 20-update stretches was found. They are found on own work
+    # less the slow path's excess over the fast one's cost (paths_scaled), and priced on
+    # own work: a job with the same settings and no straggler has none.
+    args = ["--ranks", 8, "--updates", 200, "--seed", 6, "--accumulation", 1, "--fallback-rate", 0.5]
+    manifest, _ = synth(tmp_path / "with", *args, "--random-stragglers", 2)
+    injected = {(s["rank"], s["first_step"], s["last_step"]) for s in manifest["injections"]["stragglers"]}
+    assert len(injected) == 2
+    episodes = report(tmp_path / "with" / "logs")["cross_rank"]["episodes"]
+    assert sorted(e["rank"] for e in episodes) == sorted(r for r, _, _ in injected), episodes
+    for e in episodes:
+        (first, last) = [(f, l) for r, f, l in injected if r == e["rank"]][0]
+        assert abs(e["first_step"] - first) <= 4 and abs(e["last_step"] - last) <= 4, (e, first, last)
+        assert e["paths_scaled"] and e["long_stretch"], e
+        assert e["excess_ms"] > 0
+    synth(tmp_path / "without", *args)
+    assert report(tmp_path / "without" / "logs")["cross_rank"]["episodes"] == []
+
+
 @pytest.mark.parametrize("ranks", [4, 8, 16])
 @pytest.mark.parametrize("fallback_rate", [0.2, 0.3, 0.5])
 def test_frequent_fallbacks_alone_are_no_stretch(tmp_path, ranks, fallback_rate):

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "stepprof/analysis/code_paths.hpp"
 #include "stepprof/analysis/input.hpp"
 #include "stepprof/analysis/stats.hpp"
 #include "stepprof/analysis/waiting.hpp"
@@ -80,6 +81,9 @@ struct StragglerEpisode {
   /// Found by the third pass, on running lower quartiles of margins; threshold_ms is then
   /// their bound.
   bool running_quartile = false;
+  /// Found on own work less the slow code paths' excess over the fast ones' cost
+  /// (analyze_cross_rank with `paths`): its margins, threshold and excess are of that work.
+  bool paths_scaled = false;
   /// Sum over its behind updates of (margin - typical margin) [ms]; for a long stretch,
   /// over all its updates of (margin - that update's bound, never below 0): what removing
   /// its lag alone buys.
@@ -382,8 +386,14 @@ OwnWork own_work(const AnalysisInput& in, const RankLog& log, std::optional<std:
                  std::optional<NameTable::Id> comm, bool comm_dev);
 
 /// `waiting` are the single-rank results of the same ranks (for the comparison columns);
-/// `world_size` from the config when known.
+/// `world_size` from the config when known. With `paths` (the code-path analysis of the
+/// same input) that has a slow path, straggler stretches are also searched for on each
+/// rank's own work less its slow paths' excess over the fast paths' cost for the same
+/// work (path_excess_ms); such a stretch is kept where the search on own work found none
+/// of the rank's there, or replaces the shorter pieces it found inside it
+/// (StragglerEpisode::paths_scaled).
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
-                                   std::optional<std::int64_t> world_size, double threshold = 0.75);
+                                   std::optional<std::int64_t> world_size, double threshold = 0.75,
+                                   const CodePathResult* paths = nullptr);
 
 }  // namespace stepprof
