@@ -270,13 +270,8 @@ TEST(Regions, TheExclusiveTimeFindingCountsHostOnlyUpdatesToo) {
 // violations out of a parent whose device time is below its host time.
 TEST(Regions, AChildWithHostTimeOnlyLeavesItsParentsDeviceSelfTimeUnknown) {
   Builder b;
-  for (int step = 1; step <= 3; ++step) {
-    auto& u = b.add(step, 120.0);
-    b.region(u, "f", 100.0, 101.0);
-    b.region(u, "a", 30.0, 31.0);
-    b.region(u, "v", std::nullopt, 60.0);
-    u.regions[1].parent = u.regions[2].parent = u.regions[0].region;
-  }
+  for (int step = 1; step <= 3; ++step)
+    b.family(b.add(step, 120.0), {"f", 100.0, 101.0}, {{"a", 30.0, 31.0}, {"v", std::nullopt, 60.0}});
   const Hierarchy h = parse("f\n  a\n  v\n");
   const RegionTable t = analyze_regions({b.d, &h});
   const RegionRow& f = row(t, "f");
@@ -295,13 +290,8 @@ TEST(Regions, AChildWithHostTimeOnlyLeavesItsParentsDeviceSelfTimeUnknown) {
   // A parent whose device time is below its host time (the GPU behind when it was
   // entered) and a host-only child that fits the host time: no violation on either clock.
   Builder c;
-  for (int step = 1; step <= 3; ++step) {
-    auto& v = c.add(step, 120.0);
-    c.region(v, "step", 60.0, 90.0);
-    c.region(v, "fwd", 40.0, 30.0);
-    c.region(v, "decode", std::nullopt, 45.0);
-    v.regions[1].parent = v.regions[2].parent = v.regions[0].region;
-  }
+  for (int step = 1; step <= 3; ++step)
+    c.family(c.add(step, 120.0), {"step", 60.0, 90.0}, {{"fwd", 40.0, 30.0}, {"decode", std::nullopt, 45.0}});
   const Hierarchy hc = parse("step\n  fwd\n  decode\n");
   EXPECT_TRUE(analyze_regions({c.d, &hc}).violations.empty());
 }

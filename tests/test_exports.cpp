@@ -107,12 +107,9 @@ TEST(Series, RegionPointsSelfTimesAndCuts) {
 // up; before, the child's part was missing there (the stack lost 20 ms of 119).
 TEST(Series, APartWithoutDeviceTimeInAnUpdateStacksItsHostTime) {
   Builder b;
-  for (int step = 1; step <= 2; ++step) {
-    auto& u = b.add(step, 120);
-    b.region(u, "f", 100.0, 101.0);
-    b.region(u, "a", 30.0, 31.0);
-    b.region(u, "v", step == 2 ? std::optional<double>(20.0) : std::nullopt, 20.0);
-  }
+  for (int step = 1; step <= 2; ++step)
+    b.family(b.add(step, 120), {"f", 100.0, 101.0},
+             {{"a", 30.0, 31.0}, {"v", step == 2 ? std::optional<double>(20.0) : std::nullopt, 20.0}});
   const Hierarchy h = parse("f\n  a\n  v\n");
   const AnalysisInput in{b.d, &h};
   const Report rep = build_report(in);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -85,6 +86,20 @@ struct DatasetBuilder {
     add_region(d, u, name, device, host, calls);
   }
   void counter(UpdateRecord& u, std::string_view name, double v) { add_counter(d, u, name, v); }
+  /// A region's name and its device and host times [ms] (absent: not timed on that clock).
+  struct Timed {
+    std::string_view name;
+    std::optional<double> device, host;
+  };
+  /// `parent` and its `children` in update `u`, each child's `parents` entry set to it.
+  void family(UpdateRecord& u, const Timed& parent, std::initializer_list<Timed> children) {
+    region(u, parent.name, parent.device, parent.host);
+    const std::size_t at = u.regions.size() - 1;
+    for (const Timed& c : children) {
+      region(u, c.name, c.device, c.host);
+      u.regions.back().parent = u.regions[at].region;
+    }
+  }
 };
 
 }  // namespace stepprof::test

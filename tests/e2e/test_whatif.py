@@ -860,14 +860,19 @@ def test_own_work_takes_the_host_time_where_an_update_has_no_device_time_for_the
     assert {r["rank"]: r["compute_ms"] for r in p["ranks"]} == pytest.approx(expected, rel=1e-12)
 
 
+def synth_logs(tmp_path, ranks, seed):
+    """`ranks` ranks x 40 updates of synth (fallback rate 0.5): the directory and its files, sorted."""
+    logs = tmp_path / "logs"
+    r = run("synth", "-o", logs, "--ranks", ranks, "--updates", 40, "--seed", seed, "--fallback-rate", 0.5)
+    assert r.returncode == 0, r.stderr
+    return logs, sorted(logs.glob("rank*.jsonl"))
+
+
 def test_a_rank_whose_log_starts_late_is_left_out_as_the_report_does(tmp_path):
     # One rank of 8 whose log starts at the 16th of 40 steps left the 15 steps before out
     # of every prediction ("15 step(s) missing from some rank's log are left out"), while
     # the report's rank comparison left the rank out instead and compared all 40 steps.
-    logs = tmp_path / "logs"
-    r = run("synth", "-o", logs, "--ranks", 8, "--updates", 40, "--seed", 7, "--fallback-rate", 0.5)
-    assert r.returncode == 0, r.stderr
-    files = sorted(logs.glob("rank*.jsonl"))
+    logs, files = synth_logs(tmp_path, 8, 7)
     lines = files[5].read_text().splitlines()
     files[5].write_text("\n".join(lines[:1] + lines[16:]) + "\n")  # its config, then steps 16 on
     first = json.loads(lines[16])["step"]
@@ -912,10 +917,7 @@ def test_a_rank_whose_log_holds_under_half_of_the_steps_is_left_out(tmp_path):
     # One rank's log cut after its first update (a crashed rank) left one step in every
     # rank's log: every what-if was "not available", while the report compared the other
     # ranks over all their steps. It is now left out, as the report does.
-    logs = tmp_path / "logs"
-    r = run("synth", "-o", logs, "--ranks", 4, "--updates", 40, "--seed", 5, "--fallback-rate", 0.5)
-    assert r.returncode == 0, r.stderr
-    files = sorted(logs.glob("rank*.jsonl"))
+    logs, files = synth_logs(tmp_path, 4, 5)
     lines = files[3].read_text().splitlines()
     files[3].write_text("\n".join(lines[:2]) + "\n")  # its config and first update
     walls = fx.walls_by_step(files[:3])
