@@ -606,6 +606,7 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
                                 "updates compared ({} more step(s) in that range were not compared: a rank's record, "
                                 "communication region or wall time is missing there)",
                                 e.rank, e.first_step, e.last_step, e.behind, e.updates, e.steps_not_compared);
+    if (e.paths_scaled) f.title += ", once each rank's slow code paths' excess is taken out";
     const std::string long_rule =
         e.running_quartile
             ? fmt::format("a long stretch among frequent slow updates counts when a rank's running lower quartile of "
@@ -640,9 +641,12 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
                     "which the time at stake counts";
     f.evidence += own_work_caveat(x);
     if (e.paths_scaled)
-      f.evidence += "; found on each rank's own work less what its slow code paths took beyond the fast paths' cost "
-                    "for the same work (the fallbacks on every rank hid it in the own work itself): these margins and "
-                    "the time at stake are of that work, the fallbacks' cost being the slow-path finding's";
+      f.evidence += fmt::format(
+          "; found on each rank's own work less what its slow code paths took beyond the fast paths' cost for the "
+          "same work (fallbacks hid it in the own work itself): the {} updates far behind and the {:.0f} ms bound "
+          "are of that work, its margin (median over the stretch) and the time at stake of own work as measured, "
+          "since the job still waits for the slowest other rank, fallbacks included",
+          e.behind, e.threshold_ms);
     if (e.among_ranks > 0) {
       std::vector<std::int64_t> ended;
       for (const auto& end : x.ended_early)

@@ -82,7 +82,10 @@ struct StragglerEpisode {
   /// their bound.
   bool running_quartile = false;
   /// Found on own work less the slow code paths' excess over the fast ones' cost
-  /// (analyze_cross_rank with `paths`): its margins, threshold and excess are of that work.
+  /// (analyze_cross_rank with `paths`), in 10 updates or more: its window, `behind` and
+  /// threshold_ms are of that work; margin_ms (the median over every update of the window),
+  /// typical_margin_ms and excess_ms are of own work as measured, priced as every long
+  /// stretch (the job still waits for the slowest other rank, fallbacks included).
   bool paths_scaled = false;
   /// Sum over its behind updates of (margin - typical margin) [ms]; for a long stretch,
   /// over all its updates of (margin - that update's bound, never below 0): what removing
