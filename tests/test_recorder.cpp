@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <atomic>
 #include <thread>
@@ -65,6 +66,15 @@ class ScriptedSink final : public LineSink {
     return 0;
   }
 };
+
+// Closes the recorder and checks that close() reports counted errors: its status is
+// kWarnErrors and its message holds each of `parts`. Returns the message.
+std::string expect_close_warns(std::initializer_list<std::string> parts, const std::string& context = {}) {
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kWarnErrors) << context;
+  for (const std::string& part : parts) EXPECT_NE(message.find(part), std::string::npos) << context << ": " << message;
+  return message;
+}
 
 }  // namespace
 
@@ -673,10 +683,7 @@ TEST_F(RecorderTest, ALogDescriptorReusedByTheProgramIsNotWrittenTo) {
   ::close(ckpt);
   EXPECT_EQ(end_update(1), Status::kWarnIo);
   EXPECT_EQ(end_update(2), Status::kWarnIo);
-  std::string message;
-  EXPECT_EQ(close(&message), Status::kWarnErrors);
-  EXPECT_NE(message.find("(write_failed 2)"), std::string::npos) << message;
-  EXPECT_NE(message.find("now leads to another file"), std::string::npos) << message;
+  expect_close_warns({"(write_failed 2)", "now leads to another file"});
   // The checkpoint got nothing, and the program's descriptor is still open.
   struct stat st {};
   EXPECT_EQ(::fstat(log_fd, &st), 0);
@@ -1031,10 +1038,7 @@ TEST_F(RecorderTest, FailedWritesAreCountedAndReportedInTheNextRecord) {
   std::vector<std::pair<std::string, std::int64_t>> counts;
   ASSERT_EQ(error_counts(counts), Status::kOk);
   EXPECT_EQ(counts, (std::vector<std::pair<std::string, std::int64_t>>{{"write_failed", 2}}));
-  std::string message;
-  EXPECT_EQ(close(&message), Status::kWarnErrors);
-  EXPECT_NE(message.find("write_failed 2"), std::string::npos) << message;
-  EXPECT_NE(message.find("No space left on device"), std::string::npos) << message;
+  expect_close_warns({"write_failed 2", "No space left on device"});
 
   std::vector<Json> lines;
   for (std::size_t pos = 0, nl; (nl = sink->text.find('\n', pos)) != std::string::npos; pos = nl + 1)
@@ -1063,9 +1067,7 @@ TEST_F(RecorderTest, AConfigRecordWhoseWriteFailedIsWrittenWithTheNextUpdate) {
   std::vector<std::pair<std::string, std::int64_t>> counts;
   ASSERT_EQ(error_counts(counts), Status::kOk);
   EXPECT_EQ(counts, (std::vector<std::pair<std::string, std::int64_t>>{{"write_failed", 1}}));
-  std::string message;
-  EXPECT_EQ(close(&message), Status::kWarnErrors);
-  EXPECT_NE(message.find("(write_failed 1); 3 record(s) written"), std::string::npos) << message;
+  expect_close_warns({"(write_failed 1); 3 record(s) written"});
 
   std::vector<Json> lines;
   for (std::size_t pos = 0, nl; (nl = sink->text.find('\n', pos)) != std::string::npos; pos = nl + 1)
@@ -1157,10 +1159,7 @@ TEST_F(RecorderTest, APipeWhoseReaderExitedIsAWriteErrorNotASignal) {
     { STEPPROF_REGION("pipe_work"); }
     EXPECT_EQ(end_update(step), Status::kWarnIo);
   }
-  std::string message;
-  EXPECT_EQ(close(&message), Status::kWarnErrors);
-  EXPECT_NE(message.find("write_failed 5"), std::string::npos) << message;
-  EXPECT_NE(message.find("Broken pipe"), std::string::npos) << message;
+  expect_close_warns({"write_failed 5", "Broken pipe"});
   std::signal(SIGPIPE, before);
   ::close(fds[1]);
 }
@@ -1342,9 +1341,7 @@ TEST_F(RecorderTest, DiskFullNeverThrowsAndIsReportedAtClose) {
     { STEPPROF_REGION("full_work"); }
     EXPECT_EQ(end_update(step), Status::kWarnIo);
   }
-  EXPECT_EQ(close(&message), Status::kWarnErrors);
-  EXPECT_NE(message.find("write_failed 4"), std::string::npos) << message;  // config + 3 updates
-  EXPECT_NE(message.find("0 record(s) written"), std::string::npos) << message;
+  expect_close_warns({"write_failed 4", "0 record(s) written"});  // config + 3 updates
 }
 
 // A C or C++ job past its file size limit (`ulimit -f`, RLIMIT_FSIZE): the write raised
@@ -1429,10 +1426,7 @@ TEST_F(RecorderTest, UnwritablePathKeepsRecordingAndSaysSoAtClose) {
   EXPECT_TRUE(is_open());
   { STEPPROF_REGION("unwritable_work"); }
   EXPECT_EQ(end_update(0), Status::kWarnIo);
-  EXPECT_EQ(close(&message), Status::kWarnErrors);
-  EXPECT_NE(message.find("open_failed 1"), std::string::npos) << message;
-  EXPECT_NE(message.find("write_failed 2"), std::string::npos) << message;
-  EXPECT_NE(message.find("Not a directory"), std::string::npos) << message;
+  expect_close_warns({"open_failed 1", "write_failed 2", "Not a directory"});
 }
 
 TEST_F(RecorderTest, MissingLogDirectoriesAreCreated) {
@@ -1456,9 +1450,7 @@ TEST_F(RecorderTest, ALogDirectoryThatCannotBeMadeIsNamedAsSuch) {
                          "/logs does not exist and could not be created: " + std::strerror(ENOENT)),
             std::string::npos)
       << message;
-  EXPECT_EQ(close(&message), Status::kWarnErrors);
-  EXPECT_NE(message.find("its directory " + dir + "/logs does not exist and could not be created"), std::string::npos)
-      << message;
+  expect_close_warns({"its directory " + dir + "/logs does not exist and could not be created"});
 }
 
 TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted) {
@@ -1556,15 +1548,13 @@ TEST_F(RecorderTest, DataRecordedAfterTheLastUpdateIsCountedAtClose) {
     { STEPPROF_REGION("written_work"); }
     ASSERT_EQ(end_update(0), Status::kOk);
     record();
-    std::string message;
-    EXPECT_EQ(close(&message), Status::kWarnErrors) << what;
-    EXPECT_NE(message.find("unwritten_at_close 1"), std::string::npos) << what << ": " << message;
-    EXPECT_NE(message.find("after the last end_update() was not written"), std::string::npos) << message;
+    expect_close_warns({"unwritten_at_close 1", "after the last end_update() was not written"}, what);
     EXPECT_EQ(read_lines(log.path).size(), 2u) << what;  // the config and update 0
 
     ASSERT_EQ(open(host_only(log.path)), Status::kOk);  // the next session starts clean
     record();
     ASSERT_EQ(end_update(0), Status::kOk);
+    std::string message;
     EXPECT_EQ(close(&message), Status::kOk) << what << ": " << message;
   }
 }
@@ -1594,8 +1584,7 @@ TEST_F(RecorderTest, ABackgroundRegionEndingAfterTheLastUpdateIsNotCountedAtClos
       { STEPPROF_REGION("loader"); }
       STEPPROF_REGION("not_background");
     }).join();
-    EXPECT_EQ(close(&message), Status::kWarnErrors);
-    EXPECT_NE(message.find("unwritten_at_close 1"), std::string::npos) << message;
+    expect_close_warns({"unwritten_at_close 1"});
   }
 }
 
@@ -1609,10 +1598,7 @@ TEST_F(RecorderTest, EndUpdateInsideARegionIsCounted) {
     end_update(step);  // (kOk: the error is counted, and reported in this record)
   }
   ASSERT_EQ(end_update(3), Status::kOk);  // outside: not counted
-  std::string message;
-  EXPECT_EQ(close(&message), Status::kWarnErrors);
-  EXPECT_NE(message.find("open_at_end_update 3"), std::string::npos) << message;
-  EXPECT_NE(message.find("end_update() was called inside a region 3 time(s)"), std::string::npos) << message;
+  expect_close_warns({"open_at_end_update 3", "end_update() was called inside a region 3 time(s)"});
   const auto lines = read_lines(log.path);
   ASSERT_EQ(lines.size(), 5u);
   for (std::size_t i = 1; i <= 3; ++i) EXPECT_EQ(lines[i]["recorder_errors"], (Json{{"open_at_end_update", 1}}));
@@ -1634,10 +1620,7 @@ TEST_F(RecorderTest, BeginUpdateInsideARegionIsCounted) {
   ASSERT_EQ(end_update(0), Status::kOk);
   ASSERT_EQ(begin_update(), Status::kOk);  // outside: not counted
   ASSERT_EQ(end_update(1), Status::kOk);
-  std::string message;
-  EXPECT_EQ(close(&message), Status::kWarnErrors);
-  EXPECT_NE(message.find("open_at_begin_update 1"), std::string::npos) << message;
-  EXPECT_NE(message.find("begin_update() was called inside a region 1 time(s)"), std::string::npos) << message;
+  expect_close_warns({"open_at_begin_update 1", "begin_update() was called inside a region 1 time(s)"});
   const auto lines = read_lines(log.path);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"open_at_begin_update", 1}}));
