@@ -1,6 +1,8 @@
 // Analyses on small hand-built datasets whose answers are worked out in the comments.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "stepprof/analysis/report.hpp"
 #include "test_util.hpp"
 
@@ -895,6 +897,48 @@ TEST(StragglerEpisodes, FromMarginsBuiltByHand) {
   EXPECT_DOUBLE_EQ(threshold, 17);
   EXPECT_TRUE(find_straggler_episodes({}, threshold).empty());
   EXPECT_EQ(threshold, 0);
+}
+
+// The second search's stretches (on own work less the slow paths' excess) put among the
+// first search's (merge_paths_scaled_episodes, cross_rank.hpp), episodes built by hand.
+TEST(StragglerEpisodes, PathsScaledStretchesReplaceOnlyShorterPiecesInsideThem) {
+  const auto ep = [](std::int64_t rank, std::int64_t first, std::int64_t last, std::size_t among = 0) {
+    StragglerEpisode e;
+    e.rank = rank;
+    e.first_step = first;
+    e.last_step = last;
+    e.updates = static_cast<std::size_t>(last - first + 1);
+    e.among_ranks = among;
+    return e;
+  };
+  const auto steps = [](const std::vector<StragglerEpisode>& v) {
+    std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>> out;
+    for (const auto& e : v) out.emplace_back(e.rank, e.first_step, e.last_step, e.paths_scaled);
+    return out;
+  };
+  using T = std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>>;
+  // Nothing of rank 3's found first: the scaled 100..119 is kept; a 9-update one is not.
+  std::vector<StragglerEpisode> first{ep(5, 40, 45)};
+  merge_paths_scaled_episodes(first, {ep(3, 100, 119), ep(4, 200, 208)});
+  EXPECT_EQ(steps(first), (T{{5, 40, 45, false}, {3, 100, 119, true}}));
+  // Pieces inside it covering 3 + 4 of its 20 steps: replaced. Another rank's episode in
+  // the same steps and rank 3's piece among other ranks (among_ranks > 0) stay.
+  first = {ep(3, 102, 104), ep(3, 110, 113), ep(6, 100, 119), ep(3, 105, 108, 2)};
+  merge_paths_scaled_episodes(first, {ep(3, 100, 119)});
+  EXPECT_EQ(steps(first), (T{{3, 100, 119, true}, {6, 100, 119, false}, {3, 105, 108, false}}));  // (step order, then rank)
+  // A piece reaching outside it (95..104): the first search's stand.
+  first = {ep(3, 95, 104), ep(3, 110, 113)};
+  merge_paths_scaled_episodes(first, {ep(3, 100, 119)});
+  EXPECT_EQ(steps(first), (T{{3, 95, 104, false}, {3, 110, 113, false}}));
+  // Pieces covering every step of it (overlapping pieces 100..112 and 105..119): they stand.
+  first = {ep(3, 100, 112), ep(3, 105, 119)};
+  merge_paths_scaled_episodes(first, {ep(3, 100, 119)});
+  EXPECT_EQ(steps(first), (T{{3, 100, 112, false}, {3, 105, 119, false}}));
+  // Overlapping pieces counted once: 100..115 and 104..110 cover 16 of 20 steps (23 if
+  // counted twice, which would have kept the pieces): replaced.
+  first = {ep(3, 100, 115), ep(3, 104, 110)};
+  merge_paths_scaled_episodes(first, {ep(3, 100, 119)});
+  EXPECT_EQ(steps(first), (T{{3, 100, 119, true}}));
 }
 
 // Two ranks behind in the same updates. 20 steps, 5 ranks whose own work is

@@ -854,6 +854,39 @@ std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64
   return out;
 }
 
+void merge_paths_scaled_episodes(std::vector<StragglerEpisode>& episodes, std::vector<StragglerEpisode> scaled) {
+  for (StragglerEpisode& e : scaled) {
+    // Stretches of 10 updates or more: shorter runs on this work (3 to 8 updates) came
+    // by chance where fallbacks are nearly everywhere (a review: 3 ranks at a rate of
+    // 0.95, 2 of 20 jobs without a straggler), or from padding spikes.
+    if (e.updates < 10) continue;
+    auto overlaps = [&](const StragglerEpisode& x) {
+      return x.rank == e.rank && x.among_ranks == 0 && x.first_step <= e.last_step && e.first_step <= x.last_step;
+    };
+    auto inside = [&](const StragglerEpisode& x) { return x.first_step >= e.first_step && x.last_step <= e.last_step; };
+    bool all_inside = true;
+    std::vector<std::pair<std::int64_t, std::int64_t>> pieces;  // (the steps the first search found of it)
+    for (const auto& x : episodes)
+      if (overlaps(x)) all_inside = all_inside && inside(x), pieces.emplace_back(x.first_step, x.last_step);
+    // Steps its pieces cover, overlapping pieces once (a running quartile's stretch and a
+    // first-pass piece inside it counted twice, and the whole stretch was dropped).
+    std::sort(pieces.begin(), pieces.end());
+    std::int64_t covered = 0, upto = INT64_MIN;
+    for (const auto& [lo, hi] : pieces) {
+      const std::int64_t from = std::max(lo, upto == INT64_MIN ? lo : upto + 1);
+      if (hi >= from) covered += hi - from + 1;
+      upto = std::max(upto, hi);
+    }
+    if (!pieces.empty() && (!all_inside || covered >= e.last_step - e.first_step + 1)) continue;
+    episodes.erase(std::remove_if(episodes.begin(), episodes.end(), overlaps), episodes.end());
+    e.paths_scaled = true;
+    episodes.push_back(std::move(e));
+  }
+  std::sort(episodes.begin(), episodes.end(), [](const StragglerEpisode& x, const StragglerEpisode& y) {
+    return std::tie(x.first_step, x.rank) < std::tie(y.first_step, y.rank);
+  });
+}
+
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
                                    std::optional<std::int64_t> world_size, double threshold,
                                    const CodePathResult* paths) {
@@ -1089,36 +1122,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     std::vector<RankWork> scaled_work(nr);
     for (std::size_t i = 0; i < nr; ++i) scaled_work[i] = {*ranks[i]->rank, &scaled_compute[i]};
     double scaled_threshold = 0;
-    for (StragglerEpisode& e : find_straggler_episodes(scaled_per_update, scaled_threshold, scaled_work)) {
-      // Stretches of 10 updates or more: shorter runs on this work (3 to 8 updates) came
-      // by chance where fallbacks are nearly everywhere (a review: 3 ranks at a rate of
-      // 0.95, 2 of 20 jobs without a straggler), or from padding spikes.
-      if (e.updates < 10) continue;
-      auto overlaps = [&](const StragglerEpisode& x) {
-        return x.rank == e.rank && x.among_ranks == 0 && x.first_step <= e.last_step && e.first_step <= x.last_step;
-      };
-      auto inside = [&](const StragglerEpisode& x) { return x.first_step >= e.first_step && x.last_step <= e.last_step; };
-      bool all_inside = true;
-      std::vector<std::pair<std::int64_t, std::int64_t>> pieces;  // (the steps the first search found of it)
-      for (const auto& x : out.episodes)
-        if (overlaps(x)) all_inside = all_inside && inside(x), pieces.emplace_back(x.first_step, x.last_step);
-      // Steps its pieces cover, overlapping pieces once (a running quartile's stretch and a
-      // first-pass piece inside it counted twice, and the whole stretch was dropped).
-      std::sort(pieces.begin(), pieces.end());
-      std::int64_t covered = 0, upto = INT64_MIN;
-      for (const auto& [lo, hi] : pieces) {
-        const std::int64_t from = std::max(lo, upto == INT64_MIN ? lo : upto + 1);
-        if (hi >= from) covered += hi - from + 1;
-        upto = std::max(upto, hi);
-      }
-      if (!pieces.empty() && (!all_inside || covered >= e.last_step - e.first_step + 1)) continue;
-      out.episodes.erase(std::remove_if(out.episodes.begin(), out.episodes.end(), overlaps), out.episodes.end());
-      e.paths_scaled = true;
-      out.episodes.push_back(std::move(e));
-    }
-    std::sort(out.episodes.begin(), out.episodes.end(), [](const StragglerEpisode& x, const StragglerEpisode& y) {
-      return std::tie(x.first_step, x.rank) < std::tie(y.first_step, y.rank);
-    });
+    merge_paths_scaled_episodes(out.episodes, find_straggler_episodes(scaled_per_update, scaled_threshold, scaled_work));
     // Such a stretch is priced on own work, as every long stretch is: the job waits for
     // the slowest other rank, fallbacks included (priced on the scaled work, a 1.3x
     // straggler among fallbacks at a rate of 0.3 bought 548 ms per update where removing

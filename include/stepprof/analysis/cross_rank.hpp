@@ -193,6 +193,17 @@ struct RankWork {
 std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSlowest>& per_update,
                                                       double& threshold_ms, const std::vector<RankWork>& ranks = {});
 
+/// Puts the stretches found by a second search, on own work less the slow code paths'
+/// excess (`scaled`, from find_straggler_episodes on that work), among `episodes` (the
+/// first search's, on own work as measured). A scaled stretch of 10 updates or more is
+/// kept, marked `paths_scaled`, where `episodes` has nothing of its rank's overlapping it
+/// (among_ranks == 0 episodes only), or where everything of its rank's overlapping it lies
+/// inside it and covers fewer of its steps (overlapping pieces counted once); those pieces
+/// are then removed. Shorter scaled stretches are dropped (3 to 8 updates came by chance
+/// where fallbacks are nearly everywhere). The result is in step order, then rank order.
+/// Pricing the kept ones is the caller's (price_long_stretches, on own work as measured).
+void merge_paths_scaled_episodes(std::vector<StragglerEpisode>& episodes, std::vector<StragglerEpisode> scaled);
+
 /// Ranks slower than the others together, in most updates: a slower node or GPU model, a
 /// data shard of longer samples. Half the ranks 1.3x slower has no straggler (relative
 /// score 0.77 >= 0.75), no rank that is the slowest in most updates (each update's slowest
