@@ -86,6 +86,16 @@ struct KinetoStats {
   std::uint64_t gpu_ops_without_launch = 0;     ///< GPU activity whose launch is not in the trace [count]
   std::uint64_t gpu_ops_outside_steps = 0;      ///< GPU activity launched outside every step [count]
   std::uint64_t gpu_annotations = 0;            ///< gpu_user_annotation spans (not used for times) [count]
+  /// GPU activity longer than the trace's ProfilerStep ranges from the first one's start to
+  /// the last one's end, plus 1 s: it cannot have run in the trace (a corrupt "dur"), and
+  /// is not counted [count]; the longest such [ms]; the span [ms].
+  std::uint64_t gpu_ops_too_long = 0;
+  double longest_too_long_ms = 0, steps_span_ms = 0;
+  /// GPU activity that starts more than 1 ms before the runtime call that launched it
+  /// (real traces: 5 us or more after it): the GPU and CPU clocks disagree [count]; the
+  /// largest such lead [ms]. Still counted for its launch's step and annotation.
+  std::uint64_t gpu_ops_before_launch = 0;
+  double most_before_launch_ms = 0;
   /// Events of a category that is read but not complete events (ph "X"), e.g. "B"/"E"
   /// pairs: not read, reported as a warning [count].
   std::uint64_t not_complete = 0;

@@ -1298,9 +1298,9 @@ void exposed_communication(const FindingInputs& in, std::vector<Finding>& out) {
   f.ms_per_update = ms;
   f.title = fmt::format("{:.1f} ms per update of {}'s kernel time overlaps no compute kernel", ms, comm);
   f.evidence = fmt::format(
-      "{}: {} busy {:.1f} ms (summed over streams), of which {:.1f} ms with no compute kernel of "
-      "the update running ({}){}; over the window {:.0f} % of its kernel time is exposed (the rest overlaps compute, "
-      "or NCCL kernels on other streams); exposed time includes waiting for other ranks, which the straggler "
+      "{}: {} busy {:.1f} ms (the union of its kernels over every stream), of which {:.1f} ms with no compute "
+      "kernel of the update running ({}){}; over the window {:.0f} % of its kernel time is exposed (the rest overlaps "
+      "compute kernels); exposed time includes waiting for other ranks, which the straggler "
       "findings price too when every rank's trace is given",
       every ? std::string("median per update")
             : fmt::format("in the {} of {} updates with exposed time, medians", exposed->device_ms->n,

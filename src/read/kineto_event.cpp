@@ -147,8 +147,9 @@ bool read_time(od::value v, Fields& f, std::string_view what, std::int64_t& out)
     double as_double = 0;
     if (!v.type().get(t) && t == od::json_type::number && (!v.get_double().get(as_double) || json_number_syntax(raw)))
       return f.fail(raw.data(),
-                    fmt::format("\"{}\" is not a time stepprof reads: {} (expected microseconds as Kineto writes "
-                                "them: digits, at most three decimals, no exponent, below 9.2e15)",
+                    fmt::format("\"{}\" is not a time stepprof reads: {} (expected microseconds, as Kineto writes "
+                                "them, below 9.2e15 in magnitude (9e15 with an exponent): the time in nanoseconds must fit "
+                                "in 64 bits)",
                                 what, raw.substr(0, 40)),
                     Problem::kBadField);
     return f.fail(raw.data(),

@@ -396,8 +396,19 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   resolved.reserve(gpu_.size());
   std::map<std::pair<std::int64_t, std::int64_t>, std::uint32_t> stream_index;  // (device, stream) -> dense index
   std::vector<std::uint32_t> stream_of(gpu_.size());
+  // The steps' span: GPU work launched in a step ends before the profiler stops, after
+  // the last one (in the bundled traces it ends within the steps).
+  std::int64_t first_start = INT64_MAX, last_end = INT64_MIN;
+  for (const Step& st : steps_) first_start = std::min(first_start, st.start), last_end = std::max(last_end, st.end);
+  const std::int64_t longest_possible = steps_.empty() ? INT64_MAX : last_end - first_start + 1'000'000'000;
+  stats.steps_span_ms = steps_.empty() ? 0.0 : static_cast<double>(last_end - first_start) / 1e6;
   for (std::uint32_t g = 0; g < gpu_.size(); ++g) {
     const auto& op = gpu_[g];
+    if (op.end - op.start > longest_possible) {
+      ++stats.gpu_ops_too_long;
+      stats.longest_too_long_ms = std::max(stats.longest_too_long_ms, static_cast<double>(op.end - op.start) / 1e6);
+      continue;
+    }
     stream_of[g] = stream_index.try_emplace({op.device, op.stream}, static_cast<std::uint32_t>(stream_index.size()))
                        .first->second;
     const Launch* l = op.has_correlation ? find_launch(launches_, op.correlation) : nullptr;
@@ -409,6 +420,10 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
       if (const std::int32_t s = step_of(op.start); s != kNone) resolved.push_back({s, kNone, g});
       else ++stats.gpu_ops_outside_steps;
       continue;
+    }
+    if (op.start < l->ts - 1'000'000) {
+      ++stats.gpu_ops_before_launch;
+      stats.most_before_launch_ms = std::max(stats.most_before_launch_ms, static_cast<double>(l->ts - op.start) / 1e6);
     }
     const std::int32_t s = step_of(l->ts);
     if (s == kNone) {

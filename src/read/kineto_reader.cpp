@@ -143,6 +143,14 @@ class TraceReader {
                                              : std::string()));
       return std::nullopt;
     }
+    if (other_pid_at_.line != 0) {
+      report(Severity::kError, Problem::kBadTrace, other_pid_at_,
+             fmt::format("ProfilerStep#N ranges of more than one process: this one's \"pid\" is {}, the first one's "
+                         "(at {}:{}) is {} (a trace merged from several ranks' or processes' files?); a trace is one "
+                         "process's, and a merged one would mix their steps and kernels; nothing of this trace is used",
+                         other_pid_, step_pid_at_.line, step_pid_at_.column, step_pid_));
+      return std::nullopt;
+    }
     KinetoTrace trace;
     stats_.model_bytes = model_.bytes();
     const std::string nccl = model_.has_annotation(kNcclRegion) ? std::string(kNcclRegion) + "_kernels"
@@ -271,7 +279,11 @@ class TraceReader {
             return;
           }
           ++stats_.steps;
-          model_.add_step(n, ev.tid, ev.ts_ns, end, scan.position(piece.text.data()).line);
+          const TextPosition at = scan.position(piece.text.data());
+          // (Steps of a second process: a trace merged from several ranks' files.)
+          if (stats_.steps == 1) step_pid_ = ev.pid, step_pid_at_ = at;
+          else if (ev.pid != step_pid_ && other_pid_at_.line == 0) other_pid_ = ev.pid, other_pid_at_ = at;
+          model_.add_step(n, ev.tid, ev.ts_ns, end, at.line);
         } else if (ev.kind == EventKind::kUserAnnotation) {
           ++stats_.annotations;
           model_.add_annotation(ev.name, ev.tid, ev.ts_ns, end);
@@ -493,6 +505,23 @@ class TraceReader {
              fmt::format("{} of {} GPU kernel(s)/copies were launched outside every ProfilerStep range (or, with no "
                          "launch in the trace, ran outside every range) and are not counted",
                          stats_.gpu_ops_outside_steps, stats_.gpu_ops));
+    if (stats_.gpu_ops == 0)
+      report(Severity::kNote, Problem::kMissingField, {},
+             "no GPU kernel, copy or memset in the trace (a CPU-only run, or recorded without "
+             "ProfilerActivity.CUDA): regions have host times only, and there is no NCCL kernel time");
+    if (stats_.gpu_ops_too_long)
+      report(Severity::kError, Problem::kBadField, {},
+             fmt::format("{} GPU kernel(s)/copies last longer than the trace's ProfilerStep ranges together ({:.6g} ms "
+                         "from the first one's start to the last one's end) plus 1 s, the longest {:.6g} ms: they "
+                         "cannot have run in this trace (a corrupt \"dur\"); not counted",
+                         stats_.gpu_ops_too_long, stats_.steps_span_ms, stats_.longest_too_long_ms));
+    if (stats_.gpu_ops_before_launch)
+      report(Severity::kWarning, Problem::kBadTrace, {},
+             fmt::format("{} of {} GPU kernel(s)/copies start more than 1 ms before the runtime call that launched "
+                         "them (by up to {:.6g} ms; in a consistent trace they start after it): the trace's GPU and CPU "
+                         "clocks disagree. Each still counts for its launch's step and annotation, but GPU work "
+                         "without a launch is placed in a step by its GPU start",
+                         stats_.gpu_ops_before_launch, stats_.gpu_ops, stats_.most_before_launch_ms));
     if (stats_.names_at_several_places)
       report(Severity::kNote, Problem::kHierarchy, {},
              fmt::format("{} annotation name(s) are called from several places (the first: \"{}\"): "
@@ -513,6 +542,8 @@ class TraceReader {
   }
 
   TextPosition first_not_complete_;
+  std::int64_t step_pid_ = 0, other_pid_ = 0;  // the first ProfilerStep's pid; a later one's that differs
+  TextPosition step_pid_at_, other_pid_at_;
   std::uint64_t rejected_steps_ = 0;  // ProfilerStep#N events rejected (bad ts, dur or step number)
   const std::string& path_;
   std::uint32_t fi_;

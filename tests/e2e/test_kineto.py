@@ -323,6 +323,10 @@ def test_exposed_communication_is_a_finding():
     assert f["subject"] == "nccl"
     assert f["ms_per_update"] == pytest.approx(statistics.median(exp.values()), rel=1e-9)
     assert "start communication earlier" in f["action"]
+    # nccl's busy time is one union over every stream (the import's definition; it said
+    # "summed over streams"), and what is not exposed overlaps compute kernels only.
+    assert "(the union of its kernels over every stream)" in f["evidence"]
+    assert "summed" not in f["evidence"] and "other streams" not in f["evidence"]
     # nccl is now a parent whose self time a trace cannot give (busy times do not
     # subtract): "-", not "(leaf)" with a self share of 0.0 %.
     (row,) = [l for l in run("report", HTA8).stdout.splitlines() if l.split()[:1] == ["nccl"]]
@@ -1007,6 +1011,9 @@ def test_numbers_that_are_no_time_and_steps_beyond_int64_say_so(tmp_path):
     r = run("import", "kineto", p, "-o", tmp_path / "out")
     assert r.returncode == 1, r.stderr
     assert 'error: "dur" is not a time stepprof reads: 1e+20' in r.stderr and "[bad-field]" in r.stderr
+    # (It says what is read: times with an exponent or more than three decimals are; it
+    # said "at most three decimals, no exponent", which a helper found untrue.)
+    assert "below 9.2e15 in magnitude (9e15 with an exponent)" in r.stderr and "no exponent" not in r.stderr
     assert '"ProfilerStep#99999999999999999999999" has a step number beyond the int64 range' in r.stderr
 
 
@@ -1198,3 +1205,57 @@ def test_an_import_over_an_earlier_one_says_which_logs_it_replaces(tmp_path):
     r = run("import", "kineto", DLRM[3], "-o", out)  # (another run's rank 3, say)
     assert r.returncode == 0, r.stderr
     assert re.search(r"wrote \S*rank3\.jsonl: rank 3, .*\(it replaces the log that was there\)", r.stderr), r.stderr
+
+
+def test_implausible_gpu_times_are_said(tmp_path):
+    # A helper's traces: a kernel of 1e8 ms inside a 14.5 ms step was counted (a region's
+    # device share of 691,802,159 %), and GPU times an hour before their launches were
+    # used without a word. The bundled traces' kernels start 5 us or more after their
+    # launches and end within the steps.
+    base = write(tmp_path, "ok.json", _with_kernel(small_trace(), 1030, 100))
+    r = run("report", "--format", "json", base)
+    assert r.returncode == 0 and "GPU" not in r.stderr, r.stderr
+    rows = {x["name"]: x for x in json.loads(r.stdout)["regions"]["rows"]}
+    assert rows["## forward ##"]["device_ms"]["median"] == pytest.approx(0.1)
+    # 0.5 ms of steps + 1 s is the longest a kernel may last: 1000.5 ms is counted, 1001 ms not.
+    for dur_us, counted in ((1_000_500, True), (1_001_000, False)):
+        p = write(tmp_path, f"long{dur_us}.json", _with_kernel(small_trace(), 1030, dur_us))
+        r = run("report", "--format", "json", p)
+        said = "1 GPU kernel(s)/copies last longer than the trace's ProfilerStep ranges together (0.5 ms" in r.stderr
+        assert said != counted and r.returncode == (0 if counted else 1), r.stderr
+        rows = {x["name"]: x for x in json.loads(r.stdout)["regions"]["rows"]}
+        dev = rows["## forward ##"]["device_ms"]
+        assert (dev["median"] == pytest.approx(dur_us / 1000)) if counted else dev is None
+    # A kernel 2 ms before its launch (at 1020 us): counted, and the clocks' disagreement said.
+    p = write(tmp_path, "early.json", _with_kernel(small_trace(), -980, 100))
+    r = run("report", "--format", "json", p)
+    assert r.returncode == 0, r.stderr
+    assert "1 of 1 GPU kernel(s)/copies start more than 1 ms before the runtime call that launched them (by up to " \
+           "2 ms" in r.stderr and "[bad-trace]" in r.stderr
+    rows = {x["name"]: x for x in json.loads(r.stdout)["regions"]["rows"]}
+    assert rows["## forward ##"]["device_ms"]["median"] == pytest.approx(0.1)
+
+
+def test_a_cpu_only_trace_says_so(tmp_path):
+    r = run("report", write(tmp_path, "cpu.json", small_trace()))
+    assert r.returncode == 0, r.stderr
+    assert "note: no GPU kernel, copy or memset in the trace" in r.stderr and "[missing-field]" in r.stderr
+    with_kernel = write(tmp_path, "gpu.json", _with_kernel(small_trace(), 1030, 100))
+    assert "no GPU kernel" not in run("report", with_kernel).stderr
+
+
+def test_a_trace_of_two_processes_is_not_used(tmp_path):
+    # Two ranks' events merged into one file: "rank 0" was reported with rank 1's step
+    # and part of each one's kernels.
+    doc = small_trace()
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#8", "pid": 2, "tid": 1, "ts": 2000, "dur": 500}]
+    p = write(tmp_path, "merged.json", doc)
+    r = run("report", p)
+    assert r.returncode == 3, r.stderr
+    assert re.search(r'merged\.json:\d+:\d+: error: ProfilerStep#N ranges of more than one process: this one\'s "pid" '
+                     r'is 2, the first one\'s \(at \d+:\d+\) is 1', r.stderr), r.stderr
+    # Steps of one process on several threads are one trace's.
+    doc["traceEvents"][-1]["pid"] = 1
+    doc["traceEvents"][-1]["tid"] = 5
+    assert "more than one process" not in run("report", write(tmp_path, "one.json", doc)).stderr
