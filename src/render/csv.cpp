@@ -129,7 +129,7 @@ bool summary_csv(const RegionTable& t, const std::function<bool(std::string_view
            stat(r.host_ms, &Summary::max), stat(r.host_ms, &Summary::mean), stat(r.calls, &Summary::median),
            stat(r.calls, &Summary::min), stat(r.calls, &Summary::max), stat(r.device_self_ms, &Summary::median),
            stat(r.host_self_ms, &Summary::median), number(r.share), nested ? number(r.self_share) : std::string(),
-           number(r.gap_ms), std::string(gap_name(r.gap))});
+           number(r.gap_ms), r.gap_ms ? std::string(gap_name(r.gap)) : std::string()});
   }
   return w.done();
 }

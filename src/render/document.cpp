@@ -452,10 +452,11 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   }
   Fields f;
   const std::size_t left_out = x.ranks_short.size() + x.ranks_without_comm.size();
-  f.items.emplace_back("cross-rank", left_out == 0 ? fmt::format("{} ranks, {} update{} present in every rank's log",
+  f.items.emplace_back("cross-rank", left_out == 0 ? fmt::format("{} ranks, {} update{} compared (in every rank's log, each rank's own work known)",
                                                                  x.ranks, x.steps_aligned, x.steps_aligned == 1 ? "" : "s")
                                                    : fmt::format("{} ranks ({} compared, see below), {} update{} "
-                                                                 "present in every compared rank's log",
+                                                                 "compared (in every compared rank's log, each "
+                                                                 "rank's own work known)",
                                                                  x.ranks, x.ranks - left_out, x.steps_aligned,
                                                                  x.steps_aligned == 1 ? "" : "s"));
   // "steps 30..40 (no rank 3); step 52 (no rank 1); and 4 more"

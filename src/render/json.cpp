@@ -136,7 +136,7 @@ Json regions(const RegionTable& t) {
                     {"share_fraction", r.share},
                     {"self_share_fraction", r.self_share},
                     {"gap_ms", opt(r.gap_ms)},
-                    {"gap", gap_name(r.gap)}});
+                    {"gap", r.gap_ms ? Json(gap_name(r.gap)) : Json(nullptr)}});  // (unknown: not "none")
   auto children_json = [](const std::vector<std::pair<std::string, double>>& kids) {
     Json out = Json::array();
     for (const auto& [name, ms] : kids) out.push_back({{"region", name}, {"ms", ms}});

@@ -521,6 +521,22 @@ def test_csv_summary_counts_the_updates_with_each_clock(tmp_path):
         assert float(rows[region]["device_ms_median"]) == pytest.approx(statistics.median(device))
 
 
+def test_a_gap_that_cannot_be_known_is_not_none(tmp_path):
+    # A log with device times only: the gap between device and host is unknown, and was
+    # written "none" (no gap) beside a null gap_ms (a helper's docs check).
+    config, updates = fx.real_records()
+    for u in updates:
+        u["cpu_call_ms"] = {}
+    log = fx.write_jsonl(tmp_path / "device_only.jsonl", [config] + updates)
+    rows = json.loads(run("report", "--format", "json", log).stdout)["regions"]["rows"]
+    assert rows and all(r["gap_ms"] is None and r["gap"] is None for r in rows)
+    summary = read_csv(csv_dir(tmp_path, log) / "summary.csv")
+    assert summary and all(r["device_minus_host_ms_median"] == "" and r["gap"] == "" for r in summary)
+    # With both clocks it is said, "none" included.
+    rows = json.loads(run("report", "--format", "json", fx.LOG).stdout)["regions"]["rows"]
+    assert {r["gap"] for r in rows} >= {"none"} and all(r["gap"] is not None for r in rows)
+
+
 def test_csv_without_nesting_leaves_self_and_depth_empty(tmp_path):
     out = csv_dir(tmp_path, fx.LOG)
     rows = read_csv(out / "regions.csv")
