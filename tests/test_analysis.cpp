@@ -1,6 +1,7 @@
 // Analyses on small hand-built datasets whose answers are worked out in the comments.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <tuple>
 
 #include "stepprof/analysis/report.hpp"
@@ -939,6 +940,40 @@ TEST(StragglerEpisodes, PathsScaledStretchesReplaceOnlyShorterPiecesInsideThem) 
   first = {ep(3, 100, 115), ep(3, 104, 110)};
   merge_paths_scaled_episodes(first, {ep(3, 100, 119)});
   EXPECT_EQ(steps(first), (T{{3, 100, 119, true}}));
+}
+
+// Ranks that enter their steps apart and leave them together (find_window_skew,
+// cross_rank.hpp). Ranks 0, 1, 2; starts are ms after T (a Unix time), walls in ms:
+//   step A: starts 0, 5, 2;       walls 20, 15.5, 18   -> ends 20, 20.5, 20:    spreads 5, 0.5
+//   step B: starts 100, 104, 101; walls 20, 16.2, 19   -> ends 120, 120.2, 120: spreads 4, 0.2
+//   step C: starts 200, 201, 206; walls 25, 24, 19.4   -> ends 225, 225, 225.4: spreads 6, 0.4
+//   step D: rank 2's start unknown: not counted.
+// Medians: start spread 5, end spread 0.4, slowest wall 20: 5 >= 1 ms and 10 % of 20, and
+// 0.4 <= 2.5. Rank 1 entered last in A and B, rank 2 in C; rank 0 first in all three.
+TEST(StragglerEpisodes, RanksThatEnterTheirStepsApartAndLeaveTogether) {
+  const double t = 1.7e12, nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> start{t + 0,   t + 5,   t + 2,   t + 100, t + 104, t + 101,
+                            t + 200, t + 201, t + 206, t + 300, t + 301, nan};
+  std::vector<double> wall{20, 15.5, 18, 20, 16.2, 19, 25, 24, 19.4, 20, 20, 20};
+  const auto x = find_window_skew(start, wall, {0, 1, 2});
+  ASSERT_TRUE(x);
+  EXPECT_EQ(x->steps, 3u);
+  EXPECT_NEAR(x->start_spread_ms, 5, 1e-3);
+  EXPECT_NEAR(x->end_spread_ms, 0.4, 1e-3);
+  EXPECT_EQ(x->last_rank, 1);
+  EXPECT_EQ(x->times_last, 2u);
+  EXPECT_EQ(x->first_rank, 0);
+  EXPECT_NE(describe_window_skew(*x).find("rank 1 entered last in 2 of them, rank 0 first"), std::string::npos);
+  // Ends as far apart as the starts (every wall 20 ms): ranks that start late finish late,
+  // which own work sees.
+  EXPECT_FALSE(find_window_skew(start, std::vector<double>(12, 20.0), {0, 1, 2}));
+  // Starts 1.5 ms apart in 20 ms updates: below 10 % of the update.
+  std::vector<double> close{t, t + 1.5, t, t + 100, t + 101.5, t + 100};
+  EXPECT_FALSE(find_window_skew(close, {20, 18.5, 20, 20, 18.5, 20}, {0, 1, 2}));
+  // ... and with 10 ms updates it is 15 %: a skew.
+  EXPECT_TRUE(find_window_skew(close, {10, 8.5, 10, 10, 8.5, 10}, {0, 1, 2}));
+  // No start known: none.
+  EXPECT_FALSE(find_window_skew(std::vector<double>(6, nan), std::vector<double>(6, 10.0), {0, 1, 2}));
 }
 
 // Two ranks behind in the same updates. 20 steps, 5 ranks whose own work is

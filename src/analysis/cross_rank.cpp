@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "stepprof/analysis/timeline.hpp"
 #include "stepprof/schema.hpp"
 
 namespace stepprof {
@@ -854,6 +855,52 @@ std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64
   return out;
 }
 
+std::optional<WindowSkew> find_window_skew(const std::vector<double>& start_ms, const std::vector<double>& wall_ms,
+                                          const std::vector<std::int64_t>& ranks) {
+  const std::size_t nr = ranks.size();
+  if (nr < 2 || start_ms.size() != wall_ms.size() || start_ms.size() % nr != 0) return std::nullopt;
+  std::vector<double> start_spread, end_spread, slowest;
+  std::vector<std::size_t> last(nr, 0), first(nr, 0);
+  for (std::size_t k = 0; k < start_ms.size(); k += nr) {
+    const double* st = &start_ms[k];
+    const double* w = &wall_ms[k];
+    if (std::any_of(st, st + nr, [](double v) { return std::isnan(v); })) continue;
+    const auto [lo, hi] = std::minmax_element(st, st + nr);
+    double end_lo = std::numeric_limits<double>::infinity(), end_hi = -end_lo;
+    for (std::size_t i = 0; i < nr; ++i) end_lo = std::min(end_lo, st[i] + w[i]), end_hi = std::max(end_hi, st[i] + w[i]);
+    start_spread.push_back(*hi - *lo);
+    end_spread.push_back(end_hi - end_lo);
+    slowest.push_back(*std::max_element(w, w + nr));
+    ++last[static_cast<std::size_t>(hi - st)];
+    ++first[static_cast<std::size_t>(lo - st)];
+  }
+  if (start_spread.empty()) return std::nullopt;
+  WindowSkew x;
+  x.steps = start_spread.size();
+  x.start_spread_ms = *median(start_spread);
+  x.end_spread_ms = *median(end_spread);
+  const double typical = *median(slowest);
+  if (!(x.start_spread_ms >= 1.0 && x.start_spread_ms >= 0.1 * typical && x.end_spread_ms <= 0.5 * x.start_spread_ms))
+    return std::nullopt;
+  // (max_element: the first of equal counts, so the lowest rank where `ranks` ascends.)
+  const auto l = static_cast<std::size_t>(std::max_element(last.begin(), last.end()) - last.begin());
+  const auto f = static_cast<std::size_t>(std::max_element(first.begin(), first.end()) - first.begin());
+  x.last_rank = ranks[l];
+  x.times_last = last[l];
+  x.first_rank = ranks[f];
+  return x;
+}
+
+std::string describe_window_skew(const WindowSkew& x) {
+  return fmt::format(
+      "the ranks entered their steps {:.3g} ms apart and left them within {:.3g} ms ({}; rank {} entered last{}, rank "
+      "{} first): a rank that enters late was slow before the step{}, and the others wait for it in the step's "
+      "collectives, which own work (the work inside each step) does not show; rank {} may be the rank they wait for",
+      x.start_spread_ms, x.end_spread_ms, x.steps == 1 ? std::string("one step") : fmt::format("medians over {} steps", x.steps),
+      x.last_rank, x.steps == 1 ? std::string() : fmt::format(" in {} of them", x.times_last), x.first_rank,
+      x.steps == 1 ? " (outside the trace, which holds this one step)" : "", x.last_rank);
+}
+
 void merge_paths_scaled_episodes(std::vector<StragglerEpisode>& episodes, std::vector<StragglerEpisode> scaled) {
   for (StragglerEpisode& e : scaled) {
     // Stretches of 10 updates or more: shorter runs on this work (3 to 8 updates) came
@@ -1018,6 +1065,13 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   });
   std::vector<double> scaled_at(scaled ? compute_at.size() : 0);
   bool any_excess = false;
+  // When each rank entered each step, where the logs say (a trace's ProfilerStep starts),
+  // and its wall time: for find_window_skew.
+  const bool starts = std::any_of(ranks.begin(), ranks.end(), [](const RankLog* r) {
+    return !r->updates.empty() && logged_start_unix_ms(r->updates.front());
+  });
+  std::vector<double> start_at(starts ? compute_at.size() : 0, std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> wall_at(starts ? compute_at.size() : 0, 0.0);
   for (std::size_t i = 0; i < nr; ++i) {
     const auto first = in.first_update_of(*ranks[i]);
     std::size_t s = 0;
@@ -1031,6 +1085,10 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
                                : w.kind == OwnWork::Kind::kNoComm ? kNoComm
                                                                   : kZeroWall;
       comm_at[s * nr + i] = w.comm_ms;
+      if (starts) {
+        start_at[s * nr + i] = logged_start_unix_ms(u).value_or(std::numeric_limits<double>::quiet_NaN());
+        wall_at[s * nr + i] = u.wall_ms;
+      }
       if (scaled && w.kind == OwnWork::Kind::kKnown) {
         const double excess = first ? path_excess_ms(in, *paths, *first + j, u) : 0.0;
         any_excess = any_excess || excess > 0;
@@ -1045,6 +1103,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   std::vector<UpdateSlowest> scaled_per_update;
   std::vector<std::size_t> slowest_count(nr, 0);
   std::vector<double> margins, v(nr);
+  std::vector<double> aligned_start, aligned_wall;  // (the aligned steps' rows of start_at, wall_at)
   StepRuns incomplete_runs{out.incomplete_examples}, without_comm_runs{out.without_comm_examples},
       zero_wall_runs{out.bad_wall_examples};
   for (std::size_t si = 0; si < steps.size(); ++si) {
@@ -1072,6 +1131,10 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       continue;
     }
     ++out.steps_aligned;
+    if (starts) {
+      aligned_start.insert(aligned_start.end(), &start_at[si * nr], &start_at[si * nr] + nr);
+      aligned_wall.insert(aligned_wall.end(), &wall_at[si * nr], &wall_at[si * nr] + nr);
+    }
     v.assign(row, row + nr);
     const auto slow = static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
     const double median = *stepprof::median(v);  // (reorders v: read v[slow] first)
@@ -1109,6 +1172,11 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   }
   out.available = true;
   out.margin_ms = summarize(margins);
+  if (starts) {
+    std::vector<std::int64_t> rank_numbers(nr);
+    for (std::size_t i = 0; i < nr; ++i) rank_numbers[i] = *ranks[i]->rank;
+    out.window_skew = find_window_skew(aligned_start, aligned_wall, rank_numbers);
+  }
   std::vector<RankWork> work(nr);
   for (std::size_t i = 0; i < nr; ++i) work[i] = {*ranks[i]->rank, &compute[i]};
   out.episodes = find_straggler_episodes(out.per_update, out.episode_threshold_ms, work);

@@ -236,10 +236,11 @@ const SlowGroup* reported_slow_group(const CrossRankResult& x) {
 
 // Own work is wall_ms minus the communication region: its compute there is not seen.
 std::string own_work_caveat(const CrossRankResult& x) {
-  if (x.comm_region.empty()) return {};
+  const std::string skew = x.window_skew ? "; " + describe_window_skew(*x.window_skew) : std::string();
+  if (x.comm_region.empty()) return skew;
   return fmt::format("; own work is wall_ms minus {0}: a lag inside {0} (a backward pass that overlaps its "
-                     "all-reduce) is not counted, so the time at stake is a lower bound if {0} holds compute",
-                     x.comm_region);
+                     "all-reduce) is not counted, so the time at stake is a lower bound if {0} holds compute{1}",
+                     x.comm_region, skew);
 }
 
 // A config field whose value `slow` (ascending) alone have, all of them the same (e.g.
@@ -1308,11 +1309,18 @@ void exposed_communication(const FindingInputs& in, std::vector<Finding>& out) {
       comm, whole->device_ms->median, exposed->device_ms->median, name,
       every ? std::string() : fmt::format(", {:.1f} ms per update over the window", ms),
       100 * exposed->share / whole->share);
+  if (in.cross_rank.window_skew) f.evidence += "; " + describe_window_skew(*in.cross_rank.window_skew);
   f.action = fmt::format(
       "start communication earlier so that compute hides it (DDP: smaller gradient buckets, bucket_cap_mb, so the "
       "all-reduce starts during backward; FSDP: backward and forward prefetch; launch all-to-alls before compute "
       "that does not need their result); with every rank's trace, exposed time that differs between ranks is "
       "waiting for the slowest rank (see the straggler findings)");
+  if (const auto& skew = in.cross_rank.window_skew)
+    f.action = fmt::format(
+        "first find why rank {} enters its steps late (what it does before the step: the previous step's work after "
+        "its last collective, the optimizer, data loading, a checkpoint): the other ranks' exposed time is then largely "
+        "waiting for it, which earlier communication would not hide; then {}",
+        skew->last_rank, f.action);
   out.push_back(std::move(f));
 }
 

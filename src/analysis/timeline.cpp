@@ -375,6 +375,11 @@ std::vector<TimelineCounter> counters(const AnalysisInput& in, const RankLog& ra
 
 }  // namespace
 
+std::optional<double> logged_start_unix_ms(const UpdateRecord& u) {
+  std::string bad;
+  return start_unix_ms(u, bad);
+}
+
 Timeline build_timeline(const AnalysisInput& in, const std::vector<RankRange>& only_ranks) {
   Timeline t;
   const Dataset& data = in.data;

@@ -91,8 +91,9 @@ int run_report(const ReportOptions& opt) {
   if (opt.format == "csv")
     for (const auto& name : csv_table_names()) input.more_outputs.push_back((std::filesystem::path(opt.out_dir) / name).string());
   if (auto stop = load_input(input, diag, in)) {
-    // --format json: a document even when no record could be read, saying why.
-    if (*stop == kNoData && opt.format == "json" && !write_output(opt.output, render_json_unanalyzed(diag)))
+    // --format json: a document even when no record could be read, or --strict stopped,
+    // saying why (a script that parses it got empty output after a strict stop).
+    if ((*stop == kNoData || *stop == kInputErrors) && opt.format == "json" && !write_output(opt.output, render_json_unanalyzed(diag)))
       return output_failed();
     return *stop;
   }

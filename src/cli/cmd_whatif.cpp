@@ -47,8 +47,9 @@ int run_whatif_command(WhatIfCliOptions opt) {
   InputOptions input = opt.input;
   input.output = opt.output;
   if (auto stop = load_input(input, diag, in)) {
-    // --format json: a document even when no record could be read, saying why.
-    if (*stop == kNoData && opt.format == "json" && !write_output(opt.output, render_whatif_json_unanalyzed(diag)))
+    // --format json: a document even when no record could be read, or --strict stopped,
+    // saying why.
+    if ((*stop == kNoData || *stop == kInputErrors) && opt.format == "json" && !write_output(opt.output, render_whatif_json_unanalyzed(diag)))
       return output_failed();
     return *stop;
   }

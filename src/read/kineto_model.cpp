@@ -254,10 +254,16 @@ std::int64_t exposed_ns(std::vector<std::pair<std::int64_t, std::int64_t>>& comm
 
 std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& counters, std::string_view nccl_region,
                                              std::string_view exposed_name, std::uint32_t file_index,
-                                             KinetoStats& stats) {
+                                             KinetoStats& stats, std::int64_t epoch_offset_ns) {
   std::vector<UpdateRecord> out;
   if (steps_.empty()) return out;
   std::stable_sort(steps_.begin(), steps_.end(), [](const Step& a, const Step& b) { return a.start < b.start; });
+  // Unix times when they look like them (PyTorch writes microseconds since the epoch, or
+  // since baseTimeNanoseconds): the cross-rank analysis compares when ranks entered a step.
+  const auto unix_ms = [&](std::int64_t ns) {
+    return static_cast<double>(ns) / 1e6 + static_cast<double>(epoch_offset_ns) / 1e6;
+  };
+  const bool unix_times = unix_ms(steps_.front().start) >= 1e12 && unix_ms(steps_.front().start) <= 1e14;
   std::vector<std::int64_t> step_starts, reach;  // reach[i]: the latest end of steps 0..i
   step_starts.reserve(steps_.size());
   reach.reserve(steps_.size());
@@ -517,6 +523,7 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     u.step = st.step;
     u.wall_ms = static_cast<double>(st.end - st.start) / 1e6;
     u.source = {.file = file_index, .line = st.line};
+    if (unix_times) u.extra.push_back({std::string(schema::kStartUnixMs), fmt::format("{:.3f}", unix_ms(st.start))});
     for (std::uint32_t place : region_order[s]) {
       const RegionAgg& a = agg[s][place];
       RegionSample rs;

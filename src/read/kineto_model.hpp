@@ -49,9 +49,13 @@ class KinetoModel {
   /// `exposed_name` (unless empty) its child holding the exposed part: per step, the time
   /// in the union of the step's NCCL kernel intervals (all streams) during which none of
   /// its other kernels ran [ms]. Fills the attribution counts of `stats`. `file_index`
-  /// goes into each SourceLocation.
+  /// goes into each SourceLocation. `epoch_offset_ns`: what to add to the trace's times
+  /// for Unix time [ns] (its baseTimeNanoseconds, else 0); each update then gets
+  /// `start_unix_ms`, its step's start, when the first step's lies from 2001 to 5138
+  /// (1e12 to 1e14 ms; otherwise the times are relative to something unknown: none gets it).
   std::vector<UpdateRecord> build(NameTable& regions, NameTable& counters, std::string_view nccl_region,
-                                  std::string_view exposed_name, std::uint32_t file_index, KinetoStats& stats);
+                                  std::string_view exposed_name, std::uint32_t file_index, KinetoStats& stats,
+                                  std::int64_t epoch_offset_ns = 0);
 
  private:
   struct Step {

@@ -158,7 +158,8 @@ class TraceReader {
     // (An annotation of that name would be merged with it: then none is written.)
     const std::string exposed = nccl + std::string(schema::kExposedSuffix);
     trace.updates =
-        model_.build(regions_, counters_, nccl, model_.has_annotation(exposed) ? std::string() : exposed, fi_, stats_);
+        model_.build(regions_, counters_, nccl, model_.has_annotation(exposed) ? std::string() : exposed, fi_, stats_,
+                     epoch_offset_ns());
     // A region's time summed over many events beyond the 1e12 ms a step log holds (each
     // event is within it): `import kineto` wrote a log that `report` then rejected. The
     // update is left out, as the step-log reader leaves out such a record.
@@ -315,6 +316,17 @@ class TraceReader {
 
   static std::string shorten(std::string_view s) {
     return s.size() > 60 ? fmt::format("{}...", s.substr(0, 57)) : std::string(s);
+  }
+
+  // The trace's baseTimeNanoseconds (newer PyTorch writes times relative to it), else 0.
+  std::int64_t epoch_offset_ns() const {
+    for (const RawField& m : metadata_) {
+      if (m.key != "kineto_baseTimeNanoseconds") continue;
+      std::int64_t ns = 0;
+      const auto [p, ec] = std::from_chars(m.json.data(), m.json.data() + m.json.size(), ns);
+      return ec == std::errc() && p == m.json.data() + m.json.size() && ns >= 0 ? ns : 0;
+    }
+    return 0;
   }
 
   // A metadata value of the trace object; false when the trace cannot be used.

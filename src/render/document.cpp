@@ -132,6 +132,17 @@ Section run_section(const Report& rep) {
   // (Values shown as the lowest rank has them above; here every value and its ranks.)
   constexpr std::size_t kValuesShown = 4;
   for (const auto& d : r.config_differences) {
+    // A value of its own on every rank (a trace's file name, a device id in its
+    // properties, a hostname): every value in full was most of a Run section of 8 traces.
+    if (d.values.size() >= 3 && std::all_of(d.values.begin(), d.values.end(), [](const auto& v) {
+          return v.second.size() == 1 && !v.first.empty();
+        })) {
+      f.items.emplace_back("config " + d.key + " differs",
+                           fmt::format("a value of its own on each of {} ranks (rank {}'s above; --format json "
+                                       "lists them all)",
+                                       d.values.size(), d.values.front().second.front()));
+      continue;
+    }
     std::string values;
     for (std::size_t i = 0; i < d.values.size() && i < kValuesShown; ++i)
       values += fmt::format("{}{} ({})", i ? ", " : "", d.values[i].first.empty() ? "absent" : d.values[i].first,
@@ -536,6 +547,7 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                     "their whole wall_ms, waits "
                     "included, and they would look like stragglers); does their log name the region differently?",
                     rank_numbers(x.ranks_without_comm)));
+  if (x.window_skew) f.items.emplace_back("step entries", describe_window_skew(*x.window_skew));
   f.items.emplace_back(
       "method",
       x.comm_region.empty()

@@ -369,6 +369,13 @@ Json cross_rank_head(const CrossRankResult& x) {
               {"episodes", episodes},
               {"episode_threshold_ms", x.available ? Json(x.episode_threshold_ms) : Json(nullptr)},
               {"slow_group", slow_group},
+              {"window_skew", x.window_skew ? Json{{"steps", x.window_skew->steps},
+                                                   {"start_spread_ms", x.window_skew->start_spread_ms},
+                                                   {"end_spread_ms", x.window_skew->end_spread_ms},
+                                                   {"last_rank", x.window_skew->last_rank},
+                                                   {"times_last", x.window_skew->times_last},
+                                                   {"first_rank", x.window_skew->first_rank}}
+                                            : Json(nullptr)},
               {"per_rank", nullptr},  // (cross_rank_rank)
               {"per_update", per_update}};
 }

@@ -412,6 +412,15 @@ def test_exit_status_for_bad_input(tmp_path):
 
     strict = run("report", "--strict", bad)
     assert strict.returncode == 1 and strict.stdout == ""
+    # --format json writes a document saying why (it wrote nothing: a script parsing it
+    # failed on empty output), for report and whatif.
+    for cmd in (["report"], ["whatif", "batched-geometry"]):
+        strict = run(*cmd, "--strict", "--format", "json", bad)
+        assert strict.returncode == 1, strict.stderr
+        doc = json.loads(strict.stdout)
+        assert doc["analyzed"] is False and set(doc) == {"schema", "analyzed", "diagnostics"}
+        (item,) = doc["diagnostics"]["items"]
+        assert item["line"] == 4 and item["code"] == "malformed-json" and item["severity"] == "error"
 
     cut = tmp_path / "cut.jsonl"
     cut.write_text("\n".join(lines[:5]) + "\n" + lines[5][: len(lines[5]) // 2])

@@ -316,6 +316,36 @@ enum class RankLeftOut : std::uint8_t {
 /// Returns one entry per rank, in the same order.
 std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64_t>>& rank_steps);
 
+/// Ranks that entered their steps far apart but left them together, from logged start
+/// times (`start_unix_ms`: `import kineto` writes each ProfilerStep's start; the ranks'
+/// clocks must agree, as on one node or under NTP to well under a millisecond). A rank
+/// that enters a step late was slow before it (in the previous step, outside the trace
+/// when it holds one step), and the others wait for it in this step's collectives: own
+/// work, which compares the work inside each step, then misses it, and the waiting shows
+/// as communication (8 DLRM traces: rank 7 entered 7.5 ms after rank 1, every rank left
+/// within 0.9 ms; the others' NCCL time was mostly waiting for rank 7, while own work
+/// named rank 5).
+struct WindowSkew {
+  std::size_t steps = 0;         ///< aligned steps with every rank's start time [count]
+  double start_spread_ms = 0;    ///< median over them of the latest entry minus the earliest [ms]
+  double end_spread_ms = 0;      ///< likewise of the exits (start + wall_ms) [ms]
+  std::int64_t last_rank = 0;    ///< the rank that entered last in the most of them (lowest on ties)
+  std::size_t times_last = 0;    ///< in how many of them it did [count]
+  std::int64_t first_rank = 0;   ///< the rank that entered first in the most of them
+  /// Set only when start_spread_ms is at least 1 ms and 10 % of the median update (the
+  /// slowest rank's wall_ms) and end_spread_ms at most half of start_spread_ms.
+};
+
+/// The WindowSkew of aligned steps, from per step and rank (step-major, `nr` ranks per
+/// step) the start [ms since the epoch, NaN when unknown] and wall time [ms]; `ranks` the
+/// rank numbers in the same order. nullopt when no step has every rank's start, or the
+/// spreads do not meet the rule above.
+std::optional<WindowSkew> find_window_skew(const std::vector<double>& start_ms, const std::vector<double>& wall_ms,
+                                          const std::vector<std::int64_t>& ranks);
+
+/// The skew in words, for the report's cross-rank section and the findings it bears on.
+std::string describe_window_skew(const WindowSkew& x);
+
 struct CrossRankResult {
   bool available = false;
   std::string why_not;             ///< when not available, e.g. "one rank only"
@@ -376,6 +406,7 @@ struct CrossRankResult {
   std::vector<StragglerEpisode> episodes;   ///< stretches in which a rank fell far behind
   double episode_threshold_ms = 0;          ///< median over ranks of the margin above which a rank counts as behind [ms]
   std::optional<SlowGroup> slow_group;      ///< ranks slower than the others together, in most updates
+  std::optional<WindowSkew> window_skew;    ///< ranks that entered their steps far apart (see WindowSkew)
 };
 
 /// A rank's own work in one update (see Method above): wall_ms less the communication

@@ -108,4 +108,9 @@ struct Timeline {
 /// so a step keeps the length the slowest rank gave it.
 Timeline build_timeline(const AnalysisInput& in, const std::vector<RankRange>& only_ranks = {});
 
+/// The update's logged `start_unix_ms` (schema::kStartUnixMs: host time at its entry, ms
+/// since the Unix epoch; `import kineto` writes each ProfilerStep's start), or nullopt
+/// when it has none or one that is no Unix time in ms (0 to 1e14) [ms].
+std::optional<double> logged_start_unix_ms(const UpdateRecord& u);
+
 }  // namespace stepprof
