@@ -12,6 +12,9 @@
 
 namespace {
 thread_local bool t_fail_allocations = false;  // set around the call under test only
+// Allocations of 1 MiB or more that may still succeed before the next one fails; -1: no
+// limit (a memory limit that a large record reaches, as `ulimit -v` does).
+thread_local long t_large_allocations_left = -1;
 }  // namespace
 
 // (GCC takes the replaced operator delete's free() for a mismatch with operator new.)
@@ -19,6 +22,10 @@ thread_local bool t_fail_allocations = false;  // set around the call under test
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
   if (t_fail_allocations) throw std::bad_alloc();
+  if (n >= (std::size_t{1} << 20) && t_large_allocations_left >= 0) {
+    if (t_large_allocations_left == 0) throw std::bad_alloc();
+    --t_large_allocations_left;
+  }
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
@@ -86,4 +93,39 @@ TEST_F(RecorderTest, AMicroBatchThatCannotBeStoredIsNotReportedAsRecorded) {
   ASSERT_EQ(lines.size(), 2u);
   ASSERT_TRUE(lines[1].contains("microbatches")) << lines[1].dump();
   EXPECT_EQ(lines[1]["microbatches"].size(), 1u) << lines[1].dump();
+}
+
+// A record of many sample indices that memory runs out for while it is written: the job
+// was killed (std::terminate) where end_update() returns kErrNoMemory. nlohmann's json
+// destructor allocates a stack as large as an array it destroys, inside a noexcept
+// destructor, while the failed allocation's exception unwound (a helper: 8 million indices
+// under `ulimit -v 400000`, exit status 134). Here the first allocation of 1 MiB or more in
+// end_update() succeeds and the next fails. Run in a child: the bug ended the process.
+TEST_F(RecorderTest, SampleIndicesOutOfMemoryAreAnErrorNotTheEndOfTheJob) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  TempLog log("oom-indices");
+  Options o;
+  o.path = log.path;
+  o.device_timing = DeviceTiming::kOff;
+  o.print_warnings = false;
+  ASSERT_EQ(open(o), Status::kOk);
+  std::vector<std::int64_t> indices(400'000);
+  for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<std::int64_t>(i);
+  sample_indices(indices);
+  EXPECT_EXIT(
+      {
+        t_large_allocations_left = 1;
+        const Status s = end_update(0);
+        t_large_allocations_left = -1;
+        std::_Exit(s == Status::kErrNoMemory && out_of_memory_count() == 1 ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+  // With memory, the same record (this process's: the child's end_update() was its own)
+  // is written whole.
+  EXPECT_EQ(end_update(0), Status::kOk);
+  close();
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["sample_indices"].size(), indices.size());
+  EXPECT_EQ(lines[1]["sample_indices"].back(), 399'999);
 }

@@ -1,6 +1,7 @@
 #include "stepprof/record_writer.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -136,8 +137,14 @@ void append_update_json(const UpdateRecord& u, const NameTable& regions, const N
     for (const auto& shape : u.input_shapes) h[tuple_text(shape.dims)] = shape.microbatches;
     j[key(s::kInputShapes)] = std::move(h);
   }
-  if (!u.sample_indices.empty()) j[key(s::kSampleIndices)] = u.sample_indices;
-  if (u.padding_fraction) j[key(s::kPaddingFraction)] = *u.padding_fraction;
+  // The fields after the sample indices, in an object of their own: the indices (millions
+  // of them in some jobs) are written as text between the two, never as a JSON array.
+  // nlohmann's destructor of an array allocates a stack as large as the array, and under a
+  // memory limit that allocation threw inside a noexcept destructor while the exception of
+  // a failed allocation unwound: std::terminate, the training job killed (a helper: 8
+  // million indices under `ulimit -v 400000`), where end_update() returns kErrNoMemory.
+  Json tail = Json::object();
+  if (u.padding_fraction) tail[key(s::kPaddingFraction)] = *u.padding_fraction;
   if (!u.microbatches.empty()) {
     Json list = Json::array();
     for (const auto& mb : u.microbatches) {
@@ -148,15 +155,35 @@ void append_update_json(const UpdateRecord& u, const NameTable& regions, const N
       if (mb.padded_length) m[key(s::microbatch::kPaddedLength)] = *mb.padded_length;
       list.push_back(std::move(m));
     }
-    j[key(s::kMicrobatches)] = std::move(list);
+    tail[key(s::kMicrobatches)] = std::move(list);
   }
   if (!u.recorder_errors.empty()) {
     Json e = Json::object();
     for (const auto& [kind, n] : u.recorder_errors) e[kind] = n;
-    j[key(s::kRecorderErrors)] = std::move(e);
+    tail[key(s::kRecorderErrors)] = std::move(e);
   }
-  for (const auto& f : u.extra) j[f.key] = raw_value(f.json);
-  dump_to(j, out);
+  // (A field of the job's own that repeats a field written above replaces it there.)
+  for (const auto& f : u.extra) (j.contains(f.key) ? j : tail)[f.key] = raw_value(f.json);
+  dump_to(j, out);  // {"type":...} (never empty)
+  if (!u.sample_indices.empty()) {
+    out.pop_back();  // its '}'
+    out += ",\"";
+    out += s::kSampleIndices;
+    out += "\":[";
+    char digits[24];
+    for (std::size_t i = 0; i < u.sample_indices.size(); ++i) {
+      if (i) out += ',';
+      const auto r = std::to_chars(digits, digits + sizeof digits, u.sample_indices[i]);
+      out.append(digits, r.ptr);
+    }
+    out += "]}";
+  }
+  if (!tail.empty()) {
+    out.pop_back();  // the '}' before it
+    const std::size_t at = out.size();
+    dump_to(tail, out);
+    out[at] = ',';  // (its '{')
+  }
 }
 
 std::string json_string(std::string_view text) {
