@@ -600,6 +600,28 @@ TEST(Waiting, UpdatesTimedOnTheHostOnlyCountInTheWait) {
   }
 }
 
+// A region with a role or on a background thread is not the compute: a data loader's
+// region more anti-correlated with the communication than the forward pass was named
+// the compute region (a helper's C++ engine). Without the nesting, roles are unknown.
+TEST(Waiting, TheComputeRegionHasNoRole) {
+  Builder b;
+  const double compute[] = {100, 400, 250, 300, 150, 350};
+  const double noise[] = {9, -7, 5, 8, -9, 6};
+  for (int i = 0; i < 6; ++i) {
+    auto& u = b.add(i, 700);
+    b.region(u, "forward", compute[i], compute[i]);
+    b.region(u, "grad_comm", 600 - compute[i] + noise[i], 600 - compute[i] + noise[i]);
+    b.region(u, "loader", std::nullopt, compute[i] - noise[i]);         // r = -1 exactly: comm + it = 600
+    b.region(u, "decode", std::nullopt, 0.5 * (compute[i] - noise[i]));  // under it: on its thread
+    b.region(u, "opt", std::nullopt, 0.1 * (compute[i] - noise[i]));     // role=optimizer
+  }
+  EXPECT_EQ(analyze_waiting({b.d, nullptr}, b.d.ranks[0]).compute_region, "loader");  // (the first of r = -1)
+  const Hierarchy h = parse("forward\ngrad_comm\nopt role=optimizer\nloader role=background\n  decode\n");
+  const WaitingResult w = analyze_waiting({b.d, &h}, b.d.ranks[0]);
+  EXPECT_EQ(w.compute_region, "forward");
+  EXPECT_GT(*w.correlation, -1 + 1e-6);
+}
+
 TEST(Waiting, IndependentRegionsAreNotWaiting) {
   Builder b;
   const double compute[] = {100, 400, 250, 300, 150, 350};

@@ -190,6 +190,13 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
     const auto name = in.data.regions.name(id);
     if (in.hierarchy && (in.hierarchy->is_ancestor(name, w.comm_region) || in.hierarchy->is_ancestor(w.comm_region, name)))
       continue;
+    // Compute only: not a region with a role (data loading, the optimizer step, another
+    // communication region) nor one on a background thread (a data loader's region was
+    // named the compute, a helper found: its time can follow the wait for other reasons).
+    if (in.hierarchy) {
+      const HierarchyNode* node = in.hierarchy->find(name);
+      if ((node && node->role != RegionRole::kNone) || in.hierarchy->in_background(name)) continue;
+    }
     const bool dev = in.has_device_time(id);
     const auto col = column(id);
     std::vector<double> t;
