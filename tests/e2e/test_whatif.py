@@ -363,6 +363,31 @@ def test_balanced_ranks_needs_several_ranks(tmp_path):
     assert any("half corrected" in n for n in p["notes"])
 
 
+def test_work_that_changes_in_a_parent_region_only_is_said(tmp_path):
+    # A helper's engine: forward's own time follows the token slots (0.004 ms each) while
+    # its one child, attention, takes a fixed 4 ms. The cost-model table listed forward as
+    # used, at that cost, above "no usable cost model uses the work that changes".
+    rng = random.Random(3)
+    lines = [{"type": "config", "rank": 0, "world_size": 1}]
+    for step in range(60):
+        slots = rng.choice([1024, 2048, 3072, 4096])
+        valid = int(slots * rng.uniform(0.5, 0.9))
+        attention = 4 + rng.uniform(-0.05, 0.05)
+        forward = attention + 8 + 0.004 * slots + rng.uniform(-0.1, 0.1)
+        lines.append({"type": "update", "rank": 0, "step": step, "wall_ms": forward + 5,
+                      "cpu_call_ms": {"forward": forward, "attention": attention},
+                      "parents": {"forward": None, "attention": "forward"},
+                      "counts": {"token_slots": slots, "valid_tokens": valid, "samples": 4}})
+    log = tmp_path / "parent.jsonl"
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    doc = json.loads(run("whatif", "no-padding", "--format", "json", log).stdout)
+    assert any(t["feature"] == "token_slots" for t in model(doc, "forward")["terms"])
+    r = run("whatif", "no-padding", log)
+    assert r.returncode == 3
+    assert "no usable cost model of a leaf region uses the work that changes (token_slots)" in r.stderr
+    assert "The models of forward use it, but it has child regions" in r.stderr, r.stderr
+
+
 # ---- command line ---------------------------------------------------------------------------
 
 def test_text_and_markdown_outputs():
