@@ -1627,6 +1627,48 @@ TEST_F(RecorderTest, BeginUpdateInsideARegionIsCounted) {
   EXPECT_FALSE(lines[2].contains("recorder_errors"));
 }
 
+namespace {
+// A SIGTERM-style handler that closes the recorder, and a sink that delivers the signal to
+// its own thread while end_update() writes (inside the recorder, holding its lock).
+volatile std::sig_atomic_t g_handler_status = 99;
+std::string g_handler_message;
+void close_in_handler(int) {
+  g_handler_status = static_cast<int>(close(&g_handler_message));
+}
+class SignallingSink final : public LineSink {
+ public:
+  int write(std::string_view bytes, std::size_t& written) noexcept override {
+    if (++calls == 2) std::raise(SIGUSR1);  // (the first write is the config record)
+    written = bytes.size();
+    return 0;
+  }
+  int calls = 0;
+};
+}  // namespace
+
+// A signal handler that calls close() while its thread is inside end_update(): it waited
+// for itself forever (a helper's job hung in close()'s lock, and a later SIGTERM could
+// not end it). It returns kErrState now, and the recorder goes on. Run in a child, with
+// an alarm: the bug hung the process.
+TEST_F(RecorderTest, ACloseFromASignalHandlerInsideTheRecorderReturnsInsteadOfHanging) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::alarm(10);
+        std::signal(SIGUSR1, close_in_handler);
+        Options o = host_only("");
+        o.sink = std::make_shared<SignallingSink>();
+        if (open(o) != Status::kOk) std::_Exit(2);
+        { STEPPROF_REGION("work"); }
+        const Status s = end_update(0);
+        const bool said = g_handler_message.find("inside the recorder (from a signal handler?)") != std::string::npos;
+        const bool ok = s == Status::kOk && g_handler_status == static_cast<int>(Status::kErrState) && said &&
+                        close() == Status::kOk;
+        std::_Exit(ok ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
 TEST_F(RecorderTest, ACounterSumThatWrapsAroundInt64IsLeftOutAndCounted) {
   TempLog log("wrapcount");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

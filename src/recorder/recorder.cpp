@@ -328,8 +328,34 @@ std::string Core::run_id_for(const Options& o) const {
   return std::string(host) + "-" + std::to_string(getpid()) + "-" + std::to_string(std::time(nullptr));
 }
 
+// True while this thread holds Core::mu. A signal handler that interrupts the thread
+// there and calls the recorder (a SIGTERM handler's close()) waited for itself forever: a
+// helper's job hung, and a later SIGTERM could not end it. Such a call returns kErrState
+// instead. (The other locks, the per-update data's and the names', are held briefly; the
+// recorder is not async-signal-safe: docs/recorder.md.)
+thread_local bool t_holds_core = false;
+
+class CoreLock {
+ public:
+  explicit CoreLock(std::mutex& m) : lock_(m) { t_holds_core = true; }
+  ~CoreLock() { t_holds_core = false; }
+  CoreLock(const CoreLock&) = delete;
+  CoreLock& operator=(const CoreLock&) = delete;
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+};
+
+constexpr const char* kReentered =
+    "stepprof: called while this thread was inside the recorder (from a signal handler?): nothing done; set a flag "
+    "in the handler and call it from the training loop";
+
 Status Core::open(const Options& o, std::string* message) {
-  std::lock_guard lock(mu);
+  if (t_holds_core) {
+    if (message) *message = kReentered;
+    return Status::kErrState;
+  }
+  CoreLock lock(mu);
   auto fail = [&](Status s, std::string msg) {
     if (message) *message = std::move(msg);
     return s;
@@ -618,7 +644,8 @@ Status Core::enable_device_here(void* stream) {
 }
 
 Status Core::set_device_stream(void* stream) {
-  std::lock_guard lock(mu);
+  if (t_holds_core) return Status::kErrState;  // (see CoreLock)
+  CoreLock lock(mu);
   if (!is_open.load(std::memory_order_relaxed) || !timer_) return Status::kErrState;
   try {
     return enable_device_here(stream);
@@ -862,7 +889,8 @@ void Core::check_log_file(std::int64_t step) {
 }
 
 Status Core::end_update(std::int64_t step) {
-  std::lock_guard lock(mu);
+  if (t_holds_core) return Status::kErrState;  // (see CoreLock)
+  CoreLock lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
   // A step below 0: nothing is done (the contract of an error status), and the update goes
   // on; a record of it would be rejected by the reader, and with it the errors it carries.
@@ -942,7 +970,8 @@ Status Core::end_update(std::int64_t step) {
 }
 
 Status Core::begin_update() {
-  std::lock_guard lock(mu);
+  if (t_holds_core) return Status::kErrState;  // (see CoreLock)
+  CoreLock lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
   // The update starts over: what was recorded since the last end_update() (an
   // evaluation's regions and counts, model loading before the loop) goes with the time it
@@ -960,7 +989,8 @@ Status Core::begin_update() {
 }
 
 Status Core::flush() {
-  std::lock_guard lock(mu);
+  if (t_holds_core) return Status::kErrState;  // (see CoreLock)
+  CoreLock lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
   if (!sink_ || log_fd_taken("flush()")) return Status::kWarnIo;
   return sink_->sync() == 0 ? Status::kOk : Status::kWarnIo;
@@ -1048,7 +1078,11 @@ void Core::say_at_exit() noexcept {
 }
 
 Status Core::close(std::string* message) {
-  std::lock_guard lock(mu);
+  if (t_holds_core) {  // (see CoreLock)
+    if (message) *message = kReentered;
+    return Status::kErrState;
+  }
+  CoreLock lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) {
     if (message) *message = "stepprof: close(): no recorder is open";
     return Status::kErrState;
@@ -1128,7 +1162,8 @@ Status Core::close(std::string* message) {
 }
 
 Status Core::error_counts(std::vector<std::pair<std::string, std::int64_t>>& out) {
-  std::lock_guard lock(mu);
+  if (t_holds_core) return Status::kErrState;  // (see CoreLock)
+  CoreLock lock(mu);
   out.clear();
   if (is_open.load(std::memory_order_relaxed)) collect_errors();
   else if (!closed_) return Status::kErrState;  // (after close(): that session's final counts)
@@ -1139,7 +1174,8 @@ Status Core::error_counts(std::vector<std::pair<std::string, std::int64_t>>& out
 }
 
 Status Core::info(RecorderInfo& out) {
-  std::lock_guard lock(mu);
+  if (t_holds_core) return Status::kErrState;  // (see CoreLock)
+  CoreLock lock(mu);
   if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
   out.path = path_;
   out.run_id = run_id_;
