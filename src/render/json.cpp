@@ -9,6 +9,7 @@ namespace {
 
 using detail::Json;
 using detail::opt;
+using detail::count_json;
 using detail::rank_json;
 
 Json summary(const std::optional<Summary>& s) {
@@ -181,10 +182,10 @@ Json code_paths(const CodePathResult& c) {
                        {"clock", p.device ? "device" : "host"},
                        {"updates", p.updates},
                        {"total_ms", p.total_ms},
-                       {"calls", p.calls},
-                       {"samples", opt(p.samples)},
-                       {"frames", opt(p.frames)},
-                       {"microbatches", opt(p.microbatches)},
+                       {"calls", count_json(p.calls)},
+                       {"samples", count_json(p.samples)},
+                       {"frames", count_json(p.frames)},
+                       {"microbatches", count_json(p.microbatches)},
                        {"work_from", work_from(p)},
                        {"counters", {{"samples", p.samples_counter}, {"frames", p.frames_counter},
                                      {"microbatches", p.microbatches_counter}}},
@@ -231,18 +232,19 @@ Json padding(const PaddingResult& p) {
     spikes.push_back({{"rank", rank_json(x.rank)},
                       {"step", x.step},
                       {"padding_fraction", x.fraction},
-                      {"max_padded_length", opt(x.padded_length)}});
+                      {"max_padded_length", count_json(x.padded_length)}});
   // Without token counters these figures are unknown, not 0.
   auto known = [&](double v) { return p.available ? Json(v) : Json(nullptr); };
+  auto known_count = [&](double v) { return p.available ? count_json(v) : Json(nullptr); };
   return Json{{"available", p.available},
               {"why_not", p.available ? Json(nullptr) : Json(p.why_not)},
-              {"token_slots", known(p.token_slots)},
-              {"valid_tokens", known(p.valid_tokens)},
+              {"token_slots", known_count(p.token_slots)},
+              {"valid_tokens", known_count(p.valid_tokens)},
               {"padding_fraction", known(p.fraction)},
               {"per_update_fraction", summary(p.per_update_fraction)},
               {"padding_slots_per_s", known(p.padding_slots_per_s)},
               {"padding_slots_per_update", known(p.padding_slots_per_update)},
-              {"max_padded_length", opt(p.max_padded_length)},
+              {"max_padded_length", count_json(p.max_padded_length)},
               {"token_bound_regions", bound},
               {"cost_ms_per_update", opt(p.cost_ms_per_update)},
               {"cost_needs_nesting", p.cost_needs_nesting},

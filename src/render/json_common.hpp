@@ -2,6 +2,8 @@
 // absent-as-null, the diagnostics block, and the final text. Internal to the renderers.
 #pragma once
 
+#include <cmath>
+
 #include <cstddef>
 #include <functional>
 #include <optional>
@@ -24,6 +26,16 @@ template <typename T>
 Json opt(const std::optional<T>& v) {
   return v ? Json(*v) : Json(nullptr);
 }
+
+/// A count held as a double (a sum of counters, a length): a JSON integer when it is a
+/// whole number within 2^53, as docs/report-json.md says counts are; else the number.
+inline Json count_json(double v) {
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  if (std::isfinite(v) && v == std::nearbyint(v) && std::fabs(v) <= kExact) return Json(static_cast<std::int64_t>(v));
+  return Json(v);
+}
+/// As count_json, or null when absent.
+inline Json count_json(const std::optional<double>& v) { return v ? count_json(*v) : Json(nullptr); }
 
 /// A rank number, or null for -1 (the analyses' "the log names no rank").
 inline Json rank_json(std::int64_t rank) { return rank < 0 ? Json(nullptr) : Json(rank); }

@@ -537,6 +537,20 @@ def test_a_gap_that_cannot_be_known_is_not_none(tmp_path):
     assert {r["gap"] for r in rows} >= {"none"} and all(r["gap"] is not None for r in rows)
 
 
+def test_counts_are_json_integers():
+    # Keys without a unit are counts (docs/report-json.md); sums of counters and padded
+    # lengths came out as 987856.0 and 3221.0 (a helper's docs check).
+    config, updates = fx.real_records()
+    doc = json.loads(run("report", "--format", "json", "--hierarchy", fx.HIER, fx.LOG).stdout)
+    p = doc["padding"]
+    slots = sum(u["counts"]["token_slots"] for u in updates)
+    assert p["token_slots"] == slots and type(p["token_slots"]) is int
+    assert type(p["valid_tokens"]) is int and type(p["max_padded_length"]) is int
+    paths = [x for g in doc["code_paths"]["groups"] for x in g["paths"]]
+    assert paths and all(type(x[k]) is int for x in paths for k in ("calls", "samples", "frames"))
+    assert sum(x["calls"] for x in paths) == sum(u["calls"].get(x["region"], 0) for u in updates for x in paths)
+
+
 def test_csv_without_nesting_leaves_self_and_depth_empty(tmp_path):
     out = csv_dir(tmp_path, fx.LOG)
     rows = read_csv(out / "regions.csv")
