@@ -1259,3 +1259,40 @@ def test_a_trace_of_two_processes_is_not_used(tmp_path):
     doc["traceEvents"][-1]["pid"] = 1
     doc["traceEvents"][-1]["tid"] = 5
     assert "more than one process" not in run("report", write(tmp_path, "one.json", doc)).stderr
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_step_starts_are_unix_times(path, imported, traces):
+    # start_unix_ms: the step's ts (microseconds, relative to baseTimeNanoseconds where the
+    # trace has one) as milliseconds since the epoch.
+    t = traces[path]
+    base_us = Decimal(t.doc.get("baseTimeNanoseconds", 0)) / 1000
+    _, updates = imported[path]
+    by_step = {int(s["name"].split("#")[1]): s for s in t.steps}
+    for u in updates:
+        expected = (Decimal(by_step[u["step"]]["ts"]) + base_us) / 1000
+        assert u["start_unix_ms"] == pytest.approx(float(expected), abs=1e-3)
+        assert 1.6e12 < u["start_unix_ms"] < 1.8e12  # 2020 to 2027
+
+
+def test_ranks_that_enter_a_step_apart_and_leave_it_together(traces):
+    # The 8 DLRM ranks enter ProfilerStep#10 up to 7.5 ms apart and leave it within 0.9 ms:
+    # the others wait for the last to enter, which own work does not show (a helper).
+    start = {traces[p].rank: Decimal(traces[p].steps[0]["ts"]) for p in DLRM}
+    end = {traces[p].rank: Decimal(traces[p].steps[0]["ts"]) + Decimal(traces[p].steps[0]["dur"]) for p in DLRM}
+    start_spread = float(max(start.values()) - min(start.values())) / 1000
+    end_spread = float(max(end.values()) - min(end.values())) / 1000
+    last = max(start, key=start.get)
+    first = min(start, key=start.get)
+    rep = json.loads(run("report", "--format", "json", *DLRM).stdout)
+    skew = rep["cross_rank"]["window_skew"]
+    assert skew["steps"] == 1 and skew["last_rank"] == last == 7 and skew["first_rank"] == first
+    assert skew["start_spread_ms"] == pytest.approx(start_spread, abs=1e-3)
+    assert skew["end_spread_ms"] == pytest.approx(end_spread, abs=1e-3)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "exposed-communication"]
+    assert f"rank {last} may be the rank they wait for" in f["evidence"]
+    assert f["action"].startswith(f"first find why rank {last} enters its steps late")
+    text = run("report", *DLRM).stdout
+    assert "step entries" in text and f"rank {last} entered last, rank {first} first" in text
+    # One trace alone, or ranks whose windows line up, have none.
+    assert json.loads(run("report", "--format", "json", HTA8).stdout)["cross_rank"].get("window_skew") is None
