@@ -873,7 +873,8 @@ void padding(const FindingInputs& in, std::vector<Finding>& out) {
       regions, ms_text(*p.cost_ms_per_update, 0), p.token_bound.size() == 1 ? "that region" : "those regions",
       in.cross_rank.ranks > 1 ? " (per rank; a rank's padded update delays every rank: `stepprof whatif no-padding` "
                                 "prices that for the job)"
-                              : "");
+                              : " (an upper bound where part of that time is fixed: `stepprof whatif no-padding` fits "
+                                "a fixed part and a cost per token slot)");
   f.action = "bucket samples by length or pack sequences so token slots approach valid tokens";
   if (p.spike_count > 0 && p.spike_threshold) {
     std::string where;
