@@ -46,6 +46,15 @@ struct FailAllocations {
   ~FailAllocations() { t_fail_allocations = false; }
 };
 
+// A host-only recorder writing to `path`, without warnings on stderr.
+Options quiet_host_only(const std::string& path) {
+  Options o;
+  o.path = path;
+  o.device_timing = DeviceTiming::kOff;
+  o.print_warnings = false;
+  return o;
+}
+
 std::int64_t out_of_memory_count() {
   std::vector<std::pair<std::string, std::int64_t>> counts;
   EXPECT_EQ(error_counts(counts), Status::kOk);
@@ -58,11 +67,7 @@ std::int64_t out_of_memory_count() {
 
 TEST_F(RecorderTest, AMicroBatchThatCannotBeStoredIsNotReportedAsRecorded) {
   TempLog log("oom-microbatch");
-  Options o;
-  o.path = log.path;
-  o.device_timing = DeviceTiming::kOff;
-  o.print_warnings = false;
-  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(open(quiet_host_only(log.path)), Status::kOk);
   const std::int64_t frames[] = {4, 8}, tokens[] = {100, 200};
   Status s = Status::kOk;
   {
@@ -104,11 +109,7 @@ TEST_F(RecorderTest, AMicroBatchThatCannotBeStoredIsNotReportedAsRecorded) {
 TEST_F(RecorderTest, SampleIndicesOutOfMemoryAreAnErrorNotTheEndOfTheJob) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   TempLog log("oom-indices");
-  Options o;
-  o.path = log.path;
-  o.device_timing = DeviceTiming::kOff;
-  o.print_warnings = false;
-  ASSERT_EQ(open(o), Status::kOk);
+  ASSERT_EQ(open(quiet_host_only(log.path)), Status::kOk);
   std::vector<std::int64_t> indices(400'000);
   for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<std::int64_t>(i);
   sample_indices(indices);
