@@ -687,7 +687,12 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
     const auto leaves = leaf_models(in, models);
     for (std::size_t i = 0; i < models.models.size(); ++i) {
       const RegionModel& m = models.models[i];
-      if (!m.usable || std::find(leaves.begin(), leaves.end(), i) != leaves.end()) continue;
+      if (!m.usable || std::find(leaves.begin(), leaves.end(), i) != leaves.end() || !in.hierarchy) continue;
+      // (Parents only: leaf_models() also leaves out regions outside the nesting and the
+      // communication region's.)
+      const auto kids = in.hierarchy->children(m.region);
+      if (std::none_of(kids.begin(), kids.end(), [&](const HierarchyNode* c) { return in.region(c->name).has_value(); }))
+        continue;
       if (std::any_of(m.terms.begin(), m.terms.end(), [&](const CostTerm& t) {
             return std::find(s.changed.begin(), s.changed.end(), t.feature) != s.changed.end();
           }))

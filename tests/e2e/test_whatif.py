@@ -367,25 +367,39 @@ def test_work_that_changes_in_a_parent_region_only_is_said(tmp_path):
     # A helper's engine: forward's own time follows the token slots (0.004 ms each) while
     # its one child, attention, takes a fixed 4 ms. The cost-model table listed forward as
     # used, at that cost, above "no usable cost model uses the work that changes".
-    rng = random.Random(3)
-    lines = [{"type": "config", "rank": 0, "world_size": 1}]
-    for step in range(60):
-        slots = rng.choice([1024, 2048, 3072, 4096])
-        valid = int(slots * rng.uniform(0.5, 0.9))
-        attention = 4 + rng.uniform(-0.05, 0.05)
-        forward = attention + 8 + 0.004 * slots + rng.uniform(-0.1, 0.1)
-        lines.append({"type": "update", "rank": 0, "step": step, "wall_ms": forward + 5,
-                      "cpu_call_ms": {"forward": forward, "attention": attention},
-                      "parents": {"forward": None, "attention": "forward"},
-                      "counts": {"token_slots": slots, "valid_tokens": valid, "samples": 4}})
-    log = tmp_path / "parent.jsonl"
-    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    def write(name, token_bound):
+        rng = random.Random(3)
+        lines = [{"type": "config", "rank": 0, "world_size": 1}]
+        for step in range(60):
+            slots = rng.choice([1024, 2048, 3072, 4096])
+            valid = int(slots * rng.uniform(0.5, 0.9))
+            attention = 4 + rng.uniform(-0.05, 0.05)
+            scaled = 8 + 0.004 * slots + rng.uniform(-0.1, 0.1)
+            forward = attention + (scaled if token_bound == "forward" else 8)
+            times = {"forward": forward, "attention": attention}
+            if token_bound == "tokenize":
+                times["tokenize"] = scaled  # (outside the nesting: no parents entry)
+            lines.append({"type": "update", "rank": 0, "step": step, "wall_ms": forward + 25,
+                          "cpu_call_ms": times, "parents": {"forward": None, "attention": "forward"},
+                          "counts": {"token_slots": slots, "valid_tokens": valid, "samples": 4}})
+        log = tmp_path / name
+        log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return log
+
+    log = write("parent.jsonl", "forward")
     doc = json.loads(run("whatif", "no-padding", "--format", "json", log).stdout)
     assert any(t["feature"] == "token_slots" for t in model(doc, "forward")["terms"])
     r = run("whatif", "no-padding", log)
     assert r.returncode == 3
     assert "no usable cost model of a leaf region uses the work that changes (token_slots)" in r.stderr
     assert "The models of forward use it, but it has child regions" in r.stderr, r.stderr
+    # A region outside the nesting is no parent (a review: it was named one).
+    log = write("outside.jsonl", "tokenize")
+    doc = json.loads(run("whatif", "no-padding", "--format", "json", log).stdout)
+    assert any(t["feature"] == "token_slots" for t in model(doc, "tokenize")["terms"])
+    r = run("whatif", "no-padding", log)
+    assert r.returncode == 3 and "no usable cost model of a leaf region" in r.stderr
+    assert "The models of" not in r.stderr, r.stderr
 
 
 # ---- command line ---------------------------------------------------------------------------
