@@ -87,10 +87,12 @@ struct KinetoStats {
   std::uint64_t gpu_ops_outside_steps = 0;      ///< GPU activity launched outside every step [count]
   std::uint64_t gpu_annotations = 0;            ///< gpu_user_annotation spans (not used for times) [count]
   /// GPU activity longer than the trace's ProfilerStep ranges from the first one's start to
-  /// the last one's end, plus 1 s: it cannot have run in the trace (a corrupt "dur"), and
-  /// is not counted [count]; the longest such [ms]; the span [ms].
-  std::uint64_t gpu_ops_too_long = 0;
-  double longest_too_long_ms = 0, steps_span_ms = 0;
+  /// the last one's end (`steps_span_ms`) plus an hour: it cannot have run in the trace (a
+  /// corrupt "dur"; a collective times out sooner), and is not counted [count]; the
+  /// longest such [ms]. Longer than the span plus 1 s only: counted, and said
+  /// (`gpu_ops_long`: a collective that waited long for a late rank, or a corrupt "dur").
+  std::uint64_t gpu_ops_too_long = 0, gpu_ops_long = 0;
+  double longest_too_long_ms = 0, longest_long_ms = 0, steps_span_ms = 0;
   /// GPU activity that starts more than 1 ms before the runtime call that launched it
   /// (real traces: 5 us or more after it): the GPU and CPU clocks disagree [count]; the
   /// largest such lead [ms]. Still counted for its launch's step and annotation.

@@ -402,18 +402,24 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   resolved.reserve(gpu_.size());
   std::map<std::pair<std::int64_t, std::int64_t>, std::uint32_t> stream_index;  // (device, stream) -> dense index
   std::vector<std::uint32_t> stream_of(gpu_.size());
-  // The steps' span: GPU work launched in a step ends before the profiler stops, after
-  // the last one (in the bundled traces it ends within the steps).
+  // The steps' span [ms] (in double: ts may lie anywhere in +-9.2e15 us): GPU work launched
+  // in a step ends before the profiler stops, soon after the last one (in the bundled
+  // traces it ends within the steps). A collective may wait long after it for a late rank.
   std::int64_t first_start = INT64_MAX, last_end = INT64_MIN;
   for (const Step& st : steps_) first_start = std::min(first_start, st.start), last_end = std::max(last_end, st.end);
-  const std::int64_t longest_possible = steps_.empty() ? INT64_MAX : last_end - first_start + 1'000'000'000;
-  stats.steps_span_ms = steps_.empty() ? 0.0 : static_cast<double>(last_end - first_start) / 1e6;
+  stats.steps_span_ms =
+      steps_.empty() ? 0.0 : (static_cast<double>(last_end) - static_cast<double>(first_start)) / 1e6;
   for (std::uint32_t g = 0; g < gpu_.size(); ++g) {
     const auto& op = gpu_[g];
-    if (op.end - op.start > longest_possible) {
+    const double dur_ms = static_cast<double>(op.end - op.start) / 1e6;  // (dur <= 1e12 ms: no overflow)
+    if (!steps_.empty() && dur_ms > stats.steps_span_ms + kGpuLongestMs) {
       ++stats.gpu_ops_too_long;
-      stats.longest_too_long_ms = std::max(stats.longest_too_long_ms, static_cast<double>(op.end - op.start) / 1e6);
+      stats.longest_too_long_ms = std::max(stats.longest_too_long_ms, dur_ms);
       continue;
+    }
+    if (!steps_.empty() && dur_ms > stats.steps_span_ms + kGpuLongMs) {
+      ++stats.gpu_ops_long;
+      stats.longest_long_ms = std::max(stats.longest_long_ms, dur_ms);
     }
     stream_of[g] = stream_index.try_emplace({op.device, op.stream}, static_cast<std::uint32_t>(stream_index.size()))
                        .first->second;

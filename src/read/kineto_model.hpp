@@ -17,6 +17,12 @@
 
 namespace stepprof::detail {
 
+/// A GPU activity longer than the trace's steps (from the first one's start to the last
+/// one's end) by more than kGpuLongMs is said (a collective that waited long for a late
+/// rank, or a corrupt "dur"), and by more than kGpuLongestMs (beyond any collective's
+/// timeout) it is not counted [ms].
+inline constexpr double kGpuLongMs = 1000, kGpuLongestMs = 3.6e6;
+
 /// What a GPU activity is.
 enum class GpuKind : std::uint8_t { kKernel, kMemcpy, kMemset };
 

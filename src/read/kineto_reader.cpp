@@ -524,9 +524,16 @@ class TraceReader {
     if (stats_.gpu_ops_too_long)
       report(Severity::kError, Problem::kBadField, {},
              fmt::format("{} GPU kernel(s)/copies last longer than the trace's ProfilerStep ranges together ({:.6g} ms "
-                         "from the first one's start to the last one's end) plus 1 s, the longest {:.6g} ms: they "
-                         "cannot have run in this trace (a corrupt \"dur\"); not counted",
+                         "from the first one's start to the last one's end) plus an hour, the longest {:.6g} ms: they "
+                         "cannot have run in this trace (a corrupt \"dur\"; a collective times out sooner); not "
+                         "counted",
                          stats_.gpu_ops_too_long, stats_.steps_span_ms, stats_.longest_too_long_ms));
+    if (stats_.gpu_ops_long)
+      report(Severity::kWarning, Problem::kBadTrace, {},
+             fmt::format("{} GPU kernel(s)/copies last over 1 s longer than the trace's ProfilerStep ranges together "
+                         "({:.6g} ms), the longest {:.6g} ms: a collective that waited long for a late rank (a "
+                         "checkpoint or an evaluation on one rank), or a corrupt \"dur\"; counted as written",
+                         stats_.gpu_ops_long, stats_.steps_span_ms, stats_.longest_long_ms));
     if (stats_.gpu_ops_before_launch)
       report(Severity::kWarning, Problem::kBadTrace, {},
              fmt::format("{} of {} GPU kernel(s)/copies start more than 1 ms before the runtime call that launched "

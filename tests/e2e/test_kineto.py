@@ -1217,15 +1217,30 @@ def test_implausible_gpu_times_are_said(tmp_path):
     assert r.returncode == 0 and "GPU" not in r.stderr, r.stderr
     rows = {x["name"]: x for x in json.loads(r.stdout)["regions"]["rows"]}
     assert rows["## forward ##"]["device_ms"]["median"] == pytest.approx(0.1)
-    # 0.5 ms of steps + 1 s is the longest a kernel may last: 1000.5 ms is counted, 1001 ms not.
-    for dur_us, counted in ((1_000_500, True), (1_001_000, False)):
+    # 0.5 ms of steps: a kernel of up to 1000.5 ms is counted without a word; up to an hour
+    # more it is counted and said (a collective can wait that long for a late rank, a
+    # review found: it was dropped as corrupt); beyond, it is not counted.
+    long_said = "1 GPU kernel(s)/copies last over 1 s longer than the trace's ProfilerStep ranges together (0.5 ms)"
+    too_long_said = "1 GPU kernel(s)/copies last longer than the trace's ProfilerStep ranges together (0.5 ms"
+    for dur_us, counted, said in ((1_000_500, True, None), (1_001_000, True, long_said),
+                                  (3_600_000_500, True, long_said), (3_600_001_000, False, too_long_said)):
         p = write(tmp_path, f"long{dur_us}.json", _with_kernel(small_trace(), 1030, dur_us))
         r = run("report", "--format", "json", p)
-        said = "1 GPU kernel(s)/copies last longer than the trace's ProfilerStep ranges together (0.5 ms" in r.stderr
-        assert said != counted and r.returncode == (0 if counted else 1), r.stderr
+        assert r.returncode == (0 if counted else 1), r.stderr
+        for text in (long_said, too_long_said):
+            assert (text in r.stderr) == (text == said), (dur_us, r.stderr)
         rows = {x["name"]: x for x in json.loads(r.stdout)["regions"]["rows"]}
         dev = rows["## forward ##"]["device_ms"]
         assert (dev["median"] == pytest.approx(dur_us / 1000)) if counted else dev is None
+    # Steps at -9e15 and +9e15 us (times the reader takes): the span does not overflow (a
+    # review: a 0.1 ms kernel was "longer" than a negative span).
+    doc = _with_kernel(small_trace(), 1030, 100)
+    doc["traceEvents"] += [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+                            "ts": -9e15, "dur": 5},
+                           {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9", "pid": 1, "tid": 1,
+                            "ts": 9e15, "dur": 5}]
+    r = run("report", write(tmp_path, "far.json", doc))
+    assert r.returncode == 0 and "GPU kernel(s)/copies last" not in r.stderr, r.stderr
     # A kernel 2 ms before its launch (at 1020 us): counted, and the clocks' disagreement said.
     p = write(tmp_path, "early.json", _with_kernel(small_trace(), -980, 100))
     r = run("report", "--format", "json", p)
