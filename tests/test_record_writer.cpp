@@ -71,6 +71,39 @@ TEST(RecordWriter, ShapeOfAWrittenUpdate) {
             R"x("counts":{"samples":16},"input_shapes":{"(8,)":1}})x");
 }
 
+// The sample indices are written as text between the fields before them and those after
+// (a JSON array of millions of them ended the training job when memory ran out while it
+// was destroyed: test_recorder_oom.cpp); the record is the text it was, field for field.
+// An unknown field of the record goes last, and one named like a field written above
+// replaces it in its place, the indices' included (a review: the indices were then
+// written twice).
+TEST(RecordWriter, SampleIndicesAndTheFieldsAroundThem) {
+  NameTable regions, counters;
+  UpdateRecord u;
+  u.step = 1;
+  u.wall_ms = 2;
+  u.input_shapes.push_back({{4, 8}, 1});
+  u.sample_indices = {0, -1, 9223372036854775807, 42};
+  EXPECT_EQ(update_to_json(u, regions, counters),
+            R"x({"type":"update","step":1,"wall_ms":2.0,"input_shapes":{"(4, 8)":1},)x"
+            R"("sample_indices":[0,-1,9223372036854775807,42]})");
+  u.padding_fraction = 0.25;
+  u.recorder_errors = {{"write_failed", 2}};
+  u.extra = {{"loss", "1.5"}, {"step", "5"}};
+  EXPECT_EQ(update_to_json(u, regions, counters),
+            R"x({"type":"update","step":5,"wall_ms":2.0,"input_shapes":{"(4, 8)":1},)x"
+            R"("sample_indices":[0,-1,9223372036854775807,42],"padding_fraction":0.25,)"
+            R"("recorder_errors":{"write_failed":2},"loss":1.5})");
+  u.extra.push_back({"sample_indices", "[9]"});
+  EXPECT_EQ(update_to_json(u, regions, counters),
+            R"x({"type":"update","step":5,"wall_ms":2.0,"input_shapes":{"(4, 8)":1},"sample_indices":[9],)x"
+            R"("padding_fraction":0.25,"recorder_errors":{"write_failed":2},"loss":1.5})");
+  u.sample_indices.clear();  // (no indices: the field is the record's own, written last)
+  EXPECT_EQ(update_to_json(u, regions, counters),
+            R"x({"type":"update","step":5,"wall_ms":2.0,"input_shapes":{"(4, 8)":1},"padding_fraction":0.25,)x"
+            R"("recorder_errors":{"write_failed":2},"loss":1.5,"sample_indices":[9]})");
+}
+
 // A record that lists a name twice (only a hand-built one can) still writes each name
 // once: the later entry's values replace the earlier ones where the earlier one stood.
 TEST(RecordWriter, ANameListedTwiceIsWrittenOnce) {

@@ -162,10 +162,16 @@ void append_update_json(const UpdateRecord& u, const NameTable& regions, const N
     for (const auto& [kind, n] : u.recorder_errors) e[kind] = n;
     tail[key(s::kRecorderErrors)] = std::move(e);
   }
-  // (A field of the job's own that repeats a field written above replaces it there.)
-  for (const auto& f : u.extra) (j.contains(f.key) ? j : tail)[f.key] = raw_value(f.json);
+  // (A field of the job's own that repeats a field written above replaces it there, the
+  // sample indices' place included.)
+  bool indices_replaced = false;
+  for (const auto& f : u.extra) {
+    const bool indices = f.key == s::kSampleIndices && !u.sample_indices.empty();
+    indices_replaced = indices_replaced || indices;
+    (j.contains(f.key) || indices ? j : tail)[f.key] = raw_value(f.json);
+  }
   dump_to(j, out);  // {"type":...} (never empty)
-  if (!u.sample_indices.empty()) {
+  if (!u.sample_indices.empty() && !indices_replaced) {
     out.pop_back();  // its '}'
     out += ",\"";
     out += s::kSampleIndices;
