@@ -1311,3 +1311,15 @@ def test_ranks_that_enter_a_step_apart_and_leave_it_together(traces):
     assert "step entries" in text and f"rank {last} entered last, rank {first} first" in text
     # One trace alone, or ranks whose windows line up, have none.
     assert json.loads(run("report", "--format", "json", HTA8).stdout)["cross_rank"].get("window_skew") is None
+
+
+def test_a_config_value_of_every_rank_s_own_is_one_line():
+    # Eight traces' names and device properties (which differ in the device id only) took
+    # most of the Run section, every value in full.
+    text = run("report", *DLRM).stdout
+    for key in ("kineto_traceName", "device_properties"):
+        (line,) = [l for l in text.splitlines() if l.strip().startswith(f"config {key} differs")]
+        assert "a value of its own on each of 8 ranks (--format json lists them all)" in line, line
+    rep = json.loads(run("report", "--format", "json", *DLRM).stdout)
+    (d,) = [d for d in rep["run"]["config_differences"] if d["key"] == "kineto_traceName"]
+    assert len(d["values"]) == 8
