@@ -996,6 +996,14 @@ TEST(StragglerEpisodes, RanksThatEnterTheirStepsApartAndLeaveTogether) {
   EXPECT_TRUE(find_window_skew(close, {10, 8.5, 10, 10, 8.5, 10}, {0, 1, 2}));
   // No start known: none.
   EXPECT_FALSE(find_window_skew(std::vector<double>(6, nan), std::vector<double>(6, 10.0), {0, 1, 2}));
+  // Ranks 4 and 8 enter last together (5 ms after rank 6), all leave at 15 ms: the lowest
+  // of the two is named, and the text of one step says so.
+  const auto tie = find_window_skew({t + 5, t, t + 5}, {10, 15, 10}, {4, 6, 8});
+  ASSERT_TRUE(tie);
+  EXPECT_EQ(tie->last_rank, 4);
+  EXPECT_EQ(tie->first_rank, 6);
+  EXPECT_NE(describe_window_skew(*tie).find("(one step; rank 4 entered last, rank 6 first)"), std::string::npos)
+      << describe_window_skew(*tie);
 }
 
 // Two ranks behind in the same updates. 20 steps, 5 ranks whose own work is

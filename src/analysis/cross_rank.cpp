@@ -865,7 +865,13 @@ std::optional<WindowSkew> find_window_skew(const std::vector<double>& start_ms, 
     const double* st = &start_ms[k];
     const double* w = &wall_ms[k];
     if (std::any_of(st, st + nr, [](double v) { return std::isnan(v); })) continue;
-    const auto [lo, hi] = std::minmax_element(st, st + nr);
+    // (The first of equal starts: the lowest rank, where `ranks` ascends.)
+    const double* lo = st;
+    const double* hi = st;
+    for (const double* q = st + 1; q != st + nr; ++q) {
+      if (*q < *lo) lo = q;
+      if (*q > *hi) hi = q;
+    }
     double end_lo = std::numeric_limits<double>::infinity(), end_hi = -end_lo;
     for (std::size_t i = 0; i < nr; ++i) end_lo = std::min(end_lo, st[i] + w[i]), end_hi = std::max(end_hi, st[i] + w[i]);
     start_spread.push_back(*hi - *lo);
@@ -898,7 +904,8 @@ std::string describe_window_skew(const WindowSkew& x) {
       "collectives, which own work (the work inside each step) does not show; rank {} may be the rank they wait for",
       x.start_spread_ms, x.end_spread_ms, x.steps == 1 ? std::string("one step") : fmt::format("medians over {} steps", x.steps),
       x.last_rank, x.steps == 1 ? std::string() : fmt::format(" in {} of them", x.times_last), x.first_rank,
-      x.steps == 1 ? " (outside the trace, which holds this one step)" : "", x.last_rank);
+      x.steps == 1 ? " (before this step, the only one compared: in a trace of one step, outside it)" : "",
+      x.last_rank);
 }
 
 void merge_paths_scaled_episodes(std::vector<StragglerEpisode>& episodes, std::vector<StragglerEpisode> scaled) {

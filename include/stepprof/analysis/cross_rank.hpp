@@ -324,12 +324,15 @@ std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64
 /// work, which compares the work inside each step, then misses it, and the waiting shows
 /// as communication (8 DLRM traces: rank 7 entered 7.5 ms after rank 1, every rank left
 /// within 0.9 ms; the others' NCCL time was mostly waiting for rank 7, while own work
-/// named rank 5).
+/// named rank 5). Consecutive steps share their boundaries (a rank enters a step where it
+/// left the one before), so ranks that leave a step together enter the next together: the
+/// skew shows at the first step compared, and the rule below (medians over the steps)
+/// finds it where one or two steps are compared, as in a trace of one step.
 struct WindowSkew {
   std::size_t steps = 0;         ///< aligned steps with every rank's start time [count]
   double start_spread_ms = 0;    ///< median over them of the latest entry minus the earliest [ms]
   double end_spread_ms = 0;      ///< likewise of the exits (start + wall_ms) [ms]
-  std::int64_t last_rank = 0;    ///< the rank that entered last in the most of them (lowest on ties)
+  std::int64_t last_rank = 0;    ///< the rank that entered last in the most of them (lowest rank on ties, in a step and between counts)
   std::size_t times_last = 0;    ///< in how many of them it did [count]
   std::int64_t first_rank = 0;   ///< the rank that entered first in the most of them
   /// Set only when start_spread_ms is at least 1 ms and 10 % of the median update (the
