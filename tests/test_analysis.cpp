@@ -614,9 +614,10 @@ TEST(Waiting, TheComputeRegionHasNoRole) {
     b.region(u, "loader", std::nullopt, compute[i] - noise[i]);         // r = -1 exactly: comm + it = 600
     b.region(u, "decode", std::nullopt, 0.5 * (compute[i] - noise[i]));  // under it: on its thread
     b.region(u, "opt", std::nullopt, 0.1 * (compute[i] - noise[i]));     // role=optimizer
+    b.region(u, "opt_inner", std::nullopt, 0.05 * (compute[i] - noise[i]));  // under it
   }
   EXPECT_EQ(analyze_waiting({b.d, nullptr}, b.d.ranks[0]).compute_region, "loader");  // (the first of r = -1)
-  const Hierarchy h = parse("forward\ngrad_comm\nopt role=optimizer\nloader role=background\n  decode\n");
+  const Hierarchy h = parse("forward\ngrad_comm\nopt role=optimizer\n  opt_inner\nloader role=background\n  decode\n");
   const WaitingResult w = analyze_waiting({b.d, &h}, b.d.ranks[0]);
   EXPECT_EQ(w.compute_region, "forward");
   EXPECT_GT(*w.correlation, -1 + 1e-6);

@@ -185,18 +185,23 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
   };
   const Cand* best = nullptr;
   std::vector<Cand> cands;
+  std::vector<std::string_view> with_role;  // (few: looked up by ancestry, O(log depth) each)
+  if (in.hierarchy)
+    for (const HierarchyNode& n : in.hierarchy->nodes())
+      if (n.role != RegionRole::kNone) with_role.push_back(n.name);
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
     if (id == *comm) continue;
     const auto name = in.data.regions.name(id);
     if (in.hierarchy && (in.hierarchy->is_ancestor(name, w.comm_region) || in.hierarchy->is_ancestor(w.comm_region, name)))
       continue;
     // Compute only: not a region with a role (data loading, the optimizer step, another
-    // communication region) nor one on a background thread (a data loader's region was
-    // named the compute, a helper found: its time can follow the wait for other reasons).
-    if (in.hierarchy) {
-      const HierarchyNode* node = in.hierarchy->find(name);
-      if ((node && node->role != RegionRole::kNone) || in.hierarchy->in_background(name)) continue;
-    }
+    // communication region, a background thread) nor one inside such a region (a data
+    // loader's region was named the compute, a helper found: its time can follow the wait
+    // for other reasons).
+    if (std::any_of(with_role.begin(), with_role.end(), [&](std::string_view r) {
+          return r == name || in.hierarchy->is_ancestor(r, name);
+        }))
+      continue;
     const bool dev = in.has_device_time(id);
     const auto col = column(id);
     std::vector<double> t;

@@ -223,8 +223,39 @@ Core& core() noexcept {
   return *c;
 }
 
+// True while this thread holds Core::mu (from just before it takes it to just after it
+// lets it go, and across fork()). A signal handler that interrupts the thread there and
+// calls the recorder (a SIGTERM handler's close()) waited for itself forever: a helper's
+// job hung, and a later SIGTERM could not end it. Such a call returns kErrState instead.
+// (The other locks, the per-update data's and the names', are held briefly; the recorder
+// is not async-signal-safe: docs/recorder.md.)
+thread_local bool t_holds_core = false;
+
+class CoreLock {
+ public:
+  explicit CoreLock(std::mutex& m) : m_(m) {
+    t_holds_core = true;
+    try {
+      m_.lock();
+    } catch (...) {  // (std::system_error: the flag must not stay set)
+      t_holds_core = false;
+      throw;
+    }
+  }
+  ~CoreLock() {
+    m_.unlock();
+    t_holds_core = false;
+  }
+  CoreLock(const CoreLock&) = delete;
+  CoreLock& operator=(const CoreLock&) = delete;
+
+ private:
+  std::mutex& m_;
+};
+
 void lock_for_fork() noexcept {
   Core& c = core();
+  t_holds_core = true;
   c.mu.lock();
   thread_registry().mu.lock();
   c.data_mu.lock();
@@ -237,6 +268,7 @@ void unlock_after_fork_in_parent() noexcept {
   c.data_mu.unlock();
   thread_registry().mu.unlock();
   c.mu.unlock();
+  t_holds_core = false;
 }
 
 void unlock_after_fork_in_child() noexcept {
@@ -327,24 +359,6 @@ std::string Core::run_id_for(const Options& o) const {
   if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "host");
   return std::string(host) + "-" + std::to_string(getpid()) + "-" + std::to_string(std::time(nullptr));
 }
-
-// True while this thread holds Core::mu. A signal handler that interrupts the thread
-// there and calls the recorder (a SIGTERM handler's close()) waited for itself forever: a
-// helper's job hung, and a later SIGTERM could not end it. Such a call returns kErrState
-// instead. (The other locks, the per-update data's and the names', are held briefly; the
-// recorder is not async-signal-safe: docs/recorder.md.)
-thread_local bool t_holds_core = false;
-
-class CoreLock {
- public:
-  explicit CoreLock(std::mutex& m) : lock_(m) { t_holds_core = true; }
-  ~CoreLock() { t_holds_core = false; }
-  CoreLock(const CoreLock&) = delete;
-  CoreLock& operator=(const CoreLock&) = delete;
-
- private:
-  std::lock_guard<std::mutex> lock_;
-};
 
 constexpr const char* kReentered =
     "stepprof: called while this thread was inside the recorder (from a signal handler?): nothing done; set a flag "
@@ -1049,6 +1063,10 @@ bool Core::recorded_since_last_update(bool* busy) {
 
 void Core::say_at_exit() noexcept {
   try {
+    t_holds_core = true;  // (see CoreLock; cleared after the lock below is let go)
+    struct Clear {
+      ~Clear() { t_holds_core = false; }
+    } clear_after;
     std::unique_lock lock(mu, std::try_to_lock);
     if (!lock.owns_lock() || !is_open.load(std::memory_order_relaxed) || !opts_.print_warnings) return;
     bool busy = false;
