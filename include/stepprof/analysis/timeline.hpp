@@ -7,7 +7,8 @@
 //    when the slowest rank's update k-1 ended: at the sum over earlier steps of the
 //    largest wall_ms over ranks (the first step of the window at 0). When every update
 //    record carries `start_unix_ms` (schema::kStartUnixMs; no current recorder writes
-//    it), updates start at that time instead, relative to the earliest.
+//    it, `import kineto` does: each ProfilerStep's start), updates start at that time
+//    instead, relative to the earliest.
 //  - One track per clock (host: `cpu_call_ms`, device: `cuda_stream_ms`), each with one
 //    slice per update (its wall_ms) as the root. With the nesting known, the top-level
 //    regions are laid out one after another from the update's start, in nesting order,
