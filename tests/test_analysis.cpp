@@ -306,33 +306,38 @@ TEST(Regions, AChildWithHostTimeOnlyLeavesItsParentsDeviceSelfTimeUnknown) {
 TEST(CodePaths, PathExcessIsTheSlowPathsTimeBeyondTheFastCost) {
   Builder b;
   auto& u = b.add(1, 500.0);
-  b.region(u, "fast", 40.0, 41.0);
-  b.region(u, "slow", 100.0, 101.0);
-  b.region(u, "cheap", 30.0, 30.0);
-  b.region(u, "other", 70.0, 70.0);
+  b.region(u, "fast", 40.0, 41.0);  // 2 frames: 20 ms per frame
+  b.counter(u, "fast_frames", 2);
+  b.region(u, "slow", 100.0, 101.0);  // 2 frames (and 1 below): 150 / 3 = 50 ms per frame
+  b.counter(u, "slow_frames", 2);
+  b.region(u, "cheap", 40.0, 40.0);  // 2 frames: 20 ms per frame, as the fast path
+  b.counter(u, "cheap_frames", 2);
+  b.region(u, "other", 40.0, 40.0);  // 20 and 21 ms per frame: within 10 %, no slow path
+  b.counter(u, "other_frames", 2);
+  b.region(u, "other2", 42.0, 42.0);
+  b.counter(u, "other2_frames", 2);
   auto& host_only = b.add(2, 500.0);
   b.region(host_only, "slow", std::nullopt, 50.0);  // (device timing off: its host time)
-  const AnalysisInput in{b.d, nullptr};
-  auto path = [&](const char* name, double ms_per_frame) {
-    PathCost p;
-    p.region = name;
-    p.region_id = *b.d.regions.find(name);
-    p.ms_per_frame = ms_per_frame;
-    return p;
-  };
-  CodePathResult paths;
-  PathGroup g;
-  g.fast = "fast";
-  g.slow = "slow";
-  g.paths = {path("fast", 20), path("slow", 50), path("cheap", 20)};
-  paths.groups.push_back(g);
-  PathGroup similar;  // (costs within 10 %: no fast and slow path)
-  similar.paths = {path("other", 20), path("cheap", 21)};
-  paths.groups.push_back(similar);
-  EXPECT_DOUBLE_EQ(path_excess_ms(in, paths, 0, b.d.ranks[0].updates[0]), 60.0);
-  EXPECT_DOUBLE_EQ(path_excess_ms(in, paths, 1, b.d.ranks[0].updates[1]), 30.0);  // 50 x (1 - 20/50)
-  paths.groups[0].unit = "sample";  // no cost per sample given: nothing to compare
-  EXPECT_DOUBLE_EQ(path_excess_ms(in, paths, 0, b.d.ranks[0].updates[0]), 0.0);
+  b.counter(host_only, "slow_frames", 1);
+  const Hierarchy h = parse("a\n  fast alt=g\n  slow alt=g\n  cheap alt=g\nb\n  other alt=h\n  other2 alt=h\n");
+  const CodePathResult paths = analyze_code_paths({b.d, &h});
+  ASSERT_EQ(paths.groups.size(), 2u);
+  EXPECT_EQ(paths.groups[0].slow, "slow");
+  EXPECT_TRUE(paths.groups[1].similar_cost);
+  EXPECT_DOUBLE_EQ(path_excess_ms(paths, 0), 60.0);
+  EXPECT_DOUBLE_EQ(path_excess_ms(paths, 1), 30.0);  // 50 x (1 - 20/50)
+  EXPECT_DOUBLE_EQ(path_excess_ms(paths, 2), 0.0);   // (no such update)
+
+  // Only paths within 10 % of each other: no update has an excess.
+  Builder similar;
+  auto& v = similar.add(1, 500.0);
+  similar.region(v, "other", 40.0, 40.0);
+  similar.counter(v, "other_frames", 2);
+  similar.region(v, "other2", 42.0, 42.0);
+  similar.counter(v, "other2_frames", 2);
+  const CodePathResult none = analyze_code_paths({similar.d, &h});
+  EXPECT_TRUE(none.update_excess_ms.empty());
+  EXPECT_DOUBLE_EQ(path_excess_ms(none, 0), 0.0);
 }
 
 TEST(Regions, EveryRegionOfTheNestingThatIsNotInTheLogIsNamed) {

@@ -1,6 +1,9 @@
 #include "stepprof/analysis/code_paths.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -76,6 +79,40 @@ std::optional<double> path_work_of(const AnalysisInput& in, std::size_t k, const
   return id ? in.counter_of(k, u, *id) : std::nullopt;
 }
 
+// A path's time and work in each update, read once (index lookups) and shared by every
+// pass below and by the per-update excess: NaN where unknown (see path_ms, path_work_of).
+struct PathSeries {
+  std::vector<std::uint8_t> ran;  // ran(): the region has calls or a time
+  std::vector<double> ms;         // path_ms
+  std::array<std::vector<double>, 3> work;  // path_work_of, by PathWork; empty where the log has no such work
+};
+
+// Also sums the path's updates that ran it, time and calls into `p`.
+PathSeries read_series(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates, PathCost& p) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  PathSeries s;
+  const std::size_t n = updates.size();
+  s.ran.assign(n, 0);
+  s.ms.assign(n, kNaN);
+  if (!p.region_id) return s;
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto r = in.region_of(k, *updates[k], *p.region_id);
+    if (!r) continue;
+    s.ran[k] = ran(r) ? 1 : 0;
+    p.updates += s.ran[k];
+    s.ms[k] = path_ms(in, k, *updates[k], p).value_or(kNaN);
+    if (!std::isnan(s.ms[k])) p.total_ms += s.ms[k];
+    p.calls += static_cast<double>(r->calls.value_or(0));
+  }
+  for (const PathWork what : {PathWork::kSamples, PathWork::kFrames, PathWork::kMicrobatches}) {
+    if (!has_work_source(p, what)) continue;
+    auto& w = s.work[static_cast<std::size_t>(what)];
+    w.resize(n);
+    for (std::size_t k = 0; k < n; ++k) w[k] = path_work_of(in, k, *updates[k], p, what).value_or(kNaN);
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string slow_updates_text(const std::vector<SlowPathUpdate>& updates, std::size_t n) {
@@ -118,7 +155,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
     g.group = group_name;
     g.updates = updates.size();
     g.parent = nodes.front()->parent;
-    std::vector<std::optional<NameTable::Id>> ids;
+    std::vector<PathSeries> series;  // by path
     for (const auto* node : nodes) {
       PathCost p;
       p.region = node->name;
@@ -130,17 +167,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       p.microbatches_id = in.counter(p.microbatches_counter);
       const auto id = in.region(node->name);
       p.region_id = id;
-      ids.push_back(id);
-      if (id) {
-        p.device = in.has_device_time(*id);
-        for (std::size_t k = 0; k < updates.size(); ++k) {
-          const auto r = in.region_of(k, *updates[k], *id);
-          if (!r) continue;
-          if (ran(r)) ++p.updates;
-          p.total_ms += path_ms(in, k, *updates[k], p).value_or(0);
-          p.calls += static_cast<double>(r->calls.value_or(0));
-        }
-      }
+      if (id) p.device = in.has_device_time(*id);
       choose_work_source(in, updates, p);
       if (p.work_from_microbatches) {
         // (The counter names stay empty: the work is not a counter's.)
@@ -148,6 +175,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         p.frames_counter.clear();
         p.microbatches_counter.clear();
       }
+      series.push_back(read_series(in, updates, p));
       g.paths.push_back(std::move(p));
     }
 
@@ -156,26 +184,26 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
     // was charged to the others' work), and work logged where the path's region is absent
     // has no time to go with it. With several ranks each rank's work is weighted by its
     // speed (below). `weight` gives the k-th update's weight.
-    auto cost_of = [&](PathCost& p, PathWork what, const auto& weight) -> std::optional<double> {
+    auto cost_of = [&](std::size_t i, PathWork what, const auto& weight) -> std::optional<double> {
+      PathCost& p = g.paths[i];
       if (!has_work_source(p, what)) return std::nullopt;
+      const auto& t = series[i].ms;
+      const auto& w = series[i].work[static_cast<std::size_t>(what)];
       double ms = 0, work = 0, weighted = 0;
       for (std::size_t k = 0; k < updates.size(); ++k) {
-        const auto t = path_ms(in, k, *updates[k], p);
-        if (!t) continue;
-        const auto w = path_work_of(in, k, *updates[k], p, what);
-        if (!w) continue;
-        ms += *t;
-        work += *w;
-        weighted += weight(k) * *w;
+        if (std::isnan(t[k]) || std::isnan(w[k])) continue;
+        ms += t[k];
+        work += w[k];
+        weighted += weight(k) * w[k];
       }
       (what == PathWork::kSamples ? p.samples : what == PathWork::kFrames ? p.frames : p.microbatches) = work;
       return per(ms, weighted);
     };
     auto unweighted = [](std::size_t) { return 1.0; };
-    for (auto& p : g.paths) {
-      p.ms_per_sample = cost_of(p, PathWork::kSamples, unweighted);
-      p.ms_per_frame = cost_of(p, PathWork::kFrames, unweighted);
-      p.ms_per_microbatch = cost_of(p, PathWork::kMicrobatches, unweighted);
+    for (std::size_t i = 0; i < g.paths.size(); ++i) {
+      g.paths[i].ms_per_sample = cost_of(i, PathWork::kSamples, unweighted);
+      g.paths[i].ms_per_frame = cost_of(i, PathWork::kFrames, unweighted);
+      g.paths[i].ms_per_microbatch = cost_of(i, PathWork::kMicrobatches, unweighted);
     }
 
     // Fast and slow path by unit cost: per frame when every path that ran has frames.
@@ -202,22 +230,22 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         if (p.region_id && unit_cost(p) && *unit_cost(p) > 0 && (!ref || p.updates > ref->updates)) ref = &p;
       if (ref) {
         std::map<std::optional<std::int64_t>, std::pair<double, double>> per_rank;  // rank -> (ms, work)
+        const PathSeries& r = series[static_cast<std::size_t>(ref - g.paths.data())];
+        const auto& w = r.work[static_cast<std::size_t>(unit_work)];
         for (std::size_t k = 0; k < updates.size(); ++k) {
-          const auto t = path_ms(in, k, *updates[k], *ref);
-          const auto w = t ? path_work_of(in, k, *updates[k], *ref, unit_work) : std::nullopt;
-          if (!w) continue;
+          if (std::isnan(r.ms[k]) || std::isnan(w[k])) continue;
           auto& [ms, work] = per_rank[updates[k]->rank];
-          ms += *t;
-          work += *w;
+          ms += r.ms[k];
+          work += w[k];
         }
         for (const auto& [rank, tw] : per_rank)
           if (tw.first > 0 && tw.second > 0) speed[rank] = tw.first / tw.second / *unit_cost(*ref);
       }
       auto weight = [&](std::size_t k) { return speed_of(*updates[k]); };
-      for (auto& p : g.paths) {
-        p.ms_per_sample = cost_of(p, PathWork::kSamples, weight);
-        p.ms_per_frame = cost_of(p, PathWork::kFrames, weight);
-        p.ms_per_microbatch = cost_of(p, PathWork::kMicrobatches, weight);
+      for (std::size_t i = 0; i < g.paths.size(); ++i) {
+        g.paths[i].ms_per_sample = cost_of(i, PathWork::kSamples, weight);
+        g.paths[i].ms_per_frame = cost_of(i, PathWork::kFrames, weight);
+        g.paths[i].ms_per_microbatch = cost_of(i, PathWork::kMicrobatches, weight);
       }
     }
     const PathCost* fast = nullptr;
@@ -236,11 +264,11 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       g.fast = fast->region;
       g.slow = slow->region;
       g.slow_over_fast = *unit_cost(*slow) / *unit_cost(*fast);
-      const auto slow_id = ids[static_cast<std::size_t>(slow - g.paths.data())];
+      const PathSeries& slow_series = series[static_cast<std::size_t>(slow - g.paths.data())];
       const bool slow_work = has_work_source(*slow, unit_work);
       // (With three or more paths, "fast only" is the fast path's: an update that ran only
       // a middle one is neither.)
-      const auto fast_id = ids[static_cast<std::size_t>(fast - g.paths.data())];
+      const PathSeries& fast_series = series[static_cast<std::size_t>(fast - g.paths.data())];
 
       // Frame counts are small numbers: a table for them, a map for any others.
       constexpr std::int64_t kTable = 1024;
@@ -250,8 +278,8 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       std::map<std::int64_t, double> step_excess;  // per step: the largest excess of any rank
       for (std::size_t k = 0; k < updates.size(); ++k) {
         const UpdateRecord* u = updates[k];
-        const bool slow_ran = slow_id && ran(in.region_of(k, *u, *slow_id));
-        const bool fast_ran = fast_id && ran(in.region_of(k, *u, *fast_id));
+        const bool slow_ran = slow_series.ran[k] != 0;
+        const bool fast_ran = fast_series.ran[k] != 0;
         if (slow_ran) ++g.updates_with_slow;
         else if (fast_ran) ++g.updates_fast_only;
         std::size_t distinct = 0;
@@ -270,14 +298,14 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           else if (fast_ran) ++g.fast_only_updates_mixed_frames;
         }
         // (Where the slow path's work is unknown, its excess is too: left out, not its whole time.)
-        const auto t = slow_ran && slow_work ? path_ms(in, k, *u, *slow) : std::nullopt;
-        const auto work = t ? path_work_of(in, k, *u, *slow, unit_work) : std::nullopt;
-        if (work) {
-          const double excess = *t - *work * *unit_cost(*fast) * speed_of(*u);
+        const double t = slow_ran && slow_work ? slow_series.ms[k] : std::numeric_limits<double>::quiet_NaN();
+        const double work = std::isnan(t) ? t : slow_series.work[static_cast<std::size_t>(unit_work)][k];
+        if (!std::isnan(work)) {
+          const double excess = t - work * *unit_cost(*fast) * speed_of(*u);
           saving += excess;
           auto [at, added] = step_excess.try_emplace(u->step, excess);
           if (!added) at->second = std::max(at->second, excess);
-          keep_costliest(g.costliest, {u->rank, u->step, *t, excess});
+          keep_costliest(g.costliest, {u->rank, u->step, t, excess});
         }
       }
       for (std::int64_t f = 0; f < kTable; ++f)
@@ -295,26 +323,26 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         g.step_saving_at_most_ms = sum / static_cast<double>(steps.size());
       }
     }
+    // Each update's time on paths costlier per unit than the fast one, beyond that cost
+    // (see path_excess_ms).
+    if (!g.fast.empty() && unit_cost(*fast) && *unit_cost(*fast) > 0) {
+      if (out.update_excess_ms.empty()) out.update_excess_ms.assign(updates.size(), 0.0);
+      for (std::size_t i = 0; i < g.paths.size(); ++i) {
+        const auto c = unit_cost(g.paths[i]);
+        if (!c || !(*c > *unit_cost(*fast))) continue;
+        const double beyond = 1 - *unit_cost(*fast) / *c;
+        const auto& t = series[i].ms;
+        for (std::size_t k = 0; k < updates.size(); ++k)
+          if (!std::isnan(t[k])) out.update_excess_ms[k] += t[k] * beyond;
+      }
+    }
     out.groups.push_back(std::move(g));
   }
   return out;
 }
 
-double path_excess_ms(const AnalysisInput& in, const CodePathResult& paths, std::size_t k, const UpdateRecord& u) {
-  double excess = 0;
-  for (const PathGroup& g : paths.groups) {
-    if (g.fast.empty() || g.slow.empty()) continue;  // (no slow path, or costs within 10 %)
-    const bool by_frame = g.unit == "frame";
-    auto unit_cost = [&](const PathCost& p) { return by_frame ? p.ms_per_frame : p.ms_per_sample; };
-    const auto fast = std::find_if(g.paths.begin(), g.paths.end(), [&](const PathCost& p) { return p.region == g.fast; });
-    if (fast == g.paths.end() || !unit_cost(*fast) || !(*unit_cost(*fast) > 0)) continue;
-    for (const PathCost& p : g.paths) {
-      const auto c = unit_cost(p);
-      if (!c || !(*c > *unit_cost(*fast))) continue;
-      if (const auto t = path_ms(in, k, u, p)) excess += *t * (1 - *unit_cost(*fast) / *c);
-    }
-  }
-  return excess;
+double path_excess_ms(const CodePathResult& paths, std::size_t k) {
+  return k < paths.update_excess_ms.size() ? paths.update_excess_ms[k] : 0.0;
 }
 
 }  // namespace stepprof

@@ -1097,7 +1097,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
         wall_at[s * nr + i] = u.wall_ms;
       }
       if (scaled && w.kind == OwnWork::Kind::kKnown) {
-        const double excess = first ? path_excess_ms(in, *paths, *first + j, u) : 0.0;
+        const double excess = first ? path_excess_ms(*paths, *first + j) : 0.0;
         any_excess = any_excess || excess > 0;
         scaled_at[s * nr + i] = w.ms - excess;
       }

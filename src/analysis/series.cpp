@@ -77,7 +77,7 @@ std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>
         const auto i = static_cast<std::size_t>(row_of[r.region]);
         const auto t = region_ms(u, r.region, device(i));
         total[i] += t.value_or(0.0);
-        timed[i] |= t ? 1 : 0;
+        if (t) timed[i] = 1;
       }
   // Of more than kMaxParts rows (names made with the step in them), the kMaxParts - 1 with
   // the most time, in table order; the others, if `merge`, as one part that sums them.

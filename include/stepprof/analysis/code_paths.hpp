@@ -101,17 +101,22 @@ struct PathGroup {
 struct CodePathResult {
   bool nesting_known = false;    ///< false: no nesting given, so no alternatives known
   std::vector<PathGroup> groups;
+  /// By update, in AnalysisInput::updates() order: the time its paths took beyond what
+  /// each group's fast path would take for the same work [ms] (see path_excess_ms); empty
+  /// when no group has a slow path.
+  std::vector<double> update_excess_ms;
 };
 
 CodePathResult analyze_code_paths(const AnalysisInput& in);
 
-/// The time of update `u`, the k-th of in.updates(), that its paths took beyond what
+/// The time of the k-th of the analysis input's updates() that its paths took beyond what
 /// each group's fast path would take for the same work [ms]: over the groups with a slow
 /// path (`fast` and `slow` set), the sum over each path p costlier per unit than the fast
 /// one of its time t_p x (1 - c_fast / c_p), with c the paths' costs per unit (per frame,
 /// else per sample, as the group's `unit`). 0 for an update that ran only fast paths.
 /// The cross-rank comparison subtracts it from a rank's own work to tell a slow rank from
 /// a rank that fell back (analyze_cross_rank).
-double path_excess_ms(const AnalysisInput& in, const CodePathResult& paths, std::size_t k, const UpdateRecord& u);
+/// (`paths.update_excess_ms[k]`, 0 where that is empty.)
+double path_excess_ms(const CodePathResult& paths, std::size_t k);
 
 }  // namespace stepprof
