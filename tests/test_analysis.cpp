@@ -451,6 +451,74 @@ TEST(Findings, SlowPathAdvisesOnFramesOnlyWhenFrameCountsTellItsUpdatesApart) {
   EXPECT_NE(mixed.find("group samples by frame count"), std::string::npos) << mixed;
 }
 
+// With gradient accumulation every update can mix frame counts (uniform micro-batches of
+// 2 and of 4 frames), whichever path ran: the per-micro-batch detail tells the slow path's
+// micro-batches apart. Ten updates of two micro-batches: on even steps one of 2 + 2 frames
+// takes the fast path and one of 2 + 4 the slow path; on odd steps 2 + 2 and 4 + 4 take the
+// fast path. Per update, all 5 slow-path updates and all 5 others are mixed; per
+// micro-batch, the 5 slow ones are and none of the 15 fast ones.
+TEST(Findings, SlowPathMixingIsJudgedPerMicroBatchWhereTheDetailSaysWhichPathEachTook) {
+  Builder b;
+  for (int step = 0; step < 10; ++step) {
+    auto& u = b.add(step, 100);
+    const NameTable::Id fast = b.d.regions.intern("fast"), slow = b.d.regions.intern("slow");
+    auto mb = [](NameTable::Id path, std::vector<std::int64_t> frames) {
+      MicroBatch m;
+      m.path = path;
+      m.frames = std::move(frames);
+      return m;
+    };
+    if (step % 2 == 0) {
+      b.region(u, "fast", 8.0, 8.0);   // 4 frames at 2 ms
+      b.region(u, "slow", 36.0, 36.0);  // 6 frames at 6 ms
+      u.microbatches = {mb(fast, {2, 2}), mb(slow, {2, 4})};
+      u.frame_histogram = {{2, 3}, {4, 1}};
+    } else {
+      b.region(u, "fast", 24.0, 24.0);  // 12 frames at 2 ms
+      u.microbatches = {mb(fast, {2, 2}), mb(fast, {4, 4})};
+      u.frame_histogram = {{2, 2}, {4, 2}};
+    }
+  }
+  const Hierarchy h = parse("geo\n  fast alt=g\n  slow alt=g\n");
+  const Report r = build_report({b.d, &h});
+  ASSERT_EQ(r.paths.groups.size(), 1u);
+  const PathGroup& g = r.paths.groups[0];
+  ASSERT_EQ(g.slow, "slow");
+  EXPECT_EQ(g.slow_updates_mixed_frames, 5u);  // (per update: every update mixed)
+  EXPECT_EQ(g.fast_only_updates_mixed_frames, 5u);
+  ASSERT_TRUE(g.microbatch_mixing.has_value());
+  EXPECT_EQ(g.microbatch_mixing->slow, 5u);
+  EXPECT_EQ(g.microbatch_mixing->fast, 15u);
+  EXPECT_EQ(g.microbatch_mixing->slow_mixed, 5u);
+  EXPECT_EQ(g.microbatch_mixing->fast_mixed, 0u);
+  EXPECT_TRUE(g.microbatch_mixing->frame_counts_only_with_slow.empty());  // (2 and 4 frames in fast ones too)
+  const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "slow-path"; });
+  ASSERT_NE(f, r.findings.end());
+  EXPECT_NE(f->action.find("group samples by frame count"), std::string::npos) << f->action;
+  EXPECT_NE(f->evidence.find("5 of 5 micro-batches that took it mixed frame counts, 0 of 15 that took fast did"),
+            std::string::npos)
+      << f->evidence;
+}
+
+// A log with no frame counts at all (work counted in samples): the slow-path finding says
+// nothing about mixing and does not advise on frames.
+TEST(Findings, SlowPathWithoutFrameCountsGivesNoFrameAdvice) {
+  Builder b;
+  for (int step = 0; step < 10; ++step) {
+    const bool slow = step % 3 == 0;
+    auto& u = b.add(step, 100);
+    b.region(u, slow ? "slow" : "fast", slow ? 30.0 : 10.0, slow ? 30.0 : 10.0);
+    b.counter(u, slow ? "slow_samples" : "fast_samples", 2);
+  }
+  const Hierarchy h = parse("geo\n  fast alt=g\n  slow alt=g\n");
+  const Report r = build_report({b.d, &h});
+  const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "slow-path"; });
+  ASSERT_NE(f, r.findings.end());
+  EXPECT_EQ(f->evidence.find("mixed"), std::string::npos) << f->evidence;
+  EXPECT_EQ(f->action.find("group samples by frame count"), std::string::npos) << f->action;
+  EXPECT_NE(f->action.find("the log has no frame counts"), std::string::npos) << f->action;
+}
+
 // Exposed communication in some updates only (NCCL in one of four profiled steps, as
 // when prof.step() marks micro-batches): its time at stake is the window's mean, the
 // others counting 0: 10 ms / 4 = 2.5 ms per update, not the 10 ms median of the one.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -111,6 +112,36 @@ PathSeries read_series(const AnalysisInput& in, const std::vector<const UpdateRe
     for (std::size_t k = 0; k < n; ++k) w[k] = path_work_of(in, k, *updates[k], p, what).value_or(kNaN);
   }
   return s;
+}
+
+// Frame-count mixing per micro-batch (PathGroup::MicroBatchMixing), over the micro-batches
+// that name one of `paths` and list their frames; nullopt unless some took `slow` and
+// some `fast`.
+std::optional<PathGroup::MicroBatchMixing> microbatch_mixing(const std::vector<const UpdateRecord*>& updates,
+                                                            const std::vector<PathCost>& paths, const PathCost& slow,
+                                                            const PathCost& fast) {
+  PathGroup::MicroBatchMixing m;
+  std::set<std::int64_t> with_slow, with_other;
+  for (const UpdateRecord* u : updates)
+    for (const MicroBatch& mb : u->microbatches) {
+      if (!mb.path || mb.frames.empty()) continue;
+      const bool is_slow = mb.path == slow.region_id;
+      if (!is_slow && !std::any_of(paths.begin(), paths.end(), [&](const PathCost& p) { return mb.path == p.region_id; }))
+        continue;
+      const bool mixed = std::any_of(mb.frames.begin(), mb.frames.end(), [&](std::int64_t f) { return f != mb.frames[0]; });
+      if (is_slow) {
+        ++m.slow;
+        m.slow_mixed += mixed ? 1 : 0;
+      } else if (mb.path == fast.region_id) {
+        ++m.fast;
+        m.fast_mixed += mixed ? 1 : 0;
+      }
+      (is_slow ? with_slow : with_other).insert(mb.frames.begin(), mb.frames.end());
+    }
+  if (m.slow == 0 || m.fast == 0) return std::nullopt;
+  std::set_difference(with_slow.begin(), with_slow.end(), with_other.begin(), with_other.end(),
+                      std::back_inserter(m.frame_counts_only_with_slow));
+  return m;
 }
 
 }  // namespace
@@ -308,6 +339,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           keep_costliest(g.costliest, {u->rank, u->step, t, excess});
         }
       }
+      g.microbatch_mixing = microbatch_mixing(updates, g.paths, *slow, *fast);
       for (std::int64_t f = 0; f < kTable; ++f)
         if (table[static_cast<std::size_t>(f)].updates_with > 0) evidence[f] = table[static_cast<std::size_t>(f)];
       for (auto& [frames, e] : evidence) {

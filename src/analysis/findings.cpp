@@ -72,31 +72,53 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
       f.evidence += fmt::format("; time at stake: up to {} ms per step (the largest excess of a rank in each step, "
                                 "when the step waits for that rank; {} ms per rank and update over all ranks)",
                                 ms_text(f.ms_per_update, 1), ms_text(*g.saving_ms_per_update, 1));
-    if (!g.frame_counts_only_with_slow.empty() && g.updates_fast_only > 0)
-      f.evidence += fmt::format("; every update with a sample of {} frames ran {}", join_ints(g.frame_counts_only_with_slow),
-                                g.slow);
-    if (g.updates_with_slow > 0 && g.updates_fast_only > 0)
-      f.evidence += fmt::format("; {} of {} such updates mixed frame counts, {} of {} fast-only updates did",
-                                g.slow_updates_mixed_frames, g.updates_with_slow, g.fast_only_updates_mixed_frames,
-                                g.updates_fast_only);
+    // Frame counts explain the slow path when a frame count comes only with it, or when
+    // what took it mixed frame counts more often than what took only the fast path: per
+    // micro-batch where the per-micro-batch detail says which path each took (with
+    // gradient accumulation, per update every update can look mixed), else per update.
+    // When the log says frame counts and neither holds, grouping or padding frames would
+    // not help: the advice says to look elsewhere; when it has none, it says so.
+    const auto& mm = g.microbatch_mixing;
+    auto more_often = [](std::size_t a, std::size_t n, std::size_t b, std::size_t m) {
+      return a > 0 && static_cast<double>(a) / static_cast<double>(n) > static_cast<double>(b) / static_cast<double>(m);
+    };
+    bool frames_known = false, frames_explain = false;
+    if (mm) {
+      frames_known = true;
+      frames_explain = !mm->frame_counts_only_with_slow.empty() || more_often(mm->slow_mixed, mm->slow, mm->fast_mixed, mm->fast);
+      if (!mm->frame_counts_only_with_slow.empty())
+        f.evidence += fmt::format("; every micro-batch with a sample of {} frames took {}",
+                                  join_ints(mm->frame_counts_only_with_slow), g.slow);
+      f.evidence += fmt::format("; {} of {} micro-batches that took it mixed frame counts, {} of {} that took {} did",
+                                mm->slow_mixed, mm->slow, mm->fast_mixed, mm->fast, g.fast);
+    } else if (!g.frame_counts.empty()) {
+      if (!g.frame_counts_only_with_slow.empty() && g.updates_fast_only > 0)
+        f.evidence += fmt::format("; every update with a sample of {} frames ran {}",
+                                  join_ints(g.frame_counts_only_with_slow), g.slow);
+      if (g.updates_with_slow > 0 && g.updates_fast_only > 0) {
+        f.evidence += fmt::format("; {} of {} such updates mixed frame counts, {} of {} fast-only updates did",
+                                  g.slow_updates_mixed_frames, g.updates_with_slow, g.fast_only_updates_mixed_frames,
+                                  g.updates_fast_only);
+        frames_known = true;
+        frames_explain = !g.frame_counts_only_with_slow.empty() ||
+                         more_often(g.slow_updates_mixed_frames, g.updates_with_slow, g.fast_only_updates_mixed_frames,
+                                    g.updates_fast_only);
+      }
+    }
     if (!g.costliest.empty())
       f.evidence += fmt::format("; it cost most in {}", slow_updates_text(g.costliest, 3));
-    // Frame counts explain the slow path when a frame count comes only with it, or when
-    // updates that ran it mixed frame counts more often than fast-only updates did. When
-    // the log says frame counts (histograms, and updates of both kinds) and neither holds,
-    // grouping or padding frames would not help: the advice says to look elsewhere.
-    const bool frames_known = !g.frame_counts.empty() && g.updates_with_slow > 0 && g.updates_fast_only > 0;
-    const bool frames_explain =
-        !g.frame_counts_only_with_slow.empty() ||
-        (g.slow_updates_mixed_frames > 0 &&
-         static_cast<double>(g.slow_updates_mixed_frames) / static_cast<double>(g.updates_with_slow) >
-             static_cast<double>(g.fast_only_updates_mixed_frames) / static_cast<double>(g.updates_fast_only));
-    if (frames_known && !frames_explain)
+    if (g.frame_counts.empty() && !mm)
       f.action = fmt::format(
-          "send every micro-batch down {}: frame counts do not tell the updates that ran {} from the others, so "
+          "send every micro-batch down {}: find what selects {} where the code chooses between them (a size limit, "
+          "a flag, a fallback condition); the log has no frame counts (frame_histogram_add(), or microbatch() with "
+          "frames) to tell whether they do",
+          g.fast, g.slow);
+    else if (frames_known && !frames_explain)
+      f.action = fmt::format(
+          "send every micro-batch down {}: frame counts do not tell the {} {} from the others, so "
           "find what else selects it (a size limit, a flag, a fallback condition) where the code chooses between "
           "them",
-          g.fast, g.slow);
+          g.fast, mm ? "micro-batches that took" : "updates that ran", g.slow);
     else
       f.action = fmt::format(
           "send every micro-batch down {}: group samples by frame count in the sampler, or pad frames up to the "

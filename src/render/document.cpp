@@ -368,7 +368,16 @@ Section paths_section(const Report& rep) {
     lines.push_back(fmt::format("{} costs {:.2f}x {} per {}.", g.slow, *g.slow_over_fast, g.fast, g.unit));
     lines.push_back(fmt::format("{} ran in {} of {} updates; {} updates ran only the fast path.", g.slow,
                                 g.updates_with_slow, g.updates, g.updates_fast_only));
-    if (g.updates_fast_only == 0 || g.updates_with_slow == 0) {
+    if (const auto& mm = g.microbatch_mixing) {
+      std::string only = mm->frame_counts_only_with_slow.empty()
+                             ? std::string("no frame count occurs only in micro-batches that took it")
+                             : fmt::format("every micro-batch with a sample of {} frames took it",
+                                           join(mm->frame_counts_only_with_slow));
+      lines.push_back(fmt::format(
+          "Cause in the data (per micro-batch, from the micro-batch detail): {}; {} of {} micro-batches that took {} "
+          "mixed several frame counts, against {} of {} that took {}.",
+          only, mm->slow_mixed, mm->slow, g.slow, mm->fast_mixed, mm->fast, g.fast));
+    } else if (g.updates_fast_only == 0 || g.updates_with_slow == 0) {
       lines.push_back(fmt::format("Cause in the data: cannot tell, since {} updates ran {}: no update to compare with.",
                                   g.updates_fast_only == 0 ? "all" : "no", g.slow));
     } else if (!g.frame_counts.empty()) {
@@ -381,6 +390,10 @@ Section paths_section(const Report& rep) {
           "that ran only the fast path.",
           only, g.slow_updates_mixed_frames, g.updates_with_slow, g.slow, g.fast_only_updates_mixed_frames,
           g.updates_fast_only));
+    } else {
+      lines.push_back(
+          "Cause in the data: cannot tell, since the log has no frame counts (a frame histogram, or micro-batch "
+          "detail with frames).");
     }
     const bool several = rep.run.ranks.size() > 1;
     if (g.saving_ms_per_update)

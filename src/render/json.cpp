@@ -216,6 +216,13 @@ Json code_paths(const CodePathResult& c) {
                       {"fast_only_updates_mixed_frames", g.fast_only_updates_mixed_frames},
                       {"frame_counts", frames},
                       {"frame_counts_only_with_slow", g.frame_counts_only_with_slow},
+                      {"microbatch_mixing", g.microbatch_mixing ? Json{{"slow_microbatches", g.microbatch_mixing->slow},
+                                                                      {"fast_microbatches", g.microbatch_mixing->fast},
+                                                                      {"slow_mixed_frames", g.microbatch_mixing->slow_mixed},
+                                                                      {"fast_mixed_frames", g.microbatch_mixing->fast_mixed},
+                                                                      {"frame_counts_only_with_slow",
+                                                                       g.microbatch_mixing->frame_counts_only_with_slow}}
+                                                                : Json(nullptr)},
                       {"saving_ms_per_update", opt(g.saving_ms_per_update)},
                       {"step_saving_at_most_ms", opt(g.step_saving_at_most_ms)},
                       {"costliest_slow_updates", costliest}});

@@ -78,6 +78,19 @@ struct PathGroup {
   std::vector<FrameCountEvidence> frame_counts;  ///< by frame count, ascending
   /// Frame counts present only in updates that ran the slow path.
   std::vector<std::int64_t> frame_counts_only_with_slow;
+  /// The same evidence per micro-batch, from the per-micro-batch detail (microbatch()),
+  /// where micro-batches that list their samples' frames took the slow path and others the
+  /// fast one. With gradient accumulation an update holds several micro-batches, so per
+  /// update it says little: uniform micro-batches of different frame counts make every
+  /// update "mixed", whether or not mixing is what selects the slow path.
+  struct MicroBatchMixing {
+    std::size_t slow = 0, fast = 0;              ///< micro-batches that took the slow / fast path [count]
+    std::size_t slow_mixed = 0, fast_mixed = 0;  ///< ... whose samples have several distinct frame counts
+    /// Frame counts found only in micro-batches that took the slow path (among those of
+    /// the group's paths that list frames), ascending.
+    std::vector<std::int64_t> frame_counts_only_with_slow;
+  };
+  std::optional<MicroBatchMixing> microbatch_mixing;  ///< unset without such detail for both paths
   /// Mean over updates of the slow path's time minus the same work at the fast path's
   /// unit cost [ms per update]: what moving all its work to the fast path would save on
   /// this rank's compute (before any waiting for other ranks absorbs it).
