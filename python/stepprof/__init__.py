@@ -242,6 +242,23 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _AT_EXIT_REGISTERED = False  # (registered at the first open, so that the job's exit
 # handlers registered after it, a finish() that calls end_update() and close(), run first)
+_MP_EXIT_PID = 0  # the process whose multiprocessing exit runs _close_at_exit
+
+
+def _close_at_multiprocessing_exit() -> None:
+    # A rank started by multiprocessing with "fork" (torch.multiprocessing's
+    # start_processes and spawn(..., start_method="fork"), Linux's default) ends with
+    # os._exit(): no atexit handler runs there, so a Recorder still open when the rank's
+    # function returned (or raised, Ctrl-C included) was never closed and what close()
+    # says was lost. multiprocessing runs its own exit finalizers before that os._exit().
+    global _MP_EXIT_PID
+    mp = sys.modules.get("multiprocessing")
+    if _MP_EXIT_PID == os.getpid() or mp is None or mp.parent_process() is None:
+        return
+    _MP_EXIT_PID = os.getpid()
+    import multiprocessing.util  # noqa: PLC0415 - only in a multiprocessing child
+
+    multiprocessing.util.Finalize(None, _close_at_exit, exitpriority=0)
 
 
 class RecorderWarning(UserWarning):
@@ -532,6 +549,7 @@ class Recorder:
         if not _AT_EXIT_REGISTERED:
             _AT_EXIT_REGISTERED = True
             atexit.register(_close_at_exit)
+        _close_at_multiprocessing_exit()
         _OPEN.add(self)
         try:
             self._info_at_open = json.loads(_core.info_json(handle))

@@ -928,6 +928,36 @@ def test_a_recorder_left_open_at_exit_says_what_was_lost_with_a_daemon_thread_al
     assert "unwritten_at_close 1" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_multiprocessing_rank_that_returns_with_its_recorder_open_says_what_was_lost(tmp_path, method):
+    # A rank started by multiprocessing with "fork" (torch.multiprocessing's default on
+    # Linux) ends with os._exit(), which runs no atexit handler: a module-level recorder
+    # still open was never closed and nothing was said (a helper's 4-rank job, also after
+    # Ctrl-C). With "spawn" the child exits normally; it says so once, not twice.
+    code = ("import multiprocessing as mp, stepprof\n"
+            "KEEP = []\n"
+            "def rank(r):\n"
+            f"    rec = stepprof.Recorder({str(tmp_path)!r} + f'/r{{r}}.jsonl', rank=r, world_size=2, "
+            "device_timing='off')\n"
+            "    rec.end_update(0)\n"
+            "    KEEP.append(rec)\n"
+            "    rec.count('after_the_last_update', 1)\n"
+            "if __name__ == '__main__':\n"
+            f"    ps = [mp.get_context({method!r}).Process(target=rank, args=(r,)) for r in range(2)]\n"
+            "    [p.start() for p in ps]\n"
+            "    [p.join() for p in ps]\n"
+            "    print([p.exitcode for p in ps])\n")
+    script = tmp_path / "ranks.py"
+    script.write_text(code)
+    r = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
+    assert r.returncode == 0, r.stderr
+    assert "[0, 0]" in r.stdout, r.stdout
+    for rank in (0, 1):
+        said = [l for l in r.stderr.splitlines() if f"r{rank}.jsonl" in l]
+        assert len(said) == 1, r.stderr
+        assert "a Recorder still open at exit" in said[0] and "unwritten_at_close 1" in said[0], r.stderr
+
+
 def test_a_close_inside_a_call_waits_for_the_call_and_an_interrupted_close_still_closes(tmp_path):
     # (1) A signal handler's close() between `handle = self._handle` and the C call (a
     # reviewer drove it there with a trace function): the handle was freed under the
