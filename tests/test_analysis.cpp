@@ -519,6 +519,36 @@ TEST(Findings, SlowPathWithoutFrameCountsGivesNoFrameAdvice) {
   EXPECT_NE(f->action.find("the log has no frame counts"), std::string::npos) << f->action;
 }
 
+// Slow steps that are the ones that ran the slow path, the first among them slower by a
+// hair: the variability finding sent step 0 to warm-up ("call begin_update()") and said
+// to look at what makes the slow path slower there, where it only ran there (a helper's
+// log). Now it points at the slow-path finding; with step 0 far out, warm-up leads.
+TEST(Findings, VariabilityFromASlowPathPointsThereAndWarmUpOnlyWhereTheFirstStandsOut) {
+  auto variability = [](double first_extra_ms) {
+    Builder b;
+    for (int step = 0; step < 20; ++step) {
+      const bool slow = step % 3 == 0;
+      auto& u = b.add(step, (slow ? 8.1 : 2.1) + (step == 0 ? first_extra_ms : 0.0));
+      b.region(u, slow ? "slow" : "fast", slow ? 8.0 : 2.0, slow ? 8.0 : 2.0);
+      b.counter(u, slow ? "slow_samples" : "fast_samples", 4);
+    }
+    const Hierarchy h = parse("m\n  fast alt=g\n  slow alt=g\n");
+    const Report r = build_report({b.d, &h});
+    const auto f =
+        std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "variability"; });
+    EXPECT_NE(f, r.findings.end());
+    return f == r.findings.end() ? Finding{} : *f;
+  };
+  const Finding hair = variability(0.4);  // 8.5 against 8.1 ms
+  EXPECT_EQ(hair.action.find("begin_update()"), std::string::npos) << hair.action;
+  EXPECT_NE(hair.action.find("those steps ran the slow path slow"), std::string::npos) << hair.action;
+  EXPECT_NE(hair.evidence.find("the slowest by little (8.5 against 8.1 ms for the next)"), std::string::npos)
+      << hair.evidence;
+  const Finding warm = variability(60.0);
+  EXPECT_NE(warm.action.find("begin_update()"), std::string::npos) << warm.action;
+  EXPECT_NE(warm.evidence.find("step 0 is the logs' first update, and the slowest"), std::string::npos) << warm.evidence;
+}
+
 // Exposed communication in some updates only (NCCL in one of four profiled steps, as
 // when prof.step() marks micro-batches): its time at stake is the window's mean, the
 // others counting 0: 10 ms / 4 = 2.5 ms per update, not the 10 ms median of the one.

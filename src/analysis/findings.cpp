@@ -1094,6 +1094,10 @@ bool waited_alone(const FindingInputs& in, const SlowUpdates& s) {
                      [&](const auto& g) { return g.region == in.waiting.front().comm_region; });
 }
 
+// The logs' first update stands out from the other slow ones when it is beyond the median
+// by more than this times the next slowest update.
+constexpr double kFirstStandsOut = 1.5;
+
 // What to do when the logs' first update stands out: its wall time counts from open() (or
 // the last begin_update()), so it holds what ran before the training loop, and warm-up.
 std::string first_update_advice(const RunSummary& run) {
@@ -1162,9 +1166,22 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     }
     if (!grew.empty()) {
       f.evidence += fmt::format("; in them{}{} {}", on, on.empty() ? "" : ":", grew);
-      f.action = fmt::format("look at what makes {} slower{} in those steps: its inputs (frames, tokens, code paths "
-                             "in the log) and the host and GPU at that time",
-                             s->grew[s->first_chain - 1].region, on_rank);
+      const RegionGrowth& deepest = s->grew[s->first_chain - 1];
+      const bool slow_path = std::any_of(in.paths.groups.begin(), in.paths.groups.end(),
+                                         [&](const PathGroup& g) { return g.slow == deepest.region; });
+      // (A region absent from the median update did not get slower: it ran only there.)
+      if (slow_path)
+        f.action = fmt::format("those steps ran the slow path {}{}: the slow-path finding prices it and says what "
+                               "may select it",
+                               deepest.region, on_rank);
+      else if (deepest.typical_ms == 0)
+        f.action = fmt::format("look at what makes those steps run {}{} (it takes no time in the median update): "
+                               "their inputs (frames, tokens, code paths in the log) and the host and GPU at that time",
+                               deepest.region, on_rank);
+      else
+        f.action = fmt::format("look at what makes {} slower{} in those steps: its inputs (frames, tokens, code paths "
+                               "in the log) and the host and GPU at that time",
+                               deepest.region, on_rank);
       if (s->own_work_typical) {
         // No rank given had more own work than usual: every rank waited in those steps.
         const auto& x = in.cross_rank;
@@ -1250,9 +1267,18 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     // padding spikes, no slower than the others, it led the action all the same.
     if (run && run->first_step && run->updates_before_window == 0 &&
         std::find(s->steps.begin(), s->steps.end(), *run->first_step) != s->steps.end()) {
-      if (in.time.slowest_step == run->first_step) {
+      // ... and only when it stands out from the other slow ones: as the slowest by a hair
+      // of 7 steps that ran a slow path, it was sent to warm-up.
+      const auto& next = in.time.next_slowest_ms;
+      const bool stands_out =
+          s->steps.size() == 1 || !next || t->max - t->median > kFirstStandsOut * (*next - t->median);
+      if (in.time.slowest_step == run->first_step && stands_out) {
         f.evidence += fmt::format("; step {} is the logs' first update, and the slowest", *run->first_step);
         stopped += first_update_advice(*run);
+      } else if (in.time.slowest_step == run->first_step) {
+        f.evidence += fmt::format("; step {} is the logs' first update, the slowest by little ({:.1f} against {:.1f} "
+                                  "ms for the next)",
+                                  *run->first_step, t->max, *next);
       } else {
         f.evidence += fmt::format("; step {} is the logs' first update (not the slowest)", *run->first_step);
       }

@@ -83,8 +83,11 @@ UpdateTimeResult analyze_update_time(const AnalysisInput& in, const RunSummary& 
     job.push_back(ms);
     job_total_ms += ms;
     if (!out.slowest_step || ms > longest) {
+      if (out.slowest_step) out.next_slowest_ms = longest;
       out.slowest_step = step;
       longest = ms;
+    } else if (!out.next_slowest_ms || ms > *out.next_slowest_ms) {
+      out.next_slowest_ms = ms;
     }
   }
   out.update_ms = summarize(job);

@@ -25,6 +25,9 @@ struct UpdateTimeResult {
   /// The step of the longest update (the first such step when several tie); with
   /// update_ms.
   std::optional<std::int64_t> slowest_step;
+  /// The longest update time of the other steps [ms]: how far the slowest stands out
+  /// (unset with fewer than two steps).
+  std::optional<double> next_slowest_ms;
   std::vector<std::pair<std::int64_t, Summary>> per_rank_ms;  ///< wall_ms per rank (several ranks only; rank -1: the log names no rank)
   Rate samples;       ///< samples/s (`samples` counter, else micro_batch x accumulation per update)
   Rate token_slots;   ///< token slots/s (`token_slots`: batch x padded length)
