@@ -1627,6 +1627,41 @@ TEST_F(RecorderTest, BeginUpdateInsideARegionIsCounted) {
   EXPECT_FALSE(lines[2].contains("recorder_errors"));
 }
 
+// Per-update data past Options::max_update_data_bytes: a loop that appends sample
+// indices without ever calling end_update() grew the job's memory without bound. Past
+// the limit a call records nothing and is counted; the next update has the whole limit
+// again. Here 1,050 bytes: 100 indices (800), a micro-batch of 10 frames (64 + 80) and a
+// histogram bucket (64) fit, 13 more indices (104) and a second bucket do not, a frame
+// count already bucketed does.
+TEST_F(RecorderTest, PerUpdateDataPastItsLimitIsCountedAndNotRecorded) {
+  TempLog log("update-data-full");
+  Options o = host_only(log.path);
+  o.max_update_data_bytes = 1050;
+  ASSERT_EQ(open(o), Status::kOk);
+  std::vector<std::int64_t> indices(100);
+  for (std::size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<std::int64_t>(i);
+  sample_indices(indices);
+  const std::vector<std::int64_t> frames(10, 3);
+  EXPECT_EQ(microbatch(frames, {}, {}, -1), Status::kOk);
+  frame_histogram_add(3, 10);
+  sample_indices(std::span(indices).first(13));    // 1,008 + 104: past it
+  frame_histogram_add(4, 1);                        // a new bucket: past it
+  EXPECT_EQ(microbatch(frames, {}, {}, -1), Status::kErrNoMemory);
+  frame_histogram_add(3, 1);  // (the same bucket: nothing more to hold)
+  ASSERT_EQ(end_update(0), Status::kOk);
+  sample_indices(indices);  // the next update: the whole limit again
+  ASSERT_EQ(end_update(1), Status::kOk);
+  close();
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["sample_indices"].size(), 100u);
+  EXPECT_EQ(lines[1]["microbatches"].size(), 1u);
+  EXPECT_EQ(lines[1]["frame_histogram"], (Json{{"3", 11}}));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"update_data_full", 3}}));
+  EXPECT_EQ(lines[2]["sample_indices"].size(), 100u);
+  EXPECT_FALSE(lines[2].contains("recorder_errors"));
+}
+
 namespace {
 // A SIGTERM-style handler that closes the recorder, and a sink that delivers the signal to
 // its own thread while end_update() writes (inside the recorder, holding its lock).

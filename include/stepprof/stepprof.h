@@ -60,7 +60,11 @@ typedef uint32_t stepprof_counter_id;
  *                  address, default 0 = legacy default stream), "cuda_device" (int, -1),
  *                  "device_events_per_thread" (int, 1024), "device_threads" (int, 8),
  *                  "append" (bool, false), "print_warnings" (bool, true: open and close
- *                  problems are also printed as one stderr line each)
+ *                  problems are also printed as one stderr line each),
+ *                  "max_update_data_bytes" (int, 67108864 = 64 MiB; 0: no limit: the
+ *                  most memory one update's histogram, shapes, sample indices and
+ *                  micro-batches may take; past it a call records nothing, counted as
+ *                  update_data_full; see Options::max_update_data_bytes in stepprof.hpp)
  *   out            receives the handle (also on STEPPROF_WARN_IO: the recorder runs and
  *                  counts the records it cannot write); NULL on an error, except that
  *                  the open recorder's handle is left in place (a second open through

@@ -130,6 +130,15 @@ struct Options {
   /// Most threads that may time regions on the device (each has its own event ring), 1 to 2^20.
   std::uint32_t device_threads = 8;
   bool append = false;  ///< append to the file instead of truncating it (see run_id)
+  /// Most memory one update's data other than regions and counters may take [bytes]:
+  /// frame histogram, input shapes, sample indices and micro-batch detail, counted as 8
+  /// bytes per integer stored plus 64 per histogram bucket, distinct shape and
+  /// micro-batch. A call that would take the update past it records nothing and is
+  /// counted as `update_data_full` (microbatch() returns kErrNoMemory), so that a loop that
+  /// never calls end_update(), or appends a dataset's indices each step, cannot grow the
+  /// job's memory without bound. 0: no limit. The default, 64 MiB, holds 8 million sample
+  /// indices.
+  std::size_t max_update_data_bytes = std::size_t{64} << 20;
   /// Print the open and close problems (the log cannot be opened or written; errors were
   /// counted) as one stderr line each, besides returning them. Off for callers that report
   /// them their own way (the Python package raises RecorderWarning).

@@ -367,6 +367,13 @@ class Recorder:
             steps it runs again replace the earlier copies). Without it, a file that
             holds records of this same run_id is truncated with a RecorderWarning.
         (sync_at_update and append: True or False, else TypeError.)
+        max_update_data_bytes: the most memory one update's frame histogram, input
+            shapes, sample indices and micro-batch detail may take in the recorder
+            [bytes], counted as 8 per integer plus 64 per bucket, distinct shape and
+            micro-batch (default 64 MiB, 8 million sample indices; 0: no limit). A call
+            past it records nothing and is counted as "update_data_full" (microbatch()
+            does not raise), so that a loop without end_update() cannot grow the job's
+            memory without bound. An integer, else TypeError; below 0, ValueError.
 
     A log that cannot be opened (an unwritable directory, a full disk) does not raise:
     the recorder runs on, counts the records it cannot write, and warns
@@ -411,6 +418,7 @@ class Recorder:
         device_timing: str = "auto",
         sync_at_update: bool = True,
         append: bool = False,
+        max_update_data_bytes: Optional[int] = None,
     ) -> None:
         self._init_state()
         if device_timing not in ("auto", "off"):
@@ -452,6 +460,10 @@ class Recorder:
                                    "append": _flag(append, "append"), "print_warnings": False}
         if run_id is not None:
             options["run_id"] = _utf8(str(run_id))
+        if max_update_data_bytes is not None:
+            options["max_update_data_bytes"] = _integer(max_update_data_bytes, "max_update_data_bytes")
+            if options["max_update_data_bytes"] < 0:
+                raise ValueError(f"max_update_data_bytes must be >= 0 (0: no limit), not {max_update_data_bytes}")
         options["device_timing"] = device_timing
         # With torch and a GPU, time regions on torch's current stream and device;
         # otherwise "auto" lets the recorder probe libcuda, so the config says why not.

@@ -37,6 +37,7 @@ class Recorder:
         device_timing: str = ...,
         sync_at_update: bool = ...,
         append: bool = ...,
+        max_update_data_bytes: Optional[int] = ...,
     ) -> None: ...
     def region(self, name: str) -> Union[Region, _NullRegion]: ...
     @overload

@@ -51,6 +51,7 @@ std::string_view recorder_error_effect(std::string_view kind) {
       {"open_at_begin_update", "a region open at begin_update: its time from before the restart is in this record"},
       {"log_deleted", "the log file was deleted while recorded to and made again: the records before this one are in "
                       "no file"},
+      {"update_data_full", "per-update data past the recorder's limit (max_update_data_bytes) is not recorded"},
   };
   for (const auto& [k, effect] : kEffects)
     if (k == kind) return effect;

@@ -111,6 +111,10 @@ std::string parse_options(const char* text, stepprof::Options& o) {
       if (!v.is_number_integer() || v.get<std::int64_t>() < -1 || v.get<std::int64_t>() > 1 << 16)
         return bad("an integer >= -1");
       o.cuda_device = v.get<int>();
+    } else if (k == "max_update_data_bytes") {
+      if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
+        return bad("a non-negative integer (0: no limit)");
+      o.max_update_data_bytes = static_cast<std::size_t>(v.get<std::uint64_t>());
     } else if (k == "device_events_per_thread" || k == "device_threads") {
       if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > (1 << 20))
         return bad("an integer in [1, 1048576]");
@@ -118,7 +122,7 @@ std::string parse_options(const char* text, stepprof::Options& o) {
     } else {
       return "options_json: unknown option \"" + k +
              "\" (expected run_id, device_timing, sync_at_update, cuda_stream, cuda_device, "
-             "device_events_per_thread, device_threads, append, print_warnings)";
+             "device_events_per_thread, device_threads, append, print_warnings, max_update_data_bytes)";
     }
   }
   return {};

@@ -44,6 +44,7 @@ enum class ErrorKind : std::uint8_t {
   kOpenAtEndUpdate,         ///< end_update() called inside a region of its thread (its time goes in a later record)
   kLogDeleted,              ///< the log file was deleted while recorded to: made again, the records before are in no file
   kOpenAtBeginUpdate,       ///< begin_update() called inside a region of its thread (its time before the restart stays)
+  kUpdateDataFull,          ///< per-update data past Options::max_update_data_bytes (not recorded)
   kCount,
 };
 inline constexpr std::size_t kErrorKinds = static_cast<std::size_t>(ErrorKind::kCount);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <utility>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -88,14 +89,16 @@ struct UpdateData {
   std::vector<std::int64_t> indices;
   std::optional<double> padding;
   std::vector<MicroBatch> microbatches;
+  std::size_t bytes = 0;  // what the above hold, as Options::max_update_data_bytes counts it
 };
 
 class Core {
  public:
   std::mutex mu;  // open, close, end_update, flush, set_device_stream: one at a time
   std::atomic<bool> is_open{false};
-  std::mutex data_mu;  // `data`
+  std::mutex data_mu;  // `data`, `data_limit`
   UpdateData data;
+  std::size_t data_limit = 0;  // Options::max_update_data_bytes of the open recorder
 
   Status open(const Options& o, std::string* message);
   Status end_update(std::int64_t step);
@@ -566,6 +569,7 @@ Status Core::open(const Options& o, std::string* message) {
   {
     std::lock_guard dl(data_mu);
     data = UpdateData{};
+    data_limit = opts_.max_update_data_bytes;
   }
   for (std::size_t k = 0; k < kErrorKinds; ++k) global_base_[k] = global_error_count(static_cast<ErrorKind>(k));
   total_ = {};
@@ -1215,21 +1219,33 @@ Status guarded(F&& f) noexcept {
   }
 }
 
-// Runs `f` on the per-update data if a recorder is open. False when `f` ran out of
-// memory (counted as out_of_memory).
-template <typename F>
-bool with_data(F&& f) noexcept {
+// Runs `f` on the per-update data if a recorder is open. `bytes(data)` says what `f`
+// would add to it (Options::max_update_data_bytes): where that takes the update past the
+// limit, `f` does not run (counted as update_data_full). False when `f` did not run or ran
+// out of memory (counted as out_of_memory).
+template <typename Bytes, typename F>
+bool with_data(Bytes&& bytes, F&& f) noexcept {
   Core& c = core();
   if (!c.is_open.load(std::memory_order_acquire)) return true;
   try {
     std::lock_guard lock(c.data_mu);
+    const std::size_t more = bytes(std::as_const(c.data));
+    if (c.data_limit != 0 && (more > c.data_limit || c.data.bytes > c.data_limit - more)) {
+      count_global_error(ErrorKind::kUpdateDataFull);
+      return false;
+    }
     f(c.data);
+    c.data.bytes += more;
     return true;
   } catch (...) {
     count_global_error(ErrorKind::kOutOfMemory);
     return false;
   }
 }
+
+// What per-update data takes, as Options::max_update_data_bytes counts it [bytes].
+constexpr std::size_t kIntegerBytes = sizeof(std::int64_t);
+constexpr std::size_t kEntryBytes = 64;  // a histogram bucket, a shape or a micro-batch besides its integers
 
 void say_at_exit() noexcept { core().say_at_exit(); }  // (a plain function for atexit)
 
@@ -1293,7 +1309,9 @@ void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return;
   }
-  detail::with_data([&](detail::UpdateData& d) {
+  detail::with_data(
+      [&](const detail::UpdateData& d) { return d.histogram.contains(frames) ? 0 : detail::kEntryBytes; },
+      [&](detail::UpdateData& d) {
     const auto it = d.histogram.find(frames);
     std::int64_t sum = 0;
     if (__builtin_add_overflow(it == d.histogram.end() ? 0 : it->second, samples, &sum) || sum > kExact) {
@@ -1310,13 +1328,15 @@ void input_shape(std::span<const std::int64_t> dims) noexcept {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return;
   }
-  detail::with_data([&](detail::UpdateData& d) {
-    for (auto& s : d.shapes)
-      if (std::equal(s.dims.begin(), s.dims.end(), dims.begin(), dims.end())) {
-        ++s.microbatches;
-        return;
-      }
-    d.shapes.push_back(InputShape{std::vector<std::int64_t>(dims.begin(), dims.end()), 1});
+  auto same = [&](const InputShape& s) { return std::equal(s.dims.begin(), s.dims.end(), dims.begin(), dims.end()); };
+  detail::with_data(
+      [&](const detail::UpdateData& d) {
+        return std::any_of(d.shapes.begin(), d.shapes.end(), same) ? 0
+                                                                    : detail::kEntryBytes + detail::kIntegerBytes * dims.size();
+      },
+      [&](detail::UpdateData& d) {
+    if (const auto it = std::find_if(d.shapes.begin(), d.shapes.end(), same); it != d.shapes.end()) ++it->microbatches;
+    else d.shapes.push_back(InputShape{std::vector<std::int64_t>(dims.begin(), dims.end()), 1});
   });
 }
 
@@ -1327,7 +1347,8 @@ void sample_indices(std::span<const std::int64_t> indices) noexcept {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return;
   }
-  detail::with_data([&](detail::UpdateData& d) { d.indices.insert(d.indices.end(), indices.begin(), indices.end()); });
+  detail::with_data([&](const detail::UpdateData&) { return detail::kIntegerBytes * indices.size(); },
+                    [&](detail::UpdateData& d) { d.indices.insert(d.indices.end(), indices.begin(), indices.end()); });
 }
 
 Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens, std::string_view path,
@@ -1351,7 +1372,11 @@ Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int
       path_dropped = true;
     }
   }
-  const bool stored = detail::with_data([&](detail::UpdateData& d) {
+  const bool stored = detail::with_data(
+      [&](const detail::UpdateData&) {
+        return detail::kEntryBytes + detail::kIntegerBytes * (frames.size() + tokens.size());
+      },
+      [&](detail::UpdateData& d) {
     MicroBatch mb;
     mb.path = id;
     mb.frames.assign(frames.begin(), frames.end());
@@ -1368,7 +1393,8 @@ Status set_padding_fraction(double fraction) noexcept {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return Status::kErrArgument;
   }
-  detail::with_data([&](detail::UpdateData& d) { d.padding = fraction; });
+  detail::with_data([](const detail::UpdateData&) { return std::size_t{0}; },
+                    [&](detail::UpdateData& d) { d.padding = fraction; });
   return Status::kOk;
 }
 

@@ -87,6 +87,7 @@ std::string_view error_name(ErrorKind k) noexcept {
     case ErrorKind::kOpenAtEndUpdate: return "open_at_end_update";
     case ErrorKind::kLogDeleted: return "log_deleted";
     case ErrorKind::kOpenAtBeginUpdate: return "open_at_begin_update";
+    case ErrorKind::kUpdateDataFull: return "update_data_full";
     case ErrorKind::kCount: break;
   }
   return "unknown";

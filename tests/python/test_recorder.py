@@ -1847,3 +1847,23 @@ def test_a_fork_child_takes_no_lock_a_parent_thread_held_at_the_fork(tmp_path):
     r = run_python(code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["child {}", "status 0"], (r.stdout, r.stderr)
+
+
+def test_per_update_data_past_its_limit_is_counted_not_raised(tmp_path):
+    # A loop that appends sample indices and never calls end_update() grew the job's
+    # memory without bound; past max_update_data_bytes a call records nothing and counts.
+    log = tmp_path / "r.jsonl"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (close() warns of the error counted)
+        rec = stepprof.Recorder(str(log), rank=0, world_size=1, device_timing="off", max_update_data_bytes=80)
+        rec.sample_indices(list(range(11)))  # 88 bytes: past it
+        rec.sample_indices(list(range(10)))  # 80: fits
+        rec.end_update(0)
+        assert rec.close() == {"update_data_full": 1}
+    record = json.loads(log.read_text().splitlines()[1])
+    assert record["sample_indices"] == list(range(10))
+    assert record["recorder_errors"] == {"update_data_full": 1}
+    with pytest.raises(ValueError, match="max_update_data_bytes"):
+        stepprof.Recorder(str(log), device_timing="off", max_update_data_bytes=-1)
+    with pytest.raises(TypeError, match="max_update_data_bytes"):
+        stepprof.Recorder(str(log), device_timing="off", max_update_data_bytes=1.5)
