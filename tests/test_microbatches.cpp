@@ -179,3 +179,27 @@ TEST_F(MicroBatchTest, WriterRoundTrips) {
   EXPECT_EQ(mbs[1].frames, b.frames);
   EXPECT_FALSE(mbs[1].path);
 }
+
+// Token counts from the detail: where every micro-batch lists its samples' tokens and the
+// record counts neither token_slots nor valid_tokens, the reader adds them (slots: the
+// padded length, else the longest sample's tokens, times the samples), so that the
+// padding figures and `whatif no-padding` need no counters besides the detail. A record
+// that counts them keeps its own; one with a micro-batch without tokens gets none.
+TEST_F(MicroBatchTest, TokenCountersComeFromTheDetailWhereTheRecordHasNone) {
+  const Dataset d = read_text(
+      kConfig + "\n" + update(1, R"([{"tokens": [10, 20], "padded_length": 40}, {"tokens": [30, 25]}])") + "\n" +
+      update(2, R"([{"tokens": [10, 20]}, {"frames": [3, 3]}])") + "\n" +
+      R"({"type": "update", "rank": 0, "step": 3, "wall_ms": 10.0, "counts": {"token_slots": 100, "valid_tokens": 55},)"
+      R"( "microbatches": [{"tokens": [10, 10]}]})" + "\n");
+  ASSERT_EQ(diag_.total(), 0u);
+  const auto slots = d.counters.find("token_slots"), valid = d.counters.find("valid_tokens");
+  ASSERT_TRUE(slots && valid);
+  const auto& u = d.ranks[0].updates;
+  ASSERT_EQ(u.size(), 3u);
+  EXPECT_EQ(u[0].counter(*slots), 40 * 2 + 30 * 2);  // 140
+  EXPECT_EQ(u[0].counter(*valid), 10 + 20 + 30 + 25);
+  EXPECT_FALSE(u[1].counter(*slots));  // (the second micro-batch lists no tokens)
+  EXPECT_FALSE(u[1].counter(*valid));
+  EXPECT_EQ(u[2].counter(*slots), 100);
+  EXPECT_EQ(u[2].counter(*valid), 55);
+}

@@ -865,10 +865,16 @@ class RecordParser::Impl {
 
  private:
   bool parse_update(od::document& doc, od::object& obj, std::string_view text, UpdateRecord& u, RecordError& error);
+  // Where every micro-batch of `u`'s detail lists its samples' tokens and `u` counts
+  // neither token_slots nor valid_tokens, adds them from the detail (docs/log-schema.md,
+  // "Per-micro-batch detail"): token slots are each micro-batch's padded length (else its
+  // longest sample's tokens) times its samples, valid tokens their tokens.
+  void derive_token_counters(UpdateRecord& u);
 
   od::parser parser_;
   NameTable& regions_;
   NameTable& counters_;
+  std::optional<NameTable::Id> token_slots_id_, valid_tokens_id_;  // (interned on first use)
   NameCache device_keys_, host_keys_, calls_keys_, parent_keys_, counter_keys_, parent_values_;
   std::vector<std::int32_t> slot_of_region_;  // region id -> index in update.regions, -1 if none
   std::vector<std::uint8_t> counter_seen_;    // counter id -> 1 while reading a record's counts if read
@@ -1331,7 +1337,31 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       return c.fail(Problem::kBadField, nullptr, fmt::format("field \"{}\" appears twice in the record", key));
   if (!have_step) return c.fail(Problem::kMissingField, nullptr, "update record has no \"step\" field");
   if (!have_wall) return c.fail(Problem::kMissingField, nullptr, "update record has no \"wall_ms\" field");
+  derive_token_counters(u);
   return true;
+}
+
+void RecordParser::Impl::derive_token_counters(UpdateRecord& u) {
+  if (u.microbatches.empty()) return;
+  double slots = 0, valid = 0;
+  for (const MicroBatch& mb : u.microbatches) {
+    if (mb.tokens.empty()) return;  // (tokens not listed: unknown, not 0)
+    std::int64_t longest = 0;
+    for (const std::int64_t t : mb.tokens) {
+      valid += static_cast<double>(t);
+      longest = std::max(longest, t);
+    }
+    slots += static_cast<double>(mb.padded_length.value_or(longest)) * static_cast<double>(mb.tokens.size());
+  }
+  if (!(slots <= static_cast<double>(std::int64_t{1} << 53))) return;  // (not exact as a count)
+  if (!token_slots_id_) {
+    token_slots_id_ = counters_.intern(schema::counter::kTokenSlots);
+    valid_tokens_id_ = counters_.intern(schema::counter::kValidTokens);
+  }
+  for (const Counter& cn : u.counters)
+    if (cn.name == *token_slots_id_ || cn.name == *valid_tokens_id_) return;  // (the log's own count stands)
+  u.counters.push_back({*token_slots_id_, slots});
+  u.counters.push_back({*valid_tokens_id_, valid});
 }
 
 std::optional<std::string_view> schema_field_near(std::string_view key, std::string_view value_json) {
