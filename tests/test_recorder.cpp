@@ -1632,7 +1632,7 @@ TEST_F(RecorderTest, BeginUpdateInsideARegionIsCounted) {
 // the limit a call records nothing and is counted; the next update has the whole limit
 // again. Here 1,050 bytes: 100 indices (800), a micro-batch of 10 frames (64 + 80) and a
 // histogram bucket (64) fit, 13 more indices (104) and a second bucket do not, a frame
-// count already bucketed does.
+// count already bucketed does, and an add refused for its count takes no room.
 TEST_F(RecorderTest, PerUpdateDataPastItsLimitIsCountedAndNotRecorded) {
   TempLog log("update-data-full");
   Options o = host_only(log.path);
@@ -1643,6 +1643,7 @@ TEST_F(RecorderTest, PerUpdateDataPastItsLimitIsCountedAndNotRecorded) {
   sample_indices(indices);
   const std::vector<std::int64_t> frames(10, 3);
   EXPECT_EQ(microbatch(frames, {}, {}, -1), Status::kOk);
+  frame_histogram_add(7, std::int64_t{1} << 33);  // refused (bad_argument): holds nothing, so counts nothing
   frame_histogram_add(3, 10);
   sample_indices(std::span(indices).first(13));    // 1,008 + 104: past it
   frame_histogram_add(4, 1);                        // a new bucket: past it
@@ -1657,7 +1658,7 @@ TEST_F(RecorderTest, PerUpdateDataPastItsLimitIsCountedAndNotRecorded) {
   EXPECT_EQ(lines[1]["sample_indices"].size(), 100u);
   EXPECT_EQ(lines[1]["microbatches"].size(), 1u);
   EXPECT_EQ(lines[1]["frame_histogram"], (Json{{"3", 11}}));
-  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"update_data_full", 3}}));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 1}, {"update_data_full", 3}}));
   EXPECT_EQ(lines[2]["sample_indices"].size(), 100u);
   EXPECT_FALSE(lines[2].contains("recorder_errors"));
 }

@@ -158,7 +158,8 @@ int stepprof_set_padding_fraction(double fraction);
  *   padded_length   token length the micro-batch was padded to; < 0: its longest sample
  * STEPPROF_ERR_ARGUMENT for a negative count, a padded length below a sample's tokens, or
  * samples > 0 with both frames and tokens NULL (counted as bad_argument);
- * STEPPROF_ERR_NO_MEMORY when it could not be stored (counted as out_of_memory);
+ * STEPPROF_ERR_NO_MEMORY when it could not be stored (counted as out_of_memory, or as
+ * update_data_full past the update's max_update_data_bytes);
  * STEPPROF_WARN_ERRORS when `path` could not be a region name (over 1024 bytes, or past the
  * 1024 region names; counted): the micro-batch is recorded without it. */
 int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t samples, const char* path,

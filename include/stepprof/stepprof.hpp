@@ -424,7 +424,8 @@ void sample_indices(std::span<const std::int64_t> indices) noexcept;
 /// both are given they hold one entry per sample. Counts that are negative or above 2^53,
 /// different lengths, or a padded length below a sample's tokens are rejected (counted as
 /// `bad_argument`, kErrArgument); a micro-batch that could not be stored for want of memory
-/// is counted as `out_of_memory` (kErrNoMemory). A `path` that cannot be a region name
+/// is counted as `out_of_memory`, one past the update's Options::max_update_data_bytes as
+/// `update_data_full` (kErrNoMemory either way). A `path` that cannot be a region name
 /// (over 1024 bytes, or past the 1024 region names: counted as `bad_argument` or
 /// `too_many_regions`) is left out and the micro-batch stored without it: kWarnErrors. The
 /// what-if analyses (docs/whatif.md) use this detail when present.

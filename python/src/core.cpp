@@ -270,9 +270,12 @@ PYBIND11_MODULE(_core, m) {
         if (!frames.empty() && !tokens.empty() && frames.size() != tokens.size())
           throw std::invalid_argument("frames and tokens must have one entry per sample");
         const std::size_t n = frames.empty() ? tokens.size() : frames.size();
-        return check(stepprof_microbatch(frames.empty() ? nullptr : frames.data(),
-                                         tokens.empty() ? nullptr : tokens.data(), n,
-                                         path.empty() ? nullptr : path.c_str(), padded_length));
+        const int s = stepprof_microbatch(frames.empty() ? nullptr : frames.data(),
+                                          tokens.empty() ? nullptr : tokens.data(), n,
+                                          path.empty() ? nullptr : path.c_str(), padded_length);
+        // Not stored (out of memory, or past max_update_data_bytes): counted, and not
+        // raised into the training loop.
+        return s == STEPPROF_ERR_NO_MEMORY ? s : check(s);
       },
       py::arg("frames"), py::arg("tokens"), py::arg("path"), py::arg("padded_length"),
       "Records one micro-batch of the per-micro-batch detail (see Recorder.microbatch).");

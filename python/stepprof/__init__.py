@@ -234,31 +234,44 @@ def _after_fork_in_child() -> None:
     # the open check and recorded into the recorder the child opened itself (the C ABI's
     # per-update calls go to the process's open recorder). Their `closed`, `info` and
     # `errors` read as before (_pid is the parent's).
+    global _FORKED
+    _FORKED = True
     for rec in list(_OPEN):
         rec._handle = 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+_FORKED = False  # this process was made by fork() (set in the child)
 
 _AT_EXIT_REGISTERED = False  # (registered at the first open, so that the job's exit
 # handlers registered after it, a finish() that calls end_update() and close(), run first)
-_MP_EXIT_PID = 0  # the process whose multiprocessing exit runs _close_at_exit
+_MP_EXIT_PID = 0  # the process whose multiprocessing exit runs _close_forked_at_exit
+
+
+def _close_forked_at_exit() -> None:
+    # (multiprocessing runs its exit finalizers before it joins the rank's threads: a
+    # recorder that a thread of the rank still uses is left to it.)
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):
+        return
+    _close_at_exit()
 
 
 def _close_at_multiprocessing_exit() -> None:
-    # A rank started by multiprocessing with "fork" (torch.multiprocessing's
-    # start_processes and spawn(..., start_method="fork"), Linux's default) ends with
-    # os._exit(): no atexit handler runs there, so a Recorder still open when the rank's
-    # function returned (or raised, Ctrl-C included) was never closed and what close()
-    # says was lost. multiprocessing runs its own exit finalizers before that os._exit().
+    # A rank that multiprocessing started by fork() ("fork", Linux's default, as
+    # torch.multiprocessing's start_processes(..., start_method="fork") does, or
+    # "forkserver") ends with os._exit(): no atexit handler runs there, so a Recorder still
+    # open when the rank's function returned (or raised, Ctrl-C included) was never closed
+    # and what close() says was lost. multiprocessing runs its own exit finalizers before
+    # that os._exit(). (A "spawn" rank exits normally, through atexit: its job's own exit
+    # handlers, a finish() that calls end_update() and close(), must run first.)
     global _MP_EXIT_PID
     mp = sys.modules.get("multiprocessing")
-    if _MP_EXIT_PID == os.getpid() or mp is None or mp.parent_process() is None:
+    if not _FORKED or _MP_EXIT_PID == os.getpid() or mp is None or mp.parent_process() is None:
         return
     _MP_EXIT_PID = os.getpid()
     import multiprocessing.util  # noqa: PLC0415 - only in a multiprocessing child
 
-    multiprocessing.util.Finalize(None, _close_at_exit, exitpriority=0)
+    multiprocessing.util.Finalize(None, _close_forked_at_exit, exitpriority=0)
 
 
 class RecorderWarning(UserWarning):
@@ -561,8 +574,11 @@ class Recorder:
         if not _AT_EXIT_REGISTERED:
             _AT_EXIT_REGISTERED = True
             atexit.register(_close_at_exit)
-        _close_at_multiprocessing_exit()
         _OPEN.add(self)
+        try:
+            _close_at_multiprocessing_exit()
+        except Exception:  # noqa: BLE001 - only the message at a forked rank's exit is lost
+            pass
         try:
             self._info_at_open = json.loads(_core.info_json(handle))
         except Exception:  # noqa: BLE001 - only info; the recorder is open

@@ -1220,9 +1220,10 @@ Status guarded(F&& f) noexcept {
 }
 
 // Runs `f` on the per-update data if a recorder is open. `bytes(data)` says what `f`
-// would add to it (Options::max_update_data_bytes): where that takes the update past the
-// limit, `f` does not run (counted as update_data_full). False when `f` did not run or ran
-// out of memory (counted as out_of_memory).
+// would add to it (Options::max_update_data_bytes), counted when `f` returns true (it
+// stored its data; false: it refused it): where that takes the update past the limit, `f`
+// does not run (counted as update_data_full). False when `f` did not run or ran out of
+// memory (counted as out_of_memory).
 template <typename Bytes, typename F>
 bool with_data(Bytes&& bytes, F&& f) noexcept {
   Core& c = core();
@@ -1234,8 +1235,7 @@ bool with_data(Bytes&& bytes, F&& f) noexcept {
       count_global_error(ErrorKind::kUpdateDataFull);
       return false;
     }
-    f(c.data);
-    c.data.bytes += more;
+    if (f(c.data)) c.data.bytes += more;
     return true;
   } catch (...) {
     count_global_error(ErrorKind::kOutOfMemory);
@@ -1316,10 +1316,11 @@ void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept {
     std::int64_t sum = 0;
     if (__builtin_add_overflow(it == d.histogram.end() ? 0 : it->second, samples, &sum) || sum > kExact) {
       detail::count_global_error(detail::ErrorKind::kBadArgument);  // this add is left out
-      return;
+      return false;
     }
     if (it == d.histogram.end()) d.histogram.emplace(frames, sum);
     else it->second = sum;
+    return true;
   });
 }
 
@@ -1337,6 +1338,7 @@ void input_shape(std::span<const std::int64_t> dims) noexcept {
       [&](detail::UpdateData& d) {
     if (const auto it = std::find_if(d.shapes.begin(), d.shapes.end(), same); it != d.shapes.end()) ++it->microbatches;
     else d.shapes.push_back(InputShape{std::vector<std::int64_t>(dims.begin(), dims.end()), 1});
+    return true;
   });
 }
 
@@ -1348,7 +1350,10 @@ void sample_indices(std::span<const std::int64_t> indices) noexcept {
     return;
   }
   detail::with_data([&](const detail::UpdateData&) { return detail::kIntegerBytes * indices.size(); },
-                    [&](detail::UpdateData& d) { d.indices.insert(d.indices.end(), indices.begin(), indices.end()); });
+                    [&](detail::UpdateData& d) {
+                      d.indices.insert(d.indices.end(), indices.begin(), indices.end());
+                      return true;
+                    });
 }
 
 Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens, std::string_view path,
@@ -1383,6 +1388,7 @@ Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int
     mb.tokens.assign(tokens.begin(), tokens.end());
     if (padded_length >= 0) mb.padded_length = padded_length;
     d.microbatches.push_back(std::move(mb));
+    return true;
   });
   if (!stored) return Status::kErrNoMemory;
   return path_dropped ? Status::kWarnErrors : Status::kOk;
@@ -1394,7 +1400,10 @@ Status set_padding_fraction(double fraction) noexcept {
     return Status::kErrArgument;
   }
   detail::with_data([](const detail::UpdateData&) { return std::size_t{0}; },
-                    [&](detail::UpdateData& d) { d.padding = fraction; });
+                    [&](detail::UpdateData& d) {
+                      d.padding = fraction;
+                      return true;
+                    });
   return Status::kOk;
 }
 

@@ -958,6 +958,46 @@ def test_a_multiprocessing_rank_that_returns_with_its_recorder_open_says_what_wa
         assert "a Recorder still open at exit" in said[0] and "unwritten_at_close 1" in said[0], r.stderr
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_multiprocessing_rank_whose_thread_or_exit_handler_records_keeps_every_record(tmp_path, method):
+    # The exit finalizer above runs before multiprocessing joins the rank's threads and
+    # before a spawn rank's atexit handlers: it closed a recorder that a training thread
+    # still used (a log of the config line only) and one whose job closes it at exit
+    # (its last update lost). A review found both.
+    code = ("import atexit, multiprocessing as mp, threading, time, stepprof\n"
+            "def train(rec):\n"
+            "    for s in range(5):\n"
+            "        time.sleep(0.02)\n"
+            "        rec.end_update(s)\n"
+            "    rec.close()\n"
+            "def threaded(r):\n"
+            f"    rec = stepprof.Recorder({str(tmp_path)!r} + '/threaded.jsonl', rank=0, world_size=1, "
+            "device_timing='off')\n"
+            "    threading.Thread(target=train, args=(rec,)).start()\n"
+            "def finished_at_exit(r):\n"
+            f"    rec = stepprof.Recorder({str(tmp_path)!r} + '/at_exit.jsonl', rank=0, world_size=1, "
+            "device_timing='off')\n"
+            "    def finish():\n"
+            "        rec.end_update(1)\n"
+            "        rec.close()\n"
+            "    atexit.register(finish)\n"
+            "    rec.end_update(0)\n"
+            "if __name__ == '__main__':\n"
+            "    for target in (threaded, finished_at_exit):\n"
+            f"        p = mp.get_context({method!r}).Process(target=target, args=(0,))\n"
+            "        p.start()\n"
+            "        p.join()\n"
+            "        print(p.exitcode)\n")
+    script = tmp_path / "ranks.py"
+    script.write_text(code)
+    r = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
+    assert r.returncode == 0 and r.stdout.split() == ["0", "0"], (r.stdout, r.stderr)
+    assert "used_after_close" not in r.stderr, r.stderr
+    assert len((tmp_path / "threaded.jsonl").read_text().splitlines()) == 6, r.stderr
+    # (A forked rank runs no atexit handler: its log ends with update 0, as it always did.)
+    assert len((tmp_path / "at_exit.jsonl").read_text().splitlines()) == (2 if method == "fork" else 3), r.stderr
+
+
 def test_a_close_inside_a_call_waits_for_the_call_and_an_interrupted_close_still_closes(tmp_path):
     # (1) A signal handler's close() between `handle = self._handle` and the C call (a
     # reviewer drove it there with a trace function): the handle was freed under the
@@ -1858,11 +1898,13 @@ def test_per_update_data_past_its_limit_is_counted_not_raised(tmp_path):
         rec = stepprof.Recorder(str(log), rank=0, world_size=1, device_timing="off", max_update_data_bytes=80)
         rec.sample_indices(list(range(11)))  # 88 bytes: past it
         rec.sample_indices(list(range(10)))  # 80: fits
+        rec.microbatch(frames=[3, 3])  # 64 + 16 more: past it, counted and not raised
         rec.end_update(0)
-        assert rec.close() == {"update_data_full": 1}
+        assert rec.close() == {"update_data_full": 2}
     record = json.loads(log.read_text().splitlines()[1])
     assert record["sample_indices"] == list(range(10))
-    assert record["recorder_errors"] == {"update_data_full": 1}
+    assert record["recorder_errors"] == {"update_data_full": 2}
+    assert "microbatches" not in record
     with pytest.raises(ValueError, match="max_update_data_bytes"):
         stepprof.Recorder(str(log), device_timing="off", max_update_data_bytes=-1)
     with pytest.raises(TypeError, match="max_update_data_bytes"):
