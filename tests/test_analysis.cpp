@@ -549,6 +549,69 @@ TEST(Findings, VariabilityFromASlowPathPointsThereAndWarmUpOnlyWhereTheFirstStan
   EXPECT_NE(warm.evidence.find("step 0 is the logs' first update, and the slowest"), std::string::npos) << warm.evidence;
 }
 
+// A slow path that runs in every update and is slower in some: the steps are slow because
+// the path got slower there, not because they ran it (a review). And a wait that grew (a
+// pipeline's recv inside the communication region) is a wait, not the region's inputs.
+TEST(Findings, VariabilityOfAPathThatAlwaysRunsOrOfAWaitIsSaidSo) {
+  {
+    Builder b;
+    for (int step = 0; step < 40; ++step) {
+      const bool spike = step % 13 == 5;
+      auto& u = b.add(step, spike ? 9.0 : 5.0);
+      b.region(u, "slow", spike ? 8.0 : 4.0, spike ? 8.0 : 4.0);
+      b.counter(u, "slow_samples", 4);
+      if (step % 2 == 0) {
+        b.region(u, "fast", 1.0, 1.0);
+        b.counter(u, "fast_samples", 4);
+      }
+    }
+    const Hierarchy h = parse("m\n  fast alt=g\n  slow alt=g\n");
+    const Report r = build_report({b.d, &h});
+    const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "variability"; });
+    ASSERT_NE(f, r.findings.end());
+    EXPECT_NE(f->action.find("look at what makes slow slower"), std::string::npos) << f->action;
+  }
+  {
+    Builder b;
+    for (int step = 0; step < 40; ++step) {
+      const bool late = step % 13 == 5;
+      auto& u = b.add(step, late ? 150.0 : 100.0);
+      b.region(u, "compute", 60.0, 60.0);
+      b.region(u, "pipeline_comm", late ? 90.0 : 40.0, late ? 90.0 : 40.0);
+      b.region(u, "recv", late ? 85.0 : 35.0, late ? 85.0 : 35.0);
+    }
+    const Hierarchy h = parse("compute\npipeline_comm role=communication\n  recv\n");
+    const Report r = build_report({b.d, &h});
+    const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "variability"; });
+    ASSERT_NE(f, r.findings.end());
+    // (One rank's log: the finding says whom to look for with every rank's log.)
+    EXPECT_NE(f->action.find("waited"), std::string::npos) << f->action;
+    EXPECT_EQ(f->action.find("its inputs"), std::string::npos) << f->action;
+  }
+}
+
+// Frame counts only in micro-batches that name no path: the slow-path finding does not
+// say the log has none (a review), and gives no frame advice.
+TEST(Findings, SlowPathWithFramesInMicroBatchesWithoutPathsSaysSo) {
+  Builder b;
+  for (int step = 0; step < 10; ++step) {
+    const bool slow = step % 3 == 0;
+    auto& u = b.add(step, 100);
+    b.region(u, slow ? "slow" : "fast", slow ? 30.0 : 10.0, slow ? 30.0 : 10.0);
+    b.counter(u, slow ? "slow_samples" : "fast_samples", 2);
+    MicroBatch mb;
+    mb.frames = {3, slow ? 5 : 3};
+    u.microbatches = {mb};
+  }
+  const Hierarchy h = parse("geo\n  fast alt=g\n  slow alt=g\n");
+  const Report r = build_report({b.d, &h});
+  const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "slow-path"; });
+  ASSERT_NE(f, r.findings.end());
+  EXPECT_EQ(f->action.find("the log has no frame counts"), std::string::npos) << f->action;
+  EXPECT_NE(f->action.find("do not say which path they took"), std::string::npos) << f->action;
+  EXPECT_EQ(f->action.find("group samples by frame count"), std::string::npos) << f->action;
+}
+
 // Exposed communication in some updates only (NCCL in one of four profiled steps, as
 // when prof.step() marks micro-batches): its time at stake is the window's mean, the
 // others counting 0: 10 ms / 4 = 2.5 ms per update, not the 10 ms median of the one.

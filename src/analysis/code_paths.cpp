@@ -115,8 +115,9 @@ PathSeries read_series(const AnalysisInput& in, const std::vector<const UpdateRe
 }
 
 // Frame-count mixing per micro-batch (PathGroup::MicroBatchMixing), over the micro-batches
-// that name one of `paths` and list their frames; nullopt unless some took `slow` and
-// some `fast`.
+// that name one of `paths`; nullopt unless some took `slow` and some `fast`, or where one
+// of them lists no frames (then a frame count "only with the slow path" may be one that the
+// other path's unlisted micro-batches held).
 std::optional<PathGroup::MicroBatchMixing> microbatch_mixing(const std::vector<const UpdateRecord*>& updates,
                                                             const std::vector<PathCost>& paths, const PathCost& slow,
                                                             const PathCost& fast) {
@@ -124,10 +125,11 @@ std::optional<PathGroup::MicroBatchMixing> microbatch_mixing(const std::vector<c
   std::set<std::int64_t> with_slow, with_other;
   for (const UpdateRecord* u : updates)
     for (const MicroBatch& mb : u->microbatches) {
-      if (!mb.path || mb.frames.empty()) continue;
+      if (!mb.path) continue;
       const bool is_slow = mb.path == slow.region_id;
       if (!is_slow && !std::any_of(paths.begin(), paths.end(), [&](const PathCost& p) { return mb.path == p.region_id; }))
         continue;
+      if (mb.frames.empty()) return std::nullopt;
       const bool mixed = std::any_of(mb.frames.begin(), mb.frames.end(), [&](std::int64_t f) { return f != mb.frames[0]; });
       if (is_slow) {
         ++m.slow;
@@ -340,6 +342,10 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         }
       }
       g.microbatch_mixing = microbatch_mixing(updates, g.paths, *slow, *fast);
+      g.frames_logged = std::any_of(updates.begin(), updates.end(), [](const UpdateRecord* u) {
+        return !u->frame_histogram.empty() ||
+               std::any_of(u->microbatches.begin(), u->microbatches.end(), [](const MicroBatch& mb) { return !mb.frames.empty(); });
+      });
       for (std::int64_t f = 0; f < kTable; ++f)
         if (table[static_cast<std::size_t>(f)].updates_with > 0) evidence[f] = table[static_cast<std::size_t>(f)];
       for (auto& [frames, e] : evidence) {

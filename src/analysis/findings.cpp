@@ -110,9 +110,12 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
     if (g.frame_counts.empty() && !mm)
       f.action = fmt::format(
           "send every micro-batch down {}: find what selects {} where the code chooses between them (a size limit, "
-          "a flag, a fallback condition); the log has no frame counts (frame_histogram_add(), or microbatch() with "
-          "frames) to tell whether they do",
-          g.fast, g.slow);
+          "a flag, a fallback condition); {}",
+          g.fast, g.slow,
+          g.frames_logged ? "the log's frame counts are in micro-batches that do not say which path they took (or "
+                            "list frames for one path only), so they cannot tell whether frames do"
+                          : "the log has no frame counts (frame_histogram_add(), or microbatch() with frames) to tell "
+                            "whether they do");
     else if (frames_known && !frames_explain)
       f.action = fmt::format(
           "send every micro-batch down {}: frame counts do not tell the {} {} from the others, so "
@@ -913,6 +916,14 @@ void padding(const FindingInputs& in, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+// True when `name` or a region around it has the role "communication" in the nesting.
+bool is_comm_role(const FindingInputs& in, const std::string& name) {
+  if (!in.hierarchy) return false;
+  for (const HierarchyNode* n = in.hierarchy->find(name); n; n = n->parent.empty() ? nullptr : in.hierarchy->find(n->parent))
+    if (n->role == RegionRole::kCommunication) return true;
+  return false;
+}
+
 // Collectives return on the host before their kernels finish by design: a device-host
 // gap there is not a finding.
 bool is_comm(const FindingInputs& in, const std::string& name) {
@@ -1167,12 +1178,32 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     if (!grew.empty()) {
       f.evidence += fmt::format("; in them{}{} {}", on, on.empty() ? "" : ":", grew);
       const RegionGrowth& deepest = s->grew[s->first_chain - 1];
-      const bool slow_path = std::any_of(in.paths.groups.begin(), in.paths.groups.end(),
-                                         [&](const PathGroup& g) { return g.slow == deepest.region; });
       // (A region absent from the median update did not get slower: it ran only there.)
-      if (slow_path)
-        f.action = fmt::format("those steps ran the slow path {}{}: the slow-path finding prices it and says what "
-                               "may select it",
+      const bool slow_path = deepest.typical_ms == 0 &&
+                             std::any_of(in.paths.groups.begin(), in.paths.groups.end(),
+                                         [&](const PathGroup& g) { return g.slow == deepest.region; });
+      // A communication region, or a region inside one (a pipeline's recv), is waiting:
+      // what grew there is another rank's lateness, not this region's inputs.
+      const std::string& comm = in.cross_rank.comm_region;
+      auto waits = [&](const std::string& region) {
+        return is_comm_role(in, region) ||
+               (!comm.empty() && (region == comm || (in.hierarchy && in.hierarchy->is_ancestor(comm, region))));
+      };
+      if (waits(deepest.region)) {
+        // The region of work that grew most besides, if any: likely what the late rank did.
+        const auto work = std::find_if(s->grew.begin() + static_cast<std::ptrdiff_t>(s->first_chain), s->grew.end(),
+                                       [&](const RegionGrowth& g) { return !waits(g.region); });
+        f.action = fmt::format("those steps waited in {}{}: a wait for a rank or pipeline stage that was late to "
+                               "the transfer or collective, not work of its own; find what grew on the rank that "
+                               "was late{} (the cross-rank section names who waits)",
+                               deepest.region, on_rank,
+                               work == s->grew.end() ? std::string(" (its own regions in those steps)")
+                                                     : fmt::format(": of the regions of work, {} grew most (+{:.1f} ms)",
+                                                                   work->region, work->grew_ms()));
+      }
+      else if (slow_path)
+        f.action = fmt::format("those steps ran the slow path {}{} (it takes no time in the median update): the "
+                               "code-path analysis prices it per unit of work and says what goes with it",
                                deepest.region, on_rank);
       else if (deepest.typical_ms == 0)
         f.action = fmt::format("look at what makes those steps run {}{} (it takes no time in the median update): "

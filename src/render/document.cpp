@@ -390,6 +390,10 @@ Section paths_section(const Report& rep) {
           "that ran only the fast path.",
           only, g.slow_updates_mixed_frames, g.updates_with_slow, g.slow, g.fast_only_updates_mixed_frames,
           g.updates_fast_only));
+    } else if (g.frames_logged) {
+      lines.push_back(
+          "Cause in the data: cannot tell, since the log's frame counts are in micro-batches that do not say which "
+          "path they took (or list frames for one path only).");
     } else {
       lines.push_back(
           "Cause in the data: cannot tell, since the log has no frame counts (a frame histogram, or micro-batch "

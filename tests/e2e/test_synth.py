@@ -1397,11 +1397,12 @@ def test_steps_slow_from_one_ranks_fallbacks_name_that_rank_not_the_wait(tmp_pat
     (v,) = [f for f in rep["findings"] if f["kind"] == "variability"]
     assert ", on rank 2 (the rank the others waited for): " + most in v["evidence"], v["evidence"]
     # The region that grew there is the slow path itself (it runs only in those steps):
-    # the action points at the slow-path finding, on rank 2.
+    # the action points at the code-path analysis, on rank 2.
     (slow,) = {g["slow"] for g in rep["code_paths"]["groups"] if g["slow"]}
     deepest = s["grew"][s["first_chain"] - 1]["region"]
     assert deepest == slow, s
-    assert v["action"].startswith(f"those steps ran the slow path {slow} on rank 2: the slow-path finding"), v["action"]
+    assert v["action"].startswith(f"those steps ran the slow path {slow} on rank 2 (it takes no time in the median "
+                                  "update): the code-path analysis prices it"), v["action"]
 
 
 def test_with_two_ranks_a_stretch_is_priced_by_the_whole_gap(tmp_path):

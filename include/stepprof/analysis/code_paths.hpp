@@ -91,6 +91,9 @@ struct PathGroup {
     std::vector<std::int64_t> frame_counts_only_with_slow;
   };
   std::optional<MicroBatchMixing> microbatch_mixing;  ///< unset without such detail for both paths
+  /// With a slow path: some update of the window gives samples' frame counts (a frame
+  /// histogram, or micro-batch detail with frames), whether or not they tell the paths apart.
+  bool frames_logged = false;
   /// Mean over updates of the slow path's time minus the same work at the fast path's
   /// unit cost [ms per update]: what moving all its work to the fast path would save on
   /// this rank's compute (before any waiting for other ranks absorbs it).
