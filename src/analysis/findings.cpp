@@ -966,18 +966,27 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       // a loader that stalls in some updates (p90 3.8 s against a median of 30 ms) costs
       // its stalls, which the median left out (30 ms at stake beside "16 % of all update
       // time" in the evidence, found by an independent check).
-      const double mean = basis->sum / static_cast<double>(std::max<std::size_t>(1, in.regions.updates));
-      const bool stalls = mean > 1.5 * basis->median && mean > basis->median + 1.0;
-      f.ms_per_update = stalls ? mean : basis->median;
-      f.title = stalls ? fmt::format("data loading ({}) takes {:.1f} ms per update on average ({:.1f} ms median: "
-                                     "it stalls in some updates)",
-                                     row.name, mean, basis->median)
-                       : fmt::format("data loading ({}) takes {:.1f} ms per update", row.name, basis->median);
+      // With several ranks' logs, per step at its slowest rank (RegionRow::step_max_ms).
+      const auto& step = row.step_max_ms;
+      const double median = step ? step->median : basis->median;
+      const double mean =
+          step ? step->mean : basis->sum / static_cast<double>(std::max<std::size_t>(1, in.regions.updates));
+      const bool stalls = mean > 1.5 * median && mean > median + 1.0;
+      f.ms_per_update = stalls ? mean : median;
+      const char* per = step ? "per step at the slowest rank" : "per update";
+      f.title = stalls ? fmt::format("data loading ({}) takes {:.1f} ms {} on average ({:.1f} ms median: "
+                                     "it stalls in some {})",
+                                     row.name, mean, per, median, step ? "steps" : "updates")
+                       : fmt::format("data loading ({}) takes {:.1f} ms {}", row.name, median, per);
       // (The heading's share is the median against the median update; this one is the
       // sum over the window against all update time: with uneven updates they differ.)
       f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms per update; summed over the window, "
                                "{:.1f} % of all update time",
                                basis->median, basis->p90, basis->max, row.share * 100);
+      if (step)
+        f.evidence += fmt::format("; per step, the slowest rank's: median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms (a "
+                                  "step waits for its slowest rank)",
+                                  step->median, step->p90, step->max);
       f.action = stalls ? "the training loop waits for the data loader in some updates: add data-loader workers or "
                           "prefetch, or look at what those updates load (a stall in the first update alone is the "
                           "workers' start-up: leave it out with --steps)"

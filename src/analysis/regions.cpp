@@ -6,6 +6,7 @@
 #include <cmath>
 #include <unordered_set>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -75,6 +76,34 @@ void name_children(NestingViolation& v, const AnalysisInput& in, const UpdateRec
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   v.children_total = out.size();
   if (out.size() > kViolationChildrenNamed) out.resize(kViolationChildrenNamed);
+}
+
+}  // namespace
+
+namespace {
+
+// Data loading with several ranks' logs: per step the largest time of any rank (each
+// update's device time where it has one, else its host time; 0 for a rank without the
+// region in that step), summarized over the steps (RegionRow::step_max_ms).
+void add_step_max(const AnalysisInput& in, RegionTable& t) {
+  if (!in.hierarchy) return;
+  const auto updates = in.updates();
+  for (auto& row : t.rows) {
+    const HierarchyNode* node = in.hierarchy->find(row.name);
+    const auto id = in.region(row.name);
+    if (!node || node->role != RegionRole::kData || !id) continue;
+    std::map<std::int64_t, double> step_max;
+    for (std::size_t k = 0; k < updates.size(); ++k) {
+      auto ms = in.region_ms_of(k, *updates[k], *id, true);
+      if (!ms) ms = in.region_ms_of(k, *updates[k], *id, false);
+      double& m = step_max[updates[k]->step];  // (0 where no rank has it)
+      m = std::max(m, ms.value_or(0.0));
+    }
+    std::vector<double> v;
+    v.reserve(step_max.size());
+    for (const auto& [step, ms] : step_max) v.push_back(ms);
+    row.step_max_ms = summarize(v);
+  }
 }
 
 }  // namespace
@@ -361,6 +390,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     for (const auto& row : t.rows)
       if (!row.in_hierarchy) t.not_in_nesting.push_back(row.name);
   }
+  if (in.data.ranks.size() > 1) add_step_max(in, t);
   return t;
 }
 

@@ -48,6 +48,12 @@ struct RegionRow {
   double share = 0;
   double self_share = 0;            ///< the same for the exclusive time [fraction]
   std::optional<double> gap_ms;     ///< median over updates of device_ms - host_ms [ms]
+  /// A data-loading region (role "data") with several ranks' logs: per step, the largest
+  /// time of any rank (device time where the update has one, else host time; 0 for a
+  /// rank without it), over the steps [ms]. A step waits for its slowest rank, so a
+  /// loader that stalls on one rank (a pipeline's first stage) holds up every rank;
+  /// pooled over every rank's updates its stalls were diluted.
+  std::optional<Summary> step_max_ms;
   TimeGap gap = TimeGap::kNone;
 };
 
