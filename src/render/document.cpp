@@ -208,9 +208,29 @@ Section time_section(const Report& rep) {
     samples_how = fmt::format("job = global batch {} per update", *rep.run.global_batch);
   }
   row("samples", samples, samples_how);
-  row("token slots", t.token_slots, "sum over the ranks' logs");
-  row("valid tokens", t.valid_tokens, "sum over the ranks' logs");
-  row("frames", t.frames, "sum over the ranks' logs");
+  // With model parallelism (tensor, pipeline) the ranks that share a micro-batch each log
+  // its tokens and frames: the global batch says how many data-parallel ranks there are.
+  std::string sum_how = "sum over the ranks' logs", sum_how_again = sum_how;
+  const auto& run = rep.run;
+  if (run.global_batch && !run.global_batch_derived && run.micro_batch && run.accumulation && run.world_size &&
+      *run.micro_batch > 0 && *run.accumulation > 0 &&
+      *run.global_batch % (*run.micro_batch * *run.accumulation) == 0) {
+    const std::int64_t dp = *run.global_batch / (*run.micro_batch * *run.accumulation);
+    if (dp > 0 && dp < *run.world_size && *run.world_size % dp == 0) {
+      const std::int64_t shared = *run.world_size / dp;
+      sum_how += fmt::format("; each micro-batch is on {} ranks (global batch {} = {} x {} x {} data-parallel ranks "
+                             "of {}): divide by {} where they all log it",
+                             shared, *run.global_batch, *run.micro_batch, *run.accumulation, dp, *run.world_size, shared);
+      sum_how_again += fmt::format(" (divide by {}, as above)", shared);
+    }
+  }
+  bool said = false;
+  for (const auto& [name, r] : {std::pair{"token slots", &t.token_slots}, std::pair{"valid tokens", &t.valid_tokens},
+                                std::pair{"frames", &t.frames}}) {
+    if (!r->per_rank_per_s) continue;  // (as row() does)
+    row(name, *r, said ? sum_how_again : sum_how);
+    said = true;
+  }
   tab.text_last = true;  // ("how": prose)
   if (!tab.rows.empty()) s.blocks.emplace_back(std::move(tab));
   if (t.samples_per_update_counted) {

@@ -2684,3 +2684,22 @@ def test_token_throughputs_leave_out_updates_whose_token_counters_contradict(tmp
     assert tp["valid_tokens"]["per_rank_per_s"] == pytest.approx(
         sum(u["counts"]["valid_tokens"] for u in both) / wall_s, rel=1e-12)
     assert tp["token_slots"]["per_rank_per_s"] >= tp["valid_tokens"]["per_rank_per_s"]
+
+
+def test_token_throughput_says_when_model_parallel_ranks_count_each_micro_batch(tmp_path):
+    # 8 ranks, global batch 4 = micro-batch 1 x accumulation 2 x 2 data-parallel ranks:
+    # each micro-batch's tokens are logged by the 4 ranks of its tensor/pipeline group, so
+    # the job's token rate summed over the logs is 4 times the job's (a helper's TP x PP x
+    # DP job: 8x too high with no word of it).
+    for rank in range(8):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 8, "micro_batch": 1, "accumulation": 2,
+                             "global_batch": 4})]
+        lines += [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 100.0,
+                              "counts": {"token_slots": 512, "valid_tokens": 500}}) for s in range(5)]
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("report", tmp_path)
+    assert r.returncode == 0, r.stderr
+    (slots,) = [l for l in r.stdout.splitlines() if l.strip().startswith("token slots")]
+    assert "each micro-batch is on 4 ranks (global batch 4 = 1 x 2 x 2 data-parallel ranks of 8): divide by 4" in slots
+    (valid,) = [l for l in r.stdout.splitlines() if l.strip().startswith("valid tokens")]
+    assert "(divide by 4, as above)" in valid
