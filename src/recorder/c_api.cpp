@@ -368,8 +368,8 @@ int stepprof_microbatch(const int64_t* frames, const int64_t* tokens, size_t sam
   const Status s = stepprof::microbatch(std::span<const std::int64_t>(frames, nf),
                                         std::span<const std::int64_t>(tokens, nt), path ? path : "", padded_length);
   if (s == Status::kErrNoMemory)
-    return set_error(status(s), "stepprof_microbatch: out of memory, or past the update's max_update_data_bytes; the "
-                                "micro-batch is not recorded (counted as out_of_memory or update_data_full)");
+    // (Short: out of memory, a message longer than the thread's last one is not written.)
+    return set_error(status(s), "stepprof_microbatch: out of memory or past max_update_data_bytes: not recorded (counted)");
   if (s == Status::kWarnErrors)
     return set_error(status(s), "stepprof_microbatch: the path cannot be a region name (over 1024 bytes, or past the "
                                 "1024 region names; counted): the micro-batch is recorded without it");
