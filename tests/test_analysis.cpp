@@ -38,6 +38,12 @@ const RegionRow& row(const RegionTable& t, std::string_view name) {
   return t.rows.front();
 }
 
+// The report's first finding of `kind`, or nullptr.
+const Finding* finding_of(const Report& r, std::string_view kind) {
+  const auto f = std::find_if(r.findings.begin(), r.findings.end(), [&](const Finding& x) { return x.kind == kind; });
+  return f == r.findings.end() ? nullptr : &*f;
+}
+
 }  // namespace
 
 TEST(Regions, ExclusiveTimeShareAndOutside) {
@@ -493,31 +499,44 @@ TEST(Findings, SlowPathMixingIsJudgedPerMicroBatchWhereTheDetailSaysWhichPathEac
   EXPECT_EQ(g.microbatch_mixing->slow_mixed, 5u);
   EXPECT_EQ(g.microbatch_mixing->fast_mixed, 0u);
   EXPECT_TRUE(g.microbatch_mixing->frame_counts_only_with_slow.empty());  // (2 and 4 frames in fast ones too)
-  const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "slow-path"; });
-  ASSERT_NE(f, r.findings.end());
+  const Finding* f = finding_of(r, "slow-path");
+  ASSERT_NE(f, nullptr);
   EXPECT_NE(f->action.find("group samples by frame count"), std::string::npos) << f->action;
   EXPECT_NE(f->evidence.find("5 of 5 micro-batches that took it mixed frame counts, 0 of 15 that took fast did"),
             std::string::npos)
       << f->evidence;
 }
 
-// A log with no frame counts at all (work counted in samples): the slow-path finding says
-// nothing about mixing and does not advise on frames.
-TEST(Findings, SlowPathWithoutFrameCountsGivesNoFrameAdvice) {
+// The slow-path finding on ten updates, slow path in every third (30 ms against 10 for 2
+// samples), with work counted in samples; with `frames_without_path`, each update's one
+// micro-batch lists frames (3 and 5 with the slow path, 3 and 3 otherwise) but no path.
+Finding slow_path_finding(bool frames_without_path) {
   Builder b;
   for (int step = 0; step < 10; ++step) {
     const bool slow = step % 3 == 0;
     auto& u = b.add(step, 100);
     b.region(u, slow ? "slow" : "fast", slow ? 30.0 : 10.0, slow ? 30.0 : 10.0);
     b.counter(u, slow ? "slow_samples" : "fast_samples", 2);
+    if (frames_without_path) {
+      MicroBatch mb;
+      mb.frames = {3, slow ? 5 : 3};
+      u.microbatches = {mb};
+    }
   }
   const Hierarchy h = parse("geo\n  fast alt=g\n  slow alt=g\n");
   const Report r = build_report({b.d, &h});
-  const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "slow-path"; });
-  ASSERT_NE(f, r.findings.end());
-  EXPECT_EQ(f->evidence.find("mixed"), std::string::npos) << f->evidence;
-  EXPECT_EQ(f->action.find("group samples by frame count"), std::string::npos) << f->action;
-  EXPECT_NE(f->action.find("the log has no frame counts"), std::string::npos) << f->action;
+  const Finding* f = finding_of(r, "slow-path");
+  EXPECT_NE(f, nullptr);
+  return f ? *f : Finding{};
+}
+
+// A log with no frame counts at all (work counted in samples): the slow-path finding says
+// nothing about mixing and does not advise on frames.
+TEST(Findings, SlowPathWithoutFrameCountsGivesNoFrameAdvice) {
+  const Finding f = slow_path_finding(false);
+  EXPECT_EQ(f.evidence.find("mixed"), std::string::npos) << f.evidence;
+  EXPECT_EQ(f.action.find("group samples by frame count"), std::string::npos) << f.action;
+  EXPECT_NE(f.action.find("the log has no frame counts"), std::string::npos) << f.action;
 }
 
 // Slow steps that are the ones that ran the slow path, the first among them slower by a
@@ -535,10 +554,9 @@ TEST(Findings, VariabilityFromASlowPathPointsThereAndWarmUpOnlyWhereTheFirstStan
     }
     const Hierarchy h = parse("m\n  fast alt=g\n  slow alt=g\n");
     const Report r = build_report({b.d, &h});
-    const auto f =
-        std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "variability"; });
-    EXPECT_NE(f, r.findings.end());
-    return f == r.findings.end() ? Finding{} : *f;
+    const Finding* f = finding_of(r, "variability");
+    EXPECT_NE(f, nullptr);
+    return f ? *f : Finding{};
   };
   const Finding hair = variability(0.4);  // 8.5 against 8.1 ms
   EXPECT_EQ(hair.action.find("begin_update()"), std::string::npos) << hair.action;
@@ -568,8 +586,8 @@ TEST(Findings, VariabilityOfAPathThatAlwaysRunsOrOfAWaitIsSaidSo) {
     }
     const Hierarchy h = parse("m\n  fast alt=g\n  slow alt=g\n");
     const Report r = build_report({b.d, &h});
-    const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "variability"; });
-    ASSERT_NE(f, r.findings.end());
+    const Finding* f = finding_of(r, "variability");
+    ASSERT_NE(f, nullptr);
     EXPECT_NE(f->action.find("look at what makes slow slower"), std::string::npos) << f->action;
   }
   {
@@ -583,8 +601,8 @@ TEST(Findings, VariabilityOfAPathThatAlwaysRunsOrOfAWaitIsSaidSo) {
     }
     const Hierarchy h = parse("compute\npipeline_comm role=communication\n  recv\n");
     const Report r = build_report({b.d, &h});
-    const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "variability"; });
-    ASSERT_NE(f, r.findings.end());
+    const Finding* f = finding_of(r, "variability");
+    ASSERT_NE(f, nullptr);
     // (One rank's log: the finding says whom to look for with every rank's log.)
     EXPECT_NE(f->action.find("waited"), std::string::npos) << f->action;
     EXPECT_EQ(f->action.find("its inputs"), std::string::npos) << f->action;
@@ -594,23 +612,10 @@ TEST(Findings, VariabilityOfAPathThatAlwaysRunsOrOfAWaitIsSaidSo) {
 // Frame counts only in micro-batches that name no path: the slow-path finding does not
 // say the log has none (a review), and gives no frame advice.
 TEST(Findings, SlowPathWithFramesInMicroBatchesWithoutPathsSaysSo) {
-  Builder b;
-  for (int step = 0; step < 10; ++step) {
-    const bool slow = step % 3 == 0;
-    auto& u = b.add(step, 100);
-    b.region(u, slow ? "slow" : "fast", slow ? 30.0 : 10.0, slow ? 30.0 : 10.0);
-    b.counter(u, slow ? "slow_samples" : "fast_samples", 2);
-    MicroBatch mb;
-    mb.frames = {3, slow ? 5 : 3};
-    u.microbatches = {mb};
-  }
-  const Hierarchy h = parse("geo\n  fast alt=g\n  slow alt=g\n");
-  const Report r = build_report({b.d, &h});
-  const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "slow-path"; });
-  ASSERT_NE(f, r.findings.end());
-  EXPECT_EQ(f->action.find("the log has no frame counts"), std::string::npos) << f->action;
-  EXPECT_NE(f->action.find("do not say which path they took"), std::string::npos) << f->action;
-  EXPECT_EQ(f->action.find("group samples by frame count"), std::string::npos) << f->action;
+  const Finding f = slow_path_finding(true);
+  EXPECT_EQ(f.action.find("the log has no frame counts"), std::string::npos) << f.action;
+  EXPECT_NE(f.action.find("do not say which path they took"), std::string::npos) << f.action;
+  EXPECT_EQ(f.action.find("group samples by frame count"), std::string::npos) << f.action;
 }
 
 // Data loading on one of four ranks (a pipeline's first stage) that stalls by 120 ms in 2
@@ -629,8 +634,8 @@ TEST(Findings, DataLoadingOnOneRankIsPricedPerStepAtTheSlowestRank) {
     }
   const Hierarchy h = parse("load role=data\ncompute\n");
   const Report r = build_report({b.d, &h});
-  const auto f = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& x) { return x.kind == "data-loading"; });
-  ASSERT_NE(f, r.findings.end());
+  const Finding* f = finding_of(r, "data-loading");
+  ASSERT_NE(f, nullptr);
   EXPECT_DOUBLE_EQ(f->ms_per_update, (18 * 2.0 + 2 * 122.0) / 20);  // 14
   EXPECT_NE(f->title.find("per step at the slowest rank on average"), std::string::npos) << f->title;
 }
