@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include <fmt/format.h>
@@ -33,6 +34,15 @@ std::string ms_text(double v, int digits) {
 std::string rank_ms_text(double v) {
   if (v == 0 || std::fabs(v) >= 10) return fmt::format("{:.0f}", v);
   return fmt::format("{:.2g}", v);
+}
+
+std::string ranks_text(const std::vector<std::int64_t>& v) {
+  return fmt::format("{} {}", v.size() == 1 ? "rank" : "ranks", detail::rank_numbers(v));
+}
+
+std::string capitalized(std::string s) {
+  if (!s.empty() && s.front() >= 'a' && s.front() <= 'z') s.front() = static_cast<char>(s.front() - 'a' + 'A');
+  return s;
 }
 
 const WaitingResult* first_waiting(const std::vector<WaitingResult>& w) {
@@ -299,6 +309,96 @@ std::optional<SharedConfig> config_only_on(const FindingInputs& in, const std::v
   return std::nullopt;
 }
 
+// Slow ranks that a config field splits in two kinds (e.g. `stage` in a pipeline-parallel
+// job): `whole`, the ranks of values that only slow ranks have (a stage heavier by design),
+// and `within`, slow ranks of values that fast ranks have too (a slow GPU in a stage whose
+// other ranks keep up). A slow-ranks group of both kinds mixes two causes: the helper's
+// TP x PP x DP job, a 1.2x GPU in stage 1 and a last stage 1.5x heavier by design, was
+// told to find what ranks 4, 5, 12..15 share.
+struct ConfigSplit {
+  std::string key;
+  std::vector<std::string> whole_values;  ///< as written in the config, ascending by lowest rank
+  std::vector<std::int64_t> whole, within, within_peers;  ///< ranks, ascending; peers: the fast ranks of `within`'s values
+};
+
+// The field with values held by two or more ranks each that puts the most of `slow`
+// (ascending) in `whole` and some in `within` (on a tie, the fewer `within` values);
+// nullopt when none does. A value absent from a rank's config is never `whole`.
+std::optional<ConfigSplit> config_split(const FindingInputs& in, const std::vector<std::int64_t>& slow) {
+  if (!in.run) return std::nullopt;
+  std::optional<ConfigSplit> best;
+  std::size_t best_within_values = 0;
+  for (const auto& d : in.run->config_differences) {
+    ConfigSplit s;
+    s.key = d.key;
+    std::size_t within_values = 0;
+    bool usable = true;
+    for (const auto& [value, ranks] : d.values) {
+      std::vector<std::int64_t> in_slow;
+      std::set_intersection(ranks.begin(), ranks.end(), slow.begin(), slow.end(), std::back_inserter(in_slow));
+      if (in_slow.empty()) continue;
+      // (A value of one rank says nothing of design against hardware: a hostname, a pid.)
+      if (ranks.size() < 2) {
+        usable = false;
+        break;
+      }
+      if (in_slow.size() == ranks.size() && !value.empty()) {
+        s.whole_values.push_back(value);
+        s.whole.insert(s.whole.end(), ranks.begin(), ranks.end());
+      } else {
+        ++within_values;
+        s.within.insert(s.within.end(), in_slow.begin(), in_slow.end());
+        std::set_difference(ranks.begin(), ranks.end(), in_slow.begin(), in_slow.end(),
+                            std::back_inserter(s.within_peers));
+      }
+    }
+    if (!usable || s.whole.empty() || s.within.empty()) continue;
+    std::sort(s.whole.begin(), s.whole.end());
+    std::sort(s.within.begin(), s.within.end());
+    std::sort(s.within_peers.begin(), s.within_peers.end());
+    if (!best || s.whole.size() > best->whole.size() ||
+        (s.whole.size() == best->whole.size() && within_values < best_within_values)) {
+      best = std::move(s);
+      best_within_values = within_values;
+    }
+  }
+  return best;
+}
+
+// The evidence and action for a slow-ranks group that `c` splits in two kinds.
+void say_config_split(const CrossRankResult& x, const ConfigSplit& c, Finding& f) {
+  const auto median_of = [&](const std::vector<std::int64_t>& ranks) {
+    std::vector<double> v;
+    for (const auto& r : x.per_rank)
+      if (std::binary_search(ranks.begin(), ranks.end(), r.rank)) v.push_back(r.compute_ms.median);
+    return median(v).value_or(0.0);
+  };
+  const RankStraggler* worst = nullptr;  // the slowest of `within` (its partners wait for it)
+  for (const auto& r : x.per_rank)
+    if (std::binary_search(c.within.begin(), c.within.end(), r.rank) &&
+        (!worst || r.compute_ms.median > worst->compute_ms.median))
+      worst = &r;
+  const std::string values = fmt::format("{} = {}", c.key, fmt::join(c.whole_values, " or "));
+  const bool one_within = c.within.size() == 1;
+  f.evidence += fmt::format(
+      "; by {}: {} {} every rank with {} ({} ms own work, median), while {} {} slower than {} with the same {} "
+      "({} against {} ms)",
+      c.key, ranks_text(c.whole), c.whole.size() == 1 ? "is" : "are", values, rank_ms_text(median_of(c.whole)),
+      ranks_text(c.within), one_within ? "is" : "are", ranks_text(c.within_peers), c.key,
+      rank_ms_text(median_of(c.within)), rank_ms_text(median_of(c.within_peers)));
+  f.action = fmt::format(
+      "two causes may be mixed here. {} sets {} apart: if it sets the work a rank does (a pipeline stage, a model "
+      "shard), that lag is the work: balance it (move layers between stages, re-shard). {} {} behind {}, which "
+      "have the same {}: unless the same {} means different work, look at {} (model, clocks, temperature, other "
+      "processes){}",
+      values, ranks_text(c.whole), capitalized(ranks_text(c.within)), one_within ? "is" : "are",
+      ranks_text(c.within_peers), c.key, c.key, one_within ? "its node or GPU" : "their nodes or GPUs",
+      !one_within && worst ? fmt::format(", rank {} first: it has the most own work of them (ranks that wait for each "
+                                         "other inside their work, as tensor-parallel partners do, are slow together)",
+                                         worst->rank)
+                           : std::string());
+}
+
 // True when `rank` is one the cross-rank findings name as behind in any of `steps`: a
 // straggler, one of the slower ranks, or in a stretch of falling behind that covers one.
 bool behind_in(const CrossRankResult& x, std::int64_t rank, const std::vector<std::int64_t>& steps) {
@@ -452,10 +552,6 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
   });
 }
 
-std::string ranks_text(const std::vector<std::int64_t>& v) {
-  return fmt::format("{} {}", v.size() == 1 ? "rank" : "ranks", detail::rank_numbers(v));
-}
-
 // Ranks slower than the others together (cross_rank.hpp, SlowGroup).
 void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
@@ -534,6 +630,7 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
                           : std::string(),
       one ? "it" : "them");
   if (const auto c = config_only_on(in, g->slow)) say_shared_config(*c, ranks_text(g->slow), one, f);
+  else if (const auto s = config_split(in, g->slow)) say_config_split(x, *s, f);
   out.push_back(std::move(f));
 }
 

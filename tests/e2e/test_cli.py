@@ -1437,6 +1437,60 @@ def test_slow_ranks_that_alone_share_a_config_value_are_told_it_may_be_their_wor
     assert f["action"].startswith("find what ranks 2, 3 share that ranks 0, 1 lack")
 
 
+def test_slow_ranks_of_two_kinds_by_a_config_field_are_told_apart(tmp_path):
+    # 3 pipeline stages of 4 ranks: stage 2 (ranks 8..11) has 1.5x the work by design, and
+    # rank 5's GPU is 1.25x slow in stage 1. Both are one slow-ranks group (a lag the job
+    # waits for either way); the finding sent the user to "what ranks 5, 8..11 share". It
+    # now names the stage whose every rank is slow, and rank 5 against its stage's peers.
+    import random
+    rnd = random.Random(7)
+    for rank in range(12):
+        stage = rank // 4
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 12, "stage": stage,
+                             "hostname": f"node{rank}"})]
+        for step in range(30):
+            own = (150.0 if stage == 2 else 125.0 if rank == 5 else 100.0) + rnd.uniform(-2, 2)
+            dev = {"compute": own, "comm": 400.0 - own}
+            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 400.0,
+                                     "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}}))
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("report", "--format", "json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    (f,) = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "slow-ranks"]
+    assert f["subject"] == "ranks 5, 8..11"
+    assert "by stage: ranks 8..11 are every rank with stage = 2 (150 ms own work, median), while rank 5 is " \
+           "slower than ranks 4, 6, 7 with the same stage (125 against 100 ms)" in f["evidence"]
+    assert f["action"].startswith("two causes may be mixed here. stage = 2 sets ranks 8..11 apart: if it sets the "
+                                  "work a rank does")
+    assert "Rank 5 is behind ranks 4, 6, 7, which have the same stage" in f["action"]
+    assert "first:" not in f["action"]  # (one rank: none to put first)
+    assert "hostname" not in f["evidence"]
+    # Two ranks slow in stage 1: the one with the most own work is named first (its
+    # tensor-parallel partner waits for it inside its own work).
+    for rank, own in ((4, 115.0), (5, 125.0)):
+        p = tmp_path / f"rank{rank}.jsonl"
+        lines = p.read_text().splitlines()
+        for i in range(1, len(lines)):
+            u = json.loads(lines[i])
+            u["cuda_stream_ms"] = {"compute": own, "comm": 400.0 - own}
+            lines[i] = json.dumps(u)
+        p.write_text("\n".join(lines) + "\n")
+    (f,) = [f for f in json.loads(run("report", "--format", "json", tmp_path).stdout)["findings"]
+            if f["kind"] == "slow-ranks"]
+    assert f["subject"] == "ranks 4, 5, 8..11"
+    assert "Ranks 4, 5 are behind ranks 6, 7, which have the same stage" in f["action"]
+    assert "rank 5 first: it has the most own work of them" in f["action"]
+    # Without a field that sets the ranks apart in two kinds, the action is as before.
+    for rank in range(12):
+        p = tmp_path / f"rank{rank}.jsonl"
+        lines = p.read_text().splitlines()
+        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 12})
+        p.write_text("\n".join(lines) + "\n")
+    (f,) = [f for f in json.loads(run("report", "--format", "json", tmp_path).stdout)["findings"]
+            if f["kind"] == "slow-ranks"]
+    assert f["action"].startswith("find what ranks 4, 5, 8..11 share")
+
+
 def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
     # Rank 0 of a data-parallel job: in steps 3, 7, 8 and 15 another rank had a long input
     # and rank 0 waited about 190 ms in its all-reduce, its own compute flat. The report
