@@ -1354,6 +1354,63 @@ TEST(SlowUpdates, BackgroundRegionsAndTheirChildrenAreNotWhatGrew) {
   EXPECT_EQ(t.violation_count, 0u);  // loader is not a part of the update
 }
 
+// Ranks that slow down together (find_group_stretches, group_stretches.hpp). 8 ranks, 40
+// updates at steps 1000..1039; own work 100 + rank ms, ranks 6, 7 150 ms (a stage heavier
+// by design). In steps 1010..1014 ranks 4..7 (node_rank 1) take 1.5x. Worked by hand:
+// ranks 4..7 are up there (>= 1.15x their medians), the other 4 not; stage 1 (ranks 6, 7)
+// is up too but half of the others (4, 5) are as well, so it is not a set of its own. In
+// those updates the slowest is rank 6 or 7 at 225 ms; with ranks 4..7 at 1/1.5 the slowest
+// would be 150: 75 ms each, 75 x 5 / 40 = 9.375 ms per update.
+struct GroupStretchCase {
+  std::vector<std::vector<double>> compute = std::vector<std::vector<double>>(8);
+  std::vector<UpdateSlowest> per_update;
+  std::vector<ConfigDifference> classes{
+      {"node_rank", {{"0", {0, 1, 2, 3}}, {"1", {4, 5, 6, 7}}}},
+      {"hostname", {{"\"a\"", {0}}, {"\"b\"", {1}}, {"\"c\"", {2}}, {"\"d\"", {3}}, {"\"e\"", {4}},
+                    {"\"f\"", {5}}, {"\"g\"", {6}}, {"\"h\"", {7}}}},
+      {"stage", {{"0", {0, 1, 2, 3, 4, 5}}, {"1", {6, 7}}}}};
+  explicit GroupStretchCase(std::size_t slow_from = 10, std::size_t slow_updates = 5, std::size_t slow_ranks_from = 4) {
+    for (std::size_t r = 0; r < 8; ++r)
+      for (std::size_t k = 0; k < 40; ++k) {
+        double w = r >= 6 ? 150.0 : 100.0 + static_cast<double>(r);
+        if (r >= slow_ranks_from && k >= slow_from && k < slow_from + slow_updates) w *= 1.5;
+        compute[r].push_back(w);
+      }
+    for (std::size_t k = 0; k < 40; ++k) per_update.push_back({1000 + static_cast<std::int64_t>(k), 0, 0, 0, 0});
+  }
+  std::vector<GroupStretch> find() const {
+    std::vector<RankWork> ranks;
+    for (std::size_t r = 0; r < 8; ++r) ranks.push_back({static_cast<std::int64_t>(r), &compute[r]});
+    return find_group_stretches(ranks, per_update, classes);
+  }
+};
+
+TEST(GroupStretches, ANodeSlowForAFewUpdates) {
+  const auto found = GroupStretchCase().find();
+  ASSERT_EQ(found.size(), 1U);
+  const GroupStretch& g = found.front();
+  EXPECT_EQ(g.ranks, (std::vector<std::int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(g.key, "node_rank");
+  EXPECT_EQ(g.value, "1");
+  EXPECT_EQ(g.first_step, 1010);
+  EXPECT_EQ(g.last_step, 1014);
+  EXPECT_EQ(g.updates, 5U);
+  EXPECT_DOUBLE_EQ(g.factor, 1.5);
+  EXPECT_DOUBLE_EQ(g.others_factor, 1.0);
+  EXPECT_DOUBLE_EQ(g.excess_ms, 75.0);
+  EXPECT_DOUBLE_EQ(g.at_stake_ms, 9.375);
+}
+
+TEST(GroupStretches, NotTooShortNotEveryRankNotMostOfTheRun) {
+  EXPECT_TRUE(GroupStretchCase(10, 2).find().empty());      // 2 updates: fewer than kGroupMinUpdates
+  EXPECT_TRUE(GroupStretchCase(10, 5, 0).find().empty());   // every rank slowed: the whole job
+  EXPECT_TRUE(GroupStretchCase(0, 20).find().empty());      // half the run: a slow group, not a stretch
+  EXPECT_EQ(GroupStretchCase(0, 19).find().size(), 1U);
+  GroupStretchCase none;
+  none.classes.clear();  // no config that sets ranks apart: no candidates
+  EXPECT_TRUE(none.find().empty());
+}
+
 // Ranks slower together (find_slow_group, cross_rank.hpp). 6 ranks, 100 updates; own work
 // 100, 102, 101, 120, 121, 119 ms in every update. Sorted means 100, 101, 102, 119, 120,
 // 121: gaps 1, 1, 17, 1, 1, so ranks 3, 4, 5 are the slow group; gap 17 ms against the

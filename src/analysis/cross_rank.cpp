@@ -943,7 +943,7 @@ void merge_paths_scaled_episodes(std::vector<StragglerEpisode>& episodes, std::v
 
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
                                    std::optional<std::int64_t> world_size, double threshold,
-                                   const CodePathResult* paths) {
+                                   const CodePathResult* paths, const std::vector<ConfigDifference>* classes) {
   CrossRankResult out;
   out.threshold = threshold;
   std::vector<const RankLog*> ranks;
@@ -1263,6 +1263,7 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     e.steps_not_compared = in_range > e.updates ? in_range - e.updates : 0;
   }
   out.slow_group = find_slow_group(work, out.per_update, out.episodes);
+  if (classes) out.group_stretches = find_group_stretches(work, out.per_update, *classes);
   for (auto& r : out.per_rank) {
     r.relative_score = r.compute_ms.median > 0 ? fastest_median / r.compute_ms.median : 1;
     r.individual_score = r.compute_ms.median > 0 ? r.compute_ms.min / r.compute_ms.median : 1;

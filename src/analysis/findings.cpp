@@ -253,6 +253,14 @@ bool straggler_finding_for(const CrossRankResult& x, std::int64_t rank) {
                      [&](const RankStraggler& r) { return r.rank == rank && straggler_finding_for(x, r); });
 }
 
+// The typical update of the ranks compared: own work plus communication, the median over
+// ranks of their medians [ms]; 0 when none.
+double typical_update_ms(const CrossRankResult& x) {
+  std::vector<double> update_ms;
+  for (const auto& r : x.per_rank) update_ms.push_back(r.compute_ms.median + (r.comm_ms ? r.comm_ms->median : 0.0));
+  return median(update_ms).value_or(0.0);
+}
+
 // The slow group (cross_rank.hpp, SlowGroup) a slow-ranks finding is made of: a group of
 // two or more ranks (the straggler finding then leaves its ranks to it: their lags are
 // one time at stake, not one each), or of one rank the straggler finding does not name.
@@ -262,10 +270,7 @@ const SlowGroup* reported_slow_group(const CrossRankResult& x) {
   if (!x.available || !x.slow_group) return nullptr;
   const SlowGroup& g = *x.slow_group;
   if (g.slow.size() == 1 && straggler_finding_for(x, g.slow.front())) return nullptr;
-  std::vector<double> update_ms;
-  for (const auto& r : x.per_rank) update_ms.push_back(r.compute_ms.median + (r.comm_ms ? r.comm_ms->median : 0.0));
-  if (const auto typical = summarize(update_ms); typical && g.at_stake_ms < kMaterialLag * typical->median)
-    return nullptr;
+  if (g.at_stake_ms < kMaterialLag * typical_update_ms(x)) return nullptr;
   return &g;
 }
 
@@ -702,6 +707,57 @@ void share_overlapping_stretches(const CrossRankResult& x, const std::vector<con
   }
 }
 
+// A stretch of ranks slowed down together (group_stretches.hpp) that is a finding: its
+// updates' excess is at least kMaterialLag of the typical update (a node's stretch in a
+// pipeline stage faster than the slowest stage costs little).
+bool reported_group_stretch(const CrossRankResult& x, const GroupStretch& g) {
+  return x.available && g.excess_ms >= kMaterialLag * typical_update_ms(x);
+}
+
+// True when episode `e` is of a rank of a reported group stretch and lies within its
+// steps: the group's finding holds it (8 ranks of 16 slowed down together were 8 stretches
+// of one rank each, priced against a median rank that was half of them).
+bool in_group_stretch(const CrossRankResult& x, const StragglerEpisode& e) {
+  return std::any_of(x.group_stretches.begin(), x.group_stretches.end(), [&](const GroupStretch& g) {
+    return reported_group_stretch(x, g) && std::binary_search(g.ranks.begin(), g.ranks.end(), e.rank) &&
+           g.first_step <= e.first_step && e.last_step <= g.last_step;
+  });
+}
+
+// Ranks sharing a config value that slowed down together for a few updates
+// (group_stretches.hpp): a node throttled or shared for a while, each reported one a
+// finding at its own time at stake.
+void group_stretches(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& x = in.cross_rank;
+  const std::string comm = x.comm_region.empty() ? std::string("nothing (no communication region)") : x.comm_region;
+  for (const auto& g : x.group_stretches) {
+    if (!reported_group_stretch(x, g)) continue;
+    Finding f;
+    f.kind = "group-stretch";
+    f.subject = ranks_text(g.ranks);
+    f.ms_per_update = g.at_stake_ms;
+    const std::string steps = g.first_step == g.last_step ? fmt::format("step {}", g.first_step)
+                                                          : fmt::format("steps {}..{}", g.first_step, g.last_step);
+    f.title = fmt::format("{} ({} = {}) slowed down together in {}: {:.2f}x their usual own work, the other ranks "
+                          "{:.2f}x",
+                          ranks_text(g.ranks), g.key, g.value, steps, g.factor, g.others_factor);
+    f.evidence = fmt::format(
+        "own work = wall_ms minus {}; in {} consecutive updates at least 3/4 of these ranks took {:.2f}x their own "
+        "median own work or more, and at most 1/4 of the other ranks did; these {} ranks alone have {} = {} in their "
+        "config; the slowest rank finished its own work {} ms later in those updates than with these ranks at their "
+        "usual speed (mean), {} ms per update over the {} updates compared",
+        comm, g.updates, kGroupFactor, g.ranks.size(), g.key, g.value, rank_ms_text(g.excess_ms),
+        rank_ms_text(g.at_stake_ms), x.steps_aligned);
+    f.action = fmt::format(
+        "ranks that slow down together share something: if {} = {} names a node, look at that node in {} (GPU "
+        "clocks and temperature, its power, other processes or jobs on it, its network links: nvidia-smi, dmesg, "
+        "the scheduler's log); if it recurs, drain the node; if {} sets the work a rank does (a pipeline stage), look "
+        "at what that work was given in {}",
+        g.key, g.value, steps, g.key, steps);
+    out.push_back(std::move(f));
+  }
+}
+
 // A rank that fell far behind for a stretch of updates (cross_rank.hpp, StragglerEpisode).
 void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
@@ -714,7 +770,7 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     // A rank the straggler or slow-ranks finding names already, behind for half the run
     // or more: the same issue, not counted twice.
     const bool named = straggler_finding_for(x, e.rank) || in_group(group, e.rank);
-    if ((named && 2 * e.updates >= episode_steps(x)) || in_slow_group(x, e.rank)) continue;
+    if ((named && 2 * e.updates >= episode_steps(x)) || in_slow_group(x, e.rank) || in_group_stretch(x, e)) continue;
     Finding f;
     f.kind = "straggler_episode";
     f.subject = fmt::format("rank {}", e.rank);
@@ -1518,6 +1574,7 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   stragglers(in, out);
   slow_group(in, out);
   straggler_episodes(in, out);
+  group_stretches(in, out);
   waiting(in, out);
   missing_ranks(in, out);
   stopped_rank(in, out);

@@ -25,7 +25,7 @@ Report build_report(const AnalysisInput& given) {
         r.paths = analyze_code_paths(in);
         const auto comm = find_comm_region(in);
         for (const auto& rank : in.data.ranks) r.waiting.push_back(analyze_waiting(in, rank, comm));
-        r.cross_rank = analyze_cross_rank(in, r.waiting, r.run.world_size, 0.75, &r.paths);
+        r.cross_rank = analyze_cross_rank(in, r.waiting, r.run.world_size, 0.75, &r.paths, &r.run.config_differences);
         r.slow_updates = analyze_slow_updates(in, &r.cross_rank);  // (compares the ranks' own work)
       },
       [&] { r.time = analyze_update_time(in, r.run); },

@@ -653,6 +653,20 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                                       "rank, beyond chance: docs/report-json.md, `episodes`)",
                                                       ms(x.episode_threshold_ms))
                                         : episodes);
+  if (!x.group_stretches.empty()) {
+    std::string together;
+    constexpr std::size_t kGroupsListed = 8;  // (then a count; every one is in --format json)
+    for (std::size_t k = 0; k < x.group_stretches.size() && k < kGroupsListed; ++k) {
+      const auto& g = x.group_stretches[k];
+      together += fmt::format("{}ranks {} ({} = {}), steps {}..{}: {:.2f}x their median own work, the other ranks "
+                              "{:.2f}x",
+                              together.empty() ? "" : "; ", rank_numbers(g.ranks), g.key, g.value, g.first_step,
+                              g.last_step, g.factor, g.others_factor);
+    }
+    if (x.group_stretches.size() > kGroupsListed)
+      together += fmt::format("; and {} more (all in --format json)", x.group_stretches.size() - kGroupsListed);
+    f.items.emplace_back("slowed down together", together);
+  }
   if (const auto& g = x.slow_group) {
     auto ranks = [](const std::vector<std::int64_t>& v) {
       return fmt::format("{} {}", v.size() == 1 ? "rank" : "ranks", rank_numbers(v));

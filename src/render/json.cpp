@@ -339,6 +339,18 @@ Json cross_rank_head(const CrossRankResult& x) {
                   {"fast_ms", g->fast_ms},   {"split_on", g->split_on}, {"gap_ms", g->gap_ms},       {"spread_ms", g->spread_ms}, {"slow_spread_ms", g->slow_spread_ms},
                   {"at_stake_ms", g->at_stake_ms}, {"updates", g->updates}, {"updates_apart", g->updates_apart},
                   {"updates_slowest", g->updates_slowest}, {"lead_t", opt(g->lead_t)}};
+  Json group_stretches = Json::array();
+  for (const auto& g : x.group_stretches)
+    group_stretches.push_back({{"ranks", g.ranks},
+                               {"key", g.key},
+                               {"value", g.value},
+                               {"first_step", g.first_step},
+                               {"last_step", g.last_step},
+                               {"updates", g.updates},
+                               {"factor", g.factor},
+                               {"others_factor", g.others_factor},
+                               {"excess_ms", g.excess_ms},
+                               {"at_stake_ms", g.at_stake_ms}});
   // Runs of steps (StepRun) and the ranks named with them, under `ranks_key`.
   auto runs = [](const std::vector<StepRun>& examples, const char* ranks_key) {
     Json out = Json::array();
@@ -378,6 +390,7 @@ Json cross_rank_head(const CrossRankResult& x) {
               {"episodes", episodes},
               {"episode_threshold_ms", x.available ? Json(x.episode_threshold_ms) : Json(nullptr)},
               {"slow_group", slow_group},
+              {"group_stretches", group_stretches},
               {"window_skew", x.window_skew ? Json{{"steps", x.window_skew->steps},
                                                    {"start_spread_ms", x.window_skew->start_spread_ms},
                                                    {"end_spread_ms", x.window_skew->end_spread_ms},

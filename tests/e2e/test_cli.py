@@ -1491,6 +1491,53 @@ def test_slow_ranks_of_two_kinds_by_a_config_field_are_told_apart(tmp_path):
     assert f["action"].startswith("find what ranks 4, 5, 8..11 share")
 
 
+def test_a_node_slow_for_a_few_steps_is_found_and_priced(tmp_path):
+    # 16 ranks on 2 nodes of 8 (node_rank); every rank's own work 100 ms (+-1), the
+    # all-reduce fills each update to 300 ms; in steps 40..44 node 1's ranks take 150 ms.
+    # No rank is a straggler and no stretch of one rank stands out from its node; the job
+    # waited 50 ms in each of those 5 steps: 2.5 ms per update over the 100 steps.
+    import random
+    rnd = random.Random(3)
+    for rank in range(16):
+        node = rank // 8
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 16, "node_rank": node,
+                             "hostname": f"gpu-node-{node}"})]
+        for step in range(100):
+            own = 100.0 + rnd.uniform(-1, 1)
+            if node == 1 and 40 <= step <= 44:
+                own *= 1.5
+            dev = {"compute": own, "allreduce": 300.0 - own}
+            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 300.0,
+                                     "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}}))
+        (tmp_path / f"rank{rank:02d}.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("report", "--format", "json", tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    (g,) = rep["cross_rank"]["group_stretches"]
+    assert g["ranks"] == list(range(8, 16)) and g["key"] == "node_rank" and g["value"] == "1"
+    assert (g["first_step"], g["last_step"], g["updates"]) == (40, 44, 5)
+    assert g["factor"] == pytest.approx(1.5, abs=0.03) and g["others_factor"] == pytest.approx(1.0, abs=0.02)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "group-stretch"]
+    assert f["ms_per_update"] == pytest.approx(2.5, abs=0.15)
+    assert f["title"].startswith("ranks 8..15 (node_rank = 1) slowed down together in steps 40..44: 1.5")
+    assert "look at that node in steps 40..44" in f["action"]
+    # Each of its ranks was also a stretch of one rank, priced against a median rank that
+    # was half of them (1.3 ms in all): the group's finding holds them.
+    assert not [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert rep["cross_rank"]["episodes"]
+    text = run("report", tmp_path).stdout
+    assert "slowed down together     ranks 8..15 (node_rank = 1), steps 40..44" in text
+    # Without a config field that names the ranks' node, the stretch is not searched for
+    # (ranks behind in the same updates by chance would be found too).
+    for rank in range(16):
+        p = tmp_path / f"rank{rank:02d}.jsonl"
+        lines = p.read_text().splitlines()
+        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 16})
+        p.write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    assert rep["cross_rank"]["group_stretches"] == []
+
+
 def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
     # Rank 0 of a data-parallel job: in steps 3, 7, 8 and 15 another rank had a long input
     # and rank 0 waited about 190 ms in its all-reduce, its own compute flat. The report

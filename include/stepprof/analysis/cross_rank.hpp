@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "stepprof/analysis/code_paths.hpp"
+#include "stepprof/analysis/group_stretches.hpp"
 #include "stepprof/analysis/input.hpp"
 #include "stepprof/analysis/stats.hpp"
 #include "stepprof/analysis/waiting.hpp"
@@ -409,6 +410,9 @@ struct CrossRankResult {
   std::vector<StragglerEpisode> episodes;   ///< stretches in which a rank fell far behind
   double episode_threshold_ms = 0;          ///< median over ranks of the margin above which a rank counts as behind [ms]
   std::optional<SlowGroup> slow_group;      ///< ranks slower than the others together, in most updates
+  /// Ranks sharing a config value that slowed down together for a few updates (a node);
+  /// found only where analyze_cross_rank is given `classes`.
+  std::vector<GroupStretch> group_stretches;
   std::optional<WindowSkew> window_skew;    ///< ranks that entered their steps far apart (see WindowSkew)
 };
 
@@ -439,9 +443,12 @@ OwnWork own_work(const AnalysisInput& in, const RankLog& log, std::optional<std:
 /// rank's own work less its slow paths' excess over the fast paths' cost for the same
 /// work (path_excess_ms); such a stretch is kept where the search on own work found none
 /// of the rank's there, or replaces the shorter pieces it found inside it
-/// (StragglerEpisode::paths_scaled).
+/// (StragglerEpisode::paths_scaled). With `classes` (RunSummary::config_differences of the
+/// same input), ranks that share a config value and slowed down together for a few
+/// updates are searched for (find_group_stretches).
 CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<WaitingResult>& waiting,
                                    std::optional<std::int64_t> world_size, double threshold = 0.75,
-                                   const CodePathResult* paths = nullptr);
+                                   const CodePathResult* paths = nullptr,
+                                   const std::vector<ConfigDifference>* classes = nullptr);
 
 }  // namespace stepprof
