@@ -52,6 +52,7 @@ int main(void) {
   CHECK(stepprof_open(tmpl, 2, 2, NULL, NULL, &rec) == STEPPROF_ERR_ARGUMENT);
   CHECK(stepprof_open(tmpl, 0, 1, NULL, NULL, NULL) == STEPPROF_ERR_ARGUMENT);
   CHECK(stepprof_end_update(NULL, 0) == STEPPROF_ERR_STATE);
+  CHECK(stepprof_error_count(NULL, NULL) == STEPPROF_ERR_STATE); /* never opened */
 
   CHECK(stepprof_open(tmpl, 0, 1, "{\"micro_batch\": 2, \"region_roles\": {\"c_outer\": \"data\"}}",
                       "{\"device_timing\": \"off\", \"run_id\": \"c-test\"}", &rec) == STEPPROF_OK);
@@ -172,6 +173,11 @@ int main(void) {
 
   CHECK(stepprof_close(rec) == STEPPROF_WARN_ERRORS);
   CHECK_CONTAINS(stepprof_last_error(), "mismatched_exit 1");
+  /* The closed session's counts, by NULL (the handle is freed): ERR_STATE before, where
+   * C++ error_counts() gave them. */
+  CHECK(stepprof_error_count(NULL, "mismatched_exit") == 1);
+  CHECK(stepprof_error_count(NULL, NULL) >= 16);
+  CHECK(stepprof_error_count(NULL, "write_fail") == STEPPROF_ERR_ARGUMENT);
 
   const char* text = read_file(path);
   CHECK(text != NULL);

@@ -105,8 +105,11 @@ int stepprof_close(stepprof_recorder* rec);
 /* Errors counted since open: of kind `kind` (e.g. "write_failed"; the kinds are listed in
  * docs/recorder.md), or all kinds when kind is NULL. Returns the count (>= 0), or a
  * negative status: STEPPROF_ERR_ARGUMENT for a kind that does not exist (a typo; the
- * message in stepprof_last_error() lists the kinds), STEPPROF_ERR_STATE when no
- * recorder is open. */
+ * message in stepprof_last_error() lists the kinds), STEPPROF_ERR_STATE when `rec` is
+ * not the open recorder. With rec NULL: the open recorder's counts, or after
+ * stepprof_close (until the next open) the closed session's final counts, those the close
+ * counted included (unwritten_at_close, write_failed), as C++ error_counts() gives;
+ * STEPPROF_ERR_STATE when no recorder was ever opened. */
 int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind);
 
 /* Copies a JSON description of the open recorder into buf (cap bytes, NUL-terminated):

@@ -221,7 +221,8 @@ int stepprof_close(stepprof_recorder* rec) {
 
 int64_t stepprof_error_count(stepprof_recorder* rec, const char* kind) {
   return guarded([&]() -> int64_t {
-    if (!valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_error_count: not an open recorder");
+    // (NULL: the open or last closed session's, as error_counts(); a stale handle is not read.)
+    if (rec && !valid(rec)) return set_error(STEPPROF_ERR_STATE, "stepprof_error_count: not an open recorder");
     if (kind) {
       bool known = false;
       std::string kinds;
