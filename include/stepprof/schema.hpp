@@ -90,6 +90,9 @@ inline constexpr std::string_view kPaddedLength = "padded_length";  ///< padded 
 /// Optional: host time at the update's entry [ms since the Unix epoch]. No current
 /// recorder writes it; where every update has it, `stepprof trace` places updates at it.
 inline constexpr std::string_view kStartUnixMs = "start_unix_ms";
+/// The largest `start_unix_ms` taken [ms]: about the year 5138 (a value in us or ns is
+/// beyond it). The reader leaves out, with an error, one that is not a number in [0, this].
+inline constexpr double kMaxStartUnixMs = 1e14;
 
 // Counters with a meaning to the analyses (docs/log-schema.md).
 namespace counter {

@@ -19,7 +19,7 @@ std::int64_t to_us(double ms) { return std::llround(ms * 1e3); }
 
 // A Unix time in milliseconds is taken up to this (the year 5138): beyond it, the
 // microseconds from the earliest start would not fit the trace's 64-bit timestamps.
-constexpr double kMaxUnixMs = 1e14;
+constexpr double kMaxUnixMs = schema::kMaxStartUnixMs;
 
 // A field's JSON text for a message: its first 40 bytes and "..." when longer, cut before
 // a UTF-8 continuation byte (so that no character is split).

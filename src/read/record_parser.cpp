@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cctype>
 #include <cstring>
@@ -157,6 +158,14 @@ bool is_non_finite_literal(std::string_view tok) {
 bool is_non_finite_token(std::string_view tok) {
   if (!tok.empty() && (tok[0] == '-' || tok[0] == '+')) tok.remove_prefix(1);
   return equal_ignoring_case(tok, "nan") || equal_ignoring_case(tok, "inf") || equal_ignoring_case(tok, "infinity");
+}
+
+// True when `json` (a value's text) is a number from 0 to schema::kMaxStartUnixMs.
+bool is_unix_ms(std::string_view json) {
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(json.data(), json.data() + json.size(), v);
+  return ec == std::errc() && ptr == json.data() + json.size() && std::isfinite(v) && v >= 0 &&
+         v <= stepprof::schema::kMaxStartUnixMs;
 }
 
 // What is wrong with `json`, a value simdjson stepped over without reading it (a field of
@@ -1310,6 +1319,18 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
                                                 JsonGrammar::kMaxDepth)
                                   : fmt::format("in field \"{}\": {} is not a JSON value", printable(key), shown(raw)));
         break;
+      }
+      // A field the schema names but the parser keeps verbatim: start_unix_ms (read by the
+      // cross-rank comparison and `trace`). One that is not a Unix time in ms was silently
+      // unused by `report` (only `trace` said so).
+      if (key == s::kStartUnixMs && !is_unix_ms(raw)) {
+        left_out_.push_back({Problem::kBadField, c.column(raw.data()),
+                             fmt::format("start_unix_ms: {} is not a Unix time in milliseconds (a number from 0 to "
+                                         "1e14); the field is left out, the record kept",
+                                         shown(raw)),
+                             {}});
+        left_out_keys_.emplace_back(key);
+        continue;
       }
       std::string k(key);
       u.extra.push_back({std::move(k), std::string(raw)});

@@ -325,25 +325,36 @@ def test_trace_says_why_logged_start_times_are_not_used(tmp_path):
         return recs
 
     last_step = updates[-1]["step"]
-    # (Each names the update's file and line: the overlap case did, these did not.)
+    # (Each names the update's file and line: the overlap case did, these did not.) A value
+    # that is not a Unix time in ms is the reader's error now (`report` said nothing of it):
+    # the field is left out, the record kept, exit 1; the layout then says why.
     n = len(updates)
-    cases = [("big", timed(last=1e16), f"big.jsonl:{n + 1}: rank 1 step {last_step} has start_unix_ms 1e+16: "
-                                       "expected a Unix time"),
-             ("now", timed(every="now"), f'now.jsonl:2: rank 1 step {updates[0]["step"]} has start_unix_ms "now": '
-                                         'expected'),
+    cases = [("big", timed(last=1e16), f"big.jsonl:{n + 1}: rank 1 step {last_step} has no start_unix_ms, while "
+                                       "other updates have one", f"big.jsonl:{n + 1}:"),
+             ("now", timed(every="now"), None, "now.jsonl:2:"),
              ("some", timed(drop=3), f'some.jsonl:5: rank 1 step {updates[3]["step"]} has no start_unix_ms, while '
-                                     'other updates')]
-    for name, recs, why in cases:
+                                     'other updates', None)]
+    for name, recs, why, error_at in cases:
         log = fx.write_jsonl(tmp_path / f"{name}.jsonl", recs)
-        why = f"{log.parent}/{why}"
         out = tmp_path / f"{name}.trace.json"
         r = run("trace", "-o", out, log)
-        assert r.returncode == 0, r.stderr
-        assert "stepprof: note: start_unix_ms not used, updates laid out one after another: " + why in r.stderr, r.stderr
+        if error_at:
+            assert r.returncode == 1, r.stderr
+            assert f"{log.parent}/{error_at}" in r.stderr and "error: start_unix_ms: " in r.stderr, r.stderr
+            assert "is not a Unix time in milliseconds (a number from 0 to 1e14); the field is left out" in r.stderr
+        else:
+            assert r.returncode == 0, r.stderr
         t = json.loads(out.read_text())
         assert t["otherData"]["real_timestamps"] is False
-        assert any(n.startswith("start_unix_ms not used: ") and why in n for n in t["otherData"]["layout"]), name
         assert not any("falls inside" in n for n in t["otherData"]["layout"]), name
+        if why is None:
+            continue
+        why = f"{log.parent}/{why}"
+        assert "stepprof: note: start_unix_ms not used, updates laid out one after another: " + why in r.stderr, r.stderr
+        assert any(n.startswith("start_unix_ms not used: ") and why in n for n in t["otherData"]["layout"]), name
+    # `report` says it too (it compares the ranks' start times with them).
+    r = run("report", "--format", "json", tmp_path / "now.jsonl")
+    assert r.returncode == 1 and "now.jsonl:2:" in r.stderr and "start_unix_ms" in r.stderr
     # No start_unix_ms anywhere (the usual log) is no note.
     r = run("trace", "-o", tmp_path / "plain.json", fx.LOG)
     assert r.returncode == 0 and "start_unix_ms" not in r.stderr, r.stderr
