@@ -272,6 +272,8 @@ Status open(const Options& options, std::string* message = nullptr) noexcept;
 /// kErrNoMemory when memory ran out while the record was made (e.g. millions of sample
 /// indices under a memory limit): that update's record is lost, regions and all, and
 /// `out_of_memory` is counted and reported in the next record.
+/// A region of the calling thread still open is counted as `open_at_end_update`: its time
+/// goes into the next update's record (end it before end_update()).
 /// Steps are update indices: a step not above every earlier one is written and counted
 /// as bad_argument (the reader reports a repeated step as duplicate-step); a step below 0
 /// is kErrArgument and does nothing else (the update goes on, so what it recorded goes in
@@ -380,6 +382,11 @@ CounterId counter_id(std::string_view name) noexcept;
 /// update is absent from its record; adding 0 makes it present with value 0. Counts are
 /// >= 0: a negative `n` is ignored, and an update's sum above 2^53 is left out of the
 /// record; both are counted as `bad_argument` errors.
+/// Names the analyzer reads (docs/log-schema.md, "Counters"): `samples` and `frames` (the
+/// update's work: throughput, and each code path's where it ran alone in its group),
+/// `token_slots` and `valid_tokens` (padding), and per code-path region `<region>_samples`,
+/// `<region>_frames`, `<region>_microbatches` (its cost per unit of work in the code-path
+/// table; microbatch() gives the same). Other names are kept and charted, not interpreted.
 inline void count(CounterId id, std::int64_t n) noexcept { detail::add_count(id, n); }
 inline void count(const CounterSite& site, std::int64_t n) noexcept {
   const CounterId id = site.id.load(std::memory_order_relaxed);
@@ -428,7 +435,9 @@ void sample_indices(std::span<const std::int64_t> indices) noexcept;
 /// `update_data_full` (kErrNoMemory either way). A `path` that cannot be a region name
 /// (over 1024 bytes, or past the 1024 region names: counted as `bad_argument` or
 /// `too_many_regions`) is left out and the micro-batch stored without it: kWarnErrors. The
-/// what-if analyses (docs/whatif.md) use this detail when present.
+/// code-path table (each path's samples and frames, where the log has no <path>_* counters),
+/// the padding section (tokens) and the what-if analyses (docs/whatif.md) use this detail
+/// when present.
 Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens,
                   std::string_view path = {}, std::int64_t padded_length = -1) noexcept;
 

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "stepprof/schema.hpp"
+
 namespace stepprof {
 namespace {
 
@@ -37,11 +39,29 @@ void choose_work_source(const AnalysisInput& in, const std::vector<const UpdateR
       }
     // Ran with no micro-batch that names it (no detail, or micro-batches without a
     // path): its work there is unknown, and 0 would charge its time to too little work.
-    if (!named_here && ran(in.region_of(k, u, *p.region_id))) return;
+    if (!named_here && ran(in.region_of(k, u, *p.region_id))) {
+      named = false;
+      break;
+    }
     named = named || named_here;
   }
   p.work_from_microbatches = named;
   p.microbatch_frames = named && frames;
+  if (named) return;
+  // Else the update's own counters, where the path ran alone in its group (a job that
+  // logs `frames` and `samples` per update, not per path, got no costs at all).
+  p.samples_id = in.counter(schema::counter::kSamples);
+  p.frames_id = in.counter(schema::counter::kFrames);
+  if (!p.samples_id && !p.frames_id) return;
+  p.work_from_update = true;
+  p.samples_counter = p.samples_id ? std::string(schema::counter::kSamples) : std::string();
+  p.frames_counter = p.frames_id ? std::string(schema::counter::kFrames) : std::string();
+  p.microbatches_counter.clear();
+}
+
+// True when a path of `p`'s group other than `p` ran in update `u` (the k-th).
+bool another_ran(const AnalysisInput& in, std::size_t k, const UpdateRecord& u, const PathCost& p) {
+  return std::any_of(p.others.begin(), p.others.end(), [&](NameTable::Id id) { return ran(in.region_of(k, u, id)); });
 }
 
 // Inserts `u` into `kept` (largest excess first, earlier updates first among equals, at
@@ -77,7 +97,8 @@ std::optional<double> path_work_of(const AnalysisInput& in, std::size_t k, const
                                    PathWork what) {
   if (p.work_from_microbatches) return path_work(p, what, u);
   const auto& id = what == PathWork::kSamples ? p.samples_id : what == PathWork::kFrames ? p.frames_id : p.microbatches_id;
-  return id ? in.counter_of(k, u, *id) : std::nullopt;
+  if (!id || (p.work_from_update && another_ran(in, k, u, p))) return std::nullopt;
+  return in.counter_of(k, u, *id);
 }
 
 // A path's time and work in each update, read once (index lookups) and shared by every
@@ -162,6 +183,10 @@ std::optional<double> path_work(const PathCost& p, PathWork what, const UpdateRe
   if (!p.work_from_microbatches) {
     const auto& id = what == PathWork::kSamples ? p.samples_id : what == PathWork::kFrames ? p.frames_id : p.microbatches_id;
     if (!id) return std::nullopt;
+    if (p.work_from_update && std::any_of(p.others.begin(), p.others.end(), [&](NameTable::Id o) {
+          return ran(UpdateIndex::values_of(u.region(o)));
+        }))
+      return std::nullopt;
     return u.counter(*id);
   }
   if (what == PathWork::kFrames && !p.microbatch_frames) return std::nullopt;
@@ -189,6 +214,9 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
     g.updates = updates.size();
     g.parent = nodes.front()->parent;
     std::vector<PathSeries> series;  // by path
+    std::vector<NameTable::Id> ids;   // the group's paths' regions in the dataset
+    for (const auto* node : nodes)
+      if (const auto id = in.region(node->name)) ids.push_back(*id);
     for (const auto* node : nodes) {
       PathCost p;
       p.region = node->name;
@@ -201,6 +229,8 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
       const auto id = in.region(node->name);
       p.region_id = id;
       if (id) p.device = in.has_device_time(*id);
+      for (const NameTable::Id other : ids)
+        if (other != id) p.others.push_back(other);
       choose_work_source(in, updates, p);
       if (p.work_from_microbatches) {
         // (The counter names stay empty: the work is not a counter's.)

@@ -377,6 +377,22 @@ Section paths_section(const Report& rep) {
     if (!from_detail.empty())
       s.blocks.emplace_back(Paragraph{fmt::format(
           "Work of {} counted from the per-micro-batch detail (the log has no counters for it).", from_detail)});
+    std::string from_update;
+    for (const auto& p : g.paths)
+      if (p.work_from_update) from_update += (from_update.empty() ? "" : ", ") + p.region;
+    if (!from_update.empty())
+      s.blocks.emplace_back(Paragraph{fmt::format(
+          "Work of {} taken from the update's own samples and frames counters, in the updates where no other path "
+          "of {} ran (unknown where several did): the log has no counters of the paths' own. Per-path counters "
+          "(<path>_frames, <path>_samples) or the recorder's microbatch() give every update's.",
+          from_update, g.group)});
+    if (std::none_of(g.paths.begin(), g.paths.end(), [](const PathCost& p) {
+          return p.ms_per_sample || p.ms_per_frame || p.ms_per_microbatch;
+        }))
+      s.blocks.emplace_back(Paragraph{
+          "No cost per unit of work: the log gives no path's work. Count each path's work (counters <path>_frames, "
+          "<path>_samples, <path>_microbatches; docs/hierarchy-format.md), record micro-batches with microbatch() "
+          "naming the path, or count the update's frames and samples (used where one path of the group ran alone)."});
     if (g.similar_cost) {
       s.blocks.emplace_back(Paragraph{fmt::format(
           "The paths cost within 10 % of each other per {} ({:.2f}x): neither is a slow path here.", g.unit,

@@ -169,6 +169,7 @@ Json regions(const RegionTable& t) {
 // micro-batch detail that does not name the path in every update that ran it).
 Json work_from(const PathCost& p) {
   if (p.work_from_microbatches) return "microbatches";
+  if (p.work_from_update) return "update_counters";
   if (p.samples_id || p.frames_id || p.microbatches_id) return "counters";
   return nullptr;
 }

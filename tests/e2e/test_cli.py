@@ -1307,6 +1307,57 @@ def test_code_paths_count_work_from_micro_batch_detail_when_the_log_has_no_path_
     assert all(p["frames"] is None for p in group["paths"]) and group["slow"] is None
 
 
+def test_code_paths_take_the_updates_own_counters_where_one_path_ran_alone(tmp_path):
+    # A C++ engine logging `frames` and `samples` per update and no per-path counters or
+    # micro-batch detail: the code-path table was "-" throughout with no word of why, and no
+    # slow-path finding. Where an update ran one path of the group, its frames are that
+    # path's; where it ran both, the split is unknown. Expected values summed here.
+    import random
+    rnd = random.Random(11)
+    hier = tmp_path / "h.txt"
+    hier.write_text("geometry\n  fast_path alt=g\n  slow_path alt=g\n")
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    alone = {"fast_path": [0.0, 0, 0], "slow_path": [0.0, 0, 0]}  # ms, samples, frames where it ran alone
+    for step in range(1, 61):
+        dev, samples, frames = {}, 0, 0
+        for _ in range(2):  # micro-batches
+            path = "slow_path" if rnd.random() < 0.3 else "fast_path"
+            fr = [rnd.choice([3, 5, 9]) for _ in range(4)]
+            dev[path] = dev.get(path, 0.0) + sum(fr) * (2.0 if path == "slow_path" else 0.5)
+            samples += len(fr)
+            frames += sum(fr)
+        if len(dev) == 1:
+            (path, ms), = dev.items()
+            alone[path][0] += ms
+            alone[path][1] += samples
+            alone[path][2] += frames
+        dev["geometry"] = sum(dev.values())
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": dev["geometry"] + 5,
+                                 "cuda_stream_ms": dev, "calls": {k: 1 for k in dev},
+                                 "counts": {"samples": samples, "frames": frames}}))
+    log = tmp_path / "u.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    r = run("report", log, "--hierarchy", hier, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    (group,) = json.loads(r.stdout)["code_paths"]["groups"]
+    for p in group["paths"]:
+        ms, samples, frames = alone[p["region"]]
+        assert frames > 0
+        assert p["work_from"] == "update_counters"
+        assert (p["samples"], p["frames"]) == (samples, frames)
+        assert p["ms_per_frame"] == pytest.approx(ms / frames, rel=1e-12)
+    assert group["slow"] == "slow_path" and group["slow_over_fast"] == pytest.approx(4.0, rel=1e-12)
+    text = " ".join(run("report", log, "--hierarchy", hier).stdout.split())  # (wrapped lines joined)
+    assert "taken from the update's own samples and frames counters, in the updates where no other path" in text
+    # Without any source of work, the table says what to log.
+    bare = [json.loads(l) for l in lines]
+    for rec in bare[1:]:
+        del rec["counts"]
+    log.write_text("\n".join(map(json.dumps, bare)) + "\n")
+    text = " ".join(run("report", log, "--hierarchy", hier).stdout.split())
+    assert "No cost per unit of work: the log gives no path's work. Count each path's work" in text
+
+
 def test_padding_finding_says_which_regions_it_prices(report):
     # The cost is the padding fraction of the token-bound regions' median time; it was
     # said to be "in the forward pass alone" whatever those regions were.

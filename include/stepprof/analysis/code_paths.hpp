@@ -28,6 +28,14 @@ struct PathCost {
   /// names it. Frames then only when every such micro-batch lists them.
   bool work_from_microbatches = false;
   bool microbatch_frames = false;  ///< with work_from_microbatches: every micro-batch of the path lists its frames
+  /// The work is the update's own `samples` and `frames` counters (samples_id, frames_id
+  /// are then theirs), in the updates where no other path of the group ran (`others`), and
+  /// unknown where one did: set when the log has none of the path's three counters and no
+  /// micro-batch detail naming it in every update that ran it. Every sample of such an
+  /// update is taken to have gone through this path (a text-only sample that skipped the
+  /// group would add a sample, not a frame: ms_per_frame holds, ms_per_sample is low).
+  bool work_from_update = false;
+  std::vector<NameTable::Id> others;  ///< the group's other paths' regions (with work_from_update)
   std::optional<NameTable::Id> region_id;                             ///< the path's region in the dataset
   std::optional<NameTable::Id> samples_id, frames_id, microbatches_id;  ///< the counters, when the log has them
 };
@@ -37,8 +45,9 @@ enum class PathWork : std::uint8_t { kSamples, kFrames, kMicrobatches };
 
 /// Path `p`'s work of kind `what` in update `u` [count]: its counter's value (nullopt when
 /// the update lacks it), or with `p.work_from_microbatches` the sum over the update's
-/// micro-batches that took the path (samples, frames, or 1 each); nullopt when the log
-/// has no such work for the path.
+/// micro-batches that took the path (samples, frames, or 1 each), or with
+/// `p.work_from_update` the update's counter where no other path of the group ran
+/// (nullopt where one did); nullopt when the log has no such work for the path.
 std::optional<double> path_work(const PathCost& p, PathWork what, const UpdateRecord& u);
 
 /// How often one frame count occurs in updates that ran the slow path and in the others.
