@@ -1410,6 +1410,25 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
               s->grew[s->first_chain - 1].region);
         }
       }
+      // Slow steps whose own cause the medians hide (a loader stall every 10th step among
+      // steps that ran a slow path).
+      std::vector<std::string> others;
+      for (const auto& c : s->other_causes)
+        others.push_back(fmt::format("{} in {} {} (+{:.1f} ms{})", c.region, c.steps.size() == 1 ? "step" : "steps",
+                                     detail::rank_numbers(c.steps), c.grew_ms,
+                                     c.steps.size() == 1 ? std::string() : std::string(", median over them")));
+      if (!others.empty()) {
+        f.evidence += fmt::format("; some slow steps have a cause of their own, the region that grew most in each: {}",
+                                  fmt::join(others, "; "));
+        std::string also;
+        for (const auto& c : s->other_causes)
+          also += waits(c.region)
+                      ? fmt::format("; in {} {} the wait in {} grew instead: find the rank or stage that was late there",
+                                    c.steps.size() == 1 ? "step" : "steps", detail::rank_numbers(c.steps), c.region)
+                      : fmt::format("; in {} {}, look at {} instead", c.steps.size() == 1 ? "step" : "steps",
+                                    detail::rank_numbers(c.steps), c.region);
+        f.action += also;
+      }
       // Growth in the communication region, with a rank found behind: these steps waited
       // for it. Its own findings say which rank and price the wait; "look at its inputs"
       // pointed at the wrong thing (a 1.3x straggler in steps 20..80 of 200).

@@ -53,6 +53,65 @@ std::optional<SlowUpdates::LeftOutRank> left_out_setter(const AnalysisInput& in,
   return best;
 }
 
+// The slow steps' update times, in the order of SlowUpdates::steps [ms].
+std::vector<double> slow_walls_in_order(const std::vector<const UpdateRecord*>& updates,
+                                        const std::map<std::int64_t, std::size_t>& slowest, const SlowUpdates& out) {
+  std::vector<double> v;
+  for (const std::int64_t step : out.steps) v.push_back(updates[slowest.at(step)]->wall_ms);
+  return v;
+}
+
+// SlowUpdates::other_causes. `growth[id]` as computed (typical_ms its median over every
+// step; empty region name: left out), `at_slow[id][j]` its time in the j-th slow step,
+// `walls[j]` that step's update time.
+std::vector<SlowUpdates::OtherCause> other_causes(const AnalysisInput& in, const std::vector<RegionGrowth>& growth,
+                                                   const std::vector<std::vector<double>>& at_slow,
+                                                   const std::vector<double>& walls, const SlowUpdates& out) {
+  constexpr std::size_t kMostCauses = 2;
+  const std::size_t n = walls.size();
+  std::map<NameTable::Id, std::vector<std::size_t>> steps_of;  // region -> slow steps (j) it explains
+  for (std::size_t j = 0; j < n; ++j) {
+    const auto grew_at = [&](NameTable::Id id) { return at_slow[id].empty() ? 0.0 : at_slow[id][j] - growth[id].typical_ms; };
+    std::optional<NameTable::Id> top;
+    for (NameTable::Id id = 0; id < growth.size(); ++id)
+      if (!at_slow[id].empty() && (!top || grew_at(id) > grew_at(*top))) top = id;
+    if (!top) break;
+    NameTable::Id at = *top;
+    for (bool deeper = in.hierarchy != nullptr; deeper;) {
+      deeper = false;
+      for (const auto* child : in.hierarchy->children(growth[at].region))
+        if (const auto id = in.region(child->name); id && grew_at(*id) >= 0.5 * grew_at(at)) {
+          at = *id;
+          deeper = true;
+          break;
+        }
+    }
+    if (grew_at(*top) >= 0.5 * (walls[j] - out.typical_ms) && walls[j] > out.typical_ms) steps_of[at].push_back(j);
+  }
+  const auto related = [&](const std::string& a, const std::string& b) {
+    return a == b || (in.hierarchy && (in.hierarchy->is_ancestor(a, b) || in.hierarchy->is_ancestor(b, a)));
+  };
+  std::vector<SlowUpdates::OtherCause> causes;
+  for (const auto& [id, js] : steps_of) {
+    if (js.size() < 2 || 10 * js.size() < n) continue;
+    if (std::any_of(out.grew.begin(), out.grew.end(),
+                    [&](const RegionGrowth& g) { return related(g.region, growth[id].region); }))
+      continue;
+    SlowUpdates::OtherCause c;
+    c.region = growth[id].region;
+    std::vector<double> g;
+    for (const std::size_t j : js) {
+      c.steps.push_back(out.steps[j]);
+      g.push_back(at_slow[id][j] - growth[id].typical_ms);
+    }
+    c.grew_ms = median_or_zero(g);
+    causes.push_back(std::move(c));
+  }
+  std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.steps.size() > b.steps.size(); });
+  if (causes.size() > kMostCauses) causes.resize(kMostCauses);
+  return causes;
+}
+
 }  // namespace
 
 std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const CrossRankResult* cross) {
@@ -165,6 +224,7 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
   // left out (marked as not grown).
   std::vector<RegionGrowth> growth(in.data.regions.size());
   std::vector<bool> grew(in.data.regions.size(), false);
+  std::vector<std::vector<double>> at_slow(in.data.regions.size());  // [id][j]: its time in the j-th slow update
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
     // A background region (another thread) grows with the update's length, not into it.
     if (in.hierarchy && in.hierarchy->in_background(in.data.regions.name(id))) continue;
@@ -178,6 +238,7 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
     std::vector<double> s, a;
     for (const auto k : slow) s.push_back(value(k));
     for (const auto k : all) a.push_back(value(k));
+    at_slow[id] = s;
     growth[id] = {std::string(in.data.regions.name(id)), median_or_zero(s), median_or_zero(a)};
     grew[id] = growth[id].grew_ms() > 0;
   }
@@ -217,6 +278,7 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
           used[other] = true;
   }
   if (out.grew.size() > kMostRegions) out.grew.resize(kMostRegions);
+  out.other_causes = other_causes(in, growth, at_slow, slow_walls_in_order(updates, slowest, out), out);
   return out;
 }
 

@@ -85,6 +85,9 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
   Json grew = Json::array();
   for (const auto& g : s->grew)
     grew.push_back({{"region", g.region}, {"slow_ms", g.slow_ms}, {"typical_ms", g.typical_ms}});
+  Json other_causes = Json::array();
+  for (const auto& c : s->other_causes)
+    other_causes.push_back({{"region", c.region}, {"steps", c.steps}, {"grew_ms", c.grew_ms}});
   return Json{{"threshold_ms", s->threshold_ms}, {"steps", s->steps},  {"slow_ms", s->slow_ms},
               {"typical_ms", s->typical_ms},     {"excess_ms_per_update", s->excess_ms_per_update},
               {"grew", grew},                    {"first_chain", s->first_chain},
@@ -96,7 +99,8 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
               {"left_out_rank", s->left_out_rank ? Json{{"rank", s->left_out_rank->rank},
                                                         {"slow_steps_held", s->left_out_rank->slow_steps_held},
                                                         {"grew_ms", s->left_out_rank->grew_ms}}
-                                                 : Json()}};
+                                                 : Json()},
+              {"other_causes", other_causes}};
 }
 
 // The sections with a member per rank are written a rank at a time (JsonWriter): each

@@ -79,6 +79,19 @@ struct SlowUpdates {
     double grew_ms = 0;               ///< its median own work there less its median [ms]
   };
   std::optional<LeftOutRank> left_out_rank;
+  /// Slow steps with a cause of their own that the medians of `grew` hide: per slow step,
+  /// the region that grew most against its median over every step (then down the nesting
+  /// while a child holds half of that), where it accounts for at least half of the step's
+  /// time beyond typical_ms. A region that is so in 2 or more slow steps and a tenth of
+  /// them, and is not in `grew` nor above or below a region there, is listed (the most
+  /// steps first, at most 2). A data-loader stall every 10th step among 13 slow steps that
+  /// ran a slow path was put down to the slow path.
+  struct OtherCause {
+    std::string region;
+    std::vector<std::int64_t> steps;  ///< ascending
+    double grew_ms = 0;               ///< its median growth over those steps [ms]
+  };
+  std::vector<OtherCause> other_causes;
 };
 
 /// Nullopt with fewer than 10 steps or no slow update. The region time is
