@@ -677,6 +677,21 @@ def test_slow_path_time_at_stake_is_per_step_with_every_ranks_log(tmp_path):
     assert "3 of 192 rank updates" in f["title"]
 
 
+def test_a_saving_in_few_updates_leads_with_the_mean(tmp_path):
+    # A fallback in 3 of 192 updates: removing it leaves the median update as it was, and
+    # the headline read "saved 0.0 ms per update (0.0 %, difference of the medians)" for a
+    # what-if that saves time on average. The mean now leads where the median saving is
+    # under half of it.
+    out, updates = _rare_fallback_job(tmp_path)
+    doc = whatif_json("batched-geometry", out)
+    p = doc["predictions"][0]
+    assert p["saved_mean_ms_per_update"] > 0 and p["saved_ms_per_update"] < 0.5 * p["saved_mean_ms_per_update"], p
+    text = " ".join(run("whatif", "batched-geometry", out).stdout.split())
+    mean = p["saved_mean_ms_per_update"]
+    assert f"{mean:.1f} ms per update on average (" in text or f"{mean:.2f} ms per update on average (" in text, text
+    assert "fewer than half of the updates change" in text
+
+
 def test_a_background_region_gets_no_cost_model(tmp_path):
     # A data loader's region runs beside the updates: a model of it priced nothing an
     # update spends, yet was listed as used.
