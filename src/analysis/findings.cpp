@@ -963,9 +963,11 @@ void missing_ranks(const FindingInputs& in, std::vector<Finding>& out) {
   f.title = fmt::format("the ranks given wait in {} for more than they explain: no update records from {}",
                         x.comm_region, missing);
   f.evidence = fmt::format(
-      "by their own logs ({} above its lowest value) the {} ranks given wait {:.0f} ms per update (median over "
-      "them), against {:.0f} ms that the comparison among them finds; no update records from {}",
-      x.comm_region, x.per_rank.size(), single_ms, among_ms, missing);
+      "by their own logs ({} above its lowest value) the {} ranks given wait at least {:.0f} ms per update (median "
+      "over them), against {:.0f} ms that the comparison among them finds; no update records from {}; a lower "
+      "bound: a rank that is late in every update raises {}'s lowest value too, so the wait for it can be several "
+      "times this (its log gives the wait itself)",
+      x.comm_region, x.per_rank.size(), single_ms, among_ms, missing, x.comm_region);
   f.action = fmt::format(
       "add {}'s log (or fix the input errors that skipped its records): the rank everyone waits for may be one "
       "without records; until then the stragglers, waits and slowest ranks here compare the ranks given only",

@@ -1628,7 +1628,10 @@ def test_a_straggler_without_its_log_is_pointed_at(tmp_path):
     (f,) = [f for f in rep["findings"] if f["kind"] == "missing-ranks"]
     assert f["ms_per_update"] == pytest.approx(unexplained, rel=1e-9)
     assert f["title"] == f"the ranks given wait in {comm} for more than they explain: no update records from rank 2"
-    assert f"wait {median(list(single.values())):.0f} ms per update" in f["evidence"]
+    assert f"wait at least {median(list(single.values())):.0f} ms per update" in f["evidence"]
+    # (Rank 2 is late in every update, which raises the others' lowest communication time:
+    # a lower bound, said; a C++ engine's measured wait was 4x the figure.)
+    assert "a lower bound: a rank that is late in every update raises" in f["evidence"]
     assert f["action"].startswith("add rank 2's log (or fix the input errors that skipped its records)")
 
 
