@@ -38,8 +38,11 @@ std::string_view recorder_error_effect(std::string_view kind) {
       {"too_many_regions", "regions past the name limit are not recorded"},
       {"too_many_counters", "counters past the name limit are not recorded"},
       {"bad_argument",
-       "a value refused is not recorded (a count beyond 2^53, an empty or too long name), one corrected is (a "
-       "name's bad UTF-8 as U+FFFD), a step not above an earlier one is written, an unknown STEPPROF_CLOCK ignored"},
+       "a value refused is not recorded (a negative count or one beyond 2^53, a padding fraction outside [0, 1] or "
+       "NaN, a negative or empty input shape, a negative sample index, more valid_tokens than token_slots, a bad "
+       "micro-batch, an empty or too long name), one corrected is (a name's bad UTF-8 as U+FFFD), a step not above "
+       "an earlier one is written, an unknown STEPPROF_CLOCK ignored; the record holds the count only: the host "
+       "program's own calls say which (the C ABI's return value and stepprof_last_error)"},
       {"out_of_memory", "some data is not recorded"},
       {"device_events_exhausted", "some region calls have host time only"},
       {"device_record_failed", "some device times are missing"},
