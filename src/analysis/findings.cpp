@@ -1292,17 +1292,31 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
   f.kind = "variability";
   f.ms_per_update = t->p90 - t->median;
   f.title = fmt::format("update time varies: coefficient of variation {:.1f} %", t->cv * 100);
-  f.evidence = fmt::format("median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms", t->median, t->p90, t->max);
+  f.evidence = fmt::format("median {} ms, p90 {} ms, max {} ms", ms_text(t->median, 1), ms_text(t->p90, 1),
+                           ms_text(t->max, 1));
   f.action = "compare the slow updates' regions and counters with the median ones";
   std::string stopped;  // the action's start when a slow step follows a rank's last record
   if (const auto& s = in.slow; s && !s->steps.empty()) {
     f.ms_per_update = s->excess_ms_per_update;
     // Which updates, and where their extra time went (step numbers written as rank lists are).
     f.evidence += s->steps.size() == 1
-                      ? fmt::format("; the slowest, above {:.1f} ms (step {}), takes {:.1f} ms", s->threshold_ms,
-                                    detail::rank_numbers(s->steps), s->slow_ms)
-                      : fmt::format("; the {} slowest, above {:.1f} ms (steps {}), take {:.1f} ms (median)",
-                                    s->steps.size(), s->threshold_ms, detail::rank_numbers(s->steps), s->slow_ms);
+                      ? fmt::format("; the slowest, above {} ms (step {}), takes {} ms", ms_text(s->threshold_ms, 1),
+                                    detail::rank_numbers(s->steps), ms_text(s->slow_ms, 1))
+                      : fmt::format("; the {} slowest, above {} ms (steps {}), take {} ms (median)", s->steps.size(),
+                                    ms_text(s->threshold_ms, 1), detail::rank_numbers(s->steps),
+                                    ms_text(s->slow_ms, 1));
+    // With many, the slowest few by name: in step order they were buried in "118 more".
+    constexpr std::size_t kSlowestNamed = 3, kNamedFrom = 8;
+    if (s->steps.size() > kNamedFrom && s->steps_ms.size() == s->steps.size()) {
+      std::vector<std::size_t> order(s->steps.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return s->steps_ms[a] > s->steps_ms[b]; });
+      std::vector<std::string> named;
+      for (std::size_t i = 0; i < kSlowestNamed; ++i)
+        named.push_back(fmt::format("step {} ({} ms)", s->steps[order[i]], ms_text(s->steps_ms[order[i]], 1)));
+      f.evidence += fmt::format(", the slowest of them {}", fmt::join(named, ", "));
+    }
     std::string grew;
     for (const auto& g : s->grew)
       grew += fmt::format("{}{} +{:.1f} ms ({:.1f} against {:.1f})", grew.empty() ? "" : ", ", g.region, g.grew_ms(),

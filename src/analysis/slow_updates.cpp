@@ -278,7 +278,8 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
           used[other] = true;
   }
   if (out.grew.size() > kMostRegions) out.grew.resize(kMostRegions);
-  out.other_causes = other_causes(in, growth, at_slow, slow_walls_in_order(updates, slowest, out), out);
+  out.steps_ms = slow_walls_in_order(updates, slowest, out);
+  out.other_causes = other_causes(in, growth, at_slow, out.steps_ms, out);
   return out;
 }
 

@@ -88,7 +88,7 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
   Json other_causes = Json::array();
   for (const auto& c : s->other_causes)
     other_causes.push_back({{"region", c.region}, {"steps", c.steps}, {"grew_ms", c.grew_ms}});
-  return Json{{"threshold_ms", s->threshold_ms}, {"steps", s->steps},  {"slow_ms", s->slow_ms},
+  return Json{{"threshold_ms", s->threshold_ms}, {"steps", s->steps},  {"steps_ms", s->steps_ms}, {"slow_ms", s->slow_ms},
               {"typical_ms", s->typical_ms},     {"excess_ms_per_update", s->excess_ms_per_update},
               {"grew", grew},                    {"first_chain", s->first_chain},
               {"by_own_work", s->by_own_work},   {"set_by_rank", s->set_by_rank ? Json(*s->set_by_rank) : Json()},

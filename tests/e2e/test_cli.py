@@ -1589,6 +1589,26 @@ def test_a_node_slow_for_a_few_steps_is_found_and_priced(tmp_path):
     assert rep["cross_rank"]["group_stretches"] == []
 
 
+def test_variability_of_sub_millisecond_updates_names_the_slowest_steps(tmp_path):
+    # A loop of 0.01 ms updates, 12 of 60 slower (0.03 to 2.4 ms): the finding read "above
+    # 0.0 ms ... take 0.0 ms" and listed the slow steps in step order, so the slowest were
+    # in "N more". Expected: the three slowest by update time, from the records written.
+    walls = {step: 0.01 for step in range(60)}
+    slow = {5: 0.03, 11: 0.04, 17: 0.05, 23: 0.06, 29: 0.07, 35: 0.08, 41: 0.09, 47: 0.1, 50: 2.4, 53: 2.2,
+            56: 2.3, 59: 0.2}
+    walls.update(slow)
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    lines += [json.dumps({"type": "update", "rank": 0, "step": s, "wall_ms": w}) for s, w in walls.items()]
+    log = tmp_path / "fast.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    top = sorted(slow, key=lambda s: -slow[s])[:3]
+    assert ", the slowest of them " + ", ".join(f"step {s} ({slow[s]:.2g} ms)" for s in top) in f["evidence"], f
+    assert f["evidence"].startswith("median 0.01 ms, p90 ")
+    assert "0.0 ms" not in f["evidence"]
+
+
 def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
     # Rank 0 of a data-parallel job: in steps 3, 7, 8 and 15 another rank had a long input
     # and rank 0 waited about 190 ms in its all-reduce, its own compute flat. The report

@@ -31,6 +31,7 @@ struct RegionGrowth {
 struct SlowUpdates {
   double threshold_ms = 0;          ///< slow means above this update time [ms]
   std::vector<std::int64_t> steps;  ///< the slow steps, in step order
+  std::vector<double> steps_ms;     ///< their update times (a step's longest update), as `steps` [ms]
   double slow_ms = 0;               ///< median update time of the slow steps [ms]
   double typical_ms = 0;            ///< median update time of every step [ms]
   /// What the slow steps take beyond the median, summed, per step of the window [ms per
