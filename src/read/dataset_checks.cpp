@@ -22,9 +22,19 @@ struct FirstSeen {
   SourceLocation where;
 };
 
+// The first record whose recorder counted `kind` (e.g. too_many_regions), or null.
+const UpdateRecord* first_with_error(const Dataset& data, std::string_view kind) {
+  for (const auto& rank : data.ranks)
+    for (const auto& u : rank.updates)
+      for (const auto& [k, n] : u.recorder_errors)
+        if (k == kind && n > 0) return &u;
+  return nullptr;
+}
+
+// `full_kind`: the recorder's error kind for a name refused past its name limit.
 template <typename EachId>
 void check(const Dataset& data, const NameTable& names, std::string_view what, std::string_view advice,
-           EachId&& each_id, Diagnostics& diag) {
+           std::string_view full_kind, EachId&& each_id, Diagnostics& diag) {
   if (names.size() < kMinOneOffNames) return;  // (too few names in all to warn of: no need to look)
   std::vector<FirstSeen> seen(names.size());
   for (const auto& rank : data.ranks)
@@ -51,23 +61,31 @@ void check(const Dataset& data, const NameTable& names, std::string_view what, s
   for (std::size_t i = 0; i < 3; ++i)
     examples += fmt::format("{}\"{}\" (step {})", i ? ", " : "", names.name(one_off[i]), seen[one_off[i]].step);
   const SourceLocation& at = seen[one_off[0]].where;
+  // Where the recorder ran out of names, these are why: a region first used after that
+  // (a phase that starts late in the run) was never recorded, and the warnings said only
+  // "too_many_regions".
+  std::string full;
+  if (const UpdateRecord* u = first_with_error(data, full_kind))
+    full = fmt::format("; they filled the recorder's name table ({} from step {} on): a {} first used after that "
+                       "is not recorded at all",
+                       full_kind, u->step, what);
   diag.report({Severity::kWarning, Problem::kOneOffNames, data.files[at.file], at.line, 0,
                fmt::format("{} of the {} {} names occur in one step each, e.g. {}: names made with the step "
                            "number in them? Each is its own {}, so every table and chart lists them one by one "
-                           "and the analyses grow with their number; {}",
-                           one_off.size(), used, what, examples, what, advice)});
+                           "and the analyses grow with their number{}; {}",
+                           one_off.size(), used, what, examples, what, full, advice)});
 }
 
 }  // namespace
 
 void check_one_off_names(const Dataset& data, Diagnostics& diag) {
   check(data, data.regions, "region", "give the region one name and record what varies as a counter",
-        [](const UpdateRecord& u, auto&& f) {
+        "too_many_regions", [](const UpdateRecord& u, auto&& f) {
           for (const auto& s : u.regions) f(s.region);
         },
         diag);
   check(data, data.counters, "counter", "give the counter one name (its value is per update already)",
-        [](const UpdateRecord& u, auto&& f) {
+        "too_many_counters", [](const UpdateRecord& u, auto&& f) {
           for (const auto& c : u.counters) f(c.name);
         },
         diag);

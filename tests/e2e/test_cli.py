@@ -1609,6 +1609,28 @@ def test_variability_of_sub_millisecond_updates_names_the_slowest_steps(tmp_path
     assert "0.0 ms" not in f["evidence"]
 
 
+def test_one_off_names_that_filled_the_recorders_name_table_are_said_to_be_why(tmp_path):
+    # A name per step filled the recorder's 1,024 names, and a region first used later
+    # ("phase2_forward") was never recorded: the warnings said "too_many_regions" in each
+    # record and, apart, that names occur in one step each, never that one caused the other.
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    for s in range(40):
+        rec = {"type": "update", "rank": 0, "step": s, "wall_ms": 10.0, "cpu_call_ms": {"fwd": 5, f"eval_{s}": 1}}
+        if s >= 30:
+            rec["recorder_errors"] = {"too_many_regions": 1}
+        lines.append(json.dumps(rec))
+    log = tmp_path / "names.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    r = run("report", "--format", "json", log)
+    (w,) = [line for line in r.stderr.splitlines() if "[one-off-names]" in line]
+    assert "they filled the recorder's name table (too_many_regions from step 30 on): a region first used after " \
+           "that is not recorded at all" in w
+    # Without the recorder's error, the warning is as before.
+    log.write_text("\n".join(l.replace(', "recorder_errors": {"too_many_regions": 1}', "") for l in lines) + "\n")
+    (w,) = [line for line in run("report", "--format", "json", log).stderr.splitlines() if "[one-off-names]" in line]
+    assert "name table" not in w
+
+
 def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
     # Rank 0 of a data-parallel job: in steps 3, 7, 8 and 15 another rank had a long input
     # and rank 0 waited about 190 ms in its all-reduce, its own compute flat. The report
