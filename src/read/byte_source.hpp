@@ -50,6 +50,9 @@ class ByteSource {
   ByteSource(const ByteSource&) = delete;
   ByteSource& operator=(const ByteSource&) = delete;
 
+  /// True for a pipe, FIFO, terminal or character device (not a regular file or block
+  /// device): input that may have no end.
+  [[nodiscard]] bool stream() const { return wait_; }
   /// The buffered bytes [data(), data() + size()), followed by `padding` zero bytes.
   [[nodiscard]] const char* data() const { return buf_.data() + begin_; }
   [[nodiscard]] std::size_t size() const { return end_ - begin_; }

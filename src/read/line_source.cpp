@@ -40,6 +40,11 @@ bool LineSource::next(std::string_view& line, bool& terminated) {
     zeros_dropped_ += src_->squeeze_zeros(scanned, kZerosKept);
     scanned = src_->size();
     if (cancel_ && cancel_->load(std::memory_order_relaxed)) return false;
+    if (zeros_dropped_ > kMostZerosInALine && src_->stream()) {
+      stopped_ = "over 1 GiB of zero bytes without a line break: a device such as /dev/zero, not a log; reading "
+                 "stopped";
+      return false;
+    }
     if (!src_->fill()) break;
   }
   if (src_->size() == 0) return false;

@@ -39,13 +39,19 @@ class LineSource {
   /// Zero bytes left out of the line last returned (see next()).
   [[nodiscard]] std::uint64_t zeros_dropped() const { return zeros_dropped_; }
   static constexpr std::size_t kZerosKept = 16;
+  /// Zero bytes in one line of a stream (ByteSource::stream()) past which reading stops
+  /// with an error(): what a crash leaves is a file's unwritten tail, finite (a regular
+  /// file is read to its end); /dev/zero never ends, and was read for as long as the
+  /// command ran.
+  static constexpr std::uint64_t kMostZerosInALine = std::uint64_t{1} << 30;
   /// 1-based number of the line last returned.
   [[nodiscard]] std::uint64_t line_number() const { return line_no_; }
-  /// Non-empty when reading stopped on an error (e.g. a truncated gzip stream).
-  [[nodiscard]] const std::string& error() const { return src_->error(); }
+  /// Non-empty when reading stopped on an error (e.g. a truncated gzip stream, a line of
+  /// more than kMostZerosInALine zero bytes).
+  [[nodiscard]] const std::string& error() const { return stopped_.empty() ? src_->error() : stopped_; }
   /// With an error: true when the input just ends early (a gzip stream cut off), false
   /// when it is corrupt or could not be read (a bad checksum, an I/O error).
-  [[nodiscard]] bool cut_off() const { return src_->cut_off(); }
+  [[nodiscard]] bool cut_off() const { return stopped_.empty() && src_->cut_off(); }
   /// With an error: the lines already returned may be altered (ByteSource::checksum_failed).
   [[nodiscard]] bool checksum_failed() const { return src_->checksum_failed(); }
   /// Bytes read from the (decompressed) input so far.
@@ -62,6 +68,7 @@ class LineSource {
   std::unique_ptr<ByteSource> src_;
   const std::atomic<bool>* cancel_;
   std::uint64_t zeros_dropped_ = 0;
+  std::string stopped_;  // why reading stopped here, if it did (else the byte source's error)
   std::size_t returned_ = 0;  // bytes of the line last returned (with its newline), consumed on the next call
   std::uint64_t line_no_ = 0;
 };

@@ -1631,6 +1631,17 @@ def test_one_off_names_that_filled_the_recorders_name_table_are_said_to_be_why(t
     assert "name table" not in w
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_dev_zero_is_not_read_for_ever():
+    # `stepprof report /dev/zero` ran for as long as it was let (10 minutes, 90 % CPU,
+    # nothing said): its zero bytes are dropped as a crashed file's tail is, and it has no
+    # end. Past 1 GiB of zeros in one line reading stops, with an error.
+    r = subprocess.run([BIN, "report", "/dev/zero"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert "/dev/zero: error: cannot read the rest of the file after line 0 (over 1 GiB of zero bytes without a " \
+           "line break: a device such as /dev/zero, not a log; reading stopped)" in r.stderr
+
+
 def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
     # Rank 0 of a data-parallel job: in steps 3, 7, 8 and 15 another rank had a long input
     # and rank 0 waited about 190 ms in its all-reduce, its own compute flat. The report
