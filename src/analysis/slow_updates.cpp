@@ -92,7 +92,9 @@ std::vector<SlowUpdates::OtherCause> other_causes(const AnalysisInput& in, const
     return a == b || (in.hierarchy && (in.hierarchy->is_ancestor(a, b) || in.hierarchy->is_ancestor(b, a)));
   };
   std::vector<SlowUpdates::OtherCause> causes;
-  for (const auto& [id, js] : steps_of) {
+  for (const auto& entry : steps_of) {  // (no structured binding: clang 14 cannot capture one)
+    const NameTable::Id id = entry.first;
+    const std::vector<std::size_t>& js = entry.second;
     if (js.size() < 2 || 10 * js.size() < n) continue;
     if (std::any_of(out.grew.begin(), out.grew.end(),
                     [&](const RegionGrowth& g) { return related(g.region, growth[id].region); }))
