@@ -362,7 +362,13 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         }
         // (Where the slow path's work is unknown, its excess is too: left out, not its whole time.)
         const double t = slow_ran && slow_work ? slow_series.ms[k] : std::numeric_limits<double>::quiet_NaN();
-        const double work = std::isnan(t) ? t : slow_series.work[static_cast<std::size_t>(unit_work)][k];
+        double work = std::isnan(t) ? t : slow_series.work[static_cast<std::size_t>(unit_work)][k];
+        // With the work taken from the update's own counters, an update that also ran
+        // another path has the slow path's share unknown: its time over its own unit cost
+        // stands for it (as path_excess_ms prices it), else only the updates where it ran
+        // alone were priced (a quarter of the saving, on a C++ engine's log).
+        if (std::isnan(work) && !std::isnan(t) && slow->work_from_update && unit_cost(*slow) && *unit_cost(*slow) > 0)
+          work = t / (*unit_cost(*slow) * speed_of(*u));
         if (!std::isnan(work)) {
           const double excess = t - work * *unit_cost(*fast) * speed_of(*u);
           saving += excess;

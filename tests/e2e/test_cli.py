@@ -1318,12 +1318,14 @@ def test_code_paths_take_the_updates_own_counters_where_one_path_ran_alone(tmp_p
     hier.write_text("geometry\n  fast_path alt=g\n  slow_path alt=g\n")
     lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
     alone = {"fast_path": [0.0, 0, 0], "slow_path": [0.0, 0, 0]}  # ms, samples, frames where it ran alone
+    slow_excess = 0.0  # the slow path's time beyond the same frames at 0.5 ms, every update
     for step in range(1, 61):
         dev, samples, frames = {}, 0, 0
         for _ in range(2):  # micro-batches
             path = "slow_path" if rnd.random() < 0.3 else "fast_path"
             fr = [rnd.choice([3, 5, 9]) for _ in range(4)]
             dev[path] = dev.get(path, 0.0) + sum(fr) * (2.0 if path == "slow_path" else 0.5)
+            slow_excess += sum(fr) * 1.5 if path == "slow_path" else 0.0
             samples += len(fr)
             frames += sum(fr)
         if len(dev) == 1:
@@ -1347,6 +1349,9 @@ def test_code_paths_take_the_updates_own_counters_where_one_path_ran_alone(tmp_p
         assert (p["samples"], p["frames"]) == (samples, frames)
         assert p["ms_per_frame"] == pytest.approx(ms / frames, rel=1e-12)
     assert group["slow"] == "slow_path" and group["slow_over_fast"] == pytest.approx(4.0, rel=1e-12)
+    # Updates that ran both paths are priced too (the slow path's time over its own cost per
+    # frame): only those where it ran alone had been, a quarter of the saving.
+    assert group["saving_ms_per_update"] == pytest.approx(slow_excess / 60, rel=1e-9)
     text = " ".join(run("report", log, "--hierarchy", hier).stdout.split())  # (wrapped lines joined)
     assert "taken from the update's own samples and frames counters, in the updates where no other path" in text
     # Without any source of work, the table says what to log.
