@@ -1452,6 +1452,15 @@ TEST(GroupStretches, NotTooShortNotEveryRankNotMostOfTheRun) {
   GroupStretchCase none;
   none.classes.clear();  // no config that sets ranks apart: no candidates
   EXPECT_TRUE(none.find().empty());
+  // A pair up together in 3 of every 8 updates (shared jitter): q = 15/40, and runs of 3
+  // come 40 x 0.375^3 = 2.1 times by chance, x 3 candidate sets, far above 0.01: none of
+  // its 5 runs is kept (each is 3 updates, under half the run: without the bound, 5).
+  GroupStretchCase pair(0, 0);
+  pair.classes = {{"pair", {{"0", {4, 5}}, {"1", {6, 7}}}}, {"node_rank", {{"0", {0, 1, 2, 3}}}}};
+  for (std::size_t k = 0; k < 40; ++k)
+    if (k % 8 < 3)
+      for (std::size_t r : {4, 5}) pair.compute[r][k] *= 1.5;
+  EXPECT_TRUE(pair.find().empty());
 }
 
 // Ranks slower together (find_slow_group, cross_rank.hpp). 6 ranks, 100 updates; own work

@@ -331,23 +331,32 @@ struct ConfigSplit {
 // nullopt when none does. A value absent from a rank's config is never `whole`.
 std::optional<ConfigSplit> config_split(const FindingInputs& in, const std::vector<std::int64_t>& slow) {
   if (!in.run) return std::nullopt;
+  // (Only the ranks compared: a peer left out for a short log has no own work to be fast with.)
+  std::vector<std::int64_t> compared;
+  for (const auto& r : in.cross_rank.per_rank) compared.push_back(r.rank);
+  std::sort(compared.begin(), compared.end());
   std::optional<ConfigSplit> best;
   std::size_t best_within_values = 0;
+  std::vector<std::int64_t> ranks;
   for (const auto& d : in.run->config_differences) {
     ConfigSplit s;
     s.key = d.key;
     std::size_t within_values = 0;
     bool usable = true;
-    for (const auto& [value, ranks] : d.values) {
+    for (const auto& [value, all_ranks] : d.values) {
+      ranks.clear();
+      std::set_intersection(all_ranks.begin(), all_ranks.end(), compared.begin(), compared.end(),
+                            std::back_inserter(ranks));
       std::vector<std::int64_t> in_slow;
       std::set_intersection(ranks.begin(), ranks.end(), slow.begin(), slow.end(), std::back_inserter(in_slow));
       if (in_slow.empty()) continue;
-      // (A value of one rank says nothing of design against hardware: a hostname, a pid.)
-      if (ranks.size() < 2) {
+      // (A value of one rank says nothing of design against hardware: a hostname, a pid;
+      // nor does the field's absence, which is no value to share.)
+      if (ranks.size() < 2 || value.empty()) {
         usable = false;
         break;
       }
-      if (in_slow.size() == ranks.size() && !value.empty()) {
+      if (in_slow.size() == ranks.size()) {
         s.whole_values.push_back(value);
         s.whole.insert(s.whole.end(), ranks.begin(), ranks.end());
       } else {
@@ -707,20 +716,27 @@ void share_overlapping_stretches(const CrossRankResult& x, const std::vector<con
   }
 }
 
-// A stretch of ranks slowed down together (group_stretches.hpp) that is a finding: its
+// A stretch of ranks slowed down together (group_stretches.hpp) is a finding where its
 // updates' excess is at least kMaterialLag of the typical update (a node's stretch in a
-// pipeline stage faster than the slowest stage costs little).
-bool reported_group_stretch(const CrossRankResult& x, const GroupStretch& g) {
-  return x.available && g.excess_ms >= kMaterialLag * typical_update_ms(x);
+// pipeline stage faster than the slowest stage costs little): reported_group_stretches.
+// The group stretches that are findings (reported_group_stretch), found once: the episode
+// check below runs for every episode.
+std::vector<const GroupStretch*> reported_group_stretches(const CrossRankResult& x) {
+  std::vector<const GroupStretch*> out;
+  if (x.group_stretches.empty()) return out;
+  const double typical = typical_update_ms(x);
+  for (const auto& g : x.group_stretches)
+    if (x.available && g.excess_ms >= kMaterialLag * typical) out.push_back(&g);
+  return out;
 }
 
-// True when episode `e` is of a rank of a reported group stretch and lies within its
-// steps: the group's finding holds it (8 ranks of 16 slowed down together were 8 stretches
-// of one rank each, priced against a median rank that was half of them).
-bool in_group_stretch(const CrossRankResult& x, const StragglerEpisode& e) {
-  return std::any_of(x.group_stretches.begin(), x.group_stretches.end(), [&](const GroupStretch& g) {
-    return reported_group_stretch(x, g) && std::binary_search(g.ranks.begin(), g.ranks.end(), e.rank) &&
-           g.first_step <= e.first_step && e.last_step <= g.last_step;
+// True when episode `e` is of a rank of a reported group stretch (`reported`) and lies
+// within its steps: the group's finding holds it (8 ranks of 16 slowed down together were
+// 8 stretches of one rank each, priced against a median rank that was half of them).
+bool in_group_stretch(const std::vector<const GroupStretch*>& reported, const StragglerEpisode& e) {
+  return std::any_of(reported.begin(), reported.end(), [&](const GroupStretch* g) {
+    return std::binary_search(g->ranks.begin(), g->ranks.end(), e.rank) && g->first_step <= e.first_step &&
+           e.last_step <= g->last_step;
   });
 }
 
@@ -730,8 +746,8 @@ bool in_group_stretch(const CrossRankResult& x, const StragglerEpisode& e) {
 void group_stretches(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   const std::string comm = x.comm_region.empty() ? std::string("nothing (no communication region)") : x.comm_region;
-  for (const auto& g : x.group_stretches) {
-    if (!reported_group_stretch(x, g)) continue;
+  for (const GroupStretch* stretch : reported_group_stretches(x)) {
+    const GroupStretch& g = *stretch;
     Finding f;
     f.kind = "group-stretch";
     f.subject = ranks_text(g.ranks);
@@ -743,8 +759,8 @@ void group_stretches(const FindingInputs& in, std::vector<Finding>& out) {
                           ranks_text(g.ranks), g.key, g.value, steps, g.factor, g.others_factor);
     f.evidence = fmt::format(
         "own work = wall_ms minus {}; in {} consecutive updates at least 3/4 of these ranks took {:.2f}x their own "
-        "median own work or more, and at most 1/4 of the other ranks did; these {} ranks alone have {} = {} in their "
-        "config; the slowest rank finished its own work {} ms later in those updates than with these ranks at their "
+        "median own work or more, and at most 1/4 of the other ranks did; these {} ranks are the ranks compared with "
+        "{} = {} in their config; the slowest rank finished its own work {} ms later in those updates than with these ranks at their "
         "usual speed (mean), {} ms per update over the {} updates compared",
         comm, g.updates, kGroupFactor, g.ranks.size(), g.key, g.value, rank_ms_text(g.excess_ms),
         rank_ms_text(g.at_stake_ms), x.steps_aligned);
@@ -766,11 +782,12 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   std::vector<Finding> found;
   std::vector<std::int64_t> ranks;
   std::vector<const StragglerEpisode*> listed;
+  const std::vector<const GroupStretch*> groups = reported_group_stretches(x);
   for (const auto& e : x.episodes) {
     // A rank the straggler or slow-ranks finding names already, behind for half the run
     // or more: the same issue, not counted twice.
     const bool named = straggler_finding_for(x, e.rank) || in_group(group, e.rank);
-    if ((named && 2 * e.updates >= episode_steps(x)) || in_slow_group(x, e.rank) || in_group_stretch(x, e)) continue;
+    if ((named && 2 * e.updates >= episode_steps(x)) || in_slow_group(x, e.rank) || in_group_stretch(groups, e)) continue;
     Finding f;
     f.kind = "straggler_episode";
     f.subject = fmt::format("rank {}", e.rank);
@@ -1319,8 +1336,8 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     }
     std::string grew;
     for (const auto& g : s->grew)
-      grew += fmt::format("{}{} +{:.1f} ms ({:.1f} against {:.1f})", grew.empty() ? "" : ", ", g.region, g.grew_ms(),
-                          g.slow_ms, g.typical_ms);
+      grew += fmt::format("{}{} +{} ms ({} against {})", grew.empty() ? "" : ", ", g.region, ms_text(g.grew_ms(), 1),
+                          ms_text(g.slow_ms, 1), ms_text(g.typical_ms, 1));
     // Which rank's regions (SlowUpdates::by_own_work), and whether to name one: the rank
     // the others waited for, when it was that rank in at least 2/3 of the steps and not
     // every rank's own work grew.
@@ -1430,8 +1447,8 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       // steps that ran a slow path).
       std::vector<std::string> others;
       for (const auto& c : s->other_causes)
-        others.push_back(fmt::format("{} in {} {} (+{:.1f} ms{})", c.region, c.steps.size() == 1 ? "step" : "steps",
-                                     detail::rank_numbers(c.steps), c.grew_ms,
+        others.push_back(fmt::format("{} in {} {} (+{} ms{})", c.region, c.steps.size() == 1 ? "step" : "steps",
+                                     detail::rank_numbers(c.steps), ms_text(c.grew_ms, 1),
                                      c.steps.size() == 1 ? std::string() : std::string(", median over them")));
       if (!others.empty()) {
         f.evidence += fmt::format("; some slow steps have a cause of their own, the region that grew most in each: {}",

@@ -1,6 +1,7 @@
 #include "stepprof/analysis/group_stretches.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -56,7 +57,7 @@ std::vector<GroupStretch> find_group_stretches(const std::vector<RankWork>& rank
   std::vector<Candidate> candidates;
   for (const auto& d : classes)
     for (const auto& [value, members] : d.values) {
-      if (value.empty() || members.size() < 2 || 2 * members.size() > n) continue;
+      if (value.empty()) continue;  // (the sizes are checked on the ranks compared, below)
       Candidate c{&d, &value, {}};
       for (const std::int64_t r : members)
         if (const std::size_t p = find_place(r); p < n) c.members.push_back(p);
@@ -65,17 +66,29 @@ std::vector<GroupStretch> find_group_stretches(const std::vector<RankWork>& rank
     }
 
   std::vector<double> ratios, others;
+  std::vector<char> theirs_at(updates);
   for (const Candidate& c : candidates) {
     const std::size_t m = c.members.size(), rest = n - m;
     std::vector<char> in_set(n, 0);
     for (const std::size_t p : c.members) in_set[p] = 1;
+    std::size_t theirs_count = 0;
+    for (std::size_t t = 0; t < updates; ++t) {
+      std::size_t mine = 0;
+      for (const std::size_t p : c.members) mine += up[p][t];
+      theirs_at[t] = 4 * mine >= 3 * m && 4 * (up_count[t] - mine) <= rest;
+      theirs_count += theirs_at[t];
+    }
+    // Beyond chance: with the set's updates a share q of all, runs of `len` or more come
+    // by chance about updates x q^len times; over every candidate set that must stay below
+    // kChance (tensor-parallel pairs whose jitter is shared were 68 stretches of noise).
+    const double q = static_cast<double>(theirs_count) / static_cast<double>(updates);
+    const auto by_chance = [&](std::size_t len) {
+      return static_cast<double>(updates) * std::pow(q, static_cast<double>(len)) *
+                 static_cast<double>(candidates.size()) >= kGroupChance;
+    };
     std::size_t k = 0;
     while (k < updates) {
-      const auto theirs = [&](std::size_t at) {
-        std::size_t mine = 0;
-        for (const std::size_t p : c.members) mine += up[p][at];
-        return 4 * mine >= 3 * m && 4 * (up_count[at] - mine) <= rest;
-      };
+      const auto theirs = [&](std::size_t at) { return theirs_at[at] != 0; };
       if (!theirs(k)) {
         ++k;
         continue;
@@ -83,7 +96,7 @@ std::vector<GroupStretch> find_group_stretches(const std::vector<RankWork>& rank
       std::size_t e = k;
       while (e < updates && theirs(e)) ++e;
       const std::size_t len = e - k;
-      if (len >= kGroupMinUpdates && 2 * len < updates) {
+      if (len >= kGroupMinUpdates && 2 * len < updates && !by_chance(len)) {
         GroupStretch g;
         for (const std::size_t p : c.members) g.ranks.push_back(numbers[p]);
         std::sort(g.ranks.begin(), g.ranks.end());

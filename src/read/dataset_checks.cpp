@@ -22,13 +22,15 @@ struct FirstSeen {
   SourceLocation where;
 };
 
-// The first record whose recorder counted `kind` (e.g. too_many_regions), or null.
-const UpdateRecord* first_with_error(const Dataset& data, std::string_view kind) {
+// The earliest step of any rank whose record says its recorder counted `kind` (e.g.
+// too_many_regions); nullopt when none does.
+std::optional<std::int64_t> first_step_with_error(const Dataset& data, std::string_view kind) {
+  std::optional<std::int64_t> first;
   for (const auto& rank : data.ranks)
     for (const auto& u : rank.updates)
       for (const auto& [k, n] : u.recorder_errors)
-        if (k == kind && n > 0) return &u;
-  return nullptr;
+        if (k == kind && n > 0 && (!first || u.step < *first)) first = u.step;
+  return first;
 }
 
 // `full_kind`: the recorder's error kind for a name refused past its name limit.
@@ -64,11 +66,13 @@ void check(const Dataset& data, const NameTable& names, std::string_view what, s
   // Where the recorder ran out of names, these are why: a region first used after that
   // (a phase that starts late in the run) was never recorded, and the warnings said only
   // "too_many_regions".
+  // (Only where these names came near the recorder's limit: 1024 names, stepprof.hpp.)
+  constexpr std::size_t kRecorderNames = 1024;
   std::string full;
-  if (const UpdateRecord* u = first_with_error(data, full_kind))
+  if (const auto step = 2 * one_off.size() >= kRecorderNames ? first_step_with_error(data, full_kind) : std::nullopt)
     full = fmt::format("; they filled the recorder's name table ({} from step {} on): a {} first used after that "
                        "is not recorded at all",
-                       full_kind, u->step, what);
+                       full_kind, *step, what);
   diag.report({Severity::kWarning, Problem::kOneOffNames, data.files[at.file], at.line, 0,
                fmt::format("{} of the {} {} names occur in one step each, e.g. {}: names made with the step "
                            "number in them? Each is its own {}, so every table and chart lists them one by one "

@@ -1536,6 +1536,16 @@ def test_slow_ranks_of_two_kinds_by_a_config_field_are_told_apart(tmp_path):
     assert f["subject"] == "ranks 4, 5, 8..11"
     assert "Ranks 4, 5 are behind ranks 6, 7, which have the same stage" in f["action"]
     assert "rank 5 first: it has the most own work of them" in f["action"]
+    # A field absent from the slow stage's config is no value they share: no split, and no
+    # empty list of peers (review: "slower than ranks  with the same stage").
+    for rank in (4, 5):
+        p = tmp_path / f"rank{rank}.jsonl"
+        lines = p.read_text().splitlines()
+        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 12, "hostname": f"node{rank}"})
+        p.write_text("\n".join(lines) + "\n")
+    (f,) = [f for f in json.loads(run("report", "--format", "json", tmp_path).stdout)["findings"]
+            if f["kind"] == "slow-ranks"]
+    assert "two causes" not in f["action"] and "by stage" not in f["evidence"] and "ranks  " not in f["evidence"]
     # Without a field that sets the ranks apart in two kinds, the action is as before.
     for rank in range(12):
         p = tmp_path / f"rank{rank}.jsonl"
@@ -1619,19 +1629,23 @@ def test_one_off_names_that_filled_the_recorders_name_table_are_said_to_be_why(t
     # ("phase2_forward") was never recorded: the warnings said "too_many_regions" in each
     # record and, apart, that names occur in one step each, never that one caused the other.
     lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
-    for s in range(40):
+    for s in range(600):
         rec = {"type": "update", "rank": 0, "step": s, "wall_ms": 10.0, "cpu_call_ms": {"fwd": 5, f"eval_{s}": 1}}
-        if s >= 30:
+        if s >= 530:
             rec["recorder_errors"] = {"too_many_regions": 1}
         lines.append(json.dumps(rec))
     log = tmp_path / "names.jsonl"
     log.write_text("\n".join(lines) + "\n")
     r = run("report", "--format", "json", log)
     (w,) = [line for line in r.stderr.splitlines() if "[one-off-names]" in line]
-    assert "they filled the recorder's name table (too_many_regions from step 30 on): a region first used after " \
+    assert "they filled the recorder's name table (too_many_regions from step 530 on): a region first used after " \
            "that is not recorded at all" in w
     # Without the recorder's error, the warning is as before.
     log.write_text("\n".join(l.replace(', "recorder_errors": {"too_many_regions": 1}', "") for l in lines) + "\n")
+    (w,) = [line for line in run("report", "--format", "json", log).stderr.splitlines() if "[one-off-names]" in line]
+    assert "name table" not in w
+    # Nor where the one-off names are far from the recorder's 1,024 (another cause filled it).
+    log.write_text("\n".join(lines[:1] + lines[560:]) + "\n")
     (w,) = [line for line in run("report", "--format", "json", log).stderr.splitlines() if "[one-off-names]" in line]
     assert "name table" not in w
 

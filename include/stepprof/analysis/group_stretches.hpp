@@ -14,7 +14,11 @@
 //   (so a stage heavier by design is measured against itself);
 //   an update is C's when at least 3/4 of C's ranks are up and at most 1/4 of the others;
 //   a stretch is a run of kGroupMinUpdates or more consecutive such updates, shorter than
-//   half of the aligned updates (longer is a slow group: CrossRankResult::slow_group).
+//   half of the aligned updates (longer is a slow group: CrossRankResult::slow_group),
+//   and beyond chance: with C's updates a share q of all, runs of its length L come by
+//   chance about (aligned updates) x q^L times, and that times the number of candidate
+//   sets must be below kGroupChance (a Bonferroni bound over the sets; two ranks of a
+//   tensor-parallel pair share their jitter and are often up together for 3 updates).
 // A stretch whose ranks are a subset of another stretch's in overlapping updates is left
 // out (a node's stretch also makes its stage's ranks up). Sets with the same ranks (a
 // `node_rank` and a `hostname`) are one stretch, named by the first field.
@@ -32,6 +36,7 @@ struct UpdateSlowest;
 
 inline constexpr double kGroupFactor = 1.15;          ///< own work over the rank's median, to be up
 inline constexpr std::size_t kGroupMinUpdates = 3;    ///< consecutive updates, at least
+inline constexpr double kGroupChance = 0.01;          ///< expected runs by chance over all sets, below
 
 struct GroupStretch {
   std::vector<std::int64_t> ranks;  ///< ascending
