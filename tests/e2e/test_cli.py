@@ -1449,6 +1449,22 @@ def test_config_values_written_differently_are_one_value(tmp_path):
         {"value": {**roles, "data": "optimizer"}, "absent": False, "ranks": [3]}]}]
 
 
+def set_config(logs, ranks, config):
+    """Replaces the config record (the first line) of `logs`/rank{N}.jsonl (or rank{NN}) for
+    each rank in `ranks` by config(rank)."""
+    for rank in ranks:
+        p = next(q for q in (logs / f"rank{rank}.jsonl", logs / f"rank{rank:02d}.jsonl") if q.exists())
+        lines = p.read_text().splitlines()
+        lines[0] = json.dumps(config(rank))
+        p.write_text("\n".join(lines) + "\n")
+
+
+def only_finding(logs, kind):
+    """The one finding of `kind` in `stepprof report --format json logs`."""
+    (f,) = [f for f in json.loads(run("report", "--format", "json", logs).stdout)["findings"] if f["kind"] == kind]
+    return f
+
+
 def test_slow_ranks_that_alone_share_a_config_value_are_told_it_may_be_their_work(tmp_path):
     # A 2-stage pipeline whose second stage (ranks 2 and 3) has 3x the work: the finding
     # sent the user to the ranks' nodes, GPUs and data. Their config's stage, which they
@@ -1474,22 +1490,13 @@ def test_slow_ranks_that_alone_share_a_config_value_are_told_it_may_be_their_wor
                                   "a model shard), the lag is that work: balance it")
     # A field every rank has its own value of (a hostname) sets every straggler apart:
     # it is not named.
-    for rank in range(4):
-        p = tmp_path / f"rank{rank}.jsonl"
-        lines = p.read_text().splitlines()
-        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 4, "hostname": f"node{rank}"})
-        p.write_text("\n".join(lines) + "\n")
-    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
-    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
+    set_config(tmp_path, range(4), lambda rank: {"type": "config", "rank": rank, "world_size": 4,
+                                                 "hostname": f"node{rank}"})
+    f = only_finding(tmp_path, "slow-ranks")
     assert "hostname" not in f["evidence"] and "hostname" not in f["action"]
     # Without the config field the action is about the ranks' hardware and data, as before.
-    for rank in range(4):
-        p = tmp_path / f"rank{rank}.jsonl"
-        lines = p.read_text().splitlines()
-        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 4})
-        p.write_text("\n".join(lines) + "\n")
-    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
-    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
+    set_config(tmp_path, range(4), lambda rank: {"type": "config", "rank": rank, "world_size": 4})
+    f = only_finding(tmp_path, "slow-ranks")
     assert f["action"].startswith("find what ranks 2, 3 share that ranks 0, 1 lack")
 
 
@@ -1531,29 +1538,19 @@ def test_slow_ranks_of_two_kinds_by_a_config_field_are_told_apart(tmp_path):
             u["cuda_stream_ms"] = {"compute": own, "comm": 400.0 - own}
             lines[i] = json.dumps(u)
         p.write_text("\n".join(lines) + "\n")
-    (f,) = [f for f in json.loads(run("report", "--format", "json", tmp_path).stdout)["findings"]
-            if f["kind"] == "slow-ranks"]
+    f = only_finding(tmp_path, "slow-ranks")
     assert f["subject"] == "ranks 4, 5, 8..11"
     assert "Ranks 4, 5 are behind ranks 6, 7, which have the same stage" in f["action"]
     assert "rank 5 first: it has the most own work of them" in f["action"]
     # A field absent from the slow stage's config is no value they share: no split, and no
     # empty list of peers (review: "slower than ranks  with the same stage").
-    for rank in (4, 5):
-        p = tmp_path / f"rank{rank}.jsonl"
-        lines = p.read_text().splitlines()
-        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 12, "hostname": f"node{rank}"})
-        p.write_text("\n".join(lines) + "\n")
-    (f,) = [f for f in json.loads(run("report", "--format", "json", tmp_path).stdout)["findings"]
-            if f["kind"] == "slow-ranks"]
+    set_config(tmp_path, (4, 5), lambda rank: {"type": "config", "rank": rank, "world_size": 12,
+                                               "hostname": f"node{rank}"})
+    f = only_finding(tmp_path, "slow-ranks")
     assert "two causes" not in f["action"] and "by stage" not in f["evidence"] and "ranks  " not in f["evidence"]
     # Without a field that sets the ranks apart in two kinds, the action is as before.
-    for rank in range(12):
-        p = tmp_path / f"rank{rank}.jsonl"
-        lines = p.read_text().splitlines()
-        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 12})
-        p.write_text("\n".join(lines) + "\n")
-    (f,) = [f for f in json.loads(run("report", "--format", "json", tmp_path).stdout)["findings"]
-            if f["kind"] == "slow-ranks"]
+    set_config(tmp_path, range(12), lambda rank: {"type": "config", "rank": rank, "world_size": 12})
+    f = only_finding(tmp_path, "slow-ranks")
     assert f["action"].startswith("find what ranks 4, 5, 8..11 share")
 
 
@@ -1595,11 +1592,7 @@ def test_a_node_slow_for_a_few_steps_is_found_and_priced(tmp_path):
     assert "slowed down together     ranks 8..15 (node_rank = 1), steps 40..44" in text
     # Without a config field that names the ranks' node, the stretch is not searched for
     # (ranks behind in the same updates by chance would be found too).
-    for rank in range(16):
-        p = tmp_path / f"rank{rank:02d}.jsonl"
-        lines = p.read_text().splitlines()
-        lines[0] = json.dumps({"type": "config", "rank": rank, "world_size": 16})
-        p.write_text("\n".join(lines) + "\n")
+    set_config(tmp_path, range(16), lambda rank: {"type": "config", "rank": rank, "world_size": 16})
     rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
     assert rep["cross_rank"]["group_stretches"] == []
 
