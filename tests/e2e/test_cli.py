@@ -1449,6 +1449,21 @@ def test_config_values_written_differently_are_one_value(tmp_path):
         {"value": {**roles, "data": "optimizer"}, "absent": False, "ranks": [3]}]}]
 
 
+def write_rank_logs(logs, world, steps, config, own_ms, update_ms=400.0, comm="comm", digits=1):
+    """Writes `logs`/rank{N}.jsonl (N with `digits` digits) for ranks 0..world-1: a config
+    record with config(rank)'s fields, then `steps` updates of `update_ms` each whose device
+    time is a "compute" region of own_ms(rank, step) ms and a `comm` region filling the rest
+    (the wait for the other ranks). own_ms is called rank by rank, step by step."""
+    for rank in range(world):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": world, **config(rank)})]
+        for step in range(steps):
+            own = own_ms(rank, step)
+            dev = {"compute": own, comm: update_ms - own}
+            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": update_ms,
+                                     "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}}))
+        (logs / f"rank{rank:0{digits}d}.jsonl").write_text("\n".join(lines) + "\n")
+
+
 def set_config(logs, ranks, config):
     """Replaces the config record (the first line) of `logs`/rank{N}.jsonl (or rank{NN}) for
     each rank in `ranks` by config(rank)."""
@@ -1471,15 +1486,8 @@ def test_slow_ranks_that_alone_share_a_config_value_are_told_it_may_be_their_wor
     # alone have, is now named, and balancing the stages comes first.
     import random
     rnd = random.Random(4)
-    for rank in range(4):
-        stage = rank // 2
-        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 4, "stage": stage})]
-        for step in range(20):
-            own = (300.0 if stage else 100.0) + rnd.uniform(-2, 2)
-            dev = {"compute": own, "comm": 400.0 - own}
-            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 400.0,
-                                     "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}}))
-        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    write_rank_logs(tmp_path, 4, 20, lambda rank: {"stage": rank // 2},
+                    lambda rank, step: (300.0 if rank // 2 else 100.0) + rnd.uniform(-2, 2))
     r = run("report", "--format", "json", tmp_path)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
@@ -1507,16 +1515,9 @@ def test_slow_ranks_of_two_kinds_by_a_config_field_are_told_apart(tmp_path):
     # now names the stage whose every rank is slow, and rank 5 against its stage's peers.
     import random
     rnd = random.Random(7)
-    for rank in range(12):
-        stage = rank // 4
-        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 12, "stage": stage,
-                             "hostname": f"node{rank}"})]
-        for step in range(30):
-            own = (150.0 if stage == 2 else 125.0 if rank == 5 else 100.0) + rnd.uniform(-2, 2)
-            dev = {"compute": own, "comm": 400.0 - own}
-            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 400.0,
-                                     "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}}))
-        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    write_rank_logs(tmp_path, 12, 30, lambda rank: {"stage": rank // 4, "hostname": f"node{rank}"},
+                    lambda rank, step: (150.0 if rank // 4 == 2 else 125.0 if rank == 5 else 100.0)
+                    + rnd.uniform(-2, 2))
     r = run("report", "--format", "json", tmp_path)
     assert r.returncode == 0, r.stderr
     (f,) = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "slow-ranks"]
@@ -1561,18 +1562,10 @@ def test_a_node_slow_for_a_few_steps_is_found_and_priced(tmp_path):
     # waited 50 ms in each of those 5 steps: 2.5 ms per update over the 100 steps.
     import random
     rnd = random.Random(3)
-    for rank in range(16):
-        node = rank // 8
-        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 16, "node_rank": node,
-                             "hostname": f"gpu-node-{node}"})]
-        for step in range(100):
-            own = 100.0 + rnd.uniform(-1, 1)
-            if node == 1 and 40 <= step <= 44:
-                own *= 1.5
-            dev = {"compute": own, "allreduce": 300.0 - own}
-            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 300.0,
-                                     "cuda_stream_ms": dev, "calls": {k: 1 for k in dev}}))
-        (tmp_path / f"rank{rank:02d}.jsonl").write_text("\n".join(lines) + "\n")
+    write_rank_logs(tmp_path, 16, 100, lambda rank: {"node_rank": rank // 8, "hostname": f"gpu-node-{rank // 8}"},
+                    lambda rank, step: (100.0 + rnd.uniform(-1, 1)) * (1.5 if rank // 8 == 1 and 40 <= step <= 44
+                                                                         else 1.0),
+                    update_ms=300.0, comm="allreduce", digits=2)
     r = run("report", "--format", "json", tmp_path)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
