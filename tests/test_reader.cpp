@@ -709,6 +709,26 @@ TEST_F(ReaderTest, ZerosFromACrashAreSkippedAndWhatFollowsIsRead) {
   EXPECT_EQ(diag_.total(), 1u);
 }
 
+TEST_F(ReaderTest, AFileOfZeroBytesIsToldAsZerosNotAsAHeadingLine) {
+  // A log preallocated or zero-filled by a crash before its first record was written: it
+  // was "a heading, comment or text line before the first record", a note.
+  const Dataset d = read({write("allzeros.jsonl", std::string(5000, '\0'))});
+  EXPECT_EQ(d.update_count(), 0u);
+  EXPECT_EQ(diag_.count(Problem::kUnknownRecord), 0u);
+  ASSERT_EQ(diag_.count(Problem::kZeroBytes), 1u);
+  const Diagnostic* z = first(Problem::kZeroBytes);
+  EXPECT_EQ(z->severity, Severity::kWarning);
+  EXPECT_EQ(z->line, 1u);
+  EXPECT_NE(z->message.find("5000 zero bytes skipped"), std::string::npos) << z->message;
+  // After a real heading line, the heading is still a note and the zeros a warning.
+  const Dataset h = read({write("headzeros.jsonl", "# run 7\n" + std::string(100, '\0') + "\n" + kConfig + "\n" +
+                                                       update(1) + "\n")});
+  EXPECT_EQ(h.update_count(), 1u);
+  EXPECT_EQ(diag_.count(Problem::kUnknownRecord), 1u);
+  EXPECT_EQ(diag_.count(Problem::kZeroBytes), 1u);
+  EXPECT_EQ(first(Problem::kZeroBytes)->line, 2u);
+}
+
 TEST_F(ReaderTest, AZeroRunLongerThanAChunkIsCountedWholeAndColumnsAfterItAreTheFiles) {
   // Zero runs longer than the reader's 1 MiB chunk are cut short as they are read (so a
   // 1 GB zero-filled tail no longer costs 1 GB of memory); the count and the column of

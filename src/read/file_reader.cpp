@@ -864,8 +864,10 @@ class FileParser {
         mode_known = true;
         table_mode = true;
       }
-      if (!mode_known && (text.front() == '#' || text.find_first_of("{\"|") == std::string_view::npos ||
-                          (text.front() == '|' && !records_in_head_ && !has_record_start(text)))) {
+      // (A line with zero bytes is not prose: a crash's zero-filled tail, told below.)
+      if (!mode_known && text.find('\0') == std::string_view::npos &&
+          (text.front() == '#' || text.find_first_of("{\"|") == std::string_view::npos ||
+           (text.front() == '|' && !records_in_head_ && !has_record_start(text)))) {
         // A markdown heading, a comment or prose before the first record or table row
         // (nothing in it could be part of a record): the format is told by the first
         // line after it. So are table rows holding no record when the first 64 KiB hold
