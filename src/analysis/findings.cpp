@@ -730,13 +730,16 @@ std::vector<const GroupStretch*> reported_group_stretches(const CrossRankResult&
   return out;
 }
 
-// True when episode `e` is of a rank of a reported group stretch (`reported`) and lies
-// within its steps: the group's finding holds it (8 ranks of 16 slowed down together were
-// 8 stretches of one rank each, priced against a median rank that was half of them).
+// True when episode `e` is of a rank of a reported group stretch (`reported`) and at least
+// 3/4 of its steps lie within the stretch's: the group's finding holds it (8 ranks of 16
+// slowed down together were 8 stretches of one rank each, priced against a median rank
+// that was half of them; one of them a step longer was priced again, review). An episode
+// mostly outside the stretch is its own finding.
 bool in_group_stretch(const std::vector<const GroupStretch*>& reported, const StragglerEpisode& e) {
   return std::any_of(reported.begin(), reported.end(), [&](const GroupStretch* g) {
-    return std::binary_search(g->ranks.begin(), g->ranks.end(), e.rank) && g->first_step <= e.first_step &&
-           e.last_step <= g->last_step;
+    const std::int64_t overlap = std::min(e.last_step, g->last_step) - std::max(e.first_step, g->first_step) + 1;
+    return std::binary_search(g->ranks.begin(), g->ranks.end(), e.rank) &&
+           4 * overlap >= 3 * (e.last_step - e.first_step + 1);
   });
 }
 

@@ -1583,6 +1583,19 @@ def test_a_node_slow_for_a_few_steps_is_found_and_priced(tmp_path):
     assert rep["cross_rank"]["episodes"]
     text = run("report", tmp_path).stdout
     assert "slowed down together     ranks 8..15 (node_rank = 1), steps 40..44" in text
+    # One of them slow a step longer (40..45): its stretch is still mostly the group's, not
+    # priced again as its own (review: 1.7 ms, the group's 2.5 ms counted twice).
+    p = tmp_path / "rank09.jsonl"
+    lines = p.read_text().splitlines()
+    u = json.loads(lines[1 + 45])
+    u["cuda_stream_ms"] = {"compute": 150.0, "allreduce": 150.0}
+    lines[1 + 45] = json.dumps(u)
+    p.write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    assert [(e["rank"], e["first_step"], e["last_step"]) for e in rep["cross_rank"]["episodes"] if e["rank"] == 9] == \
+        [(9, 40, 45)]
+    assert [f["kind"] for f in rep["findings"] if f["kind"] in ("group-stretch", "straggler_episode")] == \
+        ["group-stretch"]
     # Without a config field that names the ranks' node, the stretch is not searched for
     # (ranks behind in the same updates by chance would be found too).
     set_config(tmp_path, range(16), lambda rank: {"type": "config", "rank": rank, "world_size": 16})
