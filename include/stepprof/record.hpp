@@ -23,6 +23,9 @@ struct SourceLocation {
   /// (the recorder opened there, as at a process's start or a resumed job's: its wall time
   /// counts from open()). (Held here, in the struct's padding: no record grows by it.)
   bool after_config = false;
+  /// With after_config: that config record is the first of its rank's in the file (the
+  /// recorder's first open in this file, not a resume appended to it).
+  bool after_first_config = false;
   std::uint64_t line = 0;
 };
 

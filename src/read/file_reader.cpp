@@ -347,8 +347,10 @@ class FileParser {
     // Update records whose step is below the one before them, and the first of them.
     std::uint64_t backwards = 0, last_config_line = 0;
     bool newer_schema_said = false;  // (a newer-schema warning given: one per file)
-    // Segments (ranks) with a config record and no update record since.
-    std::set<std::ptrdiff_t> opened;
+    // Segments (ranks) with a config record and no update record since (opened), with a
+    // config record in this file (configured), and whose latest config record was their
+    // first in the file (first_opened: the recorder's first open, not a resume).
+    std::set<std::ptrdiff_t> opened, configured, first_opened;
     struct {
       std::uint64_t line = 0;
       std::int64_t step = 0;
@@ -586,6 +588,10 @@ class FileParser {
               std::erase_if(strict_steps, [&](const auto& e) { return e.first.first == (*cur_config)->rank; });
           }
           opened.insert(cur_segment);  // (the segment this config record is now read under)
+          if (configured.insert(cur_segment).second)
+            first_opened.insert(cur_segment);
+          else
+            first_opened.erase(cur_segment);
           break;
         }
         case RecordKind::kUpdate: {
@@ -654,7 +660,8 @@ class FileParser {
               break;
             }
           }
-          u.source = {.file = file_, .after_config = first_after_config, .line = ln};
+          u.source = {.file = file_, .after_config = first_after_config,
+                      .after_first_config = first_after_config && first_opened.contains(cur_segment), .line = ln};
           // A step below the one before it (same rank, same run: no config between): the
           // job's step counter went back. Analyzed in step order, as every input is.
           if (!kept->empty() && kept->back().rank == u.rank && u.step < kept->back().step &&

@@ -31,8 +31,8 @@ def synth(out, *args):
     return json.loads((out / "manifest.json").read_text()), r.stderr
 
 
-def report(logs):
-    r = run("report", "--format", "json", logs)
+def report(*logs):
+    r = run("report", "--format", "json", *logs)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -837,6 +837,21 @@ def test_the_first_update_after_a_restart_is_named_as_step_1_is(tmp_path):
     one = tmp_path / "one.jsonl"
     one.write_text("\n".join(out) + "\n")
     assert report(one)["run"]["reopened_at"] == [{"step": 21, "ranks": [-1]}]
+    # One config record, and a step counter that went back (steps 5, 3, 6): the first
+    # update is the recorder's first open, not "opened again at step 5" (a Python user's
+    # end_update(5), end_update(3), ...).
+    back = tmp_path / "back.jsonl"
+    back.write_text("\n".join([out[0]] + [json.dumps({"type": "update", "step": s, "wall_ms": 10.0}) for s in (5, 3, 6)])
+                    + "\n")
+    assert report(back)["run"]["reopened_at"] == []
+    assert "opened again" not in run("report", back).stdout
+    # A resume in a file of its own (the first file holds the rank's lowest step): named.
+    first, second = tmp_path / "part1.jsonl", tmp_path / "part2.jsonl"
+    first.write_text("\n".join([out[0]] + [json.dumps({"type": "update", "step": s, "wall_ms": 10.0}) for s in range(10)])
+                     + "\n")
+    second.write_text("\n".join([out[0]] + [json.dumps({"type": "update", "step": s, "wall_ms": 10.0})
+                                            for s in range(10, 20)]) + "\n")
+    assert report(second, first)["run"]["reopened_at"] == [{"step": 10, "ranks": [-1]}]
 
 
 def test_a_straggler_given_more_samples_is_told_to_balance_them(tmp_path):
