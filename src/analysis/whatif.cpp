@@ -533,7 +533,9 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
     // before this was measured, and calls_per_mb as 1.)
     s.target_batched = runs == 0 || calls <= runs;
     if (auto why = build_layout(in, s, group_ids); !why.empty()) { fail(std::move(why)); return; }
-    if (s.pool.empty()) { fail("no sample frame counts: needs the frame_histogram or per-micro-batch detail"); return; }
+    if (s.pool.empty()) { fail("no sample frame counts: batched-geometry replays the samples' frame counts, from the "
+                                "frame_histogram or the frames of the per-micro-batch detail (docs/log-schema.md), "
+                                "and these updates have neither"); return; }
     for (auto f : {s.t_samples, s.t_frames, s.t_mbs, s.t_fsq, s.t_calls})
       if (f) s.changed.push_back(*f);
     for (auto f : s.zeroed) s.changed.push_back(f);

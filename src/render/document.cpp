@@ -441,10 +441,15 @@ Section paths_section(const Report& rep) {
           several ? fmt::format("Doing all of {}'s work at {}'s cost per {} would save {} of compute per rank and "
                                 "update (mean over every rank's updates); the step waits for its slowest rank, so a "
                                 "slow path on one rank can cost the whole step its excess: up to {} per update "
-                                "(mean over steps of the largest excess of a rank in the step; stepprof whatif "
-                                "batched-geometry with every rank's log prices it).",
+                                "(mean over steps of the largest excess of a rank in the step; {}).",
                                 g.slow, g.fast, g.unit, ms(*g.saving_ms_per_update),
-                                ms(g.step_saving_at_most_ms.value_or(*g.saving_ms_per_update)))
+                                ms(g.step_saving_at_most_ms.value_or(*g.saving_ms_per_update)),
+                                // (The what-if replays samples' frame counts: without them it
+                                // stops, so it is not offered as the next step then.)
+                                g.frames_logged ? "stepprof whatif batched-geometry with every rank's log prices it"
+                                                : "with the samples' frame counts in the log (frame_histogram, or "
+                                                  "frames in the micro-batch detail), stepprof whatif "
+                                                  "batched-geometry would price it")
                   : fmt::format("Doing all of {}'s work at {}'s cost per {} would save {} per update of this rank's "
                                 "compute.",
                                 g.slow, g.fast, g.unit, ms(*g.saving_ms_per_update)));

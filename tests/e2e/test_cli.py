@@ -2926,3 +2926,41 @@ def test_token_throughput_says_when_model_parallel_ranks_count_each_micro_batch(
     assert "each micro-batch is on 4 ranks (global batch 4 = 1 x 2 x 2 data-parallel ranks of 8): divide by 4" in slots
     (valid,) = [l for l in r.stdout.splitlines() if l.strip().startswith("valid tokens")]
     assert "(divide by 4, as above)" in valid
+
+
+def test_a_slow_path_without_frame_counts_is_not_sent_to_a_whatif_that_needs_them(tmp_path):
+    # Paths chosen by token length, work counted in samples, no frame counts: the report
+    # said "stepprof whatif batched-geometry with every rank's log prices it", which then
+    # stopped with "needs the frame_histogram or per-micro-batch detail" although the log
+    # had micro-batch detail (without frames).
+    import random
+    rnd = random.Random(5)
+    for rank in range(2):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 2,
+                             "region_alternatives": {"attn_fast": "attn", "attn_slow": "attn"}})]
+        for step in range(30):
+            path = "attn_slow" if rnd.random() < 0.4 else "attn_fast"
+            t = (30.0 if path == "attn_slow" else 10.0) + rnd.uniform(-0.5, 0.5)
+            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 50.0 + t,
+                                     "cpu_call_ms": {"attn": t, path: t}, "calls": {"attn": 1, path: 1},
+                                     "parents": {"attn": None, path: "attn"},
+                                     "counts": {"samples": 8, f"{path}_samples": 8},
+                                     "microbatches": [{"path": path, "tokens": [100] * 8, "padded_length": 100}]}))
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    text = " ".join(run("report", tmp_path).stdout.split())
+    (ratio,) = re.findall(r"attn_slow costs ([0-9.]+)x attn_fast per sample", text)
+    assert float(ratio) == pytest.approx(3.0, abs=0.1)
+    assert "with the samples' frame counts in the log (frame_histogram, or frames in the micro-batch detail), " \
+           "stepprof whatif batched-geometry would price it" in text
+    assert "batched-geometry with every rank's log prices it" not in text
+    w = run("whatif", "batched-geometry", tmp_path)
+    assert w.returncode == 3
+    assert "batched-geometry replays the samples' frame counts, from the frame_histogram or the frames of the " \
+           "per-micro-batch detail (docs/log-schema.md), and these updates have neither" in " ".join(w.stderr.split())
+    # With frame counts, the what-if is offered.
+    for p in tmp_path.glob("rank*.jsonl"):
+        lines = p.read_text().splitlines()
+        p.write_text("\n".join([lines[0]] + [json.dumps({**json.loads(l), "frame_histogram": {"1": 8}})
+                                            for l in lines[1:]]) + "\n")
+    text = " ".join(run("report", tmp_path).stdout.split())
+    assert "stepprof whatif batched-geometry with every rank's log prices it" in text
