@@ -1387,17 +1387,30 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
         return is_comm_role(in, region) ||
                (!comm.empty() && (region == comm || (in.hierarchy && in.hierarchy->is_ancestor(comm, region))));
       };
-      if (waits(deepest.region)) {
-        // The region of work that grew most besides, if any: likely what the late rank did.
-        const auto work = std::find_if(s->grew.begin() + static_cast<std::ptrdiff_t>(s->first_chain), s->grew.end(),
-                                       [&](const RegionGrowth& g) { return !waits(g.region); });
+      // The region of work that grew most besides the waiting ones, if any.
+      const auto work = std::find_if(s->grew.begin() + static_cast<std::ptrdiff_t>(s->first_chain), s->grew.end(),
+                                     [&](const RegionGrowth& g) { return !waits(g.region); });
+      const std::string work_grew = work == s->grew.end()
+                                        ? std::string()
+                                        : fmt::format(": of the regions of work, {} grew most (+{:.1f} ms)",
+                                                      work->region, work->grew_ms());
+      if (waits(deepest.region) && s->by_own_work) {
+        // Measured on each step's rank with the most own work, which no rank compared kept
+        // waiting: what grew in its communication region is work inside it (a backward
+        // pass overlapped with its all-reduce) or the collective itself, not a wait (review:
+        // padding spikes on ranks 0 and 2 were "a wait for a rank that was late").
+        f.action = fmt::format("those steps grew in {}{}, the rank the others waited for, which waited for no rank "
+                               "compared: what grew there is work inside {} (compute it holds, such as a backward "
+                               "pass overlapped with its all-reduce) or a slower collective (the network){}",
+                               deepest.region, on_rank, deepest.region,
+                               work_grew.empty() ? std::string() : "; " + work_grew.substr(2));
+      } else if (waits(deepest.region)) {
+        // (The region of work that grew most besides, if any: likely what the late rank did.)
         f.action = fmt::format("those steps waited in {}{}: a wait for a rank or pipeline stage that was late to "
                                "the transfer or collective, not work of its own; find what grew on the rank that "
                                "was late{} (the cross-rank section names who waits)",
                                deepest.region, on_rank,
-                               work == s->grew.end() ? std::string(" (its own regions in those steps)")
-                                                     : fmt::format(": of the regions of work, {} grew most (+{:.1f} ms)",
-                                                                   work->region, work->grew_ms()));
+                               work_grew.empty() ? std::string(" (its own regions in those steps)") : work_grew);
       }
       else if (slow_path)
         f.action = fmt::format("those steps ran the slow path {}{} (it takes no time in the median update): the "
@@ -1469,7 +1482,9 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       // for it. Its own findings say which rank and price the wait; "look at its inputs"
       // pointed at the wrong thing (a 1.3x straggler in steps 20..80 of 200).
       const auto& x = in.cross_rank;
-      const bool waited = !x.comm_region.empty() &&
+      // (Not where the regions are each step's rank with the most own work's: that rank
+      // kept no other waiting, set_by_other and the branch after it below.)
+      const bool waited = !s->by_own_work && !x.comm_region.empty() &&
                           std::any_of(s->grew.begin(), s->grew.begin() + static_cast<std::ptrdiff_t>(s->first_chain),
                                       [&](const auto& g) { return g.region == x.comm_region; });
       std::vector<std::string> behind;
@@ -1486,6 +1501,12 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       // two short stretches were made the first thing to act on.
       const std::size_t with_behind = steps_with_a_rank_behind(x, s->steps);
       const bool behind_most = 2 * with_behind >= s->steps.size();
+      // The rank that set most of these steps by its own work is not one found behind: a
+      // whole-run straggler is behind in every step, but a padding spike on another rank
+      // made these steps slower than the straggler's usual ones (review: "these steps
+      // waited for rank 1" when rank 0 and rank 2 had the most own work in them).
+      const bool set_by_other = s->by_own_work && s->set_by_rank && !behind.empty() &&
+                                !behind_in(x, *s->set_by_rank, s->steps);
       if (waited_alone(in, *s) && 2 * spiked >= s->steps.size()) {
         f.evidence += fmt::format("; in {} of them {} grew while the rank's own work stayed typical: it waited there",
                                   spiked, x.comm_region.empty() ? in.waiting.front().comm_region : x.comm_region);
@@ -1494,6 +1515,11 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
       } else if (!behind.empty() && !behind_most && (waited || s->by_own_work)) {
         f.evidence += fmt::format("; a rank was behind ({}) in {} of them only: those findings price that part",
                                   fmt::join(behind, "; "), with_behind);
+      } else if (set_by_other) {
+        f.evidence += fmt::format(
+            "; a rank was behind ({}), but the rank with the most own work in these steps was another (rank {} in {} "
+            "of them), so they did not wait for it",
+            fmt::join(behind, "; "), *s->set_by_rank, s->set_by_steps);
       } else if (waited && !behind.empty()) {
         f.evidence += fmt::format("; {} holds the wait for the slowest rank, and a rank was behind ({}): much of "
                                   "this time is that wait, which those findings price",
