@@ -931,7 +931,14 @@ void merge_paths_scaled_episodes(std::vector<StragglerEpisode>& episodes, std::v
       if (hi >= from) covered += hi - from + 1;
       upto = std::max(upto, hi);
     }
-    if (!pieces.empty() && (!all_inside || covered >= e.last_step - e.first_step + 1)) continue;
+    // A first-search stretch that holds this one and more: its updates beyond this one
+    // were behind by their slow paths' excess only (which the slow-path finding prices),
+    // and this one is the rank's own lag (review: rank 5 slow in steps 88..99 was found in
+    // 81..99, its fallbacks in 81, 83, 84, 85 and 87 taken for its lag).
+    const bool holds_it = pieces.size() == 1 && pieces.front().first <= e.first_step &&
+                          e.last_step <= pieces.front().second &&
+                          pieces.front().second - pieces.front().first > e.last_step - e.first_step;
+    if (!pieces.empty() && !holds_it && (!all_inside || covered >= e.last_step - e.first_step + 1)) continue;
     episodes.erase(std::remove_if(episodes.begin(), episodes.end(), overlaps), episodes.end());
     e.paths_scaled = true;
     episodes.push_back(std::move(e));

@@ -1950,3 +1950,15 @@ def test_padding_spikes_beside_a_whole_run_straggler_are_not_put_down_to_waiting
         v["evidence"], v["evidence"]
     assert "which waited for no rank compared: what grew there is work inside backward_and_communication" in \
         v["action"], v["action"]
+
+
+def test_a_straggler_stretch_among_fallbacks_starts_where_it_was_injected(tmp_path):
+    # 8 ranks, a fifth of the updates on the slow path, two random stragglers: rank 5's
+    # stretch (steps 88..99) was found as 81..99, its fallbacks in 81..87 taken for its lag.
+    # The search with the slow paths' excess taken out finds the stretch itself.
+    manifest, _ = synth(tmp_path, "--ranks", 8, "--updates", 120, "--seed", 11, "--fallback-rate", 0.2,
+                        "--random-stragglers", 2, "--random-padding-spikes", 3, "--random-fallbacks", 3)
+    rep = report(tmp_path / "logs")
+    for s in manifest["injections"]["stragglers"]:
+        (e,) = [e for e in rep["cross_rank"]["episodes"] if e["rank"] == s["rank"]]
+        assert abs(e["first_step"] - s["first_step"]) <= 1 and abs(e["last_step"] - s["last_step"]) <= 1, (e, s)
