@@ -649,7 +649,8 @@ TEST(WhatIf, AHistogramThatDisagreesWithTheSamplesCounterIsNotExpanded) {
     for (auto& u : none.ranks[0].updates) u.frame_histogram.clear();
     GroupReplay no(std::move(none), h);
     EXPECT_FALSE(no.replay.available());
-    EXPECT_NE(no.replay.why_not().find("needs the frame_histogram"), std::string::npos) << no.replay.why_not();
+    EXPECT_NE(no.replay.why_not().find("replays the samples' frame counts, from the frame_histogram"), std::string::npos)
+        << no.replay.why_not();
   }
   d.ranks[0].updates[2].frame_histogram = {{9, std::int64_t{1} << 32}};
   GroupReplay g(std::move(d), h);

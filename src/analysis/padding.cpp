@@ -119,7 +119,11 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
       s.push_back(*slots_series[i]);
     }
     if (present < updates.size() || t.empty()) continue;
+    p.cost_updates = std::max(p.cost_updates, t.size());
+    if (!p.token_slots_cv) p.token_slots_cv = summarize(s)->cv;
     const auto r = pearson(t, s);
+    if (r && *r < 0.4 && (!p.closest_below || *r > p.closest_below->correlation))
+      p.closest_below = TokenBoundRegion{std::string(name), *r, *median(t)};
     if (!r || *r < 0.4) continue;
     p.token_bound.push_back({std::string(name), *r, *median(t)});
   }

@@ -504,9 +504,21 @@ Section padding_section(const Report& rep) {
                                                       "time is proportional to token slots",
                                                       ms(*p.cost_ms_per_update), regs));
   } else {
+    std::string none = "no region's time follows token slots (r >= 0.4) in this window";
+    if (p.cost_updates > 0 && p.cost_updates < 3)
+      none = fmt::format("cannot tell which region's time follows token slots from {} update(s) (a correlation needs "
+                         "3 or more)",
+                         p.cost_updates);
+    else if (p.closest_below)
+      none += fmt::format("; the closest: {} (r = {:.2f}){}", p.closest_below->region, p.closest_below->correlation,
+                          p.token_slots_cv && *p.token_slots_cv < 0.1
+                              ? fmt::format(", with token slots per update varying by {} (coefficient of variation): "
+                                            "too little spread for a time to follow",
+                                            pct(*p.token_slots_cv))
+                              : std::string());
     f.items.emplace_back("cost estimate", p.cost_needs_nesting
                                               ? "needs the nesting (leaf regions do not overlap): give --hierarchy FILE"
-                                              : "no region's time follows token slots (r >= 0.4) in this window");
+                                              : none);
   }
   s.blocks.emplace_back(std::move(f));
   return s;

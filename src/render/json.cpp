@@ -260,6 +260,12 @@ Json padding(const PaddingResult& p) {
               {"token_bound_regions", bound},
               {"cost_ms_per_update", opt(p.cost_ms_per_update)},
               {"cost_needs_nesting", p.cost_needs_nesting},
+              {"cost_updates", p.cost_updates},
+              {"closest_below", p.closest_below ? Json{{"region", p.closest_below->region},
+                                                       {"correlation", p.closest_below->correlation},
+                                                       {"median_ms", p.closest_below->median_ms}}
+                                                 : Json(nullptr)},
+              {"token_slots_cv", opt(p.token_slots_cv)},
               {"spikes", {{"threshold_fraction", opt(p.spike_threshold)},
                           {"count", p.spike_count},
                           {"updates", spikes}}}};

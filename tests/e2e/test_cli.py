@@ -2964,3 +2964,42 @@ def test_a_slow_path_without_frame_counts_is_not_sent_to_a_whatif_that_needs_the
                                             for l in lines[1:]]) + "\n")
     text = " ".join(run("report", tmp_path).stdout.split())
     assert "stepprof whatif batched-geometry with every rank's log prices it" in text
+
+
+def test_padding_cost_says_why_no_region_follows_token_slots(tmp_path):
+    # With 2 updates the message said "no region's time follows token slots (r >= 0.4)"
+    # though fwd's time is exactly proportional to them (r = 1): a correlation needs 3.
+    def log(slots_and_ms, name):
+        lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+        for step, (slots, fwd, opt) in enumerate(slots_and_ms):
+            lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": fwd + opt + 1,
+                                     "cpu_call_ms": {"fwd": fwd, "other": opt}, "calls": {"fwd": 1, "other": 1},
+                                     "parents": {"fwd": None, "other": None},
+                                     "counts": {"token_slots": slots, "valid_tokens": slots * 3 // 4}}))
+        p = tmp_path / name
+        p.write_text("\n".join(lines) + "\n")
+        return p
+    two = log([(1000, 10.0, 5.0), (2000, 20.0, 5.0)], "two.jsonl")
+    pad = json.loads(run("report", "--format", "json", two).stdout)["padding"]
+    assert pad["token_bound_regions"] == [] and pad["cost_updates"] == 2
+    text = " ".join(run("report", two).stdout.split())
+    assert "cannot tell which region's time follows token slots from 2 update(s) (a correlation needs 3 or more)" \
+        in text
+    # Token slots that barely vary (1000 +- 2 %) and times that do not follow them: the
+    # closest region and the spread are said. Expected r from Python's own computation.
+    import random
+    import statistics
+    rnd = random.Random(2)
+    rows = [(1000 + rnd.randint(-20, 20), 10.0 + rnd.uniform(-1, 1), 5.0 + rnd.uniform(-1, 1)) for _ in range(40)]
+    flat = log(rows, "flat.jsonl")
+    pad = json.loads(run("report", "--format", "json", flat).stdout)["padding"]
+    slots = [r[0] for r in rows]
+    rs = {name: statistics.correlation([r[i] for r in rows], slots) for name, i in (("fwd", 1), ("other", 2))}
+    assert max(rs.values()) < 0.4
+    best = max(rs, key=rs.get)
+    assert pad["closest_below"]["region"] == best
+    assert pad["closest_below"]["correlation"] == pytest.approx(rs[best], abs=1e-9)
+    assert pad["token_slots_cv"] == pytest.approx(statistics.stdev(slots) / statistics.mean(slots), rel=1e-9)
+    text = " ".join(run("report", flat).stdout.split())
+    assert f"no region's time follows token slots (r >= 0.4) in this window; the closest: {best} (r = {rs[best]:.2f}), " \
+           "with token slots per update varying by" in text

@@ -48,6 +48,14 @@ struct PaddingResult {
   std::vector<TokenBoundRegion> token_bound;
   std::optional<double> cost_ms_per_update;
   bool cost_needs_nesting = false;
+  /// Where no region is token-bound, why (for the message): the updates the correlation
+  /// was computed over [count] (it needs 3), the closest leaf region below r = 0.4 (its r
+  /// in `correlation`; none where no r could be computed) and the coefficient of variation
+  /// of token slots per update over those updates [fraction] (little spread leaves
+  /// nothing to follow).
+  std::size_t cost_updates = 0;
+  std::optional<TokenBoundRegion> closest_below;
+  std::optional<double> token_slots_cv;
   /// Padding spikes: updates whose padding fraction exceeds the 90th percentile over all
   /// updates by more than kSpikeMargin (e.g. one long sample padding a whole
   /// micro-batch). `spikes` holds the largest kMaxSpikesKept, largest first.
