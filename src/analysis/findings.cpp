@@ -525,6 +525,49 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
         "find what differs on rank {}: its data (frames, tokens, code paths in its log), its host or its GPU; "
         "balancing the work across ranks saves the time at stake on every rank",
         r.rank);
+    // Where its extra own work is (rank_regions.hpp): a Python user's straggler slept in
+    // forward's own code, and the finding said only "find what differs on rank 2".
+    // Unless its lag is spread over its work in proportion (a GPU 1.5x slow in everything):
+    // the top region then holds under 60 % of the lag, at about the whole own work's ratio
+    // to the other ranks' (within 15 %), and the finding says so instead of naming it.
+    std::vector<double> other_work;
+    for (const auto& o : x.per_rank)
+      if (o.rank != r.rank) other_work.push_back(o.compute_ms.median);
+    const double others_work = median(other_work).value_or(0.0);
+    const double lag = r.compute_ms.median - others_work;
+    const RegionLag* top = r.lag_regions.empty() ? nullptr : &r.lag_regions.front();
+    const bool spread = top && lag > 0 && others_work > 0 && top->others_ms > 0 &&
+                        top->rank_ms - top->others_ms < 0.6 * lag &&
+                        std::abs((top->rank_ms / top->others_ms) / (r.compute_ms.median / others_work) - 1) < 0.15;
+    if (spread) {
+      f.evidence += fmt::format(
+          "; its work is slower throughout, not in one region: its own work is {:.2f}x the other ranks' (median), and "
+          "the region with the largest difference, {}, {:.2f}x, holds {:.0f} % of it",
+          r.compute_ms.median / others_work, top->region, top->rank_ms / top->others_ms,
+          100 * (top->rank_ms - top->others_ms) / lag);
+      f.action = fmt::format(
+          "rank {}'s work is slower in proportion, region by region: look at its GPU and host first (clocks and "
+          "temperature, power, other processes, its PCIe or NVLink), then its data; balancing the work across ranks "
+          "saves the time at stake on every rank",
+          r.rank);
+    } else if (!r.lag_regions.empty()) {
+      std::vector<std::string> where, names;
+      for (const auto& l : r.lag_regions) {
+        where.push_back(fmt::format(
+            "{} +{} ms ({} against {} ms, the other ranks' median){}", l.region, ms_text(l.rank_ms - l.others_ms, 1),
+            ms_text(l.rank_ms, 1), ms_text(l.others_ms, 1),
+            l.leaf ? std::string()
+                   : l.outside_children_ms >= 0.5 * (l.rank_ms - l.others_ms)
+                         ? fmt::format(", {} ms of it outside its child regions", ms_text(l.outside_children_ms, 1))
+                         : std::string()));
+        names.push_back(l.outside_children_ms >= 0.5 * (l.rank_ms - l.others_ms) && !l.leaf
+                            ? fmt::format("{}'s own code (outside its child regions)", l.region)
+                            : l.region);
+      }
+      f.evidence += fmt::format("; its extra own work per update (medians) is in {}", fmt::join(where, ", "));
+      f.action = fmt::format("look first at {} on rank {} (where its extra time is); {}", fmt::join(names, " and "),
+                             r.rank, f.action);
+    }
     // More samples per update than the other ranks (its own accumulation or micro-batch
     // size): it is slower by its work. A rank given 3 micro-batches of 4 against the
     // others' 2 was sent to check its host and GPU.

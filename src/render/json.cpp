@@ -305,6 +305,13 @@ Json waiting_rank(const WaitingResult& w) {
 
 Json cross_rank_rank(const CrossRankResult& x, std::size_t i) {
   const auto& r = x.per_rank[i];
+  Json lags = Json::array();
+  for (const auto& l : r.lag_regions)
+    lags.push_back({{"region", l.region},
+                    {"rank_ms", l.rank_ms},
+                    {"others_ms", l.others_ms},
+                    {"outside_children_ms", l.outside_children_ms},
+                    {"leaf", l.leaf}});
   return {{"rank", r.rank},
           {"compute_ms", summary(r.compute_ms)},
           {"wait_ms", summary(r.wait_ms)},
@@ -315,7 +322,8 @@ Json cross_rank_rank(const CrossRankResult& x, std::size_t i) {
           {"straggler", r.straggler},
           {"single_rank_wait_median_ms", opt(r.single_rank_wait_median_ms)},
           {"single_rank_waiting", r.single_rank_waiting},
-          {"samples_per_update", opt(r.samples_per_update)}};
+          {"samples_per_update", opt(r.samples_per_update)},
+          {"lag_regions", lags}};
 }
 
 Json cross_rank_head(const CrossRankResult& x) {

@@ -3003,3 +3003,51 @@ def test_padding_cost_says_why_no_region_follows_token_slots(tmp_path):
     text = " ".join(run("report", flat).stdout.split())
     assert f"no region's time follows token slots (r >= 0.4) in this window; the closest: {best} (r = {rs[best]:.2f}), " \
            "with token slots per update varying by" in text
+
+
+def test_a_stragglers_finding_names_the_regions_its_extra_time_is_in(tmp_path):
+    # 4 ranks; each update is a micro_step holding forward (with attn inside it), backward
+    # and the all-reduce. Rank 2 spends 50 ms more in forward's own code (outside attn):
+    # the finding said only "find what differs on rank 2". micro_step holds the other
+    # ranks' longer wait, so it is measured without the all-reduce.
+    import random
+    import statistics
+    rnd = random.Random(8)
+    times = {}
+    for rank in range(4):
+        for step in range(30):
+            attn = 20 + rnd.uniform(-1, 1)
+            fwd = attn + 30 + rnd.uniform(-1, 1) + (50 if rank == 2 else 0)
+            bwd = 60 + rnd.uniform(-1, 1)
+            times[rank, step] = (attn, fwd, bwd)
+    lines_of = {}
+    for rank in range(4):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 4,
+                             "region_roles": {"allreduce": "communication"}})]
+        for step in range(30):
+            slowest = max(times[r, step][1] + times[r, step][2] for r in range(4))
+            attn, fwd, bwd = times[rank, step]
+            comm = slowest - fwd - bwd + 5
+            dev = {"micro_step": fwd + bwd + comm, "forward": fwd, "attn": attn, "backward": bwd, "allreduce": comm}
+            lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": fwd + bwd + comm + 1,
+                                     "cuda_stream_ms": dev, "calls": {k: 1 for k in dev},
+                                     "parents": {"micro_step": None, "forward": "micro_step", "attn": "forward",
+                                                 "backward": "micro_step", "allreduce": "micro_step"}}))
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    (pr,) = [p for p in rep["cross_rank"]["per_rank"] if p["rank"] == 2]
+    (lag,) = pr["lag_regions"]
+    fwd_med = {r: statistics.median(times[r, s][1] for s in range(30)) for r in range(4)}
+    others = statistics.median(fwd_med[r] for r in (0, 1, 3))
+    attn_gap = statistics.median(times[2, s][0] for s in range(30)) - \
+        statistics.median(statistics.median(times[r, s][0] for s in range(30)) for r in (0, 1, 3))
+    assert lag["region"] == "forward" and not lag["leaf"]
+    assert lag["rank_ms"] == pytest.approx(fwd_med[2], abs=1e-9)
+    assert lag["others_ms"] == pytest.approx(others, abs=1e-9)
+    assert lag["outside_children_ms"] == pytest.approx(fwd_med[2] - others - max(attn_gap, 0), abs=1e-9)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert f["subject"] == "rank 2"
+    assert f"its extra own work per update (medians) is in forward +{fwd_med[2] - others:.1f} ms" in f["evidence"]
+    assert f["action"].startswith("look first at forward's own code (outside its child regions) on rank 2")
+    # The other ranks get none (they are not behind).
+    assert all(p["lag_regions"] == [] for p in rep["cross_rank"]["per_rank"] if p["rank"] != 2)

@@ -860,7 +860,13 @@ def test_a_straggler_given_more_samples_is_told_to_balance_them(tmp_path):
     synth(tmp_path, "--ranks", 8, "--updates", 40, "--straggler", "2:1:40:1.5")
     rep = report(tmp_path / "logs")
     (f,) = [f for f in rep["findings"] if f["kind"] == "straggler"]
-    assert f["action"].startswith("find what differs on rank 2"), f["action"]  # (the samples are the same)
+    # (The samples are the same; its work is 1.5x slower in every region: its GPU or host.)
+    own = own_work(tmp_path / "logs", rep["cross_rank"]["comm_region"])
+    ratio = median(own[2].values()) / median([median(own[r].values()) for r in own if r != 2])
+    assert f"its work is slower throughout, not in one region: its own work is {ratio:.2f}x the other ranks'" in \
+        f["evidence"], f["evidence"]
+    assert f["action"].startswith("rank 2's work is slower in proportion, region by region: look at its GPU and host "
+                                  "first"), f["action"]
     log = next(p for p in (tmp_path / "logs").glob("rank*.jsonl")
                if json.loads(p.read_text().splitlines()[0])["rank"] == 2)
     rows = [json.loads(l) for l in log.read_text().splitlines()]
@@ -877,6 +883,7 @@ def test_a_straggler_given_more_samples_is_told_to_balance_them(tmp_path):
     assert f"it processed {mine:g} samples per update against {others:g} on the other ranks" in f["evidence"]
     assert f["action"].startswith(f"rank 2 is given more samples per update than the other ranks ({mine:g} against "
                                   f"{others:g})"), f["action"]
+    assert "look at its GPU and host first" in f["action"]  # (if it should have them)
 
 
 def test_when_most_ranks_are_slow_the_fast_ranks_wait_is_at_stake(tmp_path):

@@ -29,6 +29,7 @@
 #include "stepprof/analysis/code_paths.hpp"
 #include "stepprof/analysis/group_stretches.hpp"
 #include "stepprof/analysis/input.hpp"
+#include "stepprof/analysis/rank_regions.hpp"
 #include "stepprof/analysis/stats.hpp"
 #include "stepprof/analysis/waiting.hpp"
 
@@ -60,6 +61,9 @@ struct RankStraggler {
   /// [count]; nullopt when its log has none. A rank given more samples than the others
   /// (another accumulation or micro-batch size) is slower by its work, not its hardware.
   std::optional<double> samples_per_update;
+  /// For a rank flagged as a straggler or the slowest in most updates: the regions where
+  /// its own work exceeds the other ranks' (rank_regions.hpp), largest first, at most 3.
+  std::vector<RegionLag> lag_regions;
 };
 
 /// A stretch of updates in which a rank fell far behind the others: a straggler for a
