@@ -1286,6 +1286,26 @@ TEST_F(ReaderTest, RecorderErrorsAreSaidToBeOfTheRecordsStepOrBefore) {
       << w->message;
 }
 
+TEST_F(ReaderTest, ARecorderErrorKindIsExplainedOnceAndABadStepIsNamed) {
+  // A job whose end_update(step) went back: every record's warning carried the whole
+  // bad_argument text, and none said it was the step.
+  const std::string bad = R"(, "recorder_errors": {"bad_argument": 1})";
+  const auto p = write("bad.jsonl", kConfig + "\n" + update(5) + "\n" + update(3, 100.0, bad) + "\n" +
+                                        update(7, 100.0, bad) + "\n");
+  read({p});
+  std::vector<const Diagnostic*> w;
+  for (const auto& d : diag_.kept())
+    if (d.problem == Problem::kRecorderErrors) w.push_back(&d);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NE(w[0]->message.find("1 bad_argument (a value refused is not recorded"), std::string::npos) << w[0]->message;
+  EXPECT_NE(w[0]->message.find("; here step 3 is not above step 5 before it, which the recorder counts as a "
+                               "bad_argument"),
+            std::string::npos)
+      << w[0]->message;
+  EXPECT_NE(w[1]->message.find("1 bad_argument (as at line 3)"), std::string::npos) << w[1]->message;
+  EXPECT_EQ(w[1]->message.find("here step"), std::string::npos) << w[1]->message;  // (step 7 follows step 3)
+}
+
 // A step below the one before it in its file, no config record between: taken without a
 // word (found by a helper, with a recorder's end_update(5), end_update(3)). One warning per
 // file counts them and names the first; a restart's config between is no such step.

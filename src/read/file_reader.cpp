@@ -351,6 +351,8 @@ class FileParser {
     // config record in this file (configured), and whose latest config record was their
     // first in the file (first_opened: the recorder's first open, not a resume).
     std::set<std::ptrdiff_t> opened, configured, first_opened;
+    // Recorder error kinds whose effect a warning has told, and the line it was told at.
+    std::map<std::string, std::uint64_t, std::less<>> error_kinds_told;
     struct {
       std::uint64_t line = 0;
       std::int64_t step = 0;
@@ -644,9 +646,24 @@ class FileParser {
           const bool first_after_config = opened.erase(cur_segment) > 0;
           if (outside_window(u.step)) break;
           if (!u.recorder_errors.empty()) {
+            // Each kind's effect is told at its first record in the file; later ones point
+            // there (a Python job with a bad step in every update had the 600-character
+            // text on every line).
             std::string kinds;
-            for (const auto& [k, n] : u.recorder_errors)
-              kinds += fmt::format("{}{} {} ({})", kinds.empty() ? "" : ", ", n, k, recorder_error_effect(k));
+            for (const auto& [k, n] : u.recorder_errors) {
+              const auto [first, fresh] = error_kinds_told.try_emplace(k, ln);
+              kinds += fmt::format("{}{} {} ({})", kinds.empty() ? "" : ", ", n, k,
+                                   fresh ? recorder_error_effect(k) : fmt::format("as at line {}", first->second));
+            }
+            // A step not above the rank's step before it is one bad_argument the record
+            // itself shows: said, since the count alone does not say which call it was.
+            if (std::any_of(u.recorder_errors.begin(), u.recorder_errors.end(),
+                            [](const auto& e) { return e.first == "bad_argument"; }) &&
+                !kept->empty() && kept->back().rank == u.rank &&
+                u.step <= kept->back().step)
+              kinds += fmt::format("; here step {} is not above step {} before it, which the recorder counts as a "
+                                   "bad_argument",
+                                   u.step, kept->back().step);
             report(Severity::kWarning, Problem::kRecorderErrors, ln, 0,
                    fmt::format("the recorder counted errors since its previous record, up to the end of step {}: {}",
                                u.step, kinds));
