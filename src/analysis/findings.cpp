@@ -1205,6 +1205,12 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
         f.evidence += fmt::format("; per step, the slowest rank's: median {:.1f} ms, p90 {:.1f} ms, max {:.1f} ms (a "
                                   "step waits for its slowest rank)",
                                   step->median, step->p90, step->max);
+      // (The time at stake is all of it, which prefetching would hide; the stalls alone are
+      // the mean beyond the median, what a user measuring only the stalls finds.)
+      if (stalls)
+        f.evidence += fmt::format("; time at stake: the mean, since workers that prefetch hide the loading as a "
+                                  "whole; the stalls beyond the median are {:.1f} ms of it",
+                                  mean - median);
       f.action = stalls ? "the training loop waits for the data loader in some updates: add data-loader workers or "
                           "prefetch, or look at what those updates load (a stall in the first update alone is the "
                           "workers' start-up: leave it out with --steps)"

@@ -2469,6 +2469,10 @@ def test_a_data_loader_that_stalls_is_priced_at_its_mean(tmp_path):
     mean = statistics.fmean(u["cuda_stream_ms"]["batch_fetch_and_count"] for u in updates)
     assert f["ms_per_update"] == pytest.approx(mean, rel=1e-9), f
     assert "it stalls in some updates" in f["title"] and "waits for the data loader in some updates" in f["action"]
+    # The stalls alone (the mean beyond the median), for a user who measures only them.
+    stalls = mean - statistics.median(u["cuda_stream_ms"]["batch_fetch_and_count"] for u in updates)
+    assert f"time at stake: the mean, since workers that prefetch hide the loading as a whole; the stalls beyond the " \
+           f"median are {stalls:.1f} ms of it" in f["evidence"], f["evidence"]
     # Without stalls: the median, as before.
     r = run("report", "--format", "json", "--hierarchy", HIER, LOG)
     (f,) = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "data-loading"]
