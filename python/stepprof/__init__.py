@@ -439,6 +439,16 @@ class Recorder:
         if rank is None or world_size is None:
             default_rank, default_world = _default_rank_world()
         from_default = rank is None or world_size is None
+        # The rank taken as 0 for want of any source (no rank=, no $RANK, torch.distributed
+        # not initialized yet): with a {rank} path every process opens rank0's file, and the
+        # lock conflict's warning then says why (a Recorder made before init_process_group).
+        # (Found by a helper whose 4 ranks all wrote nothing but rank 0's.)
+        dist = sys.modules.get("torch.distributed")
+        try:
+            dist_ready = dist is not None and dist.is_available() and dist.is_initialized()
+        except Exception:  # noqa: BLE001 - as _default_rank_world
+            dist_ready = False
+        rank_guessed = rank is None and "RANK" not in os.environ and not dist_ready
         rank = default_rank if rank is None else _integer(rank, "rank")
         world_size = default_world if world_size is None else _integer(world_size, "world_size")
         if from_default and not 0 <= rank < world_size and ("RANK" in os.environ or "WORLD_SIZE" in os.environ):
@@ -467,6 +477,7 @@ class Recorder:
             raise ValueError(f"log path {path!r} contains a NUL character")
         # bytes: a path that is not UTF-8 is passed as it is; {rank:SPEC} expanded here
         # (the C++ recorder expands only {rank}).
+        self._rank_guessed = rank_guessed and _RANK_FIELD.search(os.fsencode(path)) is not None
         path = _expand_path(os.fsencode(path), rank)
         # Problems at open and close are raised as RecorderWarning, not also printed.
         options: dict[str, Any] = {"sync_at_update": _flag(sync_at_update, "sync_at_update"),
@@ -516,6 +527,7 @@ class Recorder:
         # First in __init__: __del__, close() and the properties read these, also when
         # __init__ raises. Also the whole state of a copy unpickled in another process.
         self._handle = 0
+        self._rank_guessed = False  # (set in __init__: the rank was taken as 0 for want of a source)
         self._pid = os.getpid()  # a fork() child holds a closed copy (docs/recorder.md)
         # Held by the calls that pass the handle to the C ABI and by close(), so that a
         # close() on another thread waits for them instead of freeing the handle under
@@ -951,6 +963,10 @@ class Recorder:
             if self._info_at_close is not None:
                 self._info_at_close["errors"] = dict(errors)
         message = self._close_message
+        if message and self._rank_guessed and "another process is recording to this file" in message:
+            message = self._close_message = message + (
+                ". This process's rank was taken as 0: no rank= was given, $RANK is unset, and torch.distributed "
+                "was not initialized when the Recorder was made; make it after init_process_group(), or pass rank=")
         if message:  # (cleared once given: an interrupt before leaves it to the next close())
             _warn_in_loop(message, stacklevel=stacklevel)
             self._close_message = ""

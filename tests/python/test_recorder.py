@@ -1909,3 +1909,44 @@ def test_per_update_data_past_its_limit_is_counted_not_raised(tmp_path):
         stepprof.Recorder(str(log), device_timing="off", max_update_data_bytes=-1)
     with pytest.raises(TypeError, match="max_update_data_bytes"):
         stepprof.Recorder(str(log), device_timing="off", max_update_data_bytes=1.5)
+
+
+TEMPLATE_BEFORE_INIT = '''
+import os, sys, time, warnings
+import stepprof
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def worker(rank, init, log_dir):
+    rec = stepprof.Recorder(os.path.join(log_dir, "rank{rank}.jsonl"), device_timing="off")  # before init
+    dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec.end_update(0)
+        dist.barrier()
+        rec.close()
+    for w in caught:
+        print(f"rank {rank}: {w.message}", flush=True)
+
+
+if __name__ == "__main__":
+    mp.start_processes(worker, args=(sys.argv[1], sys.argv[2]), nprocs=2, start_method="fork")
+'''
+
+
+def test_a_rank_path_opened_before_init_process_group_says_the_rank_was_taken_as_0(tmp_path):
+    # Every process of a 2-rank job made its Recorder("rank{rank}.jsonl") before
+    # init_process_group: both took rank 0, and the second's warning told it to use
+    # rank{rank} paths, which it did. It now says why the rank was 0.
+    script = tmp_path / "train.py"
+    script.write_text(TEMPLATE_BEFORE_INIT)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "init"), str(tmp_path)], capture_output=True,
+                       text=True, timeout=120, env={**env, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "rank1.jsonl").exists()
+    said = [l for l in r.stdout.splitlines() if "another process is recording to this file" in l]
+    assert len(said) == 1, r.stdout
+    assert "This process's rank was taken as 0: no rank= was given, $RANK is unset, and torch.distributed was not " \
+           "initialized when the Recorder was made; make it after init_process_group(), or pass rank=" in said[0]
