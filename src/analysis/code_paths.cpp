@@ -167,6 +167,29 @@ std::optional<PathGroup::MicroBatchMixing> microbatch_mixing(const std::vector<c
   return m;
 }
 
+// The lengths of the micro-batches that took `slow` and `fast` (PathGroup::length_split).
+std::optional<PathGroup::LengthSplit> length_split(const std::vector<const UpdateRecord*>& updates,
+                                                   const PathCost& slow, const PathCost& fast) {
+  PathGroup::LengthSplit l;
+  for (const UpdateRecord* u : updates)
+    for (const MicroBatch& mb : u->microbatches) {
+      if (!mb.path || (mb.path != slow.region_id && mb.path != fast.region_id)) continue;
+      std::optional<std::int64_t> length = mb.padded_length;
+      if (!length && !mb.tokens.empty()) length = *std::max_element(mb.tokens.begin(), mb.tokens.end());
+      if (!length) continue;
+      const bool is_slow = mb.path == slow.region_id;
+      std::size_t& n = is_slow ? l.slow : l.fast;
+      std::int64_t& lo = is_slow ? l.slow_min : l.fast_min;
+      std::int64_t& hi = is_slow ? l.slow_max : l.fast_max;
+      lo = n == 0 ? *length : std::min(lo, *length);
+      hi = n == 0 ? *length : std::max(hi, *length);
+      ++n;
+    }
+  if (l.slow == 0 || l.fast == 0) return std::nullopt;
+  l.apart = l.slow_min > l.fast_max || l.slow_max < l.fast_min;
+  return l;
+}
+
 }  // namespace
 
 std::string slow_updates_text(const std::vector<SlowPathUpdate>& updates, std::size_t n) {
@@ -378,6 +401,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         }
       }
       g.microbatch_mixing = microbatch_mixing(updates, g.paths, *slow, *fast);
+      g.length_split = length_split(updates, *slow, *fast);
       g.frames_logged = std::any_of(updates.begin(), updates.end(), [](const UpdateRecord* u) {
         return !u->frame_histogram.empty() ||
                std::any_of(u->microbatches.begin(), u->microbatches.end(), [](const MicroBatch& mb) { return !mb.frames.empty(); });

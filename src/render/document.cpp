@@ -430,10 +430,23 @@ Section paths_section(const Report& rep) {
       lines.push_back(
           "Cause in the data: cannot tell, since the log's frame counts are in micro-batches that do not say which "
           "path they took (or list frames for one path only).");
-    } else {
+    } else if (!g.length_split) {
       lines.push_back(
           "Cause in the data: cannot tell, since the log has no frame counts (a frame histogram, or micro-batch "
           "detail with frames).");
+    }
+    if (const auto& ls = g.length_split) {
+      const bool longer = ls->slow_min > ls->fast_max;
+      lines.push_back(
+          ls->apart ? fmt::format("Cause in the data (per micro-batch, its padded length, else its longest sample's "
+                                  "tokens): every micro-batch of {} tokens or {} took {} ({}..{}), every one of {} or "
+                                  "{} took {} ({}..{}): a length limit selects it.",
+                                  longer ? ls->slow_min : ls->slow_max, longer ? "more" : "fewer", g.slow, ls->slow_min,
+                                  ls->slow_max, longer ? ls->fast_max : ls->fast_min, longer ? "fewer" : "more",
+                                  g.fast, ls->fast_min, ls->fast_max)
+                    : fmt::format("Micro-batch lengths (padded, else the longest sample's tokens) do not tell the "
+                                  "paths apart: {} {}..{}, {} {}..{} tokens.",
+                                  g.slow, ls->slow_min, ls->slow_max, g.fast, ls->fast_min, ls->fast_max));
     }
     const bool several = rep.run.ranks.size() > 1;
     if (g.saving_ms_per_update)

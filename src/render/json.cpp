@@ -228,6 +228,14 @@ Json code_paths(const CodePathResult& c) {
                                                                       {"frame_counts_only_with_slow",
                                                                        g.microbatch_mixing->frame_counts_only_with_slow}}
                                                                 : Json(nullptr)},
+                      {"length_split", g.length_split ? Json{{"slow_microbatches", g.length_split->slow},
+                                                             {"fast_microbatches", g.length_split->fast},
+                                                             {"slow_min", g.length_split->slow_min},
+                                                             {"slow_max", g.length_split->slow_max},
+                                                             {"fast_min", g.length_split->fast_min},
+                                                             {"fast_max", g.length_split->fast_max},
+                                                             {"apart", g.length_split->apart}}
+                                                      : Json(nullptr)},
                       {"saving_ms_per_update", opt(g.saving_ms_per_update)},
                       {"step_saving_at_most_ms", opt(g.step_saving_at_most_ms)},
                       {"costliest_slow_updates", costliest}});

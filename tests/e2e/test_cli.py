@@ -3055,3 +3055,59 @@ def test_a_stragglers_finding_names_the_regions_its_extra_time_is_in(tmp_path):
     assert f["action"].startswith("look first at forward's own code (outside its child regions) on rank 2")
     # The other ranks get none (they are not behind).
     assert all(p["lag_regions"] == [] for p in rep["cross_rank"]["per_rank"] if p["rank"] != 2)
+
+
+def test_a_slow_path_chosen_by_micro_batch_length_is_named_by_that_length(tmp_path):
+    # Micro-batches padded beyond 120 tokens took attn_slow (a kernel's length limit); the
+    # log has per-micro-batch paths and lengths but no frame counts: the finding said "the
+    # log has no frame counts ... to tell", and asked for frames.
+    import random
+    rnd = random.Random(6)
+    lengths = {"attn_slow": [], "attn_fast": []}
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1,
+                         "region_alternatives": {"attn_fast": "attn", "attn_slow": "attn"}})]
+    for step in range(40):
+        mbs, t = [], {"attn_fast": 0.0, "attn_slow": 0.0}
+        for _ in range(2):
+            tokens = [rnd.randint(40, 128) for _ in range(4)]
+            path = "attn_slow" if max(tokens) > 120 else "attn_fast"
+            lengths[path].append(max(tokens))
+            t[path] += (3.0 if path == "attn_slow" else 1.0) * 4
+            mbs.append({"path": path, "tokens": tokens})  # (no padded_length: the longest sample's)
+        ran = {k: v for k, v in t.items() if v}
+        counts = {"samples": 8, **{f"{k}_samples": 4 * sum(1 for m in mbs if m["path"] == k) for k in ran}}
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": step, "wall_ms": 20.0 + sum(ran.values()),
+                                 "cpu_call_ms": {"attn": sum(ran.values()), **ran},
+                                 "calls": {"attn": 1, **{k: 1 for k in ran}},
+                                 "parents": {"attn": None, **{k: "attn" for k in ran}},
+                                 "counts": counts, "microbatches": mbs}))
+    log = tmp_path / "len.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    (g,) = rep["code_paths"]["groups"]
+    assert g["slow"] == "attn_slow"
+    ls = g["length_split"]
+    assert ls == {"slow_microbatches": len(lengths["attn_slow"]), "fast_microbatches": len(lengths["attn_fast"]),
+                  "slow_min": min(lengths["attn_slow"]), "slow_max": max(lengths["attn_slow"]),
+                  "fast_min": min(lengths["attn_fast"]), "fast_max": max(lengths["attn_fast"]), "apart": True}
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-path"]
+    lo = min(lengths["attn_slow"])
+    assert f"every micro-batch of {lo} tokens or more (padded length, else its longest sample) took attn_slow" in \
+        f["evidence"], f["evidence"]
+    assert f["action"].startswith(f"send every micro-batch down attn_fast: the micro-batches that took attn_slow are "
+                                  f"exactly those of {lo} tokens or more, so a length limit selects it"), f["action"]
+    text = " ".join(run("report", log).stdout.split())
+    assert f"every micro-batch of {lo} tokens or more took attn_slow" in text
+    assert "cannot tell, since the log has no frame counts" not in text
+    # Lengths that overlap: said, and the action is as before.
+    for i in range(1, len(lines)):
+        u = json.loads(lines[i])
+        for m in u["microbatches"]:
+            m["tokens"] = [60] * 4
+        lines[i] = json.dumps(u)
+    log.write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    assert rep["code_paths"]["groups"][0]["length_split"]["apart"] is False
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-path"]
+    assert "micro-batch lengths do not tell them apart (attn_slow 60..60 tokens, attn_fast 60..60)" in f["evidence"]
+    assert "a length limit" not in f["action"]

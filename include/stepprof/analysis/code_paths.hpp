@@ -100,6 +100,17 @@ struct PathGroup {
     std::vector<std::int64_t> frame_counts_only_with_slow;
   };
   std::optional<MicroBatchMixing> microbatch_mixing;  ///< unset without such detail for both paths
+  /// From micro-batch detail that names each micro-batch's path and gives its length (its
+  /// padded_length, else its longest sample's tokens) [tokens]: the lengths of the
+  /// micro-batches that took the slow path and the fast one. `apart` when no length is
+  /// in both ranges: a length limit chooses the path (a kernel with a maximum sequence
+  /// length, say). Unset without such detail for both paths.
+  struct LengthSplit {
+    std::size_t slow = 0, fast = 0;  ///< micro-batches with a length [count]
+    std::int64_t slow_min = 0, slow_max = 0, fast_min = 0, fast_max = 0;  ///< [tokens]
+    bool apart = false;
+  };
+  std::optional<LengthSplit> length_split;
   /// With a slow path: some update of the window gives samples' frame counts (a frame
   /// histogram, or micro-batch detail with frames), whether or not they tell the paths apart.
   bool frames_logged = false;
