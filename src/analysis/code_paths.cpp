@@ -192,6 +192,24 @@ std::optional<PathGroup::LengthSplit> length_split(const std::vector<const Updat
 
 }  // namespace
 
+std::pair<std::int64_t, const char*> length_limit(const PathGroup::LengthSplit& l) {
+  const bool longer = l.slow_min > l.fast_max;
+  return {longer ? l.slow_min : l.slow_max, longer ? "more" : "fewer"};
+}
+
+std::string length_split_text(const PathGroup& g, bool counts) {
+  if (!g.length_split || !g.length_split->apart) return {};
+  const auto& l = *g.length_split;
+  const bool longer = l.slow_min > l.fast_max;
+  auto n = [&](std::size_t k, bool first) {
+    return counts ? fmt::format(", {}{}", k, first ? " micro-batches" : "") : std::string();
+  };
+  return fmt::format("every micro-batch of {} tokens or {} took {} ({}..{}{}), every one of {} or {} took {} ({}..{}{})",
+                     length_limit(l).first, length_limit(l).second, g.slow, l.slow_min, l.slow_max, n(l.slow, true),
+                     longer ? l.fast_max : l.fast_min, longer ? "fewer" : "more", g.fast, l.fast_min, l.fast_max,
+                     n(l.fast, false));
+}
+
 std::string slow_updates_text(const std::vector<SlowPathUpdate>& updates, std::size_t n) {
   std::string s;
   for (std::size_t i = 0; i < updates.size() && i < n; ++i) {

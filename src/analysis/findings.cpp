@@ -120,13 +120,8 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
     // length > 120 got "the log has no frame counts to tell").
     const auto& ls = g.length_split;
     if (ls && ls->apart)
-      f.evidence += fmt::format("; every micro-batch of {} tokens or {} (padded length, else its longest sample) took "
-                                "{} ({}..{}, {} micro-batches), every one of {} or {} took {} ({}..{}, {})",
-                                ls->slow_min > ls->fast_max ? ls->slow_min : ls->slow_max,
-                                ls->slow_min > ls->fast_max ? "more" : "fewer", g.slow, ls->slow_min, ls->slow_max,
-                                ls->slow, ls->slow_min > ls->fast_max ? ls->fast_max : ls->fast_min,
-                                ls->slow_min > ls->fast_max ? "fewer" : "more", g.fast, ls->fast_min, ls->fast_max,
-                                ls->fast);
+      f.evidence += fmt::format("; by micro-batch length (padded, else the longest sample's tokens): {}",
+                                length_split_text(g, true));
     else if (ls)
       f.evidence += fmt::format("; micro-batch lengths do not tell them apart ({} {}..{} tokens, {} {}..{})", g.slow,
                                 ls->slow_min, ls->slow_max, g.fast, ls->fast_min, ls->fast_max);
@@ -137,8 +132,7 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
           "send every micro-batch down {}: the micro-batches that took {} are exactly those of {} tokens or {}, so a "
           "length limit selects it (a kernel's or a buffer's maximum sequence length, say): raise that limit if {} "
           "can take them, or cap or split those micro-batches' length (bucket samples by length in the sampler)",
-          g.fast, g.slow, ls->slow_min > ls->fast_max ? ls->slow_min : ls->slow_max,
-          ls->slow_min > ls->fast_max ? "more" : "fewer", g.fast);
+          g.fast, g.slow, length_limit(*ls).first, length_limit(*ls).second, g.fast);
     else if (g.frame_counts.empty() && !mm)
       f.action = fmt::format(
           "send every micro-batch down {}: find what selects {} where the code chooses between them (a size limit, "

@@ -436,14 +436,10 @@ Section paths_section(const Report& rep) {
           "detail with frames).");
     }
     if (const auto& ls = g.length_split) {
-      const bool longer = ls->slow_min > ls->fast_max;
       lines.push_back(
           ls->apart ? fmt::format("Cause in the data (per micro-batch, its padded length, else its longest sample's "
-                                  "tokens): every micro-batch of {} tokens or {} took {} ({}..{}), every one of {} or "
-                                  "{} took {} ({}..{}): a length limit selects it.",
-                                  longer ? ls->slow_min : ls->slow_max, longer ? "more" : "fewer", g.slow, ls->slow_min,
-                                  ls->slow_max, longer ? ls->fast_max : ls->fast_min, longer ? "fewer" : "more",
-                                  g.fast, ls->fast_min, ls->fast_max)
+                                  "tokens): {}: a length limit selects it.",
+                                  length_split_text(g, false))
                     : fmt::format("Micro-batch lengths (padded, else the longest sample's tokens) do not tell the "
                                   "paths apart: {} {}..{}, {} {}..{} tokens.",
                                   g.slow, ls->slow_min, ls->slow_max, g.fast, ls->fast_min, ls->fast_max));

@@ -3092,8 +3092,9 @@ def test_a_slow_path_chosen_by_micro_batch_length_is_named_by_that_length(tmp_pa
                   "fast_min": min(lengths["attn_fast"]), "fast_max": max(lengths["attn_fast"]), "apart": True}
     (f,) = [f for f in rep["findings"] if f["kind"] == "slow-path"]
     lo = min(lengths["attn_slow"])
-    assert f"every micro-batch of {lo} tokens or more (padded length, else its longest sample) took attn_slow" in \
-        f["evidence"], f["evidence"]
+    assert f"by micro-batch length (padded, else the longest sample's tokens): every micro-batch of {lo} tokens or " \
+           f"more took attn_slow ({lo}..{max(lengths['attn_slow'])}, {len(lengths['attn_slow'])} micro-batches), " \
+           f"every one of {max(lengths['attn_fast'])} or fewer took attn_fast" in f["evidence"], f["evidence"]
     assert f["action"].startswith(f"send every micro-batch down attn_fast: the micro-batches that took attn_slow are "
                                   f"exactly those of {lo} tokens or more, so a length limit selects it"), f["action"]
     text = " ".join(run("report", log).stdout.split())

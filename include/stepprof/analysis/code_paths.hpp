@@ -155,4 +155,12 @@ CodePathResult analyze_code_paths(const AnalysisInput& in);
 /// (`paths.update_excess_ms[k]`, 0 where that is empty.)
 double path_excess_ms(const CodePathResult& paths, std::size_t k);
 
+/// "every micro-batch of 121 tokens or more took S (121..128, 289 micro-batches), every one
+/// of 120 or fewer took F (73..120, 351)" for a group whose length_split is `apart`, with
+/// the micro-batch counts when `counts`; "" otherwise. The report's section and the
+/// slow-path finding say it.
+std::string length_split_text(const PathGroup& g, bool counts);
+/// The length from which the slow path is taken, and "more" or "fewer" (apart only).
+std::pair<std::int64_t, const char*> length_limit(const PathGroup::LengthSplit& l);
+
 }  // namespace stepprof
