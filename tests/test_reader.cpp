@@ -727,6 +727,13 @@ TEST_F(ReaderTest, AFileOfZeroBytesIsToldAsZerosNotAsAHeadingLine) {
   EXPECT_EQ(diag_.count(Problem::kUnknownRecord), 1u);
   EXPECT_EQ(diag_.count(Problem::kZeroBytes), 1u);
   EXPECT_EQ(first(Problem::kZeroBytes)->line, 2u);
+  // Zeros first, then a heading: the heading is still a note, not "other output" (review).
+  const Dataset zh = read({write("zerohead.jsonl", std::string(100, '\0') + "\n# run 7\n" + kConfig + "\n" +
+                                                      update(1) + "\n")});
+  EXPECT_EQ(zh.update_count(), 1u);
+  EXPECT_EQ(diag_.count(Problem::kZeroBytes), 1u);
+  EXPECT_EQ(diag_.count(Problem::kUnknownRecord), 1u);
+  EXPECT_EQ(diag_.total(), 2u);
 }
 
 TEST_F(ReaderTest, AZeroRunLongerThanAChunkIsCountedWholeAndColumnsAfterItAreTheFiles) {
@@ -1303,7 +1310,18 @@ TEST_F(ReaderTest, ARecorderErrorKindIsExplainedOnceAndABadStepIsNamed) {
             std::string::npos)
       << w[0]->message;
   EXPECT_NE(w[1]->message.find("1 bad_argument (as at line 3)"), std::string::npos) << w[1]->message;
-  EXPECT_EQ(w[1]->message.find("here step"), std::string::npos) << w[1]->message;  // (step 7 follows step 3)
+  EXPECT_EQ(w[1]->message.find("here step"), std::string::npos) << w[1]->message;  // (step 7 is above step 5)
+  // Against the highest step since the recorder opened (steps 10, 5, 7: 7 is not above 10),
+  // and not across a resume (the recorder starts afresh at open: another cause).
+  read({write("top.jsonl", kConfig + "\n" + update(10) + "\n" + update(5, 100.0, bad) + "\n" + update(7, 100.0, bad) +
+                               "\n" + kConfig + "\n" + update(8, 100.0, bad) + "\n")});
+  w.clear();
+  for (const auto& d : diag_.kept())
+    if (d.problem == Problem::kRecorderErrors) w.push_back(&d);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_NE(w[0]->message.find("here step 5 is not above step 10 before it"), std::string::npos) << w[0]->message;
+  EXPECT_NE(w[1]->message.find("here step 7 is not above step 10 before it"), std::string::npos) << w[1]->message;
+  EXPECT_EQ(w[2]->message.find("here step"), std::string::npos) << w[2]->message;
 }
 
 // A step below the one before it in its file, no config record between: taken without a

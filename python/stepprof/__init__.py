@@ -600,7 +600,7 @@ class Recorder:
             # ignored, STEPPROF_CLOCK naming no clock): with warnings turned into errors
             # (python -W error, pytest's filterwarnings = error) raising would stop the
             # job, or a spawned DataLoader worker that opens it again.
-            _warn_in_loop(message, stacklevel=4)  # (at the caller of Recorder())
+            _warn_in_loop(self._with_rank_hint(message), stacklevel=4)  # (at the caller of Recorder())
         elif message:
             # Opened, with a note: the log of this same run was truncated (a job resumed
             # without append=True).
@@ -962,15 +962,20 @@ class Recorder:
             _status, _message, errors = _core.close(self, handle)
             if self._info_at_close is not None:
                 self._info_at_close["errors"] = dict(errors)
-        message = self._close_message
-        if message and self._rank_guessed and "another process is recording to this file" in message:
-            message = self._close_message = message + (
-                ". This process's rank was taken as 0: no rank= was given, $RANK is unset, and torch.distributed "
-                "was not initialized when the Recorder was made; make it after init_process_group(), or pass rank=")
+        message = self._close_message = self._with_rank_hint(self._close_message)
         if message:  # (cleared once given: an interrupt before leaves it to the next close())
             _warn_in_loop(message, stacklevel=stacklevel)
             self._close_message = ""
         return dict(errors)
+
+    def _with_rank_hint(self, message: str) -> str:
+        """`message`, and where it is a lock conflict on a {rank} path whose rank was taken
+        as 0 for want of a source, why (every process of the job opened rank 0's file)."""
+        if not (message and self._rank_guessed and "another process is recording to this file" in message):
+            return message
+        return message + (". This process's rank was taken as 0: no rank= was given, $RANK is unset, and "
+                          "torch.distributed was not initialized when the Recorder was made; make it after "
+                          "init_process_group(), or pass rank=")
 
     def _close_again(self) -> dict[str, int]:
         # close() after one an interrupt cut short: the handle it let go of is closed now
@@ -1042,7 +1047,7 @@ class Recorder:
             if handle:
                 self._close_called = True  # (as close(): later calls are counted, and warned about)
                 _core.close(self, handle)  # (sets _closing, _errors_at_close, _close_message)
-                message, self._close_message = self._close_message, ""
+                message, self._close_message = self._with_rank_hint(self._close_message), ""
                 if message and sys.stderr is not None:
                     said = message[len("stepprof: "):] if message.startswith("stepprof: ") else message
                     sys.stderr.write(f"stepprof: {how}: {said}\n")

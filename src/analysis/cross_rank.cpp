@@ -1278,16 +1278,18 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     if (r.straggler) out.stragglers.push_back(r.rank);
   }
   // Where a straggler's extra own work goes (its finding names the regions).
-  std::vector<const UpdateRecord*> all_updates;
+  // (The region times are computed once, for every rank, when some rank needs them.)
+  std::optional<RankRegionTimes> region_times;
+  std::vector<double> others;
   for (auto& r : out.per_rank) {
     if (!r.straggler && 2 * r.times_slowest <= out.steps_aligned) continue;
-    std::vector<double> others;
+    others.clear();
     for (const auto& o : out.per_rank)
       if (o.rank != r.rank) others.push_back(o.compute_ms.median);
     const auto typical = median(others);
-    if (!typical) continue;
-    if (all_updates.empty()) all_updates = in.updates();
-    r.lag_regions = where_rank_lags(in, all_updates, r.rank, out.comm_region, r.compute_ms.median - *typical);
+    if (!typical || !in.hierarchy) continue;
+    if (!region_times) region_times.emplace(in, in.updates(), out.comm_region);
+    r.lag = region_times->lag_of(r.rank, r.compute_ms.median - *typical);
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #include "stepprof/analysis/rank_regions.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "stepprof/analysis/stats.hpp"
@@ -8,109 +9,180 @@
 
 namespace stepprof {
 
-std::vector<RegionLag> where_rank_lags(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,
-                                       std::int64_t rank, std::string_view comm_region, double lag_ms,
-                                       std::size_t max) {
-  std::vector<RegionLag> out;
-  const Hierarchy* h = in.hierarchy;
-  if (!h || !(lag_ms > 0)) return out;
-  // Each rank's range of updates (updates() holds data.ranks' updates in order).
-  struct Range {
-    std::size_t begin, end;
-    bool self;
-  };
-  std::vector<Range> ranges;
-  bool found = false;
+RankRegionTimes::RankRegionTimes(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,
+                                 std::string_view comm_region)
+    : h_(in.hierarchy) {
+  if (!h_) return;
+  const Hierarchy& h = *h_;
   for (const auto& r : in.data.ranks) {
     if (!r.rank || r.updates.empty()) continue;
     const auto first = in.first_update_of(r);
     if (!first) continue;
-    ranges.push_back({*first, *first + r.updates.size(), *r.rank == rank});
-    found = found || *r.rank == rank;
+    ranks_.push_back(*r.rank);
+    ranges_.emplace_back(*first, *first + r.updates.size());
   }
-  if (!found || ranges.size() < 2) return out;
-
-  // The rank's median time and the other ranks' median of medians, per region of work.
-  // (Waiting is not work: a communication region or one inside it; nor is work on another
-  // thread alongside the update.)
-  auto is_work = [&](const HierarchyNode& n) {
-    if (!comm_region.empty() && (n.name == comm_region || h->is_ancestor(comm_region, n.name))) return false;
-    for (const HierarchyNode* a = &n; a; a = a->parent.empty() ? nullptr : h->find(a->parent))
-      if (a->role == RegionRole::kCommunication || a->role == RegionRole::kBackground) return false;
-    return true;
+  const std::size_t nodes = h.nodes().size();
+  // Waiting is not work: a communication region or one inside it. Work on another thread
+  // alongside the update (background) is neither work of the update nor subtracted.
+  auto waits = [&](const HierarchyNode& n) {
+    if (!comm_region.empty() && (n.name == comm_region || h.is_ancestor(comm_region, n.name))) return true;
+    for (const HierarchyNode* a = &n; a; a = a->parent.empty() ? nullptr : h.find(a->parent))
+      if (a->role == RegionRole::kCommunication) return true;
+    return false;
   };
-  // The outermost waiting regions: a region that holds one (a micro-step around its
-  // all-reduce) is measured without it, or the straggler's extra work would be cancelled
-  // by the other ranks' longer wait inside it.
-  std::vector<NameTable::Id> waits;
-  std::vector<std::string_view> wait_names;
-  for (const HierarchyNode& n : h->nodes()) {
-    if (is_work(n)) continue;
-    const HierarchyNode* p = n.parent.empty() ? nullptr : h->find(n.parent);
-    if (p && !is_work(*p)) continue;  // inside an outer waiting region
-    if (const auto id = in.data.regions.find(n.name)) {
-      waits.push_back(*id);
-      wait_names.push_back(n.name);
+  auto background = [&](const HierarchyNode& n) { return n.role == RegionRole::kBackground || h.in_background(n.name); };
+  std::vector<std::optional<NameTable::Id>> ids(nodes);
+  std::vector<bool> device(nodes, false);
+  work_.assign(nodes, false);
+  for (std::size_t n = 0; n < nodes; ++n) {
+    const HierarchyNode& node = h.nodes()[n];
+    ids[n] = in.data.regions.find(node.name);
+    if (ids[n]) device[n] = in.has_device_time(*ids[n]);
+    work_[n] = ids[n] && !waits(node) && !background(node);
+  }
+  // A region's time in an update: device time where the update has one, else host time
+  // (a rank with device timing off), 0 where absent (a path not taken).
+  auto time_of = [&](std::size_t n, std::size_t k) {
+    if (!ids[n]) return 0.0;
+    auto ms = in.region_ms_of(k, *updates[k], *ids[n], device[n]);
+    if (!ms && device[n]) ms = in.region_ms_of(k, *updates[k], *ids[n], false);
+    return ms.value_or(0.0);
+  };
+  // Per work region: its direct children that are waits (the outermost waiting regions
+  // it holds: a micro-step around its all-reduce is measured without it, or a straggler's
+  // extra work is cancelled by the other ranks' longer wait) and that are work.
+  std::vector<std::vector<std::size_t>> wait_children(nodes), work_children(nodes);
+  for (std::size_t n = 0; n < nodes; ++n) {
+    if (!work_[n]) continue;
+    for (const HierarchyNode* c : h.children(h.nodes()[n].name)) {
+      const auto ci = static_cast<std::size_t>(c - h.nodes().data());
+      if (work_[ci])
+        work_children[n].push_back(ci);
+      else if (ids[ci] && waits(*c))
+        wait_children[n].push_back(ci);
     }
   }
-  struct Diff {
-    double rank_ms, others_ms;
-  };
-  std::vector<std::optional<Diff>> diff(h->nodes().size());
-  std::vector<double> values, medians;
-  for (std::size_t n = 0; n < h->nodes().size(); ++n) {
-    const HierarchyNode& node = h->nodes()[n];
-    if (!is_work(node)) continue;
-    const auto id = in.data.regions.find(node.name);
-    if (!id) continue;
-    const bool device = in.has_device_time(*id);
-    std::vector<std::pair<NameTable::Id, bool>> inside;  // the waiting regions it holds
-    for (std::size_t w = 0; w < waits.size(); ++w)
-      if (h->is_ancestor(node.name, wait_names[w])) inside.emplace_back(waits[w], in.has_device_time(waits[w]));
-    double own = 0;
-    medians.clear();
-    for (const Range& r : ranges) {
-      values.clear();
-      for (std::size_t k = r.begin; k < r.end; ++k) {
-        double t = in.region_ms_of(k, *updates[k], *id, device).value_or(0.0);
-        for (const auto& [w, w_device] : inside) t -= in.region_ms_of(k, *updates[k], w, w_device).value_or(0.0);
-        values.push_back(t);
+  // Its time without the waits inside it (inclusive) and without its work children
+  // (self): inclusive(n) = t(n) - sum of its wait children's t - sum over its work
+  // children of their waits, found recursively; computed per update in that order.
+  inclusive_.assign(nodes, {});
+  self_.assign(nodes, {});
+  std::vector<double> incl(nodes), values;
+  std::vector<std::vector<double>> incl_values(nodes), self_values(nodes);
+  // (Children before parents: deeper nodes first.)
+  std::vector<std::size_t> order;
+  for (std::size_t n = 0; n < nodes; ++n)
+    if (work_[n]) order.push_back(n);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return h.depth(h.nodes()[a].name) > h.depth(h.nodes()[b].name);
+  });
+  for (const auto& [begin, end] : ranges_) {
+    for (const std::size_t n : order) {
+      incl_values[n].clear();
+      self_values[n].clear();
+    }
+    for (std::size_t k = begin; k < end; ++k)
+      for (const std::size_t n : order) {
+        double t = time_of(n, k), waited = 0, children = 0;
+        for (const std::size_t w : wait_children[n]) waited += time_of(w, k);
+        for (const std::size_t c : work_children[n]) {
+          children += incl[c];
+          waited += time_of(c, k) - incl[c];  // (the waits inside that child)
+        }
+        incl[n] = t - waited;
+        incl_values[n].push_back(incl[n]);
+        self_values[n].push_back(incl[n] - children);
       }
-      const double m = median(values).value_or(0.0);
-      if (r.self)
-        own = m;
-      else
-        medians.push_back(m);
+    for (const std::size_t n : order) {
+      inclusive_[n].push_back(median(incl_values[n]).value_or(0.0));
+      self_[n].push_back(median(self_values[n]).value_or(0.0));
     }
-    diff[n] = Diff{own, median(medians).value_or(0.0)};
   }
-  auto gap = [&](std::size_t n) { return diff[n] ? diff[n]->rank_ms - diff[n]->others_ms : 0.0; };
-  auto index_of = [&](const HierarchyNode* node) { return static_cast<std::size_t>(node - h->nodes().data()); };
+}
 
-  for (std::size_t n = 0; n < h->nodes().size(); ++n) {
-    if (!h->nodes()[n].parent.empty() || !diff[n] || gap(n) < kLagShare * lag_ms) continue;
-    // Down the nesting while one child holds half of the difference.
+std::optional<std::size_t> RankRegionTimes::place_of(std::int64_t rank) const {
+  const auto at = std::find(ranks_.begin(), ranks_.end(), rank);
+  if (at == ranks_.end()) return std::nullopt;
+  return static_cast<std::size_t>(at - ranks_.begin());
+}
+
+double RankRegionTimes::others(const std::vector<double>& per_rank, std::size_t self) const {
+  std::vector<double> v;
+  v.reserve(per_rank.size());
+  for (std::size_t i = 0; i < per_rank.size(); ++i)
+    if (i != self) v.push_back(per_rank[i]);
+  return median(v).value_or(0.0);
+}
+
+RankLag RankRegionTimes::lag_of(std::int64_t rank, double lag_ms, std::size_t max) const {
+  RankLag out;
+  const auto me = place_of(rank);
+  if (!h_ || !me || ranks_.size() < 2 || !(lag_ms > 0)) return out;
+  const Hierarchy& h = *h_;
+  const std::size_t nodes = h.nodes().size();
+  std::vector<double> rank_ms(nodes, 0), others_ms(nodes, 0);
+  double rank_self = 0, others_self = 0;
+  std::vector<std::pair<double, double>> selfs;  // (others', the rank's) self medians
+  for (std::size_t n = 0; n < nodes; ++n) {
+    if (!work_[n] || inclusive_[n].empty()) continue;
+    rank_ms[n] = inclusive_[n][*me];
+    others_ms[n] = others(inclusive_[n], *me);
+    const double rs = self_[n][*me], os = others(self_[n], *me);
+    rank_self += rs;
+    others_self += os;
+    selfs.emplace_back(os, rs);
+  }
+  auto gap = [&](std::size_t n) { return rank_ms[n] - others_ms[n]; };
+  auto index_of = [&](const HierarchyNode* node) { return static_cast<std::size_t>(node - h.nodes().data()); };
+  auto has = [&](std::size_t n) { return work_[n] && !inclusive_[n].empty(); };
+
+  // Slower in proportion: the regions holding 80 % of the other ranks' time (self times,
+  // largest first) are each within 20 % of the rank's overall ratio to them.
+  if (others_self > 0 && rank_self > others_self) {
+    const double overall = rank_self / others_self;
+    std::sort(selfs.begin(), selfs.end(), std::greater<>());
+    double covered = 0;
+    bool all_near = true;
+    for (const auto& [os, rs] : selfs) {
+      if (covered >= 0.8 * others_self) break;
+      if (os <= 0 || std::abs((rs / os) / overall - 1) >= 0.2) {
+        all_near = false;
+        break;
+      }
+      covered += os;
+    }
+    out.proportional = all_near && covered >= 0.8 * others_self;
+    out.ratio = overall;
+  }
+
+  // From each region whose parent is not a region of work with times (a top-level region,
+  // or one under a region the log never has), down while one child holds half the gap.
+  for (std::size_t n = 0; n < nodes; ++n) {
+    if (!has(n) || gap(n) < kLagShare * lag_ms) continue;
+    const HierarchyNode* parent = h.nodes()[n].parent.empty() ? nullptr : h.find(h.nodes()[n].parent);
+    if (parent && has(index_of(parent))) continue;
     std::size_t at = n;
     for (;;) {
       std::optional<std::size_t> best;
-      for (const HierarchyNode* c : h->children(h->nodes()[at].name))
-        if (diff[index_of(c)] && (!best || gap(index_of(c)) > gap(*best))) best = index_of(c);
+      for (const HierarchyNode* c : h.children(h.nodes()[at].name))
+        if (has(index_of(c)) && (!best || gap(index_of(c)) > gap(*best))) best = index_of(c);
       if (!best || gap(*best) < 0.5 * gap(at)) break;
       at = *best;
     }
-    RegionLag lag{h->nodes()[at].name, diff[at]->rank_ms, diff[at]->others_ms, 0, true};
+    RegionLag lag{h.nodes()[at].name, rank_ms[at], others_ms[at], 0, true};
     double children = 0;
-    for (const HierarchyNode* c : h->children(lag.region)) {
-      lag.leaf = false;
-      children += std::max(0.0, gap(index_of(c)));
-    }
+    for (const HierarchyNode* c : h.children(lag.region))
+      if (has(index_of(c))) {
+        lag.leaf = false;
+        children += std::max(0.0, gap(index_of(c)));
+      }
     if (!lag.leaf) lag.outside_children_ms = std::max(0.0, gap(at) - children);
-    out.push_back(std::move(lag));
+    out.regions.push_back(std::move(lag));
   }
-  std::sort(out.begin(), out.end(), [](const RegionLag& a, const RegionLag& b) {
+  std::sort(out.regions.begin(), out.regions.end(), [](const RegionLag& a, const RegionLag& b) {
     return a.rank_ms - a.others_ms > b.rank_ms - b.others_ms;
   });
-  if (out.size() > max) out.resize(max);
+  if (out.regions.size() > max) out.regions.resize(max);
   return out;
 }
 

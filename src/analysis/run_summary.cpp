@@ -31,14 +31,16 @@ RunSummary summarize_run(const AnalysisInput& in) {
     // (Of the ranks with update records: one without is a missing rank, not "2: 0".)
     if (!r.updates.empty()) s.updates_per_rank.emplace_back(r.rank.value_or(-1), r.updates.size());
     // (The rank's first open: the first update after the first config record in the file
-    // that holds its lowest step. Not "opened again" even when a step below it follows,
-    // a step counter that went back: stepprof's steps-backwards warning says so.)
+    // that holds its lowest step. When a step below it follows (a step counter that went
+    // back: the steps-backwards warning says so) it is not "opened again"; when it is the
+    // rank's lowest step it is kept, as before: a rank that started late.)
     const auto lowest = std::min_element(r.updates.begin(), r.updates.end(),
                                          [](const UpdateRecord& a, const UpdateRecord& b) { return a.step < b.step; });
     for (const auto& u : r.updates) {
       s.first_step = std::min(s.first_step.value_or(u.step), u.step);
       s.last_step = std::max(s.last_step.value_or(u.step), u.step);
-      if (u.source.after_config && !(u.source.after_first_config && u.source.file == lowest->source.file))
+      if (u.source.after_config &&
+          !(u.source.after_first_config && u.source.file == lowest->source.file && u.step != lowest->step))
         after_config.emplace_back(u.step, r.rank.value_or(-1));  // (-1: no rank)
     }
     if (!cfg && r.config) cfg = &*r.config;

@@ -216,6 +216,7 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
   }
   out.excess_ms_per_update /= static_cast<double>(all.size());
   out.slow_ms = median_or_zero(slow_walls);
+  out.setters.assign(set_by.begin(), set_by.end());
   for (const auto& [rank, n] : set_by)  // (the lowest rank on a tie)
     if (n > out.set_by_steps) {
       out.set_by_rank = rank;

@@ -353,6 +353,9 @@ class FileParser {
     std::set<std::ptrdiff_t> opened, configured, first_opened;
     // Recorder error kinds whose effect a warning has told, and the line it was told at.
     std::map<std::string, std::uint64_t, std::less<>> error_kinds_told;
+    // Per segment, the highest step since its latest config record (what the recorder
+    // compares a new step with).
+    std::map<std::ptrdiff_t, std::int64_t> top_step;
     struct {
       std::uint64_t line = 0;
       std::int64_t step = 0;
@@ -590,6 +593,7 @@ class FileParser {
               std::erase_if(strict_steps, [&](const auto& e) { return e.first.first == (*cur_config)->rank; });
           }
           opened.insert(cur_segment);  // (the segment this config record is now read under)
+          top_step.erase(cur_segment);
           if (configured.insert(cur_segment).second)
             first_opened.insert(cur_segment);
           else
@@ -644,6 +648,9 @@ class FileParser {
           // (The first update of its segment, its rank's, after a config record: the recorder
           // opened there. One outside the window is not analyzed; the next is not the first.)
           const bool first_after_config = opened.erase(cur_segment) > 0;
+          std::optional<std::int64_t> top_before;  // the highest step before this one since the config
+          if (const auto t = top_step.find(cur_segment); t != top_step.end()) top_before = t->second;
+          top_step[cur_segment] = std::max(top_before.value_or(u.step), u.step);
           if (outside_window(u.step)) break;
           if (!u.recorder_errors.empty()) {
             // Each kind's effect is told at its first record in the file; later ones point
@@ -657,13 +664,14 @@ class FileParser {
             }
             // A step not above the rank's step before it is one bad_argument the record
             // itself shows: said, since the count alone does not say which call it was.
+            // (Against the highest step since the recorder opened, as the recorder checks;
+            // not in the first update after a config record: the recorder starts afresh.)
             if (std::any_of(u.recorder_errors.begin(), u.recorder_errors.end(),
                             [](const auto& e) { return e.first == "bad_argument"; }) &&
-                !kept->empty() && kept->back().rank == u.rank &&
-                u.step <= kept->back().step)
+                !first_after_config && top_before && u.step <= *top_before)
               kinds += fmt::format("; here step {} is not above step {} before it, which the recorder counts as a "
                                    "bad_argument",
-                                   u.step, kept->back().step);
+                                   u.step, *top_before);
             report(Severity::kWarning, Problem::kRecorderErrors, ln, 0,
                    fmt::format("the recorder counted errors since its previous record, up to the end of step {}: {}",
                                u.step, kinds));
@@ -887,6 +895,17 @@ class FileParser {
         // are notes, and a record outside the table an error.
         mode_known = true;
         table_mode = true;
+      }
+      // A line of zero bytes alone before the first record (a file zero-filled by a crash
+      // before its first write) is said, and leaves the format to the lines after it (a
+      // heading after it was "other output of the job", review).
+      if (!mode_known && text.find_first_not_of('\0') == std::string_view::npos) {
+        const auto zeros = static_cast<std::uint64_t>(text.size()) + src.zeros_dropped();
+        report(Severity::kWarning, Problem::kZeroBytes, ln, 1,
+               fmt::format("{} zero byte{} skipped: a crash or power loss leaves zeros where a file was being "
+                           "written, and records written there are lost",
+                           zeros, zeros == 1 ? "" : "s"));
+        continue;
       }
       // (A line with zero bytes is not prose: a crash's zero-filled tail, told below.)
       if (!mode_known && text.find('\0') == std::string_view::npos &&

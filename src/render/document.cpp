@@ -518,13 +518,14 @@ Section padding_section(const Report& rep) {
       none = fmt::format("cannot tell which region's time follows token slots from {} update(s) (a correlation needs "
                          "3 or more)",
                          p.cost_updates);
-    else if (p.closest_below)
-      none += fmt::format("; the closest: {} (r = {:.2f}){}", p.closest_below->region, p.closest_below->correlation,
-                          p.token_slots_cv && *p.token_slots_cv < 0.1
-                              ? fmt::format(", with token slots per update varying by {} (coefficient of variation): "
-                                            "too little spread for a time to follow",
-                                            pct(*p.token_slots_cv))
-                              : std::string());
+    else if (p.closest_below || (p.token_slots_cv && *p.token_slots_cv < 0.1)) {
+      if (p.closest_below)
+        none += fmt::format("; the closest: {} (r = {:.2f})", p.closest_below->region, p.closest_below->correlation);
+      if (p.token_slots_cv && *p.token_slots_cv < 0.1)
+        none += fmt::format("{} by {} (coefficient of variation): too little spread for a time to follow",
+                            p.closest_below ? ", with token slots per update varying" : "; token slots per update vary",
+                            pct(*p.token_slots_cv));
+    }
     f.items.emplace_back("cost estimate", p.cost_needs_nesting
                                               ? "needs the nesting (leaf regions do not overlap): give --hierarchy FILE"
                                               : none);

@@ -314,7 +314,7 @@ Json waiting_rank(const WaitingResult& w) {
 Json cross_rank_rank(const CrossRankResult& x, std::size_t i) {
   const auto& r = x.per_rank[i];
   Json lags = Json::array();
-  for (const auto& l : r.lag_regions)
+  for (const auto& l : r.lag.regions)
     lags.push_back({{"region", l.region},
                     {"rank_ms", l.rank_ms},
                     {"others_ms", l.others_ms},
@@ -331,7 +331,8 @@ Json cross_rank_rank(const CrossRankResult& x, std::size_t i) {
           {"single_rank_wait_median_ms", opt(r.single_rank_wait_median_ms)},
           {"single_rank_waiting", r.single_rank_waiting},
           {"samples_per_update", opt(r.samples_per_update)},
-          {"lag_regions", lags}};
+          {"lag_regions", lags},
+          {"lag_proportional", r.lag.proportional}};
 }
 
 Json cross_rank_head(const CrossRankResult& x) {

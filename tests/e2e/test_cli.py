@@ -3007,6 +3007,13 @@ def test_padding_cost_says_why_no_region_follows_token_slots(tmp_path):
     text = " ".join(run("report", flat).stdout.split())
     assert f"no region's time follows token slots (r >= 0.4) in this window; the closest: {best} (r = {rs[best]:.2f}), " \
            "with token slots per update varying by" in text
+    # Token slots that never vary: no correlation at all, and the reason is still said.
+    const = log([(1000, r[1], r[2]) for r in rows], "const.jsonl")
+    pad = json.loads(run("report", "--format", "json", const).stdout)["padding"]
+    assert pad["closest_below"] is None and pad["token_slots_cv"] == 0
+    text = " ".join(run("report", const).stdout.split())
+    assert "no region's time follows token slots (r >= 0.4) in this window; token slots per update vary by 0.0 % " \
+           "(coefficient of variation): too little spread for a time to follow" in text
 
 
 def test_a_stragglers_finding_names_the_regions_its_extra_time_is_in(tmp_path):
@@ -3112,3 +3119,38 @@ def test_a_slow_path_chosen_by_micro_batch_length_is_named_by_that_length(tmp_pa
     (f,) = [f for f in rep["findings"] if f["kind"] == "slow-path"]
     assert "micro-batch lengths do not tell them apart (attn_slow 60..60 tokens, attn_fast 60..60)" in f["evidence"]
     assert "a length limit" not in f["action"]
+
+
+def test_a_straggler_slower_in_proportion_under_a_wrapping_region_is_told_as_its_gpu(tmp_path):
+    # Review: a `step` region wrapping everything made the walk stop at `step`, and the
+    # finding said "look first at step" for a rank 1.5x slower in every region. Also: a
+    # rank whose log has host times only was read as 0 ms against the others' device times.
+    import random
+    rnd = random.Random(9)
+    def write(factor_of, host_only=()):
+        for rank in range(4):
+            lines = [json.dumps({"type": "config", "rank": rank, "world_size": 4,
+                                 "region_roles": {"allreduce": "communication"}})]
+            for step in range(30):
+                fwd = 60 * factor_of(rank, "forward") * (1 + rnd.uniform(-0.02, 0.02))
+                bwd = 40 * factor_of(rank, "backward") * (1 + rnd.uniform(-0.02, 0.02))
+                comm = 200 - fwd - bwd
+                t = {"step": fwd + bwd + comm, "forward": fwd, "backward": bwd, "allreduce": comm}
+                key = "cpu_call_ms" if rank in host_only else "cuda_stream_ms"
+                lines.append(json.dumps({"type": "update", "rank": rank, "step": step, "wall_ms": 201.0, key: t,
+                                         "calls": {k: 1 for k in t},
+                                         "parents": {"step": None, "forward": "step", "backward": "step",
+                                                     "allreduce": "step"}}))
+            (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    write(lambda rank, region: 1.5 if rank == 2 else 1.0)
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert f["subject"] == "rank 2" and f["action"].startswith("rank 2's work is slower in proportion"), f["action"]
+    assert [p["lag_proportional"] for p in rep["cross_rank"]["per_rank"] if p["rank"] == 2] == [True]
+    # Only backward slower, on a rank whose peers log host times only: backward, about +20 ms.
+    write(lambda rank, region: 1.5 if rank == 2 and region == "backward" else 1.0, host_only=(0, 1, 3))
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    (p,) = [p for p in rep["cross_rank"]["per_rank"] if p["rank"] == 2]
+    assert not p["lag_proportional"]
+    assert p["lag_regions"][0]["region"] == "backward"
+    assert p["lag_regions"][0]["rank_ms"] - p["lag_regions"][0]["others_ms"] == pytest.approx(20, abs=2)

@@ -62,8 +62,9 @@ struct RankStraggler {
   /// (another accumulation or micro-batch size) is slower by its work, not its hardware.
   std::optional<double> samples_per_update;
   /// For a rank flagged as a straggler or the slowest in most updates: the regions where
-  /// its own work exceeds the other ranks' (rank_regions.hpp), largest first, at most 3.
-  std::vector<RegionLag> lag_regions;
+  /// its own work exceeds the other ranks' (rank_regions.hpp), largest first, at most 3,
+  /// and whether it is slower in proportion everywhere.
+  RankLag lag;
 };
 
 /// A stretch of updates in which a rank fell far behind the others: a straggler for a

@@ -51,6 +51,9 @@ struct SlowUpdates {
   /// many of them [count].
   std::optional<std::int64_t> set_by_rank;
   std::size_t set_by_steps = 0;
+  /// With by_own_work: every rank that had the most own work in some slow step, and in how
+  /// many (rank, count), ascending rank.
+  std::vector<std::pair<std::int64_t, std::size_t>> setters;
   /// Where the ranks were compared by own work: the median over the slow steps of the
   /// most own work of any rank, and of the median rank's, each minus its median over
   /// every compared step [ms] (0 otherwise).
