@@ -1457,13 +1457,18 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
         // waiting: what grew in its communication region is work inside it (a backward
         // pass overlapped with its all-reduce) or the collective itself, not a wait (review:
         // padding spikes on ranks 0 and 2 were "a wait for a rank that was late").
-        f.action = fmt::format("those steps grew in {}{}; {} waited for no rank compared there: what grew is work "
-                               "inside {} (compute it holds, such as a backward pass overlapped with its all-reduce) "
-                               "or a slower collective (the network){}",
+        // (Own work leaves the communication region out: a rank whose extra work is inside
+        // its own communication region is not seen as the one with the most, and then this
+        // growth is a wait for it, which the action names as the third possibility.)
+        f.action = fmt::format("those steps grew in {}{}; {} waited for no rank compared there by own work: what "
+                               "grew is work inside {} (compute it holds, such as a backward pass overlapped with its "
+                               "all-reduce), a slower collective (the network), or a wait for a rank whose extra work "
+                               "is itself inside {} (own work leaves it out){}",
                                deepest.region, on_rank,
                                every_rank ? "the rank the others waited for in each step"
                                           : "that rank, the one the others waited for,",
-                               deepest.region, work_grew.empty() ? std::string() : "; " + work_grew.substr(2));
+                               deepest.region, deepest.region,
+                               work_grew.empty() ? std::string() : "; " + work_grew.substr(2));
       } else if (waits(deepest.region)) {
         // (The region of work that grew most besides, if any: likely what the late rank did.)
         f.action = fmt::format("those steps waited in {}{}: a wait for a rank or pipeline stage that was late to "
