@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "internal.hpp"  // (src/recorder: the thread list, held by a test)
 #include "recorder_test_util.hpp"
 #include "stepprof/device_timer.hpp"
 #include "stepprof/line_sink.hpp"
@@ -349,6 +350,52 @@ TEST_F(RecorderTest, ARegionEndedOnAnotherThreadBeforeEndUpdateIsInThatUpdate) {
     EXPECT_LE(ms, held_ms[static_cast<std::size_t>(step)] + 0.5);  // (not the next update's 10 ms too)
     EXPECT_LT(ms, u["wall_ms"].get<double>());
   }
+}
+
+// Another thread's work done while end_update() waits for the thread list (descheduled,
+// or the list's lock held: a thread starting up) ended before the update's boundary, so
+// the update's wall_ms holds it. The boundary's time was read before the wait: a helper's
+// busy machine gave records of 0.06 ms holding 12 ms of another thread's regions.
+TEST_F(RecorderTest, WorkOfAnotherThreadWhileEndUpdateWaitsIsWithinThatUpdatesWallTime) {
+  TempLog log("end-update-waits");
+  Options o;
+  o.path = log.path;
+  o.device_timing = DeviceTiming::kOff;
+  ASSERT_EQ(open(o), Status::kOk);
+  const auto id = region_id("worker_item");
+  std::atomic<int> phase{0};  // 1: the worker is registered; 2: go; 3: its region ended
+  std::thread worker([&] {
+    { Region r(id); }  // (registers this thread: the thread list's lock is not taken again)
+    phase.store(1);
+    while (phase.load() != 2) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    {
+      Region r(id);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    phase.store(3);
+  });
+  while (phase.load() != 1) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  ASSERT_EQ(end_update(0), Status::kOk);
+  auto& list = detail::thread_registry();
+  list.mu.lock();  // (as a thread that is registering holds it)
+  std::thread ender([] { EXPECT_EQ(end_update(1), Status::kOk); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // ender waits for the lock
+  phase.store(2);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (phase.load() != 3 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  list.mu.unlock();
+  ender.join();
+  worker.join();
+  std::string message;
+  EXPECT_EQ(close(&message), Status::kOk) << message;
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  const Json& u = lines[2];
+  ASSERT_TRUE(u["cpu_call_ms"].contains("worker_item")) << u.dump();
+  EXPECT_EQ(u["calls"]["worker_item"], 1);
+  EXPECT_GE(u["cpu_call_ms"]["worker_item"].get<double>(), 30.0);
+  EXPECT_GE(u["wall_ms"].get<double>(), u["cpu_call_ms"]["worker_item"].get<double>()) << u.dump();
 }
 
 namespace {

@@ -445,7 +445,7 @@ Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int
 /// derived as 1 - valid_tokens / token_slots from those counters when both are present.
 /// A value outside [0, 1] or not finite is rejected (kErrArgument). An update with more
 /// valid_tokens than token_slots is written without either counter (the reader rejects
-/// the pair), counted as bad_argument in the next record.
+/// the pair), counted as bad_argument in that update's own record.
 Status set_padding_fraction(double fraction) noexcept;
 
 /// Times the calling thread's regions on device stream `cu_stream` (a CUstream; nullptr:

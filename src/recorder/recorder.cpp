@@ -141,8 +141,12 @@ class Core {
   bool log_fd_taken(const char* at, std::int64_t step = -1, std::optional<LineSink::State> state = std::nullopt);
   // mu held, after settle_boundary(): what every thread recorded since the last boundary,
   // into `u` (regions, counters, histogram, shapes, indices, padding, micro-batches); the
-  // next update starts empty. Region times use ns_per_tick_.
-  void take_update_data(UpdateRecord& u);
+  // next update starts empty. Region times use ns_per_tick_. Returns the boundary's time
+  // [steady ns], read under the thread list's lock right after every thread's counts: a
+  // call counted here ended before it, however long this thread waited for the lock or
+  // was descheduled before (another thread's work done meanwhile had gone into an update
+  // whose wall_ms ended before it: 12 ms of regions in a 0.06 ms update).
+  std::int64_t take_update_data(UpdateRecord& u);
   void touch(std::uint32_t region);
   std::string run_id_for(const Options& o) const;
 
@@ -773,9 +777,10 @@ void Core::settle_boundary() {
       if (!timer_->synchronize(stream)) count_global_error(ErrorKind::kDeviceSyncFailed);
 }
 
-void Core::take_update_data(UpdateRecord& u) {
+std::int64_t Core::take_update_data(UpdateRecord& u) {
   // Regions: every thread's totals since the previous read; device pairs that are done.
   const std::uint32_t n = names().region_count.load(std::memory_order_acquire);
+  std::int64_t now = 0;
   {
     auto& reg = thread_registry();
     std::lock_guard tl(reg.mu);
@@ -793,6 +798,7 @@ void Core::take_update_data(UpdateRecord& u) {
       }
       if (timer_ && st->device_session == session_) drain_device(st);
     }
+    now = steady_ns();
   }
   std::sort(touched_ids_.begin(), touched_ids_.end());
   for (const std::uint32_t r : touched_ids_) {
@@ -843,6 +849,7 @@ void Core::take_update_data(UpdateRecord& u) {
   u.sample_indices = std::move(d.indices);
   u.padding_fraction = d.padding;
   u.microbatches = std::move(d.microbatches);
+  return now;
 }
 
 // True when the log's descriptor now leads to another file of the program's (it closed
@@ -927,17 +934,32 @@ Status Core::end_update(std::int64_t step) {
   UpdateRecord u;
   u.rank = opts_.rank;
   u.step = step;
-  const std::int64_t now = steady_ns();
-  u.wall_ms = static_cast<double>(now - update_start_ns_) / 1e6;
-  update_start_ns_ = now;
   if (g_use_tsc) {  // refine ticks -> ns over the whole session (error shrinks as 1/time)
     const ClockPair p = read_clock_pair();
     if (p.ns - anchor_.ns > 200'000'000 && p.ticks > anchor_.ticks)
       ns_per_tick_ = static_cast<double>(p.ns - anchor_.ns) / static_cast<double>(p.ticks - anchor_.ticks);
   }
 
-  take_update_data(u);
+  const std::int64_t now = take_update_data(u);
+  u.wall_ms = static_cast<double>(now - update_start_ns_) / 1e6;
+  update_start_ns_ = now;
   auto& nr = names();
+  {
+    std::lock_guard nl(nr.mu);
+    const auto valid = nr.counters.find(schema::counter::kValidTokens);
+    const auto slots = nr.counters.find(schema::counter::kTokenSlots);
+    // (-1: the counter is absent; counts are >= 0.)
+    const double v = valid ? u.counter(*valid).value_or(-1) : -1, sl = slots ? u.counter(*slots).value_or(-1) : -1;
+    if (v >= 0 && sl >= 0 && v > sl) {
+      // More valid tokens than slots: the reader would report the record (bad-field, exit
+      // status 1). Both are left out of it and counted in this record's recorder_errors
+      // (collected below), so that the report names the update they were counted in.
+      std::erase_if(u.counters, [&](const auto& c) { return c.name == *valid || c.name == *slots; });
+      count_global_error(ErrorKind::kBadArgument);
+    } else if (!u.padding_fraction && sl > 0 && v >= 0) {
+      u.padding_fraction = 1.0 - v / sl;  // derived from the token counters, as the real log does
+    }
+  }
 
   check_log_file(step);
   collect_errors();
@@ -956,18 +978,6 @@ Status Core::end_update(std::int64_t step) {
   const std::size_t config_end = pending_config_.empty() ? 0 : line_buf_.size();
   {
     std::lock_guard nl(nr.mu);
-    const auto valid = nr.counters.find(schema::counter::kValidTokens);
-    const auto slots = nr.counters.find(schema::counter::kTokenSlots);
-    // (-1: the counter is absent; counts are >= 0.)
-    const double v = valid ? u.counter(*valid).value_or(-1) : -1, sl = slots ? u.counter(*slots).value_or(-1) : -1;
-    if (v >= 0 && sl >= 0 && v > sl) {
-      // More valid tokens than slots: the reader would report the record (bad-field, exit
-      // status 1). Both are left out of it and counted; the next record says so.
-      std::erase_if(u.counters, [&](const auto& c) { return c.name == *valid || c.name == *slots; });
-      count_global_error(ErrorKind::kBadArgument);
-    } else if (!u.padding_fraction && sl > 0 && v >= 0) {
-      u.padding_fraction = 1.0 - v / sl;  // derived from the token counters, as the real log does
-    }
     append_update_json(u, nr.regions, nr.counters, line_buf_);
   }
   line_buf_ += '\n';
@@ -1001,8 +1011,7 @@ Status Core::begin_update() {
   // without it (a 26 ms region in a 3 ms update).
   if (t_state != nullptr && t_state->depth > 0) count_global_error(ErrorKind::kOpenAtBeginUpdate);
   UpdateRecord dropped;
-  take_update_data(dropped);
-  update_start_ns_ = steady_ns();
+  update_start_ns_ = take_update_data(dropped);
   return Status::kOk;
 }
 
