@@ -175,10 +175,12 @@ void add_import_command(CLI::App& app, std::function<void(std::function<int()>)>
       ->check(non_empty_path());
   kin->add_option("-o,--output", opt->output, "directory for the step logs (created if missing)")->required()->check(kDirectoryPath);
   add_steps_option(*kin, opt->steps, "keep only updates A..B (inclusive): A:B, A:, :B or A");
+  // (Checked before CLI11 converts them: it clamped 10^20 to 2^63 - 1. A world size above
+  // kMaxWorldSize would be written into a log the reader rejects.)
   kin->add_option("--rank", opt->rank, "rank of a trace without distributedInfo (overrides the trace's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_from(0, kMaxWorldSize - 1, "RANK"));
   kin->add_option("--world-size", opt->world_size, "world size of a trace without distributedInfo (overrides the trace's)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_from(1, kMaxWorldSize, "WORLD_SIZE"));
   kin->add_flag("--strict", opt->strict, "stop at the first problem in the input (exit status 1)");
   kin->add_option("--run", opt->run,
                   "with the traces of several runs (jobs of other world sizes): convert the one most ranks have "

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +23,20 @@ const CLI::Validator& non_empty_path() {
   static const CLI::Validator v(
       [](const std::string& s) { return s.empty() ? std::string("an empty file name") : std::string(); }, "PATH");
   return v;
+}
+
+CLI::Validator integer_from(std::int64_t lo, std::int64_t hi, std::string_view type) {
+  return CLI::Validator(
+      [lo, hi](const std::string& v) {
+        std::int64_t x = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        if (v.empty() || end != v.data() + v.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+          return fmt::format("\"{}\" is not a whole number: use one from {} to {}", v, lo, hi);
+        if (ec == std::errc::result_out_of_range || x < lo || x > hi)
+          return fmt::format("{} is out of range: use a whole number from {} to {}", v, lo, hi);
+        return std::string();
+      },
+      fmt::format("{} in [{} - {}]", type, lo, hi));
 }
 
 void add_steps_option(CLI::App& cmd, std::string& steps, const std::string& help) {

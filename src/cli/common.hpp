@@ -2,6 +2,7 @@
 // diagnostics on stderr and the exit status (README "Exit status").
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -65,6 +66,12 @@ inline const CLI::Validator kDirectoryPath(
       return std::string();
     },
     "DIR");
+
+/// A whole number from `lo` to `hi`, with a message that says which is wrong: not a
+/// whole number ("abc", "1.5", "-"), or out of the range (CLI::Range printed its bounds
+/// as 300-digit doubles, and an integer beyond 2^63 was clamped to 2^63 - 1 before any
+/// check). `type` names it in --help (e.g. RANK).
+CLI::Validator integer_from(std::int64_t lo, std::int64_t hi, std::string_view type);
 
 /// Checks that a path given on the command line is not "" (a usage error).
 const CLI::Validator& non_empty_path();

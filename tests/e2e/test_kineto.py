@@ -836,6 +836,17 @@ def test_no_distributed_info(tmp_path):
     r = run("import", "kineto", "--rank", 9, "--world-size", 4, p, "-o", tmp_path / "bad")
     assert r.returncode == 2 and "--rank 9 is not below --world-size 4" in r.stderr, r.stderr
     assert not (tmp_path / "bad").exists()
+    # A rank beyond 2^63 was clamped to 2^63 - 1 and "used instead" (exit 3), a world size
+    # above the 2^20 ranks the reader takes was written into a log the reader rejects, and
+    # 0 or a word gave a range with 300-digit bounds: each is a command-line error.
+    for option, value, says in [("--rank", "99999999999999999999", "out of range: use a whole number from 0 to 1048575"),
+                                ("--rank", "-1", "out of range"),
+                                ("--rank", "abc", '"abc" is not a whole number'),
+                                ("--world-size", "2000000", "out of range: use a whole number from 1 to 1048576"),
+                                ("--world-size", "0", "out of range")]:
+        r = run("import", "kineto", option, value, p, "-o", tmp_path / "range")
+        assert r.returncode == 2 and says in r.stderr and "0000000" not in r.stderr, (option, value, r.stderr)
+        assert not (tmp_path / "range").exists()
 
 
 def test_a_world_size_below_the_traces_rank_writes_no_log(tmp_path):
