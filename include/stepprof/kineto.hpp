@@ -106,6 +106,15 @@ struct KinetoStats {
   std::uint64_t overlapping_steps = 0;
   std::uint64_t first_overlap_line = 0;
   std::int64_t first_overlap_step = 0;
+  /// ProfilerStep ranges more than an hour (kGpuLongestMs) from every other step's that
+  /// hold none of the trace's user annotations while other steps do: a damaged "ts" (e.g.
+  /// 0 or -1 among Unix times). Not used as updates (an update with its time and none of
+  /// its work; the first step's start also sets start_unix_ms) [count]; the first such
+  /// step's number and line, and its distance to the nearest other step [ms].
+  std::uint64_t steps_astray = 0;
+  std::int64_t first_astray_step = 0;
+  std::uint64_t first_astray_line = 0;
+  double first_astray_gap_ms = 0;
   std::uint64_t model_bytes = 0;  ///< memory held for the compact event tables at the end [bytes]
   /// Annotation names called from several places (under different enclosing annotations,
   /// or at the top of a worker thread): each place is a region of its own, "name (in

@@ -39,6 +39,49 @@ void KinetoModel::add_step(std::int64_t step, std::int64_t tid, std::int64_t sta
   steps_.push_back({step, tid, start_ns, end_ns, line});
 }
 
+void KinetoModel::drop_astray_steps(KinetoStats& stats) {
+  const std::size_t n = steps_.size();
+  if (n < 2 || annotations_.empty()) return;
+  // Distance from step i's range to the nearest other one [ms] (steps sorted by start;
+  // in double: ts may lie anywhere in +-9.2e15 us); reach: the latest end before i.
+  std::vector<double> gap(n, std::numeric_limits<double>::infinity());
+  std::int64_t reach = steps_[0].end;
+  for (std::size_t i = 1; i < n; ++i) {
+    const double g = std::max(0.0, (static_cast<double>(steps_[i].start) - static_cast<double>(reach)) / 1e6);
+    gap[i] = std::min(gap[i], g);
+    gap[i - 1] = std::min(gap[i - 1], std::max(0.0, (static_cast<double>(steps_[i].start) -
+                                                     static_cast<double>(steps_[i - 1].end)) / 1e6));
+    reach = std::max(reach, steps_[i].end);
+  }
+  std::vector<std::int64_t> starts;  // the annotations' starts, sorted (made when needed)
+  auto holds_annotation = [&](const Step& st) {
+    if (starts.empty()) {
+      starts.reserve(annotations_.size());
+      for (const auto& a : annotations_) starts.push_back(a.start);
+      std::sort(starts.begin(), starts.end());
+    }
+    const auto it = std::lower_bound(starts.begin(), starts.end(), st.start);
+    return it != starts.end() && *it < st.end;
+  };
+  std::vector<char> astray(n, 0);
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (gap[i] > kGpuLongestMs && !holds_annotation(steps_[i])) {
+      astray[i] = 1;
+      if (count++ == 0) {
+        stats.first_astray_step = steps_[i].step;
+        stats.first_astray_line = steps_[i].line;
+        stats.first_astray_gap_ms = gap[i];
+      }
+    }
+  if (count == 0 || count == n) return;  // (every step alike: nothing to tell them from)
+  stats.steps_astray = count;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!astray[i]) steps_[k++] = steps_[i];
+  steps_.resize(k);
+}
+
 void KinetoModel::add_annotation(std::string_view name, std::int64_t tid, std::int64_t start_ns,
                                  std::int64_t end_ns) {
   annotations_.push_back({tid, start_ns, end_ns, names_.intern(name)});
@@ -258,6 +301,7 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   std::vector<UpdateRecord> out;
   if (steps_.empty()) return out;
   std::stable_sort(steps_.begin(), steps_.end(), [](const Step& a, const Step& b) { return a.start < b.start; });
+  drop_astray_steps(stats);
   // Unix times when they look like them (PyTorch writes microseconds since the epoch, or
   // since baseTimeNanoseconds): the cross-rank analysis compares when ranks entered a step.
   const auto unix_ms = [&](std::int64_t ns) {

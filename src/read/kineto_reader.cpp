@@ -258,6 +258,15 @@ class TraceReader {
                          step ? "not used as an update" : "event skipped"));
       return;
     }
+    // A step takes time: a ProfilerStep of 0 us holds no work, and its update would say 0 ms.
+    if (ev.dur_ns == 0 && ev.name.starts_with("ProfilerStep#") &&
+        (ev.kind == EventKind::kCpuOp || ev.kind == EventKind::kUserAnnotation)) {
+      ++rejected_steps_;
+      report(Severity::kError, Problem::kBadField, scan.position(piece.text.data()),
+             fmt::format("\"{}\" lasts 0 us (a damaged \"dur\": a step takes time); not used as an update",
+                         shorten(ev.name)));
+      return;
+    }
     switch (ev.kind) {
       case EventKind::kCpuOp:
       case EventKind::kUserAnnotation: {
@@ -501,6 +510,12 @@ class TraceReader {
              fmt::format("{} ProfilerStep range(s) start before an earlier one ends (the first: ProfilerStep#{}); "
                          "work in an overlap is counted for the step that started last",
                          stats_.overlapping_steps, stats_.first_overlap_step));
+    if (stats_.steps_astray)
+      report(Severity::kError, Problem::kBadField, {stats_.first_astray_line, 0},
+             fmt::format("{} ProfilerStep range(s) lie more than an hour from every other step and hold none of the "
+                         "trace's annotations (the first: ProfilerStep#{}, {:.3g} hours from the nearest): a damaged "
+                         "\"ts\"; not used as updates",
+                         stats_.steps_astray, stats_.first_astray_step, stats_.first_astray_gap_ms / 3.6e6));
     if (stats_.not_complete)
       report(Severity::kWarning, Problem::kUnattributed, first_not_complete_,
              fmt::format("{} event(s) of the categories stepprof reads (user annotations, runtime calls, kernels, "

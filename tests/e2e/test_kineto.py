@@ -626,6 +626,37 @@ def test_small_trace_is_read(tmp_path):
     assert u["step"] == 7 and u["wall_ms"] == 0.5 and u["cpu_call_ms"] == {"## forward ##": 0.2}
 
 
+def test_a_step_with_a_damaged_ts_or_dur_is_not_an_update(tmp_path):
+    # Three steps of Unix-time microseconds; step 8's "ts" damaged to -1 (or 0), step 9's
+    # "dur" to 0. Each was an update with its time and none of its work, exit 0 with notes
+    # only (and a first step at ts -1 took start_unix_ms from every update).
+    base = 1_700_000_000_000_000
+    ev = []
+    for k, step in enumerate([7, 8, 9]):
+        t = base + k * 1000
+        ev += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": t, "dur": 500},
+               {"ph": "X", "cat": "user_annotation", "name": "## forward ##", "pid": 1, "tid": 1, "ts": t + 10, "dur": 200}]
+    for damaged in (-1, 0):
+        doc = small_trace(traceEvents=json.loads(json.dumps(ev)))
+        doc["traceEvents"][2]["ts"] = damaged
+        doc["traceEvents"][4]["dur"] = 0
+        p = write(tmp_path, f"d{damaged}.json", doc)
+        r = run("import", "kineto", p, "-o", tmp_path / f"out{damaged}")
+        assert r.returncode == 1, r.stderr
+        assert ("1 ProfilerStep range(s) lie more than an hour from every other step and hold none of the trace's "
+                "annotations (the first: ProfilerStep#8, ") in r.stderr, r.stderr
+        assert '"ProfilerStep#9" lasts 0 us (a damaged "dur": a step takes time); not used as an update' in r.stderr
+        lines = [json.loads(x) for x in (tmp_path / f"out{damaged}/rank0.jsonl").read_text().splitlines()]
+        assert [u["step"] for u in lines[1:]] == [7], lines
+        assert lines[1]["start_unix_ms"] == base / 1000
+    # Two profiler windows an hour apart, each step holding its work: both kept.
+    doc = small_trace(traceEvents=json.loads(json.dumps(ev[:4])))
+    for e in doc["traceEvents"][2:]:
+        e["ts"] += 2 * 3600 * 10**6
+    r = run("import", "kineto", write(tmp_path, "apart.json", doc), "-o", tmp_path / "apart")
+    assert r.returncode == 0 and "ProfilerStep range(s) lie" not in r.stderr, r.stderr
+
+
 def test_import_with_a_window_that_holds_no_step_of_one_rank(tmp_path):
     # One rank with steps in the --steps window and one without: import crashed (exit
     # 139, reading the first of no updates) after writing a config-only log.
@@ -1250,6 +1281,9 @@ def test_implausible_gpu_times_are_said(tmp_path):
                             "ts": -9e15, "dur": 5},
                            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9", "pid": 1, "tid": 1,
                             "ts": 9e15, "dur": 5}]
+    # (Each with work of its own: a step far from the others that holds none is a damaged ts.)
+    doc["traceEvents"] += [{"ph": "X", "cat": "user_annotation", "name": "## forward ##", "pid": 1, "tid": 1,
+                            "ts": ts + 1, "dur": 2} for ts in (-9e15, 9e15)]
     r = run("report", write(tmp_path, "far.json", doc))
     assert r.returncode == 0 and "GPU kernel(s)/copies last" not in r.stderr, r.stderr
     # A kernel 2 ms before its launch (at 1020 us): counted, and the clocks' disagreement said.
