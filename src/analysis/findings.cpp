@@ -1583,8 +1583,12 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
         f.action = "these steps waited for another rank (or a slow collective): run `stepprof report` on every "
                    "rank's log to name the rank and what grew on it";
       } else if (!behind.empty() && !behind_most && (waited || s->by_own_work)) {
-        f.evidence += fmt::format("; a rank was behind ({}) in {} of them only: those findings price that part",
-                                  fmt::join(behind, "; "), with_behind);
+        // (None of them: "behind in 0 of them only: those findings price that part" said
+        // a stretch elsewhere priced part of these steps.)
+        f.evidence += with_behind == 0
+                          ? fmt::format("; a rank was behind ({}) in other steps, in none of these", fmt::join(behind, "; "))
+                          : fmt::format("; a rank was behind ({}) in {} of them only: those findings price that part",
+                                        fmt::join(behind, "; "), with_behind);
       } else if (set_by_other) {
         f.evidence += fmt::format(
             "; a rank was behind ({}), but the rank with the most own work in these steps was another (rank {} in {} "

@@ -676,6 +676,20 @@ def test_padding_spikes_that_set_most_slow_steps_are_not_sent_to_a_short_straggl
     assert "slower rank" not in f["action"] and "begin_update()" not in f["action"], f["action"]
 
 
+def test_a_rank_behind_in_none_of_the_slow_steps_is_not_said_to_price_them(tmp_path):
+    # Rank 3 1.1x slower in steps 40..69, rank 6 2x in steps 10..11 (the 2 slowest): the
+    # variability finding said "a rank was behind (rank 3) in 0 of them only: those
+    # findings price that part" (an audit).
+    synth(tmp_path, "--ranks", 8, "--updates", 100, "--seed", 4, "--straggler", "3:40:69:1.1",
+          "--straggler", "6:10:11:2")
+    rep = report(tmp_path / "logs")
+    slow = rep["update_time"]["slow_updates"]["steps"]
+    assert slow and not any(40 <= st <= 69 for st in slow), slow
+    (f,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert "of them only" not in f["evidence"], f["evidence"]
+    assert "a rank was behind (rank 3) in other steps, in none of these" in f["evidence"], f["evidence"]
+
+
 def test_a_straggler_after_another_ranks_log_ended_is_found(tmp_path):
     # Rank 3's log ends at step 120 of 200 (it holds over half of them, so it stays in the
     # comparison); rank 10 is 1.3x slower in steps 150..170. Steps 121..200 lack rank 3 and
