@@ -676,6 +676,24 @@ def test_padding_spikes_that_set_most_slow_steps_are_not_sent_to_a_short_straggl
     assert "slower rank" not in f["action"] and "begin_update()" not in f["action"], f["action"]
 
 
+def test_a_straggler_of_two_ranks_is_priced_at_the_gap_to_the_other_rank(tmp_path):
+    # Two ranks, 3 updates (too few for a slow group): the time at stake was the margin over
+    # the median rank, their mean, half the gap (an audit: 1,706 ms where the other rank
+    # waits 3,412 ms per update).
+    synth(tmp_path, "--ranks", 2, "--updates", 3, "--straggler", "1:1:3:1.5", "--fallback", "0:2",
+          "--padding-spike", "1:3")
+    rep = report(tmp_path / "logs")
+    x = rep["cross_rank"]
+    assert x["slow_group"] is None  # (a slow group of rank 1 alone is priced at its mean gap)
+    own = own_work(tmp_path / "logs", x["comm_region"])
+    gaps = [own[1][st] - own[0][st] for st in (1, 2, 3)]
+    assert all(g > 0 for g in gaps), gaps
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert f["subject"] == "rank 1"
+    assert f["ms_per_update"] == pytest.approx(median(gaps), rel=1e-6)
+    assert "behind the other rank" in f["evidence"], f["evidence"]
+
+
 def test_a_rank_behind_in_none_of_the_slow_steps_is_not_said_to_price_them(tmp_path):
     # Rank 3 1.1x slower in steps 40..69, rank 6 2x in steps 10..11 (the 2 slowest): the
     # variability finding said "a rank was behind (rank 3) in 0 of them only: those
