@@ -122,9 +122,11 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     p.cost_updates = std::max(p.cost_updates, t.size());
     if (!p.token_slots_cv) p.token_slots_cv = summarize(s)->cv;
     const auto r = pearson(t, s);
-    if (r && *r < 0.4 && (!p.closest_below || *r > p.closest_below->correlation))
+    // (Every such region has the same updates: those that logged token slots.)
+    p.min_correlation = std::max(0.4, significant_correlation(t.size()));
+    if (r && *r < p.min_correlation && (!p.closest_below || *r > p.closest_below->correlation))
       p.closest_below = TokenBoundRegion{std::string(name), *r, *median(t)};
-    if (!r || *r < 0.4) continue;
+    if (!r || *r < p.min_correlation) continue;
     p.token_bound.push_back({std::string(name), *r, *median(t)});
   }
   if (!p.token_bound.empty()) {

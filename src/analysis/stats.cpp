@@ -285,6 +285,17 @@ std::vector<double> running_quantile(std::span<const double> x, std::size_t wind
   return out;
 }
 
+double significant_correlation(std::size_t n) {
+  if (n < 3) return 1.0;
+  // t(0.975, df) for df = 1..30 (NIST/SEMATECH e-Handbook, table 1.3.6.7.2).
+  static constexpr double kT[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                  2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                  2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  const std::size_t df = n - 2;
+  const double t = kT[std::min(df, std::size(kT)) - 1];
+  return t / std::sqrt(t * t + static_cast<double>(df));
+}
+
 std::optional<double> pearson(std::span<const double> a, std::span<const double> b) {
   const std::size_t n = std::min(a.size(), b.size());
   if (n < 3) return std::nullopt;

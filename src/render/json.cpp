@@ -269,6 +269,7 @@ Json padding(const PaddingResult& p) {
               {"cost_ms_per_update", opt(p.cost_ms_per_update)},
               {"cost_needs_nesting", p.cost_needs_nesting},
               {"cost_updates", p.cost_updates},
+              {"min_correlation", p.min_correlation},
               {"closest_below", p.closest_below ? Json{{"region", p.closest_below->region},
                                                        {"correlation", p.closest_below->correlation},
                                                        {"median_ms", p.closest_below->median_ms}}

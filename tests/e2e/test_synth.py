@@ -4,6 +4,7 @@ injected where) and, independently, from the raw log lines read with Python's js
 module -- never from the report itself.
 """
 import json
+import math
 import random
 import re
 import shutil
@@ -674,6 +675,35 @@ def test_padding_spikes_that_set_most_slow_steps_are_not_sent_to_a_short_straggl
     assert f"a rank was behind (rank 17) in {in_stretch} of them only" in f["evidence"], f["evidence"]
     assert "step 1 is the logs' first update (not the slowest)" in f["evidence"], f["evidence"]
     assert "slower rank" not in f["action"] and "begin_update()" not in f["action"], f["action"]
+
+
+def test_few_updates_count_a_region_as_token_bound_only_where_its_r_is_not_chance(tmp_path):
+    # One rank, 5 updates: vision_forward (a fixed time per micro-batch in synth) followed
+    # token slots at r = 0.48 by chance and was priced as padding cost (an audit: 970 ms
+    # per update instead of language_forward's 811). With 5 pairs, r must reach 0.878
+    # (t(0.975, 3) = 3.182: r = t / sqrt(t^2 + 3)).
+    synth(tmp_path, "--ranks", 1, "--updates", 5, "--fallback", "0:1", "--padding-spike", "0:5")
+    rep = report(tmp_path / "logs")
+    pad = rep["padding"]
+    assert pad["min_correlation"] == pytest.approx(3.182 / math.sqrt(3.182 ** 2 + 3), rel=1e-4)
+    recs = [json.loads(l) for l in next((tmp_path / "logs").glob("rank*.jsonl")).read_text().splitlines()][1:]
+    slots = [u["counts"]["token_slots"] for u in recs]
+
+    def r_of(region):
+        t = [u["cuda_stream_ms"][region] for u in recs]
+        mt, ms = sum(t) / len(t), sum(slots) / len(slots)
+        sab = sum((a - mt) * (b - ms) for a, b in zip(t, slots))
+        return sab / math.sqrt(sum((a - mt) ** 2 for a in t) * sum((b - ms) ** 2 for b in slots))
+
+    bound = {b["region"] for b in pad["token_bound_regions"]}
+    for region in ("vision_forward", "language_forward"):
+        assert (region in bound) == (r_of(region) >= pad["min_correlation"]), (region, r_of(region))
+    assert "language_forward" in bound and "vision_forward" not in bound, (bound, r_of("vision_forward"))
+    frac = pad["padding_fraction"]
+    lang = sorted(u["cuda_stream_ms"]["language_forward"] for u in recs)[2]
+    assert pad["cost_ms_per_update"] == pytest.approx(frac * sum(
+        sorted(u["cuda_stream_ms"][b] for u in recs)[2] for b in bound), rel=1e-9)
+    assert lang > 0
 
 
 def test_a_straggler_of_two_ranks_is_priced_at_the_gap_to_the_other_rank(tmp_path):

@@ -39,7 +39,8 @@ struct PaddingResult {
   double padding_slots_per_s = 0;  ///< (token_slots - valid_tokens) / sum(wall_ms) x 1000, per rank [slots/s]
   double padding_slots_per_update = 0;  ///< mean per update per rank [slots]
   std::optional<double> max_padded_length;  ///< longest padded length in input_shapes [tokens]
-  /// Leaf regions (of the nesting) whose time correlates with token slots (r >= 0.4),
+  /// Leaf regions (of the nesting) whose time correlates with token slots (r at least
+  /// `min_correlation`),
   /// compute only (no role in the nesting, not the communication region: waits do not
   /// scale with this rank's tokens),
   /// and the time that padding costs in them if their time is proportional to token
@@ -49,11 +50,16 @@ struct PaddingResult {
   std::optional<double> cost_ms_per_update;
   bool cost_needs_nesting = false;
   /// Where no region is token-bound, why (for the message): the updates the correlation
-  /// was computed over [count] (it needs 3), the closest leaf region below r = 0.4 (its r
+  /// was computed over [count] (it needs 3), the closest leaf region below min_correlation (its r
   /// in `correlation`; none where no r could be computed) and the coefficient of variation
   /// of token slots per update over those updates [fraction] (little spread leaves
   /// nothing to follow).
   std::size_t cost_updates = 0;
+  /// The r a region needs to count as token-bound: 0.4, or more where the updates are too
+  /// few for a smaller one to differ from chance at the 5 % level (significant_correlation
+  /// of cost_updates: 0.88 with 5 updates; an audit's 5-update window had counted a
+  /// region of fixed time at r = 0.48).
+  double min_correlation = 0.4;
   std::optional<TokenBoundRegion> closest_below;
   std::optional<double> token_slots_cv;
   /// Padding spikes: updates whose padding fraction exceeds the 90th percentile over all

@@ -45,6 +45,14 @@ double quantile_sorted(std::span<const double> sorted, double q);
 /// Pearson correlation of two equally long series; nullopt when n < 3 or either is constant.
 std::optional<double> pearson(std::span<const double> a, std::span<const double> b);
 
+/// The smallest Pearson r of n pairs that differs from 0 at the 5 % level (two-sided
+/// t-test): r = t / sqrt(t^2 + n - 2), t the 97.5 % quantile of Student's t with n - 2
+/// degrees of freedom (standard table, e.g. NIST/SEMATECH e-Handbook of Statistical
+/// Methods, 1.3.6.7.2). 0.997 for n = 3, 0.878 for 5, 0.632 for 10, 0.444 for 20; below
+/// 0.36 from n = 31 on, where it returns the value for 30 degrees of freedom's t (2.042)
+/// as an upper bound. 1 for n < 3 (no correlation can be told).
+double significant_correlation(std::size_t n);
+
 /// Sample standard deviation (n - 1); 0 for n < 2.
 double stdev(std::span<const double> v);
 
