@@ -295,7 +295,8 @@ std::string own_work_caveat(const CrossRankResult& x) {
   const std::string skew = x.window_skew ? "; " + describe_window_skew(*x.window_skew) : std::string();
   if (x.comm_region.empty()) return skew;
   return fmt::format("; own work is wall_ms minus {0}: a lag inside {0} (a backward pass that overlaps its "
-                     "all-reduce) is not counted, so the time at stake is a lower bound if {0} holds compute{1}",
+                     "all-reduce) is not counted: where {0} holds compute, these figures leave that part of the lag "
+                     "out{1}",
                      x.comm_region, skew);
 }
 
