@@ -733,6 +733,10 @@ def test_a_straggler_of_two_ranks_is_priced_at_the_gap_to_the_other_rank(tmp_pat
     assert f["subject"] == "rank 1"
     assert f["ms_per_update"] == pytest.approx(median(gaps), rel=1e-6)
     assert "behind the other rank" in f["evidence"], f["evidence"]
+    # The slow path's unit costs are weighted by each rank's speed: said, since they are
+    # not what a rank measured (an audit took them for that).
+    (f,) = [f for f in rep["findings"] if f["kind"] == "slow-path"]
+    assert "ms per frame (each rank's work weighted by its speed on the path it ran most" in f["evidence"], f["evidence"]
 
 
 def test_a_rank_behind_in_none_of_the_slow_steps_is_not_said_to_price_them(tmp_path):
