@@ -322,30 +322,54 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
     // slow one". Each rank's work is weighted by its speed on the path most updates ran
     // (its cost per unit there over the pooled cost; 1 where it did not run it), and each
     // path's cost per unit is its time over that weighted work.
-    std::map<std::optional<std::int64_t>, double> speed;
-    auto speed_of = [&](const UpdateRecord& u) {
-      const auto it = speed.find(u.rank);
-      return it == speed.end() ? 1.0 : it->second;
-    };
+    // Where a rank's cost there over its nearby updates (the median of its 5 updates
+    // around, at least 3 with the path) differs from its whole-run cost by more than 10 %,
+    // the nearby one is its speed: a rank slow in a stretch of steps only (a straggler
+    // window) had its fallback there priced at its whole-run speed, 15 to 60 % too high
+    // (an audit).
+    std::vector<double> speed(updates.size(), 1.0);
     const PathWork unit_work = by_frame ? PathWork::kFrames : PathWork::kSamples;
     if (in.data.ranks.size() > 1) {
       const PathCost* ref = nullptr;
       for (const auto& p : g.paths)
         if (p.region_id && unit_cost(p) && *unit_cost(p) > 0 && (!ref || p.updates > ref->updates)) ref = &p;
       if (ref) {
+        const double pooled = *unit_cost(*ref);
         std::map<std::optional<std::int64_t>, std::pair<double, double>> per_rank;  // rank -> (ms, work)
+        std::map<std::optional<std::int64_t>, std::vector<std::size_t>> of_rank;    // rank -> its updates
         const PathSeries& r = series[static_cast<std::size_t>(ref - g.paths.data())];
         const auto& w = r.work[static_cast<std::size_t>(unit_work)];
+        auto known = [&](std::size_t k) { return !std::isnan(r.ms[k]) && !std::isnan(w[k]); };
         for (std::size_t k = 0; k < updates.size(); ++k) {
-          if (std::isnan(r.ms[k]) || std::isnan(w[k])) continue;
+          of_rank[updates[k]->rank].push_back(k);
+          if (!known(k)) continue;
           auto& [ms, work] = per_rank[updates[k]->rank];
           ms += r.ms[k];
           work += w[k];
         }
-        for (const auto& [rank, tw] : per_rank)
-          if (tw.first > 0 && tw.second > 0) speed[rank] = tw.first / tw.second / *unit_cost(*ref);
+        constexpr std::size_t kNear = 2;     // updates on each side
+        constexpr double kApart = 0.10;      // local against whole-run cost
+        std::vector<double> near;
+        for (auto& [rank, ks] : of_rank) {
+          const auto it = per_rank.find(rank);
+          if (it == per_rank.end() || it->second.first <= 0 || it->second.second <= 0) continue;
+          const double whole = it->second.first / it->second.second;
+          std::sort(ks.begin(), ks.end(), [&](std::size_t a, std::size_t b) { return updates[a]->step < updates[b]->step; });
+          for (std::size_t p = 0; p < ks.size(); ++p) {
+            near.clear();
+            for (std::size_t q = p >= kNear ? p - kNear : 0; q < std::min(ks.size(), p + kNear + 1); ++q)
+              if (known(ks[q]) && w[ks[q]] > 0) near.push_back(r.ms[ks[q]] / w[ks[q]]);
+            double cost = whole;
+            if (near.size() >= 3) {
+              std::nth_element(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(near.size() / 2), near.end());
+              const double local = near[near.size() / 2];
+              if (std::fabs(local / whole - 1) > kApart) cost = local;
+            }
+            speed[ks[p]] = cost / pooled;
+          }
+        }
       }
-      auto weight = [&](std::size_t k) { return speed_of(*updates[k]); };
+      auto weight = [&](std::size_t k) { return speed[k]; };
       for (std::size_t i = 0; i < g.paths.size(); ++i) {
         g.paths[i].ms_per_sample = cost_of(i, PathWork::kSamples, weight);
         g.paths[i].ms_per_frame = cost_of(i, PathWork::kFrames, weight);
@@ -409,9 +433,9 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
         // stands for it (as path_excess_ms prices it), else only the updates where it ran
         // alone were priced (a quarter of the saving, on a C++ engine's log).
         if (std::isnan(work) && !std::isnan(t) && slow->work_from_update && unit_cost(*slow) && *unit_cost(*slow) > 0)
-          work = t / (*unit_cost(*slow) * speed_of(*u));
+          work = t / (*unit_cost(*slow) * speed[k]);
         if (!std::isnan(work)) {
-          const double excess = t - work * *unit_cost(*fast) * speed_of(*u);
+          const double excess = t - work * *unit_cost(*fast) * speed[k];
           saving += excess;
           auto [at, added] = step_excess.try_emplace(u->step, excess);
           if (!added) at->second = std::max(at->second, excess);

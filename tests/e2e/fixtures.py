@@ -127,10 +127,35 @@ def rank_speeds(updates, ref="vggt_batched", work="vggt_batched_frames", clock="
     return {r: (ms / w) / (pooled_ms / pooled_work) for r, (ms, w) in per_rank.items() if ms > 0 and w > 0}
 
 
+def update_speeds(updates, ref="vggt_batched", work="vggt_batched_frames", clock="cuda_stream_ms"):
+    """Each update's speed (docs/report-json.md, code_paths): its rank's speed (rank_speeds),
+    except where the median ms per unit on the reference path over the rank's 5 updates
+    around it (by step; at least 3 that ran the path) differs from the rank's whole-run ms
+    per unit by more than 10 %: that median over the pooled ms per unit then. Returns
+    {(rank, step): speed}; 1 for a rank that did not run the path."""
+    pooled = sum(u[clock].get(ref, 0.0) for u in updates) / sum(u["counts"].get(work, 0) for u in updates)
+    whole = {r: s * pooled for r, s in rank_speeds(updates, ref, work, clock).items()}
+    out = {}
+    for rank in {u["rank"] for u in updates}:
+        mine = sorted((u for u in updates if u["rank"] == rank), key=lambda u: u["step"])
+        for i, u in enumerate(mine):
+            if rank not in whole:
+                out[(rank, u["step"])] = 1.0
+                continue
+            near = sorted(v[clock][ref] / v["counts"][work] for v in mine[max(0, i - 2):i + 3]
+                          if ref in v[clock] and v["counts"].get(work, 0) > 0)
+            cost = whole[rank]
+            if len(near) >= 3 and abs(near[len(near) // 2] / whole[rank] - 1) > 0.10:
+                cost = near[len(near) // 2]
+            out[(rank, u["step"])] = cost / pooled
+    return out
+
+
 def speed_weighted_cost(updates, speeds, path, work, clock="cuda_stream_ms"):
-    """A path's ms per unit of work with each rank's work weighted by its speed."""
+    """A path's ms per unit of work with each update's work weighted by its speed
+    (update_speeds)."""
     ms = sum(u[clock].get(path, 0.0) for u in updates)
-    return ms / sum(speeds.get(u["rank"], 1.0) * u["counts"].get(work, 0) for u in updates)
+    return ms / sum(speeds.get((u["rank"], u["step"]), 1.0) * u["counts"].get(work, 0) for u in updates)
 
 
 def handles_signal(pid, sig):

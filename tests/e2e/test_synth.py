@@ -1659,7 +1659,7 @@ def test_a_persistent_straggler_does_not_hide_a_fallback_on_another_rank(tmp_pat
     manifest, _ = synth(tmp_path, "--ranks", 3, "--updates", 40, "--straggler", f"2:1:40:{factor}",
                         "--fallback", "0:20")
     ups = raw_updates(manifest)
-    speeds = fx.rank_speeds(ups)
+    speeds = fx.update_speeds(ups)
     fast = fx.speed_weighted_cost(ups, speeds, "vggt_batched", "vggt_batched_frames")
     slow = fx.speed_weighted_cost(ups, speeds, "vggt_single", "vggt_single_frames")
     (g,) = report(tmp_path / "logs")["code_paths"]["groups"]
@@ -1671,6 +1671,31 @@ def test_a_persistent_straggler_does_not_hide_a_fallback_on_another_rank(tmp_pat
     assert g["slow_over_fast"] == pytest.approx(p["slow_over_fast"], rel=0.05)
 
 
+@pytest.mark.parametrize("factor", [2, 100])
+def test_a_fallback_inside_a_straggler_window_is_priced_at_the_ranks_speed_there(tmp_path, factor):
+    # Rank 2 slower in steps 4..9 only, its fallback at step 6: weighted by its whole-run
+    # speed, the fallback was priced 15 to 60 % too high (an audit: +234,194 ms where the
+    # same frames on its own batched path in those steps cost 146,547 ms less).
+    manifest, _ = synth(tmp_path, "--ranks", 6, "--updates", 12, "--straggler", f"2:4:9:{factor}",
+                        "--fallback", "2:6")
+    ups = raw_updates(manifest)
+    speeds = fx.update_speeds(ups)
+    assert speeds[(2, 6)] > 1.3 * fx.rank_speeds(ups)[2]  # (the rule applies here)
+    fast = fx.speed_weighted_cost(ups, speeds, "vggt_batched", "vggt_batched_frames")
+    slow = fx.speed_weighted_cost(ups, speeds, "vggt_single", "vggt_single_frames")
+    (u,) = [u for u in ups if "vggt_single" in u["cuda_stream_ms"]]
+    excess = u["cuda_stream_ms"]["vggt_single"] - u["counts"]["vggt_single_frames"] * fast * speeds[(2, 6)]
+    # Independently: rank 2's own batched cost per frame in steps 4..8, the 5 around step 6.
+    near = sorted(v["cuda_stream_ms"]["vggt_batched"] / v["counts"]["vggt_batched_frames"] for v in ups
+                  if v["rank"] == 2 and 4 <= v["step"] <= 8 and "vggt_batched" in v["cuda_stream_ms"])
+    own = u["cuda_stream_ms"]["vggt_single"] - u["counts"]["vggt_single_frames"] * near[len(near) // 2]
+    assert excess == pytest.approx(own, rel=0.05)
+    (g,) = report(tmp_path / "logs")["code_paths"]["groups"]
+    assert g["slow_over_fast"] == pytest.approx(slow / fast, rel=1e-9)
+    (c,) = g["costliest_slow_updates"]
+    assert (c["rank"], c["step"]) == (2, 6) and c["excess_ms"] == pytest.approx(excess, rel=1e-9)
+
+
 def test_the_costliest_slow_path_updates_are_located(tmp_path):
     # "2 of 2400 updates ran the slow path" named neither rank nor step. Each update's
     # excess (the slow path's time minus its frames at the fast path's ms per frame over
@@ -1680,9 +1705,9 @@ def test_the_costliest_slow_path_updates_are_located(tmp_path):
     ups = raw_updates(manifest)
     dev = [u["cuda_stream_ms"] for u in ups]
     # (With several ranks each rank's work counts at its speed on the path most updates ran.)
-    speeds = fx.rank_speeds(ups)
+    speeds = fx.update_speeds(ups)
     per_frame = fx.speed_weighted_cost(ups, speeds, "vggt_batched", "vggt_batched_frames")
-    excess = sorted(((d["vggt_single"] - u["counts"]["vggt_single_frames"] * per_frame * speeds.get(u["rank"], 1.0),
+    excess = sorted(((d["vggt_single"] - u["counts"]["vggt_single_frames"] * per_frame * speeds.get((u["rank"], u["step"]), 1.0),
                       u["rank"], u["step"])
                      for u, d in zip(ups, dev) if "vggt_single" in d), key=lambda e: -e[0])
     assert len(excess) == 4 and excess[-1][0] > 0

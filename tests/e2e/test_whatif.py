@@ -655,12 +655,12 @@ def test_slow_path_time_at_stake_is_per_step_with_every_ranks_log(tmp_path):
     # The finding's time at stake was the mean over all 192 rank-updates, so it shrank as
     # 1/ranks (0.037 ms at 4,096 ranks) though the step waits for the rank that fell back.
     out, updates = _rare_fallback_job(tmp_path)
-    speeds = fx.rank_speeds(updates)  # (each rank's work at its speed on the path most updates ran)
+    speeds = fx.update_speeds(updates)  # (each rank's work at its speed on the path most updates ran)
     fast = fx.speed_weighted_cost(updates, speeds, "vggt_batched", "vggt_batched_frames")
     excess = {}
     for u in updates:
         if "vggt_single" in u["cuda_stream_ms"]:
-            e = u["cuda_stream_ms"]["vggt_single"] - u["counts"]["vggt_single_frames"] * fast * speeds.get(u["rank"], 1)
+            e = u["cuda_stream_ms"]["vggt_single"] - u["counts"]["vggt_single_frames"] * fast * speeds.get((u["rank"], u["step"]), 1)
             excess[u["step"]] = max(excess.get(u["step"], -1e300), e)
     assert sorted(excess) == [4, 8]
     r = run("report", out, "--format", "json")
@@ -669,7 +669,7 @@ def test_slow_path_time_at_stake_is_per_step_with_every_ranks_log(tmp_path):
     (g,) = rep["code_paths"]["groups"]
     steps = len({u["step"] for u in updates})
     assert g["step_saving_at_most_ms"] == pytest.approx(sum(max(0.0, e) for e in excess.values()) / steps, rel=1e-9)
-    all_excess = sum(u["cuda_stream_ms"]["vggt_single"] - u["counts"]["vggt_single_frames"] * fast * speeds.get(u["rank"], 1)
+    all_excess = sum(u["cuda_stream_ms"]["vggt_single"] - u["counts"]["vggt_single_frames"] * fast * speeds.get((u["rank"], u["step"]), 1)
                      for u in updates if "vggt_single" in u["cuda_stream_ms"])
     assert g["saving_ms_per_update"] == pytest.approx(all_excess / len(updates), rel=1e-9)
     (f,) = [f for f in rep["findings"] if f["kind"] == "slow-path"]
