@@ -164,6 +164,9 @@ int main(void) {
   CHECK(stepprof_info_json(rec, info, 4, &needed) == STEPPROF_ERR_ARGUMENT);
   CHECK(needed > 4);
   CHECK(info[0] == '\0'); /* too small: an empty string, not what was there before */
+  /* A NULL buffer with a size: said as such (it was "buffer too small"). */
+  CHECK(stepprof_info_json(rec, NULL, 100, &needed) == STEPPROF_ERR_ARGUMENT);
+  CHECK_CONTAINS(stepprof_last_error(), "buf is NULL but cap is 100");
   CHECK(stepprof_info_json(rec, info, sizeof info, &needed) == STEPPROF_OK);
   CHECK_CONTAINS(info, "\"device_timing\":\"off: disabled by the recorder options\"");
   CHECK_CONTAINS(info, "\"records_written\":3");

@@ -106,11 +106,12 @@ struct KinetoStats {
   std::uint64_t overlapping_steps = 0;
   std::uint64_t first_overlap_line = 0;
   std::int64_t first_overlap_step = 0;
-  /// ProfilerStep ranges more than an hour (kGpuLongestMs) from every other step's that
-  /// hold none of the trace's user annotations while other steps do: a damaged "ts" (e.g.
-  /// 0 or -1 among Unix times). Not used as updates (an update with its time and none of
-  /// its work; the first step's start also sets start_unix_ms) [count]; the first such
-  /// step's number and line, and its distance to the nearest other step [ms].
+  /// ProfilerStep ranges of a group of steps more than an hour (kGpuLongestMs) from the
+  /// others in which no user annotation, runtime launch or GPU activity starts, while
+  /// another group's steps hold work: a damaged "ts" (e.g. 0 or -1 among Unix times; two
+  /// steps damaged alike form a group). Not used as updates (an update with its time and
+  /// none of its work; the first step's start also sets start_unix_ms) [count]; the first
+  /// such step's number and line, and its distance to the nearest step kept [ms].
   std::uint64_t steps_astray = 0;
   std::int64_t first_astray_step = 0;
   std::uint64_t first_astray_line = 0;

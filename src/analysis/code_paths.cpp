@@ -323,7 +323,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
     // (its cost per unit there over the pooled cost; 1 where it did not run it), and each
     // path's cost per unit is its time over that weighted work.
     // Where a rank's cost there over its nearby updates (the median of its 5 updates
-    // around, at least 3 with the path) differs from its whole-run cost by more than 10 %,
+    // around with time on the path, at least 3) differs from its whole-run cost by more than 10 %,
     // the nearby one is its speed: a rank slow in a stretch of steps only (a straggler
     // window) had its fallback there priced at its whole-run speed, 15 to 60 % too high
     // (an audit).
@@ -358,12 +358,12 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
           for (std::size_t p = 0; p < ks.size(); ++p) {
             near.clear();
             for (std::size_t q = p >= kNear ? p - kNear : 0; q < std::min(ks.size(), p + kNear + 1); ++q)
-              if (known(ks[q]) && w[ks[q]] > 0) near.push_back(r.ms[ks[q]] / w[ks[q]]);
+              if (known(ks[q]) && w[ks[q]] > 0 && r.ms[ks[q]] > 0) near.push_back(r.ms[ks[q]] / w[ks[q]]);
             double cost = whole;
-            if (near.size() >= 3) {
+            if (near.size() >= 3) {  // (0 ms on the path is left out: a speed of 0 took the update's work away)
               std::nth_element(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(near.size() / 2), near.end());
               const double local = near[near.size() / 2];
-              if (std::fabs(local / whole - 1) > kApart) cost = local;
+              if (local > 0 && std::fabs(local / whole - 1) > kApart) cost = local;
             }
             speed[ks[p]] = cost / pooled;
           }

@@ -79,9 +79,11 @@ void slow_paths(const FindingInputs& in, std::vector<Finding>& out) {
     // (An audit took 58.4 ms per frame for a measured figure: its only rank measured 45.8.)
     f.evidence = fmt::format("{}: {} ms per {}, {}: {} ms per {}{}", g.slow, ms_text(sc, 1), g.unit, g.fast,
                              ms_text(fc, 1), g.unit,
-                             in.cross_rank.ranks > 1 ? " (each rank's work weighted by its speed on the path it ran "
-                                                       "most, so that a slower rank does not make a path look costly)"
-                                                     : "");
+                             in.cross_rank.ranks > 1
+                                 ? " (each rank's work weighted by its speed on the path most updates ran, over the "
+                                   "updates around where its speed changed, so that a slower rank does not make a "
+                                   "path look costly)"
+                                 : "");
     if (several)
       f.evidence += fmt::format("; time at stake: up to {} ms per step (the largest excess of a rank in each step, "
                                 "when the step waits for that rank; {} ms per rank and update over all ranks)",
@@ -265,7 +267,9 @@ bool straggler_finding_for(const CrossRankResult& x, const RankStraggler& r) {
   const double slowest = static_cast<double>(o.margins.size());
   if (2 * slowest <= n || slowest <= n * p + 3 * std::sqrt(n * p * (1 - p))) return false;
   const auto margin = summarize(o.margins);
-  return margin && margin->median >= 0.05 * r.compute_ms.median && margin->median >= kMaterialLag * update_ms;
+  // (With two ranks the margin over their mean is half the gap: the gap, as stragglers() prices it.)
+  const double lag = margin ? margin->median * (x.per_rank.size() == 2 ? 2.0 : 1.0) : 0.0;
+  return margin && lag >= 0.05 * r.compute_ms.median && lag >= kMaterialLag * update_ms;
 }
 
 bool straggler_finding_for(const CrossRankResult& x, std::int64_t rank) {

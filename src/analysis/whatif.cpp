@@ -1438,17 +1438,19 @@ WhatIfResult run_whatif(const AnalysisInput& in, const WhatIfOptions& opt) {
         opt.variant.empty() ? std::vector<std::string>{"pad", "group"} : std::vector<std::string>{opt.variant};
     for (const auto& v : variants) r.predictions.push_back(replay_prediction(in, r.models, opt, v, sync));
   }
-  r.steps = sync.steps.size();
-  for (auto& p : r.predictions) {
-    p.assumptions.push_back(sync.description);
-    // (An audit: the saving of no-padding was a third of what the job saved, the backward
-    // pass inside the communication region scaling with token slots as the forward does.)
-    if (!sync.comm_region.empty())
+  // The replays (not balanced-ranks, which says it of own work): an audit found no-padding's
+  // saving a third of what the job saved, the backward pass inside the communication
+  // region scaling with token slots as the forward does.
+  if (opt.scenario != Scenario::kBalancedRanks && !sync.comm_region.empty())
+    for (auto& p : r.predictions)
       p.assumptions.push_back(fmt::format(
           "{0} is not modeled (its time is mostly waiting): compute inside it whose work changes (a backward pass "
           "overlapped with its all-reduce scales with the forward pass's work) is not priced, so the saving leaves "
           "that part out",
           sync.comm_region));
+  r.steps = sync.steps.size();
+  for (auto& p : r.predictions) {
+    p.assumptions.push_back(sync.description);
     for (const auto& n : sync.notes) p.notes.push_back(n);
     if (p.available && r.steps < few_steps_bound(opt.interval)) p.notes.push_back(few_steps_note(r.steps, sync.all_ranks, opt));
   }

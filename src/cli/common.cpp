@@ -29,8 +29,10 @@ CLI::Validator integer_from(std::int64_t lo, std::int64_t hi, std::string_view t
   return CLI::Validator(
       [lo, hi](const std::string& v) {
         std::int64_t x = 0;
-        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-        if (v.empty() || end != v.data() + v.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+        // (A leading '+', which from_chars refuses and CLI11's numbers took.)
+        const std::string_view t = v.starts_with('+') && v.size() > 1 && v[1] != '-' ? std::string_view(v).substr(1) : v;
+        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+        if (t.empty() || end != t.data() + t.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
           return fmt::format("\"{}\" is not a whole number: use one from {} to {}", v, lo, hi);
         if (ec == std::errc::result_out_of_range || x < lo || x > hi)
           return fmt::format("{} is out of range: use a whole number from {} to {}", v, lo, hi);

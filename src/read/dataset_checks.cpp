@@ -114,13 +114,13 @@ void check_zero_wall_time(const Dataset& data, Diagnostics& diag) {
       if (!first) first = &u;
       ++zero;
     }
-  // Nothing timed at all (a trace whose ProfilerStep ranges all last 0 us, a loop whose
-  // clock was never started): every figure would be a quiet 0.
+  // Nothing timed at all (a loop whose clock was never started; a trace's ProfilerStep of
+  // 0 us is an error of the trace reader's, not an update): every figure would be a quiet 0.
   if (untimed == all && first_untimed)
     diag.report({Severity::kWarning, Problem::kZeroWallTime, data.files[first_untimed->source.file],
                  first_untimed->source.line, 0,
                  fmt::format("every update ({}) has wall_ms 0 and no region with time: nothing was timed, so every "
-                             "figure of the report is 0 (in a profiler trace: ProfilerStep ranges of duration 0)",
+                             "figure of the report is 0 (e.g. a loop whose clock was never started)",
                              all)});
   if (!first) return;
   diag.report({Severity::kWarning, Problem::kZeroWallTime, data.files[first->source.file], first->source.line, 0,

@@ -41,44 +41,55 @@ void KinetoModel::add_step(std::int64_t step, std::int64_t tid, std::int64_t sta
 
 void KinetoModel::drop_astray_steps(KinetoStats& stats) {
   const std::size_t n = steps_.size();
-  if (n < 2 || annotations_.empty()) return;
-  // Distance from step i's range to the nearest other one [ms] (steps sorted by start;
-  // in double: ts may lie anywhere in +-9.2e15 us); reach: the latest end before i.
-  std::vector<double> gap(n, std::numeric_limits<double>::infinity());
-  std::int64_t reach = steps_[0].end;
-  for (std::size_t i = 1; i < n; ++i) {
-    const double g = std::max(0.0, (static_cast<double>(steps_[i].start) - static_cast<double>(reach)) / 1e6);
-    gap[i] = std::min(gap[i], g);
-    gap[i - 1] = std::min(gap[i - 1], std::max(0.0, (static_cast<double>(steps_[i].start) -
-                                                     static_cast<double>(steps_[i - 1].end)) / 1e6));
-    reach = std::max(reach, steps_[i].end);
-  }
-  std::vector<std::int64_t> starts;  // the annotations' starts, sorted (made when needed)
-  auto holds_annotation = [&](const Step& st) {
-    if (starts.empty()) {
-      starts.reserve(annotations_.size());
-      for (const auto& a : annotations_) starts.push_back(a.start);
-      std::sort(starts.begin(), starts.end());
-    }
-    const auto it = std::lower_bound(starts.begin(), starts.end(), st.start);
-    return it != starts.end() && *it < st.end;
+  if (n < 2) return;
+  // Where work starts (user annotations, runtime launches, GPU activity), sorted: a step
+  // holds work when one starts in its range.
+  std::vector<std::int64_t> work;
+  work.reserve(annotations_.size() + launches_.size() + gpu_.size());
+  for (const auto& a : annotations_) work.push_back(a.start);
+  for (const auto& l : launches_) work.push_back(l.ts);
+  for (const auto& g : gpu_) work.push_back(g.start);
+  if (work.empty()) return;
+  std::sort(work.begin(), work.end());
+  auto holds_work = [&](const Step& st) {
+    const auto it = std::lower_bound(work.begin(), work.end(), st.start);
+    return it != work.end() && *it < st.end;
   };
-  std::vector<char> astray(n, 0);
-  std::size_t count = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (gap[i] > kGpuLongestMs && !holds_annotation(steps_[i])) {
-      astray[i] = 1;
-      if (count++ == 0) {
-        stats.first_astray_step = steps_[i].step;
-        stats.first_astray_line = steps_[i].line;
-        stats.first_astray_gap_ms = gap[i];
-      }
-    }
-  if (count == 0 || count == n) return;  // (every step alike: nothing to tell them from)
-  stats.steps_astray = count;
+  // Groups of steps (sorted by start) with no gap of over an hour inside, and which hold
+  // work: two steps damaged alike lie together, far from the rest.
+  std::vector<std::size_t> group(n, 0);
+  std::vector<char> group_works;
+  std::int64_t reach = steps_[0].end;
+  group_works.push_back(0);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0 && (static_cast<double>(steps_[i].start) - static_cast<double>(reach)) / 1e6 > kGpuLongestMs)
+      group_works.push_back(0);
+    reach = std::max(reach, steps_[i].end);
+    group[i] = group_works.size() - 1;
+    if (!group_works.back() && holds_work(steps_[i])) group_works.back() = 1;
+  }
+  const bool some_work = std::any_of(group_works.begin(), group_works.end(), [](char w) { return w != 0; });
+  if (group_works.size() < 2 || !some_work) return;  // (one group, or nothing to tell them apart by)
   std::size_t k = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (!astray[i]) steps_[k++] = steps_[i];
+  for (std::size_t i = 0; i < n; ++i) {
+    if (group_works[group[i]]) {
+      steps_[k++] = steps_[i];
+      continue;
+    }
+    if (stats.steps_astray++ == 0) {
+      stats.first_astray_step = steps_[i].step;
+      stats.first_astray_line = steps_[i].line;
+      // Its distance to the nearest step of a group that holds work [ms].
+      double gap = std::numeric_limits<double>::infinity();
+      for (std::size_t j = 0; j < n; ++j)
+        if (group_works[group[j]]) {
+          const double a = static_cast<double>(steps_[i].start), b = static_cast<double>(steps_[j].start);
+          const double d = a < b ? b - static_cast<double>(steps_[i].end) : a - static_cast<double>(steps_[j].end);
+          gap = std::min(gap, std::max(0.0, d) / 1e6);
+        }
+      stats.first_astray_gap_ms = gap;
+    }
+  }
   steps_.resize(k);
 }
 

@@ -64,8 +64,9 @@ class KinetoModel {
                                   std::int64_t epoch_offset_ns = 0);
 
  private:
-  // Leaves out the ProfilerStep ranges an hour or more from every other one that hold no
-  // user annotation while others do (KinetoStats::steps_astray); steps_ sorted by start.
+  // Leaves out the ProfilerStep ranges of a group more than an hour from the other steps
+  // in which no annotation, launch or GPU activity starts, while another group's do
+  // (KinetoStats::steps_astray); steps_ sorted by start.
   void drop_astray_steps(KinetoStats& stats);
   struct Step {
     std::int64_t step, tid, start, end;

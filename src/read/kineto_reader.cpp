@@ -512,9 +512,9 @@ class TraceReader {
                          stats_.overlapping_steps, stats_.first_overlap_step));
     if (stats_.steps_astray)
       report(Severity::kError, Problem::kBadField, {stats_.first_astray_line, 0},
-             fmt::format("{} ProfilerStep range(s) lie more than an hour from every other step and hold none of the "
-                         "trace's annotations (the first: ProfilerStep#{}, {:.3g} hours from the nearest): a damaged "
-                         "\"ts\"; not used as updates",
+             fmt::format("{} ProfilerStep range(s) lie more than an hour from the trace's other steps and hold none "
+                         "of its work (no annotation, launch or GPU activity starts in them; the first: ProfilerStep#{}, "
+                         "{:.3g} hours from the nearest step kept): a damaged \"ts\"; not used as updates",
                          stats_.steps_astray, stats_.first_astray_step, stats_.first_astray_gap_ms / 3.6e6));
     if (stats_.not_complete)
       report(Severity::kWarning, Problem::kUnattributed, first_not_complete_,

@@ -259,6 +259,10 @@ int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* ne
     j["errors"] = std::move(e);
     const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (needed) *needed = text.size();
+    if (!buf && cap > 0)  // ("buffer too small" said nothing of the real mistake)
+      return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_info_json: buf is NULL but cap is " + std::to_string(cap) +
+                                                  " (give a buffer of at least " + std::to_string(text.size() + 1) +
+                                                  " bytes, or cap 0 to get the length in *needed)");
     if (!buf || cap < text.size() + 1) {
       if (buf && cap > 0) buf[0] = '\0';  // (an empty string, never stale bytes)
       return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_info_json: buffer too small (need " +

@@ -510,13 +510,13 @@ Section padding_section(const Report& rep) {
       regs += fmt::format("{}{} (r = {:.2f} with token slots, median {})", regs.empty() ? "" : ", ", r.region,
                           r.correlation, ms(r.median_ms));
     if (p.min_correlation > 0.4)
-      regs += fmt::format(" (r >= {:.2g} counted: over {} updates a smaller r may be chance)", p.min_correlation,
+      regs += fmt::format(" (r >= {:.3g} counted: over {} updates a smaller r may be chance)", p.min_correlation,
                           p.cost_updates);
     f.items.emplace_back("cost estimate", fmt::format("{} per update: padding fraction x time of {}, assuming that "
                                                       "time is proportional to token slots",
                                                       ms(*p.cost_ms_per_update), regs));
   } else {
-    std::string none = fmt::format("no region's time follows token slots (r >= {:.2g}{}) in this window",
+    std::string none = fmt::format("no region's time follows token slots (r >= {:.3g}{}) in this window",
                                    p.min_correlation,
                                    p.min_correlation > 0.4
                                        ? fmt::format(": over {} updates a smaller r may be chance", p.cost_updates)

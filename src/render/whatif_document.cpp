@@ -51,7 +51,7 @@ std::string saving(double saved_ms, double mean_ms, double measured_ms) {
   const double frac = measured_ms > 0 ? saved_ms / measured_ms : 0;
   // The other way round (an audit: 226 ms by the medians, 102 by the mean, unexplained).
   const std::string why =
-      mean_ms < 0.5 * saved_ms ? "; the mean is under half of it: some updates save much less, or take longer, so "
+      saved_ms > 0 && mean_ms < 0.5 * saved_ms ? "; the mean is under half of it: some updates save much less, or take longer, so "
                                  "the total over 1,000 updates follows the mean"
                                : "";
   return fmt::format("{} per update ({}, difference of the medians), {} per 1,000 updates (mean {} per update{})",

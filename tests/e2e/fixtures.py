@@ -130,7 +130,7 @@ def rank_speeds(updates, ref="vggt_batched", work="vggt_batched_frames", clock="
 def update_speeds(updates, ref="vggt_batched", work="vggt_batched_frames", clock="cuda_stream_ms"):
     """Each update's speed (docs/report-json.md, code_paths): its rank's speed (rank_speeds),
     except where the median ms per unit on the reference path over the rank's 5 updates
-    around it (by step; at least 3 that ran the path) differs from the rank's whole-run ms
+    around it (by step; at least 3 with time on the path) differs from the rank's whole-run ms
     per unit by more than 10 %: that median over the pooled ms per unit then. Returns
     {(rank, step): speed}; 1 for a rank that did not run the path."""
     pooled = sum(u[clock].get(ref, 0.0) for u in updates) / sum(u["counts"].get(work, 0) for u in updates)
@@ -143,7 +143,7 @@ def update_speeds(updates, ref="vggt_batched", work="vggt_batched_frames", clock
                 out[(rank, u["step"])] = 1.0
                 continue
             near = sorted(v[clock][ref] / v["counts"][work] for v in mine[max(0, i - 2):i + 3]
-                          if ref in v[clock] and v["counts"].get(work, 0) > 0)
+                          if v[clock].get(ref, 0) > 0 and v["counts"].get(work, 0) > 0)
             cost = whole[rank]
             if len(near) >= 3 and abs(near[len(near) // 2] / whole[rank] - 1) > 0.10:
                 cost = near[len(near) // 2]

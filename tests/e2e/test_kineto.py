@@ -643,12 +643,35 @@ def test_a_step_with_a_damaged_ts_or_dur_is_not_an_update(tmp_path):
         p = write(tmp_path, f"d{damaged}.json", doc)
         r = run("import", "kineto", p, "-o", tmp_path / f"out{damaged}")
         assert r.returncode == 1, r.stderr
-        assert ("1 ProfilerStep range(s) lie more than an hour from every other step and hold none of the trace's "
-                "annotations (the first: ProfilerStep#8, ") in r.stderr, r.stderr
+        assert ("1 ProfilerStep range(s) lie more than an hour from the trace's other steps and hold none of its "
+                "work (no annotation, launch or GPU activity starts in them; the first: ProfilerStep#8, ") in r.stderr, \
+            r.stderr
         assert '"ProfilerStep#9" lasts 0 us (a damaged "dur": a step takes time); not used as an update' in r.stderr
         lines = [json.loads(x) for x in (tmp_path / f"out{damaged}/rank0.jsonl").read_text().splitlines()]
         assert [u["step"] for u in lines[1:]] == [7], lines
         assert lines[1]["start_unix_ms"] == base / 1000
+    # Two steps damaged alike lie together, each within an hour of the other (a review:
+    # neither was left out).
+    doc = small_trace(traceEvents=json.loads(json.dumps(ev)))
+    doc["traceEvents"][2]["ts"] = 0
+    doc["traceEvents"][4]["ts"] = 600
+    r = run("import", "kineto", write(tmp_path, "two.json", doc), "-o", tmp_path / "two")
+    assert r.returncode == 1 and "2 ProfilerStep range(s) lie more than an hour" in r.stderr, r.stderr
+    lines = [json.loads(x) for x in (tmp_path / "two/rank0.jsonl").read_text().splitlines()]
+    assert [u["step"] for u in lines[1:]] == [7] and lines[1]["start_unix_ms"] == base / 1000
+    # A far step whose only work is a launch and its kernel (no record_function) is kept.
+    doc = small_trace(traceEvents=json.loads(json.dumps(ev[:4])))
+    far = base + 5 * 3600 * 10**6
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9", "pid": 1, "tid": 1, "ts": far, "dur": 500},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": far + 20, "dur": 5,
+         "args": {"correlation": 77}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": far + 40, "dur": 100,
+         "args": {"correlation": 77, "device": 0, "stream": 7}}]
+    r = run("import", "kineto", write(tmp_path, "kernel.json", doc), "-o", tmp_path / "kernel")
+    assert r.returncode == 0 and "ProfilerStep range(s) lie" not in r.stderr, r.stderr
+    lines = [json.loads(x) for x in (tmp_path / "kernel/rank0.jsonl").read_text().splitlines()]
+    assert [u["step"] for u in lines[1:]] == [7, 8, 9]
     # Two profiler windows an hour apart, each step holding its work: both kept.
     doc = small_trace(traceEvents=json.loads(json.dumps(ev[:4])))
     for e in doc["traceEvents"][2:]:
@@ -874,10 +897,13 @@ def test_no_distributed_info(tmp_path):
                                 ("--rank", "-1", "out of range"),
                                 ("--rank", "abc", '"abc" is not a whole number'),
                                 ("--world-size", "2000000", "out of range: use a whole number from 1 to 1048576"),
-                                ("--world-size", "0", "out of range")]:
+                                ("--world-size", "0", "out of range"),
+                                ("--rank", "+-1", "not a whole number")]:
         r = run("import", "kineto", option, value, p, "-o", tmp_path / "range")
         assert r.returncode == 2 and says in r.stderr and "0000000" not in r.stderr, (option, value, r.stderr)
         assert not (tmp_path / "range").exists()
+    r = run("import", "kineto", "--rank", "+2", "--world-size", 4, p, "-o", tmp_path / "plus")
+    assert r.returncode == 0 and (tmp_path / "plus/rank2.jsonl").exists(), r.stderr
 
 
 def test_a_world_size_below_the_traces_rank_writes_no_log(tmp_path):
