@@ -42,6 +42,17 @@ void KinetoModel::add_step(std::int64_t step, std::int64_t tid, std::int64_t sta
 void KinetoModel::drop_astray_steps(KinetoStats& stats) {
   const std::size_t n = steps_.size();
   if (n < 2) return;
+  // Groups of steps (sorted by start) with no gap of over an hour inside: two steps
+  // damaged alike lie together, far from the rest.
+  std::vector<std::size_t> group(n, 0);
+  std::size_t groups = 1;
+  std::int64_t reach = steps_[0].end;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0 && (static_cast<double>(steps_[i].start) - static_cast<double>(reach)) / 1e6 > kGpuLongestMs) ++groups;
+    reach = std::max(reach, steps_[i].end);
+    group[i] = groups - 1;
+  }
+  if (groups < 2) return;  // (the usual trace: no table of starts is made)
   // Where work starts (user annotations, runtime launches, GPU activity), sorted: a step
   // holds work when one starts in its range.
   std::vector<std::int64_t> work;
@@ -49,47 +60,32 @@ void KinetoModel::drop_astray_steps(KinetoStats& stats) {
   for (const auto& a : annotations_) work.push_back(a.start);
   for (const auto& l : launches_) work.push_back(l.ts);
   for (const auto& g : gpu_) work.push_back(g.start);
-  if (work.empty()) return;
   std::sort(work.begin(), work.end());
-  auto holds_work = [&](const Step& st) {
-    const auto it = std::lower_bound(work.begin(), work.end(), st.start);
-    return it != work.end() && *it < st.end;
-  };
-  // Groups of steps (sorted by start) with no gap of over an hour inside, and which hold
-  // work: two steps damaged alike lie together, far from the rest.
-  std::vector<std::size_t> group(n, 0);
-  std::vector<char> group_works;
-  std::int64_t reach = steps_[0].end;
-  group_works.push_back(0);
+  std::vector<char> group_works(groups, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0 && (static_cast<double>(steps_[i].start) - static_cast<double>(reach)) / 1e6 > kGpuLongestMs)
-      group_works.push_back(0);
-    reach = std::max(reach, steps_[i].end);
-    group[i] = group_works.size() - 1;
-    if (!group_works.back() && holds_work(steps_[i])) group_works.back() = 1;
+    const auto it = std::lower_bound(work.begin(), work.end(), steps_[i].start);
+    if (it != work.end() && *it < steps_[i].end) group_works[group[i]] = 1;
   }
-  const bool some_work = std::any_of(group_works.begin(), group_works.end(), [](char w) { return w != 0; });
-  if (group_works.size() < 2 || !some_work) return;  // (one group, or nothing to tell them apart by)
+  if (std::none_of(group_works.begin(), group_works.end(), [](char w) { return w != 0; })) return;  // (nothing to tell them apart by)
+  // The first step left out, and its distance to the nearest step kept [ms] (before the
+  // steps are moved).
+  for (std::size_t i = 0; i < n; ++i) {
+    if (group_works[group[i]]) continue;
+    if (stats.steps_astray++ > 0) continue;
+    stats.first_astray_step = steps_[i].step;
+    stats.first_astray_line = steps_[i].line;
+    double gap = std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < n; ++j)
+      if (group_works[group[j]]) {
+        const double a = static_cast<double>(steps_[i].start), b = static_cast<double>(steps_[j].start);
+        const double d = a < b ? b - static_cast<double>(steps_[i].end) : a - static_cast<double>(steps_[j].end);
+        gap = std::min(gap, std::max(0.0, d) / 1e6);
+      }
+    stats.first_astray_gap_ms = gap;
+  }
   std::size_t k = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (group_works[group[i]]) {
-      steps_[k++] = steps_[i];
-      continue;
-    }
-    if (stats.steps_astray++ == 0) {
-      stats.first_astray_step = steps_[i].step;
-      stats.first_astray_line = steps_[i].line;
-      // Its distance to the nearest step of a group that holds work [ms].
-      double gap = std::numeric_limits<double>::infinity();
-      for (std::size_t j = 0; j < n; ++j)
-        if (group_works[group[j]]) {
-          const double a = static_cast<double>(steps_[i].start), b = static_cast<double>(steps_[j].start);
-          const double d = a < b ? b - static_cast<double>(steps_[i].end) : a - static_cast<double>(steps_[j].end);
-          gap = std::min(gap, std::max(0.0, d) / 1e6);
-        }
-      stats.first_astray_gap_ms = gap;
-    }
-  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (group_works[group[i]]) steps_[k++] = steps_[i];
   steps_.resize(k);
 }
 
