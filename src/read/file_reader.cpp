@@ -1107,7 +1107,9 @@ class FileParser {
       // Either the last line read is the corrupt one (corrupt_tail: it is named), or
       // every line read was whole and what is corrupt comes after the last of them.
       const std::string where =
-          corrupt_tail ? std::string() : fmt::format(" after line {}", src.line_number());
+          corrupt_tail            ? std::string()
+          : src.line_number() > 0 ? fmt::format(" after line {}", src.line_number())
+                                  : std::string(" from its start");  // (it said "after line 0")
       // A failed gzip checksum: what was read decompressed, but not to what was written.
       const std::string altered =
           src.checksum_failed() ? ", but the gzip checksum over them failed: any of them may hold altered values "

@@ -525,9 +525,10 @@ class Reader {
       if (!b.config && !b.updates.empty()) {
         const auto& first = b.updates.front().source;
         report(Severity::kWarning, Problem::kMissingConfig, first.file, 0, 0,
-               fmt::format("no config record for {}: micro-batch, accumulation and world size are unknown, so "
+               fmt::format("no config record{}: micro-batch, accumulation and world size are unknown, so "
                            "figures that need them are not reported",
-                           rank_text(b.rank)));
+                           // (It said "for unknown rank".)
+                           b.rank ? " for " + rank_text(b.rank) : std::string(", and the records name no rank")));
       }
       RankLog log;
       log.rank = b.rank;

@@ -1656,8 +1656,18 @@ def test_dev_zero_is_not_read_for_ever():
     # end. Past 1 GiB of zeros in one line reading stops, with an error.
     r = subprocess.run([BIN, "report", "/dev/zero"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 3, r.stderr
-    assert "/dev/zero: error: cannot read the rest of the file after line 0 (over 1 GiB of zero bytes without a " \
+    assert "/dev/zero: error: cannot read the rest of the file from its start (over 1 GiB of zero bytes without a " \
            "line break: a device such as /dev/zero, not a log; reading stopped)" in r.stderr
+
+
+def test_a_log_without_config_or_rank_is_not_said_to_be_of_unknown_rank(tmp_path):
+    # "no config record for unknown rank" (a fresh user).
+    p = tmp_path / "min.jsonl"
+    p.write_text(json.dumps({"type": "update", "step": 1, "wall_ms": 5.0}) + "\n")
+    r = run("report", p)
+    assert r.returncode == 0, r.stderr
+    assert "no config record, and the records name no rank: micro-batch" in r.stderr, r.stderr
+    assert "unknown rank" not in r.stderr
 
 
 def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
