@@ -908,7 +908,8 @@ class FileParser {
         continue;
       }
       // (A line with zero bytes is not prose: a crash's zero-filled tail, told below.)
-      if (!mode_known && text.find('\0') == std::string_view::npos &&
+      // (A JSON array is not prose: `[]` alone was "a heading, comment or text line".)
+      if (!mode_known && text.find('\0') == std::string_view::npos && text.front() != '[' &&
           (text.front() == '#' || text.find_first_of("{\"|") == std::string_view::npos ||
            (text.front() == '|' && !records_in_head_ && !has_record_start(text)))) {
         // A markdown heading, a comment or prose before the first record or table row

@@ -913,7 +913,10 @@ RecordKind RecordParser::Impl::parse(std::string_view text, std::vector<RawField
     at = location(doc);
     const std::string_view t = trim(text);
     if (e == simdjson::INCORRECT_TYPE)
-      c.fail(Problem::kMalformedJson, at, "expected a JSON object {...} for the record");
+      c.fail(Problem::kMalformedJson, at,
+             t.starts_with('[') ? "expected a JSON object {...} for the record, found an array: a step log holds one "
+                                  "record object per line (`jq -c '.[]' FILE` writes an array of records so)"
+                                : "expected a JSON object {...} for the record");
     else if (const auto close = closing_bracket(t); e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT && close &&
                                                       *close + 1 < t.size() && t.starts_with('{') && !t.ends_with('}')) {
       // The record closes before the end of the line: text follows it.

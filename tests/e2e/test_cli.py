@@ -1670,6 +1670,18 @@ def test_a_log_without_config_or_rank_is_not_said_to_be_of_unknown_rank(tmp_path
     assert "unknown rank" not in r.stderr
 
 
+def test_a_json_array_is_not_taken_for_a_heading(tmp_path):
+    # `[]` was "a heading, comment or text line before the first record; skipped" (a fresh
+    # user); a record-per-line log of an array now says what it is and how to convert it.
+    p = tmp_path / "arr.jsonl"
+    p.write_text("[]\n")
+    r = run("report", p)
+    assert r.returncode == 3, r.stderr
+    assert "heading" not in r.stderr
+    assert f"{p}:1:1: error: expected a JSON object {{...}} for the record, found an array" in r.stderr, r.stderr
+    assert "jq -c '.[]' FILE" in r.stderr
+
+
 def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
     # Rank 0 of a data-parallel job: in steps 3, 7, 8 and 15 another rank had a long input
     # and rank 0 waited about 190 ms in its all-reduce, its own compute flat. The report
