@@ -80,6 +80,14 @@ bool looks_like_trace_start(std::string_view first) {
 
 // The first line of a trace in the Chrome trace format's array form: '[' and an event
 // object with a "ph" (phase) key in its first 200 bytes.
+// True when `line` starts a JSON array: '[' then, after blanks, the line's end, ']', '['
+// or '{' (not "[rank0]: ..." or a bracketed time stamp, which the job prints).
+bool json_array_start(std::string_view line) {
+  if (!line.starts_with('[')) return false;
+  const auto next = line.find_first_not_of(" \t\r", 1);
+  return next == std::string_view::npos || line[next] == ']' || line[next] == '[' || line[next] == '{';
+}
+
 bool looks_like_trace_event_array(std::string_view first) {
   if (!first.starts_with('[')) return false;
   const auto head = first.substr(0, 200);
@@ -908,8 +916,9 @@ class FileParser {
         continue;
       }
       // (A line with zero bytes is not prose: a crash's zero-filled tail, told below.)
-      // (A JSON array is not prose: `[]` alone was "a heading, comment or text line".)
-      if (!mode_known && text.find('\0') == std::string_view::npos && text.front() != '[' &&
+      // (A JSON array is not prose: `[]` alone was "a heading, comment or text line". A
+      // log prefix such as "[rank0]: ..." or "[2026-12-06 10:00:00] ..." still is.)
+      if (!mode_known && text.find('\0') == std::string_view::npos && !json_array_start(text) &&
           (text.front() == '#' || text.find_first_of("{\"|") == std::string_view::npos ||
            (text.front() == '|' && !records_in_head_ && !has_record_start(text)))) {
         // A markdown heading, a comment or prose before the first record or table row

@@ -1680,6 +1680,12 @@ def test_a_json_array_is_not_taken_for_a_heading(tmp_path):
     assert "heading" not in r.stderr
     assert f"{p}:1:1: error: expected a JSON object {{...}} for the record, found an array" in r.stderr, r.stderr
     assert "jq -c '.[]' FILE" in r.stderr
+    # A log prefix in brackets before the records is still the job's text (a review).
+    p = tmp_path / "prefixed.jsonl"
+    p.write_text("[rank0]: starting\n[2026-12-06 10:00:00] loading\n" + json.dumps(
+        {"type": "update", "rank": 0, "step": 1, "wall_ms": 5.0}) + "\n")
+    r = run("report", p)
+    assert r.returncode == 0 and "2 heading, comment or text lines before the first record" in r.stderr, r.stderr
 
 
 def test_one_ranks_log_that_waits_in_a_few_updates_says_so(tmp_path):
