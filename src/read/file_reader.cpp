@@ -78,16 +78,18 @@ bool looks_like_trace_start(std::string_view first) {
   return false;
 }
 
-// The first line of a trace in the Chrome trace format's array form: '[' and an event
-// object with a "ph" (phase) key in its first 200 bytes.
-// True when `line` starts a JSON array: '[' then, after blanks, the line's end, ']', '['
-// or '{' (not "[rank0]: ..." or a bracketed time stamp, which the job prints).
+// True when `line` is a JSON array of objects, or its start: `[`, `[]` (blanks aside) or
+// '[' then, after blanks, '{'. Not "[rank0]: ...", "[[TOC]]", "[ ] todo" or a bracketed
+// time stamp, which a job or a document prints before its records.
 bool json_array_start(std::string_view line) {
   if (!line.starts_with('[')) return false;
   const auto next = line.find_first_not_of(" \t\r", 1);
-  return next == std::string_view::npos || line[next] == ']' || line[next] == '[' || line[next] == '{';
+  if (next == std::string_view::npos || line[next] == '{') return true;
+  return line[next] == ']' && line.find_first_not_of(" \t\r", next + 1) == std::string_view::npos;
 }
 
+// The first line of a trace in the Chrome trace format's array form: '[' and an event
+// object with a "ph" (phase) key in its first 200 bytes.
 bool looks_like_trace_event_array(std::string_view first) {
   if (!first.starts_with('[')) return false;
   const auto head = first.substr(0, 200);
@@ -953,7 +955,9 @@ class FileParser {
                  "stepprof needs (docs/kineto.md)");
           return;
         }
-        if (looks_like_trace_start(text) && pretty_records_in_head_) {
+        // (An array of them, as json.dump(records, f, indent=2) writes: 1,876 errors, one per
+        // line, before this check saw its first line.)
+        if ((looks_like_trace_start(text) || json_array_start(text)) && pretty_records_in_head_) {
           report(Severity::kError, Problem::kMalformedJson, ln, 1,
                  "the records span several lines each (pretty-printed JSON, as `jq .` writes it): a step log holds "
                  "one record per line; convert it first (`jq -c . FILE`, or `jq -c '.[]' FILE` for an array)");

@@ -527,7 +527,7 @@ Section padding_section(const Report& rep) {
                          p.cost_updates);
     else if (p.closest_below || (p.token_slots_cv && *p.token_slots_cv < 0.1)) {
       if (p.closest_below)
-        none += fmt::format("; the closest: {} (r = {:.2f})", p.closest_below->region, p.closest_below->correlation);
+        none += fmt::format("; the closest: {} (r = {:.3g})", p.closest_below->region, p.closest_below->correlation);
       if (p.token_slots_cv && *p.token_slots_cv < 0.1)
         none += fmt::format("{} by {} (coefficient of variation): too little spread for a time to follow",
                             p.closest_below ? ", with token slots per update varying" : "; token slots per update vary",

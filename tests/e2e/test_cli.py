@@ -1680,6 +1680,22 @@ def test_a_json_array_is_not_taken_for_a_heading(tmp_path):
     assert "heading" not in r.stderr
     assert f"{p}:1:1: error: expected a JSON object {{...}} for the record, found an array" in r.stderr, r.stderr
     assert "jq -c '.[]' FILE" in r.stderr
+    # An indented array of records (json.dump(records, f, indent=2)): one error that says
+    # how to convert it, not one per line (a review: 1,876 errors).
+    recs = [{"type": "config", "rank": 0, "world_size": 1}] + [
+        {"type": "update", "rank": 0, "step": k, "wall_ms": 5.0} for k in range(20)]
+    p = tmp_path / "pretty.json"
+    p.write_text(json.dumps(recs, indent=2) + "\n")
+    r = run("report", p)
+    assert r.returncode == 3 and r.stderr.count("error:") <= 2, r.stderr
+    assert "pretty-printed JSON" in r.stderr and "jq -c '.[]' FILE" in r.stderr, r.stderr
+    # "[ ] todo", "[[TOC]]" and "[1/100]" before the records are a document's or job's text.
+    for first in ("[ ] todo", "[[TOC]]", "[[1/100]]"):
+        p = tmp_path / "todo.jsonl"
+        p.write_text(first + "\n" + json.dumps({"type": "config", "rank": 0, "world_size": 1}) + "\n" +
+                     json.dumps({"type": "update", "rank": 0, "step": 1, "wall_ms": 5.0}) + "\n")
+        r = run("report", "--strict", p)
+        assert r.returncode == 0 and "heading, comment or text line before the first record" in r.stderr, (first, r.stderr)
     # A log prefix in brackets before the records is still the job's text (a review).
     p = tmp_path / "prefixed.jsonl"
     p.write_text("[rank0]: starting\n[2026-12-06 10:00:00] loading\n" + json.dumps(
@@ -3033,7 +3049,7 @@ def test_padding_cost_says_why_no_region_follows_token_slots(tmp_path):
     assert pad["closest_below"]["correlation"] == pytest.approx(rs[best], abs=1e-9)
     assert pad["token_slots_cv"] == pytest.approx(statistics.stdev(slots) / statistics.mean(slots), rel=1e-9)
     text = " ".join(run("report", flat).stdout.split())
-    assert f"no region's time follows token slots (r >= 0.4) in this window; the closest: {best} (r = {rs[best]:.2f}), " \
+    assert f"no region's time follows token slots (r >= 0.4) in this window; the closest: {best} (r = {rs[best]:.3g}), " \
            "with token slots per update varying by" in text
     # Token slots that never vary: no correlation at all, and the reason is still said.
     const = log([(1000, r[1], r[2]) for r in rows], "const.jsonl")
