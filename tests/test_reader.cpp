@@ -2104,6 +2104,24 @@ TEST_F(ReaderTest, ConfigIntegersBeyond64BitsAreOutOfRange) {
   EXPECT_NE(messages[1].find("config field \"micro_batch\" is out of range"), std::string::npos) << messages[1];
 }
 
+// A config integer written as a float of 2^53 or more is not the integer written
+// (9007199254740993.0 reads as 2^53): a bad field, not a silently other value.
+TEST_F(ReaderTest, ConfigWholeFloatsFromTwoToThe53AreNotUsed) {
+  const auto p = write("cfg53.jsonl",
+                       R"({"type": "config", "schema": 1, "rank": 0, "world_size": 1, "seed": 9007199254740993.0, )"
+                       R"("max_steps": 9007199254740991.0})"
+                       "\n" + update(1) + "\n");
+  const Dataset d = read({p});
+  ASSERT_TRUE(d.ranks.at(0).config);
+  EXPECT_FALSE(d.ranks[0].config->seed);
+  EXPECT_EQ(d.ranks[0].config->max_steps, 9007199254740991);  // 2^53 - 1: exact
+  const Diagnostic* e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->message.find("config field \"seed\" is an integer written as a floating-point number of 2^53"),
+            std::string::npos)
+      << e->message;
+}
+
 TEST_F(ReaderTest, ByteOrderMarkIsSkipped) {
   const auto p = write("bom.jsonl", "\xEF\xBB\xBF" + kConfig + "\n" + update(1) + "\n");
   const Dataset d = read({p});
@@ -2327,10 +2345,10 @@ TEST_F(ReaderTest, AbsurdlyLongTimesAreRejected) {
   EXPECT_EQ(d.update_count(), 1u);  // 1e12 ms itself is allowed
 }
 
-// A number JSON does not allow (a leading zero, a bare '.') is a syntax error, not a
+// A number JSON does not allow (a leading zero, a bare '.', a leading '+') is a syntax error, not a
 // number out of range.
 TEST_F(ReaderTest, MalformedNumbersAreSyntaxErrors) {
-  for (const std::string v : {"02", "-01.5", "1.", "1e"}) {
+  for (const std::string v : {"02", "-01.5", "1.", "1e", "+5", ".5"}) {
     const std::string bad = R"({"type": "update", "step": 12, "wall_ms": )" + v + "}";
     read({write("num.jsonl", kConfig + "\n" + bad + "\n")});
     const Diagnostic* e = first(Problem::kMalformedJson);
@@ -2338,6 +2356,26 @@ TEST_F(ReaderTest, MalformedNumbersAreSyntaxErrors) {
     EXPECT_NE(e->message.find("is not a number as JSON writes them"), std::string::npos) << e->message;
     EXPECT_EQ(first(Problem::kNonFinite), nullptr) << v;
   }
+}
+
+// A whole number written as a float (Python's json.dumps of a float step) is that integer;
+// from 2^53 on a double no longer tells neighbours apart (2^53 + 1 written as
+// 9007199254740993.0 reads as 2^53), so such a step is an error, not a silently other step.
+TEST_F(ReaderTest, WholeNumberFloatStepsAreTakenBelowTwoToThe53Only) {
+  const Dataset d = read({write("f.jsonl", kConfig + "\n" + R"({"type": "update", "step": 16.0, "wall_ms": 1})" +
+                                               "\n" + R"({"type": "update", "step": 1.7e1, "wall_ms": 1})" + "\n" +
+                                               R"({"type": "update", "step": 9007199254740993.0, "wall_ms": 1})" +
+                                               "\n" + R"({"type": "update", "step": 9007199254740993, "wall_ms": 1})" +
+                                               "\n")});
+  std::vector<std::int64_t> steps;
+  for (const auto& u : d.ranks.at(0).updates) steps.push_back(u.step);
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{16, 17, 9007199254740993}));
+  const Diagnostic* e = first(Problem::kBadField);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->line, 4u);
+  EXPECT_NE(e->message.find("9007199254740993.0 written as a floating-point number is 2^53 or more"),
+            std::string::npos)
+      << e->message;
 }
 
 TEST_F(ReaderTest, StringFaultsAreNamedInPlainWordsWithTheirColumn) {

@@ -50,6 +50,11 @@ void take_int(const RawField& f, std::optional<std::int64_t>& out,
     if (!(d >= -kTwo63 && d < kTwo63))
       note(problems, fmt::format("config field \"{}\" is out of range ({}; an integer from -2^63 to 2^63 - 1)",
                                  f.key, f.json));
+    else if (d == std::trunc(d) && std::fabs(d) >= 0x1p53)  // (9007199254740993.0 reads as ...992)
+      note(problems, fmt::format("config field \"{}\" is an integer written as a floating-point number of 2^53 "
+                                 "or more ({}), which cannot be read exactly; write it without a fraction or "
+                                 "exponent",
+                                 f.key, f.json));
     else if (d == std::trunc(d))
       out = static_cast<std::int64_t>(d);
     else

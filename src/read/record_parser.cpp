@@ -372,7 +372,10 @@ bool number_problem(std::string_view tok, Ctx& c, const Path& path, error_code e
   if (is_non_finite_literal(tok))
     return c.fail(Problem::kNonFinite, tok.data(),
                   fmt::format("{}: non-finite number {} (expected a finite number)", str(path), shown(tok)));
-  if (e == simdjson::NUMBER_ERROR && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9')) && !json_number_syntax(tok))
+  // ('+5' and '.5' start no JSON value: malformed JSON whatever simdjson calls them.)
+  if (((e == simdjson::NUMBER_ERROR && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9'))) || tok[0] == '+' ||
+       tok[0] == '.') &&
+      !json_number_syntax(tok))
     return c.fail(Problem::kMalformedJson, tok.data(),
                   fmt::format("{}: {} is not a number as JSON writes them", str(path), shown(tok)));
   if (e == simdjson::NUMBER_ERROR && (tok[0] == '-' || (tok[0] >= '0' && tok[0] <= '9')))
@@ -461,7 +464,8 @@ bool plain_index_array(std::string_view text) {
   }
 }
 
-// Reads an integer; an integral floating-point value such as 2.0 is accepted.
+// Reads an integer; an integral floating-point value such as 2.0 or 1.6e1 is accepted up to
+// 2^53 in magnitude.
 bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std::int64_t& out) {
   // An integer as JSON writes it is taken whole, up to the int64 range (a recorder may
   // write any int64 step); otherwise it is read as a double, so 2.0 is 2.
@@ -474,9 +478,17 @@ bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std:
   if (d != std::nearbyint(d))
     return c.fail(Problem::kBadField, trim(tok).data(),
                   fmt::format("{}: expected an integer, found {}", str(path), shown(tok)));
-  if (std::fabs(d) > 9.0e18)
+  // Written as an integer, it is beyond int64 (get_int64 took every other one).
+  if (trim(tok).find_first_of(".eE") == std::string_view::npos)
     return c.fail(Problem::kBadField, trim(tok).data(),
-                  fmt::format("{}: integer {} is out of range (at most 9.2e18 in magnitude)", str(path), shown(tok)));
+                  fmt::format("{}: integer {} is out of range (-2^63 to 2^63 - 1)", str(path), shown(tok)));
+  // From 2^53 on a double no longer holds every integer: 9007199254740993.0 reads as
+  // ...992. Such an integer is taken only as JSON writes integers (no fraction, no exponent).
+  if (std::fabs(d) >= 0x1p53)
+    return c.fail(Problem::kBadField, trim(tok).data(),
+                  fmt::format("{}: integer {} written as a floating-point number is 2^53 or more, where it "
+                              "cannot be read exactly (write it without a fraction or exponent)",
+                              str(path), shown(tok)));
   out = static_cast<std::int64_t>(d);
   return true;
 }
