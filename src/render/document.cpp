@@ -197,7 +197,10 @@ Section time_section(const Report& rep) {
   Table tab{{"throughput", "per rank /s", "whole job /s", "how"}, {}, {}};
   auto row = [&](const std::string& name, const Rate& r, std::string how) {
     if (!r.per_rank_per_s) return;
-    if (r.job_estimated) how = fmt::format("job = per rank x {} ranks (estimated)", rep.run.world_size.value_or(0));
+    if (r.job_estimated)
+      how = rep.run.world_size
+                ? fmt::format("job = per rank x {} ranks (estimated)", *rep.run.world_size)
+                : fmt::format("job = sum over the {} ranks' logs (no config gives the world size)", rep.run.ranks.size());
     tab.rows.push_back({name, rate_cell(r.per_rank_per_s), rate_cell(r.job_per_s), how});
   };
   std::string samples_how = "sum over the ranks' logs";

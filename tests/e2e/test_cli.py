@@ -2957,6 +2957,24 @@ def test_token_throughputs_leave_out_updates_whose_token_counters_contradict(tmp
     assert tp["token_slots"]["per_rank_per_s"] >= tp["valid_tokens"]["per_rank_per_s"]
 
 
+def test_job_throughput_without_a_world_size_says_it_sums_the_ranks_given(tmp_path):
+    # Configs without world_size: the job's rate is the sum over the logs given, which the
+    # table called "per rank x 0 ranks (estimated)".
+    for rank in range(3):
+        lines = [json.dumps({"type": "config", "rank": rank})]
+        lines += [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 100.0 * (rank + 1),
+                              "counts": {"frames": 10}}) for s in range(5)]
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    r = run("report", tmp_path)
+    assert r.returncode == 0, r.stderr
+    (frames,) = [l.split() for l in r.stdout.splitlines() if l.strip().startswith("frames")]
+    # 10 frames per 100, 200 and 300 ms: 100 + 50 + 33.3 per second over the 3 ranks.
+    assert " ".join(frames[3:]) == "job = sum over the 3 ranks' logs (no config gives the world size)"
+    tp = json.loads(run("report", "--format", "json", tmp_path).stdout)["update_time"]["throughput"]
+    assert tp["frames"]["job_per_s"] == pytest.approx(100 + 50 + 100 / 3, rel=1e-12)
+    assert tp["frames"]["job_estimated"] is True
+
+
 def test_token_throughput_says_when_model_parallel_ranks_count_each_micro_batch(tmp_path):
     # 8 ranks, global batch 4 = micro-batch 1 x accumulation 2 x 2 data-parallel ranks:
     # each micro-batch's tokens are logged by the 4 ranks of its tensor/pipeline group, so
