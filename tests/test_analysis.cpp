@@ -65,7 +65,7 @@ TEST(Regions, ExclusiveTimeShareAndOutside) {
   EXPECT_DOUBLE_EQ(outer.device_self_ms->median, 15);
   // Share: (90 + 110) / (100 + 120).
   EXPECT_DOUBLE_EQ(outer.share, 200.0 / 220.0);
-  EXPECT_DOUBLE_EQ(outer.self_share, 30.0 / 220.0);
+  EXPECT_DOUBLE_EQ(outer.self_share.value_or(-1), 30.0 / 220.0);
   // Outside: wall - outer host = 100 - 91 = 9 and 120 - 111 = 9.
   EXPECT_DOUBLE_EQ(t.outside_regions_ms->median, 9);
   EXPECT_EQ(t.violation_count, 0u);
@@ -88,9 +88,9 @@ TEST(Regions, ShareTakesHostTimeWhereAnUpdateHasNoDeviceTime) {
   const Hierarchy h = parse("outer\n  mixed\n");
   const RegionTable t = analyze_regions({b.d, &h});
   EXPECT_DOUBLE_EQ(row(t, "mixed").share, 72.0 / 1200.0);
-  EXPECT_DOUBLE_EQ(row(t, "mixed").self_share, 72.0 / 1200.0);
+  EXPECT_DOUBLE_EQ(row(t, "mixed").self_share.value_or(-1), 72.0 / 1200.0);
   EXPECT_DOUBLE_EQ(row(t, "outer").share, 180.0 / 1200.0);
-  EXPECT_DOUBLE_EQ(row(t, "outer").self_share, 108.0 / 1200.0);
+  EXPECT_DOUBLE_EQ(row(t, "outer").self_share.value_or(-1), 108.0 / 1200.0);
 }
 
 TEST(Regions, ChildrenExceedingTheParentAreFlagged) {
@@ -264,7 +264,7 @@ TEST(Regions, TheExclusiveTimeFindingCountsHostOnlyUpdatesToo) {
   ASSERT_TRUE(a.device_self_ms && a.self_ms);
   EXPECT_DOUBLE_EQ(a.device_self_ms->median, 30.0);
   EXPECT_DOUBLE_EQ(a.self_ms->median, 70.0);
-  EXPECT_DOUBLE_EQ(a.self_share, (30.0 + 70.0 + 80.0) / 300.0);
+  EXPECT_DOUBLE_EQ(a.self_share.value_or(-1), (30.0 + 70.0 + 80.0) / 300.0);
   const auto f = std::find_if(r.findings.begin(), r.findings.end(),
                               [](const Finding& x) { return x.kind == "exclusive-time" && x.subject == "a"; });
   ASSERT_NE(f, r.findings.end());
@@ -289,7 +289,7 @@ TEST(Regions, AChildWithHostTimeOnlyLeavesItsParentsDeviceSelfTimeUnknown) {
   EXPECT_FALSE(f.device_self_ms.has_value());
   EXPECT_DOUBLE_EQ(f.host_self_ms->median, 101.0 - 31.0 - 60.0);
   EXPECT_DOUBLE_EQ(f.self_ms->median, 10.0);
-  EXPECT_DOUBLE_EQ(f.self_share, 30.0 / 360.0);
+  EXPECT_DOUBLE_EQ(f.self_share.value_or(-1), 30.0 / 360.0);
   EXPECT_TRUE(t.violations.empty());
   const auto f_id = *b.d.regions.find("f");
   const std::vector<NameTable::Id> kids{*b.d.regions.find("a"), *b.d.regions.find("v")};

@@ -1241,7 +1241,7 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       out.push_back(std::move(f));
     }
     const auto& self = row.self_ms;
-    if (self && row.self_share >= 0.004 && self->median > 1.0) {
+    if (self && row.self_share && *row.self_share >= 0.004 && self->median > 1.0) {
       Finding f;
       f.kind = "exclusive-time";
       f.subject = row.name;
@@ -1249,7 +1249,7 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
       f.title = fmt::format("{} spends {:.1f} ms per update outside its child regions", row.name, self->median);
       f.evidence = fmt::format("exclusive time median {:.1f} ms, max {:.1f} ms per update; summed over the window, "
                                "{:.1f} % of all update time",
-                               self->median, self->max, row.self_share * 100);
+                               self->median, self->max, *row.self_share * 100);
       f.action = "add regions inside it to see where that time goes";
       out.push_back(std::move(f));
     }

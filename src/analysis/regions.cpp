@@ -309,7 +309,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     }
     if (total_wall > 0) {
       row.share = s.basis_total / total_wall;
-      row.self_share = s.self_total / total_wall;
+      if (t.nesting_known && (p.kids.empty() || row.self_ms)) row.self_share = s.self_total / total_wall;
     }
     if (auto g = median(s.gap)) {
       row.gap_ms = *g;

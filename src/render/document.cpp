@@ -292,7 +292,7 @@ Section regions_section(const Report& rep) {
     }
     tab.rows.push_back({name, device, host, calls, pct(r.share),
                         self ? num(self->median) : (!nesting ? "n/a" : leaf ? "(leaf)" : "-"),
-                        self ? pct(r.self_share) : (!nesting ? "n/a" : leaf ? pct(r.self_share) : "-"), gap_cell(r)});
+                        r.self_share ? pct(*r.self_share) : (!nesting ? "n/a" : "-"), gap_cell(r)});
     tab.depth.push_back(r.depth);
   }
   if (t.outside_regions_ms) {

@@ -139,7 +139,7 @@ Json regions(const RegionTable& t) {
                     {"device_self_ms", summary(r.device_self_ms)},
                     {"host_self_ms", summary(r.host_self_ms)},
                     {"share_fraction", r.share},
-                    {"self_share_fraction", r.self_share},
+                    {"self_share_fraction", opt(r.self_share)},
                     {"gap_ms", opt(r.gap_ms)},
                     {"gap", r.gap_ms ? Json(gap_name(r.gap)) : Json(nullptr)}});  // (unknown: not "none")
   auto children_json = [](const std::vector<std::pair<std::string, double>>& kids) {

@@ -479,6 +479,10 @@ def test_self_shares_of_a_trace_say_they_are_host_time():
     ddp = rows["DistributedDataParallel.forward"]
     assert rep["regions"]["device_busy_union"] is True
     assert ddp["self_share_fraction"] > ddp["share_fraction"]  # (the case the note explains)
+    # nccl's child nccl_exposed does not subtract from it: no self share (the JSON said 0.0
+    # where the text said "-"), while the leaf's self share is its share.
+    assert rows["nccl"]["host_self_ms"] is None and rows["nccl"]["self_share_fraction"] is None
+    assert rows["nccl_exposed"]["self_share_fraction"] == pytest.approx(rows["nccl_exposed"]["share_fraction"])
     text = run("report", DLRM[0]).stdout
     assert "self ms and self share are host time" in " ".join(text.split())
     real = json.loads(run("report", "--format", "json", SRC / "examples/qwen-vggt/rank1.jsonl").stdout)

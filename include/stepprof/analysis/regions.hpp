@@ -46,7 +46,9 @@ struct RegionRow {
   /// Share of the total update time over the window: sum(region) / sum(wall_ms), each
   /// update's device time where it has one, else its host time [fraction].
   double share = 0;
-  double self_share = 0;            ///< the same for the exclusive time [fraction]
+  /// The same for the exclusive time [fraction]; absent where the exclusive time is (a
+  /// parent whose children's times do not subtract from it: a trace's busy-union times).
+  std::optional<double> self_share;
   std::optional<double> gap_ms;     ///< median over updates of device_ms - host_ms [ms]
   /// A data-loading region (role "data") with several ranks' logs: per step, the largest
   /// time of any rank (device time where the update has one, else host time; 0 for a
