@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "stepprof/analysis/stats.hpp"
+#include "stepprof/analysis/waiting.hpp"
 #include "stepprof/hierarchy.hpp"
 
 namespace stepprof {
@@ -22,12 +23,13 @@ RankRegionTimes::RankRegionTimes(const AnalysisInput& in, const std::vector<cons
     ranges_.emplace_back(*first, *first + r.updates.size());
   }
   const std::size_t nodes = h.nodes().size();
-  // Waiting is not work: a communication region or one inside it. Work on another thread
+  // Waiting is not work: a communication region, a collective call (is_collective_call) or
+  // one inside either. Work on another thread
   // alongside the update (background) is neither work of the update nor subtracted.
   auto waits = [&](const HierarchyNode& n) {
     if (!comm_region.empty() && (n.name == comm_region || h.is_ancestor(comm_region, n.name))) return true;
     for (const HierarchyNode* a = &n; a; a = a->parent.empty() ? nullptr : h.find(a->parent))
-      if (a->role == RegionRole::kCommunication) return true;
+      if (a->role == RegionRole::kCommunication || is_collective_call(a->name)) return true;
     return false;
   };
   auto background = [&](const HierarchyNode& n) { return n.role == RegionRole::kBackground || h.in_background(n.name); };

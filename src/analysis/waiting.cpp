@@ -16,6 +16,16 @@ bool looks_like_comm(std::string_view name) {
   return std::any_of(keys.begin(), keys.end(), [&](std::string_view k) { return lower.find(k) != std::string::npos; });
 }
 
+}  // namespace
+
+bool is_collective_call(std::string_view name) {
+  for (std::string_view backend : {"nccl:", "gloo:", "ucc:", "mpi:"})
+    if (name.starts_with(backend)) return true;
+  return false;
+}
+
+namespace {
+
 // Ranks whose first kLookedAt updates list region `id`.
 std::size_t ranks_with(const AnalysisInput& in, NameTable::Id id) {
   constexpr std::size_t kLookedAt = 100;
@@ -194,6 +204,7 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
     const auto name = in.data.regions.name(id);
     if (in.hierarchy && (in.hierarchy->is_ancestor(name, w.comm_region) || in.hierarchy->is_ancestor(w.comm_region, name)))
       continue;
+    if (is_collective_call(name)) continue;  // (another collective's call: waiting too, not compute)
     // Compute only: not a region with a role (data loading, the optimizer step, another
     // communication region, a background thread) nor one inside such a region (a data
     // loader's region was named the compute, a helper found: its time can follow the wait

@@ -78,6 +78,13 @@ struct CommRegion {
 };
 std::optional<CommRegion> find_comm_region(const AnalysisInput& in);
 
+/// True for torch.distributed's annotation of one collective call: a name that starts with
+/// "nccl:", "gloo:", "ucc:" or "mpi:" (ProcessGroupNCCL's `nccl:all_reduce`, as a PyTorch
+/// profiler trace records it, with stepprof's " (in PARENT)" suffix or not). Its host time
+/// is the call, waiting for the peers included: the analyses count it as waiting, not as a
+/// rank's own work or compute, whatever its role.
+bool is_collective_call(std::string_view name);
+
 /// The analysis for one rank's updates.
 WaitingResult analyze_waiting(const AnalysisInput& in, const RankLog& rank);
 /// The same with the communication region found once for every rank (find_comm_region
