@@ -643,7 +643,9 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
           ? std::string("no communication region: each rank's own work is its whole wall_ms, so ranks that wait look as "
                         "slow as the straggler")
           : fmt::format("own work = wall_ms - {} (found by {}); the slowest rank has the most own work; another rank's "
-                        "wait = slowest rank's own work - its own (a lower bound if {} also holds compute)",
+                        "wait = slowest rank's own work - its own (a lower bound: {} may hold compute, and a rank "
+                        "late to one collective of several makes the others wait there without more own work in "
+                        "the whole step)",
                         x.comm_region, x.comm_found_by, x.comm_region));
   f.items.emplace_back("scores", fmt::format("NVIDIA straggler-detection scores: relative = fastest rank's median own "
                                              "work / this rank's, individual = its best / its median; straggler if "
