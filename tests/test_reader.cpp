@@ -1447,6 +1447,27 @@ TEST_F(ReaderTest, NonFiniteTimesAreRejected) {
   }
 }
 
+// gpu_busy_ms (a trace's, schema::kGpuBusyMs) must be a time in ms: another value is an
+// error naming the field, which is left out; the record stays.
+TEST_F(ReaderTest, AGpuBusyTimeThatIsNoTimeIsLeftOutWithAnError) {
+  for (const std::string v : {R"("12")", "-1", "1e13", "[1]", "null"}) {
+    const std::string rec = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "gpu_busy_ms": )" + v + "}";
+    const Dataset d = read({write("gb.jsonl", kConfig + "\n" + rec + "\n" +
+                                                  R"({"type": "update", "rank": 1, "step": 3, "wall_ms": 10, )"
+                                                  R"("gpu_busy_ms": 7.25})" + "\n")});
+    ASSERT_EQ(d.update_count(), 2u) << v;
+    const Diagnostic* e = first(Problem::kBadField);
+    ASSERT_NE(e, nullptr) << v;
+    EXPECT_EQ(e->line, 2u);
+    EXPECT_EQ(e->column, rec.find(v) + 1) << v;
+    EXPECT_NE(e->message.find("gpu_busy_ms: " + v + " is not a time in milliseconds"), std::string::npos)
+        << e->message;
+    EXPECT_TRUE(d.ranks[0].updates[0].extra.empty()) << v;
+    ASSERT_EQ(d.ranks[0].updates[1].extra.size(), 1u);
+    EXPECT_EQ(d.ranks[0].updates[1].extra[0].json, "7.25");
+  }
+}
+
 TEST_F(ReaderTest, NonFiniteValuesInTheJobsOwnFieldsLeaveTheFieldOut) {
   // `"loss": NaN` (Python's json, after a divergence) dropped the update as "the JSON
   // structure is broken", while -Infinity, nan, [NaN] or tru were kept as the field's

@@ -90,6 +90,12 @@ inline constexpr std::string_view kPaddedLength = "padded_length";  ///< padded 
 /// Optional: host time at the update's entry [ms since the Unix epoch]. No current
 /// recorder writes it; where every update has it, `stepprof trace` places updates at it.
 inline constexpr std::string_view kStartUnixMs = "start_unix_ms";
+/// Optional: the time within the update's wall time in which any of the rank's GPU
+/// activity (kernel, memory copy, memset; any stream, any step's) ran: the union of their
+/// intervals clipped to the update [ms]. `stepprof import kineto` writes it from a
+/// profiler trace (docs/kineto.md); wall_ms minus it is the GPU's idle time. The reader
+/// leaves out, with an error, one that is not a number from 0 to kMaxTimeMs.
+inline constexpr std::string_view kGpuBusyMs = "gpu_busy_ms";
 /// The largest `start_unix_ms` taken [ms]: about the year 5138 (a value in us or ns is
 /// beyond it). The reader leaves out, with an error, one that is not a number in [0, this].
 inline constexpr double kMaxStartUnixMs = 1e14;

@@ -1735,6 +1735,35 @@ void exposed_communication(const FindingInputs& in, std::vector<Finding>& out) {
   out.push_back(std::move(f));
 }
 
+// The GPU idle for a large part of each update (a trace's `gpu_busy_ms`, gpu_busy.hpp):
+// the host does not keep it fed. Holistic Trace Analysis's "idle time".
+void gpu_idle(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& g = in.time.gpu_busy;
+  if (!g || g->idle_fraction.median < 0.2 || g->idle_ms.median < 1.0) return;
+  Finding f;
+  f.kind = "gpu-idle";
+  f.subject = "GPU";
+  f.ms_per_update = g->idle_ms.median;
+  f.title = fmt::format("the GPU is idle {:.1f} ms per update ({:.0f} % of it): no kernel, copy or memset runs",
+                        g->idle_ms.median, 100 * g->idle_fraction.median);
+  f.evidence = fmt::format(
+      "in the median update no GPU activity ran on any stream for {:.1f} ms, busy {:.1f} ms (the union of every "
+      "kernel, copy and memset within the update's wall time, gpu_busy_ms), over {} update{}; idle {:.0f} to "
+      "{:.0f} % (p10 to p90)",
+      g->idle_ms.median, g->busy_ms.median, g->updates, g->updates == 1 ? "" : "s", 100 * g->idle_fraction.p10,
+      100 * g->idle_fraction.p90);
+  if (g->most_idle_rank)
+    f.evidence += fmt::format("; rank {} is the most idle ({:.0f} %, its median)", *g->most_idle_rank,
+                              100 * g->most_idle_fraction);
+  f.action =
+      "look at what the host does in the trace's gaps between kernels: many small kernels each waiting for its "
+      "launch (CUDA graphs, torch.compile with mode=\"reduce-overhead\", fused ops), a call that waits for the GPU "
+      "(.item(), .cpu(), a copy to pageable memory: pin_memory and non_blocking=True), data loading or Python work on "
+      "the training thread (more DataLoader workers, prefetching); the regions flagged host>>device in the region "
+      "table are where the host outlasts its kernels";
+  out.push_back(std::move(f));
+}
+
 }  // namespace
 
 std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_findings) {
@@ -1749,6 +1778,7 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   stopped_rank(in, out);
   padding(in, out);
   exposed_communication(in, out);
+  gpu_idle(in, out);
   region_findings(in, out);
   variability(in, out);
   const double median = in.time.update_ms ? in.time.update_ms->median : 0;

@@ -110,6 +110,7 @@ UpdateTimeResult analyze_update_time(const AnalysisInput& in, const RunSummary& 
       out.samples_per_update_config = *samples_per_update;
     }
   }
+  out.gpu_busy = analyze_gpu_busy(in);
   if (run.global_batch && job_total_ms > 0)
     out.global_samples_per_s = static_cast<double>(*run.global_batch) * static_cast<double>(job.size()) /
                                job_total_ms * 1000.0;

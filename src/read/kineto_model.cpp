@@ -273,21 +273,23 @@ KinetoModel::PlaceTable KinetoModel::make_places(const std::vector<std::int32_t>
 
 namespace {
 
+// Sorts intervals [start, end) and merges those that overlap or touch, in place.
+void merge_spans(std::vector<std::pair<std::int64_t, std::int64_t>>& v) {
+  std::sort(v.begin(), v.end());
+  std::size_t n = 0;
+  for (const auto& iv : v) {
+    if (n > 0 && iv.first <= v[n - 1].second) v[n - 1].second = std::max(v[n - 1].second, iv.second);
+    else v[n++] = iv;
+  }
+  v.resize(n);
+}
+
 // The length of the union of `comm` outside the union of `compute` [ns] (both sorted and
 // merged in place).
 std::int64_t exposed_ns(std::vector<std::pair<std::int64_t, std::int64_t>>& comm,
                         std::vector<std::pair<std::int64_t, std::int64_t>>& compute) {
-  auto merge = [](std::vector<std::pair<std::int64_t, std::int64_t>>& v) {
-    std::sort(v.begin(), v.end());
-    std::size_t n = 0;
-    for (const auto& iv : v) {
-      if (n > 0 && iv.first <= v[n - 1].second) v[n - 1].second = std::max(v[n - 1].second, iv.second);
-      else v[n++] = iv;
-    }
-    v.resize(n);
-  };
-  merge(comm);
-  merge(compute);
+  merge_spans(comm);
+  merge_spans(compute);
   std::int64_t exposed = 0;
   std::size_t j = 0;
   for (const auto& [start, end] : comm) {
@@ -508,6 +510,20 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   std::vector<NameTable::Id> region_id(places.display.size());
   for (std::size_t i = 0; i < places.display.size(); ++i) region_id[i] = regions.intern(places.display[i]);
 
+  // Every GPU activity, whichever step launched it, merged into one union over every
+  // device and stream: a step's `gpu_busy_ms` is that union within its range.
+  std::vector<std::pair<std::int64_t, std::int64_t>> busy;
+  busy.reserve(gpu_.size());
+  for (const auto& g : gpu_) busy.emplace_back(g.start, g.end);
+  merge_spans(busy);
+  auto busy_within = [&](std::int64_t start, std::int64_t end) {
+    std::int64_t ns = 0;
+    auto it = std::upper_bound(busy.begin(), busy.end(), start,
+                               [](std::int64_t t, const std::pair<std::int64_t, std::int64_t>& b) { return t < b.second; });
+    for (; it != busy.end() && it->first < end; ++it) ns += std::min(end, it->second) - std::max(start, it->first);
+    return ns;
+  };
+
   std::vector<Charge> charges;
   std::vector<std::pair<std::int64_t, std::int64_t>> comm_spans, compute_spans;
   std::optional<NameTable::Id> exposed_id;
@@ -581,6 +597,10 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     u.wall_ms = static_cast<double>(st.end - st.start) / 1e6;
     u.source = {.file = file_index, .line = st.line};
     if (unix_times) u.extra.push_back({std::string(schema::kStartUnixMs), fmt::format("{:.3f}", unix_ms(st.start))});
+    if (!busy.empty()) {  // (exact: integral ns written as ms with 6 decimals)
+      const std::int64_t ns = busy_within(st.start, st.end);
+      u.extra.push_back({std::string(schema::kGpuBusyMs), fmt::format("{}.{:06}", ns / 1'000'000, ns % 1'000'000)});
+    }
     for (std::uint32_t place : region_order[s]) {
       const RegionAgg& a = agg[s][place];
       RegionSample rs;

@@ -168,6 +168,14 @@ bool is_unix_ms(std::string_view json) {
          v <= stepprof::schema::kMaxStartUnixMs;
 }
 
+// True when `json` (a value's text) is a number from 0 to schema::kMaxTimeMs.
+bool is_time_ms(std::string_view json) {
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(json.data(), json.data() + json.size(), v);
+  return ec == std::errc() && ptr == json.data() + json.size() && std::isfinite(v) && v >= 0 &&
+         v <= stepprof::schema::kMaxTimeMs;
+}
+
 // What is wrong with `json`, a value simdjson stepped over without reading it (a field of
 // the job's own): nullopt when it is one JSON value. Checked by the JSON grammar alone
 // (RFC 8259, section 2-7: no number is converted, so 1e400 or a 400-digit integer is
@@ -1342,6 +1350,15 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         left_out_.push_back({Problem::kBadField, c.column(raw.data()),
                              fmt::format("start_unix_ms: {} is not a Unix time in milliseconds (a number from 0 to "
                                          "1e14); the field is left out, the record kept",
+                                         shown(raw)),
+                             {}});
+        left_out_keys_.emplace_back(key);
+        continue;
+      }
+      if (key == s::kGpuBusyMs && !is_time_ms(raw)) {
+        left_out_.push_back({Problem::kBadField, c.column(raw.data()),
+                             fmt::format("gpu_busy_ms: {} is not a time in milliseconds (a number from 0 to 1e12); "
+                                         "the field is left out, the record kept",
                                          shown(raw)),
                              {}});
         left_out_keys_.emplace_back(key);

@@ -103,6 +103,17 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
               {"other_causes", other_causes}};
 }
 
+Json gpu_busy(const std::optional<GpuBusy>& g) {
+  if (!g) return nullptr;
+  return Json{{"updates", g->updates},
+              {"updates_total", g->updates_total},
+              {"busy_ms", summary(g->busy_ms)},
+              {"idle_ms", summary(g->idle_ms)},
+              {"idle_fraction", summary(g->idle_fraction)},
+              {"most_idle_rank", g->most_idle_rank ? Json(*g->most_idle_rank) : Json(nullptr)},
+              {"most_idle_fraction", g->most_idle_rank ? Json(g->most_idle_fraction) : Json(nullptr)}};
+}
+
 // The sections with a member per rank are written a rank at a time (JsonWriter): each
 // such section is a head, with a placeholder where its per-rank array goes, and a
 // function that makes the array's i-th element.
@@ -122,7 +133,8 @@ Json update_time_head(const UpdateTimeResult& t, const std::optional<SlowUpdates
                 {"frames", rate(t.frames)},
                 {"global_samples_per_s", opt(t.global_samples_per_s)},
                 {"samples_per_update_counted", opt(t.samples_per_update_counted)},
-                {"samples_per_update_config", opt(t.samples_per_update_config)}}}};
+                {"samples_per_update_config", opt(t.samples_per_update_config)}}},
+              {"gpu_busy", gpu_busy(t.gpu_busy)}};
 }
 
 Json regions(const RegionTable& t) {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "stepprof/analysis/gpu_busy.hpp"
 #include "stepprof/analysis/input.hpp"
 #include "stepprof/analysis/run_summary.hpp"
 #include "stepprof/analysis/stats.hpp"
@@ -41,6 +42,9 @@ struct UpdateTimeResult {
   /// global batch then disagree, and one of the two is wrong [samples].
   std::optional<double> samples_per_update_counted;
   std::optional<double> samples_per_update_config;
+  /// The GPU's busy and idle time per update, where the updates have `gpu_busy_ms` (a
+  /// profiler trace's; gpu_busy.hpp).
+  std::optional<GpuBusy> gpu_busy;
 };
 
 UpdateTimeResult analyze_update_time(const AnalysisInput& in, const RunSummary& run);
