@@ -301,6 +301,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
         } else if (key_is(k, "tid")) {
           if (!once(1u << 5, k, "tid")) return false;
           if (!read_id(v, f, "tid", ev.tid)) return false;
+          ev.has_tid = true;
         }
         break;
       case 'd':

@@ -34,6 +34,7 @@ struct TraceEvent {
   std::int64_t pid = 0, tid = 0;  ///< string ids (e.g. "Spans") are hashed
   std::int64_t ts_ns = 0, dur_ns = 0;
   bool has_ts = false, has_dur = false;
+  bool has_tid = false;  ///< without it, tid is 0, which groups the event with no thread
   std::int64_t id = 0;  ///< flow id (ph "s"/"f")
   bool has_id = false;
   std::int64_t correlation = 0, stream = 0, device = 0;

@@ -216,20 +216,28 @@ class TraceReader {
       case EventKind::kGpuAnnotation:
         ++stats_.gpu_annotations;
         return;
-      case EventKind::kFlowStart:
-        if (ev.has_id && ev.has_ts) model_.add_flow(ev.id, ev.tid, ev.ts_ns);
+      case EventKind::kFlowStart:  // (the launch point of the GPU activity with its id)
+        if (!ev.has_id) return missing(scan, piece, "id");
+        if (!ev.has_ts) return missing(scan, piece, "ts");
+        if (!ev.has_tid) return missing(scan, piece, "tid");
+        model_.add_flow(ev.id, ev.tid, ev.ts_ns);
         return;
       case EventKind::kLaunch:
         if (!ev.has_ts) return missing(scan, piece, "ts");
+        if (!ev.has_tid) return missing(scan, piece, "tid");  // (its thread finds the annotation it is in)
         ++stats_.launches;
         model_.add_launch(ev.correlation, ev.tid, ev.ts_ns);
         return;
       default:
         break;
     }
-    // Ranges: ProfilerStep, annotations and GPU activities need ts and dur >= 0.
+    // Ranges: ProfilerStep, annotations and GPU activities need ts and dur >= 0; steps
+    // and annotations a thread too (a launch is in the annotations open on its thread: an
+    // annotation without one held no launch, and its device time was lost without a word).
     if (!ev.has_ts) return missing(scan, piece, "ts");
     if (!ev.has_dur) return missing(scan, piece, "dur");
+    if (!ev.has_tid && (ev.kind == EventKind::kUserAnnotation || ev.name.starts_with("ProfilerStep#")))
+      return missing(scan, piece, "tid");
     if (ev.dur_ns < 0) {
       if (ev.name.starts_with("ProfilerStep#")) ++rejected_steps_;
       report(Severity::kError, Problem::kNegativeTime, scan.position(piece.text.data()),

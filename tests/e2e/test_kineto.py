@@ -1191,6 +1191,29 @@ def test_an_annotation_without_a_usable_name_is_skipped_and_the_imported_log_rea
         assert [row["name"] for row in json.loads(r.stdout)["regions"]["rows"]] == ["## forward ##"]
 
 
+def test_an_annotation_step_or_launch_without_a_thread_is_a_missing_field(tmp_path):
+    # Launches are in the annotations open on their thread: annotations without "tid" held
+    # none, and every region lost its device time with exit 0 and not a word (a helper).
+    def trace(drop):
+        ev = [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 5, "ts": 1000, "dur": 500},
+            {"ph": "X", "cat": "user_annotation", "name": "## forward ##", "pid": 1, "tid": 5, "ts": 1010, "dur": 200},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 5, "ts": 1020, "dur": 5,
+             "args": {"correlation": 42}},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1100, "dur": 50,
+             "args": {"correlation": 42, "stream": 7, "device": 0}},
+        ]
+        del ev[drop]["tid"]
+        return small_trace(traceEvents=ev)
+    r = run("report", "--format", "json", write(tmp_path, "ok.json", small_trace(traceEvents=trace(3)["traceEvents"])))
+    assert r.returncode == 0, r.stderr  # (a kernel's stream is its thread)
+    assert json.loads(r.stdout)["regions"]["rows"][0]["device_ms"]["median"] == pytest.approx(0.05)
+    for drop, name in ((0, "ProfilerStep#7"), (1, "## forward ##"), (2, "cudaLaunchKernel")):
+        r = run("report", "--format", "json", write(tmp_path, f"t{drop}.json", trace(drop)))
+        assert f'event "{name}" has no "tid"; event skipped [missing-field]' in r.stderr, r.stderr
+        assert r.returncode == (3 if drop == 0 else 1), r.stderr
+
+
 def test_a_time_or_id_beyond_a_doubles_range_is_a_bad_field(tmp_path):
     # A 400-digit integer is JSON; it was called malformed JSON.
     for field, why in (("dur", '"dur" is not a time stepprof reads: 1000000000'), ("tid", '"tid" is out of range: 1000000000')):
