@@ -209,6 +209,8 @@ int run_synth(SynthOptions& opt) {
     return kOutOfMemory;
   }
   install_interrupt_handler();
+  std::error_code exists_ec;
+  const bool dir_existed = std::filesystem::exists(opt.dir, exists_ec);
   synth::Manifest man;
   try {
     const ThrowOnOutOfMemory cleaned_up_here;  // (partial files are removed as it unwinds)
@@ -250,7 +252,17 @@ int run_synth(SynthOptions& opt) {
         return kUsage;
       }
     }
-  if (!opt.manifest.empty() && !write_output(opt.manifest, synth::manifest_to_json(man))) return output_failed();
+  if (!opt.manifest.empty() && !write_output(opt.manifest, synth::manifest_to_json(man))) {
+    // Logs without the manifest that says what was injected where are partial output:
+    // removed, as every command removes its own (README, exit status 2).
+    std::error_code rm_ec;
+    for (const auto& f : man.files) std::filesystem::remove(f, rm_ec);
+    if (!dir_existed) std::filesystem::remove(opt.dir, rm_ec);  // (only when empty)
+    manifest_dir.remove_empty();
+    print_stderr("stepprof synth: the manifest was not written, so the {} log(s) written were removed\n",
+                 man.files.size());
+    return output_failed();
+  }
   return kOk;
 }
 
