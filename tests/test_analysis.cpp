@@ -684,7 +684,7 @@ TEST(Padding, TokenWeightedNotMeanOfFractions) {
   ASSERT_TRUE(p.available);
   EXPECT_DOUBLE_EQ(p.fraction, 0.4);
   // 1600 padding slots over 2 s.
-  EXPECT_DOUBLE_EQ(p.padding_slots_per_s, 800);
+  EXPECT_DOUBLE_EQ(p.padding_slots_per_s.value_or(-1), 800);
   EXPECT_DOUBLE_EQ(p.padding_slots_per_update, 800);
 }
 
@@ -736,7 +736,7 @@ TEST(Padding, UpdateWithoutTokenCountersIsLeftOut) {
   const PaddingResult p = analyze_padding({b.d, &h});
   ASSERT_TRUE(p.available);
   EXPECT_DOUBLE_EQ(p.padding_slots_per_update, 300);
-  EXPECT_DOUBLE_EQ(p.padding_slots_per_s, 150);
+  EXPECT_DOUBLE_EQ(p.padding_slots_per_s.value_or(-1), 150);
   ASSERT_TRUE(p.per_update_fraction);
   EXPECT_EQ(p.per_update_fraction->n, 5u);
   ASSERT_EQ(p.token_bound.size(), 1u);

@@ -1782,7 +1782,9 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   region_findings(in, out);
   variability(in, out);
   const double median = in.time.update_ms ? in.time.update_ms->median : 0;
-  for (auto& f : out) f.share = median > 0 ? std::optional<double>(f.ms_per_update / median) : std::nullopt;
+  for (auto& f : out)  // (none beyond a double: a median update of 5e-324 ms)
+    f.share = median > 0 && std::isfinite(f.ms_per_update / median) ? std::optional<double>(f.ms_per_update / median)
+                                                                     : std::nullopt;
   // Problems with the nesting come first: they make other figures wrong. Then a job that
   // stopped before its planned end on a rank that stopped first: what ended the run.
   auto tier = [&](const Finding& f) {

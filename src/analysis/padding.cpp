@@ -2,6 +2,7 @@
 #include "stepprof/analysis/waiting.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "stepprof/schema.hpp"
 
@@ -85,7 +86,8 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     if (p.spikes.size() > PaddingResult::kMaxSpikesKept) p.spikes.resize(PaddingResult::kMaxSpikesKept);
   }
   const double padding = p.token_slots - p.valid_tokens;
-  if (wall > 0) p.padding_slots_per_s = padding / wall * 1000.0;
+  // (A rate beyond a double, from wall times of 5e-324 ms, is left unknown: null in JSON.)
+  if (wall > 0 && std::isfinite(padding / wall * 1000.0)) p.padding_slots_per_s = padding / wall * 1000.0;
   p.padding_slots_per_update = padding / static_cast<double>(counted);
 
   // Token-bound regions: leaves of the nesting whose time follows token slots. Without

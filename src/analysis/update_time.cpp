@@ -47,7 +47,9 @@ Rate rate(const AnalysisInput& in, const RunSummary& run, std::optional<NameTabl
     sum_rates += count / wall_ms * 1000.0;
     ++ranks;
   }
-  if (ranks == 0) return r;
+  // (A rate beyond a double, from wall times of 5e-324 ms, is left unknown: the text said
+  // "inf" where the JSON said null.)
+  if (ranks == 0 || !std::isfinite(sum_rates)) return r;
   r.per_rank_per_s = sum_rates / static_cast<double>(ranks);
   if (run.world_size && run.missing_ranks.empty() && static_cast<std::int64_t>(ranks) == *run.world_size) {
     r.job_per_s = sum_rates;
@@ -111,7 +113,8 @@ UpdateTimeResult analyze_update_time(const AnalysisInput& in, const RunSummary& 
     }
   }
   out.gpu_busy = analyze_gpu_busy(in);
-  if (run.global_batch && job_total_ms > 0)
+  if (run.global_batch && job_total_ms > 0 &&
+      std::isfinite(static_cast<double>(*run.global_batch) * static_cast<double>(job.size()) / job_total_ms * 1000.0))
     out.global_samples_per_s = static_cast<double>(*run.global_batch) * static_cast<double>(job.size()) /
                                job_total_ms * 1000.0;
   return out;

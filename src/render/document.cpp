@@ -504,7 +504,8 @@ Section padding_section(const Report& rep) {
   if (p.per_update_fraction)
     f.items.emplace_back("per update", fmt::format("median {}, p90 {}, max {}", pct(p.per_update_fraction->median),
                                                    pct(p.per_update_fraction->p90), pct(p.per_update_fraction->max)));
-  f.items.emplace_back("padding token slots/s", fmt::format("{} per rank", sig3(p.padding_slots_per_s)));
+  if (p.padding_slots_per_s)
+    f.items.emplace_back("padding token slots/s", fmt::format("{} per rank", sig3(*p.padding_slots_per_s)));
   if (p.max_padded_length) f.items.emplace_back("longest padded length", integer(*p.max_padded_length) + " tokens");
   if (p.spike_threshold) {
     std::string list;

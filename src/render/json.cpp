@@ -274,7 +274,7 @@ Json padding(const PaddingResult& p) {
               {"valid_tokens", known_count(p.valid_tokens)},
               {"padding_fraction", known(p.fraction)},
               {"per_update_fraction", summary(p.per_update_fraction)},
-              {"padding_slots_per_s", known(p.padding_slots_per_s)},
+              {"padding_slots_per_s", p.available ? opt(p.padding_slots_per_s) : Json(nullptr)},
               {"padding_slots_per_update", known(p.padding_slots_per_update)},
               {"max_padded_length", count_json(p.max_padded_length)},
               {"token_bound_regions", bound},

@@ -2975,6 +2975,23 @@ def test_job_throughput_without_a_world_size_says_it_sums_the_ranks_given(tmp_pa
     assert tp["frames"]["job_estimated"] is True
 
 
+def test_rates_beyond_a_double_are_unknown_in_text_and_json_alike(tmp_path):
+    # wall_ms of 5e-324 (the least double): samples per second overflow; the text said
+    # "inf" where the JSON said null.
+    config, updates = records()
+    for u in updates:
+        u["wall_ms"] = 5e-324
+    log = tmp_path / "rank1.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [config, *updates]) + "\n")
+    text = run("report", log).stdout
+    assert "inf" not in text.replace("info", "")
+    rep = json.loads(run("report", "--format", "json", log).stdout)
+    tp = rep["update_time"]["throughput"]
+    assert tp["samples"]["per_rank_per_s"] is None and tp["frames"]["per_rank_per_s"] is None
+    assert tp["global_samples_per_s"] is None
+    assert rep["padding"]["padding_slots_per_s"] is None
+
+
 def test_token_throughput_says_when_model_parallel_ranks_count_each_micro_batch(tmp_path):
     # 8 ranks, global batch 4 = micro-batch 1 x accumulation 2 x 2 data-parallel ranks:
     # each micro-batch's tokens are logged by the 4 ranks of its tensor/pipeline group, so

@@ -36,7 +36,9 @@ struct PaddingResult {
   /// Token-weighted padding fraction: 1 - sum(valid_tokens) / sum(token_slots) [fraction].
   double fraction = 0;
   std::optional<Summary> per_update_fraction;  ///< per update, from the counters [fraction]
-  double padding_slots_per_s = 0;  ///< (token_slots - valid_tokens) / sum(wall_ms) x 1000, per rank [slots/s]
+  /// (token_slots - valid_tokens) / sum(wall_ms) x 1000, per rank [slots/s]; absent when not
+  /// available or beyond a double (wall times of 5e-324 ms).
+  std::optional<double> padding_slots_per_s;
   double padding_slots_per_update = 0;  ///< mean per update per rank [slots]
   std::optional<double> max_padded_length;  ///< longest padded length in input_shapes [tokens]
   /// Leaf regions (of the nesting) whose time correlates with token slots (r at least
