@@ -87,16 +87,21 @@ int run_import(const ImportOptions& opt) {
   // read with the new ones by `stepprof report DIR`: nothing is written then.
   // DIR/rank<R>.jsonl, R zero-padded to the width of the world's last rank (as `synth`
   // names them), so that the names sort in rank order: rank0000 .. rank1023.
+  // (A log the reader would reject, e.g. --world-size 2 for a trace of rank 3: not written,
+  // nor does its rank set the names' width.)
+  const auto rank_beyond_world = [](const RankLog& log) {
+    return log.config && log.rank && log.config->world_size && *log.rank >= *log.config->world_size;
+  };
   std::int64_t last_rank = 0;
   for (const auto& log : data.ranks) {
-    last_rank = std::max(last_rank, log.rank.value_or(0));
+    if (!rank_beyond_world(log)) last_rank = std::max(last_rank, log.rank.value_or(0));
     if (log.config && log.config->world_size) last_rank = std::max(last_rank, *log.config->world_size - 1);
   }
   const int width = static_cast<int>(std::to_string(last_rank).size());
   const auto log_file = [&](std::int64_t rank) { return dir / fmt::format("rank{:0{}}.jsonl", rank, width); };
   std::vector<std::string> will_write;
   for (const auto& log : data.ranks)
-    if (!log.updates.empty()) will_write.push_back(log_file(log.rank.value_or(0)).string());
+    if (!log.updates.empty() && !rank_beyond_world(log)) will_write.push_back(log_file(log.rank.value_or(0)).string());
   // A log named as one of the traces read would replace that trace (`cp trace.json
   // d/rank0.jsonl; import kineto d/rank0.jsonl -o d` did, exit 0).
   for (const auto& out : will_write)
@@ -123,8 +128,7 @@ int run_import(const ImportOptions& opt) {
   std::size_t written = 0, updates_rest = 0;
   std::vector<std::int64_t> ranks_rest;
   for (const auto& log : data.ranks) {
-    if (log.config && log.rank && log.config->world_size && *log.rank >= *log.config->world_size) {
-      // (A log the reader would reject: e.g. --world-size 2 for a trace of rank 3.)
+    if (rank_beyond_world(log)) {
       print_stderr("stepprof: rank {} is not below the world size {}: its log is not written\n", *log.rank,
                  *log.config->world_size);
       status = kInputErrors;
