@@ -981,7 +981,8 @@ def test_a_world_size_below_the_traces_rank_writes_no_log(tmp_path):
     # Beside a trace whose log is written, the refused rank 100 does not set the names'
     # width (rank000.jsonl was written).
     doc = small_trace(distributedInfo={"backend": "nccl", "rank": 100, "world_size": 2})
-    r = run("import", "kineto", write(tmp_path, "r100.json", doc), HTA2, "-o", tmp_path / "two")
+    ok = small_trace(distributedInfo={"backend": "nccl", "rank": 0, "world_size": 2})
+    r = run("import", "kineto", write(tmp_path, "r100.json", doc), write(tmp_path, "r0.json", ok), "-o", tmp_path / "two")
     assert r.returncode == 1, r.stderr
     assert "rank 100 is not below the world size 2: its log is not written" in r.stderr, r.stderr
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["rank0.jsonl"]
