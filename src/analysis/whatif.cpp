@@ -398,6 +398,13 @@ std::string build_layout(const AnalysisInput& in, WhatIfReplay::Impl& s, const s
     if (outside_paths.size() > 3) names += fmt::format(" and {} more", outside_paths.size() - 3);
     for (std::size_t k = 0; k < group_ids.size(); ++k)
       group += fmt::format("{}{}", k ? ", " : "", in.data.regions.name(group_ids[k]));
+    // Every micro-batch outside the group: no sample to replay, for that reason (it said
+    // the updates have no frame counts, which they had).
+    const bool all_outside = std::none_of(s.mbs.begin(), s.mbs.end(), [](const Mb& m) { return m.geometry; });
+    if (all_outside)
+      return fmt::format("no micro-batch takes a path of the group ({}): the per-micro-batch detail of every update "
+                         "names {} as its path (misspelt? the paths are region names, docs/log-schema.md)",
+                         group, names);
     s.notes.push_back(fmt::format("{} micro-batch(es) name a path that is not one of the group's ({}): {}; they are "
                                   "replayed as micro-batches that do not run the group",
                                   outside, group, names));

@@ -350,6 +350,29 @@ void check_zero_region_times(const Dataset& data, Diagnostics& diag) {
                            first_updates, u.rank ? fmt::format("rank {}", *u.rank) : std::string("the rank"))});
 }
 
+void check_microbatch_paths(const Dataset& data, Diagnostics& diag) {
+  std::uint64_t mbs = 0, updates = 0;
+  const UpdateRecord* first = nullptr;
+  NameTable::Id first_path = 0;
+  for (const auto& rank : data.ranks)
+    for (const auto& u : rank.updates) {
+      bool any = false;
+      for (const auto& mb : u.microbatches)
+        if (mb.path && !u.region(*mb.path)) {
+          ++mbs;
+          any = true;
+          if (!first) first = &u, first_path = *mb.path;
+        }
+      updates += any ? 1 : 0;
+    }
+  if (!first) return;
+  diag.report({Severity::kWarning, Problem::kBadField, data.files[first->source.file], first->source.line, 0,
+               fmt::format("{} micro-batch(es) in {} update(s) name a path that is no region of their update (first: "
+                           "step {}, \"{}\"): a misspelt path? The code paths and `whatif batched-geometry` take a "
+                           "micro-batch's path as the region it ran, and find no time for it",
+                           mbs, updates, first->step, printable(data.regions.name(first_path)))});
+}
+
 void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_one_off_names(data, diag);
   check_zero_wall_time(data, diag);
@@ -357,6 +380,7 @@ void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_wall_times(data, diag);
   check_zero_region_times(data, diag);
   check_token_counters(data, diag);
+  check_microbatch_paths(data, diag);
 }
 
 }  // namespace stepprof::detail

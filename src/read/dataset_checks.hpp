@@ -82,6 +82,10 @@ void check_wall_times(const Dataset& data, Diagnostics& diag);
 void check_zero_region_times(const Dataset& data, Diagnostics& diag);
 
 /// Every check above.
+/// Micro-batches whose `path` is no region of their update (a misspelt path): one
+/// `bad-field` warning counting them, naming the first.
+void check_microbatch_paths(const Dataset& data, Diagnostics& diag);
+
 void check_dataset(const Dataset& data, Diagnostics& diag);
 
 }  // namespace stepprof::detail

@@ -1007,3 +1007,23 @@ def test_a_rank_whose_log_holds_under_half_of_the_steps_is_left_out(tmp_path):
     r = run("whatif", "balanced-ranks", two, "--format", "json")
     assert r.returncode == 3, r.stdout
     assert "fewer than two steps are in every rank's log" in r.stdout
+
+
+def test_micro_batch_paths_that_are_no_region_are_named_not_called_missing_frames(tmp_path):
+    # Every micro-batch's path misspelt: whatif said the updates have neither a frame
+    # histogram nor per-micro-batch frames (they had both), and report said nothing.
+    config, updates = fx.real_records()
+    for u in updates:
+        frames = [int(f) for f, n in u["frame_histogram"].items() for _ in range(n)]
+        half = len(frames) // 2
+        u["microbatches"] = [{"path": "vggt_singel", "frames": frames[:half]},
+                             {"path": "vggt_singel", "frames": frames[half:]}]
+    log = fx.write_jsonl(tmp_path / "rank1.jsonl", [config, *updates])
+    r = run("whatif", "batched-geometry", "--hierarchy", fx.HIER, log)
+    assert r.returncode == 3
+    assert ("no micro-batch takes a path of the group (vggt_batched, vggt_single): the per-micro-batch detail of "
+            "every update names vggt_singel as its path") in r.stderr, r.stderr
+    r = run("report", log)
+    assert r.returncode == 0, r.stderr
+    assert (f"{2 * len(updates)} micro-batch(es) in {len(updates)} update(s) name a path that is no region of their "
+            f"update (first: step {updates[0]['step']}, \"vggt_singel\")") in r.stderr, r.stderr
