@@ -20,7 +20,8 @@ const std::string kConfig = R"({"type": "config", "rank": 0, "world_size": 1, "m
 
 std::string update(int step, const std::string& microbatches) {
   return R"({"type": "update", "rank": 0, "step": )" + std::to_string(step) +
-         R"(, "wall_ms": 10.0, "cpu_call_ms": {"vggt_batched": 1.0}, "counts": {"samples": 4}, "microbatches": )" +
+         R"(, "wall_ms": 10.0, "cpu_call_ms": {"vggt_batched": 1.0, "vggt_single": 1.0}, "counts": {"samples": 4}, )"
+         R"("microbatches": )" +
          microbatches + "}";
 }
 
@@ -165,8 +166,13 @@ TEST_F(MicroBatchTest, WriterRoundTrips) {
   MicroBatch b;
   b.frames = {2};
   u.microbatches = {a, b};
+  RegionSample ran;  // (the path's region, as a recorder times it: a path that is none is warned of)
+  ran.region = *a.path;
+  ran.host_ms = 1.5;
+  u.regions.push_back(ran);
   const std::string line = update_to_json(u, regions, counters);
-  EXPECT_EQ(line, R"({"type":"update","rank":0,"step":3,"wall_ms":5.0,"microbatches":[{"path":"vggt_single",)"
+  EXPECT_EQ(line, R"({"type":"update","rank":0,"step":3,"wall_ms":5.0,"cpu_call_ms":{"vggt_single":1.5},)"
+                  R"("microbatches":[{"path":"vggt_single",)"
                   R"("frames":[3,9],"tokens":[40,90],"padded_length":96},{"frames":[2]}]})");
   const Dataset d = read_text(kConfig + "\n" + line + "\n");
   ASSERT_EQ(diag_.total(), 0u);

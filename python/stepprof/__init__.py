@@ -170,7 +170,22 @@ def _finite(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return _utf8(value)
     if isinstance(value, Mapping):
-        return {_utf8(k) if isinstance(k, str) else k: _finite(v, depth + 1) for k, v in value.items()}
+        out: dict[Any, Any] = {}
+        written: dict[str, Any] = {}  # JSON key text -> the key given
+        for k, v in value.items():
+            key = _utf8(k) if isinstance(k, str) else k
+            # json.dumps writes 1, 1.0, True and None as the keys "1", "1.0", "true" and
+            # "null": two keys written alike were refused by the recorder as a key "that
+            # appears twice" in a parameter the caller never named.
+            text = key if isinstance(key, str) else json.dumps(key) if key is None or isinstance(
+                key, (int, float)) else None
+            if text is not None:
+                if text in written:
+                    raise ValueError(f"config keys {written[text]!r} and {k!r} are both written as the JSON key "
+                                     f"{json.dumps(text)}")
+                written[text] = k
+            out[key] = _finite(v, depth + 1)
+        return out
     if isinstance(value, (list, tuple)):
         return [_finite(v, depth + 1) for v in value]
     return value

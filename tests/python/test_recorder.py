@@ -465,6 +465,19 @@ def test_a_seed_beyond_64_bits_is_refused_as_one(tmp_path):
         stepprof.Recorder(str(tmp_path / "q.jsonl"), config={"micro_batch": "8"}, device_timing="off")
 
 
+def test_config_keys_written_alike_are_named(tmp_path):
+    # {1: 2, "1": 3}: json.dumps writes both keys as "1", which the recorder refused as
+    # 'config_json: key "1" appears twice', naming a parameter the caller never gave.
+    for cfg, a, b, text in (({1: 2, "1": 3}, "1", "'1'", '"1"'), ({True: 1, "true": 2}, "True", "'true'", '"true"'),
+                            ({"x": {None: 1, "null": 2}}, "None", "'null'", '"null"')):
+        with pytest.raises(ValueError, match=f"config keys {a} and {b} are both written as the JSON key {text}"):
+            stepprof.Recorder(str(tmp_path / "k.jsonl"), config=cfg, device_timing="off")
+    rec = stepprof.Recorder(str(tmp_path / "ok.jsonl"), config={1: 2, "2": 3, 1.5: 4}, device_timing="off")
+    rec.close()
+    first = json.loads((tmp_path / "ok.jsonl").read_text().splitlines()[0])
+    assert (first["1"], first["2"], first["1.5"]) == (2, 3, 4)
+
+
 def test_a_timed_function_called_after_close_warns_at_its_call(tmp_path):
     # The used_after_close warning of a @rec.timed function pointed one frame above the
     # call: at the caller's caller, or "sys:1" for a call at module level.
