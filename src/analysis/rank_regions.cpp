@@ -24,8 +24,11 @@ RankRegionTimes::RankRegionTimes(const AnalysisInput& in, const std::vector<cons
   }
   const std::size_t nodes = h.nodes().size();
   // Waiting is not work: a communication region, a collective call (is_collective_call) or
-  // one inside either. Work on another thread
-  // alongside the update (background) is neither work of the update nor subtracted.
+  // one inside either; each is taken out of its parent's time. (On a trace, device times
+  // are busy time summed per stream, and a collective's kernels run on their own streams:
+  // the parent's time less the collective's is the busy time of its other streams.) Work
+  // on another thread alongside the update (background) is neither work of the update nor
+  // subtracted.
   auto waits = [&](const HierarchyNode& n) {
     if (!comm_region.empty() && (n.name == comm_region || h.is_ancestor(comm_region, n.name))) return true;
     for (const HierarchyNode* a = &n; a; a = a->parent.empty() ? nullptr : h.find(a->parent))

@@ -9,6 +9,7 @@ namespace stepprof {
 namespace {
 
 bool looks_like_comm(std::string_view name) {
+  if (is_collective_call(name)) return true;  // (gloo:broadcast)
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   constexpr std::array<std::string_view, 6> keys = {"comm", "allreduce", "all_reduce", "nccl", "reduce_scatter",

@@ -71,7 +71,8 @@ struct WaitingResult {
 /// (of several such regions in the log, the one the most ranks list in their first 100
 /// updates, the first in nesting order on a tie: a pipeline stage's sends and receives
 /// exist on some ranks only), else the first region whose name contains "comm",
-/// "allreduce", "all_reduce", "nccl", "reduce_scatter" or "all_gather".
+/// "allreduce", "all_reduce", "nccl", "reduce_scatter" or "all_gather", or is a
+/// collective call's annotation (is_collective_call: "gloo:broadcast").
 struct CommRegion {
   NameTable::Id id;
   std::string found_by;  ///< "role in the nesting" or "region name"
@@ -80,9 +81,11 @@ std::optional<CommRegion> find_comm_region(const AnalysisInput& in);
 
 /// True for torch.distributed's annotation of one collective call: a name that starts with
 /// "nccl:", "gloo:", "ucc:" or "mpi:" (ProcessGroupNCCL's `nccl:all_reduce`, as a PyTorch
-/// profiler trace records it, with stepprof's " (in PARENT)" suffix or not). Its host time
-/// is the call, waiting for the peers included: the analyses count it as waiting, not as a
-/// rank's own work or compute, whatever its role.
+/// profiler trace records it, with stepprof's " (in PARENT)" suffix or not). Its time is
+/// communication, waiting for the peers included (NCCL's kernels spin until the peers are
+/// ready; gloo and MPI block on the host): RankRegionTimes (lag regions) and the waiting
+/// analysis's compute candidates never take it for work, whatever its role, and
+/// find_comm_region's name rule takes it as a communication region.
 bool is_collective_call(std::string_view name);
 
 /// The analysis for one rank's updates.
