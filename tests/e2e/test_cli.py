@@ -3233,3 +3233,16 @@ def test_a_straggler_slower_in_proportion_under_a_wrapping_region_is_told_as_its
     assert not p["lag_proportional"]
     assert p["lag_regions"][0]["region"] == "backward"
     assert p["lag_regions"][0]["rank_ms"] - p["lag_regions"][0]["others_ms"] == pytest.approx(20, abs=2)
+
+
+def test_a_gloo_collective_calls_annotation_is_the_communication_region_by_name(tmp_path):
+    # "gloo:broadcast" holds none of the words the name rule looked for (comm, all_reduce,
+    # nccl, ...): a rank's wait in it counted as its own work.
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    lines += [json.dumps({"type": "update", "step": s, "wall_ms": 30.0, "cpu_call_ms": {"forward": 20.0,
+                                                                                      "gloo:broadcast": 9.0}})
+              for s in range(5)]
+    (tmp_path / "rank0.jsonl").write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", tmp_path / "rank0.jsonl").stdout)
+    (w,) = rep["waiting"]
+    assert (w["comm_region"], w["comm_found_by"]) == ("gloo:broadcast", "region name")
