@@ -1921,3 +1921,47 @@ TEST(UpdateIndex, LargeInputsJudgeColumnsOnASampleButAnswerLikeTheRecords) {
       ASSERT_EQ(v->host_ms, host) << k;
     }
 }
+
+// gpu_busy.hpp on three ranks worked out by hand. Rank 0: walls 100, 100, busy 90, 80
+// (idle 10 %, 20 %: median 15 %); rank 1: walls 100, 50, 200, busy 20, 30, 40 (idle 80 %,
+// 40 %, 80 %: median 80 %, the most idle, in the middle of the ranks); rank 2: wall 100
+// without gpu_busy_ms, wall 0 with it (both left out), wall 10 with busy 12 (idle 0, not
+// negative).
+TEST(GpuBusy, PoolsTheRanksUpdatesAndNamesTheMostIdleRank) {
+  Dataset d;
+  auto add = [&](std::int64_t rank, std::int64_t step, double wall, std::optional<double> busy) {
+    if (d.ranks.empty() || d.ranks.back().rank != rank) {
+      d.ranks.emplace_back();
+      d.ranks.back().rank = rank;
+    }
+    UpdateRecord u;
+    u.rank = rank;
+    u.step = step;
+    u.wall_ms = wall;
+    if (busy) u.extra.push_back({"gpu_busy_ms", std::to_string(*busy)});
+    d.ranks.back().updates.push_back(u);
+  };
+  add(0, 1, 100, 90), add(0, 2, 100, 80);
+  add(1, 1, 100, 20), add(1, 2, 50, 30), add(1, 3, 200, 40);
+  add(2, 1, 100, std::nullopt), add(2, 2, 0, 0), add(2, 3, 10, 12);
+  const auto g = analyze_gpu_busy({d, nullptr});
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->updates, 6u);
+  EXPECT_EQ(g->updates_total, 8u);
+  EXPECT_EQ(g->ranks, 3u);
+  ASSERT_TRUE(g->most_idle_rank);
+  EXPECT_EQ(*g->most_idle_rank, 1);
+  EXPECT_DOUBLE_EQ(g->most_idle_fraction, 0.8);
+  // Idle ms: 10, 20, 80, 20, 160, 0 -> median of (0, 10, 20, 20, 80, 160) = 20.
+  EXPECT_DOUBLE_EQ(g->idle_ms.median, 20);
+  EXPECT_DOUBLE_EQ(g->idle_ms.min, 0);
+  // Idle fractions 0.1, 0.2, 0.8, 0.4, 0.8, 0 -> median of (0, .1, .2, .4, .8, .8) = 0.3.
+  EXPECT_DOUBLE_EQ(g->idle_fraction.median, 0.3);
+  EXPECT_DOUBLE_EQ(g->busy_ms.max, 90);
+  // One rank: no most idle one. No update with the field: no result.
+  Dataset one;
+  one.ranks.push_back(d.ranks[0]);
+  EXPECT_FALSE(analyze_gpu_busy({one, nullptr})->most_idle_rank);
+  one.ranks[0].updates[0].extra.clear(), one.ranks[0].updates[1].extra.clear();
+  EXPECT_FALSE(analyze_gpu_busy({one, nullptr}));
+}

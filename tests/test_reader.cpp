@@ -2397,6 +2397,12 @@ TEST_F(ReaderTest, WholeNumberFloatStepsAreTakenBelowTwoToThe53Only) {
   EXPECT_NE(e->message.find("9007199254740993.0 written as a floating-point number is 2^53 or more"),
             std::string::npos)
       << e->message;
+  // 1e19 is beyond int64 however written: out of range (not "write it without an exponent").
+  read({write("f2.jsonl", kConfig + "\n" + R"({"type": "update", "step": 1e19, "wall_ms": 1})" + "\n")});
+  ASSERT_NE(first(Problem::kBadField), nullptr);
+  EXPECT_NE(first(Problem::kBadField)->message.find("step: integer 1e19 is out of range (-2^63 to 2^63 - 1)"),
+            std::string::npos)
+      << first(Problem::kBadField)->message;
 }
 
 TEST_F(ReaderTest, StringFaultsAreNamedInPlainWordsWithTheirColumn) {

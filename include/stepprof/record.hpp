@@ -174,6 +174,12 @@ struct UpdateRecord {
   /// The value of counter `id`, or nullopt when absent in this update (at most once per
   /// record, as for region()).
   [[nodiscard]] std::optional<double> counter(NameTable::Id id) const;
+  /// The field `key` of those kept verbatim (`extra`: start_unix_ms, gpu_busy_ms, the
+  /// job's own), or nullptr.
+  [[nodiscard]] const RawField* find_extra(std::string_view key) const;
+  /// The number that extra field `key` holds (its whole JSON text read as a double), or
+  /// nullopt when the field is absent or is no number.
+  [[nodiscard]] std::optional<double> extra_number(std::string_view key) const;
 };
 
 }  // namespace stepprof

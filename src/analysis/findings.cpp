@@ -1744,14 +1744,15 @@ void gpu_idle(const FindingInputs& in, std::vector<Finding>& out) {
   f.kind = "gpu-idle";
   f.subject = "GPU";
   f.ms_per_update = g->idle_ms.median;
-  f.title = fmt::format("the GPU is idle {:.1f} ms per update ({:.0f} % of it): no kernel, copy or memset runs",
-                        g->idle_ms.median, 100 * g->idle_fraction.median);
+  f.title = fmt::format("the GPU is idle {:.1f} ms per update: no kernel, copy or memset runs then",
+                        g->idle_ms.median);
   f.evidence = fmt::format(
-      "in the median update no GPU activity ran on any stream for {:.1f} ms, busy {:.1f} ms (the union of every "
-      "kernel, copy and memset within the update's wall time, gpu_busy_ms), over {} update{}; idle {:.0f} to "
-      "{:.0f} % (p10 to p90)",
-      g->idle_ms.median, g->busy_ms.median, g->updates, g->updates == 1 ? "" : "s", 100 * g->idle_fraction.p10,
-      100 * g->idle_fraction.p90);
+      "no GPU activity ran on any stream for {:.1f} ms of the update, busy {:.1f} ms (medians; busy: the union of "
+      "every kernel, copy and memset within the update's wall time, gpu_busy_ms), over {} update{}{}; the idle "
+      "share of each update {:.0f} % (median; p10 {:.0f} %, p90 {:.0f} %)",
+      g->idle_ms.median, g->busy_ms.median, g->updates, g->ranks > 1 ? " records" : g->updates == 1 ? "" : "s",
+      g->ranks > 1 ? fmt::format(" of {} ranks", g->ranks) : std::string(), 100 * g->idle_fraction.median,
+      100 * g->idle_fraction.p10, 100 * g->idle_fraction.p90);
   if (g->most_idle_rank)
     f.evidence += fmt::format("; rank {} is the most idle ({:.0f} %, its median)", *g->most_idle_rank,
                               100 * g->most_idle_fraction);

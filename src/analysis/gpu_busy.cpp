@@ -1,23 +1,13 @@
 #include "stepprof/analysis/gpu_busy.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <vector>
 
 #include "stepprof/schema.hpp"
 
 namespace stepprof {
 
-std::optional<double> logged_gpu_busy_ms(const UpdateRecord& u) {
-  for (const auto& f : u.extra) {
-    if (f.key != schema::kGpuBusyMs) continue;
-    double v = 0;
-    const auto [ptr, ec] = std::from_chars(f.json.data(), f.json.data() + f.json.size(), v);
-    if (ec == std::errc() && ptr == f.json.data() + f.json.size()) return v;
-    return std::nullopt;
-  }
-  return std::nullopt;
-}
+std::optional<double> logged_gpu_busy_ms(const UpdateRecord& u) { return u.extra_number(schema::kGpuBusyMs); }
 
 std::optional<GpuBusy> analyze_gpu_busy(const AnalysisInput& in) {
   GpuBusy g;
@@ -29,6 +19,7 @@ std::optional<GpuBusy> analyze_gpu_busy(const AnalysisInput& in) {
   bool several = false;
   auto close_rank = [&] {
     if (rank_fraction.empty()) return;
+    ++g.ranks;
     const double m = *median(rank_fraction);
     if (!g.most_idle_rank || m > g.most_idle_fraction) {
       g.most_idle_rank = rank_of_last.value_or(-1);

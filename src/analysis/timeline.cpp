@@ -32,20 +32,15 @@ std::string shown_value(const std::string& json) {
 
 // The update's `start_unix_ms`: absent (nullopt, `bad` empty), or why it cannot be used.
 std::optional<double> start_unix_ms(const UpdateRecord& u, std::string& bad) {
-  for (const auto& f : u.extra) {
-    if (f.key != schema::kStartUnixMs) continue;
-    double v = 0;
-    const auto* end = f.json.data() + f.json.size();
-    const auto [ptr, ec] = std::from_chars(f.json.data(), end, v);
-    if (ec != std::errc() || ptr != end || !std::isfinite(v) || v < 0 || v > kMaxUnixMs) {
-      bad = fmt::format("{}step {} has start_unix_ms {}: expected a Unix time in milliseconds (0 to 1e14)",
-                        u.rank ? fmt::format("rank {} ", *u.rank) : std::string(), u.step,
-                        shown_value(f.json));
-      return std::nullopt;
-    }
-    return v;
+  const RawField* f = u.find_extra(schema::kStartUnixMs);
+  if (!f) return std::nullopt;
+  const auto v = u.extra_number(schema::kStartUnixMs);
+  if (!v || !std::isfinite(*v) || *v < 0 || *v > kMaxUnixMs) {
+    bad = fmt::format("{}step {} has start_unix_ms {}: expected a Unix time in milliseconds (0 to 1e14)",
+                      u.rank ? fmt::format("rank {} ", *u.rank) : std::string(), u.step, shown_value(f->json));
+    return std::nullopt;
   }
-  return std::nullopt;
+  return v;
 }
 
 // Where each update starts on the time axis [us], per rank (same order as data.ranks).

@@ -54,8 +54,10 @@ Rate rate(const AnalysisInput& in, const RunSummary& run, std::optional<NameTabl
   if (run.world_size && run.missing_ranks.empty() && static_cast<std::int64_t>(ranks) == *run.world_size) {
     r.job_per_s = sum_rates;
   } else if (run.world_size) {
-    r.job_per_s = *r.per_rank_per_s * static_cast<double>(*run.world_size);
-    r.job_estimated = true;
+    if (const double job = *r.per_rank_per_s * static_cast<double>(*run.world_size); std::isfinite(job)) {
+      r.job_per_s = job;
+      r.job_estimated = true;
+    }
   } else if (ranks == in.data.ranks.size() && ranks > 1) {
     r.job_per_s = sum_rates;  // world size unknown: the ranks given are the job
     r.job_estimated = true;

@@ -209,19 +209,24 @@ int run_synth(SynthOptions& opt) {
     return kOutOfMemory;
   }
   install_interrupt_handler();
-  std::error_code exists_ec;
-  const bool dir_existed = std::filesystem::exists(opt.dir, exists_ec);
+  // The logs' directory and its missing parents, made here so that a run that fails leaves
+  // none of them behind (a failure to make them is generate()'s to report).
+  detail::MadeDirectories logs_dir;
+  std::error_code mk_ec;
+  logs_dir.make(opt.dir, mk_ec);
   synth::Manifest man;
   try {
     const ThrowOnOutOfMemory cleaned_up_here;  // (partial files are removed as it unwinds)
     man = synth::generate(opt.model, opt.dir, opt.gzip, opt.threads, [] { return interrupted(); });
   } catch (const std::bad_alloc&) {
+    logs_dir.remove_empty();
     manifest_dir.remove_empty();
     print_stderr("stepprof synth: out of memory: {} updates hold {:.1f} GB for the job's timing ({} bytes per "
                "update) besides each file's buffers; ask for fewer --updates, or allow more memory\n",
                opt.model.updates, static_cast<double>(need) / 1e9, synth::kJobBytesPerUpdate);
     return kOutOfMemory;
   } catch (const std::exception& e) {
+    logs_dir.remove_empty();
     manifest_dir.remove_empty();
     if (interrupted()) {
       print_stderr("stepprof synth: interrupted; partial files removed\n");
@@ -255,12 +260,21 @@ int run_synth(SynthOptions& opt) {
   if (!opt.manifest.empty() && !write_output(opt.manifest, synth::manifest_to_json(man))) {
     // Logs without the manifest that says what was injected where are partial output:
     // removed, as every command removes its own (README, exit status 2).
-    std::error_code rm_ec;
-    for (const auto& f : man.files) std::filesystem::remove(f, rm_ec);
-    if (!dir_existed) std::filesystem::remove(opt.dir, rm_ec);  // (only when empty)
+    std::size_t kept = 0;
+    std::string why;
+    for (const auto& f : man.files) {
+      std::error_code rm_ec;
+      if (!std::filesystem::remove(f, rm_ec) && rm_ec && !kept++) why = fmt::format("{}: {}", f, rm_ec.message());
+    }
+    logs_dir.remove_empty();
     manifest_dir.remove_empty();
-    print_stderr("stepprof synth: the manifest was not written, so the {} log(s) written were removed\n",
-                 man.files.size());
+    if (kept == 0)
+      print_stderr("stepprof synth: the manifest was not written, so the {} log(s) written were removed\n",
+                   man.files.size());
+    else
+      print_stderr("stepprof synth: the manifest was not written; {} of the {} log(s) written could not be removed "
+                   "(first: {})\n",
+                   kept, man.files.size(), why);
     return output_failed();
   }
   return kOk;

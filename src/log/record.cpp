@@ -306,6 +306,22 @@ std::optional<double> UpdateRecord::counter(NameTable::Id id) const {
   return std::nullopt;
 }
 
+const RawField* UpdateRecord::find_extra(std::string_view key) const {
+  for (const auto& f : extra)
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+std::optional<double> UpdateRecord::extra_number(std::string_view key) const {
+  const RawField* f = find_extra(key);
+  if (!f) return std::nullopt;
+  double v = 0;
+  const char* end = f->json.data() + f->json.size();
+  const auto [ptr, ec] = std::from_chars(f->json.data(), end, v);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return v;
+}
+
 std::size_t Dataset::update_count() const {
   std::size_t n = 0;
   for (const auto& r : ranks) n += r.updates.size();

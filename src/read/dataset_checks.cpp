@@ -373,6 +373,28 @@ void check_microbatch_paths(const Dataset& data, Diagnostics& diag) {
                            mbs, updates, first->step, printable(data.regions.name(first_path)))});
 }
 
+void check_gpu_busy(const Dataset& data, Diagnostics& diag) {
+  std::uint64_t over = 0, with = 0;
+  const UpdateRecord* first = nullptr;
+  double first_busy = 0;
+  for (const auto& rank : data.ranks)
+    for (const auto& u : rank.updates) {
+      const auto busy = u.extra_number(schema::kGpuBusyMs);
+      if (!busy) continue;
+      ++with;
+      // (The import writes both from the same nanoseconds: beyond rounding, another unit.)
+      if (*busy > u.wall_ms * (1 + 1e-9) + 1e-6) {
+        if (!over++) first = &u, first_busy = *busy;
+      }
+    }
+  if (!first) return;
+  diag.report({Severity::kWarning, Problem::kBadField, data.files[first->source.file], first->source.line, 0,
+               fmt::format("gpu_busy_ms exceeds wall_ms in {} of {} update(s) with it (first: step {}, {} ms busy in "
+                           "a {} ms update): the GPU's busy time is counted within the update, so it cannot be "
+                           "longer (another unit? us for ms); those updates are taken as never idle",
+                           over, with, first->step, first_busy, first->wall_ms)});
+}
+
 void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_one_off_names(data, diag);
   check_zero_wall_time(data, diag);
@@ -381,6 +403,7 @@ void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_zero_region_times(data, diag);
   check_token_counters(data, diag);
   check_microbatch_paths(data, diag);
+  check_gpu_busy(data, diag);
 }
 
 }  // namespace stepprof::detail

@@ -86,6 +86,10 @@ void check_zero_region_times(const Dataset& data, Diagnostics& diag);
 /// `bad-field` warning counting them, naming the first.
 void check_microbatch_paths(const Dataset& data, Diagnostics& diag);
 
+/// Updates whose `gpu_busy_ms` exceeds their `wall_ms` (beyond rounding): one `bad-field`
+/// warning counting them, naming the first.
+void check_gpu_busy(const Dataset& data, Diagnostics& diag);
+
 void check_dataset(const Dataset& data, Diagnostics& diag);
 
 }  // namespace stepprof::detail

@@ -538,7 +538,8 @@ class TraceReader {
     if (stats_.gpu_ops_outside_steps)
       report(Severity::kNote, Problem::kUnattributed, {},
              fmt::format("{} of {} GPU kernel(s)/copies were launched outside every ProfilerStep range (or, with no "
-                         "launch in the trace, ran outside every range) and are not counted",
+                         "launch in the trace, ran outside every range) and are not counted in any step's regions "
+                         "or counters (their time within a step still counts in its gpu_busy_ms)",
                          stats_.gpu_ops_outside_steps, stats_.gpu_ops));
     if (stats_.gpu_ops == 0)
       report(Severity::kNote, Problem::kMissingField, {},

@@ -160,20 +160,11 @@ bool is_non_finite_token(std::string_view tok) {
   return equal_ignoring_case(tok, "nan") || equal_ignoring_case(tok, "inf") || equal_ignoring_case(tok, "infinity");
 }
 
-// True when `json` (a value's text) is a number from 0 to schema::kMaxStartUnixMs.
-bool is_unix_ms(std::string_view json) {
+// True when `json` (a value's text) is a number from 0 to `max`.
+bool is_number_upto(std::string_view json, double max) {
   double v = 0;
   const auto [ptr, ec] = std::from_chars(json.data(), json.data() + json.size(), v);
-  return ec == std::errc() && ptr == json.data() + json.size() && std::isfinite(v) && v >= 0 &&
-         v <= stepprof::schema::kMaxStartUnixMs;
-}
-
-// True when `json` (a value's text) is a number from 0 to schema::kMaxTimeMs.
-bool is_time_ms(std::string_view json) {
-  double v = 0;
-  const auto [ptr, ec] = std::from_chars(json.data(), json.data() + json.size(), v);
-  return ec == std::errc() && ptr == json.data() + json.size() && std::isfinite(v) && v >= 0 &&
-         v <= stepprof::schema::kMaxTimeMs;
+  return ec == std::errc() && ptr == json.data() + json.size() && std::isfinite(v) && v >= 0 && v <= max;
 }
 
 // What is wrong with `json`, a value simdjson stepped over without reading it (a field of
@@ -486,8 +477,9 @@ bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std:
   if (d != std::nearbyint(d))
     return c.fail(Problem::kBadField, trim(tok).data(),
                   fmt::format("{}: expected an integer, found {}", str(path), shown(tok)));
-  // Written as an integer, it is beyond int64 (get_int64 took every other one).
-  if (trim(tok).find_first_of(".eE") == std::string_view::npos)
+  // Written as an integer, it is beyond int64 (get_int64 took every other one); written
+  // otherwise, 2^63 or more is beyond int64 however it is written.
+  if (trim(tok).find_first_of(".eE") == std::string_view::npos || std::fabs(d) >= 0x1p63)
     return c.fail(Problem::kBadField, trim(tok).data(),
                   fmt::format("{}: integer {} is out of range (-2^63 to 2^63 - 1)", str(path), shown(tok)));
   // From 2^53 on a double no longer holds every integer: 9007199254740993.0 reads as
@@ -1346,7 +1338,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       // A field the schema names but the parser keeps verbatim: start_unix_ms (read by the
       // cross-rank comparison and `trace`). One that is not a Unix time in ms was silently
       // unused by `report` (only `trace` said so).
-      if (key == s::kStartUnixMs && !is_unix_ms(raw)) {
+      if (key == s::kStartUnixMs && !is_number_upto(raw, s::kMaxStartUnixMs)) {
         left_out_.push_back({Problem::kBadField, c.column(raw.data()),
                              fmt::format("start_unix_ms: {} is not a Unix time in milliseconds (a number from 0 to "
                                          "1e14); the field is left out, the record kept",
@@ -1355,7 +1347,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         left_out_keys_.emplace_back(key);
         continue;
       }
-      if (key == s::kGpuBusyMs && !is_time_ms(raw)) {
+      if (key == s::kGpuBusyMs && !is_number_upto(raw, s::kMaxTimeMs)) {
         left_out_.push_back({Problem::kBadField, c.column(raw.data()),
                              fmt::format("gpu_busy_ms: {} is not a time in milliseconds (a number from 0 to 1e12); "
                                          "the field is left out, the record kept",

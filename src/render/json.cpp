@@ -107,6 +107,7 @@ Json gpu_busy(const std::optional<GpuBusy>& g) {
   if (!g) return nullptr;
   return Json{{"updates", g->updates},
               {"updates_total", g->updates_total},
+              {"ranks", g->ranks},
               {"busy_ms", summary(g->busy_ms)},
               {"idle_ms", summary(g->idle_ms)},
               {"idle_fraction", summary(g->idle_fraction)},

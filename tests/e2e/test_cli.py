@@ -3246,3 +3246,19 @@ def test_a_gloo_collective_calls_annotation_is_the_communication_region_by_name(
     rep = json.loads(run("report", "--format", "json", tmp_path / "rank0.jsonl").stdout)
     (w,) = rep["waiting"]
     assert (w["comm_region"], w["comm_found_by"]) == ("gloo:broadcast", "region name")
+
+
+def test_a_gpu_busy_time_longer_than_its_update_is_warned_of(tmp_path):
+    # gpu_busy_ms is counted within the update's wall time: 25 ms busy in a 10 ms update is
+    # another unit, and was taken as 0 % idle without a word.
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    lines += [json.dumps({"type": "update", "step": s, "wall_ms": 10.0, "gpu_busy_ms": 25.0 if s == 2 else 4.0})
+              for s in range(4)]
+    log = tmp_path / "rank0.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    r = run("report", "--format", "json", log)
+    assert r.returncode == 0, r.stderr
+    assert ("gpu_busy_ms exceeds wall_ms in 1 of 4 update(s) with it (first: step 2, 25 ms busy in a 10 ms update)"
+            in r.stderr), r.stderr
+    g = json.loads(r.stdout)["update_time"]["gpu_busy"]
+    assert g["idle_ms"]["min"] == 0 and g["idle_ms"]["median"] == 6.0  # (idle 6, 6, 0, 6)

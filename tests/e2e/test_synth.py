@@ -2108,13 +2108,13 @@ def test_a_straggler_stretch_among_fallbacks_starts_where_it_was_injected(tmp_pa
 def test_a_manifest_that_cannot_be_written_leaves_no_logs(tmp_path):
     # exit 2 with the logs left in place and no manifest saying what was injected where:
     # partial output, which every other command removes.
-    logs = tmp_path / "logs"
+    logs = tmp_path / "a" / "b" / "logs"  # (the parents it made go too)
     r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--straggler", "1:1:2", "--manifest", "/dev/full")
     assert r.returncode == 2, r.stderr
     assert "the manifest was not written, so the 2 log(s) written were removed" in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == []
     # A directory that was there before stays, with the files that were in it.
-    logs.mkdir()
+    logs.mkdir(parents=True)
     (logs / "notes.txt").write_text("mine\n")
     r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", "/dev/full")
     assert r.returncode == 2, r.stderr

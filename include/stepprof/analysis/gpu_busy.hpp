@@ -16,6 +16,7 @@ namespace stepprof {
 struct GpuBusy {
   std::size_t updates = 0;        ///< updates in the window with gpu_busy_ms and wall_ms > 0
   std::size_t updates_total = 0;  ///< updates in the window
+  std::size_t ranks = 0;          ///< ranks (logs) of those updates
   Summary busy_ms;                ///< gpu_busy_ms per update [ms]
   /// wall_ms - gpu_busy_ms per update, at least 0 [ms]: time in which no GPU activity ran.
   Summary idle_ms;
