@@ -3262,3 +3262,27 @@ def test_a_gpu_busy_time_longer_than_its_update_is_warned_of(tmp_path):
             in r.stderr), r.stderr
     g = json.loads(r.stdout)["update_time"]["gpu_busy"]
     assert g["idle_ms"]["min"] == 0 and g["idle_ms"]["median"] == 6.0  # (idle 6, 6, 0, 6)
+
+
+def test_a_stragglers_lag_is_not_placed_in_a_collective_calls_annotation(tmp_path):
+    # Rank 1's forward takes 20 ms more, and its nccl:broadcast (torch.distributed's
+    # annotation of the call, which waits for the peers) 40 ms more: the lag search named
+    # the broadcast as where its extra own work was.
+    for rank in range(4):
+        lines = [json.dumps({"type": "config", "rank": rank, "world_size": 4,
+                             "region_roles": {"grad_sync": "communication"}})]
+        for s in range(10):
+            fwd = 100.0 + (20.0 if rank == 1 else 0.0) + s % 3
+            bcast = 5.0 + (40.0 if rank == 1 else 0.0)
+            sync = 30.0 + (0.0 if rank == 1 else 60.0)
+            lines.append(json.dumps({"type": "update", "step": s, "wall_ms": fwd + bcast + sync,
+                                     "cpu_call_ms": {"forward": fwd, "nccl:broadcast": bcast, "grad_sync": sync},
+                                     "parents": {"forward": None, "nccl:broadcast": None, "grad_sync": None}}))
+        (tmp_path / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    cr = rep["cross_rank"]
+    assert cr["comm_region"] == "grad_sync"
+    (r1,) = [r for r in cr["per_rank"] if r["rank"] == 1]
+    assert r1["straggler"] or r1["times_slowest"] == 10, r1
+    assert [l["region"] for l in r1["lag_regions"]] == ["forward"], r1["lag_regions"]
+    assert r1["lag_regions"][0]["rank_ms"] - r1["lag_regions"][0]["others_ms"] == pytest.approx(20.0)
