@@ -1958,10 +1958,24 @@ TEST(GpuBusy, PoolsTheRanksUpdatesAndNamesTheMostIdleRank) {
   // Idle fractions 0.1, 0.2, 0.8, 0.4, 0.8, 0 -> median of (0, .1, .2, .4, .8, .8) = 0.3.
   EXPECT_DOUBLE_EQ(g->idle_fraction.median, 0.3);
   EXPECT_DOUBLE_EQ(g->busy_ms.max, 90);
+  EXPECT_DOUBLE_EQ(g->busy_ms.min, 10);  // (12 ms busy in a 10 ms update: busy throughout)
+  EXPECT_EQ(describe_gpu_busy_updates(*g),
+            "6 of the 8 update records, of 3 ranks (the others have no gpu_busy_ms or a wall_ms of 0)");
+  // Only rank 1 of two has the field: it is the most idle one, and the text says of how many.
+  Dataset two;
+  two.ranks = {d.ranks[1], d.ranks[2]};
+  for (auto& u : two.ranks[1].updates) u.extra.clear();
+  const auto g2 = analyze_gpu_busy({two, nullptr});
+  ASSERT_TRUE(g2 && g2->most_idle_rank);
+  EXPECT_EQ(*g2->most_idle_rank, 1);
+  EXPECT_EQ(g2->ranks_total, 2u);
+  EXPECT_EQ(describe_gpu_busy_updates(*g2),
+            "3 of the 6 update records, of 1 of the 2 ranks (the others have no gpu_busy_ms or a wall_ms of 0)");
   // One rank: no most idle one. No update with the field: no result.
   Dataset one;
   one.ranks.push_back(d.ranks[0]);
   EXPECT_FALSE(analyze_gpu_busy({one, nullptr})->most_idle_rank);
+  EXPECT_EQ(describe_gpu_busy_updates(*analyze_gpu_busy({one, nullptr})), "2 updates");
   one.ranks[0].updates[0].extra.clear(), one.ranks[0].updates[1].extra.clear();
   EXPECT_FALSE(analyze_gpu_busy({one, nullptr}));
 }

@@ -1748,10 +1748,9 @@ void gpu_idle(const FindingInputs& in, std::vector<Finding>& out) {
                         g->idle_ms.median);
   f.evidence = fmt::format(
       "no GPU activity ran on any stream for {:.1f} ms of the update, busy {:.1f} ms (medians; busy: the union of "
-      "every kernel, copy and memset within the update's wall time, gpu_busy_ms), over {} update{}{}; the idle "
-      "share of each update {:.0f} % (median; p10 {:.0f} %, p90 {:.0f} %)",
-      g->idle_ms.median, g->busy_ms.median, g->updates, g->ranks > 1 ? " records" : g->updates == 1 ? "" : "s",
-      g->ranks > 1 ? fmt::format(" of {} ranks", g->ranks) : std::string(), 100 * g->idle_fraction.median,
+      "every kernel, copy and memset within the update's wall time, gpu_busy_ms), over {}; the idle share of each "
+      "update {:.0f} % (median; p10 {:.0f} %, p90 {:.0f} %)",
+      g->idle_ms.median, g->busy_ms.median, describe_gpu_busy_updates(*g), 100 * g->idle_fraction.median,
       100 * g->idle_fraction.p10, 100 * g->idle_fraction.p90);
   if (g->most_idle_rank)
     f.evidence += fmt::format("; rank {} is the most idle ({:.0f} %, its median)", *g->most_idle_rank,

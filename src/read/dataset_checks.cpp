@@ -380,7 +380,7 @@ void check_gpu_busy(const Dataset& data, Diagnostics& diag) {
   for (const auto& rank : data.ranks)
     for (const auto& u : rank.updates) {
       const auto busy = u.extra_number(schema::kGpuBusyMs);
-      if (!busy) continue;
+      if (!busy || !(u.wall_ms > 0)) continue;  // (a wall_ms of 0 is the zero-wall checks')
       ++with;
       // (The import writes both from the same nanoseconds: beyond rounding, another unit.)
       if (*busy > u.wall_ms * (1 + 1e-9) + 1e-6) {

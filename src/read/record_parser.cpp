@@ -479,7 +479,7 @@ bool read_int(od::value& v, std::string_view tok, Ctx& c, const Path& path, std:
                   fmt::format("{}: expected an integer, found {}", str(path), shown(tok)));
   // Written as an integer, it is beyond int64 (get_int64 took every other one); written
   // otherwise, 2^63 or more is beyond int64 however it is written.
-  if (trim(tok).find_first_of(".eE") == std::string_view::npos || std::fabs(d) >= 0x1p63)
+  if (trim(tok).find_first_of(".eE") == std::string_view::npos || d >= 0x1p63 || d < -0x1p63)
     return c.fail(Problem::kBadField, trim(tok).data(),
                   fmt::format("{}: integer {} is out of range (-2^63 to 2^63 - 1)", str(path), shown(tok)));
   // From 2^53 on a double no longer holds every integer: 9007199254740993.0 reads as

@@ -174,13 +174,9 @@ Section time_section(const Report& rep) {
                                    ms(u.p10), ms(u.p90), ms(u.min), ms(u.max), cv_text(u), u.n, u.n == 1 ? "" : "s"));
   if (const auto& g = t.gpu_busy) {
     std::string v = fmt::format("idle {} of the update (median; p10 {}, p90 {}): {} idle, {} busy per update "
-                                "(medians) over {} update{}{}",
+                                "(medians) over {}",
                                 pct(g->idle_fraction.median), pct(g->idle_fraction.p10), pct(g->idle_fraction.p90),
-                                ms(g->idle_ms.median), ms(g->busy_ms.median), g->updates,
-                                g->ranks > 1 ? " records" : g->updates == 1 ? "" : "s",
-                                g->ranks > 1 ? fmt::format(" of {} ranks", g->ranks) : std::string());
-    if (g->updates < g->updates_total)
-      v += fmt::format(" of {} (the others have no gpu_busy_ms or a wall_ms of 0)", g->updates_total);
+                                ms(g->idle_ms.median), ms(g->busy_ms.median), describe_gpu_busy_updates(*g));
     if (g->most_idle_rank)
       v += fmt::format("; most idle: rank {}, {} (median)", *g->most_idle_rank, pct(g->most_idle_fraction));
     f.items.emplace_back("GPU idle (trace)", v + "; busy: any kernel, copy or memset running, on any stream");

@@ -108,6 +108,7 @@ Json gpu_busy(const std::optional<GpuBusy>& g) {
   return Json{{"updates", g->updates},
               {"updates_total", g->updates_total},
               {"ranks", g->ranks},
+              {"ranks_total", g->ranks_total},
               {"busy_ms", summary(g->busy_ms)},
               {"idle_ms", summary(g->idle_ms)},
               {"idle_fraction", summary(g->idle_fraction)},

@@ -358,9 +358,17 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
   // Every update's padding fraction, to check the spikes against the report's threshold.
   const bool check_spikes = !o.padding_spikes.empty() && o.ranks * o.updates <= kSpikeCheckUpTo;
   std::vector<double> padding(check_spikes ? static_cast<std::size_t>(o.ranks * o.updates) : 0);
+  // The ranks whose file this run opened (each written by its rank's task alone): a run that
+  // fails removes those only, not another rank's file of an earlier run it never reached.
+  std::vector<char> opened(static_cast<std::size_t>(o.ranks), 0);
+  const auto remove_opened = [&] {
+    for (std::size_t k = 0; k < man.files.size(); ++k)
+      if (opened[k]) fs::remove(man.files[k], ec);
+  };
   try {
     stepprof::detail::parallel_for(static_cast<std::size_t>(o.ranks), std::max(1u, threads), [&](std::int64_t r) {
       Sink out(man.files[static_cast<std::size_t>(r)], gzip);
+      opened[static_cast<std::size_t>(r)] = 1;
       out.line(config_to_json(model.config(r)));
       std::int64_t bg = 0;
       for (std::int64_t i = 0; i < o.updates; ++i) {
@@ -380,12 +388,12 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
       background += bg;
     });
   } catch (...) {
-    for (const auto& f : man.files) fs::remove(f, ec);
+    remove_opened();
     made.remove_empty();
     throw;
   }
   if (stop) {
-    for (const auto& f : man.files) fs::remove(f, ec);
+    remove_opened();
     made.remove_empty();
     throw std::runtime_error("interrupted");
   }

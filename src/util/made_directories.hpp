@@ -17,7 +17,10 @@ class MadeDirectories {
     namespace fs = std::filesystem;
     std::vector<fs::path> missing;  // innermost first
     std::error_code exists_ec;
-    for (fs::path p = dir.lexically_normal(); !p.empty() && !fs::exists(p, exists_ec); p = p.parent_path()) {
+    // (symlink_status: a dangling link is there, not missing: create_directories then fails
+    // on it, and remove_empty() must not delete the user's link.)
+    for (fs::path p = dir.lexically_normal(); !p.empty() && !fs::exists(fs::symlink_status(p, exists_ec));
+         p = p.parent_path()) {
       missing.push_back(p);
       if (p == p.parent_path()) break;
     }
@@ -29,7 +32,8 @@ class MadeDirectories {
   /// Removes the directories make() made, innermost first; one that holds anything stays.
   void remove_empty() {
     std::error_code ec;
-    for (const auto& d : made_) std::filesystem::remove(d, ec);  // (remove() leaves a non-empty directory)
+    for (const auto& d : made_)  // (remove() leaves a non-empty directory; what is no longer one stays)
+      if (std::filesystem::is_directory(std::filesystem::symlink_status(d, ec))) std::filesystem::remove(d, ec);
     made_.clear();
   }
 

@@ -2119,3 +2119,22 @@ def test_a_manifest_that_cannot_be_written_leaves_no_logs(tmp_path):
     r = run("synth", "-o", logs, "--ranks", 2, "--updates", 3, "--manifest", "/dev/full")
     assert r.returncode == 2, r.stderr
     assert sorted(p.name for p in logs.iterdir()) == ["notes.txt"]
+
+
+def test_a_failed_run_removes_only_the_files_it_opened_and_no_link(tmp_path):
+    # Failing at rank 1's file (a directory of that name), it removed every rank's file
+    # name, also ranks 2 and 3 of an earlier run that it never reached.
+    d = tmp_path / "d"
+    (d / "rank1.jsonl").mkdir(parents=True)
+    for r in (2, 3):
+        (d / f"rank{r}.jsonl").write_text("earlier\n")
+    r = run("synth", "-o", d, "--ranks", 4, "--updates", 3, "-j", 1)
+    assert r.returncode == 2 and "rank1.jsonl" in r.stderr, r.stderr
+    assert sorted(p.name for p in d.iterdir()) == ["rank1.jsonl", "rank2.jsonl", "rank3.jsonl"]
+    assert (d / "rank2.jsonl").read_text() == "earlier\n"
+    # A dangling link as the logs' directory was deleted and a directory made in its place.
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "nowhere")
+    r = run("synth", "-o", link, "--ranks", 2, "--updates", 3)
+    assert r.returncode == 2, r.stderr
+    assert link.is_symlink() and not (tmp_path / "nowhere").exists()
