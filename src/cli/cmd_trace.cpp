@@ -45,7 +45,7 @@ int run_trace(const TraceOptions& opt) {
                  "holds (2^53 us, 285 years): are they in another unit, or corrupt? Nothing was written (--steps "
                  "A:B draws fewer updates)\n",
                  *timeline.span_too_long_ms, *timeline.span_too_long_ms / 3.15576e10);
-    return kInputErrors;
+    return kNoData;  // (nothing drawn, as for --ranks that match no rank)
   }
   if (!only.empty() && timeline.processes.empty()) {
     std::vector<std::int64_t> ranks;

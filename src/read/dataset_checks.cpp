@@ -368,9 +368,10 @@ void check_microbatch_paths(const Dataset& data, Diagnostics& diag) {
   if (!first) return;
   diag.report({Severity::kWarning, Problem::kBadField, data.files[first->source.file], first->source.line, 0,
                fmt::format("{} micro-batch(es) in {} update(s) name a path that is no region of their update (first: "
-                           "step {}, \"{}\"): a misspelt path? The code paths and `whatif batched-geometry` take a "
+                           "step {}, \"{}\"): {} The code paths and `whatif batched-geometry` take a "
                            "micro-batch's path as the region it ran, and find no time for it",
-                           mbs, updates, first->step, printable(data.regions.name(first_path)))});
+                           mbs, updates, first->step, printable(data.regions.name(first_path)),
+                           first->regions.empty() ? "that update times no region at all." : "a misspelt path?")});
 }
 
 void check_gpu_busy(const Dataset& data, Diagnostics& diag) {

@@ -167,6 +167,24 @@ bool is_number_upto(std::string_view json, double max) {
   return ec == std::errc() && ptr == json.data() + json.size() && std::isfinite(v) && v >= 0 && v <= max;
 }
 
+// The schema's fields that the parser keeps verbatim in `UpdateRecord::extra` and checks
+// only for range: start_unix_ms (the cross-rank comparison and `trace`) and gpu_busy_ms
+// (the GPU's busy time in profiler-trace logs). docs/log-schema.md gives both ranges.
+struct VerbatimField {
+  std::string_view key;
+  double max;             // a number from 0 to this
+  std::string_view what;  // for the message: "is not {what}"
+};
+constexpr VerbatimField kVerbatimFields[] = {
+    {schema::kStartUnixMs, schema::kMaxStartUnixMs, "a Unix time in milliseconds (a number from 0 to 1e14)"},
+    {schema::kGpuBusyMs, schema::kMaxTimeMs, "a time in milliseconds (a number from 0 to 1e12)"},
+};
+const VerbatimField* verbatim_field(std::string_view key) {
+  for (const auto& f : kVerbatimFields)
+    if (key == f.key) return &f;
+  return nullptr;
+}
+
 // What is wrong with `json`, a value simdjson stepped over without reading it (a field of
 // the job's own): nullopt when it is one JSON value. Checked by the JSON grammar alone
 // (RFC 8259, section 2-7: no number is converted, so 1e400 or a 400-digit integer is
@@ -1335,23 +1353,13 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
                                   : fmt::format("in field \"{}\": {} is not a JSON value", printable(key), shown(raw)));
         break;
       }
-      // A field the schema names but the parser keeps verbatim: start_unix_ms (read by the
-      // cross-rank comparison and `trace`). One that is not a Unix time in ms was silently
-      // unused by `report` (only `trace` said so).
-      if (key == s::kStartUnixMs && !is_number_upto(raw, s::kMaxStartUnixMs)) {
+      // Fields the schema names but the parser keeps verbatim (read where they are used):
+      // one whose value is out of its range was silently unused (only `trace` said so, for
+      // start_unix_ms); it is left out with an error, the record kept.
+      if (const auto* vf = verbatim_field(key); vf && !is_number_upto(raw, vf->max)) {
         left_out_.push_back({Problem::kBadField, c.column(raw.data()),
-                             fmt::format("start_unix_ms: {} is not a Unix time in milliseconds (a number from 0 to "
-                                         "1e14); the field is left out, the record kept",
-                                         shown(raw)),
-                             {}});
-        left_out_keys_.emplace_back(key);
-        continue;
-      }
-      if (key == s::kGpuBusyMs && !is_number_upto(raw, s::kMaxTimeMs)) {
-        left_out_.push_back({Problem::kBadField, c.column(raw.data()),
-                             fmt::format("gpu_busy_ms: {} is not a time in milliseconds (a number from 0 to 1e12); "
-                                         "the field is left out, the record kept",
-                                         shown(raw)),
+                             fmt::format("{}: {} is not {}; the field is left out, the record kept", vf->key,
+                                         shown(raw), vf->what),
                              {}});
         left_out_keys_.emplace_back(key);
         continue;

@@ -1026,4 +1026,11 @@ def test_micro_batch_paths_that_are_no_region_are_named_not_called_missing_frame
     r = run("report", log)
     assert r.returncode == 0, r.stderr
     assert (f"{2 * len(updates)} micro-batch(es) in {len(updates)} update(s) name a path that is no region of their "
-            f"update (first: step {updates[0]['step']}, \"vggt_singel\")") in r.stderr, r.stderr
+            f"update (first: step {updates[0]['step']}, \"vggt_singel\"): a misspelt path?") in r.stderr, r.stderr
+    # An update that times no region: the path is not the one at fault.
+    bare = fx.write_jsonl(tmp_path / "bare.jsonl", [config, {"type": "update", "rank": 1, "step": 1, "wall_ms": 10,
+                                                             "microbatches": [{"path": "vggt_single", "frames": [4]}]}])
+    r = run("report", bare)
+    assert r.returncode == 0, r.stderr
+    assert "\"vggt_single\"): that update times no region at all." in r.stderr, r.stderr
+    assert "misspelt" not in r.stderr, r.stderr
