@@ -196,6 +196,14 @@ std::string unreadable_format(std::string_view head, std::string_view expected, 
   return {};
 }
 
+bool looks_like_trace_event_array(std::string_view first) {
+  if (!first.starts_with('[')) return false;
+  const auto head = first.substr(0, 200);
+  const auto brace = head.find('{');
+  return brace != std::string_view::npos && head.find_first_not_of(" \t", 1) == brace &&
+         head.find("\"ph\"") != std::string_view::npos;
+}
+
 std::string not_a_log(const std::string& path) {
   const std::string head_bytes = read_head(path);
   std::string_view head = head_bytes;
@@ -223,6 +231,9 @@ std::string not_a_log(const std::string& path) {
   auto parses_as = [&](simdjson::dom::element_type type) {
     return parser.parse(simdjson::padded_string(line)).get(doc) == simdjson::SUCCESS && doc.type() == type;
   };
+  if (c == '[' && looks_like_trace_event_array(line))
+    return "a JSON array of trace events (the Chrome trace format's array form), not a step log or a PyTorch "
+           "profiler trace (an object with \"traceEvents\", as torch.profiler writes it with Kineto: docs/kineto.md)";
   if (c == '[' && (line == "[" || parses_as(simdjson::dom::element_type::ARRAY)))
     return "a JSON array, not JSON lines (one record per line)";
   if (c != '{') return "a text file, not JSON lines: its first line is not a JSON record (a training log?)";

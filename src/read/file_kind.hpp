@@ -51,6 +51,11 @@ bool has_table_row(std::string_view text);
 std::string unreadable_format(std::string_view head, std::string_view expected = "a step log or a profiler trace",
                               bool reads_gzip = true);
 
+/// True when `first` (a file's first line) starts a trace in the Chrome trace format's
+/// array form: '[' and an event object with a "ph" (phase) key in its first 200 bytes.
+/// stepprof reads traces as an object with "traceEvents" (Kineto's form), not this one.
+bool looks_like_trace_event_array(std::string_view first);
+
 /// For a file found in a directory (not named): why it is not a step log or a profiler
 /// trace, e.g. "a text file, not JSON lines (a training log?)"; empty when it is one or
 /// may be one. A file in whose first 64 KiB a step-log record starts anywhere (so a

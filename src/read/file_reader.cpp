@@ -88,16 +88,6 @@ bool json_array_start(std::string_view line) {
   return line[next] == ']' && line.find_first_not_of(" \t\r", next + 1) == std::string_view::npos;
 }
 
-// The first line of a trace in the Chrome trace format's array form: '[' and an event
-// object with a "ph" (phase) key in its first 200 bytes.
-bool looks_like_trace_event_array(std::string_view first) {
-  if (!first.starts_with('[')) return false;
-  const auto head = first.substr(0, 200);
-  const auto brace = head.find('{');
-  return brace != std::string_view::npos && head.find_first_not_of(" \t", 1) == brace &&
-         head.find("\"ph\"") != std::string_view::npos;
-}
-
 // Where another record starts in `text` after its first byte; npos when none does.
 // Finds records that lost the newline between them. A '{' where a JSON value goes (after
 // ':', ',' or '[') is an object inside the record, not the start of another, even when

@@ -871,6 +871,8 @@ def test_what_a_run_directory_holds_besides_logs_is_listed_not_read(tmp_path):
     (job / "trainer_state.json").write_text(json.dumps({"log_history": [{"loss": 1.5, "step": 10}]}, indent=2))
     (job / "train.log").write_text("".join(f"[rank1] step {i} loss 1.{i:02d}\n" for i in range(300)))
     (job / "events.json").write_text(json.dumps([{"step": 1}]) + "\n")
+    # (The legacy profiler's export_chrome_trace() array: it had the generic array note.)
+    (job / "chrome.json").write_text(json.dumps([{"name": "aten::mm", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]))
 
     r = run("report", "--format", "json", job)
     assert r.returncode == 0, r.stderr
@@ -879,6 +881,8 @@ def test_what_a_run_directory_holds_besides_logs_is_listed_not_read(tmp_path):
         "trainer_state.json": "a JSON document over several lines",
         "train.log": "a text file, not JSON lines",
         "events.json": "a JSON array, not JSON lines",
+        "chrome.json": "a JSON array of trace events (the Chrome trace format's array form), not a step log or a "
+                       "PyTorch profiler trace (an object with \"traceEvents\"",
         "report.json": "stepprof's own output (schema \"stepprof.report/1\"",
         "trace.json": "stepprof's own trace export",
     }
