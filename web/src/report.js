@@ -207,7 +207,9 @@ function heatmapChart(data, matrixIndex) {
   const labels = m.labels || data.ranks.map((r) => r.label);
   return {
     animation: false,
-    grid: { left: 90, right: 24, top: 16, bottom: 80 },
+    // (bottom: room for the step axis's title above the colour scale and its handles'
+    // values, which sat on the same line at 80.)
+    grid: { left: 90, right: 24, top: 16, bottom: 104 },
     tooltip: {
       confine: true,
       formatter(p) {
