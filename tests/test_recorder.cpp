@@ -1459,8 +1459,13 @@ TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted
   TempLog log("badcount");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);
   const CounterId ok = counter_id("bc_ok"), neg = counter_id("bc_negative"), big = counter_id("bc_big");
+  const CounterId one_bad = counter_id("bc_one_bad");
   count(ok, 5);
   count(neg, -1);                            // ignored: bc_negative stays absent
+  // One add above 2^53 is no count: it alone is ignored. (It made the update's sum
+  // unrecordable, and the valid 8 was lost with it.)
+  count(one_bad, 8);
+  count(one_bad, (std::int64_t{1} << 53) + 1);
   count(big, (std::int64_t{1} << 53) - 1);   // 2^53 - 1 + 2 > 2^53: left out
   count(big, 2);
   ASSERT_EQ(end_update(0), Status::kOk);
@@ -1477,13 +1482,13 @@ TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted
   EXPECT_EQ(close(), Status::kWarnErrors);  // it says so at close
   const auto lines = read_lines(log.path);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[1]["counts"], (Json{{"bc_ok", 5}}));
+  EXPECT_EQ(lines[1]["counts"], (Json{{"bc_ok", 5}, {"bc_one_bad", 8}}));
   EXPECT_EQ(lines[2]["counts"], (Json{{"bc_big", std::int64_t{1} << 53}}));
   EXPECT_TRUE(lines[2]["counts"]["bc_big"].is_number_integer());  // written 9007199254740992, not 9.007e+15
   EXPECT_EQ(lines[2]["frame_histogram"], (Json{{"3", 2}, {"5", std::int64_t{1} << 32}}));
-  // Both were counted before the first record was written, which reports them; the four
-  // histogram adds before the second.
-  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 2}}));
+  // The three were counted before the first record was written, which reports them; the
+  // four histogram adds before the second.
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 3}}));
   EXPECT_EQ(lines[2]["recorder_errors"], (Json{{"bad_argument", 4}}));
   Diagnostics diag;  // and the reader takes both records
   const Dataset d = read_logs({log.path}, {}, diag);
@@ -1711,7 +1716,7 @@ TEST_F(RecorderTest, ACounterSumThatWrapsAroundInt64IsLeftOutAndCounted) {
   TempLog log("wrapcount");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);
   const CounterId wrap = counter_id("wc_wrap"), ok = counter_id("wc_ok");
-  for (int i = 0; i < 4; ++i) count(wrap, std::int64_t{1} << 62);  // 4 * 2^62 = 2^64: wraps to 0
+  for (int i = 0; i < 2048; ++i) count(wrap, std::int64_t{1} << 53);  // 2^11 * 2^53 = 2^64: wraps to 0
   count(ok, 7);
   ASSERT_EQ(end_update(0), Status::kOk);
   count(wrap, 3);  // the next update starts afresh

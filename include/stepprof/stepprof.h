@@ -136,8 +136,9 @@ int stepprof_region_enter(stepprof_region_id id);
 int stepprof_region_exit(stepprof_region_id id);
 
 /* Counters: register once, then add n [count] per update (atomic, any thread).
- * Counts are >= 0: a negative n is ignored, counted as bad_argument, and returns
- * STEPPROF_ERR_ARGUMENT; an update's sum above 2^53 is left out of its record and counted. */
+ * Counts are 0 to 2^53: a negative n or one above 2^53 is ignored (the update's other
+ * adds stay), counted as bad_argument, and returns STEPPROF_ERR_ARGUMENT; an update's sum
+ * above 2^53 is left out of its record and counted. */
 int stepprof_counter_register(const char* name, stepprof_counter_id* out);
 int stepprof_counter_add(stepprof_counter_id id, int64_t n);
 /* Counts, dimensions and indices below are 0 to 2^53 (what a record holds exactly); a

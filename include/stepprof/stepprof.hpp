@@ -7,7 +7,7 @@
 //   stepprof::open(o);
 //   for (step ...) {
 //     { STEPPROF_REGION("forward_and_loss"); ... }   // host (+ device) time, calls, parent
-//     STEPPROF_COUNT("samples", 8);                    // per-update counter
+//     STEPPROF_COUNT("samples", 16);                   // per-update counter: 2 micro-batches of 8
 //     stepprof::end_update(step);                      // writes one record
 //   }
 //   stepprof::close();
@@ -380,8 +380,9 @@ CounterId counter_id(std::string_view name) noexcept;
 
 /// Adds `n` to counter `id` for this update [count]. A counter never added to in an
 /// update is absent from its record; adding 0 makes it present with value 0. Counts are
-/// >= 0: a negative `n` is ignored, and an update's sum above 2^53 is left out of the
-/// record; both are counted as `bad_argument` errors.
+/// 0 to 2^53: a negative `n` or one above 2^53 is ignored (the update's other adds stay),
+/// and an update's sum above 2^53 is left out of the record; each is counted as a
+/// `bad_argument` error.
 /// Names the analyzer reads (docs/log-schema.md, "Counters"): `samples` and `frames` (the
 /// update's work: throughput, and each code path's where it ran alone in its group),
 /// `token_slots` and `valid_tokens` (padding), and per code-path region `<region>_samples`,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import functools
 import gc
+import inspect
 import operator
 import json
 import math
@@ -654,16 +655,26 @@ class Recorder:
         object): `@rec.timed("name")`, `@rec.timed()` or `@rec.timed`. A recursive function counts every call and its
         time once. On a generator or async function it times only the call that
         creates the generator or coroutine, not the work done when it is iterated or
-        awaited. Inside one, a `with rec.region(...)` must not span an `await` or a
+        awaited, and warns so (RecorderWarning) when it decorates one. Inside one, a `with rec.region(...)` must not span an `await` or a
         `yield` (regions nest per thread: docs/recorder.md, "Threads"); time the code
         between two of them. Decorating with a closed recorder times nothing (as
         region())."""
 
         if callable(name):  # @rec.timed without parentheses: `name` is the function
-            return self.timed()(name)
+            return self.timed()(name, 1)
 
-        def decorate(fn: F) -> F:
+        def decorate(fn: F, _outer: int = 0) -> F:
             default = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+            # (It looked nearly free: the work runs when the generator is iterated or the
+            # coroutine awaited, outside the region.)
+            kind = ("an async generator" if inspect.isasyncgenfunction(fn) else
+                    "a generator" if inspect.isgeneratorfunction(fn) else
+                    "an async function" if inspect.iscoroutinefunction(fn) else None)
+            if kind:
+                _warn_in_loop(f"@timed on {kind} ({name or default}) times only the call that creates "
+                              f"{'the coroutine' if kind == 'an async function' else 'the generator'}, not its work; "
+                              f"time the code between its {'awaits' if 'async' in kind else 'yields'} with "
+                              f"rec.region(...) instead", stacklevel=3 + _outer)
             region = self.region(name or default)
             # (A weak reference: a decorated function must not keep a Recorder dropped
             # without close() open, so that a later Recorder would find it open.)

@@ -318,10 +318,10 @@ int stepprof_counter_add(stepprof_counter_id id, int64_t n) {
   if (id >= stepprof::detail::names().counter_count.load(std::memory_order_relaxed) &&
       id != stepprof::detail::kMaxCounters)
     return reject("stepprof_counter_add: unknown counter id");
-  stepprof::count(id, n);  // (a negative n is ignored, one above 2^53 makes the sum's, both counted as bad_argument)
+  stepprof::count(id, n);  // (a negative n or one above 2^53 is ignored and counted as bad_argument)
   if (n < 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_add: negative count (counts are >= 0)");
   if (!stepprof::detail::count_ok(n))
-    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_add: a count above 2^53; this update's sum is left out");
+    return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_counter_add: a count above 2^53 (not exact in a record); ignored");
   return STEPPROF_OK;
 }
 

@@ -119,7 +119,10 @@ CounterId register_counter(const CounterSite& site) noexcept {
 
 void add_count(CounterId id, std::int64_t n) noexcept {
   auto& r = names();
-  if (n < 0) {  // counts of work items are >= 0; the reader would reject the whole record
+  // Counts of work items are 0 to 2^53 (a double's exact integers, what the reader
+  // admits): another value is no count, and is left out alone. (Added, one above 2^53 had
+  // made the update's whole sum unrecordable: the valid adds beside it were lost.)
+  if (!count_ok(n)) {
     count_global_error(ErrorKind::kBadArgument);
     return;
   }
@@ -128,10 +131,9 @@ void add_count(CounterId id, std::int64_t n) noexcept {
   // that races with it is reported, in one of the two updates, with its value.
   r.counter_touched[id].store(1, std::memory_order_relaxed);
   const std::int64_t before = r.counter_value[id].fetch_add(n, std::memory_order_relaxed);
-  // Beyond 2^53 the sum is not recorded (see end_update); noted here, before it can wrap
+  // A sum beyond 2^53 is not recorded (see end_update); noted here, before it can wrap
   // around int64 back to a plausible value.
-  constexpr std::int64_t kExact = std::int64_t{1} << 53;
-  if (before < 0 || n > kExact || before > kExact - n) r.counter_overflow[id].store(1, std::memory_order_relaxed);
+  if (before < 0 || before > kMaxCount - n) r.counter_overflow[id].store(1, std::memory_order_relaxed);
 }
 
 }  // namespace stepprof::detail

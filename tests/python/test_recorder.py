@@ -525,6 +525,54 @@ def test_timed_without_parentheses_and_on_callables_without_a_qualified_name(tmp
         "test_timed_without_parentheses_and_on_callables_without_a_qualified_name.<locals>.bare": 1, "partial": 1}
 
 
+def test_timed_on_a_generator_or_async_function_warns_where_it_is_decorated(tmp_path):
+    # Such a region timed only making the generator or coroutine (about 0.003 ms against a
+    # 20 ms update), without a word.
+    with stepprof.Recorder(str(tmp_path / "gen.jsonl"), device_timing="off") as rec:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+
+            @rec.timed
+            def batches():  # the first warning's line is the decorator's, above
+                yield 1
+
+            @rec.timed("step")
+            async def step():
+                return 1
+
+            async def stream():
+                yield 1
+
+            rec.timed()(stream)
+
+            @rec.timed
+            def plain():
+                return 1
+        ours = [w for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+        messages = [str(w.message) for w in ours]
+        assert len(ours) == 3, messages
+        assert messages[0].startswith("@timed on a generator (test_timed_on_a_generator_or_async_function_warns_"
+                                      "where_it_is_decorated.<locals>.batches) times only the call that creates "
+                                      "the generator, not its work; time the code between its yields"), messages
+        assert messages[1].startswith("@timed on an async function (step) times only the call that creates the "
+                                      "coroutine, not its work; time the code between its awaits"), messages
+        assert messages[2].startswith("@timed on an async generator"), messages
+        assert all(w.filename == __file__ for w in ours), [w.filename for w in ours]
+        assert ours[0].lineno in (batches.__wrapped__.__code__.co_firstlineno, batches.__wrapped__.__code__.co_firstlineno + 1)
+        rec.end_update(0)
+    # With warnings as errors, the decoration still works (the message goes to stderr).
+    r = run_python("import warnings, stepprof\n"
+                   "warnings.simplefilter('error')\n"
+                   f"rec = stepprof.Recorder({str(tmp_path / 'err.jsonl')!r}, device_timing='off')\n"
+                   "@rec.timed\n"
+                   "def g():\n"
+                   "    yield 1\n"
+                   "print(list(g()))\n"
+                   "rec.close()\n")
+    assert r.returncode == 0 and r.stdout.strip() == "[1]", r.stderr
+    assert "@timed on a generator (g)" in r.stderr and "(RecorderWarning, not raised)" in r.stderr, r.stderr
+
+
 def test_a_recorder_in_a_reference_cycle_does_not_block_the_next_one(tmp_path):
     # A Recorder held by an object it holds is closed only by the cycle collector: until
     # it ran, the next Recorder was already_open and recorded nothing.
