@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "stepprof/analysis/padding.hpp"
 #include "stepprof/reader.hpp"
 #include "test_util.hpp"
 
@@ -1466,6 +1467,127 @@ TEST_F(ReaderTest, AGpuBusyTimeThatIsNoTimeIsLeftOutWithAnError) {
     ASSERT_EQ(d.ranks[0].updates[1].extra.size(), 1u);
     EXPECT_EQ(d.ranks[0].updates[1].extra[0].json, "7.25");
   }
+}
+
+// A gpu_busy_ms or start_unix_ms that is no JSON number (tru, +5, .5, 05) lost the whole
+// record as malformed JSON; as any other bad value there, it is left out with an error.
+// A number too small for a double (1e-999) is 0, as in wall_ms; it was refused.
+TEST_F(ReaderTest, AVerbatimSchemaFieldThatIsNoJsonNumberIsLeftOutNotTheRecord) {
+  for (const std::string key : {"gpu_busy_ms", "start_unix_ms"})
+    for (const std::string v : {"tru", "+5", ".5", "05", "0x10", "1."}) {
+      const std::string rec = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, ")" + key + R"(": )" + v + "}";
+      const Dataset d = read({write("vf.jsonl", kConfig + "\n" + rec + "\n")});
+      ASSERT_EQ(d.update_count(), 1u) << key << " " << v;
+      EXPECT_EQ(first(Problem::kMalformedJson), nullptr) << key << " " << v;
+      const Diagnostic* e = first(Problem::kBadField);
+      ASSERT_NE(e, nullptr) << key << " " << v;
+      EXPECT_EQ(e->severity, Severity::kError);
+      EXPECT_EQ(e->column, rec.find(v, rec.find(key)) + 1) << key << " " << v;
+      EXPECT_NE(e->message.find(key + ": " + v + " is not "), std::string::npos) << e->message;
+      EXPECT_TRUE(d.ranks[0].updates[0].extra.empty()) << key << " " << v;
+    }
+  for (const std::string key : {"gpu_busy_ms", "start_unix_ms"}) {
+    const Dataset d = read({write("uf.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 2, )" +
+                                                 R"("wall_ms": 10, ")" + key + R"(": 1e-999})" + "\n")});
+    ASSERT_EQ(d.update_count(), 1u);
+    EXPECT_TRUE(diag_.kept().empty()) << key << ": " << diag_.kept()[0].message;
+    ASSERT_EQ(d.ranks[0].updates[0].extra.size(), 1u) << key;
+  }
+}
+
+// A counter of 2^53 + 1 was read as the double 2^53 and taken, without a word (2^53 + 3
+// was refused): the integer is checked as written. One written as a float that reads as
+// 2^53 (9007199254740993.0) cannot be told from it either.
+TEST_F(ReaderTest, ACounterAbove2To53IsRefusedEvenWhereADoubleRoundsItDown) {
+  for (const std::string v : {"9007199254740993", "9007199254740993.0", "9.007199254740993e15"}) {
+    const std::string rec = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "counts": {"token_slots": )" +
+                            v + "}}";
+    const Dataset d = read({write("c53.jsonl", kConfig + "\n" + rec + "\n")});
+    EXPECT_EQ(d.update_count(), 0u) << v;
+    const Diagnostic* e = first(Problem::kBadField);
+    ASSERT_NE(e, nullptr) << v;
+    EXPECT_EQ(e->column, rec.find(v) + 1) << v;
+    EXPECT_NE(e->message.find("counts.token_slots: count " + v), std::string::npos) << e->message;
+  }
+  const Dataset d = read({write("c53.jsonl", kConfig + "\n" +
+                                                 R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, )"
+                                                 R"("counts": {"a": 9007199254740992, "b": 1.5e3}})" + "\n")});
+  ASSERT_EQ(d.update_count(), 1u);  // 2^53 itself, as an integer, is exact
+  EXPECT_TRUE(diag_.kept().empty());
+  EXPECT_EQ(d.ranks[0].updates[0].counters[0].value, 9007199254740992.0);
+}
+
+// A key given twice inside a field of the job's own (an update's or a config's) was kept
+// as written, and the report showed the second value alone: the field is left out, with
+// an error naming the key; the record is kept.
+TEST_F(ReaderTest, AKeyGivenTwiceInsideAFieldOfTheJobsOwnLeavesTheFieldOut) {
+  const std::string rec = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "loss": {"a": 1, "b": )"
+                          R"({"x": 1, "\u0078": 2}}, "lr": 0.1})";
+  const std::string config =
+      R"({"type": "config", "rank": 1, "world_size": 4, "opt": {"a": 1, "a": 2}, "seed": 3})";
+  const Dataset d = read({write("dk.jsonl", config + "\n" + rec + "\n")});
+  ASSERT_EQ(d.update_count(), 1u);
+  const auto errors = all(Problem::kBadField);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0]->line, 1u);
+  EXPECT_NE(errors[0]->message.find(R"(config field "opt" gives the key "a" twice in one object)"), std::string::npos)
+      << errors[0]->message;
+  EXPECT_EQ(errors[1]->line, 2u);
+  EXPECT_EQ(errors[1]->column, rec.find(R"({"a": 1)") + 1);
+  EXPECT_NE(errors[1]->message.find(R"(field "loss" gives the key "x" twice in one object)"), std::string::npos)
+      << errors[1]->message;
+  ASSERT_EQ(d.ranks[0].updates[0].extra.size(), 1u);
+  EXPECT_EQ(d.ranks[0].updates[0].extra[0].key, "lr");
+  ASSERT_TRUE(d.ranks[0].config);
+  EXPECT_EQ(d.ranks[0].config->fields.size(), 3u);  // rank, world_size, seed
+  EXPECT_EQ(d.ranks[0].config->seed, 3);
+}
+
+// An empty parent name, or an empty or over-long recorder error kind, is no name (as a
+// region's): each was taken without a word. A kind counted 0 times is no error: it was
+// "0 write_failed (records are missing)".
+TEST_F(ReaderTest, EmptyParentAndErrorKindNamesAreRefusedAndZeroErrorCountsAreNotWarned) {
+  const std::string base = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "cpu_call_ms": {"a": 1}, )";
+  for (const std::string& bad : std::vector<std::string>{R"("parents": {"a": ""})", R"("recorder_errors": {"": 1})",
+                                                         R"("recorder_errors": {")" + std::string(1025, 'k') + R"(": 1})"}) {
+    const Dataset d = read({write("pe.jsonl", kConfig + "\n" + base + bad + "}\n")});
+    EXPECT_EQ(d.update_count(), 0u) << bad;
+    const Diagnostic* e = first(Problem::kBadField);
+    ASSERT_NE(e, nullptr) << bad;
+    EXPECT_NE(e->message.find(bad.find("parents") != std::string::npos ? "parents.a: a name is empty"
+                              : bad.find("\"\"") != std::string::npos ? "recorder_errors: a name is empty"
+                                                                        : "recorder_errors: a name of 1025 bytes"),
+              std::string::npos)
+        << e->message;
+  }
+  const Dataset d = read({write("z.jsonl", kConfig + "\n" + base + R"("recorder_errors": {"write_failed": 0}})" + "\n")});
+  ASSERT_EQ(d.update_count(), 1u);
+  EXPECT_EQ(first(Problem::kRecorderErrors), nullptr);
+}
+
+// input_shapes are (batch, padded length): "(8, 9999, 2)" made the padding analysis's
+// longest padded length 2, and "(8,)" gave none, without a word. Such shapes are kept,
+// said once with a count, and not read as a padded length.
+TEST_F(ReaderTest, InputShapesThatAreNotTwoDimensionalAreSaidOnce) {
+  const std::string u = R"({"type": "update", "rank": 1, "wall_ms": 10, "counts": {"token_slots": 100, )"
+                        R"("valid_tokens": 90}, "input_shapes": )";
+  const Dataset d = read({write("sh.jsonl", kConfig + "\n" + u + R"x({"(8, 50)": 1}, "step": 1})x" + "\n" + u +
+                                                R"x({"(8, 9999, 2)": 2, "(8,)": 1}, "step": 2})x" + "\n" + u +
+                                                R"x({"(4, 70)": 1, "(3, 4, 5)": 1}, "step": 3})x" + "\n")});
+  ASSERT_EQ(d.update_count(), 3u);
+  const auto warnings = all(Problem::kBadField);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0]->severity, Severity::kWarning);
+  EXPECT_EQ(warnings[0]->line, 3u);
+  EXPECT_NE(warnings[0]->message.find("3 input shape(s) in 2 update(s) do not have 2 dimensions (first: step 2, "
+                                      "(8, 9999, 2))"),
+            std::string::npos)
+      << warnings[0]->message;
+  EXPECT_EQ(d.ranks[0].updates[1].input_shapes.size(), 2u);  // kept
+  const AnalysisInput in{d, nullptr};
+  const PaddingResult p = analyze_padding(in);
+  ASSERT_TRUE(p.max_padded_length);
+  EXPECT_EQ(*p.max_padded_length, 70.0);  // of (8, 50) and (4, 70); not 9999 or 5
 }
 
 TEST_F(ReaderTest, NonFiniteValuesInTheJobsOwnFieldsLeaveTheFieldOut) {

@@ -90,6 +90,13 @@ std::string check_region_map(std::string_view key, std::string_view json);
 /// as a float or beyond 64-bit integers), is returned unchanged.
 std::string canonical_json(std::string_view json);
 
+/// The first key given twice within one object of the JSON text `json`, at any depth,
+/// compared as decoded (`"a"` and `"\u0061"` are one key): e.g. `{"x": {"a": 1, "a": 2}}`
+/// -> "a". nullopt when every object's keys differ, or when the text is not JSON (checked
+/// elsewhere). Read with nlohmann::json's SAX parser; a reader that keeps the last value
+/// (nlohmann, Python's json) would otherwise drop the first without a word.
+std::optional<std::string> repeated_json_key(std::string_view json);
+
 /// Splits the text of one JSON object into fields (key, raw JSON value text), in order,
 /// e.g. `{"micro_batch": 8, "model": "m"}` -> {("micro_batch", "8"), ("model", "\"m\"")}.
 /// Returns false, with `error` describing the problem, when the text is not one JSON

@@ -55,7 +55,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
       per_update_k.push_back(k);
     }
     for (const auto& shape : u->input_shapes)
-      if (shape.dims.size() >= 2)
+      if (shape.dims.size() == 2)  // (b, l): see check_input_shape_dims
         p.max_padded_length = std::max(p.max_padded_length.value_or(0), static_cast<double>(shape.dims.back()));
   }
   if (p.token_slots <= 0) {
@@ -76,7 +76,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
       const UpdateRecord& u = *updates[per_update_k[i]];
       PaddingSpike spike{u.rank.value_or(-1), u.step, per_update[i], std::nullopt};
       for (const auto& shape : u.input_shapes)
-        if (shape.dims.size() >= 2)
+        if (shape.dims.size() == 2)  // (b, l): see check_input_shape_dims
           spike.padded_length = std::max(spike.padded_length.value_or(0), static_cast<double>(shape.dims.back()));
       p.spikes.push_back(spike);
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "stepprof/schema.hpp"
 #include "../util/parallel.hpp"
@@ -396,6 +397,32 @@ void check_gpu_busy(const Dataset& data, Diagnostics& diag) {
                            over, with, first->step, first_busy, first->wall_ms)});
 }
 
+// input_shapes are (b, l): the padding analysis reads l, the padded length, from them. A
+// shape of another number of dimensions ("(8,)", "(8, 3154, 2)") is kept, but its last
+// dimension is no padded length: said once, with a count.
+void check_input_shape_dims(const Dataset& data, Diagnostics& diag) {
+  std::uint64_t shapes = 0, updates = 0;
+  const UpdateRecord* first = nullptr;
+  const InputShape* first_shape = nullptr;
+  for (const auto& rank : data.ranks)
+    for (const auto& u : rank.updates) {
+      bool any = false;
+      for (const auto& sh : u.input_shapes)
+        if (sh.dims.size() != 2) {
+          ++shapes;
+          any = true;
+          if (!first) first = &u, first_shape = &sh;
+        }
+      updates += any ? 1 : 0;
+    }
+  if (!first) return;
+  diag.report({Severity::kWarning, Problem::kBadField, data.files[first->source.file], first->source.line, 0,
+               fmt::format("{} input shape(s) in {} update(s) do not have 2 dimensions (first: step {}, ({})): "
+                           "input_shapes are (batch, padded length) of a micro-batch's token tensor; the padding "
+                           "analysis reads the padded length from 2-dimensional shapes only",
+                           shapes, updates, first->step, fmt::join(first_shape->dims, ", "))});
+}
+
 void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_one_off_names(data, diag);
   check_zero_wall_time(data, diag);
@@ -405,6 +432,7 @@ void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_token_counters(data, diag);
   check_microbatch_paths(data, diag);
   check_gpu_busy(data, diag);
+  check_input_shape_dims(data, diag);
 }
 
 }  // namespace stepprof::detail

@@ -652,12 +652,14 @@ class FileParser {
           if (const auto t = top_step.find(cur_segment); t != top_step.end()) top_before = t->second;
           top_step[cur_segment] = std::max(top_before.value_or(u.step), u.step);
           if (outside_window(u.step)) break;
-          if (!u.recorder_errors.empty()) {
+          // (A kind counted 0 times is no error: "0 write_failed (records are missing)".)
+          if (std::any_of(u.recorder_errors.begin(), u.recorder_errors.end(), [](const auto& e) { return e.second > 0; })) {
             // Each kind's effect is told at its first record in the file; later ones point
             // there (a Python job with a bad step in every update had the 600-character
             // text on every line).
             std::string kinds;
             for (const auto& [k, n] : u.recorder_errors) {
+              if (n == 0) continue;
               const auto [first, fresh] = error_kinds_told.try_emplace(k, ln);
               kinds += fmt::format("{}{} {} ({})", kinds.empty() ? "" : ", ", n, k,
                                    fresh ? recorder_error_effect(k) : fmt::format("as at line {}", first->second));
@@ -667,7 +669,7 @@ class FileParser {
             // (Against the highest step since the recorder opened, as the recorder checks;
             // not in the first update after a config record: the recorder starts afresh.)
             if (std::any_of(u.recorder_errors.begin(), u.recorder_errors.end(),
-                            [](const auto& e) { return e.first == "bad_argument"; }) &&
+                            [](const auto& e) { return e.first == "bad_argument" && e.second > 0; }) &&
                 !first_after_config && top_before && u.step <= *top_before)
               kinds += fmt::format("; here step {} is not above step {} before it, which the recorder counts as a "
                                    "bad_argument",

@@ -161,9 +161,17 @@ bool is_non_finite_token(std::string_view tok) {
 }
 
 // True when `json` (a value's text) is a number from 0 to `max`.
+// (Called on JSON numbers only.) A number too small for a double (1e-999) is 0, as
+// simdjson reads it in the schema's other fields.
 bool is_number_upto(std::string_view json, double max) {
   double v = 0;
   const auto [ptr, ec] = std::from_chars(json.data(), json.data() + json.size(), v);
+  if (ec == std::errc::result_out_of_range && ptr == json.data() + json.size()) {
+    const auto e = json.find_first_of("eE");
+    const bool underflow = e != std::string_view::npos ? json.substr(e + 1).starts_with('-')
+                                                       : json.starts_with("0.") || json.starts_with("-0.");
+    return underflow;  // (0 is in range; an overflow is not)
+  }
   return ec == std::errc() && ptr == json.data() + json.size() && std::isfinite(v) && v >= 0 && v <= max;
 }
 
@@ -424,17 +432,30 @@ bool read_number(od::value& v, std::string_view tok, Ctx& c, const Path& path, d
 // exactly (2^53), is an error.
 bool read_count_value(od::value& v, std::string_view tok, Ctx& c, const Path& path, double& out) {
   constexpr std::int64_t kExact = std::int64_t{1} << 53;
-  if (std::int64_t i = 0; !v.get_int64().get(i) && i >= -kExact && i <= kExact && !(i == 0 && tok[0] == '-')) {
+  auto out_of_range = [&] {
+    return c.fail(Problem::kBadField, tok.data(),
+                  fmt::format("{}: count {} is out of range (at most 2^53)", str(path), shown(tok)));
+  };
+  bool as_float = false;
+  if (std::int64_t i = 0; !v.get_int64().get(i) && !(i == 0 && tok[0] == '-')) {
+    // (Checked as the integer it is: 2^53 + 1 read as a double is 2^53, and was taken.)
+    if (i > kExact) return out_of_range();
     out = static_cast<double>(i);  // ("-0" is left to read_number, which gives -0.0)
   } else if (!read_number(v, tok, c, path, out)) {
     return false;
+  } else {
+    as_float = true;
   }
   if (out < 0)
     return c.fail(Problem::kNegativeTime, tok.data(),
                   fmt::format("{}: negative count {} (counts are >= 0)", str(path), shown(tok)));
-  if (out > static_cast<double>(kExact))
+  if (out > static_cast<double>(kExact)) return out_of_range();
+  // 9007199254740993.0 reads as 2^53 too; only an integer as JSON writes them is exact there.
+  if (as_float && out == static_cast<double>(kExact))
     return c.fail(Problem::kBadField, tok.data(),
-                  fmt::format("{}: count {} is out of range (at most 2^53)", str(path), shown(tok)));
+                  fmt::format("{}: count {} written as a floating-point number is 2^53, where it cannot be read "
+                              "exactly (write it without a fraction or exponent)",
+                              str(path), shown(tok)));
   return true;
 }
 
@@ -1203,6 +1224,10 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
             return c.fail(Problem::kBadField, tok.data(),
                           fmt::format("parents.{}: expected a region name or null, found {}",
                                       regions_.name(r.region), shown(tok)));
+          // (A parent is a region name: "" was taken as one, without a word.)
+          if (const auto name = regions_.name(id); name.empty() || name.size() > kMaxNameBytes)
+            return c.fail(Problem::kBadField, tok.data(),
+                          bad_name(name, fmt::format("parents.{}", regions_.name(r.region))));
           r.parent = id;
           if (r.region >= last_parent_.size()) last_parent_.resize(r.region + 1);
           if (plain_string(tok.data() + 1)) last_parent_[r.region] = {id, RawName(regions_.name(id))};
@@ -1312,6 +1337,9 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
       ok = each_field(m, c, key, [&](std::string_view name, od::value& fv) {
         std::int64_t n = 0;
+        // (An error kind is a name, as a region's: "" printed a blank kind in the warning.)
+        if (name.empty() || name.size() > kMaxNameBytes)
+          return c.fail(Problem::kBadField, nullptr, bad_name(name, "recorder_errors"));
         if (!read_count(fv, token_of(fv), c, {"recorder_errors", name}, n)) return false;
         u.recorder_errors.emplace_back(std::string(name), n);
         return true;
@@ -1340,26 +1368,39 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         }
         raw = trim(raw);
       }
-      if (const auto bad = json_value_problem(raw)) {
-        if (bad->non_finite) {
-          leave_out(raw.data(), raw.data() == tok.data() && bad->offset == 0 && is_non_finite_token(raw)
-                                    ? shown(raw)
-                                    : fmt::format("NaN or Infinity inside it ({})", shown(raw)));
-          continue;
-        }
+      const auto bad = json_value_problem(raw);
+      if (bad && bad->non_finite) {
+        leave_out(raw.data(), raw.data() == tok.data() && bad->offset == 0 && is_non_finite_token(raw)
+                                  ? shown(raw)
+                                  : fmt::format("NaN or Infinity inside it ({})", shown(raw)));
+        continue;
+      }
+      // Fields the schema names but the parser keeps verbatim (read where they are used):
+      // one whose value is out of its range was silently unused (only `trace` said so, for
+      // start_unix_ms), and one that is no JSON number (`tru`, `+5`) lost the record; either
+      // is left out with an error, the record kept, as for the schema's other numbers.
+      if (const auto* vf = verbatim_field(key); vf && (bad || !is_number_upto(raw, vf->max))) {
+        left_out_.push_back({Problem::kBadField, c.column(raw.data()),
+                             fmt::format("{}: {} is not {}; the field is left out, the record kept", vf->key,
+                                         shown(raw), vf->what),
+                             {}});
+        left_out_keys_.emplace_back(key);
+        continue;
+      }
+      if (bad) {
         ok = c.fail(Problem::kMalformedJson, raw.data() + bad->offset,
                     bad->too_deep ? fmt::format("in field \"{}\": nested more than {} levels deep", printable(key),
                                                 JsonGrammar::kMaxDepth)
                                   : fmt::format("in field \"{}\": {} is not a JSON value", printable(key), shown(raw)));
         break;
       }
-      // Fields the schema names but the parser keeps verbatim (read where they are used):
-      // one whose value is out of its range was silently unused (only `trace` said so, for
-      // start_unix_ms); it is left out with an error, the record kept.
-      if (const auto* vf = verbatim_field(key); vf && !is_number_upto(raw, vf->max)) {
+      // A key given twice in one of its objects: a reader of the report or the imported log
+      // would keep one of the two values without a word.
+      if (const auto k = raw.find('{') == std::string_view::npos ? std::nullopt : repeated_json_key(raw)) {
         left_out_.push_back({Problem::kBadField, c.column(raw.data()),
-                             fmt::format("{}: {} is not {}; the field is left out, the record kept", vf->key,
-                                         shown(raw), vf->what),
+                             fmt::format("field \"{}\" gives the key \"{}\" twice in one object (which value is "
+                                         "meant?); the field is left out, the record kept",
+                                         printable(key), printable(*k)),
                              {}});
         left_out_keys_.emplace_back(key);
         continue;
