@@ -1492,6 +1492,21 @@ TEST_F(ReaderTest, AVerbatimSchemaFieldThatIsNoJsonNumberIsLeftOutNotTheRecord) 
     ASSERT_EQ(d.update_count(), 1u);
     EXPECT_TRUE(diag_.kept().empty()) << key << ": " << diag_.kept()[0].message;
     ASSERT_EQ(d.ranks[0].updates[0].extra.size(), 1u) << key;
+    EXPECT_EQ(d.ranks[0].updates[0].extra_number(key), 0.0) << key;  // (read as 0 where it is used, too)
+  }
+  // 1 followed by 400 zeros, e-1: 1e399, beyond a double (a negative exponent is no underflow).
+  const std::string huge = "1" + std::string(400, '0') + "e-1";
+  const Dataset d = read({write("of.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 2, )" +
+                                               R"("wall_ms": 10, "gpu_busy_ms": )" + huge + "}\n")});
+  ASSERT_EQ(d.update_count(), 1u);
+  ASSERT_NE(first(Problem::kBadField), nullptr);
+  EXPECT_TRUE(d.ranks[0].updates[0].extra.empty());
+  // A string, array or object that is not JSON there is malformed, as anywhere.
+  for (const std::string v : {R"("\x")", "[1, tru]"}) {
+    const Dataset m = read({write("mf.jsonl", kConfig + "\n" + R"({"type": "update", "rank": 1, "step": 2, )" +
+                                                 R"("wall_ms": 10, "gpu_busy_ms": )" + v + "}\n")});
+    EXPECT_EQ(m.update_count(), 0u) << v;
+    EXPECT_NE(first(Problem::kMalformedJson), nullptr) << v;
   }
 }
 
@@ -1533,7 +1548,7 @@ TEST_F(ReaderTest, AKeyGivenTwiceInsideAFieldOfTheJobsOwnLeavesTheFieldOut) {
   EXPECT_NE(errors[0]->message.find(R"(config field "opt" gives the key "a" twice in one object)"), std::string::npos)
       << errors[0]->message;
   EXPECT_EQ(errors[1]->line, 2u);
-  EXPECT_EQ(errors[1]->column, rec.find(R"({"a": 1)") + 1);
+  EXPECT_EQ(errors[1]->column, rec.find(R"("\u0078")") + 1);  // the second of the two
   EXPECT_NE(errors[1]->message.find(R"(field "loss" gives the key "x" twice in one object)"), std::string::npos)
       << errors[1]->message;
   ASSERT_EQ(d.ranks[0].updates[0].extra.size(), 1u);
@@ -1541,6 +1556,24 @@ TEST_F(ReaderTest, AKeyGivenTwiceInsideAFieldOfTheJobsOwnLeavesTheFieldOut) {
   ASSERT_TRUE(d.ranks[0].config);
   EXPECT_EQ(d.ranks[0].config->fields.size(), 3u);  // rank, world_size, seed
   EXPECT_EQ(d.ranks[0].config->seed, 3);
+  // Also beside values a JSON library would refuse (a number beyond a double, a lone
+  // surrogate escape: JSON as the grammar defines it); a key that differs only inside an
+  // escape is another key; the same key in two objects is no repeat.
+  for (const std::string v : {R"({"x": 1e999, "lr": 1, "lr": 2})", R"({"x": "\ud800", "lr": 1, "lr": 2})",
+                              R"({"lr": 1, "l\u0072": 2})", R"({"\ud83d\ude00": 1, "\uD83D\uDE00": 2, "lr": 3})"}) {
+    const std::string r = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "opt": )" + v + "}";
+    const Dataset e = read({write("dk2.jsonl", kConfig + "\n" + r + "\n")});
+    ASSERT_EQ(e.update_count(), 1u) << v;
+    ASSERT_EQ(all(Problem::kBadField).size(), 1u) << v;
+    EXPECT_TRUE(e.ranks[0].updates[0].extra.empty()) << v;
+  }
+  for (const std::string v : {R"({"a": {"k": 1}, "b": {"k": 2}})", R"({"lr": 1, "l\u0073": 2})", R"([{"k": 1}, {"k": 2}])"}) {
+    const std::string r = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "opt": )" + v + "}";
+    const Dataset e = read({write("dk3.jsonl", kConfig + "\n" + r + "\n")});
+    ASSERT_EQ(e.update_count(), 1u) << v;
+    EXPECT_TRUE(diag_.kept().empty()) << v << ": " << diag_.kept()[0].message;
+    ASSERT_EQ(e.ranks[0].updates[0].extra.size(), 1u) << v;
+  }
 }
 
 // An empty parent name, or an empty or over-long recorder error kind, is no name (as a

@@ -90,6 +90,12 @@ std::string check_region_map(std::string_view key, std::string_view json);
 /// as a float or beyond 64-bit integers), is returned unchanged.
 std::string canonical_json(std::string_view json);
 
+/// The value of `json`, the text of one JSON number, as a double; a number too small for
+/// a double (`1e-999`) is 0 (or the nearest subnormal), as simdjson reads one in the
+/// schema's numeric fields. nullopt for text that is not a number as std::from_chars
+/// reads it, or beyond a double (`1e999`).
+std::optional<double> json_number_value(std::string_view json);
+
 /// The first key given twice within one object of the JSON text `json`, at any depth,
 /// compared as decoded (`"a"` and `"\u0061"` are one key): e.g. `{"x": {"a": 1, "a": 2}}`
 /// -> "a". nullopt when every object's keys differ, or when the text is not JSON (checked

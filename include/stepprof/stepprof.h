@@ -149,7 +149,9 @@ int stepprof_counter_add(stepprof_counter_id id, int64_t n);
  * one batch) records nothing and counts a bad_argument (STEPPROF_ERR_ARGUMENT when
  * `samples` alone is above it). */
 int stepprof_frame_histogram_add(int64_t frames, int64_t samples);
-/* Counts one micro-batch whose token tensor has shape dims[0..ndims) in input_shapes. */
+/* Counts one micro-batch whose token tensor has shape dims[0..ndims) in input_shapes:
+ * {batch, padded_length}, whose padded length the padding analysis reads; a shape of
+ * another number of dimensions is written, and not used for padding (the reader warns). */
 int stepprof_input_shape(const int64_t* dims, size_t ndims);
 /* Appends n dataset indices to the update's sample_indices. */
 int stepprof_sample_indices(const int64_t* indices, size_t n);

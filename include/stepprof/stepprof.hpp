@@ -400,8 +400,9 @@ inline void count(const CounterSite& site, std::int64_t n) noexcept {
 /// record) are ignored and counted as `bad_argument`.
 void frame_histogram_add(std::int64_t frames, std::int64_t samples = 1) noexcept;
 
-/// Counts one micro-batch whose token tensor has shape `dims` (e.g. {batch, padded_length})
-/// in the update's `input_shapes`. No dimensions, or one that is negative or above 2^53 (what
+/// Counts one micro-batch whose token tensor has shape `dims`, {batch, padded_length}, in
+/// the update's `input_shapes` (the padding analysis reads the padded length; a shape of
+/// another number of dimensions is written, and not used for padding: the reader warns). No dimensions, or one that is negative or above 2^53 (what
 /// a record holds exactly): ignored and counted as `bad_argument`.
 void input_shape(std::span<const std::int64_t> dims) noexcept;
 inline void input_shape(std::initializer_list<std::int64_t> dims) noexcept {

@@ -736,7 +736,9 @@ class Recorder:
             _core.frame_histogram_add(f, n)
 
     def input_shape(self, shape: Sequence[int]) -> None:
-        """Counts one micro-batch whose token tensor has this shape, e.g. (batch, padded_length).
+        """Counts one micro-batch whose token tensor has this shape, (batch, padded_length): the
+        padding analysis reads the padded length (a shape of another number of dimensions is
+        written, and not used for padding; the reader warns).
         Raises ValueError for no dimensions or one outside 0 to 2^53. Once closed it does
         nothing (counted as used_after_close). TypeError for a str or bytes (its characters
         are no dimensions)."""

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <locale.h>
+#include <cstdlib>
+#include <limits>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -357,14 +360,26 @@ const RawField* UpdateRecord::find_extra(std::string_view key) const {
   return nullptr;
 }
 
+std::optional<double> json_number_value(std::string_view json) {
+  double v = 0;
+  const char* end = json.data() + json.size();
+  const auto [ptr, ec] = std::from_chars(json.data(), end, v);
+  if (ptr != end) return std::nullopt;
+  if (ec == std::errc()) return v;
+  if (ec != std::errc::result_out_of_range) return std::nullopt;
+  // Too large or too small for a double: strtod (in the C locale, whatever the process's)
+  // says which, ERANGE with HUGE_VAL for an overflow and 0 or a subnormal for an underflow.
+  static const locale_t c_locale = ::newlocale(LC_ALL_MASK, "C", locale_t{});
+  if (!c_locale) return std::nullopt;
+  const std::string text(json);
+  v = ::strtod_l(text.c_str(), nullptr, c_locale);
+  return std::fabs(v) < std::numeric_limits<double>::min() ? std::optional<double>(v) : std::nullopt;
+}
+
 std::optional<double> UpdateRecord::extra_number(std::string_view key) const {
   const RawField* f = find_extra(key);
   if (!f) return std::nullopt;
-  double v = 0;
-  const char* end = f->json.data() + f->json.size();
-  const auto [ptr, ec] = std::from_chars(f->json.data(), end, v);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return v;
+  return json_number_value(f->json);
 }
 
 std::size_t Dataset::update_count() const {

@@ -352,7 +352,7 @@ void check_zero_region_times(const Dataset& data, Diagnostics& diag) {
 }
 
 void check_microbatch_paths(const Dataset& data, Diagnostics& diag) {
-  std::uint64_t mbs = 0, updates = 0;
+  std::uint64_t mbs = 0, updates = 0, in_untimed = 0;  // in_untimed: of mbs, in updates that time no region
   const UpdateRecord* first = nullptr;
   NameTable::Id first_path = 0;
   for (const auto& rank : data.ranks)
@@ -361,18 +361,25 @@ void check_microbatch_paths(const Dataset& data, Diagnostics& diag) {
       for (const auto& mb : u.microbatches)
         if (mb.path && !u.region(*mb.path)) {
           ++mbs;
+          in_untimed += u.regions.empty() ? 1 : 0;
           any = true;
           if (!first) first = &u, first_path = *mb.path;
         }
       updates += any ? 1 : 0;
     }
   if (!first) return;
+  // Why: a misspelt path, or an update that times no region at all (the path is not at
+  // fault), or some of each.
+  const std::string why = in_untimed == 0     ? "a misspelt path?"
+                          : in_untimed == mbs ? "their updates time no region at all."
+                                              : fmt::format("{} of them in updates that time no region at all; the "
+                                                            "others: a misspelt path?",
+                                                            in_untimed);
   diag.report({Severity::kWarning, Problem::kBadField, data.files[first->source.file], first->source.line, 0,
                fmt::format("{} micro-batch(es) in {} update(s) name a path that is no region of their update (first: "
                            "step {}, \"{}\"): {} The code paths and `whatif batched-geometry` take a "
                            "micro-batch's path as the region it ran, and find no time for it",
-                           mbs, updates, first->step, printable(data.regions.name(first_path)),
-                           first->regions.empty() ? "that update times no region at all." : "a misspelt path?")});
+                           mbs, updates, first->step, printable(data.regions.name(first_path)), why)});
 }
 
 void check_gpu_busy(const Dataset& data, Diagnostics& diag) {
@@ -420,7 +427,9 @@ void check_input_shape_dims(const Dataset& data, Diagnostics& diag) {
                fmt::format("{} input shape(s) in {} update(s) do not have 2 dimensions (first: step {}, ({})): "
                            "input_shapes are (batch, padded length) of a micro-batch's token tensor; the padding "
                            "analysis reads the padded length from 2-dimensional shapes only",
-                           shapes, updates, first->step, fmt::join(first_shape->dims, ", "))});
+                           shapes, updates, first->step,
+                           // (Python's tuple text: "(8,)" for one dimension)
+                           fmt::format("{}{}", fmt::join(first_shape->dims, ", "), first_shape->dims.size() == 1 ? "," : ""))});
 }
 
 void check_dataset(const Dataset& data, Diagnostics& diag) {

@@ -232,8 +232,8 @@ std::string not_a_log(const std::string& path) {
     return parser.parse(simdjson::padded_string(line)).get(doc) == simdjson::SUCCESS && doc.type() == type;
   };
   if (c == '[' && looks_like_trace_event_array(line))
-    return "a JSON array of trace events (the Chrome trace format's array form), not a step log or a PyTorch "
-           "profiler trace (an object with \"traceEvents\", as torch.profiler writes it with Kineto: docs/kineto.md)";
+    return std::string(kTraceEventArray) +
+           " (an object with \"traceEvents\", as torch.profiler writes it with Kineto: docs/kineto.md)";
   if (c == '[' && (line == "[" || parses_as(simdjson::dom::element_type::ARRAY)))
     return "a JSON array, not JSON lines (one record per line)";
   if (c != '{') return "a text file, not JSON lines: its first line is not a JSON record (a training log?)";

@@ -55,6 +55,10 @@ std::string unreadable_format(std::string_view head, std::string_view expected =
 /// array form: '[' and an event object with a "ph" (phase) key in its first 200 bytes.
 /// stepprof reads traces as an object with "traceEvents" (Kineto's form), not this one.
 bool looks_like_trace_event_array(std::string_view first);
+/// What such a file is, for messages: "a JSON array of trace events (the Chrome trace
+/// format's array form), not a step log or a PyTorch profiler trace".
+inline constexpr std::string_view kTraceEventArray =
+    "a JSON array of trace events (the Chrome trace format's array form), not a step log or a PyTorch profiler trace";
 
 /// For a file found in a directory (not named): why it is not a step log or a profiler
 /// trace, e.g. "a text file, not JSON lines (a training log?)"; empty when it is one or

@@ -575,21 +575,21 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     });
     for (std::size_t i = 0; i < charges.size();) {
       const std::uint32_t region = charges[i].region;
-      std::int64_t busy = 0;
+      std::int64_t region_busy = 0;
       while (i < charges.size() && charges[i].region == region) {
         const std::uint32_t stream = charges[i].stream;
         std::int64_t cur_start = charges[i].start, cur_end = charges[i].end;
         for (; i < charges.size() && charges[i].region == region && charges[i].stream == stream; ++i) {
           if (charges[i].start > cur_end) {
-            busy += cur_end - cur_start;
+            region_busy += cur_end - cur_start;
             cur_start = charges[i].start;
           }
           cur_end = std::max(cur_end, charges[i].end);
         }
-        busy += cur_end - cur_start;
+        region_busy += cur_end - cur_start;
       }
-      if (region == kNcclSlot) nccl_ns = busy;
-      else agg[s][region].device_ns = busy;
+      if (region == kNcclSlot) nccl_ns = region_busy;
+      else agg[s][region].device_ns = region_busy;
     }
 
     UpdateRecord u;

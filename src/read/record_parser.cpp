@@ -161,18 +161,11 @@ bool is_non_finite_token(std::string_view tok) {
 }
 
 // True when `json` (a value's text) is a number from 0 to `max`.
-// (Called on JSON numbers only.) A number too small for a double (1e-999) is 0, as
-// simdjson reads it in the schema's other fields.
+// True when `json` (a value's text) is a number from 0 to `max` (json_number_value: a
+// number too small for a double, 1e-999, is 0, as simdjson reads the schema's others).
 bool is_number_upto(std::string_view json, double max) {
-  double v = 0;
-  const auto [ptr, ec] = std::from_chars(json.data(), json.data() + json.size(), v);
-  if (ec == std::errc::result_out_of_range && ptr == json.data() + json.size()) {
-    const auto e = json.find_first_of("eE");
-    const bool underflow = e != std::string_view::npos ? json.substr(e + 1).starts_with('-')
-                                                       : json.starts_with("0.") || json.starts_with("-0.");
-    return underflow;  // (0 is in range; an overflow is not)
-  }
-  return ec == std::errc() && ptr == json.data() + json.size() && std::isfinite(v) && v >= 0 && v <= max;
+  const auto v = json_number_value(json);
+  return v && std::isfinite(*v) && *v >= 0 && *v <= max;
 }
 
 // The schema's fields that the parser keeps verbatim in `UpdateRecord::extra` and checks
@@ -203,7 +196,8 @@ const VerbatimField* verbatim_field(std::string_view key) {
 struct ValueProblem {
   std::size_t offset = 0;  // where in `json`
   bool non_finite = false;
-  bool too_deep = false;  // valid so far, but nested deeper than kMaxDepth
+  bool too_deep = false;     // valid so far, but nested deeper than kMaxDepth
+  std::string repeated_key;  // JSON, but an object gives this key (decoded) twice; offset: its second
 };
 class JsonGrammar {
  public:
@@ -213,14 +207,15 @@ class JsonGrammar {
     space();
     if (!value(0)) return problem_;
     space();
-    if (i_ != j_.size()) return ValueProblem{i_, false};
-    if (non_finite_at_) return ValueProblem{*non_finite_at_, true};
+    if (i_ != j_.size()) return ValueProblem{i_, false, false, {}};
+    if (non_finite_at_) return ValueProblem{*non_finite_at_, true, false, {}};
+    if (repeated_) return ValueProblem{repeated_->second, false, false, std::move(repeated_->first)};
     return std::nullopt;
   }
 
  private:
   bool fail(std::size_t at, bool non_finite = false) {
-    problem_ = ValueProblem{at, non_finite};
+    problem_ = ValueProblem{at, non_finite, false, {}};
     return false;
   }
   char at(std::size_t k) const { return k < j_.size() ? j_[k] : '\0'; }
@@ -234,7 +229,7 @@ class JsonGrammar {
   }
   bool value(int depth) {
     if (depth > kMaxDepth) {
-      problem_ = ValueProblem{i_, false, true};
+      problem_ = ValueProblem{i_, false, true, {}};
       return false;
     }
     switch (at(i_)) {
@@ -264,10 +259,15 @@ class JsonGrammar {
     ++i_;  // '{'
     space();
     if (at(i_) == '}') return ++i_, true;
+    // The keys, as written between their quotes with where each starts, for the check for
+    // a key given twice (a reader keeps one of the two values without a word).
+    std::vector<std::pair<std::string_view, std::size_t>> keys;
     for (;;) {
       space();
       if (at(i_) != '"') return fail(i_);
+      const std::size_t key_at = i_;
       if (!string()) return false;
+      keys.emplace_back(j_.substr(key_at + 1, i_ - key_at - 2), key_at);
       space();
       if (at(i_) != ':') return fail(i_);
       ++i_;
@@ -275,9 +275,82 @@ class JsonGrammar {
       if (!value(depth + 1)) return false;
       space();
       if (at(i_) == ',') { ++i_; continue; }
-      if (at(i_) == '}') return ++i_, true;
+      if (at(i_) == '}') {
+        ++i_;
+        if (!repeated_ && keys.size() > 1) find_repeated(keys);
+        return true;
+      }
       return fail(i_);
     }
+  }
+  // Notes the first key of `keys` given twice, compared as decoded ("a" and "\u0061" are
+  // one key), at its second place. Sorting the keys as written finds plain repeats; keys
+  // with escapes (rare) are decoded and compared with every other.
+  void find_repeated(std::vector<std::pair<std::string_view, std::size_t>>& keys) {
+    std::vector<std::pair<std::string, std::size_t>> decoded;
+    for (const auto& [k, where] : keys)
+      if (k.find('\\') != std::string_view::npos) decoded.emplace_back(decode(k), where);
+    std::optional<std::pair<std::string, std::size_t>> found;
+    auto note = [&](std::string_view key, std::size_t a, std::size_t b) {
+      if (!found || std::max(a, b) < found->second) found = {std::string(key), std::max(a, b)};
+    };
+    std::sort(keys.begin(), keys.end());
+    for (std::size_t k = 1; k < keys.size(); ++k)
+      if (keys[k].first == keys[k - 1].first) note(keys[k].first, keys[k].second, keys[k - 1].second);
+    for (std::size_t a = 0; a < decoded.size(); ++a) {
+      for (const auto& [k, where] : keys)
+        if (where != decoded[a].second && k.find('\\') == std::string_view::npos && k == decoded[a].first)
+          note(k, where, decoded[a].second);
+      for (std::size_t b = a + 1; b < decoded.size(); ++b)
+        if (decoded[a].first == decoded[b].first) note(decoded[a].first, decoded[a].second, decoded[b].second);
+    }
+    if (found) repeated_ = std::move(found);
+  }
+  // A key's text (checked by string()) decoded to UTF-8; a lone surrogate escape is
+  // encoded as its own 3 bytes, so that only the same escape equals it.
+  static std::string decode(std::string_view k) {
+    std::string out;
+    auto hex4 = [&](std::size_t at) {
+      unsigned v = 0;
+      for (std::size_t h = 0; h < 4; ++h) {
+        const char ch = k[at + h];
+        v = v * 16 + static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(ch)) ? ch - '0'
+                                                                                        : (std::tolower(ch) - 'a' + 10));
+      }
+      return v;
+    };
+    auto put = [&](unsigned cp) {
+      if (cp < 0x80) out += static_cast<char>(cp);
+      else if (cp < 0x800) out += {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+      else if (cp < 0x10000)
+        out += {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
+                static_cast<char>(0x80 | (cp & 0x3F))};
+      else
+        out += {static_cast<char>(0xF0 | (cp >> 18)), static_cast<char>(0x80 | ((cp >> 12) & 0x3F)),
+                static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), static_cast<char>(0x80 | (cp & 0x3F))};
+    };
+    for (std::size_t i = 0; i < k.size(); ++i) {
+      if (k[i] != '\\') {
+        out += k[i];
+        continue;
+      }
+      const char e = k[++i];
+      if (e != 'u') {
+        out += e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
+        continue;
+      }
+      unsigned cp = hex4(i + 1);
+      i += 4;
+      if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < k.size() && k[i + 1] == '\\' && k[i + 2] == 'u') {
+        const unsigned lo = hex4(i + 3);
+        if (lo >= 0xDC00 && lo < 0xE000) {
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          i += 6;
+        }
+      }
+      put(cp);
+    }
+    return out;
   }
   bool array(int depth) {
     ++i_;  // '['
@@ -338,6 +411,7 @@ class JsonGrammar {
   std::size_t i_ = 0;
   ValueProblem problem_;
   std::optional<std::size_t> non_finite_at_;  // the first NaN or Infinity token
+  std::optional<std::pair<std::string, std::size_t>> repeated_;  // the first key given twice (decoded), where
 };
 
 std::optional<ValueProblem> json_value_problem(std::string_view json) { return JsonGrammar(json).check(); }
@@ -1379,10 +1453,24 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       // one whose value is out of its range was silently unused (only `trace` said so, for
       // start_unix_ms), and one that is no JSON number (`tru`, `+5`) lost the record; either
       // is left out with an error, the record kept, as for the schema's other numbers.
-      if (const auto* vf = verbatim_field(key); vf && (bad || !is_number_upto(raw, vf->max))) {
+      // (A bare token only: a string, array or object that is not JSON stays malformed.)
+      const bool bare = !raw.empty() && raw[0] != '"' && raw[0] != '[' && raw[0] != '{';
+      if (const auto* vf = verbatim_field(key);
+          vf && ((bad && bare) || (!bad && !is_number_upto(raw, vf->max)))) {
         left_out_.push_back({Problem::kBadField, c.column(raw.data()),
                              fmt::format("{}: {} is not {}; the field is left out, the record kept", vf->key,
                                          shown(raw), vf->what),
+                             {}});
+        left_out_keys_.emplace_back(key);
+        continue;
+      }
+      // A key given twice in one of its objects: a reader of the report or the imported log
+      // would keep one of the two values without a word.
+      if (bad && !bad->repeated_key.empty()) {
+        left_out_.push_back({Problem::kBadField, c.column(raw.data() + bad->offset),
+                             fmt::format("field \"{}\" gives the key \"{}\" twice in one object (which value is "
+                                         "meant?); the field is left out, the record kept",
+                                         printable(key), printable(bad->repeated_key)),
                              {}});
         left_out_keys_.emplace_back(key);
         continue;
@@ -1393,17 +1481,6 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
                                                 JsonGrammar::kMaxDepth)
                                   : fmt::format("in field \"{}\": {} is not a JSON value", printable(key), shown(raw)));
         break;
-      }
-      // A key given twice in one of its objects: a reader of the report or the imported log
-      // would keep one of the two values without a word.
-      if (const auto k = raw.find('{') == std::string_view::npos ? std::nullopt : repeated_json_key(raw)) {
-        left_out_.push_back({Problem::kBadField, c.column(raw.data()),
-                             fmt::format("field \"{}\" gives the key \"{}\" twice in one object (which value is "
-                                         "meant?); the field is left out, the record kept",
-                                         printable(key), printable(*k)),
-                             {}});
-        left_out_keys_.emplace_back(key);
-        continue;
       }
       std::string k(key);
       u.extra.push_back({std::move(k), std::string(raw)});

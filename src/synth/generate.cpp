@@ -432,7 +432,7 @@ Manifest generate(const Options& options, const std::string& dir, bool gzip, uns
     man.fallbacks.push_back(x);
   }
   for (const auto& s : o.padding_spikes) {
-    InjectedPaddingSpike x{s, 0, 0};
+    InjectedPaddingSpike x{s, 0, 0, std::nullopt};
     x.spec.length = Model::spike_length(s);
     const auto plan = model.plan(s.rank, s.step);
     x.padded_length = plan.mbs.front().padded;

@@ -1032,5 +1032,15 @@ def test_micro_batch_paths_that_are_no_region_are_named_not_called_missing_frame
                                                              "microbatches": [{"path": "vggt_single", "frames": [4]}]}])
     r = run("report", bare)
     assert r.returncode == 0, r.stderr
-    assert "\"vggt_single\"): that update times no region at all." in r.stderr, r.stderr
+    assert "\"vggt_single\"): their updates time no region at all." in r.stderr, r.stderr
     assert "misspelt" not in r.stderr, r.stderr
+    # Some of each: both causes are named (the first update alone decided).
+    mixed = fx.write_jsonl(tmp_path / "mixed.jsonl", [config, {"type": "update", "rank": 1, "step": 1, "wall_ms": 10,
+                                                               "microbatches": [{"path": "vggt_single", "frames": [4]}]},
+                                                      {"type": "update", "rank": 1, "step": 2, "wall_ms": 10,
+                                                       "cpu_call_ms": {"x": 1},
+                                                       "microbatches": [{"path": "vggt_single", "frames": [4]}]}])
+    r = run("report", mixed)
+    assert ("2 micro-batch(es) in 2 update(s) name a path that is no region of their update (first: step 1, "
+            "\"vggt_single\"): 1 of them in updates that time no region at all; the others: a misspelt path?"
+            ) in r.stderr, r.stderr
