@@ -255,6 +255,8 @@ TEST_F(RecorderTest, PerUpdateDataAndPadding) {
   frame_histogram_add(9, 3);
   frame_histogram_add(3, 1);
   frame_histogram_add(9, 1);
+  frame_histogram_add(5, 0);  // nothing added: no bucket "5" of 0 samples
+  frame_histogram_add(9, 0);
   input_shape({8, 3154});
   input_shape({8, 3055});
   input_shape({8, 3154});

@@ -147,7 +147,7 @@ int stepprof_counter_add(stepprof_counter_id id, int64_t n);
 /* Adds `samples` samples with `frames` frames each to the update's frame_histogram; an
  * add that would take the update's count for `frames` above 2^32 (the reader's bound for
  * one batch) records nothing and counts a bad_argument (STEPPROF_ERR_ARGUMENT when
- * `samples` alone is above it). */
+ * `samples` alone is above it). Adding 0 samples writes nothing (no bucket of 0 samples). */
 int stepprof_frame_histogram_add(int64_t frames, int64_t samples);
 /* Counts one micro-batch whose token tensor has shape dims[0..ndims) in input_shapes:
  * {batch, padded_length}, whose padded length the padding analysis reads; a shape of

@@ -397,7 +397,8 @@ inline void count(const CounterSite& site, std::int64_t n) noexcept {
 /// Adds `samples` samples with `frames` frames each to the update's `frame_histogram`.
 /// Negative values, values above 2^53, and an add that would take the update's count for
 /// `frames` above 2^32 (schema::kMaxBatchCount: no real batch, and the reader rejects the
-/// record) are ignored and counted as `bad_argument`.
+/// record) are ignored and counted as `bad_argument`. Adding 0 samples does nothing (no
+/// bucket of 0 samples is written).
 void frame_histogram_add(std::int64_t frames, std::int64_t samples = 1) noexcept;
 
 /// Counts one micro-batch whose token tensor has shape `dims`, {batch, padded_length}, in

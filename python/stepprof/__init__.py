@@ -724,8 +724,9 @@ class Recorder:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram.
         Raises ValueError for a value outside 0 to 2^53, or `samples` above 2^32 (no real
         batch; the reader rejects such a count). An add that takes the update's count for
-        `frames` above 2^32 is left out and counted as a bad_argument error. Once closed
-        it does nothing (counted as used_after_close)."""
+        `frames` above 2^32 is left out and counted as a bad_argument error. Adding 0 samples
+        writes nothing (no bucket of 0 samples). Once closed it does nothing (counted as
+        used_after_close)."""
         n, f = samples, frames
         if type(n) is not int or type(f) is not int or not 0 <= n <= _MAX_BATCH_COUNT or not 0 <= f <= _MAX_COUNT:
             n = _count(samples, "samples")  # (the common case checked at once)

@@ -1318,6 +1318,7 @@ void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept {
     if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
     return;
   }
+  if (samples == 0) return;  // nothing to add: no bucket of 0 samples is written
   detail::with_data(
       [&](const detail::UpdateData& d) { return d.histogram.contains(frames) ? 0 : detail::kEntryBytes; },
       [&](detail::UpdateData& d) {
