@@ -1400,6 +1400,39 @@ TEST_F(ReaderTest, NegativeSampleIndexIsRejected) {
   EXPECT_EQ(d.update_count(), 1u);
 }
 
+// A record-level error found at a key (a key given twice, an unknown key, a key that is
+// not what its map holds) gave no column (0), on lines of several kilobytes: the column is
+// the offending key's opening quote (the second one, for a key given twice).
+TEST_F(ReaderTest, ErrorsFoundAtAKeyGiveTheKeysColumn) {
+  const std::string head = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, )";
+  struct Case {
+    std::string body;  // the rest of the record
+    std::string key;   // the offending key, quoted: its last occurrence is the error's column
+  };
+  const std::vector<Case> cases = {
+      {R"("cuda_stream_ms": {"a": 1, "b": 2, "a": 3}})", R"("a")"},
+      {R"("cpu_call_ms": {"a": 1, "a": 3}})", R"("a")"},
+      {R"("calls": {"a": 1, "a": 3}})", R"("a")"},
+      {R"("parents": {"a": null, "a": null}})", R"("a")"},
+      {R"("counts": {"samples": 1, "samples": 3}})", R"("samples")"},
+      {R"("frame_histogram": {"9": 1, "x": 3}})", R"("x")"},
+      {R"x("input_shapes": {"(8, 3)": 1, "8x3": 3}})x", R"("8x3")"},
+      {R"("recorder_errors": {"": 1}})", R"("")"},
+      {R"("microbatches": [{"frames": [1], "frames": [2]}]})", R"("frames")"},
+      {R"("microbatches": [{"frames": [1], "colour": 2}]})", R"("colour")"},
+  };
+  for (const Case& k : cases) {
+    const std::string rec = head + k.body;
+    diag_ = Diagnostics();
+    const Dataset d = read({write("key_columns.jsonl", kConfig + "\n" + rec + "\n")});
+    EXPECT_EQ(d.update_count(), 0u) << k.body;
+    const Diagnostic* e = first(Problem::kBadField);
+    ASSERT_NE(e, nullptr) << k.body;
+    EXPECT_EQ(e->line, 2u);
+    EXPECT_EQ(e->column, rec.rfind(k.key) + 1) << k.body << ": " << e->message;
+  }
+}
+
 TEST_F(ReaderTest, EmptyAndOverlongNamesAreRejected) {
   // An empty region name, or a value written where a name goes (100,000 bytes, printed
   // whole in every table), were taken as names.

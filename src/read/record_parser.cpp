@@ -657,9 +657,11 @@ bool each_field(od::object& m, Ctx& c, std::string_view field, Take&& take) {
   for (auto f : m) {
     if (auto e = f.error()) return c.fail_json(e, nullptr, fmt::format("in {}", field));
     od::field&& fld = std::move(f).value_unsafe();
+    // (The key's opening quote, for messages, taken before unescaping consumes the key.)
+    const char* key_at = fld.key().raw() - 1;
     std::string_view key;
-    if (auto e = fld.unescaped_key().get(key)) return c.fail_json(e, nullptr, fmt::format("in {}", field));
-    if (!take(key, fld.value())) return false;
+    if (auto e = fld.unescaped_key().get(key)) return c.fail_json(e, key_at, fmt::format("in {}", field));
+    if (!take(key, fld.value(), key_at)) return false;
   }
   return true;
 }
@@ -778,11 +780,11 @@ bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<Micr
     if (!get_object(ev, c, where, obj)) return false;
     MicroBatch mb;
     unsigned seen = 0;  // bit i: the i-th of path, frames, tokens, padded_length was read
-    const bool fields_ok = each_field(obj, c, where, [&](std::string_view key, od::value& fv) {
+    const bool fields_ok = each_field(obj, c, where, [&](std::string_view key, od::value& fv, const char* key_at) {
       const std::string path = fmt::format("{}.{}", where, key);
       const unsigned bit = key == m::kPath ? 1u : key == m::kFrames ? 2u : key == m::kTokens ? 4u
                            : key == m::kPaddedLength ? 8u : 0u;
-      if (seen & bit) return c.fail(Problem::kBadField, nullptr, fmt::format("{}: key listed twice", path));
+      if (seen & bit) return c.fail(Problem::kBadField, key_at, fmt::format("{}: key listed twice", path));
       seen |= bit;
       if (key == m::kPath) {
         std::string_view name, t;
@@ -798,7 +800,7 @@ bool read_microbatches(od::value v, Ctx& c, NameTable& regions, std::vector<Micr
         if (!read_count(fv, token_of(fv), c, {path, {}}, n)) return false;
         mb.padded_length = n;
       } else {
-        return c.fail(Problem::kBadField, nullptr,
+        return c.fail(Problem::kBadField, key_at,
                       fmt::format("{}: unknown key \"{}\" (expected path, frames, tokens, padded_length)", where,
                                   shown_key(key)));
       }
@@ -1202,7 +1204,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       if (auto e = key_id(cache, fld, regions_, id)) return c.fail_json(e, key_at, fmt::format("in {}", field));
       if (const auto name = regions_.name(id); name.empty() || name.size() > kMaxNameBytes)
         return c.fail(Problem::kBadField, key_at, bad_name(name, field));
-      if (!take(fld.value(), slot(id))) return false;
+      if (!take(fld.value(), slot(id), key_at)) return false;
     }
     return true;
   };
@@ -1258,11 +1260,11 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       const bool device = key == s::kCudaStreamMs;
       const std::string_view head = device ? s::kCudaStreamMs : s::kCpuCallMs;
       ok = region_map(v, key, device ? device_keys_ : host_keys_,
-                      [&](od::value& fv, RegionSample& r) {
+                      [&](od::value& fv, RegionSample& r, const char* key_at) {
                         const Path path{head, {}, &regions_, r.region};
                         auto& dst = device ? r.device_ms : r.host_ms;
                         if (dst)
-                          return c.fail(Problem::kBadField, nullptr,
+                          return c.fail(Problem::kBadField, key_at,
                                         fmt::format("{}: region listed twice", str(path)));
                         double t = 0;
                         if (!read_time(fv, token_of(fv), c, path, t)) return false;
@@ -1270,9 +1272,9 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
                         return true;
                       });
     } else if (key == s::kCalls) {
-      ok = region_map(v, key, calls_keys_, [&](od::value& fv, RegionSample& r) {
+      ok = region_map(v, key, calls_keys_, [&](od::value& fv, RegionSample& r, const char* key_at) {
         const Path path{s::kCalls, {}, &regions_, r.region};
-        if (r.calls) return c.fail(Problem::kBadField, nullptr, fmt::format("{}: region listed twice", str(path)));
+        if (r.calls) return c.fail(Problem::kBadField, key_at, fmt::format("{}: region listed twice", str(path)));
         std::int64_t n = 0;
         if (!read_count(fv, token_of(fv), c, path, n)) return false;
         r.calls = n;
@@ -1280,9 +1282,9 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       });
     } else if (key == s::kParents) {
       parent_values_.restart();
-      ok = region_map(v, key, parent_keys_, [&](od::value& fv, RegionSample& r) {
+      ok = region_map(v, key, parent_keys_, [&](od::value& fv, RegionSample& r, const char* key_at) {
         if (r.parent)
-          return c.fail(Problem::kBadField, nullptr,
+          return c.fail(Problem::kBadField, key_at,
                         fmt::format("parents.{}: region listed twice", regions_.name(r.region)));
         const std::string_view tok = token_of(fv);
         if (!tok.empty() && tok[0] == '"') {
@@ -1336,7 +1338,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
         }
         if (id >= counter_seen_.size()) counter_seen_.resize(id + 1, 0);
         if (counter_seen_[id]) {
-          ok = c.fail(Problem::kBadField, nullptr, fmt::format("counts.{}: counter listed twice", counters_.name(id)));
+          ok = c.fail(Problem::kBadField, key_at, fmt::format("counts.{}: counter listed twice", counters_.name(id)));
           break;
         }
         counter_seen_[id] = 1;
@@ -1349,10 +1351,10 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     } else if (key == s::kFrameHistogram) {
       od::object m;
       if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
-      ok = each_field(m, c, key, [&](std::string_view name, od::value& fv) {
+      ok = each_field(m, c, key, [&](std::string_view name, od::value& fv, const char* key_at) {
         std::int64_t frames = 0, samples = 0;
         if (!parse_int_key(name, frames))
-          return c.fail(Problem::kBadField, nullptr,
+          return c.fail(Problem::kBadField, key_at,
                         fmt::format("frame_histogram: key \"{}\" should be a frame count (a non-negative integer)",
                                     shown_key(name)));
         if (!read_batch_count(fv, token_of(fv), c, {"frame_histogram", name}, "samples", samples)) return false;
@@ -1362,12 +1364,12 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     } else if (key == s::kInputShapes) {
       od::object m;
       if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
-      ok = each_field(m, c, key, [&](std::string_view name, od::value& fv) {
+      ok = each_field(m, c, key, [&](std::string_view name, od::value& fv, const char* key_at) {
         // Reuse the scratch record's shape vectors (their capacity) across records.
         if (shapes_used_ == u.input_shapes.size()) u.input_shapes.emplace_back();
         InputShape& shape = u.input_shapes[shapes_used_];
         if (!parse_tuple(name, shape.dims))
-          return c.fail(Problem::kBadField, nullptr,
+          return c.fail(Problem::kBadField, key_at,
                         fmt::format("input_shapes: key \"{}\" should be a shape such as \"(8, 3154)\"", shown_key(name)));
         if (!read_batch_count(fv, token_of(fv), c, {"input_shapes", name}, "micro-batches", shape.microbatches)) return false;
         ++shapes_used_;
@@ -1409,11 +1411,11 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
     } else if (key == s::kRecorderErrors) {
       od::object m;
       if (!(ok = get_object(v, c, key, m))) break;  // (never iterate an object that is not one)
-      ok = each_field(m, c, key, [&](std::string_view name, od::value& fv) {
+      ok = each_field(m, c, key, [&](std::string_view name, od::value& fv, const char* key_at) {
         std::int64_t n = 0;
         // (An error kind is a name, as a region's: "" printed a blank kind in the warning.)
         if (name.empty() || name.size() > kMaxNameBytes)
-          return c.fail(Problem::kBadField, nullptr, bad_name(name, "recorder_errors"));
+          return c.fail(Problem::kBadField, key_at, bad_name(name, "recorder_errors"));
         if (!read_count(fv, token_of(fv), c, {"recorder_errors", name}, n)) return false;
         u.recorder_errors.emplace_back(std::string(name), n);
         return true;
