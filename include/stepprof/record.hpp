@@ -96,11 +96,13 @@ std::string canonical_json(std::string_view json);
 /// reads it, or beyond a double (`1e999`).
 std::optional<double> json_number_value(std::string_view json);
 
-/// The first key given twice within one object of the JSON text `json`, at any depth,
-/// compared as decoded (`"a"` and `"\u0061"` are one key): e.g. `{"x": {"a": 1, "a": 2}}`
-/// -> "a". nullopt when every object's keys differ, or when the text is not JSON (checked
-/// elsewhere). Read with nlohmann::json's SAX parser; a reader that keeps the last value
-/// (nlohmann, Python's json) would otherwise drop the first without a word.
+/// A key given twice within one object of the JSON text `json`, at any depth, compared as
+/// decoded (`"a"` and `"\u0061"` are one key): e.g. `{"x": {"a": 1, "a": 2}}` -> "a" (of
+/// several, the one the innermost object to close first gives). nullopt when every
+/// object's keys differ, or when the text is not JSON (checked elsewhere). Checked by the
+/// same grammar pass as the reader's fields of the job's own (src/log/json_grammar.hpp);
+/// a reader that keeps the last value (nlohmann, Python's json) would otherwise drop the
+/// first without a word.
 std::optional<std::string> repeated_json_key(std::string_view json);
 
 /// Splits the text of one JSON object into fields (key, raw JSON value text), in order,

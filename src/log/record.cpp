@@ -8,7 +8,6 @@
 #include <limits>
 #include <cmath>
 #include <functional>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -18,6 +17,7 @@
 #include "stepprof/diagnostics.hpp"
 #include "stepprof/schema.hpp"
 #include "../util/json_brackets.hpp"
+#include "json_grammar.hpp"
 
 namespace stepprof {
 
@@ -126,45 +126,13 @@ std::string check_value(std::string_view json) {
   return {};
 }
 
-// SAX events for repeated_json_key: the keys of each object open at the moment.
-class RepeatedKeyFinder : public nlohmann::json_sax<nlohmann::json> {
- public:
-  std::optional<std::string> found;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override {
-    open_.emplace_back();
-    return true;
-  }
-  bool key(string_t& k) override {
-    if (open_.back().insert(k).second) return true;
-    found = k;
-    return false;  // (stops the parse)
-  }
-  bool end_object() override {
-    open_.pop_back();
-    return true;
-  }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
-
- private:
-  std::vector<std::set<std::string>> open_;
-};
-
 }  // namespace
 
 std::optional<std::string> repeated_json_key(std::string_view json) {
   if (json.find('{') == std::string_view::npos) return std::nullopt;  // (no object, no key)
-  RepeatedKeyFinder finder;
-  nlohmann::json::sax_parse(json.begin(), json.end(), &finder, nlohmann::json::input_format_t::json, false);
-  return finder.found;
+  auto problem = detail::json_value_problem(json);
+  if (!problem || problem->repeated_key.empty()) return std::nullopt;
+  return std::move(problem->repeated_key);
 }
 
 std::string canonical_json(std::string_view json) {

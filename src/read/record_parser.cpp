@@ -19,6 +19,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "../log/json_grammar.hpp"
+#include "../util/ascii.hpp"
 #include "json_error.hpp"
 #include "ondemand_alloc.hpp"
 #include "record_parser.hpp"
@@ -135,14 +137,6 @@ bool no_colon_after(od::value& v, Ctx& c, std::string_view key) {
                             printable(key)));
 }
 
-// ASCII letters compared without case ("Config" and "config").
-bool equal_ignoring_case(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           const auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; };
-           return lower(x) == lower(y);
-         });
-}
-
 bool is_non_finite_literal(std::string_view tok) {
   if (!tok.empty() && (tok[0] == '-' || tok[0] == '+')) tok.remove_prefix(1);
   if (tok.size() < 3) return false;
@@ -152,15 +146,6 @@ bool is_non_finite_literal(std::string_view tok) {
   return h == "nan" || h == "inf";  // NaN, nan, NAN, Infinity, inf, INF, ... in any case
 }
 
-// NaN or Infinity as a whole token, in any case and with a sign: NaN, -Infinity, nan,
-// inf, +Inf (Python's json writes the first three kinds). Not a word that only starts so
-// ("info", "nancy").
-bool is_non_finite_token(std::string_view tok) {
-  if (!tok.empty() && (tok[0] == '-' || tok[0] == '+')) tok.remove_prefix(1);
-  return equal_ignoring_case(tok, "nan") || equal_ignoring_case(tok, "inf") || equal_ignoring_case(tok, "infinity");
-}
-
-// True when `json` (a value's text) is a number from 0 to `max`.
 // True when `json` (a value's text) is a number from 0 to `max` (json_number_value: a
 // number too small for a double, 1e-999, is 0, as simdjson reads the schema's others).
 bool is_number_upto(std::string_view json, double max) {
@@ -185,236 +170,6 @@ const VerbatimField* verbatim_field(std::string_view key) {
     if (key == f.key) return &f;
   return nullptr;
 }
-
-// What is wrong with `json`, a value simdjson stepped over without reading it (a field of
-// the job's own): nullopt when it is one JSON value. Checked by the JSON grammar alone
-// (RFC 8259, section 2-7: no number is converted, so 1e400 or a 400-digit integer is
-// JSON, as is a lone surrogate escape such as "\udcff", which Python's json writes for
-// an undecodable file name; stage 1 has checked the strings' UTF-8 and ends). One pass,
-// depth bounded by simdjson's own limit. `non_finite`: the value would be JSON but for
-// its NaN or Infinity tokens (offset: the first); any other fault is reported instead.
-struct ValueProblem {
-  std::size_t offset = 0;  // where in `json`
-  bool non_finite = false;
-  bool too_deep = false;     // valid so far, but nested deeper than kMaxDepth
-  std::string repeated_key;  // JSON, but an object gives this key (decoded) twice; offset: its second
-};
-class JsonGrammar {
- public:
-  static constexpr int kMaxDepth = 1024;  // (simdjson's default maximum depth)
-  explicit JsonGrammar(std::string_view json) : j_(json) {}
-  std::optional<ValueProblem> check() {
-    space();
-    if (!value(0)) return problem_;
-    space();
-    if (i_ != j_.size()) return ValueProblem{i_, false, false, {}};
-    if (non_finite_at_) return ValueProblem{*non_finite_at_, true, false, {}};
-    if (repeated_) return ValueProblem{repeated_->second, false, false, std::move(repeated_->first)};
-    return std::nullopt;
-  }
-
- private:
-  bool fail(std::size_t at, bool non_finite = false) {
-    problem_ = ValueProblem{at, non_finite, false, {}};
-    return false;
-  }
-  char at(std::size_t k) const { return k < j_.size() ? j_[k] : '\0'; }
-  void space() {
-    while (i_ < j_.size() && (j_[i_] == ' ' || j_[i_] == '\t' || j_[i_] == '\n' || j_[i_] == '\r')) ++i_;
-  }
-  bool literal(std::string_view word) {
-    if (j_.substr(i_, word.size()) != word) return fail(i_);
-    i_ += word.size();
-    return true;
-  }
-  bool value(int depth) {
-    if (depth > kMaxDepth) {
-      problem_ = ValueProblem{i_, false, true, {}};
-      return false;
-    }
-    switch (at(i_)) {
-      case '{': return object(depth);
-      case '[': return array(depth);
-      case '"': return string();
-      case 't': return literal("true");
-      case 'f': return literal("false");
-      case 'n':
-        if (j_.substr(i_, 4) == "null") return literal("null");
-        break;
-      default: break;
-    }
-    if (at(i_) == '-' || (at(i_) >= '0' && at(i_) <= '9')) {
-      if (number()) return true;
-    }
-    // Not a value. A NaN or Infinity token (to the next delimiter) is noted and read on
-    // (the value is one only if nothing else is wrong in it); anything else fails.
-    std::size_t e = i_;
-    while (e < j_.size() && std::string_view(",]} \t\r\n").find(j_[e]) == std::string_view::npos) ++e;
-    if (e == i_ || !is_non_finite_token(j_.substr(i_, e - i_))) return fail(i_);
-    if (!non_finite_at_) non_finite_at_ = i_;
-    i_ = e;
-    return true;
-  }
-  bool object(int depth) {
-    ++i_;  // '{'
-    space();
-    if (at(i_) == '}') return ++i_, true;
-    // The keys, as written between their quotes with where each starts, for the check for
-    // a key given twice (a reader keeps one of the two values without a word).
-    std::vector<std::pair<std::string_view, std::size_t>> keys;
-    for (;;) {
-      space();
-      if (at(i_) != '"') return fail(i_);
-      const std::size_t key_at = i_;
-      if (!string()) return false;
-      keys.emplace_back(j_.substr(key_at + 1, i_ - key_at - 2), key_at);
-      space();
-      if (at(i_) != ':') return fail(i_);
-      ++i_;
-      space();
-      if (!value(depth + 1)) return false;
-      space();
-      if (at(i_) == ',') { ++i_; continue; }
-      if (at(i_) == '}') {
-        ++i_;
-        if (!repeated_ && keys.size() > 1) find_repeated(keys);
-        return true;
-      }
-      return fail(i_);
-    }
-  }
-  // Notes the first key of `keys` given twice, compared as decoded ("a" and "\u0061" are
-  // one key), at its second place. Sorting the keys as written finds plain repeats; keys
-  // with escapes (rare) are decoded and compared with every other.
-  void find_repeated(std::vector<std::pair<std::string_view, std::size_t>>& keys) {
-    std::vector<std::pair<std::string, std::size_t>> decoded;
-    for (const auto& [k, where] : keys)
-      if (k.find('\\') != std::string_view::npos) decoded.emplace_back(decode(k), where);
-    std::optional<std::pair<std::string, std::size_t>> found;
-    auto note = [&](std::string_view key, std::size_t a, std::size_t b) {
-      if (!found || std::max(a, b) < found->second) found = {std::string(key), std::max(a, b)};
-    };
-    std::sort(keys.begin(), keys.end());
-    for (std::size_t k = 1; k < keys.size(); ++k)
-      if (keys[k].first == keys[k - 1].first) note(keys[k].first, keys[k].second, keys[k - 1].second);
-    for (std::size_t a = 0; a < decoded.size(); ++a) {
-      for (const auto& [k, where] : keys)
-        if (where != decoded[a].second && k.find('\\') == std::string_view::npos && k == decoded[a].first)
-          note(k, where, decoded[a].second);
-      for (std::size_t b = a + 1; b < decoded.size(); ++b)
-        if (decoded[a].first == decoded[b].first) note(decoded[a].first, decoded[a].second, decoded[b].second);
-    }
-    if (found) repeated_ = std::move(found);
-  }
-  // A key's text (checked by string()) decoded to UTF-8; a lone surrogate escape is
-  // encoded as its own 3 bytes, so that only the same escape equals it.
-  static std::string decode(std::string_view k) {
-    std::string out;
-    auto hex4 = [&](std::size_t at) {
-      unsigned v = 0;
-      for (std::size_t h = 0; h < 4; ++h) {
-        const char ch = k[at + h];
-        v = v * 16 + static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(ch)) ? ch - '0'
-                                                                                        : (std::tolower(ch) - 'a' + 10));
-      }
-      return v;
-    };
-    auto put = [&](unsigned cp) {
-      if (cp < 0x80) out += static_cast<char>(cp);
-      else if (cp < 0x800) out += {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-      else if (cp < 0x10000)
-        out += {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
-                static_cast<char>(0x80 | (cp & 0x3F))};
-      else
-        out += {static_cast<char>(0xF0 | (cp >> 18)), static_cast<char>(0x80 | ((cp >> 12) & 0x3F)),
-                static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), static_cast<char>(0x80 | (cp & 0x3F))};
-    };
-    for (std::size_t i = 0; i < k.size(); ++i) {
-      if (k[i] != '\\') {
-        out += k[i];
-        continue;
-      }
-      const char e = k[++i];
-      if (e != 'u') {
-        out += e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
-        continue;
-      }
-      unsigned cp = hex4(i + 1);
-      i += 4;
-      if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < k.size() && k[i + 1] == '\\' && k[i + 2] == 'u') {
-        const unsigned lo = hex4(i + 3);
-        if (lo >= 0xDC00 && lo < 0xE000) {
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          i += 6;
-        }
-      }
-      put(cp);
-    }
-    return out;
-  }
-  bool array(int depth) {
-    ++i_;  // '['
-    space();
-    if (at(i_) == ']') return ++i_, true;
-    for (;;) {
-      space();
-      if (!value(depth + 1)) return false;
-      space();
-      if (at(i_) == ',') { ++i_; continue; }
-      if (at(i_) == ']') return ++i_, true;
-      return fail(i_);
-    }
-  }
-  bool string() {
-    const std::size_t open = i_++;
-    for (; i_ < j_.size(); ++i_) {
-      const char ch = j_[i_];
-      if (ch == '"') return ++i_, true;
-      if (static_cast<unsigned char>(ch) < 0x20) return fail(i_);
-      if (ch != '\\') continue;
-      const char e = at(++i_);
-      if (e == 'u') {
-        for (std::size_t h = 1; h <= 4; ++h)
-          if (!std::isxdigit(static_cast<unsigned char>(at(i_ + h)))) return fail(i_ - 1);
-        i_ += 4;
-      } else if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos || e == '\0') {
-        return fail(i_ - 1);
-      }
-    }
-    return fail(open);  // (not closed)
-  }
-  // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, leaving i_ after it; false (nothing
-  // recorded) when it is not one.
-  bool number() {
-    std::size_t k = i_;
-    const auto digits = [&] {
-      const std::size_t from = k;
-      while (at(k) >= '0' && at(k) <= '9') ++k;
-      return k > from;
-    };
-    if (at(k) == '-') ++k;
-    if (at(k) == '0') ++k;
-    else if (!digits()) return false;
-    if (at(k) == '.' && (++k, !digits())) return false;
-    if (at(k) == 'e' || at(k) == 'E') {
-      ++k;
-      if (at(k) == '+' || at(k) == '-') ++k;
-      if (!digits()) return false;
-    }
-    // A number runs to a delimiter ("01" is not one: 0, then 1).
-    if (k < j_.size() && std::string_view(",]} \t\r\n").find(j_[k]) == std::string_view::npos) return false;
-    i_ = k;
-    return true;
-  }
-
-  std::string_view j_;
-  std::size_t i_ = 0;
-  ValueProblem problem_;
-  std::optional<std::size_t> non_finite_at_;  // the first NaN or Infinity token
-  std::optional<std::pair<std::string, std::size_t>> repeated_;  // the first key given twice (decoded), where
-};
-
-std::optional<ValueProblem> json_value_problem(std::string_view json) { return JsonGrammar(json).check(); }
 
 // A config record whose values include NaN or Infinity (as Python's json writes them),
 // which simdjson cannot step over: its fields, read from a copy in which each such
@@ -1480,7 +1235,7 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       if (bad) {
         ok = c.fail(Problem::kMalformedJson, raw.data() + bad->offset,
                     bad->too_deep ? fmt::format("in field \"{}\": nested more than {} levels deep", printable(key),
-                                                JsonGrammar::kMaxDepth)
+                                                kMaxJsonDepth)
                                   : fmt::format("in field \"{}\": {} is not a JSON value", printable(key), shown(raw)));
         break;
       }
