@@ -19,6 +19,7 @@
 #include "byte_source.hpp"
 #include "kineto_event.hpp"
 #include "kineto_model.hpp"
+#include "stepprof/schema.hpp"
 #include "stepprof/kineto.hpp"
 #include "stepprof/reader.hpp"
 #include "test_util.hpp"
@@ -427,6 +428,28 @@ TEST_F(KinetoTest, ExposedCommunicationWorkedOutByHand) {
   again.add_gpu(GpuKind::kKernel, true, 1, 0, 9, 100, 300);
   const auto without = again.build(regions_, counters_, "nccl", "", 0, stats);
   EXPECT_EQ(region(without[0], "nccl_exposed"), nullptr);
+}
+
+// GPU work too long to have run in the trace (longer than its steps together plus an hour:
+// a corrupt "dur") is "not counted", and had still made its step busy throughout in
+// gpu_busy_ms. Step [0, 1000) ns; kernel 1 [100, 300) counts; kernel 2 from 400 for two
+// hours (launched in the step) does not: busy 200 ns, not 900.
+TEST_F(KinetoTest, GpuWorkTooLongToHaveRunIsNotBusyTime) {
+  KinetoModel m;
+  m.add_step(1, 1, 0, 1000, 2);
+  m.add_launch(1, 1, 50);
+  m.add_gpu(GpuKind::kKernel, false, 1, 0, 7, 100, 300);
+  m.add_launch(2, 1, 60);
+  const std::int64_t two_hours_ns = std::int64_t{2} * 3600 * 1'000'000'000;
+  m.add_gpu(GpuKind::kKernel, false, 2, 0, 7, 400, 400 + two_hours_ns);
+  KinetoStats stats;
+  const auto updates = m.build(regions_, counters_, "nccl", "nccl_exposed", 0, stats);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(stats.gpu_ops_too_long, 1u);
+  EXPECT_EQ(counter(updates[0], "gpu_kernels"), 1);
+  const auto busy = updates[0].extra_number(stepprof::schema::kGpuBusyMs);
+  ASSERT_TRUE(busy);
+  EXPECT_DOUBLE_EQ(*busy, 200e-6);
 }
 
 // A name called from several places is one region per place (torchrec calls

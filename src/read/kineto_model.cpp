@@ -455,6 +455,7 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   resolved.reserve(gpu_.size());
   std::map<std::pair<std::int64_t, std::int64_t>, std::uint32_t> stream_index;  // (device, stream) -> dense index
   std::vector<std::uint32_t> stream_of(gpu_.size());
+  std::vector<char> too_long(gpu_.size(), 0);  // not counted anywhere, gpu_busy_ms included
   // The steps' span [ms] (in double: ts may lie anywhere in +-9.2e15 us): GPU work launched
   // in a step ends before the profiler stops, soon after the last one (in the bundled
   // traces it ends within the steps). A collective may wait long after it for a late rank.
@@ -468,6 +469,7 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
     if (!steps_.empty() && dur_ms > stats.steps_span_ms + kGpuLongestMs) {
       ++stats.gpu_ops_too_long;
       stats.longest_too_long_ms = std::max(stats.longest_too_long_ms, dur_ms);
+      too_long[g] = 1;
       continue;
     }
     if (!steps_.empty() && dur_ms > stats.steps_span_ms + kGpuLongMs) {
@@ -511,10 +513,12 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   for (std::size_t i = 0; i < places.display.size(); ++i) region_id[i] = regions.intern(places.display[i]);
 
   // Every GPU activity, whichever step launched it, merged into one union over every
-  // device and stream: a step's `gpu_busy_ms` is that union within its range.
+  // device and stream: a step's `gpu_busy_ms` is that union within its range. (Not one
+  // too long to have run in this trace: it had made a step busy throughout.)
   std::vector<std::pair<std::int64_t, std::int64_t>> busy;
   busy.reserve(gpu_.size());
-  for (const auto& g : gpu_) busy.emplace_back(g.start, g.end);
+  for (std::size_t g = 0; g < gpu_.size(); ++g)
+    if (!too_long[g]) busy.emplace_back(gpu_[g].start, gpu_[g].end);
   merge_spans(busy);
   auto busy_within = [&](std::int64_t start, std::int64_t end) {
     std::int64_t ns = 0;
