@@ -452,6 +452,37 @@ TEST_F(KinetoTest, GpuWorkTooLongToHaveRunIsNotBusyTime) {
   EXPECT_DOUBLE_EQ(*busy, 200e-6);
 }
 
+// A ProfilerStep event written twice: the copy, which "started last" on the tie, took
+// the step's work, and was then skipped as a duplicate step, leaving the kept update with
+// its time and none of its work. One of each exact repeat is used now. Step 5 [0, 1000)
+// twice on thread 1; kernel [100, 300) launched at 50 in annotation A [10, 400).
+TEST_F(KinetoTest, AStepEventWrittenTwiceKeepsItsWork) {
+  KinetoModel m;
+  m.add_step(5, 1, 0, 1000, 2);
+  m.add_step(5, 1, 0, 1000, 3);
+  m.add_annotation("A", 1, 10, 400);
+  m.add_launch(1, 1, 50);
+  m.add_gpu(GpuKind::kKernel, false, 1, 0, 7, 100, 300);
+  KinetoStats stats;
+  const auto updates = m.build(regions_, counters_, "nccl", "nccl_exposed", 0, stats);
+  EXPECT_EQ(stats.repeated_steps, 1u);
+  EXPECT_EQ(stats.first_repeat_line, 3u);
+  EXPECT_EQ(stats.first_repeat_step, 5);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].source.line, 2u);
+  const auto* a = region(updates[0], "A");
+  ASSERT_TRUE(a);
+  EXPECT_DOUBLE_EQ(*a->device_ms, 200e-6);
+  EXPECT_EQ(counter(updates[0], "gpu_kernels"), 1);
+  // Not an exact repeat (another end): both are kept, for the reader's duplicate-step check.
+  KinetoModel other;
+  other.add_step(5, 1, 0, 1000, 2);
+  other.add_step(5, 1, 0, 999, 3);
+  KinetoStats other_stats;
+  EXPECT_EQ(other.build(regions_, counters_, "nccl", "nccl_exposed", 0, other_stats).size(), 2u);
+  EXPECT_EQ(other_stats.repeated_steps, 0u);
+}
+
 // A name called from several places is one region per place (torchrec calls
 // nccl:all_to_all under five annotations); worked out by hand:
 //   step 1 on thread 1, [0, 1000)

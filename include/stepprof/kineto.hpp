@@ -106,6 +106,13 @@ struct KinetoStats {
   std::uint64_t overlapping_steps = 0;
   std::uint64_t first_overlap_line = 0;
   std::int64_t first_overlap_step = 0;
+  /// ProfilerStep events that repeat an earlier one exactly (step number, thread, start
+  /// and end; an event written twice): one of each is used, the repeats are not [count];
+  /// the first repeat's line and step. Without this the repeat, which "started last",
+  /// took the step's work and was then skipped as a duplicate step.
+  std::uint64_t repeated_steps = 0;
+  std::uint64_t first_repeat_line = 0;
+  std::int64_t first_repeat_step = 0;
   /// ProfilerStep ranges of a group of steps more than an hour (kGpuLongestMs) from the
   /// others in which no user annotation, runtime launch or GPU activity starts, while
   /// another group's steps hold work: a damaged "ts" (e.g. 0 or -1 among Unix times; two

@@ -39,6 +39,22 @@ void KinetoModel::add_step(std::int64_t step, std::int64_t tid, std::int64_t sta
   steps_.push_back({step, tid, start_ns, end_ns, line});
 }
 
+void KinetoModel::drop_repeated_steps(KinetoStats& stats) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    bool repeat = false;
+    for (std::size_t k = kept; k-- > 0 && steps_[k].start == s.start;)  // (equal starts are adjacent)
+      if (steps_[k].step == s.step && steps_[k].tid == s.tid && steps_[k].end == s.end) repeat = true;
+    if (!repeat) {
+      steps_[kept++] = s;
+      continue;
+    }
+    if (stats.repeated_steps++ == 0) stats.first_repeat_line = s.line, stats.first_repeat_step = s.step;
+  }
+  steps_.resize(kept);
+}
+
 void KinetoModel::drop_astray_steps(KinetoStats& stats) {
   const std::size_t n = steps_.size();
   if (n < 2) return;
@@ -310,6 +326,7 @@ std::vector<UpdateRecord> KinetoModel::build(NameTable& regions, NameTable& coun
   std::vector<UpdateRecord> out;
   if (steps_.empty()) return out;
   std::stable_sort(steps_.begin(), steps_.end(), [](const Step& a, const Step& b) { return a.start < b.start; });
+  drop_repeated_steps(stats);
   drop_astray_steps(stats);
   // Unix times when they look like them (PyTorch writes microseconds since the epoch, or
   // since baseTimeNanoseconds): the cross-rank analysis compares when ranks entered a step.

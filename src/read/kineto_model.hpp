@@ -68,6 +68,9 @@ class KinetoModel {
   // in which no annotation, launch or GPU activity starts, while another group's do
   // (KinetoStats::steps_astray); steps_ sorted by start.
   void drop_astray_steps(KinetoStats& stats);
+  // Leaves out each ProfilerStep range that repeats an earlier one exactly (number,
+  // thread, start, end: KinetoStats::repeated_steps); steps_ sorted by start, stably.
+  void drop_repeated_steps(KinetoStats& stats);
   struct Step {
     std::int64_t step, tid, start, end;
     std::uint64_t line;

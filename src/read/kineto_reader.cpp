@@ -513,6 +513,11 @@ class TraceReader {
     };
     overridden("rank", opt_.rank, dist_rank_);
     overridden("world size", opt_.world_size, dist_world_);
+    if (stats_.repeated_steps)
+      report(Severity::kWarning, Problem::kDuplicateStep, {stats_.first_repeat_line, 0},
+             fmt::format("{} ProfilerStep event(s) repeat an earlier one exactly (step number, thread, start and "
+                         "end; the first: ProfilerStep#{}): one of each is used",
+                         stats_.repeated_steps, stats_.first_repeat_step));
     if (stats_.overlapping_steps)
       report(Severity::kWarning, Problem::kBadTrace, {stats_.first_overlap_line, 0},
              fmt::format("{} ProfilerStep range(s) start before an earlier one ends (the first: ProfilerStep#{}); "
