@@ -297,6 +297,15 @@ TEST(KinetoEvent, KindsAndRejections) {
   EXPECT_EQ(err.problem, Problem::kBadField);
   EXPECT_FALSE(parse(R"({"ph": "X", "cat": "kernel", "tid": 1e300})"));
   EXPECT_EQ(err.problem, Problem::kBadField);
+  // A kernel without a name could be an NCCL kernel: it was counted as compute, silently
+  // moving time from nccl to compute. A copy needs no name (its category says what it is).
+  EXPECT_FALSE(parse(R"({"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "ts": 1, "dur": 2})"));
+  EXPECT_EQ(err.problem, Problem::kMissingField);
+  EXPECT_EQ(err.message, R"(a kernel has no "name" (it tells NCCL communication from compute))");
+  ASSERT_TRUE(parse(R"({"ph": "X", "cat": "gpu_memcpy", "pid": 0, "tid": 7, "ts": 1, "dur": 2})"));
+  EXPECT_EQ(ev.kind, EventKind::kMemcpy);
+  ASSERT_TRUE(parse(R"({"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "ts": 1, "dur": 2})"));
+  EXPECT_EQ(ev.kind, EventKind::kKernel);
 }
 
 // A small trace with every attribution rule; expected figures worked out by hand.
