@@ -262,6 +262,7 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
           }
         } else if (key_is(k, "pid")) {
           if (!once(1u << 1, k, "pid")) return false;
+          ev.pid_text = trim_token(v.raw_json_token());
           if (!read_id(v, f, "pid", ev.pid)) return false;
         }
         break;

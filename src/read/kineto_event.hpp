@@ -32,6 +32,7 @@ struct TraceEvent {
   char ph = 0;
   std::string_view name;
   std::int64_t pid = 0, tid = 0;  ///< string ids (e.g. "Spans") are hashed
+  std::string_view pid_text;      ///< the pid as written (for messages); empty without one
   std::int64_t ts_ns = 0, dur_ns = 0;
   bool has_ts = false, has_dur = false;
   bool has_tid = false;  ///< without it, tid is 0, which groups the event with no thread

@@ -148,7 +148,7 @@ class TraceReader {
              fmt::format("ProfilerStep#N ranges of more than one process: this one's \"pid\" is {}, the first one's "
                          "(at {}:{}) is {} (a trace merged from several ranks' or processes' files?); a trace is one "
                          "process's, and a merged one would mix their steps and kernels; nothing of this trace is used",
-                         other_pid_, step_pid_at_.line, step_pid_at_.column, step_pid_));
+                         shorten(other_pid_text_), step_pid_at_.line, step_pid_at_.column, shorten(step_pid_text_)));
       return std::nullopt;
     }
     KinetoTrace trace;
@@ -299,8 +299,12 @@ class TraceReader {
           ++stats_.steps;
           const TextPosition at = scan.position(piece.text.data());
           // (Steps of a second process: a trace merged from several ranks' files.)
-          if (stats_.steps == 1) step_pid_ = ev.pid, step_pid_at_ = at;
-          else if (ev.pid != step_pid_ && other_pid_at_.line == 0) other_pid_ = ev.pid, other_pid_at_ = at;
+          // (A step without a pid is of no other process that can be named: not compared.)
+          if (!ev.pid_text.empty()) {
+            if (step_pid_at_.line == 0) step_pid_ = ev.pid, step_pid_at_ = at, step_pid_text_ = ev.pid_text;
+            else if (ev.pid != step_pid_ && other_pid_at_.line == 0)
+              other_pid_at_ = at, other_pid_text_ = ev.pid_text;
+          }
           model_.add_step(n, ev.tid, ev.ts_ns, end, at.line);
         } else if (ev.kind == EventKind::kUserAnnotation) {
           ++stats_.annotations;
@@ -590,7 +594,8 @@ class TraceReader {
   }
 
   TextPosition first_not_complete_;
-  std::int64_t step_pid_ = 0, other_pid_ = 0;  // the first ProfilerStep's pid; a later one's that differs
+  std::int64_t step_pid_ = 0;  // the first ProfilerStep's pid (of those with one)
+  std::string step_pid_text_, other_pid_text_;  // it as written; a later one's that differs
   TextPosition step_pid_at_, other_pid_at_;
   std::uint64_t rejected_steps_ = 0;  // ProfilerStep#N events rejected (bad ts, dur or step number)
   const std::string& path_;

@@ -1438,6 +1438,16 @@ def test_a_trace_of_two_processes_is_not_used(tmp_path):
     assert r.returncode == 3, r.stderr
     assert re.search(r'merged\.json:\d+:\d+: error: ProfilerStep#N ranges of more than one process: this one\'s "pid" '
                      r'is 2, the first one\'s \(at \d+:\d+\) is 1', r.stderr), r.stderr
+    # A pid written as text is named as written (it was printed as its internal hash).
+    doc["traceEvents"][-1]["pid"] = "1"
+    r = run("report", write(tmp_path, "text_pid.json", doc))
+    assert r.returncode == 3, r.stderr
+    assert re.search(r'this one\'s "pid" is "1", the first one\'s \(at \d+:\d+\) is 1 ', r.stderr), r.stderr
+    # A step without a pid is not taken for another process's (it was "pid 0"): nothing
+    # tells it apart, so it is read with the others.
+    del doc["traceEvents"][-1]["pid"]
+    r = run("report", write(tmp_path, "no_pid.json", doc))
+    assert "more than one process" not in r.stderr and r.returncode == 0, r.stderr
     # Steps of one process on several threads are one trace's.
     doc["traceEvents"][-1]["pid"] = 1
     doc["traceEvents"][-1]["tid"] = 5
