@@ -45,7 +45,9 @@ void block(const detail::Block& b, std::string& out) {
       out += label + wrap(printable(v), label.size(), label.size()) + "\n";
     }
   } else if (const auto* t = std::get_if<detail::Table>(&b)) {
-    detail::TextTable tt(t->header, t->text_last);
+    auto header = t->header;  // (a header may hold a name from the input: a code path's)
+    for (auto& cell : header) cell = printable(cell);
+    detail::TextTable tt(std::move(header), t->text_last);
     bool shortened = false;
     for (std::size_t i = 0; i < t->rows.size(); ++i) {
       auto row = t->rows[i];

@@ -596,6 +596,27 @@ def test_control_characters_in_names_are_escaped(tmp_path):
             assert shown in text, (fmt, shown)
 
 
+def test_a_code_paths_name_in_a_table_header_is_escaped(tmp_path):
+    # The frames-per-sample table's last header names the slow path ("... that ran NAME"):
+    # it was the one place of the text report that printed a name from the log raw.
+    name = "vggt\u001b[31m_single"
+    records = [json.loads(line) for line in LOG.read_text().splitlines()]
+    records[0]["region_alternatives"] = {name: "geometry", "vggt_batched": "geometry"}
+    parents = {"micro_step_total": None, "forward_and_loss": "micro_step_total", "geometry_total": "forward_and_loss",
+               "vggt_batched": "geometry_total", name: "geometry_total"}
+    for r in records[1:]:
+        for key in ("cuda_stream_ms", "cpu_call_ms", "calls"):
+            r[key] = {(name if k == "vggt_single" else k): v for k, v in r[key].items()}
+        r["parents"] = parents
+    log = tmp_path / "esc.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    r = run("report", log)
+    assert r.returncode == 0, r.stderr
+    assert "frames per sample" in r.stdout, r.stdout
+    assert "\x1b" not in r.stdout
+    assert "... that ran vggt\\x1b[31m_single" in r.stdout, r.stdout
+
+
 def test_a_nesting_of_another_job_is_warned_about(tmp_path):
     other = tmp_path / "other.txt"
     other.write_text("foo\n  bar alt=g\n  baz alt=g\n")
