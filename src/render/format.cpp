@@ -124,6 +124,25 @@ std::string shorten_middle(const std::string& s, std::size_t max_columns) {
   };
   if (const auto e = escape_around(head_bytes)) head_bytes = *e;
   if (const auto e = escape_around(tail_at); e && tail_at < s.size()) tail_at = std::max(tail_at, *e + 4);
+  // The bytes of one character escaped one by one ("\xe2\x80\xae", U+202E) stay whole:
+  // a head ending inside them ends before them, a tail starting inside starts after them.
+  auto escaped_byte = [&](std::size_t at) -> int {  // the byte "\xNN" at `at` stands for, or -1
+    if (at + 4 > s.size() || s[at] != '\\' || s[at + 1] != 'x' || !std::isxdigit(static_cast<unsigned char>(s[at + 2])) ||
+        !std::isxdigit(static_cast<unsigned char>(s[at + 3])))
+      return -1;
+    return std::stoi(s.substr(at + 2, 2), nullptr, 16);
+  };
+  const auto continuation = [](int b) { return b >= 0x80 && b < 0xC0; };
+  std::size_t lead = head_bytes, after_lead = 0;  // back over continuation bytes to their lead
+  while (lead >= 4 && continuation(escaped_byte(lead - 4))) lead -= 4, ++after_lead;
+  if (lead >= 4 && escaped_byte(lead - 4) >= 0xC0) {
+    const int b = escaped_byte(lead - 4);
+    const std::size_t length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;  // the lead's sequence, in bytes
+    if (after_lead + 1 < length) head_bytes = lead - 4;
+  } else if (after_lead > 0) {
+    head_bytes = lead;  // continuation bytes without their lead
+  }
+  while (tail_at < s.size() && continuation(escaped_byte(tail_at))) tail_at += 4;
   return s.substr(0, head_bytes) + "\u2026" + s.substr(tail_at);
 }
 

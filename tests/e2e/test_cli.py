@@ -617,6 +617,25 @@ def test_a_code_paths_name_in_a_table_header_is_escaped(tmp_path):
     assert "... that ran vggt\\x1b[31m_single" in r.stdout, r.stdout
 
 
+def test_a_shortened_name_keeps_each_escaped_character_whole(tmp_path):
+    # A name shortened in the middle was cut between the escaped bytes of one character
+    # (U+202E is \xe2\x80\xae): "AAAA…\x80\xae\xc2\x85BBBBB" showed bytes the name lacks.
+    lines = LOG.read_text().splitlines()
+    for name in ("A" * 40 + "\u202e\u0085" + "B" * 5, "A" * 21 + "\u202e" * 10 + "B" * 20):
+        log = tmp_path / "long.jsonl"
+        log.write_text("\n".join([lines[0]] + [l.replace('"prepare_inputs"', json.dumps(name)) for l in lines[1:]]))
+        r = run("report", log)
+        assert r.returncode == 0, r.stderr
+        row = next(l for l in r.stdout.splitlines() if "AAAA" in l and "\u2026" in l)
+        shown = row.split()[0]
+        head, tail = shown.split("\u2026")
+        # Each side is whole escaped characters: decoding the escapes gives valid UTF-8.
+        for part in (head, tail):
+            raw = re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), part.encode())
+            raw.decode("utf-8")  # (raises on a cut character)
+        assert head.startswith("AAAA") and tail.endswith("BBBBB"), shown
+
+
 def test_a_nesting_of_another_job_is_warned_about(tmp_path):
     other = tmp_path / "other.txt"
     other.write_text("foo\n  bar alt=g\n  baz alt=g\n")
