@@ -655,3 +655,21 @@ TEST(JsonWriter, HandsOverPiecesOfAboutAMebibyteAndStopsWhenAWriteFails) {
   EXPECT_FALSE(full.finish());
   EXPECT_LT(made, big.size() / 2);  // (about 1 MiB of 3.4 MB: the first piece)
 }
+
+// Bytes that are no part of valid UTF-8 (a file name in Latin-1; 0x9B is an 8-bit
+// terminal's CSI) reached stderr and the text reports raw: they are escaped as \xNN,
+// while valid characters, continuation bytes included, are kept. Expected by hand from
+// RFC 3629's table of well-formed sequences.
+TEST(Printable, BytesThatAreNoValidUtf8AreEscaped) {
+  using stepprof::printable;
+  EXPECT_EQ(printable("a\x9b" "b"), "a\\x9bb");                       // a lone continuation byte
+  EXPECT_EQ(printable("caf\xc3\xa9"), "caf\xc3\xa9");                 // é stays
+  EXPECT_EQ(printable("x\xc3"), "x\\xc3");                            // a character cut short
+  EXPECT_EQ(printable("\xc3\xa9\xa9"), "\xc3\xa9\\xa9");              // one continuation too many
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");                     // an overlong '/'
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");            // a UTF-16 surrogate
+  EXPECT_EQ(printable("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");   // above U+10FFFF
+  EXPECT_EQ(printable("\xf0\x9f\x98\x80!"), "\xf0\x9f\x98\x80!");     // an emoji stays
+  EXPECT_EQ(printable("\xe2\x80\xae"), "\\xe2\\x80\\xae");            // U+202E: a control, as before
+  EXPECT_EQ(printable("\xff\xfe"), "\\xff\\xfe");
+}

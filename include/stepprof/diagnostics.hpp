@@ -74,7 +74,8 @@ std::string printable(std::string_view text);
 /// log), C1 controls (U+0080..U+009F; U+009B is a terminal's CSI), the line and
 /// paragraph separators U+2028 and U+2029, and the bidirectional embeddings, overrides
 /// and isolates U+202A..U+202E and U+2066..U+2069, which reorder text on screen
-/// ("Trojan Source", CVE-2021-42574). UTF-8 only: other bytes are not controls.
+/// ("Trojan Source", CVE-2021-42574); and 1 for a byte that is no part of valid UTF-8
+/// (a file name's bytes in another encoding: 0x9B is an 8-bit terminal's CSI).
 std::size_t control_bytes(std::string_view text, std::size_t i);
 
 /// `file:line:column: severity: message [code]`, the form compilers use; control

@@ -48,10 +48,49 @@ std::string_view severity_name(Severity s) {
   return "error";
 }
 
+namespace {
+
+// The length of the valid UTF-8 sequence (RFC 3629: no overlong form, surrogate or code
+// point above U+10FFFF) that starts at text[i], or 0 when none does.
+std::size_t utf8_length(std::string_view text, std::size_t i) {
+  const auto at = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
+  const unsigned b0 = at(0);
+  const auto tail = [&](std::size_t from, std::size_t n) {
+    for (std::size_t k = from; k < n; ++k)
+      if (at(k) < 0x80 || at(k) > 0xBF) return false;
+    return true;
+  };
+  if (i >= text.size()) return 0;
+  if (b0 < 0x80) return 1;
+  if (b0 >= 0xC2 && b0 <= 0xDF) return tail(1, 2) ? 2 : 0;
+  if (b0 >= 0xE0 && b0 <= 0xEF) {
+    const unsigned lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+    return at(1) >= lo && at(1) <= hi && tail(2, 3) ? 3 : 0;
+  }
+  if (b0 >= 0xF0 && b0 <= 0xF4) {
+    const unsigned lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    return at(1) >= lo && at(1) <= hi && tail(2, 4) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::size_t control_bytes(std::string_view text, std::size_t i) {
   const auto at = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
   const unsigned b0 = at(0);
   if (b0 < 0x20 || b0 == 0x7f) return i < text.size() ? 1 : 0;
+  if (b0 >= 0x80 && utf8_length(text, i) == 0) {
+    // A continuation byte inside a valid sequence is part of a character; any other byte
+    // that starts none (a file name in Latin-1, a cut character) is a byte of its own.
+    if (b0 <= 0xBF)
+      for (std::size_t k = 1; k <= 3 && k <= i; ++k) {
+        const auto b = static_cast<unsigned char>(text[i - k]);
+        if (b >= 0x80 && b <= 0xBF) continue;
+        return utf8_length(text, i - k) > k ? 0 : 1;
+      }
+    return 1;
+  }
   if (b0 == 0xC2 && at(1) >= 0x80 && at(1) <= 0x9F) return 2;  // U+0080..U+009F
   if (b0 == 0xE2 && at(1) == 0x80 && at(2) >= 0xA8 && at(2) <= 0xAE) return 3;  // U+2028..U+202E
   if (b0 == 0xE2 && at(1) == 0x81 && at(2) >= 0xA6 && at(2) <= 0xA9) return 3;  // U+2066..U+2069
