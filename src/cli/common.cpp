@@ -19,6 +19,18 @@
 
 namespace stepprof::cli {
 
+std::string printable_lines(std::string_view text) {
+  std::string out;
+  for (std::size_t from = 0; from <= text.size();) {
+    const std::size_t nl = std::min(text.find('\n', from), text.size());
+    out += printable(text.substr(from, nl - from));
+    if (nl == text.size()) break;
+    out += '\n';
+    from = nl + 1;
+  }
+  return out;
+}
+
 const CLI::Validator& non_empty_path() {
   static const CLI::Validator v(
       [](const std::string& s) { return s.empty() ? std::string("an empty file name") : std::string(); }, "PATH");

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -19,13 +21,31 @@
 
 namespace stepprof::cli {
 
-/// Prints a message on stderr. Never throws: a stderr that cannot be written (closed with
+/// `text` with its control characters and bytes that are no valid UTF-8 written as \xNN
+/// (printable()), line by line: a message's own line breaks stay.
+std::string printable_lines(std::string_view text);
+
+// A message's argument as printed: text (a path or value from the command line, a name
+// from a log) made printable; anything else as it is.
+template <typename T>
+decltype(auto) shown_arg(T&& a) {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (std::is_same_v<U, std::filesystem::path>) return printable_lines(a.string());
+  else if constexpr (std::is_convertible_v<const U&, std::string_view>) return printable_lines(std::string_view(a));
+  else return std::forward<T>(a);
+}
+
+/// Prints a message on stderr. Text arguments (paths and values the user typed, names
+/// read from logs) are made printable, so that a path holding a terminal escape cannot
+/// drive the terminal; the format's own text (the progress line's \r and erase) is
+/// printed as written. Never throws: a stderr that cannot be written (closed with
 /// `2>&-`, a full disk) loses the message, not the command's output or its exit status
 /// (fmt::print throws std::system_error when the write fails).
 template <typename... Args>
 void print_stderr(fmt::format_string<Args...> format, Args&&... args) noexcept {
   try {
-    fmt::print(stderr, format, std::forward<Args>(args)...);
+    // (The format was checked against Args at compile time; text arguments become strings.)
+    fmt::print(stderr, fmt::runtime(fmt::string_view(format)), shown_arg(std::forward<Args>(args))...);
   } catch (...) {  // (the message is lost; nothing else can say so)
   }
 }

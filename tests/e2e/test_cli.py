@@ -636,6 +636,22 @@ def test_a_shortened_name_keeps_each_escaped_character_whole(tmp_path):
         assert head.startswith("AAAA") and tail.endswith("BBBBB"), shown
 
 
+def test_command_line_values_in_messages_are_escaped(tmp_path):
+    # Values and paths typed on the command line were echoed raw in messages: a script
+    # passing such a path drove the terminal. They are written as the log's names are.
+    esc = "\x1b[31m"
+    cases = [
+        (("report", "--format", esc + "X\u202e", LOG), "\\x1b[31mX\\xe2\\x80\\xae"),
+        (("report", "-o", str(tmp_path / ("no" + esc) / "x.txt"), LOG), "no\\x1b[31m"),
+        ((esc + "RED",), "\\x1b[31mRED"),
+        (("synth", "--ranks", "1", "--updates", "2", "-o", str(tmp_path / ("syn" + esc))), "syn\\x1b[31m"),
+    ]
+    for args, shown in cases:
+        r = run(*args)
+        assert "\x1b" not in r.stderr and "\u202e" not in r.stderr, (args, r.stderr)
+        assert shown in r.stderr, (args, r.stderr)
+
+
 def test_a_nesting_of_another_job_is_warned_about(tmp_path):
     other = tmp_path / "other.txt"
     other.write_text("foo\n  bar alt=g\n  baz alt=g\n")
