@@ -507,13 +507,19 @@ TEST(HtmlEscape, TextAndScriptJson) {
   EXPECT_EQ(html_escape("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
   EXPECT_EQ(html_escape("\"onload='x'&"), "&quot;onload=&#39;x&#39;&amp;");
   // A file name in another encoding made the page (declared UTF-8) invalid UTF-8: every
-  // byte that is not part of a well-formed sequence is U+FFFD; UTF-8 stays as it is.
-  EXPECT_EQ(html_escape("bad\xff\xfe.jsonl"), "bad&#xFFFD;&#xFFFD;.jsonl");
+  // byte that is not part of a well-formed sequence is the text \xNN, as in the text
+  // report (it was U+FFFD, which made such names look alike); UTF-8 stays as it is.
+  EXPECT_EQ(html_escape("bad\xff\xfe.jsonl"), "bad\\xff\\xfe.jsonl");
   EXPECT_EQ(html_escape("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  EXPECT_EQ(html_escape("\xc0\xaf"), "&#xFFFD;&#xFFFD;");                  // overlong '/'
-  EXPECT_EQ(html_escape("\xed\xa0\x80"), "&#xFFFD;&#xFFFD;&#xFFFD;");      // a surrogate
-  EXPECT_EQ(html_escape("\xf4\x90\x80\x80"), "&#xFFFD;&#xFFFD;&#xFFFD;&#xFFFD;");  // above U+10FFFF
-  EXPECT_EQ(html_escape("a\xe2\x82"), "a&#xFFFD;&#xFFFD;");                // cut short
+  EXPECT_EQ(html_escape("\xc0\xaf"), "\\xc0\\xaf");                          // overlong '/'
+  EXPECT_EQ(html_escape("\xed\xa0\x80"), "\\xed\\xa0\\x80");                // a surrogate
+  EXPECT_EQ(html_escape("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");      // above U+10FFFF
+  EXPECT_EQ(html_escape("a\xe2\x82"), "a\\xe2\\x82");                        // cut short
+  // Control characters: two names that differ only by one (or by a tab and a space) had
+  // both become U+FFFD (or looked alike): each is its \xNN, as in the text report.
+  EXPECT_EQ(html_escape("a\x01" "b"), "a\\x01b");
+  EXPECT_EQ(html_escape("a\x02" "b"), "a\\x02b");
+  EXPECT_EQ(html_escape("a\tb a\nb \x7f<"), "a\\x09b a\\x0ab \\x7f&lt;");
   const nlohmann::ordered_json j{{"name", "</script><!--&\u2028\u2029"}};
   const std::string s = json_for_script(j);
   EXPECT_EQ(s, "{\"name\":\"\\u003c/script\\u003e\\u003c!--\\u0026\\\\xe2\\\\x80\\\\xa8\\\\xe2\\\\x80\\\\xa9\"}");

@@ -6,61 +6,22 @@
 
 namespace stepprof::detail {
 
-namespace {
-
-// The length of the well-formed UTF-8 sequence at text[i] (RFC 3629, section 4: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or 0 when the bytes there are
-// not one.
-std::size_t utf8_sequence(std::string_view text, std::size_t i) {
-  const auto b = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
-  const auto cont = [&](std::size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return b(k) >= lo && b(k) <= hi; };
-  const unsigned lead = b(0);
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) return cont(1) ? 2 : 0;
-  if (lead == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
-  if ((lead >= 0xE1 && lead <= 0xEC) || lead == 0xEE || lead == 0xEF) return cont(1) && cont(2) ? 3 : 0;
-  if (lead == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
-  if (lead == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-  if (lead >= 0xF1 && lead <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-  if (lead == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
-  return 0;
-}
-
-}  // namespace
-
 std::string html_escape(std::string_view text) {
+  // Control characters (tab and newline too), C1 controls, U+2028, U+2029, bidirectional
+  // overrides and isolates, and bytes that are no valid UTF-8 first become the text \xNN
+  // per byte, as the text report writes them (printable): names that differ only there
+  // stay apart on the page (they had all become U+FFFD, and a tab looked like a space).
+  const std::string shown = printable(text);
   std::string out;
-  out.reserve(text.size() + text.size() / 8);
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      // Bytes that are not UTF-8 (a file name of another encoding) would make the page,
-      // declared UTF-8, invalid: each is U+FFFD, as in the JSON outputs.
-      const std::size_t n = utf8_sequence(text, i);
-      if (n == 0) {
-        out += "&#xFFFD;";
-      } else if (control_bytes(text, i) == n) {
-        // A C1 control, a line or paragraph separator, or a bidirectional override or
-        // isolate, which would reorder the name on screen: its bytes as text, \xNN each,
-        // as the text report writes them (diagnostics.hpp, control_bytes).
-        for (std::size_t k = 0; k < n; ++k) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i + k]));
-        i += n - 1;
-      } else {
-        out.append(text.substr(i, n));
-        i += n - 1;
-      }
-      continue;
-    }
+  out.reserve(shown.size() + shown.size() / 8);
+  for (const char c : shown) {
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&#39;"; break;
-      // Control characters (NUL, escape, ...) have no business in a page: U+FFFD.
-      default:
-        if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == '\x7f') out += "&#xFFFD;";
-        else out += c;
+      default: out += c;
     }
   }
   return out;

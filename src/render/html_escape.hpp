@@ -10,11 +10,11 @@
 namespace stepprof::detail {
 
 /// `&`, `<`, `>`, `"` and `'` as character references: safe in element content and in
-/// quoted attribute values. Control characters (but tab and newline) and bytes that are
-/// not well-formed UTF-8 become U+FFFD (&#xFFFD;), one per byte. C1 controls, U+2028,
-/// U+2029 and the bidirectional overrides and isolates (control_bytes in
-/// diagnostics.hpp), which would reorder a name on screen ("Trojan Source"), are written
-/// as the text `\xNN` per byte, as the text report writes them.
+/// quoted attribute values. Control characters (tab and newline included), C1 controls,
+/// U+2028, U+2029, the bidirectional overrides and isolates, which would reorder a name
+/// on screen ("Trojan Source"), and bytes that are not well-formed UTF-8 are written as
+/// the text `\xNN` per byte, as the text report writes them (printable() and
+/// control_bytes() in diagnostics.hpp): names that differ only there stay apart.
 std::string html_escape(std::string_view text);
 
 /// `data` as JSON for the content of a <script type="application/json"> element: `<`,
