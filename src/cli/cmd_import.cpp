@@ -129,8 +129,10 @@ int run_import(const ImportOptions& opt) {
   std::vector<std::int64_t> ranks_rest;
   for (const auto& log : data.ranks) {
     if (rank_beyond_world(log)) {
-      print_stderr("stepprof: rank {} is not below the world size {}: its log is not written\n", *log.rank,
-                 *log.config->world_size);
+      print_stderr("stepprof: rank {} is not below the world size {}: its log is not written (the error above "
+                   "says its records are read as that rank: so `report` reads the trace; a log is written only "
+                   "without such an error)\n",
+                   *log.rank, *log.config->world_size);
       status = kInputErrors;
       continue;
     }
