@@ -1593,7 +1593,8 @@ TEST_F(ReaderTest, AKeyGivenTwiceInsideAFieldOfTheJobsOwnLeavesTheFieldOut) {
   // surrogate escape: JSON as the grammar defines it); a key that differs only inside an
   // escape is another key; the same key in two objects is no repeat.
   for (const std::string v : {R"({"x": 1e999, "lr": 1, "lr": 2})", R"({"x": "\ud800", "lr": 1, "lr": 2})",
-                              R"({"lr": 1, "l\u0072": 2})", R"({"\ud83d\ude00": 1, "\uD83D\uDE00": 2, "lr": 3})"}) {
+                              R"({"lr": 1, "l\u0072": 2})", R"({"\ud83d\ude00": 1, "\uD83D\uDE00": 2, "lr": 3})",
+                              R"({"": 1, "": 2})"}) {  // (the empty key was taken for "no repeat")
     const std::string r = R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, "opt": )" + v + "}";
     const Dataset e = read({write("dk2.jsonl", kConfig + "\n" + r + "\n")});
     ASSERT_EQ(e.update_count(), 1u) << v;
@@ -1607,6 +1608,17 @@ TEST_F(ReaderTest, AKeyGivenTwiceInsideAFieldOfTheJobsOwnLeavesTheFieldOut) {
     EXPECT_TRUE(diag_.kept().empty()) << v << ": " << diag_.kept()[0].message;
     ASSERT_EQ(e.ranks[0].updates[0].extra.size(), 1u) << v;
   }
+  // The empty key given twice in a config's field (it went unreported once the config's
+  // check shared the update's grammar pass, which took an empty key for "none").
+  const Dataset f = read({write("dk4.jsonl", R"({"type": "config", "rank": 1, "opt": {"": 1, "": 2}, "seed": 3})"
+                                             "\n" R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10})" "\n")});
+  ASSERT_EQ(f.update_count(), 1u);
+  const Diagnostic* g = first(Problem::kBadField);
+  ASSERT_NE(g, nullptr);
+  EXPECT_NE(g->message.find(R"(config field "opt" gives the key "" twice in one object)"), std::string::npos)
+      << g->message;
+  ASSERT_TRUE(f.ranks[0].config);
+  EXPECT_EQ(f.ranks[0].config->find("opt"), nullptr);
 }
 
 // An empty parent name, or an empty or over-long recorder error kind, is no name (as a

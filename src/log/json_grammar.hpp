@@ -20,7 +20,7 @@ struct JsonValueProblem {
   std::size_t offset = 0;  ///< byte offset in the value's text: the fault, or the second key given twice
   bool non_finite = false;  ///< JSON but for a NaN or Infinity token (offset: the first)
   bool too_deep = false;    ///< valid so far, but nested deeper than kMaxJsonDepth
-  std::string repeated_key;  ///< JSON, but an object gives this key (decoded) twice
+  std::optional<std::string> repeated_key;  ///< JSON, but an object gives this key (decoded) twice ("" too)
 };
 
 /// nullopt when `json` is one JSON value (surrounding whitespace allowed), else its first

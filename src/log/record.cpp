@@ -131,7 +131,7 @@ std::string check_value(std::string_view json) {
 std::optional<std::string> repeated_json_key(std::string_view json) {
   if (json.find('{') == std::string_view::npos) return std::nullopt;  // (no object, no key)
   auto problem = detail::json_value_problem(json);
-  if (!problem || problem->repeated_key.empty()) return std::nullopt;
+  if (!problem) return std::nullopt;
   return std::move(problem->repeated_key);
 }
 

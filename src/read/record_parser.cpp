@@ -1223,11 +1223,11 @@ bool RecordParser::Impl::parse_update(od::document& doc, od::object& obj, std::s
       }
       // A key given twice in one of its objects: a reader of the report or the imported log
       // would keep one of the two values without a word.
-      if (bad && !bad->repeated_key.empty()) {
+      if (bad && bad->repeated_key) {
         left_out_.push_back({Problem::kBadField, c.column(raw.data() + bad->offset),
                              fmt::format("field \"{}\" gives the key \"{}\" twice in one object (which value is "
                                          "meant?); the field is left out, the record kept",
-                                         printable(key), printable(bad->repeated_key)),
+                                         printable(key), printable(*bad->repeated_key)),
                              {}});
         left_out_keys_.emplace_back(key);
         continue;
