@@ -242,7 +242,7 @@ int run_synth(SynthOptions& opt) {
                         : (mb >= 1 ? fmt::format("{:.1f} MB", mb) : fmt::format("{:.0f} KB", mb * 1000)),
              opt.dir);
   const std::string where = synth::describe(man);
-  print_stderr("{}", where.empty() ? "nothing injected\n" : where);
+  print_stderr("{}", Lines{where.empty() ? std::string_view("nothing injected\n") : std::string_view(where)});
   // Once more now that the logs exist, for a link (written through, not replaced; a hard
   // link's file is replaced by the new one, its log untouched): one the check before could
   // not follow (a link to a link that did not exist then).

@@ -22,16 +22,36 @@
 namespace stepprof::cli {
 
 /// `text` with its control characters and bytes that are no valid UTF-8 written as \xNN
-/// (printable()), line by line: a message's own line breaks stay.
+/// (printable()), line by line: the line breaks of a message stepprof built stay.
 std::string printable_lines(std::string_view text);
 
+/// An argument of print_stderr that is several lines of stepprof's own (synth's list of
+/// what it injected): printed line by line, its line breaks kept.
+struct Lines {
+  std::string_view text;
+};
+
+}  // namespace stepprof::cli
+
+// (For print_stderr's compile-time check of its format; the text printed is shown_arg's.)
+template <>
+struct fmt::formatter<stepprof::cli::Lines> : fmt::formatter<std::string_view> {
+  auto format(const stepprof::cli::Lines& l, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(l.text, ctx);
+  }
+};
+
+namespace stepprof::cli {
+
 // A message's argument as printed: text (a path or value from the command line, a name
-// from a log) made printable; anything else as it is.
+// from a log) made printable, a line break included (a value cannot start a line of its
+// own); Lines line by line; anything else as it is.
 template <typename T>
 decltype(auto) shown_arg(T&& a) {
   using U = std::remove_cvref_t<T>;
-  if constexpr (std::is_same_v<U, std::filesystem::path>) return printable_lines(a.string());
-  else if constexpr (std::is_convertible_v<const U&, std::string_view>) return printable_lines(std::string_view(a));
+  if constexpr (std::is_same_v<U, Lines>) return printable_lines(a.text);
+  else if constexpr (std::is_same_v<U, std::filesystem::path>) return printable(a.string());
+  else if constexpr (std::is_convertible_v<const U&, std::string_view>) return printable(std::string_view(a));
   else return std::forward<T>(a);
 }
 

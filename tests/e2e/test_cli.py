@@ -644,6 +644,7 @@ def test_command_line_values_in_messages_are_escaped(tmp_path):
         (("report", "--format", esc + "X\u202e", LOG), "\\x1b[31mX\\xe2\\x80\\xae"),
         (("report", "-o", str(tmp_path / ("no" + esc) / "x.txt"), LOG), "no\\x1b[31m"),
         ((esc + "RED",), "\\x1b[31mRED"),
+        (("report", "--format", "a\nstepprof: a line of its own", LOG), "a\\x0astepprof: a line of its own"),
         (("synth", "--ranks", "1", "--updates", "2", "-o", str(tmp_path / ("syn" + esc))), "syn\\x1b[31m"),
     ]
     for args, shown in cases:
