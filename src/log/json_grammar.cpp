@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "../util/ascii.hpp"
+#include "../util/text.hpp"
 
 namespace stepprof::detail {
 namespace {

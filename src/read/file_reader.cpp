@@ -22,6 +22,7 @@
 #include "line_source.hpp"
 #include "record_parser.hpp"
 #include "stdout_lines.hpp"
+#include "../util/text.hpp"
 #include "stepprof/schema.hpp"
 
 namespace stepprof::detail {
@@ -705,7 +706,7 @@ class FileParser {
       prefixed_last = ln;
       if (prefixed++ == 0) {
         prefixed_first = ln;
-        prefix_example = printable(trim(prefix).substr(0, 48));
+        prefix_example = printable(detail::prefix_at_character(trim(prefix), 48));
       }
     };
     // Other output of the job (a print, a progress bar) at line `ln`: counted, and said

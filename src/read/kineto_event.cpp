@@ -2,6 +2,7 @@
 #include "json_error.hpp"
 #include "ondemand_alloc.hpp"
 #include "stepprof/schema.hpp"
+#include "../util/text.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -90,7 +91,7 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
   }
   if (t != od::json_type::number) {
     std::string_view raw = trim_token(v.raw_json_token());
-    return f.fail(raw.data(), fmt::format("\"{}\" should be a number or a string, found {}", what, raw.substr(0, 40)),
+    return f.fail(raw.data(), fmt::format("\"{}\" should be a number or a string, found {}", what, prefix_at_character(raw, 40)),
                   Problem::kBadField);
   }
   std::int64_t i = 0;
@@ -103,7 +104,7 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
   const auto e = v.get_double().get(d);
   if (e && !json_number_syntax(raw)) return f.fail_json(e, nullptr, what);
   if (e || !(std::fabs(d) < 9.0e18)) {  // (e: a JSON number beyond a double's range)
-    return f.fail(raw.data(), fmt::format("\"{}\" is out of range: {}", what, raw.substr(0, 40)), Problem::kBadField);
+    return f.fail(raw.data(), fmt::format("\"{}\" is out of range: {}", what, prefix_at_character(raw, 40)), Problem::kBadField);
   }
   // (1.5 and 1.7 were both id 1: a kernel joined another launch. From 2^52 on a double
   // holds no fraction: 4503599627370497.5 was read as ...498, another launch's id. An id
@@ -111,7 +112,7 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
   if (d != std::trunc(d) || std::fabs(d) >= 4503599627370496.0)
     return f.fail(raw.data(),
                   fmt::format("\"{}\" should be a whole number{}, found {}", what,
-                              d == std::trunc(d) ? " written as an integer (a fraction beyond 2^52 cannot be told)" : "", raw.substr(0, 40)),
+                              d == std::trunc(d) ? " written as an integer (a fraction beyond 2^52 cannot be told)" : "", prefix_at_character(raw, 40)),
                   Problem::kBadField);
   out = static_cast<std::int64_t>(d);
   return true;
@@ -127,7 +128,7 @@ bool read_string(od::value v, Fields& f, const char* at, std::string_view what, 
                     fmt::format("\"{}\" should be a string, found {}", what,
                                 raw[0] == '[' ? std::string_view("an array")
                                 : raw[0] == '{' ? std::string_view("an object")
-                                                : raw.substr(0, 40)),
+                                                : prefix_at_character(raw, 40)),
                     Problem::kBadField);
     return f.fail_json(e, at, fmt::format("\"{}\"", what));
   }
@@ -150,10 +151,10 @@ bool read_time(od::value v, Fields& f, std::string_view what, std::int64_t& out)
                     fmt::format("\"{}\" is not a time stepprof reads: {} (expected microseconds, as Kineto writes "
                                 "them, below 9.2e15 in magnitude (9e15 with an exponent): the time in nanoseconds must fit "
                                 "in 64 bits)",
-                                what, raw.substr(0, 40)),
+                                what, prefix_at_character(raw, 40)),
                     Problem::kBadField);
     return f.fail(raw.data(),
-                  fmt::format("\"{}\" should be a number of microseconds, found {}", what, raw.substr(0, 40)),
+                  fmt::format("\"{}\" should be a number of microseconds, found {}", what, prefix_at_character(raw, 40)),
                   other_json ? Problem::kBadField : Problem::kMalformedJson);
   }
   return true;

@@ -21,6 +21,7 @@
 #include "stepprof/record_writer.hpp"
 #include "stepprof/schema.hpp"
 #include "trace_scanner.hpp"
+#include "../util/text.hpp"
 
 namespace stepprof {
 namespace {
@@ -336,7 +337,7 @@ class TraceReader {
   }
 
   static std::string shorten(std::string_view s) {
-    return s.size() > 60 ? fmt::format("{}...", s.substr(0, 57)) : std::string(s);
+    return s.size() > 60 ? fmt::format("{}...", detail::prefix_at_character(s, 57)) : std::string(s);
   }
 
   // The trace's baseTimeNanoseconds (newer PyTorch writes times relative to it), else 0.

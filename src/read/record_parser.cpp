@@ -20,7 +20,7 @@
 #include <fmt/ranges.h>
 
 #include "../log/json_grammar.hpp"
-#include "../util/ascii.hpp"
+#include "../util/text.hpp"
 #include "json_error.hpp"
 #include "ondemand_alloc.hpp"
 #include "record_parser.hpp"
@@ -111,11 +111,7 @@ std::string_view trim(std::string_view s) {
 // A key (or name) for messages, shortened (cut before a UTF-8 continuation byte, so that
 // no character is split); its spaces kept: " 3" is not the key "3".
 std::string shown_key(std::string_view key) {
-  if (key.size() > 40) {
-    std::size_t n = 37;
-    while (n > 0 && (static_cast<unsigned char>(key[n]) & 0xC0) == 0x80) --n;
-    return fmt::format("{}...", key.substr(0, n));
-  }
+  if (key.size() > 40) return fmt::format("{}...", prefix_at_character(key, 37));
   return std::string(key);
 }
 

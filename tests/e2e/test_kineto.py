@@ -1427,6 +1427,17 @@ def test_a_cpu_only_trace_says_so(tmp_path):
     assert "no GPU kernel" not in run("report", with_kernel).stderr
 
 
+def test_a_long_name_shortened_in_a_message_keeps_its_characters_whole(tmp_path):
+    # The name was cut at a byte count, inside a character, and the message showed the
+    # cut character's first byte as \xc3, which the name does not hold.
+    doc = small_trace()
+    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": "\u00e9" * 60, "pid": 1, "tid": 1,
+                               "ts": 1010, "dur": -5})
+    r = run("report", write(tmp_path, "long.json", doc))
+    line = next(l for l in r.stderr.splitlines() if "negative duration" in l)
+    assert "\\x" not in line and "\u00e9" * 28 + "..." in line, line
+
+
 def test_a_trace_of_two_processes_is_not_used(tmp_path):
     # Two ranks' events merged into one file: "rank 0" was reported with rank 1's step
     # and part of each one's kernels.
