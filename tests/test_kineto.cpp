@@ -302,6 +302,9 @@ TEST(KinetoEvent, KindsAndRejections) {
   EXPECT_FALSE(parse(R"({"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "ts": 1, "dur": 2})"));
   EXPECT_EQ(err.problem, Problem::kMissingField);
   EXPECT_EQ(err.message, R"(a kernel has no "name" (it tells NCCL communication from compute))");
+  EXPECT_FALSE(parse(R"({"ph": "X", "cat": "kernel", "name": "", "pid": 0, "tid": 7, "ts": 1, "dur": 2})"));
+  EXPECT_EQ(err.problem, Problem::kBadField);
+  EXPECT_EQ(err.message, R"(a kernel's "name" is empty (it tells NCCL communication from compute))");
   ASSERT_TRUE(parse(R"({"ph": "X", "cat": "gpu_memcpy", "pid": 0, "tid": 7, "ts": 1, "dur": 2})"));
   EXPECT_EQ(ev.kind, EventKind::kMemcpy);
   ASSERT_TRUE(parse(R"({"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "ts": 1, "dur": 2})"));

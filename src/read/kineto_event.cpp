@@ -363,9 +363,11 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
   // Nor one longer than a step log's names may be.
   // A kernel is told NCCL communication or compute by its name: without one it was taken
   // for compute without a word (`"name": null` is a bad field).
-  if (ev.kind == EventKind::kKernel && !have_name)
-    return f.fail(text.data(), "a kernel has no \"name\" (it tells NCCL communication from compute)",
-                  Problem::kMissingField);
+  if (ev.kind == EventKind::kKernel && ev.name.empty())
+    return have_name ? f.fail(name_at, "a kernel's \"name\" is empty (it tells NCCL communication from compute)",
+                              Problem::kBadField)
+                     : f.fail(text.data(), "a kernel has no \"name\" (it tells NCCL communication from compute)",
+                              Problem::kMissingField);
   if (ev.kind == EventKind::kUserAnnotation || ev.kind == EventKind::kGpuAnnotation) {
     if (ev.name.empty())
       return have_name ? f.fail(name_at, "an annotation's \"name\" is empty", Problem::kBadField)
