@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "../util/text.hpp"
+
 namespace stepprof {
 
 std::string_view code_name(Problem p) {
@@ -48,35 +50,8 @@ std::string_view severity_name(Severity s) {
   return "error";
 }
 
-namespace {
-
-// The length of the valid UTF-8 sequence (RFC 3629: no overlong form, surrogate or code
-// point above U+10FFFF) that starts at text[i], or 0 when none does.
-std::size_t utf8_length(std::string_view text, std::size_t i) {
-  const auto at = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
-  const unsigned b0 = at(0);
-  const auto tail = [&](std::size_t from, std::size_t n) {
-    for (std::size_t k = from; k < n; ++k)
-      if (at(k) < 0x80 || at(k) > 0xBF) return false;
-    return true;
-  };
-  if (i >= text.size()) return 0;
-  if (b0 < 0x80) return 1;
-  if (b0 >= 0xC2 && b0 <= 0xDF) return tail(1, 2) ? 2 : 0;
-  if (b0 >= 0xE0 && b0 <= 0xEF) {
-    const unsigned lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-    return at(1) >= lo && at(1) <= hi && tail(2, 3) ? 3 : 0;
-  }
-  if (b0 >= 0xF0 && b0 <= 0xF4) {
-    const unsigned lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-    return at(1) >= lo && at(1) <= hi && tail(2, 4) ? 4 : 0;
-  }
-  return 0;
-}
-
-}  // namespace
-
 std::size_t control_bytes(std::string_view text, std::size_t i) {
+  using detail::utf8_length;
   const auto at = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
   const unsigned b0 = at(0);
   if (b0 < 0x20 || b0 == 0x7f) return i < text.size() ? 1 : 0;

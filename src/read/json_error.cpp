@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "../util/json_brackets.hpp"
+#include "../util/text.hpp"
 
 namespace stepprof::detail {
 
@@ -45,29 +46,10 @@ std::string shown_byte(unsigned char c) {
 }  // namespace
 
 std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
   for (std::size_t i = 0; i < text.size();) {
-    const unsigned char c = byte(i);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    // The sequence's length and the range of its second byte (RFC 3629, section 4).
-    std::size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) len = 3, lo = 0xA0;
-    else if (c == 0xED) len = 3, hi = 0x9F;
-    else if (c >= 0xE1 && c <= 0xEF) len = 3;
-    else if (c == 0xF0) len = 4, lo = 0x90;
-    else if (c == 0xF4) len = 4, hi = 0x8F;
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else return i;
-    if (i + len > text.size()) return i;
-    if (byte(i + 1) < lo || byte(i + 1) > hi) return i;
-    for (std::size_t k = 2; k < len; ++k)
-      if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return i;
-    i += len;
+    const std::size_t n = utf8_length(text, i);
+    if (n == 0) return i;
+    i += n;
   }
   return std::nullopt;
 }
