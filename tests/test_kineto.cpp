@@ -293,6 +293,14 @@ TEST(KinetoEvent, KindsAndRejections) {
   EXPECT_FALSE(parse(R"({"ph": "X", "cat": "kernel", "ts": "5"})"));
   EXPECT_EQ(err.problem, Problem::kBadField);
   EXPECT_EQ(err.offset, 35u);  // where "5" starts
+  // A string field holding a bare token that is no JSON value is malformed JSON (it was
+  // a bad field); one holding a value of another type is a bad field.
+  EXPECT_FALSE(parse(R"({"ph": X, "cat": "kernel", "ts": 1})"));
+  EXPECT_EQ(err.problem, Problem::kMalformedJson);
+  EXPECT_FALSE(parse(R"({"ph": 5, "cat": "kernel", "ts": 1})"));
+  EXPECT_EQ(err.problem, Problem::kBadField);
+  EXPECT_FALSE(parse(R"({"ph": "X", "cat": kernel, "ts": 1})"));
+  EXPECT_EQ(err.problem, Problem::kMalformedJson);
   EXPECT_FALSE(parse(R"({"ph": "X", "cat": "kernel", "tid": [1]})"));
   EXPECT_EQ(err.problem, Problem::kBadField);
   EXPECT_FALSE(parse(R"({"ph": "X", "cat": "kernel", "tid": 1e300})"));

@@ -118,18 +118,22 @@ bool read_id(od::value v, Fields& f, std::string_view what, std::int64_t& out) {
   return true;
 }
 
-// A string field (ph, cat, name): another JSON type is a bad field, not malformed JSON.
+// A string field (ph, cat, name): another JSON type is a bad field; a bare token that is
+// no JSON value (`"ph": X`) is malformed JSON, as `"dur": NaN` is.
 bool read_string(od::value v, Fields& f, const char* at, std::string_view what, std::string_view& out) {
   const std::string_view raw = trim_token(v.raw_json_token());
   if (auto e = v.get_string().get(out)) {
     // (An array's or object's token is its first character: say which it is.)
-    if (e == simdjson::INCORRECT_TYPE && !raw.empty() && raw[0] != '"')
+    if (e == simdjson::INCORRECT_TYPE && !raw.empty() && raw[0] != '"') {
+      const bool other_json = raw[0] == '[' || raw[0] == '{' || raw == "true" || raw == "false" || raw == "null" ||
+                              json_number_syntax(raw);
       return f.fail(at,
                     fmt::format("\"{}\" should be a string, found {}", what,
                                 raw[0] == '[' ? std::string_view("an array")
                                 : raw[0] == '{' ? std::string_view("an object")
                                                 : prefix_at_character(raw, 40)),
-                    Problem::kBadField);
+                    other_json ? Problem::kBadField : Problem::kMalformedJson);
+    }
     return f.fail_json(e, at, fmt::format("\"{}\"", what));
   }
   return true;
