@@ -19,6 +19,7 @@
 #include "byte_source.hpp"
 #include "kineto_event.hpp"
 #include "kineto_model.hpp"
+#include "../util/text.hpp"
 #include "stepprof/schema.hpp"
 #include "stepprof/kineto.hpp"
 #include "stepprof/reader.hpp"
@@ -889,3 +890,20 @@ TEST_F(KinetoTest, RealTraceStepsAndNcclKernels) {
 }
 
 }  // namespace
+
+// prefix_at_character (src/util/text.hpp): a cut inside a well-formed character leaves
+// the character out whole; bytes that are no valid UTF-8 are cut where the count says (a
+// run of 60 stray continuation bytes had been backed off to an empty prefix).
+TEST(Text, PrefixAtCharacter) {
+  using stepprof::detail::prefix_at_character;
+  EXPECT_EQ(prefix_at_character("abc", 5), "abc");
+  EXPECT_EQ(prefix_at_character("abcdef", 3), "abc");
+  EXPECT_EQ(prefix_at_character("a\xc3\xa9" "b", 2), "a");               // é would be cut after its lead
+  EXPECT_EQ(prefix_at_character("a\xc3\xa9" "b", 3), "a\xc3\xa9");
+  EXPECT_EQ(prefix_at_character("a\xf0\x9f\x98\x80" "b", 4), "a");       // an emoji cut after 3 of 4 bytes
+  EXPECT_EQ(prefix_at_character("a\xf0\x9f\x98\x80" "b", 5), "a\xf0\x9f\x98\x80");
+  EXPECT_EQ(prefix_at_character("[r" + std::string(60, '\xa0'), 10), "[r" + std::string(8, '\xa0'));
+  EXPECT_EQ(prefix_at_character("\xa0\xa0\xa0\xa0", 2), "\xa0\xa0");
+  EXPECT_EQ(prefix_at_character("\xc3\xa9", 0), "");
+}
+

@@ -1608,6 +1608,14 @@ TEST_F(ReaderTest, AKeyGivenTwiceInsideAFieldOfTheJobsOwnLeavesTheFieldOut) {
     EXPECT_TRUE(diag_.kept().empty()) << v << ": " << diag_.kept()[0].message;
     ASSERT_EQ(e.ranks[0].updates[0].extra.size(), 1u) << v;
   }
+  // Two identical escaped keys are named decoded (as "\x00"), not as written ("\u0000").
+  const Dataset h = read({write("dk5.jsonl", kConfig + "\n" +
+                                                 R"({"type": "update", "rank": 1, "step": 2, "wall_ms": 10, )"
+                                                 R"("opt": {"\u0000": 1, "\u0000": 3}})" + "\n")});
+  ASSERT_EQ(h.update_count(), 1u);
+  ASSERT_NE(first(Problem::kBadField), nullptr);
+  EXPECT_NE(first(Problem::kBadField)->message.find(R"(gives the key "\x00" twice)"), std::string::npos)
+      << first(Problem::kBadField)->message;
   // The empty key given twice in a config's field (it went unreported once the config's
   // check shared the update's grammar pass, which took an empty key for "none").
   const Dataset f = read({write("dk4.jsonl", R"({"type": "config", "rank": 1, "opt": {"": 1, "": 2}, "seed": 3})"

@@ -11,6 +11,7 @@
 
 #include "stepprof/analysis/series.hpp"
 #include "stepprof/schema.hpp"
+#include "../util/text.hpp"
 
 namespace stepprof {
 namespace {
@@ -25,9 +26,7 @@ constexpr double kMaxUnixMs = schema::kMaxStartUnixMs;
 // a UTF-8 continuation byte (so that no character is split).
 std::string shown_value(const std::string& json) {
   if (json.size() <= 40) return json;
-  std::size_t n = 40;
-  while (n > 0 && (static_cast<unsigned char>(json[n]) & 0xC0) == 0x80) --n;
-  return json.substr(0, n) + "...";
+  return std::string(detail::prefix_at_character(json, 40)) + "...";
 }
 
 // The update's `start_unix_ms`: absent (nullopt, `bad` empty), or why it cannot be used.

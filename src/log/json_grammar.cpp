@@ -104,18 +104,20 @@ class JsonGrammar {
     for (const auto& [k, where] : keys)
       if (k.find('\\') != std::string_view::npos) decoded.emplace_back(decode(k), where);
     std::optional<std::pair<std::string, std::size_t>> found;
-    auto note = [&](std::string_view key, std::size_t a, std::size_t b) {
-      if (!found || std::max(a, b) < found->second) found = {std::string(key), std::max(a, b)};
+    // (`key` as written, with its escapes, or already decoded: the message names it decoded.)
+    auto note = [&](std::string_view key, std::size_t a, std::size_t b, bool as_written) {
+      if (!found || std::max(a, b) < found->second)
+        found = {as_written ? decode(key) : std::string(key), std::max(a, b)};
     };
     std::sort(keys.begin(), keys.end());
     for (std::size_t k = 1; k < keys.size(); ++k)
-      if (keys[k].first == keys[k - 1].first) note(keys[k].first, keys[k].second, keys[k - 1].second);
+      if (keys[k].first == keys[k - 1].first) note(keys[k].first, keys[k].second, keys[k - 1].second, true);
     for (std::size_t a = 0; a < decoded.size(); ++a) {
       for (const auto& [k, where] : keys)
         if (where != decoded[a].second && k.find('\\') == std::string_view::npos && k == decoded[a].first)
-          note(k, where, decoded[a].second);
+          note(k, where, decoded[a].second, false);  // (k has no escape)
       for (std::size_t b = a + 1; b < decoded.size(); ++b)
-        if (decoded[a].first == decoded[b].first) note(decoded[a].first, decoded[a].second, decoded[b].second);
+        if (decoded[a].first == decoded[b].first) note(decoded[a].first, decoded[a].second, decoded[b].second, false);
     }
     if (found) repeated_ = std::move(found);
   }

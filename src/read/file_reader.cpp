@@ -713,10 +713,7 @@ class FileParser {
     // once for the file (one warning per line under --strict).
     auto note_other = [&](std::string_view text, std::uint64_t ln, std::uint64_t col_offset) {
       if (other++ == 0) {
-        std::string_view first = text.substr(0, 60);
-        while (first.size() < text.size() && !first.empty() && (static_cast<unsigned char>(text[first.size()]) & 0xC0) == 0x80)
-          first.remove_suffix(1);  // (not in the middle of a UTF-8 character)
-        other_example = printable(first);
+        other_example = printable(detail::prefix_at_character(text, 60));
       }
       if (other_lines.size() < kOtherLinesNamed) other_lines.push_back(ln);
       if (opt_.strict)

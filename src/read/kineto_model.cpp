@@ -1,5 +1,6 @@
 #include "kineto_model.hpp"
 #include "stepprof/schema.hpp"
+#include "../util/text.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -262,9 +263,7 @@ KinetoModel::PlaceTable KinetoModel::make_places(const std::vector<std::int32_t>
   // the trace but rejected from the log `import kineto` wrote.
   auto with_suffix = [](std::string_view base, const std::string& suffix) {
     if (base.size() + suffix.size() <= schema::kMaxNameBytes) return std::string(base) + suffix;
-    std::size_t n = schema::kMaxNameBytes - suffix.size() - 3;
-    while (n > 0 && (static_cast<unsigned char>(base[n]) & 0xC0) == 0x80) --n;
-    return std::string(base.substr(0, n)) + "..." + suffix;
+    return std::string(prefix_at_character(base, schema::kMaxNameBytes - suffix.size() - 3)) + "..." + suffix;
   };
   for (std::size_t p = 0; p < list.size(); ++p) {
     if (!qualified(list[p])) continue;

@@ -42,13 +42,18 @@ inline std::size_t utf8_length(std::string_view text, std::size_t i) {
 }
 
 /// The longest prefix of `s` of at most `max_bytes` bytes that does not end inside a
-/// UTF-8 character (it backs off continuation bytes at the cut), for a shortened name or
-/// value in a message: a character cut in two printed as a byte the name lacks.
+/// well-formed UTF-8 character (a character the cut would split is left out whole), for a
+/// shortened name or value in a message: a character cut in two printed as a byte the
+/// name lacks. Bytes that are no valid UTF-8 are cut anywhere (each is one \xNN when
+/// printed): a run of them is not backed off.
 inline std::string_view prefix_at_character(std::string_view s, std::size_t max_bytes) {
   if (s.size() <= max_bytes) return s;
-  std::size_t n = max_bytes;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return s.substr(0, n);
+  for (std::size_t k = 1; k <= 3 && k <= max_bytes; ++k) {
+    if ((static_cast<unsigned char>(s[max_bytes - k]) & 0xC0) == 0x80) continue;  // (look back for its lead)
+    if (utf8_length(s, max_bytes - k) > k) return s.substr(0, max_bytes - k);  // a character the cut splits
+    break;
+  }
+  return s.substr(0, max_bytes);
 }
 
 }  // namespace stepprof::detail
