@@ -1457,6 +1457,22 @@ TEST_F(RecorderTest, ALogDirectoryThatCannotBeMadeIsNamedAsSuch) {
   expect_close_warns({"its directory " + dir + "/logs does not exist and could not be created"});
 }
 
+TEST_F(RecorderTest, APathsControlCharactersAreEscapedInMessages) {
+  // The log path went to stderr as given: a newline in it forged a line of the job's
+  // output, an escape sequence reached the terminal. Now \xNN, as the analyzer writes
+  // names; the path itself is used as given.
+  const std::string dir = "/proc/stepprof-\n\x1b[2Jforged-" + std::to_string(getpid());
+  const std::string shown = "/proc/stepprof-\\x0a\\x1b[2Jforged-" + std::to_string(getpid());
+  std::string message;
+  EXPECT_EQ(open(host_only(dir + "/rank{rank}.jsonl"), &message), Status::kWarnIo);
+  EXPECT_NE(message.find("cannot open the log " + shown + "/rank0.jsonl: its directory " + shown + " does not exist"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+  expect_close_warns({"while recording to " + shown + "/rank0.jsonl", "its directory " + shown + " does not exist"});
+}
+
 TEST_F(RecorderTest, CountsBelowZeroOrBeyondADoublesIntegersAreLeftOutAndCounted) {
   TempLog log("badcount");
   ASSERT_EQ(open(host_only(log.path)), Status::kOk);

@@ -25,6 +25,7 @@
 
 #include "internal.hpp"
 #include "stepprof/device_timer.hpp"
+#include "stepprof/diagnostics.hpp"
 #include "stepprof/line_sink.hpp"
 #include "stepprof/record.hpp"
 #include "stepprof/record_writer.hpp"
@@ -50,7 +51,7 @@ std::string open_error_text(const std::string& path, int err) {
     const std::string dir = path.substr(0, slash);
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0 && errno == ENOENT)
-      return "its directory " + dir + " does not exist and could not be created: " + std::strerror(err);
+      return "its directory " + printable(dir) + " does not exist and could not be created: " + std::strerror(err);
   }
   return std::strerror(err);
 }
@@ -154,6 +155,9 @@ class Core {
   std::uint64_t session_ = 0;
   Options opts_;
   std::string path_, run_id_, device_status_;
+  // path_ as messages show it: control characters and bytes that are no UTF-8 as \xNN
+  // (printable()), so that a path cannot forge a line of stderr or move the cursor.
+  std::string shown_path_;
   std::shared_ptr<LineSink> sink_;
   int open_errno_ = 0, write_errno_ = 0;
   bool partial_line_ = false;
@@ -466,6 +470,7 @@ Status Core::open(const Options& o, std::string* message) {
   opts_.config.clear();
   opts_.config_json.clear();
   path_ = expand_rank(o.path, o.rank);
+  shown_path_ = printable(path_);
   run_id_ = run_id_for(o);
 
   // Device timing.
@@ -543,7 +548,7 @@ Status Core::open(const Options& o, std::string* message) {
   }
   std::string truncated_note;
   if (same_run_log && sink_)
-    truncated_note = "stepprof: " + path_ + " held records of this run (run_id \"" + run_id_ +
+    truncated_note = "stepprof: " + shown_path_ + " held records of this run (run_id \"" + printable(run_id_) +
                      "\"), and was truncated: a job resumed from a checkpoint? Open with append (Options::append; "
                      "append=True in Python) to keep the earlier records (the analyzer then reads both parts as one run)";
   if (!truncated_note.empty() && opts_.print_warnings) std::fprintf(stderr, "%s\n", truncated_note.c_str());
@@ -588,7 +593,7 @@ Status Core::open(const Options& o, std::string* message) {
   if (const char* env = std::getenv("STEPPROF_CLOCK");
       env && *env && std::strcmp(env, "steady_clock") != 0 && std::strcmp(env, "tsc") != 0) {  // ("": unset)
     count_global_error(ErrorKind::kBadArgument);
-    setting_ignored = std::string("stepprof: STEPPROF_CLOCK=") + env +
+    setting_ignored = "stepprof: STEPPROF_CLOCK=" + printable(env) +
                       " is not a clock stepprof knows (steady_clock, tsc); the clock is " +
                       (g_use_tsc ? "tsc" : "steady_clock") + " (counted as bad_argument)";
     if (opts_.print_warnings) std::fprintf(stderr, "%s\n", setting_ignored.c_str());
@@ -609,7 +614,7 @@ Status Core::open(const Options& o, std::string* message) {
   if (!config_written && !open_errno_) {
     pending_config_ = config_line + '\n';
     pending_config_failures_ = 1;
-    std::string msg = "stepprof: cannot write the config record to " + path_ + ": " +
+    std::string msg = "stepprof: cannot write the config record to " + shown_path_ + ": " +
                       std::strerror(write_errno_ ? write_errno_ : EIO) +
                       "; the recorder keeps running, counts the records it cannot write, and writes the config "
                       "record with the next update record";
@@ -617,7 +622,7 @@ Status Core::open(const Options& o, std::string* message) {
     return fail(Status::kWarnIo, std::move(msg));
   }
   if (open_errno_) {
-    std::string msg = "stepprof: cannot open the log " + path_ + ": " + open_error_text(path_, open_errno_) +
+    std::string msg = "stepprof: cannot open the log " + shown_path_ + ": " + open_error_text(path_, open_errno_) +
                       "; the recorder keeps running and counts the records it cannot write";
     if (opts_.print_warnings) std::fprintf(stderr, "%s\n", msg.c_str());
     return fail(Status::kWarnIo, std::move(msg));
@@ -867,7 +872,7 @@ bool Core::log_fd_taken(const char* at, std::int64_t step, std::optional<LineSin
     std::fprintf(stderr,
                  "stepprof: the descriptor of the log %s was closed by the program and its number now leads to "
                  "another file: no record is written there (found at %s%s)\n",
-                 path_.c_str(), at,
+                 shown_path_.c_str(), at,
                  step >= 0 ? (" " + std::to_string(step) + ": that record and the later ones are write_failed").c_str()
                            : "");
   return true;
@@ -890,7 +895,7 @@ void Core::check_log_file(std::int64_t step) {
       std::fprintf(stderr,
                    "stepprof: the log %s leads to a file that was deleted while recorded to: its records are in no "
                    "file\n",
-                   path_.c_str());
+                   shown_path_.c_str());
     return;
   }
   const std::int64_t lost = records_written_;
@@ -905,7 +910,7 @@ void Core::check_log_file(std::int64_t step) {
   pending_config_ = config_line_ + '\n';  // (not a failed write: none is taken back)
   pending_config_failures_ = 0;
   if (!opts_.print_warnings) return;  // (close() says it too)
-  const std::string msg = "stepprof: the log " + path_ + " was deleted while recorded to: the " +
+  const std::string msg = "stepprof: the log " + shown_path_ + " was deleted while recorded to: the " +
                           std::to_string(lost) + " record(s) written to it are in no file; " +
                           (sink_ ? "it is made again, with the config record and update " + std::to_string(step) + " on"
                                  : "it cannot be made again (" + std::string(std::strerror(write_errno_)) +
@@ -1095,7 +1100,7 @@ void Core::say_at_exit() noexcept {
     // use runs after this handler: the line says "not closed yet", not "never".)
     std::string msg = "stepprof: at exit the recorder is still open (no close() yet): " +
                       std::to_string(records_written_ - static_cast<std::int64_t>(queued)) + " record(s) written to " +
-                      path_;
+                      shown_path_;
     if (fd_taken_)
       msg += "; the log's descriptor was closed by the program and its number now leads to another file: " +
              std::to_string(queued) + " record(s) queued for it were dropped, and later records not written";
@@ -1160,7 +1165,7 @@ Status Core::close(std::string* message) {
     if (message) message->clear();
     return Status::kOk;
   }
-  std::string msg = "stepprof: the recorder counted " + std::to_string(errors) + " error(s) while recording to " + path_ + " (" +
+  std::string msg = "stepprof: the recorder counted " + std::to_string(errors) + " error(s) while recording to " + shown_path_ + " (" +
                     kinds + "); " + std::to_string(records_written_) + " record(s) written";
   if (total_[static_cast<std::size_t>(ErrorKind::kUnwrittenAtClose)])
     msg += open_here ? "; what was recorded after the last end_update() was not written, and regions were still open "
