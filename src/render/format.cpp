@@ -4,13 +4,15 @@
 #include <wchar.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cwchar>
 #include <locale>
 #include <optional>
 
 #include <fmt/format.h>
+
+#include "stepprof/diagnostics.hpp"
+#include "../util/text.hpp"
 
 namespace stepprof::detail {
 namespace {
@@ -91,17 +93,20 @@ std::size_t width(const std::string& s) {
 }
 }  // namespace
 
-std::string shorten_middle(const std::string& s, std::size_t max_columns) {
+std::string shorten_middle(std::string_view raw, std::size_t max_columns) {
+  std::string whole = printable(raw);
+  if (max_columns < 3 || width(whole) <= max_columns) return whole;
+  // The name's characters as written (a byte that is no UTF-8 is one of its own), each
+  // with the columns its escaped form takes: "\xNN" per byte of a control character.
   struct Char {
     std::size_t at, bytes, cols;
   };
   std::vector<Char> chars;
-  std::size_t total = 0;
-  each_char(s, [&](std::size_t at, std::size_t bytes, std::size_t cols) {
-    chars.push_back({at, bytes, cols});
-    total += cols;
-  });
-  if (total <= max_columns || max_columns < 3) return s;
+  for (std::size_t i = 0; i < raw.size();) {
+    const std::size_t n = std::max<std::size_t>(utf8_length(raw, i), 1);
+    chars.push_back({i, n, width(printable(raw.substr(i, n)))});
+    i += n;
+  }
   const std::size_t room = max_columns - 1;  // (the ellipsis takes one column)
   std::size_t head_end = 0, cols = 0;       // head: the first ceil(room / 2) columns
   while (head_end < chars.size() && cols + chars[head_end].cols <= (room + 1) / 2) cols += chars[head_end++].cols;
@@ -110,40 +115,9 @@ std::string shorten_middle(const std::string& s, std::size_t max_columns) {
     tail_cols += chars[--tail_begin].cols;
   // (A combining mark first in the tail would sit on the ellipsis: it goes with its base.)
   while (tail_begin < chars.size() && chars[tail_begin].cols == 0) ++tail_begin;
-  std::size_t head_bytes = head_end < chars.size() ? chars[head_end].at : s.size();
-  std::size_t tail_at = tail_begin < chars.size() ? chars[tail_begin].at : s.size();
-  // A cut inside an escape "\xNN" (printable()'s, four ASCII bytes) moves out of it: the
-  // head ends before it, the tail starts after it.
-  auto escape_around = [&](std::size_t cut) -> std::optional<std::size_t> {
-    for (std::size_t k = 1; k <= 3 && k <= cut; ++k)
-      if (cut - k + 4 <= s.size() && s[cut - k] == '\\' && s[cut - k + 1] == 'x' &&
-          std::isxdigit(static_cast<unsigned char>(s[cut - k + 2])) &&
-          std::isxdigit(static_cast<unsigned char>(s[cut - k + 3])))
-        return cut - k;
-    return std::nullopt;
-  };
-  if (const auto e = escape_around(head_bytes)) head_bytes = *e;
-  if (const auto e = escape_around(tail_at); e && tail_at < s.size()) tail_at = std::max(tail_at, *e + 4);
-  // The bytes of one character escaped one by one ("\xe2\x80\xae", U+202E) stay whole:
-  // a head ending inside them ends before them, a tail starting inside starts after them.
-  auto escaped_byte = [&](std::size_t at) -> int {  // the byte "\xNN" at `at` stands for, or -1
-    if (at + 4 > s.size() || s[at] != '\\' || s[at + 1] != 'x' || !std::isxdigit(static_cast<unsigned char>(s[at + 2])) ||
-        !std::isxdigit(static_cast<unsigned char>(s[at + 3])))
-      return -1;
-    return std::stoi(s.substr(at + 2, 2), nullptr, 16);
-  };
-  const auto continuation = [](int b) { return b >= 0x80 && b < 0xC0; };
-  std::size_t lead = head_bytes, after_lead = 0;  // back over continuation bytes to their lead
-  while (lead >= 4 && continuation(escaped_byte(lead - 4))) lead -= 4, ++after_lead;
-  if (lead >= 4 && escaped_byte(lead - 4) >= 0xC0) {
-    const int b = escaped_byte(lead - 4);
-    const std::size_t length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;  // the lead's sequence, in bytes
-    if (after_lead + 1 < length) head_bytes = lead - 4;
-  } else if (after_lead > 0) {
-    head_bytes = lead;  // continuation bytes without their lead
-  }
-  while (tail_at < s.size() && continuation(escaped_byte(tail_at))) tail_at += 4;
-  return s.substr(0, head_bytes) + "\u2026" + s.substr(tail_at);
+  const std::size_t head_bytes = head_end < chars.size() ? chars[head_end].at : raw.size();
+  const std::size_t tail_at = tail_begin < chars.size() ? chars[tail_begin].at : raw.size();
+  return printable(raw.substr(0, head_bytes)) + "\u2026" + printable(raw.substr(tail_at));
 }
 
 std::string indented(std::string_view unit, int depth, const std::string& name) {

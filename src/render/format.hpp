@@ -28,11 +28,14 @@ std::string rank_label(std::int64_t rank);
 
 namespace stepprof::detail {
 
-/// `s` if it takes at most `max_columns` terminal columns (display width, as TextTable
-/// measures it); else its beginning and its end around "\u2026" (one column), at most
-/// `max_columns` in all, cut only between characters, never inside an escape "\xNN"
-/// (printable()'s: cut before it). (A `max_columns` below 3 returns `s`.)
-std::string shorten_middle(const std::string& s, std::size_t max_columns);
+/// The name `raw` as printable() writes it (control characters and bytes that are no
+/// UTF-8 as \xNN per byte), if that takes at most `max_columns` terminal columns
+/// (display width, as TextTable measures it); else the escaped beginning and end of
+/// `raw` around "\u2026" (one column), at most `max_columns` in all. The cut is made in
+/// `raw`, between its characters, so a character escaped as several \xNN (U+202E is
+/// \xe2\x80\xae) is shown whole or not at all, and a combining mark stays with its
+/// base. (A `max_columns` below 3 returns the whole name, escaped.)
+std::string shorten_middle(std::string_view raw, std::size_t max_columns);
 
 /// Nesting levels a table indents its first column by; a deeper row is indented that
 /// far and its name starts "(level N) " (a trace nested thousands deep made the text

@@ -51,10 +51,11 @@ void block(const detail::Block& b, std::string& out) {
     bool shortened = false;
     for (std::size_t i = 0; i < t->rows.size(); ++i) {
       auto row = t->rows[i];
+      const std::string raw_name = row.empty() ? std::string() : row[0];  // (cut as written, then escaped)
       for (auto& cell : row) cell = printable(cell);
       const int depth = i < t->depth.size() ? t->depth[i] : 0;
       if (!row.empty()) {
-        std::string name = detail::shorten_middle(row[0], kNameColumns);
+        std::string name = detail::shorten_middle(raw_name, kNameColumns);
         shortened = shortened || name != row[0];
         row[0] = detail::indented("  ", depth, name);
       }

@@ -636,6 +636,22 @@ def test_a_shortened_name_keeps_each_escaped_character_whole(tmp_path):
         assert head.startswith("AAAA") and tail.endswith("BBBBB"), shown
 
 
+def test_a_shortened_name_uses_every_column_its_characters_allow(tmp_path):
+    # The cut was made in the escaped text and then moved out of an escape, which lost
+    # the columns of the escape's part: "A" * 22 + "\x01" + ... showed 46 of 48 columns.
+    # It is made between the name's own characters now, each as wide as its escape.
+    lines = LOG.read_text().splitlines()
+    name = "A" * 22 + "\x01" + "B" * 40 + "\u202e" + "C" * 3
+    log = tmp_path / "long.jsonl"
+    log.write_text("\n".join([lines[0]] + [l.replace('"prepare_inputs"', json.dumps(name)) for l in lines[1:]]))
+    r = run("report", log)
+    assert r.returncode == 0, r.stderr
+    shown = next(l for l in r.stdout.splitlines() if "AAAA" in l and "\u2026" in l).split()[0]
+    head, tail = shown.split("\u2026")
+    assert head == "A" * 22, shown  # (the escape's 4 columns do not fit in the head's 24)
+    assert len(shown) == 48 and tail.endswith("B\\xe2\\x80\\xaeCCC"), shown
+
+
 def test_command_line_values_in_messages_are_escaped(tmp_path):
     # Values and paths typed on the command line were echoed raw in messages: a script
     # passing such a path drove the terminal. They are written as the log's names are.
