@@ -267,8 +267,13 @@ PYBIND11_MODULE(_core, m) {
       "microbatch",
       [](const std::vector<std::int64_t>& frames, const std::vector<std::int64_t>& tokens, const std::string& path,
          std::int64_t padded_length) {
-        if (!frames.empty() && !tokens.empty() && frames.size() != tokens.size())
+        if (!frames.empty() && !tokens.empty() && frames.size() != tokens.size()) {
+          // (The C ABI takes one length for both: a call with samples and neither array
+          // is its bad micro-batch, counted as bad_argument as the C++ recorder counts
+          // this one.)
+          stepprof_microbatch(nullptr, nullptr, 1, nullptr, -1);
           throw std::invalid_argument("frames and tokens must have one entry per sample");
+        }
         const std::size_t n = frames.empty() ? tokens.size() : frames.size();
         const int s = stepprof_microbatch(frames.empty() ? nullptr : frames.data(),
                                           tokens.empty() ? nullptr : tokens.data(), n,

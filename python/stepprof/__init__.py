@@ -20,8 +20,11 @@ The recorder never raises into the training loop for what it cannot do (a file i
 cannot write, a full disk) nor for the state it is in (a second Recorder while one is
 open, a call after close(), e.g. from a logging thread that outlives training): it counts
 those errors (`errors`, the next record's `recorder_errors`, close()), and warns once.
-A wrong type or value of an argument (a count of 1.5, a negative one) is a programming
-error found at the first call: TypeError / ValueError.
+Nor for a value that the data gave (a negative count, a NaN padding fraction from an
+empty micro-batch, an index above 2^53): it may appear only at hour 20 of a run, so it is
+not recorded and is counted as bad_argument, with one RecorderWarning. A wrong type of
+an argument (a count of 1.5 or "3", a name that is no str) is a programming error found
+at the first call: TypeError.
 """
 from __future__ import annotations
 
@@ -94,12 +97,14 @@ _MAX_BATCH_COUNT = 2**32  # samples of one frame count in one update (schema.hpp
 
 
 def _count(value: Any, what: str) -> int:
-    """`value` as a count, dimension or dataset index: an integer (as _integer) from 0 to
-    2^53; ValueError outside that range."""
-    n = _integer(value, what)
-    if not 0 <= n <= _MAX_COUNT:
-        raise ValueError(f"{what} {n} is outside 0 to 2^53 (what a record holds exactly)")
-    return n
+    """`value` as a count, dimension or dataset index for the C ABI, which takes 0 to 2^53
+    and counts any other value as bad_argument: an integer (TypeError otherwise, as
+    _integer); one beyond int64 is clamped to int64's range (still outside 0 to 2^53, so
+    it is counted, not recorded), not raised: such a value comes from the data."""
+    try:
+        return _integer(value, what)
+    except ValueError:  # (beyond int64: _integer took the type)
+        return 2 ** 63 - 1 if operator.index(value) > 0 else -(2 ** 63)
 
 
 def _utf8(text: str) -> str:
@@ -572,6 +577,7 @@ class Recorder:
         self._regions: dict[str, Region] = {}
         self._counters: dict[str, int] = {}
         self._warned_write = False
+        self._warned_value = False  # (_bad_value)
 
     def __copy__(self) -> "Recorder":
         # The process's recorder, not a value: a copy sharing its handle closed it when
@@ -700,15 +706,12 @@ class Recorder:
 
     def count(self, name: str, n: int = 1) -> None:
         """Adds n [count] to counter `name` in the current update (thread-safe).
-        Raises TypeError for a non-integer n and ValueError for a negative one (counts
-        of work items are >= 0) or one above 2^53. Once closed it does nothing (counted
+        Raises TypeError for a non-integer n. A negative n (counts of work items are
+        >= 0) or one above 2^53 is not added: counted as bad_argument, with a
+        RecorderWarning the first time (_bad_value). Once closed it does nothing (counted
         as used_after_close)."""
         if type(n) is not int or not 0 <= n <= _MAX_COUNT:  # (the common case checked at once)
-            n = _integer(n, "count")
-            if n < 0:
-                raise ValueError(f"count {n} for counter {name!r} is negative (counts are >= 0)")
-            if n > _MAX_COUNT:
-                raise ValueError(f"count {n} for counter {name!r} is above 2^53 (what a record holds exactly)")
+            n = _count(n, "count")
         if not self._handle:
             _name(name, "counter")
             self._usable("count")  # (counted)
@@ -718,43 +721,52 @@ class Recorder:
             c, recorded = _core.counter(_name(name, "counter"))
             if recorded and len(self._counters) < _MAX_CACHED_NAMES:  # (as region())
                 self._counters[name] = c
-        _core.counter_add(c, n)
+        try:
+            _core.counter_add(c, n)
+        except ValueError as e:  # (an unknown id cannot be: ids come from _core.counter)
+            self._bad_value("count", f"count {n} for counter {name!r}", e)
 
     def frame(self, frames: int, samples: int = 1) -> None:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram.
-        Raises ValueError for a value outside 0 to 2^53, or `samples` above 2^32 (no real
-        batch; the reader rejects such a count). An add that takes the update's count for
-        `frames` above 2^32 is left out and counted as a bad_argument error. Adding 0 samples
+        TypeError for a non-integer. A value outside 0 to 2^53, or `samples` above 2^32
+        (no real batch; the reader rejects such a count), is not added: counted as
+        bad_argument, with a RecorderWarning the first time. An add that takes the
+        update's count for `frames` above 2^32 is left out and counted as a bad_argument
+        error too. Adding 0 samples
         writes nothing (no bucket of 0 samples). Once closed it does nothing (counted as
         used_after_close)."""
         n, f = samples, frames
         if type(n) is not int or type(f) is not int or not 0 <= n <= _MAX_BATCH_COUNT or not 0 <= f <= _MAX_COUNT:
             n = _count(samples, "samples")  # (the common case checked at once)
-            if n > _MAX_BATCH_COUNT:
-                raise ValueError(f"samples {n} is above 2^32 in one update (no real batch; the reader rejects it)")
             f = _count(frames, "frames")
         if self._usable("frame"):
-            _core.frame_histogram_add(f, n)
+            try:
+                _core.frame_histogram_add(f, n)
+            except ValueError as e:
+                self._bad_value("frame", f"frame({frames}, samples={samples})", e)
 
     def input_shape(self, shape: Sequence[int]) -> None:
         """Counts one micro-batch whose token tensor has this shape, (batch, padded_length): the
         padding analysis reads the padded length (a shape of another number of dimensions is
         written, and not used for padding; the reader warns).
-        Raises ValueError for no dimensions or one outside 0 to 2^53. Once closed it does
-        nothing (counted as used_after_close). TypeError for a str or bytes (its characters
-        are no dimensions)."""
+        A shape of no dimensions or with one outside 0 to 2^53 is not recorded: counted as
+        bad_argument, with a RecorderWarning the first time. Once closed it does nothing
+        (counted as used_after_close). TypeError for a str or bytes (its characters are no
+        dimensions) or a dimension that is no integer."""
         if isinstance(shape, (str, bytes)):
             raise TypeError(f"an input shape is a sequence of integers, e.g. (8, 3154), not {type(shape).__name__} "
                             f"{shape!r}")
         dims = [_count(d, "input shape dimension") for d in shape]
-        if not dims:
-            raise ValueError("an input shape needs at least one dimension")
         if self._usable("input_shape"):
-            _core.input_shape(dims)
+            try:
+                _core.input_shape(dims)
+            except ValueError as e:
+                self._bad_value("input_shape", f"input shape {tuple(shape)!r}", e)
 
     def sample_indices(self, indices: Iterable[int]) -> None:
-        """Appends dataset indices to the update's sample_indices. Raises ValueError for
-        an index outside 0 to 2^53 (and records none of them). Once closed it does
+        """Appends dataset indices to the update's sample_indices. With an index outside
+        0 to 2^53 it records none of them: counted as bad_argument, with a RecorderWarning
+        the first time. TypeError for an index that is no integer. Once closed it does
         nothing (counted as used_after_close)."""
         if hasattr(indices, "tolist") and not isinstance(indices, (list, tuple)):
             # A numpy array or torch tensor (a DataLoader's index batch): its elements as
@@ -765,22 +777,29 @@ class Recorder:
             indices = listed
         checked = [_count(i, "sample index") for i in indices]
         if self._usable("sample_indices"):
-            _core.sample_indices(checked)
+            try:
+                _core.sample_indices(checked)
+            except ValueError as e:
+                bad = next((i for i in checked if not 0 <= i <= _MAX_COUNT), None)
+                self._bad_value("sample_indices", f"sample index {bad}", e)
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
         it from the token_slots and valid_tokens counters. With both counters recorded,
         the analyzer uses them, and a fraction more than 1e-4 from 1 - valid_tokens /
         token_slots is a bad-field warning there. Raises TypeError for a
-        string or a bool (or anything float() cannot take as a number) and ValueError outside
-        [0, 1] or for NaN. Once closed it does nothing (counted as used_after_close)."""
+        string or a bool (or anything float() cannot take as a number). A fraction outside
+        [0, 1] or NaN (1 - mask.mean() of an empty micro-batch) is not recorded: counted as
+        bad_argument, with a RecorderWarning the first time. Once closed it does nothing
+        (counted as used_after_close)."""
         if isinstance(fraction, (str, bytes, bytearray, bool)):
             raise TypeError(f"padding fraction should be a number, got {type(fraction).__name__} {fraction!r}")
         f = float(fraction)
-        if not 0.0 <= f <= 1.0:
-            raise ValueError(f"padding fraction {fraction} is outside [0, 1]")
         if self._usable("padding_fraction"):
-            _core.set_padding_fraction(f)
+            try:
+                _core.set_padding_fraction(f)
+            except ValueError as e:
+                self._bad_value("padding_fraction", f"padding fraction {f}", e)
 
     def microbatch(
         self,
@@ -799,19 +818,24 @@ class Recorder:
 
             rec.microbatch(frames=[9, 9, 3, 9], tokens=[121, 98, 40, 110], path="vggt_single")
 
-        Raises ValueError for counts outside 0 to 2^53, frames and tokens of different
-        lengths, or a padded length below a sample's tokens. Once closed it does nothing
-        (counted as used_after_close)."""
+        A micro-batch with a count outside 0 to 2^53, frames and tokens of different
+        lengths, or a padded length below a sample's tokens or negative is not recorded:
+        counted as bad_argument, with a RecorderWarning the first time. TypeError for a
+        count that is no integer. Once closed it does nothing (counted as
+        used_after_close)."""
         f = [_count(x, "frames") for x in frames] if frames is not None else []
         t = [_count(x, "tokens") for x in tokens] if tokens is not None else []
-        if f and t and len(f) != len(t):
-            raise ValueError(f"frames ({len(f)}) and tokens ({len(t)}) must have one entry per sample")
+        # (A negative padded_length is the C ABI's "its longest sample": one given here is
+        # a bad value, sent as one below every sample's tokens is.)
         pad = -1 if padded_length is None else _count(padded_length, "padded_length")
-        if padded_length is not None and any(x > pad for x in t):
-            raise ValueError(f"padded_length {padded_length} is below a sample's tokens or negative")
+        if padded_length is not None and pad < 0:
+            pad = _MAX_COUNT + 1
         p = "" if path is None else _name(path, "code path region")
         if self._usable("microbatch"):
-            _core.microbatch(f, t, p, pad)
+            try:
+                _core.microbatch(f, t, p, pad)
+            except ValueError as e:
+                self._bad_value("microbatch", f"micro-batch (frames {f}, tokens {t}, padded_length {padded_length})", e)
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
@@ -1128,6 +1152,16 @@ class Recorder:
             _warn_in_loop(f"stepprof: Recorder.{call}() after close() records nothing (counted as used_after_close "
                           "in the recorder's errors; further calls are counted without a warning)",
                           stacklevel=stacklevel)  # (5: at the caller of region(), count(), ... via _usable)
+
+    def _bad_value(self, call: str, what: str, error: Exception) -> None:
+        # A value the C ABI refused (it counted it as bad_argument, so the next record's
+        # recorder_errors and close() say so): warned about once per Recorder, never
+        # raised. The value may come from the data, at any step of a long run.
+        if self._warned_value:
+            return
+        self._warned_value = True
+        _warn_in_loop(f"stepprof: Recorder.{call}(): {what} is not recorded ({error}); counted as bad_argument in "
+                      "the recorder's errors; further bad values are counted without a warning", stacklevel=4)
 
     def _forked(self) -> bool:
         # A fork() child of the process that opened this recorder: its copy is closed, and

@@ -246,8 +246,8 @@ def test_recorder_does_not_import_torch(tmp_path):
 def test_a_counter_sum_above_2_53_is_left_out_and_counted(tmp_path):
     path = tmp_path / "wrap.jsonl"
     rec = stepprof.Recorder(str(path), device_timing="off")
-    with pytest.raises(ValueError, match="above 2\\^53"):
-        rec.count("big", 2**62)  # one count beyond what a record holds exactly
+    with pytest.warns(stepprof.RecorderWarning, match="above 2\\^53"):
+        rec.count("big", 2**62)  # one count beyond what a record holds exactly: counted
     for _ in range(4):
         rec.count("big", 2**52)  # 2^54 in all: above 2^53
     rec.count("fine", 3)
@@ -257,8 +257,8 @@ def test_a_counter_sum_above_2_53_is_left_out_and_counted(tmp_path):
         errors = rec.close()
     record = json.loads(path.read_text().splitlines()[1])
     assert record["counts"] == {"fine": 3}
-    assert record["recorder_errors"] == {"bad_argument": 1}
-    assert errors == {"bad_argument": 1}
+    assert record["recorder_errors"] == {"bad_argument": 2}  # (the count of 2^62 and the sum)
+    assert errors == {"bad_argument": 2}
 
 
 def test_missing_log_directory_is_created(tmp_path):
@@ -278,31 +278,56 @@ def test_an_unknown_region_role_is_rejected_at_open(tmp_path):
     rec.close()
 
 
-def test_wrong_argument_types_and_values_raise(tmp_path):
+def test_wrong_argument_types_raise_and_bad_values_are_counted(tmp_path):
+    # A wrong type is a programming error found at the first call: raised. A value out of
+    # range comes from the data and may first appear at hour 20 (a NaN padding fraction
+    # from an empty micro-batch): it raised ValueError into the training loop, which
+    # killed the job; now it is counted as bad_argument, with one warning.
+    path = tmp_path / "t0.jsonl"
     rec = stepprof.Recorder(str(tmp_path / "t{rank}.jsonl"), device_timing="off")
     with pytest.raises(TypeError):
         rec.count("samples", 1.5)  # not silently truncated to 1
     with pytest.raises(ValueError):
-        rec.count("samples", -3)  # the reader would reject the whole update
-    with pytest.raises(ValueError):
         rec.region("a\x00b")  # the C ABI would cut the name at the NUL
     with pytest.raises(TypeError):
         rec.end_update("2")
-    with pytest.raises(ValueError):
-        rec.frame(-1)
-    with pytest.raises(ValueError):
-        rec.count("samples", 2 ** 63)  # beyond int64
-    with pytest.raises(ValueError):
-        rec.input_shape((8, -1))
     with pytest.raises(TypeError, match=r"an input shape is a sequence of integers, e.g. \(8, 3154\), not str '45'"):
         rec.input_shape("45")  # (was: "dimension must be an integer, not str '4'")
     with pytest.raises(TypeError):
         rec.padding_fraction("0.5")  # float() would parse it
-    with pytest.raises(ValueError):
-        rec.padding_fraction(float("nan"))
+    bad_values = [
+        lambda: rec.padding_fraction(float("nan")),
+        lambda: rec.padding_fraction(1.5),
+        lambda: rec.count("samples", -3),  # the reader would reject the whole update
+        lambda: rec.count("samples", 2 ** 63),  # beyond int64
+        lambda: rec.count("samples", -(2 ** 70)),
+        lambda: rec.frame(-1),
+        lambda: rec.frame(3, 2 ** 33),  # samples above 2^32 in one update
+        lambda: rec.input_shape((8, -1)),
+        lambda: rec.input_shape(()),
+        lambda: rec.sample_indices([3, -5]),
+        lambda: rec.microbatch(frames=[9, 9], tokens=[1]),
+        lambda: rec.microbatch(tokens=[40, 90], padded_length=50),
+        lambda: rec.microbatch(tokens=[40], padded_length=-1),
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in bad_values:
+            call()  # (raises nothing)
+    warned = [w for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert len(warned) == 1, [str(w.message) for w in caught]  # the first one only
+    assert "padding fraction nan is not recorded" in str(warned[0].message)
+    assert "bad_argument" in str(warned[0].message)
+    assert warned[0].filename == __file__  # (at the caller's line)
     rec.count("samples", 2)
     rec.end_update(1)
-    rec.close()
+    with pytest.warns(stepprof.RecorderWarning):
+        assert rec.close() == {"bad_argument": len(bad_values)}
+    _, updates = read_log(path)
+    assert updates[0]["counts"] == {"samples": 2}
+    assert updates[0]["recorder_errors"] == {"bad_argument": len(bad_values)}
+    for key in ("padding_fraction", "frame_histogram", "input_shapes", "sample_indices", "microbatches"):
+        assert key not in updates[0], updates[0]
     _, updates = read_log(tmp_path / "t0.jsonl")
     assert updates[0]["counts"] == {"samples": 2}
     for bad in ("0", 0.5):
@@ -1228,15 +1253,14 @@ def test_microbatch_detail(tmp_path):
     rec.microbatch(frames=[9, 9], tokens=[120, 101], path="vggt_batched", padded_length=128)
     rec.microbatch(frames=(3, 9), tokens=[40, 90], path="vggt_single")
     rec.microbatch(frames=[4])
-    with pytest.raises(ValueError):
-        rec.microbatch(frames=[9, 9], tokens=[1])
-    with pytest.raises(ValueError):
-        rec.microbatch(frames=[-1])
-    with pytest.raises(ValueError):
-        rec.microbatch(tokens=[40, 90], padded_length=50)
+    with pytest.warns(stepprof.RecorderWarning, match="one entry per sample"):
+        rec.microbatch(frames=[9, 9], tokens=[1])  # (not recorded, counted)
+    rec.microbatch(frames=[-1])
+    rec.microbatch(tokens=[40, 90], padded_length=50)
     rec.end_update(1)
     rec.end_update(2)
-    assert rec.close() == {}
+    with pytest.warns(stepprof.RecorderWarning):
+        assert rec.close() == {"bad_argument": 3}
     _, updates = read_log(path)
     assert updates[0]["microbatches"] == [
         {"path": "vggt_batched", "frames": [9, 9], "tokens": [120, 101], "padded_length": 128},
@@ -1402,21 +1426,20 @@ def test_a_spawned_worker_running_a_module_level_recorder_again_leaves_the_log_a
         assert "another process is recording to this file" in r.stderr  # each worker says why it writes nothing
 
 
-def test_values_a_record_cannot_hold_raise(tmp_path):
+def test_values_a_record_cannot_hold_are_counted(tmp_path):
     # An index or dimension above 2^53 made the reader reject the whole record; a
-    # negative sample index was dropped silently while negative counts raised.
+    # negative sample index was dropped silently while negative counts raised. Each is
+    # now left out and counted (bad_argument), as the C++ recorder does.
     rec = stepprof.Recorder(str(tmp_path / "r.jsonl"), device_timing="off")
-    with pytest.raises(ValueError, match="sample index -5"):
+    with pytest.warns(stepprof.RecorderWarning, match="sample index -5"):
         rec.sample_indices([3, -5])
-    with pytest.raises(ValueError, match="2\\^53"):
-        rec.input_shape((2 ** 63 - 1, 1))
-    with pytest.raises(ValueError, match="2\\^53"):
-        rec.frame(2 ** 60)
-    with pytest.raises(ValueError, match="2\\^53"):
-        rec.microbatch(frames=[1], tokens=[2 ** 54])
+    rec.input_shape((2 ** 63 - 1, 1))
+    rec.frame(2 ** 60)
+    rec.microbatch(frames=[1], tokens=[2 ** 54])
     rec.input_shape((2, 2 ** 53))
     rec.end_update(0)
-    rec.close()
+    with pytest.warns(stepprof.RecorderWarning):
+        assert rec.close() == {"bad_argument": 4}
     _, updates = read_log(tmp_path / "r.jsonl")
     assert updates[0]["input_shapes"] == {f"(2, {2 ** 53})": 1}
     assert "sample_indices" not in updates[0]
@@ -1749,15 +1772,17 @@ def test_sample_indices_from_numpy_arrays_and_torch_tensors(tmp_path):
     rec.sample_indices(np.arange(5, dtype=np.int64))
     rec.sample_indices(torch.tensor([7, 2 ** 40]))
     rec.sample_indices(np.array([], dtype=np.int32))
-    for bad, error, match in [(np.array([1, -2]), ValueError, "sample index -2"),
-                              (torch.tensor([1.5]), TypeError, "must be an integer"),
+    with pytest.warns(stepprof.RecorderWarning, match="sample index -2"):
+        rec.sample_indices(np.array([1, -2]))  # (counted: a bad value)
+    for bad, error, match in [(torch.tensor([1.5]), TypeError, "must be an integer"),
                               (np.array([[1, 2]]), TypeError, "must be an integer"),
                               (torch.tensor(3), TypeError, "not a 0-d Tensor"),
                               (np.array([True]), TypeError, "must be an integer")]:
         with pytest.raises(error, match=match):
             rec.sample_indices(bad)
     rec.end_update(0)
-    rec.close()
+    with pytest.warns(stepprof.RecorderWarning):
+        assert rec.close() == {"bad_argument": 1}
     _, updates = read_log(tmp_path / "r.jsonl")
     assert updates[0]["sample_indices"] == [0, 1, 2, 3, 4, 7, 2 ** 40]
 
