@@ -532,6 +532,14 @@ TEST(HtmlEscape, TextAndScriptJson) {
   const nlohmann::ordered_json bidi{{"name", "a\u202eevil\u202c"}};
   EXPECT_EQ(json_for_script(bidi), "{\"name\":\"a\\\\xe2\\\\x80\\\\xaeevil\\\\xe2\\\\x80\\\\xac\"}");
   EXPECT_EQ(nlohmann::ordered_json::parse(json_for_script(bidi))["name"], "a\\xe2\\x80\\xaeevil\\xe2\\x80\\xac");
+  // Other control characters were JSON escapes, so a chart's legend drew "new\nline" as
+  // two overlapping lines and a tab as a gap (found by a helper): the text \xNN, as the
+  // tables write them. A backslash written before an "n" stays two characters.
+  const nlohmann::ordered_json controls{{"name", "new\nline\ttab\x01\x1f\x7f \\n \\u0001 \"q\" \u00e9"}};
+  EXPECT_EQ(nlohmann::ordered_json::parse(json_for_script(controls))["name"],
+            "new\\x0aline\\x09tab\\x01\\x1f\\x7f \\n \\u0001 \"q\" \u00e9");
+  EXPECT_EQ(nlohmann::ordered_json::parse(json_for_script(nlohmann::ordered_json{{"a\bb\fc\r", 1}})).begin().key(),
+            "a\\x08b\\x0cc\\x0d");
 }
 
 TEST(ManyRanks, RankNumbersAsRanges) {

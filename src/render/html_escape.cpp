@@ -31,9 +31,28 @@ std::string json_for_script(const nlohmann::ordered_json& data) {
   const std::string json = data.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   std::string out;
   out.reserve(json.size() + json.size() / 16);
+  const auto hex = [](char h) {
+    return h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+  };
   for (std::size_t i = 0; i < json.size(); ++i) {
     const char c = json[i];
-    if (c == '<') out += "\\u003c";
+    if (c == '\\' && i + 1 < json.size()) {  // (backslashes occur only inside strings, as escapes)
+      // A control character (JSON's \n, \t, ..., \u0001): the text \xNN, as the tables
+      // write it (a legend drew a newline as two overlapping lines). Other escapes (\\,
+      // \", \uXXXX of no control) stay, read as a pair so that "\\n" is not taken for \n.
+      const char e = json[i + 1];
+      int code = e == 'b' ? 0x08 : e == 't' ? 0x09 : e == 'n' ? 0x0a : e == 'f' ? 0x0c : e == 'r' ? 0x0d : -1;
+      if (e == 'u' && i + 5 < json.size() && json[i + 2] == '0' && json[i + 3] == '0' && hex(json[i + 4]) >= 0 &&
+          hex(json[i + 4]) <= 1 && hex(json[i + 5]) >= 0) {
+        code = hex(json[i + 4]) * 16 + hex(json[i + 5]);
+        i += 4;
+      }
+      if (code >= 0) out += fmt::format("\\\\x{:02x}", code);
+      else out.append(json, i, 2);
+      ++i;
+    } else if (c == '\x7f') {
+      out += "\\\\x7f";  // (DEL, which JSON leaves as it is)
+    } else if (c == '<') out += "\\u003c";
     else if (c == '>') out += "\\u003e";
     else if (c == '&') out += "\\u0026";
     else if (const std::size_t n = static_cast<unsigned char>(c) >= 0x80 ? control_bytes(json, i) : 0; n > 0) {

@@ -20,9 +20,10 @@ std::string html_escape(std::string_view text);
 /// `data` as JSON for the content of a <script type="application/json"> element: `<`,
 /// `>` and `&` written as \u003c, \u003e and \u0026 (so no "</script>" or "<!--" can
 /// occur). These characters can only occur inside JSON strings, where the escapes mean
-/// the same, so JSON.parse gives back `data`, except for C1 controls, U+2028, U+2029 and
-/// bidirectional overrides and isolates in its strings, which become the text `\xNN` per
-/// byte (as html_escape writes them). Invalid UTF-8 is replaced by U+FFFD.
+/// the same, so JSON.parse gives back `data`, except for control characters (C0, DEL
+/// and C1), U+2028, U+2029 and bidirectional overrides and isolates in its strings, which
+/// become the text `\xNN` per byte (as html_escape writes them): a chart's legend shows a
+/// name as the page's tables do. Invalid UTF-8 is replaced by U+FFFD.
 std::string json_for_script(const nlohmann::ordered_json& data);
 
 }  // namespace stepprof::detail
