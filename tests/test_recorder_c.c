@@ -212,6 +212,34 @@ int main(void) {
   CHECK_CONTAINS(stepprof_last_error(), "stepprof_flush: the log could not be written or persisted");
   stepprof_close(nolog);
 
+  /* Data past max_update_data_bytes: three calls returned STEPPROF_OK with their data
+   * dropped (counted as update_data_full), so a C caller could not tell (found by a
+   * helper); they return STEPPROF_ERR_NO_MEMORY with a message, as stepprof_microbatch. */
+  {
+    stepprof_recorder* small = NULL;
+    CHECK(stepprof_open(path, 0, 1, NULL, "{\"max_update_data_bytes\": 200, \"print_warnings\": false}", &small) ==
+          STEPPROF_OK);
+    int64_t many[20];
+    for (int i = 0; i < 20; ++i) many[i] = i;
+    const int64_t dims[2] = {4, 128};
+    CHECK(stepprof_sample_indices(many, 20) == STEPPROF_OK); /* 160 bytes of 200 */
+    CHECK(stepprof_sample_indices(many, 20) == STEPPROF_ERR_NO_MEMORY);
+    CHECK_CONTAINS(stepprof_last_error(), "stepprof_sample_indices: out of memory or past max_update_data_bytes");
+    CHECK(stepprof_frame_histogram_add(3, 1) == STEPPROF_ERR_NO_MEMORY);
+    CHECK_CONTAINS(stepprof_last_error(), "stepprof_frame_histogram_add: out of memory or past max_update_data_bytes");
+    CHECK(stepprof_input_shape(dims, 2) == STEPPROF_ERR_NO_MEMORY);
+    CHECK_CONTAINS(stepprof_last_error(), "stepprof_input_shape: out of memory or past max_update_data_bytes");
+    CHECK(stepprof_frame_histogram_add(3, 0) == STEPPROF_OK); /* nothing to store */
+    CHECK(stepprof_error_count(small, "update_data_full") == 3);
+    /* A histogram add that takes its bucket past 2^32 samples: refused, and said so. */
+    CHECK(stepprof_end_update(small, 0) == STEPPROF_OK);
+    CHECK(stepprof_frame_histogram_add(5, 4294967296LL) == STEPPROF_OK);
+    CHECK(stepprof_frame_histogram_add(5, 1) == STEPPROF_ERR_ARGUMENT);
+    CHECK_CONTAINS(stepprof_last_error(), "would pass 2^32");
+    CHECK(stepprof_close(small) == STEPPROF_WARN_ERRORS);
+    remove(path);
+  }
+
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
   else printf("all C ABI checks passed\n");
   return failures ? 1 : 0;

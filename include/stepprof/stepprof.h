@@ -143,11 +143,14 @@ int stepprof_counter_register(const char* name, stepprof_counter_id* out);
 int stepprof_counter_add(stepprof_counter_id id, int64_t n);
 /* Counts, dimensions and indices below are 0 to 2^53 (what a record holds exactly); a
  * call with another value records nothing, counts a bad_argument and returns
- * STEPPROF_ERR_ARGUMENT. */
+ * STEPPROF_ERR_ARGUMENT. A call whose data would take the update past
+ * max_update_data_bytes, or that runs out of memory, records nothing, counts
+ * update_data_full or out_of_memory and returns STEPPROF_ERR_NO_MEMORY (as
+ * stepprof_microbatch). */
 /* Adds `samples` samples with `frames` frames each to the update's frame_histogram; an
  * add that would take the update's count for `frames` above 2^32 (the reader's bound for
- * one batch) records nothing and counts a bad_argument (STEPPROF_ERR_ARGUMENT when
- * `samples` alone is above it). Adding 0 samples writes nothing (no bucket of 0 samples). */
+ * one batch) records nothing, counts a bad_argument and returns STEPPROF_ERR_ARGUMENT.
+ * Adding 0 samples writes nothing (no bucket of 0 samples). */
 int stepprof_frame_histogram_add(int64_t frames, int64_t samples);
 /* Counts one micro-batch whose token tensor has shape dims[0..ndims) in input_shapes:
  * {batch, padded_length}, whose padded length the padding analysis reads; a shape of

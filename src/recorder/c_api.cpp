@@ -56,6 +56,12 @@ int reject(std::string_view msg) noexcept {
   return set_error(STEPPROF_ERR_ARGUMENT, msg);
 }
 
+// A per-update data call that could not be stored (the recorder counted it as
+// update_data_full or out_of_memory): STEPPROF_ERR_NO_MEMORY, as stepprof_microbatch's.
+int not_stored(std::string_view call) noexcept {
+  return set_error(STEPPROF_ERR_NO_MEMORY, {call, ": out of memory or past max_update_data_bytes: not recorded (counted)"});
+}
+
 // The status of a call that passes a recorder status through, with a message in
 // last_error whenever it is not ok (stepprof.h promises one for every such status; a
 // status passed on bare left the previous call's message there).
@@ -326,17 +332,24 @@ int stepprof_counter_add(stepprof_counter_id id, int64_t n) {
 }
 
 int stepprof_frame_histogram_add(int64_t frames, int64_t samples) {
-  stepprof::frame_histogram_add(frames, samples);  // (counts a bad_argument itself)
+  // (Counts a bad_argument, update_data_full or out_of_memory itself.)
+  const auto added = stepprof::detail::add_frames(frames, samples);
+  if (added == stepprof::detail::DataAdded::kNotStored) return not_stored("stepprof_frame_histogram_add");
   if (!stepprof::detail::count_ok(frames) || !stepprof::detail::count_ok(samples))
     return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_frame_histogram_add: frames and samples must be 0 to 2^53");
   if (samples > stepprof::schema::kMaxBatchCount)
     return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_frame_histogram_add: samples above 2^32 in one update");
+  if (added == stepprof::detail::DataAdded::kBadArgument)
+    return set_error(STEPPROF_ERR_ARGUMENT,
+                     "stepprof_frame_histogram_add: the update's samples of this frame count would pass 2^32; not added");
   return STEPPROF_OK;
 }
 
 int stepprof_input_shape(const int64_t* dims, size_t ndims) {
-  // (stepprof::input_shape counts a bad_argument for no or a negative dimension itself.)
-  stepprof::input_shape(dims ? std::span<const std::int64_t>(dims, ndims) : std::span<const std::int64_t>());
+  // (Counts a bad_argument for no or a negative dimension, update_data_full or out_of_memory itself.)
+  if (stepprof::detail::add_input_shape(dims ? std::span<const std::int64_t>(dims, ndims)
+                                             : std::span<const std::int64_t>()) == stepprof::detail::DataAdded::kNotStored)
+    return not_stored("stepprof_input_shape");
   if (!dims || ndims == 0) return set_error(STEPPROF_ERR_ARGUMENT, "stepprof_input_shape: no dimensions");
   for (size_t i = 0; i < ndims; ++i)
     if (!stepprof::detail::count_ok(dims[i]))
@@ -346,7 +359,10 @@ int stepprof_input_shape(const int64_t* dims, size_t ndims) {
 
 int stepprof_sample_indices(const int64_t* indices, size_t n) {
   if (!indices && n) return reject("stepprof_sample_indices: indices is NULL");
-  if (n) stepprof::sample_indices(std::span<const std::int64_t>(indices, n));  // (counts a bad_argument itself)
+  // (Counts a bad_argument, update_data_full or out_of_memory itself.)
+  if (n && stepprof::detail::add_sample_indices(std::span<const std::int64_t>(indices, n)) ==
+               stepprof::detail::DataAdded::kNotStored)
+    return not_stored("stepprof_sample_indices");
   for (size_t i = 0; i < n; ++i)
     if (!stepprof::detail::count_ok(indices[i]))
       return set_error(STEPPROF_ERR_ARGUMENT,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -159,6 +160,16 @@ void forget_frames(ThreadStateFull* t, std::uint32_t from) noexcept;
 /// Errors counted outside any thread's hot path (registration, writes, boundaries).
 void count_global_error(ErrorKind k) noexcept;
 std::uint64_t global_error_count(ErrorKind k) noexcept;
+
+/// What a call that adds per-update data did, for the C ABI's status (the C++
+/// functions, frame_histogram_add(), input_shape(), sample_indices(), return nothing):
+/// stored (or nothing to store, or no recorder open); refused, counted as bad_argument;
+/// or not stored, counted as update_data_full (past Options::max_update_data_bytes) or
+/// out_of_memory.
+enum class DataAdded { kStored, kBadArgument, kNotStored };
+DataAdded add_frames(std::int64_t frames, std::int64_t samples) noexcept;
+DataAdded add_input_shape(std::span<const std::int64_t> dims) noexcept;
+DataAdded add_sample_indices(std::span<const std::int64_t> indices) noexcept;
 
 // Clock (clock.cpp).
 /// Host clock ticks -> ns at the best current estimate.

@@ -1316,60 +1316,78 @@ Status info(RecorderInfo& out) noexcept {
 }
 Status set_device_stream(void* cu_stream) noexcept { return core().set_device_stream(cu_stream); }
 
-void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept {
+}  // namespace recording
+}  // namespace stepprof
+
+namespace stepprof::detail {
+
+DataAdded add_frames(std::int64_t frames, std::int64_t samples) noexcept {
   // Counts are >= 0, and a bucket holds at most 2^32 samples (what the reader admits).
   constexpr std::int64_t kExact = schema::kMaxBatchCount;
-  if (!detail::count_ok(frames) || !detail::count_ok(samples)) {
-    if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
-    return;
+  if (!count_ok(frames) || !count_ok(samples)) {
+    if (core().is_open.load(std::memory_order_acquire)) count_global_error(ErrorKind::kBadArgument);
+    return DataAdded::kBadArgument;
   }
-  if (samples == 0) return;  // nothing to add: no bucket of 0 samples is written
-  detail::with_data(
-      [&](const detail::UpdateData& d) { return d.histogram.contains(frames) ? 0 : detail::kEntryBytes; },
-      [&](detail::UpdateData& d) {
+  if (samples == 0) return DataAdded::kStored;  // nothing to add: no bucket of 0 samples is written
+  bool refused = false;
+  const bool ran = with_data(
+      [&](const UpdateData& d) { return d.histogram.contains(frames) ? 0 : kEntryBytes; },
+      [&](UpdateData& d) {
     const auto it = d.histogram.find(frames);
     std::int64_t sum = 0;
     if (__builtin_add_overflow(it == d.histogram.end() ? 0 : it->second, samples, &sum) || sum > kExact) {
-      detail::count_global_error(detail::ErrorKind::kBadArgument);  // this add is left out
+      count_global_error(ErrorKind::kBadArgument);  // this add is left out
+      refused = true;
       return false;
     }
     if (it == d.histogram.end()) d.histogram.emplace(frames, sum);
     else it->second = sum;
     return true;
   });
+  return !ran ? DataAdded::kNotStored : refused ? DataAdded::kBadArgument : DataAdded::kStored;
 }
 
-void input_shape(std::span<const std::int64_t> dims) noexcept {
-  if (dims.empty() || !std::all_of(dims.begin(), dims.end(), detail::count_ok)) {
-    if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
-    return;
+DataAdded add_input_shape(std::span<const std::int64_t> dims) noexcept {
+  if (dims.empty() || !std::all_of(dims.begin(), dims.end(), count_ok)) {
+    if (core().is_open.load(std::memory_order_acquire)) count_global_error(ErrorKind::kBadArgument);
+    return DataAdded::kBadArgument;
   }
   auto same = [&](const InputShape& s) { return std::equal(s.dims.begin(), s.dims.end(), dims.begin(), dims.end()); };
-  detail::with_data(
-      [&](const detail::UpdateData& d) {
-        return std::any_of(d.shapes.begin(), d.shapes.end(), same) ? 0
-                                                                    : detail::kEntryBytes + detail::kIntegerBytes * dims.size();
+  const bool ran = with_data(
+      [&](const UpdateData& d) {
+        return std::any_of(d.shapes.begin(), d.shapes.end(), same) ? 0 : kEntryBytes + kIntegerBytes * dims.size();
       },
-      [&](detail::UpdateData& d) {
+      [&](UpdateData& d) {
     if (const auto it = std::find_if(d.shapes.begin(), d.shapes.end(), same); it != d.shapes.end()) ++it->microbatches;
     else d.shapes.push_back(InputShape{std::vector<std::int64_t>(dims.begin(), dims.end()), 1});
     return true;
   });
+  return ran ? DataAdded::kStored : DataAdded::kNotStored;
 }
 
-void sample_indices(std::span<const std::int64_t> indices) noexcept {
+DataAdded add_sample_indices(std::span<const std::int64_t> indices) noexcept {
   // A negative index is not a position in a dataset, and one above 2^53 is not exact in
   // the reader (it would reject the record): such calls are not recorded.
-  if (!std::all_of(indices.begin(), indices.end(), detail::count_ok)) {
-    if (core().is_open.load(std::memory_order_acquire)) detail::count_global_error(detail::ErrorKind::kBadArgument);
-    return;
+  if (!std::all_of(indices.begin(), indices.end(), count_ok)) {
+    if (core().is_open.load(std::memory_order_acquire)) count_global_error(ErrorKind::kBadArgument);
+    return DataAdded::kBadArgument;
   }
-  detail::with_data([&](const detail::UpdateData&) { return detail::kIntegerBytes * indices.size(); },
-                    [&](detail::UpdateData& d) {
-                      d.indices.insert(d.indices.end(), indices.begin(), indices.end());
-                      return true;
-                    });
+  const bool ran = with_data([&](const UpdateData&) { return kIntegerBytes * indices.size(); },
+                             [&](UpdateData& d) {
+                               d.indices.insert(d.indices.end(), indices.begin(), indices.end());
+                               return true;
+                             });
+  return ran ? DataAdded::kStored : DataAdded::kNotStored;
 }
+
+}  // namespace stepprof::detail
+
+namespace stepprof {
+inline namespace recording {
+
+void frame_histogram_add(std::int64_t frames, std::int64_t samples) noexcept { detail::add_frames(frames, samples); }
+void input_shape(std::span<const std::int64_t> dims) noexcept { detail::add_input_shape(dims); }
+void sample_indices(std::span<const std::int64_t> indices) noexcept { detail::add_sample_indices(indices); }
 
 Status microbatch(std::span<const std::int64_t> frames, std::span<const std::int64_t> tokens, std::string_view path,
                   std::int64_t padded_length) noexcept {
