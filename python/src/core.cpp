@@ -87,6 +87,11 @@ int check(int status) {
   return status;
 }
 
+// The status of a call that adds per-update data: not stored (out of memory, or past
+// max_update_data_bytes) is counted by the recorder and not raised into the training
+// loop; a bad argument raises ValueError, which the Python layer turns into a warning.
+int stored_or_counted(int status) { return status == STEPPROF_ERR_NO_MEMORY ? status : check(status); }
+
 // `s` as a Python str: a message or info naming a path that is not UTF-8 would make
 // pybind11's conversion raise UnicodeDecodeError (at close(), in the training job).
 py::str text(std::string_view s, const char* errors) {
@@ -254,13 +259,14 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("name"), "Registers counter `name`; returns (its id, recorded), as region() does.");
   m.def("counter_add", [](stepprof_counter_id id, std::int64_t n) { return check(stepprof_counter_add(id, n)); });
-  m.def("frame_histogram_add",
-        [](std::int64_t frames, std::int64_t samples) { return check(stepprof_frame_histogram_add(frames, samples)); });
+  m.def("frame_histogram_add", [](std::int64_t frames, std::int64_t samples) {
+    return stored_or_counted(stepprof_frame_histogram_add(frames, samples));
+  });
   m.def("input_shape", [](const std::vector<std::int64_t>& dims) {
-    return check(stepprof_input_shape(dims.data(), dims.size()));
+    return stored_or_counted(stepprof_input_shape(dims.data(), dims.size()));
   });
   m.def("sample_indices", [](const std::vector<std::int64_t>& indices) {
-    return check(stepprof_sample_indices(indices.data(), indices.size()));
+    return stored_or_counted(stepprof_sample_indices(indices.data(), indices.size()));
   });
   m.def("set_padding_fraction", [](double f) { return check(stepprof_set_padding_fraction(f)); });
   m.def(
@@ -278,9 +284,7 @@ PYBIND11_MODULE(_core, m) {
         const int s = stepprof_microbatch(frames.empty() ? nullptr : frames.data(),
                                           tokens.empty() ? nullptr : tokens.data(), n,
                                           path.empty() ? nullptr : path.c_str(), padded_length);
-        // Not stored (out of memory, or past max_update_data_bytes): counted, and not
-        // raised into the training loop.
-        return s == STEPPROF_ERR_NO_MEMORY ? s : check(s);
+        return stored_or_counted(s);
       },
       py::arg("frames"), py::arg("tokens"), py::arg("path"), py::arg("padded_length"),
       "Records one micro-batch of the per-micro-batch detail (see Recorder.microbatch).");

@@ -1985,12 +1985,14 @@ def test_per_update_data_past_its_limit_is_counted_not_raised(tmp_path):
         rec.sample_indices(list(range(11)))  # 88 bytes: past it
         rec.sample_indices(list(range(10)))  # 80: fits
         rec.microbatch(frames=[3, 3])  # 64 + 16 more: past it, counted and not raised
+        rec.frame(3)  # (the C ABI returns STEPPROF_ERR_NO_MEMORY for these now: not raised)
+        rec.input_shape((2, 8))
         rec.end_update(0)
-        assert rec.close() == {"update_data_full": 2}
+        assert rec.close() == {"update_data_full": 4}
     record = json.loads(log.read_text().splitlines()[1])
     assert record["sample_indices"] == list(range(10))
-    assert record["recorder_errors"] == {"update_data_full": 2}
-    assert "microbatches" not in record
+    assert record["recorder_errors"] == {"update_data_full": 4}
+    assert "microbatches" not in record and "frame_histogram" not in record and "input_shapes" not in record
     with pytest.raises(ValueError, match="max_update_data_bytes"):
         stepprof.Recorder(str(log), device_timing="off", max_update_data_bytes=-1)
     with pytest.raises(TypeError, match="max_update_data_bytes"):
