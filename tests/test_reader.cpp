@@ -2196,6 +2196,20 @@ TEST_F(ReaderTest, BatchSizesBelowOneAreNotUsed) {
   EXPECT_FALSE(big.ranks[0].config->seed);
   ASSERT_NE(big.ranks[0].config->find("seed"), nullptr);
   EXPECT_EQ(diag_.count(Problem::kBadField), 2u);
+  // A seed of 2^64 or more: the message gave the range as "-2^63 to 2^63 - 1", which the
+  // seed above had passed already (found by a helper). Another field's range stays.
+  diag_ = Diagnostics{};
+  read({write("seed.jsonl", R"({"type": "config", "rank": 1, "seed": 18446744073709551616, "micro_batch": 1e19})"
+                            "\n" + update(1) + "\n")});
+  ASSERT_EQ(diag_.count(Problem::kBadField), 2u);
+  std::string messages;
+  for (const auto& m : diag_.kept()) messages += m.message + "\n";
+  EXPECT_NE(messages.find("\"seed\" is out of range (18446744073709551616; an integer from -2^63 to 2^64 - 1)"),
+            std::string::npos)
+      << messages;
+  EXPECT_NE(messages.find("\"micro_batch\" is out of range (1e19; an integer from -2^63 to 2^63 - 1)"),
+            std::string::npos)
+      << messages;
 }
 
 TEST_F(ReaderTest, AKnownConfigFieldThatIsNullIsNotKnown) {

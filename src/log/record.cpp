@@ -52,9 +52,10 @@ void take_int(const RawField& f, std::optional<std::int64_t>& out,
     // first. 2^63 is exact in a double; every double below it converts.
     const double d = v.get<double>();
     constexpr double kTwo63 = 9223372036854775808.0;
-    if (!(d >= -kTwo63 && d < kTwo63))
-      note(problems, fmt::format("config field \"{}\" is out of range ({}; an integer from -2^63 to 2^63 - 1)",
-                                 f.key, f.json));
+    const bool seed = f.key == schema::kSeed;  // (up to 2^64 - 1, as torch.seed() gives)
+    if (!(d >= -kTwo63 && d < (seed ? 2 * kTwo63 : kTwo63)))
+      note(problems, fmt::format("config field \"{}\" is out of range ({}; an integer from -2^63 to {})", f.key,
+                                 f.json, seed ? "2^64 - 1" : "2^63 - 1"));
     else if (d == std::trunc(d) && std::fabs(d) >= 0x1p53)  // (9007199254740993.0 reads as ...992)
       note(problems, fmt::format("config field \"{}\" is an integer written as a floating-point number of 2^53 "
                                  "or more ({}), which cannot be read exactly; write it without a fraction or "
