@@ -221,6 +221,37 @@ double region_time(const UpdateRecord& u, NameTable::Id region, bool device) {
   return region_ms(u, region, device).value_or(0.0);
 }
 
+namespace {
+
+// RegionModel::choice_set_by: the selection run again without each update in turn, its
+// chosen columns compared (as a set) with those of all updates. `a` is the updates x
+// candidates matrix the model was selected on, `y` its times.
+void check_choice(RegionModel& m, const std::vector<double>& a, const std::vector<double>& y,
+                  const SelectionOptions& so, const Selection& all, const std::vector<const UpdateRecord*>& updates) {
+  const std::size_t n = y.size(), cols = m.candidates.size();
+  std::vector<std::size_t> chosen = all.columns;
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<double> a_without((n - 1) * cols), y_without(n - 1);
+  for (std::size_t out = 0; out < n; ++out) {
+    for (std::size_t r = 0, w = 0; r < n; ++r) {
+      if (r == out) continue;
+      std::copy_n(a.begin() + static_cast<std::ptrdiff_t>(r * cols), cols,
+                  a_without.begin() + static_cast<std::ptrdiff_t>(w * cols));
+      y_without[w++] = y[r];
+    }
+    const Selection sel = select_columns(MatrixView{a_without, n - 1, cols}, y_without, so);
+    std::vector<std::size_t> columns = sel.columns;
+    std::sort(columns.begin(), columns.end());
+    if (columns == chosen) continue;
+    if (m.choice_set_by.empty())
+      for (const std::size_t c : sel.columns) m.choice_without_first.push_back(m.candidates[c]);
+    m.choice_set_by.push_back({updates[out]->rank, updates[out]->step});
+  }
+  m.choice_checked = true;
+}
+
+}  // namespace
+
 CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& options) {
   CostModelSet set;
   set.threshold = options.threshold;
@@ -324,6 +355,7 @@ CostModelSet fit_cost_models(const AnalysisInput& in, const CostModelOptions& op
     }
     else
       m.usable = true;
+    if (m.usable && updates.size() <= kChoiceCheckUpdates) check_choice(m, a, y, so, sel, updates);
     return m;
   };
   std::vector<std::optional<RegionModel>> fitted(in.data.regions.size());

@@ -54,6 +54,40 @@ Interval interval_of(double point, std::vector<double> boot, double central) {
   return iv;
 }
 
+// A prediction's note where a model that prices (or, chosen otherwise, would price) the
+// change has its terms set by single updates (RegionModel::choice_set_by): the interval
+// refits the chosen terms only, so it does not show that the answer rests on the choice.
+std::string choice_note(const RegionModel& m, const FeatureSpace& space, bool prices, bool prices_without) {
+  auto terms = [&](const std::vector<std::size_t>& features) {
+    std::vector<std::string> names;
+    for (const std::size_t f : features) names.push_back(space.features[f].name);
+    return names.empty() ? std::string("no term (no feature gets a positive cost)") : fmt::format("{}", fmt::join(names, " + "));
+  };
+  std::vector<std::size_t> chosen;
+  for (const CostTerm& t : m.terms) chosen.push_back(t.feature);
+  const bool one_rank = std::all_of(m.choice_set_by.begin(), m.choice_set_by.end(),
+                                    [&](const RegionModel::UpdateRef& u) { return u.rank == m.choice_set_by[0].rank; });
+  std::vector<std::string> named;  // "step 16", "19"; with several ranks "step 16 of rank 1"
+  for (std::size_t i = 0; i < m.choice_set_by.size() && i < 5; ++i) {
+    const auto& u = m.choice_set_by[i];
+    named.push_back(!one_rank && u.rank ? fmt::format("step {} of rank {}", u.step, *u.rank)
+                    : i == 0            ? fmt::format("step {}", u.step)
+                                        : fmt::format("{}", u.step));
+  }
+  const std::size_t more = m.choice_set_by.size() - named.size();
+  std::string which = named.back();
+  if (named.size() > 1)
+    which = fmt::format("{} or {}", fmt::join(named.begin(), named.end() - 1, ", "), named.back());
+  if (more) which = fmt::format("{} or {} other update(s)", fmt::join(named, ", "), more);
+  return fmt::format(
+      "the model of {} ({}) is chosen by a narrow margin: leaving out {}{} alone (of {} updates), the selection "
+      "chooses {} instead, which {} the change; {} rests on that choice, and the interval (the chosen terms "
+      "refitted) does not show it",
+      m.region, terms(chosen), named.size() + more > 1 ? "any one of " : "", which, m.updates,
+      terms(m.choice_without_first), !prices_without ? "does not price" : prices ? "also prices" : "prices",
+      prices ? "the price of its work" : "leaving its time unchanged");
+}
+
 struct Sample {
   std::int64_t frames = 0;
   std::int64_t tokens = -1;  // -1: not known
@@ -727,6 +761,11 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
     const bool prices = std::any_of(m.terms.begin(), m.terms.end(), [&](const CostTerm& t) {
       return std::find(s.changed.begin(), s.changed.end(), t.feature) != s.changed.end();
     });
+    const bool prices_without = std::any_of(
+        m.choice_without_first.begin(), m.choice_without_first.end(),
+        [&](std::size_t f) { return std::find(s.changed.begin(), s.changed.end(), f) != s.changed.end(); });
+    if (!m.choice_set_by.empty() && (prices || prices_without))
+      s.notes.push_back(choice_note(m, models.space, prices, prices_without));
     if (prices && m.r2 && *m.r2 < kWeakR2)
       s.notes.push_back(fmt::format(
           "the model of {} explains {:.0f} % of its variation over these updates (R² {:.2f}): its cost per unit is "

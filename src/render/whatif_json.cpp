@@ -40,6 +40,13 @@ Json models(const CostModelSet& set) {
     for (const auto c : m.candidates) candidates.push_back(set.space.features[c].name);
     Json selection = Json::array();
     for (const auto& [f, err] : m.selection) selection.push_back({{"feature", set.space.features[f].name}, {"heldout_rmse_ms", err}});
+    Json choice = nullptr;  // (not checked: null)
+    if (m.choice_checked) {
+      Json set_by = Json::array(), without = Json::array();
+      for (const auto& u : m.choice_set_by) set_by.push_back({{"rank", opt(u.rank)}, {"step", u.step}});
+      for (const auto f : m.choice_without_first) without.push_back(set.space.features[f].name);
+      choice = {{"set_by", set_by}, {"without_first", m.choice_set_by.empty() ? Json(nullptr) : without}};
+    }
     rows.push_back({{"region", m.region},
                     {"clock", m.device ? "device" : "host"},
                     {"updates", m.updates},
@@ -51,7 +58,8 @@ Json models(const CostModelSet& set) {
                     {"usable", m.usable},
                     {"why_not", m.usable ? Json(nullptr) : Json(m.why_not)},
                     {"candidates", candidates},
-                    {"selection", selection}});
+                    {"selection", selection},
+                    {"choice", choice}});
   }
   return Json{{"threshold_fraction", set.threshold},
               {"updates", set.updates},
