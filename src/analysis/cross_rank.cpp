@@ -497,6 +497,79 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   return out;
 }
 
+std::vector<RecurringLag> find_recurring_lags(const std::vector<UpdateSlowest>& per_update, double threshold_ms,
+                                              const std::vector<RankWork>& ranks,
+                                              const std::vector<StragglerEpisode>& episodes,
+                                              const std::vector<std::int64_t>& excluded) {
+  constexpr std::size_t kMinUpdates = 10, kMinBehind = 3, kAroundEpisode = 5;
+  constexpr double kChanceAtMost = 0.01;
+  std::vector<RecurringLag> out;
+  const std::size_t n = per_update.size(), nr = ranks.size();
+  if (nr < 2 || n < kMinUpdates || !(threshold_ms > 0)) return out;
+  auto margin = [&](std::size_t k, std::size_t i) { return (*ranks[k].compute_ms)[i] - per_update[i].median_compute_ms; };
+  std::vector<std::vector<std::size_t>> behind(nr);
+  std::vector<std::size_t> compared(nr, 0);
+  std::vector<char> near(n);
+  for (std::size_t k = 0; k < nr; ++k) {
+    std::fill(near.begin(), near.end(), 0);
+    for (const StragglerEpisode& e : episodes) {
+      if (e.rank != ranks[k].rank) continue;
+      const auto lo = std::lower_bound(per_update.begin(), per_update.end(), e.first_step,
+                                       [](const UpdateSlowest& u, std::int64_t s) { return u.step < s; });
+      const auto hi = std::upper_bound(per_update.begin(), per_update.end(), e.last_step,
+                                       [](std::int64_t s, const UpdateSlowest& u) { return s < u.step; });
+      const auto a = static_cast<std::size_t>(lo - per_update.begin()), b = static_cast<std::size_t>(hi - per_update.begin());
+      for (std::size_t i = a > kAroundEpisode ? a - kAroundEpisode : 0; i < std::min(n, b + kAroundEpisode); ++i) near[i] = 1;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (near[i]) continue;
+      ++compared[k];
+      if (margin(k, i) > threshold_ms) behind[k].push_back(i);
+    }
+  }
+  std::size_t all_behind = 0, all_compared = 0;
+  for (std::size_t k = 0; k < nr; ++k) {
+    all_behind += behind[k].size();
+    all_compared += compared[k];
+  }
+  for (std::size_t k = 0; k < nr; ++k) {
+    const std::size_t kb = behind[k].size();
+    if (std::find(excluded.begin(), excluded.end(), ranks[k].rank) != excluded.end()) continue;
+    if (kb < kMinBehind || 2 * kb > compared[k]) continue;
+    RecurringLag g;
+    g.rank = ranks[k].rank;
+    g.behind = kb;
+    g.updates = compared[k];
+    g.threshold_ms = threshold_ms;
+    g.others_behind = all_behind - kb;
+    g.others_compared = all_compared - compared[k];
+    const double p = static_cast<double>(g.others_behind + 1) / static_cast<double>(g.others_compared + 2);
+    if (!(binomial_upper_tail(kb, compared[k], p) * static_cast<double>(nr) < kChanceAtMost)) continue;
+    std::vector<double> m;
+    double stake = 0;
+    for (const std::size_t i : behind[k]) {
+      const double mine = margin(k, i);
+      m.push_back(mine);
+      double other = -std::numeric_limits<double>::infinity();
+      for (std::size_t o = 0; o < nr; ++o)
+        if (o != k) other = std::max(other, margin(o, i));
+      stake += std::max(0.0, mine - other);
+      if (g.steps.size() < kRecurringStepsKept) g.steps.push_back(per_update[i].step);
+    }
+    g.margin_ms = *median(m);
+    g.at_stake_ms = stake / static_cast<double>(n);
+    const std::int64_t d = per_update[behind[k][1]].step - per_update[behind[k][0]].step;
+    bool even = d > 0;
+    for (std::size_t j = 1; even && j < kb; ++j)
+      even = per_update[behind[k][j]].step - per_update[behind[k][j - 1]].step == d;
+    if (even) g.every = d;
+    out.push_back(std::move(g));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const RecurringLag& a, const RecurringLag& b) { return a.at_stake_ms > b.at_stake_ms; });
+  return out;
+}
+
 std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
                                          const std::vector<UpdateSlowest>& per_update,
                                          const std::vector<StragglerEpisode>& episodes) {
@@ -1194,6 +1267,8 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
   std::vector<RankWork> work(nr);
   for (std::size_t i = 0; i < nr; ++i) work[i] = {*ranks[i]->rank, &compute[i]};
   out.episodes = find_straggler_episodes(out.per_update, out.episode_threshold_ms, work);
+  std::vector<RankWork> scaled_work;  // (with any_excess: own work less the slow paths' excess)
+  double scaled_threshold = 0;
   if (any_excess) {
     // The same search on own work with the slow paths' excess taken out: where fallbacks
     // are frequent, they move the median rank's work from update to update as much as a
@@ -1201,9 +1276,8 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     // at all (synth --accumulation 1 --fallback-rate 0.5: half of 40 stretches). A stretch
     // it finds is kept where the first search found nothing of the rank's there, or
     // replaces what it found there when all of that lies inside it.
-    std::vector<RankWork> scaled_work(nr);
+    scaled_work.resize(nr);
     for (std::size_t i = 0; i < nr; ++i) scaled_work[i] = {*ranks[i]->rank, &scaled_compute[i]};
-    double scaled_threshold = 0;
     merge_paths_scaled_episodes(out.episodes, find_straggler_episodes(scaled_per_update, scaled_threshold, scaled_work));
     // Such a stretch is priced on own work, as every long stretch is: the job waits for
     // the slowest other rank, fallbacks included (priced on the scaled work, a 1.3x
@@ -1276,6 +1350,15 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     r.individual_score = r.compute_ms.median > 0 ? r.compute_ms.min / r.compute_ms.median : 1;
     r.straggler = r.relative_score < threshold && out.steps_aligned >= kMinStragglerUpdates;
     if (r.straggler) out.stragglers.push_back(r.rank);
+  }
+  {
+    std::vector<std::int64_t> excluded = out.stragglers;
+    if (out.slow_group) excluded.insert(excluded.end(), out.slow_group->slow.begin(), out.slow_group->slow.end());
+    // On own work less the slow paths' excess where there is some: a rank whose fallbacks
+    // fall in scattered updates is the slow-path finding's story, not a lag of its own.
+    out.recurring = any_excess ? find_recurring_lags(scaled_per_update, scaled_threshold, scaled_work, out.episodes, excluded)
+                               : find_recurring_lags(out.per_update, out.episode_threshold_ms, work, out.episodes, excluded);
+    for (auto& g : out.recurring) g.paths_scaled = any_excess;
   }
   // Where a straggler's extra own work goes (its finding names the regions).
   // (The region times are computed once, for every rank, when some rank needs them.)

@@ -950,6 +950,57 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   });
 }
 
+// "5th", "21st", "12th".
+std::string ordinal(std::int64_t n) {
+  const std::int64_t tens = n % 100, ones = n % 10;
+  const char* suffix = tens >= 11 && tens <= 13 ? "th" : ones == 1 ? "st" : ones == 2 ? "nd" : ones == 3 ? "rd" : "th";
+  return fmt::format("{}{}", n, suffix);
+}
+
+// A rank far behind in scattered updates (CrossRankResult::recurring): work it does
+// every k-th step or now and then, which the medians and the stretches do not see.
+void recurring_lags(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& x = in.cross_rank;
+  if (!x.available) return;
+  for (const RecurringLag& g : x.recurring) {
+    // Mostly its padding spikes (listed ones): the padding finding says that.
+    const std::size_t spikes = static_cast<std::size_t>(
+        std::count_if(g.steps.begin(), g.steps.end(), [&](std::int64_t step) {
+          return std::any_of(in.padding.spikes.begin(), in.padding.spikes.end(),
+                             [&](const PaddingSpike& p) { return p.rank == g.rank && p.step == step; });
+        }));
+    if (2 * spikes >= g.steps.size()) continue;
+    std::vector<std::string> shown;
+    for (std::size_t i = 0; i < g.steps.size() && i < 6; ++i) shown.push_back(std::to_string(g.steps[i]));
+    const std::string steps = fmt::format("{}{}", fmt::join(shown, ", "), g.behind > shown.size() ? ", ..." : "");
+    Finding f;
+    f.kind = "recurring_lag";
+    f.subject = fmt::format("rank {}", g.rank);
+    f.ms_per_update = g.at_stake_ms;
+    f.title = fmt::format("rank {} falls behind {}: {:.0f} ms behind the median rank in {} of {} updates (steps {})",
+                          g.rank, g.every ? "every " + ordinal(*g.every) + " step" : std::string("now and then"),
+                          g.margin_ms, g.behind, g.updates, steps);
+    f.evidence = fmt::format(
+        "a rank counts as behind when it is more than {:.0f} ms behind the median rank (as for the stretches in the "
+        "waiting section); the other ranks were that far behind in {} of their {} updates, so {} is beyond chance "
+        "(under 1 % over every rank); these updates are scattered, not a stretch, and most of its updates are as fast "
+        "as the others', so neither the straggler scores (medians) nor the stretches name it; time at stake: per "
+        "update, its margin beyond the slowest other rank's in those updates, over all {}",
+        g.threshold_ms, g.others_behind, g.others_compared, g.behind, x.per_update.size());
+    if (spikes > 0)
+      f.evidence += fmt::format("; in {} of those steps its padding fraction spiked (the padding finding)", spikes);
+    if (g.paths_scaled)
+      f.evidence += "; found on own work less what slow code paths took beyond the fast paths' cost for the same "
+                    "work, so fallbacks are not what it is";
+    f.evidence += own_work_caveat(x);
+    f.action = fmt::format(
+        "look at what rank {} does in those steps that the other ranks do not: {}a checkpoint, evaluation, logging or "
+        "profiling on that rank only, a garbage collection, its data there (frames, tokens and code paths in its log)",
+        g.rank, g.every ? "a periodic job (every " + std::to_string(*g.every) + " steps): " : std::string());
+    out.push_back(std::move(f));
+  }
+}
+
 void waiting(const FindingInputs& in, std::vector<Finding>& out) {
   if (in.cross_rank.available) return;  // every rank's log: the straggler finding says it better
   for (const auto& w : in.waiting) {
@@ -1772,6 +1823,7 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   stragglers(in, out);
   slow_group(in, out);
   straggler_episodes(in, out);
+  recurring_lags(in, out);
   group_stretches(in, out);
   waiting(in, out);
   missing_ranks(in, out);

@@ -714,10 +714,28 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                             ranks == 1 ? "rank" : "ranks", rank_numbers(more));
   }
   f.items.emplace_back("fell behind for a while",
-                       episodes.empty() ? fmt::format("no rank (3 or more updates more than {} behind the median "
-                                                      "rank, beyond chance: docs/report-json.md, `episodes`)",
+                       episodes.empty() ? fmt::format("no rank (a stretch of 3 or more updates more than {} behind "
+                                                      "the median rank, at most 2 others between two, beyond chance: "
+                                                      "docs/report-json.md, `episodes`)",
                                                       ms(x.episode_threshold_ms))
                                         : episodes);
+  if (!x.recurring.empty()) {
+    std::string scattered;
+    constexpr std::size_t kListed = 8;  // (then a count; every one is in --format json)
+    for (std::size_t k = 0; k < x.recurring.size() && k < kListed; ++k) {
+      const RecurringLag& g = x.recurring[k];
+      scattered += fmt::format("{}rank {} in {} of {} updates{} ({} behind, median; steps {}{})",
+                               scattered.empty() ? "" : "; ", g.rank, g.behind, g.updates,
+                               g.every ? fmt::format(", every {} steps", *g.every) : std::string(), ms(g.margin_ms),
+                               fmt::join(g.steps.begin(), g.steps.begin() + static_cast<std::ptrdiff_t>(
+                                                                              std::min<std::size_t>(g.steps.size(), 8)),
+                                         ", "),
+                               g.behind > 8 ? ", ..." : "");
+    }
+    if (x.recurring.size() > kListed)
+      scattered += fmt::format("; and {} more (all in --format json)", x.recurring.size() - kListed);
+    f.items.emplace_back("behind now and then", scattered);
+  }
   if (!x.group_stretches.empty()) {
     std::string together;
     constexpr std::size_t kGroupsListed = 8;  // (then a count; every one is in --format json)

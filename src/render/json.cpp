@@ -358,6 +358,18 @@ Json cross_rank_head(const CrossRankResult& x) {
                           {"slowest_compute_ms", u.slowest_compute_ms},
                           {"median_compute_ms", u.median_compute_ms},
                           {"margin_ms", u.margin_ms}});
+  Json recurring = Json::array();
+  for (const auto& g : x.recurring)
+    recurring.push_back({{"rank", g.rank},
+                         {"behind", g.behind},
+                         {"updates", g.updates},
+                         {"margin_ms", g.margin_ms},
+                         {"threshold_ms", g.threshold_ms},
+                         {"at_stake_ms", g.at_stake_ms},
+                         {"others_behind", g.others_behind},
+                         {"others_compared", g.others_compared},
+                         {"every", opt(g.every)},
+                         {"steps", g.steps}});
   Json episodes = Json::array();
   for (const auto& e : x.episodes)
     episodes.push_back({{"rank", e.rank},
@@ -431,6 +443,7 @@ Json cross_rank_head(const CrossRankResult& x) {
               {"stragglers", x.stragglers},
               {"margin_ms", summary(x.margin_ms)},
               {"episodes", episodes},
+              {"recurring", recurring},
               {"episode_threshold_ms", x.available ? Json(x.episode_threshold_ms) : Json(nullptr)},
               {"slow_group", slow_group},
               {"group_stretches", group_stretches},

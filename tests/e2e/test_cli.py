@@ -3363,3 +3363,65 @@ def test_a_stragglers_lag_is_not_placed_in_a_collective_calls_annotation(tmp_pat
     assert r1["straggler"] or r1["times_slowest"] == 10, r1
     assert [l["region"] for l in r1["lag_regions"]] == ["forward"], r1["lag_regions"]
     assert r1["lag_regions"][0]["rank_ms"] - r1["lag_regions"][0]["others_ms"] == pytest.approx(20.0)
+
+
+def recurring_lag_logs(tmp_path, lagging_rank, every, extra_ms, seed=3, random_share=0.0):
+    """4 ranks x 40 updates: own work ("compute") about 100 ms with 1 ms of noise; the job
+    waits in "allreduce" for the slowest rank, plus 5 ms. `lagging_rank` (None: none) does
+    `extra_ms` more work at every `every`-th step; every rank does so in a random
+    `random_share` of its updates too (slow samples that may land on any rank)."""
+    rng = random.Random(seed)
+    compute = {s: [100 + rng.gauss(0, 1) + (extra_ms if r == lagging_rank and s % every == 0 else 0) +
+                   (extra_ms if rng.random() < random_share else 0)
+                   for r in range(4)] for s in range(1, 41)}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for r in range(4):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": 4,
+                             "region_roles": {"allreduce": "communication"}})]
+        for s in range(1, 41):
+            c = compute[s][r]
+            comm = max(compute[s]) - c + 5
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": c + comm,
+                                     "cpu_call_ms": {"compute": c, "allreduce": comm},
+                                     "calls": {"compute": 1, "allreduce": 1}}))
+        (logs / f"rank{r}.jsonl").write_text("\n".join(lines) + "\n")
+    return logs, compute
+
+
+def test_a_rank_behind_every_kth_step_is_found_and_priced(tmp_path):
+    # A rank 40 ms slower every 5th step (a checkpoint on that rank only) made no finding
+    # but "update time varies": most of its updates are as fast as the others' (medians)
+    # and its slow ones are no stretch (found by a helper). The figures are worked out here.
+    logs, compute = recurring_lag_logs(tmp_path, lagging_rank=3, every=5, extra_ms=40)
+    doc = json.loads(run("report", "--format", "json", logs).stdout)
+    x = doc["cross_rank"]
+    assert x["episodes"] == [] and x["stragglers"] == []
+    (g,) = x["recurring"]
+    lag_steps = [s for s in range(1, 41) if s % 5 == 0]
+    assert (g["rank"], g["behind"], g["updates"], g["every"], g["steps"]) == (3, 8, 40, 5, lag_steps)
+    margins = [compute[s][3] - statistics.median(compute[s]) for s in lag_steps]
+    assert g["margin_ms"] == pytest.approx(statistics.median(margins), abs=1e-9)
+    stake = sum(compute[s][3] - max(compute[s][:3]) for s in lag_steps) / 40
+    assert g["at_stake_ms"] == pytest.approx(stake, abs=1e-9)
+    (f,) = [f for f in doc["findings"] if f["kind"] == "recurring_lag"]
+    assert f["subject"] == "rank 3" and f["ms_per_update"] == pytest.approx(stake, abs=1e-9)
+    assert f["title"].startswith("rank 3 falls behind every 5th step: ") and "in 8 of 40 updates" in f["title"]
+    assert "every 5 steps" in f["action"]
+    text = run("report", logs).stdout
+    assert "behind now and then" in text and "rank 3 in 8 of 40 updates, every 5 steps" in text
+    # The same job without the lag: nothing (the 1 ms noise puts some rank behind now and
+    # then, by chance).
+    (tmp_path / "none").mkdir()
+    logs, _ = recurring_lag_logs(tmp_path / "none", lagging_rank=None, every=5, extra_ms=0)
+    doc = json.loads(run("report", "--format", "json", logs).stdout)
+    assert doc["cross_rank"]["recurring"] == []
+    assert not [f for f in doc["findings"] if f["kind"] == "recurring_lag"]
+    # Lags on random ranks in a tenth of the updates: each rank is behind about 4 times,
+    # as often as the others, so none is beyond chance (seeds 1 to 20).
+    for seed in range(1, 21):
+        (tmp_path / f"random{seed}").mkdir()
+        logs, compute = recurring_lag_logs(tmp_path / f"random{seed}", lagging_rank=None, every=5, extra_ms=40,
+                                           seed=seed, random_share=0.1)
+        doc = json.loads(run("report", "--format", "json", logs).stdout)
+        assert doc["cross_rank"]["recurring"] == [], (seed, doc["cross_rank"]["recurring"])

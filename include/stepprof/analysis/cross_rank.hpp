@@ -283,6 +283,45 @@ std::optional<SlowGroup> find_slow_group(const std::vector<RankWork>& ranks,
                                          const std::vector<UpdateSlowest>& per_update = {},
                                          const std::vector<StragglerEpisode>& episodes = {});
 
+/// A rank far behind the median rank in scattered updates, not in a stretch: work that
+/// one rank does every k-th step (a checkpoint, evaluation or logging on rank 0 only, a
+/// garbage collection) or now and then. Neither the median-based scores (most of its
+/// updates are as fast as the others') nor the episodes (a run with at most 2 other
+/// updates between two behind ones) see it. See find_recurring_lags.
+struct RecurringLag {
+  std::int64_t rank = -1;
+  std::size_t behind = 0;     ///< updates in which it was more than threshold_ms behind [count]
+  std::size_t updates = 0;    ///< aligned updates compared (outside its own episodes) [count]
+  double margin_ms = 0;       ///< its own work over the median rank's, median over the `behind` updates [ms]
+  double threshold_ms = 0;    ///< the margin beyond which a rank is behind (CrossRankResult::episode_threshold_ms) [ms]
+  /// What the job waits for it, per aligned update: over its behind updates, its margin
+  /// beyond the slowest other rank's, summed and divided by all aligned updates [ms].
+  double at_stake_ms = 0;
+  std::size_t others_behind = 0;    ///< the other ranks' behind updates, all together [count]
+  std::size_t others_compared = 0;  ///< the other ranks' updates compared [count]
+  /// The step interval when the behind steps are evenly spaced (every k-th step); absent
+  /// otherwise.
+  std::optional<std::int64_t> every;
+  std::vector<std::int64_t> steps;  ///< the behind steps, ascending (the first kRecurringStepsKept)
+  /// Found on own work less what slow code paths took beyond the fast paths' cost (where
+  /// any update ran one): margins, threshold and time at stake are of that work.
+  bool paths_scaled = false;
+};
+inline constexpr std::size_t kRecurringStepsKept = 20;
+
+/// The ranks behind in scattered updates (`per_update` and `ranks` as for
+/// find_straggler_episodes; `threshold_ms` its first pass's bound). A rank's updates
+/// within 5 updates of one of its own `episodes` are left out (the stretch's ragged
+/// edges); ranks in `excluded` (flagged stragglers, a slow group: their findings say
+/// more) are not searched. A rank counts with at least 3 behind updates, in at most half
+/// of those compared, more than chance gives: P(Binomial(n, p) >= k) x ranks < 1 %, with
+/// p the other ranks' share of behind updates ((behind + 1) / (compared + 2)), over every
+/// rank (Bonferroni). Needs 2 ranks and 10 aligned updates. Ordered by at_stake_ms, largest first.
+std::vector<RecurringLag> find_recurring_lags(const std::vector<UpdateSlowest>& per_update, double threshold_ms,
+                                              const std::vector<RankWork>& ranks,
+                                              const std::vector<StragglerEpisode>& episodes,
+                                              const std::vector<std::int64_t>& excluded);
+
 /// A run of steps, consecutive in the steps of the logs, that share a set of ranks (the
 /// ranks that lack them, or whose update there lacks the communication region).
 struct StepRun {
@@ -413,6 +452,7 @@ struct CrossRankResult {
   std::vector<std::int64_t> stragglers;     ///< ranks flagged
   std::optional<Summary> margin_ms;         ///< slowest - median, over updates [ms]
   std::vector<StragglerEpisode> episodes;   ///< stretches in which a rank fell far behind
+  std::vector<RecurringLag> recurring;      ///< ranks far behind in scattered updates (find_recurring_lags)
   double episode_threshold_ms = 0;          ///< median over ranks of the margin above which a rank counts as behind [ms]
   std::optional<SlowGroup> slow_group;      ///< ranks slower than the others together, in most updates
   /// Ranks sharing a config value that slowed down together for a few updates (a node);
