@@ -142,12 +142,16 @@ RankLag RankRegionTimes::lag_of(std::int64_t rank, double lag_ms, std::size_t ma
   auto has = [&](std::size_t n) { return work_[n] && !inclusive_[n].empty(); };
 
   // Slower in proportion: the regions holding 80 % of the other ranks' time (self times,
-  // largest first) are each within 20 % of the rank's overall ratio to them.
+  // largest first) are each within 20 % of the rank's overall ratio to them, and there
+  // are two or more of them: where one region holds that much, the lag is in it (a job
+  // timing one compute region besides its all-reduce was told "slower in proportion,
+  // region by region", found by a helper), and the walk below names it.
   if (others_self > 0 && rank_self > others_self) {
     const double overall = rank_self / others_self;
     std::sort(selfs.begin(), selfs.end(), std::greater<>());
     double covered = 0;
     bool all_near = true;
+    std::size_t regions = 0;
     for (const auto& [os, rs] : selfs) {
       if (covered >= 0.8 * others_self) break;
       if (os <= 0 || std::abs((rs / os) / overall - 1) >= 0.2) {
@@ -155,8 +159,9 @@ RankLag RankRegionTimes::lag_of(std::int64_t rank, double lag_ms, std::size_t ma
         break;
       }
       covered += os;
+      ++regions;
     }
-    out.proportional = all_near && covered >= 0.8 * others_self;
+    out.proportional = all_near && covered >= 0.8 * others_self && regions >= 2;
     out.ratio = overall;
   }
 

@@ -369,7 +369,8 @@ Json cross_rank_head(const CrossRankResult& x) {
                          {"others_behind", g.others_behind},
                          {"others_compared", g.others_compared},
                          {"every", opt(g.every)},
-                         {"steps", g.steps}});
+                         {"steps", g.steps},
+                         {"paths_scaled", g.paths_scaled}});
   Json episodes = Json::array();
   for (const auto& e : x.episodes)
     episodes.push_back({{"rank", e.rank},

@@ -3425,3 +3425,28 @@ def test_a_rank_behind_every_kth_step_is_found_and_priced(tmp_path):
                                            seed=seed, random_share=0.1)
         doc = json.loads(run("report", "--format", "json", logs).stdout)
         assert doc["cross_rank"]["recurring"] == [], (seed, doc["cross_rank"]["recurring"])
+
+
+def test_a_straggler_with_one_region_of_work_is_sent_to_it(tmp_path):
+    # With one region of work besides the all-reduce, the straggler finding said its work
+    # "is slower in proportion, region by region: look at its GPU and host first": one
+    # region is trivially in proportion (found by a helper). It names the region now.
+    rng = random.Random(5)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    compute = {s: [50 + rng.gauss(0, 0.5) + (12 if r == 2 else 0) for r in range(4)] for s in range(1, 31)}
+    for r in range(4):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": 4,
+                             "region_roles": {"allreduce": "communication"}})]
+        for s in range(1, 31):
+            comm = max(compute[s]) - compute[s][r] + 3
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": compute[s][r] + comm,
+                                     "cpu_call_ms": {"forward": compute[s][r], "allreduce": comm},
+                                     "parents": {"forward": None, "allreduce": None}}))
+        (logs / f"rank{r}.jsonl").write_text("\n".join(lines) + "\n")
+    doc = json.loads(run("report", "--format", "json", logs).stdout)
+    (f,) = [f for f in doc["findings"] if f["kind"] == "straggler"]
+    assert f["subject"] == "rank 2", f
+    assert "in proportion" not in f["action"] and f["action"].startswith("look first at forward on rank 2"), f
+    (r2,) = [r for r in doc["cross_rank"]["per_rank"] if r["rank"] == 2]
+    assert r2["lag_proportional"] is False and [l["region"] for l in r2["lag_regions"]] == ["forward"], r2
