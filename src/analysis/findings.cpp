@@ -1394,7 +1394,15 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
         "end it before end_update()",
         from_file ? "check the --hierarchy file (a region may sit under the wrong parent); or " : "",
         whole_update ? "the update" : v.parent);
-    if (!v.longer_child.empty())
+    if (!v.longer_child.empty() && v.longer_child_calls > 1)
+      // Several calls adding up to more than the update: most often threads running it at
+      // once (4 worker threads' region "worker" was first told it spans updates).
+      f.action = fmt::format(
+          "{} alone takes {:.1f} ms over its {} calls in step {}, longer than that update: several threads ran it at "
+          "the same time (each thread's time counts), or it spans updates (entered before an earlier end_update()); "
+          "{}",
+          v.longer_child, v.longer_child_ms, v.longer_child_calls, v.step, f.action);
+    else if (!v.longer_child.empty())
       f.action = fmt::format(
           "{} alone takes {:.1f} ms in step {}, longer than that update: it spans updates (entered before an earlier "
           "end_update(), e.g. around an epoch), and a region counts in the update it exits in, with the regions "

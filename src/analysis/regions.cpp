@@ -286,7 +286,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
           const UpdateRecord* u = updates[k];
           if (out.violations.size() < kMaxViolationsKept) {
             out.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), own,
-                                      kids, d, {}, 0, {}, 0});
+                                      kids, d, {}, 0, 0, {}, 0});
             name_children(out.violations.back(), in, *u, p.kids, d);
           }
         }
@@ -374,12 +374,13 @@ RegionTable analyze_regions(const AnalysisInput& in) {
           ++t.violation_count;
           if (t.violations.size() < kMaxViolationsKept) {
             NestingViolation v{std::string(kUpdateAsParent), u->step, u->rank.value_or(-1), u->wall_ms, inside, false,
-                               {}, 0, {}, 0};
+                               {}, 0, 0, {}, 0};
             name_children(v, in, *u, top, false);
             // One region longer than the update: it began before an earlier end_update().
             if (longest > u->wall_ms + nesting_tolerance_ms(u->wall_ms)) {
               v.longer_child = std::string(in.data.regions.name(top[longest_at]));
               v.longer_child_ms = longest;
+              if (const RegionSample* r = u->region(top[longest_at]); r && r->calls) v.longer_child_calls = *r->calls;
             }
             t.violations.push_back(std::move(v));
           }

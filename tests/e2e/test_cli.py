@@ -3450,3 +3450,25 @@ def test_a_straggler_with_one_region_of_work_is_sent_to_it(tmp_path):
     assert "in proportion" not in f["action"] and f["action"].startswith("look first at forward on rank 2"), f
     (r2,) = [r for r in doc["cross_rank"]["per_rank"] if r["rank"] == 2]
     assert r2["lag_proportional"] is False and [l["region"] for l in r2["lag_regions"]] == ["forward"], r2
+
+
+def test_a_region_of_several_threads_longer_than_its_update_is_not_told_first_it_spans_updates(tmp_path):
+    # 4 worker threads each timed "worker" (calls 4): together longer than the update. The
+    # nesting finding led with "it spans updates (entered before an earlier end_update())"
+    # (found by a helper); with several calls it leads with threads running it at once.
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    for s in range(1, 6):
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": s, "wall_ms": 100.0,
+                                 "cpu_call_ms": {"worker": 380.0, "main": 95.0},
+                                 "calls": {"worker": 4, "main": 1}, "parents": {"worker": None, "main": None}}))
+    log = tmp_path / "threads.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    doc = json.loads(run("report", "--format", "json", log).stdout)
+    (f,) = [f for f in doc["findings"] if f["kind"] == "nesting"]
+    assert f["action"].startswith("worker alone takes 380.0 ms over its 4 calls in step 1, longer than that update: "
+                                  "several threads ran it at the same time"), f["action"]
+    # One call longer than its update: it spans updates, as before.
+    log.write_text("\n".join(lines).replace('"worker": 4', '"worker": 1') + "\n")
+    doc = json.loads(run("report", "--format", "json", log).stdout)
+    (f,) = [f for f in doc["findings"] if f["kind"] == "nesting"]
+    assert f["action"].startswith("worker alone takes 380.0 ms in step 1, longer than that update: it spans updates"), f

@@ -73,6 +73,7 @@ struct NestingViolation {
   /// (it was entered before an earlier end_update(), e.g. an epoch), with its time [ms].
   std::string longer_child;
   double longer_child_ms = 0;
+  std::int64_t longer_child_calls = 0;  ///< its calls in that update (0: not recorded) [count]
   /// The children that add up to children_ms in that update, longest first, with their
   /// times on the violation's clock [ms] (up to kViolationChildrenNamed; the rest summed in
   /// children_ms only): which of them overlap, e.g. regions of a thread pool nested under
