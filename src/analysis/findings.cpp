@@ -1289,6 +1289,22 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
                           "prefetch, or look at what those updates load (a stall in the first update alone is the "
                           "workers' start-up: leave it out with --steps)"
                         : "if this grows, add data-loader workers or prefetch; the training loop waits for it";
+      if (const auto& slow = row.step_max_rank) {
+        f.title += fmt::format(", set by rank {}", slow->rank);
+        f.evidence += fmt::format("; rank {} takes the longest in {} of the {} steps, {:.1f} ms per update (median) "
+                                  "against {:.1f} ms on the other ranks (the median of their medians): the loader is "
+                                  "slow on that rank",
+                                  slow->rank, slow->steps_largest, slow->steps, slow->median_ms,
+                                  slow->others_median_ms);
+        if (std::find(in.cross_rank.stragglers.begin(), in.cross_rank.stragglers.end(), slow->rank) !=
+            in.cross_rank.stragglers.end())
+          f.evidence += fmt::format(" (the straggler finding of rank {} holds this time too: one cause, not two)",
+                                    slow->rank);
+        f.action = fmt::format(
+            "look at rank {}'s data loading first: its workers, its storage or file system, the samples it is given; "
+            "the other ranks load in {:.1f} ms and every step waits for rank {}",
+            slow->rank, slow->others_median_ms, slow->rank);
+      }
       out.push_back(std::move(f));
     }
     const auto& self = row.self_ms;

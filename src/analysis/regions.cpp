@@ -92,17 +92,41 @@ void add_step_max(const AnalysisInput& in, RegionTable& t) {
     const HierarchyNode* node = in.hierarchy->find(row.name);
     const auto id = in.region(row.name);
     if (!node || node->role != RegionRole::kData || !id) continue;
-    std::map<std::int64_t, double> step_max;
+    struct Largest {
+      double ms = 0;             // (0 where no rank has it)
+      std::int64_t rank = -1;    // the rank with the largest time; -1: none above 0, or a tie
+    };
+    std::map<std::int64_t, Largest> step_max;
+    std::map<std::int64_t, std::vector<double>> of_rank;  // each rank's times per update
     for (std::size_t k = 0; k < updates.size(); ++k) {
       auto ms = in.region_ms_of(k, *updates[k], *id, true);
       if (!ms) ms = in.region_ms_of(k, *updates[k], *id, false);
-      double& m = step_max[updates[k]->step];  // (0 where no rank has it)
-      m = std::max(m, ms.value_or(0.0));
+      const double t = ms.value_or(0.0);
+      const std::int64_t rank = updates[k]->rank.value_or(-1);
+      of_rank[rank].push_back(t);
+      Largest& m = step_max[updates[k]->step];
+      if (t > m.ms) m = {t, rank};
+      else if (t == m.ms) m.rank = -1;
     }
     std::vector<double> v;
     v.reserve(step_max.size());
-    for (const auto& [step, ms] : step_max) v.push_back(ms);
+    std::map<std::int64_t, std::size_t> largest_in;
+    for (const auto& [step, m] : step_max) {
+      v.push_back(m.ms);
+      if (m.rank >= 0) ++largest_in[m.rank];
+    }
     row.step_max_ms = summarize(v);
+    // A rank slow at loading on its own (found by a helper: a loader sleeping on rank 2
+    // was priced for the job, "add data-loader workers", with no word of the rank).
+    for (const auto& [rank, n] : largest_in) {
+      if (rank < 0 || 3 * n < 2 * step_max.size() || of_rank.size() < 2) continue;
+      std::vector<double> others;
+      for (auto& [r, times] : of_rank)
+        if (r != rank) others.push_back(*median(times));
+      const double mine = *median(of_rank[rank]), theirs = *median(others);
+      if (mine >= 2 * theirs && mine >= theirs + 1.0)
+        row.step_max_rank = RegionRow::SlowLoaderRank{rank, n, step_max.size(), mine, theirs};
+    }
   }
 }
 

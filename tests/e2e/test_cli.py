@@ -3472,3 +3472,30 @@ def test_a_region_of_several_threads_longer_than_its_update_is_not_told_first_it
     doc = json.loads(run("report", "--format", "json", log).stdout)
     (f,) = [f for f in doc["findings"] if f["kind"] == "nesting"]
     assert f["action"].startswith("worker alone takes 380.0 ms in step 1, longer than that update: it spans updates"), f
+
+
+def test_data_loading_slow_on_one_rank_names_that_rank(tmp_path):
+    # A loader slow on rank 2 only was priced for the job with "if this grows, add
+    # data-loader workers", no word of the rank (found by a helper).
+    rng = random.Random(11)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    fetch = {s: [0.3 + rng.random() * 0.1 + (30 if r == 2 else 0) for r in range(3)] for s in range(1, 21)}
+    for r in range(3):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": 3,
+                             "region_roles": {"fetch": "data", "allreduce": "communication"}})]
+        for s in range(1, 21):
+            own = fetch[s][r] + 20
+            comm = max(f + 20 for f in fetch[s]) - own + 2
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": own + comm,
+                                     "cpu_call_ms": {"fetch": fetch[s][r], "forward": 20, "allreduce": comm},
+                                     "parents": {"fetch": None, "forward": None, "allreduce": None}}))
+        (logs / f"rank{r}.jsonl").write_text("\n".join(lines) + "\n")
+    doc = json.loads(run("report", "--format", "json", logs).stdout)
+    (f,) = [f for f in doc["findings"] if f["kind"] == "data-loading"]
+    mine = statistics.median(fetch[s][2] for s in fetch)
+    theirs = statistics.median([statistics.median(fetch[s][r] for s in fetch) for r in (0, 1)])
+    assert f["title"].endswith(", set by rank 2"), f
+    assert (f"rank 2 takes the longest in 20 of the 20 steps, {mine:.1f} ms per update (median) against {theirs:.1f} ms"
+            in f["evidence"]), f["evidence"]
+    assert f["action"].startswith("look at rank 2's data loading first"), f

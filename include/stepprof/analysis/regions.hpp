@@ -56,6 +56,18 @@ struct RegionRow {
   /// loader that stalls on one rank (a pipeline's first stage) holds up every rank;
   /// pooled over every rank's updates its stalls were diluted.
   std::optional<Summary> step_max_ms;
+  /// With step_max_ms: a rank whose time is the step's largest in at least 2/3 of the
+  /// steps and whose median is at least twice the other ranks' (the median of their
+  /// medians) and 1 ms more: the loader is slow on that rank only (its storage, its
+  /// workers, its samples). Absent otherwise.
+  struct SlowLoaderRank {
+    std::int64_t rank = -1;
+    std::size_t steps_largest = 0;  ///< steps in which its time was the largest [count]
+    std::size_t steps = 0;          ///< steps compared [count]
+    double median_ms = 0;           ///< its median per update [ms]
+    double others_median_ms = 0;    ///< the median of the other ranks' medians [ms]
+  };
+  std::optional<SlowLoaderRank> step_max_rank;
   TimeGap gap = TimeGap::kNone;
 };
 
