@@ -500,13 +500,23 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
 std::vector<RecurringLag> find_recurring_lags(const std::vector<UpdateSlowest>& per_update, double threshold_ms,
                                               const std::vector<RankWork>& ranks,
                                               const std::vector<StragglerEpisode>& episodes,
-                                              const std::vector<std::int64_t>& excluded) {
+                                              const std::vector<std::int64_t>& excluded,
+                                              const std::vector<UpdateSlowest>* priced_per_update,
+                                              const std::vector<RankWork>* priced_ranks) {
   constexpr std::size_t kMinUpdates = 10, kMinBehind = 3, kAroundEpisode = 5;
   constexpr double kChanceAtMost = 0.01;
   std::vector<RecurringLag> out;
   const std::size_t n = per_update.size(), nr = ranks.size();
   if (nr < 2 || n < kMinUpdates || !(threshold_ms > 0)) return out;
+  const auto& p_updates = priced_per_update ? *priced_per_update : per_update;
+  const auto& p_ranks = priced_ranks ? *priced_ranks : ranks;
   auto margin = [&](std::size_t k, std::size_t i) { return (*ranks[k].compute_ms)[i] - per_update[i].median_compute_ms; };
+  auto priced_margin = [&](std::size_t k, std::size_t i) {
+    return (*p_ranks[k].compute_ms)[i] - p_updates[i].median_compute_ms;
+  };
+  auto is_excluded = [&](std::size_t k) {
+    return std::find(excluded.begin(), excluded.end(), ranks[k].rank) != excluded.end();
+  };
   std::vector<std::vector<std::size_t>> behind(nr);
   std::vector<std::size_t> compared(nr, 0);
   std::vector<char> near(n);
@@ -519,6 +529,7 @@ std::vector<RecurringLag> find_recurring_lags(const std::vector<UpdateSlowest>& 
       const auto hi = std::upper_bound(per_update.begin(), per_update.end(), e.last_step,
                                        [](std::int64_t s, const UpdateSlowest& u) { return s < u.step; });
       const auto a = static_cast<std::size_t>(lo - per_update.begin()), b = static_cast<std::size_t>(hi - per_update.begin());
+      if (a == b) continue;  // (a stretch after the aligned steps: steps_after_end)
       for (std::size_t i = a > kAroundEpisode ? a - kAroundEpisode : 0; i < std::min(n, b + kAroundEpisode); ++i) near[i] = 1;
     }
     for (std::size_t i = 0; i < n; ++i) {
@@ -527,15 +538,17 @@ std::vector<RecurringLag> find_recurring_lags(const std::vector<UpdateSlowest>& 
       if (margin(k, i) > threshold_ms) behind[k].push_back(i);
     }
   }
+  // The chance rate: the other ranks' behind updates, excluded ranks (a straggler behind
+  // in most of its updates) left out.
   std::size_t all_behind = 0, all_compared = 0;
-  for (std::size_t k = 0; k < nr; ++k) {
-    all_behind += behind[k].size();
-    all_compared += compared[k];
-  }
+  for (std::size_t k = 0; k < nr; ++k)
+    if (!is_excluded(k)) {
+      all_behind += behind[k].size();
+      all_compared += compared[k];
+    }
   for (std::size_t k = 0; k < nr; ++k) {
     const std::size_t kb = behind[k].size();
-    if (std::find(excluded.begin(), excluded.end(), ranks[k].rank) != excluded.end()) continue;
-    if (kb < kMinBehind || 2 * kb > compared[k]) continue;
+    if (is_excluded(k) || kb < kMinBehind || 2 * kb > compared[k]) continue;
     RecurringLag g;
     g.rank = ranks[k].rank;
     g.behind = kb;
@@ -548,21 +561,31 @@ std::vector<RecurringLag> find_recurring_lags(const std::vector<UpdateSlowest>& 
     std::vector<double> m;
     double stake = 0;
     for (const std::size_t i : behind[k]) {
-      const double mine = margin(k, i);
+      const double mine = priced_margin(k, i);
       m.push_back(mine);
       double other = -std::numeric_limits<double>::infinity();
       for (std::size_t o = 0; o < nr; ++o)
-        if (o != k) other = std::max(other, margin(o, i));
-      stake += std::max(0.0, mine - other);
+        if (o != k) other = std::max(other, priced_margin(o, i));
+      const double beyond = std::max(0.0, mine - other);
+      stake += beyond;
+      g.behind_steps.push_back(per_update[i].step);
+      g.stake_ms.push_back(beyond);
       if (g.steps.size() < kRecurringStepsKept) g.steps.push_back(per_update[i].step);
     }
     g.margin_ms = *median(m);
     g.at_stake_ms = stake / static_cast<double>(n);
-    const std::int64_t d = per_update[behind[k][1]].step - per_update[behind[k][0]].step;
-    bool even = d > 0;
-    for (std::size_t j = 1; even && j < kb; ++j)
-      even = per_update[behind[k][j]].step - per_update[behind[k][j - 1]].step == d;
-    if (even) g.every = d;
+    // Evenly spaced: every gap a multiple of the smallest, most of them that one (a step
+    // or two left out near an episode, or not beyond the bound once, keeps the period).
+    std::int64_t d = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t j = 1; j < kb; ++j) d = std::min(d, g.behind_steps[j] - g.behind_steps[j - 1]);
+    std::size_t exact = 0;
+    bool multiples = d > 0;
+    for (std::size_t j = 1; multiples && j < kb; ++j) {
+      const std::int64_t gap = g.behind_steps[j] - g.behind_steps[j - 1];
+      multiples = gap % d == 0;
+      exact += gap == d ? 1 : 0;
+    }
+    if (multiples && 4 * exact >= 3 * (kb - 1)) g.every = d;
     out.push_back(std::move(g));
   }
   std::stable_sort(out.begin(), out.end(),
@@ -1356,7 +1379,8 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     if (out.slow_group) excluded.insert(excluded.end(), out.slow_group->slow.begin(), out.slow_group->slow.end());
     // On own work less the slow paths' excess where there is some: a rank whose fallbacks
     // fall in scattered updates is the slow-path finding's story, not a lag of its own.
-    out.recurring = any_excess ? find_recurring_lags(scaled_per_update, scaled_threshold, scaled_work, out.episodes, excluded)
+    out.recurring = any_excess ? find_recurring_lags(scaled_per_update, scaled_threshold, scaled_work, out.episodes,
+                                                     excluded, &out.per_update, &work)
                                : find_recurring_lags(out.per_update, out.episode_threshold_ms, work, out.episodes, excluded);
     for (auto& g : out.recurring) g.paths_scaled = any_excess;
   }

@@ -961,37 +961,53 @@ std::string ordinal(std::int64_t n) {
 // every k-th step or now and then, which the medians and the stretches do not see.
 void recurring_lags(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
-  if (!x.available) return;
+  if (!x.available || x.per_update.empty()) return;
   for (const RecurringLag& g : x.recurring) {
-    // Mostly its padding spikes (listed ones): the padding finding says that.
-    const std::size_t spikes = static_cast<std::size_t>(
-        std::count_if(g.steps.begin(), g.steps.end(), [&](std::int64_t step) {
-          return std::any_of(in.padding.spikes.begin(), in.padding.spikes.end(),
-                             [&](const PaddingSpike& p) { return p.rank == g.rank && p.step == step; });
-        }));
-    if (2 * spikes >= g.steps.size()) continue;
+    // Its padding spikes are the padding finding's: taken out of the time at stake, and
+    // no finding when they are half of its behind updates or more.
+    std::size_t spikes = 0;
+    double stake = 0;
+    for (std::size_t j = 0; j < g.behind_steps.size(); ++j) {
+      if (std::binary_search(in.padding.spike_updates.begin(), in.padding.spike_updates.end(),
+                             std::pair<std::int64_t, std::int64_t>{g.rank, g.behind_steps[j]}))
+        ++spikes;
+      else
+        stake += g.stake_ms[j];
+    }
+    if (2 * spikes >= g.behind) continue;
+    const double at_stake = stake / static_cast<double>(x.per_update.size());
+    // Like a straggler's, a lag under 1 % of the update is no finding (a rank a little
+    // noisier than the others is behind 3 times in 200 updates beyond chance).
+    if (at_stake < kMaterialLag * typical_update_ms(x)) continue;
     std::vector<std::string> shown;
     for (std::size_t i = 0; i < g.steps.size() && i < 6; ++i) shown.push_back(std::to_string(g.steps[i]));
     const std::string steps = fmt::format("{}{}", fmt::join(shown, ", "), g.behind > shown.size() ? ", ..." : "");
     Finding f;
     f.kind = "recurring_lag";
     f.subject = fmt::format("rank {}", g.rank);
-    f.ms_per_update = g.at_stake_ms;
+    f.ms_per_update = at_stake;
     f.title = fmt::format("rank {} falls behind {}: {:.0f} ms behind the median rank in {} of {} updates (steps {})",
                           g.rank, g.every ? "every " + ordinal(*g.every) + " step" : std::string("now and then"),
                           g.margin_ms, g.behind, g.updates, steps);
-    f.evidence = fmt::format(
-        "a rank counts as behind when it is more than {:.0f} ms behind the median rank (as for the stretches in the "
-        "waiting section); the other ranks were that far behind in {} of their {} updates, so {} is beyond chance "
-        "(under 1 % over every rank); these updates are scattered, not a stretch, and most of its updates are as fast "
-        "as the others', so neither the straggler scores (medians) nor the stretches name it; time at stake: per "
-        "update, its margin beyond the slowest other rank's in those updates, over all {}",
-        g.threshold_ms, g.others_behind, g.others_compared, g.behind, x.per_update.size());
+    f.evidence =
+        g.paths_scaled
+            ? fmt::format("a rank counts as behind when its own work less what its slow code paths took beyond the "
+                          "fast paths' cost is more than {:.0f} ms beyond the median rank's (so fallbacks are not what "
+                          "it is; its margin and the time at stake are of own work as measured)",
+                          g.threshold_ms)
+            : fmt::format("a rank counts as behind when it is more than {:.0f} ms behind the median rank (as for the "
+                          "stretches in the waiting section)",
+                          g.threshold_ms);
+    f.evidence += fmt::format(
+        "; the other ranks were that far behind in {} of their {} updates, so {} is beyond chance (under 1 % over "
+        "every rank); these updates are scattered, not a stretch, and most of its updates are as fast as the "
+        "others', so neither the straggler scores (medians) nor the stretches name it; time at stake: per update, "
+        "its margin beyond the slowest other rank's in those updates, over all {}",
+        g.others_behind, g.others_compared, g.behind, x.per_update.size());
     if (spikes > 0)
-      f.evidence += fmt::format("; in {} of those steps its padding fraction spiked (the padding finding)", spikes);
-    if (g.paths_scaled)
-      f.evidence += "; found on own work less what slow code paths took beyond the fast paths' cost for the same "
-                    "work, so fallbacks are not what it is";
+      f.evidence += fmt::format("; in {} of those steps its padding fraction spiked: the padding finding prices "
+                                "those, and they are left out of the time at stake here",
+                                spikes);
     f.evidence += own_work_caveat(x);
     f.action = fmt::format(
         "look at what rank {} does in those steps that the other ranks do not: {}a checkpoint, evaluation, logging or "

@@ -75,6 +75,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
       ++p.spike_count;
       const UpdateRecord& u = *updates[per_update_k[i]];
       PaddingSpike spike{u.rank.value_or(-1), u.step, per_update[i], std::nullopt};
+      p.spike_updates.emplace_back(spike.rank, spike.step);
       for (const auto& shape : u.input_shapes)
         if (shape.dims.size() == 2)  // (b, l): see check_input_shape_dims
           spike.padded_length = std::max(spike.padded_length.value_or(0), static_cast<double>(shape.dims.back()));
@@ -84,6 +85,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     std::stable_sort(p.spikes.begin(), p.spikes.end(),
                      [](const PaddingSpike& a, const PaddingSpike& b) { return a.fraction > b.fraction; });
     if (p.spikes.size() > PaddingResult::kMaxSpikesKept) p.spikes.resize(PaddingResult::kMaxSpikesKept);
+    std::sort(p.spike_updates.begin(), p.spike_updates.end());
   }
   const double padding = p.token_slots - p.valid_tokens;
   // (A rate beyond a double, from wall times of 5e-324 ms, is left unknown: null in JSON.)

@@ -724,9 +724,12 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
     constexpr std::size_t kListed = 8;  // (then a count; every one is in --format json)
     for (std::size_t k = 0; k < x.recurring.size() && k < kListed; ++k) {
       const RecurringLag& g = x.recurring[k];
-      scattered += fmt::format("{}rank {} in {} of {} updates{} ({} behind, median; steps {}{})",
+      scattered += fmt::format("{}rank {} in {} of {} updates{} ({} behind, median{}; steps {}{})",
                                scattered.empty() ? "" : "; ", g.rank, g.behind, g.updates,
                                g.every ? fmt::format(", every {} steps", *g.every) : std::string(), ms(g.margin_ms),
+                               g.paths_scaled ? fmt::format("; found beyond {} on own work less slow paths' excess",
+                                                            ms(g.threshold_ms))
+                                              : std::string(),
                                fmt::join(g.steps.begin(), g.steps.begin() + static_cast<std::ptrdiff_t>(
                                                                               std::min<std::size_t>(g.steps.size(), 8)),
                                          ", "),

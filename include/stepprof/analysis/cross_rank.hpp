@@ -293,7 +293,9 @@ struct RecurringLag {
   std::size_t behind = 0;     ///< updates in which it was more than threshold_ms behind [count]
   std::size_t updates = 0;    ///< aligned updates compared (outside its own episodes) [count]
   double margin_ms = 0;       ///< its own work over the median rank's, median over the `behind` updates [ms]
-  double threshold_ms = 0;    ///< the margin beyond which a rank is behind (CrossRankResult::episode_threshold_ms) [ms]
+  /// The margin beyond which a rank is behind: CrossRankResult::episode_threshold_ms, or
+  /// with paths_scaled the same bound on own work less the slow paths' excess [ms].
+  double threshold_ms = 0;
   /// What the job waits for it, per aligned update: over its behind updates, its margin
   /// beyond the slowest other rank's, summed and divided by all aligned updates [ms].
   double at_stake_ms = 0;
@@ -303,8 +305,15 @@ struct RecurringLag {
   /// otherwise.
   std::optional<std::int64_t> every;
   std::vector<std::int64_t> steps;  ///< the behind steps, ascending (the first kRecurringStepsKept)
+  /// Every behind step, ascending, and what each adds to at_stake_ms times the aligned
+  /// updates (its margin beyond the slowest other rank's) [ms]: the findings take out
+  /// the steps that are its padding spikes (the padding finding prices those).
+  std::vector<std::int64_t> behind_steps;
+  std::vector<double> stake_ms;
   /// Found on own work less what slow code paths took beyond the fast paths' cost (where
-  /// any update ran one): margins, threshold and time at stake are of that work.
+  /// any update ran one): `threshold_ms` and which updates are behind are of that work;
+  /// `margin_ms` and `at_stake_ms` of own work as measured (the job still waits for the
+  /// other ranks' fallbacks).
   bool paths_scaled = false;
 };
 inline constexpr std::size_t kRecurringStepsKept = 20;
@@ -316,11 +325,19 @@ inline constexpr std::size_t kRecurringStepsKept = 20;
 /// more) are not searched. A rank counts with at least 3 behind updates, in at most half
 /// of those compared, more than chance gives: P(Binomial(n, p) >= k) x ranks < 1 %, with
 /// p the other ranks' share of behind updates ((behind + 1) / (compared + 2)), over every
-/// rank (Bonferroni). Needs 2 ranks and 10 aligned updates. Ordered by at_stake_ms, largest first.
+/// rank (Bonferroni), excluded ranks left out of that share. Needs 2 ranks and 10 aligned
+/// updates. `every` is set when every gap between behind steps is a multiple of the
+/// smallest and 3/4 of them are that one. A rank behind every 2nd or 3rd step is a
+/// stretch (episodes allow 2 other updates between two behind ones), not this.
+/// `priced_per_update` and `priced_ranks` (the same updates, own work as measured; default:
+/// `per_update` and `ranks`) give margin_ms and at_stake_ms where the search ran on other
+/// work. Ordered by at_stake_ms, largest first.
 std::vector<RecurringLag> find_recurring_lags(const std::vector<UpdateSlowest>& per_update, double threshold_ms,
                                               const std::vector<RankWork>& ranks,
                                               const std::vector<StragglerEpisode>& episodes,
-                                              const std::vector<std::int64_t>& excluded);
+                                              const std::vector<std::int64_t>& excluded,
+                                              const std::vector<UpdateSlowest>* priced_per_update = nullptr,
+                                              const std::vector<RankWork>* priced_ranks = nullptr);
 
 /// A run of steps, consecutive in the steps of the logs, that share a set of ranks (the
 /// ranks that lack them, or whose update there lacks the communication region).

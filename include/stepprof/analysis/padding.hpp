@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stepprof/analysis/input.hpp"
@@ -72,6 +73,9 @@ struct PaddingResult {
   std::optional<double> spike_threshold;  ///< p90 + kSpikeMargin [fraction]
   std::size_t spike_count = 0;
   std::vector<PaddingSpike> spikes;
+  /// Every spike's (rank, step), sorted (-1: the log names no rank); spike_count of them
+  /// (at most a tenth of the updates, by the threshold's p90).
+  std::vector<std::pair<std::int64_t, std::int64_t>> spike_updates;
 };
 
 PaddingResult analyze_padding(const AnalysisInput& in);
