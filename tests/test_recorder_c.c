@@ -230,6 +230,9 @@ int main(void) {
     CHECK(stepprof_input_shape(dims, 2) == STEPPROF_ERR_NO_MEMORY);
     CHECK_CONTAINS(stepprof_last_error(), "stepprof_input_shape: out of memory or past max_update_data_bytes");
     CHECK(stepprof_frame_histogram_add(3, 0) == STEPPROF_OK); /* nothing to store */
+    /* A bad value is a bad argument, whatever room is left (it was update_data_full here). */
+    CHECK(stepprof_frame_histogram_add(3, 8589934592LL) == STEPPROF_ERR_ARGUMENT);
+    CHECK(stepprof_error_count(small, "bad_argument") == 1);
     CHECK(stepprof_error_count(small, "update_data_full") == 3);
     /* A histogram add that takes its bucket past 2^32 samples: refused, and said so. */
     CHECK(stepprof_end_update(small, 0) == STEPPROF_OK);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "stepprof/diagnostics.hpp"
 #include "stepprof/stepprof.h"
 #include "stepprof/stepprof.hpp"
 
@@ -293,6 +294,14 @@ PYBIND11_MODULE(_core, m) {
       [](std::uintptr_t stream) { return check(stepprof_set_device_stream(reinterpret_cast<void*>(stream))); },
       "Times this thread's regions on CUstream `stream` (an integer address, e.g. "
       "torch.cuda.current_stream().cuda_stream; 0: the legacy default stream).");
+  m.def(
+      "printable",
+      [](const py::bytes& b) {
+        const std::string_view raw = b;
+        return text(stepprof::printable(raw), "replace");
+      },
+      "`b` (bytes, e.g. a log path) as the recorder's messages show text: control characters and bytes that are no "
+      "UTF-8 as \\xNN per byte (stepprof::printable).");
   m.def("clock_name", [] { return std::string(stepprof_clock_name()); });
   m.def("last_error", [] { return text(stepprof_last_error(), "replace"); });
 }

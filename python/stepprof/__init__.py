@@ -107,6 +107,12 @@ def _count(value: Any, what: str) -> int:
         return 2 ** 63 - 1 if operator.index(value) > 0 else -(2 ** 63)
 
 
+def _shown(path: Union[str, bytes]) -> str:
+    """A log path as the recorder's messages show it: control characters and bytes that
+    are no UTF-8 as \\xNN (a newline in a path forged a line of the job's output)."""
+    return _core.printable(path if isinstance(path, bytes) else os.fsencode(path))
+
+
 def _utf8(text: str) -> str:
     """`text` as UTF-8 can hold it: lone surrogates (a str made from bytes that are not
     UTF-8 with os.fsdecode or errors="surrogateescape") become U+FFFD, one per byte, as
@@ -424,9 +430,11 @@ class Recorder:
       training loop, e.g. a logger's): each such call is counted as "used_after_close"
       in `errors` (close()'s errors plus these), and the first one warns. region() then
       returns a context manager that does nothing, and `info` is the info as of close().
-    A wrong argument type or value still raises TypeError / ValueError at the call (and
-    Recorder() raises ValueError for a $RANK or $WORLD_SIZE that is no integer, or no rank
-    of the world, when it reads them).
+    A wrong argument type still raises TypeError at the call (a name holding a NUL,
+    ValueError), and Recorder() raises ValueError for a $RANK or $WORLD_SIZE that is no
+    integer, or no rank of the world, when it reads them. A bad value of a per-update call
+    (a negative count, a NaN padding fraction) is not recorded: counted as bad_argument,
+    with one RecorderWarning.
 
     The recorder is the process's: copy.copy() and copy.deepcopy() return the Recorder
     itself, and a Recorder pickled into another process (a Dataset holding it, sent to a
@@ -600,7 +608,7 @@ class Recorder:
             # the job for its telemetry. This one records nothing and says why.
             self._misuse["already_open"] = 1
             self._info_at_open = {"path": path.decode("utf-8", "replace"), "records_written": 0, "errors": {}}
-            _warn_in_loop(f"stepprof: {message}: this Recorder ({self._info_at_open['path']}) records nothing "
+            _warn_in_loop(f"stepprof: {message}: this Recorder ({_shown(path)}) records nothing "
                           "(counted as already_open in its errors)", stacklevel=4)
             return
         self._handle = handle
@@ -710,6 +718,7 @@ class Recorder:
         >= 0) or one above 2^53 is not added: counted as bad_argument, with a
         RecorderWarning the first time (_bad_value). Once closed it does nothing (counted
         as used_after_close)."""
+        given = n
         if type(n) is not int or not 0 <= n <= _MAX_COUNT:  # (the common case checked at once)
             n = _count(n, "count")
         if not self._handle:
@@ -724,7 +733,7 @@ class Recorder:
         try:
             _core.counter_add(c, n)
         except ValueError as e:  # (an unknown id cannot be: ids come from _core.counter)
-            self._bad_value("count", f"count {n} for counter {name!r}", e)
+            self._bad_value("count", f"count {given!r} for counter {name!r}", e)
 
     def frame(self, frames: int, samples: int = 1) -> None:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram.
@@ -756,6 +765,7 @@ class Recorder:
         if isinstance(shape, (str, bytes)):
             raise TypeError(f"an input shape is a sequence of integers, e.g. (8, 3154), not {type(shape).__name__} "
                             f"{shape!r}")
+        shape = tuple(shape)  # (an iterator is read once: the message shows it too)
         dims = [_count(d, "input shape dimension") for d in shape]
         if self._usable("input_shape"):
             try:
@@ -775,13 +785,15 @@ class Recorder:
             if not isinstance(listed, list):  # (a 0-d array or tensor: one number)
                 raise TypeError(f"sample indices must be a sequence of integers, not a 0-d {type(indices).__name__}")
             indices = listed
+        if not isinstance(indices, (list, tuple)):
+            indices = list(indices)  # (an iterator is read once: the message shows a value of it)
         checked = [_count(i, "sample index") for i in indices]
         if self._usable("sample_indices"):
             try:
                 _core.sample_indices(checked)
             except ValueError as e:
-                bad = next((i for i in checked if not 0 <= i <= _MAX_COUNT), None)
-                self._bad_value("sample_indices", f"sample index {bad}", e)
+                bad = next((given for given, i in zip(indices, checked) if not 0 <= i <= _MAX_COUNT), None)
+                self._bad_value("sample_indices", f"sample index {bad!r}", e)
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
@@ -794,12 +806,15 @@ class Recorder:
         (counted as used_after_close)."""
         if isinstance(fraction, (str, bytes, bytearray, bool)):
             raise TypeError(f"padding fraction should be a number, got {type(fraction).__name__} {fraction!r}")
-        f = float(fraction)
+        try:
+            f = float(fraction)
+        except OverflowError:  # (an int beyond a double: a bad value, counted below)
+            f = math.inf
         if self._usable("padding_fraction"):
             try:
                 _core.set_padding_fraction(f)
             except ValueError as e:
-                self._bad_value("padding_fraction", f"padding fraction {f}", e)
+                self._bad_value("padding_fraction", f"padding fraction {fraction!r}", e)
 
     def microbatch(
         self,
@@ -835,7 +850,8 @@ class Recorder:
             try:
                 _core.microbatch(f, t, p, pad)
             except ValueError as e:
-                self._bad_value("microbatch", f"micro-batch (frames {f}, tokens {t}, padded_length {padded_length})", e)
+                self._bad_value("microbatch", f"micro-batch (frames {frames!r}, tokens {tokens!r}, padded_length "
+                                f"{padded_length!r})", e)
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
@@ -882,7 +898,7 @@ class Recorder:
         status = self._with_handle("end_update", _core.end_update, step)
         if status == _STATUS_WARN_IO and not self._warned_write:
             self._warned_write = True
-            _warn_in_loop(f"stepprof: the record of update {step} could not be written to {self.info['path']}; "
+            _warn_in_loop(f"stepprof: the record of update {step} could not be written to {_shown(self.info['path'])}; "
                           "it is counted, as are further failures (see close())")
 
     # ---- lifetime -----------------------------------------------------------------------

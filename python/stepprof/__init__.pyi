@@ -20,7 +20,8 @@ class Recorder:
     into the training loop for what it cannot do or for its state: a Recorder made while
     another is open warns and records nothing (errors {"already_open": 1}); after
     close(), its calls do nothing, counted as "used_after_close" (warned once). A wrong
-    argument type or value raises TypeError / ValueError. "{rank}" and "{rank:SPEC}"
+    argument type raises TypeError; a bad value of a per-update call (a negative count, a
+    NaN padding fraction) is counted as bad_argument, with one RecorderWarning. "{rank}" and "{rank:SPEC}"
     (Python's format spec, e.g. "rank{rank:03d}.jsonl") in the path are expanded."""
     rank: int
     world_size: int

@@ -1324,7 +1324,8 @@ namespace stepprof::detail {
 DataAdded add_frames(std::int64_t frames, std::int64_t samples) noexcept {
   // Counts are >= 0, and a bucket holds at most 2^32 samples (what the reader admits).
   constexpr std::int64_t kExact = schema::kMaxBatchCount;
-  if (!count_ok(frames) || !count_ok(samples)) {
+  // (samples above a bucket's bound is a bad argument whatever room the update has left.)
+  if (!count_ok(frames) || !count_ok(samples) || samples > kExact) {
     if (core().is_open.load(std::memory_order_acquire)) count_global_error(ErrorKind::kBadArgument);
     return DataAdded::kBadArgument;
   }

@@ -3,6 +3,7 @@ the Python API, read the file back with the json module and with `stepprof repor
 compare with what the test measured itself."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -319,13 +320,25 @@ def test_wrong_argument_types_raise_and_bad_values_are_counted(tmp_path):
     assert "padding fraction nan is not recorded" in str(warned[0].message)
     assert "bad_argument" in str(warned[0].message)
     assert warned[0].filename == __file__  # (at the caller's line)
+    # (A review: an int beyond a double raised OverflowError; the message showed a clamped
+    # value and an iterator's shape as "()".)
+    more = [
+        (lambda: rec.padding_fraction(10 ** 400), "padding fraction 1000"),
+        (lambda: rec.count("samples", 10 ** 30), f"count {10 ** 30} for counter"),
+        (lambda: rec.input_shape(iter([1, -2])), "input shape (1, -2)"),
+        (lambda: rec.sample_indices(iter([4, 2 ** 70])), f"sample index {2 ** 70}"),
+    ]
+    for call, shown in more:
+        rec._warned_value = False  # (each warns, to see its message)
+        with pytest.warns(stepprof.RecorderWarning, match=re.escape(shown)):
+            call()
     rec.count("samples", 2)
     rec.end_update(1)
     with pytest.warns(stepprof.RecorderWarning):
-        assert rec.close() == {"bad_argument": len(bad_values)}
+        assert rec.close() == {"bad_argument": len(bad_values) + len(more)}
     _, updates = read_log(path)
     assert updates[0]["counts"] == {"samples": 2}
-    assert updates[0]["recorder_errors"] == {"bad_argument": len(bad_values)}
+    assert updates[0]["recorder_errors"] == {"bad_argument": len(bad_values) + len(more)}
     for key in ("padding_fraction", "frame_histogram", "input_shapes", "sample_indices", "microbatches"):
         assert key not in updates[0], updates[0]
     _, updates = read_log(tmp_path / "t0.jsonl")
@@ -669,6 +682,10 @@ def test_a_second_recorder_while_one_is_open_warns_and_records_nothing(tmp_path,
     assert second.closed
     assert second.errors == {"already_open": 1}
     assert second.info["path"].endswith("second0.jsonl") and second.info["records_written"] == 0
+    # The path is shown escaped: a newline in it forged a line of the job's output (a review).
+    with pytest.warns(stepprof.RecorderWarning, match=re.escape("(" + str(tmp_path) + "/x\\x0aforged.jsonl)")) as w:
+        stepprof.Recorder(str(tmp_path / "x\nforged.jsonl"), device_timing="off")
+    assert all("\n" not in str(m.message) for m in w)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once: its calls warn no more, and raise nothing
         with first.region("outer_first"):
