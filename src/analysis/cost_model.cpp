@@ -243,9 +243,9 @@ void check_choice(RegionModel& m, const std::vector<double>& a, const std::vecto
     std::vector<std::size_t> columns = sel.columns;
     std::sort(columns.begin(), columns.end());
     if (columns == chosen) continue;
-    if (m.choice_set_by.empty())
-      for (const std::size_t c : sel.columns) m.choice_without_first.push_back(m.candidates[c]);
-    m.choice_set_by.push_back({updates[out]->rank, updates[out]->step});
+    RegionModel::ChoiceFlip flip{updates[out]->rank, updates[out]->step, {}};
+    for (const std::size_t c : sel.columns) flip.terms.push_back(m.candidates[c]);
+    m.choice_set_by.push_back(std::move(flip));
   }
   m.choice_checked = true;
 }

@@ -54,10 +54,17 @@ Interval interval_of(double point, std::vector<double> boot, double central) {
   return iv;
 }
 
+// Whether any of `features` is one the scenario changes.
+bool prices_change(const std::vector<std::size_t>& features, const std::vector<std::size_t>& changed) {
+  return std::any_of(features.begin(), features.end(),
+                     [&](std::size_t f) { return std::find(changed.begin(), changed.end(), f) != changed.end(); });
+}
+
 // A prediction's note where a model that prices (or, chosen otherwise, would price) the
 // change has its terms set by single updates (RegionModel::choice_set_by): the interval
 // refits the chosen terms only, so it does not show that the answer rests on the choice.
-std::string choice_note(const RegionModel& m, const FeatureSpace& space, bool prices, bool prices_without) {
+// The updates are grouped by the terms chosen without them.
+std::string choice_note(const RegionModel& m, const FeatureSpace& space, const std::vector<std::size_t>& changed) {
   auto terms = [&](const std::vector<std::size_t>& features) {
     std::vector<std::string> names;
     for (const std::size_t f : features) names.push_back(space.features[f].name);
@@ -65,26 +72,37 @@ std::string choice_note(const RegionModel& m, const FeatureSpace& space, bool pr
   };
   std::vector<std::size_t> chosen;
   for (const CostTerm& t : m.terms) chosen.push_back(t.feature);
-  const bool one_rank = std::all_of(m.choice_set_by.begin(), m.choice_set_by.end(),
-                                    [&](const RegionModel::UpdateRef& u) { return u.rank == m.choice_set_by[0].rank; });
-  std::vector<std::string> named;  // "step 16", "19"; with several ranks "step 16 of rank 1"
-  for (std::size_t i = 0; i < m.choice_set_by.size() && i < 5; ++i) {
-    const auto& u = m.choice_set_by[i];
-    named.push_back(!one_rank && u.rank ? fmt::format("step {} of rank {}", u.step, *u.rank)
-                    : i == 0            ? fmt::format("step {}", u.step)
-                                        : fmt::format("{}", u.step));
+  const bool prices = prices_change(chosen, changed);
+  const bool one_rank = std::all_of(m.choice_set_by.begin(), m.choice_set_by.end(), [&](const RegionModel::ChoiceFlip& u) {
+    return u.rank == m.choice_set_by[0].rank;
+  });
+  // The alternatives in order of first appearance, each with its updates.
+  std::vector<std::pair<std::vector<std::size_t>, std::vector<const RegionModel::ChoiceFlip*>>> groups;
+  for (const auto& u : m.choice_set_by) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == u.terms; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {u.terms, {}});
+    it->second.push_back(&u);
   }
-  const std::size_t more = m.choice_set_by.size() - named.size();
-  std::string which = named.back();
-  if (named.size() > 1)
-    which = fmt::format("{} or {}", fmt::join(named.begin(), named.end() - 1, ", "), named.back());
-  if (more) which = fmt::format("{} or {} other update(s)", fmt::join(named, ", "), more);
+  std::vector<std::string> parts;
+  for (const auto& [alternative, flips] : groups) {
+    std::vector<std::string> named;  // "step 16", "19"; with several ranks "step 16 of rank 1"
+    for (std::size_t i = 0; i < flips.size() && i < 5; ++i)
+      named.push_back(!one_rank && flips[i]->rank ? fmt::format("step {} of rank {}", flips[i]->step, *flips[i]->rank)
+                      : i == 0                    ? fmt::format("step {}", flips[i]->step)
+                                                  : fmt::format("{}", flips[i]->step));
+    const std::size_t more = flips.size() - named.size();
+    std::string which = named.back();
+    if (named.size() > 1) which = fmt::format("{} or {}", fmt::join(named.begin(), named.end() - 1, ", "), named.back());
+    if (more) which = fmt::format("{} or {} other update(s)", fmt::join(named, ", "), more);
+    const bool alt_prices = prices_change(alternative, changed);
+    parts.push_back(fmt::format("leaving out {}{} alone, the selection chooses {} instead, which {} the change",
+                                flips.size() > 1 ? "any one of " : "", which, terms(alternative),
+                                !alt_prices ? "does not price" : prices ? "also prices" : "prices"));
+  }
   return fmt::format(
-      "the model of {} ({}) is chosen by a narrow margin: leaving out {}{} alone (of {} updates), the selection "
-      "chooses {} instead, which {} the change; {} rests on that choice, and the interval (the chosen terms "
-      "refitted) does not show it",
-      m.region, terms(chosen), named.size() + more > 1 ? "any one of " : "", which, m.updates,
-      terms(m.choice_without_first), !prices_without ? "does not price" : prices ? "also prices" : "prices",
+      "the model of {} ({}) is chosen by a narrow margin (of {} updates): {}; {} rests on that choice, and the "
+      "interval (the chosen terms refitted) does not show it",
+      m.region, terms(chosen), m.updates, fmt::join(parts, "; "),
       prices ? "the price of its work" : "leaving its time unchanged");
 }
 
@@ -741,16 +759,30 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
           }))
         parents.push_back(m.region);
     }
+    // Leaf models whose choice single updates set, and would price it chosen otherwise:
+    // the verdict rests on that choice (the bundled log without step 16: no-padding).
+    std::string narrow;
+    for (const std::size_t i : s.leaves) {
+      const RegionModel& m = models.models[i];
+      if (std::any_of(m.choice_set_by.begin(), m.choice_set_by.end(),
+                      [&](const auto& u) { return prices_change(u.terms, s.changed); }))
+      {
+        std::string note = choice_note(m, models.space, s.changed);
+        note[0] = 'T';  // ("the model of ...", as a sentence of its own)
+        narrow += ". " + note;
+      }
+    }
     fail(fmt::format("no usable cost model of a leaf region uses the work that changes ({}): the selected models "
                      "price these updates by other features, or are not usable (see the cost models); predicting no "
-                     "change would only restate that{}",
+                     "change would only restate that{}{}",
                      fmt::join(names, ", "),
                      parents.empty()
                          ? std::string()
                          : fmt::format(". The models of {} use it, but {} child regions: the prediction sums the "
                                        "leaf regions of the nesting, and a region's own time outside its children is "
                                        "not modeled; a region around that own work (as a child) would let it be priced",
-                                       fmt::join(parents, ", "), parents.size() == 1 ? "it has" : "they have")));
+                                       fmt::join(parents, ", "), parents.size() == 1 ? "it has" : "they have"),
+                     narrow));
     return;
   }
   // A model whose terms explain little of the region's variation (its held-out error is
@@ -761,11 +793,9 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
     const bool prices = std::any_of(m.terms.begin(), m.terms.end(), [&](const CostTerm& t) {
       return std::find(s.changed.begin(), s.changed.end(), t.feature) != s.changed.end();
     });
-    const bool prices_without = std::any_of(
-        m.choice_without_first.begin(), m.choice_without_first.end(),
-        [&](std::size_t f) { return std::find(s.changed.begin(), s.changed.end(), f) != s.changed.end(); });
-    if (!m.choice_set_by.empty() && (prices || prices_without))
-      s.notes.push_back(choice_note(m, models.space, prices, prices_without));
+    const bool prices_without = std::any_of(m.choice_set_by.begin(), m.choice_set_by.end(),
+                                            [&](const auto& u) { return prices_change(u.terms, s.changed); });
+    if (!m.choice_set_by.empty() && (prices || prices_without)) s.notes.push_back(choice_note(m, models.space, s.changed));
     if (prices && m.r2 && *m.r2 < kWeakR2)
       s.notes.push_back(fmt::format(
           "the model of {} explains {:.0f} % of its variation over these updates (R² {:.2f}): its cost per unit is "

@@ -42,10 +42,13 @@ Json models(const CostModelSet& set) {
     for (const auto& [f, err] : m.selection) selection.push_back({{"feature", set.space.features[f].name}, {"heldout_rmse_ms", err}});
     Json choice = nullptr;  // (not checked: null)
     if (m.choice_checked) {
-      Json set_by = Json::array(), without = Json::array();
-      for (const auto& u : m.choice_set_by) set_by.push_back({{"rank", opt(u.rank)}, {"step", u.step}});
-      for (const auto f : m.choice_without_first) without.push_back(set.space.features[f].name);
-      choice = {{"set_by", set_by}, {"without_first", m.choice_set_by.empty() ? Json(nullptr) : without}};
+      Json set_by = Json::array();
+      for (const auto& u : m.choice_set_by) {
+        Json chosen = Json::array();
+        for (const auto f : u.terms) chosen.push_back(set.space.features[f].name);
+        set_by.push_back({{"rank", opt(u.rank)}, {"step", u.step}, {"terms", chosen}});
+      }
+      choice = {{"set_by", set_by}};
     }
     rows.push_back({{"region", m.region},
                     {"clock", m.device ? "device" : "host"},

@@ -152,14 +152,26 @@ def test_a_choice_of_terms_that_one_update_sets_is_a_weak_point():
     m = model(doc, "language_forward")
     assert [t["feature"] for t in m["terms"]] == ["token_slots"]
     assert [u["step"] for u in m["choice"]["set_by"]] == flips, (m["choice"], flips)
-    assert m["choice"]["without_first"] == ["calls"]
+    assert all(u["terms"] == ["calls"] for u in m["choice"]["set_by"]), m["choice"]
     (p,) = doc["predictions"]
     steps = ", ".join(map(str, flips[:-1])) + " or " + str(flips[-1])
-    assert any(n.startswith("the model of language_forward (token_slots) is chosen by a narrow margin: leaving out "
-                            f"any one of step {steps} alone (of {len(updates)} updates), the selection chooses calls "
-                            "instead, which does not price the change") for n in p["notes"]), p["notes"]
+    assert any(n.startswith(f"the model of language_forward (token_slots) is chosen by a narrow margin (of "
+                            f"{len(updates)} updates): leaving out any one of step {steps} alone, the selection "
+                            "chooses calls instead, which does not price the change") for n in p["notes"]), p["notes"]
     # A choice that held: no update sets it.
-    assert model(doc, "deepspeed_step")["choice"] == {"set_by": [], "without_first": None}
+    assert model(doc, "deepspeed_step")["choice"] == {"set_by": []}
+    # Without one of those steps no model prices no-padding; the message says the verdict
+    # rests on a choice that single updates set (found by a review).
+    kept = [l for l in fx.LOG.read_text().splitlines() if f'"step": {flips[0]},' not in l and
+            f'"step":{flips[0]},' not in l]
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"whatif-without-{os.getpid()}.jsonl"
+    log.write_text("\n".join(kept) + "\n")
+    try:
+        r = run("whatif", "no-padding", "--hierarchy", fx.HIER, log)
+    finally:
+        log.unlink()
+    assert r.returncode == 3 and "no usable cost model of a leaf region uses the work that changes" in r.stderr
+    assert "is chosen by a narrow margin" in r.stderr and "which prices the change" in r.stderr, r.stderr
 
 
 # ---- a generated two-rank log with per-micro-batch detail ----------------------------------

@@ -119,21 +119,21 @@ struct RegionModel {
   std::vector<std::pair<std::size_t, double>> selection;
   bool usable = false;             ///< used for predictions
   std::string why_not;             ///< when not usable: why, in words
-  /// One update of those the model was fitted on (all ranks pooled).
-  struct UpdateRef {
+  /// An update of those the model was fitted on (all ranks pooled) without which, alone,
+  /// the selection chooses other terms, and those terms (feature indices; empty: no
+  /// feature gets a positive cost then).
+  struct ChoiceFlip {
     std::optional<std::int64_t> rank;
     std::int64_t step = 0;
+    std::vector<std::size_t> terms;
   };
   /// Whether the choice of terms was checked for updates that set it (a usable model
   /// fitted on at most kChoiceCheckUpdates updates): the selection is run again without
   /// each update in turn.
   bool choice_checked = false;
-  /// The updates without which, each alone, the selection chooses other terms (in update
-  /// order); empty when the choice held, or was not checked.
-  std::vector<UpdateRef> choice_set_by;
-  /// The terms chosen without the first of them (feature indices; empty: no feature
-  /// gets a positive cost then).
-  std::vector<std::size_t> choice_without_first;
+  /// The updates that set the choice, in update order; empty when it held, or was not
+  /// checked.
+  std::vector<ChoiceFlip> choice_set_by;
 
   /// The model's time for feature values `x` [ms].
   [[nodiscard]] double predict(std::span<const double> x) const;
