@@ -733,7 +733,7 @@ class Recorder:
         try:
             _core.counter_add(c, n)
         except ValueError as e:  # (an unknown id cannot be: ids come from _core.counter)
-            self._bad_value("count", f"count {given!r} for counter {name!r}", e)
+            self._bad_value("count", lambda: f"count {given!r} for counter {name!r}", e)
 
     def frame(self, frames: int, samples: int = 1) -> None:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram.
@@ -752,7 +752,7 @@ class Recorder:
             try:
                 _core.frame_histogram_add(f, n)
             except ValueError as e:
-                self._bad_value("frame", f"frame({frames}, samples={samples})", e)
+                self._bad_value("frame", lambda: f"frame({frames!r}, samples={samples!r})", e)
 
     def input_shape(self, shape: Sequence[int]) -> None:
         """Counts one micro-batch whose token tensor has this shape, (batch, padded_length): the
@@ -771,7 +771,7 @@ class Recorder:
             try:
                 _core.input_shape(dims)
             except ValueError as e:
-                self._bad_value("input_shape", f"input shape {tuple(shape)!r}", e)
+                self._bad_value("input_shape", lambda: f"input shape {shape!r}", e)
 
     def sample_indices(self, indices: Iterable[int]) -> None:
         """Appends dataset indices to the update's sample_indices. With an index outside
@@ -793,7 +793,7 @@ class Recorder:
                 _core.sample_indices(checked)
             except ValueError as e:
                 bad = next((given for given, i in zip(indices, checked) if not 0 <= i <= _MAX_COUNT), None)
-                self._bad_value("sample_indices", f"sample index {bad!r}", e)
+                self._bad_value("sample_indices", lambda: f"sample index {bad!r}", e)
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
@@ -814,7 +814,7 @@ class Recorder:
             try:
                 _core.set_padding_fraction(f)
             except ValueError as e:
-                self._bad_value("padding_fraction", f"padding fraction {fraction!r}", e)
+                self._bad_value("padding_fraction", lambda: f"padding fraction {fraction!r}", e)
 
     def microbatch(
         self,
@@ -850,8 +850,8 @@ class Recorder:
             try:
                 _core.microbatch(f, t, p, pad)
             except ValueError as e:
-                self._bad_value("microbatch", f"micro-batch (frames {frames!r}, tokens {tokens!r}, padded_length "
-                                f"{padded_length!r})", e)
+                self._bad_value("microbatch", lambda: f"micro-batch (frames {frames!r}, tokens {tokens!r}, "
+                                f"padded_length {padded_length!r})", e)
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
@@ -1169,14 +1169,20 @@ class Recorder:
                           "in the recorder's errors; further calls are counted without a warning)",
                           stacklevel=stacklevel)  # (5: at the caller of region(), count(), ... via _usable)
 
-    def _bad_value(self, call: str, what: str, error: Exception) -> None:
+    def _bad_value(self, call: str, what: Callable[[], str], error: Exception) -> None:
         # A value the C ABI refused (it counted it as bad_argument, so the next record's
         # recorder_errors and close() say so): warned about once per Recorder, never
-        # raised. The value may come from the data, at any step of a long run.
+        # raised. The value may come from the data, at any step of a long run. `what`
+        # describes it, called only for the warning: an int of more than 4,300 digits has
+        # no repr (ValueError), which raised on every call (found by a review).
         if self._warned_value:
             return
         self._warned_value = True
-        _warn_in_loop(f"stepprof: Recorder.{call}(): {what} is not recorded ({error}); counted as bad_argument in "
+        try:
+            shown = what()
+        except (ValueError, OverflowError, RecursionError):
+            shown = "a value"
+        _warn_in_loop(f"stepprof: Recorder.{call}(): {shown} is not recorded ({error}); counted as bad_argument in "
                       "the recorder's errors; further bad values are counted without a warning", stacklevel=4)
 
     def _forked(self) -> bool:

@@ -497,6 +497,23 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   return out;
 }
 
+std::optional<std::int64_t> recurring_period(const std::vector<std::int64_t>& steps) {
+  std::vector<std::int64_t> starts;
+  for (std::size_t j = 0; j < steps.size(); ++j)
+    if (j == 0 || steps[j] != steps[j - 1] + 1) starts.push_back(steps[j]);
+  if (starts.size() < 3) return std::nullopt;
+  std::int64_t d = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t j = 1; j < starts.size(); ++j) d = std::min(d, starts[j] - starts[j - 1]);
+  if (d < 2) return std::nullopt;  // (not ascending)
+  std::size_t exact = 0;
+  for (std::size_t j = 1; j < starts.size(); ++j) {
+    const std::int64_t gap = starts[j] - starts[j - 1];
+    if (gap % d != 0) return std::nullopt;
+    exact += gap == d ? 1 : 0;
+  }
+  return 4 * exact >= 3 * (starts.size() - 1) ? std::optional<std::int64_t>(d) : std::nullopt;
+}
+
 std::vector<RecurringLag> find_recurring_lags(const std::vector<UpdateSlowest>& per_update, double threshold_ms,
                                               const std::vector<RankWork>& ranks,
                                               const std::vector<StragglerEpisode>& episodes,
@@ -570,22 +587,12 @@ std::vector<RecurringLag> find_recurring_lags(const std::vector<UpdateSlowest>& 
       stake += beyond;
       g.behind_steps.push_back(per_update[i].step);
       g.stake_ms.push_back(beyond);
+      g.margins_ms.push_back(mine);
       if (g.steps.size() < kRecurringStepsKept) g.steps.push_back(per_update[i].step);
     }
     g.margin_ms = *median(m);
     g.at_stake_ms = stake / static_cast<double>(n);
-    // Evenly spaced: every gap a multiple of the smallest, most of them that one (a step
-    // or two left out near an episode, or not beyond the bound once, keeps the period).
-    std::int64_t d = std::numeric_limits<std::int64_t>::max();
-    for (std::size_t j = 1; j < kb; ++j) d = std::min(d, g.behind_steps[j] - g.behind_steps[j - 1]);
-    std::size_t exact = 0;
-    bool multiples = d > 0;
-    for (std::size_t j = 1; multiples && j < kb; ++j) {
-      const std::int64_t gap = g.behind_steps[j] - g.behind_steps[j - 1];
-      multiples = gap % d == 0;
-      exact += gap == d ? 1 : 0;
-    }
-    if (multiples && 4 * exact >= 3 * (kb - 1)) g.every = d;
+    g.every = recurring_period(g.behind_steps);
     out.push_back(std::move(g));
   }
   std::stable_sort(out.begin(), out.end(),

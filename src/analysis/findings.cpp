@@ -566,7 +566,8 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
     if (r.lag.proportional && others_work > 0) {
       f.evidence += fmt::format(
           "; its work is slower throughout, not in one region: its own work is {:.2f}x the other ranks' (median), and "
-          "each region that holds most of their time is within 20 % of that ratio ({:.2f}x over all regions)",
+          "each region that holds most of their time is slower by about as much (its excess within half of the "
+          "{:.2f}x over all regions, either way)",
           r.compute_ms.median / others_work, r.lag.ratio);
       f.action = fmt::format(
           "rank {}'s work is slower in proportion, region by region: look at its GPU and host first (clocks and "
@@ -962,19 +963,34 @@ std::string ordinal(std::int64_t n) {
 void recurring_lags(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
   if (!x.available || x.per_update.empty()) return;
-  for (const RecurringLag& g : x.recurring) {
-    // Its padding spikes are the padding finding's: taken out of the time at stake, and
-    // no finding when they are half of its behind updates or more.
+  for (const RecurringLag& lag : x.recurring) {
+    // Its padding spikes are the padding finding's: left out of its behind steps here
+    // (count, margin, period, steps and time at stake), and no finding when they are half
+    // of them or more.
+    RecurringLag g = lag;
+    g.behind_steps.clear();
+    g.stake_ms.clear();
+    g.margins_ms.clear();
+    g.steps.clear();
     std::size_t spikes = 0;
     double stake = 0;
-    for (std::size_t j = 0; j < g.behind_steps.size(); ++j) {
+    for (std::size_t j = 0; j < lag.behind_steps.size(); ++j) {
       if (std::binary_search(in.padding.spike_updates.begin(), in.padding.spike_updates.end(),
-                             std::pair<std::int64_t, std::int64_t>{g.rank, g.behind_steps[j]}))
+                             std::pair<std::int64_t, std::int64_t>{lag.rank, lag.behind_steps[j]})) {
         ++spikes;
-      else
-        stake += g.stake_ms[j];
+        continue;
+      }
+      g.behind_steps.push_back(lag.behind_steps[j]);
+      g.stake_ms.push_back(lag.stake_ms[j]);
+      g.margins_ms.push_back(lag.margins_ms[j]);
+      if (g.steps.size() < kRecurringStepsKept) g.steps.push_back(lag.behind_steps[j]);
+      stake += lag.stake_ms[j];
     }
-    if (2 * spikes >= g.behind) continue;
+    if (2 * spikes >= lag.behind) continue;
+    g.behind = g.behind_steps.size();
+    std::vector<double> margins = g.margins_ms;
+    g.margin_ms = *median(margins);
+    g.every = recurring_period(g.behind_steps);
     const double at_stake = stake / static_cast<double>(x.per_update.size());
     // Like a straggler's, a lag under 1 % of the update is no finding (a rank a little
     // noisier than the others is behind 3 times in 200 updates beyond chance).
@@ -1005,8 +1021,8 @@ void recurring_lags(const FindingInputs& in, std::vector<Finding>& out) {
         "its margin beyond the slowest other rank's in those updates, over all {}",
         g.others_behind, g.others_compared, g.behind, x.per_update.size());
     if (spikes > 0)
-      f.evidence += fmt::format("; in {} of those steps its padding fraction spiked: the padding finding prices "
-                                "those, and they are left out of the time at stake here",
+      f.evidence += fmt::format("; in {} more steps it was behind with a padding spike: the padding finding prices "
+                                "those, and they are left out here",
                                 spikes);
     f.evidence += own_work_caveat(x);
     f.action = fmt::format(
@@ -1312,8 +1328,7 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
                                   "slow on that rank",
                                   slow->rank, slow->steps_largest, slow->steps, slow->median_ms,
                                   slow->others_median_ms);
-        if (std::find(in.cross_rank.stragglers.begin(), in.cross_rank.stragglers.end(), slow->rank) !=
-            in.cross_rank.stragglers.end())
+        if (straggler_finding_for(in.cross_rank, slow->rank))
           f.evidence += fmt::format(" (the straggler finding of rank {} holds this time too: one cause, not two)",
                                     slow->rank);
         f.action = fmt::format(

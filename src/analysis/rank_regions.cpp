@@ -142,10 +142,13 @@ RankLag RankRegionTimes::lag_of(std::int64_t rank, double lag_ms, std::size_t ma
   auto has = [&](std::size_t n) { return work_[n] && !inclusive_[n].empty(); };
 
   // Slower in proportion: the regions holding 80 % of the other ranks' time (self times,
-  // largest first) are each within 20 % of the rank's overall ratio to them, and there
-  // are two or more of them: where one region holds that much, the lag is in it (a job
-  // timing one compute region besides its all-reduce was told "slower in proportion,
-  // region by region", found by a helper), and the walk below names it.
+  // largest first), and at least two of them, each have an excess over the other ranks'
+  // (its ratio to them less 1) within half of the rank's overall excess either way. Two or
+  // more: where one region holds that much, the lag is in it (a job timing one compute
+  // region besides its all-reduce was told "slower in proportion, region by region"), and
+  // the walk below names it. Against the excess, not the ratio: with a lag of 12 %, every
+  // region at 1.00x was within 20 % of the ratio 1.12, and a lag all in one small region
+  // was called proportional (found by a review).
   if (others_self > 0 && rank_self > others_self) {
     const double overall = rank_self / others_self;
     std::sort(selfs.begin(), selfs.end(), std::greater<>());
@@ -153,8 +156,8 @@ RankLag RankRegionTimes::lag_of(std::int64_t rank, double lag_ms, std::size_t ma
     bool all_near = true;
     std::size_t regions = 0;
     for (const auto& [os, rs] : selfs) {
-      if (covered >= 0.8 * others_self) break;
-      if (os <= 0 || std::abs((rs / os) / overall - 1) >= 0.2) {
+      if (covered >= 0.8 * others_self && regions >= 2) break;
+      if (os <= 0 || std::abs((rs / os - 1) / (overall - 1) - 1) >= 0.5) {
         all_near = false;
         break;
       }

@@ -97,16 +97,19 @@ void add_step_max(const AnalysisInput& in, RegionTable& t) {
       std::int64_t rank = -1;    // the rank with the largest time; -1: none above 0, or a tie
     };
     std::map<std::int64_t, Largest> step_max;
-    std::map<std::int64_t, std::vector<double>> of_rank;  // each rank's times per update
+    // Each rank's times where its update has one, and its updates.
+    std::map<std::int64_t, std::pair<std::vector<double>, std::size_t>> of_rank;
     for (std::size_t k = 0; k < updates.size(); ++k) {
       auto ms = in.region_ms_of(k, *updates[k], *id, true);
       if (!ms) ms = in.region_ms_of(k, *updates[k], *id, false);
-      const double t = ms.value_or(0.0);
+      const double time_ms = ms.value_or(0.0);
       const std::int64_t rank = updates[k]->rank.value_or(-1);
-      of_rank[rank].push_back(t);
+      auto& [times, count] = of_rank[rank];
+      if (ms) times.push_back(time_ms);
+      ++count;
       Largest& m = step_max[updates[k]->step];
-      if (t > m.ms) m = {t, rank};
-      else if (t == m.ms) m.rank = -1;
+      if (time_ms > m.ms) m = {time_ms, rank};
+      else if (time_ms == m.ms) m.rank = -1;
     }
     std::vector<double> v;
     v.reserve(step_max.size());
@@ -118,12 +121,17 @@ void add_step_max(const AnalysisInput& in, RegionTable& t) {
     row.step_max_ms = summarize(v);
     // A rank slow at loading on its own (found by a helper: a loader sleeping on rank 2
     // was priced for the job, "add data-loader workers", with no word of the rank).
+    // The other ranks compared are those with the region in most of their updates, over
+    // the updates that have it: a rank that alone loads (a pipeline's first stage) is not
+    // slow against ranks that never do (found by a review).
     for (const auto& [rank, n] : largest_in) {
-      if (rank < 0 || 3 * n < 2 * step_max.size() || of_rank.size() < 2) continue;
+      if (rank < 0 || 3 * n < 2 * step_max.size()) continue;
       std::vector<double> others;
-      for (auto& [r, times] : of_rank)
-        if (r != rank) others.push_back(*median(times));
-      const double mine = *median(of_rank[rank]), theirs = *median(others);
+      for (auto& [r, entry] : of_rank)
+        if (r != rank && 2 * entry.first.size() > entry.second) others.push_back(*median(entry.first));
+      auto& mine_times = of_rank[rank].first;
+      if (others.empty() || mine_times.empty()) continue;
+      const double mine = *median(mine_times), theirs = *median(others);
       if (mine >= 2 * theirs && mine >= theirs + 1.0)
         row.step_max_rank = RegionRow::SlowLoaderRank{rank, n, step_max.size(), mine, theirs};
     }

@@ -100,8 +100,8 @@ std::string choice_note(const RegionModel& m, const FeatureSpace& space, const s
                                 !alt_prices ? "does not price" : prices ? "also prices" : "prices"));
   }
   return fmt::format(
-      "the model of {} ({}) is chosen by a narrow margin (of {} updates): {}; {} rests on that choice, and the "
-      "interval (the chosen terms refitted) does not show it",
+      "the model of {} ({}) is a choice that single updates set (of {} updates): {}; {} rests on that choice, and "
+      "the interval (the chosen terms refitted) does not show it",
       m.region, terms(chosen), m.updates, fmt::join(parts, "; "),
       prices ? "the price of its work" : "leaving its time unchanged");
 }

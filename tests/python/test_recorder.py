@@ -328,6 +328,8 @@ def test_wrong_argument_types_raise_and_bad_values_are_counted(tmp_path):
         (lambda: rec.input_shape(iter([1, -2])), "input shape (1, -2)"),
         (lambda: rec.sample_indices(iter([4, 2 ** 70])), f"sample index {2 ** 70}"),
     ]
+    # An int of more than 4,300 digits has no repr (ValueError): its message raised.
+    more.append((lambda: rec.count("samples", 10 ** 5000), "a value is not recorded"))
     for call, shown in more:
         rec._warned_value = False  # (each warns, to see its message)
         with pytest.warns(stepprof.RecorderWarning, match=re.escape(shown)):

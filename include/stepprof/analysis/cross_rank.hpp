@@ -294,7 +294,8 @@ struct RecurringLag {
   std::size_t updates = 0;    ///< aligned updates compared (outside its own episodes) [count]
   double margin_ms = 0;       ///< its own work over the median rank's, median over the `behind` updates [ms]
   /// The margin beyond which a rank is behind: CrossRankResult::episode_threshold_ms, or
-  /// with paths_scaled the same bound on own work less the slow paths' excess [ms].
+  /// with paths_scaled the bound by the same rule computed on own work less the slow
+  /// paths' excess [ms].
   double threshold_ms = 0;
   /// What the job waits for it, per aligned update: over its behind updates, its margin
   /// beyond the slowest other rank's, summed and divided by all aligned updates [ms].
@@ -310,6 +311,7 @@ struct RecurringLag {
   /// the steps that are its padding spikes (the padding finding prices those).
   std::vector<std::int64_t> behind_steps;
   std::vector<double> stake_ms;
+  std::vector<double> margins_ms;  ///< its margin in each behind step, as margin_ms [ms]
   /// Found on own work less what slow code paths took beyond the fast paths' cost (where
   /// any update ran one): `threshold_ms` and which updates are behind are of that work;
   /// `margin_ms` and `at_stake_ms` of own work as measured (the job still waits for the
@@ -317,6 +319,12 @@ struct RecurringLag {
   bool paths_scaled = false;
 };
 inline constexpr std::size_t kRecurringStepsKept = 20;
+
+/// The period of behind steps (ascending): consecutive steps are merged into runs (a
+/// checkpoint that spills into the next step: 10, 11, 20, 21, ...), and with 3 or more
+/// runs, the smallest gap between run starts when every gap is a multiple of it and 3/4
+/// of them are that one (a step missed now and then keeps the period); nullopt otherwise.
+std::optional<std::int64_t> recurring_period(const std::vector<std::int64_t>& steps);
 
 /// The ranks behind in scattered updates (`per_update` and `ranks` as for
 /// find_straggler_episodes; `threshold_ms` its first pass's bound). A rank's updates
@@ -326,9 +334,9 @@ inline constexpr std::size_t kRecurringStepsKept = 20;
 /// of those compared, more than chance gives: P(Binomial(n, p) >= k) x ranks < 1 %, with
 /// p the other ranks' share of behind updates ((behind + 1) / (compared + 2)), over every
 /// rank (Bonferroni), excluded ranks left out of that share. Needs 2 ranks and 10 aligned
-/// updates. `every` is set when every gap between behind steps is a multiple of the
-/// smallest and 3/4 of them are that one. A rank behind every 2nd or 3rd step is a
-/// stretch (episodes allow 2 other updates between two behind ones), not this.
+/// updates. `every` is recurring_period() of the behind steps. A rank behind every 2nd
+/// or 3rd step is a stretch (episodes allow 2 other updates between two behind ones),
+/// not this.
 /// `priced_per_update` and `priced_ranks` (the same updates, own work as measured; default:
 /// `per_update` and `ranks`) give margin_ms and at_stake_ms where the search ran on other
 /// work. Ordered by at_stake_ms, largest first.

@@ -39,8 +39,10 @@ struct RegionLag {
 struct RankLag {
   std::vector<RegionLag> regions;  ///< largest difference first
   /// Slower in proportion: the regions that hold 80 % of the other ranks' time (self
-  /// times, largest first) are each within 20 % of `ratio`, the rank's summed self time
-  /// over the other ranks' (a GPU or host slower at everything, not one region).
+  /// times, largest first), two or more of them, each have an excess over the other
+  /// ranks' (their ratio less 1) within half of `ratio` - 1 either way; `ratio` is the
+  /// rank's summed self time over the other ranks' (a GPU or host slower at everything,
+  /// not one region).
   bool proportional = false;
   double ratio = 0;
 };

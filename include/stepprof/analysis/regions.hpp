@@ -58,8 +58,9 @@ struct RegionRow {
   std::optional<Summary> step_max_ms;
   /// With step_max_ms: a rank whose time is the step's largest in at least 2/3 of the
   /// steps and whose median is at least twice the other ranks' (the median of their
-  /// medians) and 1 ms more: the loader is slow on that rank only (its storage, its
-  /// workers, its samples). Absent otherwise.
+  /// medians, over the updates that have the region, of the ranks that have it in most of
+  /// theirs; there must be one) and 1 ms more: the loader is slow on that rank only (its
+  /// storage, its workers, its samples). Absent otherwise.
   struct SlowLoaderRank {
     std::int64_t rank = -1;
     std::size_t steps_largest = 0;  ///< steps in which its time was the largest [count]
