@@ -841,7 +841,7 @@ class Recorder:
         f = [_count(x, "frames") for x in frames] if frames is not None else []
         t = [_count(x, "tokens") for x in tokens] if tokens is not None else []
         # (A negative padded_length is the C ABI's "its longest sample": one given here is
-        # a bad value, sent as one below every sample's tokens is.)
+        # a bad value, sent as one above 2^53, which the C ABI refuses and counts.)
         pad = -1 if padded_length is None else _count(padded_length, "padded_length")
         if padded_length is not None and pad < 0:
             pad = _MAX_COUNT + 1
