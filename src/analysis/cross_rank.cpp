@@ -160,6 +160,8 @@ std::vector<StragglerEpisode> find_straggler_episodes(const std::vector<UpdateSl
   threshold_ms = 0;
   if (per_update.empty()) return out;
   std::vector<double> margins, work;
+  margins.reserve(per_update.size() * std::max<std::size_t>(1, ranks.size()));  // (passes 2 and 3 hold every rank's)
+  work.reserve(per_update.size());
   for (const auto& u : per_update) {
     margins.push_back(u.margin_ms);
     work.push_back(u.median_compute_ms);
