@@ -738,12 +738,70 @@ double union_excess_ms(const CrossRankResult& x, const std::vector<const Straggl
   return excess;
 }
 
+// The job's update time in the steps of `stretches` (their union) above its mean in the
+// other aligned steps outside every stretch (UpdateSlowest::update_ms), steps with a
+// padding spike left out of both means (the padding finding's). Where the communication
+// region holds compute (a backward pass that overlaps its all-reduce, as DeepSpeed's and
+// the synth logs' do), a straggler's lag there is no own work, and a stretch priced on own
+// work alone was worth half to a quarter of what removing it bought (found by a helper:
+// 155 ms per update where the same job without the straggler was 308 ms faster). Means,
+// not medians: with fallbacks on every rank the update time is skewed, and medians were
+// 10 to 25 % off what removing the stretch buys in synth jobs where means were within 10 %.
+// nullopt without a communication region (own work is then the whole update), or with
+// fewer than 10 steps outside the stretches or none inside.
+struct UpdateRise {
+  double mean_ms = 0;     ///< the rise, mean over the stretches' steps [ms]
+  double outside_ms = 0;  ///< the job's update time outside them, mean [ms]
+  std::size_t updates = 0;  ///< the stretches' aligned steps [count]
+  [[nodiscard]] double total_ms() const { return std::max(0.0, mean_ms) * static_cast<double>(updates); }
+};
+// The rise is the time at stake where it is more than the own work's by this factor (a
+// tenth: the two measure the same lag where the communication region holds none of it).
+constexpr double kRiseOverOwn = 1.1;
+std::optional<UpdateRise> update_rise(const FindingInputs& in, const std::vector<const StragglerEpisode*>& stretches) {
+  const CrossRankResult& x = in.cross_rank;
+  if (x.comm_region.empty()) return std::nullopt;
+  std::vector<std::int64_t> spikes;
+  for (const auto& [rank, step] : in.padding.spike_updates) spikes.push_back(step);
+  std::sort(spikes.begin(), spikes.end());
+  auto in_any = [](const auto& list, std::int64_t step) {
+    return std::any_of(list.begin(), list.end(), [&](const auto& e) {
+      const StragglerEpisode& ep = *e;
+      return ep.first_step <= step && step <= ep.last_step;
+    });
+  };
+  std::vector<const StragglerEpisode*> every;
+  for (const auto& e : x.episodes) every.push_back(&e);
+  double inside_sum = 0, outside_sum = 0;
+  std::size_t inside_n = 0, outside_n = 0, steps = 0;
+  for (const auto& u : x.per_update) {
+    const bool mine = in_any(stretches, u.step);
+    steps += mine ? 1 : 0;
+    if (std::binary_search(spikes.begin(), spikes.end(), u.step)) continue;
+    if (mine) inside_sum += u.update_ms, ++inside_n;
+    else if (!in_any(every, u.step)) outside_sum += u.update_ms, ++outside_n;
+  }
+  if (inside_n == 0 || outside_n < 10) return std::nullopt;
+  const double outside = outside_sum / static_cast<double>(outside_n);
+  return UpdateRise{inside_sum / static_cast<double>(inside_n) - outside, outside, steps};
+}
+
+// What removing `stretches` together buys [ms, summed over the run]: their own work's
+// union excess (union_excess_ms), or the job's update-time rise over their steps where
+// that is more by kRiseOverOwn (update_rise: the lag inside the communication region).
+double stretches_stake_ms(const FindingInputs& in, const std::vector<const StragglerEpisode*>& stretches) {
+  const double own = union_excess_ms(in.cross_rank, stretches);
+  const auto rise = update_rise(in, stretches);
+  return rise && rise->total_ms() > kRiseOverOwn * own ? rise->total_ms() : own;
+}
+
 // Listed one by one, stretches that overlap in updates would each claim the wait they
 // share: two ranks behind in steps 40..49 claimed 172 and 105 ms per update where removing
 // both buys 172. Each set of overlapping stretches keeps its union's time at stake
 // (union_excess_ms), split in proportion to their own excesses, and says so.
-void share_overlapping_stretches(const CrossRankResult& x, const std::vector<const StragglerEpisode*>& listed,
+void share_overlapping_stretches(const FindingInputs& in, const std::vector<const StragglerEpisode*>& listed,
                                  std::vector<Finding>& found) {
+  const CrossRankResult& x = in.cross_rank;
   const std::size_t n = listed.size();
   std::vector<std::size_t> set(n);  // union-find over "overlaps in steps"
   for (std::size_t i = 0; i < n; ++i) set[i] = i;
@@ -761,19 +819,22 @@ void share_overlapping_stretches(const CrossRankResult& x, const std::vector<con
       if (root(i) == r) members.push_back(i);
     if (members.size() < 2) continue;
     std::vector<const StragglerEpisode*> stretches;
-    double claimed = 0;
+    double claimed = 0, own = 0;
     for (auto i : members) {
       stretches.push_back(listed[i]);
       claimed += found[i].ms_per_update;
+      own += listed[i]->excess_ms;
     }
-    const double together = union_excess_ms(x, stretches) / static_cast<double>(episode_steps(x));
+    const double together = stretches_stake_ms(in, stretches) / static_cast<double>(episode_steps(x));
     if (claimed <= together || claimed <= 0) continue;
     for (auto i : members) {
       std::vector<std::int64_t> others;
       for (auto j : members)
         if (j != i) others.push_back(listed[j]->rank);
       std::sort(others.begin(), others.end());
-      found[i].ms_per_update *= together / claimed;
+      // (In proportion to the own excesses: priced on the update-time rise, every stretch
+      // in the same steps claims the same rise.)
+      found[i].ms_per_update = own > 0 ? together * listed[i]->excess_ms / own : together * found[i].ms_per_update / claimed;
       found[i].evidence += fmt::format(
           "; {} {} {} behind in some of the same updates, and the job waited once for the slowest: these "
           "stretches together hold {:.0f} ms per update, shared here in proportion to each one's excess",
@@ -905,7 +966,21 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     if (margin_to_gap(x) != 1)
       f.evidence += "; with two ranks the median rank is their mean, so the other rank waited twice that margin, "
                     "which the time at stake counts";
-    f.evidence += own_work_caveat(x);
+    // The lag inside the communication region (update_rise), where it is more than the
+    // own work's (kRiseOverOwn): the time at stake is the job's update-time rise.
+    const auto rise = update_rise(in, {&e});
+    const bool by_rise = rise && rise->total_ms() > kRiseOverOwn * margin_to_gap(x) * e.excess_ms;
+    if (by_rise) {
+      f.ms_per_update = rise->total_ms() / static_cast<double>(episode_steps(x));
+      f.evidence += fmt::format(
+          "; the job's update time (the ranks' median wall_ms) in these {} steps was {:.0f} ms above its mean "
+          "outside every stretch ({:.0f} ms; means, steps with a padding spike left out), more than the own work's "
+          "margin accounts for: the rest of its lag is inside {} (a backward pass that overlaps its all-reduce), so "
+          "the time at stake is that rise",
+          rise->updates, rise->mean_ms, rise->outside_ms, x.comm_region);
+    } else {
+      f.evidence += own_work_caveat(x);
+    }
     if (e.paths_scaled)
       f.evidence += fmt::format(
           "; found on each rank's own work less what its slow code paths took beyond the fast paths' cost for the "
@@ -934,9 +1009,9 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     ranks.push_back(e.rank);
     listed.push_back(&e);
   }
-  share_overlapping_stretches(x, listed, found);
+  share_overlapping_stretches(in, listed, found);
   each_or_grouped(found, out, [&](Finding& g, const Finding& worst) {
-    g.ms_per_update = std::min(g.ms_per_update, union_excess_ms(x, listed) / static_cast<double>(episode_steps(x)));
+    g.ms_per_update = std::min(g.ms_per_update, stretches_stake_ms(in, listed) / static_cast<double>(episode_steps(x)));
     g.subject = fmt::format("{} stretches", found.size());
     g.title = fmt::format("in {} stretches of updates a rank fell far behind (ranks {})", found.size(),
                           detail::rank_numbers(ranks));
@@ -1222,8 +1297,9 @@ void padding(const FindingInputs& in, std::vector<Finding>& out) {
       regions, ms_text(*p.cost_ms_per_update, 0), p.token_bound.size() == 1 ? "that region" : "those regions",
       in.cross_rank.ranks > 1 ? " (per rank; a rank's padded update delays every rank: `stepprof whatif no-padding` "
                                 "prices that for the job)"
-                              : " (an upper bound where part of that time is fixed: `stepprof whatif no-padding` fits "
-                                "a fixed part and a cost per token slot)");
+                              : " (an upper bound for those regions where part of their time is fixed; `stepprof "
+                                "whatif no-padding` prices padding with cost models fitted region by region, which "
+                                "may find no fixed part, or other regions that follow token slots)");
   f.action = "bucket samples by length or pack sequences so token slots approach valid tokens";
   if (p.spike_count > 0 && p.spike_threshold) {
     std::string where;

@@ -357,7 +357,8 @@ Json cross_rank_head(const CrossRankResult& x) {
                           {"slowest_rank", u.slowest_rank},
                           {"slowest_compute_ms", u.slowest_compute_ms},
                           {"median_compute_ms", u.median_compute_ms},
-                          {"margin_ms", u.margin_ms}});
+                          {"margin_ms", u.margin_ms},
+                          {"update_ms", u.update_ms}});
   Json recurring = Json::array();
   for (const auto& g : x.recurring)
     recurring.push_back({{"rank", g.rank},

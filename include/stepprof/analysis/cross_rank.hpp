@@ -42,6 +42,9 @@ struct UpdateSlowest {
   double slowest_compute_ms = 0;  ///< its compute_ms [ms]
   double median_compute_ms = 0;   ///< median over ranks [ms]
   double margin_ms = 0;           ///< slowest - median [ms]
+  /// The job's update time in this step: the median over the ranks of wall_ms [ms]
+  /// (own work plus the communication region, which the ranks wait in together).
+  double update_ms = 0;
 };
 
 /// One rank over the aligned updates.
