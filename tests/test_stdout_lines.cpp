@@ -31,6 +31,20 @@ TEST(StdoutLines, KnownPrefixesAreMeasured) {
   for (const auto& [prefix, length] : cases) EXPECT_EQ(known_prefix_length(prefix + kRecord), length) << prefix;
 }
 
+TEST(StdoutLines, TerminalCodesAfterARecordAreMeasured) {
+  // ECMA-48 control sequences (a colour reset, an erase to the end of the line) and blanks
+  // after the record's closing brace; anything else there is no such suffix.
+  EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b[0m"), 4u);
+  EXPECT_EQ(trailing_terminal_codes(kRecord + " \x1b[0m\x1b[K\r"), 9u);
+  EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b[38;5;208m"), 11u);
+  EXPECT_EQ(trailing_terminal_codes(kRecord), 0u);
+  EXPECT_EQ(trailing_terminal_codes(kRecord + "  "), 0u);               // blanks alone: no code
+  EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b[0m done"), 0u);     // text after the code
+  EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b]0;title\x07"), 0u);  // an OSC sequence, not CSI
+  EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b["), 0u);            // cut before its final byte
+  EXPECT_EQ(trailing_terminal_codes("\x1b[0m"), 0u);                    // no record before it
+}
+
 TEST(StdoutLines, CriLinesGiveTheirTagStreamAndContent) {
   // The CRI logging format: `TIME STREAM TAG CONTENT`, one blank between the fields.
   const std::string t = "2026-12-03T10:00:00.123456789Z";

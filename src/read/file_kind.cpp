@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -204,6 +205,36 @@ bool looks_like_trace_event_array(std::string_view first) {
          head.find("\"ph\"") != std::string_view::npos;
 }
 
+namespace {
+
+// How much of a text file found in a directory is looked through for a record.
+constexpr std::size_t kTextScanBytes = std::size_t{1} << 30;
+
+// Looks through `path` (gzip: decompressed) for a step-log record's start, reading it in
+// pieces: nullopt when one starts somewhere, else the bytes looked through (more than
+// kTextScanBytes when it stopped there). A file that cannot be read counts as a record
+// (the reader then says what is wrong with it).
+std::optional<std::size_t> record_start_after_head(const std::string& path) {
+  std::string err;
+  auto src = ByteSource::open(path, err, std::size_t{1} << 20);
+  if (!src) return std::nullopt;
+  constexpr std::size_t kOverlap = 256;  // (a record's start is its first few dozen bytes)
+  std::size_t scanned = 0;
+  while (src->fill()) {
+    const std::string_view buffered(src->data(), src->size());
+    if (has_record_start(buffered, false)) return std::nullopt;
+    if (buffered.size() > kOverlap) {
+      scanned += buffered.size() - kOverlap;
+      src->consume(buffered.size() - kOverlap);
+    }
+    if (scanned > kTextScanBytes) return scanned;
+  }
+  if (!src->error().empty()) return std::nullopt;
+  return scanned;
+}
+
+}  // namespace
+
 std::string not_a_log(const std::string& path) {
   const std::string head_bytes = read_head(path);
   std::string_view head = head_bytes;
@@ -236,7 +267,17 @@ std::string not_a_log(const std::string& path) {
            " (an object with \"traceEvents\", as torch.profiler writes it with Kineto: docs/kineto.md)";
   if (c == '[' && (line == "[" || parses_as(simdjson::dom::element_type::ARRAY)))
     return "a JSON array, not JSON lines (one record per line)";
-  if (c != '{') return "a text file, not JSON lines: its first line is not a JSON record (a training log?)";
+  if (c != '{') {
+    // A job's stdout saved as its log can hold much other output before its first record
+    // (NCCL's INFO lines at start-up: 150 KB in a helper's log, which was left out of a
+    // directory with only a note while the same file named was read): the rest of the file
+    // is looked through too, up to kTextScanBytes.
+    if (const auto scanned = record_start_after_head(path); !scanned) return {};
+    else if (*scanned > kTextScanBytes)
+      return fmt::format("a text file with no step-log record in its first {} MiB (a training log?)",
+                         kTextScanBytes >> 20);
+    return "a text file with no step-log record in it (a training log?)";
+  }
   if (is_kineto_trace(path)) return stepprof_trace_export(head);
   if (line == "{") {
     if (auto schema = stepprof_schema(head); !schema.empty()) return own_output(schema);

@@ -345,6 +345,8 @@ class FileParser {
     // A job's stdout as a log (a log shipper's stream, a Slurm output file): lines that
     // carry a prefix before the record, and lines of other output, each said once.
     std::uint64_t prefixed = 0, prefixed_first = 0, prefixed_last = 0, other = 0;
+    std::uint64_t coloured = 0, coloured_first = 0;  // lines with terminal codes after the record
+    std::string coloured_example;
     // Update records whose step is below the one before them, and the first of them.
     std::uint64_t backwards = 0, last_config_line = 0;
     bool newer_schema_said = false;  // (a newer-schema warning given: one per file)
@@ -723,8 +725,13 @@ class FileParser {
     // The job's own JSON printed among its records (json_output_of_the_job): other output,
     // not an error; a prefix noted for its line is taken back (it was no record's).
     // After text that would be a record's prefix (a logger's `INFO:root:`), too.
+    // A logger's structured fields before the record (`{'level': 'info'} {...}`, a Python
+    // dict's print, or a JSON object of the job's own) are a prefix too: they were each a
+    // record "cut short by another" (found by a helper), though the record was read.
     auto prefix_like = [](std::string_view t) {
-      return !t.empty() && t.front() != '{' && (other_output(t) || t.find_first_of("\"{}") == std::string_view::npos);
+      if (t.empty()) return false;
+      if (t.front() == '{') return t.starts_with("{'") ? other_output(t) : json_output_of_the_job(t);
+      return other_output(t) || t.find_first_of("\"{}") == std::string_view::npos;
     };
     auto job_json = [&](RecordKind kind, std::string_view text, std::uint64_t ln, std::uint64_t col_offset) {
       if (kind != RecordKind::kError || table_mode) return false;
@@ -1043,6 +1050,17 @@ class FileParser {
           if (text.empty()) continue;
         }
       }
+      if (!table_mode) {
+        // A logger's colour reset after the record (`{...}\x1b[0m`): skipped, said once.
+        // (Before the record such codes are a prefix.)
+        if (const std::size_t n = trailing_terminal_codes(text); n > 0) {
+          if (coloured++ == 0) {
+            coloured_first = ln;
+            coloured_example = printable(trim(text.substr(text.size() - n)).substr(0, 24));
+          }
+          text = trim(text.substr(0, text.size() - n));
+        }
+      }
       if (!table_mode && (text.front() != '{' || text.starts_with("{'")) && other_output(text)) {
         note_other(text, ln, col_offset);
         continue;
@@ -1139,6 +1157,11 @@ class FileParser {
              fmt::format("{} line(s) of the job were split by the container runtime (CRI log lines tagged `P`, or "
                          "Docker entries without a final newline, from line {}) and are read joined",
                          joined_lines, joined_first));
+    if (coloured)
+      report(Severity::kNote, Problem::kLinePrefix, coloured_first, 1,
+             fmt::format("{} record line(s) end with terminal control codes after the record, e.g. \"{}\" (a logger "
+                         "that colours its lines); they are skipped and the record read",
+                         coloured, coloured_example));
     if (prefixed)
       report(Severity::kNote, Problem::kLinePrefix, prefixed_first, 1,
              fmt::format("{} record line(s) carry a prefix before the record, e.g. \"{}\" (torchrun's --tee or "

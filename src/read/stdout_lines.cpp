@@ -204,6 +204,30 @@ std::size_t known_prefix_length(std::string_view line) {
   return at;
 }
 
+std::size_t trailing_terminal_codes(std::string_view line) {
+  const std::size_t brace = line.rfind('}');
+  if (brace == std::string_view::npos) return 0;
+  std::size_t i = brace + 1, sequences = 0;
+  const auto in = [&](std::size_t at, unsigned lo, unsigned hi) {
+    const auto b = static_cast<unsigned char>(line[at]);
+    return b >= lo && b <= hi;
+  };
+  while (i < line.size()) {
+    if (line[i] == ' ' || line[i] == '\t' || line[i] == '\r') {
+      ++i;
+      continue;
+    }
+    if (line[i] != '\x1b' || i + 1 >= line.size() || line[i + 1] != '[') return 0;
+    i += 2;
+    while (i < line.size() && in(i, 0x30, 0x3F)) ++i;  // parameter bytes
+    while (i < line.size() && in(i, 0x20, 0x2F)) ++i;  // intermediate bytes
+    if (i >= line.size() || !in(i, 0x40, 0x7E)) return 0;  // the final byte
+    ++i;
+    ++sequences;
+  }
+  return sequences > 0 ? line.size() - (brace + 1) : 0;
+}
+
 bool other_output(std::string_view line) {
   if (line.empty()) return false;
   if (separator(line)) return true;

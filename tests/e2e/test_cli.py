@@ -952,7 +952,7 @@ def test_what_a_run_directory_holds_besides_logs_is_listed_not_read(tmp_path):
     expected = {
         "config.json": "its first line is a JSON object without a \"type\" field",
         "trainer_state.json": "a JSON document over several lines",
-        "train.log": "a text file, not JSON lines",
+        "train.log": "a text file with no step-log record in it (a training log?)",
         "events.json": "a JSON array, not JSON lines",
         "chrome.json": "a JSON array of trace events (the Chrome trace format's array form), not a step log or a "
                        "PyTorch profiler trace (an object with \"traceEvents\"",
@@ -2327,6 +2327,54 @@ def test_a_jobs_stdout_with_line_prefixes_and_other_output_is_read(tmp_path, pre
     assert f"{other} line(s) hold no record" in r.stderr
     # --strict stops at the first line of other output.
     assert run("report", "--strict", stream).returncode == 1
+
+
+@pytest.mark.parametrize("before,after,said", [
+    # A logger that colours its lines: the reset after the record lost every record (and a
+    # rank whose config line was coloured), "text follows it (\x1b[0m)".
+    ("\x1b[36m{r}: \x1b[0m", "\x1b[0m", "record line(s) end with terminal control codes after the record"),
+    ("\x1b[1;32m", " \x1b[0m\x1b[K", "record line(s) end with terminal control codes after the record"),
+    # A structured logger's fields first: each line was a record "cut short by another"
+    # (exit 1), though the record after them was read.
+    ("{{'level': 'info', 'rank': {r}}} ", "", "record line(s) carry a prefix before the record"),
+    ('{{"level": "info", "rank": {r}}} ', "", "record line(s) carry a prefix before the record"),
+])
+def test_records_among_a_loggers_colours_and_fields_are_read(tmp_path, before, after, said):
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 2, "--updates", 10).returncode == 0
+    files = [f.read_text().splitlines() for f in sorted(out.glob("rank*.jsonl"))]
+    lines = [before.format(r=r) + line + after for r, f in enumerate(files) for line in f]
+    stream = tmp_path / "job.out"
+    stream.write_text("\n".join(lines) + "\n")
+    separate = json.loads(run("report", "--format", "json", out).stdout)
+    r = run("report", "--format", "json", stream)
+    assert r.returncode == 0, r.stderr
+    assert "error" not in r.stderr and "warning" not in r.stderr, r.stderr
+    one = json.loads(r.stdout)
+    for key in ("update_time", "regions", "cross_rank", "findings"):
+        assert one[key] == separate[key], key
+    assert f"{len(lines)} {said}" in r.stderr, r.stderr
+
+
+def test_a_rank_log_with_long_start_up_output_is_read_from_a_directory(tmp_path):
+    # NCCL's start-up lines (150 KB) before rank 1's first record: found in a directory,
+    # the file was left out with a note ("its first line is not a JSON record") and the
+    # report had no rank 1, exit 0; named, it was read.
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 2, "--updates", 10).returncode == 0
+    job = tmp_path / "job"
+    job.mkdir()
+    noise = "".join(f"node1:1234:1234 [1] NCCL INFO Channel {i:05d}/32 : 0[0] -> 1[1] via P2P/IPC\n" for i in range(2000))
+    assert len(noise) > 128 * 1024
+    (job / "rank0.log").write_text((out / "rank0.jsonl").read_text())
+    (job / "rank1.log").write_text(noise + (out / "rank1.jsonl").read_text())
+    (job / "train.log").write_text(noise * 3)  # (a text file without records: still left out)
+    r = run("report", "--format", "json", job)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["run"]["ranks"] == [0, 1]
+    assert "rank1.log: note: not read" not in r.stderr, r.stderr
+    assert f"{job / 'train.log'}: note: not read from the directory: a text file with no step-log record in it" in \
+        r.stderr, r.stderr
 
 
 def test_lines_a_container_runtime_split_are_joined(tmp_path):
