@@ -366,12 +366,19 @@ class Reader {
   // (`appended`: the config starts a later run in its file, RunSegment.)
   void report_other_run(std::uint32_t fi, const RunConfig& config, const RankBucket& b, std::size_t updates,
                         bool appended = false) {
+    // (With a --steps window its records may all lie outside it: "the 0 update record(s)
+    // after it are skipped" read as if it held none.)
+    const std::string skipped =
+        updates == 0 && opt_.steps
+            ? std::string(appended ? "none of the update records after it is in the --steps window"
+                                   : "none of this file's update records is in the --steps window")
+            : fmt::format("{} {} update record(s){} are skipped", appended ? "the" : "this file's", updates,
+                          appended ? " after it" : "");
     report(appended ? Severity::kWarning : Severity::kError, Problem::kMixedRuns, fi, config.source.line, 0,
-           fmt::format("config for {} differs from the one in {} in its run settings ({}): {}; {} {} update "
-                       "record(s){} are skipped",
+           fmt::format("config for {} differs from the one in {} in its run settings ({}): {}; {}",
                        rank_text(config.rank), b.config_where, detail::identity_difference(config, *b.config),
                        appended ? "it is another run's, appended to the file" : "these files come from different runs",
-                       appended ? "the" : "this file's", updates, appended ? " after it" : ""));
+                       skipped));
     skipped_other_run_ += updates;
   }
 

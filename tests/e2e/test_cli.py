@@ -2195,6 +2195,12 @@ def test_run_latest_analyzes_the_run_after_a_restart(tmp_path):
     assert "40 update record(s) of another run skipped" in text
     bad = run("report", "--run", "newest", tmp_path)
     assert bad.returncode == 2 and "--run" in bad.stderr
+    # With a --steps window before the restart, the restarted run's records are outside it:
+    # the warning said "the 0 update record(s) after it are skipped".
+    r = run("report", "--steps", "2:5", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("none of the update records after it is in the --steps window") == 3, r.stderr
+    assert "the 0 update record(s)" not in r.stderr
 
 
 def test_a_requeued_job_of_the_same_world_size_is_analyzed_as_its_continuation(tmp_path):
