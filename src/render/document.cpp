@@ -672,6 +672,10 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
                                          ? fmt::format("none flagged: {} update(s) compared, at least {} are needed to "
                                                        "tell a slow rank from a slow update",
                                                        x.steps_aligned, kMinStragglerUpdates)
+                                     // (A rank behind in a stretch only is no straggler of the whole run:
+                                     // "none flagged" right above "rank 3 fell behind" read as a contradiction.)
+                                     : x.stragglers.empty() && !x.episodes.empty()
+                                         ? std::string("none over the whole run (stretches of falling behind: below)")
                                      : x.stragglers.empty()                ? std::string("none flagged")
                                      : x.stragglers.size() <= kListedUpTo ? "rank " + join(x.stragglers, ", rank ")
                                                                           : fmt::format("{} ranks: {}", x.stragglers.size(),

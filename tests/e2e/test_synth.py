@@ -665,6 +665,10 @@ def test_a_stretch_is_priced_by_what_the_job_waited_for_it(tmp_path):
     rise = statistics.fmean(job[step] for step in range(100, 131)) - outside
     assert f["ms_per_update"] == pytest.approx(rise * 31 / 300, rel=1e-9)
     assert f"{rise:.0f} ms above its mean outside every stretch ({outside:.0f} ms" in f["evidence"]
+    # The text's cross-rank section: no straggler over the whole run, and a stretch below
+    # ("none flagged" above "rank 3, steps 100..130" read as a contradiction).
+    text = " ".join(run("report", tmp_path / "logs").stdout.split())
+    assert "stragglers none over the whole run (stretches of falling behind: below)" in text, text
 
 
 def test_many_stretches_are_one_finding(tmp_path):
