@@ -181,22 +181,51 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     const Hierarchy& h = *in.hierarchy;
     // The nesting is walked depth first, children in order, without recursion: a crafted
     // trace nested 27,000 deep overflowed the stack here.
+    // A node absent from the log (a wrapper the recorder never records, e.g. a `train_loop`
+    // around every region) is no level of the table: its children take its place, at its
+    // depth and under its parent, as the log's `parents` put a region whose parent is absent
+    // at the top level. Counted through it, the regions below had no top level: the time
+    // outside every region was left out of the report, and the CSV and HTML put the whole
+    // update there (found by a helper).
     struct Frame {
       const HierarchyNode* node;
-      int depth;
+      int depth;                // rows above it: absent nodes do not count
+      std::string_view parent;  // the nearest present ancestor ("" for none)
     };
     auto walk = [&](auto&& enter) {  // enter(frame) -> whether to walk the node's children
       std::vector<Frame> stack;
-      auto push_children = [&](const std::string& name, int depth) {
+      auto push_children = [&](const std::string& name, int depth, std::string_view parent) {
         const auto kids = h.children(name);
-        for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back({*it, depth});
+        for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back({*it, depth, parent});
       };
-      push_children("", 0);
+      push_children("", 0, "");
       while (!stack.empty()) {
         const Frame f = stack.back();
         stack.pop_back();
-        if (enter(f)) push_children(f.node->name, f.depth + 1);
+        if (!enter(f)) continue;
+        if (is_present(f.node->name)) push_children(f.node->name, f.depth + 1, f.node->name);
+        else push_children(f.node->name, f.depth, f.parent);
       }
+    };
+    // The regions of the log below `name` that are its children in the table: its present
+    // children, and those below an absent child, as above; background ones left out
+    // (they overlap, not part of it).
+    auto present_children = [&](const std::string& name) {
+      std::vector<NameTable::Id> out;
+      std::vector<const HierarchyNode*> todo;
+      auto push = [&](const std::string& of) {
+        const auto kids = h.children(of);
+        for (auto it = kids.rbegin(); it != kids.rend(); ++it) todo.push_back(*it);
+      };
+      push(name);
+      while (!todo.empty()) {
+        const HierarchyNode* c = todo.back();
+        todo.pop_back();
+        if (c->role == RegionRole::kBackground) continue;
+        if (auto id = in.region(c->name); id && present[*id]) out.push_back(*id);
+        else push(c->name);
+      }
+      return out;
     };
     // A node is shown when it or a descendant occurs in the log: decided children first
     // (the reverse of the walk's order).
@@ -217,10 +246,9 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         t.not_in_log.push_back(node->name);  // (and, walking on, each absent region below it)
         if (!shown.contains(node->name)) return true;
       }
-      Planned p{in.data.regions.find(node->name).value_or(NameTable::Id(-1)), node->parent, f.depth, true, {}};
-      for (const auto* c : h.children(node->name))  // background children overlap, not part of it
-        if (auto id = in.region(c->name); id && present[*id] && c->role != RegionRole::kBackground)
-          p.kids.push_back(*id);
+      Planned p{in.data.regions.find(node->name).value_or(NameTable::Id(-1)), std::string(f.parent), f.depth, true,
+                {}};
+      if (is_present(node->name)) p.kids = present_children(node->name);
       if (p.id != NameTable::Id(-1)) plan.push_back(std::move(p));
       return true;
     });
@@ -362,10 +390,12 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     std::stable_sort(t.rows.begin(), t.rows.end(), [](const RegionRow& a, const RegionRow& b) { return a.share > b.share; });
 
   if (in.hierarchy) {
+    // The top level: present regions with no present ancestor (below an absent wrapper too).
     std::vector<NameTable::Id> top;
-    for (const auto* node : in.hierarchy->children(""))
-      if (auto id = in.region(node->name); id && present[*id] && node->role != RegionRole::kBackground)
-        top.push_back(*id);
+    for (const auto& p : plan)
+      if (p.in_hierarchy && p.depth == 0 && p.parent.empty() && present[p.id] &&
+          !in.hierarchy->in_background(in.data.regions.name(p.id)))
+        top.push_back(p.id);
     std::vector<double> outside;
     if (!top.empty()) {
       // Per update: the top-level regions' host time (as outside_regions_ms: absent counts

@@ -204,41 +204,56 @@ class NestedLayout {
     return s ? (device_ ? s->device_ms : s->host_ms) : std::nullopt;
   }
 
-  // The regions laid out directly under `parent`: its children that have a time on this
-  // clock, with the children of an absent child in its place.
-  void items(const UpdateRecord& u, std::string_view parent, std::vector<Item>& out, int depth = 0) const {
-    const auto kids = in_.hierarchy->children(parent);
-    if (kids.size() > u.regions.size()) {
-      // Far more children than the update has regions (names made with the step in them:
-      // one child per update): the same items, from the update's own regions, each laid
-      // out under its nearest ancestor with a time, in the walk's order. (Going over every
-      // child in every update made the trace quadratic in the updates.)
-      std::vector<std::pair<std::size_t, Item>> found;
-      for (const RegionSample& s : u.regions) {
-        const auto t = device_ ? s.device_ms : s.host_ms;
-        const auto name = in_.data.regions.name(s.region);
-        const HierarchyNode* node = t ? in_.hierarchy->find(name) : nullptr;
-        // (A background region and its nest are on tracks of their own.)
-        if (!node || (in_.hierarchy->in_background(node->name) && !in_.hierarchy->in_background(parent))) continue;
-        std::string_view up = node->parent;
-        const RegionSample* ignored = nullptr;
-        while (up != parent && !up.empty() && !time_of(u, up, ignored)) {
-          const HierarchyNode* n = in_.hierarchy->find(up);
-          up = n ? std::string_view(n->parent) : std::string_view();
-        }
-        if (up == parent) found.emplace_back(order_.at(node->name), Item{&s, node->name, *t});
+  // The regions laid out directly under `parent` with many children (more than the update
+  // has regions: names made with the step in them, one child per update): from the
+  // update's own regions, each laid out under its nearest ancestor with a time, in the
+  // walk's order. (Going over every child in every update made the trace quadratic in the
+  // updates.)
+  void items_of_many(const UpdateRecord& u, std::string_view parent, std::vector<Item>& out) const {
+    std::vector<std::pair<std::size_t, Item>> found;
+    for (const RegionSample& s : u.regions) {
+      const auto t = device_ ? s.device_ms : s.host_ms;
+      const auto name = in_.data.regions.name(s.region);
+      const HierarchyNode* node = t ? in_.hierarchy->find(name) : nullptr;
+      // (A background region and its nest are on tracks of their own.)
+      if (!node || (in_.hierarchy->in_background(node->name) && !in_.hierarchy->in_background(parent))) continue;
+      std::string_view up = node->parent;
+      const RegionSample* ignored = nullptr;
+      while (up != parent && !up.empty() && !time_of(u, up, ignored)) {
+        const HierarchyNode* n = in_.hierarchy->find(up);
+        up = n ? std::string_view(n->parent) : std::string_view();
       }
-      std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      for (const auto& f : found) out.push_back(f.second);
-      return;
+      if (up == parent) found.emplace_back(order_.at(node->name), Item{&s, node->name, *t});
     }
-    for (const auto* node : kids) {
-      if (starts_background(*node, parent)) continue;
-      const auto id = in_.region(node->name);
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& f : found) out.push_back(f.second);
+  }
+
+  // The regions laid out directly under `parent`: its children that have a time on this
+  // clock, with the children of an absent child in its place, in the walk's order. Absent
+  // children are walked without recursion and count for no level of kMaxDepth: 257
+  // wrapper regions a log never has (a --hierarchy file's) left no region in the trace.
+  void items(const UpdateRecord& u, std::string_view parent, std::vector<Item>& out) const {
+    struct Todo {
+      const HierarchyNode* node;
+      std::string_view parent;
+    };
+    std::vector<Todo> todo;
+    auto open = [&](std::string_view of) {
+      const auto kids = in_.hierarchy->children(of);
+      if (kids.size() > u.regions.size()) return items_of_many(u, of, out);
+      for (auto it = kids.rbegin(); it != kids.rend(); ++it) todo.push_back({*it, of});
+    };
+    open(parent);
+    while (!todo.empty()) {
+      const Todo t = todo.back();
+      todo.pop_back();
+      if (starts_background(*t.node, t.parent)) continue;
+      const auto id = in_.region(t.node->name);
       const RegionSample* s = id ? u.region(*id) : nullptr;
-      const auto t = s ? (device_ ? s->device_ms : s->host_ms) : std::nullopt;
-      if (t) out.push_back({s, node->name, *t});
-      else if (depth < kMaxDepth) items(u, node->name, out, depth + 1);
+      const auto time = s ? (device_ ? s->device_ms : s->host_ms) : std::nullopt;
+      if (time) out.push_back({s, t.node->name, *time});
+      else open(t.node->name);
     }
   }
 

@@ -3611,3 +3611,33 @@ def test_a_rank_behind_in_short_runs_every_kth_step_has_that_period(tmp_path):
     assert g["every"] == 40, g
     (f,) = [f for f in doc["findings"] if f["kind"] == "recurring_lag"]
     assert f["title"].startswith("rank 3 falls behind every 40th step"), f["title"]
+
+
+def test_a_wrapper_region_the_log_never_has_is_no_level_of_the_nesting(tmp_path):
+    # The bundled nesting under a `train_loop` the recorder never records: the regions
+    # below had no top level, so the report left the time outside every region out (no
+    # row, no finding), and the CSV put the whole wall_ms there. Its children now take its
+    # place, as the log's `parents` put a region whose parent is absent at the top level.
+    lines = HIER.read_text().splitlines()
+    wrapped = ["train_loop"] + ["  " + line if line.strip() and not line.startswith("#") else line for line in lines]
+    hier = tmp_path / "wrapped.txt"
+    hier.write_text("\n".join(wrapped) + "\n")
+    plain = json.loads(run("report", "--format", "json", "--hierarchy", HIER, LOG).stdout)
+    r = run("report", "--format", "json", "--hierarchy", hier, LOG)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["regions"]["rows"] == plain["regions"]["rows"]
+    assert rep["regions"]["outside_regions_ms"] == plain["regions"]["outside_regions_ms"]
+    assert rep["findings"] == plain["findings"]
+    # The time outside every region, from the raw lines: wall_ms less the top-level
+    # regions' host times (batch_fetch_and_count and micro_step_total).
+    outside = []
+    for line in LOG.read_text().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "update":
+            outside.append(rec["wall_ms"] - sum(rec["cpu_call_ms"][k] for k in ("batch_fetch_and_count", "micro_step_total")))
+    assert rep["regions"]["outside_regions_ms"]["median"] == pytest.approx(statistics.median(outside), rel=1e-12)
+    for d in (tmp_path / "a", tmp_path / "b"):
+        assert run("report", "--format", "csv", "--out", d, "--hierarchy", hier if d.name == "a" else HIER, LOG).returncode == 0
+    assert (tmp_path / "a" / "updates.csv").read_text() == (tmp_path / "b" / "updates.csv").read_text()
+    assert "in the nesting but never in the log: train_loop" in run("report", "--hierarchy", hier, LOG).stdout

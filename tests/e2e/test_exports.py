@@ -1076,3 +1076,17 @@ def test_logged_start_times_beyond_the_time_axis_are_not_used(tmp_path):
     assert "start_unix_ms not used" in r.stderr and "more than a trace's time axis holds" in r.stderr, r.stderr
     starts = sorted(e["ts"] for e in json.loads(out.read_text())["traceEvents"] if e.get("cat") == "update")
     assert starts == [0, 10000]
+
+
+def test_regions_below_many_wrappers_the_log_never_has_are_in_the_trace(tmp_path):
+    # The bundled nesting under 300 nested wrapper regions the log never records: each
+    # counted as a level of the trace's 256, and the trace held no region slice (exit 0,
+    # nothing said). They are now no levels: the same slices as without them.
+    lines = [line for line in fx.HIER.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    depth = 300
+    wrapped = ["  " * d + f"wrapper{d}" for d in range(depth)] + ["  " * depth + line for line in lines]
+    hier = tmp_path / "wrapped.txt"
+    hier.write_text("\n".join(wrapped) + "\n")
+    plain = [e for e in load_trace(tmp_path, "--hierarchy", fx.HIER, fx.LOG)["traceEvents"] if e.get("ph") == "X"]
+    deep = [e for e in load_trace(tmp_path, "--hierarchy", hier, fx.LOG)["traceEvents"] if e.get("ph") == "X"]
+    assert len(plain) > 500 and deep == plain
