@@ -111,8 +111,10 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
     const std::string_view name = in.data.regions.name(id);
     const HierarchyNode* node = in.hierarchy->find(name);
-    if (!node || !in.hierarchy->children(name).empty()) continue;  // leaves of the nesting only
-    if (node->role != RegionRole::kNone || (comm && comm->id == id)) continue;
+    // Leaves of the nesting only; a region the nesting lacks (a misspelt name in a
+    // --hierarchy file) is looked at too, to be named if its time follows token slots.
+    if (node && !in.hierarchy->children(name).empty()) continue;
+    if ((node && node->role != RegionRole::kNone) || (comm && comm->id == id)) continue;
     const bool device = in.has_device_time(id);
     std::vector<double> t, s;
     t.reserve(updates.size());
@@ -130,6 +132,11 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
       s.push_back(*slots_series[i]);
     }
     if (present < updates.size() || t.empty()) continue;
+    if (!node) {
+      if (const auto r = pearson(t, s); r && *r >= std::max(0.4, significant_correlation(t.size())))
+        p.outside_nesting.push_back({std::string(name), *r, *median(t)});
+      continue;
+    }
     p.cost_updates = std::max(p.cost_updates, t.size());
     if (!p.token_slots_cv) p.token_slots_cv = summarize(s)->cv;
     const auto r = pearson(t, s);

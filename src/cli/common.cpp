@@ -77,6 +77,46 @@ void add_input_options(CLI::App& cmd, InputOptions& opt) {
       ->capture_default_str();
 }
 
+namespace {
+
+// A --hierarchy file replaces the nesting the log records (its `parents`, and the config's
+// `region_roles` and `region_alternatives`): where the two differ, one note says so, with
+// up to three regions as examples. A helper's file that moved a region under another
+// parent, or left out the roles, changed the self times, the communication region and the
+// code paths without a word.
+void note_replaced_nesting(const Hierarchy& file, const Dataset& data, const std::string& path, Diagnostics& diag) {
+  Diagnostics scratch;  // (the log's own nesting problems are said when no file is given)
+  const auto own = hierarchy_from_log(data, scratch);
+  if (!own) return;
+  constexpr std::size_t kExamples = 3;
+  std::size_t differ = 0;
+  std::string examples;
+  auto quoted = [](std::string_view s) { return s.empty() ? std::string("none") : fmt::format("\"{}\"", printable(s)); };
+  for (const HierarchyNode& n : own->nodes()) {
+    const HierarchyNode* f = file.find(n.name);
+    std::string why;
+    if (!f) why = "not in the file";
+    else if (f->parent != n.parent)
+      why = fmt::format("parent {} in the file, {} in the log", f->parent.empty() ? "none (top level)" : quoted(f->parent),
+                        n.parent.empty() ? "none (top level)" : quoted(n.parent));
+    else if (f->role != n.role)
+      why = fmt::format("role {} in the file, {} in the log", f->role == RegionRole::kNone ? "none" : role_name(f->role),
+                        n.role == RegionRole::kNone ? "none" : role_name(n.role));
+    else if (f->alt_group.empty() != n.alt_group.empty())
+      why = fmt::format("alternative group {} in the file, {} in the log", quoted(f->alt_group), quoted(n.alt_group));
+    if (why.empty()) continue;
+    if (differ++ < kExamples) examples += fmt::format("{}\"{}\": {}", examples.empty() ? "" : "; ", printable(n.name), why);
+  }
+  if (differ == 0) return;
+  diag.report({Severity::kNote, Problem::kHierarchy, path, 0, 0,
+               fmt::format("this file's nesting is used in place of the one the log records (its `parents`, "
+                           "`region_roles` and `region_alternatives`), which differs for {} region(s): {}{}; leave "
+                           "--hierarchy out to use the log's",
+                           differ, examples, differ > kExamples ? fmt::format(" and {} more", differ - kExamples) : "")});
+}
+
+}  // namespace
+
 std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, LoadedInput& out, ReadOptions ro) {
   ro.run = opt.run == "latest" ? ReadOptions::Run::kLatest : ReadOptions::Run::kMostRanks;
   if (!opt.steps.empty()) {
@@ -161,6 +201,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     diag.report({Severity::kWarning, Problem::kHierarchy, opt.hierarchy, 0, 0,
                  "no region of this nesting file occurs in the logs: is it the nesting of another job?"});
   } else {
+    note_replaced_nesting(*out.hierarchy, out.data, opt.hierarchy, diag);
     // A counter named in the file that no update has (a typo): the code-path costs would
     // quietly fall back to another unit of work. (Only for a region that ran: a path that
     // never ran has no work to count.)

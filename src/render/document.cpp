@@ -550,6 +550,17 @@ Section padding_section(const Report& rep) {
                                               ? "needs the nesting (leaf regions do not overlap): give --hierarchy FILE"
                                               : none);
   }
+  if (!p.outside_nesting.empty()) {
+    std::string names;
+    for (const auto& r : p.outside_nesting)
+      names += fmt::format("{}{} (r = {:.3g})", names.empty() ? "" : ", ", r.region, r.correlation);
+    f.items.emplace_back("not in the nesting",
+                         fmt::format("{} {} token slots but {} not in the nesting, so not counted: add {} to the "
+                                     "--hierarchy file (a misspelt name?)",
+                                     names, p.outside_nesting.size() == 1 ? "follows" : "follow",
+                                     p.outside_nesting.size() == 1 ? "is" : "are",
+                                     p.outside_nesting.size() == 1 ? "it" : "them"));
+  }
   s.blocks.emplace_back(std::move(f));
   return s;
 }

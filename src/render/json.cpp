@@ -270,6 +270,9 @@ Json padding(const PaddingResult& p) {
   // Without token counters these figures are unknown, not 0.
   auto known = [&](double v) { return p.available ? Json(v) : Json(nullptr); };
   auto known_count = [&](double v) { return p.available ? count_json(v) : Json(nullptr); };
+  Json outside_nesting = Json::array();
+  for (const auto& r : p.outside_nesting)
+    outside_nesting.push_back({{"region", r.region}, {"correlation", r.correlation}, {"median_ms", r.median_ms}});
   return Json{{"available", p.available},
               {"why_not", p.available ? Json(nullptr) : Json(p.why_not)},
               {"token_slots", known_count(p.token_slots)},
@@ -288,6 +291,7 @@ Json padding(const PaddingResult& p) {
                                                        {"correlation", p.closest_below->correlation},
                                                        {"median_ms", p.closest_below->median_ms}}
                                                  : Json(nullptr)},
+              {"outside_nesting", outside_nesting},
               {"token_slots_cv", opt(p.token_slots_cv)},
               {"spikes", {{"threshold_fraction", opt(p.spike_threshold)},
                           {"count", p.spike_count},

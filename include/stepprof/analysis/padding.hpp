@@ -65,6 +65,11 @@ struct PaddingResult {
   double min_correlation = 0.4;
   std::optional<TokenBoundRegion> closest_below;
   std::optional<double> token_slots_cv;
+  /// Regions in every update that the nesting lacks (a misspelt or forgotten name in a
+  /// --hierarchy file) whose time follows token slots as a token-bound region's must: not
+  /// counted in the cost (whether they are leaves is unknown), named so that the nesting
+  /// can be fixed. A helper's typo left the cost out with "the closest: gradient_clipping".
+  std::vector<TokenBoundRegion> outside_nesting;
   /// Padding spikes: updates whose padding fraction exceeds the 90th percentile over all
   /// updates by more than kSpikeMargin (e.g. one long sample padding a whole
   /// micro-batch). `spikes` holds the largest kMaxSpikesKept, largest first.
