@@ -37,6 +37,8 @@ TEST(StdoutLines, TerminalCodesAfterARecordAreMeasured) {
   EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b[0m"), 4u);
   EXPECT_EQ(trailing_terminal_codes(kRecord + " \x1b[0m\x1b[K\r"), 9u);
   EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b[38;5;208m"), 11u);
+  EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b(B\x1b[m"), 6u);  // tput sgr0
+  EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b("), 0u);        // cut before its final byte
   EXPECT_EQ(trailing_terminal_codes(kRecord), 0u);
   EXPECT_EQ(trailing_terminal_codes(kRecord + "  "), 0u);               // blanks alone: no code
   EXPECT_EQ(trailing_terminal_codes(kRecord + "\x1b[0m done"), 0u);     // text after the code

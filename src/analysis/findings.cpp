@@ -740,20 +740,28 @@ double union_excess_ms(const CrossRankResult& x, const std::vector<const Straggl
 
 // The job's update time in the steps of `stretches` (their union) above its mean in the
 // other aligned steps outside every stretch (UpdateSlowest::update_ms), steps with a
-// padding spike left out of both means (the padding finding's). Where the communication
-// region holds compute (a backward pass that overlaps its all-reduce, as DeepSpeed's and
-// the synth logs' do), a straggler's lag there is no own work, and a stretch priced on own
-// work alone was worth half to a quarter of what removing it bought (found by a helper:
-// 155 ms per update where the same job without the straggler was 308 ms faster). Means,
-// not medians: with fallbacks on every rank the update time is skewed, and medians were
-// 10 to 25 % off what removing the stretch buys in synth jobs where means were within 10 %.
-// nullopt without a communication region (own work is then the whole update), or with
-// fewer than 10 steps outside the stretches or none inside.
+// padding spike left out of both means (the padding finding's), and so are outliers of
+// either side (beyond its median plus the larger of 3 robust standard deviations and
+// 5 %: a collective stall of every rank, a warm-up step, another rank's periodic lag,
+// each priced by a finding of its own, had been counted as the stretch's: a review).
+// Where the communication region holds compute (a backward pass that overlaps its
+// all-reduce, as DeepSpeed's and the synth logs' do), a straggler's lag there is no own
+// work, and a stretch priced on own work alone was worth half to a quarter of what
+// removing it bought (found by a helper: 155 ms per update where the same job without the
+// straggler was 308 ms faster). Means, not medians: with fallbacks on every rank the
+// update time is skewed, and medians were 10 to 25 % off what removing the stretch buys in
+// synth jobs where means were within 10 %. Only stretches among every rank compared
+// (`among_ranks` 0) have such steps. nullopt without a communication region (own work is
+// then the whole update), or with fewer than 10 steps outside the stretches or none inside.
 struct UpdateRise {
-  double mean_ms = 0;     ///< the rise, mean over the stretches' steps [ms]
-  double outside_ms = 0;  ///< the job's update time outside them, mean [ms]
+  double mean_ms = 0;       ///< the rise, mean over the stretches' steps [ms]
+  double outside_ms = 0;    ///< the job's update time outside them, mean [ms]
   std::size_t updates = 0;  ///< the stretches' aligned steps [count]
-  [[nodiscard]] double total_ms() const { return std::max(0.0, mean_ms) * static_cast<double>(updates); }
+  std::size_t left_out = 0;  ///< steps left out of the means as spikes or outliers [count]
+  /// The rise over the steps not left out (a left-out step counts none: where a spike or
+  /// stall of another rank set the step, removing the stretch saves less there, and
+  /// counting it at the mean overclaimed with padding spikes in most steps: a review).
+  [[nodiscard]] double total_ms() const { return std::max(0.0, mean_ms) * static_cast<double>(updates - left_out); }
 };
 // The rise is the time at stake where it is more than the own work's by this factor (a
 // tenth: the two measure the same lag where the communication region holds none of it).
@@ -767,32 +775,68 @@ std::optional<UpdateRise> update_rise(const FindingInputs& in, const std::vector
   auto in_any = [](const auto& list, std::int64_t step) {
     return std::any_of(list.begin(), list.end(), [&](const auto& e) {
       const StragglerEpisode& ep = *e;
-      return ep.first_step <= step && step <= ep.last_step;
+      return ep.among_ranks == 0 && ep.first_step <= step && step <= ep.last_step;
     });
   };
   std::vector<const StragglerEpisode*> every;
   for (const auto& e : x.episodes) every.push_back(&e);
-  double inside_sum = 0, outside_sum = 0;
-  std::size_t inside_n = 0, outside_n = 0, steps = 0;
+  std::vector<double> inside, outside;
+  std::size_t steps = 0, left_out = 0;
   for (const auto& u : x.per_update) {
     const bool mine = in_any(stretches, u.step);
     steps += mine ? 1 : 0;
-    if (std::binary_search(spikes.begin(), spikes.end(), u.step)) continue;
-    if (mine) inside_sum += u.update_ms, ++inside_n;
-    else if (!in_any(every, u.step)) outside_sum += u.update_ms, ++outside_n;
+    if (std::binary_search(spikes.begin(), spikes.end(), u.step)) {
+      left_out += mine ? 1 : 0;
+      continue;
+    }
+    if (mine) inside.push_back(u.update_ms);
+    else if (!in_any(every, u.step)) outside.push_back(u.update_ms);
   }
-  if (inside_n == 0 || outside_n < 10) return std::nullopt;
-  const double outside = outside_sum / static_cast<double>(outside_n);
-  return UpdateRise{inside_sum / static_cast<double>(inside_n) - outside, outside, steps};
+  // The mean of `v` without its outliers (above its median by more than the larger of
+  // kOutlierSds robust standard deviations and kOutlierShare of it); `dropped` counts
+  // them. (3 and 5 % dropped a straggler's own slow steps among fallbacks: 15 to 26 %
+  // below what removing it bought in synth jobs.)
+  constexpr double kOutlierSds = 4, kOutlierShare = 0.2;
+  auto typical_mean = [](std::vector<double> v, std::size_t& dropped) {
+    std::vector<double> sorted = v;
+    const double m = *median(sorted);
+    const double bound = m + std::max(kOutlierSds * robust_sd(v, m), kOutlierShare * std::fabs(m));
+    double sum = 0;
+    std::size_t n = 0;
+    for (const double t : v) {
+      if (t > bound) {
+        ++dropped;
+        continue;
+      }
+      sum += t;
+      ++n;
+    }
+    return sum / static_cast<double>(n);  // (the median itself is never dropped)
+  };
+  if (inside.empty() || outside.size() < 10) return std::nullopt;
+  std::size_t outside_dropped = 0;
+  const double out_mean = typical_mean(std::move(outside), outside_dropped);
+  const double in_mean = typical_mean(std::move(inside), left_out);
+  return UpdateRise{in_mean - out_mean, out_mean, steps, left_out};
 }
 
-// What removing `stretches` together buys [ms, summed over the run]: their own work's
-// union excess (union_excess_ms), or the job's update-time rise over their steps where
-// that is more by kRiseOverOwn (update_rise: the lag inside the communication region).
-double stretches_stake_ms(const FindingInputs& in, const std::vector<const StragglerEpisode*>& stretches) {
+// What removing `stretches` together buys [ms, summed over the run], and whether it is
+// the job's update-time rise: their own work's union excess (union_excess_ms), or that
+// rise over their steps where it is more by kRiseOverOwn (update_rise: the lag inside the
+// communication region); a stretch after some rank's log ended keeps its own excess
+// beside it (those steps are not compared across every rank).
+struct Stake {
+  double ms = 0;
+  bool by_rise = false;
+};
+Stake stretches_stake(const FindingInputs& in, const std::vector<const StragglerEpisode*>& stretches) {
   const double own = union_excess_ms(in.cross_rank, stretches);
+  double after_end = 0;
+  for (const StragglerEpisode* e : stretches)
+    if (e->among_ranks > 0) after_end += margin_to_gap(in.cross_rank) * e->excess_ms;
   const auto rise = update_rise(in, stretches);
-  return rise && rise->total_ms() > kRiseOverOwn * own ? rise->total_ms() : own;
+  if (rise && rise->total_ms() > kRiseOverOwn * (own - after_end)) return {rise->total_ms() + after_end, true};
+  return {own, false};
 }
 
 // Listed one by one, stretches that overlap in updates would each claim the wait they
@@ -825,7 +869,7 @@ void share_overlapping_stretches(const FindingInputs& in, const std::vector<cons
       claimed += found[i].ms_per_update;
       own += listed[i]->excess_ms;
     }
-    const double together = stretches_stake_ms(in, stretches) / static_cast<double>(episode_steps(x));
+    const double together = stretches_stake(in, stretches).ms / static_cast<double>(episode_steps(x));
     if (claimed <= together || claimed <= 0) continue;
     for (auto i : members) {
       std::vector<std::int64_t> others;
@@ -950,44 +994,47 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
                                        ? "in at least 3 updates and 75 % of the stretch, more than chance gives over "
                                          "every rank at the job's share of updates that far behind"
                                        : "in at least 10 updates and 75 % of the stretch";
+    // The lag inside the communication region (update_rise), where it is more than the
+    // own work's (kRiseOverOwn): the time at stake is the job's update-time rise, and the
+    // evidence says that stake alone (it had said the margin, then the rise: a review).
+    const auto rise = e.among_ranks == 0 ? update_rise(in, {&e}) : std::nullopt;
+    const bool by_rise = rise && rise->total_ms() > kRiseOverOwn * margin_to_gap(x) * e.excess_ms;
     f.evidence =
         e.long_stretch
             ? fmt::format(
                   "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for "
-                  "the slowest other rank (median), which the job would still wait for without it; {} {}; time at "
-                  "stake: per update, its margin beyond the slowest other rank's",
-                  e.margin_ms, e.typical_margin_ms, long_rule, long_count)
+                  "the slowest other rank (median), which the job would still wait for without it; {} {}{}",
+                  e.margin_ms, e.typical_margin_ms, long_rule, long_count,
+                  by_rise ? "" : "; time at stake: per update, its margin beyond the slowest other rank's")
             : fmt::format(
                   "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for "
                   "the slowest rank in a typical update; a rank counts as behind when it is more than {:.0f} ms "
                   "behind the median rank (that typical margin plus the larger of 3 robust standard deviations and "
                   "5 % of the own work); the median rank and every faster one waited at least that long",
                   e.margin_ms, e.typical_margin_ms, e.threshold_ms);
-    if (margin_to_gap(x) != 1)
+    if (margin_to_gap(x) != 1 && !by_rise)
       f.evidence += "; with two ranks the median rank is their mean, so the other rank waited twice that margin, "
                     "which the time at stake counts";
-    // The lag inside the communication region (update_rise), where it is more than the
-    // own work's (kRiseOverOwn): the time at stake is the job's update-time rise.
-    const auto rise = update_rise(in, {&e});
-    const bool by_rise = rise && rise->total_ms() > kRiseOverOwn * margin_to_gap(x) * e.excess_ms;
-    if (by_rise) {
-      f.ms_per_update = rise->total_ms() / static_cast<double>(episode_steps(x));
-      f.evidence += fmt::format(
-          "; the job's update time (the ranks' median wall_ms) in these {} steps was {:.0f} ms above its mean "
-          "outside every stretch ({:.0f} ms; means, steps with a padding spike left out), more than the own work's "
-          "margin accounts for: the rest of its lag is inside {} (a backward pass that overlaps its all-reduce), so "
-          "the time at stake is that rise",
-          rise->updates, rise->mean_ms, rise->outside_ms, x.comm_region);
-    } else {
-      f.evidence += own_work_caveat(x);
-    }
     if (e.paths_scaled)
       f.evidence += fmt::format(
           "; found on each rank's own work less what its slow code paths took beyond the fast paths' cost for the "
           "same work (fallbacks hid it in the own work itself): the {} updates far behind and the {:.0f} ms bound "
-          "are of that work, its margin (median over the stretch) and the time at stake of own work as measured, "
-          "since the job still waits for the slowest other rank, fallbacks included",
-          e.behind, e.threshold_ms);
+          "are of that work, its margin (median over the stretch){} of own work as measured, since the job still "
+          "waits for the slowest other rank, fallbacks included",
+          e.behind, e.threshold_ms, by_rise ? "" : " and the time at stake");
+    if (by_rise) {
+      f.ms_per_update = rise->total_ms() / static_cast<double>(episode_steps(x));
+      f.evidence += fmt::format(
+          "; time at stake: the job's update time (the compared ranks' median wall_ms) in these {} steps was {:.0f} "
+          "ms above its mean outside every stretch ({:.0f} ms; means, outliers and steps with a padding spike left "
+          "out{}), more than the own work's margin accounts for: the rest of its lag is inside {} (a backward pass "
+          "that overlaps its all-reduce)",
+          rise->updates, rise->mean_ms, rise->outside_ms,
+          rise->left_out > 0 ? fmt::format(": {} of these steps, counted as no rise", rise->left_out) : "",
+          x.comm_region);
+    } else {
+      f.evidence += own_work_caveat(x);
+    }
     if (e.among_ranks > 0) {
       std::vector<std::int64_t> ended;
       for (const auto& end : x.ended_early)
@@ -1011,15 +1058,21 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   }
   share_overlapping_stretches(in, listed, found);
   each_or_grouped(found, out, [&](Finding& g, const Finding& worst) {
-    g.ms_per_update = std::min(g.ms_per_update, stretches_stake_ms(in, listed) / static_cast<double>(episode_steps(x)));
+    const Stake stake = stretches_stake(in, listed);
+    g.ms_per_update = std::min(g.ms_per_update, stake.ms / static_cast<double>(episode_steps(x)));
     g.subject = fmt::format("{} stretches", found.size());
     g.title = fmt::format("in {} stretches of updates a rank fell far behind (ranks {})", found.size(),
                           detail::rank_numbers(ranks));
     g.evidence = fmt::format(
-        "the longest wait, {}: {}; every stretch is listed in the waiting section; time at stake: per update, the "
-        "slowest rank's margin beyond the typical one, over the updates of these stretches (stretches in the same "
-        "updates are one wait, not one each)",
-        worst.title, worst.evidence);
+        "the longest wait, {}: {}; every stretch is listed in the waiting section; time at stake (these stretches "
+        "together): {}",
+        worst.title, worst.evidence,
+        stake.by_rise ? fmt::format("the job's update time over their steps above its mean outside every stretch "
+                                    "(means, outliers and steps with a padding spike left out), as above: the lag "
+                                    "inside {} counted",
+                                    x.comm_region)
+                      : std::string("per update, the slowest rank's margin beyond the typical one, over the updates "
+                                    "of these stretches (stretches in the same updates are one wait, not one each)"));
     g.action =
         "look for what these stretches share: the same host or GPU, the same data, a periodic job on the nodes "
         "(checkpoints, evaluation, logging)";

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <span>
 
+#include <fmt/format.h>
+
 namespace stepprof {
 namespace {
 
@@ -181,7 +183,11 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
       ups.push_back(i);
       c.push_back(*t);
     }
-  if (c.size() < 3) return w;
+  if (c.size() < 3) {
+    w.why_no_correlation = fmt::format("the communication region is in {} update(s): a correlation needs 3 or more",
+                                       c.size());
+    return w;
+  }
   // (From the communication region and wall_ms alone: also when no compute region is
   // logged or it never varies; dropped below if the anti-correlation finds a wait.)
   find_wait_spikes(rank, ups, c, w);
@@ -200,20 +206,30 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
   if (in.hierarchy)
     for (const HierarchyNode& n : in.hierarchy->nodes())
       if (n.role != RegionRole::kNone) with_role.push_back(n.name);
+  // Why no region was compared, for the message: regions left out as around the
+  // communication region, for a role, or for not being in every such update or varying.
+  std::size_t around = 0, by_role = 0, absent_or_fixed = 0;
   for (NameTable::Id id = 0; id < in.data.regions.size(); ++id) {
     if (id == *comm) continue;
     const auto name = in.data.regions.name(id);
-    if (in.hierarchy && (in.hierarchy->is_ancestor(name, w.comm_region) || in.hierarchy->is_ancestor(w.comm_region, name)))
+    if (in.hierarchy && (in.hierarchy->is_ancestor(name, w.comm_region) || in.hierarchy->is_ancestor(w.comm_region, name))) {
+      ++around;
       continue;
-    if (is_collective_call(name)) continue;  // (another collective's call: waiting too, not compute)
+    }
+    if (is_collective_call(name)) {  // (another collective's call: waiting too, not compute)
+      ++around;
+      continue;
+    }
     // Compute only: not a region with a role (data loading, the optimizer step, another
     // communication region, a background thread) nor one inside such a region (a data
     // loader's region was named the compute, a helper found: its time can follow the wait
     // for other reasons).
     if (std::any_of(with_role.begin(), with_role.end(), [&](std::string_view r) {
           return r == name || in.hierarchy->is_ancestor(r, name);
-        }))
+        })) {
+      ++by_role;
       continue;
+    }
     const bool dev = in.has_device_time(id);
     const auto col = column(id);
     std::vector<double> t;
@@ -223,12 +239,22 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
       if (!v) break;
       t.push_back(*v);
     }
-    if (t.size() != ups.size()) continue;
-    auto r = pearson(t, c);
-    if (!r) continue;
+    auto r = t.size() == ups.size() ? pearson(t, c) : std::nullopt;
+    if (!r) {
+      ++absent_or_fixed;
+      continue;
+    }
     cands.push_back({id, *r, in.hierarchy ? std::max(0, in.hierarchy->depth(name)) : 0, std::move(t)});
   }
-  if (cands.empty()) return w;
+  if (cands.empty()) {
+    w.why_no_correlation = fmt::format(
+        "no compute region to compare it with: of the log's other {} region(s), {} are above or inside {} or are "
+        "other collectives' calls, {} have "
+        "a role in the nesting or are inside one (data, optimizer, communication, background: is each role right?), "
+        "and {} are missing from some of its updates or never vary",
+        in.data.regions.size() - 1, around, w.comm_region, by_role, absent_or_fixed);
+    return w;
+  }
   double best_r = 1;
   for (const auto& k : cands) best_r = std::min(best_r, k.r);
   for (const auto& k : cands)

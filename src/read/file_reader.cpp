@@ -406,8 +406,18 @@ class FileParser {
       else
         report(Severity::kError, Problem::kMalformedJson, p.line, p.column, p.error);
     };
+    // Terminal codes cut from the end of the line being read (a logger's colour reset):
+    // counted with the first record taken from it.
+    std::string_view line_colour_codes;
     auto take = [&](RecordKind kind, std::string_view text, std::uint64_t col_offset, std::uint64_t ln,
                     std::string_view line, bool terminated) {
+      if (!line_colour_codes.empty() && kind != RecordKind::kError) {
+        if (coloured++ == 0) {
+          coloured_first = ln;
+          coloured_example = printable(line_colour_codes.substr(0, 24));
+        }
+        line_colour_codes = {};
+      }
       report_pending_cut(kind == RecordKind::kConfig);
       switch (kind) {
         case RecordKind::kError: {
@@ -1050,17 +1060,14 @@ class FileParser {
           if (text.empty()) continue;
         }
       }
-      if (!table_mode) {
-        // A logger's colour reset after the record (`{...}\x1b[0m`): skipped, said once.
-        // (Before the record such codes are a prefix.)
+      // A logger's colour reset after the record (`{...}\x1b[0m`): skipped, and said once
+      // for the lines read as records. (Before the record such codes are a prefix.)
+      line_colour_codes = {};
+      if (!table_mode)
         if (const std::size_t n = trailing_terminal_codes(text); n > 0) {
-          if (coloured++ == 0) {
-            coloured_first = ln;
-            coloured_example = printable(trim(text.substr(text.size() - n)).substr(0, 24));
-          }
+          line_colour_codes = trim(text.substr(text.size() - n));
           text = trim(text.substr(0, text.size() - n));
         }
-      }
       if (!table_mode && (text.front() != '{' || text.starts_with("{'")) && other_output(text)) {
         note_other(text, ln, col_offset);
         continue;

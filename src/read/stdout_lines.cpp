@@ -217,11 +217,19 @@ std::size_t trailing_terminal_codes(std::string_view line) {
       ++i;
       continue;
     }
-    if (line[i] != '\x1b' || i + 1 >= line.size() || line[i + 1] != '[') return 0;
-    i += 2;
-    while (i < line.size() && in(i, 0x30, 0x3F)) ++i;  // parameter bytes
-    while (i < line.size() && in(i, 0x20, 0x2F)) ++i;  // intermediate bytes
-    if (i >= line.size() || !in(i, 0x40, 0x7E)) return 0;  // the final byte
+    if (line[i] != '\x1b' || i + 1 >= line.size()) return 0;
+    if (line[i + 1] == '[') {  // a control sequence (CSI)
+      i += 2;
+      while (i < line.size() && in(i, 0x30, 0x3F)) ++i;  // parameter bytes
+      while (i < line.size() && in(i, 0x20, 0x2F)) ++i;  // intermediate bytes
+      if (i >= line.size() || !in(i, 0x40, 0x7E)) return 0;  // the final byte
+    } else if (in(i + 1, 0x20, 0x2F)) {  // an escape sequence with intermediates: `tput sgr0`'s `\x1b(B`
+      i += 1;
+      while (i < line.size() && in(i, 0x20, 0x2F)) ++i;
+      if (i >= line.size() || !in(i, 0x30, 0x7E)) return 0;
+    } else {
+      return 0;
+    }
     ++i;
     ++sequences;
   }

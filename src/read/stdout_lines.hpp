@@ -48,8 +48,10 @@ std::size_t known_prefix_length(std::string_view line);
 /// Length of what follows a record's closing `}` at the end of `line` when that is terminal
 /// control sequences only, with blanks: ECMA-48 control sequences (ESC `[`, parameter bytes
 /// 0x30-0x3F, intermediate bytes 0x20-0x2F, a final byte 0x40-0x7E), e.g. the colour reset
-/// `\x1b[0m` a logger that colours its lines writes after the message. 0 when `line` does
-/// not end so (no `}`, no sequence, or other text after the `}`).
+/// `\x1b[0m` a logger that colours its lines writes after the message, and escape
+/// sequences with intermediate bytes (ESC, 0x20-0x2F bytes, a final byte 0x30-0x7E), e.g.
+/// `tput sgr0`'s `\x1b(B\x1b[m`. 0 when `line` does not end so (no `}`, no sequence, or
+/// other text after the `}`).
 std::size_t trailing_terminal_codes(std::string_view line);
 
 /// True when `line` (trimmed, after any known prefix) is other output of the job, not a

@@ -854,7 +854,9 @@ Section waiting_section(const Report& rep) {
     f.items.emplace_back("rank", who);
     f.items.emplace_back("communication region", fmt::format("{} (found by {})", w.comm_region, w.comm_found_by));
     if (!w.correlation) {
-      f.items.emplace_back("result", "too few updates or no varying compute region to compare with");
+      f.items.emplace_back("result", w.why_no_correlation.empty()
+                                         ? std::string("too few updates or no varying compute region to compare with")
+                                         : w.why_no_correlation);
       s.blocks.emplace_back(std::move(f));
       continue;
     }

@@ -312,6 +312,7 @@ Json waiting_rank(const WaitingResult& w) {
           {"comm_found_by", w.comm_found_by.empty() ? Json(nullptr) : Json(w.comm_found_by)},
           {"compute_region", w.compute_region.empty() ? Json(nullptr) : Json(w.compute_region)},
           {"correlation", opt(w.correlation)},
+          {"why_no_correlation", w.why_no_correlation.empty() ? Json(nullptr) : Json(w.why_no_correlation)},
           // (Computed with the correlation: without it, too few updates or no compute
           // region to compare with, they are unknown, not 0.)
           {"compute_sd_ms", w.correlation ? Json(w.compute_sd_ms) : Json(nullptr)},

@@ -2343,6 +2343,7 @@ def test_a_jobs_stdout_with_line_prefixes_and_other_output_is_read(tmp_path, pre
     # rank whose config line was coloured), "text follows it (\x1b[0m)".
     ("\x1b[36m{r}: \x1b[0m", "\x1b[0m", "record line(s) end with terminal control codes after the record"),
     ("\x1b[1;32m", " \x1b[0m\x1b[K", "record line(s) end with terminal control codes after the record"),
+    ("", "\x1b(B\x1b[m", "record line(s) end with terminal control codes after the record"),  # tput sgr0
     # A structured logger's fields first: each line was a record "cut short by another"
     # (exit 1), though the record after them was read.
     ("{{'level': 'info', 'rank': {r}}} ", "", "record line(s) carry a prefix before the record"),
@@ -2378,12 +2379,44 @@ def test_a_rank_log_with_long_start_up_output_is_read_from_a_directory(tmp_path)
     (job / "rank0.log").write_text((out / "rank0.jsonl").read_text())
     (job / "rank1.log").write_text(noise + (out / "rank1.jsonl").read_text())
     (job / "train.log").write_text(noise * 3)  # (a text file without records: still left out)
+    # A cut gzip of such a file: left out too (it was read, and its "input ends early"
+    # warning failed --strict: a review).
+    packed = gzip.compress((noise * 3).encode())
+    (job / "cut.log.gz").write_bytes(packed[: len(packed) // 2])
+    # A job's arguments printed as JSON first, then start-up output, then records: read.
+    args = json.dumps({"lr": 0.1, "epochs": 3}) + "\n"
+    (job / "rank1.log").write_text(args + noise + (out / "rank1.jsonl").read_text())
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(job / "rank0.log", alone / "rank0.log")
+    shutil.copy(job / "cut.log.gz", alone / "cut.log.gz")
+    r = run("report", "--format", "json", "--strict", alone)
+    assert r.returncode == 0 and "cut.log.gz: note: not read from the directory" in r.stderr, r.stderr
     r = run("report", "--format", "json", job)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["run"]["ranks"] == [0, 1]
     assert "rank1.log: note: not read" not in r.stderr, r.stderr
     assert f"{job / 'train.log'}: note: not read from the directory: a text file with no step-log record in it" in \
         r.stderr, r.stderr
+    assert f"{job / 'cut.log.gz'}: note: not read from the directory: a text file with no step-log record" in \
+        r.stderr, r.stderr
+
+
+def test_coloured_lines_that_hold_no_record_are_not_counted_as_records(tmp_path):
+    # The note on colour codes after a record counted the job's coloured prints too, which
+    # the other-output warning counted as lines without a record (a review).
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 1, "--updates", 10).returncode == 0
+    records = (out / "rank0.jsonl").read_text().splitlines()
+    lines = []
+    for rec in records:
+        lines += ["\x1b[32m" + rec + "\x1b[0m", "\x1b[33mWARNING metrics {'loss': 1.0}\x1b[0m"]
+    log = tmp_path / "job.out"
+    log.write_text("\n".join(lines) + "\n")
+    r = run("report", "-o", os.devnull, log)
+    assert r.returncode == 0, r.stderr
+    assert f"{len(records)} record line(s) end with terminal control codes" in r.stderr, r.stderr
+    assert f"{len(records)} line(s) hold no record" in r.stderr, r.stderr
 
 
 def test_lines_a_container_runtime_split_are_joined(tmp_path):

@@ -38,6 +38,11 @@ struct WaitingResult {
   std::string comm_found_by;  ///< "role in the nesting" or "region name"; empty: none found
   std::string compute_region;  ///< the region whose time the communication region absorbs
   std::optional<double> correlation;  ///< Pearson r(compute, comm) over updates
+  /// Where `correlation` is unknown with a communication region found: why, for the
+  /// report (e.g. "the communication region is in 2 updates: a correlation needs 3 or
+  /// more"). It said "too few updates or no varying compute region" for a nesting whose
+  /// roles left no region to compare with.
+  std::string why_no_correlation;
   double compute_sd_ms = 0, comm_sd_ms = 0, sum_sd_ms = 0;  ///< sample standard deviations [ms]
   /// True when r <= -0.5 and the sum varies less than 0.6 x the smaller of the two:
   /// this rank's update time is set by another rank.
