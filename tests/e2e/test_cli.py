@@ -3720,3 +3720,21 @@ def test_a_region_the_nesting_lacks_whose_time_follows_token_slots_is_named(tmp_
     assert f"language_forward (r = {o['correlation']:.3g}) follows token slots but is not in the nesting" in text
     plain = json.loads(run("report", "--format", "json", "--hierarchy", HIER, LOG).stdout)
     assert plain["padding"]["outside_nesting"] == []
+
+
+def test_why_the_waiting_analysis_found_no_compute_region_is_said(tmp_path):
+    # micro_step_total marked role=background (it holds the communication region and 99 %
+    # of the update): every compute region is inside a region with a role, and the section
+    # said "too few updates or no varying compute region" over 20 updates.
+    hier = tmp_path / "bg.txt"
+    hier.write_text(HIER.read_text().replace("micro_step_total\n", "micro_step_total                 role=background\n"))
+    assert "role=background" in hier.read_text()
+    rep = json.loads(run("report", "--format", "json", "--hierarchy", hier, LOG).stdout)
+    (w,) = rep["waiting"]
+    assert w["correlation"] is None
+    assert "no compute region to compare it with: of the log's other 13 region(s)" in w["why_no_correlation"]
+    assert "have a role in the nesting or are inside one" in w["why_no_correlation"]
+    text = " ".join(run("report", "--hierarchy", hier, LOG).stdout.split())
+    assert "too few updates or no varying compute region" not in text
+    plain = json.loads(run("report", "--format", "json", "--hierarchy", HIER, LOG).stdout)
+    assert plain["waiting"][0]["why_no_correlation"] is None
