@@ -741,9 +741,9 @@ double union_excess_ms(const CrossRankResult& x, const std::vector<const Straggl
 // The job's update time in the steps of `stretches` (their union) above its mean in the
 // other aligned steps outside every stretch (UpdateSlowest::update_ms), steps with a
 // padding spike left out of both means (the padding finding's), and so are outliers of
-// either side (beyond its median plus the larger of 3 robust standard deviations and
-// 5 %: a collective stall of every rank, a warm-up step, another rank's periodic lag,
-// each priced by a finding of its own, had been counted as the stretch's: a review).
+// either side (see below: a collective stall of every rank, a warm-up step, another rank's
+// periodic lag, each priced by a finding of its own, had been counted as the stretch's: a
+// review).
 // Where the communication region holds compute (a backward pass that overlaps its
 // all-reduce, as DeepSpeed's and the synth logs' do), a straggler's lag there is no own
 // work, and a stretch priced on own work alone was worth half to a quarter of what
@@ -780,7 +780,8 @@ std::optional<UpdateRise> update_rise(const FindingInputs& in, const std::vector
   };
   std::vector<const StragglerEpisode*> every;
   for (const auto& e : x.episodes) every.push_back(&e);
-  std::vector<double> inside, outside;
+  std::vector<const UpdateSlowest*> inside;
+  std::vector<double> outside;
   std::size_t steps = 0, left_out = 0;
   for (const auto& u : x.per_update) {
     const bool mine = in_any(stretches, u.step);
@@ -789,34 +790,46 @@ std::optional<UpdateRise> update_rise(const FindingInputs& in, const std::vector
       left_out += mine ? 1 : 0;
       continue;
     }
-    if (mine) inside.push_back(u.update_ms);
+    if (mine) inside.push_back(&u);
     else if (!in_any(every, u.step)) outside.push_back(u.update_ms);
   }
-  // The mean of `v` without its outliers (above its median by more than the larger of
-  // kOutlierSds robust standard deviations and kOutlierShare of it); `dropped` counts
-  // them. (3 and 5 % dropped a straggler's own slow steps among fallbacks: 15 to 26 %
-  // below what removing it bought in synth jobs.)
-  constexpr double kOutlierSds = 4, kOutlierShare = 0.2;
-  auto typical_mean = [](std::vector<double> v, std::size_t& dropped) {
+  if (inside.empty() || outside.size() < 10) return std::nullopt;
+  // Outliers: above the median by more than the larger of kOutlierSds robust standard
+  // deviations and kOutlierShare of it. (3 and 5 % dropped a straggler's own slow steps
+  // among fallbacks: 15 to 26 % below what removing it bought in synth jobs.) Inside the
+  // stretches, only where the stretches' own ranks do not explain it: the step's slowest
+  // rank (by own work) is another, or its margin over the median rank rose by less than a
+  // quarter of the update time's rise (a stall of every rank, a warm-up step). A rank 1.9x
+  // slower within its 1.3x stretch had its worst steps dropped as outliers (a review).
+  constexpr double kOutlierSds = 4, kOutlierShare = 0.2, kOwnShare = 0.25;
+  auto bound_of = [&](std::vector<double> v) {
     std::vector<double> sorted = v;
     const double m = *median(sorted);
-    const double bound = m + std::max(kOutlierSds * robust_sd(v, m), kOutlierShare * std::fabs(m));
-    double sum = 0;
-    std::size_t n = 0;
-    for (const double t : v) {
-      if (t > bound) {
-        ++dropped;
-        continue;
-      }
-      sum += t;
-      ++n;
-    }
-    return sum / static_cast<double>(n);  // (the median itself is never dropped)
+    return std::pair{m, m + std::max(kOutlierSds * robust_sd(v, m), kOutlierShare * std::fabs(m))};
   };
-  if (inside.empty() || outside.size() < 10) return std::nullopt;
-  std::size_t outside_dropped = 0;
-  const double out_mean = typical_mean(std::move(outside), outside_dropped);
-  const double in_mean = typical_mean(std::move(inside), left_out);
+  double out_sum = 0;
+  std::size_t out_n = 0;
+  const double out_bound = bound_of(outside).second;
+  for (const double t : outside)
+    if (t <= out_bound) out_sum += t, ++out_n;
+  std::vector<double> in_times, in_margins;
+  for (const UpdateSlowest* u : inside) in_times.push_back(u->update_ms), in_margins.push_back(u->margin_ms);
+  const auto [in_median, in_bound] = bound_of(in_times);
+  const double margin_median = *median(in_margins);
+  double in_sum = 0;
+  std::size_t in_n = 0;
+  for (const UpdateSlowest* u : inside) {
+    const bool own_rank = std::any_of(stretches.begin(), stretches.end(),
+                                      [&](const StragglerEpisode* e) { return e->rank == u->slowest_rank; });
+    const bool explained = own_rank && u->margin_ms - margin_median >= kOwnShare * (u->update_ms - in_median);
+    if (u->update_ms > in_bound && !explained) {
+      ++left_out;
+      continue;
+    }
+    in_sum += u->update_ms;
+    ++in_n;
+  }
+  const double out_mean = out_sum / static_cast<double>(out_n), in_mean = in_sum / static_cast<double>(in_n);
   return UpdateRise{in_mean - out_mean, out_mean, steps, left_out};
 }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
 #include <limits>
 #include <map>
 
@@ -227,28 +226,16 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       }
       return out;
     };
-    // A node is shown when it or a descendant occurs in the log: decided children first
-    // (the reverse of the walk's order).
-    std::vector<const HierarchyNode*> preorder;
-    walk([&](const Frame& f) {
-      preorder.push_back(f.node);
-      return true;
-    });
-    std::unordered_set<std::string_view> shown;
-    for (auto it = preorder.rbegin(); it != preorder.rend(); ++it) {
-      bool s = is_present((*it)->name);
-      for (const auto* c : h.children((*it)->name)) s = s || shown.contains(c->name);
-      if (s) shown.insert((*it)->name);
-    }
     walk([&](const Frame& f) {
       const HierarchyNode* node = f.node;
+      // An absent node is no row: its children take its place. (A wrapper the log's
+      // `parents` name was a row of "0 of 20 updates" beside its own children: a review.)
       if (!is_present(node->name)) {
         t.not_in_log.push_back(node->name);  // (and, walking on, each absent region below it)
-        if (!shown.contains(node->name)) return true;
+        return true;
       }
       Planned p{in.data.regions.find(node->name).value_or(NameTable::Id(-1)), std::string(f.parent), f.depth, true,
-                {}};
-      if (is_present(node->name)) p.kids = present_children(node->name);
+                present_children(node->name)};
       if (p.id != NameTable::Id(-1)) plan.push_back(std::move(p));
       return true;
     });

@@ -188,6 +188,12 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
                                        c.size());
     return w;
   }
+  if (std::all_of(c.begin(), c.end(), [&](double v) { return v == c.front(); })) {
+    // (Every candidate's correlation would be unknown, and said to be the candidates'.)
+    w.why_no_correlation = fmt::format("the communication region's time never varies over its {} updates, so no "
+                                       "time can be compared with it",
+                                       c.size());
+  }
   // (From the communication region and wall_ms alone: also when no compute region is
   // logged or it never varies; dropped below if the anti-correlation finds a wait.)
   find_wait_spikes(rank, ups, c, w);
@@ -247,6 +253,7 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
     cands.push_back({id, *r, in.hierarchy ? std::max(0, in.hierarchy->depth(name)) : 0, std::move(t)});
   }
   if (cands.empty()) {
+    if (!w.why_no_correlation.empty()) return w;  // (the communication region never varies)
     w.why_no_correlation = fmt::format(
         "no compute region to compare it with: of the log's other {} region(s), {} are above or inside {} or are "
         "other collectives' calls, {} have "

@@ -84,7 +84,27 @@ namespace {
 // up to three regions as examples. A helper's file that moved a region under another
 // parent, or left out the roles, changed the self times, the communication region and the
 // code paths without a word.
-void note_replaced_nesting(const Hierarchy& file, const Dataset& data, const std::string& path, Diagnostics& diag) {
+// Whether some update has region `name` (a name the log's `parents` give is in the region
+// names without being a region of any update).
+class RegionsOfUpdates {
+ public:
+  explicit RegionsOfUpdates(const Dataset& data) : data_(data), occurs_(data.regions.size(), 0) {
+    for (const auto& rank : data.ranks)
+      for (const auto& u : rank.updates)
+        for (const auto& r : u.regions) occurs_[r.region] = 1;
+  }
+  [[nodiscard]] bool has(std::string_view name) const {
+    const auto id = data_.regions.find(name);
+    return id && occurs_[*id];
+  }
+
+ private:
+  const Dataset& data_;
+  std::vector<char> occurs_;
+};
+
+void note_replaced_nesting(const Hierarchy& file, const Dataset& data, const RegionsOfUpdates& regions,
+                           const std::string& path, Diagnostics& diag) {
   Diagnostics scratch;  // (the log's own nesting problems are said when no file is given)
   const auto own = hierarchy_from_log(data, scratch);
   if (!own) return;
@@ -92,17 +112,30 @@ void note_replaced_nesting(const Hierarchy& file, const Dataset& data, const std
   std::size_t differ = 0;
   std::string examples;
   auto quoted = [](std::string_view s) { return s.empty() ? std::string("none") : fmt::format("\"{}\"", printable(s)); };
+  // A region's nearest ancestor that some update has ("" for none): a wrapper neither
+  // side's updates have (a file's `train_loop`, or one the log's `parents` name) is no
+  // level of the nesting, and was a difference (a review).
+  auto parent_in_log = [&](const Hierarchy& h, const HierarchyNode& n) {
+    std::string_view up = n.parent;
+    for (std::size_t steps = 0; !up.empty() && !regions.has(up) && steps < h.nodes().size(); ++steps) {
+      const HierarchyNode* p = h.find(up);
+      up = p ? std::string_view(p->parent) : std::string_view();
+    }
+    return up;
+  };
   for (const HierarchyNode& n : own->nodes()) {
+    if (!regions.has(n.name)) continue;  // (a parent the log names that no update has)
     const HierarchyNode* f = file.find(n.name);
     std::string why;
+    const std::string_view fp = f ? parent_in_log(file, *f) : std::string_view(), np = parent_in_log(*own, n);
     if (!f) why = "not in the file";
-    else if (f->parent != n.parent)
-      why = fmt::format("parent {} in the file, {} in the log", f->parent.empty() ? "none (top level)" : quoted(f->parent),
-                        n.parent.empty() ? "none (top level)" : quoted(n.parent));
+    else if (fp != np)
+      why = fmt::format("parent {} in the file, {} in the log", fp.empty() ? "none (top level)" : quoted(fp),
+                        np.empty() ? "none (top level)" : quoted(np));
     else if (f->role != n.role)
       why = fmt::format("role {} in the file, {} in the log", f->role == RegionRole::kNone ? "none" : role_name(f->role),
                         n.role == RegionRole::kNone ? "none" : role_name(n.role));
-    else if (f->alt_group.empty() != n.alt_group.empty())
+    else if (f->alt_group != n.alt_group)
       why = fmt::format("alternative group {} in the file, {} in the log", quoted(f->alt_group), quoted(n.alt_group));
     if (why.empty()) continue;
     if (differ++ < kExamples) examples += fmt::format("{}\"{}\": {}", examples.empty() ? "" : "; ", printable(n.name), why);
@@ -201,7 +234,18 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
     diag.report({Severity::kWarning, Problem::kHierarchy, opt.hierarchy, 0, 0,
                  "no region of this nesting file occurs in the logs: is it the nesting of another job?"});
   } else {
-    note_replaced_nesting(*out.hierarchy, out.data, opt.hierarchy, diag);
+    const RegionsOfUpdates regions(out.data);
+    note_replaced_nesting(*out.hierarchy, out.data, regions, opt.hierarchy, diag);
+    // A role other than background on a region no update has applies to no region (the
+    // analyses look the role's region up by name; only background is inherited): a
+    // `COMM role=communication` wrapper left the job without a communication region.
+    for (const auto& n : out.hierarchy->nodes())
+      if (n.role != RegionRole::kNone && n.role != RegionRole::kBackground && !regions.has(n.name))
+        diag.report({Severity::kWarning, Problem::kHierarchy, opt.hierarchy, n.line, 0,
+                     fmt::format("\"{}\" has role={} but no update of the logs has this region, so the role applies "
+                                 "to none (only role=background passes to the regions below): give it to the region "
+                                 "that does the work",
+                                 printable(n.name), role_name(n.role))});
     // A counter named in the file that no update has (a typo): the code-path costs would
     // quietly fall back to another unit of work. (Only for a region that ran: a path that
     // never ran has no work to count.)

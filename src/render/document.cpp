@@ -554,12 +554,14 @@ Section padding_section(const Report& rep) {
     std::string names;
     for (const auto& r : p.outside_nesting)
       names += fmt::format("{}{} (r = {:.3g})", names.empty() ? "" : ", ", r.region, r.correlation);
+    const bool from_log = rep.regions.nesting_source == kNestingFromLog;
     f.items.emplace_back("not in the nesting",
-                         fmt::format("{} {} token slots but {} not in the nesting, so not counted: add {} to the "
-                                     "--hierarchy file (a misspelt name?)",
+                         fmt::format("{} {} token slots but {} not in the nesting, so not counted: {}",
                                      names, p.outside_nesting.size() == 1 ? "follows" : "follow",
                                      p.outside_nesting.size() == 1 ? "is" : "are",
-                                     p.outside_nesting.size() == 1 ? "it" : "them"));
+                                     from_log ? "the log's `parents` do not place it (give --hierarchy FILE to)"
+                                              : fmt::format("add {} to the --hierarchy file (a misspelt name?)",
+                                                            p.outside_nesting.size() == 1 ? "it" : "them")));
   }
   s.blocks.emplace_back(std::move(f));
   return s;

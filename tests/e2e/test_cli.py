@@ -3738,3 +3738,66 @@ def test_why_the_waiting_analysis_found_no_compute_region_is_said(tmp_path):
     assert "too few updates or no varying compute region" not in text
     plain = json.loads(run("report", "--format", "json", "--hierarchy", HIER, LOG).stdout)
     assert plain["waiting"][0]["why_no_correlation"] is None
+
+
+def test_a_wrapper_that_the_logs_parents_name_is_no_row_and_no_difference(tmp_path):
+    # The log's `parents` put its top-level regions under a `train_loop` no update has, and a
+    # --hierarchy file nests them the same way: the file was "different" from the log
+    # ("parent train_loop in the file, none in the log"), and train_loop was a row of
+    # "0 of 20 updates" beside its own children (a review).
+    out = tmp_path / "logs"
+    assert run("synth", "-o", out, "--ranks", 1, "--updates", 20).returncode == 0
+    lines = []
+    for line in (out / "rank0.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "update":
+            rec["parents"] = {k: (v if v is not None else "train_loop") for k, v in rec["parents"].items()}
+        lines.append(json.dumps(rec))
+    log = tmp_path / "wrapped.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    hier = tmp_path / "wrapped.txt"
+    body = [line for line in HIER.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    hier.write_text("\n".join(["train_loop"] + ["  " + line for line in body]) + "\n")
+    r = run("report", "--format", "json", "--hierarchy", hier, log)
+    assert r.returncode == 0, r.stderr
+    assert "this file's nesting is used" not in r.stderr, r.stderr
+    rows = json.loads(r.stdout)["regions"]["rows"]
+    assert "train_loop" not in [row["name"] for row in rows]
+    assert {row["name"] for row in rows if row["depth"] == 0} == {"batch_fetch_and_count", "micro_step_total"}
+    plain = json.loads(run("report", "--format", "json", log).stdout)["regions"]
+    assert [(x["name"], x["depth"], x["parent"]) for x in plain["rows"]] == \
+        [(x["name"], x["depth"], x["parent"]) for x in rows]
+
+
+def test_a_role_on_a_region_no_update_has_is_a_warning(tmp_path):
+    # `COMM role=communication` around the collective's regions: the role applied to no
+    # region, and the job had no communication region, without a word (a review).
+    hier = tmp_path / "comm.txt"
+    text = HIER.read_text().replace("    backward_and_communication   role=communication\n",
+                                    "    COMM                         role=communication\n"
+                                    "      backward_and_communication\n")
+    assert "COMM" in text
+    hier.write_text(text)
+    r = run("report", "-o", os.devnull, "--hierarchy", hier, LOG)
+    assert r.returncode == 0, r.stderr
+    assert "\"COMM\" has role=communication but no update of the logs has this region, so the role applies to " \
+           "none" in r.stderr, r.stderr
+    assert "has role=" not in run("report", "-o", os.devnull, "--hierarchy", HIER, LOG).stderr
+
+
+def test_a_communication_region_that_never_varies_is_said_so(tmp_path):
+    # With the collective's time the same in every update, every compute region was said
+    # to be "missing from some of its updates or never varying" (a review).
+    lines = []
+    for line in LOG.read_text().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "update":
+            rec["cuda_stream_ms"]["backward_and_communication"] = 5000.0
+            rec["cpu_call_ms"]["backward_and_communication"] = 5000.0
+        lines.append(json.dumps(rec))
+    log = tmp_path / "flat.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    (w,) = json.loads(run("report", "--format", "json", "--hierarchy", HIER, log).stdout)["waiting"]
+    assert w["correlation"] is None
+    assert w["why_no_correlation"] == "the communication region's time never varies over its 20 updates, so no " \
+                                      "time can be compared with it"

@@ -671,6 +671,20 @@ def test_a_stretch_is_priced_by_what_the_job_waited_for_it(tmp_path):
     assert "stragglers none over the whole run (stretches of falling behind: below)" in text, text
 
 
+def test_a_stretch_whose_rank_is_slower_still_in_part_of_it_keeps_those_steps(tmp_path):
+    # Rank 2 is 1.3x slower in steps 30..60 and 1.9x in 40..47: those 8 steps were dropped
+    # from the stretch's rise as outliers and counted as no rise, and the stretch fell
+    # back to its own work's price (806 ms per update where the twin saves 1,390: a
+    # review). Outliers inside a stretch are now only steps its rank does not explain.
+    common = ["--ranks", 4, "--updates", 120, "--seed", 5]
+    synth(tmp_path, *common, "--straggler", "2:30:39:1.3", "--straggler", "2:40:47:1.9", "--straggler", "2:48:60:1.3")
+    synth(tmp_path / "twin", *common)
+    rep = report(tmp_path / "logs")
+    found = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    truth = job_time_saved(tmp_path / "logs", tmp_path / "twin" / "logs")
+    assert sum(f["ms_per_update"] for f in found) == pytest.approx(truth, rel=0.05), found
+
+
 def test_many_stretches_are_one_finding(tmp_path):
     # Seven ranks each fall behind for 4 updates: one straggler_episode finding for all.
     windows = [(r, 3 + 5 * i) for i, r in enumerate((1, 7, 13, 19, 25, 31, 37))]
