@@ -1382,15 +1382,18 @@ void padding(const FindingInputs& in, std::vector<Finding>& out) {
                         p.padding_slots_per_update);
   // (The cost is the padding fraction of those regions' median time: the regions the
   // padding analysis found to follow token slots, forward or backward alike.)
+  const bool one = p.token_bound.size() == 1;
   f.evidence = fmt::format(
       "token-weighted over the window; if the time of {} is proportional to token slots, padding costs {} ms "
       "per update in {} alone{}",
-      regions, ms_text(*p.cost_ms_per_update, 0), p.token_bound.size() == 1 ? "that region" : "those regions",
-      in.cross_rank.ranks > 1 ? " (per rank; a rank's padded update delays every rank: `stepprof whatif no-padding` "
-                                "prices that for the job)"
-                              : " (an upper bound for those regions where part of their time is fixed; `stepprof "
-                                "whatif no-padding` prices padding with cost models fitted region by region, which "
-                                "may find no fixed part, or other regions that follow token slots)");
+      regions, ms_text(*p.cost_ms_per_update, 0), one ? "that region" : "those regions",
+      in.cross_rank.ranks > 1
+          ? std::string(" (per rank; a rank's padded update delays every rank: `stepprof whatif no-padding` prices "
+                        "that for the job)")
+          : fmt::format(" (an upper bound where part of {} time is fixed; `stepprof whatif no-padding` prices padding "
+                        "with cost models fitted region by region, which may find no fixed part, or other regions that "
+                        "follow token slots)",
+                        one ? "its" : "their"));
   f.action = "bucket samples by length or pack sequences so token slots approach valid tokens";
   if (p.spike_count > 0 && p.spike_threshold) {
     std::string where;

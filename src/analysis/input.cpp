@@ -145,6 +145,24 @@ UpdateIndex::UpdateIndex(const std::vector<const UpdateRecord*>& updates, std::s
   }
 }
 
+std::vector<const HierarchyNode*> AnalysisInput::children_in_log(std::string_view name) const {
+  std::vector<const HierarchyNode*> out;
+  if (!hierarchy) return out;
+  std::vector<const HierarchyNode*> todo;  // (explicit: a nesting may be thousands deep)
+  auto push = [&](std::string_view of) {
+    const auto kids = hierarchy->children(of);
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it) todo.push_back(*it);
+  };
+  push(name);
+  while (!todo.empty()) {
+    const HierarchyNode* c = todo.back();
+    todo.pop_back();
+    if (region(c->name)) out.push_back(c);
+    else push(c->name);
+  }
+  return out;
+}
+
 RegionColumns::RegionColumns(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,
                              NameTable::Id id) {
   if (in.index) {

@@ -46,25 +46,43 @@ RankRegionTimes::RankRegionTimes(const AnalysisInput& in, const std::vector<cons
     work_[n] = ids[n] && !waits(node) && !background(node);
   }
   // A region's time in an update: device time where the update has one, else host time
-  // (a rank with device timing off), 0 where absent (a path not taken).
-  auto time_of = [&](std::size_t n, std::size_t k) {
-    if (!ids[n]) return 0.0;
+  // (a rank with device timing off); nullopt where absent (a path not taken, or a wrapper
+  // one code path logs: its children stand in for it, below).
+  auto time_of = [&](std::size_t n, std::size_t k) -> std::optional<double> {
+    if (!ids[n]) return std::nullopt;
     auto ms = in.region_ms_of(k, *updates[k], *ids[n], device[n]);
     if (!ms && device[n]) ms = in.region_ms_of(k, *updates[k], *ids[n], false);
-    return ms.value_or(0.0);
+    return ms;
   };
-  // Per work region: its direct children that are waits (the outermost waiting regions
-  // it holds: a micro-step around its all-reduce is measured without it, or a straggler's
-  // extra work is cancelled by the other ranks' longer wait) and that are work.
-  std::vector<std::vector<std::size_t>> wait_children(nodes), work_children(nodes);
+  // Per work region: its children that are waits (the outermost waiting regions it
+  // holds: a micro-step around its all-reduce is measured without it, or a straggler's
+  // extra work is cancelled by the other ranks' longer wait) and that are work. A child
+  // the log never has (a wrapper of the nesting file) is no level: its children are the
+  // region's (they were their own top level, and the region's self time held them: a
+  // review).
+  std::vector<std::vector<std::size_t>> wait_children(nodes);
+  work_children_.assign(nodes, {});
+  under_work_.assign(nodes, false);
   for (std::size_t n = 0; n < nodes; ++n) {
     if (!work_[n]) continue;
-    for (const HierarchyNode* c : h.children(h.nodes()[n].name)) {
+    std::vector<const HierarchyNode*> todo;
+    auto push = [&](const std::string& of) {
+      const auto kids = h.children(of);
+      for (auto it = kids.rbegin(); it != kids.rend(); ++it) todo.push_back(*it);
+    };
+    push(h.nodes()[n].name);
+    while (!todo.empty()) {
+      const HierarchyNode* c = todo.back();
+      todo.pop_back();
       const auto ci = static_cast<std::size_t>(c - h.nodes().data());
-      if (work_[ci])
-        work_children[n].push_back(ci);
-      else if (ids[ci] && waits(*c))
+      if (work_[ci]) {
+        work_children_[n].push_back(ci);
+        under_work_[ci] = true;
+      } else if (ids[ci] && waits(*c)) {
         wait_children[n].push_back(ci);
+      } else if (!ids[ci] && !background(*c)) {
+        push(c->name);
+      }
     }
   }
   // Its time without the waits inside it (inclusive) and without its work children
@@ -72,7 +90,7 @@ RankRegionTimes::RankRegionTimes(const AnalysisInput& in, const std::vector<cons
   // children of their waits, found recursively; computed per update in that order.
   inclusive_.assign(nodes, {});
   self_.assign(nodes, {});
-  std::vector<double> incl(nodes), values;
+  std::vector<double> incl(nodes), own(nodes), values;
   std::vector<std::vector<double>> incl_values(nodes), self_values(nodes);
   // (Children before parents: deeper nodes first.)
   std::vector<std::size_t> order;
@@ -88,13 +106,18 @@ RankRegionTimes::RankRegionTimes(const AnalysisInput& in, const std::vector<cons
     }
     for (std::size_t k = begin; k < end; ++k)
       for (const std::size_t n : order) {
-        double t = time_of(n, k), waited = 0, children = 0;
-        for (const std::size_t w : wait_children[n]) waited += time_of(w, k);
-        for (const std::size_t c : work_children[n]) {
+        // An update without the region: its children's time in its place (a region of
+        // 0 ms held them, and its parent's self time too).
+        const std::optional<double> logged = time_of(n, k);
+        double waited = 0, children = 0, stand_in = 0;
+        for (const std::size_t w : wait_children[n]) waited += time_of(w, k).value_or(0.0);
+        for (const std::size_t c : work_children_[n]) {
           children += incl[c];
-          waited += time_of(c, k) - incl[c];  // (the waits inside that child)
+          stand_in += own[c];
+          waited += own[c] - incl[c];  // (the waits inside that child)
         }
-        incl[n] = t - waited;
+        own[n] = logged ? *logged : stand_in + waited;
+        incl[n] = own[n] - waited;
         incl_values[n].push_back(incl[n]);
         self_values[n].push_back(incl[n] - children);
       }
@@ -138,7 +161,6 @@ RankLag RankRegionTimes::lag_of(std::int64_t rank, double lag_ms, std::size_t ma
     selfs.emplace_back(os, rs);
   }
   auto gap = [&](std::size_t n) { return rank_ms[n] - others_ms[n]; };
-  auto index_of = [&](const HierarchyNode* node) { return static_cast<std::size_t>(node - h.nodes().data()); };
   auto has = [&](std::size_t n) { return work_[n] && !inclusive_[n].empty(); };
 
   // Slower in proportion: the regions holding 80 % of the other ranks' time (self times,
@@ -168,26 +190,25 @@ RankLag RankRegionTimes::lag_of(std::int64_t rank, double lag_ms, std::size_t ma
     out.ratio = overall;
   }
 
-  // From each region whose parent is not a region of work with times (a top-level region,
-  // or one under a region the log never has), down while one child holds half the gap.
+  // From each region not below a region of work (a top-level region, or one under a
+  // waiting region), down while one child holds half the gap.
   for (std::size_t n = 0; n < nodes; ++n) {
     if (!has(n) || gap(n) < kLagShare * lag_ms) continue;
-    const HierarchyNode* parent = h.nodes()[n].parent.empty() ? nullptr : h.find(h.nodes()[n].parent);
-    if (parent && has(index_of(parent))) continue;
+    if (under_work_[n]) continue;
     std::size_t at = n;
     for (;;) {
       std::optional<std::size_t> best;
-      for (const HierarchyNode* c : h.children(h.nodes()[at].name))
-        if (has(index_of(c)) && (!best || gap(index_of(c)) > gap(*best))) best = index_of(c);
+      for (const std::size_t c : work_children_[at])
+        if (has(c) && (!best || gap(c) > gap(*best))) best = c;
       if (!best || gap(*best) < 0.5 * gap(at)) break;
       at = *best;
     }
     RegionLag lag{h.nodes()[at].name, rank_ms[at], others_ms[at], 0, true};
     double children = 0;
-    for (const HierarchyNode* c : h.children(lag.region))
-      if (has(index_of(c))) {
+    for (const std::size_t c : work_children_[at])
+      if (has(c)) {
         lag.leaf = false;
-        children += std::max(0.0, gap(index_of(c)));
+        children += std::max(0.0, gap(c));
       }
     if (!lag.leaf) lag.outside_children_ms = std::max(0.0, gap(at) - children);
     out.regions.push_back(std::move(lag));

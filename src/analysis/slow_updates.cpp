@@ -79,7 +79,7 @@ std::vector<SlowUpdates::OtherCause> other_causes(const AnalysisInput& in, const
     NameTable::Id at = *top;
     for (bool deeper = in.hierarchy != nullptr; deeper;) {
       deeper = false;
-      for (const auto* child : in.hierarchy->children(growth[at].region))
+      for (const auto* child : in.children_in_log(growth[at].region))
         if (const auto id = in.region(child->name); id && grew_at(*id) >= 0.5 * grew_at(at)) {
           at = *id;
           deeper = true;
@@ -269,7 +269,7 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
     used[at] = true;
     for (bool deeper = in.hierarchy != nullptr; deeper;) {
       deeper = false;
-      for (const auto* child : in.hierarchy->children(growth[at].region)) {
+      for (const auto* child : in.children_in_log(growth[at].region)) {
         const auto id = in.region(child->name);
         if (!id || !grew[*id] || growth[*id].grew_ms() < 0.5 * growth[at].grew_ms()) continue;
         out.grew.push_back(growth[at]);  // the parent, then the child that explains it

@@ -172,7 +172,9 @@ class NestedLayout {
                   std::vector<TimelineSlice>& out) {
     const RegionSample* s = nullptr;
     const auto ms = time_of(u, node.name, s);
-    if (!ms) return;
+    // Absent (a wrapper of a --hierarchy file around another thread's regions): its
+    // regions in its place, within the update's time (they were dropped from the trace).
+    if (!ms) return place(u, node.name, start, to_us(u.wall_ms), 0, out);
     const std::int64_t recorded = to_us(*ms), wall = to_us(u.wall_ms);
     TimelineSlice slice{in_.data.regions.name(s->region), start, std::min(recorded, wall), u.step, false, *ms,
                         s->calls, {}};

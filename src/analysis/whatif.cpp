@@ -280,10 +280,7 @@ std::vector<std::size_t> leaf_models(const AnalysisInput& in, const CostModelSet
     const RegionModel& m = set.models[i];
     const HierarchyNode* node = in.hierarchy->find(m.region);
     if (!node) continue;
-    bool has_child = false;
-    for (const auto* c : in.hierarchy->children(m.region))
-      if (in.region(c->name)) has_child = true;
-    if (has_child) continue;
+    if (!in.children_in_log(m.region).empty()) continue;
     if (!set.comm_region.empty() &&
         (m.region == set.comm_region || in.hierarchy->is_ancestor(set.comm_region, m.region)))
       continue;
@@ -751,9 +748,7 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
       if (!m.usable || std::find(leaves.begin(), leaves.end(), i) != leaves.end() || !in.hierarchy) continue;
       // (Parents only: leaf_models() also leaves out regions outside the nesting and the
       // communication region's.)
-      const auto kids = in.hierarchy->children(m.region);
-      if (std::none_of(kids.begin(), kids.end(), [&](const HierarchyNode* c) { return in.region(c->name).has_value(); }))
-        continue;
+      if (in.children_in_log(m.region).empty()) continue;
       if (std::any_of(m.terms.begin(), m.terms.end(), [&](const CostTerm& t) {
             return std::find(s.changed.begin(), s.changed.end(), t.feature) != s.changed.end();
           }))

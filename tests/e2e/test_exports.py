@@ -1090,3 +1090,24 @@ def test_regions_below_many_wrappers_the_log_never_has_are_in_the_trace(tmp_path
     plain = [e for e in load_trace(tmp_path, "--hierarchy", fx.HIER, fx.LOG)["traceEvents"] if e.get("ph") == "X"]
     deep = [e for e in load_trace(tmp_path, "--hierarchy", hier, fx.LOG)["traceEvents"] if e.get("ph") == "X"]
     assert len(plain) > 500 and deep == plain
+
+
+def test_trace_lays_out_regions_under_an_absent_background_wrapper(tmp_path):
+    # A --hierarchy file puts the data loading on another thread, under a `loader_thread`
+    # role=background that no update has: its regions were dropped from the trace. They
+    # are on its track now, from each update's start, with their logged times.
+    hier = tmp_path / "bg.txt"
+    hier.write_text(fx.HIER.read_text().replace("batch_fetch_and_count            role=data\n",
+                                                "loader_thread role=background\n  batch_fetch_and_count role=data\n"))
+    assert "loader_thread" in hier.read_text()
+    trace = load_trace(tmp_path, "--hierarchy", hier, fx.LOG)
+    by, names = tracks(trace)
+    (host,) = [k for k, n in names.items() if n == "loader_thread (background) [host]"]
+    (main,) = [k for k, n in names.items() if n == "host (cpu_call_ms)"]
+    updates = [e for e in by[main] if e["name"].startswith("update ")]
+    logged = [json.loads(line)["cpu_call_ms"]["batch_fetch_and_count"]
+              for line in fx.LOG.read_text().splitlines() if json.loads(line)["type"] == "update"]
+    slices = [e for e in by[host] if e["name"] == "batch_fetch_and_count"]
+    assert [e["dur"] for e in slices] == [us(ms) for ms in logged]
+    assert all(e["name"] != "batch_fetch_and_count" for e in by[main])
+    assert len(updates) == len(logged) and [e["ts"] for e in slices] == [e["ts"] for e in updates]

@@ -70,6 +70,10 @@ class RankRegionTimes {
   std::vector<std::int64_t> ranks_;
   std::vector<std::pair<std::size_t, std::size_t>> ranges_;  // each rank's updates in updates()
   std::vector<bool> work_;                                    // per hierarchy node
+  // Per hierarchy node: its children of work (through regions the log never has), and
+  // whether it is one.
+  std::vector<std::vector<std::size_t>> work_children_;
+  std::vector<bool> under_work_;
   // Per hierarchy node, per rank (as ranks_): median inclusive time without the waits
   // inside it, and median self time (without its work children either) [ms].
   std::vector<std::vector<double>> inclusive_, self_;
