@@ -358,6 +358,27 @@ TEST_F(RecorderTest, ConfigRecordAndPathTemplate) {
   EXPECT_EQ(lines[1]["step"], 5);
 }
 
+// A config the recorder rejects (global_batch 16.5) records nothing for the whole run,
+// and a loop that ignores open()'s status (as the README's example does) was told
+// nothing: with print_warnings (the default) it is one stderr line now (a helper).
+TEST_F(RecorderTest, ARejectedOpenIsSaidOnStderr) {
+  TempLog log("rejected");
+  Options o = host_only(log.path);
+  o.config = {{"global_batch", "16.5"}};
+  testing::internal::CaptureStderr();
+  std::string message;
+  const Status s = open(o, &message);
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(s, Status::kErrArgument);
+  EXPECT_FALSE(message.empty());
+  EXPECT_EQ(said, "stepprof: open() failed, this process records nothing: " + message + "\n");
+  EXPECT_FALSE(std::filesystem::exists(log.path));
+  o.print_warnings = false;  // (a caller that reports it its own way: the Python package raises)
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(open(o), Status::kErrArgument);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
 TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
   TempLog log("reject");
   auto attempt = [&](Options o) {
@@ -861,6 +882,41 @@ TEST_F(RecorderTest, ValuesARecordCannotHoldAreCountedNotWritten) {
   ASSERT_EQ(d.ranks.size(), 1u);
   ASSERT_EQ(d.ranks[0].updates.size(), 1u);
   EXPECT_TRUE(d.regions.find("huge_region"));
+}
+
+// A launcher that opens the recorder and then forks its ranks: each child's updates
+// record nothing (the recorder and its log are the parent's), and only the return codes,
+// which the examples ignore, said so (a helper). The child's first end_update() says it
+// once on stderr.
+TEST_F(RecorderTest, EndUpdateInAForkChildIsSaidOnce) {
+  TempLog log("fork-said");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  int err[2];
+  ASSERT_EQ(::pipe(err), 0);
+  std::fflush(stderr);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::dup2(err[1], 2);
+    ::close(err[0]);
+    ::close(err[1]);
+    const bool state = end_update(1) == Status::kErrState && end_update(2) == Status::kErrState;
+    std::fflush(stderr);
+    ::_exit(state ? 0 : 1);
+  }
+  ::close(err[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = ::read(err[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<std::size_t>(n));
+  ::close(err[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(said, "stepprof: end_update() in process " + std::to_string(child) + ", a fork() child of the recording "
+                  "process " + std::to_string(::getpid()) + ", records nothing: the recorder and its log are the "
+                  "parent's; open a recorder in this process (a log of its own) to record here\n");
+  ASSERT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(close(), Status::kOk);
 }
 
 // A fork() child (a persistent DataLoader worker) outlives the parent's close(): its copy
@@ -1382,6 +1438,39 @@ TEST_F(RecorderTest, AFileSizeLimitIsAWriteErrorNotASignal) {
   ASSERT_GE(lines.size(), 2u);
   for (std::size_t i = 0; i + 1 < lines.size(); ++i) EXPECT_TRUE(lines[i].is_object()) << lines[i].dump();
   EXPECT_LE(std::filesystem::file_size(log.path), 4096u);
+}
+
+// Two ranks of one run sharing the job's stdout file as their log (/dev/stdout, `(rank0;
+// rank1) > out.txt`): the second found the first's records of its run there and said the
+// file "was truncated" (a helper); the file is never truncated, and keeps both.
+TEST_F(RecorderTest, AStdoutFileWithThisRunsRecordsIsNotSaidTruncated) {
+  TempLog out("stdout-shared");
+  std::fflush(stdout);
+  const int saved = ::dup(1);
+  ASSERT_GE(saved, 0);
+  const int file = ::open(out.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(file, 0);
+  ASSERT_EQ(::dup2(file, 1), 1);
+  ::close(file);
+  std::string first, second;
+  Status opened[2] = {Status::kErrState, Status::kErrState};
+  for (int rank = 0; rank < 2; ++rank) {
+    Options o = host_only("/dev/stdout");
+    o.run_id = "job8";
+    o.rank = rank;
+    o.world_size = 2;
+    o.print_warnings = false;
+    opened[rank] = open(o, rank == 0 ? &first : &second);
+    (void)end_update(1);
+    (void)close();
+  }
+  ::dup2(saved, 1);
+  ::close(saved);
+  EXPECT_EQ(opened[0], Status::kOk);
+  EXPECT_EQ(opened[1], Status::kOk);
+  EXPECT_EQ(first, "");
+  EXPECT_EQ(second, "");
+  EXPECT_EQ(read_lines(out.path).size(), 4u);  // both configs and updates
 }
 
 // A log given as /dev/stdout while the job's stdout is a file opened without O_APPEND

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <thread>
 
 #include "recorder_test_util.hpp"
 #include "stepprof/stepprof.h"
@@ -65,6 +66,29 @@ std::int64_t out_of_memory_count() {
 }
 
 }  // namespace
+
+// A thread whose first region cannot get its state (out of memory): the region was
+// dropped and nothing counted it (a helper). It is counted as out_of_memory now, and the
+// thread's next region, with memory again, is recorded.
+TEST_F(RecorderTest, AThreadsFirstRegionOutOfMemoryIsCounted) {
+  TempLog log("oom-thread");
+  ASSERT_EQ(open(quiet_host_only(log.path)), Status::kOk);
+  const RegionId first = region_id("oom_first"), second = region_id("oom_second");  // (named with memory)
+  std::thread([&] {
+    {
+      FailAllocations fail;
+      Region r(first);
+    }
+    Region r(second);
+  }).join();
+  EXPECT_GE(out_of_memory_count(), 1);
+  ASSERT_EQ(end_update(0), Status::kOk);
+  close();
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_TRUE(lines[1]["cpu_call_ms"].contains("oom_second")) << lines[1].dump();
+  EXPECT_GE(lines[1]["recorder_errors"].value("out_of_memory", 0), 1) << lines[1].dump();
+}
 
 TEST_F(RecorderTest, AMicroBatchThatCannotBeStoredIsNotReportedAsRecorded) {
   TempLog log("oom-microbatch");

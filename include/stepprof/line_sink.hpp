@@ -80,4 +80,8 @@ inline constexpr int kErrFifoNoReader = -2;
 /// or to kErrFifoNoReader (never blocks).
 std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, int& error);
 
+/// True when `path` is the file this process's stdout or stderr writes to (/dev/stdout,
+/// a job's output file given as the log): open_file_sink neither locks nor truncates it.
+bool is_own_output_file(const std::string& path);
+
 }  // namespace stepprof

@@ -264,11 +264,28 @@ def _after_fork_in_child() -> None:
     global _FORKED
     _FORKED = True
     for rec in list(_OPEN):
+        if rec._handle:
+            rec._open_at_fork = True  # (its calls here say once that they record nothing: _say_forked)
         rec._handle = 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 _FORKED = False  # this process was made by fork() (set in the child)
+_FORK_SAID = 0  # the process that said _say_forked's warning (a pid: a child's child says it again)
+
+
+def _say_forked(call: str, parent: int, stacklevel: int) -> None:
+    # A recording call in a fork() child (a DataLoader worker timing __getitem__) records
+    # nothing, and the work timed there was missing from the log without a word (a
+    # helper): said once per process, never raised.
+    global _FORK_SAID
+    if _FORK_SAID == os.getpid():
+        return
+    _FORK_SAID = os.getpid()
+    _warn_in_loop(f"stepprof: Recorder.{call}() in process {os.getpid()}, a fork() child of the recording process "
+                  f"{parent} (e.g. a DataLoader worker), records nothing: the recorder and its log are the parent's. "
+                  "Time that work in the parent (around the loader's next()), or open a Recorder of its own in this "
+                  "process (another path)", stacklevel=stacklevel + 1)
 
 _AT_EXIT_REGISTERED = False  # (registered at the first open, so that the job's exit
 # handlers registered after it, a finish() that calls end_update() and close(), run first)
@@ -1158,8 +1175,12 @@ class Recorder:
         # A call after close(): counted and warned about once, never raised (a logging
         # thread that outlives the training loop must not die of it). Before close(), a
         # Recorder that never opened (already_open) counts nothing more.
-        if not self._close_called or self._pid != os.getpid():
+        if self._pid != os.getpid():
+            if getattr(self, "_open_at_fork", False):
+                _say_forked(call, self._pid, stacklevel)
             return  # (a fork() child: its copy of the lock may be held for good)
+        if not self._close_called:
+            return
         with _MISUSE_LOCK:  # (threads calling after close: an unlocked += lost counts)
             self._misuse["used_after_close"] = self._misuse.get("used_after_close", 0) + 1
             warn = not self._warned_misuse

@@ -400,6 +400,11 @@ bool ends_with_newline(const std::string& path, off_t size) {
 
 }  // namespace
 
+bool is_own_output_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && stdout_or_stderr_of(st) >= 0;
+}
+
 std::unique_ptr<LineSink> open_file_sink(const std::string& path, bool append, int& error) {
   error = 0;
   // Not O_TRUNC: the file is truncated only once this process holds its lock.

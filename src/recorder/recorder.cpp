@@ -119,6 +119,11 @@ class Core {
   /// (with print_warnings), as close() would. Touches neither the log nor the device (the
   /// CUDA driver may be gone by then), and gives up if another thread holds the lock.
   void say_at_exit() noexcept;
+  /// mu held: in a fork() child of a process that recorded (with print_warnings), the
+  /// first per-update `call` (end_update) says once on stderr that it records nothing
+  /// (a launcher that opened the recorder and then forked its ranks lost every record
+  /// without a word: a helper).
+  void say_forked_child(const char* call) noexcept;
 
  private:
   Status enable_device_here(void* stream);  // mu held
@@ -150,6 +155,10 @@ class Core {
   std::int64_t take_update_data(UpdateRecord& u);
   void touch(std::uint32_t region);
   std::string run_id_for(const Options& o) const;
+
+  // The recording process this one was forked from while open (with print_warnings),
+  // until the child says so once (say_forked_child); 0 for none.
+  long forked_from_ = 0;
 
   // Session (valid while open).
   std::uint64_t session_ = 0;
@@ -296,6 +305,7 @@ void Core::forget_after_fork() noexcept {
   retired_timer_.reset();
   if (!is_open.load(std::memory_order_relaxed)) return;
   is_open.store(false, std::memory_order_release);
+  forked_from_ = opts_.print_warnings ? static_cast<long>(::getppid()) : 0;  // (right after fork(): the parent)
   for (ThreadStateFull* st : thread_registry().states) st->device.store(false, std::memory_order_release);
   // Kept, never destroyed: destroying the sink could flush or close what the parent
   // writes, and the device timer's events are the parent's. The sink lets go of its copy
@@ -382,6 +392,11 @@ Status Core::open(const Options& o, std::string* message) {
   }
   CoreLock lock(mu);
   auto fail = [&](Status s, std::string msg) {
+    // A rejected open() records nothing for the whole run: said on stderr too (a config
+    // value of 16.5 for global_batch lost a helper's run without a word, where the
+    // example ignores open()'s status). (kWarnIo's messages are printed where made.)
+    if (o.print_warnings && (s == Status::kErrArgument || s == Status::kErrState))
+      std::fprintf(stderr, "stepprof: open() failed, this process records nothing: %s\n", printable(msg).c_str());
     if (message) *message = std::move(msg);
     return s;
   };
@@ -467,6 +482,7 @@ Status Core::open(const Options& o, std::string* message) {
     return fail(Status::kErrState, "a stepprof recorder is already open in this process; close() it first");
 
   opts_ = o;
+  forked_from_ = 0;  // (a recorder of its own: nothing to say)
   opts_.config.clear();
   opts_.config_json.clear();
   path_ = expand_rank(o.path, o.rank);
@@ -538,7 +554,9 @@ Status Core::open(const Options& o, std::string* message) {
   bool same_run_log = false;
   if (!sink_ && !o.append && !run_id_.empty()) {
     struct stat st {};
-    if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+    // (Not the job's own stdout or stderr file, which is never truncated: ranks that share
+    // one found the others' records there, "and was truncated", a helper.)
+    if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && !is_own_output_file(path_))
       if (const auto id = run_id_in_log(path_); id && *id == run_id_) same_run_log = true;
   }
   if (!sink_) {
@@ -921,7 +939,10 @@ void Core::check_log_file(std::int64_t step) {
 Status Core::end_update(std::int64_t step) {
   if (t_holds_core) return Status::kErrState;  // (see CoreLock)
   CoreLock lock(mu);
-  if (!is_open.load(std::memory_order_relaxed)) return Status::kErrState;
+  if (!is_open.load(std::memory_order_relaxed)) {
+    say_forked_child("end_update");
+    return Status::kErrState;
+  }
   // A step below 0: nothing is done (the contract of an error status), and the update goes
   // on; a record of it would be rejected by the reader, and with it the errors it carries.
   if (step < 0) {
@@ -1079,6 +1100,17 @@ bool Core::recorded_since_last_update(bool* busy) {
          !data.microbatches.empty();
 }
 
+void Core::say_forked_child(const char* call) noexcept {
+  // mu held. Once per process, and again after a recorder opened in it.
+  if (forked_from_ == 0) return;
+  std::fprintf(stderr,
+               "stepprof: %s() in process %ld, a fork() child of the recording process %ld, records nothing: the "
+               "recorder and its log are the parent's; open a recorder in this process (a log of its own) to record "
+               "here\n",
+               call, static_cast<long>(::getpid()), forked_from_);
+  forked_from_ = 0;
+}
+
 void Core::say_at_exit() noexcept {
   try {
     t_holds_core = true;  // (see CoreLock; cleared after the lock below is let go)
@@ -1169,7 +1201,8 @@ Status Core::close(std::string* message) {
                     kinds + "); " + std::to_string(records_written_) + " record(s) written";
   if (total_[static_cast<std::size_t>(ErrorKind::kUnwrittenAtClose)])
     msg += open_here ? "; what was recorded after the last end_update() was not written, and regions were still open "
-                       "on the closing thread (close() inside a region; call end_update() before close(), outside it)"
+                       "on the closing thread (close() inside a region, or a region entered and never exited; call "
+                       "end_update() before close(), outside every region)"
                      : "; what was recorded after the last end_update() was not written (call end_update() before "
                        "close())";
   if (total_[static_cast<std::size_t>(ErrorKind::kOpenAtEndUpdate)])

@@ -88,6 +88,9 @@ ThreadState* attach_thread() noexcept {
       s = fresh.release();
     }
   } catch (...) {
+    // Out of memory for the thread's state: this call records nothing, and says so (it
+    // was dropped without a count: a helper). The next call tries again.
+    count_global_error(ErrorKind::kOutOfMemory);
     return fallback_state();
   }
   static thread_local ExitHook hook;

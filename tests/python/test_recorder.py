@@ -2057,3 +2057,42 @@ def test_a_rank_path_opened_before_init_process_group_says_the_rank_was_taken_as
     assert len(said) == 1, r.stdout
     assert "This process's rank was taken as 0: no rank= was given, $RANK is unset, and torch.distributed was not " \
            "initialized when the Recorder was made; make it after init_process_group(), or pass rank=" in said[0]
+
+
+def test_recording_in_a_fork_child_is_said_once(tmp_path):
+    # A DataLoader worker (a fork() child) timing __getitem__: its regions and counts
+    # record nothing (the log is the parent's), and the work was missing from the log
+    # without a word (a helper). One RecorderWarning per process says so now.
+    rec = stepprof.Recorder(str(tmp_path / "parent.jsonl"), device_timing="off")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with rec.region("worker_getitem"):
+                    rec.count("worker_items", 1)
+                rec.count("worker_items", 1)
+            said = [str(c.message) for c in caught if issubclass(c.category, stepprof.RecorderWarning)]
+            os.write(w, json.dumps(said).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        said = json.loads(f.read())
+    os.waitpid(pid, 0)
+    rec.end_update(0)
+    rec.close()
+    assert len(said) == 1, said
+    assert said[0].startswith(f"stepprof: Recorder.region() in process {pid}, a fork() child of the recording "
+                              f"process {os.getpid()} (e.g. a DataLoader worker), records nothing"), said
+    # The parent's own calls say nothing of it.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec2 = stepprof.Recorder(str(tmp_path / "again.jsonl"), device_timing="off")
+        with rec2.region("main"):
+            pass
+        rec2.end_update(0)
+        rec2.close()
+    assert not [c for c in caught if "fork() child" in str(c.message)]
