@@ -3,9 +3,10 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(_stepprof_libs stepprof_log stepprof_recorder stepprof_read stepprof_analysis stepprof_render)
+set(_stepprof_libs stepprof_log stepprof_recorder stepprof_recorder_c stepprof_read stepprof_analysis stepprof_render)
 set_target_properties(stepprof_log PROPERTIES EXPORT_NAME log)
 set_target_properties(stepprof_recorder PROPERTIES EXPORT_NAME recorder)
+set_target_properties(stepprof_recorder_c PROPERTIES EXPORT_NAME recorder_c)
 set_target_properties(stepprof_read PROPERTIES EXPORT_NAME read)
 set_target_properties(stepprof_analysis PROPERTIES EXPORT_NAME analysis)
 set_target_properties(stepprof_render PROPERTIES EXPORT_NAME render)

@@ -54,15 +54,27 @@ foreach(kind find-package add-subdirectory)
   message(STATUS "${kind}: ok")
 endforeach()
 
-# A C-only, recorder-only consumer, configured as if the analyzer's dependencies were
-# missing: it must not need them.
+# A C-only, recorder-only consumer, configured as if the analyzer's dependencies (and
+# nlohmann_json, used inside the libraries only) were missing: it must not need them.
 set(b ${WORK_DIR}/c-recorder)
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/c-recorder-test -B ${b} -G Ninja -DCMAKE_BUILD_TYPE=Release
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_DISABLE_FIND_PACKAGE_simdjson=TRUE
-    -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=TRUE -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=TRUE)
+    -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=TRUE -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=TRUE
+    -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=TRUE)
 run(${CMAKE_COMMAND} --build ${b} -j 2)
 run_c_consumer(c-recorder ${b})
 message(STATUS "c-recorder: ok")
+
+# A C++17 program that uses only the C API, linking stepprof::recorder_c: it stays C++17
+# (stepprof::recorder made it C++20).
+set(b ${WORK_DIR}/cxx17-c-api)
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/packaging/cxx17-c-api-test -B ${b} -G Ninja -DCMAKE_BUILD_TYPE=Release
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_DISABLE_FIND_PACKAGE_simdjson=TRUE
+    -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=TRUE -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=TRUE
+    -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=TRUE)
+run(${CMAKE_COMMAND} --build ${b} -j 2)
+run_c_consumer(cxx17-c-api ${b})
+message(STATUS "cxx17-c-api: ok")
 
 # The same C program built without CMake, with the flags of the installed pkg-config file.
 find_program(PKG_CONFIG pkg-config)
