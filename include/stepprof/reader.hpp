@@ -1,7 +1,7 @@
 // Reads step logs into a Dataset: newline-delimited JSON (the real log's format), the
 // same pasted as a markdown table (`| {json} |` rows), gzip-compressed files, whole
 // directories and stdin (`-`). Every problem is reported to a Diagnostics sink with
-// file, line and column (docs/reading-logs.md lists them); rejected records are never
+// file, line and column (docs/log-schema.md lists them); rejected records are never
 // dropped silently.
 #pragma once
 

@@ -125,7 +125,9 @@ int stepprof_info_json(stepprof_recorder* rec, char* buf, size_t cap, size_t* ne
  * the call returns STEPPROF_ERR_ARGUMENT. The same for counter names. */
 int stepprof_region_register(const char* name, stepprof_region_id* out);
 /* Enter/exit region `id` on the calling thread; regions nest per thread. No hashing,
- * allocation or locking. An exit that does not match the innermost open region is
+ * allocation or locking after the thread's first region (that one takes a lock and
+ * allocates the thread's state, about 53 KB, kept for the process's life and reused by
+ * later threads; not async-signal-safe). An exit that does not match the innermost open region is
  * counted as mismatched_exit, and returns STEPPROF_WARN_MISMATCH: regions opened inside
  * `id` are closed unrecorded and `id` is closed when it is open further out, else the
  * exit is ignored. (Past 64 open levels an exit closes the innermost level whatever its

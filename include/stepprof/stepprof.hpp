@@ -317,7 +317,11 @@ Status info(RecorderInfo& out) noexcept;
 /// The host clock regions are timed with: "tsc" (invariant TSC, calibrated to ns) or "steady_clock".
 std::string_view clock_name() noexcept;
 
-// ---- Regions: any thread; enter/exit do no hashing, allocation or locking. ----
+// ---- Regions: any thread. After a thread's first region, enter/exit do no hashing,
+// allocation or locking; its first one takes the thread registry's lock and allocates
+// the thread's state (about 53 KB, kept for the process's life and reused by later
+// threads), and STEPPROF_REGION's first use registers the name (hashes, locks). Not
+// async-signal-safe (docs/recorder.md). ----
 
 /// The id of `name`, registering it on first use (hashes the name: call once, keep the id).
 /// Past 1024 distinct names, returns an id whose regions are not recorded (counted as

@@ -12,7 +12,7 @@
 
 namespace stepprof {
 
-/// Plain-text report for a terminal (docs/report.md shows an example).
+/// Plain-text report for a terminal (the README's `stepprof report` section shows an example).
 std::string render_text(const Report& report, const Diagnostics& diag);
 
 /// The same content as GitHub-flavoured markdown tables.
