@@ -782,6 +782,19 @@ def test_a_small_threshold_is_shown_as_given(tmp_path):
     assert reasons, r.stdout
     for error, threshold in reasons:
         assert threshold == "0.1" and float(error) > 0.1, (error, threshold)
+    # The error in ms and the option that would take the model (a helper had a 0.032 ms
+    # fast path refused and no word of --threshold).
+    doc = json.loads(run("whatif", "no-padding", "--threshold", "0.001", "--format", "json", "--hierarchy", fx.HIER,
+                         fx.LOG).stdout)
+    refused = [m for m in doc["cost_models"]["regions"] if "held-out error" in (m["why_not"] or "")]
+    assert refused
+    for m in refused:
+        took = re.search(r"\(([0-9.e+-]+) ms of ([0-9.e+-]+) ms per update; --threshold ([0-9.]+) would take it\)$",
+                         m["why_not"])
+        assert took, m["why_not"]
+        assert float(took[1]) == pytest.approx(m["heldout_rmse_ms"], rel=5e-3)
+        assert float(took[2]) == pytest.approx(m["mean_ms"], rel=5e-3)
+        assert float(took[3]) >= m["heldout_rmse_ms"] / m["mean_ms"] > float(took[3]) - 0.01
 
 
 def test_micro_batches_on_a_path_outside_the_group_are_said(tmp_path):
