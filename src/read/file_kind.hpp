@@ -59,6 +59,13 @@ bool looks_like_trace_event_array(std::string_view first);
 /// format's array form), not a step log or a PyTorch profiler trace".
 inline constexpr std::string_view kTraceEventArray =
     "a JSON array of trace events (the Chrome trace format's array form), not a step log or a PyTorch profiler trace";
+/// Why such an array is not read, and where it comes from (for `report` and `import
+/// kineto` alike).
+inline constexpr std::string_view kTraceEventArrayWhy =
+    "stepprof reads a trace as one JSON object with a \"traceEvents\" array, as torch.profiler writes it with Kineto. "
+    "A torch built without Kineto (torch.autograd.kineto_available() is False) and the legacy "
+    "torch.autograd.profiler's export_chrome_trace() write this array form, without the event categories and GPU "
+    "records stepprof needs (docs/kineto.md)";
 
 /// For a file found in a directory (not named): why it is not a step log or a profiler
 /// trace, e.g. "a text file, not JSON lines (a training log?)"; empty when it is one or

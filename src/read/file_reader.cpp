@@ -954,12 +954,7 @@ class FileParser {
         }
         if (looks_like_trace_event_array(text) && !records_in_head_) {
           report(Severity::kError, Problem::kBadTrace, ln, 1,
-                 fmt::format("this is {}: stepprof reads a trace as one JSON object with a \"traceEvents\" "
-                             "array, as torch.profiler writes it with Kineto. A torch built without Kineto "
-                             "(torch.autograd.kineto_available() is False) and the legacy torch.autograd.profiler's "
-                             "export_chrome_trace() write this array form, without the event categories and GPU "
-                             "records stepprof needs (docs/kineto.md)",
-                             kTraceEventArray));
+                 fmt::format("this is {}: {}", kTraceEventArray, kTraceEventArrayWhy));
           return;
         }
         // (An array of them, as json.dump(records, f, indent=2) writes: 1,876 errors, one per

@@ -1,5 +1,7 @@
 #include "trace_scanner.hpp"
 
+#include "file_kind.hpp"
+
 #include <array>
 #include <cstring>
 
@@ -218,6 +220,10 @@ TraceScanner::Item TraceScanner::next(Piece& out) {
           if (!src_.error().empty()) return fail_eof(out, "before any JSON");
           return fail(out, "the input is empty", 0);
         }
+        // (An array: the legacy profiler's form, said as `report` says it; `import kineto`
+        // had only "found '['", a helper.)
+        if (c == '[')
+          return fail(out, fmt::format("expected a JSON object ('{{'), found '[': {}", kTraceEventArrayWhy), 0);
         if (c != '{')
           return fail(out,
                       fmt::format("expected a JSON object ('{{'), found '{}': a PyTorch profiler trace is one JSON "

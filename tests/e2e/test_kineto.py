@@ -1528,3 +1528,16 @@ def test_a_collective_calls_annotation_is_waiting_not_own_work_or_compute():
     (w,) = rep["waiting"]
     assert w["comm_region"] == "nccl"
     assert w["compute_region"] and not w["compute_region"].startswith("nccl:"), w["compute_region"]
+
+
+def test_import_of_a_trace_event_array_says_what_it_is(tmp_path):
+    # The legacy profiler's array form: `report` explained it, `import kineto` said only
+    # "expected a JSON object ('{'), found '['" (a helper).
+    trace = tmp_path / "legacy.json"
+    trace.write_text(json.dumps([{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]))
+    r = run("import", "kineto", trace, "-o", tmp_path / "out")
+    assert r.returncode != 0
+    said = " ".join(r.stderr.split())
+    assert f"{trace}:1:1: error: expected a JSON object ('{{'), found '[': stepprof reads a trace as one JSON object " \
+           "with a \"traceEvents\" array" in said, said
+    assert "A torch built without Kineto (torch.autograd.kineto_available() is False)" in said, said
