@@ -41,6 +41,8 @@ int compiled_out_arguments_evaluated() {
   STEPPROF_FRAME_HISTOGRAM(frames, ++evaluated);
   STEPPROF_INPUT_SHAPE(samples, ++evaluated);
   STEPPROF_SAMPLE_INDICES(indices);
+  const std::vector<int> int_indices{3};  // (any integer type, as with recording on)
+  STEPPROF_SAMPLE_INDICES(int_indices);
   STEPPROF_PADDING_FRACTION(fraction);
   STEPPROF_DEVICE_STREAM(cudaStreamPerThread);  // (not declared in a CPU-only build: not named)
   STEPPROF_END_UPDATE(step);

@@ -2,6 +2,8 @@
 // nlohmann-json, independently of stepprof's reader, and with stepprof's reader) and
 // compared with independent measurements and hand-counted expectations.
 #include <gtest/gtest.h>
+
+#include <array>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -246,6 +248,37 @@ TEST_F(RecorderTest, MacroCountsOfAnyIntegerTypeAndUnsignedBeyondInt64) {
   EXPECT_EQ(lines[1]["counts"], (Json{{"mi_size_t", 3}, {"mi_u8", 2}}));
   EXPECT_EQ(lines[1]["frame_histogram"], (Json{{"3", 2}}));
   EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 2}}));
+}
+
+// STEPPROF_SAMPLE_INDICES of a std::vector<int>, <std::size_t> or <long long> did not
+// compile (only std::int64_t was taken, a helper); any integer type is taken now, a bad
+// index still records none of the call's indices.
+TEST_F(RecorderTest, SampleIndicesOfAnyIntegerType) {
+  TempLog log("indices-types");
+  ASSERT_EQ(open(host_only(log.path)), Status::kOk);
+  const std::vector<int> ints{3, 1};
+  const std::vector<std::size_t> sizes{9};
+  const std::vector<long long> longs{(1LL << 53)};
+  const std::array<std::uint16_t, 2> shorts{{65535, 0}};
+  std::vector<std::uint32_t> many(1300);
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<std::uint32_t>(i);
+  STEPPROF_SAMPLE_INDICES(ints);
+  STEPPROF_SAMPLE_INDICES(sizes);
+  STEPPROF_SAMPLE_INDICES(longs);
+  STEPPROF_SAMPLE_INDICES(shorts);
+  STEPPROF_SAMPLE_INDICES((std::vector<int>{4, -1, 5}));  // none of these
+  STEPPROF_SAMPLE_INDICES(std::vector<std::uint64_t>{(1ULL << 53) + 1});  // nor this
+  ASSERT_EQ(end_update(0), Status::kOk);
+  STEPPROF_SAMPLE_INDICES(many);  // (three chunks of the stack buffer)
+  ASSERT_EQ(end_update(1), Status::kOk);
+  close();
+  const auto lines = read_lines(log.path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["sample_indices"], (Json{3, 1, 9, std::int64_t{1} << 53, 65535, 0}));
+  EXPECT_EQ(lines[1]["recorder_errors"], (Json{{"bad_argument", 2}}));
+  Json expected = Json::array();
+  for (std::size_t i = 0; i < many.size(); ++i) expected.push_back(i);
+  EXPECT_EQ(lines[2]["sample_indices"], expected);
 }
 
 TEST_F(RecorderTest, PerUpdateDataAndPadding) {

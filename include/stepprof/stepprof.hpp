@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -430,6 +431,40 @@ inline void input_shape_of(Dims... dims) noexcept {
 /// with an index that is negative or above 2^53 records none of its indices (and counts a
 /// bad_argument error).
 void sample_indices(std::span<const std::int64_t> indices) noexcept;
+/// sample_indices() of a contiguous range of any integer type (what
+/// STEPPROF_SAMPLE_INDICES calls, so that a std::vector<int> or <std::size_t> of indices
+/// needs no copy: only std::int64_t was taken). Each index is checked first: one that is
+/// negative or above 2^53 records none of them (a bad_argument error, as above); the
+/// others are passed on in chunks of 512 converted on the stack, so a call past the
+/// update's data limit (Options::max_update_data_bytes) may keep its first chunks.
+template <std::ranges::contiguous_range R>
+  requires(std::is_integral_v<std::ranges::range_value_t<R>> && !std::is_same_v<std::ranges::range_value_t<R>, bool>)
+inline void sample_indices_of(const R& indices) noexcept {
+  using T = std::ranges::range_value_t<R>;
+  const T* p = std::ranges::data(indices);
+  const std::size_t n = std::ranges::size(indices);
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    sample_indices(std::span<const std::int64_t>(p, n));
+  } else {
+    constexpr std::uint64_t kMax = std::uint64_t{1} << 53;
+    for (std::size_t i = 0; i < n; ++i) {
+      bool bad = false;
+      if constexpr (std::is_signed_v<T>) bad = p[i] < 0;
+      if (bad || static_cast<std::uint64_t>(p[i]) > kMax) {
+        const std::int64_t rejected[] = {-1};  // (counted as the call's bad_argument)
+        sample_indices(std::span<const std::int64_t>(rejected));
+        return;
+      }
+    }
+    constexpr std::size_t kChunk = 512;
+    std::int64_t chunk[kChunk];
+    for (std::size_t at = 0; at < n; at += kChunk) {
+      const std::size_t m = n - at < kChunk ? n - at : kChunk;
+      for (std::size_t i = 0; i < m; ++i) chunk[i] = static_cast<std::int64_t>(p[at + i]);
+      sample_indices(std::span<const std::int64_t>(chunk, m));
+    }
+  }
+}
 
 /// Records one micro-batch of the update's per-micro-batch detail (`microbatches`, in call
 /// order): each sample's frame count and valid (non-padding) token count, the code-path
@@ -484,8 +519,8 @@ Status set_device_stream(void* cu_stream) noexcept;
   ::stepprof::frame_histogram_add(::stepprof::detail::integer_arg(frames), ::stepprof::detail::integer_arg(samples))
 /// Counts a micro-batch of token-tensor shape `{d0, d1, ...}`.
 #define STEPPROF_INPUT_SHAPE(...) ::stepprof::input_shape_of(__VA_ARGS__)
-/// Appends the update's sample indices (a std::span<const int64_t> or a container of int64_t).
-#define STEPPROF_SAMPLE_INDICES(indices) ::stepprof::sample_indices(indices)
+/// Appends the update's sample indices (a contiguous container or span of any integer type).
+#define STEPPROF_SAMPLE_INDICES(indices) ::stepprof::sample_indices_of(indices)
 #define STEPPROF_PADDING_FRACTION(fraction) ::stepprof::set_padding_fraction(fraction)
 /// Device macro: times this thread's regions on CUstream `stream`.
 #define STEPPROF_DEVICE_STREAM(stream) ::stepprof::set_device_stream(stream)
@@ -528,6 +563,9 @@ inline void frame_histogram_add(std::int64_t, std::int64_t = 1) noexcept {}
 inline void input_shape(std::span<const std::int64_t>) noexcept {}
 inline void input_shape(std::initializer_list<std::int64_t>) noexcept {}
 inline void sample_indices(std::span<const std::int64_t>) noexcept {}
+template <std::ranges::contiguous_range R>
+  requires(std::is_integral_v<std::ranges::range_value_t<R>> && !std::is_same_v<std::ranges::range_value_t<R>, bool>)
+inline void sample_indices_of(const R&) noexcept {}
 inline Status set_padding_fraction(double) noexcept { return Status::kOk; }
 inline Status microbatch(std::span<const std::int64_t>, std::span<const std::int64_t>, std::string_view = {},
                          std::int64_t = -1) noexcept {
@@ -572,7 +610,7 @@ inline constexpr Status compiled_out_status(std::size_t) noexcept { return Statu
 #define STEPPROF_FRAME_HISTOGRAM(frames, samples) \
   static_cast<void>(sizeof(::stepprof::compiled_out_integers(frames, samples)))
 #define STEPPROF_INPUT_SHAPE(...) static_cast<void>(sizeof((::stepprof::input_shape_of(__VA_ARGS__), 0)))
-#define STEPPROF_SAMPLE_INDICES(indices) static_cast<void>(sizeof((::stepprof::sample_indices(indices), 0)))
+#define STEPPROF_SAMPLE_INDICES(indices) static_cast<void>(sizeof((::stepprof::sample_indices_of(indices), 0)))
 #define STEPPROF_PADDING_FRACTION(fraction) \
   ::stepprof::compiled_out_status(sizeof(::stepprof::set_padding_fraction(fraction)))
 // (Its argument is not named: a CPU-only build may not declare it, e.g. cudaStreamPerThread.)
