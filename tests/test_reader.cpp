@@ -548,6 +548,31 @@ TEST_F(ReaderTest, AResumedJobsRepeatedStepsReplaceTheCopiesBeforeItsConfig) {
   EXPECT_EQ(diag_.count(Severity::kError), 0u);
 }
 
+// A log read while the resumed job runs: killed after step 6, resumed from step 3, and
+// now at step 4. Steps 5 and 6 of the earlier run are the only records of those steps
+// (kept), but the restart went back over them too: the warning said only the 2 steps run
+// again (a helper: 51 said where 541 were lost).
+TEST_F(ReaderTest, AResumedJobsEarlierStepsPastItsLastAreSaid) {
+  const auto p = write("resume-ahead.jsonl", kConfig + "\n" + update(1, 100) + "\n" + update(2, 100) + "\n" +
+                                                 update(3, 700) + "\n" + update(4, 900) + "\n" + update(5, 50) +
+                                                 "\n" + update(6, 60) + "\n" + kConfig + "\n" + update(3, 110) +
+                                                 "\n" + update(4, 120) + "\n");
+  const Dataset d = read({p});
+  ASSERT_EQ(d.ranks.size(), 1u);
+  std::vector<std::int64_t> steps;
+  for (const auto& u : d.ranks[0].updates) steps.push_back(u.step);
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}));
+  const auto dups = all(Problem::kDuplicateStep);
+  ASSERT_EQ(dups.size(), 1u);
+  EXPECT_NE(dups[0]->message.find("the 2 earlier update record(s) (lines 4..5; 1600.0 ms of update time"),
+            std::string::npos)
+      << dups[0]->message;
+  EXPECT_NE(dups[0]->message.find("; the earlier run's 2 records of steps 5..6 (lines 6..7; 110.0 ms of update time) "
+                                  "are past the resumed run's last step, not run again yet: kept"),
+            std::string::npos)
+      << dups[0]->message;
+}
+
 TEST_F(ReaderTest, AJobResumedIntoANewFileKeepsTheLaterStartsCopiesWhateverTheFilesOrder) {
   // Rank 1 killed during step 5, resumed from the checkpoint after step 2 into a new file.
   // Each repeated step was a duplicate-step error (exit status 1), and which copy was kept

@@ -252,6 +252,21 @@ class FileParser {
           for (std::size_t i = begin; i < end; ++i) step_part[v[i].step] = k - 1;
         end = begin;
       }
+      // Earlier records past the last resumed part's last step, from its first step on: steps
+      // the resumed run has not run again yet (a log read while the job runs, or a run that
+      // stopped sooner). They are kept, the only records of those steps, but the restart
+      // went back over them too: the work it lost was said as the 51 steps run again where
+      // 541 were (a helper).
+      Superseded ahead;
+      {
+        const std::size_t last_begin = std::min(parts.back()->first, v.size());
+        if (last_begin < v.size()) {
+          std::int64_t lo = v[last_begin].step, hi = v[last_begin].step;
+          for (std::size_t i = last_begin; i < v.size(); ++i) lo = std::min(lo, v[i].step), hi = std::max(hi, v[i].step);
+          for (std::size_t i = 0; i < last_begin; ++i)
+            if (!superseded[i] && v[i].step > hi && v[i].step >= lo) ahead.add(v[i]);
+        }
+      }
       std::size_t before_config = 0, kept = 0;
       for (std::size_t i = 0; i < v.size(); ++i) {
         if (superseded[i]) {
@@ -265,15 +280,27 @@ class FileParser {
       if (segment < 0) out_.updates_before_config -= before_config;
       for (std::size_t k = 0; k < parts.size(); ++k) {
         const Superseded& r = replaced[k];
-        if (r.records == 0) continue;
+        const bool last = k + 1 == parts.size();
+        if (r.records == 0 && !(last && ahead.records > 0)) continue;
         const auto& cfg = segment < 0 ? out_.config : out_.later_runs[static_cast<std::size_t>(segment)].config;
-        report(Severity::kWarning, Problem::kDuplicateStep, parts[k]->line, 0,
-               fmt::format("{} of {} ran again after the config record at this line (a job resumed from a "
-                           "checkpoint, appending to its log): the later copies are analyzed, and the {} earlier "
-                           "update record(s) (lines {}..{}; {:.1f} ms of update time, work lost to the restart) are "
-                           "left out",
-                           r.steps(), rank_text(cfg ? cfg->rank : std::nullopt), r.records, r.first_line, r.last_line,
-                           r.wall_ms));
+        std::string msg =
+            r.records == 0
+                ? fmt::format("{} resumed from a checkpoint after the config record at this line (appending to its "
+                              "log)",
+                              rank_text(cfg ? cfg->rank : std::nullopt))
+                : fmt::format("{} of {} ran again after the config record at this line (a job resumed from a "
+                              "checkpoint, appending to its log): the later copies are analyzed, and the {} earlier "
+                              "update record(s) (lines {}..{}; {:.1f} ms of update time, work lost to the restart) "
+                              "are left out",
+                              r.steps(), rank_text(cfg ? cfg->rank : std::nullopt), r.records, r.first_line,
+                              r.last_line, r.wall_ms);
+        if (last && ahead.records > 0)
+          msg += fmt::format("; the earlier run's {} of {} (lines {}..{}; {:.1f} ms of update time) are past the "
+                             "resumed run's last step, not run again yet: kept, the only records of those steps, "
+                             "though the restart went back over them too",
+                             ahead.records == 1 ? "record" : fmt::format("{} records", ahead.records), ahead.steps(),
+                             ahead.first_line, ahead.last_line, ahead.wall_ms);
+        report(Severity::kWarning, Problem::kDuplicateStep, parts[k]->line, 0, std::move(msg));
       }
     }
   }
