@@ -1258,10 +1258,15 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     const auto slow = static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
     const double median = *stepprof::median(v);  // (reorders v: read v[slow] first)
     const double slowest = row[slow];
+    v.clear();
+    for (std::size_t i = 0; i < nr; ++i)
+      if (i != slow) v.push_back(row[i]);
+    const double others_median = stepprof::median(v).value_or(slowest);
     // The job's update time: each rank's wall time is its own work plus its communication.
+    v.resize(nr);
     for (std::size_t i = 0; i < nr; ++i) v[i] = row[i] + comm_at[si * nr + i];
     const double update_ms = *stepprof::median(v);
-    out.per_update.push_back({step, *ranks[slow]->rank, slowest, median, slowest - median, update_ms});
+    out.per_update.push_back({step, *ranks[slow]->rank, slowest, median, slowest - median, update_ms, others_median});
     margins.push_back(slowest - median);
     ++slowest_count[slow];
     if (any_excess) {

@@ -1694,11 +1694,11 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
     // every rank's own work grew.
     std::string on, on_rank;
     const bool every_rank = s->by_own_work && s->most_own_work_grew_ms > 0 &&
-                            s->median_own_work_grew_ms >= 0.5 * s->most_own_work_grew_ms;
+                            s->others_own_work_grew_ms >= 0.5 * s->most_own_work_grew_ms;
     if (every_rank)
-      on = fmt::format(", on each step's rank with the most own work (every rank's own work grew: the median "
-                       "rank's by {:.1f} ms)",
-                       s->median_own_work_grew_ms);
+      on = fmt::format(", on each step's rank with the most own work (every rank's own work grew: the other "
+                       "ranks' (median) by {:.1f} ms)",
+                       s->others_own_work_grew_ms);
     else if (s->by_own_work && s->set_by_rank && s->set_by_steps == s->steps.size())
       on = fmt::format(", on rank {} (the rank the others waited for)", *s->set_by_rank);
     else if (s->by_own_work && s->set_by_rank)

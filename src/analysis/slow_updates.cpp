@@ -154,15 +154,17 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
   // waited: for a rank without a log, one that stopped, or a slow collective), and the
   // longest updates' regions say where the time went. And did every rank's grow?
   if (!setter.empty()) {
-    std::vector<double> most_all, most_slow, median_all, median_slow, setter_grew;
+    std::vector<double> most_all, most_slow, median_all, median_slow, others_all, others_slow, setter_grew;
     std::map<std::int64_t, double> own_median;  // rank -> its median own work [ms]
     for (const auto& r : cross->per_rank) own_median[r.rank] = r.compute_ms.median;
     for (const auto& p : cross->per_update) {
       most_all.push_back(p.slowest_compute_ms);
       median_all.push_back(p.median_compute_ms);
+      others_all.push_back(p.others_median_compute_ms);
       if (std::binary_search(out.steps.begin(), out.steps.end(), p.step)) {
         most_slow.push_back(p.slowest_compute_ms);
         median_slow.push_back(p.median_compute_ms);
+        others_slow.push_back(p.others_median_compute_ms);
         if (const auto it = own_median.find(p.slowest_rank); it != own_median.end())
           setter_grew.push_back(p.slowest_compute_ms - it->second);
       }
@@ -177,6 +179,7 @@ std::optional<SlowUpdates> analyze_slow_updates(const AnalysisInput& in, const C
       const double median_band = std::max(3 * robust_sd(median_all, typical_median), 0.05 * typical_median);
       out.most_own_work_grew_ms = median_or_zero(most_slow) - typical;
       out.median_own_work_grew_ms = median_or_zero(median_slow) - typical_median;
+      out.others_own_work_grew_ms = median_or_zero(others_slow) - median_or_zero(others_all);
       // And the most own work must not explain half the slow steps' extra time (their
       // median update time less every step's): with a wide spread and no outliers (the
       // p90 is the threshold), the slowest steps are those of the most own work, and its

@@ -95,6 +95,7 @@ Json slow_updates(const std::optional<SlowUpdates>& s) {
               {"set_by_steps", s->set_by_steps},
               {"most_own_work_grew_ms", s->most_own_work_grew_ms},
               {"median_own_work_grew_ms", s->median_own_work_grew_ms},
+              {"others_own_work_grew_ms", s->others_own_work_grew_ms},
               {"own_work_typical", s->own_work_typical},
               {"left_out_rank", s->left_out_rank ? Json{{"rank", s->left_out_rank->rank},
                                                         {"slow_steps_held", s->left_out_rank->slow_steps_held},

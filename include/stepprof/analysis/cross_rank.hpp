@@ -45,6 +45,9 @@ struct UpdateSlowest {
   /// The job's update time in this step: the median over the ranks of wall_ms [ms]
   /// (own work plus the communication region, which the ranks wait in together).
   double update_ms = 0;
+  /// Median over the ranks other than the slowest [ms]: with 2 ranks the median is their
+  /// mean, which half of one rank's growth moved (slow_updates' "every rank grew").
+  double others_median_compute_ms = 0;
 };
 
 /// One rank over the aligned updates.

@@ -59,6 +59,12 @@ struct SlowUpdates {
   /// every compared step [ms] (0 otherwise).
   double most_own_work_grew_ms = 0;
   double median_own_work_grew_ms = 0;
+  /// The same of the median of the ranks other than each step's slowest
+  /// (UpdateSlowest::others_median_compute_ms) [ms]: when it grew by at least half as much
+  /// as the most own work, every rank's own work grew. (By the median rank's, one of 2
+  /// ranks 20 ms slower made "every rank's own work grew: the median rank's by 10 ms",
+  /// a helper.)
+  double others_own_work_grew_ms = 0;
   /// True when the most own work in the slow steps is within its usual range (the
   /// median plus the larger of 3 robust standard deviations and 5 %), and the median
   /// rank's within its own (where every rank's own work grew, the most own work can stay
