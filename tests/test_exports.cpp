@@ -101,54 +101,6 @@ TEST(Series, RegionPointsSelfTimesAndCuts) {
   EXPECT_TRUE(s.matrices.empty());  // one rank
 }
 
-// A region in only some updates (m, in update 1 of 2) between its parent and children:
-// in update 2 its children x and y are the parent's, so the parent's self time leaves them
-// out (it held them: 60 for 10, a review), m's part stands for them, and at every cut the
-// update's parts add up to its wall time. `w`, a top-level wrapper in update 2 only,
-// leaves the time outside every region to its child.
-TEST(Series, ARegionInSomeUpdatesLeavesItsChildrenToItsParentInTheOthers) {
-  Builder b;
-  auto& u1 = b.add(1, 100);
-  b.region(u1, "p", 90.0, 90.0);
-  b.region(u1, "m", 50.0, 50.0);
-  b.region(u1, "x", 20.0, 20.0);
-  b.region(u1, "y", 25.0, 25.0);
-  auto& u2 = b.add(2, 100);
-  b.region(u2, "w", 92.0, 92.0);
-  b.region(u2, "p", 90.0, 90.0);
-  b.region(u2, "x", 30.0, 30.0);
-  b.region(u2, "y", 20.0, 20.0);
-  const Hierarchy h = parse("w\n  p\n    m\n      x\n      y\n");
-  const AnalysisInput in{b.d, &h};
-  const Report rep = build_report(in);
-  const UpdateSeries s = build_series(in, rep);
-  const RankSeries& r = s.ranks[0];
-  // Outside: 100 - 90 (p, in place of w) = 10; 100 - 92 = 8.
-  EXPECT_DOUBLE_EQ(*r.outside_ms[0], 10);
-  EXPECT_DOUBLE_EQ(*r.outside_ms[1], 8);
-  for (const auto& pt : r.regions)
-    if (s.regions[pt.region].name == "p") {
-      // 90 - 50 (m); 90 - 30 - 20 (x, y in place of m).
-      EXPECT_DOUBLE_EQ(*pt.device_self_ms, 40);
-      EXPECT_DOUBLE_EQ(*pt.host_self_ms, 40);
-    }
-  for (const Breakdown& cut : r.breakdowns)
-    for (std::size_t k = 0; k < 2; ++k) {
-      double sum = 0;
-      for (const auto& part : cut.parts) sum += part.ms[k].value_or(0);
-      EXPECT_DOUBLE_EQ(sum, 100) << "cut " << cut.level << " update " << k;
-    }
-  // The region table: p's self time 40 in both updates; the time outside every region
-  // 10 and 8 (median 9).
-  for (const auto& row : rep.regions.rows)
-    if (row.name == "p") {
-      EXPECT_DOUBLE_EQ(row.device_self_ms->max, 40);
-      EXPECT_DOUBLE_EQ(row.device_self_ms->min, 40);
-    }
-  EXPECT_DOUBLE_EQ(rep.regions.outside_regions_ms->median, 9);
-  EXPECT_EQ(rep.regions.violation_count, 0u);
-}
-
 // A child with device time in some updates and host time only in others (the review of
 // the host-only rule): where it has no device time, the stack at the deepest cut takes
 // its host time and the parent's host self time, so that the update's parts still add

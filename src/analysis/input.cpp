@@ -157,10 +157,19 @@ std::vector<const HierarchyNode*> AnalysisInput::children_in_log(std::string_vie
   while (!todo.empty()) {
     const HierarchyNode* c = todo.back();
     todo.pop_back();
-    if (region(c->name)) out.push_back(c);
+    if (c->role == RegionRole::kBackground) continue;  // (alongside it, not a part of it)
+    if (const auto id = region(c->name); id && has_data(*id)) out.push_back(c);
     else push(c->name);
   }
   return out;
+}
+
+bool AnalysisInput::has_data(NameTable::Id region) const {
+  if (index) return index->has_data(region);
+  for (const auto& r : data.ranks)
+    for (const auto& u : r.updates)
+      if (const auto* s = u.region(region); s && (s->device_ms || s->host_ms || s->calls)) return true;
+  return false;
 }
 
 RegionColumns::RegionColumns(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,

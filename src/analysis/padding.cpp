@@ -113,7 +113,7 @@ PaddingResult analyze_padding(const AnalysisInput& in) {
     const HierarchyNode* node = in.hierarchy->find(name);
     // Leaves of the nesting only; a region the nesting lacks (a misspelt name in a
     // --hierarchy file) is looked at too, to be named if its time follows token slots.
-    if (node && !in.hierarchy->children(name).empty()) continue;
+    if (node && !in.children_in_log(name).empty()) continue;  // (a child the log lacks does not count)
     if ((node && node->role != RegionRole::kNone) || (comm && comm->id == id)) continue;
     const bool device = in.has_device_time(id);
     std::vector<double> t, s;

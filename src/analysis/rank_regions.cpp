@@ -46,13 +46,12 @@ RankRegionTimes::RankRegionTimes(const AnalysisInput& in, const std::vector<cons
     work_[n] = ids[n] && !waits(node) && !background(node);
   }
   // A region's time in an update: device time where the update has one, else host time
-  // (a rank with device timing off); nullopt where absent (a path not taken, or a wrapper
-  // one code path logs: its children stand in for it, below).
-  auto time_of = [&](std::size_t n, std::size_t k) -> std::optional<double> {
-    if (!ids[n]) return std::nullopt;
+  // (a rank with device timing off), 0 where absent (a path not taken).
+  auto time_of = [&](std::size_t n, std::size_t k) {
+    if (!ids[n]) return 0.0;
     auto ms = in.region_ms_of(k, *updates[k], *ids[n], device[n]);
     if (!ms && device[n]) ms = in.region_ms_of(k, *updates[k], *ids[n], false);
-    return ms;
+    return ms.value_or(0.0);
   };
   // Per work region: its children that are waits (the outermost waiting regions it
   // holds: a micro-step around its all-reduce is measured without it, or a straggler's
@@ -90,7 +89,7 @@ RankRegionTimes::RankRegionTimes(const AnalysisInput& in, const std::vector<cons
   // children of their waits, found recursively; computed per update in that order.
   inclusive_.assign(nodes, {});
   self_.assign(nodes, {});
-  std::vector<double> incl(nodes), own(nodes), values;
+  std::vector<double> incl(nodes), values;
   std::vector<std::vector<double>> incl_values(nodes), self_values(nodes);
   // (Children before parents: deeper nodes first.)
   std::vector<std::size_t> order;
@@ -106,18 +105,13 @@ RankRegionTimes::RankRegionTimes(const AnalysisInput& in, const std::vector<cons
     }
     for (std::size_t k = begin; k < end; ++k)
       for (const std::size_t n : order) {
-        // An update without the region: its children's time in its place (a region of
-        // 0 ms held them, and its parent's self time too).
-        const std::optional<double> logged = time_of(n, k);
-        double waited = 0, children = 0, stand_in = 0;
-        for (const std::size_t w : wait_children[n]) waited += time_of(w, k).value_or(0.0);
+        double t = time_of(n, k), waited = 0, children = 0;
+        for (const std::size_t w : wait_children[n]) waited += time_of(w, k);
         for (const std::size_t c : work_children_[n]) {
           children += incl[c];
-          stand_in += own[c];
-          waited += own[c] - incl[c];  // (the waits inside that child)
+          waited += time_of(c, k) - incl[c];  // (the waits inside that child)
         }
-        own[n] = logged ? *logged : stand_in + waited;
-        incl[n] = own[n] - waited;
+        incl[n] = t - waited;
         incl_values[n].push_back(incl[n]);
         self_values[n].push_back(incl[n] - children);
       }

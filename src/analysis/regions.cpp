@@ -6,7 +6,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <span>
 
 #include <fmt/format.h>
 
@@ -23,55 +22,34 @@ std::string_view gap_name(TimeGap gap) {
   return "none";
 }
 
-void for_each_child_in(const UpdateRecord& u, const std::vector<NameTable::Id>& children, const ChildrenOf& below,
-                       const std::function<void(NameTable::Id, const RegionSample&)>& f) {
-  std::vector<NameTable::Id> stand_ins;  // (explicit: a nesting may be thousands deep)
-  auto one = [&](NameTable::Id k) {
-    if (const RegionSample* r = u.region(k)) return f(k, *r);
-    if (!below) return;
-    if (const auto* kids = below(k)) stand_ins.insert(stand_ins.end(), kids->rbegin(), kids->rend());
-  };
-  for (const auto k : children) one(k);
-  while (!stand_ins.empty()) {
-    const auto k = stand_ins.back();
-    stand_ins.pop_back();
-    one(k);
-  }
-}
-
-std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device,
-                                  const ChildrenOf& below) {
+std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device) {
   std::optional<double> sum;
-  for_each_child_in(u, regions, below, [&](NameTable::Id, const RegionSample& r) {
-    if (const auto t = device ? r.device_ms : r.host_ms) sum = sum.value_or(0) + *t;
-  });
+  for (auto k : regions)
+    if (auto t = region_ms(u, k, device)) sum = sum.value_or(0) + *t;
   return sum;
 }
 
 std::optional<double> self_ms(const UpdateRecord& u, NameTable::Id region, const std::vector<NameTable::Id>& children,
-                              bool device, const ChildrenOf& below) {
+                              bool device) {
   const auto own = region_ms(u, region, device);
   if (!own) return std::nullopt;
-  if (device) {
-    bool host_only = false;
-    for_each_child_in(u, children, below, [&](NameTable::Id, const RegionSample& c) {
-      if (!c.device_ms && c.host_ms) host_only = true;
-    });
-    if (host_only) return std::nullopt;
-  }
-  return *own - children_ms(u, children, device, below).value_or(0);
+  if (device)
+    for (const auto k : children)
+      if (const RegionSample* c = u.region(k); c && !c->device_ms && c->host_ms) return std::nullopt;
+  return *own - children_ms(u, children, device).value_or(0);
 }
 
-std::optional<double> outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level,
-                                         const ChildrenOf& below) {
+std::optional<double> outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level) {
   double inside = 0;
   bool any = false, any_host = false;
-  // A region with device time only (e.g. NCCL kernels from a trace) is not an interval
-  // of the host's update, so it does not count here.
-  for_each_child_in(u, top_level, below, [&](NameTable::Id, const RegionSample& r) {
+  for (auto id : top_level) {
+    const RegionSample* r = u.region(id);
+    if (!r) continue;
     any = true;
-    if (r.host_ms) inside += *r.host_ms, any_host = true;
-  });
+    // A region with device time only (e.g. NCCL kernels from a trace) is not an interval
+    // of the host's update, so it does not count here.
+    if (r->host_ms) inside += *r->host_ms, any_host = true;
+  }
   if (any && !any_host) return std::nullopt;
   return u.wall_ms - inside;
 }
@@ -89,56 +67,16 @@ struct Series {
 // The children of a nesting violation in update `u`, longest first (the first
 // kViolationChildrenNamed), with their times on the violation's clock [ms].
 void name_children(NestingViolation& v, const AnalysisInput& in, const UpdateRecord& u,
-                   const std::vector<NameTable::Id>& kids, const ChildrenOf& kids_of, bool device) {
+                   const std::vector<NameTable::Id>& kids, bool device) {
   auto& out = v.children;
-  for_each_child_in(u, kids, kids_of, [&](NameTable::Id kid, const RegionSample& r) {
-    if (const auto ms = device ? r.device_ms : r.host_ms) out.emplace_back(in.data.regions.name(kid), *ms);
-  });
+  for (const NameTable::Id kid : kids)
+    if (const RegionSample* r = u.region(kid))
+      if (const auto ms = device ? r->device_ms : r->host_ms) out.emplace_back(in.data.regions.name(kid), *ms);
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   v.children_total = out.size();
   if (out.size() > kViolationChildrenNamed) out.resize(kViolationChildrenNamed);
 }
 
-
-// Calls visit(k, id, columns) for each update k and each child of `kids` counted in it, as
-// for_each_child_in does per update: the child's column where update k lists it, and
-// where an update of `wanted` (all where empty) lacks it, its own children (`kids_of`) in
-// its place, and so on down. One region's columns at a time (all of a region's children
-// at once held updates x children values); each child's updates in update order.
-template <class Visit>
-void each_child_column(const AnalysisInput& in, const std::vector<const UpdateRecord*>& updates,
-                       const std::vector<NameTable::Id>& kids, const ChildrenOf& kids_of,
-                       std::span<const std::uint8_t> wanted, Visit&& visit) {
-  struct StandIn {
-    NameTable::Id id;
-    std::vector<std::uint32_t> at;  // the updates it stands in for a region in
-  };
-  std::vector<StandIn> todo;
-  auto take = [&](NameTable::Id id, const std::vector<std::uint32_t>* at) {
-    const RegionColumns columns(in, updates, id);
-    const UpdateIndex::Columns& c = columns.get();
-    std::vector<std::uint32_t> lacking;
-    auto one = [&](std::size_t k) {
-      if (c.present[k]) return visit(k, id, c);
-      if (wanted.empty() || wanted[k]) lacking.push_back(static_cast<std::uint32_t>(k));
-    };
-    if (at)
-      for (const auto k : *at) one(k);
-    else
-      for (std::size_t k = 0; k < updates.size(); ++k) one(k);
-    if (lacking.empty() || !kids_of) return;
-    if (const auto* below = kids_of(id))
-      for (auto it = below->rbegin(); it != below->rend(); ++it) todo.push_back({*it, lacking});
-  };
-  for (const auto kid : kids) {
-    take(kid, nullptr);
-    while (!todo.empty()) {
-      StandIn next = std::move(todo.back());
-      todo.pop_back();
-      take(next.id, &next.at);
-    }
-  }
-}
 }  // namespace
 
 namespace {
@@ -308,16 +246,6 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       if (present[id]) plan.push_back({id, "", 0, false, {}});
   }
 
-  // Each region's children in the table, to stand in for a child an update lacks.
-  std::vector<std::ptrdiff_t> plan_of(n_names, -1);
-  for (std::size_t i = 0; i < plan.size(); ++i)
-    if (plan[i].id < n_names && plan[i].in_hierarchy) plan_of[plan[i].id] = static_cast<std::ptrdiff_t>(i);
-  const ChildrenOf kids_of = [&](NameTable::Id id) -> const std::vector<NameTable::Id>* {
-    if (id >= plan_of.size() || plan_of[id] < 0) return nullptr;
-    const auto& kids = plan[static_cast<std::size_t>(plan_of[id])].kids;
-    return kids.empty() ? nullptr : &kids;
-  };
-
   // Each row reads every update once; rows are independent, so on large inputs they
   // are computed on several threads and put together in plan order.
   struct RowResult {
@@ -350,15 +278,18 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
       kids_device.assign(updates.size(), kNone);
       kids_host.assign(updates.size(), kNone);
-      auto add = [](double& sum, double ms) {
-        if (!std::isnan(ms)) sum = (std::isnan(sum) ? 0 : sum) + ms;  // the first child's time starts the sum
-      };
-      each_child_column(in, updates, p.kids, kids_of, col.present,
-                        [&](std::size_t k, NameTable::Id, const UpdateIndex::Columns& kc) {
-                          add(kids_device[k], kc.device[k]);
-                          add(kids_host[k], kc.host[k]);
-                          if (std::isnan(kc.device[k]) && !std::isnan(kc.host[k])) kids_host_only[k] = true;
-                        });
+      for (auto kid : p.kids) {
+        const RegionColumns kid_columns(in, updates, kid);
+        const UpdateIndex::Columns& kc = kid_columns.get();
+        auto add = [](double& sum, double ms) {
+          if (!std::isnan(ms)) sum = (std::isnan(sum) ? 0 : sum) + ms;  // the first child's time starts the sum
+        };
+        for (std::size_t k = 0; k < updates.size(); ++k) {
+          add(kids_device[k], kc.device[k]);
+          add(kids_host[k], kc.host[k]);
+          if (std::isnan(kc.device[k]) && !std::isnan(kc.host[k])) kids_host_only[k] = true;
+        }
+      }
     }
     for (std::size_t k = 0; k < updates.size(); ++k) {
       if (!col.present[k]) continue;
@@ -403,7 +334,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
           if (out.violations.size() < kMaxViolationsKept) {
             out.violations.push_back({std::string(in.data.regions.name(p.id)), u->step, u->rank.value_or(-1), own,
                                       kids, d, {}, 0, 0, {}, 0});
-            name_children(out.violations.back(), in, *u, p.kids, kids_of, d);
+            name_children(out.violations.back(), in, *u, p.kids, d);
           }
         }
       }
@@ -458,20 +389,23 @@ RegionTable analyze_regions(const AnalysisInput& in) {
       // 0) and the longest of them. One region's columns at a time: all of them at once
       // held updates x top-level regions values (7.2 GB for a 13 MB log of 4,000 updates
       // that each name 16 regions of their own).
-      // A top-level region an update lacks: its children in its place (each_child_column).
       std::vector<double> inside_of(updates.size(), 0.0), longest_of(updates.size(), 0.0);
-      std::vector<NameTable::Id> longest_at_of(updates.size(), 0);
+      std::vector<std::size_t> longest_at_of(updates.size(), 0);
       // 1: a top-level region in the update, 2: one with a host time (outside_regions_ms).
       std::vector<std::uint8_t> timed(updates.size(), 0);
-      each_child_column(in, updates, top, kids_of, {},
-                        [&](std::size_t k, NameTable::Id id, const UpdateIndex::Columns& c) {
-                          timed[k] |= 1;
-                          if (const double h = c.host[k]; !std::isnan(h)) {
-                            timed[k] |= 2;
-                            inside_of[k] += h;
-                            if (h > longest_of[k]) longest_of[k] = h, longest_at_of[k] = id;
-                          }
-                        });
+      for (std::size_t j = 0; j < top.size(); ++j) {
+        const RegionColumns column(in, updates, top[j]);
+        const auto& host = column.get().host;
+        const auto& in_update = column.get().present;
+        for (std::size_t k = 0; k < updates.size(); ++k) {
+          if (in_update[k]) timed[k] |= 1;
+          if (const double h = host[k]; !std::isnan(h)) {
+            timed[k] |= 2;
+            inside_of[k] += h;
+            if (h > longest_of[k]) longest_of[k] = h, longest_at_of[k] = j;
+          }
+        }
+      }
       for (std::size_t k = 0; k < updates.size(); ++k) {
         if (timed[k] == 1) continue;  // (device times only: not known)
         const UpdateRecord* u = updates[k];
@@ -480,7 +414,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
         // not fit", with every top-level region "longer than the update".
         if (!(u->wall_ms > 0)) continue;
         const double inside = inside_of[k], longest = longest_of[k];
-        const NameTable::Id longest_at = longest_at_of[k];
+        const std::size_t longest_at = longest_at_of[k];
         const double o = u->wall_ms - inside;
         outside.push_back(o);
         // Top-level regions are consecutive parts of the update: together they cannot
@@ -490,12 +424,12 @@ RegionTable analyze_regions(const AnalysisInput& in) {
           if (t.violations.size() < kMaxViolationsKept) {
             NestingViolation v{std::string(kUpdateAsParent), u->step, u->rank.value_or(-1), u->wall_ms, inside, false,
                                {}, 0, 0, {}, 0};
-            name_children(v, in, *u, top, kids_of, false);
+            name_children(v, in, *u, top, false);
             // One region longer than the update: it began before an earlier end_update().
             if (longest > u->wall_ms + nesting_tolerance_ms(u->wall_ms)) {
-              v.longer_child = std::string(in.data.regions.name(longest_at));
+              v.longer_child = std::string(in.data.regions.name(top[longest_at]));
               v.longer_child_ms = longest;
-              if (const RegionSample* r = u->region(longest_at); r && r->calls) v.longer_child_calls = *r->calls;
+              if (const RegionSample* r = u->region(top[longest_at]); r && r->calls) v.longer_child_calls = *r->calls;
             }
             t.violations.push_back(std::move(v));
           }

@@ -1,7 +1,6 @@
 #include "stepprof/analysis/series.hpp"
 
 #include <algorithm>
-#include <memory>
 #include <set>
 #include <unordered_map>
 
@@ -34,12 +33,11 @@ namespace {
 
 using Plan = detail::SeriesPlan;
 
-std::optional<double> self_ms(const UpdateRecord& u, const Plan& p, bool device, const ChildrenOf& kids_of) {
-  return stepprof::self_ms(u, *p.id, p.kids, device, kids_of);
+std::optional<double> self_ms(const UpdateRecord& u, const Plan& p, bool device) {
+  return stepprof::self_ms(u, *p.id, p.kids, device);
 }
 
-std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>& plans, const ChildrenOf& kids_of,
-                                  const RankLog& rank) {
+std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>& plans, const RankLog& rank) {
   std::vector<Breakdown> out;
   const auto& regions = s.regions;
   // The clock of each row (SeriesRegion::device), host time where device times are busy
@@ -47,13 +45,8 @@ std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>
   auto device = [&](std::size_t i) { return regions[i].device && !s.device_busy_union; };
   auto value = [&](const UpdateRecord& u, StackPart::Kind kind, std::size_t i) -> std::optional<double> {
     if (!plans[i].id) return std::nullopt;
-    // A region part in an update that lacks the region: its children there in its place
-    // (for_each_child_in), as its parent's self time and the time outside every region
-    // leave them out: the stack still adds up to the update.
     auto on = [&](bool dev) {
-      if (kind == StackPart::Kind::kSelf) return self_ms(u, plans[i], dev, kids_of);
-      if (!plans[i].kids.empty() && !u.region(*plans[i].id)) return children_ms(u, plans[i].kids, dev, kids_of);
-      return region_ms(u, *plans[i].id, dev);
+      return kind == StackPart::Kind::kSelf ? self_ms(u, plans[i], dev) : region_ms(u, *plans[i].id, dev);
     };
     // Device time where the update has it, else host time (a call on a thread without
     // device timing), as path_series and the region table's share read a region: a part
@@ -126,7 +119,7 @@ std::vector<Breakdown> breakdowns(const UpdateSeries& s, const std::vector<Plan>
     if (regions[i].in_nesting && !regions[i].background && regions[i].depth == 0 && plans[i].id)
       top.push_back(*plans[i].id);
   std::vector<std::optional<double>> outside;
-  for (const auto& u : rank.updates) outside.emplace_back(outside_regions_ms(u, top, kids_of));
+  for (const auto& u : rank.updates) outside.emplace_back(outside_regions_ms(u, top));
   const int levels = static_cast<int>(breakdown_count(s));
   for (int level = 0; level < levels; ++level) {
     Breakdown b{level, true, {}};
@@ -167,8 +160,7 @@ std::vector<PathGroupSeries> path_series(const AnalysisInput& in, const CodePath
 }
 
 RankSeries rank_series(const AnalysisInput& in, const Report& report, const UpdateSeries& s,
-                       const std::vector<Plan>& plans, const ChildrenOf& kids_of, const RankLog& rank,
-                       RankDetail detail) {
+                       const std::vector<Plan>& plans, const RankLog& rank, RankDetail detail) {
   const bool full = detail != RankDetail::kHeadline;
   RankSeries rs;
   rs.rank = rank.rank;
@@ -185,7 +177,7 @@ RankSeries rank_series(const AnalysisInput& in, const Report& report, const Upda
     rs.steps.push_back(u.step);
     rs.wall_ms.push_back(u.wall_ms);
     rs.padding_fraction.push_back(update_padding_fraction(u, slots, valid));
-    rs.outside_ms.push_back(s.nesting_known ? outside_regions_ms(u, top, kids_of) : std::nullopt);
+    rs.outside_ms.push_back(s.nesting_known ? outside_regions_ms(u, top) : std::nullopt);
     if (!full) continue;
     for (NameTable::Id c = 0; c < s.counters.size(); ++c) rs.counters[c].push_back(u.counter(c));
     for (std::size_t i = 0; i < s.regions.size(); ++i) {
@@ -199,14 +191,14 @@ RankSeries rank_series(const AnalysisInput& in, const Report& report, const Upda
       p.host_ms = r->host_ms;
       p.calls = r->calls;
       if (s.regions[i].in_nesting) {
-        p.device_self_ms = self_ms(u, plans[i], true, kids_of);
-        p.host_self_ms = self_ms(u, plans[i], false, kids_of);
+        p.device_self_ms = self_ms(u, plans[i], true);
+        p.host_self_ms = self_ms(u, plans[i], false);
       }
       rs.regions.push_back(p);
     }
   }
   if (detail != RankDetail::kFull) return rs;
-  rs.breakdowns = breakdowns(s, plans, kids_of, rank);
+  rs.breakdowns = breakdowns(s, plans, rank);
   rs.paths = path_series(in, report.paths, rank);
   return rs;
 }
@@ -281,19 +273,10 @@ SeriesBuilder::SeriesBuilder(const AnalysisInput& in, const Report& report) : in
     if (const auto it = nesting_rows.find(s.regions[i].parent); it != nesting_rows.end())
       for (const std::size_t j : it->second) plans[j].kids.push_back(*plans[i].id);
   }
-  // A child an update lacks is replaced there by its own children (for_each_child_in).
-  // (Its own copy of the lists: a builder copied keeps a working one.)
-  auto kids = std::make_shared<std::unordered_map<NameTable::Id, std::vector<NameTable::Id>>>();
-  for (std::size_t i = 0; i < s.regions.size(); ++i)
-    if (s.regions[i].in_nesting && plans[i].id && !plans[i].kids.empty()) kids->emplace(*plans[i].id, plans[i].kids);
-  kids_of_ = [kids](NameTable::Id id) -> const std::vector<NameTable::Id>* {
-    const auto it = kids->find(id);
-    return it == kids->end() ? nullptr : &it->second;
-  };
 }
 
 RankSeries SeriesBuilder::rank(std::size_t i, RankDetail detail) const {
-  return rank_series(in_, report_, head_, plans_, kids_of_, in_.data.ranks[i], detail);
+  return rank_series(in_, report_, head_, plans_, in_.data.ranks[i], detail);
 }
 
 UpdateSeries SeriesBuilder::overview() const {

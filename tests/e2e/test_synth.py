@@ -2231,8 +2231,8 @@ def test_a_failed_run_removes_only_the_files_it_opened_and_no_link(tmp_path):
 
 def test_a_straggler_is_followed_down_through_a_wrapper_the_log_lacks(tmp_path):
     # Rank 2 takes the slow geometry path (vggt_single) in every update. A --hierarchy file
-    # with `encoders` around vision_forward and geometry_total, a wrapper the log never has
-    # (or has in the even steps only): the walk down the nesting stopped at
+    # with `encoders` around vision_forward and geometry_total, a wrapper the log never
+    # has: the walk down the nesting stopped at
     # forward_and_loss, "its own code (outside its child regions)", where the injected
     # work is in vggt_single (a review).
     args = []
@@ -2245,22 +2245,6 @@ def test_a_straggler_is_followed_down_through_a_wrapper_the_log_lacks(tmp_path):
                     .replace("    geometry_total\n", "      geometry_total\n")
                     .replace("      vggt_", "        vggt_"))
     assert "      geometry_total\n        vggt_batched" in hier.read_text()
-    # The same logs with `encoders` in the even steps (its time: its two children's).
-    some = tmp_path / "some"
-    some.mkdir()
-    for f in manifest["files"]:
-        lines = []
-        for line in Path(f).read_text().splitlines():
-            rec = json.loads(line)
-            if rec["type"] == "update" and rec["step"] % 2 == 0:
-                for clock in ("cuda_stream_ms", "cpu_call_ms"):
-                    rec[clock]["encoders"] = rec[clock]["vision_forward"] + rec[clock]["geometry_total"]
-                rec["calls"]["encoders"] = 1
-                rec["parents"]["encoders"] = "forward_and_loss"
-                rec["parents"]["vision_forward"] = rec["parents"]["geometry_total"] = "encoders"
-            lines.append(json.dumps(rec))
-        (some / Path(f).name).write_text("\n".join(lines) + "\n")
-
     def action(*args):
         r = run("report", "--format", "json", *args)
         assert r.returncode == 0, r.stderr
@@ -2269,4 +2253,3 @@ def test_a_straggler_is_followed_down_through_a_wrapper_the_log_lacks(tmp_path):
     plain = action("--hierarchy", fx.HIER, logs)
     assert plain.startswith("look first at vggt_single on rank 2 (where its extra time is)"), plain
     assert action("--hierarchy", hier, logs) == plain
-    assert action("--hierarchy", hier, some) == plain

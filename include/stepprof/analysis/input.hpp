@@ -178,13 +178,17 @@ struct AnalysisInput {
   /// The region's id, if the log has that region.
   [[nodiscard]] std::optional<NameTable::Id> region(std::string_view name) const { return data.regions.find(name); }
   [[nodiscard]] std::optional<NameTable::Id> counter(std::string_view name) const { return data.counters.find(name); }
-  /// The children of `name` in the nesting (hierarchy) that the log has, in the nesting's
-  /// order, with a child the log never has (a wrapper of a --hierarchy file) replaced by
-  /// its own children, and so on down: the region's children as the region table nests
-  /// them. (Walked through direct children only, an absent middle region made its parent
-  /// a leaf beside its grandchildren: whatif no-padding counted 16.5 against 7.65 ms, a
-  /// review.) Roles are not looked at. Empty without the nesting.
+  /// The children of `name` in the nesting (hierarchy) that the log has (has_data), in
+  /// the nesting's order, with a child the log never has (a wrapper of a --hierarchy file,
+  /// or a name the log lists without a time) replaced by its own children, and so on down;
+  /// role=background children left out (they run alongside it): the region's children as
+  /// the region table nests them. (Walked through direct children only, an absent middle
+  /// region made its parent a leaf beside its grandchildren: whatif no-padding counted
+  /// 16.5 against 7.65 ms, a review.) Empty without the nesting.
   [[nodiscard]] std::vector<const HierarchyNode*> children_in_log(std::string_view name) const;
+  /// True when some update has region `region` with a time or calls (as the region table
+  /// counts a region present).
+  [[nodiscard]] bool has_data(NameTable::Id region) const;
   /// True when the logs' device times are GPU busy time (a union of kernel intervals,
   /// summed over streams), as imported from a profiler trace, rather than the span between
   /// two stream events: the config's `device_timing` says "union". Children that ran on

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -123,45 +122,26 @@ struct RegionTable {
 /// (clock granularity and event-recording latency): max(0.5 ms, 1 % of the parent).
 double nesting_tolerance_ms(double parent_ms);
 
-/// The children of a region in the region table's nesting (`id` -> its children there:
-/// its present children, those below an absent one in its place; background ones left
-/// out), or nullptr for none. Used to stand in for a child that an update lacks.
-using ChildrenOf = std::function<const std::vector<NameTable::Id>*(NameTable::Id)>;
-
-/// Calls `f(id, sample)` for each of `children` listed in update `u` and, for one that
-/// `u` lacks, for its own children (`below`) in its place, and so on down: a region
-/// present in only some updates (a wrapper one code path logs) holds its children in
-/// those updates, and in the others they are its parent's. (Counted as absent there, its
-/// children's time stayed in the parent's exclusive time: 57.5 ms against about 10, a
-/// review.) Without `below`, a child `u` lacks counts nothing.
-void for_each_child_in(const UpdateRecord& u, const std::vector<NameTable::Id>& children, const ChildrenOf& below,
-                       const std::function<void(NameTable::Id, const RegionSample&)>& f);
-
-/// Sum of the times of `regions` in update `u` on one clock (device or host) [ms], each
-/// one `u` lacks replaced by its children (`below`, as for_each_child_in); nullopt when
-/// none of them has a time on that clock in the update. Exclusive (self) time of a region
-/// = its own time minus this sum over its children.
-std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device,
-                                  const ChildrenOf& below = {});
+/// Sum of the times of `regions` in update `u` on one clock (device or host) [ms];
+/// nullopt when none of them has a time on that clock in the update. Exclusive (self)
+/// time of a region = its own time minus this sum over its children.
+std::optional<double> children_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& regions, bool device);
 
 /// Exclusive (self) time of `region` in update `u` on one clock [ms]: its own time minus
-/// children_ms over its `children` (those `u` lacks replaced by theirs, `below`). nullopt
-/// when the region has no time on that clock in `u`, and, on the device clock, when a
-/// child counted in `u` has host time only (a call on a thread without device timing,
-/// device events exhausted): how much of the parent's device time it took is not known
-/// (subtracted as 0 it stayed in the parent's exclusive time; by its host time, clocks
-/// would be mixed). The region table, which reads columns, applies the same rules, and
-/// then counts such an update's host self time.
+/// children_ms over its `children`. nullopt when the region has no time on that clock in
+/// `u`, and, on the device clock, when a child present in `u` has host time only (a call
+/// on a thread without device timing, device events exhausted): how much of the parent's
+/// device time it took is not known (subtracted as 0 it stayed in the parent's exclusive
+/// time; by its host time, clocks would be mixed). The region table, which reads columns,
+/// applies the same rule, and then counts such an update's host self time.
 std::optional<double> self_ms(const UpdateRecord& u, NameTable::Id region, const std::vector<NameTable::Id>& children,
-                              bool device, const ChildrenOf& below = {});
+                              bool device);
 
 /// Host time of update `u` outside every top-level region: wall_ms minus the sum of the
-/// `top_level` regions' host times [ms] (one that `u` lacks replaced by its children,
-/// `below`); regions with device time only do not count. nullopt when the update has
-/// top-level regions and none of them has a host time (a log timed on the device only:
-/// how much of the update they cover is not known).
-std::optional<double> outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level,
-                                         const ChildrenOf& below = {});
+/// `top_level` regions' host times [ms]; regions with device time only do not count.
+/// nullopt when the update has top-level regions and none of them has a host time (a log
+/// timed on the device only: how much of the update they cover is not known).
+std::optional<double> outside_regions_ms(const UpdateRecord& u, const std::vector<NameTable::Id>& top_level);
 
 RegionTable analyze_regions(const AnalysisInput& in);
 

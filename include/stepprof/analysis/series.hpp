@@ -180,7 +180,6 @@ class SeriesBuilder {
   const Report& report_;
   UpdateSeries head_;
   std::vector<detail::SeriesPlan> plans_;  // one per head_.regions entry
-  ChildrenOf kids_of_;  // a region id's children in the nesting (plans_[row].kids), for stand-ins
 };
 
 /// Builds the series of every rank. `report` must have been built from the same input
