@@ -101,6 +101,9 @@ struct KinetoStats {
   /// Events of a category that is read but not complete events (ph "X"), e.g. "B"/"E"
   /// pairs: not read, reported as a warning [count].
   std::uint64_t not_complete = 0;
+  /// Complete events ("ph": "X") without "cat": not read (a kernel without it was dropped
+  /// without a word: a helper), reported as a warning [count]. Real traces have none.
+  std::uint64_t no_category = 0;
   /// ProfilerStep ranges that start before an earlier one ends (work in the overlap
   /// counts for the later step), with the first such range's line and step [count].
   std::uint64_t overlapping_steps = 0;

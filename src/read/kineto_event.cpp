@@ -355,7 +355,10 @@ bool EventParser::parse(std::string_view text, TraceEvent& ev, EventError& error
         break;
     }
   }
-  if (!have_cat) ev.kind = EventKind::kOther;
+  if (!have_cat) {
+    ev.kind = EventKind::kOther;
+    ev.no_category = ev.ph == 'X';
+  }
   if (ev.kind == EventKind::kFlowStart && ev.ph != 's') ev.kind = EventKind::kOther;
   if (ev.kind != EventKind::kFlowStart && ev.ph != 'X') {
     ev.not_complete = ev.kind != EventKind::kOther;

@@ -43,6 +43,9 @@ struct TraceEvent {
   /// Of a category stepprof uses, but not a complete event (ph "X"), e.g. a "B"/"E"
   /// pair or no ph: kind is then kOther, and the reader counts it as not read.
   bool not_complete = false;
+  /// A complete event ("ph": "X") without "cat": what it is (kernel, annotation, runtime
+  /// call) cannot be told; kind is kOther, and the reader counts it as not read.
+  bool no_category = false;
 };
 
 /// Why an event was rejected: where in its text (0-based byte offset) and what.

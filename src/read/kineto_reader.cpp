@@ -213,6 +213,10 @@ class TraceReader {
           ++stats_.not_complete;
           if (stats_.not_complete == 1) first_not_complete_ = scan.position(piece.text.data());
         }
+        if (ev.no_category) {
+          ++stats_.no_category;
+          if (stats_.no_category == 1) first_no_category_ = scan.position(piece.text.data());
+        }
         return;
       case EventKind::kGpuAnnotation:
         ++stats_.gpu_annotations;
@@ -540,6 +544,11 @@ class TraceReader {
                          "copies) are not complete events (\"ph\": \"X\"), e.g. \"B\"/\"E\" pairs or no \"ph\" (the "
                          "first is here); they are not counted",
                          stats_.not_complete));
+    if (stats_.no_category)
+      report(Severity::kWarning, Problem::kMissingField, first_no_category_,
+             fmt::format("{} complete event(s) (\"ph\": \"X\") have no \"cat\", which tells a kernel, a copy, an "
+                         "annotation or a runtime call apart (the first is here); they are not counted",
+                         stats_.no_category));
     if (stats_.annotations_outside_steps)
       report(Severity::kNote, Problem::kUnattributed, {},
              fmt::format("{} of {} user annotation call(s) start outside every ProfilerStep range and are not "
@@ -595,6 +604,7 @@ class TraceReader {
   }
 
   TextPosition first_not_complete_;
+  TextPosition first_no_category_;
   std::int64_t step_pid_ = 0;  // the first ProfilerStep's pid (of those with one)
   std::string step_pid_text_, other_pid_text_;  // it as written; a later one's that differs
   TextPosition step_pid_at_, other_pid_at_;

@@ -1113,6 +1113,26 @@ def test_annotations_that_are_not_complete_events_are_reported(tmp_path):
     assert u["cpu_call_ms"] == {"## forward ##": 0.2}
 
 
+def test_complete_events_without_a_category_are_reported(tmp_path):
+    # A kernel without "cat" was dropped without a word (its step's GPU busy time fell, its
+    # exposed NCCL time rose): a helper. The real traces have none; the reader says so.
+    doc = small_trace()
+    doc["traceEvents"] += [
+        {"ph": "X", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 1300, "dur": 50,
+         "args": {"correlation": 999, "stream": 7, "device": 0}},
+    ]
+    p = write(tmp_path, "nocat.json", doc)
+    r = run("import", "kineto", p, "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    text = p.read_text()
+    start = text.rfind("{", 0, text.index('"volta_sgemm_128x64_nn"'))
+    said = " ".join(r.stderr.split())
+    assert (f"{p}:{text.count(chr(10), 0, start) + 1}:" in r.stderr
+            and "warning: 1 complete event(s) (\"ph\": \"X\") have no \"cat\"" in said), r.stderr
+    for real in (HTA2, HTA8):
+        assert "have no \"cat\"" not in run("report", "-o", os.devnull, real).stderr
+
+
 def test_corrupt_gzip_is_not_called_truncated(tmp_path):
     data = bytearray(HTA2.read_bytes())
     data[-8] ^= 0xFF  # the gzip trailer's CRC-32
