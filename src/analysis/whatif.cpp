@@ -619,7 +619,7 @@ WhatIfReplay::WhatIfReplay(const AnalysisInput& in, const CostModelSet& models, 
       s.assumptions.push_back(fmt::format(
           "samples are grouped by frame count, as a length-bucketing sampler does: every micro-batch keeps its size and "
           "holds samples of one frame count, drawn from the window's {} samples (a frame count in proportion to how "
-          "often it occurs; {} draws per update){}",
+          "often it occurs; each update's micro-batches drawn {} times at random, the predictions averaged){}",
           s.pool.size(), opt.draws,
           s.tokens_known ? "; token slots follow from the drawn samples' tokens, padded to the longest"
                          : "; token slots and valid tokens unchanged (per-sample token counts are not in the log)"));

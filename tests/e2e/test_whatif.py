@@ -339,6 +339,10 @@ def test_generated_log_group_variant_and_no_padding(tmp_path):
     (p,) = doc["predictions"]
     assert p["available"]
     assert any("token slots follow from the drawn samples" in a for a in p["assumptions"])
+    # (The random draws are of each update's micro-batches, not samples: "16 draws per
+    # update" right after "every micro-batch keeps its size" read as 16 samples, a helper.)
+    assert any("each update's micro-batches drawn 16 times at random, the predictions averaged" in a
+               for a in p["assumptions"]), p["assumptions"]
     # The same seed gives the same draws; another seed other draws.
     again = whatif_json("batched-geometry", "--variant", "group", *paths)
     assert again["predictions"][0]["predicted_update_ms"] == p["predicted_update_ms"]
