@@ -211,19 +211,7 @@ RegionTable analyze_regions(const AnalysisInput& in) {
     // (they overlap, not part of it).
     auto present_children = [&](const std::string& name) {
       std::vector<NameTable::Id> out;
-      std::vector<const HierarchyNode*> todo;
-      auto push = [&](const std::string& of) {
-        const auto kids = h.children(of);
-        for (auto it = kids.rbegin(); it != kids.rend(); ++it) todo.push_back(*it);
-      };
-      push(name);
-      while (!todo.empty()) {
-        const HierarchyNode* c = todo.back();
-        todo.pop_back();
-        if (c->role == RegionRole::kBackground) continue;
-        if (auto id = in.region(c->name); id && present[*id]) out.push_back(*id);
-        else push(c->name);
-      }
+      for (const HierarchyNode* c : in.children_in_log(name)) out.push_back(*in.region(c->name));
       return out;
     };
     walk([&](const Frame& f) {
