@@ -47,6 +47,7 @@ enum class Problem : std::uint8_t {
   kNewerSchema,         ///< a config record's `schema` version is newer than this reader's (schema::kVersion)
   kWallTimeOutlier,     ///< an update's wall_ms far above its rank's median (a clock that jumped, a unit error)
   kZeroRegionTimes,     ///< a rank whose every region time is 0 while its updates took time
+  kOptimizerNotEveryUpdate,  ///< the optimizer region ran in every k-th update only: updates are micro-batches?
   kCount_,
 };
 

@@ -261,6 +261,7 @@ std::optional<int> load_input(const InputOptions& opt, Diagnostics& diag, Loaded
                                    n.name, key, counter, key == "microbatches" ? "micro-batch" : key.substr(0, key.size() - 1))});
     }
   }
+  if (out.hierarchy) check_optimizer_every_update(*out.hierarchy, out.data, diag);
   if (diag.should_stop()) return strict_stop();  // (a warning about the nesting, e.g. circular parents)
   return std::nullopt;
 }

@@ -34,6 +34,7 @@ std::string_view code_name(Problem p) {
     case Problem::kRegionBeyondUpdate: return "region-beyond-update";
     case Problem::kWallTimeOutlier: return "wall-time-outlier";
     case Problem::kZeroRegionTimes: return "zero-region-times";
+    case Problem::kOptimizerNotEveryUpdate: return "optimizer-not-every-update";
     case Problem::kStepsBackwards: return "steps-backwards";
     case Problem::kNewerSchema: return "newer-schema";
     case Problem::kCount_: break;

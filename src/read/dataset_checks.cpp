@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "stepprof/hierarchy.hpp"
 #include "stepprof/schema.hpp"
 #include "../util/parallel.hpp"
 
@@ -431,6 +432,56 @@ void check_input_shape_dims(const Dataset& data, Diagnostics& diag) {
                            // (Python's tuple text: "(8,)" for one dimension)
                            fmt::format("{}{}", fmt::join(first_shape->dims, ", "), first_shape->dims.size() == 1 ? "," : ""))});
 }
+
+}  // namespace stepprof::detail
+
+namespace stepprof {
+
+void check_optimizer_every_update(const Hierarchy& h, const Dataset& data, Diagnostics& diag) {
+  for (const auto& n : h.nodes()) {
+    if (n.role != RegionRole::kOptimizer) continue;
+    const auto id = data.regions.find(n.name);
+    if (!id) continue;
+    std::int64_t every = 0;
+    std::size_t with = 0, total = 0;
+    const UpdateRecord* first = nullptr;
+    bool periodic = true;
+    for (const auto& rank : data.ranks) {
+      std::vector<std::int64_t> steps, at;
+      for (const auto& u : rank.updates) {
+        steps.push_back(u.step);
+        if (const RegionSample* s = u.region(*id); s && (s->device_ms || s->host_ms || s->calls)) {
+          at.push_back(u.step);
+          if (!first) first = &u;
+        }
+      }
+      if (at.empty()) continue;  // (a rank without it: a pipeline stage without the optimizer's region)
+      std::sort(steps.begin(), steps.end());
+      std::sort(at.begin(), at.end());
+      // Consecutive steps (not a log of every k-th update), 6 or more, the region in 2 or more.
+      periodic = steps.size() >= 6 && at.size() >= 2 && steps.back() - steps.front() + 1 == static_cast<std::int64_t>(steps.size());
+      const std::int64_t k = periodic ? at[1] - at[0] : 0;
+      periodic = periodic && k >= 2 && (every == 0 || k == every);
+      for (std::size_t i = 1; periodic && i < at.size(); ++i) periodic = at[i] - at[i - 1] == k;
+      if (!periodic) break;
+      every = k;
+      with += at.size();
+      total += steps.size();
+    }
+    if (!periodic || every == 0 || !first) continue;
+    diag.report({Severity::kWarning, Problem::kOptimizerNotEveryUpdate, data.files[first->source.file],
+                 first->source.line, 0,
+                 fmt::format("the optimizer's region \"{}\" ran in {} of {} updates, once every {} steps on every "
+                             "rank that has it: is each update record a micro-batch (prof.step() or end_update() called per "
+                             "micro-batch under gradient accumulation)? Then every per-update figure is per "
+                             "micro-batch: call it once per optimizer step, after optimizer.step()",
+                             n.name, with, total, every)});
+  }
+}
+
+}  // namespace stepprof
+
+namespace stepprof::detail {
 
 void check_dataset(const Dataset& data, Diagnostics& diag) {
   check_one_off_names(data, diag);

@@ -3876,3 +3876,38 @@ def test_a_leaf_whose_only_children_the_log_lacks_or_are_background_is_still_a_l
         r = run("whatif", "no-padding", "--format", "json", "--hierarchy", hier, LOG)
         assert r.returncode == 0, (child, r.stderr)
         assert json.loads(r.stdout)["predictions"] == plain_whatif["predictions"], child
+
+
+def test_an_optimizer_region_in_every_kth_update_only_is_said(tmp_path):
+    # prof.step() (or end_update()) per micro-batch under gradient accumulation of 4, as
+    # tutorials' loops do: each "update" was a micro-batch, its figures a quarter of the
+    # real ones, without a word (a helper's trace: 20 ms "per update" for 80 ms steps).
+    def log(name, steps, optimizer_at):
+        lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1,
+                             "region_roles": {"opt_step": "optimizer"}})]
+        for s in steps:
+            t = {"fwd_bwd": 20.0}
+            if optimizer_at(s):
+                t["opt_step"] = 2.0
+            lines.append(json.dumps({"type": "update", "rank": 0, "step": s, "wall_ms": sum(t.values()) + 1,
+                                     "cpu_call_ms": t, "calls": {k: 1 for k in t},
+                                     "parents": {k: None for k in t}}))
+        p = tmp_path / f"{name}.jsonl"
+        p.write_text("\n".join(lines) + "\n")
+        return p
+    micro = log("micro", range(1, 25), lambda s: s % 4 == 0)
+    r = run("report", "-o", os.devnull, micro)
+    assert r.returncode == 0, r.stderr
+    said = " ".join(r.stderr.split())
+    # 6 of 24 updates have it (steps 4, 8, ..., 24), the first at line 5 (the config, steps 1..3, then 4).
+    assert (f"{micro}:5: warning: the optimizer's region \"opt_step\" ran in 6 of 24 updates, once every 4 steps on "
+            "every rank that has it: is each update record a micro-batch") in said, said
+    assert "[optimizer-not-every-update]" in said
+    # Not for an optimizer in every update, nor for a log of every 4th update, nor for one
+    # that skipped a few steps (fp16 loss scaling on overflow).
+    for name, steps, at in (("every", range(1, 25), lambda s: True),
+                            ("stride", range(4, 100, 4), lambda s: True),
+                            ("skips", range(1, 25), lambda s: s not in (5, 17))):
+        r = run("report", "-o", os.devnull, log(name, steps, at))
+        assert r.returncode == 0 and "optimizer-not-every-update" not in r.stderr, (name, r.stderr)
+    assert "optimizer-not-every-update" not in run("report", "-o", os.devnull, "--hierarchy", HIER, LOG).stderr
