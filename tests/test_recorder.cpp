@@ -410,6 +410,22 @@ TEST_F(RecorderTest, ARejectedOpenIsSaidOnStderr) {
   testing::internal::CaptureStderr();
   EXPECT_EQ(open(o), Status::kErrArgument);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  // A second open() while one is open: kErrState, and no line, as the first keeps
+  // recording ("this process records nothing" was false: a review).
+  Options good = host_only(log.path);
+  ASSERT_EQ(open(good), Status::kOk);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(open(good), Status::kErrState);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  ASSERT_EQ(end_update(0), Status::kOk);
+  EXPECT_EQ(close(), Status::kOk);
+  EXPECT_EQ(read_lines(log.path).size(), 2u);
+  // The C API's own options, rejected before open(): said too (`"device_timing": "of"`).
+  stepprof_recorder* rec = nullptr;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(stepprof_open(log.path.c_str(), 0, 1, "{}", R"({"device_timing": "of"})", &rec), STEPPROF_ERR_ARGUMENT);
+  const std::string c_said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(c_said, "stepprof: open() failed, this process records nothing: " + std::string(stepprof_last_error()) + "\n");
 }
 
 TEST_F(RecorderTest, RejectsBadOptionsWithoutWriting) {
@@ -933,7 +949,14 @@ TEST_F(RecorderTest, EndUpdateInAForkChildIsSaidOnce) {
     ::dup2(err[1], 2);
     ::close(err[0]);
     ::close(err[1]);
-    const bool state = end_update(1) == Status::kErrState && end_update(2) == Status::kErrState;
+    bool state = end_update(1) == Status::kErrState && end_update(2) == Status::kErrState;
+    std::fflush(stderr);
+    // A child's child says it once too (it kept no word of the first: a review).
+    const pid_t grandchild = ::fork();
+    if (grandchild == 0) ::_exit(end_update(3) == Status::kErrState ? 0 : 1);
+    int gs = 0;
+    ::waitpid(grandchild, &gs, 0);
+    state = state && WIFEXITED(gs) && WEXITSTATUS(gs) == 0;
     std::fflush(stderr);
     ::_exit(state ? 0 : 1);
   }
@@ -945,9 +968,18 @@ TEST_F(RecorderTest, EndUpdateInAForkChildIsSaidOnce) {
   int status = 0;
   ::waitpid(child, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_EQ(said, "stepprof: end_update() in process " + std::to_string(child) + ", a fork() child of the recording "
-                  "process " + std::to_string(::getpid()) + ", records nothing: the recorder and its log are the "
-                  "parent's; open a recorder in this process (a log of its own) to record here\n");
+  const std::string self = std::to_string(::getpid());
+  // (The grandchild's line comes after the child's: it says its own parent, the child.)
+  const auto second = said.find("stepprof: end_update() in process ", 1);
+  ASSERT_NE(second, std::string::npos) << said;
+  EXPECT_NE(said.find(", a fork() child of process " + std::to_string(child) + ", records nothing: the recorder and its "
+                      "log are process " + self + "'s", second),
+            std::string::npos)
+      << said;
+  said.resize(second);
+  EXPECT_EQ(said, "stepprof: end_update() in process " + std::to_string(child) + ", a fork() child of process " + self +
+                      ", records nothing: the recorder and its log are process " + self + "'s, open when it forked; "
+                      "open a recorder in this process (a log of its own) to record here\n");
   ASSERT_EQ(end_update(0), Status::kOk);
   EXPECT_EQ(close(), Status::kOk);
 }

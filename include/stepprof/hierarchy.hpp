@@ -119,12 +119,13 @@ std::optional<Hierarchy> load_hierarchy(const std::string& path, Diagnostics& di
 std::optional<Hierarchy> hierarchy_from_log(const Dataset& data, Diagnostics& diag);
 
 /// A region of role optimizer in `h` that, on every rank that has it, ran in every k-th
-/// update only (k >= 2, evenly, the rank's updates consecutive steps, at least 6 of them):
-/// each update record is likely a micro-batch, not an optimizer update (prof.step() or
-/// end_update() called per micro-batch under gradient accumulation, as tutorials' loops
-/// do), and every per-update figure is per micro-batch. A kOptimizerNotEveryUpdate warning
-/// (`where`: the nesting's file, or "" for the log's own) names the region and k. (A
-/// helper's trace of accumulation 4 read as updates of 20 ms where each took 80.)
+/// update only (k >= 2, evenly through the rank's window, in 3 or more updates, the rank's
+/// updates consecutive steps, at least 6 of them): each update record is likely a
+/// micro-batch, not an optimizer update (prof.step() or end_update() called per
+/// micro-batch under gradient accumulation, as tutorials' loops do), and every per-update
+/// figure is per micro-batch. A kOptimizerNotEveryUpdate warning at the first update with
+/// the region names the region and k. (A helper's trace of accumulation 4 read as updates
+/// of 20 ms where each took 80.)
 void check_optimizer_every_update(const Hierarchy& h, const Dataset& data, Diagnostics& diag);
 
 }  // namespace stepprof

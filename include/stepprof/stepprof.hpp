@@ -436,7 +436,9 @@ void sample_indices(std::span<const std::int64_t> indices) noexcept;
 /// needs no copy: only std::int64_t was taken). Each index is checked first: one that is
 /// negative or above 2^53 records none of them (a bad_argument error, as above); the
 /// others are passed on in chunks of 512 converted on the stack, so a call past the
-/// update's data limit (Options::max_update_data_bytes) may keep its first chunks.
+/// update's data limit (Options::max_update_data_bytes) may keep its first chunks, and
+/// another thread's indices may land between two chunks (std::int64_t ranges go in one
+/// call, as sample_indices()).
 template <std::ranges::contiguous_range R>
   requires(std::is_integral_v<std::ranges::range_value_t<R>> && !std::is_same_v<std::ranges::range_value_t<R>, bool>)
 inline void sample_indices_of(const R& indices) noexcept {

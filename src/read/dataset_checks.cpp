@@ -458,10 +458,14 @@ void check_optimizer_every_update(const Hierarchy& h, const Dataset& data, Diagn
       if (at.empty()) continue;  // (a rank without it: a pipeline stage without the optimizer's region)
       std::sort(steps.begin(), steps.end());
       std::sort(at.begin(), at.end());
-      // Consecutive steps (not a log of every k-th update), 6 or more, the region in 2 or more.
-      periodic = steps.size() >= 6 && at.size() >= 2 && steps.back() - steps.front() + 1 == static_cast<std::int64_t>(steps.size());
+      // Consecutive steps (not a log of every k-th update), 6 or more; the region in 3 or
+      // more, every k-th step through the rank's whole window (in steps 3 and 5 of 100 it
+      // was "once every 2 steps": a review).
+      periodic = steps.size() >= 6 && at.size() >= 3 &&
+                 steps.back() - steps.front() + 1 == static_cast<std::int64_t>(steps.size());
       const std::int64_t k = periodic ? at[1] - at[0] : 0;
-      periodic = periodic && k >= 2 && (every == 0 || k == every);
+      periodic = periodic && k >= 2 && (every == 0 || k == every) && at.front() < steps.front() + k &&
+                 at.back() > steps.back() - k;
       for (std::size_t i = 1; periodic && i < at.size(); ++i) periodic = at[i] - at[i - 1] == k;
       if (!periodic) break;
       every = k;

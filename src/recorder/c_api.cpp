@@ -3,6 +3,7 @@
 #include "stepprof/stepprof.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
 #include <new>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "internal.hpp"
+#include "stepprof/diagnostics.hpp"
 #include "stepprof/schema.hpp"
 #include "stepprof/record_writer.hpp"
 
@@ -174,7 +176,14 @@ int stepprof_open(const char* path_template, int64_t rank, int64_t world_size, c
       // region_alternatives / region_roles may come in the config; they are written as given.
       o.config_json = config_json;
     }
-    if (std::string err = parse_options(options_json, o); !err.empty()) return set_error(STEPPROF_ERR_ARGUMENT, err);
+    if (std::string err = parse_options(options_json, o); !err.empty()) {
+      // Said on stderr as stepprof::open() says a rejected config (print_warnings as far as
+      // the options were read): `"device_timing": "of"` had lost the run without a word.
+      if (o.print_warnings)
+        std::fprintf(stderr, "stepprof: open() failed, this process records nothing: %s\n",
+                     stepprof::printable(err).c_str());
+      return set_error(STEPPROF_ERR_ARGUMENT, err);
+    }
     auto* rec = new stepprof_recorder{};
     std::string message;
     const Status s = stepprof::open(o, &message);

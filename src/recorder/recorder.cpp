@@ -156,9 +156,11 @@ class Core {
   void touch(std::uint32_t region);
   std::string run_id_for(const Options& o) const;
 
-  // The recording process this one was forked from while open (with print_warnings),
-  // until the child says so once (say_forked_child); 0 for none.
-  long forked_from_ = 0;
+  // Forked (or forked from a fork) while a recorder was open, with print_warnings: its
+  // first per-update call says so (say_forked_child), once in each such process
+  // (said_in_); opener_ is the process that opened that recorder.
+  bool forked_ = false;
+  long opener_ = 0, said_in_ = 0;
 
   // Session (valid while open).
   std::uint64_t session_ = 0;
@@ -305,7 +307,7 @@ void Core::forget_after_fork() noexcept {
   retired_timer_.reset();
   if (!is_open.load(std::memory_order_relaxed)) return;
   is_open.store(false, std::memory_order_release);
-  forked_from_ = opts_.print_warnings ? static_cast<long>(::getppid()) : 0;  // (right after fork(): the parent)
+  forked_ = opts_.print_warnings;  // (a child's child keeps it: forget_after_fork returns above there)
   for (ThreadStateFull* st : thread_registry().states) st->device.store(false, std::memory_order_release);
   // Kept, never destroyed: destroying the sink could flush or close what the parent
   // writes, and the device timer's events are the parent's. The sink lets go of its copy
@@ -395,7 +397,8 @@ Status Core::open(const Options& o, std::string* message) {
     // A rejected open() records nothing for the whole run: said on stderr too (a config
     // value of 16.5 for global_batch lost a helper's run without a word, where the
     // example ignores open()'s status). (kWarnIo's messages are printed where made.)
-    if (o.print_warnings && (s == Status::kErrArgument || s == Status::kErrState))
+    // (Not kErrState: a recorder already open keeps recording.)
+    if (o.print_warnings && s == Status::kErrArgument)
       std::fprintf(stderr, "stepprof: open() failed, this process records nothing: %s\n", printable(msg).c_str());
     if (message) *message = std::move(msg);
     return s;
@@ -482,7 +485,8 @@ Status Core::open(const Options& o, std::string* message) {
     return fail(Status::kErrState, "a stepprof recorder is already open in this process; close() it first");
 
   opts_ = o;
-  forked_from_ = 0;  // (a recorder of its own: nothing to say)
+  forked_ = false;  // (a recorder of its own: nothing to say)
+  opener_ = static_cast<long>(::getpid());
   opts_.config.clear();
   opts_.config_json.clear();
   path_ = expand_rank(o.path, o.rank);
@@ -1101,14 +1105,15 @@ bool Core::recorded_since_last_update(bool* busy) {
 }
 
 void Core::say_forked_child(const char* call) noexcept {
-  // mu held. Once per process, and again after a recorder opened in it.
-  if (forked_from_ == 0) return;
+  // mu held. Once per process (a child's child too), none after a recorder opened in it.
+  const long self = static_cast<long>(::getpid());
+  if (!forked_ || said_in_ == self) return;
+  said_in_ = self;
   std::fprintf(stderr,
-               "stepprof: %s() in process %ld, a fork() child of the recording process %ld, records nothing: the "
-               "recorder and its log are the parent's; open a recorder in this process (a log of its own) to record "
-               "here\n",
-               call, static_cast<long>(::getpid()), forked_from_);
-  forked_from_ = 0;
+               "stepprof: %s() in process %ld, a fork() child of process %ld, records nothing: the recorder and its "
+               "log are process %ld's, open when it forked; open a recorder in this process (a log of its own) to "
+               "record here\n",
+               call, self, static_cast<long>(::getppid()), opener_);
 }
 
 void Core::say_at_exit() noexcept {

@@ -3905,9 +3905,13 @@ def test_an_optimizer_region_in_every_kth_update_only_is_said(tmp_path):
     assert "[optimizer-not-every-update]" in said
     # Not for an optimizer in every update, nor for a log of every 4th update, nor for one
     # that skipped a few steps (fp16 loss scaling on overflow).
+    # Nor for two occurrences, nor evenly spaced ones that stop well inside the window
+    # (steps 3 and 5 of 100 were "once every 2 steps": a review).
     for name, steps, at in (("every", range(1, 25), lambda s: True),
                             ("stride", range(4, 100, 4), lambda s: True),
-                            ("skips", range(1, 25), lambda s: s not in (5, 17))):
+                            ("skips", range(1, 25), lambda s: s not in (5, 17)),
+                            ("two", range(0, 100), lambda s: s in (3, 5)),
+                            ("early", range(0, 100), lambda s: s in (3, 5, 7, 9))):
         r = run("report", "-o", os.devnull, log(name, steps, at))
         assert r.returncode == 0 and "optimizer-not-every-update" not in r.stderr, (name, r.stderr)
     assert "optimizer-not-every-update" not in run("report", "-o", os.devnull, "--hierarchy", HIER, LOG).stderr
