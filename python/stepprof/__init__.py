@@ -22,9 +22,10 @@ open, a call after close(), e.g. from a logging thread that outlives training): 
 those errors (`errors`, the next record's `recorder_errors`, close()), and warns once.
 Nor for a value that the data gave (a negative count, a NaN padding fraction from an
 empty micro-batch, an index above 2^53): it may appear only at hour 20 of a run, so it is
-not recorded and is counted as bad_argument, with one RecorderWarning. A wrong type of
-an argument (a count of 1.5 or "3", a name that is no str) is a programming error found
-at the first call: TypeError.
+not recorded and is counted as bad_argument, with one RecorderWarning. So is a count
+that is a float and no whole number (a float tensor's sum may be one only at hour 20;
+37.0 is taken as 37). A wrong type of an argument (a count of "3", a step of 1.5, a name
+that is no str) is a programming error found at the first call: TypeError.
 """
 from __future__ import annotations
 
@@ -96,15 +97,34 @@ _MAX_COUNT = 2 ** 53  # the largest count a record holds exactly (the reader rej
 _MAX_BATCH_COUNT = 2**32  # samples of one frame count in one update (schema.hpp: kMaxBatchCount)
 
 
+_NOT_A_COUNT = 2 ** 63 - 1  # sent for a value the C ABI must count as bad_argument (above 2^53)
+
+
+def _is_float_scalar(value: Any) -> bool:
+    """True for a float (Python's, numpy's) or a floating-point numpy or torch scalar
+    (0-d): torch.float32, torch.bfloat16, numpy.float16, ..."""
+    if isinstance(value, float):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and "float" in str(dtype) and getattr(value, "ndim", 1) == 0
+
+
 def _count(value: Any, what: str) -> int:
     """`value` as a count, dimension or dataset index for the C ABI, which takes 0 to 2^53
-    and counts any other value as bad_argument: an integer (TypeError otherwise, as
-    _integer); one beyond int64 is clamped to int64's range (still outside 0 to 2^53, so
-    it is counted, not recorded), not raised: such a value comes from the data."""
+    and counts any other value as bad_argument: an integer (numpy's and torch's too); one
+    beyond int64 is clamped to int64's range (still outside 0 to 2^53, so it is counted,
+    not recorded), not raised: such a value comes from the data. So does a float:
+    mask.sum() of a float mask is a float tensor, perhaps only on a path taken at hour 20
+    of a run. A float that is a whole number (37.0) is taken as that integer; any other
+    (37.5, NaN, infinity) is _NOT_A_COUNT, counted and warned of, not truncated or raised.
+    TypeError for anything else (a str, a bool, an array of one or more dimensions)."""
+    if _is_float_scalar(value):
+        f = float(value)
+        return int(f) if math.isfinite(f) and f.is_integer() and abs(f) < 2 ** 63 else _NOT_A_COUNT
     try:
         return _integer(value, what)
     except ValueError:  # (beyond int64: _integer took the type)
-        return 2 ** 63 - 1 if operator.index(value) > 0 else -(2 ** 63)
+        return _NOT_A_COUNT if operator.index(value) > 0 else -(2 ** 63)
 
 
 def _shown(path: Union[str, bytes]) -> str:
@@ -731,9 +751,11 @@ class Recorder:
 
     def count(self, name: str, n: int = 1) -> None:
         """Adds n [count] to counter `name` in the current update (thread-safe).
-        Raises TypeError for a non-integer n. A negative n (counts of work items are
-        >= 0) or one above 2^53 is not added: counted as bad_argument, with a
-        RecorderWarning the first time (_bad_value). Once closed it does nothing (counted
+        n is an integer, or a float that is a whole number (mask.sum() of a float mask:
+        37.0 adds 37). Raises TypeError for a str, bool or array. A negative n (counts of
+        work items are >= 0), one above 2^53, or a float that is no whole number (37.5,
+        NaN) is not added: counted as bad_argument, with a RecorderWarning the first time
+        (_bad_value). Once closed it does nothing (counted
         as used_after_close)."""
         given = n
         if type(n) is not int or not 0 <= n <= _MAX_COUNT:  # (the common case checked at once)
@@ -750,11 +772,12 @@ class Recorder:
         try:
             _core.counter_add(c, n)
         except ValueError as e:  # (an unknown id cannot be: ids come from _core.counter)
-            self._bad_value("count", lambda: f"count {given!r} for counter {name!r}", e)
+            self._bad_value("count", lambda: f"count {given!r} for counter {name!r}", e, [given])
 
     def frame(self, frames: int, samples: int = 1) -> None:
         """Adds `samples` samples with `frames` frames each to the update's frame_histogram.
-        TypeError for a non-integer. A value outside 0 to 2^53, or `samples` above 2^32
+        TypeError for a str, bool or array. A value outside 0 to 2^53 (a float that is no
+        whole number too: 9.0 is 9, as in count()), or `samples` above 2^32
         (no real batch; the reader rejects such a count), is not added: counted as
         bad_argument, with a RecorderWarning the first time. An add that takes the
         update's count for `frames` above 2^32 is left out and counted as a bad_argument
@@ -769,7 +792,7 @@ class Recorder:
             try:
                 _core.frame_histogram_add(f, n)
             except ValueError as e:
-                self._bad_value("frame", lambda: f"frame({frames!r}, samples={samples!r})", e)
+                self._bad_value("frame", lambda: f"frame({frames!r}, samples={samples!r})", e, [frames, samples])
 
     def input_shape(self, shape: Sequence[int]) -> None:
         """Counts one micro-batch whose token tensor has this shape, (batch, padded_length): the
@@ -778,7 +801,8 @@ class Recorder:
         A shape of no dimensions or with one outside 0 to 2^53 is not recorded: counted as
         bad_argument, with a RecorderWarning the first time. Once closed it does nothing
         (counted as used_after_close). TypeError for a str or bytes (its characters are no
-        dimensions) or a dimension that is no integer."""
+        dimensions) or a dimension that is no number (a float that is no whole number is a
+        bad value: 8.0 is 8, as in count())."""
         if isinstance(shape, (str, bytes)):
             raise TypeError(f"an input shape is a sequence of integers, e.g. (8, 3154), not {type(shape).__name__} "
                             f"{shape!r}")
@@ -788,12 +812,13 @@ class Recorder:
             try:
                 _core.input_shape(dims)
             except ValueError as e:
-                self._bad_value("input_shape", lambda: f"input shape {shape!r}", e)
+                self._bad_value("input_shape", lambda: f"input shape {shape!r}", e, shape)
 
     def sample_indices(self, indices: Iterable[int]) -> None:
         """Appends dataset indices to the update's sample_indices. With an index outside
         0 to 2^53 it records none of them: counted as bad_argument, with a RecorderWarning
-        the first time. TypeError for an index that is no integer. Once closed it does
+        the first time (a float index that is no whole number too; 7.0 is 7, as in count()).
+        TypeError for an index that is no number. Once closed it does
         nothing (counted as used_after_close)."""
         if hasattr(indices, "tolist") and not isinstance(indices, (list, tuple)):
             # A numpy array or torch tensor (a DataLoader's index batch): its elements as
@@ -810,7 +835,7 @@ class Recorder:
                 _core.sample_indices(checked)
             except ValueError as e:
                 bad = next((given for given, i in zip(indices, checked) if not 0 <= i <= _MAX_COUNT), None)
-                self._bad_value("sample_indices", lambda: f"sample index {bad!r}", e)
+                self._bad_value("sample_indices", lambda: f"sample index {bad!r}", e, [bad])
 
     def padding_fraction(self, fraction: float) -> None:
         """Sets the update's padding_fraction in [0, 1]; without it the recorder derives
@@ -852,8 +877,9 @@ class Recorder:
 
         A micro-batch with a count outside 0 to 2^53, frames and tokens of different
         lengths, or a padded length below a sample's tokens or negative is not recorded:
-        counted as bad_argument, with a RecorderWarning the first time. TypeError for a
-        count that is no integer. Once closed it does nothing (counted as
+        counted as bad_argument, with a RecorderWarning the first time, and so is a float
+        count that is no whole number (121.0 is 121, as in count()). TypeError for a
+        count that is no number. Once closed it does nothing (counted as
         used_after_close)."""
         f = [_count(x, "frames") for x in frames] if frames is not None else []
         t = [_count(x, "tokens") for x in tokens] if tokens is not None else []
@@ -868,7 +894,8 @@ class Recorder:
                 _core.microbatch(f, t, p, pad)
             except ValueError as e:
                 self._bad_value("microbatch", lambda: f"micro-batch (frames {frames!r}, tokens {tokens!r}, "
-                                f"padded_length {padded_length!r})", e)
+                                f"padded_length {padded_length!r})", e,
+                                [*(frames or ()), *(tokens or ()), padded_length])
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
@@ -1190,7 +1217,7 @@ class Recorder:
                           "in the recorder's errors; further calls are counted without a warning)",
                           stacklevel=stacklevel)  # (5: at the caller of region(), count(), ... via _usable)
 
-    def _bad_value(self, call: str, what: Callable[[], str], error: Exception) -> None:
+    def _bad_value(self, call: str, what: Callable[[], str], error: Exception, given: Iterable[Any] = ()) -> None:
         # A value the C ABI refused (it counted it as bad_argument, so the next record's
         # recorder_errors and close() say so): warned about once per Recorder, never
         # raised. The value may come from the data, at any step of a long run. `what`
@@ -1203,6 +1230,8 @@ class Recorder:
             shown = what()
         except (ValueError, OverflowError, RecursionError):
             shown = "a value"
+        if any(_is_float_scalar(v) and _count(v, "") == _NOT_A_COUNT for v in given):
+            error = "a float that is no whole number: not truncated"  # (the C ABI was sent _NOT_A_COUNT)
         _warn_in_loop(f"stepprof: Recorder.{call}(): {shown} is not recorded ({error}); counted as bad_argument in "
                       "the recorder's errors; further bad values are counted without a warning", stacklevel=4)
 

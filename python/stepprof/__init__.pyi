@@ -21,7 +21,8 @@ class Recorder:
     another is open warns and records nothing (errors {"already_open": 1}); after
     close(), its calls do nothing, counted as "used_after_close" (warned once). A wrong
     argument type raises TypeError; a bad value of a per-update call (a negative count, a
-    NaN padding fraction) is counted as bad_argument, with one RecorderWarning. "{rank}" and "{rank:SPEC}"
+    count of 1.5 or NaN, a NaN padding fraction) is counted as bad_argument, with one
+    RecorderWarning (a float count that is a whole number, 37.0, is taken as 37). "{rank}" and "{rank:SPEC}"
     (Python's format spec, e.g. "rank{rank:03d}.jsonl") in the path are expanded."""
     rank: int
     world_size: int

@@ -287,7 +287,7 @@ def test_wrong_argument_types_raise_and_bad_values_are_counted(tmp_path):
     path = tmp_path / "t0.jsonl"
     rec = stepprof.Recorder(str(tmp_path / "t{rank}.jsonl"), device_timing="off")
     with pytest.raises(TypeError):
-        rec.count("samples", 1.5)  # not silently truncated to 1
+        rec.count("samples", "3")  # not parsed
     with pytest.raises(ValueError):
         rec.region("a\x00b")  # the C ABI would cut the name at the NUL
     with pytest.raises(TypeError):
@@ -310,6 +310,7 @@ def test_wrong_argument_types_raise_and_bad_values_are_counted(tmp_path):
         lambda: rec.microbatch(frames=[9, 9], tokens=[1]),
         lambda: rec.microbatch(tokens=[40, 90], padded_length=50),
         lambda: rec.microbatch(tokens=[40], padded_length=-1),
+        lambda: rec.count("samples", 1.5),  # not truncated to 1, nor raised (from the data)
     ]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -788,7 +789,7 @@ def test_a_closed_recorders_calls_do_nothing_are_counted_and_do_not_reach_the_ne
     assert r1.info["errors"] == r1.errors and r1.closed
     # A wrong argument type or value is still a programming error, raised at once.
     with pytest.raises(TypeError):
-        r1.count("samples", 1.5)
+        r1.count("samples", "3")
     with pytest.raises(ValueError):
         r1.region("a\x00b")
     with pytest.raises(TypeError):
@@ -1793,8 +1794,7 @@ def test_sample_indices_from_numpy_arrays_and_torch_tensors(tmp_path):
     rec.sample_indices(np.array([], dtype=np.int32))
     with pytest.warns(stepprof.RecorderWarning, match="sample index -2"):
         rec.sample_indices(np.array([1, -2]))  # (counted: a bad value)
-    for bad, error, match in [(torch.tensor([1.5]), TypeError, "must be an integer"),
-                              (np.array([[1, 2]]), TypeError, "must be an integer"),
+    for bad, error, match in [(np.array([[1, 2]]), TypeError, "must be an integer"),
                               (torch.tensor(3), TypeError, "not a 0-d Tensor"),
                               (np.array([True]), TypeError, "must be an integer")]:
         with pytest.raises(error, match=match):
@@ -2096,3 +2096,47 @@ def test_recording_in_a_fork_child_is_said_once(tmp_path):
         rec2.end_update(0)
         rec2.close()
     assert not [c for c in caught if "fork() child" in str(c.message)]
+
+
+def test_a_float_count_from_the_data_is_recorded_when_whole_and_counted_otherwise(tmp_path):
+    # count("tokens", mask.sum()) of a float mask is a float tensor, perhaps only on a path
+    # taken at hour 20: it raised TypeError into the training loop, which ended the job.
+    # A whole number is the count it stands for; any other float is a bad value (counted,
+    # warned once), not truncated.
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    rec = stepprof.Recorder(str(tmp_path / "r.jsonl"), device_timing="off")
+    mask = torch.ones(37)  # float32
+    # (One counter name, "samples", recorded by the first test: a test before this one
+    # takes the process's 1,024 names.)
+    rec.count("samples", mask.sum())
+    rec.count("samples", 3.0)
+    rec.count("samples", np.float64(2))
+    rec.frame(np.float32(9), samples=2.0)
+    rec.input_shape((8.0, torch.tensor(100.0, dtype=torch.bfloat16)))
+    rec.sample_indices(torch.tensor([4.0, 1.0]))
+    rec.microbatch(frames=[9.0], tokens=[torch.tensor(121.0)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec.count("samples", mask[:3].mean() * 2.5)  # 2.5: not truncated to 2
+        rec.count("samples", float("nan"))
+        rec.count("samples", float("inf"))
+        rec.frame(9.5)
+        rec.input_shape((8, 99.5))
+        rec.sample_indices([1, 2.5])
+        rec.microbatch(frames=[9], tokens=[120.5])
+    warned = [str(w.message) for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+    assert len(warned) == 1 and "count tensor(2.5000) for counter 'samples'" in warned[0], warned
+    assert "no whole number" in warned[0] and "above 2^53" not in warned[0], warned
+    with pytest.raises(TypeError):
+        rec.count("samples", torch.tensor([3.0]))  # an array is no count (as an integer one)
+    rec.end_update(0)
+    with pytest.warns(stepprof.RecorderWarning):
+        assert rec.close() == {"bad_argument": 7}
+    _, updates = read_log(tmp_path / "r.jsonl")
+    u = updates[0]
+    assert u["counts"] == {"samples": 42}
+    assert u["frame_histogram"] == {"9": 2}
+    assert u["input_shapes"] == {"(8, 100)": 1}
+    assert u["sample_indices"] == [4, 1]
+    assert u["microbatches"] == [{"frames": [9], "tokens": [121]}]
