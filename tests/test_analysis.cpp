@@ -817,6 +817,30 @@ TEST(Waiting, TheComputeRegionHasNoRole) {
   EXPECT_GT(*w.correlation, -1 + 1e-6);
 }
 
+// Of near-equal candidates the shallowest is compared, counting only the regions the log
+// has: a --hierarchy wrapper the log never times is no level. With one, "prep" (r -0.99916)
+// was compared instead of "forward" (r -0.99992), both at the top of what the log has.
+TEST(Waiting, AWrapperTheLogLacksIsNoLevelOfTheNesting) {
+  Builder b;
+  const double compute[] = {100, 400, 250, 300, 150, 350};
+  const double noise[] = {2, -1, 0, 1, -2, 1};
+  const double other[] = {-6, 5, -4, 7, 4, -5};
+  for (int i = 0; i < 6; ++i) {
+    auto& u = b.add(i, 700);
+    b.region(u, "forward", compute[i], compute[i]);
+    b.region(u, "prep", compute[i] + other[i], compute[i] + other[i]);
+    b.region(u, "grad_comm", 600 - compute[i] + noise[i], 600 - compute[i] + noise[i]);
+  }
+  const Hierarchy flat = parse("forward\nprep\ngrad_comm\n");
+  EXPECT_EQ(analyze_waiting({b.d, &flat}, b.d.ranks[0]).compute_region, "forward");
+  const Hierarchy wrapped = parse("wrap\n  forward\nprep\ngrad_comm\n");
+  EXPECT_EQ(analyze_waiting({b.d, &wrapped}, b.d.ranks[0]).compute_region, "forward");
+  // (A wrapper the log has is a level: the top-level region is compared.)
+  auto& u = b.d.ranks[0].updates[0];
+  b.region(u, "wrap", 1000, 1000);
+  EXPECT_EQ(analyze_waiting({b.d, &wrapped}, b.d.ranks[0]).compute_region, "prep");
+}
+
 TEST(Waiting, IndependentRegionsAreNotWaiting) {
   Builder b;
   const double compute[] = {100, 400, 250, 300, 150, 350};

@@ -164,6 +164,14 @@ std::vector<const HierarchyNode*> AnalysisInput::children_in_log(std::string_vie
   return out;
 }
 
+int AnalysisInput::depth_in_log(std::string_view name) const {
+  int depth = 0;
+  if (!hierarchy) return depth;
+  for (const HierarchyNode* n = hierarchy->find(name); n && !n->parent.empty(); n = hierarchy->find(n->parent))
+    if (const auto id = region(n->parent); id && has_data(*id)) ++depth;
+  return depth;
+}
+
 bool AnalysisInput::has_data(NameTable::Id region) const {
   if (index) return index->has_data(region);
   for (const auto& r : data.ranks)

@@ -199,7 +199,8 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
   find_wait_spikes(rank, ups, c, w);
 
   // The compute region most anti-correlated with comm (present in every such update),
-  // preferring the shallowest of near-equals: the whole forward pass over one of its parts.
+  // preferring the shallowest of near-equals: the whole forward pass over one of its parts
+  // (depth as the log has the nesting: a wrapper it never has is no level).
   struct Cand {
     NameTable::Id id;
     double r;
@@ -250,7 +251,7 @@ WaitingResult analyze_waiting_of(const AnalysisInput& in, const RankLog& rank, c
       ++absent_or_fixed;
       continue;
     }
-    cands.push_back({id, *r, in.hierarchy ? std::max(0, in.hierarchy->depth(name)) : 0, std::move(t)});
+    cands.push_back({id, *r, in.depth_in_log(name), std::move(t)});
   }
   if (cands.empty()) {
     if (!w.why_no_correlation.empty()) return w;  // (the communication region never varies)

@@ -186,6 +186,10 @@ struct AnalysisInput {
   /// region made its parent a leaf beside its grandchildren: whatif no-padding counted
   /// 16.5 against 7.65 ms, a review.) Empty without the nesting.
   [[nodiscard]] std::vector<const HierarchyNode*> children_in_log(std::string_view name) const;
+  /// The depth of `name` in the nesting as the log has it: its ancestors that the log
+  /// has (has_data), so that a wrapper it never has is no level (children_in_log).
+  /// 0 for a top-level region, or one not in the nesting or without it. O(depth).
+  [[nodiscard]] int depth_in_log(std::string_view name) const;
   /// True when some update has region `region` with a time or calls (as the region table
   /// counts a region present).
   [[nodiscard]] bool has_data(NameTable::Id region) const;
