@@ -1070,6 +1070,33 @@ TEST(CrossRank, RanksLeftOutByHand) {
   late.push_back({29});
   expect.push_back(L::kShort);
   EXPECT_EQ(ranks_left_out(late), expect);
+  // Lost records: 40 ranks of 20 steps, ranks 0..3 each without one step (2, 7, 11, 16),
+  // rank 4 without steps 5 and 9, rank 5 without step 0 (a late start by one step), rank 6
+  // without steps 18 and 19 (it stopped early: never left out for that). Aligned with all:
+  // 20 - 9 = 11 steps, over half: every rank kept (a lost record costs its step).
+  Steps lost(40, range(0, 20));
+  auto drop = [&](std::size_t r, std::int64_t st) { std::erase(lost[r], st); };
+  drop(0, 2), drop(1, 7), drop(2, 11), drop(3, 16), drop(4, 5), drop(4, 9), drop(5, 0), drop(6, 18), drop(6, 19);
+  EXPECT_EQ(ranks_left_out(lost), std::vector<L>(40, L::kKept));
+  // Ranks 7..15 lose one step each too (1, 3, 4, 6, 8, 10, 12, 13, 14): only step 15, 17,
+  // 18 and 19 lack no rank but 6, and 18, 19 lack rank 6: aligned 2 (15, 17) of 20. Rank
+  // 4 alone lacks 2 steps, the others 1 each: greedily rank 4 first, then the 1-step
+  // ranks (at most max(1, 40 / 10) = 4 in all). The products (40 - k) x aligned:
+  // k=0: 40 x 2 = 80; k=1 (rank 4): 39 x 4 = 156; k=2: 38 x 5 = 190; k=3: 37 x 6 = 222;
+  // k=4: 36 x 7 = 252, the most: a gain of 5 >= 3 and >= 20 / 10. Of equal ranks (alone 1,
+  // lacking 1) the lowest index first: 0, 1, 2. Rank 6 is never one.
+  const std::int64_t more[] = {1, 3, 4, 6, 8, 10, 12, 13, 14};
+  for (std::size_t k = 0; k < 9; ++k) drop(7 + k, more[k]);
+  std::vector<L> want(40, L::kKept);
+  want[4] = want[0] = want[1] = want[2] = L::kLost;
+  EXPECT_EQ(ranks_left_out(lost), want);
+  // The late rank (5, without step 0) is kLate when it goes: with rank 5 alone lacking
+  // 3 steps (0, 1, 2 gone; rank 7 and 0 keep theirs), it is first.
+  Steps late2(40, range(0, 20));
+  late2[5] = range(3, 20);
+  for (std::size_t k = 0; k < 9; ++k) std::erase(late2[7 + k], more[k] + 2 < 20 ? more[k] + 2 : 19);
+  const auto got = ranks_left_out(late2);
+  EXPECT_EQ(got[5], L::kLate);
 }
 
 TEST(CrossRank, OneRankIsNotEnough) {

@@ -891,6 +891,101 @@ OwnWork own_work(const AnalysisInput& in, const RankLog& log, std::optional<std:
   return w;
 }
 
+namespace {
+
+// The last rule of ranks_left_out: ranks that lack steps inside the others' run (lost
+// records, or a late start), where every step lacks some rank, or most do: at 4,096 ranks,
+// 40 that lost one record each at a different step left no step compared at all. Greedily,
+// the rank that alone lacks the most steps (then the one lacking the most) goes first;
+// the prefix of that order that keeps the most (rank, step) pairs is left out, if it
+// gains as the late rule asks. A rank whose steps all come before the others' last step
+// without a gap (it stopped early) is never one: the steps after its end are searched
+// among the other ranks (search_after_ends). `out` holds the earlier rules' verdicts.
+void leave_out_lost_records(const std::vector<std::vector<std::int64_t>>& rank_steps, std::vector<RankLeftOut>& out,
+                            const std::vector<std::int64_t>& steps) {
+  const auto n = static_cast<std::size_t>(std::count(out.begin(), out.end(), RankLeftOut::kKept));
+  const std::size_t cap = std::min(std::max<std::size_t>(1, n / 10), n >= 2 ? n - 2 : 0);
+  if (cap == 0 || steps.empty()) return;
+  std::vector<std::uint32_t> lacking(steps.size(), 0);  // kept ranks lacking each step
+  std::vector<std::size_t> lacking_xor(steps.size(), 0);  // XOR of their indices: the one left when 1 lacks it
+  std::vector<std::size_t> candidates;
+  std::vector<std::vector<std::uint32_t>> missing;  // per candidate: the step indices it lacks
+  std::vector<std::uint32_t> missing_mine;
+  for (std::size_t i = 0; i < rank_steps.size(); ++i) {
+    const auto& mine = rank_steps[i];
+    if (out[i] != RankLeftOut::kKept || mine.size() == steps.size()) continue;
+    missing_mine.clear();
+    std::size_t k = 0;
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      if (k < mine.size() && mine[k] == steps[s]) {
+        ++k;
+        continue;
+      }
+      missing_mine.push_back(static_cast<std::uint32_t>(s));
+      ++lacking[s];
+      lacking_xor[s] ^= i;
+    }
+    // Stopped early: every step it lacks comes after its last one.
+    const bool stopped_early = mine.empty() || steps[missing_mine.front()] > mine.back();
+    if (!stopped_early) {
+      candidates.push_back(i);
+      missing.push_back(missing_mine);
+    }
+  }
+  if (candidates.empty()) return;
+  const auto aligned0 = static_cast<std::size_t>(std::count(lacking.begin(), lacking.end(), 0u));
+  if (2 * aligned0 >= steps.size()) return;  // (most steps compared: a lost record costs its step only)
+  std::unordered_map<std::size_t, std::size_t> slot;  // rank index -> candidate index
+  for (std::size_t c = 0; c < candidates.size(); ++c) slot[candidates[c]] = c;
+  std::vector<std::uint32_t> alone(candidates.size(), 0);  // steps only it lacks
+  for (std::size_t s = 0; s < steps.size(); ++s)
+    if (lacking[s] == 1)
+      if (const auto it = slot.find(lacking_xor[s]); it != slot.end()) ++alone[it->second];
+  using Key = std::tuple<std::uint32_t, std::size_t, std::size_t>;  // (alone, lacks, -index as max - c)
+  std::vector<Key> heap;
+  auto push = [&](std::size_t c) {
+    heap.emplace_back(alone[c], missing[c].size(), candidates.size() - c);
+    std::push_heap(heap.begin(), heap.end());
+  };
+  for (std::size_t c = 0; c < candidates.size(); ++c) push(c);
+  std::vector<bool> gone(candidates.size(), false);
+  std::vector<std::size_t> order;
+  std::size_t aligned = aligned0, best_k = 0, best_aligned = aligned0;
+  while (order.size() < cap && !heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    const auto [a, lacks, neg] = heap.back();
+    heap.pop_back();
+    const std::size_t c = candidates.size() - neg;
+    if (gone[c] || a != alone[c]) continue;  // (a stale entry)
+    gone[c] = true;
+    order.push_back(c);
+    for (const std::uint32_t s : missing[c]) {
+      --lacking[s];
+      lacking_xor[s] ^= candidates[c];
+      if (lacking[s] == 0) ++aligned;
+      else if (lacking[s] == 1)
+        if (const auto it = slot.find(lacking_xor[s]); it != slot.end() && !gone[it->second]) {
+          ++alone[it->second];
+          push(it->second);
+        }
+    }
+    if ((n - order.size()) * aligned > (n - best_k) * best_aligned) {
+      best_k = order.size();
+      best_aligned = aligned;
+    }
+  }
+  const std::size_t gain = best_aligned - aligned0;
+  if (best_k == 0 || gain < 3 || 10 * gain < steps.size()) return;
+  for (std::size_t k = 0; k < best_k; ++k) {
+    const std::size_t i = candidates[order[k]];
+    const auto& mine = rank_steps[i];
+    const bool late = mine.back() == steps.back() && steps[missing[order[k]].back()] < mine.front();
+    out[i] = late ? RankLeftOut::kLate : RankLeftOut::kLost;
+  }
+}
+
+}  // namespace
+
 std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64_t>>& rank_steps) {
   std::vector<RankLeftOut> out(rank_steps.size(), RankLeftOut::kKept);
   auto union_of_kept = [&] {
@@ -922,7 +1017,8 @@ std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64
   // steps 1..20 uncompared, and a straggler there unseen. At most a tenth of the ranks (one
   // in a job of fewer than 20) are left out so. (Not a rank that lost a record or stopped
   // early: that is often the sick rank itself, and its other steps are compared; the steps
-  // after a log ended are searched for stretches among the other ranks, search_after_ends.)
+  // after a log ended are searched for stretches among the other ranks, search_after_ends.
+  // Unless under half of the steps are compared: leave_out_lost_records.)
   const auto steps = union_of_kept();
   const auto n = static_cast<std::size_t>(std::count(out.begin(), out.end(), RankLeftOut::kKept));
   std::vector<std::size_t> lacking;
@@ -957,6 +1053,7 @@ std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64
       for (std::size_t k = 0; k < lacking.size(); ++k)
         if (late[k]) out[lacking[k]] = RankLeftOut::kLate;
   }
+  leave_out_lost_records(rank_steps, out, union_of_kept());
   return out;
 }
 

@@ -1199,8 +1199,70 @@ void recurring_lags(const FindingInputs& in, std::vector<Finding>& out) {
   }
 }
 
+// Per-rank waiting findings of several ranks, each of the same kind and region, as one:
+// with 4,096 ranks that could not be compared (every step lacked some rank), 8 findings
+// "rank N waits in ..." had pushed every other finding out. `spike`: the kind of each
+// finding of out[from..] (waits in a few updates, or throughout).
+void merge_rank_waits(const FindingInputs& in, std::vector<Finding>& out, std::size_t from,
+                      const std::vector<bool>& spike, const std::vector<std::int64_t>& ranks) {
+  std::vector<Finding> merged;
+  std::vector<bool> done(out.size() - from, false);
+  for (std::size_t a = 0; a < done.size(); ++a) {
+    if (done[a]) continue;
+    std::vector<std::size_t> same;
+    for (std::size_t b = a; b < done.size(); ++b)
+      if (!done[b] && spike[b] == spike[a] && out[from + b].subject == out[from + a].subject) {
+        same.push_back(b);
+        done[b] = true;
+      }
+    if (same.size() == 1) {
+      merged.push_back(std::move(out[from + a]));
+      continue;
+    }
+    std::vector<double> ms;
+    std::vector<std::int64_t> who;
+    std::size_t top = same.front();
+    for (const std::size_t b : same) {
+      ms.push_back(out[from + b].ms_per_update);
+      who.push_back(ranks[b]);
+      if (out[from + b].ms_per_update > out[from + top].ms_per_update) top = b;
+    }
+    std::sort(who.begin(), who.end());
+    const double lo = *std::min_element(ms.begin(), ms.end()), hi = *std::max_element(ms.begin(), ms.end());
+    Finding f;
+    f.kind = "waiting";
+    f.subject = out[from + a].subject;
+    f.ms_per_update = *median(ms);
+    f.title = spike[a] ? fmt::format("{} ranks wait in {} in some updates while their own work stays typical",
+                                     same.size(), f.subject)
+                       : fmt::format("{} ranks wait for a slower rank in {}: their update time is set by another rank",
+                                     same.size(), f.subject);
+    f.evidence = fmt::format(
+        "each rank's log read alone, as the ranks could not be compared{}: {}; {:.0f} ms per update at stake "
+        "(median over these ranks; {:.0f} to {:.0f} ms); the most, rank {}: {}",
+        in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not), ranks_text(who), f.ms_per_update, lo, hi, ranks[top], out[from + top].evidence);
+    f.action = fmt::format(
+        "make the ranks' logs comparable{}, so that each step's slowest rank is named (the straggler findings), "
+        "then act on that rank; speeding up the ranks that wait will not shorten the update",
+        in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not));
+    merged.push_back(std::move(f));
+  }
+  out.resize(from);
+  for (auto& f : merged) out.push_back(std::move(f));
+}
+
 void waiting(const FindingInputs& in, std::vector<Finding>& out) {
   if (in.cross_rank.available) return;  // every rank's log: the straggler finding says it better
+  const std::size_t from = out.size();
+  std::vector<bool> spike;
+  std::vector<std::int64_t> ranks;
+  const bool several = std::count_if(in.waiting.begin(), in.waiting.end(), [](const WaitingResult& w) {
+                         return w.rank.has_value();
+                       }) >= 2;
+  auto pushed = [&](const WaitingResult& w, bool is_spike) {
+    spike.push_back(is_spike);
+    ranks.push_back(w.rank.value_or(-1));
+  };
   for (const auto& w : in.waiting) {
     if (!w.waiting && !w.spike_steps.empty()) {
       // Waits in a few updates only: the anti-correlation misses them when the rank's own
@@ -1222,6 +1284,7 @@ void waiting(const FindingInputs& in, std::vector<Finding>& out) {
       f.action = "run `stepprof report` on every rank's log: it names each step's slowest rank and what grew on it "
                  "(a long input, a fallback); if no rank was slower there, look at the network in those steps";
       out.push_back(std::move(f));
+      pushed(w, true);
       continue;
     }
     if (!w.waiting || !w.wait_ms) continue;
@@ -1266,7 +1329,9 @@ void waiting(const FindingInputs& in, std::vector<Finding>& out) {
       break;
     }
     out.push_back(std::move(f));
+    pushed(w, false);
   }
+  if (several && out.size() - from >= 2) merge_rank_waits(in, out, from, spike, ranks);
 }
 
 // Ranks of the job without a log, while the ranks given wait, by their own logs, much

@@ -2169,7 +2169,74 @@ def test_a_few_ranks_that_start_logging_late_do_not_hide_a_straggler(tmp_path, w
     assert [(e["rank"], e["first_step"], e["last_step"]) for e in x["episodes"]] == [(slow, 3, 9)]
     text = " ".join(run("report", tmp_path).stdout.split())
     listed = ", ".join(f"rank {r} (18 of 30 steps)" for r in late)
-    assert f"ranks with short logs {listed}: left out" in text
+    assert f"ranks left out {listed}: left out of the comparison, which with them would cover only" in text
+
+
+def _lost_records_job(tmp_path, world, steps, lost, slow=None):
+    """A job whose rank r's own work is 1000 ms (x 1.5 for rank `slow` in steps 3..9),
+    each rank waiting in allreduce for the slowest; `lost` maps rank -> steps whose update
+    record is not written (lost)."""
+    rng = random.Random(5)
+    own = {(r, s): 1000.0 * (1.5 if r == slow and 3 <= s <= 9 else 1.0) * (1 + 0.3 * rng.random())
+           for s in range(steps) for r in range(world)}
+    for r in range(world):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": world,
+                             "region_roles": {"allreduce": "communication"}})]
+        for s in range(steps):
+            if s in lost.get(r, ()):
+                continue
+            top = max(own[q, s] for q in range(world))
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "wall_ms": top + 50,
+                                     "cpu_call_ms": {"compute": own[r, s], "allreduce": top - own[r, s] + 50},
+                                     "parents": {"compute": None, "allreduce": None}}))
+        (tmp_path / f"r{r:03d}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_ranks_that_lost_records_at_different_steps_do_not_turn_off_the_comparison(tmp_path):
+    # At 4,096 ranks, 40 that each lost one record at a different step left no step in
+    # every rank's log: the comparison was off, an injected straggler unseen, and 4,096
+    # per-rank blocks filled the report. Here 40 ranks, 4 of which (a tenth) lost 4
+    # records each inside their logs, 16 of 30 steps in all (over half: a record or two
+    # lost costs its steps only): those 4 are left out and every step is compared among
+    # the other 36, where rank 7 is slow in 3..9.
+    lost = {11: {1, 2, 3, 4}, 22: {10, 11, 12, 13}, 33: {18, 19, 20, 21}, 35: {24, 25, 26, 27}}
+    _lost_records_job(tmp_path, 40, 30, lost, slow=7)
+    x = json.loads(run("report", "--format", "json", tmp_path).stdout)["cross_rank"]
+    assert x["available"]
+    assert x["ranks_short"] == [{"rank": r, "steps": 26} for r in sorted(lost)]
+    assert x["steps_aligned"] == 30 and x["steps_incomplete"] == 0
+    assert [(e["rank"], e["first_step"], e["last_step"]) for e in x["episodes"]] == [(7, 3, 9)]
+    text = " ".join(run("report", tmp_path).stdout.split())
+    listed = ", ".join(f"rank {r} (26 of 30 steps)" for r in sorted(lost))
+    assert f"ranks left out {listed}: left out of the comparison" in text
+    # One record lost by each: 26 of 30 steps compared, every rank kept.
+    for f in tmp_path.glob("*.jsonl"):
+        f.unlink()
+    _lost_records_job(tmp_path, 40, 30, {r: {min(lost[r])} for r in lost}, slow=7)
+    x = json.loads(run("report", "--format", "json", tmp_path).stdout)["cross_rank"]
+    assert x["ranks_short"] == [] and x["steps_aligned"] == 26
+
+
+def test_ranks_that_cannot_be_compared_give_one_waiting_finding_and_eight_blocks(tmp_path):
+    # 12 ranks, each without a different step of 12 (more than a tenth would have to be
+    # left out): no step is in every log, so each log is read alone. Every rank waits in
+    # allreduce for the slowest: one finding for them all, not 8 of 12, and section 6
+    # shows 8 ranks' blocks and counts the rest.
+    _lost_records_job(tmp_path, 12, 12, {r: {r} for r in range(12)})
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    assert not rep["cross_rank"]["available"]
+    waits = [w for w in rep["waiting"] if w["waiting"]]
+    assert len(waits) >= 2
+    found = [f for f in rep["findings"] if f["kind"] == "waiting"]
+    assert len(found) == 1, [f["title"] for f in found]
+    assert found[0]["title"].startswith(f"{len(waits)} ranks wait for a slower rank in allreduce")
+    assert "no step is present in every rank's log" in found[0]["evidence"]
+    wait_ms = sorted(w["wait_ms"]["median"] for w in waits)
+    assert found[0]["ms_per_update"] == pytest.approx(statistics.median(wait_ms))
+    assert f"over these ranks; {wait_ms[0]:.0f} to {wait_ms[-1]:.0f} ms)" in found[0]["evidence"]
+    text = run("report", tmp_path).stdout
+    assert text.count("communication region ") == 8
+    assert "Each of the 12 ranks' logs read alone" in text
 
 
 def test_run_latest_analyzes_the_run_after_a_restart(tmp_path):
