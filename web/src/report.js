@@ -115,7 +115,12 @@ function updateTimeChart(data) {
 }
 
 function paddingChart(data) {
-  return perRankLines(data, 'padding_fraction', 'padding', percent, (v) => `${Math.round(v * 100)} %`, true);
+  // Decimals where the padding is small: under 1 % every tick read "0 %" (a helper's logs
+  // of 0.1 to 0.3 % padding).
+  let hi = 0;
+  for (const r of data.ranks) for (const v of r.padding_fraction) if (v !== null) hi = Math.max(hi, v);
+  const digits = hi >= 0.05 ? 0 : hi >= 0.005 ? 1 : 2;
+  return perRankLines(data, 'padding_fraction', 'padding', percent, (v) => `${(v * 100).toFixed(digits)} %`, true);
 }
 
 function regionsChart(data, rankIndex, levelIndex) {
@@ -132,7 +137,7 @@ function regionsChart(data, rankIndex, levelIndex) {
   series.push({
     name: 'update (wall_ms)',
     type: 'line',
-    showSymbol: false,
+    showSymbol: rank.steps.length === 1,  // (one point makes no line: a trace of one ProfilerStep)
     lineStyle: { type: 'dashed', width: 1.5, color: '#333' },
     itemStyle: { color: '#333' },
     data: rank.wall_ms,
@@ -221,7 +226,9 @@ function heatmapChart(data, matrixIndex) {
     xAxis: { ...stepAxis(data.steps), splitArea: { show: true } },
     // (With hundreds of ranks the labels would overlap: ECharts then shows every n-th.)
     yAxis: { type: 'category', data: labels, inverse: true, splitArea: { show: true }, axisLabel: { hideOverlap: true } },
-    visualMap: { min: lo, max: hi, calculable: true, orient: 'horizontal', left: 'center', bottom: 0,
+    // (Decimals on the scale's ends where the range is narrow: 12.509 to 19.901 ms read "13 ... 20".)
+    visualMap: { min: lo, max: hi, precision: hi - lo < 10 ? 2 : hi - lo < 100 ? 1 : 0, calculable: true,
+      orient: 'horizontal', left: 'center', bottom: 0,
       itemHeight: 160, text: ['ms', ''], inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
     dataZoom: data.steps.length > 60 ? [{ type: 'inside', xAxisIndex: 0 }] : [],
     series: [{ type: 'heatmap', data: cells, progressive: 0 }],
