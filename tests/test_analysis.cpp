@@ -664,6 +664,21 @@ TEST(Findings, ExposedCommunicationInSomeUpdatesIsPricedOverTheWindow) {
   EXPECT_DOUBLE_EQ(exposed_ms({6.0, 12.0, 8.0, 6.0}), 7.0);
 }
 
+// A group's parent is the nearest region above it that the log has: "geo_wrap", a
+// --hierarchy wrapper the log never times, was named ("group g (in geo_wrap)").
+TEST(CodePaths, TheGroupsParentIsOneTheLogHas) {
+  Builder b;
+  auto& u = b.add(1, 1000);
+  b.region(u, "step", 900.0, 900.0);
+  b.region(u, "fast", 720.0, 720.0);
+  const Hierarchy wrapped = parse("step\n  geo_wrap\n    fast alt=g\n    slow alt=g\n");
+  EXPECT_EQ(analyze_code_paths({b.d, &wrapped}).groups.at(0).parent, "step");
+  const Hierarchy top = parse("geo_wrap\n  fast alt=g\n  slow alt=g\n");
+  EXPECT_EQ(analyze_code_paths({b.d, &top}).groups.at(0).parent, "");
+  b.region(u, "geo_wrap", 800.0, 800.0);
+  EXPECT_EQ(analyze_code_paths({b.d, &wrapped}).groups.at(0).parent, "geo_wrap");
+}
+
 TEST(CodePaths, WithoutNestingSaysSo) {
   Builder b;
   b.add(1, 10);

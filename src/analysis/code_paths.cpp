@@ -253,7 +253,7 @@ CodePathResult analyze_code_paths(const AnalysisInput& in) {
     PathGroup g;
     g.group = group_name;
     g.updates = updates.size();
-    g.parent = nodes.front()->parent;
+    g.parent = in.parent_in_log(nodes.front()->name);  // (a --hierarchy wrapper the log never has is no parent)
     std::vector<PathSeries> series;  // by path
     std::vector<NameTable::Id> ids;   // the group's paths' regions in the dataset
     for (const auto* node : nodes)

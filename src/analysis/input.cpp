@@ -166,10 +166,15 @@ std::vector<const HierarchyNode*> AnalysisInput::children_in_log(std::string_vie
 
 int AnalysisInput::depth_in_log(std::string_view name) const {
   int depth = 0;
-  if (!hierarchy) return depth;
-  for (const HierarchyNode* n = hierarchy->find(name); n && !n->parent.empty(); n = hierarchy->find(n->parent))
-    if (const auto id = region(n->parent); id && has_data(*id)) ++depth;
+  for (std::string p = parent_in_log(name); !p.empty(); p = parent_in_log(p)) ++depth;
   return depth;
+}
+
+std::string AnalysisInput::parent_in_log(std::string_view name) const {
+  if (!hierarchy) return {};
+  for (const HierarchyNode* n = hierarchy->find(name); n && !n->parent.empty(); n = hierarchy->find(n->parent))
+    if (const auto id = region(n->parent); id && has_data(*id)) return n->parent;
+  return {};
 }
 
 bool AnalysisInput::has_data(NameTable::Id region) const {

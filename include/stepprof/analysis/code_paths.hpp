@@ -72,7 +72,7 @@ std::string slow_updates_text(const std::vector<SlowPathUpdate>& updates, std::s
 
 struct PathGroup {
   std::string group;   ///< the alternatives' group name (alt=...)
-  std::string parent;  ///< common parent region, if any
+  std::string parent;  ///< common parent region the log has (AnalysisInput::parent_in_log), if any
   std::vector<PathCost> paths;
   /// Fastest and slowest path by ms per frame (else per sample); empty if not comparable
   /// or when they cost within 10 % of each other (then `similar_cost` is set).

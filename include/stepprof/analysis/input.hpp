@@ -190,6 +190,10 @@ struct AnalysisInput {
   /// has (has_data), so that a wrapper it never has is no level (children_in_log).
   /// 0 for a top-level region, or one not in the nesting or without it. O(depth).
   [[nodiscard]] int depth_in_log(std::string_view name) const;
+  /// The nearest ancestor of `name` in the nesting that the log has (has_data): its
+  /// parent as the log has the nesting, a wrapper it never has skipped. "" for none (a
+  /// top-level region, or one not in the nesting). O(depth).
+  [[nodiscard]] std::string parent_in_log(std::string_view name) const;
   /// True when some update has region `region` with a time or calls (as the region table
   /// counts a region present).
   [[nodiscard]] bool has_data(NameTable::Id region) const;
