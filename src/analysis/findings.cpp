@@ -352,8 +352,11 @@ struct ConfigSplit {
 };
 
 // The field with values held by two or more ranks each that puts the most of `slow`
-// (ascending) in `whole` and some in `within` (on a tie, the fewer `within` values);
-// nullopt when none does. A value absent from a rank's config is never `whole`.
+// (ascending) in `whole` and some in `within` (on a tie, the fewer `within` values), or
+// else all of `slow` in `whole` with two or more values and some compared rank outside
+// (a pipeline whose first and last stages are both heavier by design: ranks 0, 3, 4, 7
+// were told to look at their nodes or GPUs); nullopt when none does. A value absent
+// from a rank's config is never `whole`.
 std::optional<ConfigSplit> config_split(const FindingInputs& in, const std::vector<std::int64_t>& slow) {
   if (!in.run) return std::nullopt;
   // (Only the ranks compared: a peer left out for a short log has no own work to be fast with.)
@@ -391,7 +394,8 @@ std::optional<ConfigSplit> config_split(const FindingInputs& in, const std::vect
                             std::back_inserter(s.within_peers));
       }
     }
-    if (!usable || s.whole.empty() || s.within.empty()) continue;
+    const bool several_whole = s.within.empty() && s.whole_values.size() >= 2 && s.whole.size() < compared.size();
+    if (!usable || s.whole.empty() || (s.within.empty() && !several_whole)) continue;
     std::sort(s.whole.begin(), s.whole.end());
     std::sort(s.within.begin(), s.within.end());
     std::sort(s.within_peers.begin(), s.within_peers.end());
@@ -418,6 +422,21 @@ void say_config_split(const CrossRankResult& x, const ConfigSplit& c, Finding& f
         (!worst || r.compute_ms.median > worst->compute_ms.median))
       worst = &r;
   const std::string values = fmt::format("{} = {}", c.key, fmt::join(c.whole_values, " or "));
+  if (c.within.empty()) {  // (only whole values: the work those values are given, or their hardware)
+    std::vector<std::int64_t> others;
+    for (const auto& r : x.per_rank)
+      if (!std::binary_search(c.whole.begin(), c.whole.end(), r.rank)) others.push_back(r.rank);
+    std::sort(others.begin(), others.end());
+    f.evidence += fmt::format("; by {}: {} are every rank with {} ({} ms own work, median), and no other rank is "
+                              "slow ({}: {} ms)",
+                              c.key, ranks_text(c.whole), values, rank_ms_text(median_of(c.whole)),
+                              ranks_text(others), rank_ms_text(median_of(others)));
+    f.action = fmt::format("{} sets {} apart: if it sets the work a rank does (pipeline stages, model shards), that "
+                           "lag is the work: balance it (move layers between stages, re-shard), as no rank is slow "
+                           "beside others with the same {}; if it names nodes or devices, look at that hardware",
+                           values, ranks_text(c.whole), c.key);
+    return;
+  }
   const bool one_within = c.within.size() == 1;
   f.evidence += fmt::format(
       "; by {}: {} {} every rank with {} ({} ms own work, median), while {} {} slower than {} with the same {} "
@@ -630,6 +649,10 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
     g.action =
         "find what these ranks share: their nodes or GPUs (one host, one switch?), their data (frames, tokens, code "
         "paths in their logs); balancing the work across ranks saves the time at stake on every rank";
+    std::vector<std::int64_t> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    if (const auto c = config_only_on(in, sorted)) say_shared_config(*c, ranks_text(sorted), false, g);
+    else if (const auto c2 = config_split(in, sorted)) say_config_split(x, *c2, g);
   });
 }
 

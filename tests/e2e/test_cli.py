@@ -1591,6 +1591,27 @@ def test_slow_ranks_that_alone_share_a_config_value_are_told_it_may_be_their_wor
     assert f["action"].startswith("find what ranks 2, 3 share that ranks 0, 1 lack")
 
 
+def test_slow_ranks_that_are_every_rank_of_several_config_values_are_told_it_may_be_their_work(tmp_path):
+    # A 4-stage pipeline x 2 replicas whose first and last stages (ranks 0, 3, 4, 7) are
+    # heavier by design: the finding said "find what ranks 0, 3, 4, 7 share ... their nodes
+    # or GPUs"; no single stage value is theirs alone, and no rank of those stages is fast.
+    import random
+    rnd = random.Random(9)
+    write_rank_logs(tmp_path, 8, 30, lambda rank: {"stage": rank % 4, "node_rank": rank // 2},
+                    lambda rank, step: (150.0 if rank % 4 in (0, 3) else 100.0) + rnd.uniform(-2, 2))
+    f = only_finding(tmp_path, "slow-ranks")
+    assert f["subject"] == "ranks 0, 3, 4, 7"
+    assert "by stage: ranks 0, 3, 4, 7 are every rank with stage = 0 or 3 (150 ms own work, median), and no " \
+           "other rank is slow (ranks 1, 2, 5, 6: 100 ms)" in f["evidence"]
+    assert f["action"].startswith("stage = 0 or 3 sets ranks 0, 3, 4, 7 apart: if it sets the work a rank does")
+    # node_rank puts them with fast ranks (node 0 holds ranks 0 and 1): not named.
+    assert "node_rank" not in f["evidence"]
+    # Without the field: their hardware and data, as before.
+    set_config(tmp_path, range(8), lambda rank: {"type": "config", "rank": rank, "world_size": 8})
+    f = only_finding(tmp_path, "slow-ranks")
+    assert f["action"].startswith("find what ranks 0, 3, 4, 7 share")
+
+
 def test_slow_ranks_of_two_kinds_by_a_config_field_are_told_apart(tmp_path):
     # 3 pipeline stages of 4 ranks: stage 2 (ranks 8..11) has 1.5x the work by design, and
     # rank 5's GPU is 1.25x slow in stage 1. Both are one slow-ranks group (a lag the job
