@@ -1855,14 +1855,17 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
                                deepest.region, on_rank,
                                work_grew.empty() ? std::string(" (its own regions in those steps)") : work_grew);
       }
+      // (A region that ran only in those steps ran on the rank whose regions these are, not
+      // on every rank because every rank's own work grew: a checkpoint on one rank of a
+      // pipeline "ran on every rank".)
       else if (slow_path)
         f.action = fmt::format("those steps ran the slow path {}{} (it takes no time in the median update): the "
                                "code-path analysis prices it per unit of work and says what goes with it",
-                               deepest.region, on_rank);
+                               deepest.region, every_rank ? " on the rank with the most own work in each step" : on_rank);
       else if (deepest.typical_ms == 0)
         f.action = fmt::format("look at what makes those steps run {}{} (it takes no time in the median update): "
                                "their inputs (frames, tokens, code paths in the log) and the host and GPU at that time",
-                               deepest.region, on_rank);
+                               deepest.region, every_rank ? " on the rank with the most own work in each step" : on_rank);
       else
         f.action = fmt::format("look at what makes {} slower{} in those steps: its inputs (frames, tokens, code paths "
                                "in the log) and the host and GPU at that time",

@@ -1612,6 +1612,48 @@ def test_slow_ranks_that_are_every_rank_of_several_config_values_are_told_it_may
     assert f["action"].startswith("find what ranks 0, 3, 4, 7 share")
 
 
+def test_a_region_that_ran_in_slow_steps_on_one_rank_is_not_said_to_run_on_every_rank(tmp_path):
+    # Every other rank's own work grows by 100 ms in steps 5, 10, 15 (a pipeline's p2p
+    # waits inside its work), and rank 2 runs a 150 ms checkpoint there: the action said
+    # "look at what makes those steps run checkpoint on every rank".
+    import random
+    rnd = random.Random(3)
+    world, steps = 4, 20
+    for r in range(world):
+        lines = [json.dumps({"type": "config", "rank": r, "world_size": world,
+                             "region_roles": {"allreduce": "communication"}})]
+        for s in range(steps):
+            slow = s in (5, 10, 15)
+            compute = 100.0 + (100.0 if slow and r != 2 else 0.0) + rnd.uniform(-1, 1)
+            ckpt = 150.0 if slow and r == 2 else None
+            times = {"compute": compute, "allreduce": 0.0}
+            parents = {"compute": None, "allreduce": None}
+            if ckpt:
+                times["checkpoint"] = ckpt
+                parents["checkpoint"] = None
+            lines.append(json.dumps({"type": "update", "rank": r, "step": s, "cpu_call_ms": times,
+                                     "parents": parents, "wall_ms": 0.0}))
+        (tmp_path / f"rank{r}.jsonl").write_text("\n".join(lines) + "\n")
+    # Wall times: each rank waits in allreduce for the slowest one's own work, plus 20 ms.
+    recs = {r: [json.loads(x) for x in (tmp_path / f"rank{r}.jsonl").read_text().splitlines()] for r in range(world)}
+    for s in range(steps):
+        own = {r: sum(v for k, v in recs[r][s + 1]["cpu_call_ms"].items() if k != "allreduce") for r in range(world)}
+        top = max(own.values())
+        for r in range(world):
+            u = recs[r][s + 1]
+            u["cpu_call_ms"]["allreduce"] = top - own[r] + 20.0
+            u["wall_ms"] = top + 20.0
+    for r in range(world):
+        (tmp_path / f"rank{r}.jsonl").write_text("\n".join(json.dumps(x) for x in recs[r]) + "\n")
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    s = rep["update_time"]["slow_updates"]
+    assert s["steps"] == [5, 10, 15] and s["grew"][0]["region"] == "checkpoint"
+    assert s["others_own_work_grew_ms"] >= 0.5 * s["most_own_work_grew_ms"]  # every rank's own work grew
+    (f,) = [f for f in rep["findings"] if f["kind"] == "variability"]
+    assert "run checkpoint on the rank with the most own work in each step" in f["action"], f["action"]
+    assert "checkpoint on every rank" not in f["action"]
+
+
 def test_slow_ranks_of_two_kinds_by_a_config_field_are_told_apart(tmp_path):
     # 3 pipeline stages of 4 ranks: stage 2 (ranks 8..11) has 1.5x the work by design, and
     # rank 5's GPU is 1.25x slow in stage 1. Both are one slow-ranks group (a lag the job
