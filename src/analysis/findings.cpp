@@ -1696,9 +1696,17 @@ void region_findings(const FindingInputs& in, std::vector<Finding>& out) {
         "time): time the pool's work as one region on the thread that waits for it, or give the pool's regions the "
         "role \"background\"; on one thread, a region left open across end_update() (e.g. a loop body's region "
         "around it: each record then holds the previous update's region; the recorder counts open_at_end_update): "
-        "end it before end_update()",
+        "end it before end_update(){}",
         from_file ? "check the --hierarchy file (a region may sit under the wrong parent); or " : "",
-        whole_update ? "the update" : v.parent);
+        whole_update ? "the update" : v.parent,
+        // (A pipeline's `comm` region around both its sends inside forward_backward and its
+        // all-reduce at the top: the nesting broke in every update, and the action named
+        // only the three causes above.)
+        from_file ? ""
+                  : "; or one region name entered under different parents in an update (a `comm` region around "
+                    "both the sends inside the forward pass and the all-reduce after it): a record holds one parent "
+                    "per region, the last one, so all of its time is put there: give each place its own region name "
+                    "(comm_p2p, comm_allreduce), with the same role");
     if (!v.longer_child.empty() && v.longer_child_calls > 1)
       // Several calls adding up to more than the update: most often threads running it at
       // once (4 worker threads' region "worker" was first told it spans updates).

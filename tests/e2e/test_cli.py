@@ -3704,6 +3704,25 @@ def test_a_region_of_several_threads_longer_than_its_update_is_not_told_first_it
     assert f["action"].startswith("worker alone takes 380.0 ms in step 1, longer than that update: it spans updates"), f
 
 
+def test_a_region_entered_under_two_parents_is_a_cause_the_nesting_finding_names(tmp_path):
+    # A pipeline's "comm" region around the sends inside forward_backward and around the
+    # all-reduce after it: the record holds its last parent (none), so all of its time is
+    # the update's child, beside forward_backward, which holds part of it too. The action
+    # named threads, thread pools and a region left open, none of which applies.
+    lines = [json.dumps({"type": "config", "rank": 0, "world_size": 1})]
+    for s in range(1, 6):
+        lines.append(json.dumps({"type": "update", "rank": 0, "step": s, "wall_ms": 280.0,
+                                 "cpu_call_ms": {"forward_backward": 270.0, "comm": 120.0},
+                                 "calls": {"forward_backward": 1, "comm": 9},
+                                 "parents": {"forward_backward": None, "comm": None}}))
+    log = tmp_path / "pp.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    doc = json.loads(run("report", "--format", "json", log).stdout)
+    (f,) = [f for f in doc["findings"] if f["kind"] == "nesting"]
+    assert "one region name entered under different parents in an update" in f["action"], f["action"]
+    assert "give each place its own region name" in f["action"]
+
+
 def test_data_loading_slow_on_one_rank_names_that_rank(tmp_path):
     # A loader slow on rank 2 only was priced for the job with "if this grows, add
     # data-loader workers", no word of the rank (found by a helper).
