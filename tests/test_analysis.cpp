@@ -1093,25 +1093,38 @@ TEST(CrossRank, RanksLeftOutByHand) {
   auto drop = [&](std::size_t r, std::int64_t st) { std::erase(lost[r], st); };
   drop(0, 2), drop(1, 7), drop(2, 11), drop(3, 16), drop(4, 5), drop(4, 9), drop(5, 0), drop(6, 18), drop(6, 19);
   EXPECT_EQ(ranks_left_out(lost), std::vector<L>(40, L::kKept));
-  // Ranks 7..15 lose one step each too (1, 3, 4, 6, 8, 10, 12, 13, 14): only step 15, 17,
-  // 18 and 19 lack no rank but 6, and 18, 19 lack rank 6: aligned 2 (15, 17) of 20. Rank
-  // 4 alone lacks 2 steps, the others 1 each: greedily rank 4 first, then the 1-step
-  // ranks (at most max(1, 40 / 10) = 4 in all). The products (40 - k) x aligned:
-  // k=0: 40 x 2 = 80; k=1 (rank 4): 39 x 4 = 156; k=2: 38 x 5 = 190; k=3: 37 x 6 = 222;
-  // k=4: 36 x 7 = 252, the most: a gain of 5 >= 3 and >= 20 / 10. Of equal ranks (alone 1,
-  // lacking 1) the lowest index first: 0, 1, 2. Rank 6 is never one.
+  // Ranks 7..15 lose one step each too (1, 3, 4, 6, 8, 10, 12, 13, 14): only steps 15 and
+  // 17 lack no rank: aligned 2 of 20. Candidates lack at most max(1, 20 / 20) = 1 step:
+  // not rank 4 (2 steps: a rank that loses many records is often the sick one), nor rank 6
+  // (stopped early). Each candidate alone lacks 1 step; of equals the lowest index first
+  // (0, 1, 2, 3, 5, 7, ...), at most max(1, 40 / 10) = 4. The products (40 - k) x aligned:
+  // k=0: 80; k=1: 39 x 3 = 117; k=2: 38 x 4 = 152; k=3: 37 x 5 = 185; k=4: 36 x 6 = 216,
+  // the most: a gain of 4 >= 3 and >= 20 / 10.
   const std::int64_t more[] = {1, 3, 4, 6, 8, 10, 12, 13, 14};
   for (std::size_t k = 0; k < 9; ++k) drop(7 + k, more[k]);
   std::vector<L> want(40, L::kKept);
-  want[4] = want[0] = want[1] = want[2] = L::kLost;
+  want[0] = want[1] = want[2] = want[3] = L::kLost;
   EXPECT_EQ(ranks_left_out(lost), want);
-  // The late rank (5, without step 0) is kLate when it goes: with rank 5 alone lacking
-  // 3 steps (0, 1, 2 gone; rank 7 and 0 keep theirs), it is first.
+  // A late start by one step is kLate when it goes: rank 5 from step 1, ranks 6..16 each
+  // without one of steps 2..12: aligned 8 of 20 (0, 2..12 lack a rank). Rank 5 is the
+  // first of equals: 39 x 9, 38 x 10, 37 x 11, 36 x 12 = 432 > 40 x 8 = 320.
   Steps late2(40, range(0, 20));
-  late2[5] = range(3, 20);
-  for (std::size_t k = 0; k < 9; ++k) std::erase(late2[7 + k], more[k] + 2 < 20 ? more[k] + 2 : 19);
-  const auto got = ranks_left_out(late2);
-  EXPECT_EQ(got[5], L::kLate);
+  late2[5] = range(1, 20);
+  for (std::size_t k = 0; k < 11; ++k) std::erase(late2[6 + k], static_cast<std::int64_t>(2 + k));
+  std::vector<L> want2(40, L::kKept);
+  want2[5] = L::kLate;
+  want2[6] = want2[7] = want2[8] = L::kLost;
+  EXPECT_EQ(ranks_left_out(late2), want2);
+  // At most a tenth of the ranks with those the late rule left out: 20 ranks of 20 steps,
+  // ranks 0, 1 from step 6 (late: without them 8 steps aligned against 2, 18 x 8 > 20 x
+  // 2), ranks 2..13 each without one of steps 6..17. Among the 18 left, 8 of 20 steps are
+  // aligned (under half), but max(1, 20 / 10) = 2 are out already: no more.
+  Steps capped(20, range(0, 20));
+  capped[0] = capped[1] = range(6, 20);
+  for (std::size_t k = 0; k < 12; ++k) std::erase(capped[2 + k], static_cast<std::int64_t>(6 + k));
+  std::vector<L> want3(20, L::kKept);
+  want3[0] = want3[1] = L::kLate;
+  EXPECT_EQ(ranks_left_out(capped), want3);
 }
 
 TEST(CrossRank, OneRankIsNotEnough) {

@@ -52,20 +52,21 @@ Region = _core.Region
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _integer(value: Any, what: str) -> int:
+def _integer(value: Any, what: str, expected: str = "an integer") -> int:
     """`value` as an int if it is an integer (int, numpy or torch integer scalar);
     TypeError otherwise (2.5 or "3" are not silently truncated or parsed, nor a tensor or
     array of one element that is not a scalar), ValueError beyond int64. A bool (numpy's
-    and torch's too) is not taken as 0 or 1 (count("samples", True) is a mistake)."""
+    and torch's too) is not taken as 0 or 1 (count("samples", True) is a mistake).
+    `expected` is what a TypeError's message says was expected."""
     dtype = getattr(value, "dtype", None)
     if isinstance(value, bool) or (dtype is not None and str(dtype) in ("bool", "torch.bool")):
-        raise TypeError(f"{what} must be an integer, not bool {value!r}")
+        raise TypeError(f"{what} must be {expected}, not bool {value!r}")
     if getattr(value, "ndim", 0) != 0:  # (torch.tensor([3]) was taken as 3)
-        raise TypeError(f"{what} must be an integer, not a {type(value).__name__} of {value.ndim} dimension(s)")
+        raise TypeError(f"{what} must be {expected}, not a {type(value).__name__} of {value.ndim} dimension(s)")
     try:
         n = operator.index(value)
     except TypeError:
-        raise TypeError(f"{what} must be an integer, not {type(value).__name__} {value!r}") from None
+        raise TypeError(f"{what} must be {expected}, not {type(value).__name__} {value!r}") from None
     if not -(2 ** 63) <= n < 2 ** 63:
         raise ValueError(f"{what} {n} is outside the signed 64-bit range (-2^63 to 2^63 - 1)")
     return n
@@ -106,7 +107,18 @@ def _is_float_scalar(value: Any) -> bool:
     if isinstance(value, float):
         return True
     dtype = getattr(value, "dtype", None)
-    return dtype is not None and "float" in str(dtype) and getattr(value, "ndim", 1) == 0
+    if dtype is None:
+        return False
+    # (numpy's dtype.kind, torch's dtype.is_floating_point: str(dtype) made a numpy int64
+    # count twice as slow, a review measured)
+    kind = getattr(dtype, "kind", None)
+    floating = kind == "f" if kind is not None else getattr(dtype, "is_floating_point", False) is True
+    return floating and getattr(value, "ndim", 1) == 0
+
+
+def _is_whole(f: float) -> bool:
+    """True for a finite float with no fractional part (37.0, -0.0, 1e300)."""
+    return math.isfinite(f) and f.is_integer()
 
 
 def _count(value: Any, what: str) -> int:
@@ -120,9 +132,13 @@ def _count(value: Any, what: str) -> int:
     TypeError for anything else (a str, a bool, an array of one or more dimensions)."""
     if _is_float_scalar(value):
         f = float(value)
-        return int(f) if math.isfinite(f) and f.is_integer() and abs(f) < 2 ** 63 else _NOT_A_COUNT
+        if not _is_whole(f):
+            return _NOT_A_COUNT
+        # (A whole number beyond int64 is clamped as an int is: its sign kept, so the C
+        # ABI's reason is "negative" or "above 2^53", not "no whole number".)
+        return int(f) if abs(f) < 2 ** 63 else (_NOT_A_COUNT if f > 0 else -(2 ** 63))
     try:
-        return _integer(value, what)
+        return _integer(value, what, "an integer (or a float that is a whole number)")
     except ValueError:  # (beyond int64: _integer took the type)
         return _NOT_A_COUNT if operator.index(value) > 0 else -(2 ** 63)
 
@@ -155,6 +171,20 @@ def _name(name: Any, what: str) -> str:
     if "\0" in name:
         raise ValueError(f"{what} name {name!r} contains a NUL character")
     return _utf8(name)
+
+
+def _listed(values: Any) -> list:
+    """`values` as a list: a numpy array's or torch tensor's elements as Python numbers
+    (tolist()), any other iterable's as they are. TypeError for a str or bytes, or a
+    0-d array (no sequence)."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"expected a sequence of integers, not {type(values).__name__} {values!r}")
+    if hasattr(values, "tolist") and not isinstance(values, (list, tuple)):
+        listed = values.tolist()
+        if not isinstance(listed, list):
+            raise TypeError(f"expected a sequence of integers, not a 0-d {type(values).__name__}")
+        return listed
+    return list(values)
 
 
 def _is_array(value: Any) -> bool:
@@ -881,6 +911,10 @@ class Recorder:
         count that is no whole number (121.0 is 121, as in count()). TypeError for a
         count that is no number. Once closed it does nothing (counted as
         used_after_close)."""
+        # (Read once, as lists: an iterator is used up by the first pass, and an array's
+        # truth value raised below, in the training loop.)
+        frames = None if frames is None else _listed(frames)
+        tokens = None if tokens is None else _listed(tokens)
         f = [_count(x, "frames") for x in frames] if frames is not None else []
         t = [_count(x, "tokens") for x in tokens] if tokens is not None else []
         # (A negative padded_length is the C ABI's "its longest sample": one given here is
@@ -895,7 +929,8 @@ class Recorder:
             except ValueError as e:
                 self._bad_value("microbatch", lambda: f"micro-batch (frames {frames!r}, tokens {tokens!r}, "
                                 f"padded_length {padded_length!r})", e,
-                                [*(frames or ()), *(tokens or ()), padded_length])
+                                [*(frames if frames is not None else ()), *(tokens if tokens is not None else ()),
+                                 padded_length])
 
     def set_cuda_stream(self, stream: Any) -> None:
         """Times this thread's regions on `stream` (a torch.cuda.Stream or its integer
@@ -1230,7 +1265,7 @@ class Recorder:
             shown = what()
         except (ValueError, OverflowError, RecursionError):
             shown = "a value"
-        if any(_is_float_scalar(v) and _count(v, "") == _NOT_A_COUNT for v in given):
+        if any(_is_float_scalar(v) and not _is_whole(float(v)) for v in given):
             error = "a float that is no whole number: not truncated"  # (the C ABI was sent _NOT_A_COUNT)
         _warn_in_loop(f"stepprof: Recorder.{call}(): {shown} is not recorded ({error}); counted as bad_argument in "
                       "the recorder's errors; further bad values are counted without a warning", stacklevel=4)

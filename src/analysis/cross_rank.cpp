@@ -893,18 +893,26 @@ OwnWork own_work(const AnalysisInput& in, const RankLog& log, std::optional<std:
 
 namespace {
 
-// The last rule of ranks_left_out: ranks that lack steps inside the others' run (lost
-// records, or a late start), where every step lacks some rank, or most do: at 4,096 ranks,
-// 40 that lost one record each at a different step left no step compared at all. Greedily,
-// the rank that alone lacks the most steps (then the one lacking the most) goes first;
-// the prefix of that order that keeps the most (rank, step) pairs is left out, if it
-// gains as the late rule asks. A rank whose steps all come before the others' last step
-// without a gap (it stopped early) is never one: the steps after its end are searched
-// among the other ranks (search_after_ends). `out` holds the earlier rules' verdicts.
+// The last rule of ranks_left_out: ranks that lack a few steps inside the others' run
+// (a record or two lost, or a late start by a step or two), where every step lacks some
+// rank, or most do: at 4,096 ranks, 40 that lost one record each at a different step left
+// no step compared at all. Greedily, the rank that alone lacks the most steps (then the
+// one lacking the most) goes first; the prefix of that order that keeps the most (rank,
+// step) pairs is left out, if it gains as the late rule asks. A rank that lacks more than
+// max(1, a twentieth of the steps) is never one: a rank that loses many records is often
+// the sick one, and its other steps are compared (a review: a straggler that had lost 10
+// of 30 records was left out, and no straggler found). Nor is a rank whose steps all come
+// before the others' last step without a gap (it stopped early): the steps after its end
+// are searched among the other ranks (search_after_ends). At most a tenth of the ranks
+// (one below 20) in all, with those the late rule left out. `out` holds the earlier
+// rules' verdicts.
 void leave_out_lost_records(const std::vector<std::vector<std::int64_t>>& rank_steps, std::vector<RankLeftOut>& out,
                             const std::vector<std::int64_t>& steps) {
   const auto n = static_cast<std::size_t>(std::count(out.begin(), out.end(), RankLeftOut::kKept));
-  const std::size_t cap = std::min(std::max<std::size_t>(1, n / 10), n >= 2 ? n - 2 : 0);
+  const auto late = static_cast<std::size_t>(std::count(out.begin(), out.end(), RankLeftOut::kLate));
+  const std::size_t tenth = std::max<std::size_t>(1, (n + late) / 10);
+  const std::size_t cap = std::min(tenth > late ? tenth - late : 0, n >= 2 ? n - 2 : 0);
+  const std::size_t few = std::max<std::size_t>(1, steps.size() / 20);  // steps a candidate may lack
   if (cap == 0 || steps.empty()) return;
   std::vector<std::uint32_t> lacking(steps.size(), 0);  // kept ranks lacking each step
   std::vector<std::size_t> lacking_xor(steps.size(), 0);  // XOR of their indices: the one left when 1 lacks it
@@ -927,7 +935,7 @@ void leave_out_lost_records(const std::vector<std::vector<std::int64_t>>& rank_s
     }
     // Stopped early: every step it lacks comes after its last one.
     const bool stopped_early = mine.empty() || steps[missing_mine.front()] > mine.back();
-    if (!stopped_early) {
+    if (!stopped_early && missing_mine.size() <= few) {
       candidates.push_back(i);
       missing.push_back(missing_mine);
     }
@@ -1018,7 +1026,8 @@ std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64
   // in a job of fewer than 20) are left out so. (Not a rank that lost a record or stopped
   // early: that is often the sick rank itself, and its other steps are compared; the steps
   // after a log ended are searched for stretches among the other ranks, search_after_ends.
-  // Unless under half of the steps are compared: leave_out_lost_records.)
+  // A rank that lost a record or two may be, where under half of the steps would be
+  // compared: leave_out_lost_records.)
   const auto steps = union_of_kept();
   const auto n = static_cast<std::size_t>(std::count(out.begin(), out.end(), RankLeftOut::kKept));
   std::vector<std::size_t> lacking;

@@ -1264,10 +1264,16 @@ void merge_rank_waits(const FindingInputs& in, std::vector<Finding>& out, std::s
         "each rank's log read alone, as the ranks could not be compared{}: {}; {:.0f} ms per update at stake "
         "(median over these ranks; {:.0f} to {:.0f} ms); the most, rank {}: {}",
         in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not), ranks_text(who), f.ms_per_update, lo, hi, ranks[top], out[from + top].evidence);
-    f.action = fmt::format(
-        "make the ranks' logs comparable{}, so that each step's slowest rank is named (the straggler findings), "
-        "then act on that rank; speeding up the ranks that wait will not shorten the update",
-        in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not));
+    const std::string why =
+        in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not);
+    f.action = spike[a] ? fmt::format("make the ranks' logs comparable{}, so that each of those steps' slowest rank "
+                                      "and what grew on it are named; if no rank was slower there, look at the "
+                                      "network in those steps",
+                                      why)
+                        : fmt::format("make the ranks' logs comparable{}, so that each step's slowest rank is named "
+                                      "(the straggler findings), then act on that rank; speeding up the ranks that "
+                                      "wait will not shorten the update",
+                                      why);
     merged.push_back(std::move(f));
   }
   out.resize(from);
@@ -1898,7 +1904,7 @@ void variability(const FindingInputs& in, std::vector<Finding>& out) {
                                     "in the {} slow steps it holds (median)",
                                     l->rank, held->second, x.steps_total, l->grew_ms, l->slow_steps_held);
           f.action = fmt::format("these steps waited for rank {}: look at its host and GPU in those steps (and at why "
-                                 "its log holds only {} of the {} steps: it started late or stopped)",
+                                 "its log holds only {} of the {} steps: it started late, stopped or lost records)",
                                  l->rank, held->second, x.steps_total);
         } else {
           f.action = fmt::format(

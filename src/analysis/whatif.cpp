@@ -852,7 +852,7 @@ struct SyncData {
   std::vector<std::vector<std::size_t>> steps;  // per aligned step: its updates (one per rank), or one update
   std::vector<std::int64_t> step_numbers;
   std::size_t ranks = 0;     // the ranks with updates (rank_of's range)
-  std::vector<bool> left_out;  // per rank: a short or late-starting log, not in `steps` (ranks_left_out)
+  std::vector<bool> left_out;  // per rank: a short, late-starting or gapped log, not in `steps` (ranks_left_out)
   std::size_t compared = 0;  // the ranks in `steps`: ranks less those left out
   std::string comm_region;  // its name; empty: none found
   std::string description;
@@ -917,7 +917,7 @@ SyncData build_sync(const AnalysisInput& in) {
     const auto why = ranks_left_out(steps_of);
     for (std::size_t k = 0; k < d.ranks; ++k) d.left_out[k] = why[k] != RankLeftOut::kKept;
     d.compared = d.ranks - static_cast<std::size_t>(std::count(d.left_out.begin(), d.left_out.end(), true));
-    std::vector<std::string> short_ranks, late_ranks;
+    std::vector<std::string> short_ranks, late_ranks, lost_ranks;
     {
       std::size_t k = 0;
       for (const auto& r : in.data.ranks) {
@@ -927,6 +927,8 @@ SyncData build_sync(const AnalysisInput& in) {
           short_ranks.push_back(fmt::format("{} ({} of the {} steps)", rank, steps_of[k].size(), by_step.size()));
         else if (why[k] == RankLeftOut::kLate)
           late_ranks.push_back(fmt::format("{} (from step {})", rank, steps_of[k].front()));
+        else if (why[k] == RankLeftOut::kLost)
+          lost_ranks.push_back(fmt::format("{} ({} of the {} steps)", rank, steps_of[k].size(), by_step.size()));
         ++k;
       }
     }
@@ -959,6 +961,13 @@ SyncData build_sync(const AnalysisInput& in) {
           late_ranks.size() == 1 ? "" : "s", fmt::join(late_ranks, ", "), late_ranks.size() == 1 ? "its" : "their",
           late_ranks.size() == 1 ? " starts" : "s start", late_ranks.size() == 1 ? "it" : "them",
           late_ranks.size() == 1 ? "it" : "they", late_ranks.size() == 1 ? "s" : "", d.compared));
+    if (!lost_ranks.empty())
+      d.notes.push_back(fmt::format(
+          "rank{} {} left out: {} log{} a step or two in the middle (lost records), and under half of the steps "
+          "are in every log with {}, by the rules of the report's rank comparison; the steps are those of the other "
+          "{} ranks",
+          lost_ranks.size() == 1 ? "" : "s", fmt::join(lost_ranks, ", "), lost_ranks.size() == 1 ? "its" : "their",
+          lost_ranks.size() == 1 ? " lacks" : "s lack", lost_ranks.size() == 1 ? "it" : "them", d.compared));
     d.description = fmt::format(
         "{}: a step takes max over ranks of (own work + its change) plus the step's "
         "time beyond the largest own work (the collective); own work = wall_ms - {}",
@@ -967,7 +976,7 @@ SyncData build_sync(const AnalysisInput& in) {
             : fmt::format("every rank's log ({} ranks)", d.ranks),
         comm ? comm_name : std::string("nothing (no communication region found)"));
     if (d.compared < d.ranks)  // (the weak-point note names them)
-      d.description += fmt::format("; over {} of these ranks: {} left out for a short or late-starting log",
+      d.description += fmt::format("; over {} of these ranks: {} left out for a short, late-starting or gapped log",
                                    d.compared, d.ranks - d.compared);
     if (dropped) d.notes.push_back(fmt::format("{} step(s) missing from some rank's log are left out", dropped));
     if (world && *world > static_cast<std::int64_t>(d.ranks))
@@ -1386,7 +1395,7 @@ Prediction balanced_prediction(const AnalysisInput& in, const CostModelSet& mode
       std::size_t r = 0;
       for (const auto& log : in.data.ranks) {
         if (log.updates.empty()) continue;
-        if (sync.left_out[r]) {  // (a short or late-starting log: not in the steps compared)
+        if (sync.left_out[r]) {  // (a short, late-starting or gapped log: not in the steps compared)
           ++r;
           continue;
         }

@@ -2130,9 +2130,25 @@ def test_a_float_count_from_the_data_is_recorded_when_whole_and_counted_otherwis
     assert "no whole number" in warned[0] and "above 2^53" not in warned[0], warned
     with pytest.raises(TypeError):
         rec.count("samples", torch.tensor([3.0]))  # an array is no count (as an integer one)
+    # (A review: a whole float beyond 2^53 is "above 2^53", a negative one "negative", not
+    # "no whole number"; arrays given to microbatch() raised their truth value's error.)
+    rec2_warned = []
+    for call, reason in [(lambda: rec.count("samples", 1e300), "above 2^53"),
+                         (lambda: rec.count("samples", -1e300), "negative"),
+                         (lambda: rec.microbatch(frames=np.array([3, 4]), tokens=np.array([10])), "one entry per sample"),
+                         (lambda: rec.microbatch(frames=torch.tensor([3.5]), tokens=torch.tensor([10.0])),
+                          "no whole number"),
+                         (lambda: rec.microbatch(frames=[3], tokens=(x for x in [10.5])), "no whole number")]:
+        rec._warned_value = False  # (one warning per Recorder: each reason is looked at)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()  # (raises nothing)
+        said = [str(w.message) for w in caught if issubclass(w.category, stepprof.RecorderWarning)]
+        assert len(said) == 1 and reason in said[0], (reason, said)
+        rec2_warned.append(reason)
     rec.end_update(0)
     with pytest.warns(stepprof.RecorderWarning):
-        assert rec.close() == {"bad_argument": 7}
+        assert rec.close() == {"bad_argument": 7 + len(rec2_warned)}
     _, updates = read_log(tmp_path / "r.jsonl")
     u = updates[0]
     assert u["counts"] == {"samples": 42}

@@ -376,7 +376,7 @@ enum class RankLeftOut : std::uint8_t {
   kKept,
   kShort,  ///< its log holds under half of the steps (short_log)
   kLate,   ///< its log starts late: every step from its first to the last, and no earlier one
-  kLost,   ///< its log lacks steps between its first and last (lost records), where under half are compared
+  kLost,   ///< its log lacks a few steps between its first and last (lost records), where under half are compared
 };
 
 /// Which ranks a comparison of the steps every rank holds leaves out, by the rules of
@@ -389,9 +389,10 @@ enum class RankLeftOut : std::uint8_t {
 /// pairs than leaving out the steps they lack ((n - late) x aligned' > n x aligned, where
 /// aligned is the number of steps of S every rank holds), gaining at least 3 steps and a
 /// tenth of |S|. Last, when under half of the remaining ranks' steps (their union) are
-/// held by every one of them: ranks lacking steps before their own last one (lost records,
-/// or a late start: kLate / kLost; never a rank that only stopped early), at most
-/// max(1, n / 10) and leaving 2 or more. Greedily the one that alone lacks the most steps
+/// held by every one of them: ranks lacking a few steps (at most max(1, |S| / 20))
+/// before their own last one (lost records, or a late start: kLate / kLost; never a rank
+/// that only stopped early, nor one that lost more: often the sick rank itself), at most
+/// max(1, n / 10) with the late ones, leaving 2 or more. Greedily the one that alone lacks the most steps
 /// goes first (then the one lacking the most steps), and the prefix of that order that
 /// keeps the most (rank, step) pairs is left out, when it gains at least 3 aligned steps
 /// and a tenth of the union (40 of 4,096 ranks that each lost one record at a different
