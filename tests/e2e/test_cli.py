@@ -2272,6 +2272,10 @@ def test_ranks_that_lost_records_at_different_steps_do_not_turn_off_the_comparis
     text = " ".join(run("report", tmp_path).stdout.split())
     assert "ranks left out ranks 20, 23, 26, 29, 32, 35, 38, 41, 44, 47 (15 of 16 steps): left out of the " \
            "comparison" in text
+    # The what-if's synchronization leaves them out by the same rule, and says why.
+    w = " ".join(run("whatif", "balanced-ranks", tmp_path).stdout.split())
+    assert "ranks 20 (15 of the 16 steps), 23 (15 of the 16 steps)" in w
+    assert "left out: their logs lack a step or two in the middle (lost records)" in w
     # Half of them lost a record: 11 of 16 steps compared, every rank kept.
     for f in tmp_path.glob("*.jsonl"):
         f.unlink()
