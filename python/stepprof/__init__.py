@@ -59,7 +59,8 @@ def _integer(value: Any, what: str, expected: str = "an integer") -> int:
     and torch's too) is not taken as 0 or 1 (count("samples", True) is a mistake).
     `expected` is what a TypeError's message says was expected."""
     dtype = getattr(value, "dtype", None)
-    if isinstance(value, bool) or (dtype is not None and str(dtype) in ("bool", "torch.bool")):
+    kind = getattr(dtype, "kind", None)  # (numpy's; str(dtype) took most of a numpy int's time)
+    if isinstance(value, bool) or (dtype is not None and (kind == "b" if kind is not None else str(dtype) == "torch.bool")):
         raise TypeError(f"{what} must be {expected}, not bool {value!r}")
     if getattr(value, "ndim", 0) != 0:  # (torch.tensor([3]) was taken as 3)
         raise TypeError(f"{what} must be {expected}, not a {type(value).__name__} of {value.ndim} dimension(s)")
@@ -112,7 +113,10 @@ def _is_float_scalar(value: Any) -> bool:
     # (numpy's dtype.kind, torch's dtype.is_floating_point: str(dtype) made a numpy int64
     # count twice as slow, a review measured)
     kind = getattr(dtype, "kind", None)
-    floating = kind == "f" if kind is not None else getattr(dtype, "is_floating_point", False) is True
+    if kind is not None:  # (ml_dtypes' and JAX's bfloat16 is of kind "V")
+        floating = kind == "f" or (kind == "V" and "float" in str(dtype))
+    else:
+        floating = getattr(dtype, "is_floating_point", False) is True
     return floating and getattr(value, "ndim", 1) == 0
 
 

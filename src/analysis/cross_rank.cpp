@@ -907,7 +907,7 @@ namespace {
 // (one below 20) in all, with those the late rule left out. `out` holds the earlier
 // rules' verdicts.
 void leave_out_lost_records(const std::vector<std::vector<std::int64_t>>& rank_steps, std::vector<RankLeftOut>& out,
-                            const std::vector<std::int64_t>& steps) {
+                            const std::vector<std::int64_t>& steps, const std::vector<bool>& keep) {
   const auto n = static_cast<std::size_t>(std::count(out.begin(), out.end(), RankLeftOut::kKept));
   const auto late = static_cast<std::size_t>(std::count(out.begin(), out.end(), RankLeftOut::kLate));
   const std::size_t tenth = std::max<std::size_t>(1, (n + late) / 10);
@@ -935,7 +935,7 @@ void leave_out_lost_records(const std::vector<std::vector<std::int64_t>>& rank_s
     }
     // Stopped early: every step it lacks comes after its last one.
     const bool stopped_early = mine.empty() || steps[missing_mine.front()] > mine.back();
-    if (!stopped_early && missing_mine.size() <= few) {
+    if (!stopped_early && missing_mine.size() <= few && !(i < keep.size() && keep[i])) {
       candidates.push_back(i);
       missing.push_back(missing_mine);
     }
@@ -987,14 +987,30 @@ void leave_out_lost_records(const std::vector<std::vector<std::int64_t>>& rank_s
   for (std::size_t k = 0; k < best_k; ++k) {
     const std::size_t i = candidates[order[k]];
     const auto& mine = rank_steps[i];
-    const bool late = mine.back() == steps.back() && steps[missing[order[k]].back()] < mine.front();
-    out[i] = late ? RankLeftOut::kLate : RankLeftOut::kLost;
+    const bool starts_late = mine.back() == steps.back() && steps[missing[order[k]].back()] < mine.front();
+    out[i] = starts_late ? RankLeftOut::kLate : RankLeftOut::kLost;
   }
 }
 
 }  // namespace
 
-std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64_t>>& rank_steps) {
+std::vector<bool> slowest_often(const std::vector<std::vector<std::pair<std::int64_t, double>>>& own) {
+  std::map<std::int64_t, std::pair<double, std::size_t>> most;  // step -> (most own work, its rank)
+  for (std::size_t i = 0; i < own.size(); ++i)
+    for (const auto& [step, ms] : own[i]) {
+      const auto [it, fresh] = most.try_emplace(step, ms, i);
+      if (!fresh && ms > it->second.first) it->second = {ms, i};
+    }
+  std::vector<std::size_t> slowest(own.size(), 0);
+  for (const auto& [step, m] : most) ++slowest[m.second];
+  std::vector<bool> keep(own.size(), false);
+  for (std::size_t i = 0; i < own.size(); ++i)
+    keep[i] = slowest[i] >= 2 && slowest[i] * own.size() > 2 * own[i].size();
+  return keep;
+}
+
+std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64_t>>& rank_steps,
+                                        const std::vector<bool>& keep) {
   std::vector<RankLeftOut> out(rank_steps.size(), RankLeftOut::kKept);
   auto union_of_kept = [&] {
     std::vector<std::int64_t> steps, merged;
@@ -1062,7 +1078,7 @@ std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64
       for (std::size_t k = 0; k < lacking.size(); ++k)
         if (late[k]) out[lacking[k]] = RankLeftOut::kLate;
   }
-  leave_out_lost_records(rank_steps, out, union_of_kept());
+  leave_out_lost_records(rank_steps, out, union_of_kept(), keep);
   return out;
 }
 
@@ -1258,7 +1274,15 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       if (!std::is_sorted(mine.begin(), mine.end())) std::sort(mine.begin(), mine.end());
       mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
     }
-    const auto left_out = ranks_left_out(rank_steps);
+    // (Own work where it is known: the ranks the lost-records rule must keep.)
+    std::vector<std::vector<std::pair<std::int64_t, double>>> own(ranks.size());
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const auto first = in.first_update_of(*ranks[i]);
+      for (std::size_t j = 0; j < ranks[i]->updates.size(); ++j)
+        if (const OwnWork w = own_work(in, *ranks[i], first, j, comm, comm_dev); w.kind == OwnWork::Kind::kKnown)
+          own[i].emplace_back(ranks[i]->updates[j].step, w.ms);
+    }
+    const auto left_out = ranks_left_out(rank_steps, slowest_often(own));
     if (std::find(left_out.begin(), left_out.end(), RankLeftOut::kKept) != left_out.end() &&
         std::any_of(left_out.begin(), left_out.end(), [](RankLeftOut w) { return w != RankLeftOut::kKept; })) {
       std::vector<const RankLog*> kept;

@@ -1266,9 +1266,9 @@ void merge_rank_waits(const FindingInputs& in, std::vector<Finding>& out, std::s
         in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not), ranks_text(who), f.ms_per_update, lo, hi, ranks[top], out[from + top].evidence);
     const std::string why =
         in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not);
-    f.action = spike[a] ? fmt::format("make the ranks' logs comparable{}, so that each of those steps' slowest rank "
-                                      "and what grew on it are named; if no rank was slower there, look at the "
-                                      "network in those steps",
+    f.action = spike[a] ? fmt::format("make the ranks' logs comparable{}, so that the slowest rank of each step "
+                                      "they waited in, and what grew on it, are named; if no rank was slower there, "
+                                      "look at the network in those steps",
                                       why)
                         : fmt::format("make the ranks' logs comparable{}, so that each step's slowest rank is named "
                                       "(the straggler findings), then act on that rank; speeding up the ranks that "

@@ -914,7 +914,9 @@ SyncData build_sync(const AnalysisInput& in) {
       std::sort(mine.begin(), mine.end());
       mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
     }
-    const auto why = ranks_left_out(steps_of);
+    std::vector<std::vector<std::pair<std::int64_t, double>>> own(d.ranks);  // (wall_ms - communication)
+    for (std::size_t i = 0; i < updates.size(); ++i) own[d.rank_of[i]].emplace_back(d.step_of[i], d.wall[i] - d.comm[i]);
+    const auto why = ranks_left_out(steps_of, slowest_often(own));
     for (std::size_t k = 0; k < d.ranks; ++k) d.left_out[k] = why[k] != RankLeftOut::kKept;
     d.compared = d.ranks - static_cast<std::size_t>(std::count(d.left_out.begin(), d.left_out.end(), true));
     std::vector<std::string> short_ranks, late_ranks, lost_ranks;

@@ -858,22 +858,27 @@ Section waiting_section(const Report& rep) {
         rep.waiting.begin(), rep.waiting.end(), [](const WaitingResult& w) { return w.waiting && w.wait_ms; }));
     const auto spikes = static_cast<std::size_t>(std::count_if(
         rep.waiting.begin(), rep.waiting.end(), [](const WaitingResult& w) { return !w.waiting && !w.spike_steps.empty(); }));
-    // The rank that waits least of those that wait throughout: the likeliest one the others
-    // wait for (a review: the 8 that wait most hid it).
+    // The rank that waits least, of those with a wait estimate: the likeliest one the
+    // others wait for (a review: the 8 that wait most hid it; a straggler itself shows no
+    // waiting). It is shown first.
     const WaitingResult* least = nullptr;
     for (const auto& w : rep.waiting)
-      if (w.waiting && w.wait_ms && (!least || w.wait_ms->median < least->wait_ms->median)) least = &w;
+      if (w.wait_ms && w.rank && (!least || w.wait_ms->median < least->wait_ms->median)) least = &w;
     s.blocks.emplace_back(Paragraph{fmt::format(
         "Each of the {} ranks' logs read alone: {} wait for a slower rank throughout, {} in some updates only, {} "
         "show no sign of waiting or cannot tell.{} Shown: {} (--format json has every rank's).",
         rep.waiting.size(), waiting, spikes, rep.waiting.size() - waiting - spikes,
-        least && waiting >= 2 && least->rank
-            ? fmt::format(" Of those that wait throughout, rank {} waits least ({} per update, median): the likeliest "
-                          "one the others wait for.",
-                          *least->rank, ms(least->wait_ms->median))
-            : std::string(),
-        waiting + spikes == 0 ? fmt::format("the first {} in the logs' order", kShownRanks)
-                              : fmt::format("the {} that wait most", kShownRanks))});
+        least ? fmt::format(" Rank {} waits least by its communication region's time above its lowest ({} per "
+                            "update, median): the likeliest one the others wait for.",
+                            *least->rank, ms(least->wait_ms->median))
+              : std::string(),
+        least ? fmt::format("rank {}, then the {} that wait most", *least->rank, kShownRanks - 1)
+        : waiting + spikes == 0 ? fmt::format("the first {} in the logs' order", kShownRanks)
+                                : fmt::format("the {} that wait most", kShownRanks))});
+    if (least) {
+      std::erase(shown, least);
+      shown.insert(shown.begin(), least);
+    }
     shown.resize(kShownRanks);
   }
   for (const WaitingResult* wp : shown) {

@@ -399,7 +399,18 @@ enum class RankLeftOut : std::uint8_t {
 /// step of 40 left no step compared).
 /// `rank_steps[i]`: rank i's distinct steps, ascending (an empty list is never late).
 /// Returns one entry per rank, in the same order.
-std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64_t>>& rank_steps);
+/// `keep[i]` (when given): rank i is never left out by the last rule (slowest_often: a
+/// straggler that lost a record stays, and so do the steps it lacks).
+std::vector<RankLeftOut> ranks_left_out(const std::vector<std::vector<std::int64_t>>& rank_steps,
+                                        const std::vector<bool>& keep = {});
+
+/// Per rank: true when it had the most own work of the ranks holding a step in at least 2
+/// steps and in more than twice its share of the steps it holds (their number over the
+/// number of ranks): a straggler, whatever records it lost, which ranks_left_out's last
+/// rule must not leave out (a review: a 1.5x straggler that had lost one record was left
+/// out by the order of equal ranks, and no straggler was found). `own[i]`: rank i's
+/// (step, own work [ms]) where its own work is known, each step once.
+std::vector<bool> slowest_often(const std::vector<std::vector<std::pair<std::int64_t, double>>>& own);
 
 /// Ranks that entered their steps far apart but left them together, from logged start
 /// times (`start_unix_ms`: `import kineto` writes each ProfilerStep's start; the ranks'
