@@ -1274,9 +1274,12 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
       if (!std::is_sorted(mine.begin(), mine.end())) std::sort(mine.begin(), mine.end());
       mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
     }
-    // (Own work where it is known: the ranks the lost-records rule must keep.)
-    std::vector<std::vector<std::pair<std::int64_t, double>>> own(ranks.size());
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
+    // (Own work where it is known: the ranks the lost-records rule must keep; only where
+    // some rank lacks a step, as that rule leaves out none otherwise.)
+    const bool gaps = std::any_of(rank_steps.begin(), rank_steps.end(),
+                                  [&](const auto& mine) { return mine.size() != steps.size(); });
+    std::vector<std::vector<std::pair<std::int64_t, double>>> own(gaps ? ranks.size() : 0);
+    for (std::size_t i = 0; i < own.size(); ++i) {
       const auto first = in.first_update_of(*ranks[i]);
       for (std::size_t j = 0; j < ranks[i]->updates.size(); ++j)
         if (const OwnWork w = own_work(in, *ranks[i], first, j, comm, comm_dev); w.kind == OwnWork::Kind::kKnown)
