@@ -1260,12 +1260,12 @@ void merge_rank_waits(const FindingInputs& in, std::vector<Finding>& out, std::s
                                      same.size(), f.subject)
                        : fmt::format("{} ranks wait for a slower rank in {}: their update time is set by another rank",
                                      same.size(), f.subject);
+    const std::string why =
+        in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not);
     f.evidence = fmt::format(
         "each rank's log read alone, as the ranks could not be compared{}: {}; {:.0f} ms per update at stake "
         "(median over these ranks; {:.0f} to {:.0f} ms); the most, rank {}: {}",
-        in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not), ranks_text(who), f.ms_per_update, lo, hi, ranks[top], out[from + top].evidence);
-    const std::string why =
-        in.cross_rank.why_not.empty() ? std::string() : fmt::format(" ({})", in.cross_rank.why_not);
+        why, ranks_text(who), f.ms_per_update, lo, hi, ranks[top], out[from + top].evidence);
     f.action = spike[a] ? fmt::format("make the ranks' logs comparable{}, so that the slowest rank of each step "
                                       "they waited in, and what grew on it, are named; if no rank was slower there, "
                                       "look at the network in those steps",
