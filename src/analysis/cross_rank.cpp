@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "stepprof/analysis/stage_peers.hpp"
 #include "stepprof/analysis/timeline.hpp"
 #include "stepprof/schema.hpp"
 
@@ -1510,12 +1511,6 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
     out.per_rank.push_back(r);
   }
   search_after_ends(ranks, steps, compute_at, out);
-  for (auto& e : out.episodes) {
-    const auto lo = std::lower_bound(steps.begin(), steps.end(), e.first_step);
-    const auto hi = std::upper_bound(lo, steps.end(), e.last_step);
-    const auto in_range = static_cast<std::size_t>(hi - lo);
-    e.steps_not_compared = in_range > e.updates ? in_range - e.updates : 0;
-  }
   out.slow_group = find_slow_group(work, out.per_update, out.episodes);
   if (classes) out.group_stretches = find_group_stretches(work, out.per_update, *classes);
   for (auto& r : out.per_rank) {
@@ -1533,6 +1528,16 @@ CrossRankResult analyze_cross_rank(const AnalysisInput& in, const std::vector<Wa
                                                      excluded, &out.per_update, &work)
                                : find_recurring_lags(out.per_update, out.episode_threshold_ms, work, out.episodes, excluded);
     for (auto& g : out.recurring) g.paths_scaled = any_excess;
+  }
+  // A pipeline's stages do different work: each rank is compared with its stage's ranks too.
+  if (classes)
+    if (const ConfigDifference* stage = pipeline_stage_field(*classes))
+      compare_within_stages(*stage, work, out.per_update, threshold, out);
+  for (auto& e : out.episodes) {
+    const auto lo = std::lower_bound(steps.begin(), steps.end(), e.first_step);
+    const auto hi = std::upper_bound(lo, steps.end(), e.last_step);
+    const auto in_range = static_cast<std::size_t>(hi - lo);
+    e.steps_not_compared = in_range > e.updates ? in_range - e.updates : 0;
   }
   // Where a straggler's extra own work goes (its finding names the regions).
   // (The region times are computed once, for every rank, when some rank needs them.)

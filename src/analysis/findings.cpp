@@ -745,14 +745,20 @@ double margin_to_gap(const CrossRankResult& x) { return x.per_rank.size() == 2 ?
 // Stretches in the same updates are one wait, not one each (the job waits for the slowest
 // rank): per update, the slowest rank's margin beyond the lowest typical margin of the
 // stretches there, summed over the updates any of `stretches` covers [ms].
+// A stretch found among one pipeline stage's ranks (StragglerEpisode::stage) counts its
+// own excess per update (its mean over its updates) instead: the slowest rank of the
+// whole job there is a heavier stage's. Per update, the largest of these and the above.
 double union_excess_ms(const CrossRankResult& x, const std::vector<const StragglerEpisode*>& stretches) {
   double excess = 0;
   const double gap = margin_to_gap(x);
   for (const auto& u : x.per_update) {
-    double typical = std::numeric_limits<double>::infinity();
-    for (const StragglerEpisode* e : stretches)
-      if (e->first_step <= u.step && u.step <= e->last_step) typical = std::min(typical, e->typical_margin_ms);
-    if (std::isfinite(typical)) excess += gap * std::max(0.0, u.margin_ms - typical);
+    double typical = std::numeric_limits<double>::infinity(), stage_excess = 0;
+    for (const StragglerEpisode* e : stretches) {
+      if (e->first_step > u.step || u.step > e->last_step) continue;
+      if (e->stage.empty()) typical = std::min(typical, e->typical_margin_ms);
+      else if (e->updates > 0) stage_excess = std::max(stage_excess, e->excess_ms / static_cast<double>(e->updates));
+    }
+    excess += std::max(std::isfinite(typical) ? gap * std::max(0.0, u.margin_ms - typical) : 0.0, stage_excess);
   }
   // (Stretches after a rank's log ended lie in steps per_update does not hold: their own
   // excess, not shared.)
@@ -1009,6 +1015,40 @@ void group_stretches(const FindingInputs& in, std::vector<Finding>& out) {
   }
 }
 
+// "the median rank"; for a stretch or lag found among the ranks of one pipeline stage
+// (stage_peers.hpp), "the median rank of its pipeline stage (stage 1)".
+std::string median_rank(const CrossRankResult& x, const std::string& stage) {
+  return stage.empty() ? std::string("the median rank")
+                       : fmt::format("the median rank of its pipeline stage ({} {})", x.stage_field, stage);
+}
+
+// For a stretch or lag found among one pipeline stage's ranks: why, which ranks, and
+// whether a heavier stage sets the pipeline's pace (`margin_ms` its lag there [ms]).
+std::string stage_note(const FindingInputs& in, const std::string& stage, double margin_ms) {
+  const auto& x = in.cross_rank;
+  if (stage.empty()) return {};
+  const auto own = std::find_if(x.stage_own_ms.begin(), x.stage_own_ms.end(), [&](const auto& s) { return s.first == stage; });
+  const auto heaviest = std::max_element(x.stage_own_ms.begin(), x.stage_own_ms.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::string pace;
+  if (own != x.stage_own_ms.end() && heaviest != x.stage_own_ms.end() && heaviest->first != stage &&
+      own->second + margin_ms < heaviest->second)
+    pace = fmt::format("; with its lag its own work ({:.0f} ms, its stage's median {:.0f} ms) stays below stage {}'s "
+                       "({:.0f} ms, median), the heaviest, which sets the pipeline's pace: the job's update time may "
+                       "grow by less than the time at stake, which is what its stage's ranks waited for it",
+                       own->second + margin_ms, own->second, heaviest->first, heaviest->second);
+  std::string ranks;
+  if (in.run)
+    for (const auto& d : in.run->config_differences)
+      if (d.key == x.stage_field)
+        for (const auto& [value, members] : d.values)
+          if (value == stage) ranks = fmt::format(": {} {}", members.size() == 1 ? "rank" : "ranks", detail::rank_numbers(members));
+  return fmt::format("; compared with the ranks of its pipeline stage only ({} {}{}), whose median rank and bounds "
+                     "these are: the stages do different work, so against every rank its lag is hidden or taken for "
+                     "its stage's, and a stage's ranks wait for each other in its data-parallel all-reduce{}",
+                     x.stage_field, stage, ranks, pace);
+}
+
 // A rank that fell far behind for a stretch of updates (cross_rank.hpp, StragglerEpisode).
 void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   const auto& x = in.cross_rank;
@@ -1022,8 +1062,12 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   for (const auto& e : x.episodes) {
     // A rank the straggler or slow-ranks finding names already, behind for half the run
     // or more: the same issue, not counted twice.
+    // (A stretch found within a pipeline stage is not what the comparison of every rank
+    // found: the slow ranks there are a heavy stage's.)
     const bool named = straggler_finding_for(x, e.rank) || in_group(group, e.rank);
-    if ((named && 2 * e.updates >= episode_steps(x)) || in_slow_group(x, e.rank) || in_group_stretch(groups, e)) continue;
+    if (e.stage.empty() &&
+        ((named && 2 * e.updates >= episode_steps(x)) || in_slow_group(x, e.rank) || in_group_stretch(groups, e)))
+      continue;
     Finding f;
     f.kind = "straggler_episode";
     f.subject = fmt::format("rank {}", e.rank);
@@ -1031,13 +1075,13 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     // (Steps in the range not compared, records lost or times missing, are said: "16 of
     // those 16" for 21 steps read as if none were.)
     f.title = e.steps_not_compared == 0
-                  ? fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of those {} "
-                                "updates",
-                                e.rank, e.first_step, e.last_step, e.behind, e.updates)
-                  : fmt::format("rank {} fell behind in steps {}..{}: far behind the median rank in {} of the {} "
-                                "updates compared ({} more step(s) in that range were not compared: a rank's record, "
-                                "communication region or wall time is missing there)",
-                                e.rank, e.first_step, e.last_step, e.behind, e.updates, e.steps_not_compared);
+                  ? fmt::format("rank {} fell behind in steps {}..{}: far behind {} in {} of those {} updates",
+                                e.rank, e.first_step, e.last_step, median_rank(x, e.stage), e.behind, e.updates)
+                  : fmt::format("rank {} fell behind in steps {}..{}: far behind {} in {} of the {} updates compared "
+                                "({} more step(s) in that range were not compared: a rank's record, communication "
+                                "region or wall time is missing there)",
+                                e.rank, e.first_step, e.last_step, median_rank(x, e.stage), e.behind, e.updates,
+                                e.steps_not_compared);
     if (e.paths_scaled) f.title += ", once each rank's slow code paths' excess is taken out";
     const std::string long_rule =
         e.running_quartile
@@ -1073,6 +1117,7 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
                   "behind the median rank (that typical margin plus the larger of 3 robust standard deviations and "
                   "5 % of the own work); the median rank and every faster one waited at least that long",
                   e.margin_ms, e.typical_margin_ms, e.threshold_ms);
+    f.evidence += stage_note(in, e.stage, e.margin_ms);
     if (margin_to_gap(x) != 1 && !by_rise)
       f.evidence += "; with two ranks the median rank is their mean, so the other rank waited twice that margin, "
                     "which the time at stake counts";
@@ -1137,6 +1182,21 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     g.action =
         "look for what these stretches share: the same host or GPU, the same data, a periodic job on the nodes "
         "(checkpoints, evaluation, logging)";
+    // Ranks that alone have a config value (a node), each behind the other ranks of its
+    // pipeline stage: that value is what they share (a slow node holds a rank of every stage).
+    std::vector<std::int64_t> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    if (const auto c = config_only_on(in, sorted); c && c->key != x.stage_field) {
+      g.title += fmt::format(": every rank with {} = {}", c->key, c->value);
+      g.action = fmt::format("look at what {} = {} names (a node, a GPU model, a data shard): the ranks with it, and "
+                             "only they, fell behind{}; the other values are {}",
+                             c->key, c->value,
+                             std::all_of(listed.begin(), listed.end(), [](const StragglerEpisode* e) { return !e->stage.empty(); })
+                                 ? " the other ranks of their pipeline stages"
+                                 : "",
+                             c->others);
+    }
   });
 }
 
@@ -1191,9 +1251,9 @@ void recurring_lags(const FindingInputs& in, std::vector<Finding>& out) {
     f.kind = "recurring_lag";
     f.subject = fmt::format("rank {}", g.rank);
     f.ms_per_update = at_stake;
-    f.title = fmt::format("rank {} falls behind {}: {:.0f} ms behind the median rank in {} of {} updates (steps {})",
-                          g.rank, g.every ? "every " + ordinal(*g.every) + " step" : std::string("now and then"),
-                          g.margin_ms, g.behind, g.updates, steps);
+    f.title = fmt::format("rank {} falls behind {}: {:.0f} ms behind {} in {} of {} updates (steps {})", g.rank,
+                          g.every ? "every " + ordinal(*g.every) + " step" : std::string("now and then"), g.margin_ms,
+                          median_rank(x, g.stage), g.behind, g.updates, steps);
     f.evidence =
         g.paths_scaled
             ? fmt::format("a rank counts as behind when its own work less what its slow code paths took beyond the "
@@ -1213,6 +1273,7 @@ void recurring_lags(const FindingInputs& in, std::vector<Finding>& out) {
       f.evidence += fmt::format("; in {} more steps it was behind with a padding spike: the padding finding prices "
                                 "those, and they are left out here",
                                 spikes);
+    f.evidence += stage_note(in, g.stage, g.margin_ms);
     f.evidence += own_work_caveat(x);
     f.action = fmt::format(
         "look at what rank {} does in those steps that the other ranks do not: {}a checkpoint, evaluation, logging or "

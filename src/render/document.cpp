@@ -22,6 +22,11 @@ std::string join(const std::vector<std::int64_t>& v, std::string_view sep = ", "
   return s;
 }
 
+// " of its pipeline stage (stage 1)" for a stretch or lag found among one stage's ranks.
+std::string of_stage(const CrossRankResult& x, const std::string& stage) {
+  return stage.empty() ? std::string() : fmt::format(" of its pipeline stage ({} {})", x.stage_field, stage);
+}
+
 std::string med_p90_max(const std::optional<Summary>& s) {
   if (!s) return "-";
   return fmt::format("{} / {} / {}", num(s->median), num(s->p90), num(s->max));
@@ -710,11 +715,11 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
   }
   for (const std::size_t k : listed) {
     const auto& e = x.episodes[k];
-    episodes += fmt::format("{}rank {}, steps {}..{} (far behind in {} of {} updates{}, {} behind the median rank{})",
+    episodes += fmt::format("{}rank {}, steps {}..{} (far behind in {} of {} updates{}, {} behind the median rank{}{})",
                             episodes.empty() ? "" : "; ", e.rank, e.first_step, e.last_step, e.behind, e.updates,
                             e.steps_not_compared > 0 ? fmt::format(" compared, {} not", e.steps_not_compared)
                                                      : std::string(),
-                            ms(e.margin_ms),
+                            ms(e.margin_ms), of_stage(x, e.stage),
                             e.shared > 0 ? fmt::format("; {} {} behind too in {} of them",
                                                        e.alongside.size() == 1 ? "rank" : "ranks", join(e.alongside),
                                                        e.shared)
@@ -741,9 +746,10 @@ void cross_rank_blocks(const CrossRankResult& x, Section& s) {
     constexpr std::size_t kListed = 8;  // (then a count; every one is in --format json)
     for (std::size_t k = 0; k < x.recurring.size() && k < kListed; ++k) {
       const RecurringLag& g = x.recurring[k];
-      scattered += fmt::format("{}rank {} in {} of {} updates{} ({} behind, median{}; steps {}{})",
+      scattered += fmt::format("{}rank {} in {} of {} updates{} ({} behind{}, median{}; steps {}{})",
                                scattered.empty() ? "" : "; ", g.rank, g.behind, g.updates,
                                g.every ? fmt::format(", every {} steps", *g.every) : std::string(), ms(g.margin_ms),
+                               g.stage.empty() ? std::string() : " the median rank" + of_stage(x, g.stage),
                                g.paths_scaled ? fmt::format("; found beyond {} on own work less slow paths' excess",
                                                             ms(g.threshold_ms))
                                               : std::string(),

@@ -332,6 +332,13 @@ Json waiting_rank(const WaitingResult& w) {
           {"updates", w.updates}};
 }
 
+// A pipeline stage's value (JSON text, as in config_differences), or null for none.
+Json stage_value(const std::string& text) {
+  if (text.empty()) return nullptr;
+  auto v = Json::parse(text, nullptr, false);
+  return v.is_discarded() ? Json(text) : v;
+}
+
 Json cross_rank_rank(const CrossRankResult& x, std::size_t i) {
   const auto& r = x.per_rank[i];
   Json lags = Json::array();
@@ -377,7 +384,8 @@ Json cross_rank_head(const CrossRankResult& x) {
                          {"others_compared", g.others_compared},
                          {"every", opt(g.every)},
                          {"steps", g.steps},
-                         {"paths_scaled", g.paths_scaled}});
+                         {"paths_scaled", g.paths_scaled},
+                         {"stage", stage_value(g.stage)}});
   Json episodes = Json::array();
   for (const auto& e : x.episodes)
     episodes.push_back({{"rank", e.rank},
@@ -395,7 +403,8 @@ Json cross_rank_head(const CrossRankResult& x) {
                         {"shared", e.shared},
                         {"alongside", e.alongside},
                         {"among_ranks", e.among_ranks > 0 ? Json(e.among_ranks) : Json(nullptr)},
-                        {"steps_not_compared", e.steps_not_compared}});
+                        {"steps_not_compared", e.steps_not_compared},
+                        {"stage", stage_value(e.stage)}});
   Json slow_group = nullptr;
   if (const auto& g = x.slow_group)
     slow_group = {{"slow_ranks", g->slow},  {"fast_ranks", g->fast},     {"slow_ms", g->slow_ms},
@@ -427,6 +436,8 @@ Json cross_rank_head(const CrossRankResult& x) {
   Json ended_early = Json::array();
   for (const auto& e : x.ended_early)
     ended_early.push_back({{"rank", e.rank}, {"last_step", e.last_step}, {"next_step", e.next_step}});
+  Json stage_own = Json::array();
+  for (const auto& [stage, own_ms] : x.stage_own_ms) stage_own.push_back({{"stage", stage_value(stage)}, {"own_ms", own_ms}});
   Json short_ranks = Json::array();
   for (const auto& [rank, steps] : x.ranks_short) short_ranks.push_back({{"rank", rank}, {"steps", steps}});
   return Json{{"available", x.available},
@@ -455,6 +466,9 @@ Json cross_rank_head(const CrossRankResult& x) {
               {"episode_threshold_ms", x.available ? Json(x.episode_threshold_ms) : Json(nullptr)},
               {"slow_group", slow_group},
               {"group_stretches", group_stretches},
+              {"stage_field", x.stage_field.empty() ? Json(nullptr) : Json(x.stage_field)},
+              {"stages_compared", x.stages_compared},
+              {"stage_own_ms", stage_own},
               {"window_skew", x.window_skew ? Json{{"steps", x.window_skew->steps},
                                                    {"start_spread_ms", x.window_skew->start_spread_ms},
                                                    {"end_spread_ms", x.window_skew->end_spread_ms},

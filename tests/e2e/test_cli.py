@@ -4110,3 +4110,100 @@ def test_an_optimizer_region_in_every_kth_update_only_is_said(tmp_path):
         r = run("report", "-o", os.devnull, log(name, steps, at))
         assert r.returncode == 0 and "optimizer-not-every-update" not in r.stderr, (name, r.stderr)
     assert "optimizer-not-every-update" not in run("report", "-o", os.devnull, "--hierarchy", HIER, LOG).stderr
+
+
+def pipeline_logs(logs, inject, world=12, stages=4, steps=60, seed=7, field="stage"):
+    """A pipeline of `stages` stages x world/stages replicas (rank r in stage r % stages)
+    whose first and last stages do 65 ms of own work per update and the others 30 ms
+    (+-2 %), with `inject`(rank, step, own) -> own applied."""
+    import random
+    rnd = random.Random(seed)
+    write_rank_logs(logs, world, steps, lambda rank: {field: rank % stages, "dp_rank": rank // stages},
+                    lambda rank, step: inject(rank, step, (65.0 if rank % stages in (0, stages - 1) else 30.0)
+                                              * rnd.uniform(0.98, 1.02)),
+                    update_ms=200.0, digits=2)
+
+
+def test_ranks_are_compared_with_the_ranks_of_their_pipeline_stage(tmp_path):
+    # The Megatron-style helper: a 1.3x stretch on a rank of a light stage (rank 5, stage 1,
+    # steps 20..34) stays below the median of every rank, and a checkpoint every 10th step
+    # on a rank of a heavy stage (rank 3, stage 3) was hidden because its stage's ranks are
+    # all "stragglers" against every rank. Neither was found; both are now, against the
+    # ranks of their own stage (`stage` in the config).
+    def inject(rank, step, own):
+        if rank == 5 and 20 <= step <= 34:
+            own *= 1.3
+        if rank == 3 and step % 10 == 5:
+            own += 40.0
+        return own
+    pipeline_logs(tmp_path, inject)
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    x = rep["cross_rank"]
+    assert x["stage_field"] == "stage" and x["stages_compared"] == 4
+    assert [(s["stage"], round(s["own_ms"])) for s in x["stage_own_ms"]] == [(0, 65), (1, 30), (2, 30), (3, 65)]
+    assert [(e["rank"], e["first_step"], e["last_step"], e["stage"]) for e in x["episodes"]] == [(5, 20, 34, 1)]
+    assert 8.0 < x["episodes"][0]["margin_ms"] < 10.0  # 0.3 x 30 ms against its stage's median rank
+    assert [(g["rank"], g["every"], g["stage"], g["behind"]) for g in x["recurring"]] == [(3, 10, 3, 6)]
+    assert 38.0 < x["recurring"][0]["margin_ms"] < 42.0
+    kinds = {f["kind"]: f for f in rep["findings"]}
+    ep, lag = kinds["straggler_episode"], kinds["recurring_lag"]
+    assert ep["title"] == ("rank 5 fell behind in steps 20..34: far behind the median rank of its pipeline stage "
+                           "(stage 1) in 15 of those 15 updates")
+    assert "compared with the ranks of its pipeline stage only (stage 1: ranks 1, 5, 9)" in ep["evidence"]
+    # Its stage stays lighter than stage 0 or 3 even with the lag: the pipeline's pace is theirs.
+    assert "stays below stage" in ep["evidence"] and "the heaviest, which sets the pipeline's pace" in ep["evidence"]
+    assert re.match(r"rank 3 falls behind every 10th step: (39|40|41) ms behind the median rank of its pipeline "
+                    r"stage \(stage 3\) in 6 of 60 updates \(steps 5, 15, 25, 35, 45, 55\)$", lag["title"])
+    # Its time at stake: what its stage's other ranks waited, 40 ms in 6 of 60 updates.
+    assert 3.6 < lag["ms_per_update"] < 4.4
+    text = " ".join(run("report", tmp_path).stdout.split())  # (lines wrapped)
+    assert "fell behind for a while rank 5, steps 20..34 (far behind in 15 of 15 updates" in text
+    assert "behind the median rank of its pipeline stage (stage 1))" in text
+    assert re.search(r"behind now and then rank 3 in 6 of 60 updates, every 10 steps \(\S+ ms behind the median "
+                     r"rank of its pipeline stage \(stage 3\), median; steps 5, 15", text)
+    # The same logs without a stage field: compared with every rank only, neither is found.
+    set_config(tmp_path, range(12), lambda rank: {"type": "config", "rank": rank, "world_size": 12,
+                                                  "layer_group": rank % 4})
+    x = json.loads(run("report", "--format", "json", tmp_path).stdout)["cross_rank"]
+    assert x["stage_field"] is None and x["episodes"] == [] and x["recurring"] == []
+
+
+@pytest.mark.parametrize("field", ["pp_rank", "pipeline_stage", "stage_id"])
+def test_a_stage_of_a_heavy_pipeline_stage_is_found_against_its_peers(tmp_path, field):
+    # A 1.3x stretch on rank 4 (stage 0, a heavy stage): against every rank, stage 0's
+    # ranks are the slow group, whose stretches no finding reported. Other names of the
+    # stage field (Megatron's pipeline rank, DeepSpeed's stage_id) are recognized too.
+    pipeline_logs(tmp_path, lambda rank, step, own: own * 1.3 if rank == 4 and 30 <= step <= 44 else own,
+                  field=field)
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    x = rep["cross_rank"]
+    assert x["stage_field"] == field
+    assert [(e["rank"], e["first_step"], e["last_step"], e["stage"]) for e in x["episodes"]] == [(4, 30, 44, 0)]
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert f"far behind the median rank of its pipeline stage ({field} 0)" in f["title"]
+    # 0.3 x 65 ms in 15 of 60 updates, over 60: about 4.9 ms per update.
+    assert 4.0 < f["ms_per_update"] < 5.8
+
+
+def test_a_pipeline_without_a_lag_has_no_stretch_within_its_stages(tmp_path):
+    for seed in range(4):
+        logs = tmp_path / str(seed)
+        logs.mkdir()
+        pipeline_logs(logs, lambda rank, step, own: own, seed=seed)
+        x = json.loads(run("report", "--format", "json", logs).stdout)["cross_rank"]
+        assert x["stages_compared"] == 4
+        assert x["episodes"] == [] and x["recurring"] == []
+
+
+def test_ranks_of_a_slow_node_behind_their_stages_are_named_by_the_node(tmp_path):
+    # Node 1 (dp_rank 1: ranks 4..7, one rank of each stage) is 1.18x slower throughout:
+    # against every rank it hid among the heavy stages.
+    pipeline_logs(tmp_path, lambda rank, step, own: own * 1.18 if rank // 4 == 1 else own)
+    rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
+    eps = rep["cross_rank"]["episodes"]
+    assert sorted((e["rank"], e["stage"]) for e in eps) == [(4, 0), (5, 1), (6, 2), (7, 3)]
+    (f,) = [f for f in rep["findings"] if f["kind"] == "straggler_episode"]
+    assert f["title"].endswith("(ranks 4..7): every rank with dp_rank = 1")
+    assert "fell behind the other ranks of their pipeline stages" in f["action"]
+    # The job waits once per update: the heavy stages' lag, 0.18 x 65 ms, not the four summed.
+    assert 9.0 < f["ms_per_update"] < 14.0

@@ -117,6 +117,11 @@ struct StragglerEpisode {
   /// wall time): `updates` leaves them out, so a stretch of 21 steps over 5 lost records
   /// reads "16 of 16" [count].
   std::size_t steps_not_compared = 0;
+  /// Empty when found among every rank compared; else the value (JSON text) of the
+  /// pipeline-stage field (CrossRankResult::stage_field) among whose ranks it was found
+  /// (compare_within_stages, stage_peers.hpp): the median rank, thresholds and margins are
+  /// that stage's.
+  std::string stage;
 };
 
 /// Each rank's own work per aligned update, in the order of `per_update` (for
@@ -323,6 +328,8 @@ struct RecurringLag {
   /// `margin_ms` and `at_stake_ms` of own work as measured (the job still waits for the
   /// other ranks' fallbacks).
   bool paths_scaled = false;
+  /// As StragglerEpisode::stage: empty, or the pipeline stage among whose ranks it was found.
+  std::string stage;
 };
 inline constexpr std::size_t kRecurringStepsKept = 20;
 
@@ -510,6 +517,14 @@ struct CrossRankResult {
   /// found only where analyze_cross_rank is given `classes`.
   std::vector<GroupStretch> group_stretches;
   std::optional<WindowSkew> window_skew;    ///< ranks that entered their steps far apart (see WindowSkew)
+  /// The config field naming pipeline stages (pipeline_stage_field), when each stage's
+  /// ranks were also compared among themselves (compare_within_stages); empty otherwise.
+  std::string stage_field;
+  std::size_t stages_compared = 0;  ///< stages of two or more compared ranks [count]
+  /// Each compared stage's value (JSON text) and the median own work of its ranks over the
+  /// aligned updates [ms], in the field's value order: the heaviest stage sets a
+  /// pipeline's pace, so a lighter stage's lag below it may not lengthen the update.
+  std::vector<std::pair<std::string, double>> stage_own_ms;
 };
 
 /// A rank's own work in one update (see Method above): wall_ms less the communication
