@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "../util/rank_numbers.hpp"
+#include "stepprof/analysis/stage_peers.hpp"
 #include "stepprof/schema.hpp"
 
 namespace stepprof {
@@ -339,6 +340,42 @@ std::optional<SharedConfig> config_only_on(const FindingInputs& in, const std::v
   return std::nullopt;
 }
 
+// A config value (of a field other than `skip`, whose values are each held by two or more
+// ranks: a node, not a hostname per rank) that every rank of `ranks` (ascending, two or
+// more) has, and more than half of the compared ranks with it do (`of` of them): ranks
+// that fell behind on one node, some of its ranks found (a slow node's ranks in 8 stages
+// of 3, each compared with its stage's peers: 5 of its 8 were). nullopt when none does.
+struct ConfigHolding {
+  std::string key, value, others;
+  std::size_t of = 0;  ///< the compared ranks with that value [count]
+};
+std::optional<ConfigHolding> config_value_holding(const FindingInputs& in, const std::vector<std::int64_t>& ranks,
+                                                  const std::string& skip) {
+  if (!in.run || ranks.size() < 2) return std::nullopt;
+  std::vector<std::int64_t> compared;
+  for (const auto& r : in.cross_rank.per_rank) compared.push_back(r.rank);
+  std::sort(compared.begin(), compared.end());
+  for (const auto& d : in.run->config_differences) {
+    if (d.key == skip || std::any_of(d.values.begin(), d.values.end(), [](const auto& v) { return v.second.size() < 2; }))
+      continue;
+    for (const auto& [value, members] : d.values) {
+      if (value.empty() || !std::includes(members.begin(), members.end(), ranks.begin(), ranks.end())) continue;
+      std::vector<std::int64_t> with;
+      std::set_intersection(members.begin(), members.end(), compared.begin(), compared.end(), std::back_inserter(with));
+      if (2 * ranks.size() <= with.size()) continue;
+      constexpr std::size_t kOthersUpTo = 5;
+      std::vector<std::string> others;
+      for (const auto& [v, r] : d.values)
+        if (v != value && others.size() < kOthersUpTo) others.push_back(v.empty() ? std::string("absent") : v);
+      std::string listed = fmt::format("{}", fmt::join(others, ", "));
+      if (d.values.size() - 1 > others.size())
+        listed += fmt::format(" and {} other values", d.values.size() - 1 - others.size());
+      return ConfigHolding{d.key, value, listed, with.size()};
+    }
+  }
+  return std::nullopt;
+}
+
 // Slow ranks that a config field splits in two kinds (e.g. `stage` in a pipeline-parallel
 // job): `whole`, the ranks of values that only slow ranks have (a stage heavier by design),
 // and `within`, slow ranks of values that fast ranks have too (a slow GPU in a stage whose
@@ -431,10 +468,21 @@ void say_config_split(const CrossRankResult& x, const ConfigSplit& c, Finding& f
                               "slow ({}: {} ms)",
                               c.key, ranks_text(c.whole), values, rank_ms_text(median_of(c.whole)),
                               ranks_text(others), rank_ms_text(median_of(others)));
+    // (Ranks slower than their stage's peers among them, CrossRankResult::stage_slow, have
+    // a finding of their own.)
+    std::vector<std::int64_t> beside;
+    if (c.key == x.stage_field)
+      for (const auto& r : x.stage_slow)
+        if (std::binary_search(c.whole.begin(), c.whole.end(), r.rank)) beside.push_back(r.rank);
+    std::sort(beside.begin(), beside.end());
     f.action = fmt::format("{} sets {} apart: if it sets the work a rank does (pipeline stages, model shards), that "
-                           "lag is the work: balance it (move layers between stages, re-shard), as no rank is slow "
-                           "beside others with the same {}; if it names nodes or devices, look at that hardware",
-                           values, ranks_text(c.whole), c.key);
+                           "lag is the work: balance it (move layers between stages, re-shard), as {}; if it names "
+                           "nodes or devices, look at that hardware",
+                           values, ranks_text(c.whole),
+                           beside.empty() ? fmt::format("no rank is slow beside others with the same {}", c.key)
+                                          : fmt::format("every rank with that {} is slow ({} also slower than the "
+                                                        "others of {} stage: the stage-straggler finding)",
+                                                        c.key, ranks_text(beside), beside.size() == 1 ? "its" : "their"));
     return;
   }
   const bool one_within = c.within.size() == 1;
@@ -746,8 +794,9 @@ double margin_to_gap(const CrossRankResult& x) { return x.per_rank.size() == 2 ?
 // rank): per update, the slowest rank's margin beyond the lowest typical margin of the
 // stretches there, summed over the updates any of `stretches` covers [ms].
 // A stretch found among one pipeline stage's ranks (StragglerEpisode::stage) counts its
-// own excess per update (its mean over its updates) instead: the slowest rank of the
-// whole job there is a heavier stage's. Per update, the largest of these and the above.
+// own excess per update (its mean over its updates) instead, summed over such stretches
+// (compare_within_stages shares an update's gain among them): the slowest rank of the
+// whole job there may be a heavier stage's. Per update, the larger of the two.
 double union_excess_ms(const CrossRankResult& x, const std::vector<const StragglerEpisode*>& stretches) {
   double excess = 0;
   const double gap = margin_to_gap(x);
@@ -756,7 +805,7 @@ double union_excess_ms(const CrossRankResult& x, const std::vector<const Straggl
     for (const StragglerEpisode* e : stretches) {
       if (e->first_step > u.step || u.step > e->last_step) continue;
       if (e->stage.empty()) typical = std::min(typical, e->typical_margin_ms);
-      else if (e->updates > 0) stage_excess = std::max(stage_excess, e->excess_ms / static_cast<double>(e->updates));
+      else if (e->updates > 0) stage_excess += e->excess_ms / static_cast<double>(e->updates);
     }
     excess += std::max(std::isfinite(typical) ? gap * std::max(0.0, u.margin_ms - typical) : 0.0, stage_excess);
   }
@@ -981,6 +1030,66 @@ bool in_group_stretch(const std::vector<const GroupStretch*>& reported, const St
   });
 }
 
+// Ranks slower than the other ranks of their pipeline stage throughout
+// (CrossRankResult::stage_slow): one finding for them all, their lags one wait per update.
+void stage_slow_ranks(const FindingInputs& in, std::vector<Finding>& out) {
+  const auto& x = in.cross_rank;
+  if (!x.available || x.stage_slow.empty()) return;
+  std::vector<std::int64_t> ranks;
+  double low = 0, high = 0;
+  for (const auto& r : x.stage_slow) {
+    const double factor = r.peers_ms > 0 ? r.own_ms / r.peers_ms : 1;
+    low = ranks.empty() ? factor : std::min(low, factor);
+    high = ranks.empty() ? factor : std::max(high, factor);
+    ranks.push_back(r.rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  const auto& first = x.stage_slow.front();
+  Finding f;
+  f.kind = "stage-straggler";
+  f.subject = ranks_text(ranks);
+  f.ms_per_update = x.stage_slow_at_stake_ms;
+  f.title = ranks.size() == 1
+                ? fmt::format("rank {} is slower than the other ranks of its pipeline stage ({} {}) throughout: {:.2f}x "
+                              "their own work ({} against {} ms per update, medians)",
+                              first.rank, x.stage_field, first.stage, high, rank_ms_text(first.own_ms),
+                              rank_ms_text(first.peers_ms))
+                : fmt::format("{} ranks are slower than the other ranks of their pipeline stages throughout: {}, "
+                              "{:.2f}x to {:.2f}x their stages' own work",
+                              ranks.size(), ranks_text(ranks), low, high);
+  std::vector<std::string> each;
+  for (const auto& r : x.stage_slow)
+    each.push_back(fmt::format("rank {} ({} {}): {} against {} ms, ahead in {} of {} steps", r.rank, x.stage_field,
+                               r.stage, rank_ms_text(r.own_ms), rank_ms_text(r.peers_ms), r.ahead, x.steps_aligned));
+  f.evidence = fmt::format(
+      "own work = wall_ms minus {}; each pipeline stage's ranks are compared among themselves (the stages do different "
+      "work: against every rank such a lag hides among the heavier stages); a rank counts when its median own work is "
+      "{:.0f} % or more above the median of its stage's other ranks' and its own work is {:.0f} % or more above theirs "
+      "(median) in 3/4 of the steps: {}; time at stake: the job waits for the slowest rank of every stage, so it is "
+      "the slowest own work less the slowest with each of them at its stage's other ranks' median, mean over the {} "
+      "steps compared (where a heavier stage sets the pace, little)",
+      x.comm_region.empty() ? std::string("nothing (no communication region)") : x.comm_region, 100 * kMinStageLag,
+      100 * (kStageAhead - 1), fmt::join(each, "; "), x.steps_aligned);
+  f.evidence += own_work_caveat(x);
+  if (const auto c = config_value_holding(in, ranks, x.stage_field)) {
+    f.title += c->of == ranks.size() ? fmt::format(": every rank with {} = {}", c->key, c->value)
+                                     : fmt::format(": {} of the {} ranks with {} = {}, and no other", ranks.size(), c->of,
+                                                   c->key, c->value);
+    f.action = fmt::format(
+        "look at what {} = {} names (a node, a GPU model, a data shard), as only ranks with it are slow: GPU clocks "
+        "and temperature, power, other processes or jobs, links (nvidia-smi, dmesg); if it names a node, drain it; the "
+        "other values are {}",
+        c->key, c->value, c->others);
+  } else {
+    f.action = fmt::format(
+        "look at {} GPU and host: clocks and temperature, power, other processes, links (nvidia-smi, dmesg); the "
+        "stage's other ranks run the same layers, so their work is not the cause, unless the data they are given "
+        "differs",
+        ranks.size() == 1 ? fmt::format("rank {}'s", first.rank) : fmt::format("these ranks'"));
+  }
+  out.push_back(std::move(f));
+}
+
 // Ranks sharing a config value that slowed down together for a few updates
 // (group_stretches.hpp): a node throttled or shared for a while, each reported one a
 // finding at its own time at stake.
@@ -1022,31 +1131,59 @@ std::string median_rank(const CrossRankResult& x, const std::string& stage) {
                        : fmt::format("the median rank of its pipeline stage ({} {})", x.stage_field, stage);
 }
 
-// For a stretch or lag found among one pipeline stage's ranks: why, which ranks, and
-// whether a heavier stage sets the pipeline's pace (`margin_ms` its lag there [ms]).
-std::string stage_note(const FindingInputs& in, const std::string& stage, double margin_ms) {
+// The compared ranks of pipeline stage `stage` (CrossRankResult::stage_field), ascending.
+std::vector<std::int64_t> stage_ranks(const FindingInputs& in, const std::string& stage) {
+  std::vector<std::int64_t> out;
+  if (!in.run) return out;
+  for (const auto& d : in.run->config_differences)
+    if (d.key == in.cross_rank.stage_field)
+      for (const auto& [value, members] : d.values)
+        if (value == stage)
+          for (const std::int64_t r : members)
+            if (std::any_of(in.cross_rank.per_rank.begin(), in.cross_rank.per_rank.end(),
+                            [&](const RankStraggler& p) { return p.rank == r; }))
+              out.push_back(r);
+  return out;
+}
+
+// True when every compared rank of the stage is a straggler or in the slow group: the
+// comparison of every rank named them for their stage's work, which says nothing of a
+// stretch found among them.
+bool whole_stage_named(const FindingInputs& in, const std::string& stage) {
+  const auto& x = in.cross_rank;
+  const auto ranks = stage_ranks(in, stage);
+  return !ranks.empty() && std::all_of(ranks.begin(), ranks.end(), [&](std::int64_t r) {
+    return std::find(x.stragglers.begin(), x.stragglers.end(), r) != x.stragglers.end() ||
+           (x.slow_group && std::binary_search(x.slow_group->slow.begin(), x.slow_group->slow.end(), r));
+  });
+}
+
+// For a stretch or lag found among one pipeline stage's ranks: why, which ranks, and how
+// it is priced (`margin_ms` its lag over its stage's median rank [ms]).
+std::string stage_note(const FindingInputs& in, const std::string& stage, double margin_ms, bool say_stake) {
   const auto& x = in.cross_rank;
   if (stage.empty()) return {};
+  const auto ranks = stage_ranks(in, stage);
   const auto own = std::find_if(x.stage_own_ms.begin(), x.stage_own_ms.end(), [&](const auto& s) { return s.first == stage; });
   const auto heaviest = std::max_element(x.stage_own_ms.begin(), x.stage_own_ms.end(),
                                          [](const auto& a, const auto& b) { return a.second < b.second; });
   std::string pace;
   if (own != x.stage_own_ms.end() && heaviest != x.stage_own_ms.end() && heaviest->first != stage &&
       own->second + margin_ms < heaviest->second)
-    pace = fmt::format("; with its lag its own work ({:.0f} ms, its stage's median {:.0f} ms) stays below stage {}'s "
-                       "({:.0f} ms, median), the heaviest, which sets the pipeline's pace: the job's update time may "
-                       "grow by less than the time at stake, which is what its stage's ranks waited for it",
+    pace = fmt::format(" (with its lag its own work, {:.0f} ms against its stage's median {:.0f} ms, stays below "
+                       "stage {}'s, {:.0f} ms, which sets the pace: little or nothing to gain in the update time, "
+                       "while its stage's ranks waited for it; a sick GPU or host, worth a look before it gets worse)",
                        own->second + margin_ms, own->second, heaviest->first, heaviest->second);
-  std::string ranks;
-  if (in.run)
-    for (const auto& d : in.run->config_differences)
-      if (d.key == x.stage_field)
-        for (const auto& [value, members] : d.values)
-          if (value == stage) ranks = fmt::format(": {} {}", members.size() == 1 ? "rank" : "ranks", detail::rank_numbers(members));
   return fmt::format("; compared with the ranks of its pipeline stage only ({} {}{}), whose median rank and bounds "
                      "these are: the stages do different work, so against every rank its lag is hidden or taken for "
-                     "its stage's, and a stage's ranks wait for each other in its data-parallel all-reduce{}",
-                     x.stage_field, stage, ranks, pace);
+                     "its stage's{}{}",
+                     x.stage_field, stage,
+                     ranks.empty() ? std::string()
+                                   : fmt::format(": {} {}", ranks.size() == 1 ? "rank" : "ranks", detail::rank_numbers(ranks)),
+                     say_stake ? "; time at stake: the job waits for the slowest rank of every stage, so only its own "
+                                 "work beyond every other rank's counts"
+                               : "",
+                     pace);
 }
 
 // A rank that fell far behind for a stretch of updates (cross_rank.hpp, StragglerEpisode).
@@ -1062,10 +1199,10 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
   for (const auto& e : x.episodes) {
     // A rank the straggler or slow-ranks finding names already, behind for half the run
     // or more: the same issue, not counted twice.
-    // (A stretch found within a pipeline stage is not what the comparison of every rank
-    // found: the slow ranks there are a heavy stage's.)
+    // (A stretch found within a pipeline stage whose every rank the comparison of every
+    // rank named is not that finding's: it named them for their stage's work.)
     const bool named = straggler_finding_for(x, e.rank) || in_group(group, e.rank);
-    if (e.stage.empty() &&
+    if ((e.stage.empty() || !whole_stage_named(in, e.stage)) &&
         ((named && 2 * e.updates >= episode_steps(x)) || in_slow_group(x, e.rank) || in_group_stretch(groups, e)))
       continue;
     Finding f;
@@ -1110,14 +1247,14 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
                   "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for "
                   "the slowest other rank (median), which the job would still wait for without it; {} {}{}",
                   e.margin_ms, e.typical_margin_ms, long_rule, long_count,
-                  by_rise ? "" : "; time at stake: per update, its margin beyond the slowest other rank's")
+                  by_rise || !e.stage.empty() ? "" : "; time at stake: per update, its margin beyond the slowest other rank's")
             : fmt::format(
                   "there its own work took {:.0f} ms more than the median rank's (median), against {:.0f} ms for "
                   "the slowest rank in a typical update; a rank counts as behind when it is more than {:.0f} ms "
                   "behind the median rank (that typical margin plus the larger of 3 robust standard deviations and "
                   "5 % of the own work); the median rank and every faster one waited at least that long",
                   e.margin_ms, e.typical_margin_ms, e.threshold_ms);
-    f.evidence += stage_note(in, e.stage, e.margin_ms);
+    f.evidence += stage_note(in, e.stage, e.margin_ms, !by_rise);
     if (margin_to_gap(x) != 1 && !by_rise)
       f.evidence += "; with two ranks the median rank is their mean, so the other rank waited twice that margin, "
                     "which the time at stake counts";
@@ -1187,10 +1324,12 @@ void straggler_episodes(const FindingInputs& in, std::vector<Finding>& out) {
     std::vector<std::int64_t> sorted = ranks;
     std::sort(sorted.begin(), sorted.end());
     sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-    if (const auto c = config_only_on(in, sorted); c && c->key != x.stage_field) {
-      g.title += fmt::format(": every rank with {} = {}", c->key, c->value);
-      g.action = fmt::format("look at what {} = {} names (a node, a GPU model, a data shard): the ranks with it, and "
-                             "only they, fell behind{}; the other values are {}",
+    if (const auto c = config_value_holding(in, sorted, x.stage_field)) {
+      g.title += c->of == sorted.size() ? fmt::format(": every rank with {} = {}", c->key, c->value)
+                                        : fmt::format(": {} of the {} ranks with {} = {}, and no other", sorted.size(),
+                                                      c->of, c->key, c->value);
+      g.action = fmt::format("look at what {} = {} names (a node, a GPU model, a data shard): only ranks with it fell "
+                             "behind{}; the other values are {}",
                              c->key, c->value,
                              std::all_of(listed.begin(), listed.end(), [](const StragglerEpisode* e) { return !e->stage.empty(); })
                                  ? " the other ranks of their pipeline stages"
@@ -1243,7 +1382,13 @@ void recurring_lags(const FindingInputs& in, std::vector<Finding>& out) {
     const double at_stake = stake / static_cast<double>(x.per_update.size());
     // Like a straggler's, a lag under 1 % of the update is no finding (a rank a little
     // noisier than the others is behind 3 times in 200 updates beyond chance).
-    if (at_stake < kMaterialLag * typical_update_ms(x)) continue;
+    // (A lag within a pipeline stage counts what its stage's ranks waited: a light stage's
+    // checkpoint may cost the job little while a heavier stage sets the pace, yet it is
+    // that rank's.)
+    double stage_wait = 0;
+    if (!g.stage.empty())
+      for (const double m : g.margins_ms) stage_wait += m / static_cast<double>(x.per_update.size());
+    if (std::max(at_stake, stage_wait) < kMaterialLag * typical_update_ms(x)) continue;
     std::vector<std::string> shown;
     for (std::size_t i = 0; i < g.steps.size() && i < 6; ++i) shown.push_back(std::to_string(g.steps[i]));
     const std::string steps = fmt::format("{}{}", fmt::join(shown, ", "), g.behind > shown.size() ? ", ..." : "");
@@ -1273,7 +1418,7 @@ void recurring_lags(const FindingInputs& in, std::vector<Finding>& out) {
       f.evidence += fmt::format("; in {} more steps it was behind with a padding spike: the padding finding prices "
                                 "those, and they are left out here",
                                 spikes);
-    f.evidence += stage_note(in, g.stage, g.margin_ms);
+    f.evidence += stage_note(in, g.stage, g.margin_ms, false);
     f.evidence += own_work_caveat(x);
     f.action = fmt::format(
         "look at what rank {} does in those steps that the other ranks do not: {}a checkpoint, evaluation, logging or "
@@ -2215,6 +2360,7 @@ std::vector<Finding> derive_findings(const FindingInputs& in, std::size_t max_fi
   slow_group(in, out);
   straggler_episodes(in, out);
   recurring_lags(in, out);
+  stage_slow_ranks(in, out);
   group_stretches(in, out);
   waiting(in, out);
   missing_ranks(in, out);

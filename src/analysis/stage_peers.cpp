@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 
 #include "stepprof/analysis/stats.hpp"
 
@@ -14,13 +15,15 @@ namespace {
 bool names_pipeline_stage(std::string key) {
   for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const std::string_view k = key;
-  return k == "stage" || k == "stage_id" || k == "pp" || k.starts_with("pp_") || k.starts_with("pipeline") ||
-         k.ends_with("_stage");
+  // (A size or degree is the same on every rank; a ZeRO stage is no pipeline stage.)
+  for (const std::string_view no : {"size", "degree", "world", "zero", "num", "count"})
+    if (k.find(no) != std::string_view::npos) return false;
+  return k == "stage" || k == "pp" || k.ends_with("_stage") || k.ends_with("stage_id") ||
+         ((k.starts_with("pp_") || k.starts_with("pipeline")) && (k.ends_with("rank") || k.ends_with("_id")));
 }
 
 // One stage's aligned updates as find_straggler_episodes reads them: its slowest rank and
-// its median rank (of two ranks, the faster one: the other waited the whole gap, which
-// the margins then are).
+// its median rank.
 std::vector<UpdateSlowest> stage_updates(const std::vector<RankWork>& work, const std::vector<UpdateSlowest>& per_update) {
   std::vector<UpdateSlowest> out;
   out.reserve(per_update.size());
@@ -34,7 +37,7 @@ std::vector<UpdateSlowest> stage_updates(const std::vector<RankWork>& work, cons
     for (std::size_t i = 0; i < v.size(); ++i)
       if (i != slow) others.push_back(v[i]);
     const double others_median = *median(others);
-    const double mid = v.size() == 2 ? others.front() : *median(v);
+    const double mid = *median(v);
     out.push_back({per_update[k].step, work[slow].rank, slowest, mid, slowest - mid, per_update[k].update_ms,
                    others_median});
   }
@@ -56,17 +59,54 @@ std::vector<std::int64_t> stage_stragglers(const std::vector<RankWork>& work, do
   return out;
 }
 
+// The median own work in update k of the stage's ranks (`work`) other than `rank` [ms].
+double peers_median(const std::vector<RankWork>& work, std::int64_t rank, std::size_t k) {
+  std::vector<double> v;
+  for (const auto& w : work)
+    if (w.rank != rank) v.push_back((*w.compute_ms)[k]);
+  return *median(v);
+}
+
+// The stage's ranks slower than its other ranks throughout: median own work at least
+// 1 + kMinStageLag times the median of the others' medians, and 5 % or more above the
+// others' median in at least 3/4 of the updates (not a stretch: a lag the median holds).
+std::vector<CrossRankResult::StageSlowRank> slow_in_stage(const std::vector<RankWork>& work, const std::string& stage) {
+  std::vector<CrossRankResult::StageSlowRank> out;
+  std::vector<double> medians;
+  for (const auto& w : work) {
+    std::vector<double> c = *w.compute_ms;
+    medians.push_back(*median(c));
+  }
+  const std::size_t n = work.front().compute_ms->size();
+  for (std::size_t i = 0; i < work.size(); ++i) {
+    std::vector<double> others;
+    for (std::size_t j = 0; j < work.size(); ++j)
+      if (j != i) others.push_back(medians[j]);
+    const double peers = *median(others);
+    if (medians[i] < (1 + kMinStageLag) * peers) continue;
+    std::size_t ahead = 0;
+    for (std::size_t k = 0; k < n; ++k)
+      if ((*work[i].compute_ms)[k] >= kStageAhead * peers_median(work, work[i].rank, k)) ++ahead;
+    if (4 * ahead >= 3 * n) out.push_back({work[i].rank, stage, medians[i], peers, ahead});
+  }
+  return out;
+}
+
 }  // namespace
 
 const ConfigDifference* pipeline_stage_field(const std::vector<ConfigDifference>& classes) {
-  for (const auto& d : classes)
-    if (d.values.size() >= 2 && names_pipeline_stage(d.key)) return &d;
-  return nullptr;
+  const ConfigDifference* found = nullptr;
+  for (const auto& d : classes) {
+    if (d.values.size() < 2 || !names_pipeline_stage(d.key)) continue;
+    if (d.key == "stage") return &d;  // (the plainest name first)
+    if (!found) found = &d;
+  }
+  return found;
 }
 
 void compare_within_stages(const ConfigDifference& field, const std::vector<RankWork>& ranks,
                            const std::vector<UpdateSlowest>& per_update, double threshold, CrossRankResult& out) {
-  // Each value's ranks (their places in `ranks`); ranks without the field are in no stage.
+  // Each value's ranks; ranks without the field are in no stage.
   std::vector<std::pair<const std::string*, std::vector<RankWork>>> stages;
   std::size_t values_held = 0;
   for (const auto& [value, members] : field.values) {
@@ -75,46 +115,165 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
     for (const auto& r : ranks)
       if (std::binary_search(members.begin(), members.end(), r.rank)) work.push_back(r);
     if (!work.empty()) ++values_held;
-    if (work.size() >= 2) stages.emplace_back(&value, std::move(work));
+    if (work.size() >= kMinStageRanks) stages.emplace_back(&value, std::move(work));
   }
-  if (values_held < 2 || stages.empty() || per_update.size() < kMinStragglerUpdates) return;
+  const std::size_t n = per_update.size();
+  if (values_held < 2 || stages.empty() || n < kMinStragglerUpdates) return;
   out.stage_field = field.key;
   out.stages_compared = stages.size();
+  // Per update, the largest own work of any rank and the second largest (the job waits
+  // for the slowest rank of every stage), and which rank has the largest.
+  std::vector<double> top(n, 0), second(n, 0);
+  std::vector<std::int64_t> top_rank(n, -1);
+  for (std::size_t k = 0; k < n; ++k)
+    for (const auto& r : ranks) {
+      const double v = (*r.compute_ms)[k];
+      if (top_rank[k] < 0 || v > top[k]) {
+        second[k] = top_rank[k] < 0 ? v : top[k];
+        top[k] = v;
+        top_rank[k] = r.rank;
+      } else if (v > second[k]) {
+        second[k] = v;
+      }
+    }
+  // What the job would gain in update k without rank r's lag: its own work beyond every
+  // other rank's [ms].
+  const auto gain = [&](const RankWork& r, std::size_t k) {
+    return std::max(0.0, (*r.compute_ms)[k] - (top_rank[k] == r.rank ? second[k] : top[k]));
+  };
+  const auto own_of = [&](std::int64_t rank, std::size_t k) {
+    return (*std::find_if(ranks.begin(), ranks.end(), [&](const RankWork& r) { return r.rank == rank; })->compute_ms)[k];
+  };
+  const auto update_of = [&](std::int64_t step) {
+    return static_cast<std::size_t>(
+        std::lower_bound(per_update.begin(), per_update.end(), step,
+                         [](const UpdateSlowest& u, std::int64_t s) { return u.step < s; }) -
+        per_update.begin());
+  };
   std::vector<StragglerEpisode> episodes;
   std::vector<RecurringLag> recurring;
+  std::unordered_map<std::int64_t, const std::vector<UpdateSlowest>*> stage_of;  // a rank's stage's updates
+  std::unordered_map<std::int64_t, const std::vector<RankWork>*> stage_members;  // a rank's stage's ranks
+  std::vector<std::int64_t> flagged_for_stage;  // ranks of stages whose every rank is a straggler or slow
+  std::vector<std::vector<UpdateSlowest>> stage_updates_all;
+  stage_updates_all.reserve(stages.size());
   for (const auto& [value, work] : stages) {
     std::vector<double> all;
     for (const auto& w : work) all.insert(all.end(), w.compute_ms->begin(), w.compute_ms->end());
-    out.stage_own_ms.emplace_back(*value, *median(all));
-    const std::vector<UpdateSlowest> updates = stage_updates(work, per_update);
+    const double stage_ms = *median(all);
+    out.stage_own_ms.emplace_back(*value, stage_ms);
+    const std::vector<UpdateSlowest>& updates = stage_updates_all.emplace_back(stage_updates(work, per_update));
+    for (const auto& w : work) stage_of[w.rank] = &updates, stage_members[w.rank] = &work;
+    // (A rank the comparison of every rank flagged, unless its whole stage is flagged:
+    // that names them for their stage's work, and its stretches of them say nothing.)
+    const auto flagged = [&](std::int64_t rank) {
+      return std::find(out.stragglers.begin(), out.stragglers.end(), rank) != out.stragglers.end() ||
+             (out.slow_group && std::binary_search(out.slow_group->slow.begin(), out.slow_group->slow.end(), rank));
+    };
+    const bool whole_stage = std::all_of(work.begin(), work.end(), [&](const RankWork& w) { return flagged(w.rank); });
+    if (whole_stage)
+      for (const auto& w : work) flagged_for_stage.push_back(w.rank);
+    for (auto& r : slow_in_stage(work, *value))
+      if (!flagged(r.rank) || whole_stage) out.stage_slow.push_back(std::move(r));
     double threshold_ms = 0;
     std::vector<StragglerEpisode> found = find_straggler_episodes(updates, threshold_ms, work);
     std::vector<RecurringLag> lags =
         find_recurring_lags(updates, threshold_ms, work, found, stage_stragglers(work, threshold));
+    const auto work_of = [&](std::int64_t rank) {
+      return *std::find_if(work.begin(), work.end(), [&](const RankWork& w) { return w.rank == rank; });
+    };
     for (auto& e : found) {
+      if (e.margin_ms < kMinStageLag * stage_ms || e.behind < kMinStageBehind) continue;
+      // (A stretch over half the run or more of a rank slower throughout: that finding's.)
+      if (2 * e.updates >= n && std::any_of(out.stage_slow.begin(), out.stage_slow.end(),
+                                            [&](const auto& r) { return r.rank == e.rank; }))
+        continue;
       e.stage = *value;
       episodes.push_back(std::move(e));
     }
     for (auto& g : lags) {
+      if (g.margin_ms < kMinStageLag * stage_ms) continue;
+      const RankWork r = work_of(g.rank);
+      double stake = 0;
+      for (std::size_t j = 0; j < g.behind_steps.size(); ++j) {
+        g.stake_ms[j] = gain(r, update_of(g.behind_steps[j]));
+        stake += g.stake_ms[j];
+      }
+      g.at_stake_ms = stake / static_cast<double>(n);
       g.stage = *value;
       recurring.push_back(std::move(g));
     }
   }
-  // What the comparison of every rank found of a rank that its stage's comparison found
-  // there too is replaced: its margins were against the median rank of every stage.
-  std::erase_if(out.episodes, [&](const StragglerEpisode& o) {
-    return std::any_of(episodes.begin(), episodes.end(), [&](const StragglerEpisode& e) {
-      return o.rank == e.rank && o.first_step <= e.last_step && e.first_step <= o.last_step;
+  // A stage's stretch replaces the comparison of every rank's stretches of the same rank
+  // that overlap it (their margins were against the median rank of every stage), unless
+  // it covers under half of the steps of one of them (the longer one stays: a noisy peer
+  // can cut a stage's stretch short) and the rank's stage is not all flagged (then that
+  // one is the stage's work: each rank of a heavy stage behind over the whole run).
+  const auto overlap = [](const StragglerEpisode& a, const StragglerEpisode& b) {
+    return a.rank == b.rank && a.first_step <= b.last_step && b.first_step <= a.last_step;
+  };
+  std::erase_if(episodes, [&](const StragglerEpisode& e) {
+    if (std::find(flagged_for_stage.begin(), flagged_for_stage.end(), e.rank) != flagged_for_stage.end()) return false;
+    return std::any_of(out.episodes.begin(), out.episodes.end(), [&](const StragglerEpisode& o) {
+      if (!overlap(o, e)) return false;
+      const std::int64_t common = std::min(o.last_step, e.last_step) - std::max(o.first_step, e.first_step) + 1;
+      return 2 * common < o.last_step - o.first_step + 1;
     });
   });
-  std::erase_if(out.recurring, [&](const RecurringLag& o) {
-    return std::any_of(recurring.begin(), recurring.end(), [&](const RecurringLag& g) { return o.rank == g.rank; });
+  std::erase_if(out.episodes, [&](const StragglerEpisode& o) {
+    return std::any_of(episodes.begin(), episodes.end(), [&](const StragglerEpisode& e) { return overlap(o, e); });
   });
+  // Their price: in each update, what the job gains with every stretch's rank there at its
+  // stage's median rank (a slow node holds a rank of every stage: removing one lag alone
+  // gains nothing while another stage's rank of the node is as slow), shared among them
+  // in proportion to their own work beyond the rest.
+  for (auto& e : episodes) e.excess_ms = 0;
+  std::vector<std::size_t> covering;
+  for (std::size_t k = 0; k < n; ++k) {
+    covering.clear();
+    for (std::size_t i = 0; i < episodes.size(); ++i)
+      if (episodes[i].first_step <= per_update[k].step && per_update[k].step <= episodes[i].last_step) covering.push_back(i);
+    if (covering.empty()) continue;
+    const auto in_set = [&](std::int64_t rank) {
+      return std::any_of(covering.begin(), covering.end(), [&](std::size_t i) { return episodes[i].rank == rank; });
+    };
+    double rest = 0;  // the slowest own work without their lags
+    for (const auto& r : ranks) {
+      const double v = (*r.compute_ms)[k];
+      rest = std::max(rest, in_set(r.rank) ? std::min(v, (*stage_of.at(r.rank))[k].median_compute_ms) : v);
+    }
+    const double gain_k = std::max(0.0, top[k] - rest);
+    double weights = 0;
+    for (const std::size_t i : covering) weights += std::max(0.0, own_of(episodes[i].rank, k) - rest);
+    if (gain_k <= 0 || weights <= 0) continue;
+    for (const std::size_t i : covering)
+      episodes[i].excess_ms += gain_k * std::max(0.0, own_of(episodes[i].rank, k) - rest) / weights;
+  }
+  // The slow ranks' price: the job's slowest own work less the slowest with each of them
+  // at its stage's other ranks' median.
+  if (!out.stage_slow.empty()) {
+    double gained = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      double rest = 0;
+      for (const auto& r : ranks) {
+        double v = (*r.compute_ms)[k];
+        if (std::any_of(out.stage_slow.begin(), out.stage_slow.end(), [&](const auto& s) { return s.rank == r.rank; }))
+          v = std::min(v, peers_median(*stage_members.at(r.rank), r.rank, k));
+        rest = std::max(rest, v);
+      }
+      gained += std::max(0.0, top[k] - rest);
+    }
+    out.stage_slow_at_stake_ms = gained / static_cast<double>(n);
+  }
   out.episodes.insert(out.episodes.end(), episodes.begin(), episodes.end());
   std::stable_sort(out.episodes.begin(), out.episodes.end(), [](const StragglerEpisode& a, const StragglerEpisode& b) {
     return std::tie(a.first_step, a.rank) < std::tie(b.first_step, b.rank);
   });
-  out.recurring.insert(out.recurring.end(), recurring.begin(), recurring.end());
+  // A rank's lag in scattered updates that the comparison of every rank found stays (its
+  // period too: a stage's bounds, nearer, take in an update or two more).
+  for (auto& g : recurring)
+    if (std::none_of(out.recurring.begin(), out.recurring.end(), [&](const RecurringLag& o) { return o.rank == g.rank; }))
+      out.recurring.push_back(std::move(g));
   std::stable_sort(out.recurring.begin(), out.recurring.end(),
                    [](const RecurringLag& a, const RecurringLag& b) { return a.at_stake_ms > b.at_stake_ms; });
 }

@@ -438,6 +438,10 @@ Json cross_rank_head(const CrossRankResult& x) {
     ended_early.push_back({{"rank", e.rank}, {"last_step", e.last_step}, {"next_step", e.next_step}});
   Json stage_own = Json::array();
   for (const auto& [stage, own_ms] : x.stage_own_ms) stage_own.push_back({{"stage", stage_value(stage)}, {"own_ms", own_ms}});
+  Json stage_slow = Json::array();
+  for (const auto& r : x.stage_slow)
+    stage_slow.push_back({{"rank", r.rank}, {"stage", stage_value(r.stage)}, {"own_ms", r.own_ms},
+                          {"peers_ms", r.peers_ms}, {"ahead", r.ahead}});
   Json short_ranks = Json::array();
   for (const auto& [rank, steps] : x.ranks_short) short_ranks.push_back({{"rank", rank}, {"steps", steps}});
   return Json{{"available", x.available},
@@ -469,6 +473,8 @@ Json cross_rank_head(const CrossRankResult& x) {
               {"stage_field", x.stage_field.empty() ? Json(nullptr) : Json(x.stage_field)},
               {"stages_compared", x.stages_compared},
               {"stage_own_ms", stage_own},
+              {"stage_slow", stage_slow},
+              {"stage_slow_at_stake_ms", x.stage_slow_at_stake_ms},
               {"window_skew", x.window_skew ? Json{{"steps", x.window_skew->steps},
                                                    {"start_spread_ms", x.window_skew->start_spread_ms},
                                                    {"end_spread_ms", x.window_skew->end_spread_ms},

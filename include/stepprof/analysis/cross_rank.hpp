@@ -520,11 +520,26 @@ struct CrossRankResult {
   /// The config field naming pipeline stages (pipeline_stage_field), when each stage's
   /// ranks were also compared among themselves (compare_within_stages); empty otherwise.
   std::string stage_field;
-  std::size_t stages_compared = 0;  ///< stages of two or more compared ranks [count]
+  std::size_t stages_compared = 0;  ///< stages of kMinStageRanks or more compared ranks [count]
   /// Each compared stage's value (JSON text) and the median own work of its ranks over the
   /// aligned updates [ms], in the field's value order: the heaviest stage sets a
   /// pipeline's pace, so a lighter stage's lag below it may not lengthen the update.
   std::vector<std::pair<std::string, double>> stage_own_ms;
+  /// Ranks slower than the other ranks of their pipeline stage throughout (a GPU or node
+  /// slower than its peers, which against every rank hides among the heavier stages):
+  /// see compare_within_stages.
+  struct StageSlowRank {
+    std::int64_t rank = -1;
+    std::string stage;      ///< its stage's value (JSON text)
+    double own_ms = 0;      ///< its median own work over the compared steps [ms]
+    double peers_ms = 0;    ///< the median over its stage's other ranks of theirs [ms]
+    std::size_t ahead = 0;  ///< compared steps in which its own work was 5 % or more above its stage's other ranks' median [count]
+  };
+  std::vector<StageSlowRank> stage_slow;
+  /// What the job gains per update without their lags, each at its stage's other ranks'
+  /// median: the mean over the compared steps of the slowest rank's own work less the
+  /// slowest with those lags gone [ms].
+  double stage_slow_at_stake_ms = 0;
 };
 
 /// A rank's own work in one update (see Method above): wall_ms less the communication
