@@ -355,7 +355,14 @@ std::optional<ConfigHolding> config_value_holding(const FindingInputs& in, const
   std::vector<std::int64_t> compared;
   for (const auto& r : in.cross_rank.per_rank) compared.push_back(r.rank);
   std::sort(compared.begin(), compared.end());
-  for (const auto& d : in.run->config_differences) {
+  // (Fields naming hardware first: a node_rank before a dp_rank that splits the ranks alike.)
+  std::vector<const ConfigDifference*> fields;
+  for (const auto& d : in.run->config_differences) fields.push_back(&d);
+  std::stable_partition(fields.begin(), fields.end(), [](const ConfigDifference* d) {
+    return d->key.find("node") != std::string::npos || d->key.find("host") != std::string::npos;
+  });
+  for (const ConfigDifference* field : fields) {
+    const ConfigDifference& d = *field;
     if (d.key == skip || std::any_of(d.values.begin(), d.values.end(), [](const auto& v) { return v.second.size() < 2; }))
       continue;
     for (const auto& [value, members] : d.values) {
@@ -1030,6 +1037,33 @@ bool in_group_stretch(const std::vector<const GroupStretch*>& reported, const St
   });
 }
 
+// The compared ranks of pipeline stage `stage` (CrossRankResult::stage_field), ascending.
+std::vector<std::int64_t> stage_ranks(const FindingInputs& in, const std::string& stage) {
+  std::vector<std::int64_t> out;
+  if (!in.run) return out;
+  for (const auto& d : in.run->config_differences)
+    if (d.key == in.cross_rank.stage_field)
+      for (const auto& [value, members] : d.values)
+        if (value == stage)
+          for (const std::int64_t r : members)
+            if (std::any_of(in.cross_rank.per_rank.begin(), in.cross_rank.per_rank.end(),
+                            [&](const RankStraggler& p) { return p.rank == r; }))
+              out.push_back(r);
+  return out;
+}
+
+// True when every compared rank of the stage is a straggler or in the slow group: the
+// comparison of every rank named them for their stage's work, which says nothing of a
+// stretch found among them.
+bool whole_stage_named(const FindingInputs& in, const std::string& stage) {
+  const auto& x = in.cross_rank;
+  const auto ranks = stage_ranks(in, stage);
+  return !ranks.empty() && std::all_of(ranks.begin(), ranks.end(), [&](std::int64_t r) {
+    return std::find(x.stragglers.begin(), x.stragglers.end(), r) != x.stragglers.end() ||
+           (x.slow_group && std::binary_search(x.slow_group->slow.begin(), x.slow_group->slow.end(), r));
+  });
+}
+
 // Ranks slower than the other ranks of their pipeline stage throughout
 // (CrossRankResult::stage_slow): one finding for them all, their lags one wait per update.
 void stage_slow_ranks(const FindingInputs& in, std::vector<Finding>& out) {
@@ -1070,6 +1104,16 @@ void stage_slow_ranks(const FindingInputs& in, std::vector<Finding>& out) {
       "steps compared (where a heavier stage sets the pace, little)",
       x.comm_region.empty() ? std::string("nothing (no communication region)") : x.comm_region, 100 * kMinStageLag,
       100 * (kStageAhead - 1), fmt::join(each, "; "), x.steps_aligned);
+  // (A rank of a stage that the straggler or slow-ranks finding names for its work: that
+  // finding's time at stake holds this rank's lag too.)
+  std::vector<std::int64_t> heavy;
+  for (const auto& r : x.stage_slow)
+    if (whole_stage_named(in, r.stage)) heavy.push_back(r.rank);
+  if (!heavy.empty())
+    f.evidence += fmt::format("; {} {} in a stage the {} finding names for its work, whose time at stake holds {} lag "
+                              "too: the two overlap",
+                              ranks_text(heavy), heavy.size() == 1 ? "is" : "are",
+                              reported_slow_group(x) ? "slow-ranks" : "straggler", heavy.size() == 1 ? "its" : "their");
   f.evidence += own_work_caveat(x);
   if (const auto c = config_value_holding(in, ranks, x.stage_field)) {
     f.title += c->of == ranks.size() ? fmt::format(": every rank with {} = {}", c->key, c->value)
@@ -1129,33 +1173,6 @@ void group_stretches(const FindingInputs& in, std::vector<Finding>& out) {
 std::string median_rank(const CrossRankResult& x, const std::string& stage) {
   return stage.empty() ? std::string("the median rank")
                        : fmt::format("the median rank of its pipeline stage ({} {})", x.stage_field, stage);
-}
-
-// The compared ranks of pipeline stage `stage` (CrossRankResult::stage_field), ascending.
-std::vector<std::int64_t> stage_ranks(const FindingInputs& in, const std::string& stage) {
-  std::vector<std::int64_t> out;
-  if (!in.run) return out;
-  for (const auto& d : in.run->config_differences)
-    if (d.key == in.cross_rank.stage_field)
-      for (const auto& [value, members] : d.values)
-        if (value == stage)
-          for (const std::int64_t r : members)
-            if (std::any_of(in.cross_rank.per_rank.begin(), in.cross_rank.per_rank.end(),
-                            [&](const RankStraggler& p) { return p.rank == r; }))
-              out.push_back(r);
-  return out;
-}
-
-// True when every compared rank of the stage is a straggler or in the slow group: the
-// comparison of every rank named them for their stage's work, which says nothing of a
-// stretch found among them.
-bool whole_stage_named(const FindingInputs& in, const std::string& stage) {
-  const auto& x = in.cross_rank;
-  const auto ranks = stage_ranks(in, stage);
-  return !ranks.empty() && std::all_of(ranks.begin(), ranks.end(), [&](std::int64_t r) {
-    return std::find(x.stragglers.begin(), x.stragglers.end(), r) != x.stragglers.end() ||
-           (x.slow_group && std::binary_search(x.slow_group->slow.begin(), x.slow_group->slow.end(), r));
-  });
 }
 
 // For a stretch or lag found among one pipeline stage's ranks: why, which ranks, and how

@@ -83,7 +83,7 @@ std::vector<CrossRankResult::StageSlowRank> slow_in_stage(const std::vector<Rank
     for (std::size_t j = 0; j < work.size(); ++j)
       if (j != i) others.push_back(medians[j]);
     const double peers = *median(others);
-    if (medians[i] < (1 + kMinStageLag) * peers) continue;
+    if (!(peers > 0) || medians[i] < (1 + kMinStageLag) * peers) continue;  // (a stage without own work: none)
     std::size_t ahead = 0;
     for (std::size_t k = 0; k < n; ++k)
       if ((*work[i].compute_ms)[k] >= kStageAhead * peers_median(work, work[i].rank, k)) ++ahead;
@@ -129,7 +129,7 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
     for (const auto& r : ranks) {
       const double v = (*r.compute_ms)[k];
       if (top_rank[k] < 0 || v > top[k]) {
-        second[k] = top_rank[k] < 0 ? v : top[k];
+        second[k] = top_rank[k] < 0 ? 0.0 : top[k];
         top[k] = v;
         top_rank[k] = r.rank;
       } else if (v > second[k]) {

@@ -4137,6 +4137,8 @@ def test_ranks_are_compared_with_the_ranks_of_their_pipeline_stage(tmp_path):
             own += 40.0
         return own
     pipeline_logs(tmp_path, inject)
+    own = {r: [json.loads(l)["cuda_stream_ms"]["compute"]
+               for l in (tmp_path / f"rank{r:02d}.jsonl").read_text().splitlines()[1:]] for r in range(12)}
     rep = json.loads(run("report", "--format", "json", tmp_path).stdout)
     x = rep["cross_rank"]
     assert x["stage_field"] == "stage" and x["stages_compared"] == 4
@@ -4157,13 +4159,26 @@ def test_ranks_are_compared_with_the_ranks_of_their_pipeline_stage(tmp_path):
     assert ep["ms_per_update"] == 0
     assert re.match(r"rank 3 falls behind every 10th step: (39|40|41) ms behind the median rank of its pipeline "
                     r"stage \(stage 3\) in 6 of 60 updates \(steps 5, 15, 25, 35, 45, 55\)$", lag["title"])
-    # Its time at stake: what its stage's other ranks waited, 40 ms in 6 of 60 updates.
-    assert 3.6 < lag["ms_per_update"] < 4.4
+    # Its time at stake: the job waits for the slowest rank, so its own work beyond every
+    # other rank's in those steps, over the 60.
+    stake = sum(own[3][k] - max(own[r][k] for r in range(12) if r != 3) for k in range(5, 60, 10)) / 60
+    assert lag["ms_per_update"] == pytest.approx(stake, rel=1e-6)
     text = " ".join(run("report", tmp_path).stdout.split())  # (lines wrapped)
     assert "fell behind for a while rank 5, steps 20..34 (far behind in 15 of 15 updates" in text
     assert "behind the median rank of its pipeline stage (stage 1))" in text
     assert re.search(r"behind now and then rank 3 in 6 of 60 updates, every 10 steps \(\S+ ms behind the median "
                      r"rank of its pipeline stage \(stage 3\), median; steps 5, 15", text)
+    # The checkpoint on rank 0, the first rank of the logs, is priced alike (its own work
+    # had been taken for the second largest too, and the lag priced at 0).
+    zero = tmp_path / "zero"
+    zero.mkdir()
+    pipeline_logs(zero, lambda rank, step, own: own + 40.0 if rank == 0 and step % 10 == 5 else own)
+    own = {r: [json.loads(l)["cuda_stream_ms"]["compute"]
+               for l in (zero / f"rank{r:02d}.jsonl").read_text().splitlines()[1:]] for r in range(12)}
+    (g,) = json.loads(run("report", "--format", "json", zero).stdout)["cross_rank"]["recurring"]
+    assert (g["rank"], g["stage"], g["every"]) == (0, 0, 10)
+    stake = sum(own[0][k] - max(own[r][k] for r in range(1, 12)) for k in range(5, 60, 10)) / 60
+    assert stake > 3 and g["at_stake_ms"] == pytest.approx(stake, rel=1e-6)
     # The same logs without a stage field: compared with every rank only, neither is found.
     set_config(tmp_path, range(12), lambda rank: {"type": "config", "rank": rank, "world_size": 12,
                                                   "layer_group": rank % 4})
