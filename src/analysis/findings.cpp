@@ -1104,16 +1104,17 @@ void stage_slow_ranks(const FindingInputs& in, std::vector<Finding>& out) {
       "steps compared (where a heavier stage sets the pace, little)",
       x.comm_region.empty() ? std::string("nothing (no communication region)") : x.comm_region, 100 * kMinStageLag,
       100 * (kStageAhead - 1), fmt::join(each, "; "), x.steps_aligned);
-  // (A rank of a stage that the straggler or slow-ranks finding names for its work: that
-  // finding's time at stake holds this rank's lag too.)
-  std::vector<std::int64_t> heavy;
+  // (A rank that the straggler or slow-ranks finding names too, with a pipeline's heavy
+  // stages: that finding's time at stake holds this rank's lag as well.)
+  std::vector<std::int64_t> named;
   for (const auto& r : x.stage_slow)
-    if (whole_stage_named(in, r.stage)) heavy.push_back(r.rank);
-  if (!heavy.empty())
-    f.evidence += fmt::format("; {} {} in a stage the {} finding names for its work, whose time at stake holds {} lag "
-                              "too: the two overlap",
-                              ranks_text(heavy), heavy.size() == 1 ? "is" : "are",
-                              reported_slow_group(x) ? "slow-ranks" : "straggler", heavy.size() == 1 ? "its" : "their");
+    if (straggler_finding_for(x, r.rank) || in_group(reported_slow_group(x), r.rank)) named.push_back(r.rank);
+  std::sort(named.begin(), named.end());
+  if (!named.empty())
+    f.evidence += fmt::format("; the {} finding names {} too, with the heavier stages, and its time at stake holds {} "
+                              "lag as well: the two overlap",
+                              reported_slow_group(x) ? "slow-ranks" : "straggler", ranks_text(named),
+                              named.size() == 1 ? "its" : "their");
   f.evidence += own_work_caveat(x);
   if (const auto c = config_value_holding(in, ranks, x.stage_field)) {
     f.title += c->of == ranks.size() ? fmt::format(": every rank with {} = {}", c->key, c->value)

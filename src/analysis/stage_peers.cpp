@@ -154,7 +154,17 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
   std::vector<RecurringLag> recurring;
   std::unordered_map<std::int64_t, const std::vector<UpdateSlowest>*> stage_of;  // a rank's stage's updates
   std::unordered_map<std::int64_t, const std::vector<RankWork>*> stage_members;  // a rank's stage's ranks
-  std::vector<std::int64_t> flagged_for_stage;  // ranks of stages whose every rank is a straggler or slow
+  // Ranks of stages whose every rank the comparison of every rank flagged (a straggler, or
+  // in the slow group): it named them for their stage's work, and its stretches of them
+  // say nothing.
+  const auto flagged = [&](std::int64_t rank) {
+    return std::find(out.stragglers.begin(), out.stragglers.end(), rank) != out.stragglers.end() ||
+           (out.slow_group && std::binary_search(out.slow_group->slow.begin(), out.slow_group->slow.end(), rank));
+  };
+  std::vector<std::int64_t> flagged_for_stage;
+  for (const auto& [value, work] : stages)
+    if (std::all_of(work.begin(), work.end(), [&](const RankWork& w) { return flagged(w.rank); }))
+      for (const auto& w : work) flagged_for_stage.push_back(w.rank);
   std::vector<std::vector<UpdateSlowest>> stage_updates_all;
   stage_updates_all.reserve(stages.size());
   for (const auto& [value, work] : stages) {
@@ -164,17 +174,12 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
     out.stage_own_ms.emplace_back(*value, stage_ms);
     const std::vector<UpdateSlowest>& updates = stage_updates_all.emplace_back(stage_updates(work, per_update));
     for (const auto& w : work) stage_of[w.rank] = &updates, stage_members[w.rank] = &work;
-    // (A rank the comparison of every rank flagged, unless its whole stage is flagged:
-    // that names them for their stage's work, and its stretches of them say nothing.)
-    const auto flagged = [&](std::int64_t rank) {
-      return std::find(out.stragglers.begin(), out.stragglers.end(), rank) != out.stragglers.end() ||
-             (out.slow_group && std::binary_search(out.slow_group->slow.begin(), out.slow_group->slow.end(), rank));
-    };
-    const bool whole_stage = std::all_of(work.begin(), work.end(), [&](const RankWork& w) { return flagged(w.rank); });
-    if (whole_stage)
-      for (const auto& w : work) flagged_for_stage.push_back(w.rank);
+    // (Not a rank the comparison of every rank flagged for itself: a straggler with no
+    // heavier stage about, whose finding says it; but one of a flagged stage, or flagged
+    // beside such a stage (the slow-ranks group of a pipeline's heavy stages and a slow GPU
+    // of a light one), is said here, on its own.)
     for (auto& r : slow_in_stage(work, *value))
-      if (!flagged(r.rank) || whole_stage) out.stage_slow.push_back(std::move(r));
+      if (!flagged(r.rank) || !flagged_for_stage.empty()) out.stage_slow.push_back(std::move(r));
     double threshold_ms = 0;
     std::vector<StragglerEpisode> found = find_straggler_episodes(updates, threshold_ms, work);
     std::vector<RecurringLag> lags =

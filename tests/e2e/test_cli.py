@@ -4257,3 +4257,15 @@ def test_ranks_of_a_slow_node_behind_their_stages_are_named_by_the_node(tmp_path
     assert 11.0 < f["ms_per_update"] < 14.0
     (g,) = [f for f in rep["findings"] if f["kind"] == "slow-ranks"]
     assert "rank 4 also slower than the others of its stage: the stage-straggler finding" in g["action"]
+    # A slow GPU in a light stage (rank 9, stage 1, 1.25x): the slow-ranks group of the
+    # heavy stages takes it in (a second tier); it had no finding of its own.
+    logs = tmp_path / "light"
+    logs.mkdir()
+    pipeline_logs(logs, lambda rank, step, own: own * 1.25 if rank == 9 else own)
+    rep = json.loads(run("report", "--format", "json", logs).stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "stage-straggler"]
+    assert f["title"].startswith("rank 9 is slower than the other ranks of its pipeline stage (stage 1) throughout: "
+                                 "1.2")
+    assert "the slow-ranks finding names rank 9 too" in f["evidence"]
+    # 37.5 ms stays below the heavy stages' 65: nothing to gain in the update time.
+    assert f["ms_per_update"] == 0

@@ -64,8 +64,8 @@ const ConfigDifference* pipeline_stage_field(const std::vector<ConfigDifference>
 /// own work at least 1 + kMinStageLag times the median of the others' medians, and at
 /// least kStageAhead times the others' median in 3/4 of the updates or more (a slow node
 /// holds a rank of every stage; against every rank it hid among the heavier stages); not
-/// a rank out.stragglers or out.slow_group holds, unless it holds every rank of its stage
-/// (that finding names them for their stage's work). Their stretches over half the
+/// a rank out.stragglers or out.slow_group holds, unless they hold every rank of some
+/// stage (they then name stages for their work, and this rank among them). Their stretches over half the
 /// updates or more are left out (this says it), and out.stage_slow_at_stake_ms is what
 /// the job gains per update with each at its stage's other ranks' median (the mean over
 /// the updates of the slowest own work less the slowest then). Nothing is done when the ranks hold
