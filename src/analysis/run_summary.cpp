@@ -1,6 +1,7 @@
 #include "stepprof/analysis/run_summary.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -13,6 +14,52 @@
 #include "stepprof/schema.hpp"
 
 namespace stepprof {
+
+namespace {
+
+// A positive integer config field, the first of `keys` present, and its key.
+std::optional<std::pair<std::int64_t, std::string_view>> size_field(const RunConfig& cfg,
+                                                                    std::initializer_list<std::string_view> keys) {
+  for (const std::string_view key : keys) {
+    const RawField* f = cfg.find(key);
+    if (!f) continue;
+    std::int64_t v = 0;
+    const char* end = f->json.data() + f->json.size();
+    const auto [at, ec] = std::from_chars(f->json.data(), end, v);
+    if (ec == std::errc() && at == end && v > 0) return std::pair{v, key};
+  }
+  return std::nullopt;
+}
+
+// RunSummary::data_parallel from the config's sizes.
+void data_parallel_size(const RunConfig& cfg, RunSummary& s) {
+  if (const auto dp = size_field(cfg, {"data_parallel_size", "data_parallel", "dp_size", "dp_degree"})) {
+    s.data_parallel = dp->first;
+    s.data_parallel_from = std::string(dp->second);
+    return;
+  }
+  if (!s.world_size) return;
+  std::int64_t model = 1;
+  std::string from = fmt::format("world_size {}", *s.world_size);
+  for (const auto& keys : {std::initializer_list<std::string_view>{"tensor_parallel_size", "tensor_model_parallel_size",
+                                                                   "tensor_parallel", "tp_size", "tp_degree"},
+                           std::initializer_list<std::string_view>{"pipeline_parallel_size",
+                                                                   "pipeline_model_parallel_size", "pipeline_parallel",
+                                                                   "pp_size", "pp_degree"},
+                           std::initializer_list<std::string_view>{"context_parallel_size", "context_parallel",
+                                                                   "cp_size"}})
+    if (const auto f = size_field(cfg, keys)) {
+      if (f->first > kMaxWorldSize) return;
+      model *= f->first;
+      from += fmt::format(" / {} {}", f->second, f->first);
+    }
+  if (model > 1 && model <= *s.world_size && *s.world_size % model == 0) {
+    s.data_parallel = *s.world_size / model;
+    s.data_parallel_from = std::move(from);
+  }
+}
+
+}  // namespace
 
 RunSummary summarize_run(const AnalysisInput& in) {
   RunSummary s;
@@ -126,17 +173,24 @@ RunSummary summarize_run(const AnalysisInput& in) {
     s.accumulation = cfg->accumulation;
     s.global_batch = cfg->global_batch;
   }
-  if (s.micro_batch && s.accumulation && s.world_size) {
-    const std::int64_t product = *s.micro_batch * *s.accumulation * *s.world_size;
+  if (cfg) data_parallel_size(*cfg, s);
+  const std::optional<std::int64_t> replicas = s.data_parallel ? s.data_parallel : s.world_size;
+  if (s.micro_batch && s.accumulation && replicas) {
+    const std::int64_t product = *s.micro_batch * *s.accumulation * *replicas;
+    const std::string of = s.data_parallel ? fmt::format("data-parallel size ({})", s.data_parallel_from)
+                                           : std::string("world_size");
     if (!s.global_batch) {
       s.global_batch = product;
       s.global_batch_derived = true;
     } else if (*s.global_batch != product) {
       s.global_batch_mismatch = fmt::format(
-          "config says global_batch {} but micro_batch x accumulation x world_size = {} x {} x {} = {}; the job's "
-          "samples/s use global_batch {} (with tensor or pipeline parallelism the world size counts ranks that share "
-          "a batch, and the global batch is micro-batch x accumulation x data-parallel size)",
-          *s.global_batch, *s.micro_batch, *s.accumulation, *s.world_size, product, *s.global_batch);
+          "config says global_batch {} but micro_batch x accumulation x {} = {} x {} x {} = {}; the job's samples/s "
+          "use global_batch {}{}",
+          *s.global_batch, of, *s.micro_batch, *s.accumulation, *replicas, product, *s.global_batch,
+          s.data_parallel ? ""
+                          : " (with tensor or pipeline parallelism the world size counts ranks that share a batch, and "
+                            "the global batch is micro-batch x accumulation x data-parallel size: give "
+                            "`data_parallel_size`, or `tensor_parallel_size` and `pipeline_parallel_size`, in the config)");
     }
   }
   if (s.world_size) {

@@ -18,7 +18,7 @@ bool names_pipeline_stage(std::string key) {
   // (A size or degree is the same on every rank; a ZeRO stage is no pipeline stage.)
   for (const std::string_view no : {"size", "degree", "world", "zero", "num", "count"})
     if (k.find(no) != std::string_view::npos) return false;
-  return k == "stage" || k == "pp" || k.ends_with("_stage") || k.ends_with("stage_id") ||
+  return k == "stage" || k.ends_with("_stage") || k.ends_with("stage_id") ||
          ((k.starts_with("pp_") || k.starts_with("pipeline")) && (k.ends_with("rank") || k.ends_with("_id")));
 }
 

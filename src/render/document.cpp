@@ -78,7 +78,11 @@ Section run_section(const Report& rep) {
                         *r.accumulation, *r.micro_batch * *r.accumulation);
   if (r.global_batch)
     batch += fmt::format("{}global batch {}{}", batch.empty() ? "" : "; ", *r.global_batch,
-                         r.global_batch_derived ? " (micro-batch x accumulation x world size)" : "");
+                         !r.global_batch_derived ? std::string()
+                         : r.data_parallel
+                             ? fmt::format(" (micro-batch x accumulation x data-parallel size {}: {})", *r.data_parallel,
+                                           r.data_parallel_from)
+                             : std::string(" (micro-batch x accumulation x world size)"));
   // Which of the two the config lacks (it said "no micro_batch and accumulation" when it
   // had micro_batch).
   const std::string lacks = r.micro_batch   ? "accumulation"

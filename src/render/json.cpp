@@ -61,6 +61,7 @@ Json run(const RunSummary& r) {
               {"global_batch", opt(r.global_batch)},
               {"global_batch_derived", r.global_batch_derived},
               {"global_batch_mismatch", opt(r.global_batch_mismatch)},
+              {"data_parallel", opt(r.data_parallel)},
               {"updates", r.updates},
               {"updates_per_rank", per_rank},
               {"updates_without_rank", r.updates_without_rank},

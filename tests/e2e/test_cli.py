@@ -4269,3 +4269,29 @@ def test_ranks_of_a_slow_node_behind_their_stages_are_named_by_the_node(tmp_path
     assert "the slow-ranks finding names rank 9 too" in f["evidence"]
     # 37.5 ms stays below the heavy stages' 65: nothing to gain in the update time.
     assert f["ms_per_update"] == 0
+
+
+@pytest.mark.parametrize("sizes,dp,how", [
+    ({"pipeline_parallel_size": 4}, 3, "world_size 12 / pipeline_parallel_size 4"),
+    ({"tp_size": 2, "pp_size": 2}, 3, "world_size 12 / tp_size 2 / pp_size 2"),
+    ({"data_parallel_size": 3}, 3, "data_parallel_size"),
+])
+def test_the_global_batch_counts_data_parallel_ranks_when_the_config_gives_model_parallel_sizes(tmp_path, sizes, dp, how):
+    # A Megatron-style user's 4 stages x 3 replicas, micro-batch 2, accumulation 8: global
+    # batch 48 = 2 x 8 x 3 was warned against 2 x 8 x 12 (the world size).
+    def logs(extra):
+        for rank in range(12):
+            config = {"type": "config", "rank": rank, "world_size": 12, "micro_batch": 2, "accumulation": 8, **extra}
+            lines = [json.dumps(config)] + [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 100.0})
+                                            for s in range(3)]
+            (tmp_path / f"rank{rank:02d}.jsonl").write_text("\n".join(lines) + "\n")
+        return json.loads(run("report", "--format", "json", tmp_path).stdout)["run"]
+    r = logs({**sizes, "global_batch": 48})
+    assert r["global_batch_mismatch"] is None and r["data_parallel"] == dp
+    r = logs(sizes)
+    assert (r["global_batch"], r["global_batch_derived"]) == (2 * 8 * dp, True)
+    text = run("report", tmp_path).stdout
+    assert f"global batch 48 (micro-batch x accumulation x data-parallel size 3: {how})" in " ".join(text.split())
+    # Without the sizes: the world size, and the warning says which fields to give.
+    r = logs({"global_batch": 48})
+    assert r["data_parallel"] is None and "give `data_parallel_size`" in r["global_batch_mismatch"]

@@ -35,7 +35,18 @@ struct RunSummary {
   std::optional<std::int64_t> micro_batch;       ///< samples per micro-batch per rank
   std::optional<std::int64_t> accumulation;      ///< micro-batches per update (gradient accumulation)
   std::optional<std::int64_t> global_batch;      ///< samples per update over all ranks
-  bool global_batch_derived = false;             ///< true: micro_batch x accumulation x world_size
+  bool global_batch_derived = false;             ///< true: micro_batch x accumulation x data_parallel (else world_size)
+  /// The data-parallel size (ranks that each take their own micro-batches), where the
+  /// config says it: `data_parallel_size`, `data_parallel`, `dp_size` or `dp_degree`, or
+  /// world_size divided by the product of the tensor, pipeline and context-parallel sizes
+  /// it gives (`tensor_parallel_size`, `tensor_model_parallel_size`, `tp_size`,
+  /// `pipeline_parallel_size`, `pipeline_model_parallel_size`, `pp_size`,
+  /// `context_parallel_size`, `cp_size`, ... ; Megatron-LM's and DeepSpeed's names) when
+  /// it divides. With it, global_batch = micro_batch x accumulation x data_parallel: a
+  /// pipeline of 4 stages x 3 replicas had been told its global batch 48 was not
+  /// 2 x 8 x 12.
+  std::optional<std::int64_t> data_parallel;
+  std::string data_parallel_from;  ///< how data_parallel was found, e.g. "world_size 12 / pipeline_parallel_size 4"
   std::optional<std::string> global_batch_mismatch;  ///< config's global_batch disagrees with the product
   std::size_t updates = 0;                       ///< update records analyzed, all ranks
   std::vector<std::pair<std::int64_t, std::size_t>> updates_per_rank;  ///< (rank, update records); rank -1: the log names no rank

@@ -37,8 +37,8 @@ inline constexpr double kStageAhead = 1.05;
 
 /// The config field that names each rank's pipeline stage, among the fields whose value
 /// differs between ranks (RunSummary::config_differences), with two values or more:
-/// `stage` if it is one, else the first whose name, in lower case, is `pp`, ends in
-/// `_stage` or `stage_id`, or begins with `pp_` or `pipeline` and ends in `rank` or `_id`
+/// `stage` if it is one, else the first whose name, in lower case, ends in `_stage` or
+/// `stage_id`, or begins with `pp_` or `pipeline` and ends in `rank` or `_id`
 /// (Megatron-LM's pipeline-model-parallel rank, DeepSpeed's `stage_id`), and holds none of
 /// `size`, `degree`, `world`, `zero`, `num`, `count` (DeepSpeed's `zero_stage` is no
 /// pipeline stage). nullptr when none does.
