@@ -453,16 +453,36 @@ std::optional<ConfigSplit> config_split(const FindingInputs& in, const std::vect
   return best;
 }
 
+// The words that say a finding's time at stake is what balancing a pipeline's stages buys
+// (price_stage_balance): the stage-straggler finding reads them (that price leaves a slow
+// GPU's lag out, where the lead had held it).
+constexpr std::string_view kBalanceStake = "time at stake: what balancing the pipeline stages buys at best";
+
 // Slow ranks that are every rank of one or more values of the pipeline-stage field
 // (pipeline_stage_field), `key`: the stages' work is unbalanced, and moving layers between
 // stages buys at best the heaviest stage's own work less the mean over the stages (their
 // total spread evenly), not the slow ranks' lead over the light stages (a helper's 120,
 // 80, 80, 130 ms stages: the finding said 49 ms, what-if balanced-ranks 29; balance buys
 // at most 27.5). Sets f's time at stake to that and says so.
-void price_stage_balance(const FindingInputs& in, const std::string& key, Finding& f) {
+void price_stage_balance(const FindingInputs& in, const std::string& key, const std::vector<std::int64_t>& slow,
+                         Finding& f) {
   if (!in.run) return;
   const ConfigDifference* stage = pipeline_stage_field(in.run->config_differences);
   if (!stage || stage->key != key) return;
+  // Another field whose value's ranks are the slow ones exactly (a node that holds one
+  // stage): hardware or work, the finding cannot tell; the lead stays its price.
+  std::vector<std::int64_t> compared;
+  for (const auto& r : in.cross_rank.per_rank) compared.push_back(r.rank);
+  std::sort(compared.begin(), compared.end());
+  const bool also_other = std::any_of(
+      in.run->config_differences.begin(), in.run->config_differences.end(), [&](const ConfigDifference& d) {
+        return d.key != key && std::any_of(d.values.begin(), d.values.end(), [&](const auto& v) {
+                 std::vector<std::int64_t> with;
+                 std::set_intersection(v.second.begin(), v.second.end(), compared.begin(), compared.end(),
+                                       std::back_inserter(with));
+                 return !v.first.empty() && with == slow;
+               });
+      });
   std::vector<double> stage_ms;
   std::vector<std::string> shown;
   for (const auto& [value, members] : stage->values) {
@@ -478,11 +498,19 @@ void price_stage_balance(const FindingInputs& in, const std::string& key, Findin
   const double heaviest = *std::max_element(stage_ms.begin(), stage_ms.end());
   const double saving = std::max(0.0, heaviest - mean);
   if (saving >= f.ms_per_update) return;
+  if (also_other) {
+    f.evidence += fmt::format(
+        "; another config field sets the same ranks apart, so their lead may be their hardware: if it is the "
+        "stages' work, balancing them buys at most {} ms (the heaviest stage's own work, {} ms, less the mean over "
+        "the {} stages, {} ms)",
+        rank_ms_text(saving), rank_ms_text(heaviest), stage_ms.size(), rank_ms_text(mean));
+    return;
+  }
   f.evidence += fmt::format(
-      "; time at stake: what balancing the pipeline stages buys at best, the heaviest stage's own work ({} ms) less "
-      "the mean over the {} stages ({} ms: their work spread evenly; layers move whole, so less), not the slow "
-      "ranks' lead over the light stages ({} ms); stage medians {}{}",
-      rank_ms_text(heaviest), stage_ms.size(), rank_ms_text(mean), rank_ms_text(f.ms_per_update),
+      "; {}, the heaviest stage's own work ({} ms) less the mean over the {} stages ({} ms: their work spread "
+      "evenly; layers move whole, so less), not the slow ranks' lead over the light stages ({} ms); stage medians "
+      "{}{}",
+      kBalanceStake, rank_ms_text(heaviest), stage_ms.size(), rank_ms_text(mean), rank_ms_text(f.ms_per_update),
       fmt::join(shown, ", "), stage_ms.size() > shown.size() ? ", ..." : "");
   f.ms_per_update = saving;
 }
@@ -753,10 +781,10 @@ void stragglers(const FindingInputs& in, std::vector<Finding>& out) {
     std::sort(sorted.begin(), sorted.end());
     if (const auto c = config_only_on(in, sorted)) {
       say_shared_config(*c, ranks_text(sorted), false, g);
-      price_stage_balance(in, c->key, g);
+      price_stage_balance(in, c->key, sorted, g);
     } else if (const auto c2 = config_split(in, sorted)) {
       say_config_split(x, *c2, g);
-      if (within_said_by_stage(x, *c2)) price_stage_balance(in, c2->key, g);
+      if (within_said_by_stage(x, *c2)) price_stage_balance(in, c2->key, sorted, g);
     }
   });
 }
@@ -840,10 +868,10 @@ void slow_group(const FindingInputs& in, std::vector<Finding>& out) {
       one ? "it" : "them");
   if (const auto c = config_only_on(in, g->slow)) {
     say_shared_config(*c, ranks_text(g->slow), one, f);
-    price_stage_balance(in, c->key, f);
+    price_stage_balance(in, c->key, g->slow, f);
   } else if (const auto s = config_split(in, g->slow)) {
     say_config_split(x, *s, f);
-    if (within_said_by_stage(x, *s)) price_stage_balance(in, s->key, f);
+    if (within_said_by_stage(x, *s)) price_stage_balance(in, s->key, g->slow, f);
   }
   out.push_back(std::move(f));
 }
@@ -1165,11 +1193,19 @@ void stage_slow_ranks(const FindingInputs& in, std::vector<Finding>& out) {
   for (const auto& r : x.stage_slow)
     if (straggler_finding_for(x, r.rank) || in_group(reported_slow_group(x), r.rank)) named.push_back(r.rank);
   std::sort(named.begin(), named.end());
+  const bool balance_priced = std::any_of(out.begin(), out.end(), [](const Finding& o) {
+    return (o.kind == "slow-ranks" || o.kind == "straggler") && o.evidence.find(kBalanceStake) != std::string::npos;
+  });
   if (!named.empty())
-    f.evidence += fmt::format("; the {} finding names {} too, with the heavier stages, and its time at stake holds {} "
-                              "lag as well: the two overlap",
-                              reported_slow_group(x) ? "slow-ranks" : "straggler", ranks_text(named),
-                              named.size() == 1 ? "its" : "their");
+    f.evidence += balance_priced
+                      ? fmt::format("; the {} finding names {} too, with the heavier stages, and prices balancing the "
+                                    "stages (their medians), which leaves {} lag out: the two add up",
+                                    reported_slow_group(x) ? "slow-ranks" : "straggler", ranks_text(named),
+                                    named.size() == 1 ? "its" : "their")
+                      : fmt::format("; the {} finding names {} too, with the heavier stages, and its time at stake "
+                                    "holds {} lag as well: the two overlap",
+                                    reported_slow_group(x) ? "slow-ranks" : "straggler", ranks_text(named),
+                                    named.size() == 1 ? "its" : "their");
   f.evidence += own_work_caveat(x);
   if (const auto c = config_value_holding(in, ranks, x.stage_field)) {
     f.title += c->of == ranks.size() ? fmt::format(": every rank with {} = {}", c->key, c->value)

@@ -31,16 +31,12 @@ std::optional<std::pair<std::int64_t, std::string_view>> size_field(const RunCon
   return std::nullopt;
 }
 
-// RunSummary::data_parallel from the config's sizes.
+// RunSummary::data_parallel from the config's sizes, each at most kMaxWorldSize; sizes
+// that do not fit world_size are not used, and data_parallel_problem says why.
 void data_parallel_size(const RunConfig& cfg, RunSummary& s) {
-  if (const auto dp = size_field(cfg, {"data_parallel_size", "data_parallel", "dp_size", "dp_degree"})) {
-    s.data_parallel = dp->first;
-    s.data_parallel_from = std::string(dp->second);
-    return;
-  }
-  if (!s.world_size) return;
+  const auto dp = size_field(cfg, {"data_parallel_size", "data_parallel", "dp_size", "dp_degree"});
   std::int64_t model = 1;
-  std::string from = fmt::format("world_size {}", *s.world_size);
+  std::string sizes;
   for (const auto& keys : {std::initializer_list<std::string_view>{"tensor_parallel_size", "tensor_model_parallel_size",
                                                                    "tensor_parallel", "tp_size", "tp_degree"},
                            std::initializer_list<std::string_view>{"pipeline_parallel_size",
@@ -49,14 +45,38 @@ void data_parallel_size(const RunConfig& cfg, RunSummary& s) {
                            std::initializer_list<std::string_view>{"context_parallel_size", "context_parallel",
                                                                    "cp_size"}})
     if (const auto f = size_field(cfg, keys)) {
-      if (f->first > kMaxWorldSize) return;
-      model *= f->first;
-      from += fmt::format(" / {} {}", f->second, f->first);
+      if (f->first > kMaxWorldSize) {
+        s.data_parallel_problem = fmt::format("{} {} is above 2^20 ranks: not used", f->second, f->first);
+        return;
+      }
+      model *= f->first;  // (three sizes of at most 2^20: no overflow)
+      sizes += fmt::format(" / {} {}", f->second, f->first);
     }
-  if (model > 1 && model <= *s.world_size && *s.world_size % model == 0) {
-    s.data_parallel = *s.world_size / model;
-    s.data_parallel_from = std::move(from);
+  if (!dp && model == 1) return;
+  if (!s.world_size) {
+    if (dp && dp->first <= kMaxWorldSize) s.data_parallel = dp->first, s.data_parallel_from = std::string(dp->second);
+    return;
   }
+  const std::int64_t world = *s.world_size;
+  if (dp) {
+    if (dp->first > world || world % dp->first != 0 || (model > 1 && dp->first * model != world)) {
+      s.data_parallel_problem =
+          model > 1 ? fmt::format("{} {} x the model-parallel sizes ({}) is not world_size {}: not used", dp->second,
+                                  dp->first, sizes.substr(3), world)
+                    : fmt::format("{} {} does not divide world_size {}: not used", dp->second, dp->first, world);
+      return;
+    }
+    s.data_parallel = dp->first;
+    s.data_parallel_from = std::string(dp->second);
+    return;
+  }
+  if (world % model != 0) {
+    s.data_parallel_problem =
+        fmt::format("the model-parallel sizes ({}) do not divide world_size {}: not used", sizes.substr(3), world);
+    return;
+  }
+  s.data_parallel = world / model;
+  s.data_parallel_from = fmt::format("world_size {}{}", world, sizes);
 }
 
 }  // namespace
@@ -175,8 +195,10 @@ RunSummary summarize_run(const AnalysisInput& in) {
   }
   if (cfg) data_parallel_size(*cfg, s);
   const std::optional<std::int64_t> replicas = s.data_parallel ? s.data_parallel : s.world_size;
-  if (s.micro_batch && s.accumulation && replicas) {
-    const std::int64_t product = *s.micro_batch * *s.accumulation * *replicas;
+  std::int64_t product = 0;
+  if (s.micro_batch && s.accumulation && replicas &&
+      !__builtin_mul_overflow(*s.micro_batch, *s.accumulation, &product) &&
+      !__builtin_mul_overflow(product, *replicas, &product)) {
     const std::string of = s.data_parallel ? fmt::format("data-parallel size ({})", s.data_parallel_from)
                                            : std::string("world_size");
     if (!s.global_batch) {
@@ -187,10 +209,13 @@ RunSummary summarize_run(const AnalysisInput& in) {
           "config says global_batch {} but micro_batch x accumulation x {} = {} x {} x {} = {}; the job's samples/s "
           "use global_batch {}{}",
           *s.global_batch, of, *s.micro_batch, *s.accumulation, *replicas, product, *s.global_batch,
-          s.data_parallel ? ""
-                          : " (with tensor or pipeline parallelism the world size counts ranks that share a batch, and "
-                            "the global batch is micro-batch x accumulation x data-parallel size: give "
-                            "`data_parallel_size`, or `tensor_parallel_size` and `pipeline_parallel_size`, in the config)");
+          s.data_parallel            ? std::string()
+          : s.data_parallel_problem ? fmt::format(" (the config's parallel sizes: {})", *s.data_parallel_problem)
+                                     : std::string(" (with tensor or pipeline parallelism the world size counts ranks "
+                                                   "that share a batch, and the global batch is micro-batch x "
+                                                   "accumulation x data-parallel size: give `data_parallel_size`, or "
+                                                   "`tensor_parallel_size` and `pipeline_parallel_size`, in the "
+                                                   "config)"));
     }
   }
   if (s.world_size) {

@@ -59,36 +59,60 @@ std::vector<std::int64_t> stage_stragglers(const std::vector<RankWork>& work, do
   return out;
 }
 
-// The median own work in update k of the stage's ranks (`work`) other than `rank` [ms].
-double peers_median(const std::vector<RankWork>& work, std::int64_t rank, std::size_t k) {
-  std::vector<double> v;
-  for (const auto& w : work)
-    if (w.rank != rank) v.push_back((*w.compute_ms)[k]);
-  return *median(v);
-}
+// The median of a stage's own work in one update without one rank's: the values sorted
+// once, each query O(log m) (a copy per rank and update made 1,024-rank stages quadratic).
+class OthersMedian {
+ public:
+  void load(const std::vector<RankWork>& work, std::size_t k) {
+    sorted_.clear();
+    for (const auto& w : work) sorted_.push_back((*w.compute_ms)[k]);
+    std::sort(sorted_.begin(), sorted_.end());
+  }
+  void load(std::vector<double> values) {
+    sorted_ = std::move(values);
+    std::sort(sorted_.begin(), sorted_.end());
+  }
+  /// The median of the values without one equal to `x` (one of them; two values or more).
+  [[nodiscard]] double without(double x) const {
+    const auto idx = static_cast<std::size_t>(std::lower_bound(sorted_.begin(), sorted_.end(), x) - sorted_.begin());
+    const std::size_t m = sorted_.size() - 1;
+    const auto at = [&](std::size_t j) { return sorted_[j < idx ? j : j + 1]; };
+    return m % 2 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2;
+  }
+
+ private:
+  std::vector<double> sorted_;
+};
 
 // The stage's ranks slower than its other ranks throughout: median own work at least
 // 1 + kMinStageLag times the median of the others' medians, and 5 % or more above the
 // others' median in at least 3/4 of the updates (not a stretch: a lag the median holds).
-std::vector<CrossRankResult::StageSlowRank> slow_in_stage(const std::vector<RankWork>& work, const std::string& stage) {
-  std::vector<CrossRankResult::StageSlowRank> out;
+// With their places in `work`.
+std::vector<std::pair<CrossRankResult::StageSlowRank, std::size_t>> slow_in_stage(const std::vector<RankWork>& work,
+                                                                                   const std::string& stage) {
   std::vector<double> medians;
   for (const auto& w : work) {
     std::vector<double> c = *w.compute_ms;
     medians.push_back(*median(c));
   }
-  const std::size_t n = work.front().compute_ms->size();
+  OthersMedian others;
+  others.load(medians);
+  std::vector<std::pair<CrossRankResult::StageSlowRank, std::size_t>> out;
   for (std::size_t i = 0; i < work.size(); ++i) {
-    std::vector<double> others;
-    for (std::size_t j = 0; j < work.size(); ++j)
-      if (j != i) others.push_back(medians[j]);
-    const double peers = *median(others);
-    if (!(peers > 0) || medians[i] < (1 + kMinStageLag) * peers) continue;  // (a stage without own work: none)
-    std::size_t ahead = 0;
-    for (std::size_t k = 0; k < n; ++k)
-      if ((*work[i].compute_ms)[k] >= kStageAhead * peers_median(work, work[i].rank, k)) ++ahead;
-    if (4 * ahead >= 3 * n) out.push_back({work[i].rank, stage, medians[i], peers, ahead});
+    const double peers = others.without(medians[i]);
+    if (peers > 0 && medians[i] >= (1 + kMinStageLag) * peers)  // (a stage without own work: none)
+      out.push_back({{work[i].rank, stage, medians[i], peers, 0}, i});
   }
+  if (out.empty()) return out;
+  const std::size_t n = work.front().compute_ms->size();
+  for (std::size_t k = 0; k < n; ++k) {
+    others.load(work, k);
+    for (auto& [r, i] : out) {
+      const double v = (*work[i].compute_ms)[k];
+      if (v >= kStageAhead * others.without(v)) ++r.ahead;
+    }
+  }
+  std::erase_if(out, [&](const auto& r) { return 4 * r.first.ahead < 3 * n; });
   return out;
 }
 
@@ -141,9 +165,9 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
   const auto gain = [&](const RankWork& r, std::size_t k) {
     return std::max(0.0, (*r.compute_ms)[k] - (top_rank[k] == r.rank ? second[k] : top[k]));
   };
-  const auto own_of = [&](std::int64_t rank, std::size_t k) {
-    return (*std::find_if(ranks.begin(), ranks.end(), [&](const RankWork& r) { return r.rank == rank; })->compute_ms)[k];
-  };
+  std::unordered_map<std::int64_t, std::size_t> place;  // each rank's place in `ranks`
+  for (std::size_t i = 0; i < ranks.size(); ++i) place.emplace(ranks[i].rank, i);
+  const auto own_of = [&](std::int64_t rank, std::size_t k) { return (*ranks[place.at(rank)].compute_ms)[k]; };
   const auto update_of = [&](std::int64_t step) {
     return static_cast<std::size_t>(
         std::lower_bound(per_update.begin(), per_update.end(), step,
@@ -153,7 +177,8 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
   std::vector<StragglerEpisode> episodes;
   std::vector<RecurringLag> recurring;
   std::unordered_map<std::int64_t, const std::vector<UpdateSlowest>*> stage_of;  // a rank's stage's updates
-  std::unordered_map<std::int64_t, const std::vector<RankWork>*> stage_members;  // a rank's stage's ranks
+  // Each stage with ranks slower than its others throughout: its ranks and their places.
+  std::vector<std::pair<const std::vector<RankWork>*, std::vector<std::size_t>>> slow_places;
   // Ranks of stages whose every rank the comparison of every rank flagged (a straggler, or
   // in the slow group): it named them for their stage's work, and its stretches of them
   // say nothing.
@@ -173,13 +198,18 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
     const double stage_ms = *median(all);
     out.stage_own_ms.emplace_back(*value, stage_ms);
     const std::vector<UpdateSlowest>& updates = stage_updates_all.emplace_back(stage_updates(work, per_update));
-    for (const auto& w : work) stage_of[w.rank] = &updates, stage_members[w.rank] = &work;
+    for (const auto& w : work) stage_of[w.rank] = &updates;
     // (Not a rank the comparison of every rank flagged for itself: a straggler with no
     // heavier stage about, whose finding says it; but one of a flagged stage, or flagged
     // beside such a stage (the slow-ranks group of a pipeline's heavy stages and a slow GPU
     // of a light one), is said here, on its own.)
-    for (auto& r : slow_in_stage(work, *value))
-      if (!flagged(r.rank) || !flagged_for_stage.empty()) out.stage_slow.push_back(std::move(r));
+    std::vector<std::size_t> places;
+    for (auto& [r, i] : slow_in_stage(work, *value))
+      if (!flagged(r.rank) || !flagged_for_stage.empty()) {
+        out.stage_slow.push_back(std::move(r));
+        places.push_back(i);
+      }
+    if (!places.empty()) slow_places.emplace_back(&work, std::move(places));
     double threshold_ms = 0;
     std::vector<StragglerEpisode> found = find_straggler_episodes(updates, threshold_ms, work);
     std::vector<RecurringLag> lags =
@@ -234,18 +264,18 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
   // in proportion to their own work beyond the rest.
   for (auto& e : episodes) e.excess_ms = 0;
   std::vector<std::size_t> covering;
+  std::vector<char> in_set(ranks.size(), 0);  // (by place: the ranks of `covering`)
   for (std::size_t k = 0; k < n; ++k) {
+    for (const std::size_t i : covering) in_set[place.at(episodes[i].rank)] = 0;
     covering.clear();
     for (std::size_t i = 0; i < episodes.size(); ++i)
       if (episodes[i].first_step <= per_update[k].step && per_update[k].step <= episodes[i].last_step) covering.push_back(i);
     if (covering.empty()) continue;
-    const auto in_set = [&](std::int64_t rank) {
-      return std::any_of(covering.begin(), covering.end(), [&](std::size_t i) { return episodes[i].rank == rank; });
-    };
+    for (const std::size_t i : covering) in_set[place.at(episodes[i].rank)] = 1;
     double rest = 0;  // the slowest own work without their lags
-    for (const auto& r : ranks) {
-      const double v = (*r.compute_ms)[k];
-      rest = std::max(rest, in_set(r.rank) ? std::min(v, (*stage_of.at(r.rank))[k].median_compute_ms) : v);
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const double v = (*ranks[i].compute_ms)[k];
+      rest = std::max(rest, in_set[i] ? std::min(v, (*stage_of.at(ranks[i].rank))[k].median_compute_ms) : v);
     }
     const double gain_k = std::max(0.0, top[k] - rest);
     double weights = 0;
@@ -257,14 +287,20 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
   // The slow ranks' price: the job's slowest own work less the slowest with each of them
   // at its stage's other ranks' median.
   if (!out.stage_slow.empty()) {
+    std::vector<char> slow(ranks.size(), 0);
+    for (const auto& r : out.stage_slow) slow[place.at(r.rank)] = 1;
+    OthersMedian others;
     double gained = 0;
     for (std::size_t k = 0; k < n; ++k) {
       double rest = 0;
-      for (const auto& r : ranks) {
-        double v = (*r.compute_ms)[k];
-        if (std::any_of(out.stage_slow.begin(), out.stage_slow.end(), [&](const auto& s) { return s.rank == r.rank; }))
-          v = std::min(v, peers_median(*stage_members.at(r.rank), r.rank, k));
-        rest = std::max(rest, v);
+      for (std::size_t i = 0; i < ranks.size(); ++i)
+        if (!slow[i]) rest = std::max(rest, (*ranks[i].compute_ms)[k]);
+      for (const auto& [work, places] : slow_places) {
+        others.load(*work, k);
+        for (const std::size_t i : places) {
+          const double v = (*(*work)[i].compute_ms)[k];
+          rest = std::max(rest, std::min(v, others.without(v)));
+        }
       }
       gained += std::max(0.0, top[k] - rest);
     }

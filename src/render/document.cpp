@@ -95,6 +95,7 @@ Section run_section(const Report& rep) {
                                 : r.config.empty() ? std::string("unknown (no config record)")
                                                    : fmt::format("unknown (the config has no {})", lacks));
   if (r.global_batch_mismatch) f.items.emplace_back("warning", *r.global_batch_mismatch);
+  else if (r.data_parallel_problem) f.items.emplace_back("warning", "the config's parallel sizes: " + *r.data_parallel_problem);
   std::string window = r.first_step ? fmt::format("steps {}..{}, {} update record(s)", *r.first_step, *r.last_step, r.updates)
                                     : std::string("no updates");
   if (r.step_stride > 1) window += fmt::format("; every {} steps (the log's stride)", r.step_stride);
@@ -233,15 +234,23 @@ Section time_section(const Report& rep) {
   // its tokens and frames: the global batch says how many data-parallel ranks there are.
   std::string sum_how = "sum over the ranks' logs", sum_how_again = sum_how;
   const auto& run = rep.run;
-  if (run.global_batch && !run.global_batch_derived && run.micro_batch && run.accumulation && run.world_size &&
-      *run.micro_batch > 0 && *run.accumulation > 0 &&
-      *run.global_batch % (*run.micro_batch * *run.accumulation) == 0) {
-    const std::int64_t dp = *run.global_batch / (*run.micro_batch * *run.accumulation);
+  // (The config's data-parallel size where it gives one, else the global batch's.)
+  if (run.world_size && (run.data_parallel ||
+                         (run.global_batch && !run.global_batch_derived && run.micro_batch && run.accumulation &&
+                          *run.micro_batch > 0 && *run.accumulation > 0 &&
+                          *run.global_batch % (*run.micro_batch * *run.accumulation) == 0))) {
+    const std::int64_t dp =
+        run.data_parallel ? *run.data_parallel : *run.global_batch / (*run.micro_batch * *run.accumulation);
     if (dp > 0 && dp < *run.world_size && *run.world_size % dp == 0) {
       const std::int64_t shared = *run.world_size / dp;
-      sum_how += fmt::format("; each micro-batch is on {} ranks (global batch {} = {} x {} x {} data-parallel ranks "
-                             "of {}): divide by {} where they all log it",
-                             shared, *run.global_batch, *run.micro_batch, *run.accumulation, dp, *run.world_size, shared);
+      sum_how += run.data_parallel
+                     ? fmt::format("; each micro-batch is on {} ranks ({} data-parallel ranks of {}: {}): divide by {} "
+                                   "where they all log it",
+                                   shared, dp, *run.world_size, run.data_parallel_from, shared)
+                     : fmt::format("; each micro-batch is on {} ranks (global batch {} = {} x {} x {} data-parallel "
+                                   "ranks of {}): divide by {} where they all log it",
+                                   shared, *run.global_batch, *run.micro_batch, *run.accumulation, dp, *run.world_size,
+                                   shared);
       sum_how_again += fmt::format(" (divide by {}, as above)", shared);
     }
   }

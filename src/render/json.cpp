@@ -62,6 +62,7 @@ Json run(const RunSummary& r) {
               {"global_batch_derived", r.global_batch_derived},
               {"global_batch_mismatch", opt(r.global_batch_mismatch)},
               {"data_parallel", opt(r.data_parallel)},
+              {"data_parallel_problem", opt(r.data_parallel_problem)},
               {"updates", r.updates},
               {"updates_per_rank", per_rank},
               {"updates_without_rank", r.updates_without_rank},

@@ -4277,7 +4277,9 @@ def test_ranks_of_a_slow_node_behind_their_stages_are_named_by_the_node(tmp_path
     (f,) = [f for f in rep["findings"] if f["kind"] == "stage-straggler"]
     assert f["title"].startswith("rank 9 is slower than the other ranks of its pipeline stage (stage 1) throughout: "
                                  "1.2")
-    assert "the slow-ranks finding names rank 9 too" in f["evidence"]
+    # The slow-ranks finding prices balancing the stages (their medians), which leaves its lag out.
+    assert "the slow-ranks finding names rank 9 too, with the heavier stages, and prices balancing the stages" \
+        in f["evidence"] and "the two add up" in f["evidence"]
     # 37.5 ms stays below the heavy stages' 65: nothing to gain in the update time.
     assert f["ms_per_update"] == 0
 
@@ -4306,3 +4308,37 @@ def test_the_global_batch_counts_data_parallel_ranks_when_the_config_gives_model
     # Without the sizes: the world size, and the warning says which fields to give.
     r = logs({"global_batch": 48})
     assert r["data_parallel"] is None and "give `data_parallel_size`" in r["global_batch_mismatch"]
+
+
+@pytest.mark.parametrize("sizes,problem", [
+    ({"data_parallel_size": 2 ** 62}, "data_parallel_size 4611686018427387904 does not divide world_size 12: not used"),
+    ({"data_parallel_size": 5}, "data_parallel_size 5 does not divide world_size 12: not used"),
+    ({"data_parallel_size": 3, "pp_size": 2}, "data_parallel_size 3 x the model-parallel sizes (pp_size 2) is not "
+                                               "world_size 12: not used"),
+    ({"tp_size": 5}, "the model-parallel sizes (tp_size 5) do not divide world_size 12: not used"),
+])
+def test_parallel_sizes_that_do_not_fit_the_world_size_are_not_used(tmp_path, sizes, problem):
+    # A review: data_parallel_size 2^63 - 1 gave a global batch of -16 (an overflow), and
+    # sizes that contradict world_size were used as given.
+    for rank in range(12):
+        config = {"type": "config", "rank": rank, "world_size": 12, "micro_batch": 2, "accumulation": 8, **sizes}
+        lines = [json.dumps(config)] + [json.dumps({"type": "update", "rank": rank, "step": s, "wall_ms": 100.0})
+                                        for s in range(3)]
+        (tmp_path / f"rank{rank:02d}.jsonl").write_text("\n".join(lines) + "\n")
+    r = json.loads(run("report", "--format", "json", tmp_path).stdout)["run"]
+    assert r["data_parallel"] is None and r["data_parallel_problem"] == problem
+    assert (r["global_batch"], r["global_batch_derived"]) == (2 * 8 * 12, True)  # the world size, as before
+    assert f"warning the config's parallel sizes: {problem}" in " ".join(run("report", tmp_path).stdout.split())
+
+
+def test_a_slow_node_that_holds_one_pipeline_stage_keeps_its_lead_as_its_price(tmp_path):
+    # One stage per node (node = stage): stage 1's ranks 1.3x slower may be the node's
+    # hardware, so the lead stays the price, and balancing the stages is given beside it.
+    import random
+    rnd = random.Random(5)
+    write_rank_logs(tmp_path, 8, 40, lambda rank: {"stage": rank % 2, "node": rank % 2},
+                    lambda rank, step: 50.0 * (1.3 if rank % 2 else 1.0) * rnd.uniform(0.98, 1.02))
+    (f,) = [f for f in json.loads(run("report", "--format", "json", tmp_path).stdout)["findings"]
+            if f["kind"] in ("slow-ranks", "straggler")]
+    assert f["ms_per_update"] > 12.0  # about 65 - 50, the lead
+    assert "another config field sets the same ranks apart, so their lead may be their hardware" in f["evidence"]

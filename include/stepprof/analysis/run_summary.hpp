@@ -47,6 +47,10 @@ struct RunSummary {
   /// 2 x 8 x 12.
   std::optional<std::int64_t> data_parallel;
   std::string data_parallel_from;  ///< how data_parallel was found, e.g. "world_size 12 / pipeline_parallel_size 4"
+  /// Why the config's sizes were not used: a data-parallel size that does not divide
+  /// world_size or whose product with the model-parallel sizes is not world_size, sizes
+  /// that do not divide it, a size above 2^20 (a positive integer each; others are not read).
+  std::optional<std::string> data_parallel_problem;
   std::optional<std::string> global_batch_mismatch;  ///< config's global_batch disagrees with the product
   std::size_t updates = 0;                       ///< update records analyzed, all ranks
   std::vector<std::pair<std::int64_t, std::size_t>> updates_per_rank;  ///< (rank, update records); rank -1: the log names no rank
