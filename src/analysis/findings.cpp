@@ -310,6 +310,19 @@ std::string own_work_caveat(const CrossRankResult& x) {
                      x.comm_region, skew);
 }
 
+// The values of config field `d` other than `value`, listed: at most 5, then a count (a
+// node's hostname against 1,023 others).
+std::string other_values(const ConfigDifference& d, const std::string& value) {
+  constexpr std::size_t kOthersUpTo = 5;
+  std::vector<std::string> others;
+  for (const auto& [v, r] : d.values)
+    if (v != value && others.size() < kOthersUpTo) others.push_back(v.empty() ? std::string("absent") : v);
+  std::string listed = fmt::format("{}", fmt::join(others, ", "));
+  if (d.values.size() - 1 > others.size())
+    listed += fmt::format(" and {} other values", d.values.size() - 1 - others.size());
+  return listed;
+}
+
 // A config field whose value `slow` (ascending) alone have, all of them the same (e.g.
 // a pipeline stage): the lag may be the work given to them, not their hardware. Empty
 // when there is none.
@@ -327,15 +340,7 @@ std::optional<SharedConfig> config_only_on(const FindingInputs& in, const std::v
     if (!shared_elsewhere) continue;
     for (const auto& [value, ranks] : d.values) {
       if (value.empty() || ranks != slow) continue;
-      // (At most kOthersUpTo of the other values: a node's hostname against 1,023 others.)
-      constexpr std::size_t kOthersUpTo = 5;
-      std::vector<std::string> others;
-      for (const auto& [v, r] : d.values)
-        if (v != value && others.size() < kOthersUpTo) others.push_back(v.empty() ? std::string("absent") : v);
-      std::string listed = fmt::format("{}", fmt::join(others, ", "));
-      if (d.values.size() - 1 > others.size())
-        listed += fmt::format(" and {} other values", d.values.size() - 1 - others.size());
-      return SharedConfig{d.key, value, listed};
+      return SharedConfig{d.key, value, other_values(d, value)};
     }
   }
   return std::nullopt;
@@ -371,14 +376,7 @@ std::optional<ConfigHolding> config_value_holding(const FindingInputs& in, const
       std::vector<std::int64_t> with;
       std::set_intersection(members.begin(), members.end(), compared.begin(), compared.end(), std::back_inserter(with));
       if (2 * ranks.size() <= with.size()) continue;
-      constexpr std::size_t kOthersUpTo = 5;
-      std::vector<std::string> others;
-      for (const auto& [v, r] : d.values)
-        if (v != value && others.size() < kOthersUpTo) others.push_back(v.empty() ? std::string("absent") : v);
-      std::string listed = fmt::format("{}", fmt::join(others, ", "));
-      if (d.values.size() - 1 > others.size())
-        listed += fmt::format(" and {} other values", d.values.size() - 1 - others.size());
-      return ConfigHolding{d.key, value, listed, with.size()};
+      return ConfigHolding{d.key, value, other_values(d, value), with.size()};
     }
   }
   return std::nullopt;
