@@ -36,6 +36,7 @@ std::optional<std::pair<std::int64_t, std::string_view>> size_field(const RunCon
 void data_parallel_size(const RunConfig& cfg, RunSummary& s) {
   const auto dp = size_field(cfg, {"data_parallel_size", "data_parallel", "dp_size", "dp_degree"});
   std::int64_t model = 1;
+  bool any_model = false;  // (a size of 1 given counts: tp 1 x pp 1 x dp 3 is no world of 12)
   std::string sizes;
   for (const auto& keys : {std::initializer_list<std::string_view>{"tensor_parallel_size", "tensor_model_parallel_size",
                                                                    "tensor_parallel", "tp_size", "tp_degree"},
@@ -50,24 +51,29 @@ void data_parallel_size(const RunConfig& cfg, RunSummary& s) {
         return;
       }
       model *= f->first;  // (three sizes of at most 2^20: no overflow)
+      any_model = true;
       sizes += fmt::format(" / {} {}", f->second, f->first);
     }
   if (!dp && model == 1) return;
+  if (dp && dp->first > kMaxWorldSize) {
+    s.data_parallel_problem = fmt::format("{} {} is above 2^20 ranks: not used", dp->second, dp->first);
+    return;
+  }
   if (!s.world_size) {
-    if (dp && dp->first <= kMaxWorldSize) s.data_parallel = dp->first, s.data_parallel_from = std::string(dp->second);
+    if (dp) s.data_parallel = dp->first, s.data_parallel_from = fmt::format("the config's {}", dp->second);
     return;
   }
   const std::int64_t world = *s.world_size;
   if (dp) {
-    if (dp->first > world || world % dp->first != 0 || (model > 1 && dp->first * model != world)) {
+    if (dp->first > world || world % dp->first != 0 || (any_model && dp->first * model != world)) {
       s.data_parallel_problem =
-          model > 1 ? fmt::format("{} {} x the model-parallel sizes ({}) is not world_size {}: not used", dp->second,
+          any_model ? fmt::format("{} {} x the model-parallel sizes ({}) is not world_size {}: not used", dp->second,
                                   dp->first, sizes.substr(3), world)
                     : fmt::format("{} {} does not divide world_size {}: not used", dp->second, dp->first, world);
       return;
     }
     s.data_parallel = dp->first;
-    s.data_parallel_from = std::string(dp->second);
+    s.data_parallel_from = fmt::format("the config's {}", dp->second);
     return;
   }
   if (world % model != 0) {

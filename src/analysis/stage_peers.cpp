@@ -77,7 +77,9 @@ class OthersMedian {
     const auto idx = static_cast<std::size_t>(std::lower_bound(sorted_.begin(), sorted_.end(), x) - sorted_.begin());
     const std::size_t m = sorted_.size() - 1;
     const auto at = [&](std::size_t j) { return sorted_[j < idx ? j : j + 1]; };
-    return m % 2 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2;
+    if (m % 2) return at(m / 2);
+    const double a = at(m / 2 - 1);
+    return a + 0.5 * (at(m / 2) - a);  // (as median() in stats.cpp: no overflow, the same bits)
   }
 
  private:

@@ -244,9 +244,9 @@ Section time_section(const Report& rep) {
     if (dp > 0 && dp < *run.world_size && *run.world_size % dp == 0) {
       const std::int64_t shared = *run.world_size / dp;
       sum_how += run.data_parallel
-                     ? fmt::format("; each micro-batch is on {} ranks ({} data-parallel ranks of {}: {}): divide by {} "
-                                   "where they all log it",
-                                   shared, dp, *run.world_size, run.data_parallel_from, shared)
+                     ? fmt::format("; each micro-batch is on {} ranks ({} data-parallel rank{} of {}: {}): divide by "
+                                   "{} where they all log it",
+                                   shared, dp, dp == 1 ? "" : "s", *run.world_size, run.data_parallel_from, shared)
                      : fmt::format("; each micro-batch is on {} ranks (global batch {} = {} x {} x {} data-parallel "
                                    "ranks of {}): divide by {} where they all log it",
                                    shared, *run.global_batch, *run.micro_batch, *run.accumulation, dp, *run.world_size,

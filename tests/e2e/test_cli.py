@@ -4287,7 +4287,7 @@ def test_ranks_of_a_slow_node_behind_their_stages_are_named_by_the_node(tmp_path
 @pytest.mark.parametrize("sizes,dp,how", [
     ({"pipeline_parallel_size": 4}, 3, "world_size 12 / pipeline_parallel_size 4"),
     ({"tp_size": 2, "pp_size": 2}, 3, "world_size 12 / tp_size 2 / pp_size 2"),
-    ({"data_parallel_size": 3}, 3, "data_parallel_size"),
+    ({"data_parallel_size": 3}, 3, "the config's data_parallel_size"),
 ])
 def test_the_global_batch_counts_data_parallel_ranks_when_the_config_gives_model_parallel_sizes(tmp_path, sizes, dp, how):
     # A Megatron-style user's 4 stages x 3 replicas, micro-batch 2, accumulation 8: global
@@ -4311,11 +4311,13 @@ def test_the_global_batch_counts_data_parallel_ranks_when_the_config_gives_model
 
 
 @pytest.mark.parametrize("sizes,problem", [
-    ({"data_parallel_size": 2 ** 62}, "data_parallel_size 4611686018427387904 does not divide world_size 12: not used"),
+    ({"data_parallel_size": 2 ** 62}, "data_parallel_size 4611686018427387904 is above 2^20 ranks: not used"),
     ({"data_parallel_size": 5}, "data_parallel_size 5 does not divide world_size 12: not used"),
     ({"data_parallel_size": 3, "pp_size": 2}, "data_parallel_size 3 x the model-parallel sizes (pp_size 2) is not "
                                                "world_size 12: not used"),
     ({"tp_size": 5}, "the model-parallel sizes (tp_size 5) do not divide world_size 12: not used"),
+    ({"tp_size": 1, "pp_size": 1, "data_parallel_size": 3},
+     "data_parallel_size 3 x the model-parallel sizes (tp_size 1 / pp_size 1) is not world_size 12: not used"),
 ])
 def test_parallel_sizes_that_do_not_fit_the_world_size_are_not_used(tmp_path, sizes, problem):
     # A review: data_parallel_size 2^63 - 1 gave a global batch of -16 (an overflow), and
