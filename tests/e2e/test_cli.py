@@ -4224,6 +4224,16 @@ def test_a_pipeline_without_a_lag_has_no_stretch_within_its_stages(tmp_path):
         assert "what balancing the pipeline stages buys at best" in f["evidence"]
 
 
+def stage_straggler_finding(logs, inject):
+    """Writes pipeline_logs(logs, inject) and returns its `report --format json` and its one
+    stage-straggler finding."""
+    logs.mkdir()
+    pipeline_logs(logs, inject)
+    rep = json.loads(run("report", "--format", "json", logs).stdout)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "stage-straggler"]
+    return rep, f
+
+
 def test_ranks_of_a_slow_node_behind_their_stages_are_named_by_the_node(tmp_path):
     # Node 1 (dp_rank 1: ranks 4..7, one rank of each stage) is 1.18x slower throughout:
     # against every rank it hid among the heavy stages (ranks 4 and 7 are in one).
@@ -4256,11 +4266,7 @@ def test_ranks_of_a_slow_node_behind_their_stages_are_named_by_the_node(tmp_path
     assert 9.0 < f["ms_per_update"] < 14.0
     # A single slow GPU in a heavy stage (rank 4, stage 0, 1.2x): the slow-ranks finding
     # names stages 0 and 3 for their work; rank 4 is named alone, sent to its GPU and host.
-    logs = tmp_path / "one"
-    logs.mkdir()
-    pipeline_logs(logs, lambda rank, step, own: own * 1.2 if rank == 4 else own)
-    rep = json.loads(run("report", "--format", "json", logs).stdout)
-    (f,) = [f for f in rep["findings"] if f["kind"] == "stage-straggler"]
+    rep, f = stage_straggler_finding(tmp_path / "one", lambda rank, step, own: own * 1.2 if rank == 4 else own)
     assert f["title"].startswith("rank 4 is slower than the other ranks of its pipeline stage (stage 0) throughout: "
                                  "1.2")
     assert f["action"].startswith("look at rank 4's GPU and host")
@@ -4270,11 +4276,7 @@ def test_ranks_of_a_slow_node_behind_their_stages_are_named_by_the_node(tmp_path
     assert "rank 4 also slower than the others of its stage: the stage-straggler finding" in g["action"]
     # A slow GPU in a light stage (rank 9, stage 1, 1.25x): the slow-ranks group of the
     # heavy stages takes it in (a second tier); it had no finding of its own.
-    logs = tmp_path / "light"
-    logs.mkdir()
-    pipeline_logs(logs, lambda rank, step, own: own * 1.25 if rank == 9 else own)
-    rep = json.loads(run("report", "--format", "json", logs).stdout)
-    (f,) = [f for f in rep["findings"] if f["kind"] == "stage-straggler"]
+    rep, f = stage_straggler_finding(tmp_path / "light", lambda rank, step, own: own * 1.25 if rank == 9 else own)
     assert f["title"].startswith("rank 9 is slower than the other ranks of its pipeline stage (stage 1) throughout: "
                                  "1.2")
     # The slow-ranks finding prices balancing the stages (their medians), which leaves its lag out.
