@@ -194,7 +194,10 @@ void compare_within_stages(const ConfigDifference& field, const std::vector<Rank
       for (const auto& w : work) flagged_for_stage.push_back(w.rank);
   std::vector<std::vector<UpdateSlowest>> stage_updates_all;
   stage_updates_all.reserve(stages.size());
-  for (const auto& [value, work] : stages) {
+  for (const auto& stage : stages) {
+    // (Not a structured binding: clang 14, which builds the fuzz targets, cannot capture one.)
+    const std::string* value = stage.first;
+    const std::vector<RankWork>& work = stage.second;
     std::vector<double> all;
     for (const auto& w : work) all.insert(all.end(), w.compute_ms->begin(), w.compute_ms->end());
     const double stage_ms = *median(all);
