@@ -44,14 +44,20 @@ std::vector<UpdateSlowest> stage_updates(const std::vector<RankWork>& work, cons
   return out;
 }
 
+// Each rank's median own work over the updates [ms] (0 for none).
+std::vector<double> rank_medians(const std::vector<RankWork>& work) {
+  std::vector<double> out;
+  for (const auto& w : work) {
+    std::vector<double> c = *w.compute_ms;
+    out.push_back(median(c).value_or(0));
+  }
+  return out;
+}
+
 // The stage's ranks whose median own work is below `threshold` x its fastest rank's: its
 // stragglers, which find_recurring_lags leaves out (as analyze_cross_rank does).
 std::vector<std::int64_t> stage_stragglers(const std::vector<RankWork>& work, double threshold) {
-  std::vector<double> medians;
-  for (const auto& w : work) {
-    std::vector<double> c = *w.compute_ms;
-    medians.push_back(median(c).value_or(0));
-  }
+  const std::vector<double> medians = rank_medians(work);
   const double fastest = *std::min_element(medians.begin(), medians.end());
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < work.size(); ++i)
@@ -92,11 +98,7 @@ class OthersMedian {
 // With their places in `work`.
 std::vector<std::pair<CrossRankResult::StageSlowRank, std::size_t>> slow_in_stage(const std::vector<RankWork>& work,
                                                                                    const std::string& stage) {
-  std::vector<double> medians;
-  for (const auto& w : work) {
-    std::vector<double> c = *w.compute_ms;
-    medians.push_back(*median(c));
-  }
+  const std::vector<double> medians = rank_medians(work);
   OthersMedian others;
   others.load(medians);
   std::vector<std::pair<CrossRankResult::StageSlowRank, std::size_t>> out;
